@@ -1,0 +1,39 @@
+# Two entry points: `make demo` (compile real workloads with VIZ=1 and serve the UI) and `make test`.
+# Both do all set-up on a fresh machine: a venv with the project installed, npm packages, Debian's chromium.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+
+.PHONY: demo test venv node chromium lint bench clean
+
+venv: $(VENV)/.stamp
+$(VENV)/.stamp: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+node: node_modules/.stamp
+node_modules/.stamp: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# Debian's chromium drives the browser tests (Playwright cannot download its own browser here).
+chromium:
+	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+demo: venv node
+	VIZ=1 VIZ_PORT=$(PORT) $(PY) examples/demo.py
+
+test: venv node chromium
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q -n 2 --dist loadfile -p no:cacheprovider
+
+lint: venv
+	$(PY) -m ruff check .
+
+bench: venv
+	for f in bench/bench_*.py; do echo "== $$f"; $(PY) $$f --quick || exit 1; done
+
+clean:
+	rm -rf $(VENV) node_modules build dist *.egg-info test-artifacts

@@ -1,0 +1,410 @@
+"""Pattern rewriting: `UPat`, `PatternMatcher` and `graph_rewrite` (every call and every match is traced)."""
+from __future__ import annotations
+
+import inspect
+import itertools
+import sys
+import time
+from typing import Any, Callable, Iterator
+
+from compiler.dtype import DType
+from compiler.trace import recorder
+from compiler.uop import GroupOp, Ops, UOp
+
+Captures = dict[str, Any]
+
+
+class UPat:
+  """A pattern over UOps. `src` as a tuple matches in order, as a list any permutation, as a UPat every source."""
+  __slots__ = ("op", "dtype", "src", "arg", "name", "allow_any_len", "src_kind", "custom")
+
+  def __init__(self, op: Ops | tuple | set | None = None, dtype: DType | tuple | None = None,
+               src: tuple | list | UPat | None = None, arg: Any = None, name: str | None = None,
+               allow_any_len: bool = False, custom: Callable[[UOp], bool] | None = None):
+    self.op = None if op is None else (frozenset((op,)) if isinstance(op, Ops) else frozenset(op))
+    self.dtype = None if dtype is None else ((dtype,) if isinstance(dtype, DType) else tuple(dtype))
+    self.arg, self.name, self.allow_any_len, self.custom = arg, name, allow_any_len, custom
+    # src_kind: 0 none, 1 ordered tuple, 2 permutations (list), 3 repeat one pattern for every source
+    if src is None:
+      self.src_kind, self.src = 0, None
+    elif isinstance(src, UPat):
+      self.src_kind, self.src = 3, src
+    elif isinstance(src, list):
+      self.src_kind, self.src = 2, tuple(src)
+    else:
+      self.src_kind, self.src = 1, tuple(src)
+
+  # ---- constructors
+  @staticmethod
+  def var(name: str | None = None, dtype: DType | tuple | None = None) -> UPat:
+    return UPat(dtype=dtype, name=name)
+
+  @staticmethod
+  def cvar(name: str | None = None, dtype: DType | tuple | None = None, vec: bool = False) -> UPat:
+    c = UPat(Ops.CONST, dtype=dtype, name=name)
+    return UPat((Ops.CONST, Ops.VECTORIZE), dtype, name=name, custom=_is_const_vec) if vec else c
+
+  @staticmethod
+  def const(dtype: DType | tuple | None, value: Any) -> UPat:
+    return UPat(Ops.CONST, dtype=dtype, arg=value)
+
+  @staticmethod
+  def any(*pats: UPat) -> UPatAny:
+    return UPatAny(pats)
+
+  # ---- chainable helpers
+  def named(self, name: str) -> UPat:
+    p = self._copy()
+    p.name = name
+    return p
+
+  def _copy(self) -> UPat:
+    p = UPat.__new__(type(self))
+    for k in UPat.__slots__:
+      object.__setattr__(p, k, getattr(self, k))
+    return p
+
+  def alu(self, op: Ops, *src: UPat | Any) -> UPat:
+    srcs = (self, *(s if isinstance(s, UPat) else UPat.const(None, s) for s in src))
+    return UPat(op, src=list(srcs) if op in GroupOp.Commutative else srcs)
+
+  def __add__(self, x): return self.alu(Ops.ADD, x)
+  def __radd__(self, x): return self.alu(Ops.ADD, x)
+  def __mul__(self, x): return self.alu(Ops.MUL, x)
+  def __rmul__(self, x): return self.alu(Ops.MUL, x)
+  def __sub__(self, x): return self.alu(Ops.SUB, x)
+  def __floordiv__(self, x): return self.alu(Ops.IDIV, x)
+  def __mod__(self, x): return self.alu(Ops.MOD, x)
+  def __truediv__(self, x): return self.alu(Ops.FDIV, x)
+  def __neg__(self): return self.alu(Ops.NEG)
+  def __lt__(self, x): return self.alu(Ops.CMPLT, x)
+  def __and__(self, x): return self.alu(Ops.AND, x)
+  def __or__(self, x): return self.alu(Ops.OR, x)
+  def __xor__(self, x): return self.alu(Ops.XOR, x)
+  def eq(self, x): return self.alu(Ops.CMPEQ, x)
+  def ne(self, x): return self.alu(Ops.CMPNE, x)
+  def maximum(self, x): return self.alu(Ops.MAX, x)
+  def where(self, x, y): return self.alu(Ops.WHERE, x, y)
+  def cast(self, dtype: DType | None = None, name: str | None = None) -> UPat:
+    return UPat(Ops.CAST, dtype, (self,), name=name)
+  def load(self, name: str | None = None, **kw) -> UPat:
+    return UPat(Ops.LOAD, src=(self,), name=name, allow_any_len=True, **kw)
+  def index(self, idx: UPat, name: str | None = None) -> UPat:
+    return UPat(Ops.INDEX, src=(self, idx), name=name, allow_any_len=True)
+  def reduce(self, name: str | None = None, arg: Any = None) -> UPat:
+    return UPat(Ops.REDUCE, src=(self,), name=name, arg=arg, allow_any_len=True)
+
+  __hash__ = object.__hash__
+
+  def __eq__(self, other):
+    return self is other
+
+  # ---- matching
+  def match(self, u: UOp, store: Captures) -> Iterator[Captures]:
+    """Yield every capture dict under which `u` matches (more than one when permutations match)."""
+    if self.op is not None and u.op not in self.op:
+      return
+    if self.dtype is not None and u.dtype not in self.dtype and u.dtype.scalar() not in self.dtype:
+      return
+    if self.arg is not None and u.arg != self.arg:
+      return
+    if self.custom is not None and not self.custom(u):
+      return
+    if self.name is not None:
+      prev = store.get(self.name)
+      if prev is not None and prev is not u:
+        return
+      store = {**store, self.name: u}
+    kind = self.src_kind
+    if kind == 0:
+      yield store
+      return
+    if kind == 3:
+      yield from _match_all(self.src, u.src, store)
+      return
+    pats = self.src
+    n = len(pats)
+    if (len(u.src) < n) if self.allow_any_len else (len(u.src) != n):
+      return
+    if kind == 1:
+      yield from _match_seq(pats, u.src[:n], store)
+      return
+    seen: set[tuple] = set()
+    for perm in itertools.permutations(range(n)):
+      srcs = tuple(u.src[i] for i in perm)
+      if srcs in seen:
+        continue
+      seen.add(srcs)
+      yield from _match_seq(pats, srcs, store)
+
+  def __repr__(self) -> str:
+    parts = []
+    if self.op is not None:
+      ops = sorted(self.op, key=lambda o: o.value)
+      parts.append(repr(ops[0]) if len(ops) == 1 else "(" + ", ".join(map(repr, ops)) + ")")
+    if self.dtype is not None:
+      parts.append("dtype=" + (repr(self.dtype[0]) if len(self.dtype) == 1 else repr(self.dtype)))
+    if self.src is not None:
+      if self.src_kind == 3:
+        parts.append(f"src={self.src!r}")
+      else:
+        inner = ", ".join(map(repr, self.src))
+        parts.append(f"src=[{inner}]" if self.src_kind == 2 else f"src=({inner}{',' if len(self.src) == 1 else ''})")
+    if self.arg is not None:
+      parts.append(f"arg={self.arg!r}")
+    if self.name is not None:
+      parts.append(f"name={self.name!r}")
+    if self.allow_any_len:
+      parts.append("allow_any_len=True")
+    return f"UPat({', '.join(parts)})"
+
+
+class UPatAny(UPat):
+  """Matches if any of its patterns matches."""
+  __slots__ = ("pats",)
+
+  def __init__(self, pats: tuple[UPat, ...]):
+    super().__init__()
+    self.pats = pats
+    ops = [p.op for p in pats]
+    self.op = None if any(o is None for o in ops) else frozenset().union(*ops)
+
+  def match(self, u: UOp, store: Captures) -> Iterator[Captures]:
+    for p in self.pats:
+      yield from p.match(u, store)
+
+  def __repr__(self) -> str:
+    return "UPat.any(" + ", ".join(map(repr, self.pats)) + ")"
+
+
+def _is_const_vec(u: UOp) -> bool:
+  return u.op is Ops.CONST or all(s.op is Ops.CONST and s.arg == u.src[0].arg for s in u.src)
+
+
+def _match_seq(pats: tuple[UPat, ...], srcs: tuple[UOp, ...], store: Captures) -> Iterator[Captures]:
+  if not pats:
+    yield store
+    return
+  for st in pats[0].match(srcs[0], store):
+    yield from _match_seq(pats[1:], srcs[1:], st)
+
+
+def _match_all(pat: UPat, srcs: tuple[UOp, ...], store: Captures) -> Iterator[Captures]:
+  if not srcs:
+    yield store
+    return
+  for st in pat.match(srcs[0], store):
+    yield from _match_all(pat, srcs[1:], st)
+
+
+class Rule:
+  """One (UPat, function) pair, with what the trace needs to show it."""
+  __slots__ = ("pat", "fn", "takes_ctx", "index")
+
+  def __init__(self, pat: UPat, fn: Callable, index: int):
+    self.pat, self.fn, self.index = pat, fn, index
+    try:
+      params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+      params = {}
+    self.takes_ctx = "ctx" in params
+
+  @property
+  def location(self) -> tuple[str, int]:
+    code = getattr(self.fn, "__code__", None)
+    return (code.co_filename, code.co_firstlineno) if code is not None else ("<unknown>", 0)
+
+  @property
+  def source(self) -> str:
+    try:
+      return inspect.getsource(self.fn).strip()
+    except (OSError, TypeError):
+      return f"# source not available\n{self.pat!r}"
+
+  @property
+  def fn_name(self) -> str:
+    return getattr(self.fn, "__name__", type(self.fn).__name__)
+
+
+class PatternMatcher:
+  """Rules indexed by op, tried in order; compose matchers with `+`."""
+
+  def __init__(self, rules: list[tuple[UPat, Callable]], name: str | None = None):
+    self.name = name
+    self.rules = [r if isinstance(r, Rule) else Rule(r[0], r[1], i) for i, r in enumerate(rules)]
+    self.pdict: dict[Ops, list[Rule]] = {}
+    self.wildcard: list[Rule] = []
+    for r in self.rules:
+      if r.pat.op is None:
+        self.wildcard.append(r)
+      for op in (r.pat.op or ()):
+        self.pdict.setdefault(op, []).append(r)
+    if self.wildcard:  # keep rule order: wildcard rules interleave with the op-indexed ones
+      for op in list(self.pdict):
+        self.pdict[op] = sorted(set(self.pdict[op]) | set(self.wildcard), key=self.rules.index)
+
+  def __add__(self, other: PatternMatcher) -> PatternMatcher:
+    return PatternMatcher([(r.pat, r.fn) for r in self.rules + other.rules])
+
+  def __repr__(self) -> str:
+    return f"PatternMatcher({self.name or ''}, {len(self.rules)} rules)"
+
+  def candidates(self, u: UOp) -> list[Rule]:
+    return self.pdict.get(u.op, self.wildcard)
+
+  def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
+    """The first rule's result for u, or None when no rule matches."""
+    for rule in self.pdict.get(u.op, self.wildcard):
+      for caps in rule.pat.match(u, {}):
+        ret = rule.fn(ctx=ctx, **caps) if rule.takes_ctx else rule.fn(**caps)
+        if ret is not None and ret is not u:
+          return ret
+    return None
+
+
+class RewriteLoopError(RuntimeError):
+  """A graph_rewrite did not reach a fixed point."""
+
+
+# how many rewrites of one node (chained) before we call it a loop
+MAX_CHAIN = 1000
+
+
+class _Rewriter:
+  __slots__ = ("pm", "ctx", "bottom_up", "name", "rec", "rw_id", "matches", "replace", "last_rule")
+
+  def __init__(self, pm: PatternMatcher, ctx: Any, bottom_up: bool, name: str, rec: Any):
+    self.pm, self.ctx, self.bottom_up, self.name, self.rec = pm, ctx, bottom_up, name, rec
+    self.rw_id, self.matches, self.replace, self.last_rule = 0, 0, {}, None
+
+  def _apply(self, u: UOp) -> tuple[UOp | None, Rule | None]:
+    ctx = self.ctx
+    for rule in self.pm.pdict.get(u.op, self.pm.wildcard):
+      for caps in rule.pat.match(u, {}):
+        if self.rec is None:
+          ret = rule.fn(ctx=ctx, **caps) if rule.takes_ctx else rule.fn(**caps)
+        else:
+          t0 = time.perf_counter_ns()
+          try:
+            ret = rule.fn(ctx=ctx, **caps) if rule.takes_ctx else rule.fn(**caps)
+          except Exception as e:
+            self.rec.match_error(self.rw_id, rule, u, e)
+            raise
+          if ret is not None and ret is not u:
+            self.rec.match(self.rw_id, rule, u, ret, time.perf_counter_ns() - t0)
+        if ret is not None and ret is not u:
+          if not isinstance(ret, UOp):
+            raise TypeError(f"rule {rule.fn_name} at {_loc(rule)} in pass {self.name!r} returned "
+                            f"{type(ret).__name__}, not a UOp")
+          self.matches += 1
+          self.last_rule = rule
+          return ret, rule
+    return None, None
+
+  def _fixed_point(self, u: UOp) -> UOp:
+    seen: list[UOp] = [u]
+    rules: list[Rule] = []
+    while True:
+      new, rule = self._apply(u)
+      if new is None:
+        return u
+      rules.append(rule)
+      if new in seen or len(seen) > MAX_CHAIN:
+        self._loop(rules, u)
+      seen.append(new)
+      u = new
+
+  def _loop(self, rules: list, u: UOp) -> None:
+    names = ", ".join(dict.fromkeys(f"{r.fn_name} ({_loc(r)})" for r in rules[-8:]))
+    raise RewriteLoopError(f"graph_rewrite {self.name!r} does not converge: rules {names} keep rewriting "
+                           f"{u.op.name} node")
+
+  def rewrite(self, root: UOp) -> UOp:
+    replace = self.replace
+    in_progress: set[UOp] = set()
+    # stack entries: (original node, stage, current node, chain length)
+    stack: list[tuple[UOp, int, UOp, int]] = [(root, 0, root, 0)]
+    bottom_up = self.bottom_up
+    while stack:
+      n, stage, new_n, chain = stack.pop()
+      if stage == 0:
+        if n in replace:
+          continue
+        if n in in_progress:  # a rewrite result contains the node being rewritten: it can only grow
+          rule = self.last_rule
+          by = f" (last rule: {rule.fn_name} at {_loc(rule)})" if rule is not None else ""
+          raise RewriteLoopError(f"graph_rewrite {self.name!r} does not converge: a {n.op.name} node is part of "
+                                 f"its own rewrite result{by}")
+        in_progress.add(n)
+        if not bottom_up:
+          new_n = self._fixed_point(new_n)
+        stack.append((n, 1, new_n, chain))
+        for s in reversed(new_n.src):
+          if s not in replace:
+            stack.append((s, 0, s, 0))
+      elif stage == 1:
+        new_src = tuple([replace[s] for s in new_n.src])
+        if all(a is b for a, b in zip(new_src, new_n.src)):
+          if bottom_up:
+            new, rule = self._apply(new_n)
+            if new is not None:
+              if chain > MAX_CHAIN:
+                self._loop([rule], new_n)
+              stack.append((n, 2, new, chain))
+              stack.append((new, 0, new, chain + 1))
+              continue
+          replace[n] = replace[new_n] = new_n  # a final node is its own result: never walk it again
+          in_progress.discard(n)
+        else:
+          rebuilt = new_n.replace(src=new_src)
+          if chain > MAX_CHAIN:
+            self._loop([], new_n)
+          stack.append((n, 2, rebuilt, chain))
+          stack.append((rebuilt, 0, rebuilt, chain + 1))
+      else:
+        replace[n] = replace[new_n]
+        in_progress.discard(n)
+    return replace[root]
+
+
+def _loc(rule: Rule) -> str:
+  f, line = rule.location
+  return f"{f}:{line}"
+
+
+def _caller() -> tuple[str, int]:
+  """The first frame outside this module: where the user called graph_rewrite."""
+  f = sys._getframe(1)
+  while f is not None and f.f_code.co_filename == __file__:
+    f = f.f_back
+  return (f.f_code.co_filename, f.f_lineno) if f is not None else ("<unknown>", 0)
+
+
+def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, name: str | None = None,
+                  bottom_up: bool = False) -> UOp:
+  """Rewrite the graph of `sink` with `pm` to a fixed point (top-down, or bottom-up: sources first)."""
+  rec = recorder.RECORDER
+  pass_name = name or pm.name or "graph_rewrite"
+  if rec is None:
+    return _Rewriter(pm, ctx, bottom_up, pass_name, None).rewrite(sink)
+  rw = _Rewriter(pm, ctx, bottom_up, pass_name, rec)
+  file, line = _caller()
+  rw.rw_id = rec.rewrite_begin(pass_name, file, line, bottom_up, sink)
+  t0 = time.perf_counter_ns()
+  try:
+    out = rw.rewrite(sink)
+  except BaseException as e:
+    rec.rewrite_end(rw.rw_id, None, time.perf_counter_ns() - t0, rw.matches, error=f"{type(e).__name__}: {e}")
+    raise
+  rec.rewrite_end(rw.rw_id, out, time.perf_counter_ns() - t0, rw.matches)
+  return out
+
+
+def track_graph(sink: UOp, name: str) -> UOp:
+  """Record a snapshot of a graph as an empty rewrite (e.g. "View Base AST"); a no-op when tracing is off."""
+  if recorder.RECORDER is not None:
+    return graph_rewrite(sink, _EMPTY, name=name)
+  return sink
+
+
+_EMPTY = PatternMatcher([], name="snapshot")

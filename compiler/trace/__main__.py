@@ -1,0 +1,4 @@
+"""Entry point of `python -m compiler.trace`."""
+from compiler.trace.cli import main
+
+raise SystemExit(main())

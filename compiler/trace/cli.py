@@ -1,0 +1,147 @@
+"""`python -m compiler.trace info|validate FILE`: summarize or check a trace file."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+from compiler.trace.format import TraceFormatError
+from compiler.trace.reader import TraceReader
+
+KERNEL_RECORDS = ("opt", "beam", "source", "run")
+
+
+def summarize(path: str, top: int = 10) -> dict[str, Any]:
+  """Read a whole trace (streaming) and return the counts `info` prints; raises TraceFormatError/OSError."""
+  counts: Counter[str] = Counter()
+  kinds: Counter[str] = Counter()
+  rw_names: dict[int, str] = {}
+  rw_matches: Counter[int] = Counter()
+  kernel_ctxs: set[int] = set()
+  meta = None
+  with TraceReader(path) as r:
+    for rec in r:
+      t = rec["t"]
+      counts[t] += 1
+      if t == "match":
+        rw_matches[rec["rw"]] += 1
+      elif t == "node" or t == "pattern":
+        pass
+      elif t == "rw_begin":
+        rw_names[rec["id"]] = rec["name"]
+      elif t == "ctx_begin":
+        kinds[rec["kind"]] += 1
+      elif t in KERNEL_RECORDS:
+        kernel_ctxs.add(rec["ctx"])
+      elif t == "meta" and meta is None:
+        meta = rec
+    size = os.path.getsize(path)
+  calls: Counter[str] = Counter(rw_names.values())
+  by_name: Counter[str] = Counter()
+  for rw, n in rw_matches.items():
+    by_name[rw_names.get(rw, f"<rewrite {rw}>")] += n
+  top_rw = [{"name": name, "matches": n, "calls": calls[name]} for name, n in by_name.most_common(top)]
+  return {
+    "file": path, "bytes": size, "frames": r.frames, "version": ".".join(map(str, r.version or ())),
+    "records": r.records, "skipped_unknown": r.skipped_unknown, "meta": meta,
+    "contexts": counts["ctx_begin"], "context_kinds": dict(kinds), "rewrites": counts["rw_begin"],
+    "matches": counts["match"], "nodes": counts["node"], "patterns": counts["pattern"], "kernels": len(kernel_ctxs),
+    "opts": counts["opt"], "beam": counts["beam"], "sources": counts["source"], "runs": counts["run"],
+    "errors": counts["error"], "types": dict(counts), "top_rewrites": top_rw,
+    "damaged": r.damaged, "stopped_at": r.stopped_at, "stopped_record": r.stopped_record, "reason": r.reason,
+    "complete": r.complete,
+  }
+
+
+def _size(n: int) -> str:
+  for unit in ("B", "KiB", "MiB"):
+    if n < 1024 or unit == "MiB":
+      return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+    n /= 1024
+  return str(n)
+
+
+def _status(s: dict[str, Any]) -> str:
+  if s["damaged"]:
+    return f"DAMAGED at byte {s['stopped_at']} (record {s['stopped_record']}): {s['reason']}"
+  return "intact, ended cleanly" if s["complete"] else "intact, no end record (still being written, or the writer died)"
+
+
+def _print_info(s: dict[str, Any]) -> None:
+  m = s["meta"] or {}
+  started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(m["started"])) if m.get("started") else "?"
+  kinds = ", ".join(f"{k} {n}" for k, n in sorted(s["context_kinds"].items()))
+  unknown = f" (+{s['skipped_unknown']} of unknown types skipped)" if s["skipped_unknown"] else ""
+  lines = [
+    f"trace     {s['file']}  ({_size(s['bytes'])}, {s['frames']} frames, format {s['version']})",
+    f"status    {_status(s)}",
+    f"command   {' '.join(m.get('argv') or []) or '?'}",
+    f"process   pid {m.get('pid', '?')} on {m.get('host', '?')}, python {m.get('python', '?')}, started {started}",
+    f"cwd       {m.get('cwd', '?')}",
+    f"records   {s['records']}{unknown}",
+    f"contexts  {s['contexts']}" + (f" ({kinds})" if kinds else ""),
+    f"rewrites  {s['rewrites']}, matches {s['matches']}, nodes {s['nodes']}, patterns {s['patterns']}",
+    f"kernels   {s['kernels']} (opts {s['opts']}, beam {s['beam']}, sources {s['sources']}, runs {s['runs']})",
+    f"errors    {s['errors']}",
+  ]
+  if s["top_rewrites"]:
+    lines += ["", "top rewrites by matches:", f"{'matches':>9} {'calls':>7}  name"]
+    lines += [f"{r['matches']:>9} {r['calls']:>7}  {r['name']}" for r in s["top_rewrites"]]
+  print("\n".join(lines))
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+  try:
+    s = summarize(args.file, args.top)
+  except (TraceFormatError, OSError) as e:
+    print(f"{args.file}: not a readable trace: {e}", file=sys.stderr)
+    return 2
+  if args.json:
+    print(json.dumps(s, indent=1))
+  else:
+    _print_info(s)
+  return 1 if s["damaged"] else 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+  try:
+    with TraceReader(args.file) as r:
+      for _ in r:
+        pass
+  except (TraceFormatError, OSError) as e:
+    print(f"{args.file}: not a readable trace: {e}", file=sys.stderr)
+    return 2
+  summary = f"{r.records} records in {r.frames} frame{'' if r.frames == 1 else 's'} ({r.offset} bytes)"
+  if r.damaged:
+    print(f"{args.file}: DAMAGED: record {r.stopped_record} at byte {r.stopped_at}: {r.reason}; "
+          f"recovered {summary}")
+    return 1
+  ending = "ended cleanly" if r.complete else "no end record (still being written, or the writer died)"
+  print(f"{args.file}: OK: {summary}; {ending}")
+  return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+  p = argparse.ArgumentParser(prog="python -m compiler.trace", description="Inspect tinyviz trace files (.vztrace).")
+  sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+  info = sub.add_parser("info", help="summarize a trace: meta, counts, damage, top rewrites",
+                        description="Summarize a trace. Exit status: 0 intact, 1 damaged, 2 not a readable trace.")
+  info.add_argument("file", metavar="FILE", help="a .vztrace file")
+  info.add_argument("--json", action="store_true", help="print the summary as a JSON object")
+  info.add_argument("--top", type=int, default=10, metavar="N", help="how many rewrites to list (default 10)")
+  info.set_defaults(fn=cmd_info)
+  val = sub.add_parser("validate", help="check every frame and record",
+                       description="Check a trace. Exit status: 0 intact (ends at a frame boundary), "
+                                   "1 damaged (records before the damage are readable), 2 not a readable trace.")
+  val.add_argument("file", metavar="FILE", help="a .vztrace file")
+  val.set_defaults(fn=cmd_validate)
+  return p
+
+
+def main(argv: list[str] | None = None) -> int:
+  args = build_parser().parse_args(argv)
+  return args.fn(args)

@@ -1,0 +1,110 @@
+"""The trace file format (version 1): byte layout constants, limits, and the schema of every record type.
+
+All integers in headers are little-endian. Layout (see docs/architecture.md):
+
+  header : MAGIC + u16 major + u16 minor                                        (12 bytes)
+  frame* : FRAME_MAGIC + u32 payload_len + u32 crc32(payload) + u32 raw_len + payload (zlib)
+  payload: record*, each u32 len + compact JSON object (UTF-8; the writer emits ASCII)
+
+Field types of the schema: `int` (not bool), `num` (int or float; always also null, because the writer
+encodes a non-finite float as null), `str`, `bool`, `list`, `dict`, `any`, unions `a|b`, `T?` (T or null),
+and `list[T]` (every element a T). Fields not in the schema are allowed (a minor version may add them).
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any, Callable
+
+MAGIC = b"VZTRACE\0"
+VERSION = (1, 0)  # (major, minor): a reader rejects a newer major and accepts any minor of its major
+HEADER = struct.Struct("<8sHH")
+FRAME_MAGIC = b"VZF1"
+FRAME_HEADER = struct.Struct("<4sIII")  # magic, payload_len, crc32(payload), raw_len
+RECORD_LEN = struct.Struct("<I")
+
+# Limits keep a hostile file from making the reader allocate much: a frame claiming more is damage.
+MAX_RAW_LEN = 64 << 20
+MAX_PAYLOAD_LEN = MAX_RAW_LEN + (MAX_RAW_LEN >> 8) + 1024  # zlib's worst-case growth of incompressible data
+FRAME_TARGET = 1 << 20  # the writer starts a new frame once this many raw bytes are batched
+
+
+class TraceFormatError(ValueError):
+  """A file is not a readable trace, or a record breaks the schema; `.offset` is a byte offset or None."""
+
+  def __init__(self, reason: str, offset: int | None = None) -> None:
+    super().__init__(reason if offset is None else f"{reason} (at byte {offset})")
+    self.reason = reason
+    self.offset = offset
+
+
+# t -> (required fields, optional fields)
+RECORDS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
+  "meta": ({"version": "int|str|list", "argv": "list[str]", "host": "str", "pid": "int", "python": "str",
+            "started": "num", "cwd": "str"}, {}),
+  "node": ({"id": "int", "op": "str", "dtype": "str", "arg": "str", "src": "list[int]"}, {}),
+  "pattern": ({"id": "int", "file": "str?", "line": "int?", "src": "str?", "pat": "str", "name": "str?"}, {}),
+  "ctx_begin": ({"id": "int", "parent": "int?", "name": "str", "kind": "str", "ts": "num"}, {}),
+  "ctx_end": ({"id": "int", "ts": "num"}, {"error": "str?"}),
+  "rw_begin": ({"id": "int", "ctx": "int", "name": "str", "file": "str?", "line": "int?", "bottom_up": "bool",
+                "root": "int", "ts": "num"}, {}),
+  "match": ({"rw": "int", "pat": "int", "before": "int", "after": "int?", "dt": "num"}, {"error": "str?"}),
+  "rw_end": ({"id": "int", "root": "int?", "dt": "num", "matches": "int"}, {"error": "str?"}),
+  "opt": ({"ctx": "int", "op": "str", "axis": "int?", "arg": "any", "ok": "bool", "reason": "str?",
+           "shape": "list[int|str]", "colors": "list[str]", "kname": "str?"}, {}),
+  "beam": ({"ctx": "int", "round": "int", "opts": "list[list]", "chosen": "bool"}, {"time": "num", "error": "str?"}),
+  "source": ({"ctx": "int", "kind": "str", "text": "str", "compile_s": "num"}, {}),
+  "run": ({"ctx": "int", "kname": "str", "times": "list[num]", "min": "num", "median": "num", "flops": "num",
+           "bytes": "num", "gflops": "num", "gbs": "num"}, {}),
+  "error": ({"ctx": "int?", "text": "str"}, {}),
+  "end": ({"ts": "num"}, {}),
+}
+
+# JSON-decoded values only ever have these exact types, so `type(v) in S` is both fast and bool-safe.
+_BASE: dict[str, tuple[type, ...]] = {"int": (int,), "num": (int, float, type(None)), "str": (str,), "bool": (bool,),
+                                      "list": (list,), "dict": (dict,), "null": (type(None),)}
+_ANY = frozenset((int, float, str, bool, list, dict, type(None)))
+
+
+def _compile(spec: str) -> tuple[frozenset, Callable[[Any], bool] | None]:
+  """(allowed exact types, optional element check) for a type spec such as 'int?' or 'list[int|str]'."""
+  if spec.endswith("?"):
+    types, elem = _compile(spec[:-1])
+    return types | {type(None)}, elem
+  if spec.startswith("list[") and spec.endswith("]"):
+    etypes, _ = _compile(spec[5:-1])
+    return frozenset((list,)), lambda v: all(type(x) in etypes for x in v)
+  if spec == "any":
+    return _ANY, None
+  return frozenset(t for part in spec.split("|") for t in _BASE[part]), None
+
+
+_COMPILED = {t: [(k, *_compile(s), True) for k, s in req.items()] + [(k, *_compile(s), False) for k, s in opt.items()]
+             for t, (req, opt) in RECORDS.items()}
+_MISSING = object()
+
+
+def validate_record(rec: Any) -> bool:
+  """Raise TraceFormatError unless rec is a valid record; return False for an unknown type (to be skipped)."""
+  if type(rec) is not dict:
+    raise TraceFormatError(f"record is a JSON {type(rec).__name__}, not an object")
+  t = rec.get("t")
+  if type(t) is not str:
+    raise TraceFormatError("record has no string field 't'")
+  fields = _COMPILED.get(t)
+  if fields is None:
+    return False
+  for key, types, elem, required in fields:
+    v = rec.get(key, _MISSING)
+    if v is _MISSING:
+      if required:
+        raise TraceFormatError(f"{t!r} record lacks field {key!r}")
+      continue
+    if type(v) not in types or (elem is not None and not elem(v)):
+      spec = RECORDS[t][0 if required else 1][key]
+      raise TraceFormatError(f"field {key!r} of {t!r} record must be {spec}, got {_short(v)}")
+  return True
+
+
+def _short(v: Any) -> str:
+  s = repr(v)
+  return s if len(s) <= 60 else s[:57] + "..."

@@ -1,0 +1,263 @@
+"""Streaming trace reader: validates frame by frame, stops at the first damage and keeps everything before it.
+
+Two ways to read, sharing one position in the file:
+  for rec in reader       a final read to the end of the file; bytes after the last complete frame are damage
+  reader.poll()           live tailing: the records of frames completed since the last call; an incomplete frame
+                          at the end is "not yet" (the writer is mid-write), never damage
+
+Only TraceFormatError (a ValueError) is raised for bad contents; damage after a valid header is reported in
+`damaged`/`stopped_at`/`reason` instead. Opening a path that cannot be read raises OSError as usual.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import zlib
+from typing import Any, BinaryIO, Iterator
+
+from compiler.trace.format import (
+  FRAME_HEADER,
+  FRAME_MAGIC,
+  HEADER,
+  MAGIC,
+  MAX_PAYLOAD_LEN,
+  MAX_RAW_LEN,
+  RECORD_LEN,
+  VERSION,
+  TraceFormatError,
+  validate_record,
+)
+
+READ_CHUNK = 1 << 16
+
+
+def _reject_constant(name: str) -> Any:
+  raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(s: str) -> float:
+  f = float(s)
+  if not math.isfinite(f):
+    raise ValueError(f"number {s[:20]} is out of range")
+  return f
+
+
+# Strict JSON: no NaN/Infinity literals and no numbers that overflow to inf (the writer never produces them).
+_decode = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float).decode
+
+
+class _Damage(Exception):
+  """Internal: the frame being read is damaged; carries the reason and the records of the frame before it."""
+
+  def __init__(self, reason: str, good: list[dict] | None = None, index: int = 0) -> None:
+    self.reason, self.good, self.index = reason, good or [], index
+
+
+class TraceReader:
+  """Read a trace file (a path or a binary file object). See the module docstring for iteration vs poll()."""
+
+  def __init__(self, source: str | os.PathLike | BinaryIO) -> None:
+    if isinstance(source, (str, os.PathLike)):
+      self.name = os.fspath(source)
+      self._f: BinaryIO = open(source, "rb", buffering=0)  # unbuffered: we buffer, and a growing file must be re-read
+      self._own = True
+    else:
+      self.name = str(getattr(source, "name", "<stream>"))
+      self._f, self._own = source, False
+    self._buf = bytearray()
+    self.offset = 0  # bytes consumed: the file offset of the end of the last complete frame (or of the header)
+    self.version: tuple[int, int] | None = None
+    self.frames = 0
+    self.records = 0  # valid records returned
+    self.skipped_unknown = 0
+    self.complete = False  # an `end` record was seen
+    self.damaged = False
+    self.stopped_at: int | None = None  # byte offset of the damaged frame
+    self.stopped_record: int | None = None  # index (counting all records, unknown ones too) of the first one lost
+    self.reason: str | None = None
+    self._seen = 0  # records decoded, unknown types included
+    self._frame_count = 0
+    try:
+      self._header(final=False)
+    except BaseException:
+      self.close()
+      raise
+
+  # ---- reading
+  def __iter__(self) -> Iterator[dict]:
+    """Yield every remaining record; an incomplete frame at the end of the file counts as damage (truncation)."""
+    self._header(final=True)
+    while not self.damaged:
+      recs = self._frame(final=True)
+      if recs is None:
+        return
+      yield from recs
+
+  def poll(self) -> list[dict]:
+    """The records of the frames completed since the last call (live tailing; cheap when nothing is new)."""
+    if self.damaged or self._f.closed or not self._header(final=False):
+      return []
+    out: list[dict] = []
+    while not self.damaged:
+      recs = self._frame(final=False)
+      if recs is None:
+        break
+      out.extend(recs)
+    if not out and not self.damaged and self._own:
+      self._check_shrunk()
+    return out
+
+  def follow(self, interval: float = 0.05, idle_timeout: float | None = None) -> Iterator[dict]:
+    """Yield records as the file grows until an `end` record, damage, or idle_timeout seconds with nothing new."""
+    last = time.monotonic()
+    while True:
+      recs = self.poll()
+      yield from recs
+      if self.complete or self.damaged:
+        return
+      now = time.monotonic()
+      if recs:
+        last = now
+      elif idle_timeout is not None and now - last >= idle_timeout:
+        return
+      time.sleep(interval)
+
+  # ---- internals
+  def _fill(self, n: int) -> bool:
+    """Make the buffer hold at least n bytes if the file has them now."""
+    while len(self._buf) < n:
+      try:
+        chunk = self._f.read(max(n - len(self._buf), READ_CHUNK))
+      except OSError as e:
+        raise TraceFormatError(f"read error: {e}", self.offset + len(self._buf)) from e
+      if not chunk:
+        return False
+      self._buf += chunk
+    return True
+
+  def _header(self, final: bool) -> bool:
+    """Check magic and version once they are all there; raise TraceFormatError if this is not a trace we read."""
+    if self.version is not None:
+      return True
+    have = self._fill(HEADER.size)
+    head = bytes(self._buf[:HEADER.size])
+    if head[:len(MAGIC)] != MAGIC[:len(head)]:
+      raise TraceFormatError(f"not a trace file: starts with {head[:8]!r}, expected {MAGIC!r}", 0)
+    if not have:
+      if final:
+        raise TraceFormatError(f"not a trace file: too short ({len(head)} bytes; a trace header has {HEADER.size})",
+                               0)
+      return False
+    _, major, minor = HEADER.unpack(head)
+    if major != VERSION[0]:
+      newer = "newer than this reader's" if major > VERSION[0] else "older than this reader's"
+      raise TraceFormatError(f"trace format version {major}.{minor} is {newer} {VERSION[0]}.{VERSION[1]}", 8)
+    self.version = (major, minor)
+    del self._buf[:HEADER.size]
+    self.offset = HEADER.size
+    return True
+
+  def _frame(self, final: bool) -> list[dict] | None:
+    """The records of the next complete frame, or None if there is none (yet). Damage sets the damage fields."""
+    start = self.offset
+    try:
+      if not self._fill(FRAME_HEADER.size):
+        got = bytes(self._buf)
+        if got[:4] != FRAME_MAGIC[:len(got)]:
+          raise _Damage(f"bad frame magic {got[:4]!r}")
+        if final and got:
+          raise _Damage(f"truncated frame header ({len(got)} of {FRAME_HEADER.size} bytes)")
+        return None
+      magic, plen, crc, rlen = FRAME_HEADER.unpack_from(self._buf)
+      if magic != FRAME_MAGIC:
+        raise _Damage(f"bad frame magic {magic!r}")
+      if plen > MAX_PAYLOAD_LEN or rlen > MAX_RAW_LEN:
+        raise _Damage(f"frame claims {plen} compressed / {rlen} raw bytes, over the limit")
+      end = FRAME_HEADER.size + plen
+      if not self._fill(end):
+        if final:
+          raise _Damage(f"truncated frame ({len(self._buf)} of {end} bytes)")
+        return None
+      payload = bytes(self._buf[FRAME_HEADER.size:end])
+      if zlib.crc32(payload) != crc:
+        raise _Damage("frame checksum mismatch (crc32)")
+      recs = self._records(self._inflate(payload, rlen))
+    except _Damage as d:
+      self.damaged = True
+      self.stopped_at = start
+      self.stopped_record = self._seen + d.index
+      self.reason = d.reason
+      self._count(d.good, d.index)
+      return d.good
+    del self._buf[:end]
+    self.offset += end
+    self.frames += 1
+    self._count(recs, self._frame_count)
+    return recs
+
+  @staticmethod
+  def _inflate(payload: bytes, raw_len: int) -> bytes:
+    d = zlib.decompressobj()
+    try:
+      raw = d.decompress(payload, raw_len + 1)  # +1: a 0 limit means unlimited; more than raw_len is damage anyway
+    except zlib.error as e:
+      raise _Damage(f"bad zlib data: {e}") from None
+    if len(raw) != raw_len or not d.eof or d.unused_data:
+      raise _Damage(f"frame decompresses to {len(raw)}{'+' if not d.eof else ''} bytes, header says {raw_len}")
+    return raw
+
+  def _records(self, raw: bytes) -> list[dict]:
+    """Decode and validate the records of one frame; unknown record types are counted and dropped."""
+    out: list[dict] = []
+    pos, n, idx = 0, len(raw), 0
+    while pos < n:
+      where = f"record {idx} of frame {self.frames}"
+      if pos + RECORD_LEN.size > n:
+        raise _Damage(f"{where}: length cut off", out, idx)
+      (size,) = RECORD_LEN.unpack_from(raw, pos)
+      pos += RECORD_LEN.size
+      if pos + size > n:
+        raise _Damage(f"{where}: length {size} overruns the frame", out, idx)
+      try:
+        rec = _decode(raw[pos:pos + size].decode("utf-8"))
+      except (ValueError, RecursionError) as e:
+        raise _Damage(f"{where}: bad JSON: {str(e)[:200]}", out, idx) from None
+      pos += size
+      try:
+        known = validate_record(rec)
+      except TraceFormatError as e:
+        raise _Damage(f"{where}: {e.reason}", out, idx) from None
+      if known:
+        out.append(rec)
+      else:
+        self.skipped_unknown += 1
+      idx += 1
+    self._frame_count = idx
+    return out
+
+  def _count(self, recs: list[dict], seen: int) -> None:
+    self._seen += seen
+    self.records += len(recs)
+    if recs and not self.complete:
+      self.complete = any(r["t"] == "end" for r in recs)
+
+  def _check_shrunk(self) -> None:
+    try:
+      size = os.fstat(self._f.fileno()).st_size
+    except (OSError, AttributeError, ValueError):
+      return
+    if size < self.offset + len(self._buf):
+      self.damaged, self.stopped_at, self.reason = True, self.offset, "the file shrank while being read (rewritten?)"
+      self.stopped_record = self._seen
+
+  def close(self) -> None:
+    if self._own:
+      self._f.close()
+
+  def __enter__(self) -> TraceReader:
+    return self
+
+  def __exit__(self, *exc: object) -> None:
+    self.close()

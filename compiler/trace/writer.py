@@ -1,0 +1,212 @@
+"""Append-only trace writer: records are batched in memory and written as checksummed zlib frames."""
+from __future__ import annotations
+
+import contextlib
+import json
+import json.encoder
+import math
+import os
+import threading
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+from compiler.trace.format import (
+  FRAME_HEADER,
+  FRAME_MAGIC,
+  FRAME_TARGET,
+  HEADER,
+  MAGIC,
+  MAX_RAW_LEN,
+  RECORD_LEN,
+  VERSION,
+  validate_record,
+)
+
+CHECK_EVERY = 64  # writes between two looks at the clock: keeps write() at one append and one compare
+MAX_BATCH = 16384  # records; bounds memory and the pause of one flush
+
+
+def _default(o: Any) -> Any:
+  """JSON fallback for values json cannot encode: numpy scalars/arrays via .item()/.tolist(), sets, else str()."""
+  for conv in ("item", "tolist"):
+    fn = getattr(o, conv, None)
+    if callable(fn):
+      try:
+        return fn()
+      except Exception:
+        pass
+  if isinstance(o, (set, frozenset)):
+    return sorted(o, key=repr)
+  return str(o)
+
+
+def _sanitize(o: Any, depth: int = 0) -> Any:
+  """A JSON-safe copy of o: non-finite floats become null, non-str keys str, other objects go through _default."""
+  if depth > 64:  # only a cyclic structure gets here
+    return None
+  if isinstance(o, float):
+    return o if math.isfinite(o) else None
+  if o is None or isinstance(o, (str, int)):  # bool is an int
+    return o
+  if isinstance(o, dict):
+    return {k if isinstance(k, str) else str(k): _sanitize(v, depth + 1) for k, v in o.items()}
+  if isinstance(o, (list, tuple)):
+    return [_sanitize(v, depth + 1) for v in o]
+  conv = _default(o)
+  return conv if isinstance(conv, str) else _sanitize(conv, depth + 1)
+
+
+def _fail(o: Any) -> Any:
+  raise TypeError(f"{type(o).__name__} is not JSON serializable")  # the slow path (_sanitize) handles it
+
+
+def _make_encoder() -> Any:
+  """obj -> JSON str (compact, ASCII, NaN rejected): the C encoder called directly is ~2x faster than json.dumps."""
+  try:  # a private CPython API: use it only if it exists and behaves
+    it = json.encoder.c_make_encoder(None, _fail, json.encoder.encode_basestring_ascii, None, ":", ",", False, False,
+                                     False)
+    enc = lambda o: "".join(it(o, 0))  # noqa: E731
+    if enc({"t": "x", "a": [1, 2.5, None, True, "\u00e9"]}) == '{"t":"x","a":[1,2.5,null,true,"\\u00e9"]}':
+      return enc
+  except Exception:
+    pass
+  return json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_fail).encode
+
+
+_encode = _make_encoder()
+
+
+def encode_record(rec: Any) -> bytes:
+  """One record as compact JSON bytes; never raises for odd values (non-finite floats are written as null)."""
+  try:
+    return _encode(rec).encode("ascii")
+  except (ValueError, TypeError, RecursionError):
+    pass
+  try:
+    return _encode(_sanitize(rec)).encode("ascii")
+  except (ValueError, TypeError, RecursionError) as e:
+    t = rec.get("t") if isinstance(rec, dict) else None
+    ctx = rec.get("ctx") if isinstance(rec, dict) else None
+    return _encode({"t": "error", "ctx": ctx if type(ctx) is int else None,
+                    "text": f"trace writer could not encode a {t!r} record: {type(e).__name__}: {e}"}).encode("ascii")
+
+
+class TraceWriter:
+  """Write a trace file. write() only appends to a batch; a flush encodes the batch into frames.
+
+  A flush happens on flush()/close(), when flush_interval seconds have passed since the last one (looked at
+  every CHECK_EVERY writes, and on flush_if_due()), and when the batch holds MAX_BATCH records. With
+  background=True a daemon thread also calls flush_if_due() so an idle process still shows its last records.
+  The writer keeps the dicts it is given until the flush: do not mutate a record after writing it.
+  """
+
+  def __init__(self, path: str | os.PathLike, *, flush_interval: float = 0.1, level: int = 1,
+               validate: bool = False, background: bool = False) -> None:
+    self.path = Path(path)
+    self.path.parent.mkdir(parents=True, exist_ok=True)
+    self.flush_interval = flush_interval
+    self.level = level
+    self.validate = validate  # encode and check each record at write() time (for tests; slow)
+    self.frames = 0
+    self.records = 0
+    self.bytes = HEADER.size
+    with contextlib.suppress(FileNotFoundError):  # a new inode: a reader still tailing an old trace here keeps it
+      os.unlink(self.path)
+    self._f = open(self.path, "wb")
+    self._f.write(HEADER.pack(MAGIC, *VERSION))
+    self._f.flush()
+    self._pid = os.getpid()
+    self._batch: list[Any] = []
+    self._lock = threading.Lock()  # between flushers only; write() never takes it
+    self._last = time.monotonic()
+    self._closed = False
+    self._stop = threading.Event()
+    self._thread: threading.Thread | None = None
+    if background:
+      self._thread = threading.Thread(target=self._run, name="trace-writer", daemon=True)
+      self._thread.start()
+
+  def write(self, rec: dict) -> None:
+    """Queue one record (a dict with a "t" field)."""
+    if self._closed:
+      raise ValueError("write to a closed TraceWriter")
+    if self.validate:
+      validate_record(json.loads(encode_record(rec)))
+    b = self._batch
+    b.append(rec)
+    if len(b) % CHECK_EVERY == 0 and (len(b) >= MAX_BATCH or time.monotonic() - self._last >= self.flush_interval):
+      self.flush()
+
+  def flush_if_due(self) -> None:
+    """Flush if flush_interval has passed since the last flush (cheap; for callers at natural boundaries)."""
+    if self._batch and time.monotonic() - self._last >= self.flush_interval:
+      self.flush()
+
+  def flush(self) -> None:
+    """Encode every queued record into frames and hand them to the OS."""
+    with self._lock:
+      self._last = time.monotonic()
+      b = self._batch
+      n = len(b)  # records appended meanwhile (by another thread) stay queued for the next flush
+      if n == 0 or self._f.closed:
+        return
+      recs = b[:n]
+      del b[:n]
+      if os.getpid() != self._pid:
+        return  # a forked child must not interleave frames into its parent's file
+      parts: list[bytes] = []
+      size = 0
+      for rec in recs:
+        data = encode_record(rec)
+        if len(data) + RECORD_LEN.size > MAX_RAW_LEN:
+          data = encode_record({"t": "error", "ctx": rec.get("ctx") if isinstance(rec, dict) else None,
+                                "text": f"trace writer dropped a {len(data)}-byte record (over the frame limit)"})
+        if size + len(data) + RECORD_LEN.size > FRAME_TARGET and parts:
+          self._write_frame(parts)
+          parts, size = [], 0
+        parts.append(RECORD_LEN.pack(len(data)))
+        parts.append(data)
+        size += len(data) + RECORD_LEN.size
+      self._write_frame(parts)
+      self._f.flush()
+      self.records += n
+
+  def _write_frame(self, parts: list[bytes]) -> None:
+    raw = b"".join(parts)
+    payload = zlib.compress(raw, self.level)
+    self._f.write(FRAME_HEADER.pack(FRAME_MAGIC, len(payload), zlib.crc32(payload), len(raw)) + payload)
+    self.frames += 1
+    self.bytes += FRAME_HEADER.size + len(payload)
+
+  def _run(self) -> None:
+    while not self._stop.wait(self.flush_interval):
+      try:
+        self.flush_if_due()
+      except Exception:  # a full disk must not kill the thread's caller; close() will raise it again
+        pass
+
+  def close(self) -> None:
+    """Flush and close the file (idempotent)."""
+    if self._closed:
+      return
+    self._closed = True
+    self._stop.set()
+    if self._thread is not None and self._thread is not threading.current_thread():
+      self._thread.join()
+    try:
+      self.flush()
+    finally:
+      with self._lock:
+        self._f.close()
+
+  @property
+  def closed(self) -> bool:
+    return self._closed
+
+  def __enter__(self) -> TraceWriter:
+    return self
+
+  def __exit__(self, *exc: object) -> None:
+    self.close()

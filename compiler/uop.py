@@ -1,0 +1,512 @@
+"""The IR: `Ops`, and `UOp`, an immutable hash-consed node (op, dtype, src, arg)."""
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass
+from enum import Enum, auto
+from functools import cached_property
+from typing import Any, Callable, Iterable
+
+from compiler.dtype import DType, dtypes, truncate
+
+
+class Ops(Enum):
+  # graph structure
+  SINK = auto(); NOOP = auto(); GROUP = auto()  # noqa: E702
+  # tensor level
+  BUFFER = auto(); CONST = auto(); DEFINE_VAR = auto(); BIND = auto()  # noqa: E702
+  RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()  # noqa: E702
+  REDUCE_AXIS = auto(); CONTIGUOUS = auto(); COPY = auto(); ASSIGN = auto(); DETACH = auto()  # noqa: E702
+  BUFFERIZE = auto(); KERNEL = auto(); AFTER = auto()  # noqa: E702
+  # kernel level
+  DEFINE_GLOBAL = auto(); DEFINE_LOCAL = auto(); DEFINE_REG = auto(); DEFINE_ACC = auto()  # noqa: E702
+  RANGE = auto(); END = auto(); INDEX = auto(); LOAD = auto(); STORE = auto(); REDUCE = auto()  # noqa: E702
+  VECTORIZE = auto(); GEP = auto(); UNROLL = auto(); CONTRACT = auto(); SPECIAL = auto()  # noqa: E702
+  IF = auto(); ENDIF = auto(); BARRIER = auto(); PHI = auto()  # noqa: E702
+  # unary
+  CAST = auto(); BITCAST = auto(); EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto()  # noqa: E702
+  RECIP = auto(); NEG = auto(); TRUNC = auto()  # noqa: E702
+  # binary
+  ADD = auto(); SUB = auto(); MUL = auto(); IDIV = auto(); MOD = auto(); FDIV = auto(); MAX = auto()  # noqa: E702
+  CMPLT = auto(); CMPNE = auto(); CMPEQ = auto(); AND = auto(); OR = auto(); XOR = auto()  # noqa: E702
+  SHL = auto(); SHR = auto(); POW = auto()  # noqa: E702
+  # ternary
+  WHERE = auto(); MULACC = auto()  # noqa: E702
+  # ops added by later stages go below this line
+
+  def __repr__(self) -> str:
+    return f"Ops.{self.name}"
+
+
+class GroupOp:
+  Unary = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.NEG, Ops.TRUNC}
+  Binary = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.FDIV, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.AND,
+            Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.POW}
+  Ternary = {Ops.WHERE, Ops.MULACC}
+  ALU = Unary | Binary | Ternary
+  Commutative = {Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR}
+  Comparison = {Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ}
+  Movement = {Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP}
+  Associative = {Ops.ADD, Ops.MUL, Ops.AND, Ops.OR, Ops.MAX}
+  Idempotent = {Ops.MAX, Ops.AND, Ops.OR}
+
+
+class AxisType(Enum):
+  """What a RANGE becomes in the kernel; the colors are the reference's."""
+  GLOBAL = auto(); THREAD = auto(); LOCAL = auto(); LOOP = auto(); GROUP_REDUCE = auto()  # noqa: E702
+  REDUCE = auto(); UPCAST = auto(); UNROLL = auto()  # noqa: E702
+
+  def __repr__(self) -> str:
+    return f"AxisType.{self.name}"
+
+
+axis_colors: dict[AxisType, str] = {
+  AxisType.GLOBAL: "blue", AxisType.THREAD: "BLUE", AxisType.LOCAL: "cyan", AxisType.LOOP: "WHITE",
+  AxisType.GROUP_REDUCE: "green", AxisType.REDUCE: "red", AxisType.UNROLL: "magenta", AxisType.UPCAST: "yellow",
+}
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+  """The arg of a kernel's SINK."""
+  name: str = "test"
+  opts: tuple = ()
+  dont_use_locals: bool = True
+
+  def __repr__(self) -> str:
+    return f"KernelInfo(name={self.name!r}, opts={self.opts!r})"
+
+
+def _cdiv(a: int, b: int) -> int:
+  """C integer division: truncates toward zero."""
+  q = abs(a) // abs(b)
+  return q if (a >= 0) == (b >= 0) else -q
+
+
+def _cmod(a: int, b: int) -> int:
+  """C remainder: has the sign of the dividend."""
+  return a - b * _cdiv(a, b)
+
+
+def exec_alu(op: Ops, dtype: DType, operands: tuple) -> Any:
+  """Evaluate one ALU op on Python scalars with the dtype's C semantics (ints wrap, C division)."""
+  fxn = python_alu[op]
+  return truncate(dtype, fxn(*operands))
+
+
+def _safe_exp2(x: float) -> float:
+  try:
+    return 2.0 ** x
+  except OverflowError:
+    return math.inf
+
+
+def _safe_log2(x: float) -> float:
+  if x > 0:
+    return math.log2(x)
+  return -math.inf if x == 0 else math.nan
+
+
+def _fdiv(x, y):
+  if y != 0:
+    return x / y
+  if x == 0 or x != x:
+    return math.nan
+  return math.copysign(math.inf, x) * math.copysign(1.0, y)
+
+
+python_alu: dict[Ops, Callable] = {
+  Ops.EXP2: _safe_exp2, Ops.LOG2: _safe_log2,
+  Ops.SIN: lambda x: math.sin(x) if math.isfinite(x) else math.nan,
+  Ops.SQRT: lambda x: math.sqrt(x) if x >= 0 else math.nan,
+  Ops.RECIP: lambda x: _fdiv(1.0, x), Ops.NEG: lambda x: (not x) if isinstance(x, bool) else -x,
+  Ops.TRUNC: lambda x: float(math.trunc(x)) if math.isfinite(x) else x,
+  Ops.ADD: lambda x, y: x + y, Ops.SUB: lambda x, y: x - y, Ops.MUL: lambda x, y: x * y,
+  Ops.IDIV: lambda x, y: _cdiv(x, y) if y != 0 else 0, Ops.MOD: lambda x, y: _cmod(x, y) if y != 0 else 0,
+  Ops.FDIV: _fdiv, Ops.MAX: max, Ops.CMPLT: lambda x, y: x < y, Ops.CMPNE: lambda x, y: x != y,
+  Ops.CMPEQ: lambda x, y: x == y, Ops.AND: lambda x, y: x & y, Ops.OR: lambda x, y: x | y,
+  Ops.XOR: lambda x, y: x ^ y, Ops.SHL: lambda x, y: x << y, Ops.SHR: lambda x, y: x >> y,
+  Ops.POW: lambda x, y: x ** y, Ops.WHERE: lambda c, x, y: x if c else y, Ops.MULACC: lambda x, y, z: x * y + z,
+}
+
+
+class UOpMetaClass(type):
+  # hash-consing: the same (op, dtype, src, arg) always gives the same object while it is alive
+  ucache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+  def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None):
+    key = (op, dtype, src, arg)
+    try:
+      ret = UOpMetaClass.ucache.get(key)
+    except TypeError as e:
+      raise TypeError(f"UOp arg must be hashable, got {type(arg).__name__} for {op}") from e
+    if ret is not None:
+      return ret
+    ret = super().__call__(op, dtype, src, arg)
+    UOpMetaClass.ucache[key] = ret
+    return ret
+
+
+def _as_uop(x: Any, dtype: DType) -> UOp:
+  return x if isinstance(x, UOp) else UOp.const(dtype, x)
+
+
+class UOp(metaclass=UOpMetaClass):
+  __slots__ = ("op", "dtype", "src", "arg", "__weakref__", "__dict__")
+
+  def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None):
+    object.__setattr__(self, "op", op)
+    object.__setattr__(self, "dtype", dtype)
+    object.__setattr__(self, "src", tuple(src))
+    object.__setattr__(self, "arg", arg)
+
+  def __setattr__(self, name, value):
+    raise AttributeError("UOp is immutable")
+
+  def __reduce__(self):
+    return UOp, (self.op, self.dtype, self.src, self.arg)
+
+  def __repr__(self) -> str:
+    return pretty_repr(self)
+
+  def replace(self, **kwargs) -> UOp:
+    new = (kwargs.pop("op", self.op), kwargs.pop("dtype", self.dtype), kwargs.pop("src", self.src),
+           kwargs.pop("arg", self.arg))
+    if kwargs:
+      raise TypeError(f"unknown UOp fields {list(kwargs)}")
+    return UOp(*new)
+
+  # ---- graph helpers
+  def toposort(self) -> list[UOp]:
+    return toposort(self)
+
+  def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
+    return substitute(self, mapping)
+
+  @cached_property
+  def ranges(self) -> tuple[UOp, ...]:
+    """The RANGE nodes this node depends on, sorted by axis id."""
+    rs = {u for u in toposort(self) if u.op is Ops.RANGE}
+    return tuple(sorted(rs, key=lambda r: r.arg))
+
+  # ---- constructors
+  @staticmethod
+  def const(dtype: DType, value: Any) -> UOp:
+    if isinstance(value, UOp):
+      return value
+    if dtype.count > 1:
+      return UOp(Ops.VECTORIZE, dtype, (UOp.const(dtype.scalar(), value),) * dtype.count)
+    if isinstance(value, float) and math.isnan(value):
+      value = math.nan  # one NaN object, so NaN constants hash-cons
+    v = truncate(dtype, value)
+    if isinstance(v, float) and math.isnan(v):
+      v = math.nan
+    return UOp(Ops.CONST, dtype, (), v)
+
+  @staticmethod
+  def variable(name: str, vmin: int, vmax: int, dtype: DType = dtypes.index) -> UOp:
+    if vmin > vmax:
+      raise ValueError(f"variable {name}: empty range [{vmin}, {vmax}]")
+    return UOp(Ops.DEFINE_VAR, dtype, (), (name, vmin, vmax))
+
+  @staticmethod
+  def range(end: int | UOp, axis: int, kind: AxisType = AxisType.LOOP) -> UOp:
+    return UOp(Ops.RANGE, dtypes.index, (_as_uop(end, dtypes.index),), (axis, kind))
+
+  @staticmethod
+  def sink(*srcs: UOp, arg: Any = None) -> UOp:
+    return UOp(Ops.SINK, dtypes.void, tuple(srcs), arg)
+
+  def alu(self, op: Ops, *src: Any) -> UOp:
+    operands = (self, *(_as_uop(s, self.dtype) for s in src))
+    if op in GroupOp.Comparison:
+      out = dtypes.bool.vec(self.dtype.count)
+    elif op is Ops.WHERE:
+      out = operands[1].dtype
+    else:
+      out = self.dtype
+    return UOp(op, out, operands)
+
+  def cast(self, dtype: DType) -> UOp:
+    return self if self.dtype == dtype else UOp(Ops.CAST, dtype, (self,))
+
+  def bitcast(self, dtype: DType) -> UOp:
+    return UOp(Ops.BITCAST, dtype, (self,))
+
+  def where(self, x: Any, y: Any) -> UOp:
+    known = [v.dtype for v in (x, y) if isinstance(v, UOp)]
+    dt = known[0] if known else dtypes.from_py(x)
+    return UOp(Ops.WHERE, dt, (self, _as_uop(x, dt), _as_uop(y, dt)))
+
+  def load(self, *src: UOp, dtype: DType | None = None) -> UOp:
+    dt = dtype if dtype is not None else getattr(self.dtype, "base", self.dtype)
+    return UOp(Ops.LOAD, dt, (self, *src))
+
+  def store(self, value: UOp, *src: UOp) -> UOp:
+    return UOp(Ops.STORE, dtypes.void, (self, value, *src))
+
+  def index(self, idx: UOp, valid: UOp | None = None) -> UOp:
+    return UOp(Ops.INDEX, self.dtype, (self, idx) if valid is None else (self, idx, valid))
+
+  def reduce(self, *ranges: UOp, op: Ops = Ops.ADD) -> UOp:
+    return UOp(Ops.REDUCE, self.dtype, (self, *ranges), op)
+
+  # ---- python operators build ALU nodes
+  def __add__(self, x): return self.alu(Ops.ADD, x)
+  def __radd__(self, x): return _as_uop(x, self.dtype).alu(Ops.ADD, self)
+  def __sub__(self, x): return self.alu(Ops.SUB, x)
+  def __rsub__(self, x): return _as_uop(x, self.dtype).alu(Ops.SUB, self)
+  def __mul__(self, x): return self.alu(Ops.MUL, x)
+  def __rmul__(self, x): return _as_uop(x, self.dtype).alu(Ops.MUL, self)
+  def __floordiv__(self, x): return self.alu(Ops.IDIV, x)
+  def __rfloordiv__(self, x): return _as_uop(x, self.dtype).alu(Ops.IDIV, self)
+  def __mod__(self, x): return self.alu(Ops.MOD, x)
+  def __rmod__(self, x): return _as_uop(x, self.dtype).alu(Ops.MOD, self)
+  def __truediv__(self, x): return self.alu(Ops.FDIV, x)
+  def __rtruediv__(self, x): return _as_uop(x, self.dtype).alu(Ops.FDIV, self)
+  def __neg__(self): return self.alu(Ops.NEG)
+  def __and__(self, x): return self.alu(Ops.AND, x)
+  def __rand__(self, x): return _as_uop(x, self.dtype).alu(Ops.AND, self)
+  def __or__(self, x): return self.alu(Ops.OR, x)
+  def __ror__(self, x): return _as_uop(x, self.dtype).alu(Ops.OR, self)
+  def __xor__(self, x): return self.alu(Ops.XOR, x)
+  def __rxor__(self, x): return _as_uop(x, self.dtype).alu(Ops.XOR, self)
+  def __lshift__(self, x): return self.alu(Ops.SHL, x)
+  def __rshift__(self, x): return self.alu(Ops.SHR, x)
+  def __lt__(self, x): return self.alu(Ops.CMPLT, x)
+  def __gt__(self, x): return _as_uop(x, self.dtype).alu(Ops.CMPLT, self)
+  def __le__(self, x): return (self > x).logical_not()
+  def __ge__(self, x): return (self < x).logical_not()
+  # == stays identity (UOps are dict keys); these build comparison nodes
+  def eq(self, x): return self.alu(Ops.CMPEQ, x)
+  def ne(self, x): return self.alu(Ops.CMPNE, x)
+  def logical_not(self): return self.ne(True)
+  def maximum(self, x): return self.alu(Ops.MAX, x)
+  def minimum(self, x): return -((-self).maximum(-_as_uop(x, self.dtype)))
+  def exp2(self): return self.alu(Ops.EXP2)
+  def log2(self): return self.alu(Ops.LOG2)
+  def sin(self): return self.alu(Ops.SIN)
+  def sqrt(self): return self.alu(Ops.SQRT)
+  def reciprocal(self): return self.alu(Ops.RECIP)
+  def trunc(self): return self.alu(Ops.TRUNC)
+  __hash__ = object.__hash__
+  __eq__ = object.__eq__
+
+  def __bool__(self):
+    raise TypeError("a UOp has no truth value; use .simplify() and compare .arg of a CONST")
+
+  # ---- values and bounds
+  def simplify(self) -> UOp:
+    from compiler.rewrite import graph_rewrite
+    from compiler.symbolic import symbolic
+    return graph_rewrite(self, symbolic, name="simplify")
+
+  def ssimplify(self) -> UOp | int:
+    s = self.simplify()
+    return s.arg if s.op is Ops.CONST else s
+
+  @property
+  def vmin(self) -> Any:
+    return self._min_max[0]
+
+  @property
+  def vmax(self) -> Any:
+    return self._min_max[1]
+
+  @cached_property
+  def _min_max(self) -> tuple[Any, Any]:
+    return _bounds(self)
+
+  def render(self) -> str:
+    """A compact infix rendering of an index/ALU expression (for labels and messages)."""
+    return render_expr(self)
+
+
+# ---- bounds (vmin/vmax), iterative so deep graphs don't recurse
+
+def _bounds(root: UOp) -> tuple[Any, Any]:
+  for u in toposort(root):
+    if "_min_max" not in u.__dict__:
+      u.__dict__["_min_max"] = _bounds_one(u)
+  return root.__dict__["_min_max"]
+
+
+def _bounds_one(u: UOp) -> tuple[Any, Any]:
+  dt = u.dtype.scalar()
+  if u.op is Ops.CONST:
+    return (u.arg, u.arg)
+  if u.op is Ops.DEFINE_VAR:
+    return (u.arg[1], u.arg[2])
+  if u.op is Ops.RANGE:
+    return (0, u.src[0].vmax - 1)
+  if u.op is Ops.BIND:
+    return u.src[0].vmin, u.src[0].vmax
+  lo, hi = dtypes.min(dt), dtypes.max(dt)
+  if dt == dtypes.bool and u.op in GroupOp.Comparison:
+    a, b = u.src
+    if a.dtype.scalar() == dtypes.bool or not (dtypes.is_int(a.dtype) or a.dtype == dtypes.bool):
+      return (False, True)
+    if u.op is Ops.CMPLT:
+      if a.vmax < b.vmin:
+        return (True, True)
+      if a.vmin >= b.vmax:
+        return (False, False)
+    if u.op in (Ops.CMPNE, Ops.CMPEQ):
+      disjoint = a.vmax < b.vmin or a.vmin > b.vmax
+      same = a.vmin == a.vmax == b.vmin == b.vmax
+      if disjoint or same:
+        v = (u.op is Ops.CMPNE) == disjoint
+        return (v, v)
+    return (False, True)
+  if not (dtypes.is_int(dt) or dt == dtypes.bool):
+    return (lo, hi)
+  s = u.src
+  res: tuple[Any, Any] | None = None
+  if u.op is Ops.ADD:
+    res = (s[0].vmin + s[1].vmin, s[0].vmax + s[1].vmax)
+  elif u.op is Ops.SUB:
+    res = (s[0].vmin - s[1].vmax, s[0].vmax - s[1].vmin)
+  elif u.op is Ops.MUL:
+    c = [s[0].vmin * s[1].vmin, s[0].vmin * s[1].vmax, s[0].vmax * s[1].vmin, s[0].vmax * s[1].vmax]
+    res = (min(c), max(c))
+  elif u.op is Ops.NEG:
+    res = (-s[0].vmax, -s[0].vmin)
+  elif u.op is Ops.MAX:
+    res = (max(s[0].vmin, s[1].vmin), max(s[0].vmax, s[1].vmax))
+  elif u.op is Ops.IDIV and s[1].vmin > 0:
+    c = [_cdiv(s[0].vmin, s[1].vmin), _cdiv(s[0].vmin, s[1].vmax), _cdiv(s[0].vmax, s[1].vmin),
+         _cdiv(s[0].vmax, s[1].vmax)]
+    res = (min(c), max(c))
+  elif u.op is Ops.MOD and s[1].vmin > 0:
+    m = s[1].vmax
+    if s[0].vmin >= 0:
+      res = (s[0].vmin, s[0].vmax) if s[0].vmax < s[1].vmin else (0, min(m - 1, s[0].vmax))
+    elif s[0].vmax <= 0:
+      res = (max(-(m - 1), s[0].vmin), 0)
+    else:
+      res = (-(m - 1), m - 1)
+  elif u.op is Ops.AND and s[1].op is Ops.CONST and isinstance(s[1].arg, int) and s[1].arg >= 0:
+    res = (0, s[1].arg) if dt != dtypes.bool else (False, True)
+  elif u.op is Ops.WHERE:
+    res = (min(s[1].vmin, s[2].vmin), max(s[1].vmax, s[2].vmax))
+  elif u.op is Ops.CAST and (dtypes.is_int(s[0].dtype) or s[0].dtype.scalar() == dtypes.bool):
+    res = (s[0].vmin, s[0].vmax)
+  elif u.op is Ops.SHL and s[1].op is Ops.CONST and s[0].vmin >= 0:
+    res = (s[0].vmin << s[1].arg, s[0].vmax << s[1].arg)
+  elif u.op is Ops.SHR and s[1].op is Ops.CONST and s[0].vmin >= 0:
+    res = (s[0].vmin >> s[1].arg, s[0].vmax >> s[1].arg)
+  elif u.op is Ops.SPECIAL:
+    res = (0, s[0].vmax - 1) if s else None
+  if res is None or res[0] < lo or res[1] > hi:
+    return (lo, hi)  # unknown, or it may overflow: claim nothing
+  if dt == dtypes.bool:
+    return (bool(res[0]), bool(res[1]))
+  return res
+
+
+# ---- graph walks
+
+def toposort(root: UOp, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
+  """Every node reachable from root, sources before users (iterative DFS). `gate(u)` False: don't descend."""
+  visited: dict[UOp, None] = {}
+  stack: list[tuple[UOp, bool]] = [(root, False)]
+  while stack:
+    u, expanded = stack.pop()
+    if u in visited:
+      continue
+    if expanded:
+      visited[u] = None
+      continue
+    stack.append((u, True))
+    if gate is None or gate(u):
+      for s in reversed(u.src):
+        if s not in visited:
+          stack.append((s, False))
+  return list(visited)
+
+
+def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
+  """Replace every key of mapping by its value in the graph of root (not inside the values)."""
+  if not mapping:
+    return root
+  done: dict[UOp, UOp] = {}
+  for u in toposort(root, gate=lambda x: x not in mapping):
+    if u in mapping:
+      done[u] = mapping[u]
+      continue
+    new_src = tuple(done[s] for s in u.src)
+    done[u] = u if all(a is b for a, b in zip(new_src, u.src)) else u.replace(src=new_src)
+  return done[root]
+
+
+# ---- printing
+
+def arg_str(arg: Any) -> str:
+  """The display text of an arg (used in traces and labels); never raises."""
+  try:
+    if isinstance(arg, float):
+      return repr(arg)
+    if isinstance(arg, Enum):
+      return repr(arg)
+    return repr(arg)
+  except Exception as e:  # a broken __repr__ must not break tracing
+    return f"<unprintable {type(arg).__name__}: {e}>"
+
+
+def pretty(root: UOp) -> str:
+  """One line per node, numbered in topological order: `  3 ADD  int32  (1, 2)  arg`."""
+  order = toposort(root)
+  num = {u: i for i, u in enumerate(order)}
+  lines = []
+  for i, u in enumerate(order):
+    srcs = ", ".join(str(num[s]) for s in u.src)
+    arg = "" if u.arg is None else "  " + arg_str(u.arg)
+    lines.append(f"{i:4d} {u.op.name:<14s} {str(u.dtype):<10s} ({srcs}){arg}")
+  return "\n".join(lines)
+
+
+def render_expr(u: UOp) -> str:
+  """Infix text of an expression, iterative; shared subtrees are repeated (meant for small index math)."""
+  out: dict[UOp, str] = {}
+  sym = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%", Ops.FDIV: "/", Ops.CMPLT: "<",
+         Ops.CMPNE: "!=", Ops.CMPEQ: "==", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
+  for x in toposort(u):
+    s = [out[y] for y in x.src]
+    if x.op is Ops.CONST:
+      out[x] = arg_str(x.arg)
+    elif x.op is Ops.DEFINE_VAR:
+      out[x] = str(x.arg[0])
+    elif x.op is Ops.RANGE:
+      out[x] = f"r{x.arg[0]}"
+    elif x.op in sym and len(s) == 2:
+      out[x] = f"({s[0]}{sym[x.op]}{s[1]})"
+    elif x.op is Ops.NEG:
+      out[x] = f"(-{s[0]})"
+    elif x.op is Ops.WHERE:
+      out[x] = f"({s[0]}?{s[1]}:{s[2]})"
+    else:
+      out[x] = f"{x.op.name.lower()}({', '.join(s)})"
+    if len(out[x]) > 400:
+      out[x] = out[x][:400] + "…"
+  return out[u]
+
+
+def pretty_repr(u: UOp, limit: int = 30) -> str:
+  """tinygrad-like nested repr: UOp(Ops.ADD, dtypes.int, arg=None, src=(...)), truncated for big graphs."""
+  order = toposort(u)
+  if len(order) > limit:
+    return f"UOp({u.op!r}, {u.dtype!r}, arg={arg_str(u.arg)}, src=<{len(u.src)} srcs, {len(order)} nodes>)"
+  out: dict[UOp, str] = {}
+  for x in order:
+    srcs = ", ".join(out[s] for s in x.src)
+    out[x] = f"UOp({x.op!r}, {x.dtype!r}, arg={arg_str(x.arg)}, src=({srcs}{',' if len(x.src) == 1 else ''}))"
+  return out[u]
+
+
+def graph_size(root: UOp) -> int:
+  return len(toposort(root))
+
+
+def uops_of(nodes: Iterable[UOp], op: Ops) -> list[UOp]:
+  return [u for u in nodes if u.op is op]

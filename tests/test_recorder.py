@@ -1,0 +1,196 @@
+"""The recorder: what graph_rewrite and contexts write into a trace, and that VIZ off records nothing."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from compiler import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
+from compiler.rewrite import track_graph
+from compiler.trace import recorder
+from compiler.trace.reader import TraceReader
+
+ROOT = Path(__file__).resolve().parents[1]
+
+fold_add0 = PatternMatcher([(UPat(Ops.ADD, src=[UPat.var("x"), UPat.const(None, 0)]), lambda x: x)], name="add0")
+mul1 = PatternMatcher([(UPat(Ops.MUL, src=[UPat.var("x"), UPat.const(None, 1)]), lambda x: x)], name="mul1")
+
+
+def _records(path: Path) -> list[dict]:
+  r = TraceReader(path)
+  recs = list(r)
+  assert not r.damaged, r.reason
+  return recs
+
+
+@pytest.fixture
+def trace(tmp_path):
+  path = tmp_path / "t.vztrace"
+  recorder.enable(path, announce=False)
+  yield path
+  recorder.disable()
+
+
+def _expr(n: int) -> UOp:
+  x = UOp.variable("x", 0, 10)
+  for i in range(n):
+    x = (x + 0) * 1 if i % 2 else x + 0
+  return x
+
+
+def test_disabled_records_nothing_and_calls_no_hook(monkeypatch, tmp_path):
+  assert recorder.RECORDER is None
+  def boom(*a, **k):
+    raise AssertionError("recorder called with VIZ off")
+  for name in ("match", "rewrite_begin", "rewrite_end", "node_id", "pattern_id"):
+    monkeypatch.setattr(recorder.Recorder, name, boom)
+  out = graph_rewrite(_expr(20), fold_add0 + mul1)
+  assert out is UOp.variable("x", 0, 10)
+  with recorder.trace_context("k", kind="kernel") as cid:
+    assert cid is None
+  recorder.record("run", kname="k", times=[1.0])  # silently ignored
+  assert list(tmp_path.iterdir()) == []
+
+
+def test_rewrite_records_every_match_with_nodes_and_rules(trace):
+  root = _expr(6)
+  with recorder.trace_context("schedule 1", kind="schedule"):
+    out = graph_rewrite(root, fold_add0 + mul1, name="cleanup"); line = sys._getframe().f_lineno  # noqa: E702
+  recorder.disable()
+  recs = _records(trace)
+  assert recs[0]["t"] == "meta" and recs[-1]["t"] == "end"
+  nodes = {r["id"]: r for r in recs if r["t"] == "node"}
+  # every node is written once, after its sources
+  order = [r["id"] for r in recs if r["t"] == "node"]
+  assert len(order) == len(set(order))
+  for r in nodes.values():
+    assert all(order.index(s) < order.index(r["id"]) for s in r["src"])
+  ctx = next(r for r in recs if r["t"] == "ctx_begin" and r["name"] == "schedule 1")
+  assert ctx["kind"] == "schedule" and ctx["parent"] == 0
+  begin = next(r for r in recs if r["t"] == "rw_begin")
+  assert (begin["name"], begin["ctx"], begin["line"]) == ("cleanup", ctx["id"], line)
+  assert begin["file"] == __file__
+  matches = [r for r in recs if r["t"] == "match"]
+  assert len(matches) == 9  # six x+0 and three *1 in the chain
+  patterns = {r["id"]: r for r in recs if r["t"] == "pattern"}
+  assert len(patterns) == 2  # each rule written once
+  assert {"lambda x: x" in p["src"] for p in patterns.values()} == {True}
+  for m in matches:
+    before, after = nodes[m["before"]], nodes[m["after"]]
+    assert before["op"] in ("ADD", "MUL") and m["after"] in before["src"] or after["op"] != before["op"]
+    assert m["dt"] >= 0 and m["pat"] in patterns
+  end = next(r for r in recs if r["t"] == "rw_end")
+  assert end["matches"] == 9 and nodes[end["root"]]["op"] == "DEFINE_VAR"
+  assert out.op is Ops.DEFINE_VAR
+
+
+def test_replaying_matches_rebuilds_the_output(trace):
+  # substituting before->after in order from the root gives the rewrite's output (the viewer's replay contract)
+  a, b = UOp.variable("a", 0, 5), UOp.variable("b", 0, 5)
+  root = UOp.sink(((a + 0) * (b * 1)) + 0, (a * 1) + (b + 0))
+  out = graph_rewrite(root, fold_add0 + mul1, name="replay me", bottom_up=True)
+  recorder.disable()
+  recs = _records(trace)
+  built: dict[int, UOp] = {}
+  for r in recs:
+    if r["t"] == "node":
+      op = Ops[r["op"]]
+      arg = None if r["arg"] == "None" else (int(r["arg"]) if op is Ops.CONST else (r["arg"].split("'")[1], 0, 5))
+      built[r["id"]] = UOp(op, dtypes.by_name(r["dtype"]) if r["dtype"] != "void" else dtypes.void,
+                           tuple(built[s] for s in r["src"]), arg)
+  begin = next(r for r in recs if r["t"] == "rw_begin")
+  g = built[begin["root"]]
+  for m in (r for r in recs if r["t"] == "match"):
+    g = g.substitute({built[m["before"]]: built[m["after"]]})
+  assert g is out
+
+
+def test_raising_rule_is_recorded_and_propagates(trace):
+  def bad(x):
+    raise ZeroDivisionError("rule blew up")
+  pm = PatternMatcher([(UPat(Ops.ADD, name="x"), bad)])
+  with pytest.raises(ZeroDivisionError):
+    graph_rewrite(_expr(1), pm, name="explodes")
+  recorder.disable()
+  recs = _records(trace)
+  m = next(r for r in recs if r["t"] == "match")
+  assert m["after"] is None and "rule blew up" in m["error"]
+  end = next(r for r in recs if r["t"] == "rw_end")
+  assert "ZeroDivisionError" in end["error"] and end["root"] is None
+
+
+def test_contexts_nest_and_errors_close_them(trace):
+  with recorder.trace_context("outer", kind="schedule"):
+    with pytest.raises(ValueError):
+      with recorder.trace_context("inner", kind="kernel"):
+        recorder.record("run", kname="inner", times=[0.1], min=0.1, median=0.1, flops=1, bytes=4, gflops=0.0,
+                        gbs=0.0)
+        raise ValueError("kernel failed")
+    track_graph(_expr(2), "View Base AST")
+  recorder.disable()
+  recs = _records(trace)
+  begins = {r["name"]: r for r in recs if r["t"] == "ctx_begin"}
+  assert begins["inner"]["parent"] == begins["outer"]["id"]
+  ends = {r["id"]: r for r in recs if r["t"] == "ctx_end"}
+  assert "kernel failed" in ends[begins["inner"]["id"]]["error"]
+  run = next(r for r in recs if r["t"] == "run")
+  assert run["ctx"] == begins["inner"]["id"]
+  snap = next(r for r in recs if r["t"] == "rw_begin")
+  assert snap["name"] == "View Base AST" and snap["ctx"] == begins["outer"]["id"]
+
+
+SCRIPT = textwrap.dedent("""
+  import json, sys
+  from compiler import Ops, PatternMatcher, UOp, UPat, graph_rewrite
+  from compiler.trace import trace_context
+  pm = PatternMatcher([(UPat(Ops.ADD, src=[UPat.var("x"), UPat.const(None, 0)]), lambda x: x)])
+  matches = rewrites = 0
+  for k in range(5):
+    with trace_context(f"kernel {k}", kind="kernel"):
+      x = UOp.variable(f"v{k}", 0, 9)
+      for _ in range(k + 1):
+        x = x + 0
+      graph_rewrite(x, pm, name="fold")
+      rewrites += 1; matches += k + 1
+  print(json.dumps({"matches": matches, "rewrites": rewrites, "contexts": 5 + 1}))
+""")
+
+
+@pytest.mark.parametrize("viz", ["-1"])
+def test_script_with_viz_writes_trace_that_info_counts(tmp_path, viz):
+  path = tmp_path / "run.vztrace"
+  env = {**os.environ, "VIZ": viz, "VIZ_TRACE": str(path), "PYTHONPATH": str(ROOT)}
+  p = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120)
+  assert p.returncode == 0, p.stderr
+  expected = json.loads(p.stdout)
+  assert p.stderr.count(str(path)) == 1  # the path is announced once
+  info = subprocess.run([sys.executable, "-m", "compiler.trace", "info", "--json", str(path)], env=env,
+                        capture_output=True, text=True, timeout=120)
+  assert info.returncode == 0, info.stderr
+  got = json.loads(info.stdout)
+  assert got["matches"] == expected["matches"]
+  assert got["rewrites"] == expected["rewrites"]
+  assert got["contexts"] == expected["contexts"]
+  assert got["bytes"] == path.stat().st_size
+  assert got["nodes"] > 0
+
+
+def test_import_alone_writes_no_trace(tmp_path):
+  env = {**os.environ, "VIZ": "-1", "XDG_CACHE_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+  p = subprocess.run([sys.executable, "-c", "import compiler"], env=env, capture_output=True, text=True, timeout=60)
+  assert p.returncode == 0 and p.stderr == "", p.stderr
+  assert list(tmp_path.rglob("*.vztrace")) == []
+
+
+def test_default_trace_path_is_per_user_cache(tmp_path):
+  env = {**os.environ, "VIZ": "-1", "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+  env.pop("VIZ_TRACE", None)
+  script = "import compiler.rewrite as r\nr.track_graph(r.UOp.variable('a', 0, 1), 'snapshot')"
+  p = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+  assert p.returncode == 0, p.stderr
+  files = list((tmp_path / "cache" / "tinyviz" / "traces").glob("trace-*.vztrace"))
+  assert len(files) == 1 and str(files[0]) in p.stderr
+  assert _records(files[0])[-1]["t"] == "end"
