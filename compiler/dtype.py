@@ -17,6 +17,12 @@ class DType:
   count: int = 1  # vector width
   _scalar: DType | None = None
 
+  def __post_init__(self):
+    object.__setattr__(self, "_hash", hash((type(self).__name__, self.name, self.count, getattr(self, "size", -1))))
+
+  def __hash__(self) -> int:
+    return self._hash
+
   def __repr__(self) -> str:
     return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self._scalar.name}.vec({self.count})"
 
@@ -33,13 +39,13 @@ class DType:
       raise ValueError(f"can't make a vector of the vector type {self}")
     if n == 1 or self == dtypes.void:
       return self
-    return DType(self.priority, self.itemsize * n, f"{self.name}x{n}", None, n, self)
+    return _interned(DType(self.priority, self.itemsize * n, f"{self.name}x{n}", None, n, self))
 
   def scalar(self) -> DType:
     return self._scalar if self._scalar is not None else self
 
   def ptr(self, size: int = -1) -> PtrDType:
-    return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self._scalar, self, size)
+    return _interned(PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self._scalar, self, size))
 
   @property
   def np(self) -> np.dtype:
@@ -48,6 +54,14 @@ class DType:
     if s.fmt is None:
       raise TypeError(f"{self} has no numpy equivalent")
     return np.dtype(s.fmt)
+
+
+_INTERN: dict[DType, DType] = {}
+
+
+def _interned(d: DType) -> DType:
+  """One object per distinct dtype, so comparisons are mostly identity checks."""
+  return _INTERN.setdefault(d, d)
 
 
 @dataclass(frozen=True, eq=True)

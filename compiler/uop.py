@@ -4,14 +4,15 @@ from __future__ import annotations
 import math
 import weakref
 from dataclasses import dataclass
-from enum import Enum, auto
+from enum import Enum, IntEnum, auto
 from functools import cached_property
 from typing import Any, Callable, Iterable
 
 from compiler.dtype import DType, dtypes, truncate
 
 
-class Ops(Enum):
+class Ops(IntEnum):
+  """IntEnum so that hashing and set membership run at C speed on the rewrite hot path."""
   # graph structure
   SINK = auto(); NOOP = auto(); GROUP = auto()  # noqa: E702
   # tensor level
@@ -37,6 +38,11 @@ class Ops(Enum):
 
   def __repr__(self) -> str:
     return f"Ops.{self.name}"
+
+  __str__ = __repr__
+
+  def __format__(self, spec: str) -> str:
+    return format(repr(self), spec)
 
 
 class GroupOp:
