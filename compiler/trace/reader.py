@@ -11,6 +11,7 @@ Only TraceFormatError (a ValueError) is raised for bad contents; damage after a 
 from __future__ import annotations
 
 import json
+import json.scanner
 import math
 import os
 import time
@@ -31,6 +32,7 @@ from compiler.trace.format import (
 )
 
 READ_CHUNK = 1 << 16
+MAX_READ = 1 << 20  # per read() call: a damaged header claiming a huge frame must not allocate that much per poll
 
 
 def _reject_constant(name: str) -> Any:
@@ -45,7 +47,18 @@ def _finite_float(s: str) -> float:
 
 
 # Strict JSON: no NaN/Infinity literals and no numbers that overflow to inf (the writer never produces them).
-_decode = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float).decode
+# The scanner called directly is ~2x faster than JSONDecoder.decode; a record must be exactly one compact value.
+_scan = json.scanner.make_scanner(json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float))
+
+
+def _decode(s: str) -> Any:
+  try:
+    obj, end = _scan(s, 0)
+  except StopIteration:
+    raise ValueError("no JSON value at the start") from None
+  if end != len(s):
+    raise ValueError(f"extra data after the JSON value at char {end}")
+  return obj
 
 
 class _Damage(Exception):
@@ -56,7 +69,10 @@ class _Damage(Exception):
 
 
 class TraceReader:
-  """Read a trace file (a path or a binary file object). See the module docstring for iteration vs poll()."""
+  """Read a trace file (a path or a binary file object). See the module docstring for iteration vs poll().
+
+  Not thread-safe: use one reader per thread. After a live trace stops growing without an `end` record, a final
+  iteration (`for _ in reader: ...`) reports a partial trailing frame as truncation."""
 
   def __init__(self, source: str | os.PathLike | BinaryIO) -> None:
     if isinstance(source, (str, os.PathLike)):
@@ -88,6 +104,8 @@ class TraceReader:
   # ---- reading
   def __iter__(self) -> Iterator[dict]:
     """Yield every remaining record; an incomplete frame at the end of the file counts as damage (truncation)."""
+    if self._f.closed:
+      return
     self._header(final=True)
     while not self.damaged:
       recs = self._frame(final=True)
@@ -95,12 +113,14 @@ class TraceReader:
         return
       yield from recs
 
-  def poll(self) -> list[dict]:
-    """The records of the frames completed since the last call (live tailing; cheap when nothing is new)."""
+  def poll(self, max_records: int | None = None) -> list[dict]:
+    """The records of the frames completed since the last call (live tailing; cheap when nothing is new).
+
+    With max_records, stop after the frame that reaches it (the rest comes with the next call)."""
     if self.damaged or self._f.closed or not self._header(final=False):
       return []
     out: list[dict] = []
-    while not self.damaged:
+    while not self.damaged and (max_records is None or len(out) < max_records):
       recs = self._frame(final=False)
       if recs is None:
         break
@@ -129,7 +149,7 @@ class TraceReader:
     """Make the buffer hold at least n bytes if the file has them now."""
     while len(self._buf) < n:
       try:
-        chunk = self._f.read(max(n - len(self._buf), READ_CHUNK))
+        chunk = self._f.read(min(max(n - len(self._buf), READ_CHUNK), MAX_READ))
       except OSError as e:
         raise TraceFormatError(f"read error: {e}", self.offset + len(self._buf)) from e
       if not chunk:

@@ -33,7 +33,7 @@ class Recorder:
   def __init__(self, path: str | os.PathLike):
     from compiler.trace.writer import TraceWriter
     self.path = Path(path)
-    self.writer = TraceWriter(self.path)
+    self.writer = TraceWriter(self.path, background=True)  # an idle process still shows its last records
     self._w = self.writer.write
     self.node_ids: dict[UOp, int] = {}
     self.pattern_ids: dict[Any, int] = {}
@@ -93,7 +93,7 @@ class Recorder:
     self._w(rec)
     if cid in self.ctx_stack:
       del self.ctx_stack[self.ctx_stack.index(cid):]
-    self.writer.flush()
+    self.writer.flush_if_due()
 
   # ---- rewrites
   def rewrite_begin(self, name: str, file: str, line: int, bottom_up: bool, root: UOp) -> int:

@@ -58,21 +58,17 @@ def _sanitize(o: Any, depth: int = 0) -> Any:
   return conv if isinstance(conv, str) else _sanitize(conv, depth + 1)
 
 
-def _fail(o: Any) -> Any:
-  raise TypeError(f"{type(o).__name__} is not JSON serializable")  # the slow path (_sanitize) handles it
-
-
 def _make_encoder() -> Any:
   """obj -> JSON str (compact, ASCII, NaN rejected): the C encoder called directly is ~2x faster than json.dumps."""
   try:  # a private CPython API: use it only if it exists and behaves
-    it = json.encoder.c_make_encoder(None, _fail, json.encoder.encode_basestring_ascii, None, ":", ",", False, False,
+    it = json.encoder.c_make_encoder(None, _default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False,
                                      False)
     enc = lambda o: "".join(it(o, 0))  # noqa: E731
     if enc({"t": "x", "a": [1, 2.5, None, True, "\u00e9"]}) == '{"t":"x","a":[1,2.5,null,true,"\\u00e9"]}':
       return enc
   except Exception:
     pass
-  return json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_fail).encode
+  return json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_default).encode
 
 
 _encode = _make_encoder()
@@ -87,10 +83,15 @@ def encode_record(rec: Any) -> bytes:
   try:
     return _encode(_sanitize(rec)).encode("ascii")
   except (ValueError, TypeError, RecursionError) as e:
-    t = rec.get("t") if isinstance(rec, dict) else None
-    ctx = rec.get("ctx") if isinstance(rec, dict) else None
-    return _encode({"t": "error", "ctx": ctx if type(ctx) is int else None,
-                    "text": f"trace writer could not encode a {t!r} record: {type(e).__name__}: {e}"}).encode("ascii")
+    return _error_record(rec, f"trace writer could not encode it: {type(e).__name__}: {e}")
+
+
+def _error_record(rec: Any, why: str) -> bytes:
+  """An `error` record standing in for a record that cannot be written."""
+  t = rec.get("t") if isinstance(rec, dict) else None
+  ctx = rec.get("ctx") if isinstance(rec, dict) else None
+  text = f"a {t!r} record is missing from the trace: {why}"
+  return _encode({"t": "error", "ctx": ctx if type(ctx) is int else None, "text": text}).encode("ascii")
 
 
 class TraceWriter:
@@ -129,7 +130,7 @@ class TraceWriter:
       self._thread.start()
 
   def write(self, rec: dict) -> None:
-    """Queue one record (a dict with a "t" field)."""
+    """Queue one record (a dict with a "t" field); with validate=True, raise TraceFormatError if it is invalid."""
     if self._closed:
       raise ValueError("write to a closed TraceWriter")
     if self.validate:
@@ -161,8 +162,7 @@ class TraceWriter:
       for rec in recs:
         data = encode_record(rec)
         if len(data) + RECORD_LEN.size > MAX_RAW_LEN:
-          data = encode_record({"t": "error", "ctx": rec.get("ctx") if isinstance(rec, dict) else None,
-                                "text": f"trace writer dropped a {len(data)}-byte record (over the frame limit)"})
+          data = _error_record(rec, f"trace writer dropped a {len(data)}-byte record (over the frame limit)")
         if size + len(data) + RECORD_LEN.size > FRAME_TARGET and parts:
           self._write_frame(parts)
           parts, size = [], 0
@@ -184,7 +184,7 @@ class TraceWriter:
     while not self._stop.wait(self.flush_interval):
       try:
         self.flush_if_due()
-      except Exception:  # a full disk must not kill the thread's caller; close() will raise it again
+      except Exception:  # keep the thread alive on a write error (a full disk); flushes by the caller still raise
         pass
 
   def close(self) -> None:
