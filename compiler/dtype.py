@@ -103,17 +103,18 @@ class dtypes:
   default_int = int32
   index = int32  # the dtype of index math over RANGEs
 
+  # frozenset lookups hash (cached) and check identity first: these run on the rewrite hot path
   @staticmethod
   def is_float(t: DType) -> bool:
-    return t.scalar() in (dtypes.float16, dtypes.float32, dtypes.float64)
+    return (t._scalar or t) in _FLOATS
 
   @staticmethod
   def is_int(t: DType) -> bool:
-    return t.scalar() in dtypes.ints
+    return (t._scalar or t) in _INTS
 
   @staticmethod
   def is_unsigned(t: DType) -> bool:
-    return t.scalar() in (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
+    return (t._scalar or t) in _UINTS
 
   @staticmethod
   def from_np(t: Any) -> DType:
@@ -167,6 +168,9 @@ dtypes.ints = (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.in
                dtypes.uint64)
 dtypes.floats = (dtypes.float16, dtypes.float32, dtypes.float64)
 dtypes.all = (dtypes.bool, *dtypes.ints, *dtypes.floats)
+_FLOATS = frozenset(dtypes.floats)
+_INTS = frozenset(dtypes.ints)
+_UINTS = frozenset((dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64))
 
 
 def truncate(dt: DType, x: Any) -> Any:

@@ -332,7 +332,7 @@ class UOp(metaclass=UOpMetaClass):
 # ---- bounds (vmin/vmax), iterative so deep graphs don't recurse
 
 def _bounds(root: UOp) -> tuple[Any, Any]:
-  for u in toposort(root):
+  for u in toposort(root, gate=lambda x: "_min_max" not in x.__dict__):
     if "_min_max" not in u.__dict__:
       u.__dict__["_min_max"] = _bounds_one(u)
   return root.__dict__["_min_max"]

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
   from compiler.uop import UOp
 
 TRACE_FORMAT_VERSION = "1.0"
+_OP_NAMES: dict = {}  # Ops -> name, filled on first Recorder (Enum.name is a slow descriptor)
 
 
 def default_trace_path() -> Path:
@@ -32,11 +33,14 @@ class Recorder:
 
   def __init__(self, path: str | os.PathLike):
     from compiler.trace.writer import TraceWriter
+    from compiler.uop import Ops
+    _OP_NAMES.update({op: op.name for op in Ops})
     self.path = Path(path)
     self.writer = TraceWriter(self.path, background=True)  # an idle process still shows its last records
     self._w = self.writer.write
     self.node_ids: dict[UOp, int] = {}
     self.pattern_ids: dict[Any, int] = {}
+    self.dtype_names: dict[Any, str] = {}
     self.ctx_stack: list[int] = [0]
     self.next_ctx = 1
     self.next_rw = 0
@@ -54,13 +58,19 @@ class Recorder:
     if nid is not None:
       return nid
     from compiler.uop import arg_str, toposort
+    names, dts, w = _OP_NAMES, self.dtype_names, self._w
     for x in toposort(u, gate=lambda y: y not in ids):
       if x in ids:
         continue
       nid = len(ids)
       ids[x] = nid
-      self._w({"t": "node", "id": nid, "op": x.op.name, "dtype": str(x.dtype), "arg": arg_str(x.arg),
-               "src": [ids[s] for s in x.src]})
+      dt = dts.get(x.dtype)
+      if dt is None:
+        dt = dts[x.dtype] = str(x.dtype)
+      arg = x.arg
+      w({"t": "node", "id": nid, "op": names[x.op], "dtype": dt,
+         "arg": "None" if arg is None else (repr(arg) if type(arg) is int else arg_str(arg)),
+         "src": [ids[s] for s in x.src]})
     return ids[u]
 
   def pattern_id(self, rule: Any) -> int:

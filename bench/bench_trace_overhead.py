@@ -1,0 +1,122 @@
+"""What tracing costs: the same rewrite-heavy workloads with VIZ off vs recording to a file, run alternately in one
+process, and graph_rewrite with VIZ off vs a copy of it with the tracing hooks removed. Prints a table of ratios."""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.bench_symbolic import random_index_exprs  # noqa: E402
+from compiler import rewrite  # noqa: E402
+from compiler.symbolic import symbolic  # noqa: E402
+from compiler.trace import recorder  # noqa: E402
+from compiler.trace.reader import TraceReader  # noqa: E402
+from compiler.uop import UOp  # noqa: E402
+
+
+class _NoHooksRewriter(rewrite._Rewriter):
+  """graph_rewrite's rewriter as it would be without any tracing code: the baseline for the disabled cost."""
+  __slots__ = ()
+
+  def _apply(self, u: UOp):
+    ctx = self.ctx
+    for rule in self.pm.pdict.get(u.op, self.pm.wildcard):
+      for caps in rule.pat.match(u, {}):
+        ret = rule.fn(ctx=ctx, **caps) if rule.takes_ctx else rule.fn(**caps)
+        if ret is not None and ret is not u:
+          self.matches += 1
+          self.last_rule = rule
+          return ret, rule
+    return None, None
+
+
+def graph_rewrite_nohooks(sink: UOp, pm: Any, ctx: Any = None, name: str | None = None,
+                          bottom_up: bool = False) -> UOp:
+  return _NoHooksRewriter(pm, ctx, bottom_up, name or "graph_rewrite", None).rewrite(sink)
+
+
+def symbolic_workload(exprs: list[UOp], gr: Callable = rewrite.graph_rewrite) -> None:
+  for e in exprs:
+    gr(e, symbolic, name="simplify")
+
+
+def compile_workloads() -> Callable[[], None] | None:
+  """The full compile (schedule, optimize, codegen) of the bench workloads, if the compiler has them."""
+  try:
+    from bench.workloads import WORKLOADS
+    from compiler.realize import compile_schedule
+  except ImportError:
+    return None
+
+  def run() -> None:
+    for wl in WORKLOADS.values():
+      compile_schedule(wl.build())
+  return run
+
+
+def timed(fn: Callable[[], None]) -> float:
+  t = time.perf_counter()
+  fn()
+  return time.perf_counter() - t
+
+
+def alternate(fn: Callable[[], None], rounds: int, tmp: Path) -> dict[str, Any]:
+  """Run fn with VIZ off and recording alternately; the min of each is robust to noise from the other core."""
+  off, on, sizes, matches = [], [], [], []
+  for i in range(rounds):
+    off.append(timed(fn))
+    path = tmp / f"overhead-{i}.vztrace"
+    recorder.enable(path, announce=False)
+    on.append(timed(fn))
+    recorder.disable()
+    sizes.append(path.stat().st_size)
+    matches.append(sum(1 for r in TraceReader(path) if r["t"] == "match"))
+  return {"off": min(off), "on": min(on), "ratio": min(on) / min(off), "bytes": sizes[-1], "matches": matches[-1],
+          "off_med": statistics.median(off), "on_med": statistics.median(on)}
+
+
+def main() -> None:
+  ap = argparse.ArgumentParser(description=__doc__)
+  ap.add_argument("--exprs", type=int, default=400, help="random index expressions in the symbolic workload")
+  ap.add_argument("--rounds", type=int, default=7)
+  ap.add_argument("--quick", action="store_true", help="fewer rounds")
+  args = ap.parse_args()
+  if args.quick:
+    args.rounds, args.exprs = 3, 200
+  recorder.disable()
+  exprs = random_index_exprs(args.exprs, seed=0)
+  rows = []
+  with tempfile.TemporaryDirectory() as d:
+    tmp = Path(d)
+    r = alternate(lambda: symbolic_workload(exprs), args.rounds, tmp)
+    rows.append(("symbolic simplify", r))
+    comp = compile_workloads()
+    if comp is not None:
+      comp()  # warm caches that are not tracing's business (imports, JIT engine)
+      rows.append(("compile 5 workloads", alternate(comp, max(3, args.rounds // 2), tmp)))
+  print(f"{'workload':<22}{'VIZ off s':>11}{'VIZ on s':>11}{'ratio':>8}{'matches':>10}{'bytes':>11}"
+        f"{'B/match':>9}{'KB/1k matches':>15}")
+  for name, r in rows:
+    per = r["bytes"] / max(1, r["matches"])
+    print(f"{name:<22}{r['off']:>11.4f}{r['on']:>11.4f}{r['ratio']:>7.3f}x{r['matches']:>10}{r['bytes']:>11}"
+          f"{per:>9.1f}{per * 1000 / 1024:>15.1f}")
+  # disabled cost: hooks present (VIZ off) vs hooks removed, alternately
+  hooked, bare = [], []
+  for _ in range(args.rounds):
+    hooked.append(timed(lambda: symbolic_workload(exprs)))
+    bare.append(timed(lambda: symbolic_workload(exprs, graph_rewrite_nohooks)))
+  print(f"\ndisabled tracing: graph_rewrite with VIZ off {min(hooked):.4f}s vs hooks removed {min(bare):.4f}s: "
+        f"{min(hooked) / min(bare):.3f}x")
+  if os.environ.get("VIZ"):
+    print("note: VIZ is set in the environment; the 'off' rows were still run with the recorder disabled")
+
+
+if __name__ == "__main__":
+  main()
