@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,11 @@ class DType:
 
   def __hash__(self) -> int:
     return self._hash
+
+  def __reduce__(self):
+    # rebuilt from the fields, never from __dict__: the cached hash (of salted str hashes) is only valid in the
+    # process that computed it, and a DType sent to a worker process must hash like that worker's own dtypes
+    return (_rebuild_dtype, (type(self), tuple(getattr(self, f.name) for f in fields(self))))
 
   def __repr__(self) -> str:
     return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self._scalar.name}.vec({self.count})"
@@ -62,6 +67,13 @@ _INTERN: dict[DType, DType] = {}
 def _interned(d: DType) -> DType:
   """One object per distinct dtype, so comparisons are mostly identity checks."""
   return _INTERN.setdefault(d, d)
+
+
+def _rebuild_dtype(cls: type, args: tuple) -> DType:
+  """Unpickling: the process's own object for this dtype (a `dtypes` scalar, or the interned vector/pointer)."""
+  d = cls(*args)
+  canon = getattr(dtypes, d.name, None) if cls is DType and d.count == 1 else None
+  return canon if isinstance(canon, DType) and canon == d else _interned(d)
 
 
 @dataclass(frozen=True, eq=True)

@@ -1,0 +1,70 @@
+"""The on-disk BEAM cache: one small JSON file per (kernel AST, target, beam width), never pickle."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from compiler.opt.kernel import Opt
+from compiler.opt.target import Target
+from compiler.uop import UOp, pretty
+
+CACHE_VERSION = 1
+
+
+def cache_dir() -> Path:
+  """BEAM_CACHE_DIR, else the per-user cache: $XDG_CACHE_HOME/tinyviz/beam (default ~/.cache)."""
+  if d := os.environ.get("BEAM_CACHE_DIR"):
+    return Path(d)
+  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+  return Path(base) / "tinyviz" / "beam"
+
+
+def cache_key(ast: UOp, target: Target, amt: int) -> str:
+  """A hash of the kernel's printed AST (its name left out) with the machine and the beam width."""
+  text = pretty(ast.replace(arg=None))
+  h = hashlib.sha256(f"v{CACHE_VERSION}\n{target.key}\nBEAM={amt}\n{text}".encode())
+  return h.hexdigest()
+
+
+def cache_get(key: str) -> tuple[list[Opt], float | None] | None:
+  """The cached (opts, time) for key, or None when absent, unreadable or not what this version wrote."""
+  path = cache_dir() / f"{key}.json"
+  try:
+    with open(path, encoding="utf-8") as f:
+      data: Any = json.load(f)
+  except (OSError, ValueError):
+    return None
+  if not isinstance(data, dict) or data.get("version") != CACHE_VERSION or data.get("key") != key:
+    return None
+  raw, t = data.get("opts"), data.get("time")
+  if not isinstance(raw, list) or len(raw) > 64 or not (t is None or type(t) in (int, float)):
+    return None
+  try:
+    return [Opt.from_json(o) for o in raw], t
+  except ValueError:
+    return None
+
+
+def cache_put(key: str, opts: list[Opt], time_s: float | None, kname: str = "") -> Path | None:
+  """Write the entry atomically (temp file + rename); returns its path, or None if the cache is not writable."""
+  d = cache_dir()
+  data = {"version": CACHE_VERSION, "key": key, "kname": kname, "opts": [o.to_json() for o in opts],
+          "time": time_s if time_s is not None and time_s == time_s and time_s != float("inf") else None}
+  tmp = None
+  try:
+    d.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".beam-", suffix=".json", dir=d)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+      json.dump(data, f)
+    os.replace(tmp, d / f"{key}.json")
+  except OSError:
+    if tmp is not None:
+      with contextlib.suppress(OSError):
+        os.unlink(tmp)
+    return None
+  return d / f"{key}.json"

@@ -1,0 +1,152 @@
+"""`hand_coded_optimizations`: the reference's heuristics, adapted to a CPU (no locals; threads instead)."""
+from __future__ import annotations
+
+import math
+import os
+
+from compiler.opt.kernel import Kernel, KernelOptError, Opt, OptOps, access_strides, masked_axes
+from compiler.uop import AxisType
+
+# a kernel does at least this many loop iterations before it is worth splitting across threads
+THREAD_MIN_WORK = 1 << 16
+
+
+def hand_coded_optimizations(k: Kernel) -> Kernel:
+  """Masked small axes upcast first, a register tile for reduces (a matmul gets 8 rows x 2 vectors with
+  AVX-512), reduce unrolling, a float vector along the unit-stride axis, then a THREAD split of the outermost
+  parallel axis; applies the opts to k."""
+  prod = _prod
+  # small masked axes (from pads and stacks) first: upcasting them turns their masks into constants
+  masked = masked_axes(k)
+  to_upcast: list[int] = []
+  for axis in range(k.first_reduce):
+    s = k.full_shape[axis]
+    if isinstance(s, int) and s <= 7 and axis in masked and \
+        prod(k.full_shape[k.first_upcast:]) * prod(k.full_shape[j] for j in to_upcast) * s <= 7 * 7:
+      to_upcast.append(axis)
+  for axis in reversed(to_upcast):
+    k.apply_opt(Opt(OptOps.UPCAST, axis, 0))
+
+  if k.reduceops and prod(k.full_shape[:k.first_reduce]) >= 1024:
+    _register_tile(k)
+
+  # unroll the innermost reduce if it is small, else by 4 (loop unrolling, no vectors)
+  upcast_is_reduce = any(t is AxisType.UNROLL for t in k.axis_types[k.first_upcast:])
+  if k.first_reduce < k.first_upcast and (prod(k.full_shape[k.first_upcast:]) <= 4 or not upcast_is_reduce) and \
+      (k.upcasted == 0 or prod(k.full_shape[k.first_upcast:]) < 64):
+    last = k.first_upcast - 1
+    s = k.full_shape[last]
+    if isinstance(s, int) and s <= 32:
+      k.apply_opt(Opt(OptOps.UNROLL, last - k.first_reduce, 0))
+      last = k.first_upcast - 1
+      if k.first_reduce < k.first_upcast and s <= 3 and isinstance(s2 := k.full_shape[last], int) and s2 <= 3:
+        k.apply_opt(Opt(OptOps.UNROLL, last - k.first_reduce, 0))
+    elif isinstance(s, int) and s % 4 == 0:
+      k.apply_opt(Opt(OptOps.UNROLL, last - k.first_reduce, 4))
+
+  # float vectors: upcast the axis the store walks with stride 1 if every load is contiguous or broadcast along it
+  _vectorize_store(k)
+
+  if os.environ.get("NOTHREAD", "0") in ("", "0"):
+    thread_outer_axis(k)
+  return k
+
+
+def _prod(xs) -> int:
+  return math.prod(x for x in xs if isinstance(x, int))
+
+
+def _register_tile(k: Kernel) -> None:
+  """Register blocking for a reduce: each loaded value is reused from registers across the tile. A vector along
+  the output's unit-stride axis (for a matmul: along a row of B, A's element broadcast), then rows along the axes
+  some load is broadcast along (the reference's rule), then a second vector while accumulators fit in half the
+  vector registers (the rest hold the loaded operands)."""
+  vec, acc_max = k.target.vector_floats, max(1, k.target.vector_regs // 2)
+
+  def accumulators() -> int:
+    return -(-_prod(s for s, t in zip(k.full_shape, k.axis_types) if t is AxisType.UPCAST) // vec)
+
+  strides = [access_strides(k, a) for a in k.accesses]
+  stores = [access_strides(k, s.src[0]) for s in k.stores]
+  loads = [st for a, st in zip(k.accesses, strides) if a not in {s.src[0] for s in k.stores}]
+  vec_rng = None
+  for axis in reversed(range(k.first_reduce)):
+    size = k.full_shape[axis]
+    if not isinstance(size, int) or k.axis_types[axis] is AxisType.THREAD:
+      continue
+    if all(st[axis] == 1 for st in stores) and all(st[axis] in (0, 1) for st in loads) and \
+        any(st[axis] == 0 for st in loads):
+      amt = next((a for a in (vec, 8, 4) if a <= 16 and size % a == 0), None)
+      if amt is not None:
+        vec_rng = k.rngs[axis]
+        k.apply_opt(Opt(OptOps.UPCAST, axis, amt))
+        break
+
+  upcasted: set[int] = {vec_rng.arg[0]} if vec_rng is not None else set()  # axis ids: a split keeps its id
+  while _prod(k.full_shape[:k.first_reduce]) >= 1024:
+    strides = [access_strides(k, a) for a in k.accesses]
+    choices = []
+    for axis in range(k.first_reduce):
+      size = k.full_shape[axis]
+      r = k.rngs[axis]
+      if r.arg[0] in upcasted or not isinstance(size, int) or r.arg[1] is AxisType.THREAD:
+        continue
+      if not any(st[axis] == 0 and not any(x == 0 for x in st[k.first_upcast:]) for st in strides):
+        continue
+      amt = next((a for a in (8, 4, 3, 2) if size % a == 0 and accumulators() * a <= acc_max), None)
+      if amt is None:
+        continue
+      pos = sum(1 for st in strides if st[axis] != 0)
+      total = sum(st[axis] if st[axis] is not None else 1 << 30 for st in strides)
+      choices.append((pos, total, -amt, axis))
+    if not choices:
+      break
+    _, _, amt, axis = min(choices)
+    upcasted.add(k.rngs[axis].arg[0])
+    k.apply_opt(Opt(OptOps.UPCAST, axis, -amt))
+
+  # a second vector on the vector axis (its outer part kept the axis id) if the accumulators still fit
+  if vec_rng is not None and accumulators() * 2 <= acc_max:
+    axis = next((i for i, r in enumerate(k.rngs) if r.arg[0] == vec_rng.arg[0]), None)
+    if axis is not None and isinstance(size := k.full_shape[axis], int) and size % 2 == 0 and size > 2:
+      k.apply_opt(Opt(OptOps.UPCAST, axis, 2))
+
+
+def _vectorize_store(k: Kernel) -> None:
+  """Upcast the axis every store walks with stride 1 (and every load with stride 0 or 1) to a float vector."""
+  stores = [access_strides(k, s.src[0]) for s in k.stores]
+  loads = [access_strides(k, a) for a in k.accesses if a not in {s.src[0] for s in k.stores}]
+  if any(st[a] == 1 for st in stores for a in range(k.first_upcast, k.shape_len)):
+    return  # the store is already a vector
+  cands = [a for a in range(k.first_reduce)
+           if all(st[a] == 1 for st in stores) and all(st[a] in (0, 1) for st in loads)]
+  if not cands and k.upcasted == 0 and k.first_reduce > 0:
+    cands = [k.first_reduce - 1]  # as the reference does: upcast something
+  for axis in reversed(cands):
+    s = k.full_shape[axis]
+    if not isinstance(s, int):
+      continue
+    room = 64 // max(1, k.upcast_size())  # keep the upcasted block within 64 elements
+    for amt in sorted({k.target.vector_floats, 8, 4}, reverse=True):
+      if amt <= min(16, room) and s % amt == 0:
+        k.apply_opt(Opt(OptOps.UPCAST, axis, amt))
+        return
+
+
+def thread_outer_axis(k: Kernel) -> bool:
+  """Split the outermost global axis that the core count divides into a THREAD axis, if the kernel is big enough."""
+  n = k.target.threads
+  if n <= 1 or any(t is AxisType.THREAD for t in k.axis_types):
+    return False
+  work = math.prod(s for s in k.full_shape if isinstance(s, int))
+  if work < THREAD_MIN_WORK:
+    return False
+  for axis in range(k.global_dims):
+    s = k.full_shape[axis]
+    if isinstance(s, int) and s % n == 0 and s >= n:
+      try:
+        k.apply_opt(Opt(OptOps.THREAD, axis, n))
+        return True
+      except KernelOptError:
+        continue
+  return False

@@ -1,0 +1,555 @@
+"""`Kernel`: a kernel AST seen as a list of axes (its RANGEs) that `apply_opt` splits, retypes, pads and swaps.
+
+The axes are the RANGE nodes of the AST in a canonical order: threads, globals (GLOBAL/LOOP), locals, grouped
+reduces, reduces, then upcasted/unrolled axes; inside a kind by axis id. Loop order is axis-id order, so a split
+keeps the id of its outer part (it stays where it was) and gives the new part the next free id (it goes last in
+its kind), like the reference's `shift_to`. Every opt is one named, traced `graph_rewrite` of the AST.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+from dataclasses import dataclass, field
+from enum import Enum, auto
+from typing import Any, Iterator
+
+from compiler.opt.target import Target, host_target
+from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
+from compiler.trace import recorder
+from compiler.uop import AxisType, KernelInfo, Ops, UOp, toposort
+
+
+class OptOps(Enum):
+  UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); GROUP = auto(); GROUPTOP = auto()  # noqa: E702
+  PADTO = auto(); SWAP = auto(); NOLOCALS = auto(); THREAD = auto()  # noqa: E702
+
+  def __lt__(self, x: OptOps) -> bool:
+    return self.value < x.value
+
+  def __repr__(self) -> str:
+    return f"OptOps.{self.name}"
+
+
+@dataclass(frozen=True, order=True)
+class Opt:
+  """One optimization: `op` on `axis` (a position in the kernel's axes, or in its reduce axes for UNROLL/GROUP)
+  with `arg` (an amount, 0 meaning the whole axis; for SWAP the other axis)."""
+  op: OptOps
+  axis: int | None = None
+  arg: int | None = None
+
+  def __repr__(self) -> str:
+    return f"Opt(op={self.op!r}, axis={self.axis}, arg={self.arg})"
+
+  def to_json(self) -> list:
+    return [self.op.name, self.axis, self.arg]
+
+  @staticmethod
+  def from_json(x: Any) -> Opt:
+    """The Opt of a `[op name, axis, arg]` list read from a file; ValueError on anything else."""
+    if not (isinstance(x, list) and len(x) == 3 and isinstance(x[0], str) and x[0] in OptOps.__members__):
+      raise ValueError(f"not an opt: {x!r:.80}")
+    if not all(v is None or (type(v) is int and 0 <= v < 1 << 20) for v in x[1:]):
+      raise ValueError(f"opt axis/arg must be small non-negative ints or null: {x!r:.80}")
+    return Opt(OptOps[x[0]], x[1], x[2])
+
+
+class KernelOptError(Exception):
+  """An opt that does not apply to this kernel; the message says why."""
+
+
+def check(cond: bool, msg: str) -> None:
+  if not cond:
+    raise KernelOptError(msg)
+
+
+# ---- axis kinds
+
+# where each kind of axis goes in the canonical order (same rank: ordered by axis id)
+AXIS_RANK: dict[AxisType, int] = {
+  AxisType.THREAD: 0, AxisType.GLOBAL: 1, AxisType.LOOP: 1, AxisType.LOCAL: 2, AxisType.GROUP_REDUCE: 3,
+  AxisType.REDUCE: 4, AxisType.UNROLL: 5, AxisType.UPCAST: 5,
+}
+REDUCE_KINDS = frozenset({AxisType.GROUP_REDUCE, AxisType.REDUCE, AxisType.UNROLL})
+# the reference's colors: global blue (threads bright blue), local cyan, group green, reduce red,
+# unrolled reduce magenta, upcast yellow; LOOP is how a CPU kernel's global axes may arrive, shown as global
+AXIS_COLORS: dict[AxisType, str] = {
+  AxisType.THREAD: "BLUE", AxisType.GLOBAL: "blue", AxisType.LOOP: "blue", AxisType.LOCAL: "cyan",
+  AxisType.GROUP_REDUCE: "green", AxisType.REDUCE: "red", AxisType.UNROLL: "magenta", AxisType.UPCAST: "yellow",
+}
+OPT_AXIS_TYPE: dict[OptOps, AxisType] = {
+  OptOps.UPCAST: AxisType.UPCAST, OptOps.UNROLL: AxisType.UNROLL, OptOps.LOCAL: AxisType.LOCAL,
+  OptOps.GROUP: AxisType.GROUP_REDUCE, OptOps.GROUPTOP: AxisType.GROUP_REDUCE, OptOps.THREAD: AxisType.THREAD,
+}
+MAX_UPCAST, MAX_UNROLL = 16, 32
+
+
+def axis_key(r: UOp) -> tuple[int, int]:
+  return (AXIS_RANK[r.arg[1]], r.arg[0])
+
+
+def range_size(r: UOp) -> int | UOp:
+  """The size of a RANGE: an int, or the UOp of a symbolic size."""
+  end = r.src[0]
+  return end.arg if end.op is Ops.CONST else end
+
+
+# ---- the rewrite that applies an opt: RANGEs substituted, REDUCE range lists fixed, padded accesses guarded
+
+@dataclass
+class _OptSub:
+  ranges: dict[UOp, UOp] = field(default_factory=dict)  # old RANGE -> its replacement expression
+  reduce: dict[UOp, tuple[UOp, ...]] = field(default_factory=dict)  # old RANGE -> the RANGEs a REDUCE loops over
+  guards: dict[UOp, UOp] = field(default_factory=dict)  # padded old RANGE -> (old RANGE < old size)
+
+
+def _conjuncts(valid: UOp) -> list[UOp]:
+  out, stack = [], [valid]
+  while stack:
+    v = stack.pop()
+    if v.op is Ops.AND:
+      stack.extend(v.src)
+    else:
+      out.append(v)
+  return out
+
+
+def _subst_range(ctx: _OptSub, r: UOp) -> UOp | None:
+  return ctx.ranges.get(r)
+
+
+def _reduce_ranges(ctx: _OptSub, red: UOp) -> UOp | None:
+  if not any(s in ctx.reduce for s in red.src[1:]):
+    return None
+  rngs = [n for s in red.src[1:] for n in ctx.reduce.get(s, (s,)) if n.op is Ops.RANGE]
+  if not rngs:  # nothing left to reduce over: a reduce of one element is that element
+    return red.src[0]
+  return red.replace(src=(red.src[0], *sorted(dict.fromkeys(rngs), key=axis_key)))
+
+
+def _guard_index(ctx: _OptSub, idx: UOp) -> UOp | None:
+  if not ctx.guards:
+    return None
+  have = _conjuncts(idx.src[2]) if len(idx.src) > 2 else []
+  new = [g for r, g in ctx.guards.items() if r in idx.ranges and g not in have]
+  if not new:
+    return None
+  valid = idx.src[2] if len(idx.src) > 2 else None
+  for g in new:
+    valid = g if valid is None else valid & g
+  return idx.replace(src=(idx.src[0], idx.src[1], valid))
+
+
+pm_apply_opt = PatternMatcher([
+  (UPat(Ops.REDUCE, name="red"), _reduce_ranges),
+  (UPat(Ops.INDEX, name="idx"), _guard_index),
+  (UPat(Ops.RANGE, name="r"), _subst_range),
+], name="apply_opt")
+
+
+def _zero_preserving(value: UOp, padded: UOp) -> bool:
+  """True when `value` is 0 wherever the loads that depend on `padded` read 0 (so padding a sum is safe)."""
+  zero: dict[UOp, bool] = {}
+  for u in toposort(value):
+    s = [zero[x] for x in u.src]
+    if u.op is Ops.LOAD:
+      zero[u] = padded in u.ranges
+    elif u.op is Ops.CONST:
+      zero[u] = u.arg == 0
+    elif u.op is Ops.MUL or u.op is Ops.AND:
+      zero[u] = s[0] or s[1]
+    elif u.op in (Ops.ADD, Ops.SUB, Ops.MAX, Ops.OR, Ops.XOR):
+      zero[u] = s[0] and s[1]
+    elif u.op in (Ops.NEG, Ops.CAST, Ops.SQRT, Ops.SIN, Ops.TRUNC):
+      zero[u] = s[0]
+    elif u.op is Ops.WHERE:
+      zero[u] = s[1] and s[2]
+    elif u.op is Ops.REDUCE:
+      zero[u] = s[0] and u.arg is Ops.ADD
+    else:  # EXP2, LOG2, RECIP, FDIV, IDIV, comparisons, ...: f(0) is not 0
+      zero[u] = False
+  return zero[value]
+
+
+@contextlib.contextmanager
+def untraced() -> Iterator[None]:
+  """Trace nothing inside (BEAM tries thousands of opts on throwaway kernels)."""
+  saved, recorder.RECORDER = recorder.RECORDER, None
+  try:
+    yield
+  finally:
+    recorder.RECORDER = saved
+
+
+# ---- the kernel
+
+class Kernel:
+  """A kernel AST with the axes view the optimizer works on; `apply_opt` changes it, `get_optimized_ast` returns it."""
+
+  def __init__(self, ast: UOp, target: Target | None = None):
+    if not isinstance(ast, UOp) or ast.op is not Ops.SINK:
+      raise ValueError(f"a Kernel needs a SINK of STOREs, got {getattr(ast, 'op', type(ast).__name__)}")
+    if not ast.src or any(s.op is not Ops.STORE for s in ast.src):
+      raise ValueError(f"a kernel SINK must have STOREs as sources, got {[s.op.name for s in ast.src]}")
+    self.target = target if target is not None else host_target()
+    self.info: KernelInfo = ast.arg if isinstance(ast.arg, KernelInfo) else KernelInfo()
+    self.applied_opts: list[Opt] = []
+    self.dont_use_locals: bool = not self.target.has_local
+    self._set_ast(_normalize(ast))
+    # the scheduler tells apart different kernels of the same shape with a suffix (r_64_64n1): keep it
+    rest = self.info.name[len(self.name):] if self.info.name.startswith(self.name) else ""
+    self.suffix = rest if re.fullmatch(r"n\d+", rest) else ""
+
+  def copy(self) -> Kernel:
+    ret = Kernel.__new__(Kernel)
+    ret.__dict__.update(self.__dict__)
+    ret.applied_opts = self.applied_opts[:]
+    return ret
+
+  def _set_ast(self, ast: UOp) -> None:
+    self.ast = ast
+    nodes = toposort(ast)
+    self.rngs: list[UOp] = sorted((u for u in nodes if u.op is Ops.RANGE), key=axis_key)
+    self.reduceops: list[UOp] = [u for u in nodes if u.op is Ops.REDUCE]
+    self.stores: list[UOp] = list(ast.src)
+    self.bufs: list[UOp] = sorted({u for u in nodes if u.op is Ops.DEFINE_GLOBAL}, key=lambda b: b.arg)
+    # every memory access: the INDEX of each LOAD and STORE
+    self.accesses: list[UOp] = list(dict.fromkeys(u.src[0] for u in nodes if u.op in (Ops.LOAD, Ops.STORE)))
+    self.vars: list[UOp] = [u for u in nodes if u.op is Ops.DEFINE_VAR]
+
+  # ---- the shape
+  @property
+  def full_shape(self) -> tuple[int | UOp, ...]:
+    return tuple(range_size(r) for r in self.rngs)
+
+  @property
+  def axis_types(self) -> list[AxisType]:
+    return [r.arg[1] for r in self.rngs]
+
+  @property
+  def shape_len(self) -> int:
+    return len(self.rngs)
+
+  def _count(self, below_rank: int) -> int:
+    return sum(1 for r in self.rngs if AXIS_RANK[r.arg[1]] < below_rank)
+
+  @property
+  def global_dims(self) -> int:
+    """Thread and global axes, which come first."""
+    return self._count(2)
+
+  @property
+  def local_dims(self) -> int:
+    return self._count(3) - self._count(2)
+
+  @property
+  def first_reduce(self) -> int:
+    return self._count(3)
+
+  @property
+  def group_for_reduces(self) -> int:
+    return self._count(4) - self._count(3)
+
+  @property
+  def first_upcast(self) -> int:
+    return self._count(5)
+
+  @property
+  def upcasted(self) -> int:
+    return self.shape_len - self.first_upcast
+
+  @property
+  def reduceop(self) -> UOp | None:
+    return self.reduceops[0] if self.reduceops else None
+
+  def upcast_size(self) -> int:
+    """Elements per thread of the upcasted and unrolled axes together."""
+    return math.prod(s for s in self.full_shape[self.first_upcast:] if isinstance(s, int))
+
+  # ---- display
+  def colors(self) -> list[str]:
+    return [AXIS_COLORS[t] for t in self.axis_types]
+
+  def shape_strs(self) -> list[str]:
+    return [str(s) if isinstance(s, int) else s.render() for s in self.full_shape]
+
+  def colored_shape(self) -> list[tuple[str, str]]:
+    """(size text, color) for each axis."""
+    return list(zip(self.shape_strs(), self.colors()))
+
+  @property
+  def kernel_type(self) -> str:
+    kind = "r" if self.reduceops else "E"
+    return kind + (str(len(self.stores)) if len(self.stores) > 1 else "")
+
+  @property
+  def name(self) -> str:
+    """tinygrad style: r_64_4_128 (r: has a reduce, E: elementwise), one number per axis."""
+    return "_".join([self.kernel_type, *(self.shape_strs() or ["1"])]) + getattr(self, "suffix", "")
+
+  def colored_name(self) -> list[tuple[str, str | None]]:
+    """The name as (text, color) pieces, each axis size in its axis color (None: uncolored)."""
+    out: list[tuple[str, str | None]] = [(self.kernel_type, None)]
+    for text, color in self.colored_shape():
+      out += [("_", "BLACK"), (text, color)]
+    return out + ([(self.suffix, "BLACK")] if self.suffix else [])
+
+  def __repr__(self) -> str:
+    return f"<Kernel {self.name} opts={self.applied_opts}>"
+
+  # ---- opts
+  def real_axis(self, opt: Opt) -> int:
+    if opt.axis is None:
+      return -1
+    if opt.op is OptOps.UNROLL:
+      return self.first_reduce + opt.axis
+    if opt.op in (OptOps.GROUP, OptOps.GROUPTOP):
+      return self.first_reduce + self.group_for_reduces + opt.axis
+    return opt.axis
+
+  def apply_opt(self, opt: Opt, append_opt: bool = True) -> None:
+    """Apply `opt` or raise KernelOptError (the kernel is then unchanged); both are recorded in the trace."""
+    if not isinstance(opt, Opt):
+      raise TypeError(f"apply_opt takes an Opt, got {type(opt).__name__}")
+    try:
+      new_ast, dont_use_locals = self._plan(opt)
+    except KernelOptError as e:
+      self._record(opt, ok=False, reason=str(e))
+      raise
+    if new_ast is not self.ast:
+      self._set_ast(new_ast)
+    self.dont_use_locals = dont_use_locals
+    if append_opt:
+      self.applied_opts.append(opt)
+    self._record(opt, ok=True, reason=None)
+
+  def apply_opts(self, opts: list[Opt]) -> Kernel:
+    for opt in opts:
+      self.apply_opt(opt)
+    return self
+
+  def _record(self, opt: Opt, ok: bool, reason: str | None) -> None:
+    if recorder.RECORDER is None:
+      return
+    arg = opt.arg if opt.arg is None or type(opt.arg) is int else repr(opt.arg)
+    axis = opt.axis if opt.axis is None or type(opt.axis) is int else None
+    shape = [s if isinstance(s, int) else s.render() for s in self.full_shape]
+    recorder.record("opt", op=opt.op.name, axis=axis, arg=arg, ok=ok, reason=reason, shape=shape,
+                    colors=self.colors(), kname=self.name)
+
+  def _plan(self, opt: Opt) -> tuple[UOp, bool]:
+    """(the AST after `opt`, dont_use_locals after it); raises KernelOptError and changes nothing."""
+    op, tgt = opt.op, self.target
+    if op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.NOLOCALS):
+      check(tgt.has_local, f"{op.name}: target {tgt.name} has no local memory")
+      check(op is OptOps.NOLOCALS or not self.dont_use_locals, f"{op.name}: not using locals (NOLOCALS)")
+    if op is OptOps.NOLOCALS:
+      check(opt.axis is None and opt.arg is None, "NOLOCALS takes no axis or arg")
+      check(not self.dont_use_locals, "NOLOCALS: already not using locals")
+      check(self.local_dims == 0 and self.group_for_reduces == 0, "NOLOCALS: can't have no locals with locals")
+      return self.ast, True
+
+    check(type(opt.axis) is int, f"{op.name} needs an int axis, got {opt.axis!r}")
+    axis = self.real_axis(opt)
+    check(0 <= opt.axis and axis < self.shape_len, f"invalid axis {opt.axis} for {op.name} on {self.shape_strs()}")
+    rng = self.rngs[axis]
+    size = range_size(rng)
+
+    if op is OptOps.SWAP:
+      check(type(opt.arg) is int, f"SWAP needs the other axis as arg, got {opt.arg!r}")
+      other = opt.arg
+      check(axis < other < self.global_dims, f"swap is only for globals with axis < arg, got axis={axis}, "
+            f"arg={other}, global_dims={self.global_dims}")
+      check(AXIS_RANK[rng.arg[1]] == AXIS_RANK[self.rngs[other].arg[1]], "swap is only for axes of the same kind")
+      return self._swap(axis, other, opt), self.dont_use_locals
+
+    check(opt.arg is None or type(opt.arg) is int, f"arg should be an int, got {opt.arg!r}")
+    check(opt.arg is not None, f"{op.name} needs an amount")
+    if not isinstance(size, int):
+      raise KernelOptError(f"{op.name}: can't change the symbolic axis {size.render()}")
+    amt = opt.arg if opt.arg != 0 else size
+    check(amt > 1, f"{op.name} of amount {amt} is meaningless")
+    if op is not OptOps.PADTO:
+      check(size % amt == 0, f"{op.name}: {amt} does not divide the axis of size {size}")
+    kind = rng.arg[1]
+
+    if op is OptOps.LOCAL:
+      check(axis < self.global_dims and kind is not AxisType.THREAD, "local is for globals")
+    elif op in (OptOps.GROUP, OptOps.GROUPTOP):
+      check(tgt.has_shared, f"{op.name}: target {tgt.name} has no shared memory")
+      check(self.first_reduce + self.group_for_reduces <= axis < self.first_upcast and kind is AxisType.REDUCE,
+            "must be a reduce axis to group")
+      acc = self.reduceop.dtype.itemsize if self.reduceop is not None else 4
+      local = math.prod(s for s in self.full_shape[self.global_dims:self.first_reduce + self.group_for_reduces]
+                        if isinstance(s, int))
+      smem = amt * acc * self.upcast_size() * local
+      check(smem <= tgt.shared_max, f"exceeds maximum shared memory size: needs {smem}, max {tgt.shared_max}")
+    elif op is OptOps.UNROLL:
+      check(axis < self.first_upcast and kind in REDUCE_KINDS, "unroll is for reduce axes not already upcasted")
+      check(amt <= MAX_UNROLL, f"don't unroll more than {MAX_UNROLL}")
+    elif op is OptOps.UPCAST:
+      check(axis < self.first_reduce, "upcast is for non-reduce axes")
+      check(amt <= MAX_UPCAST, f"don't upcast more than {MAX_UPCAST}")
+    elif op is OptOps.THREAD:
+      check(tgt.threads > 1 or tgt.max_threads > 1, f"target {tgt.name} runs no threads")
+      check(kind in (AxisType.GLOBAL, AxisType.LOOP), "threads are for global axes")
+      check(not any(r.arg[1] is AxisType.THREAD for r in self.rngs), "the kernel already has a THREAD axis")
+      check(amt <= tgt.max_threads, f"don't use more than {tgt.max_threads} threads")
+    elif op is OptOps.PADTO:
+      return self._padto(axis, amt, opt), self.dont_use_locals
+    else:
+      raise KernelOptError(f"unknown opt {op}")
+    top = op in (OptOps.GROUPTOP, OptOps.THREAD)  # a thread takes a contiguous block
+    return self._shift_to(rng, amt, OPT_AXIS_TYPE[op], top, opt), self.dont_use_locals
+
+  # ---- AST changes
+  def _next_axis_id(self) -> int:
+    return max((r.arg[0] for r in self.rngs), default=-1) + 1
+
+  def _rewrite(self, sub: _OptSub, opt: Opt) -> UOp:
+    return graph_rewrite(self.ast, pm_apply_opt, ctx=sub, name=f"apply {opt}")
+
+  def _shift_to(self, rng: UOp, amt: int, kind: AxisType, top: bool, opt: Opt) -> UOp:
+    """Take `amt` out of `rng` into a new axis of `kind` (from the bottom, or the top)."""
+    size = range_size(rng)
+    assert isinstance(size, int)
+    new = UOp.range(amt, self._next_axis_id(), kind)
+    if amt == size:
+      expr, parts = new, (new,)
+    else:
+      outer = UOp.range(size // amt, rng.arg[0], rng.arg[1])
+      expr = new * (size // amt) + outer if top else outer * amt + new
+      parts = (outer, new)
+    return self._rewrite(_OptSub(ranges={rng: expr}, reduce={rng: parts}), opt)
+
+  def _swap(self, a: int, b: int, opt: Opt) -> UOp:
+    # loop order is axis-id order: renumber the axes of this kind with fresh ids in the swapped order
+    rank = AXIS_RANK[self.rngs[a].arg[1]]
+    pos = [i for i, r in enumerate(self.rngs) if AXIS_RANK[r.arg[1]] == rank]
+    order = pos[:]
+    ia, ib = pos.index(a), pos.index(b)
+    order[ia], order[ib] = order[ib], order[ia]
+    nid = self._next_axis_id()
+    mapping = {self.rngs[i]: self.rngs[i].replace(arg=(nid + j, self.rngs[i].arg[1])) for j, i in enumerate(order)}
+    return self._rewrite(_OptSub(ranges=mapping, reduce={k: (v,) for k, v in mapping.items()}), opt)
+
+  def _padto(self, axis: int, amt: int, opt: Opt) -> UOp:
+    rng = self.rngs[axis]
+    size = range_size(rng)
+    assert isinstance(size, int)
+    check(not self.vars, "PADTO does not work with symbolic shapes")
+    check(axis < self.first_upcast, "cannot pad upcasted")
+    padded = -(-size // amt) * amt
+    check(padded != size, f"nothing was padded: {size} is a multiple of {amt}")
+    check(size > amt // 4, f"pad adds more than quadruple the work: {size} to {padded}")
+    if rng.arg[1] in REDUCE_KINDS:
+      red = next(r for r in self.reduceops if rng in r.src[1:])
+      check(red.arg is Ops.ADD, f"cannot pad a {red.arg.name} reduce: padding 0 is not neutral")
+      check(_zero_preserving(red.src[0], rng), "cannot pad: the reduced value is not 0 where the loads are padded")
+    new = UOp.range(padded, rng.arg[0], rng.arg[1])
+    sub = _OptSub(ranges={rng: new}, reduce={rng: (new,)}, guards={rng: rng < size})
+    return self._rewrite(sub, opt)
+
+  # ---- output
+  def get_optimized_ast(self, name_override: str | None = None) -> UOp:
+    """The AST with the opts applied, its SINK named and listing the opts."""
+    info = KernelInfo(name=name_override or self.name, opts=tuple(self.applied_opts),
+                      dont_use_locals=self.dont_use_locals)
+    return self.ast.replace(arg=info)
+
+
+# ---- normalization on the way in
+
+def _drop_one(ctx: dict[UOp, UOp], r: UOp) -> UOp | None:
+  return ctx.get(r)
+
+
+def _drop_one_reduce(ctx: dict[UOp, UOp], red: UOp) -> UOp | None:
+  if not any(s in ctx for s in red.src[1:]):
+    return None
+  keep = [s for s in red.src[1:] if s not in ctx]
+  return red.replace(src=(red.src[0], *keep)) if keep else red.src[0]
+
+
+pm_simplify_ones = PatternMatcher([
+  (UPat(Ops.REDUCE, name="red"), _drop_one_reduce),
+  (UPat(Ops.RANGE, name="r"), _drop_one),
+], name="simplify_ones")
+
+
+def _retype_reduce(ctx: dict[UOp, UOp], red: UOp) -> UOp | None:
+  if not any(s in ctx for s in red.src[1:]):
+    return None
+  return red.replace(src=(red.src[0], *(ctx.get(s, s) for s in red.src[1:])))
+
+
+pm_reduce_axes = PatternMatcher([
+  (UPat(Ops.REDUCE, name="red"), _retype_reduce),
+  (UPat(Ops.RANGE, name="r"), _drop_one),
+], name="reduce_axes")
+
+
+def _normalize(ast: UOp) -> UOp:
+  """Axes of size 1 are dropped and a REDUCE's ranges are typed REDUCE; a no-op (and no trace) when nothing to do."""
+  nodes = toposort(ast)
+  ones = {u: UOp.const(u.dtype, 0) for u in nodes if u.op is Ops.RANGE and u.src[0].op is Ops.CONST
+          and u.src[0].arg == 1}
+  if ones:
+    ast = graph_rewrite(ast, pm_simplify_ones, ctx=ones, name="simplify ones")
+    nodes = toposort(ast)
+  retype = {r: r.replace(arg=(r.arg[0], AxisType.REDUCE)) for u in nodes if u.op is Ops.REDUCE for r in u.src[1:]
+            if r.op is Ops.RANGE and r.arg[1] not in REDUCE_KINDS}
+  if retype:
+    ast = graph_rewrite(ast, pm_reduce_axes, ctx=retype, name="reduce axes")
+  return ast
+
+
+# ---- strides: how an access's address moves along each axis
+
+def linear_terms(idx: UOp) -> tuple[dict[UOp, int], set[UOp]]:
+  """idx as sum(coef * RANGE) + rest: (coefs of the ranges it is affine in, ranges it depends on otherwise)."""
+  form: dict[UOp, tuple[dict[UOp, int], set[UOp]]] = {}
+  for u in toposort(idx):
+    s = [form[x] for x in u.src] if u.op is not Ops.INDEX else []
+    if u.op is Ops.RANGE:
+      form[u] = ({u: 1}, set())
+    elif u.op in (Ops.CONST, Ops.DEFINE_VAR):
+      form[u] = ({}, set())
+    elif u.op in (Ops.ADD, Ops.SUB):
+      sign = 1 if u.op is Ops.ADD else -1
+      lin = dict(s[0][0])
+      for r, c in s[1][0].items():
+        lin[r] = lin.get(r, 0) + sign * c
+      form[u] = (lin, s[0][1] | s[1][1])
+    elif u.op is Ops.MUL and any(x.op is Ops.CONST for x in u.src):
+      ci = 0 if u.src[0].op is Ops.CONST else 1
+      c, (lin, rest) = u.src[ci].arg, s[1 - ci]
+      form[u] = ({r: v * c for r, v in lin.items()}, rest)
+    elif u.op is Ops.CAST:
+      form[u] = s[0]
+    else:
+      form[u] = ({}, set(u.ranges))
+  return form[idx]
+
+
+def axis_stride(idx: UOp, rng: UOp) -> int | None:
+  """How far idx moves when rng steps by one: 0 if it does not depend on rng, None if not affine in it."""
+  lin, rest = linear_terms(idx)
+  if rng in rest:
+    return None
+  return lin.get(rng, 0)
+
+
+def access_strides(k: Kernel, access: UOp) -> list[int | None]:
+  """The stride of one INDEX along each of the kernel's axes (see axis_stride)."""
+  lin, rest = linear_terms(access.src[1])
+  return [None if r in rest else lin.get(r, 0) for r in k.rngs]
+
+
+def masked_axes(k: Kernel) -> set[int]:
+  """Axes that appear in a load's valid or a WHERE's condition: where padding or stacking masks the data."""
+  conds = [a.src[2] for a in k.accesses if len(a.src) > 2]
+  conds += [u.src[0] for u in toposort(k.ast) if u.op is Ops.WHERE]
+  used = {r for c in conds for r in c.ranges}
+  return {i for i, r in enumerate(k.rngs) if r in used}

@@ -1,0 +1,337 @@
+"""BEAM search: from the kernel (and its hand-coded version), try every opt action on the best `amt` kernels, time
+each candidate for real, keep the best `amt`, and repeat until a round brings no improvement.
+
+Candidates are prepared (compiled) in worker processes and timed one at a time in this process, so the timings
+do not compete with compiles for the cores. Every candidate goes into the trace as a `beam` record; the result is
+cached on disk (JSON) keyed by the kernel AST and the machine, and reused by later runs.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import math
+import multiprocessing
+import os
+import pickle
+import sys
+import time
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from compiler.opt.cache import cache_get, cache_key, cache_put
+from compiler.opt.heuristic import hand_coded_optimizations
+from compiler.opt.kernel import Kernel, KernelOptError, Opt, OptOps, untraced
+from compiler.trace import recorder
+from compiler.uop import UOp
+
+# the upcasted block (upcast x unroll) a candidate may have: more is slow to compile and spills registers
+BEAM_UPCAST_MAX = int(os.environ.get("BEAM_UPCAST_MAX", "256"))
+MAX_ROUNDS = 16
+
+
+def kernel_actions(k: Kernel) -> list[Opt]:
+  """The opts BEAM tries on each kernel of the beam (the reference's list, with THREAD instead of locals)."""
+  acts = [Opt(OptOps.UPCAST, axis, amt) for amt in (0, 2, 3, 4, 5, 7, 8, 16) for axis in range(6)]
+  acts += [Opt(OptOps.UNROLL, axis, amt) for amt in (0, 4, 7) for axis in range(5)]
+  acts += [Opt(OptOps.PADTO, axis, 32) for axis in range(7)]
+  acts += [Opt(OptOps.SWAP, axis, other) for axis in range(5) for other in range(axis + 1, 5)]
+  threads = k.target.threads
+  if threads > 1:
+    acts += [Opt(OptOps.THREAD, axis, amt) for axis in range(3) for amt in sorted({threads, 2 * threads})]
+  if k.target.has_local:
+    acts += [Opt(OptOps.LOCAL, axis, amt) for amt in (2, 4, 8, 16) for axis in range(6)]
+    acts += [Opt(OptOps.GROUPTOP, axis, amt) for amt in (13, 16, 28, 29, 32, 49, 64, 256) for axis in range(3)]
+  return acts
+
+
+def get_kernel_actions(k: Kernel, include_0: bool = True) -> dict[int, Kernel]:
+  """{action index: k with that action applied} for every action that applies and keeps the block small
+  (index 0 is k itself when include_0)."""
+  out: dict[int, Kernel] = {0: k} if include_0 else {}
+  with untraced():
+    for i, opt in enumerate(kernel_actions(k)):
+      k2 = k.copy()
+      try:
+        k2.apply_opt(opt)
+      except KernelOptError:
+        continue
+      if k2.upcast_size() > BEAM_UPCAST_MAX:
+        continue
+      out[i + 1] = k2
+  return out
+
+
+# ---- measuring candidates
+
+Prepare = Callable[[UOp], Any]
+Evaluate = Callable[[Any], float]
+
+
+@dataclass
+class Candidate:
+  kernel: Kernel
+  time: float = math.inf
+  error: str | None = None
+
+
+def _worker_init() -> None:
+  # a worker never traces: the parent owns the trace file
+  recorder.RECORDER = None
+  os.environ["VIZ"] = "0"
+
+
+def _prepare_in_worker(prepare: Prepare, ast: UOp) -> tuple[bool, Any]:
+  """(True, prepared) or (False, the error text): an exception may not survive the trip back (unpicklable)."""
+  try:
+    return True, prepare(ast)
+  except Exception as e:
+    return False, f"{type(e).__name__}: {e}"
+
+
+_POOL: cf.ProcessPoolExecutor | None = None
+_POOL_SIZE = 0
+
+
+def _pool(n: int) -> cf.ProcessPoolExecutor | None:
+  """A process pool kept for the whole run (spawned workers are slow to start); None if one can't be made."""
+  global _POOL, _POOL_SIZE
+  if _POOL is not None and _POOL_SIZE >= n:
+    return _POOL
+  shutdown_pool()
+  try:
+    # fork by default: a spawned (or forkserver) worker re-imports the user's __main__, running an unguarded
+    # script's top level again; a forked one only compiles what it is sent
+    default = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    ctx = multiprocessing.get_context(os.environ.get("BEAM_MP", default))
+    _POOL, _POOL_SIZE = cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_worker_init), n
+  except (OSError, ValueError, NotImplementedError) as e:
+    print(f"BEAM: no worker processes ({e}); compiling in this process", file=sys.stderr)
+    _POOL = None
+  return _POOL
+
+
+def shutdown_pool() -> None:
+  global _POOL
+  if _POOL is not None:
+    _POOL.shutdown(wait=False, cancel_futures=True)
+    _POOL = None
+
+
+def _sendable(prepare: Prepare) -> bool:
+  """Whether prepare can go to a worker (a module-level function can, a lambda or closure can't)."""
+  try:
+    pickle.dumps(prepare)
+  except Exception as e:
+    print(f"BEAM: can't send {prepare!r} to worker processes ({e}); compiling in this process", file=sys.stderr)
+    return False
+  return True
+
+
+def _default_workers() -> int:
+  env = os.environ.get("BEAM_WORKERS")
+  if env is not None and env != "":
+    return int(env)
+  try:
+    return len(os.sched_getaffinity(0))
+  except (AttributeError, OSError):
+    return os.cpu_count() or 1
+
+
+def _prepare_all(cands: list[Candidate], prepare: Prepare | None, workers: int, progress: _Progress) -> list[Any]:
+  """The prepared artifact of each candidate (None where preparing failed, the error kept on the candidate)."""
+  asts = [c.kernel.get_optimized_ast() for c in cands]
+  if prepare is None:
+    return asts
+  out: list[Any] = [None] * len(cands)
+  pending = list(range(len(cands)))
+  pool = _pool(workers) if workers > 1 and len(cands) > 1 and _sendable(prepare) else None
+  if pool is not None:
+    try:
+      futs = {pool.submit(_prepare_in_worker, prepare, asts[i]): i for i in pending}
+      for fut in cf.as_completed(futs):
+        i = futs[fut]
+        ok, res = fut.result()
+        if ok:
+          out[i] = res
+        else:  # a compile error of this candidate
+          cands[i].error = res
+        pending.remove(i)
+        progress.step_compile()
+    except (BrokenProcessPool, OSError, TypeError, AttributeError) as e:
+      # a crashed worker or an unpicklable prepare: do the rest here
+      print(f"\nBEAM: worker processes failed ({type(e).__name__}: {e}); compiling in this process", file=sys.stderr)
+      shutdown_pool()
+  with untraced():
+    for i in list(pending):
+      try:
+        out[i] = prepare(asts[i])
+      except Exception as e:
+        cands[i].error = f"{type(e).__name__}: {e}"
+      progress.step_compile()
+  return out
+
+
+def _time_all(cands: list[Candidate], prepared: list[Any], evaluate: Evaluate, progress: _Progress) -> None:
+  with untraced():
+    for c, p in zip(cands, prepared):
+      if c.error is None:
+        try:
+          t = float(evaluate(p))
+          if not t >= 0:
+            raise ValueError(f"evaluate returned {t}")
+          c.time = t
+        except Exception as e:
+          c.error = f"{type(e).__name__}: {e}"
+      progress.step_time()
+
+
+def _record_round(rnd: int, cands: list[Candidate], chosen: set[int]) -> None:
+  if recorder.RECORDER is None:
+    return
+  for i, c in enumerate(cands):
+    fields: dict[str, Any] = {"round": rnd, "opts": [o.to_json() for o in c.kernel.applied_opts], "chosen": i in chosen}
+    if c.error is not None:
+      fields["error"] = c.error[:2000]
+    else:
+      fields["time"] = c.time
+    recorder.record("beam", **fields)
+
+
+class _Progress:
+  """A one-line progress bar on stderr (redrawn on a terminal, one line per round otherwise): candidates compiled
+  and timed this round, the best time so far, the time since the search began."""
+
+  def __init__(self, enabled: bool, title: str):
+    self.enabled, self.title, self.tty = enabled, title, enabled and sys.stderr.isatty()
+    self.compiled = self.timed = self.total = 0
+    self.rnd, self.best, self.t0 = 0, math.inf, time.perf_counter()
+
+  def start(self, rnd: int, total: int, best: float, compiling: bool) -> None:
+    self.rnd, self.total, self.best = rnd, total, best
+    self.compiled, self.timed = (0 if compiling else total), 0
+    self._draw()
+
+  def step_compile(self) -> None:
+    self.compiled += 1
+    self._draw()
+
+  def step_time(self) -> None:
+    self.timed += 1
+    self._draw()
+
+  def end_round(self, best: float) -> None:
+    self.best = best
+    self._draw(final=True)
+
+  def _draw(self, final: bool = False) -> None:
+    if not self.enabled or not (self.tty or final):
+      return
+    width = 24
+    fill = int(width * (self.compiled + self.timed) / max(1, 2 * self.total))
+    best = f"{self.best * 1e6:9.1f} us" if math.isfinite(self.best) else "        - us"
+    bar = "#" * fill + "." * (width - fill)
+    line = (f"BEAM {self.title}: round {self.rnd:2d} [{bar}] compiled {self.compiled:3d}/{self.total:<3d} timed "
+            f"{self.timed:3d}/{self.total:<3d} best {best}  {time.perf_counter() - self.t0:6.2f} s")
+    print(("\r" if self.tty else "") + line, end="\n" if final else "", file=sys.stderr, flush=True)
+
+
+# ---- the search
+
+def beam_search(k: Kernel, bufs: Sequence[Any] | None = None, amt: int = 2, *, evaluate: Evaluate | None = None,
+                prepare: Prepare | None = None, workers: int | None = None, use_cache: bool | None = None,
+                progress: bool | None = None, max_rounds: int = MAX_ROUNDS) -> Kernel:
+  """Return k with the opts of the fastest kernel BEAM found (applied to k itself, so they are traced).
+
+  `evaluate(x) -> seconds` times a candidate where x is `prepare(ast)` (run in worker processes when workers > 1;
+  a module-level function so it can be sent there) or the optimized AST when prepare is None. Without either,
+  candidates are compiled with compiler.runtime and run on copies of `bufs` (or on random buffers).
+  """
+  if amt < 1:
+    raise ValueError(f"BEAM width must be at least 1, got {amt}")
+  if k.applied_opts:
+    raise ValueError(f"beam_search starts from an unoptimized kernel, this one has {k.applied_opts}")
+  if use_cache is None:
+    use_cache = os.environ.get("IGNORE_BEAM_CACHE", "0") in ("", "0")
+  key = cache_key(k.ast, k.target, amt)
+  if use_cache and (hit := cache_get(key)) is not None:
+    try:
+      with untraced():
+        k.copy().apply_opts(hit[0])
+    except KernelOptError:
+      pass  # written by an older optimizer: search again
+    else:
+      return k.apply_opts(hit[0])
+
+  if evaluate is None:
+    from compiler.opt.timing import runtime_evaluator
+    with untraced():  # compiling the reference kernel is not part of this kernel's story
+      prepare, evaluate = runtime_evaluator(k, bufs)
+  workers = _default_workers() if workers is None else workers
+  bar = _Progress(progress if progress is not None else True, f"{amt} {k.name}")
+
+  def measure(rnd: int, cands: list[Candidate], best: float) -> None:
+    bar.start(rnd, len(cands), best, compiling=prepare is not None)
+    prepared = _prepare_all(cands, prepare, workers, bar)
+    _time_all(cands, prepared, evaluate, bar)
+
+  # round 0: the kernel as it is and its hand-coded version, so BEAM never ends slower than the heuristics
+  # (the hand-coded one first: the plain kernel, often much slower, then gets cut off after one run)
+  with untraced():
+    seeds = [Candidate(hand_coded_optimizations(k.copy())), Candidate(k.copy())]
+  if seeds[1].kernel.ast is seeds[0].kernel.ast:
+    seeds = seeds[:1]
+  measure(0, seeds, math.inf)
+  beam = sorted((c for c in seeds if c.error is None), key=lambda c: c.time)[:amt]
+  _record_round(0, seeds, {i for i, c in enumerate(seeds) if c in beam})
+  if not beam:
+    errs = "; ".join(c.error or "" for c in seeds)
+    raise RuntimeError(f"BEAM: the kernel {k.name} itself failed to compile or run: {errs}")
+  bar.end_round(beam[0].time)
+  seen: set[tuple] = {_ident(c.kernel) for c in seeds}
+
+  for rnd in range(1, max_rounds + 1):
+    cands: list[Candidate] = []
+    for b in beam:
+      for k2 in get_kernel_actions(b.kernel, include_0=False).values():
+        if (ident := _ident(k2)) not in seen:
+          seen.add(ident)
+          cands.append(Candidate(k2))
+    if not cands:
+      break
+    measure(rnd, cands, beam[0].time)
+    ranked = sorted((c for c in cands if c.error is None), key=lambda c: c.time)
+    improved = bool(ranked) and ranked[0].time < beam[0].time
+    if improved:
+      beam = ranked[:amt]
+    _record_round(rnd, cands, {i for i, c in enumerate(cands) if improved and c in beam})
+    bar.end_round(beam[0].time)
+    if not improved:
+      break
+
+  best = beam[0]
+  if use_cache:
+    cache_put(key, best.kernel.applied_opts, best.time, k.name)
+  return k.apply_opts(best.kernel.applied_opts)
+
+
+def _ident(k: Kernel) -> tuple:
+  """Kernels that only differ in axis ids (two SWAPs, opts in another order) are one candidate: time it once."""
+  canon = {r: r.replace(arg=(i, r.arg[1])) for i, r in enumerate(k.rngs)}
+  return (k.ast.replace(arg=None).substitute(canon), k.dont_use_locals)
+
+
+def beam_width() -> int:
+  """The BEAM env var (0: no search)."""
+  try:
+    return int(os.environ.get("BEAM", "0") or 0)
+  except ValueError:
+    raise ValueError(f"BEAM must be an integer, got {os.environ.get('BEAM')!r}") from None
+
+
+def optimize_kernel(k: Kernel, bufs: Sequence[Any] | None = None) -> Kernel:
+  """What the realize path calls: NOOPT=1 leaves k as is, BEAM=n searches, else the hand-coded heuristics."""
+  if os.environ.get("NOOPT", "0") not in ("", "0"):
+    return k
+  if (amt := beam_width()) >= 1:
+    return beam_search(k, bufs, amt)
+  return hand_coded_optimizations(k)

@@ -1,0 +1,166 @@
+"""How BEAM times a candidate for real: codegen in a worker process, LLVM JIT and timed runs in this one, on
+private copies of the kernel's buffers, with every candidate's output checked against the unoptimized kernel's."""
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from compiler.opt.kernel import Kernel
+from compiler.uop import Ops, UOp, toposort
+
+# timing one candidate: at least MIN_REPS runs (the first also checks the output) and MIN_TIME seconds, at most
+# MAX_REPS runs; a candidate whose first run is CUTOFF times slower than the best so far is not timed further
+MIN_REPS, MAX_REPS, MIN_TIME, CUTOFF = 2, 10, 2e-3, 3.0
+
+
+def prepare_program(ast: UOp) -> Any:
+  """The Python half of compiling (lowering, linearizing, rendering LLVM IR): a codegen Program."""
+  from compiler.codegen import get_program
+  return get_program(ast)
+
+
+def load_program(prg: Any) -> Any:
+  """The LLVM half of compiling, in this process: a CompiledKernel for a Program from prepare_program."""
+  from compiler.runtime.compiled import CompiledKernel
+  from compiler.runtime.llvm import get_jit
+  jf, _ = get_jit().compile(prg.src, prg.fname, want_text=False)
+  return CompiledKernel(prg, jf.address, jf.compile_s, None)
+
+
+_symbols = itertools.count()
+
+
+def prepare_candidate(ast: UOp) -> tuple[str, Any]:
+  """Runs in a BEAM worker: codegen and the whole LLVM compile (the slow part) down to object code, which this
+  process's JIT then only links. ("obj", (program, symbol, object bytes)), or ("ir", program) if that fails."""
+  prg = prepare_program(ast)
+  try:
+    import llvmlite.binding as llvm
+
+    from compiler.runtime.llvm import get_jit
+    jit = get_jit()
+    mod = llvm.parse_assembly(prg.src)
+    mod.verify()
+    symbol = f"{prg.fname}_beam{os.getpid()}_{next(_symbols)}"  # unique in the parent's engine
+    mod.get_function(prg.fname).name = symbol
+    mod.triple, mod.data_layout = jit.tm.triple, str(jit.tm.target_data)
+    jit._optimize(mod)
+    return "obj", (prg, symbol, jit.tm.emit_object(mod))
+  except (ImportError, AttributeError, RuntimeError):  # the JIT changed shape: let the parent compile the IR
+    return "ir", prg
+
+
+def load_candidate(prepared: tuple[str, Any]) -> Any:
+  """The CompiledKernel of what prepare_candidate made."""
+  kind, payload = prepared
+  if kind == "ir":
+    return load_program(payload)
+  import llvmlite.binding as llvm
+
+  from compiler.runtime.compiled import CompiledKernel
+  from compiler.runtime.llvm import get_jit
+  prg, symbol, obj = payload
+  jit = get_jit()
+  with jit.lock:
+    jit.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+    jit.engine.finalize_object()
+    addr = jit.engine.get_function_address(symbol)
+  if not addr:
+    raise RuntimeError(f"BEAM: symbol {symbol} not found after linking its object code")
+  return CompiledKernel(prg, addr, 0.0, None)
+
+
+def beam_buffers(k: Kernel, bufs: Sequence[Any] | None, seed: int = 0) -> list[np.ndarray]:
+  """Private arrays for every DEFINE_GLOBAL slot: copies of `bufs` when given, else random data."""
+  gl = {u.arg: u for u in toposort(k.ast) if u.op is Ops.DEFINE_GLOBAL}
+  n = max(gl, default=-1) + 1
+  if bufs is not None:
+    if len(bufs) != n:
+      raise ValueError(f"kernel {k.name} has {n} buffers, got {len(bufs)}")
+    from compiler.runtime.compiled import as_array
+    return [np.array(as_array(b), copy=True) for b in bufs]
+  rng = np.random.default_rng(seed)
+  out = []
+  for slot in range(n):
+    if slot not in gl:
+      raise ValueError(f"kernel {k.name} skips buffer slot {slot}")
+    dt, size = gl[slot].dtype.base, gl[slot].dtype.size
+    if size < 0:
+      raise ValueError(f"kernel {k.name}: buffer {slot} has no size")
+    npdt = dt.np
+    if npdt.kind == "f":
+      out.append(rng.standard_normal(size).astype(npdt))
+    elif npdt.kind == "b":
+      out.append(rng.integers(0, 2, size).astype(npdt))
+    else:
+      out.append(rng.integers(0, 8, size).astype(npdt))
+  return out
+
+
+def _var_vals(k: Kernel) -> dict[str, int]:
+  # the largest value of each variable: the buffers are sized for it
+  return {v.arg[0]: v.arg[2] for v in k.vars}
+
+
+class RuntimeEvaluator:
+  """`evaluate(prepared) -> seconds` for beam_search; checks each candidate's output first (`check`)."""
+
+  def __init__(self, k: Kernel, bufs: Sequence[Any] | None, check: bool = True):
+    self.arrays = beam_buffers(k, bufs)
+    self.var_vals = _var_vals(k)
+    self.outs = sorted({s.src[0].src[0].arg for s in k.stores})
+    self.best = float("inf")
+    self.want: list[np.ndarray] | None = None
+    if check:
+      ref = load_candidate(prepare_candidate(k.get_optimized_ast()))
+      self._poison()
+      ref(self.arrays, self.var_vals)
+      self.want = [self.arrays[i].copy() for i in self.outs]
+
+  def _poison(self) -> None:
+    # outputs start as garbage, so a candidate that skips elements can't pass on its predecessor's results
+    for i in self.outs:
+      a = self.arrays[i]
+      a.fill(np.nan if a.dtype.kind == "f" else 7)
+
+  def __call__(self, prepared: Any) -> float:
+    ck = load_candidate(prepared)
+    times: list[float] = []
+    t_start = time.perf_counter()
+    while len(times) < MAX_REPS and (len(times) < MIN_REPS or time.perf_counter() - t_start < MIN_TIME):
+      if not times and self.want is not None:
+        self._poison()
+      t0 = time.perf_counter()
+      ck(self.arrays, self.var_vals)
+      times.append(time.perf_counter() - t0)
+      if len(times) == 1 and self.want is not None:
+        self._check()
+      if times[0] > CUTOFF * self.best:
+        break  # clearly slower than the best: one run says enough
+    t = min(times)
+    self.best = min(self.best, t)
+    return t
+
+  def _check(self) -> None:
+    assert self.want is not None
+    for i, w in zip(self.outs, self.want):
+      got = self.arrays[i]
+      close = np.isclose(got, w, rtol=1e-3, atol=1e-3, equal_nan=True)
+      if not close.all():
+        raise ValueError(f"wrong result: {int(np.sum(~close))} of {w.size} elements of buffer {i} differ")
+
+
+def runtime_evaluator(k: Kernel, bufs: Sequence[Any] | None, check: bool = True) -> tuple[
+    Callable[[UOp], Any], Callable[[Any], float]]:
+  """(prepare, evaluate) that compile with compiler.codegen + compiler.runtime and time on real buffers."""
+  try:
+    import compiler.codegen  # noqa: F401
+    import compiler.runtime.compiled  # noqa: F401
+  except ImportError as e:
+    raise RuntimeError(f"BEAM needs compiler.codegen and compiler.runtime to time kernels ({e}); "
+                       "pass evaluate= to beam_search") from e
+  return prepare_candidate, RuntimeEvaluator(k, bufs, check)

@@ -1,0 +1,80 @@
+"""hand_coded_optimizations on the CPU target: register tiles, unrolled reduces, vectors, threads."""
+from __future__ import annotations
+
+import numpy as np
+from test_opt_helpers import elementwise_ast, evaluate, matmul_ast, stack_ast, sum_ast
+
+from compiler.opt import Kernel, Opt, OptOps, Target, hand_coded_optimizations
+from compiler.opt.kernel import axis_stride
+from compiler.uop import AxisType
+
+A = AxisType
+CPU2 = Target(threads=2, vector_floats=8)
+
+
+def tile(k: Kernel) -> dict[int, int]:
+  """{output stride: upcast amount} of the kernel's upcast axes, measured on the store."""
+  out_idx = k.stores[0].src[0].src[1]
+  tl: dict[int, int] = {}
+  for r, s in zip(k.rngs, k.full_shape):
+    if r.arg[1] is A.UPCAST:
+      st = axis_stride(out_idx, r)
+      tl[st] = tl.get(st, 1) * s
+  return tl
+
+
+def test_matmul_gets_a_register_tile_of_vectors_and_threads():
+  # AVX2-like: 8-float vectors, 16 registers: 8 rows x one vector of 8 columns = 8 accumulators
+  k = hand_coded_optimizations(Kernel(matmul_ast(512, 512, 512), CPU2))
+  assert tile(k) == {1: 8, 512: 8}
+  assert k.axis_types[0] is A.THREAD and k.full_shape[0] == 2
+  assert k.applied_opts[:2] == [Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.UPCAST, 0, 8)]
+  # AVX-512-like: 16-float vectors, 32 registers: 8 rows x two vectors = 16 accumulators
+  k = hand_coded_optimizations(Kernel(matmul_ast(512, 512, 512), Target(threads=2, vector_floats=16, vector_regs=32)))
+  assert tile(k) == {1: 16, 16: 2, 512: 8} and A.UNROLL not in k.axis_types  # columns j16 + 16*j2
+  assert k.full_shape == (2, 32, 16, 512, 16, 8, 2)
+  # SSE-like: 4-float vectors: a small tile leaves room to unroll the reduce by 4, as the reference does
+  k = hand_coded_optimizations(Kernel(matmul_ast(512, 512, 512), Target(threads=1, vector_floats=4, vector_regs=16)))
+  assert tile(k) == {1: 4, 512: 8} and Opt(OptOps.UNROLL, 0, 4) in k.applied_opts
+
+
+def test_tile_sizes_follow_divisibility():
+  k = hand_coded_optimizations(Kernel(matmul_ast(256, 40, 64), CPU2))
+  assert tile(k) == {1: 8, 40: 8}
+  k = hand_coded_optimizations(Kernel(matmul_ast(144, 36, 64), CPU2))
+  assert tile(k) == {1: 4, 36: 8}
+  k = hand_coded_optimizations(Kernel(matmul_ast(162, 36, 64), CPU2))
+  assert tile(k) == {1: 4, 36: 3}
+  # too small to tile: the output has fewer than 1024 elements
+  assert tile(hand_coded_optimizations(Kernel(matmul_ast(16, 32, 64), CPU2))) == {1: 8}
+
+
+def test_elementwise_gets_a_vector_along_the_unit_stride_axis_not_a_tile():
+  k = hand_coded_optimizations(Kernel(elementwise_ast(1024, 4096), CPU2))
+  assert k.applied_opts == [Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.THREAD, 0, 2)]
+  assert k.colors() == ["BLUE", "blue", "blue", "yellow"]
+
+
+def test_small_kernels_are_not_threaded():
+  k = hand_coded_optimizations(Kernel(elementwise_ast(8, 16), CPU2))
+  assert A.THREAD not in k.axis_types
+  k1 = hand_coded_optimizations(Kernel(matmul_ast(512, 512, 512), Target(threads=1)))
+  assert A.THREAD not in k1.axis_types
+
+
+def test_masked_small_axes_are_upcast_first():
+  k = hand_coded_optimizations(Kernel(stack_ast(64), CPU2))
+  assert k.applied_opts[0] == Opt(OptOps.UPCAST, 0, 0)
+  assert k.axis_types[-len(k.applied_opts):] == [A.UPCAST] * len(k.applied_opts)
+
+
+def test_transposed_sum_unrolls_and_vectorizes_the_contiguous_output_axis():
+  k = hand_coded_optimizations(Kernel(sum_ast(4096, 4096), CPU2))
+  assert Opt(OptOps.UNROLL, 0, 4) in k.applied_opts and Opt(OptOps.UPCAST, 0, 8) in k.applied_opts
+
+
+def test_small_reduce_is_fully_unrolled_and_results_hold():
+  ast = sum_ast(8, 24)
+  k = hand_coded_optimizations(Kernel(ast, CPU2))
+  assert k.applied_opts[0] == Opt(OptOps.UNROLL, 0, 0) and A.REDUCE not in k.axis_types
+  np.testing.assert_allclose(evaluate(k.get_optimized_ast())[0], evaluate(ast)[0], rtol=1e-5)
