@@ -1,0 +1,91 @@
+"""Running a schedule: every kernel on a pluggable backend, each inside a "kernel" trace context.
+
+A backend is a factory `ast -> runner`, where `runner(bufs)` runs the kernel on the Buffers in slot order. "interp"
+is the numpy reference interpreter; "llvm" is looked up in `compiler.runtime.llvm` / `compiler.codegen` when asked
+for. `BACKEND` (env) picks the default; other backends can be added with `register_backend`.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable, Sequence
+
+from compiler.runtime.buffer import Buffer
+from compiler.schedule import ScheduleItem
+from compiler.trace.recorder import trace_context
+from compiler.uop import UOp
+
+Runner = Callable[[Sequence[Buffer]], None]
+BackendFactory = Callable[[UOp], Runner]
+
+DEFAULT_BACKEND = "interp"
+RUNNER_CACHE_SIZE = 512
+
+
+def _interp_factory() -> BackendFactory:
+  from compiler.runtime.interpreter import InterpretedKernel
+  return lambda ast: InterpretedKernel(ast)
+
+
+def _llvm_factory() -> BackendFactory:
+  """The LLVM backend: `get_runner(ast)` from compiler.runtime.llvm, else `compile_kernel(ast)` from codegen."""
+  try:
+    from compiler.runtime.llvm import get_runner  # type: ignore[attr-defined]
+    return get_runner
+  except ImportError:
+    pass
+  try:
+    from compiler.codegen import compile_kernel  # type: ignore[attr-defined]
+  except ImportError as e:
+    raise RuntimeError(f"BACKEND=llvm: the LLVM backend is not available ({e})") from e
+
+  def factory(ast: UOp) -> Runner:
+    prg = compile_kernel(ast)
+    return lambda bufs: prg(*bufs)
+  return factory
+
+
+_loaders: dict[str, Callable[[], BackendFactory]] = {"interp": _interp_factory, "llvm": _llvm_factory}
+_factories: dict[str, BackendFactory] = {}
+_runners: dict[tuple[str, UOp], Runner] = {}
+
+
+def register_backend(name: str, factory: BackendFactory) -> None:
+  """Make `name` a backend: `factory(ast)` returns a runner `runner(bufs)`."""
+  _factories[name] = factory
+  for key in [k for k in _runners if k[0] == name]:
+    del _runners[key]
+
+
+def backend_names() -> list[str]:
+  return sorted(set(_loaders) | set(_factories))
+
+
+def default_backend() -> str:
+  return os.environ.get("BACKEND", "") or DEFAULT_BACKEND
+
+
+def get_runner(ast: UOp, backend: str | None = None) -> Runner:
+  """The runner for a kernel AST on a backend (compiled once per AST)."""
+  name = backend or default_backend()
+  key = (name, ast)
+  runner = _runners.pop(key, None)
+  if runner is None:
+    factory = _factories.get(name)
+    if factory is None:
+      if name not in _loaders:
+        raise ValueError(f"unknown backend {name!r} (known: {', '.join(backend_names())})")
+      factory = _factories[name] = _loaders[name]()
+    runner = factory(ast)
+  _runners[key] = runner
+  if len(_runners) > RUNNER_CACHE_SIZE:
+    del _runners[next(iter(_runners))]
+  return runner
+
+
+def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> None:
+  """Run every kernel of the schedule in order."""
+  for si in schedule:
+    for b in si.bufs:
+      b.ensure_allocated()  # outputs are allocated on first use
+    with trace_context(si.name, kind="kernel"):
+      get_runner(si.ast, backend)(si.bufs)

@@ -1,0 +1,84 @@
+"""The scheduler: tensor graph -> ordered kernels, each phase a named graph_rewrite in one "schedule N" context.
+
+Phases (in the style of the reference's rangeify): "View Tensor Graph" snapshot, "replace realized", "earliest
+rewrites", "add bufferize", "remove bufferize" (the cost rule), "split kernels" (per kernel: "rangeify" turning
+movement ops into index math over RANGEs, then "simplify"), and a "View Kernel Graph" snapshot.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Mapping
+
+from compiler.rewrite import PatternMatcher, UPat, graph_rewrite, track_graph
+from compiler.runtime.buffer import Buffer, buffer_of, new_buffer_uop
+from compiler.schedule.bufferize import (
+  bufferize_candidates,
+  earliest_rewrites,
+  is_buffer_view,
+  pm_add_bufferize,
+  pm_remove_bufferize,
+)
+from compiler.schedule.kernel import pm_split_kernels
+from compiler.schedule.shape import prod, shape_of
+from compiler.trace.recorder import trace_context
+from compiler.uop import Ops, UOp, substitute, toposort
+
+__all__ = ["ScheduleItem", "create_schedule", "shape_of"]
+
+
+@dataclass(frozen=True)
+class ScheduleItem:
+  """One kernel to run: its AST and its buffers in DEFINE_GLOBAL slot order (outputs first)."""
+  ast: UOp
+  bufs: tuple[Buffer, ...]
+
+  @property
+  def name(self) -> str:
+    return self.ast.arg.name
+
+  def __repr__(self) -> str:
+    return f"ScheduleItem({self.name}, bufs={list(self.bufs)})"
+
+
+_schedule_count = itertools.count()
+
+pm_replace_realized = PatternMatcher([(UPat(name="x"), lambda ctx, x: ctx.get(x))], name="replace realized")
+
+
+def _to_view(u: UOp) -> UOp:
+  """The tensor-level view of a scheduled output: AFTER(buffer, kernel) becomes the plain buffer."""
+  afters = {x: x.src[0] for x in toposort(u, gate=lambda y: y.op is not Ops.AFTER) if x.op is Ops.AFTER}
+  return substitute(u, afters)
+
+
+def create_schedule(outputs: list[UOp], realized: Mapping[UOp, UOp] | None = None
+                    ) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+  """Kernels (in dependency order) that compute the tensor-level `outputs`, and the map output -> buffer view.
+
+  `realized` maps tensor nodes computed earlier to views of their buffers; they are read instead of recomputed."""
+  with trace_context(f"schedule {next(_schedule_count)}", kind="schedule"):
+    empty = {o: UOp(Ops.RESHAPE, o.dtype, (new_buffer_uop(o.dtype, 0),), shape_of(o))
+             for o in outputs if prod(shape_of(o)) == 0}
+    sink = UOp.sink(*(empty.get(o, o) for o in outputs))
+    track_graph(sink, "View Tensor Graph")
+    if realized:
+      sink = graph_rewrite(sink, pm_replace_realized, ctx=realized, name="replace realized")
+    sink = graph_rewrite(sink, earliest_rewrites, name="earliest rewrites")
+    sink = graph_rewrite(sink, pm_add_bufferize, ctx=bufferize_candidates(sink), name="add bufferize")
+    sink = graph_rewrite(sink, pm_remove_bufferize, bottom_up=True, name="remove bufferize")
+    sink = graph_rewrite(sink, pm_split_kernels, bottom_up=True, name="split kernels")
+    track_graph(sink, "View Kernel Graph")
+  schedule: list[ScheduleItem] = []
+  for u in toposort(sink, gate=lambda y: y.op is not Ops.SINK or y is sink):
+    if u.op is Ops.AFTER:
+      kernel = u.src[1]
+      ins = [buffer_of(b.src[0] if b.op is Ops.AFTER else b) for b in kernel.src[1:]]
+      schedule.append(ScheduleItem(kernel.src[0], (buffer_of(u.src[0]), *ins)))
+  becomes = {}
+  for o, s in zip(outputs, sink.src):
+    view = _to_view(s)
+    if not is_buffer_view(view):
+      raise RuntimeError(f"scheduler bug: output {o.op} became {view.op}, not a buffer view")
+    becomes[o] = view
+  return schedule, becomes

@@ -1,0 +1,199 @@
+"""Deciding what to materialize: early cleanups of the tensor graph, BUFFERIZE candidates, and the cost rule.
+
+A BUFFERIZE(x) in the tensor graph means "x gets its own buffer, written by its own kernel". Candidates are added
+where inlining could recompute work: outputs, `.contiguous()`, nodes read by more than one consumer or through an
+EXPAND (read many times per element), and reductions that would otherwise be nested inside another reduction.
+`pm_remove_bufferize` then drops the removable ones whose recomputation is cheap (like the reference's
+`remove_bufferize`): no reduction inside, few buffers read and a small expression.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compiler.dtype import dtypes
+from compiler.rewrite import PatternMatcher, UPat
+from compiler.schedule.shape import shape_of
+from compiler.uop import GroupOp, Ops, UOp, toposort
+
+# a removable candidate that reads more buffers than this is kept (recomputing it costs as many extra reads)
+MAX_INLINE_BUFFERS = 3
+# ... or that computes more ops than this when every use of a shared node is counted (inlining copies each use that
+# reads it at another index, so chains like stencils would grow exponentially)
+MAX_INLINE_OPS = 64
+
+
+@dataclass(frozen=True)
+class BufferizeOpts:
+  removable: bool = True  # False: the user asked (contiguous/realize) or it is an output
+
+  def __repr__(self) -> str:
+    return f"BufferizeOpts(removable={self.removable})"
+
+
+def is_buffer_view(u: UOp) -> bool:
+  """u reads a whole buffer in order (a BUFFER, possibly reshaped): it needs no kernel to be realized."""
+  while u.op is Ops.RESHAPE:
+    u = u.src[0]
+  return u.op in (Ops.BUFFER, Ops.AFTER)
+
+
+def identity_element(op: Ops, dt) -> int | float | bool:
+  if op is Ops.ADD:
+    return 0
+  if op is Ops.MUL:
+    return 1
+  return dtypes.min(dt)
+
+
+def const_like(u: UOp, value, shape: tuple[int, ...]) -> UOp:
+  """A constant tensor-level node of u's dtype with the given shape."""
+  c = UOp.const(u.dtype, value)
+  if not shape:
+    return c
+  return UOp(Ops.EXPAND, u.dtype, (UOp(Ops.RESHAPE, u.dtype, (c,), (1,) * len(shape)),), shape)
+
+
+# ---- 1. earliest rewrites: movement op cleanups, empty tensors
+
+def _noop_mop(x: UOp) -> UOp | None:
+  src = x.src[0]
+  if x.op in (Ops.RESHAPE, Ops.EXPAND):
+    return src if shape_of(src) == tuple(x.arg) else None
+  if x.op is Ops.PERMUTE:
+    return src if tuple(x.arg) == tuple(range(len(x.arg))) else None
+  if x.op is Ops.PAD:
+    return src if all(b == 0 and a == 0 for b, a in x.arg) else None
+  if x.op is Ops.SHRINK:
+    return src if all(b == 0 and e == s for (b, e), s in zip(x.arg, shape_of(src))) else None
+  if x.op is Ops.FLIP:
+    return src if not any(f and s > 1 for f, s in zip(x.arg, shape_of(src))) else None
+  return None
+
+
+def _merge_permute(x: UOp, y: UOp) -> UOp:
+  return UOp(Ops.PERMUTE, x.dtype, (y.src[0],), tuple(y.arg[p] for p in x.arg))
+
+
+def _merge_reshape(x: UOp, y: UOp) -> UOp:
+  return UOp(Ops.RESHAPE, x.dtype, (y.src[0],), x.arg)
+
+
+def _empty_reduce(r: UOp) -> UOp | None:
+  src_shape = shape_of(r.src[0])
+  if 0 not in src_shape:
+    return None
+  out = shape_of(r)
+  return None if 0 in out else const_like(r, identity_element(r.arg[0], r.dtype), out)
+
+
+def _empty_pad(p: UOp) -> UOp | None:
+  return const_like(p, 0, shape_of(p)) if 0 in shape_of(p.src[0]) else None
+
+
+def _contiguous_view(c: UOp, x: UOp) -> UOp | None:
+  return x if is_buffer_view(x) else None
+
+
+earliest_rewrites = PatternMatcher([
+  (UPat(GroupOp.Movement, name="x"), _noop_mop),
+  (UPat(Ops.RESHAPE, src=(UPat(Ops.RESHAPE, name="y"),), name="x"), _merge_reshape),
+  (UPat(Ops.PERMUTE, src=(UPat(Ops.PERMUTE, name="y"),), name="x"), _merge_permute),
+  (UPat(Ops.DETACH, src=(UPat.var("x"),)), lambda x: x),
+  (UPat(Ops.CONTIGUOUS, src=(UPat(Ops.CONTIGUOUS, name="x"),)), lambda x: x),
+  (UPat(Ops.CONTIGUOUS, src=(UPat.var("x"),), name="c"), _contiguous_view),
+  (UPat(Ops.CAST, src=(UPat.var("x"),), name="c"), lambda c, x: x if c.dtype == x.dtype else None),
+  (UPat(Ops.REDUCE_AXIS, name="r"), _empty_reduce),
+  (UPat(Ops.PAD, name="p"), _empty_pad),
+], name="earliest rewrites")
+
+
+# ---- 2. candidates
+
+def _expands(m: UOp) -> bool:
+  return m.op is Ops.EXPAND and any(s != o for s, o in zip(shape_of(m.src[0]), m.arg))
+
+
+def bufferize_candidates(sink: UOp) -> dict[UOp, BufferizeOpts]:
+  """The tensor nodes that get a BUFFERIZE, and whether the cost rule may remove it."""
+  nodes = toposort(sink, gate=lambda u: u.op not in (Ops.BUFFER, Ops.AFTER))
+  children: dict[UOp, list[UOp]] = {u: [] for u in nodes}
+  for u in nodes:
+    for s in u.src:
+      children[s].append(u)
+  outputs = {s for s in sink.src if not is_buffer_view(s)}
+  # uses[u]: (consumer, read through an expand) for the nearest non-movement consumers of u
+  uses: dict[UOp, set[tuple[UOp, bool]]] = {}
+  for u in reversed(nodes):
+    res: set[tuple[UOp, bool]] = set()
+    for c in children[u]:
+      if c.op in GroupOp.Movement and c not in outputs:
+        e = _expands(c)
+        res.update((cc, ex or e) for cc, ex in uses[c])
+      else:
+        res.add((c, False))
+    uses[u] = res
+  skip = {Ops.SINK, Ops.BUFFER, Ops.AFTER, Ops.CONST, Ops.DEFINE_VAR} | GroupOp.Movement
+  multi: set[UOp] = set()
+  for u in nodes:
+    if u.op in skip:
+      continue
+    consumers = {c for c, _ in uses[u]}
+    if len(consumers) > 1 or any(ex for _, ex in uses[u]):
+      multi.add(u)
+  # a reduction whose value flows (through single-use elementwise ops) into another reduction is materialized, so
+  # reductions never nest; the flow stops at nodes that are buffered anyway
+  stops = outputs | multi
+  feeds_reduce: dict[UOp, bool] = {}
+  for u in reversed(nodes):
+    feeds_reduce[u] = any(c.op is Ops.REDUCE_AXIS or (c.op is not Ops.CONTIGUOUS and c not in stops and c.op is not
+                                                      Ops.SINK and feeds_reduce[c]) for c in children[u])
+  ret: dict[UOp, BufferizeOpts] = {}
+  for u in nodes:
+    if u in outputs or u.op is Ops.CONTIGUOUS:
+      ret[u] = BufferizeOpts(removable=False)
+    elif u in multi or (u.op is Ops.REDUCE_AXIS and feeds_reduce[u]):
+      ret[u] = BufferizeOpts(removable=True)
+  return ret
+
+
+def _add_bufferize(ctx: dict[UOp, BufferizeOpts], x: UOp) -> UOp | None:
+  if x.op is Ops.BUFFERIZE or not any(s in ctx for s in x.src):
+    return None
+  return x.replace(src=tuple(UOp(Ops.BUFFERIZE, s.dtype, (s,), ctx[s]) if s in ctx else s for s in x.src))
+
+
+pm_add_bufferize = PatternMatcher([(UPat(name="x"), _add_bufferize)], name="add bufferize")
+
+
+# ---- 3. the cost rule
+
+def _remove_bufferize(b: UOp, src: UOp) -> UOp | None:
+  if not b.arg.removable:
+    return None
+  buffers: set[UOp] = set()
+  has_reduce = False
+
+  def gate(u: UOp) -> bool:
+    nonlocal has_reduce
+    if u.op in (Ops.BUFFER, Ops.AFTER, Ops.BUFFERIZE):
+      buffers.add(u)
+      return False
+    if u.op is Ops.REDUCE_AXIS:
+      has_reduce = True
+    return True
+  order = toposort(src, gate=gate)
+  if has_reduce or len(buffers) > MAX_INLINE_BUFFERS:
+    return None
+  ops: dict[UOp, int] = {}
+  for u in order:  # ops of the expression tree (shared nodes counted once per use)
+    ops[u] = (u.op in _COUNTED) + sum(ops.get(s, 0) for s in u.src)
+  return None if ops[src] > MAX_INLINE_OPS else src
+
+
+_COUNTED = GroupOp.ALU | {Ops.CAST, Ops.BITCAST}
+
+
+pm_remove_bufferize = PatternMatcher([
+  (UPat(Ops.BUFFERIZE, src=(UPat.var("src"),), name="b"), _remove_bufferize),
+], name="remove bufferize")
+

@@ -1,0 +1,75 @@
+"""Splitting the bufferized tensor graph into kernels: each BUFFERIZE becomes a kernel AST that STOREs one buffer."""
+from __future__ import annotations
+
+from compiler.dtype import dtypes
+from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
+from compiler.runtime.buffer import new_buffer_uop
+from compiler.schedule.rangeify import KernelContext, flat_index, iconst, pm_rangeify, tindex
+from compiler.schedule.shape import prod, shape_of
+from compiler.schedule.simplify import simplify_kernel
+from compiler.uop import AxisType, KernelInfo, Ops, UOp, substitute, toposort
+
+# kernel name -> the (nameless) ASTs that got it, so a different AST with the same shape gets "n1", "n2", ...
+# (strong keys: nameless ASTs are transient; the table is bounded instead)
+_names: dict[str, dict[UOp, int]] = {}
+_MAX_NAMED = 20000
+
+
+def kernel_name(ast: UOp) -> str:
+  """`E_`/`r_` + the range sizes in axis-id order (the reference's style), unique per distinct AST."""
+  nodes = toposort(ast)
+  rngs = sorted((u for u in nodes if u.op is Ops.RANGE), key=lambda r: r.arg[0])
+  prefix = "r" if any(u.op is Ops.REDUCE for u in nodes) else "E"
+  base = f"{prefix}_" + ("_".join(str(r.src[0].arg) for r in rngs) or "1")
+  if sum(len(v) for v in _names.values()) > _MAX_NAMED:
+    _names.clear()
+  seen = _names.setdefault(base, {})
+  if ast not in seen:
+    seen[ast] = max(seen.values(), default=-1) + 1
+  n = seen[ast]
+  return base if n == 0 else f"{base}n{n}"
+
+
+def build_kernel(x: UOp, out_buf: UOp) -> tuple[UOp, list[UOp]]:
+  """The kernel AST computing tensor node x into out_buf, and the buffers it reads (in slot order after 0)."""
+  shape = shape_of(x)
+  rngs, idxs = [], []
+  for s in shape:
+    if s > 1:
+      r = UOp.range(s, len(rngs), AxisType.LOOP)
+      rngs.append(r)
+      idxs.append(r)
+    else:
+      idxs.append(iconst(0))
+  ctx = KernelContext(next_axis=len(rngs))
+  out = ctx.define_global(out_buf)
+  ast = UOp.sink(out.index(flat_index(idxs, shape)).store(tindex(x, idxs)))
+  ast = graph_rewrite(ast, pm_rangeify, ctx=ctx, name="rangeify")
+  ast = simplify_kernel(ast)
+  bufs = sorted(ctx.slots, key=lambda b: ctx.slots[b])
+  live = {u.arg: u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL}
+  if sorted(live) != list(range(len(bufs))):  # simplify dropped every read of an input (e.g. all of it was padding)
+    order = sorted(live)
+    # one simultaneous substitution: a renumbered global may equal another one's old node
+    ast = substitute(ast, {live[old]: live[old].replace(arg=new) for new, old in enumerate(order)})
+    bufs = [bufs[old] for old in order]
+  ast = ast.replace(arg=KernelInfo(name=kernel_name(ast)))
+  return ast, bufs[1:]
+
+
+def _split_bufferize(b: UOp) -> UOp:
+  x = b.src[0]
+  if x.op is Ops.CONTIGUOUS:
+    x = x.src[0]
+  shape = shape_of(b)
+  size = prod(shape)
+  out_buf = new_buffer_uop(b.dtype, size)
+  ast, inputs = build_kernel(x, out_buf)
+  kernel = UOp(Ops.KERNEL, dtypes.void, (ast, *inputs), ast.arg.name)
+  after = UOp(Ops.AFTER, b.dtype, (out_buf, kernel))
+  return after if shape == (size,) else UOp(Ops.RESHAPE, b.dtype, (after,), shape)
+
+
+pm_split_kernels = PatternMatcher([
+  (UPat(Ops.BUFFERIZE, name="b"), _split_bufferize),
+], name="split kernels")

@@ -1,0 +1,915 @@
+"""The lazy Tensor: operations build a tensor-level UOp graph; `.realize()`/`.numpy()` schedule and run it."""
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Any, Sequence
+
+import numpy as np
+
+from compiler.dtype import DType, dtypes, least_upper_dtype
+from compiler.runtime.buffer import buffer_of, new_buffer_uop
+from compiler.schedule.shape import shape_of
+from compiler.uop import Ops, UOp
+
+Shape = tuple[int, ...]
+Scalar = int | float | bool
+_LN2 = math.log(2)
+
+# tensor nodes already computed -> views of their buffers (weak keys: an entry lives while some graph uses the node)
+_realized: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+
+
+def to_dtype(dt: Any) -> DType | None:
+  """A DType from a DType, its name, or anything numpy accepts as a dtype; None stays None."""
+  if dt is None or isinstance(dt, DType):
+    return dt
+  if isinstance(dt, str):
+    try:
+      return dtypes.by_name(dt)
+    except ValueError:
+      pass
+  try:
+    return dtypes.from_np(dt)
+  except TypeError as e:
+    raise TypeError(f"unsupported dtype {dt!r}") from e
+
+
+def _shape_arg(shape: tuple, name: str) -> Shape:
+  """Accept f(2, 3) and f((2, 3)) alike."""
+  if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+    shape = tuple(shape[0])
+  if not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in shape):
+    raise TypeError(f"{name}: shape must be ints, got {shape!r}")
+  return tuple(int(s) for s in shape)
+
+
+def _check_shape(shape: Shape, name: str) -> Shape:
+  if any(s < 0 for s in shape):
+    raise ValueError(f"{name}: negative dimension in shape {shape}")
+  return shape
+
+
+def broadcast_shape(*shapes: Shape, op: str = "broadcast") -> Shape:
+  """numpy broadcasting of shapes; ValueError naming the op and the shapes when they don't broadcast."""
+  nd = max((len(s) for s in shapes), default=0)
+  padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
+  out = []
+  for dims in zip(*padded):
+    big = {d for d in dims if d != 1}
+    if len(big) > 1:
+      raise ValueError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast together")
+    out.append(big.pop() if big else 1)
+  return tuple(out)
+
+
+def _is_scalar(x: Any) -> bool:
+  return isinstance(x, (bool, int, float, np.bool_, np.integer, np.floating))
+
+
+def _py(x: Any) -> Scalar:
+  return x.item() if isinstance(x, np.generic) else x
+
+
+class Tensor:
+  """A lazy n-d array. Build with numpy arrays, nested lists or scalars; compute with `.numpy()`/`.realize()`."""
+  __slots__ = ("uop", "__weakref__")
+  _rng: np.random.Generator = np.random.default_rng(0)
+
+  def __init__(self, data: Any, dtype: Any = None):
+    dt = to_dtype(dtype)
+    if isinstance(data, UOp):
+      self.uop = data if dt is None or dt == data.dtype else data.cast(dt)
+      return
+    if isinstance(data, Tensor):
+      self.uop = data.uop if dt is None or dt == data.dtype else data.cast(dt).uop
+      return
+    if _is_scalar(data):
+      v = _py(data)
+      self.uop = UOp.const(dt or dtypes.from_py(v), v)
+      return
+    if isinstance(data, (list, tuple)):
+      try:
+        arr = np.array(data)
+      except ValueError as e:
+        raise ValueError(f"Tensor: ragged nested sequence ({e})") from e
+      if arr.dtype == object:
+        raise ValueError("Tensor: ragged nested sequence or unsupported elements")
+      if arr.size and dt is None:
+        try:
+          dt = dtypes.from_py(data)
+        except TypeError:  # numpy scalars inside the list
+          dt = dtypes.from_np(arr.dtype)
+      dt = dt or dtypes.default_float
+    elif isinstance(data, np.ndarray):
+      arr = data
+      dt = dt or dtypes.from_np(arr.dtype)
+    else:
+      raise TypeError(f"Tensor: can't make a tensor from {type(data).__name__}")
+    with np.errstate(all="ignore"):
+      arr = arr.astype(dt.np)
+    self.uop = Tensor._from_np(arr, dt)
+
+  @staticmethod
+  def _from_np(arr: np.ndarray, dt: DType) -> UOp:
+    buf = new_buffer_uop(dt, arr.size, arr)
+    return buf if arr.ndim == 1 else UOp(Ops.RESHAPE, dt, (buf,), tuple(arr.shape))
+
+  # ---- properties
+  @property
+  def shape(self) -> Shape:
+    return shape_of(self.uop)
+
+  @property
+  def dtype(self) -> DType:
+    return self.uop.dtype
+
+  @property
+  def ndim(self) -> int:
+    return len(self.shape)
+
+  def numel(self) -> int:
+    return math.prod(self.shape)
+
+  def element_size(self) -> int:
+    return self.dtype.itemsize
+
+  def __len__(self) -> int:
+    if not self.shape:
+      raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+
+  def __repr__(self) -> str:
+    return f"<Tensor {self.uop.op.name} shape={self.shape} dtype={self.dtype}>"
+
+  def __hash__(self) -> int:
+    return id(self)
+
+  def __bool__(self) -> bool:
+    raise TypeError("the truth value of a Tensor is ambiguous; use .item() or .numpy()")
+
+  # ---- realizing
+  @staticmethod
+  def _realize_all(tensors: Sequence[Tensor]) -> None:
+    from compiler.realize import run_schedule
+    from compiler.schedule import create_schedule
+    todo = [t for t in tensors if not _is_view(t.uop)]
+    if not todo:
+      return
+    schedule, becomes = create_schedule([t.uop for t in todo], _realized)
+    run_schedule(schedule)
+    for t in todo:
+      view = becomes[t.uop]
+      _realized[t.uop] = view
+      t.uop = view
+
+  def realize(self, *others: Tensor) -> Tensor:
+    """Compute this tensor (and `others`, in the same schedule) into buffers."""
+    Tensor._realize_all([self, *others])
+    return self
+
+  def schedule(self, *others: Tensor) -> list:
+    """The kernels that would compute these tensors (nothing runs; the tensors stay lazy)."""
+    from compiler.schedule import create_schedule
+    return create_schedule([t.uop for t in (self, *others)], _realized)[0]
+
+  def numpy(self) -> np.ndarray:
+    self.realize()
+    u = self.uop
+    while u.op is Ops.RESHAPE:
+      u = u.src[0]
+    return buffer_of(u).numpy().reshape(self.shape)
+
+  def tolist(self) -> Any:
+    return self.numpy().tolist()
+
+  def item(self) -> Scalar:
+    if self.numel() != 1:
+      raise ValueError(f"Tensor.item: a tensor of shape {self.shape} has {self.numel()} elements, not 1")
+    return self.numpy().reshape(()).item()
+
+  def contiguous(self) -> Tensor:
+    return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+
+  def detach(self) -> Tensor:
+    return self
+
+  # ---- creation
+  @staticmethod
+  def full(shape: Any, fill_value: Scalar, dtype: Any = None) -> Tensor:
+    shape = _check_shape(_shape_arg((shape,) if isinstance(shape, int) else tuple(shape), "Tensor.full"),
+                         "Tensor.full")
+    dt = to_dtype(dtype) or dtypes.from_py(_py(fill_value))
+    c = UOp.const(dt, _py(fill_value))
+    if not shape:
+      return Tensor(c)
+    return Tensor(UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape))).expand(shape)
+
+  @staticmethod
+  def zeros(*shape: Any, dtype: Any = None) -> Tensor:
+    return Tensor.full(_shape_arg(shape, "Tensor.zeros"), 0, to_dtype(dtype) or dtypes.default_float)
+
+  @staticmethod
+  def ones(*shape: Any, dtype: Any = None) -> Tensor:
+    return Tensor.full(_shape_arg(shape, "Tensor.ones"), 1, to_dtype(dtype) or dtypes.default_float)
+
+  @staticmethod
+  def empty(*shape: Any, dtype: Any = None) -> Tensor:
+    return Tensor.zeros(*shape, dtype=dtype)
+
+  @staticmethod
+  def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: Any = None) -> Tensor:
+    if stop is None:
+      start, stop = 0, start
+    if step == 0:
+      raise ValueError("Tensor.arange: step must not be 0")
+    dt = to_dtype(dtype) or (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step))
+                             else dtypes.default_int)
+    n = max(0, math.ceil((stop - start) / step))
+    return Tensor((start + np.arange(n) * step).astype(dt.np), dt)
+
+  @staticmethod
+  def eye(n: int, m: int | None = None, dtype: Any = None) -> Tensor:
+    m = n if m is None else m
+    if n < 0 or m < 0:
+      raise ValueError(f"Tensor.eye: negative size ({n}, {m})")
+    dt = to_dtype(dtype) or dtypes.default_float
+    return (Tensor.arange(n).reshape(n, 1) == Tensor.arange(m).reshape(1, m)).cast(dt)
+
+  @staticmethod
+  def manual_seed(seed: int = 0) -> None:
+    Tensor._rng = np.random.default_rng(seed)
+
+  @staticmethod
+  def rand(*shape: Any, dtype: Any = None) -> Tensor:
+    """Uniform in [0, 1)."""
+    shape = _check_shape(_shape_arg(shape, "Tensor.rand"), "Tensor.rand")
+    dt = to_dtype(dtype) or dtypes.default_float
+    return Tensor(Tensor._rng.random(shape, dtype=np.float64).astype(dt.np), dt)
+
+  @staticmethod
+  def randn(*shape: Any, dtype: Any = None) -> Tensor:
+    """Standard normal."""
+    shape = _check_shape(_shape_arg(shape, "Tensor.randn"), "Tensor.randn")
+    dt = to_dtype(dtype) or dtypes.default_float
+    return Tensor(Tensor._rng.standard_normal(shape).astype(dt.np), dt)
+
+  @staticmethod
+  def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, dtype: Any = None) -> Tensor:
+    return Tensor.rand(*shape, dtype=dtype) * (high - low) + low
+
+  @staticmethod
+  def randint(*shape: Any, low: int = 0, high: int = 10, dtype: Any = None) -> Tensor:
+    shape = _check_shape(_shape_arg(shape, "Tensor.randint"), "Tensor.randint")
+    dt = to_dtype(dtype) or dtypes.default_int
+    return Tensor(Tensor._rng.integers(low, high, shape).astype(dt.np), dt)
+
+  def full_like(self, fill_value: Scalar, dtype: Any = None) -> Tensor:
+    return Tensor.full(self.shape, fill_value, to_dtype(dtype) or self.dtype)
+
+  def zeros_like(self, dtype: Any = None) -> Tensor:
+    return self.full_like(0, dtype)
+
+  def ones_like(self, dtype: Any = None) -> Tensor:
+    return self.full_like(1, dtype)
+
+  def rand_like(self, dtype: Any = None) -> Tensor:
+    return Tensor.rand(self.shape, dtype=to_dtype(dtype) or (self.dtype if dtypes.is_float(self.dtype) else None))
+
+  def randn_like(self, dtype: Any = None) -> Tensor:
+    return Tensor.randn(self.shape, dtype=to_dtype(dtype) or (self.dtype if dtypes.is_float(self.dtype) else None))
+
+  # ---- dtype
+  def cast(self, dtype: Any) -> Tensor:
+    dt = to_dtype(dtype)
+    if dt is None:
+      raise TypeError("Tensor.cast: dtype is required")
+    return self if dt == self.dtype else Tensor(UOp(Ops.CAST, dt, (self.uop,)))
+
+  def float(self) -> Tensor:
+    return self.cast(dtypes.float32)
+
+  def half(self) -> Tensor:
+    return self.cast(dtypes.float16)
+
+  def int(self) -> Tensor:
+    return self.cast(dtypes.int32)
+
+  def bool(self) -> Tensor:
+    return self.cast(dtypes.bool)
+
+  def _float(self) -> Tensor:
+    return self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
+
+  # ---- elementwise building blocks
+  def _alu(self, op: Ops, *srcs: Tensor) -> Tensor:
+    return Tensor(self.uop.alu(op, *(s.uop for s in srcs)))
+
+  def _const_of(self, v: Scalar, dt: DType) -> Tensor:
+    return Tensor.full(self.shape, v, dt)
+
+  def _scalar_dtype(self, v: Scalar) -> DType:
+    """The dtype of a Python scalar next to this tensor (a scalar never widens the tensor's kind, like numpy)."""
+    sd = dtypes.from_py(v)
+    if dtypes.is_float(self.dtype):
+      return self.dtype
+    if dtypes.is_int(self.dtype):
+      return self.dtype if sd != dtypes.float32 else dtypes.default_float
+    return sd  # bool tensor: the scalar's own kind
+
+  def _broadcasted(self, y: Tensor | Scalar, op: str, reverse: bool = False,
+                   out_dtype: DType | None = None) -> tuple[Tensor, Tensor]:
+    x: Tensor = self
+    if isinstance(y, Tensor):
+      dt = out_dtype or least_upper_dtype(x.dtype, y.dtype)
+    elif _is_scalar(y):
+      y = _py(y)
+      dt = out_dtype or self._scalar_dtype(y)
+      y = Tensor(UOp.const(dt, y))
+    else:
+      raise TypeError(f"Tensor.{op}: unsupported operand {type(y).__name__}")
+    if reverse:
+      x, y = y, x
+    shape = broadcast_shape(x.shape, y.shape, op=f"Tensor.{op}")
+    return x.cast(dt)._broadcast_to(shape), y.cast(dt)._broadcast_to(shape)
+
+  def _broadcast_to(self, shape: Shape) -> Tensor:
+    if self.shape == shape:
+      return self
+    nd = len(shape)
+    x = self if self.ndim == nd else self.reshape((1,) * (nd - self.ndim) + self.shape)
+    return x.expand(shape)
+
+  def _binop(self, op: Ops, y: Tensor | Scalar, name: str, reverse: bool = False) -> Tensor:
+    a, b = self._broadcasted(y, name, reverse)
+    return a._alu(op, b)
+
+  # arithmetic
+  def add(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    a, b = self._broadcasted(y, "add", reverse)
+    return a._alu(Ops.OR if a.dtype == dtypes.bool else Ops.ADD, b)
+
+  def sub(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    a, b = self._broadcasted(y, "sub", reverse)
+    if a.dtype == dtypes.bool:
+      raise TypeError("Tensor.sub: subtracting bool tensors is not supported (use ^ or logical_not)")
+    return a._alu(Ops.SUB, b)
+
+  def mul(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    a, b = self._broadcasted(y, "mul", reverse)
+    return a._alu(Ops.AND if a.dtype == dtypes.bool else Ops.MUL, b)
+
+  def div(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    """True division (ints divide as floats)."""
+    a, b = self._broadcasted(y, "div", reverse)
+    if not dtypes.is_float(a.dtype):
+      a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
+    return a._alu(Ops.FDIV, b)
+
+  def floordiv(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    """Division rounding toward -inf, like numpy's //."""
+    a, b = self._broadcasted(y, "floordiv", reverse)
+    if dtypes.is_float(a.dtype):
+      return a._alu(Ops.FDIV, b).floor()
+    if a.dtype == dtypes.bool:
+      a, b = a.cast(dtypes.int8), b.cast(dtypes.int8)
+    q = a._alu(Ops.IDIV, b)
+    if dtypes.is_unsigned(a.dtype):
+      return q
+    # C truncates; step down where the remainder is non-zero and the signs differ
+    r = a._alu(Ops.MOD, b)
+    fix = (r != 0) & ((r < 0) != (b < 0))
+    return fix.where(q - 1, q)
+
+  def mod(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    """Remainder with the divisor's sign, like numpy's %."""
+    a, b = self._broadcasted(y, "mod", reverse)
+    if dtypes.is_float(a.dtype):
+      return a - b * a._alu(Ops.FDIV, b).floor()
+    if a.dtype == dtypes.bool:
+      a, b = a.cast(dtypes.int8), b.cast(dtypes.int8)
+    r = a._alu(Ops.MOD, b)
+    if dtypes.is_unsigned(a.dtype):
+      return r
+    fix = (r != 0) & ((r < 0) != (b < 0))
+    return fix.where(r + b, r)
+
+  def pow(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    if not reverse and _is_scalar(y) and float(_py(y)).is_integer() and abs(_py(y)) <= 16:
+      n, base = int(_py(y)), self if dtypes.is_float(self.dtype) or _py(y) >= 0 else self._float()
+      ret = base.ones_like()
+      for _ in range(abs(n)):
+        ret = ret * base
+      return ret.reciprocal() if n < 0 else ret
+    a, b = self._broadcasted(y, "pow", reverse)
+    a, b = a._float(), b._float()
+    return (a.log2() * b).exp2()
+
+  def maximum(self, y: Tensor | Scalar) -> Tensor:
+    a, b = self._broadcasted(y, "maximum")
+    if a.dtype == dtypes.bool:
+      return a | b
+    return a._alu(Ops.MAX, b)
+
+  def minimum(self, y: Tensor | Scalar) -> Tensor:
+    a, b = self._broadcasted(y, "minimum")
+    if a.dtype == dtypes.bool:
+      return a & b
+    return (a < b).where(a, b)
+
+  def clip(self, min_: Tensor | Scalar | None = None, max_: Tensor | Scalar | None = None) -> Tensor:
+    if min_ is None and max_ is None:
+      raise ValueError("Tensor.clip: give min_ or max_")
+    ret = self
+    if min_ is not None:
+      ret = ret.maximum(min_)
+    if max_ is not None:
+      ret = ret.minimum(max_)
+    return ret
+
+  def where(self, x: Tensor | Scalar, y: Tensor | Scalar) -> Tensor:
+    """x where self is true, else y (self is the condition)."""
+    for v in (x, y):
+      if not isinstance(v, Tensor) and not _is_scalar(v):
+        raise TypeError(f"Tensor.where: unsupported operand {type(v).__name__}")
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+      dt = least_upper_dtype(dtypes.from_py(_py(x)), dtypes.from_py(_py(y)))
+      x_t, y_t = Tensor(UOp.const(dt, _py(x))), Tensor(UOp.const(dt, _py(y)))
+    else:
+      x_t = x if isinstance(x, Tensor) else Tensor(UOp.const(y._scalar_dtype(_py(x)), _py(x)))
+      y_t = y if isinstance(y, Tensor) else Tensor(UOp.const(x_t._scalar_dtype(_py(y)), _py(y)))
+    dt = least_upper_dtype(x_t.dtype, y_t.dtype)
+    shape = broadcast_shape(self.shape, x_t.shape, y_t.shape, op="Tensor.where")
+    c = self.cast(dtypes.bool)._broadcast_to(shape)
+    return Tensor(c.uop.alu(Ops.WHERE, x_t.cast(dt)._broadcast_to(shape).uop, y_t.cast(dt)._broadcast_to(shape).uop))
+
+  # comparisons (bool results)
+  def _cmp(self, op: Ops, y: Tensor | Scalar, name: str, reverse: bool = False) -> Tensor:
+    a, b = self._broadcasted(y, name, reverse)
+    return a._alu(op, b)
+
+  def __lt__(self, y): return self._cmp(Ops.CMPLT, y, "lt")
+  def __gt__(self, y): return self._cmp(Ops.CMPLT, y, "gt", reverse=True)
+  def __le__(self, y): return self._cmp(Ops.CMPLT, y, "le") | self._cmp(Ops.CMPEQ, y, "le")
+  def __ge__(self, y): return self._cmp(Ops.CMPLT, y, "ge", reverse=True) | self._cmp(Ops.CMPEQ, y, "ge")
+  def __eq__(self, y): return self._cmp(Ops.CMPEQ, y, "eq")  # type: ignore[override]
+  def __ne__(self, y): return self._cmp(Ops.CMPNE, y, "ne")  # type: ignore[override]
+
+  # bitwise / logical
+  def _bitop(self, op: Ops, y: Tensor | Scalar, name: str, reverse: bool = False) -> Tensor:
+    a, b = self._broadcasted(y, name, reverse)
+    if dtypes.is_float(a.dtype):
+      raise TypeError(f"Tensor.{name}: needs int or bool tensors, got {a.dtype}")
+    return a._alu(op, b)
+
+  def __and__(self, y): return self._bitop(Ops.AND, y, "and")
+  def __rand__(self, y): return self._bitop(Ops.AND, y, "and", True)
+  def __or__(self, y): return self._bitop(Ops.OR, y, "or")
+  def __ror__(self, y): return self._bitop(Ops.OR, y, "or", True)
+  def __xor__(self, y): return self._bitop(Ops.XOR, y, "xor")
+  def __rxor__(self, y): return self._bitop(Ops.XOR, y, "xor", True)
+
+  def logical_not(self) -> Tensor:
+    return self.cast(dtypes.bool)._alu(Ops.CMPNE, Tensor(UOp.const(dtypes.bool, True))._broadcast_to(self.shape))
+
+  def __invert__(self) -> Tensor:
+    if self.dtype == dtypes.bool:
+      return self.logical_not()
+    if dtypes.is_float(self.dtype):
+      raise TypeError(f"Tensor.invert: needs int or bool tensors, got {self.dtype}")
+    return self ^ (-1 if not dtypes.is_unsigned(self.dtype) else dtypes.max(self.dtype))
+
+  # python operators
+  def __add__(self, y): return self.add(y)
+  def __radd__(self, y): return self.add(y, True)
+  def __sub__(self, y): return self.sub(y)
+  def __rsub__(self, y): return self.sub(y, True)
+  def __mul__(self, y): return self.mul(y)
+  def __rmul__(self, y): return self.mul(y, True)
+  def __truediv__(self, y): return self.div(y)
+  def __rtruediv__(self, y): return self.div(y, True)
+  def __floordiv__(self, y): return self.floordiv(y)
+  def __rfloordiv__(self, y): return self.floordiv(y, True)
+  def __mod__(self, y): return self.mod(y)
+  def __rmod__(self, y): return self.mod(y, True)
+  def __pow__(self, y): return self.pow(y)
+  def __rpow__(self, y): return self.pow(y, True)
+  def __matmul__(self, y): return self.matmul(y)
+  def __rmatmul__(self, y): return Tensor(y).matmul(self) if not isinstance(y, Tensor) else y.matmul(self)
+  def __neg__(self): return self.neg()
+  def __pos__(self): return self
+  def __abs__(self): return self.abs()
+
+  # unary math
+  def neg(self) -> Tensor:
+    return self.logical_not() if self.dtype == dtypes.bool else self._alu(Ops.NEG)
+
+  def exp2(self) -> Tensor:
+    return self._float()._alu(Ops.EXP2)
+
+  def log2(self) -> Tensor:
+    return self._float()._alu(Ops.LOG2)
+
+  def exp(self) -> Tensor:
+    return (self._float() * (1 / _LN2)).exp2()
+
+  def log(self) -> Tensor:
+    return self.log2() * _LN2
+
+  def sqrt(self) -> Tensor:
+    return self._float()._alu(Ops.SQRT)
+
+  def rsqrt(self) -> Tensor:
+    return self.sqrt().reciprocal()
+
+  def reciprocal(self) -> Tensor:
+    return self._float()._alu(Ops.RECIP)
+
+  def sin(self) -> Tensor:
+    return self._float()._alu(Ops.SIN)
+
+  def cos(self) -> Tensor:
+    return ((math.pi / 2) - self._float()).sin()
+
+  def tan(self) -> Tensor:
+    return self.sin() / self.cos()
+
+  def square(self) -> Tensor:
+    return self * self
+
+  def trunc(self) -> Tensor:
+    return self._alu(Ops.TRUNC) if dtypes.is_float(self.dtype) else self
+
+  def floor(self) -> Tensor:
+    if not dtypes.is_float(self.dtype):
+      return self
+    t = self.trunc()
+    return (self < t).where(t - 1, t)
+
+  def ceil(self) -> Tensor:
+    if not dtypes.is_float(self.dtype):
+      return self
+    t = self.trunc()
+    return (self > t).where(t + 1, t)
+
+  def abs(self) -> Tensor:
+    if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype):
+      return self
+    return self._alu(Ops.MAX, self.neg())
+
+  def sign(self) -> Tensor:
+    if self.dtype == dtypes.bool:
+      return self
+    if dtypes.is_unsigned(self.dtype):
+      return (self > 0).cast(self.dtype)
+    return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+
+  def relu(self) -> Tensor:
+    return self.maximum(0)
+
+  def sigmoid(self) -> Tensor:
+    return (1 + (self._float() * (-1 / _LN2)).exp2()).reciprocal()
+
+  def tanh(self) -> Tensor:
+    return 2.0 * (2.0 * self._float()).sigmoid() - 1.0
+
+  def gelu(self) -> Tensor:
+    """The tanh approximation (as tinygrad)."""
+    x = self._float()
+    return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
+
+  def leaky_relu(self, neg_slope: float = 0.01) -> Tensor:
+    return (self < 0).where(self * neg_slope, self)
+
+  # ---- movement
+  def _mop(self, op: Ops, arg: Any) -> Tensor:
+    return Tensor(UOp(op, self.dtype, (self.uop,), arg))
+
+  def _axis(self, axis: int, name: str, ndim: int | None = None) -> int:
+    nd = self.ndim if ndim is None else ndim
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+      raise TypeError(f"Tensor.{name}: axis must be an int, got {axis!r}")
+    if not -max(nd, 1) <= axis < max(nd, 1) or nd == 0:
+      raise ValueError(f"Tensor.{name}: axis {axis} is out of range for shape {self.shape}")
+    return int(axis) % nd
+
+  def reshape(self, *shape: Any) -> Tensor:
+    shape = _shape_arg(shape, "Tensor.reshape")
+    if sum(1 for s in shape if s == -1) > 1 or any(s < -1 for s in shape):
+      raise ValueError(f"Tensor.reshape: invalid shape {shape} for {self.shape}")
+    if -1 in shape:
+      rest = math.prod(s for s in shape if s != -1)
+      if rest == 0 or self.numel() % rest:
+        raise ValueError(f"Tensor.reshape: can't reshape {self.shape} to {shape}")
+      shape = tuple(self.numel() // rest if s == -1 else s for s in shape)
+    if math.prod(shape) != self.numel():
+      raise ValueError(f"Tensor.reshape: can't reshape {self.shape} ({self.numel()} elements) to {shape}")
+    return self if shape == self.shape else self._mop(Ops.RESHAPE, shape)
+
+  def view(self, *shape: Any) -> Tensor:
+    return self.reshape(*shape)
+
+  def permute(self, *order: Any) -> Tensor:
+    order = _shape_arg(order, "Tensor.permute")
+    if len(order) != self.ndim:
+      raise ValueError(f"Tensor.permute: order {order} doesn't match shape {self.shape}")
+    order = tuple(self._axis(o, "permute") for o in order)
+    if sorted(order) != list(range(self.ndim)):
+      raise ValueError(f"Tensor.permute: {order} is not a permutation of the axes of {self.shape}")
+    return self if order == tuple(range(self.ndim)) else self._mop(Ops.PERMUTE, order)
+
+  def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
+    order = list(range(self.ndim))
+    a, b = self._axis(dim0, "transpose"), self._axis(dim1, "transpose")
+    order[a], order[b] = order[b], order[a]
+    return self.permute(order)
+
+  @property
+  def T(self) -> Tensor:
+    """All axes reversed (numpy's .T; the usual transpose for 2-d)."""
+    return self.permute(tuple(reversed(range(self.ndim))))
+
+  def expand(self, *shape: Any) -> Tensor:
+    shape = _shape_arg(shape, "Tensor.expand")
+    if len(shape) < self.ndim:
+      raise ValueError(f"Tensor.expand: can't expand {self.shape} to fewer dims {shape}")
+    src = (1,) * (len(shape) - self.ndim) + self.shape
+    new = tuple(s if n == -1 else n for s, n in zip(src, shape))
+    if any(s != n and s != 1 for s, n in zip(src, new)) or any(n < 0 for n in new):
+      raise ValueError(f"Tensor.expand: can't expand {self.shape} to {shape}")
+    x = self if src == self.shape else self.reshape(src)
+    return x if new == src else x._mop(Ops.EXPAND, new)
+
+  def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    if self.ndim == 0:
+      return self.reshape(1)
+    s, e = self._axis(start_dim, "flatten"), self._axis(end_dim, "flatten")
+    if s > e:
+      raise ValueError(f"Tensor.flatten: start_dim {start_dim} is after end_dim {end_dim} for {self.shape}")
+    return self.reshape(self.shape[:s] + (math.prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+
+  def unflatten(self, dim: int, sizes: tuple[int, ...]) -> Tensor:
+    d = self._axis(dim, "unflatten")
+    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+
+  def squeeze(self, dim: int | None = None) -> Tensor:
+    if dim is None:
+      return self.reshape(tuple(s for s in self.shape if s != 1))
+    if self.ndim == 0:
+      return self
+    d = self._axis(dim, "squeeze")
+    return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
+
+  def unsqueeze(self, dim: int) -> Tensor:
+    d = self._axis(dim, "unsqueeze", self.ndim + 1)
+    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+
+  def pad(self, padding: Sequence, value: Scalar = 0.0) -> Tensor:
+    """Pad with a constant: ((before, after) or None per dim), or flat ints (last dim first, like torch)."""
+    if not isinstance(padding, (list, tuple)):
+      raise TypeError(f"Tensor.pad: padding must be a sequence, got {type(padding).__name__}")
+    if all(isinstance(p, (int, np.integer)) for p in padding):
+      if len(padding) % 2 or len(padding) // 2 > self.ndim:
+        raise ValueError(f"Tensor.pad: flat padding {tuple(padding)} doesn't fit shape {self.shape}")
+      pairs = [(0, 0)] * self.ndim
+      for i in range(len(padding) // 2):
+        pairs[self.ndim - 1 - i] = (int(padding[2 * i]), int(padding[2 * i + 1]))
+    else:
+      if len(padding) != self.ndim:
+        raise ValueError(f"Tensor.pad: {len(padding)} pads for shape {self.shape}")
+      pairs = [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding]
+    # negative padding is a shrink
+    shrink = tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, self.shape))
+    if any(lo > hi for lo, hi in shrink):
+      raise ValueError(f"Tensor.pad: negative padding {pairs} removes more than shape {self.shape} has")
+    x = self.shrink(shrink) if any(b < 0 or a < 0 for b, a in pairs) else self
+    pos = tuple((max(b, 0), max(a, 0)) for b, a in pairs)
+    if all(b == 0 and a == 0 for b, a in pos):
+      return x
+    ret = x._mop(Ops.PAD, pos)
+    if _py(value) == 0 and not (isinstance(value, float) and math.copysign(1, value) < 0):
+      return ret
+    mask = Tensor.full(x.shape, True, dtypes.bool)._mop(Ops.PAD, pos)
+    return mask.where(ret, Tensor(UOp.const(self.dtype, _py(value))))  # the value takes the tensor's dtype
+
+  def shrink(self, arg: Sequence) -> Tensor:
+    """Keep [start, end) per dim (None keeps the dim)."""
+    if len(arg) != self.ndim:
+      raise ValueError(f"Tensor.shrink: {len(arg)} ranges for shape {self.shape}")
+    pairs = tuple((0, s) if a is None else (int(a[0]), int(a[1])) for a, s in zip(arg, self.shape))
+    if any(not 0 <= b <= e <= s for (b, e), s in zip(pairs, self.shape)):
+      raise ValueError(f"Tensor.shrink: {pairs} out of range for shape {self.shape}")
+    return self if all(b == 0 and e == s for (b, e), s in zip(pairs, self.shape)) else self._mop(Ops.SHRINK, pairs)
+
+  def flip(self, axis: int | Sequence[int] = None) -> Tensor:
+    axes = range(self.ndim) if axis is None else ((axis,) if isinstance(axis, (int, np.integer)) else axis)
+    flips = [False] * self.ndim
+    for a in axes:
+      flips[self._axis(a, "flip")] = True
+    return self._mop(Ops.FLIP, tuple(flips)) if any(flips) else self
+
+  def repeat(self, *repeats: Any) -> Tensor:
+    repeats = _shape_arg(repeats, "Tensor.repeat")
+    if len(repeats) < self.ndim or any(r < 0 for r in repeats):
+      raise ValueError(f"Tensor.repeat: repeats {repeats} don't fit shape {self.shape}")
+    base = (1,) * (len(repeats) - self.ndim) + self.shape
+    x = self.reshape(base)
+    inter = tuple(v for s in base for v in (1, s))
+    exp = tuple(v for r, s in zip(repeats, base) for v in (r, s))
+    return x.reshape(inter).expand(exp).reshape(tuple(r * s for r, s in zip(repeats, base)))
+
+  def __getitem__(self, idx: Any) -> Tensor:
+    from compiler.tensor_index import getitem
+    return getitem(self, idx)
+
+  @staticmethod
+  def cat(*tensors: Tensor, dim: int = 0) -> Tensor:
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+      tensors = tuple(tensors[0])
+    if not tensors:
+      raise ValueError("Tensor.cat: needs at least one tensor")
+    if not all(isinstance(t, Tensor) for t in tensors):
+      raise TypeError("Tensor.cat: all arguments must be Tensors")
+    first = tensors[0]
+    d = first._axis(dim, "cat")
+    for t in tensors[1:]:
+      if t.ndim != first.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != d):
+        raise ValueError(f"Tensor.cat: shapes {[x.shape for x in tensors]} differ outside dim {dim}")
+    dt = least_upper_dtype(*(t.dtype for t in tensors))
+    total = sum(t.shape[d] for t in tensors)
+    ret, off = None, 0
+    for t in tensors:
+      pads = [None] * t.ndim
+      pads[d] = (off, total - off - t.shape[d])
+      p = t.cast(dt).pad(pads)
+      ret = p if ret is None else ret + p
+      off += t.shape[d]
+    return ret
+
+  def cat_(self, *others: Tensor, dim: int = 0) -> Tensor:
+    return Tensor.cat(self, *others, dim=dim)
+
+  @staticmethod
+  def stack(*tensors: Tensor, dim: int = 0) -> Tensor:
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+      tensors = tuple(tensors[0])
+    if not tensors:
+      raise ValueError("Tensor.stack: needs at least one tensor")
+    if any(t.shape != tensors[0].shape for t in tensors):
+      raise ValueError(f"Tensor.stack: shapes {[t.shape for t in tensors]} differ")
+    d = tensors[0]._axis(dim, "stack", tensors[0].ndim + 1)
+    return Tensor.cat(*(t.unsqueeze(d) for t in tensors), dim=d)
+
+  # ---- reductions
+  def _axes(self, axis: int | Sequence[int] | None, name: str) -> tuple[int, ...]:
+    if axis is None:
+      return tuple(range(self.ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = tuple(sorted({self._axis(a, name) for a in axes}))
+    if len(out) != len(axes):
+      raise ValueError(f"Tensor.{name}: repeated axis in {axis}")
+    return out
+
+  def _reduce(self, op: Ops, axis: int | Sequence[int] | None, keepdim: bool, name: str) -> Tensor:
+    axes = self._axes(axis, name)
+    if not axes:
+      return self
+    ret = Tensor(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes)))
+    return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+  @staticmethod
+  def _acc_dtype(dt: DType) -> DType:
+    if dt == dtypes.bool:
+      return dtypes.default_int
+    if dtypes.is_unsigned(dt):
+      return least_upper_dtype(dt, dtypes.uint32)
+    if dtypes.is_int(dt):
+      return least_upper_dtype(dt, dtypes.int32)
+    return least_upper_dtype(dt, dtypes.float32)
+
+  def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+    acc = to_dtype(dtype) or Tensor._acc_dtype(self.dtype)
+    ret = self.cast(acc)._reduce(Ops.ADD, axis, keepdim, "sum")
+    return ret.cast(self.dtype) if dtype is None and self.dtype == dtypes.float16 else ret
+
+  def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+    acc = to_dtype(dtype) or Tensor._acc_dtype(self.dtype)
+    ret = self.cast(acc)._reduce(Ops.MUL, axis, keepdim, "prod")
+    return ret.cast(self.dtype) if dtype is None and self.dtype == dtypes.float16 else ret
+
+  def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    if self.dtype == dtypes.bool:
+      return self.cast(dtypes.uint8)._reduce(Ops.MAX, axis, keepdim, "max").cast(dtypes.bool)
+    return self._reduce(Ops.MAX, axis, keepdim, "max")
+
+  def _flipped(self) -> Tensor:
+    """A order-reversing bijection of the dtype's values (for min = flip(max(flip)))."""
+    if dtypes.is_float(self.dtype):
+      return -self
+    if dtypes.is_unsigned(self.dtype):
+      return self ^ dtypes.max(self.dtype)
+    return self ^ -1
+
+  def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    if self.dtype == dtypes.bool:
+      return self.logical_not().max(axis, keepdim).logical_not()
+    return self._flipped().max(axis, keepdim)._flipped()
+
+  def any(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    return self.cast(dtypes.bool).max(axis, keepdim)
+
+  def all(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    return self.cast(dtypes.bool).min(axis, keepdim)
+
+  def _count(self, axis: int | Sequence[int] | None) -> int:
+    return math.prod(self.shape[a] for a in self._axes(axis, "mean"))
+
+  def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    x = self._float()
+    n = self._count(axis)
+    return x.sum(axis, keepdim) / n  # n == 0 gives nan, like numpy
+
+  def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    x = self._float()
+    sq = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
+    return sq / max(self._count(axis) - correction, 0)  # no degrees of freedom: inf/nan, like numpy
+
+  def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    return self.var(axis, keepdim, correction).sqrt()
+
+  def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    """Index of the first maximum (int32)."""
+    if axis is None:
+      ret = self.flatten().argmax(0)
+      return ret.reshape((1,) * self.ndim) if keepdim else ret
+    a = self._axis(axis, "argmax")
+    n = self.shape[a]
+    if n == 0:
+      raise ValueError(f"Tensor.argmax: empty axis {axis} of shape {self.shape}")
+    is_max = self == self.max(a, keepdim=True)
+    rev = Tensor.arange(n, 0, -1, dtype=dtypes.int32).reshape((n,) + (1,) * (self.ndim - a - 1))
+    return (n - (is_max * rev).max(a, keepdim)).cast(dtypes.int32)
+
+  def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    return (self.logical_not() if self.dtype == dtypes.bool else self._flipped()).argmax(axis, keepdim)
+
+  # ---- compound
+  def dot(self, w: Tensor) -> Tensor:
+    """Matrix product with numpy's rules for 1-d operands and broadcast batch dims."""
+    if not isinstance(w, Tensor):
+      raise TypeError(f"Tensor.matmul: operand must be a Tensor, got {type(w).__name__}")
+    n1, n2 = self.ndim, w.ndim
+    if n1 == 0 or n2 == 0:
+      raise ValueError(f"Tensor.matmul: 0-d operand (shapes {self.shape} and {w.shape})")
+    if self.shape[-1] != w.shape[-min(n2, 2)]:
+      raise ValueError(f"Tensor.matmul: shapes {self.shape} and {w.shape} don't line up "
+                       f"({self.shape[-1]} != {w.shape[-min(n2, 2)]})")
+    if n1 > 2 or n2 > 2:
+      broadcast_shape(self.shape[:-2], w.shape[:-2], op="Tensor.matmul")
+    k = min(n1 - 1, n2 - 1, 1)
+    x = self.reshape(self.shape[:-1] + (1,) * k + self.shape[-1:])
+    wt = w.reshape(w.shape[:-2] + (1,) * k + w.shape[-min(n2, 2):]).transpose(-1, -min(n2, 2))
+    return (x * wt).sum(-1)
+
+  def matmul(self, w: Tensor) -> Tensor:
+    return self.dot(w)
+
+  def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """self @ weight + bias, weight shaped (in, out) (as tinygrad)."""
+    x = self * weight if weight.ndim == 1 else self.dot(weight)
+    return x + bias if bias is not None else x
+
+  def softmax(self, axis: int = -1) -> Tensor:
+    x = self._float()
+    e = (x - x.max(axis, keepdim=True)).exp()
+    return e / e.sum(axis, keepdim=True)
+
+  def log_softmax(self, axis: int = -1) -> Tensor:
+    x = self._float()
+    m = x - x.max(axis, keepdim=True)
+    return m - m.exp().sum(axis, keepdim=True).log()
+
+  def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:
+    """(x - mean) / sqrt(var + eps) over axis (biased variance), without affine parameters."""
+    x = self._float()
+    y = x - x.mean(axis, keepdim=True)
+    return y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()
+
+  def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Any = 1, dilation: Any = 1,
+             padding: Any = 0) -> Tensor:
+    from compiler.tensor_nn import conv2d
+    return conv2d(self, weight, bias, groups, stride, dilation, padding)
+
+  def max_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0) -> Tensor:
+    from compiler.tensor_nn import max_pool2d
+    return max_pool2d(self, kernel_size, stride, dilation, padding)
+
+  def avg_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0) -> Tensor:
+    from compiler.tensor_nn import avg_pool2d
+    return avg_pool2d(self, kernel_size, stride, dilation, padding)
+
+
+def _is_view(u: UOp) -> bool:
+  while u.op is Ops.RESHAPE:
+    u = u.src[0]
+  return u.op is Ops.BUFFER
