@@ -1,0 +1,170 @@
+"""Linearization: the lowered kernel graph -> a block-structured list of UOps.
+
+A RANGE in the list opens a loop and END(range) closes it; IF(gate)/ENDIF wrap a gated store. Every node is
+placed inside exactly the loops it depends on (its free ranges): before a loop opens, everything that does not
+depend on it is emitted ("hoisted"), so loop-invariant loads and math run once. A PHI(acc, update) places its
+DEFINE_ACC before the accumulator's loops, the update inside them and itself last inside; after the loops the
+PHI stands for the accumulated value. The outer loops are the union of the stores' free ranges, nested THREAD
+first, then by axis id; the parallel one (the THREAD range, else the outermost one every store depends on)
+gets its bounds from the kernel's (start, end) arguments."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compiler.codegen.errors import CodegenError
+from compiler.codegen.ranges import REDUCE_AXES, axis_type, const_size, free_ranges, loop_key
+from compiler.dtype import dtypes
+from compiler.uop import AxisType, Ops, UOp, toposort
+
+# nodes the renderer spells inline or as function parameters: never placed in a block
+INLINE = (Ops.CONST, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR)
+
+
+@dataclass
+class Linear:
+  uops: list[UOp]
+  par: UOp | None  # the RANGE whose bounds are the (start, end) arguments
+
+
+def _is_inline(u: UOp) -> bool:
+  return u.op in INLINE or (u.op is Ops.VECTORIZE and all(s.op is Ops.CONST for s in u.src))
+
+
+class _Linearizer:
+  def __init__(self, sink: UOp, kname: str):
+    self.kname = kname
+    self.free = free_ranges(sink)
+    self.out: list[UOp] = []
+    self.depth_of: dict[UOp, int] = {}  # emitted node -> loop depth it lives at
+    self.levels: list[list[UOp]] = [[]]  # nodes emitted per open depth
+    self.open: list[UOp] = []
+    self.n_if = 0
+    self.phis = [u for u in toposort(sink) if u.op is Ops.PHI]
+    self._anc: dict[UOp, set[UOp]] = {}
+
+  # ---- scopes
+  def _mark(self, u: UOp) -> None:
+    self.depth_of[u] = len(self.open)
+    self.levels[-1].append(u)
+
+  def open_loop(self, r: UOp) -> None:
+    if r in self.depth_of:
+      raise CodegenError(self.kname, "range is opened twice (used by nested reduces?)", r)
+    self.out.append(r)
+    self.open.append(r)
+    self.levels.append([])
+    self._mark(r)
+
+  def close_loop(self) -> None:
+    r = self.open.pop()
+    self.out.append(UOp(Ops.END, dtypes.void, (r,)))
+    for u in self.levels.pop():
+      del self.depth_of[u]
+
+  # ---- placement
+  def hoist(self, roots: list[UOp]) -> None:
+    """Emit every not yet placed node under roots that needs no range beyond the open ones."""
+    avail = frozenset(self.open)
+    for u in toposort(UOp(Ops.SINK, dtypes.void, tuple(roots))):
+      if u.op in (Ops.SINK, Ops.DEFINE_ACC, Ops.STORE) or u in self.depth_of or _is_inline(u):
+        continue
+      if u.op is Ops.RANGE or not self.free[u] <= avail:
+        continue
+      self.emit(u)
+
+  def emit(self, root: UOp) -> None:
+    stack: list[tuple[UOp, bool]] = [(root, False)]
+    while stack:
+      u, ready = stack.pop()
+      if u in self.depth_of or _is_inline(u):
+        continue
+      if u.op is Ops.PHI:
+        self.emit_reduce(u)
+        continue
+      if u.op is Ops.RANGE:
+        raise CodegenError(self.kname, "range used outside of its loop", u)
+      if u.op is Ops.DEFINE_ACC:
+        raise CodegenError(self.kname, "accumulator used outside of its reduce", u)
+      if ready:
+        self.out.append(u)
+        self._mark(u)
+        continue
+      stack.append((u, True))
+      stack.extend((s, False) for s in reversed(u.src) if s not in self.depth_of)
+
+  def emit_reduce(self, phi: UOp) -> None:
+    """Emit phi together with every other ready accumulator over the same ranges: one loop nest for all of them
+    (register blocking: the lanes of an upcast reduce share the loop)."""
+    rset = frozenset(phi.src[0].src[1:])
+    avail = frozenset(self.open)
+    group = [phi]
+    for p in self.phis:
+      if p is phi or p in self.depth_of or frozenset(p.src[0].src[1:]) != rset or not self.free[p] <= avail:
+        continue
+      if not any(g in self._ancestors(p) or p in self._ancestors(g) for g in group):
+        group.append(p)
+    for p in group:
+      self.hoist([p.src[1]])
+    for p in group:
+      self.out.append(p.src[0])
+      self._mark(p.src[0])
+    for r in sorted(rset, key=loop_key):
+      self.open_loop(r)
+    for p in group:
+      self.emit(p.src[1])
+    for p in group:
+      self.out.append(p)
+    for _ in rset:
+      self.close_loop()
+    for p in group:
+      self._mark(p)
+
+  def _ancestors(self, u: UOp) -> set[UOp]:
+    if u not in self._anc:
+      self._anc[u] = set(toposort(u))
+    return self._anc[u]
+
+  def store(self, st: UOp) -> None:
+    for s in st.src:
+      self.emit(s)
+    if len(st.src) > 2:  # gated: IF(gate) STORE ENDIF
+      iff = UOp(Ops.IF, dtypes.void, (st.src[2],), self.n_if)
+      self.n_if += 1
+      self.out.extend([iff, st, UOp(Ops.ENDIF, dtypes.void, (iff,))])
+    else:
+      self.out.append(st)
+
+  def run(self, sink: UOp) -> Linear:
+    stores = list(sink.src)
+    for st in stores:
+      if st.op is not Ops.STORE:
+        raise CodegenError(self.kname, "a kernel's SINK takes only STOREs", st)
+    outer = sorted(frozenset().union(*(self.free[s] for s in stores)), key=loop_key)
+    for r in outer:
+      if axis_type(r) in REDUCE_AXES:
+        raise CodegenError(self.kname, f"{axis_type(r).name} range is not closed by a REDUCE", r)
+    par = self._parallel(outer, stores)
+    if par is not None:
+      outer.remove(par)
+      outer.insert(0, par)
+    for r in outer:
+      self.hoist(stores)
+      self.open_loop(r)
+    for st in stores:
+      self.store(st)
+    while self.open:
+      self.close_loop()
+    return Linear(self.out, par)
+
+  def _parallel(self, outer: list[UOp], stores: list[UOp]) -> UOp | None:
+    thread = [r for r in outer if axis_type(r) is AxisType.THREAD]
+    cands = thread or [r for r in outer if const_size(r) != 1]
+    if not cands:
+      return None
+    r = cands[0]
+    return r if all(r in self.free[s] for s in stores) else None
+
+
+def linearize(sink: UOp, kname: str) -> Linear:
+  """The block-structured list of a lowered kernel (see the module doc)."""
+  return _Linearizer(sink, kname).run(sink)

@@ -1,0 +1,590 @@
+"""Rendering a linearized kernel to LLVM IR text.
+
+Signature: `void @name(ptr noalias %data0, ..., i32 %<var>..., i32 %core_start, i32 %core_end)`; buffer slots
+0..max are all parameters (unused ones too), DEFINE_VARs follow sorted by name. bool is i1 in registers and i8
+in memory. Loops are top-tested with PHIs for the counter and for every accumulator updated inside them.
+Fast-math: `contract` on float add/sub/mul (fma forming), plus `reassoc` on reduce accumulations so LLVM can
+vectorize and reorder them; never `nnan`/`ninf` (kernels see inf and nan). Integer division and shifts are
+guarded so division by zero gives 0 and INT_MIN // -1 wraps, as in the interpreter, instead of trapping."""
+from __future__ import annotations
+
+import math
+import re
+import struct
+
+import numpy as np
+
+from compiler.codegen.errors import CodegenError
+from compiler.codegen.linearizer import Linear
+from compiler.dtype import DType, dtypes
+from compiler.uop import GroupOp, Ops, UOp
+
+_SCALAR = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16", dtypes.uint16: "i16",
+           dtypes.int32: "i32", dtypes.uint32: "i32", dtypes.int64: "i64", dtypes.uint64: "i64",
+           dtypes.float16: "half", dtypes.float32: "float", dtypes.float64: "double"}
+_SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
+
+
+def ltype(dt: DType, mem: bool = False) -> str:
+  """LLVM type of a dtype (in memory, bool is i8)."""
+  s = dt.scalar()
+  if s not in _SCALAR:
+    raise TypeError(f"dtype {dt} has no LLVM type")
+  base = "i8" if mem and s == dtypes.bool else _SCALAR[s]
+  return base if dt.count == 1 else f"<{dt.count} x {base}>"
+
+
+def _isuffix(dt: DType) -> str:
+  s = _SCALAR[dt.scalar()]
+  s = _SUFFIX.get(s, s)
+  return s if dt.count == 1 else f"v{dt.count}{s}"
+
+
+def const_text(v, dt: DType) -> str:
+  """A scalar constant as LLVM spells it (floats in exact hex)."""
+  s = dt.scalar()
+  if s == dtypes.bool:
+    return "true" if v else "false"
+  if dtypes.is_int(s):
+    bits = 8 * s.itemsize
+    iv = int(v) & ((1 << bits) - 1)
+    return str(iv - (1 << bits) if iv >= 1 << (bits - 1) else iv)
+  if s == dtypes.float16:
+    return "0xH%04X" % int(np.array(v, dtype=np.float16).view(np.uint16))
+  if s == dtypes.float32:
+    v = float(np.float32(v)) if math.isfinite(v) else v
+  if isinstance(v, float) and math.isnan(v):
+    return "0x7FF8000000000000"
+  return "0x%016X" % struct.unpack("<Q", struct.pack("<d", float(v)))[0]
+
+
+def _sym(name: str) -> str:
+  return re.sub(r"[^A-Za-z0-9_]", "_", name) or "k"
+
+
+class _Renderer:
+  def __init__(self, kname: str, fname: str, lin: Linear, nbufs: int, vars_: list[UOp]):
+    self.kname, self.fname, self.lin = kname, fname, lin
+    self.nbufs, self.vars = nbufs, vars_
+    self.lines: list[str] = []
+    self.names: dict[UOp, str] = {}
+    self.acc_cur: dict[UOp, str] = {}
+    self.decls: set[str] = set()
+    self.block = "entry"
+    self.tmp = 0
+    self.accum_ops: set[UOp] = set()
+    self.loop_md: list[str] = []
+    self.outer_loops: set[int] = set()
+
+  # ---- helpers
+  def err(self, reason: str, u: UOp) -> CodegenError:
+    return CodegenError(self.kname, reason, u)
+
+  def fresh(self, hint: str = "t") -> str:
+    self.tmp += 1
+    return f"%{hint}{self.tmp}"
+
+  def emit(self, line: str) -> None:
+    self.lines.append("  " + line)
+
+  def label(self, name: str) -> None:
+    self.lines.append(f"{name}:")
+    self.block = name
+
+  def val(self, u: UOp) -> str:
+    """The operand text of u: a literal, a parameter, or the SSA name it got."""
+    if u.op is Ops.CONST:
+      return const_text(u.arg, u.dtype)
+    if u.op is Ops.VECTORIZE and all(s.op is Ops.CONST for s in u.src):
+      et = ltype(u.dtype.scalar())
+      return "<" + ", ".join(f"{et} {const_text(s.arg, s.dtype)}" for s in u.src) + ">"
+    if u.op is Ops.DEFINE_GLOBAL:
+      return f"%data{u.arg}"
+    if u.op is Ops.DEFINE_VAR:
+      return f"%var_{_sym(str(u.arg[0]))}"
+    if u.op is Ops.DEFINE_ACC:
+      return self.acc_cur[u]
+    if u.op is Ops.PHI:
+      return self.acc_cur[u.src[0]]
+    try:
+      return self.names[u]
+    except KeyError:
+      raise self.err("node used before it is defined (linearizer bug)", u) from None
+
+  def tv(self, u: UOp) -> str:
+    return f"{ltype(u.dtype)} {self.val(u)}"
+
+  def intrinsic(self, name: str, dt: DType, args: list[str], flags: str = "") -> str:
+    if dt.scalar() == dtypes.float16:  # computed in float: half libcalls (fmaf16, ...) may not exist in the process
+      ft = dtypes.float32.vec(dt.count)
+      wide = []
+      for a in args:
+        w = self.fresh()
+        self.emit(f"{w} = fpext {ltype(dt)} {a} to {ltype(ft)}")
+        wide.append(w)
+      r = self.intrinsic(name, ft, wide, flags)
+      out = self.fresh()
+      self.emit(f"{out} = fptrunc {ltype(ft)} {r} to {ltype(dt)}")
+      return out
+    t = ltype(dt)
+    fn = f"@llvm.{name}.{_isuffix(dt)}"
+    self.decls.add(f"declare {t} {fn}({', '.join([t] * len(args))})")
+    out = self.fresh()
+    self.emit(f"{out} = call {flags}{t} {fn}({', '.join(f'{t} {a}' for a in args)})")
+    return out
+
+  def splat(self, scalar: str, dt: DType) -> str:
+    n, et = dt.count, ltype(dt.scalar())
+    one = self.fresh()
+    self.emit(f"{one} = insertelement <1 x {et}> poison, {et} {scalar}, i32 0")
+    out = self.fresh()
+    self.emit(f"{out} = shufflevector <1 x {et}> {one}, <1 x {et}> poison, <{n} x i32> zeroinitializer")
+    return out
+
+  def const_like(self, v, dt: DType) -> str:
+    c = const_text(v, dt)
+    if dt.count == 1:
+      return c
+    return "<" + ", ".join([f"{ltype(dt.scalar())} {c}"] * dt.count) + ">"
+
+  # ---- the function
+  def render(self) -> str:
+    params = [f"ptr noalias %data{i}" for i in range(self.nbufs)]
+    params += [f"i32 %var_{_sym(str(v.arg[0]))}" for v in self.vars]
+    params += ["i32 %core_start", "i32 %core_end"]
+    carried = self._carried()
+    self.outer_loops = self._loop_nesting()
+    self.label("entry")
+    loop_state: dict[UOp, dict] = {}
+    for i, u in enumerate(self.lin.uops):
+      if u.op is Ops.RANGE:
+        loop_state[u] = self._open(u, i, carried.get(i, []))
+      elif u.op is Ops.END:
+        self._close(loop_state.pop(u.src[0]))
+      elif u.op is Ops.IF:
+        self.emit(f"br i1 {self.val(u.src[0])}, label %if{u.arg}, label %endif{u.arg}")
+        self.label(f"if{u.arg}")
+      elif u.op is Ops.ENDIF:
+        self.emit(f"br label %endif{u.src[0].arg}")
+        self.label(f"endif{u.src[0].arg}")
+      elif u.op is Ops.DEFINE_ACC:
+        self.acc_cur[u] = self.val(u.src[0])
+      elif u.op is Ops.PHI:
+        self.acc_cur[u.src[0]] = self.val(u.src[1])
+      elif u.op is Ops.STORE:
+        self._store(u)
+      else:
+        self.names[u] = self._value(u, i)
+    self.emit("ret void")
+    body = "\n".join(self.lines)
+    decls = "\n".join(sorted(self.decls))
+    md = "".join(f"{m}\n" for m in self.loop_md)
+    return (f"; kernel {self.kname}\n{decls}\n\ndefine void @{self.fname}({', '.join(params)}) #0 {{\n{body}\n}}\n\n"
+            f'attributes #0 = {{ nounwind "frame-pointer"="none" }}\n{md}')
+
+  def _loop_nesting(self) -> set[int]:
+    """Positions of loops that contain another loop. LLVM's loop vectorizer is kept off them: once it has fully
+    unrolled a short inner loop it would vectorize the outer one with strided gathers, slowly to compile (100+ ms)
+    and rarely faster; vectors across lanes are what UPCAST is for."""
+    out: set[int] = set()
+    stack: list[int] = []
+    for i, u in enumerate(self.lin.uops):
+      if u.op is Ops.RANGE:
+        if stack:
+          out.add(stack[-1])
+        stack.append(i)
+      elif u.op is Ops.END:
+        stack.pop()
+    return out
+
+  def _carried(self) -> dict[int, list[UOp]]:
+    """For each loop (by position: a RANGE may loop twice), the accumulators updated inside it."""
+    pos: dict[UOp, int] = {}
+    open_loops: list[tuple[UOp, int]] = []
+    out: dict[int, list[UOp]] = {}
+    for i, u in enumerate(self.lin.uops):
+      if u.op is Ops.RANGE:
+        open_loops.append((u, i))
+      elif u.op is Ops.END:
+        open_loops.pop()
+      elif u.op is Ops.DEFINE_ACC:
+        pos[u] = i
+      elif u.op is Ops.PHI:
+        acc = u.src[0]
+        for _, at in open_loops:
+          if at > pos[acc]:
+            out.setdefault(at, []).append(acc)
+    for accs in out.values():
+      for acc in accs:
+        self._mark_accum(acc)
+    return out
+
+  def _mark_accum(self, acc: UOp) -> None:
+    """The chain acc op v0 op v1 ... of a reduce gets `reassoc` (only that chain uses the accumulator)."""
+    chain_nodes = {acc}
+    for u in self.lin.uops:
+      if u.op in GroupOp.Binary and any(s in chain_nodes for s in u.src):
+        chain_nodes.add(u)
+        self.accum_ops.add(u)
+
+  def _open(self, r: UOp, i: int, accs: list[UOp]) -> dict:
+    name = f"%r{i}"
+    self.names[r] = name
+    par = r is self.lin.par
+    start = "%core_start" if par else "0"
+    end = "%core_end" if par else self.val(r.src[0])
+    pre = self.block
+    self.emit(f"br label %loop{i}")
+    self.label(f"loop{i}")
+    hdr = len(self.lines)
+    self.lines.append("")  # the counter's PHI, filled in when the loop closes
+    outer = {}
+    for acc in accs:
+      outer[acc] = self.acc_cur[acc]
+      self.lines.append("")
+      self.acc_cur[acc] = f"%acc{acc.arg}.l{i}"
+    self.emit(f"%c{i} = icmp slt i32 {name}, {end}")
+    self.emit(f"br i1 %c{i}, label %body{i}, label %exit{i}")
+    self.label(f"body{i}")
+    return {"i": i, "r": r, "pre": pre, "hdr": hdr, "start": start, "accs": accs, "outer": outer}
+
+  def _close(self, st: dict) -> None:
+    i, r = st["i"], st["r"]
+    self.emit(f"%r{i}.next = add nuw nsw i32 %r{i}, 1")
+    latch = self.block
+    if i in self.outer_loops:  # LLVM vectorizes only loops that are innermost here (see _loop_nesting)
+      self.loop_md.append(f"!{len(self.loop_md) * 2} = distinct !{{!{len(self.loop_md) * 2}, "
+                          f"!{len(self.loop_md) * 2 + 1}}}\n!{len(self.loop_md) * 2 + 1} = "
+                          '!{!"llvm.loop.vectorize.enable", i1 false}')
+      self.emit(f"br label %loop{i}, !llvm.loop !{(len(self.loop_md) - 1) * 2}")
+    else:
+      self.emit(f"br label %loop{i}")
+    self.lines[st["hdr"]] = f"  %r{i} = phi i32 [ {st['start']}, %{st['pre']} ], [ %r{i}.next, %{latch} ]"
+    for k, acc in enumerate(st["accs"]):
+      t = ltype(acc.dtype)
+      self.lines[st["hdr"] + 1 + k] = (f"  %acc{acc.arg}.l{i} = phi {t} [ {st['outer'][acc]}, %{st['pre']} ], "
+                                       f"[ {self.acc_cur[acc]}, %{latch} ]")
+      self.acc_cur[acc] = f"%acc{acc.arg}.l{i}"
+    self.label(f"exit{i}")
+    del r
+
+  # ---- memory
+  def _addr(self, ix: UOp) -> str:
+    buf, idx = ix.src[0], ix.src[1]
+    if buf.op is not Ops.DEFINE_GLOBAL:
+      raise self.err("INDEX of something other than a DEFINE_GLOBAL", ix)
+    if len(ix.src) > 2:
+      raise self.err("INDEX with a valid left after lowering", ix)
+    if idx.dtype.count != 1 or not dtypes.is_int(idx.dtype):
+      raise self.err("index must be a scalar int", ix)
+    p = self.fresh("p")
+    et = ltype(buf.dtype.base.scalar(), mem=True)
+    self.emit(f"{p} = getelementptr inbounds {et}, ptr {self.val(buf)}, {self.tv(idx)}")
+    return p
+
+  def _store(self, st: UOp) -> None:
+    ix, v = st.src[0], st.src[1]
+    if ix.op is not Ops.INDEX:
+      raise self.err("STORE needs an INDEX", st)
+    p = self.val(ix)
+    text = self.val(v)
+    align = v.dtype.scalar().itemsize
+    if v.dtype.scalar() == dtypes.bool:
+      z = self.fresh()
+      self.emit(f"{z} = zext {self.tv(v)} to {ltype(v.dtype, mem=True)}")
+      text = z
+    self.emit(f"store {ltype(v.dtype, mem=True)} {text}, ptr {p}, align {align}")
+
+  def _load(self, u: UOp) -> str:
+    ix = u.src[0]
+    if ix.op is not Ops.INDEX:
+      raise self.err("LOAD needs an INDEX", u)
+    p = self.val(ix)
+    mt = ltype(u.dtype, mem=True)
+    out = self.fresh("ld")
+    self.emit(f"{out} = load {mt}, ptr {p}, align {u.dtype.scalar().itemsize}")
+    if u.dtype.scalar() == dtypes.bool:
+      b = self.fresh()
+      self.emit(f"{b} = icmp ne {mt} {out}, {'zeroinitializer' if u.dtype.count > 1 else '0'}")
+      return b
+    return out
+
+  # ---- values
+  def _value(self, u: UOp, i: int) -> str:
+    if u.op is Ops.LOAD:
+      return self._load(u)
+    if u.op is Ops.VECTORIZE:
+      return self._vectorize(u)
+    if u.op is Ops.GEP:
+      out = self.fresh()
+      self.emit(f"{out} = extractelement {self.tv(u.src[0])}, i32 {u.arg}")
+      return out
+    if u.op is Ops.CAST:
+      return self._cast(u)
+    if u.op is Ops.BITCAST:
+      if u.dtype.itemsize != u.src[0].dtype.itemsize or dtypes.bool in (u.dtype.scalar(), u.src[0].dtype.scalar()):
+        raise self.err("BITCAST between types of different size", u)
+      out = self.fresh()
+      self.emit(f"{out} = bitcast {self.tv(u.src[0])} to {ltype(u.dtype)}")
+      return out
+    if u.op in GroupOp.ALU:
+      return self._alu(u)
+    if u.op is Ops.INDEX:
+      return self._addr(u)
+    raise self.err(f"unsupported op {u.op.name}", u)
+
+  def _vectorize(self, u: UOp) -> str:
+    s0 = u.src[0]
+    if all(s is s0 for s in u.src):
+      return self.splat(self.val(s0), u.dtype)
+    t = ltype(u.dtype)
+    cur = "poison"
+    for k, s in enumerate(u.src):
+      nxt = self.fresh("vec")
+      self.emit(f"{nxt} = insertelement {t} {cur}, {self.tv(s)}, i32 {k}")
+      cur = nxt
+    return cur
+
+  def _cast(self, u: UOp) -> str:
+    x = u.src[0]
+    fs, ts = x.dtype.scalar(), u.dtype.scalar()
+    src, tt = self.tv(x), ltype(u.dtype)
+    out = self.fresh("cast")
+    if fs == ts or (_SCALAR[fs] == _SCALAR[ts] and dtypes.is_int(fs) and dtypes.is_int(ts)):
+      return self.val(x)
+    if ts == dtypes.bool:
+      z = "zeroinitializer" if x.dtype.count > 1 else ("0.0" if dtypes.is_float(fs) else "0")
+      self.emit(f"{out} = {'fcmp une' if dtypes.is_float(fs) else 'icmp ne'} {src}, {z}")
+      return out
+    fb = 1 if fs == dtypes.bool else 8 * fs.itemsize
+    tb = 8 * ts.itemsize
+    funsigned = fs == dtypes.bool or dtypes.is_unsigned(fs)
+    if dtypes.is_int(ts):
+      if dtypes.is_float(fs):
+        op = "fptoui" if dtypes.is_unsigned(ts) else "fptosi"
+      else:
+        op = "trunc" if fb > tb else ("zext" if funsigned else "sext")
+    elif dtypes.is_float(ts):
+      if fs == dtypes.float64 and ts == dtypes.float16:
+        return self._f64_to_f16(x, u.dtype)
+      if dtypes.is_float(fs):
+        op = "fptrunc" if fs.itemsize > ts.itemsize else "fpext"
+      else:
+        op = "uitofp" if funsigned else "sitofp"
+    else:
+      raise self.err(f"can't cast {x.dtype} to {u.dtype}", u)
+    self.emit(f"{out} = {op} {src} to {tt}")
+    return out
+
+  def _f64_to_f16(self, x: UOp, dt: DType) -> str:
+    """double -> half without the __truncdfhf2 libcall: round to float with round-to-odd, then to half (exact)."""
+    n = dt.count
+    dd, ff, ii = ltype(dtypes.float64.vec(n)), ltype(dtypes.float32.vec(n)), ltype(dtypes.int32.vec(n))
+    bt = ltype(dtypes.bool.vec(n))
+    f, back, exact, over, i, dec, odd, sel, f2, out = (self.fresh() for _ in range(10))
+    self.emit(f"{f} = fptrunc {dd} {self.val(x)} to {ff}")
+    self.emit(f"{back} = fpext {ff} {f} to {dd}")
+    self.emit(f"{exact} = fcmp oeq {dd} {back}, {self.val(x)}")
+    ab, ax = self.intrinsic("fabs", dtypes.float64.vec(n), [back]), self.intrinsic("fabs", dtypes.float64.vec(n),
+                                                                                  [self.val(x)])
+    self.emit(f"{over} = fcmp ogt {dd} {ab}, {ax}")
+    self.emit(f"{i} = bitcast {ff} {f} to {ii}")
+    z = self.fresh()
+    self.emit(f"{z} = zext {bt} {over} to {ii}")
+    self.emit(f"{dec} = sub {ii} {i}, {z}")
+    self.emit(f"{odd} = or {ii} {dec}, {self.const_like(1, dtypes.int32.vec(n))}")
+    self.emit(f"{sel} = select {bt} {exact}, {ii} {i}, {ii} {odd}")
+    self.emit(f"{f2} = bitcast {ii} {sel} to {ff}")
+    self.emit(f"{out} = fptrunc {ff} {f2} to {ltype(dt)}")
+    return out
+
+  def _alu(self, u: UOp) -> str:
+    op, dt = u.op, u.dtype
+    srcs = u.src
+    sdt = srcs[0].dtype if op in GroupOp.Comparison or op is Ops.WHERE else dt
+    s = sdt.scalar()
+    is_f, is_b = dtypes.is_float(s), s == dtypes.bool
+    uns = dtypes.is_unsigned(s) or is_b
+    t = ltype(sdt)
+    a = [self.val(x) for x in srcs]
+    out = self.fresh("alu")
+    fm = "reassoc contract " if u in self.accum_ops else "contract "
+    if op is Ops.WHERE:
+      self.emit(f"{out} = select {self.tv(srcs[0])}, {self.tv(srcs[1])}, {self.tv(srcs[2])}")
+      return out
+    if op in GroupOp.Comparison:
+      if is_f:
+        pred = {Ops.CMPLT: "olt", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}[op]
+        self.emit(f"{out} = fcmp {pred} {t} {a[0]}, {a[1]}")
+      else:
+        pred = {Ops.CMPLT: "ult" if uns else "slt", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}[op]
+        self.emit(f"{out} = icmp {pred} {t} {a[0]}, {a[1]}")
+      return out
+    if is_f:
+      return self._falu(u, out, t, a, fm)
+    if op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.POW):
+      raise self.err(f"{op.name} needs a float dtype", u)
+    if is_b:
+      bop = {Ops.ADD: "or", Ops.MUL: "and", Ops.MAX: "or", Ops.SUB: "xor", Ops.AND: "and", Ops.OR: "or",
+             Ops.XOR: "xor"}.get(op)
+      if op is Ops.NEG:
+        self.emit(f"{out} = xor {t} {a[0]}, {self.const_like(True, dt)}")
+        return out
+      if op is Ops.TRUNC:
+        return a[0]
+      if op is Ops.WHERE or bop is None:
+        raise self.err(f"{op.name} is not defined on bool", u)
+      self.emit(f"{out} = {bop} {t} {a[0]}, {a[1]}")
+      return out
+    nsw = " nsw" if dt.count == 1 and not uns and (u.vmin, u.vmax) != (dtypes.min(dt), dtypes.max(dt)) else ""
+    if op in (Ops.ADD, Ops.SUB, Ops.MUL):
+      self.emit(f"{out} = {op.name.lower()}{nsw} {t} {a[0]}, {a[1]}")
+    elif op is Ops.NEG:
+      self.emit(f"{out} = sub {t} {self.const_like(0, dt)}, {a[0]}")
+    elif op is Ops.TRUNC:
+      return a[0]
+    elif op is Ops.MAX:
+      return self.intrinsic("umax" if uns else "smax", dt, a)
+    elif op in (Ops.AND, Ops.OR, Ops.XOR):
+      self.emit(f"{out} = {op.name.lower()} {t} {a[0]}, {a[1]}")
+    elif op in (Ops.IDIV, Ops.MOD):
+      return self._divmod(u, t, a, uns)
+    elif op in (Ops.SHL, Ops.SHR):
+      return self._shift(u, t, a, uns)
+    elif op is Ops.MULACC:
+      m = self.fresh()
+      self.emit(f"{m} = mul {t} {a[0]}, {a[1]}")
+      self.emit(f"{out} = add {t} {m}, {a[2]}")
+    else:
+      raise self.err(f"unsupported int op {op.name}", u)
+    return out
+
+  def _falu(self, u: UOp, out: str, t: str, a: list[str], fm: str) -> str:
+    op, dt = u.op, u.dtype
+    if op in (Ops.ADD, Ops.SUB, Ops.MUL):
+      self.emit(f"{out} = f{op.name.lower()} {fm}{t} {a[0]}, {a[1]}")
+    elif op is Ops.FDIV:
+      self.emit(f"{out} = fdiv {t} {a[0]}, {a[1]}")
+    elif op is Ops.RECIP:
+      self.emit(f"{out} = fdiv {t} {self.const_like(1.0, dt)}, {a[0]}")
+    elif op is Ops.NEG:
+      self.emit(f"{out} = fneg {t} {a[0]}")
+    elif op is Ops.MAX:
+      return self.intrinsic("maximum", dt, a, fm if u in self.accum_ops else "")
+    elif op is Ops.MULACC:
+      return self.intrinsic("fma", dt, a)
+    elif op is Ops.EXP2 and dt.scalar() in (dtypes.float32, dtypes.float16):
+      return self._exp2(a[0], dt)
+    elif op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.TRUNC, Ops.POW):
+      return self.intrinsic(op.name.lower(), dt, a)
+    else:
+      raise self.err(f"{op.name} is not defined on floats", u)
+    return out
+
+  def _exp2(self, x: str, dt: DType) -> str:
+    """exp2 inline for float32 (and half, computed in float32), so loops of it vectorize: 2^round(x) built from
+    exponent bits (in two factors, so results down to denormals and up to inf round once) times a degree-7
+    polynomial of the remainder in [-0.5, 0.5] (Taylor series of e^(f ln 2), error < 1e-8 before rounding)."""
+    if dt.scalar() == dtypes.float16:
+      ft = dtypes.float32.vec(dt.count)
+      w, out = self.fresh(), self.fresh()
+      self.emit(f"{w} = fpext {ltype(dt)} {x} to {ltype(ft)}")
+      r = self._exp2(w, ft)
+      self.emit(f"{out} = fptrunc {ltype(ft)} {r} to {ltype(dt)}")
+      return out
+    t, it = ltype(dt), ltype(dtypes.int32.vec(dt.count))
+    c = lambda v: self.const_like(v, dt)  # noqa: E731
+    ci = lambda v: self.const_like(v, dtypes.int32.vec(dt.count))  # noqa: E731
+    lo = self.intrinsic("minnum", dt, [x, c(130.0)])
+    xc = self.intrinsic("maxnum", dt, [lo, c(-160.0)])
+    n = self.intrinsic("rint", dt, [xc])
+    f, p = self.fresh(), None
+    self.emit(f"{f} = fsub {t} {xc}, {n}")
+    for k in range(7, -1, -1):
+      coef = c(math.log(2) ** k / math.factorial(k))
+      if p is None:
+        p = coef
+        continue
+      m, q = self.fresh(), self.fresh()
+      self.emit(f"{m} = fmul contract {t} {p}, {f}")
+      self.emit(f"{q} = fadd contract {t} {m}, {coef}")
+      p = q
+    ni, n1, n2, s1, s2, b1, b2, e1, e2, r1, r, isnan, out = (self.fresh() for _ in range(13))
+    self.emit(f"{ni} = fptosi {t} {n} to {it}")
+    self.emit(f"{n1} = ashr {it} {ni}, {ci(1)}")
+    self.emit(f"{n2} = sub {it} {ni}, {n1}")
+    self.emit(f"{e1} = add {it} {n1}, {ci(127)}")
+    self.emit(f"{e2} = add {it} {n2}, {ci(127)}")
+    self.emit(f"{b1} = shl {it} {e1}, {ci(23)}")
+    self.emit(f"{b2} = shl {it} {e2}, {ci(23)}")
+    self.emit(f"{s1} = bitcast {it} {b1} to {t}")
+    self.emit(f"{s2} = bitcast {it} {b2} to {t}")
+    self.emit(f"{r1} = fmul {t} {p}, {s1}")
+    self.emit(f"{r} = fmul {t} {r1}, {s2}")
+    self.emit(f"{isnan} = fcmp uno {t} {x}, {x}")
+    self.emit(f"{out} = select {ltype(dtypes.bool.vec(dt.count))} {isnan}, {t} {x}, {t} {r}")
+    return out
+
+  def _divmod(self, u: UOp, t: str, a: list[str], uns: bool) -> str:
+    op, dt = u.op, u.dtype
+    d = u.src[1]
+    name = ("u" if uns else "s") + ("div" if op is Ops.IDIV else "rem")
+    out = self.fresh("dm")
+    if d.op is Ops.CONST and d.arg != 0 and (uns or d.arg != -1):
+      self.emit(f"{out} = {name} {t} {a[0]}, {a[1]}")
+      return out
+    # division by zero gives 0 and INT_MIN / -1 wraps (x86 would trap on both)
+    zero, one = self.const_like(0, dt), self.const_like(1, dt)
+    ct = ltype(dtypes.bool.vec(dt.count))
+    isz = self.fresh()
+    self.emit(f"{isz} = icmp eq {t} {a[1]}, {zero}")
+    bad = isz
+    if not uns:
+      ism1, bad = self.fresh(), self.fresh()
+      self.emit(f"{ism1} = icmp eq {t} {a[1]}, {self.const_like(-1, dt)}")
+      self.emit(f"{bad} = or {ct} {isz}, {ism1}")
+    safe = self.fresh()
+    self.emit(f"{safe} = select {ct} {bad}, {t} {one}, {t} {a[1]}")
+    q = self.fresh()
+    self.emit(f"{q} = {name} {t} {a[0]}, {safe}")
+    if uns or op is Ops.MOD:
+      self.emit(f"{out} = select {ct} {bad}, {t} {zero}, {t} {q}")
+      return out
+    neg, tmp = self.fresh(), self.fresh()
+    self.emit(f"{neg} = sub {t} {zero}, {a[0]}")
+    self.emit(f"{tmp} = select {ct} {isz}, {t} {zero}, {t} {neg}")
+    self.emit(f"{out} = select {ct} {bad}, {t} {tmp}, {t} {q}")
+    return out
+
+  def _shift(self, u: UOp, t: str, a: list[str], uns: bool) -> str:
+    dt = u.dtype
+    bits = 8 * dt.scalar().itemsize
+    name = "shl" if u.op is Ops.SHL else ("lshr" if uns else "ashr")
+    out = self.fresh("sh")
+    sh = u.src[1]
+    if sh.op is Ops.CONST and 0 <= sh.arg < bits:
+      self.emit(f"{out} = {name} {t} {a[0]}, {a[1]}")
+      return out
+    # shifting by the width or more: 0 (or the sign for ashr), as Python's wrapped result
+    ct = ltype(dtypes.bool.vec(dt.count))
+    big, raw = self.fresh(), self.fresh()
+    self.emit(f"{big} = icmp uge {t} {a[1]}, {self.const_like(bits, dt)}")
+    self.emit(f"{raw} = {name} {t} {a[0]}, {a[1]}")
+    if name == "ashr":
+      sign = self.fresh()
+      self.emit(f"{sign} = ashr {t} {a[0]}, {self.const_like(bits - 1, dt)}")
+      self.emit(f"{out} = select {ct} {big}, {t} {sign}, {t} {raw}")
+    else:
+      self.emit(f"{out} = select {ct} {big}, {t} {self.const_like(0, dt)}, {t} {raw}")
+    return out
+
+
+def render_llvm(kname: str, fname: str, lin: Linear, nbufs: int, vars_: list[UOp]) -> str:
+  """LLVM IR text of one kernel function (see the module doc for the signature)."""
+  for u in lin.uops:
+    if u.op not in (Ops.INDEX, Ops.DEFINE_GLOBAL) and u.dtype != dtypes.void:
+      try:
+        ltype(u.dtype)
+      except TypeError as e:
+        raise CodegenError(kname, str(e), u) from None
+  return _Renderer(kname, fname, lin, nbufs, vars_).render()

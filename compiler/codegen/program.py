@@ -1,0 +1,198 @@
+"""From kernel AST to `Program` (LLVM IR + what the runtime needs), every stage a named, traced rewrite."""
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from compiler.codegen.errors import CodegenError, kernel_name
+from compiler.codegen.expander import expand_ctx, pm_expand, pm_vectorize
+from compiler.codegen.linearizer import Linear, linearize
+from compiler.codegen.llvmir import _sym, render_llvm
+from compiler.codegen.lowerer import lower_ctx, pm_lower
+from compiler.codegen.simplify import pm_fold, simplify
+from compiler.codegen.verify import verify_ast
+from compiler.dtype import DType, dtypes
+from compiler.rewrite import graph_rewrite, track_graph
+from compiler.trace import recorder
+from compiler.uop import GroupOp, Ops, UOp, exec_alu, toposort
+
+
+@dataclass(frozen=True)
+class Program:
+  """One compiled-to-IR kernel. Buffers are passed by slot 0..nbufs-1; `vars` are the DEFINE_VARs in call order."""
+  name: str
+  fname: str
+  src: str
+  uops: tuple[UOp, ...]
+  nbufs: int
+  buf_dtypes: tuple[DType | None, ...]
+  ins: tuple[int, ...]
+  outs: tuple[int, ...]
+  vars: tuple[UOp, ...]
+  par_size: UOp | None
+  flops_terms: tuple[tuple[int, tuple[UOp, ...]], ...]
+  accesses: tuple[tuple[int, UOp, int], ...]  # (slot, index expression, vector width), gated stores left out
+  _cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+  @property
+  def var_names(self) -> tuple[str, ...]:
+    return tuple(v.arg[0] for v in self.vars)
+
+  def flops(self, var_vals: Mapping[str, int] | None = None) -> int:
+    """ALU operations of one run (value math only, not index math), counted from the linearized loops."""
+    key = ("flops", tuple(sorted((var_vals or {}).items())))
+    if key not in self._cache:
+      vv = dict(var_vals or {})
+      self._cache[key] = sum(n * math.prod(eval_int(e, vv) for e in ends) for n, ends in self.flops_terms)
+    return self._cache[key]
+
+  def par_extent(self, var_vals: Mapping[str, int] | None = None) -> int | None:
+    """Iterations of the parallel loop (what (start, end) split), None when there is none."""
+    return None if self.par_size is None else eval_int(self.par_size, dict(var_vals or {}))
+
+  def index_bounds(self, var_vals: Mapping[str, int] | None = None) -> dict[int, tuple[int, int]]:
+    """Per buffer slot, the lowest and highest element index the kernel may touch (None when unknown)."""
+    key = ("bounds", tuple(sorted((var_vals or {}).items())))
+    if key in self._cache:
+      return self._cache[key]
+    sub = {v: UOp.const(v.dtype, (var_vals or {})[v.arg[0]]) for v in self.vars if v.arg[0] in (var_vals or {})}
+    out: dict[int, tuple[int, int]] = {}
+    for slot, idx, width in self.accesses:
+      e = idx.substitute(sub) if sub else idx
+      lo, hi = e.vmin, e.vmax + width - 1
+      if (e.vmin, e.vmax) == (dtypes.min(e.dtype), dtypes.max(e.dtype)) or e.op is Ops.WHERE:
+        continue  # unknown bounds, or a masked access whose mask the bounds don't see: no check possible
+      plo, phi = out.get(slot, (lo, hi))
+      out[slot] = (min(lo, plo), max(hi, phi))
+    self._cache[key] = out
+    return out
+
+
+def eval_int(u: UOp, var_vals: dict[str, int]) -> int:
+  """The value of an int expression over DEFINE_VARs."""
+  vals: dict[UOp, int] = {}
+  for x in toposort(u):
+    if x.op is Ops.CONST:
+      vals[x] = x.arg
+    elif x.op is Ops.DEFINE_VAR:
+      if x.arg[0] not in var_vals:
+        raise KeyError(f"no value given for variable {x.arg[0]!r}")
+      vals[x] = var_vals[x.arg[0]]
+    elif x.op in GroupOp.ALU:
+      vals[x] = exec_alu(x.op, x.dtype, tuple(vals[s] for s in x.src))
+    else:
+      raise ValueError(f"can't evaluate {x.op.name} as an int expression")
+  return vals[u]
+
+
+def lower_ast(ast: UOp) -> UOp:
+  """The codegen passes on a kernel AST up to the graph the linearizer takes ("View Output AST")."""
+  verify_ast(ast)
+  ctx = expand_ctx(ast)
+  sink = track_graph(ast, "View Base AST")
+  sink = simplify(sink)  # the full simplifier runs before expansion multiplies the graph by the lane count
+  sink = graph_rewrite(sink, pm_expand, ctx=ctx, name="expand")
+  sink = graph_rewrite(sink, pm_fold, name="index_fold")
+  sink = graph_rewrite(sink, pm_vectorize, ctx=ctx, name="vectorize")
+  sink = graph_rewrite(sink, pm_lower, ctx=lower_ctx(sink, ctx["kname"]), name="lower")
+  sink = graph_rewrite(sink, pm_fold, name="index_fold")
+  return track_graph(sink, "View Output AST")
+
+
+_PROGRAMS: OrderedDict[UOp, Program] = OrderedDict()
+_MAX_CACHED = 512
+
+
+def get_program(ast: UOp) -> Program:
+  """Compile a kernel AST to a Program (cached by AST while tracing is off, so rewrites show in traces)."""
+  if recorder.RECORDER is None and ast in _PROGRAMS:
+    _PROGRAMS.move_to_end(ast)
+    return _PROGRAMS[ast]
+  kname = kernel_name(ast)
+  lowered = lower_ast(ast)
+  lin = linearize(lowered, kname)
+  bufs = {u.arg: u for u in toposort(ast) if u.op is Ops.DEFINE_GLOBAL}
+  vars_ = tuple(sorted((u for u in toposort(lowered) if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0]))
+  if len({v.arg[0] for v in vars_}) != len(vars_):
+    raise CodegenError(kname, "two DEFINE_VARs share a name", vars_[0])
+  nbufs = max(bufs) + 1
+  fname = _sym(kname)
+  src = render_llvm(kname, fname, lin, nbufs, list(vars_))
+  ins = tuple(sorted({u.src[0].src[0].arg for u in lin.uops if u.op is Ops.LOAD}))
+  outs = tuple(sorted({u.src[0].src[0].arg for u in lin.uops if u.op is Ops.STORE}))
+  gated = {u.src[0] for u in lin.uops if u.op is Ops.STORE and len(u.src) > 2}
+  accesses = tuple((u.src[0].arg, u.src[1], u.dtype.base.count) for u in lin.uops
+                   if u.op is Ops.INDEX and u not in gated)
+  prg = Program(kname, fname, src, tuple(lin.uops), nbufs,
+                tuple(bufs[i].dtype.base if i in bufs else None for i in range(nbufs)), ins, outs, vars_,
+                None if lin.par is None else lin.par.src[0], flops_terms(lin), accesses)
+  if recorder.RECORDER is None:
+    _PROGRAMS[ast] = prg
+    if len(_PROGRAMS) > _MAX_CACHED:
+      _PROGRAMS.popitem(last=False)
+  return prg
+
+
+def _value_side(uops: list[UOp]) -> set[UOp]:
+  """Nodes computing stored/accumulated values, not addresses, bounds or load masks."""
+  seen: set[UOp] = set()
+  stack = [u.src[1] for u in uops if u.op in (Ops.STORE, Ops.PHI)]
+  while stack:
+    x = stack.pop()
+    if x in seen or x.op in (Ops.INDEX, Ops.DEFINE_ACC):
+      continue
+    seen.add(x)
+    srcs = x.src
+    if x.op is Ops.WHERE and srcs[1].op is Ops.LOAD and srcs[2].op in (Ops.CONST, Ops.VECTORIZE):
+      srcs = srcs[1:2]  # a masked load's select is not arithmetic
+    stack.extend(srcs)
+  return seen
+
+
+def flops_terms(lin: Linear) -> tuple[tuple[int, tuple[UOp, ...]], ...]:
+  value = _value_side(lin.uops)
+  open_ends: list[UOp] = []
+  acc: dict[tuple[UOp, ...], int] = {}
+  for u in lin.uops:
+    if u.op is Ops.RANGE:
+      open_ends.append(u.src[0])
+    elif u.op is Ops.END:
+      open_ends.pop()
+    elif u in value and u.op in GroupOp.ALU:
+      n = u.dtype.count * (2 if u.op is Ops.MULACC else 1)
+      key = tuple(open_ends)
+      acc[key] = acc.get(key, 0) + n
+  return tuple((n, k) for k, n in acc.items())
+
+
+def format_uops(uops: tuple[UOp, ...]) -> str:
+  """A readable listing of a linearized kernel: one line per UOp, indented by loop depth."""
+  num: dict[UOp, int] = {}
+  lines, depth = [], 0
+  for i, u in enumerate(uops):
+    if u.op in (Ops.END, Ops.ENDIF):
+      depth -= 1
+    srcs = ", ".join(f"%{num[s]}" if s in num else _inline(s) for s in u.src)
+    dt = "" if u.dtype == dtypes.void else str(u.dtype)
+    arg = "" if u.arg is None else f"  {u.arg!r}"
+    lines.append(f"{i:4d} {'  ' * depth}{u.op.name:<12s} {dt:<10s} ({srcs}){arg}")
+    if u.op in (Ops.RANGE, Ops.IF):
+      depth += 1
+    num[u] = i
+  return "\n".join(lines)
+
+
+def _inline(s: UOp) -> str:
+  if s.op is Ops.CONST:
+    return repr(s.arg)
+  if s.op is Ops.DEFINE_GLOBAL:
+    return f"data{s.arg}"
+  if s.op is Ops.DEFINE_VAR:
+    return str(s.arg[0])
+  if s.op is Ops.VECTORIZE:
+    return "<" + ",".join(_inline(x) for x in s.src) + ">"
+  return s.op.name
+
+

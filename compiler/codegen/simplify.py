@@ -1,0 +1,145 @@
+"""Index-math cleanup after expansion: constant folding, identities and div/mod folding over linear forms.
+
+`compiler.symbolic.symbolic` (when present) runs first; these rules are the few codegen relies on to see that
+per-lane addresses are contiguous, e.g. `(r*4+3)//4 -> r` and `(r*4+3)%4 -> 3`."""
+from __future__ import annotations
+
+from compiler.dtype import dtypes
+from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
+from compiler.uop import GroupOp, Ops, UOp, exec_alu
+
+LinearForm = tuple[dict[UOp, int], int]
+
+
+def linear_form(u: UOp, cache: dict[UOp, LinearForm] | None = None) -> LinearForm:
+  """u as sum(coeff * term) + const, where terms are the non-affine parts (kept by identity)."""
+  cache = {} if cache is None else cache
+  stack = [u]
+  while stack:  # iterative: index expressions can be long ADD chains
+    x = stack[-1]
+    if x in cache:
+      stack.pop()
+      continue
+    kids = _affine_kids(x)
+    todo = [k for k in kids if k not in cache]
+    if todo:
+      stack.extend(todo)
+      continue
+    stack.pop()
+    cache[x] = _combine(x, [cache[k] for k in kids])
+  return cache[u]
+
+
+def _affine_kids(x: UOp) -> list[UOp]:
+  if not dtypes.is_int(x.dtype) or x.dtype.count != 1:
+    return []
+  if x.op in (Ops.ADD, Ops.SUB):
+    return list(x.src)
+  if x.op is Ops.NEG:
+    return [x.src[0]]
+  if x.op is Ops.MUL:
+    if x.src[1].op is Ops.CONST:
+      return [x.src[0]]
+    if x.src[0].op is Ops.CONST:
+      return [x.src[1]]
+  return []
+
+
+def _scale(f: LinearForm, k: int) -> LinearForm:
+  return ({t: c * k for t, c in f[0].items()}, f[1] * k)
+
+
+def _add(a: LinearForm, b: LinearForm) -> LinearForm:
+  terms = dict(a[0])
+  for t, c in b[0].items():
+    terms[t] = terms.get(t, 0) + c
+  return ({t: c for t, c in terms.items() if c != 0}, a[1] + b[1])
+
+
+def _combine(x: UOp, kids: list[LinearForm]) -> LinearForm:
+  if x.op is Ops.CONST and dtypes.is_int(x.dtype):
+    return ({}, int(x.arg))
+  if not kids:
+    return ({x: 1}, 0)
+  if x.op is Ops.ADD:
+    return _add(kids[0], kids[1])
+  if x.op is Ops.SUB:
+    return _add(kids[0], _scale(kids[1], -1))
+  if x.op is Ops.NEG:
+    return _scale(kids[0], -1)
+  k = x.src[1].arg if x.src[1].op is Ops.CONST else x.src[0].arg  # MUL by a constant
+  return _scale(kids[0], int(k))
+
+
+def build(terms: dict[UOp, int], const: int, dtype) -> UOp:
+  """The UOp of a linear form."""
+  out: UOp | None = None
+  for t, c in terms.items():
+    x = t if c == 1 else t * UOp.const(dtype, c)
+    out = x if out is None else out + x
+  if out is None:
+    return UOp.const(dtype, const)
+  return out if const == 0 else out + UOp.const(dtype, const)
+
+
+def _fold_divmod(x: UOp) -> UOp | None:
+  """(q*c + rest) // c -> q + rest//c and (q*c + rest) % c -> rest % c, for non-negative parts."""
+  a, d = x.src
+  c = d.arg
+  if not isinstance(c, int) or c <= 0 or a.vmin < 0:
+    return None
+  terms, const = linear_form(a)
+  qt = {t: k // c for t, k in terms.items() if k % c == 0}
+  rt = {t: k for t, k in terms.items() if k % c != 0}
+  qc, rc = divmod(const, c)
+  if not qt and qc == 0:
+    return None
+  q, rest = build(qt, 0, a.dtype), build(rt, rc, a.dtype)
+  if q.vmin < 0 or rest.vmin < 0:
+    return None
+  if x.op is Ops.MOD:
+    return rest % d
+  return build(qt, qc, a.dtype) + rest // d
+
+
+def _bounds_const(x: UOp) -> UOp | None:
+  if x.vmin == x.vmax and not isinstance(x.vmin, float):
+    return UOp.const(x.dtype, x.vmin)
+  return None
+
+
+_int = tuple(dtypes.ints) + (dtypes.bool,)
+_int_alu = UPat(tuple(GroupOp.ALU), dtype=_int, name="x")
+
+pm_fold = PatternMatcher([
+  # constant folding of int/bool math (floats keep their runtime semantics)
+  (UPat(tuple(GroupOp.ALU), dtype=_int, src=UPat(Ops.CONST), name="x"),
+   lambda x: UOp.const(x.dtype, exec_alu(x.op, x.dtype, tuple(s.arg for s in x.src))) if x.dtype.count == 1 else None),
+  (UPat.var("x", _int) + UPat.const(None, 0), lambda x: x),
+  (UPat.var("x", _int) * UPat.const(None, 1), lambda x: x),
+  (UPat.var("x", dtypes.ints) // UPat.const(None, 1), lambda x: x),
+  (UPat(Ops.WHERE, src=(UPat.const(dtypes.bool, True), UPat.var("a"), UPat.var())), lambda a: a),
+  (UPat(Ops.WHERE, src=(UPat.const(dtypes.bool, False), UPat.var(), UPat.var("b"))), lambda b: b),
+  # x % c -> x when 0 <= x < c
+  (UPat.var("a", dtypes.ints) % UPat.cvar("c"),
+   lambda a, c: a if isinstance(c.arg, int) and c.arg > 0 and a.vmin >= 0 and a.vmax < c.arg else None),
+  (UPat((Ops.IDIV, Ops.MOD), dtype=dtypes.ints, src=(UPat.var(), UPat(Ops.CONST)), name="x"), _fold_divmod),
+  # any int expression whose bounds pin it to one value
+  (_int_alu, lambda x: _bounds_const(x) if x.dtype.count == 1 else None),
+], name="index_fold")
+
+
+def _symbolic() -> PatternMatcher | None:
+  try:
+    from compiler.symbolic import symbolic
+  except ImportError:
+    return None
+  return symbolic
+
+
+def simplify(sink: UOp) -> UOp:
+  """Run the project's `symbolic` (if present) and codegen's index folding, each as a traced pass."""
+  sym = _symbolic()
+  if sym is not None:
+    sink = graph_rewrite(sink, sym, name="symbolic")
+  return graph_rewrite(sink, pm_fold, name="index_fold")

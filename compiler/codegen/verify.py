@@ -1,0 +1,63 @@
+"""Checks that a kernel AST follows the contract (docs/architecture.md, "IR") before codegen touches it."""
+from __future__ import annotations
+
+from compiler.codegen.errors import CodegenError, kernel_name
+from compiler.dtype import PtrDType, dtypes
+from compiler.uop import AxisType, GroupOp, Ops, UOp, toposort
+
+_ALLOWED = GroupOp.ALU | {Ops.SINK, Ops.STORE, Ops.INDEX, Ops.LOAD, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.RANGE,
+                          Ops.CONST, Ops.REDUCE, Ops.CAST, Ops.BITCAST, Ops.VECTORIZE}
+_SUPPORTED = set(dtypes.all) | {dtypes.void}
+
+
+def verify_ast(ast: UOp) -> None:
+  """Raise CodegenError naming the kernel and the first node that breaks the contract."""
+  kname = kernel_name(ast)
+  if ast.op is not Ops.SINK:
+    raise CodegenError(kname, "a kernel AST is a SINK of STOREs", ast)
+  if not ast.src:
+    raise CodegenError(kname, "kernel stores nothing", ast)
+  slots: dict[int, UOp] = {}
+  for u in toposort(ast):
+    if u.op not in _ALLOWED:
+      raise CodegenError(kname, f"unsupported op {u.op.name} in a kernel", u)
+    base = u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype
+    if base.scalar() not in _SUPPORTED:
+      raise CodegenError(kname, f"unsupported dtype {u.dtype}", u)
+    if u.op is Ops.SINK and u is not ast:
+      raise CodegenError(kname, "SINK inside a kernel", u)
+    if u.op is Ops.STORE and (len(u.src) != 2 or u.src[0].op is not Ops.INDEX):
+      raise CodegenError(kname, "STORE must be STORE(INDEX(...), value)", u)
+    if u.op is Ops.LOAD and (len(u.src) != 1 or u.src[0].op is not Ops.INDEX):
+      raise CodegenError(kname, "LOAD must be LOAD(INDEX(...))", u)
+    if u.op is Ops.INDEX:
+      _check_index(kname, u)
+    if u.op is Ops.DEFINE_GLOBAL:
+      if not isinstance(u.dtype, PtrDType) or not isinstance(u.arg, int) or u.arg < 0:
+        raise CodegenError(kname, "DEFINE_GLOBAL needs a pointer dtype and a slot number >= 0", u)
+      if slots.setdefault(u.arg, u) is not u:
+        raise CodegenError(kname, f"buffer slot {u.arg} is defined twice with different dtypes", u)
+    if u.op is Ops.RANGE:
+      if not (isinstance(u.arg, tuple) and len(u.arg) == 2 and isinstance(u.arg[1], AxisType)):
+        raise CodegenError(kname, "RANGE arg must be (axis_id, AxisType)", u)
+      if not dtypes.is_int(u.src[0].dtype):
+        raise CodegenError(kname, "RANGE size must be an int expression", u)
+    if u.op is Ops.REDUCE:
+      if u.arg not in (Ops.ADD, Ops.MUL, Ops.MAX):
+        raise CodegenError(kname, f"unsupported reduce op {u.arg}", u)
+      if any(r.op is not Ops.RANGE for r in u.src[1:]):
+        raise CodegenError(kname, "REDUCE sources after the value must be RANGEs", u)
+    if u.op is Ops.DEFINE_VAR and not (isinstance(u.arg, tuple) and len(u.arg) == 3):
+      raise CodegenError(kname, "DEFINE_VAR arg must be (name, min, max)", u)
+  for st in ast.src:
+    if st.op is not Ops.STORE:
+      raise CodegenError(kname, "a kernel's SINK takes only STOREs", st)
+
+
+def _check_index(kname: str, u: UOp) -> None:
+  if len(u.src) not in (2, 3) or u.src[0].op is not Ops.DEFINE_GLOBAL:
+    raise CodegenError(kname, "INDEX must be INDEX(DEFINE_GLOBAL, idx[, valid])", u)
+  if not dtypes.is_int(u.src[1].dtype) or u.src[1].dtype.count != 1:
+    raise CodegenError(kname, "index must be a scalar int expression", u)
+  if len(u.src) == 3 and u.src[2].dtype != dtypes.bool:
+    raise CodegenError(kname, "valid must be a scalar bool", u)

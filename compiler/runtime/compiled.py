@@ -1,0 +1,258 @@
+"""Compile a kernel AST and run it: `compile_kernel(ast) -> CompiledKernel`, called on numpy-backed buffers.
+
+Multi-core: the kernel function takes a (start, end) range of its parallel loop (the THREAD axis, else the
+outermost loop every store depends on); a call splits that range into contiguous chunks run by a persistent
+thread pool (ctypes releases the GIL), one chunk per core. Small kernels run on the calling thread only.
+`THREADS=n` caps the thread count (default: the CPUs this process may use), as for the optimizer."""
+from __future__ import annotations
+
+import ctypes
+import os
+import statistics
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from compiler.codegen import Program, format_uops, get_program
+from compiler.runtime.llvm import get_jit
+from compiler.trace import recorder
+from compiler.uop import UOp
+
+# a chunk should have at least this much work (flops + bytes moved) to be worth waking a thread (~10-30 us)
+MIN_WORK_PER_THREAD = 1 << 20
+
+
+def default_threads() -> int:
+  env = os.environ.get("THREADS")
+  if env:
+    return max(1, int(env))
+  try:
+    return max(1, len(os.sched_getaffinity(0)))
+  except AttributeError:  # not on Linux
+    return max(1, os.cpu_count() or 1)
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool(n: int) -> ThreadPoolExecutor:
+  global _POOL
+  with _POOL_LOCK:
+    if _POOL is None or _POOL._max_workers < n:
+      _POOL = ThreadPoolExecutor(max_workers=max(n, default_threads()), thread_name_prefix="kernel")
+    return _POOL
+
+
+@dataclass(frozen=True)
+class KernelTiming:
+  """Times (s) of repeated runs with the work they did."""
+  kname: str
+  times: tuple[float, ...]
+  min: float
+  median: float
+  flops: int
+  bytes: int
+
+  @property
+  def gflops(self) -> float:
+    return self.flops / self.min / 1e9 if self.min > 0 else 0.0
+
+  @property
+  def gbs(self) -> float:
+    return self.bytes / self.min / 1e9 if self.min > 0 else 0.0
+
+
+def as_array(b: Any) -> np.ndarray:
+  """The numpy array behind a buffer argument (an ndarray, or a Buffer with `.np`)."""
+  if isinstance(b, np.ndarray):
+    return b
+  arr = getattr(b, "np", None)
+  if isinstance(arr, np.ndarray):
+    return arr
+  raise TypeError(f"kernel buffers must be numpy arrays or Buffers, got {type(b).__name__}")
+
+
+class CompiledKernel:
+  """A kernel compiled to machine code. Call it with buffers in slot order (numpy arrays or Buffers)."""
+
+  def __init__(self, prg: Program, address: int, compile_s: float, ctx: int | None):
+    self.program, self.name, self.address, self.compile_s, self.ctx = prg, prg.name, address, compile_s, ctx
+    self.fxn = self._cfunc(address)
+    self._alias_fxn: Any = None
+    self.threads = default_threads()
+
+  def _cfunc(self, address: int) -> Any:
+    prg = self.program
+    argtypes = [ctypes.c_void_p] * prg.nbufs + [ctypes.c_int32] * len(prg.vars) + [ctypes.c_int32] * 2
+    return ctypes.CFUNCTYPE(None, *argtypes)(address)
+
+  def _fxn_for(self, arrs: list[np.ndarray]) -> Any:
+    """The compiled function; a variant without `noalias` when an output overlaps another buffer (in-place)."""
+    spans = [(a.ctypes.data, a.ctypes.data + a.nbytes) for a in arrs]
+
+    def overlaps(i: int, j: int) -> bool:
+      return i != j and spans[i][0] < spans[j][1] and spans[j][0] < spans[i][1]
+    if not any(overlaps(i, j) for i in self.program.outs for j in range(len(arrs))):
+      return self.fxn
+    if self._alias_fxn is None:
+      src = self.program.src.replace("ptr noalias %data", "ptr %data")
+      jf, _ = get_jit().compile(src, self.program.fname, want_text=False)
+      self._alias_fxn = self._cfunc(jf.address)
+    return self._alias_fxn
+
+  def __repr__(self) -> str:
+    return f"<CompiledKernel {self.name} bufs={self.program.nbufs} vars={list(self.program.var_names)}>"
+
+  # ---- argument checks
+  def _arrays(self, bufs: Sequence[Any]) -> list[np.ndarray]:
+    prg = self.program
+    if len(bufs) != prg.nbufs:
+      raise ValueError(f"kernel {self.name!r} takes {prg.nbufs} buffers, got {len(bufs)}")
+    arrs = [as_array(b) for b in bufs]
+    for slot, (a, dt) in enumerate(zip(arrs, prg.buf_dtypes)):
+      if dt is None:
+        continue
+      if a.dtype != dt.np:
+        raise TypeError(f"kernel {self.name!r}: buffer {slot} must be {dt.np}, got {a.dtype}")
+      if not a.flags.c_contiguous:
+        raise ValueError(f"kernel {self.name!r}: buffer {slot} is not C-contiguous")
+      if slot in prg.outs and not a.flags.writeable:
+        raise ValueError(f"kernel {self.name!r}: output buffer {slot} is read-only")
+    return arrs
+
+  def _vars(self, var_vals: Mapping[str, int] | None) -> list[int]:
+    vv = dict(var_vals or {})
+    out = []
+    for v in self.program.vars:
+      name, lo, hi = v.arg
+      if name not in vv:
+        raise ValueError(f"kernel {self.name!r}: no value for variable {name!r}")
+      x = int(vv[name])
+      if not lo <= x <= hi:
+        raise ValueError(f"kernel {self.name!r}: variable {name}={x} is outside [{lo}, {hi}]")
+      out.append(x)
+    return out
+
+  def _check_bounds(self, arrs: list[np.ndarray], var_vals: Mapping[str, int] | None) -> None:
+    for slot, (lo, hi) in self.program.index_bounds(var_vals).items():
+      if lo < 0 or hi >= arrs[slot].size:
+        raise IndexError(f"kernel {self.name!r}: buffer {slot} has {arrs[slot].size} elements, the kernel "
+                         f"accesses [{lo}, {hi}]")
+
+  # ---- running
+  def __call__(self, bufs: Sequence[Any], var_vals: Mapping[str, int] | None = None,
+               threads: int | None = None) -> None:
+    """Run the kernel once on `bufs` (slot order); `threads` caps the cores used (default: all)."""
+    arrs = self._arrays(bufs)
+    vals = self._vars(var_vals)
+    self._check_bounds(arrs, var_vals)
+    if recorder.RECORDER is None:
+      self._run(arrs, vals, var_vals, threads)
+      return
+    t0 = time.perf_counter()  # while tracing, every run is timed (once: a kernel may not be idempotent)
+    self._run(arrs, vals, var_vals, threads)
+    self._record(KernelTiming(self.name, (t := time.perf_counter() - t0,), t, t, self.program.flops(var_vals),
+                              self.nbytes(arrs)))
+
+  def _chunks(self, var_vals: Mapping[str, int] | None, arrs: list[np.ndarray], threads: int | None) -> list:
+    prg = self.program
+    n = prg.par_extent(var_vals)
+    if n is None:
+      return [(0, 1)]
+    if n <= 0:
+      return []
+    work = prg.flops(var_vals) + self.nbytes(arrs)
+    t = min(threads or self.threads, n, max(1, work // MIN_WORK_PER_THREAD))
+    bounds = [n * i // t for i in range(t + 1)]
+    return [(bounds[i], bounds[i + 1]) for i in range(t) if bounds[i] < bounds[i + 1]]
+
+  def _run(self, arrs: list[np.ndarray], vals: list[int], var_vals: Mapping[str, int] | None,
+           threads: int | None, plan: tuple | None = None) -> None:
+    fxn, args, chunks = plan if plan is not None else self._plan(arrs, vals, var_vals, threads)
+    if len(chunks) <= 1:
+      for s, e in chunks:
+        fxn(*args, s, e)
+      return
+    futs = [_pool(len(chunks)).submit(fxn, *args, s, e) for s, e in chunks[1:]]
+    fxn(*args, *chunks[0])
+    for f in futs:
+      f.result()
+
+  def _plan(self, arrs: list[np.ndarray], vals: list[int], var_vals: Mapping[str, int] | None,
+            threads: int | None) -> tuple:
+    """(function, leading arguments, (start, end) chunks) of one run."""
+    return self._fxn_for(arrs), (*[a.ctypes.data for a in arrs], *vals), self._chunks(var_vals, arrs, threads)
+
+  def nbytes(self, bufs: Sequence[Any]) -> int:
+    """Bytes moved by one run: sizes of the buffers read plus the buffers written."""
+    arrs = [as_array(b) for b in bufs]
+    return sum(arrs[i].nbytes for i in self.program.ins) + sum(arrs[i].nbytes for i in self.program.outs)
+
+  def time(self, bufs: Sequence[Any], var_vals: Mapping[str, int] | None = None, reps: int = 10, warmup: int = 1,
+           threads: int | None = None, record: bool = True) -> KernelTiming:
+    """Run `warmup` + `reps` times; the timing of the reps (min, median, FLOPs, bytes) also goes into the trace."""
+    if reps < 1:
+      raise ValueError("reps must be >= 1")
+    arrs = self._arrays(bufs)
+    vals = self._vars(var_vals)
+    self._check_bounds(arrs, var_vals)
+    plan = self._plan(arrs, vals, var_vals, threads)
+    for _ in range(warmup):
+      self._run(arrs, vals, var_vals, threads, plan)
+    times = []
+    for _ in range(reps):
+      t0 = time.perf_counter()
+      self._run(arrs, vals, var_vals, threads, plan)
+      times.append(time.perf_counter() - t0)
+    tm = KernelTiming(self.name, tuple(times), min(times), statistics.median(times), self.program.flops(var_vals),
+                      self.nbytes(arrs))
+    if record:
+      self._record(tm)
+    return tm
+
+  def _record(self, tm: KernelTiming) -> None:
+    fields = {"ctx": self.ctx} if self.ctx is not None else {}
+    recorder.record("run", kname=self.name, times=list(tm.times), min=tm.min, median=tm.median, flops=tm.flops,
+                    bytes=tm.bytes, gflops=tm.gflops, gbs=tm.gbs, **fields)
+
+
+def compile_kernel(ast: UOp) -> CompiledKernel:
+  """Codegen (traced passes) + LLVM JIT of a kernel AST. Sources and compile time go into the current trace
+  context; later `time()` runs are recorded into the same context."""
+  prg = get_program(ast)
+  tracing = recorder.RECORDER is not None
+  jf, cached = get_jit().compile(prg.src, prg.fname, want_text=tracing)
+  compile_s = 0.0 if cached else jf.compile_s
+  ctx = recorder.RECORDER.current_ctx if tracing else None
+  if tracing:
+    recorder.record("source", kind="uops", text=format_uops(prg.uops), compile_s=0.0)
+    recorder.record("source", kind="llvm_ir", text=prg.src, compile_s=compile_s)
+    recorder.record("source", kind="opt_ir", text=jf.opt_ir, compile_s=compile_s)
+    recorder.record("source", kind="asm", text=jf.asm, compile_s=compile_s)
+  return CompiledKernel(prg, jf.address, compile_s, ctx)
+
+
+def optimize(ast: UOp) -> UOp:
+  """The kernel with the optimizer's hand-coded opts applied (traced as opts), unless NOOPT=1 or it can't be."""
+  if os.environ.get("NOOPT", "0") not in ("", "0"):
+    return ast
+  try:
+    from compiler.opt import Kernel, KernelOptError, hand_coded_optimizations
+  except ImportError:
+    return ast
+  try:
+    k = Kernel(ast)
+  except KernelOptError:
+    return ast
+  hand_coded_optimizations(k)
+  return k.get_optimized_ast()
+
+
+def get_runner(ast: UOp) -> CompiledKernel:
+  """The realize backend's runner: optimize (heuristics), compile, and return the kernel (`runner(bufs)`)."""
+  return compile_kernel(optimize(ast))

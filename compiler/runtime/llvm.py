@@ -1,0 +1,133 @@
+"""The LLVM JIT (llvmlite): parse, verify, optimize with the new pass manager, and run machine code in-process.
+
+One MCJIT engine for the process (created on first use, for the host CPU's name and features); every kernel is
+a module added to it under a unique symbol. Compiles are cached by IR text. Thread-safe (one lock)."""
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+
+OPT_LEVEL = int(os.environ.get("LLVM_OPT", "3"))
+
+
+class LLVMCompileError(RuntimeError):
+  """LLVM rejected a kernel's IR (parse or verify error); the message has LLVM's reason."""
+
+
+@dataclass(frozen=True)
+class JitFunction:
+  """A compiled kernel function in the engine."""
+  symbol: str
+  address: int
+  opt_ir: str
+  asm: str
+  compile_s: float
+
+
+class LLVMJit:
+  def __init__(self) -> None:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    target = llvm.Target.from_triple(llvm.get_process_triple())
+    self.cpu = llvm.get_host_cpu_name()
+    self.features = llvm.get_host_cpu_features().flatten()
+    self.tm = target.create_target_machine(cpu=self.cpu, features=self.features, opt=min(OPT_LEVEL, 3),
+                                           reloc="default", codemodel="jitdefault", jit=True)
+    self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
+    self.lock = threading.Lock()
+    self.cache: dict[str, JitFunction] = {}
+    self.counter = itertools.count()
+
+  def optimize_module(self, mod: llvm.ModuleRef) -> None:
+    """Run the O-level pipeline (new pass manager) on a parsed module, for this JIT's target machine."""
+    self._optimize(mod)
+
+  def object_code(self, ir: str, fname: str, symbol: str) -> bytes:
+    """Parse, verify, rename `fname` to `symbol`, optimize and emit object code (e.g. in a BEAM worker process)."""
+    try:
+      mod = llvm.parse_assembly(ir)
+      mod.verify()
+    except RuntimeError as e:
+      raise LLVMCompileError(f"LLVM rejected kernel {fname!r}: {e}") from None
+    mod.get_function(fname).name = symbol
+    mod.triple, mod.data_layout = self.tm.triple, str(self.tm.target_data)
+    self._optimize(mod)
+    return self.tm.emit_object(mod)
+
+  def add_object(self, obj: bytes, symbol: str) -> int:
+    """Link object code from `object_code` into the engine; the address of `symbol`."""
+    with self.lock:
+      self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+      self.engine.finalize_object()
+      addr = self.engine.get_function_address(symbol)
+    if not addr:
+      raise LLVMCompileError(f"symbol {symbol} not found after linking its object code")
+    return addr
+
+  def _optimize(self, mod: llvm.ModuleRef) -> None:
+    pto = llvm.create_pipeline_tuning_options(speed_level=min(OPT_LEVEL, 3))
+    pto.loop_vectorization = OPT_LEVEL >= 2
+    pto.slp_vectorization = OPT_LEVEL >= 2
+    pto.loop_unrolling = OPT_LEVEL >= 2
+    pb = llvm.create_pass_builder(self.tm, pto)
+    pm = pb.getModulePassManager()
+    pm.run(mod, pb)
+
+  def compile(self, ir: str, fname: str, want_text: bool = True) -> tuple[JitFunction, bool]:
+    """The function `fname` of `ir`, compiled (or from the cache): (function, was_cached)."""
+    with self.lock:
+      hit = self.cache.get(ir)
+      if hit is not None:
+        if want_text and not hit.asm:  # first compiled while tracing was off: make the texts now
+          mod = llvm.parse_assembly(ir)
+          self._optimize(mod)
+          hit = self.cache[ir] = JitFunction(hit.symbol, hit.address, str(mod), self.tm.emit_assembly(mod),
+                                             hit.compile_s)
+        return hit, True
+      t0 = time.perf_counter()
+      try:
+        mod = llvm.parse_assembly(ir)
+        mod.verify()
+      except RuntimeError as e:
+        raise LLVMCompileError(f"LLVM rejected kernel {fname!r}: {e}") from None
+      fn = mod.get_function(fname)
+      symbol = f"{fname}_{next(self.counter)}"
+      fn.name = symbol
+      mod.triple = self.tm.triple
+      mod.data_layout = str(self.tm.target_data)
+      self._optimize(mod)
+      opt_ir = str(mod) if want_text else ""
+      asm = self.tm.emit_assembly(mod) if want_text else ""
+      self.engine.add_module(mod)
+      self.engine.finalize_object()
+      addr = self.engine.get_function_address(symbol)
+      if not addr:
+        raise LLVMCompileError(f"kernel {fname!r}: symbol {symbol} not found after JIT")
+      jf = JitFunction(symbol, addr, opt_ir, asm, time.perf_counter() - t0)
+      self.cache[ir] = jf
+      return jf, False
+
+
+_JIT: LLVMJit | None = None
+_JIT_LOCK = threading.Lock()
+
+
+def get_jit() -> LLVMJit:
+  """The process's JIT (created on first use)."""
+  global _JIT
+  if _JIT is None:
+    with _JIT_LOCK:
+      if _JIT is None:
+        _JIT = LLVMJit()
+  return _JIT
+
+
+def get_runner(ast: "UOp") -> "CompiledKernel":  # noqa: F821 - lazy: compiled.py imports this module
+  """The LLVM backend of compiler.realize: see compiler.runtime.compiled.get_runner."""
+  from compiler.runtime.compiled import get_runner as _get_runner
+  return _get_runner(ast)
