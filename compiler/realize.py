@@ -1,7 +1,7 @@
 """Running a schedule: every kernel on a pluggable backend, each inside a "kernel" trace context.
 
 A backend is a factory `ast -> runner`, where `runner(bufs)` runs the kernel on the Buffers in slot order. "interp"
-is the numpy reference interpreter; "llvm" is looked up in `compiler.runtime.llvm` / `compiler.codegen` when asked
+is the numpy reference interpreter; "llvm" (the default) is looked up in `compiler.runtime.llvm` / `compiler.codegen` when asked
 for. `BACKEND` (env) picks the default; other backends can be added with `register_backend`.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from compiler.uop import UOp
 Runner = Callable[[Sequence[Buffer]], None]
 BackendFactory = Callable[[UOp], Runner]
 
-DEFAULT_BACKEND = "interp"
+DEFAULT_BACKEND = "llvm"
 RUNNER_CACHE_SIZE = 512
 
 

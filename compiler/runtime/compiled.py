@@ -238,19 +238,16 @@ def compile_kernel(ast: UOp) -> CompiledKernel:
 
 
 def optimize(ast: UOp) -> UOp:
-  """The kernel with the optimizer's hand-coded opts applied (traced as opts), unless NOOPT=1 or it can't be."""
+  """The kernel with opts applied (traced): BEAM=n searches, NOOPT=1 applies none, else the hand-coded heuristics."""
   if os.environ.get("NOOPT", "0") not in ("", "0"):
     return ast
-  try:
-    from compiler.opt import Kernel, KernelOptError, hand_coded_optimizations
-  except ImportError:
-    return ast
+  from compiler.opt import Kernel, KernelOptError
+  from compiler.opt.search import optimize_kernel
   try:
     k = Kernel(ast)
-  except KernelOptError:
+  except KernelOptError:  # e.g. a kernel with no ranges: nothing to optimize
     return ast
-  hand_coded_optimizations(k)
-  return k.get_optimized_ast()
+  return optimize_kernel(k).get_optimized_ast()
 
 
 def get_runner(ast: UOp) -> CompiledKernel:
