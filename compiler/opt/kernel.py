@@ -7,12 +7,11 @@ its kind), like the reference's `shift_to`. Every opt is one named, traced `grap
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 from dataclasses import dataclass, field
 from enum import Enum, auto
-from typing import Any, Iterator
+from typing import Any
 
 from compiler.opt.target import Target, host_target
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
@@ -170,16 +169,6 @@ def _zero_preserving(value: UOp, padded: UOp) -> bool:
     else:  # EXP2, LOG2, RECIP, FDIV, IDIV, comparisons, ...: f(0) is not 0
       zero[u] = False
   return zero[value]
-
-
-@contextlib.contextmanager
-def untraced() -> Iterator[None]:
-  """Trace nothing inside (BEAM tries thousands of opts on throwaway kernels)."""
-  saved, recorder.RECORDER = recorder.RECORDER, None
-  try:
-    yield
-  finally:
-    recorder.RECORDER = saved
 
 
 # ---- the kernel

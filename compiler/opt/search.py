@@ -20,8 +20,9 @@ from typing import Any, Callable, Sequence
 
 from compiler.opt.cache import cache_get, cache_key, cache_put
 from compiler.opt.heuristic import hand_coded_optimizations
-from compiler.opt.kernel import Kernel, KernelOptError, Opt, OptOps, untraced
+from compiler.opt.kernel import Kernel, KernelOptError, Opt, OptOps
 from compiler.trace import recorder
+from compiler.trace.recorder import untraced
 from compiler.uop import UOp
 
 # the upcasted block (upcast x unroll) a candidate may have: more is slow to compile and spills registers

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
   from compiler.uop import UOp
 
 TRACE_FORMAT_VERSION = "1.0"
+_RULE_INFO: dict = {}  # Rule -> its pattern record fields
 _OP_NAMES: dict = {}  # Ops -> name, filled on first Recorder (Enum.name is a slow descriptor)
 
 
@@ -57,13 +58,20 @@ class Recorder:
     nid = ids.get(u)
     if nid is not None:
       return nid
-    from compiler.uop import arg_str, toposort
+    from compiler.uop import arg_str
     names, dts, w = _OP_NAMES, self.dtype_names, self._w
-    for x in toposort(u, gate=lambda y: y not in ids):
+    stack = [u]  # a DFS specialised to stop at written nodes: this runs for every new node while tracing
+    while stack:
+      x = stack[-1]
       if x in ids:
+        stack.pop()
         continue
-      nid = len(ids)
-      ids[x] = nid
+      pending = [s for s in x.src if s not in ids]
+      if pending:
+        stack.extend(reversed(pending))
+        continue
+      stack.pop()
+      ids[x] = nid = len(ids)
       dt = dts.get(x.dtype)
       if dt is None:
         dt = dts[x.dtype] = str(x.dtype)
@@ -78,9 +86,12 @@ class Recorder:
     if pid is not None:
       return pid
     pid = self.pattern_ids[rule] = len(self.pattern_ids)
-    file, line = rule.location
-    self._w({"t": "pattern", "id": pid, "file": file, "line": line, "src": rule.source, "pat": repr(rule.pat),
-             "name": rule.fn_name})
+    info = _RULE_INFO.get(rule)
+    if info is None:  # reading source files is slow: once per process, not once per trace
+      file, line = rule.location
+      info = _RULE_INFO[rule] = {"file": file, "line": line, "src": rule.source, "pat": repr(rule.pat),
+                                 "name": rule.fn_name}
+    self._w({"t": "pattern", "id": pid, **info})
     return pid
 
   # ---- contexts
@@ -236,6 +247,17 @@ def trace_context(name: str, kind: str = "context") -> Iterator[int | None]:
     rec.ctx_end(cid, error=f"{type(e).__name__}: {e}")
     raise
   rec.ctx_end(cid)
+
+
+@contextlib.contextmanager
+def untraced() -> Iterator[None]:
+  """Record nothing inside (e.g. BEAM trying thousands of opts on throwaway kernels)."""
+  global RECORDER
+  saved, RECORDER = RECORDER, None
+  try:
+    yield
+  finally:
+    RECORDER = saved
 
 
 def traced_context(name: str | Callable[..., str], kind: str = "context") -> Callable:
