@@ -60,8 +60,10 @@ class UPat:
 
   def _copy(self) -> UPat:
     p = UPat.__new__(type(self))
-    for k in UPat.__slots__:
-      object.__setattr__(p, k, getattr(self, k))
+    for cls in type(self).__mro__:  # subclasses (UPatAny) add slots of their own
+      for k in getattr(cls, "__slots__", ()):
+        if k != "__weakref__":
+          object.__setattr__(p, k, getattr(self, k))
     return p
 
   def alu(self, op: Ops, *src: UPat | Any) -> UPat:
@@ -171,7 +173,11 @@ class UPatAny(UPat):
 
   def match(self, u: UOp, store: Captures) -> Iterator[Captures]:
     for p in self.pats:
-      yield from p.match(u, store)
+      for st in p.match(u, store):
+        if self.name is None:
+          yield st
+        elif st.get(self.name) is None or st[self.name] is u:
+          yield {**st, self.name: u}
 
   def __repr__(self) -> str:
     return "UPat.any(" + ", ".join(map(repr, self.pats)) + ")"
@@ -182,19 +188,25 @@ def _is_const_vec(u: UOp) -> bool:
 
 
 def _match_seq(pats: tuple[UPat, ...], srcs: tuple[UOp, ...], store: Captures) -> Iterator[Captures]:
-  if not pats:
+  """Every capture under which pats[i] matches srcs[i] for all i (backtracking with a stack: wide nodes don't
+  recurse)."""
+  n = len(srcs)
+  if n == 0:
     yield store
     return
-  for st in pats[0].match(srcs[0], store):
-    yield from _match_seq(pats[1:], srcs[1:], st)
+  stack = [pats[0].match(srcs[0], store)]
+  while stack:
+    st = next(stack[-1], None)
+    if st is None:
+      stack.pop()
+    elif len(stack) == n:
+      yield st
+    else:
+      stack.append(pats[len(stack)].match(srcs[len(stack)], st))
 
 
 def _match_all(pat: UPat, srcs: tuple[UOp, ...], store: Captures) -> Iterator[Captures]:
-  if not srcs:
-    yield store
-    return
-  for st in pat.match(srcs[0], store):
-    yield from _match_all(pat, srcs[1:], st)
+  return _match_seq((pat,) * len(srcs), srcs, store)
 
 
 class Rule:
@@ -358,7 +370,7 @@ class _Rewriter:
         else:
           rebuilt = new_n.replace(src=new_src)
           if chain > MAX_CHAIN:
-            self._loop([], new_n)
+            self._loop([self.last_rule] if self.last_rule is not None else [], new_n)
           stack.append((n, 2, rebuilt, chain))
           stack.append((rebuilt, 0, rebuilt, chain + 1))
       else:

@@ -142,7 +142,8 @@ class UOpMetaClass(type):
   ucache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
   def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None):
-    key = (op, dtype, src, arg)
+    # 0.0 == -0.0 (and they hash alike), but they are different float constants (1/x, copysign)
+    key = (op, dtype, src, arg) if not isinstance(arg, float) else (op, dtype, src, arg, math.copysign(1.0, arg))
     try:
       ret = UOpMetaClass.ucache.get(key)
     except TypeError as e:
@@ -398,9 +399,9 @@ def _bounds_one(u: UOp) -> tuple[Any, Any]:
     res = (min(s[1].vmin, s[2].vmin), max(s[1].vmax, s[2].vmax))
   elif u.op is Ops.CAST and (dtypes.is_int(s[0].dtype) or s[0].dtype.scalar() == dtypes.bool):
     res = (s[0].vmin, s[0].vmax)
-  elif u.op is Ops.SHL and s[1].op is Ops.CONST and s[0].vmin >= 0:
+  elif u.op is Ops.SHL and s[1].op is Ops.CONST and s[0].vmin >= 0 and 0 <= s[1].arg < 8 * dt.itemsize:
     res = (s[0].vmin << s[1].arg, s[0].vmax << s[1].arg)
-  elif u.op is Ops.SHR and s[1].op is Ops.CONST and s[0].vmin >= 0:
+  elif u.op is Ops.SHR and s[1].op is Ops.CONST and s[0].vmin >= 0 and 0 <= s[1].arg < 8 * dt.itemsize:
     res = (s[0].vmin >> s[1].arg, s[0].vmax >> s[1].arg)
   elif u.op is Ops.SPECIAL:
     res = (0, s[0].vmax - 1) if s else None
