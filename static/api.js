@@ -1,0 +1,79 @@
+// The JSON API (docs/architecture.md, "JSON API"). Immutable answers are cached; errors become ApiError.
+
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+async function request(path, opts = {}) {
+  let res;
+  try {
+    res = await fetch(path, {headers: {Accept: "application/json"}, ...opts});
+  } catch (e) {
+    throw new ApiError(0, `server unreachable (${e.message})`);
+  }
+  let body = null;
+  try {
+    body = await res.json();
+  } catch {
+    throw new ApiError(res.status, `${res.status} ${res.statusText}: not JSON`);
+  }
+  if (!res.ok) throw new ApiError(res.status, (body && body.error) || `${res.status} ${res.statusText}`);
+  return body;
+}
+
+const enc = encodeURIComponent;
+
+// A small LRU for answers that never change (nodes, patterns, graphs and deltas of finished rewrites).
+class Lru {
+  constructor(size) { this.size = size; this.map = new Map(); }
+  get(k) {
+    const v = this.map.get(k);
+    if (v !== undefined) { this.map.delete(k); this.map.set(k, v); }
+    return v;
+  }
+  set(k, v) {
+    this.map.set(k, v);
+    if (this.map.size > this.size) this.map.delete(this.map.keys().next().value);
+  }
+  clear() { this.map.clear(); }
+}
+
+const cache = new Lru(400);
+
+/** Fetch once per key; a failed fetch is not cached. */
+function cached(key, path) {
+  const hit = cache.get(key);
+  if (hit) return hit;
+  const p = request(path);
+  cache.set(key, p);
+  p.catch(() => { if (cache.get(key) === p) cache.map.delete(key); });
+  return p;
+}
+
+export const api = {
+  traces: () => request("/api/traces"),
+  upload(file) {
+    const form = new FormData();
+    form.append("file", file, file.name);
+    return request("/api/traces", {method: "POST", body: form});
+  },
+  contexts: (t) => request(`/api/traces/${enc(t)}/contexts`),
+  rewrite: (t, r) => request(`/api/traces/${enc(t)}/rewrites/${enc(r)}`),
+  // `frozen`: the rewrite ended, so its graphs can be cached
+  graph: (t, r, k, frozen) => frozen ? cached(`g:${t}:${r}:${k}`, graphPath(t, r, k)) : request(graphPath(t, r, k)),
+  delta: (t, r, j, k, frozen) => frozen ? cached(`d:${t}:${r}:${j}:${k}`, deltaPath(t, r, j, k))
+    : request(deltaPath(t, r, j, k)),
+  pattern: (t, p) => cached(`p:${t}:${p}`, `/api/traces/${enc(t)}/patterns/${enc(p)}`),
+  node: (t, n) => cached(`n:${t}:${n}`, `/api/traces/${enc(t)}/nodes/${enc(n)}`),
+  diff: (a, b) => request(`/api/diff?a=${enc(a)}&b=${enc(b)}`),
+  kernels: (t) => request(`/api/traces/${enc(t)}/kernels`),
+  kernel: (t, c) => request(`/api/traces/${enc(t)}/contexts/${enc(c)}/kernel`),
+  runs: (t) => request(`/api/traces/${enc(t)}/runs`),
+  forget() { cache.clear(); },
+};
+
+const graphPath = (t, r, k) => `/api/traces/${enc(t)}/rewrites/${enc(r)}/graph?step=${enc(k)}`;
+const deltaPath = (t, r, j, k) => `/api/traces/${enc(t)}/rewrites/${enc(r)}/delta?from=${enc(j)}&to=${enc(k)}`;

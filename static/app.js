@@ -1,0 +1,665 @@
+// The page controller: owns the view state (trace, context, rewrite, step, node, panel), wires the panels, the
+// keyboard, deep links and live updates.
+import {api} from "./api.js";
+import {DiffPanel} from "./diff.js";
+import {$, $$, debounce, fmtNs, h, put} from "./dom.js";
+import {CATEGORIES, GraphView, renderLegend} from "./graph.js";
+import {KernelPanel} from "./kernel.js";
+import {startLive} from "./live.js";
+import {NodeCard} from "./nodecard.js";
+import {PANELS, Router} from "./router.js";
+import {RunsPanel} from "./runs.js";
+import {Sidebar} from "./sidebar.js";
+import {SourcePanel} from "./source.js";
+import {StepPanel} from "./step.js";
+
+const state = {trace: null, ctx: null, rw: null, step: 0, node: null, panel: "step", a: "", b: ""};
+const data = {traces: [], contexts: [], ctxById: new Map(), rw: null, shown: null};
+// timings read by bench/bench_ui.py: ms since navigation start to the first painted graph; the last update split into
+// waiting for the server and building the DOM
+const perf = {firstGraphMs: null, lastFetchMs: null, lastDomMs: null, lastKind: null};
+
+// ---------------------------------------------------------------- pieces
+
+const graph = new GraphView($("#graph"), {onSelect: (id) => selectNode(id)});
+const sidebar = new Sidebar({
+  onContext: (c) => selectContext(c, {push: true}),
+  onRewrite: (r) => selectRewrite(r, {push: true}),
+});
+const stepPanel = new StepPanel($("#panel-step"), {
+  onNode: (id) => selectNode(id, {center: true}),
+  onStep: (k) => setStep(k),
+});
+const kernelPanel = new KernelPanel($("#panel-kernel"), {onPick: (c) => selectContext(c, {push: true})});
+const sourcePanel = new SourcePanel($("#panel-source"), {onPick: (c) => selectContext(c, {push: true})});
+const runsPanel = new RunsPanel($("#panel-runs"), {
+  onJump: (c) => { selectContext(c, {push: true}); openPanel("kernel"); },
+  ctxInfo: (c) => data.ctxById.get(c),
+});
+const diffPanel = new DiffPanel($("#panel-diff"), {
+  cur: () => ({trace: state.trace, rw: state.rw, step: state.step, ctx: state.ctx}),
+  onChange: (a, b) => { state.a = a; state.b = b; syncUrl(); },
+  onNode: (id) => selectNode(id, {center: true}),
+});
+const nodeCard = new NodeCard($("#node-card"), {
+  onNode: (id) => selectNode(id, {center: true}),
+  onStep: (k) => setStep(k),
+  onRelatives: (m) => setRelatives(m),
+  onClose: () => selectNode(null),
+});
+const router = new Router((v) => applyView(v));
+
+// ---------------------------------------------------------------- traces
+
+function traceLabel(t) {
+  return `#${t.id} ${t.name}`;
+}
+
+let tracesSig = "";
+
+function renderTraces() {
+  const sel = $("#trace-select");
+  // polling calls this every second: rebuilding an open <select> would close it, so only rebuild on change
+  const sig = JSON.stringify([state.trace, data.traces.map((t) => [t.id, t.name, t.status, t.counts])]);
+  if (sig === tracesSig) return;
+  tracesSig = sig;
+  const opts = data.traces.map((t) => h("option", {value: t.id}, `${traceLabel(t)} (${t.status})`));
+  if (!opts.length) opts.push(h("option", {value: ""}, "no traces yet — open a file"));
+  put(sel, ...opts);
+  sel.value = state.trace === null ? "" : String(state.trace);
+  renderStatus();
+}
+
+function currentTrace() {
+  return data.traces.find((t) => t.id === state.trace) || null;
+}
+
+function renderStatus() {
+  const t = currentTrace();
+  const badge = $("#trace-status");
+  const banner = $("#banner");
+  if (!t) { badge.hidden = true; banner.hidden = true; put($("#trace-counts")); return; }
+  badge.hidden = false;
+  badge.className = `badge status-${t.status}`;
+  badge.textContent = t.status === "live" ? "● live" : t.status;
+  badge.title = t.status === "live" ? "the writing process is still running: new records appear as they arrive"
+    : t.status === "ended" ? "the writing process finished" : "the trace file is damaged";
+  const c = t.counts || {};
+  put($("#trace-counts"), `${c.contexts ?? 0} contexts · ${c.rewrites ?? 0} rewrites · ${c.matches ?? 0} matches · `
+    + `${c.kernels ?? 0} kernels · ${c.runs ?? 0} runs`);
+  if (t.status === "damaged") {
+    banner.hidden = false;
+    banner.className = "banner damaged";
+    const d = t.damage || {};
+    put(banner, h("b", null, "Trace damaged"), ` at byte ${d.offset ?? "?"}: ${d.reason ?? "unknown reason"}. `,
+      "Everything recorded before that point is shown.");
+  } else banner.hidden = true;
+  document.title = `tinyviz — ${t.name}`;
+}
+
+function onTraceList(list) {
+  const before = new Map(data.traces.map((t) => [t.id, t.status]));
+  data.traces = list;
+  for (const t of list) {
+    if (before.get(t.id) === "live" && t.status !== "live" && t.id === state.trace) {
+      const msg = t.status === "ended" ? "The writing process ended; the trace is complete." : "The trace is damaged.";
+      toast(msg, t.status);
+    }
+  }
+  renderTraces();
+  if (booted && state.trace === null && list.length) selectTrace(pickDefaultTrace(list), {push: false});
+}
+
+const pickDefaultTrace = (list) => list[list.length - 1].id;
+
+// ---------------------------------------------------------------- navigation
+
+let navGen = 0;
+let booted = false;  // the first selection comes from the URL; until then the trace list only fills the picker
+
+/** Select a trace and, optionally, a full view inside it (from a deep link). */
+async function selectTrace(t, {ctx = null, rw = null, step = null, node = null, push = true} = {}) {
+  const gen = ++navGen;
+  state.trace = t;
+  state.ctx = state.rw = state.node = null;
+  state.step = 0;
+  renderTraces();
+  let contexts;
+  try {
+    contexts = await api.contexts(t);
+  } catch (e) {
+    if (gen === navGen) { toast(`Trace ${t}: ${e.message}`, "error"); clearGraph(e.message); }
+    return;
+  }
+  if (gen !== navGen) return;
+  setContexts(contexts);
+  if (ctx === null || !data.ctxById.has(ctx)) ctx = defaultContext();
+  if (ctx === null) {
+    sidebar.setSelection(null, null);
+    clearGraph("This trace has no rewrites yet.");
+    refreshPanel();
+    syncUrl(push);
+    return;
+  }
+  await selectContext(ctx, {rw, step, node, push, gen});
+  if (gen === navGen && state.panel !== "step") refreshPanel();
+}
+
+function setContexts(list) {
+  data.contexts = list;
+  data.ctxById = new Map(list.map((c) => [c.id, c]));
+  sidebar.setContexts(list);
+}
+
+function defaultContext() {
+  const withRw = data.contexts.find((c) => c.rewrites.length);
+  return withRw ? withRw.id : null;
+}
+
+async function selectContext(c, {rw = null, step = null, node = null, push = false, gen = null} = {}) {
+  gen = gen ?? ++navGen;
+  const ctx = data.ctxById.get(c);
+  if (!ctx) return;
+  const changed = state.ctx !== c;
+  state.ctx = c;
+  if (rw === null || !ctx.rewrites.some((r) => r.id === rw)) {
+    // a context's most interesting rewrite is its first one that changed something
+    const pick = ctx.rewrites.find((r) => r.changed) || ctx.rewrites[0];
+    rw = pick ? pick.id : null;
+  }
+  sidebar.setSelection(c, rw);
+  if (changed && (state.panel === "kernel" || state.panel === "source")) refreshPanel();
+  if (rw === null) {
+    state.rw = null;
+    state.step = 0;
+    clearGraph(ctx.kind === "kernel" ? "This kernel has no rewrites; see the Kernel and Source panels."
+      : "No rewrites in this context.");
+    if (state.panel === "step") stepPanel.empty("No rewrite selected.");
+    syncUrl(push);
+    return;
+  }
+  await selectRewrite(rw, {step, node, push, gen});
+}
+
+async function selectRewrite(r, {step = null, node = null, push = false, gen = null} = {}) {
+  gen = gen ?? ++navGen;
+  state.rw = r;
+  state.node = null;
+  sidebar.setSelection(state.ctx, r);
+  let detail;
+  try {
+    detail = await api.rewrite(state.trace, r);
+  } catch (e) {
+    if (gen === navGen) clearGraph(`Rewrite ${r}: ${e.message}`);
+    return;
+  }
+  if (gen !== navGen) return;
+  data.rw = detail;
+  state.step = clampStep(step ?? 0);
+  setSlider();
+  await showGraph({fit: true});
+  if (gen !== navGen) return;
+  if (node !== null) selectNode(node, {center: true, push: false});
+  afterPaint(renderStepPanel);
+  if (state.panel === "diff" && !(diffPanel.a && diffPanel.b)) diffPanel.ensureDefaults();
+  syncUrl(push);
+}
+
+/** Run fn once the next frame has been painted. */
+const afterPaint = (fn) => requestAnimationFrame(() => setTimeout(fn, 0));
+
+const clampStep = (k) => Math.max(0, Math.min(k, data.rw ? data.rw.steps.length : 0));
+
+/** Go to step k of the current rewrite (the graph updates by delta). */
+async function setStep(k, {push = false} = {}) {
+  if (!data.rw) return;
+  k = clampStep(k);
+  if (k === state.step && data.shown && data.shown.step === k) return;
+  state.step = k;
+  setSlider();
+  syncUrl(push);
+  await showGraph({});
+  // after the frame that shows the new step: the panel's DOM work must not delay it
+  if (state.step === k) afterPaint(() => { if (state.step === k) renderStepPanel(); });
+}
+
+function setSlider() {
+  const n = data.rw ? data.rw.steps.length : 0;
+  const slider = $("#step-slider");
+  slider.max = String(n);
+  slider.value = String(state.step);
+  slider.disabled = !n;
+  const st = data.rw && state.step > 0 ? data.rw.steps[state.step - 1] : null;
+  put($("#step-label"), data.rw ? `step ${state.step}/${n}` : "",
+    st ? h("span", {class: "muted"}, ` · ${fmtNs(st.dt)}`) : null);
+}
+
+// ---------------------------------------------------------------- graph
+
+let pump = null;  // the running graph update; updates are serialized so deltas always apply to what is on screen
+let wantFit = false;
+
+function showGraph({fit = false}) {
+  wantFit = wantFit || fit;
+  if (!pump) pump = runPump().finally(() => { pump = null; });
+  return pump;
+}
+
+async function runPump() {
+  for (;;) {
+    const want = {trace: state.trace, rw: state.rw, step: state.step};
+    const shown = data.shown;
+    if (want.rw === null) return;
+    if (shown && shown.trace === want.trace && shown.rw === want.rw && shown.step === want.step) break;
+    const t0 = performance.now();
+    let t1 = t0;
+    $("#graph-wrap").classList.add("loading");
+    try {
+      if (shown && shown.trace === want.trace && shown.rw === want.rw) {
+        const d = await api.delta(want.trace, want.rw, shown.step, want.step, true);
+        if (state.trace !== want.trace || state.rw !== want.rw) continue;
+        t1 = performance.now();
+        graph.applyDelta(d);
+        perf.lastKind = "delta";
+      } else {
+        const g = await api.graph(want.trace, want.rw, want.step, true);
+        if (state.trace !== want.trace || state.rw !== want.rw) continue;
+        t1 = performance.now();
+        graph.setData(g);
+        perf.lastKind = "graph";
+        $("#graph-empty").hidden = true;
+        updateLegend(g.nodes);
+        wantFit = true;
+      }
+    } catch (e) {
+      $("#graph-wrap").classList.remove("loading");
+      data.shown = null;
+      clearGraph(`Cannot load the graph: ${e.message}`);
+      return;
+    }
+    data.shown = want;
+    if (wantFit) { graph.fit(); wantFit = false; }
+    perf.lastFetchMs = t1 - t0;
+    perf.lastDomMs = performance.now() - t1;
+  }
+  $("#graph-wrap").classList.remove("loading");
+  afterGraph();
+}
+
+function afterGraph() {
+  const s = data.shown;
+  document.body.dataset.graph = `${s.trace}:${s.rw}:${s.step}`;
+  if (perf.firstGraphMs === null) {
+    // rAF, then a task: runs after the frame with the graph was painted
+    requestAnimationFrame(() => setTimeout(() => { perf.firstGraphMs = performance.now(); }, 0));
+  }
+  if (state.node !== null && graph.node(state.node)) graph.select(state.node);
+  else if (state.node !== null) { state.node = null; nodeCard.hide(); }
+  if (state.node !== null) showNodeCard(state.node);
+  const q = $("#node-search").value;
+  if (q) put($("#search-count"), hitText(graph.search(q)));
+  prefetch();
+}
+
+function prefetch() {
+  // neighbouring steps are the likely next request: fetch their deltas while the user looks
+  const {trace, rw, step} = data.shown;
+  const n = data.rw ? data.rw.steps.length : 0;
+  for (const k of [step + 1, step - 1]) if (k >= 0 && k <= n) api.delta(trace, rw, step, k, true).catch(() => {});
+}
+
+function clearGraph(msg) {
+  graph.setData({nodes: [], edges: [], width: 0, height: 0});
+  data.shown = null;
+  delete document.body.dataset.graph;
+  const empty = $("#graph-empty");
+  empty.hidden = false;
+  empty.textContent = msg;
+  put($("#legend"));
+  nodeCard.hide();
+  setSlider();
+}
+
+function updateLegend(nodes) {
+  const counts = Object.fromEntries(CATEGORIES.map((c) => [c, 0]));
+  for (const n of nodes) counts[n.cat in counts ? n.cat : "other"]++;
+  renderLegend($("#legend"), counts);
+}
+
+// ---------------------------------------------------------------- nodes
+
+function selectNode(id, {center = false, push = false} = {}) {
+  if (id !== null && !graph.node(id)) {
+    // a node the last step removed (the "before" side of the step panel): show it at the step before
+    if (graph.ghostNode(id) && state.step > 0) {
+      setStep(state.step - 1, {push: true}).then(() => { if (graph.node(id)) selectNode(id, {center: true}); });
+      return;
+    }
+    toast(`Node #${id} is not in the graph at this step.`, "info");
+    return;
+  }
+  state.node = id;
+  graph.select(id, {center});
+  if (id === null) nodeCard.hide(); else showNodeCard(id);
+  syncUrl(push);
+}
+
+function showNodeCard(id) {
+  const d = graph.node(id);
+  if (!d) return;
+  const srcs = (d.src || []).map((s) => graph.node(s) || {id: s, op: "?"});
+  const users = (graph.users.get(id) || []).map((u) => graph.node(u));
+  nodeCard.show(d, srcs, users, createdStep(id), graph.relMode);
+}
+
+const createdCache = new Map();
+
+/** The step of the current rewrite that created node `id` (0: it was in the input graph). */
+async function createdStep(id) {
+  const {trace, rw} = state;
+  const k = state.step;
+  const key = `${trace}:${rw}:${id}`;
+  if (createdCache.has(key)) return createdCache.get(key);
+  const steps = data.rw.steps;
+  const rule = async (j) => {
+    if (j === 0) return null;
+    try { return (await api.pattern(trace, steps[j - 1].pattern)).name; } catch { return null; }
+  };
+  // present at step j (given present at k) unless the delta j -> k adds it; nodes are created once, so bisect
+  const present = async (j) => j === k
+    || !(await api.delta(trace, rw, j, k, true)).nodes_added.some((n) => n.id === id);
+  let result;
+  if (await present(0)) result = {step: 0};
+  else {
+    let lo = 0, hi = k;  // absent at lo, present at hi
+    while (hi - lo > 1) {
+      const mid = (lo + hi) >> 1;
+      if (await present(mid)) hi = mid; else lo = mid;
+    }
+    result = {step: hi, rule: await rule(hi)};
+  }
+  createdCache.set(key, result);
+  return result;
+}
+
+function setRelatives(mode) {
+  $("#relatives").value = mode;
+  graph.setRelatives(mode);
+  if (state.node !== null) showNodeCard(state.node);
+}
+
+// ---------------------------------------------------------------- panels
+
+function openPanel(p, {push = true} = {}) {
+  if (!PANELS.includes(p)) return;
+  state.panel = p;
+  for (const b of $$("#panel-tabs button")) b.classList.toggle("active", b.dataset.panel === p);
+  for (const el of $$("#panels .panel")) el.hidden = el.dataset.panel !== p;
+  refreshPanel();
+  syncUrl(push);
+}
+
+function refreshPanel() {
+  const ctx = state.ctx === null ? null : data.ctxById.get(state.ctx) || null;
+  switch (state.panel) {
+    case "step": renderStepPanel(); break;
+    case "diff":
+      if (state.a && state.b && (diffPanel.a !== state.a || diffPanel.b !== state.b)) {
+        diffPanel.setBoth(state.a, state.b, {notify: false});
+      } else diffPanel.ensureDefaults();
+      break;
+    case "kernel": kernelPanel.show(state.trace, ctx); break;
+    case "source": sourcePanel.show(state.trace, ctx); break;
+    case "runs": runsPanel.show(state.trace); break;
+  }
+}
+
+function renderStepPanel() {
+  if (state.panel !== "step") return;
+  if (!data.rw || state.rw === null) { stepPanel.empty("No rewrite selected."); return; }
+  stepPanel.show(state.trace, data.rw, state.step, (id) => graph.node(id) ?? graph.ghostNode(id));
+}
+
+// ---------------------------------------------------------------- URL
+
+let urlTimer = 0;
+
+/** Write the view into the URL. A history entry costs a same-document navigation (ms each), so step and node
+ * changes are written once the user pauses; context/rewrite/panel changes (push) are written at once. */
+function syncUrl(push = false) {
+  if (state.trace === null) return;
+  clearTimeout(urlTimer);
+  if (push) { router.lastPush = 0; router.update(state); return; }
+  urlTimer = setTimeout(() => router.update(state), 250);
+}
+
+/** Restore a view from the URL (back/forward, a pasted link). */
+async function applyView(v) {
+  if (v.panel && v.panel !== state.panel) openPanel(v.panel, {push: false});
+  if (v.a || v.b) { state.a = v.a; state.b = v.b; if (state.panel === "diff") refreshPanel(); }
+  if (v.trace === null) return;
+  const inside = {rw: v.rw, step: v.step, node: v.node};
+  if (v.trace !== state.trace) { await selectTrace(v.trace, {ctx: v.ctx, ...inside, push: false}); return; }
+  if (v.ctx !== null && v.ctx !== state.ctx) { await selectContext(v.ctx, inside); return; }
+  if (v.rw !== null && v.rw !== state.rw) { await selectRewrite(v.rw, {step: v.step, node: v.node}); return; }
+  if (v.step !== null && v.step !== state.step) await setStep(v.step);
+  if (v.node !== state.node) selectNode(v.node, {center: v.node !== null});
+}
+
+// ---------------------------------------------------------------- live updates
+
+const refreshLive = debounce(async () => {
+  const t = state.trace;
+  if (t === null) return;
+  let contexts;
+  try { contexts = await api.contexts(t); } catch { return; }
+  if (t !== state.trace) return;
+  setContexts(contexts);
+  if (state.ctx === null) {
+    const c = defaultContext();
+    if (c !== null) await selectContext(c, {});
+    return;
+  }
+  const ctx = data.ctxById.get(state.ctx);
+  const rwInfo = ctx && ctx.rewrites.find((r) => r.id === state.rw);
+  if (state.rw === null && ctx && ctx.rewrites.length) { await selectContext(state.ctx, {}); return; }
+  if (rwInfo && data.rw && rwInfo.matches !== data.rw.steps.length) {
+    try { data.rw = await api.rewrite(t, state.rw); } catch { return; }
+    setSlider();
+    renderStepPanel();
+  }
+  if (state.panel === "runs" || state.panel === "kernel" || state.panel === "source") refreshPanel();
+}, 200);
+
+function onLiveEvent(ev) {
+  if (ev.type === "trace") {
+    const i = data.traces.findIndex((t) => t.id === ev.entry.id);
+    const list = [...data.traces];
+    if (i >= 0) list[i] = ev.entry; else list.push(ev.entry);
+    onTraceList(list);
+    if (ev.entry.id === state.trace) refreshLive();
+    return;
+  }
+  if (ev.trace === state.trace) refreshLive();
+  else if (ev.type === "counts" || ev.type === "context") {
+    // another trace grew; the picker's counts come with the next trace list
+  }
+}
+
+// ---------------------------------------------------------------- upload
+
+async function uploadFile(file) {
+  if (!file) return;
+  toast(`Uploading ${file.name}…`, "info");
+  try {
+    const entry = await api.upload(file);
+    const list = await api.traces().catch(() => [...data.traces, entry]);
+    onTraceList(list);
+    toast(`Opened ${entry.name}`, "ok");
+    await selectTrace(entry.id, {push: true});
+  } catch (e) {
+    toast(`Not opened: ${e.message}`, "error");
+  }
+}
+
+// ---------------------------------------------------------------- small UI bits
+
+function toast(msg, kind = "info") {
+  const el = h("div", {class: `toast ${kind}`}, msg);
+  $("#toasts").appendChild(el);
+  setTimeout(() => el.remove(), kind === "error" ? 8000 : 4000);
+}
+
+const hitText = (n) => (n ? `${n} hit${n === 1 ? "" : "s"}` : "no hits");
+
+function toggleHelp(show) {
+  $("#help").hidden = show === undefined ? !$("#help").hidden : !show;
+}
+
+function moveContext(dir) {
+  const rows = sidebar.visibleContexts().map((r) => r.c.id);
+  if (!rows.length) return;
+  const i = rows.indexOf(state.ctx);
+  const j = i < 0 ? 0 : Math.max(0, Math.min(rows.length - 1, i + dir));
+  if (rows[j] !== state.ctx) selectContext(rows[j], {push: true});
+}
+
+function moveRewrite(dir) {
+  const rws = sidebar.visibleRewrites().map((r) => r.id);
+  if (!rws.length) return;
+  const i = rws.indexOf(state.rw);
+  const j = i < 0 ? 0 : Math.max(0, Math.min(rws.length - 1, i + dir));
+  if (rws[j] !== state.rw) selectRewrite(rws[j], {push: true});
+}
+
+function onKey(ev) {
+  const tgt = ev.target;
+  const typing = tgt && (tgt.tagName === "INPUT" || tgt.tagName === "SELECT" || tgt.tagName === "TEXTAREA")
+    && !(tgt.type === "checkbox" || tgt.type === "range");
+  if (ev.key === "Escape") {
+    if (!$("#help").hidden) { toggleHelp(false); return; }
+    if (typing) { tgt.blur(); return; }
+    selectNode(null);
+    return;
+  }
+  if (typing || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  const n = data.rw ? data.rw.steps.length : 0;
+  const keys = {
+    ArrowLeft: () => setStep(state.step - 1),
+    ArrowRight: () => setStep(state.step + 1),
+    ArrowUp: () => moveRewrite(-1),
+    ArrowDown: () => moveRewrite(1),
+    PageUp: () => moveContext(-1),
+    PageDown: () => moveContext(1),
+    Home: () => setStep(0),
+    End: () => setStep(n),
+    "/": () => { $("#node-search").focus(); $("#node-search").select(); },
+    "?": () => toggleHelp(),
+    f: () => graph.fit(),
+    c: () => { const cb = $("#collapse-consts"); cb.checked = !cb.checked; graph.setCollapse(cb.checked); },
+    a: () => {
+      const modes = ["ancestors", "descendants", "both", "none"];
+      setRelatives(modes[(modes.indexOf(graph.relMode) + 1) % 4]);
+    },
+    1: () => openPanel("step"), 2: () => openPanel("diff"), 3: () => openPanel("kernel"), 4: () => openPanel("source"),
+    5: () => openPanel("runs"),
+  };
+  const fn = keys[ev.key];
+  if (!fn) return;
+  ev.preventDefault();
+  fn();
+}
+
+function wireSplitter(el, cssVar, sign) {
+  el.addEventListener("pointerdown", (ev) => {
+    const layout = $("#layout");
+    const start = ev.clientX;
+    const w0 = parseFloat(getComputedStyle(layout).getPropertyValue(cssVar)) || 300;
+    el.setPointerCapture(ev.pointerId);
+    const move = (e) => {
+      const w = Math.max(160, Math.min(1200, w0 + sign * (e.clientX - start)));
+      layout.style.setProperty(cssVar, `${w}px`);
+    };
+    const up = () => { el.removeEventListener("pointermove", move); el.removeEventListener("pointerup", up); };
+    el.addEventListener("pointermove", move);
+    el.addEventListener("pointerup", up);
+  });
+}
+
+function wire() {
+  $("#trace-select").addEventListener("change", (ev) => {
+    if (ev.target.value !== "") selectTrace(Number(ev.target.value));
+  });
+  $("#open-file").addEventListener("click", () => $("#file-input").click());
+  $("#file-input").addEventListener("change", (ev) => { uploadFile(ev.target.files[0]); ev.target.value = ""; });
+  $("#help-button").addEventListener("click", () => toggleHelp(true));
+  $("#help-close").addEventListener("click", () => toggleHelp(false));
+  $("#help").addEventListener("click", (ev) => { if (ev.target.id === "help") toggleHelp(false); });
+  $("#step-prev").addEventListener("click", () => setStep(state.step - 1, {push: true}));
+  $("#step-next").addEventListener("click", () => setStep(state.step + 1, {push: true}));
+  $("#step-slider").addEventListener("input", (ev) => setStep(Number(ev.target.value)));
+  $("#fit").addEventListener("click", () => graph.fit());
+  $("#relatives").addEventListener("change", (ev) => setRelatives(ev.target.value));
+  $("#collapse-consts").addEventListener("change", (ev) => graph.setCollapse(ev.target.checked));
+  const search = $("#node-search");
+  const runSearch = () => put($("#search-count"), search.value ? hitText(graph.search(search.value)) : "");
+  search.addEventListener("input", debounce(runSearch, 120));
+  search.addEventListener("keydown", (ev) => {
+    if (ev.key !== "Enter") return;
+    ev.preventDefault();
+    runSearch();
+    const id = graph.nextHit(ev.shiftKey ? -1 : 1);
+    if (id !== null) selectNode(id, {center: true});
+  });
+  for (const b of $$("#panel-tabs button")) b.addEventListener("click", () => openPanel(b.dataset.panel));
+  document.addEventListener("keydown", onKey);
+  wireSplitter($("#split-left"), "--side-w", 1);
+  wireSplitter($("#split-right"), "--panel-w", -1);
+  // drag and drop a trace file anywhere
+  let depth = 0;
+  const zone = $("#drop-zone");
+  window.addEventListener("dragenter", (ev) => {
+    if (!hasFiles(ev)) return;
+    depth++;
+    zone.hidden = false;
+    ev.preventDefault();
+  });
+  window.addEventListener("dragleave", () => { depth = Math.max(0, depth - 1); if (!depth) zone.hidden = true; });
+  window.addEventListener("dragover", (ev) => { if (hasFiles(ev)) ev.preventDefault(); });
+  window.addEventListener("drop", (ev) => {
+    if (!hasFiles(ev)) return;
+    ev.preventDefault();
+    depth = 0;
+    zone.hidden = true;
+    uploadFile(ev.dataTransfer.files[0]);
+  });
+}
+
+const hasFiles = (ev) => ev.dataTransfer && Array.from(ev.dataTransfer.types || []).includes("Files");
+
+// ---------------------------------------------------------------- start
+
+async function main() {
+  wire();
+  const v = router.initial();
+  state.a = v.a;
+  state.b = v.b;
+  openPanel(v.panel || "step", {push: false});
+  const forcePoll = new URLSearchParams(location.search).get("live") === "poll";
+  startLive({onTraces: onTraceList, onEvent: onLiveEvent, onMode: (m) => put($("#live-mode"), m), forcePoll});
+  let list = [];
+  try { list = await api.traces(); } catch (e) { toast(`Cannot list traces: ${e.message}`, "error"); }
+  data.traces = list;
+  renderTraces();
+  const served = v.trace !== null && list.some((x) => x.id === v.trace);
+  const t = served ? v.trace : list.length ? pickDefaultTrace(list) : null;
+  if (v.trace !== null && t !== v.trace) toast(`Trace ${v.trace} is not served here.`, "error");
+  booted = true;
+  if (t === null) { clearGraph("No traces yet. Open a trace file (or drop one here)."); return; }
+  if (t === v.trace) await selectTrace(t, {ctx: v.ctx, rw: v.rw, step: v.step, node: v.node, push: false});
+  else await selectTrace(t, {push: false});
+}
+
+// for tests and bench/bench_ui.py: the view state and a few entry points
+window.__viz = {state, data, perf, graph, setStep, selectNode, selectRewrite, selectContext, openPanel,
+  ready: main().catch((e) => { toast(`Start-up failed: ${e.message}`, "error"); throw e; })};

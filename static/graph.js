@@ -1,0 +1,632 @@
+// The graph view: the server's layout drawn on a <canvas>, with pan/zoom, highlights, search, collapsed constants and
+// incremental step updates. A canvas redraw of a few thousand boxes costs a few ms, where an SVG of the same size
+// pays style, layout, layerization and paint for every element on each change.
+// Nodes and edges are kept by id, so a step change (/delta) updates only the model entries that changed.
+import {h, put} from "./dom.js";
+
+export const CATEGORIES = ["const", "buffer", "alu", "load", "store", "range", "reduce", "movement", "sink", "cast",
+  "index", "other"];
+
+const LINE_H = 13;      // label line height, the server's layout uses the same metrics
+const CHAR_W = 6.6;     // width of one label character at FONT
+const FONT_PX = 11;
+const TEXT_MIN_SCALE = 0.45;  // below this zoom labels are unreadable: skip drawing them
+const FADE_MS = 1200;
+const GHOST_FROM = 0.9, GHOST_TO = 0.22;
+const edgeKey = (src, dst, index) => `${src}>${dst}>${index}`;
+
+export class GraphView {
+  /** host: an empty element; onSelect(id|null) when a node (or the background) is clicked. */
+  constructor(host, {onSelect} = {}) {
+    this.host = host;
+    this.onSelect = onSelect || (() => {});
+    this.nodes = new Map();  // id -> {d, x, y, w, h, lines, consts}
+    this.edges = new Map();  // key -> {d, path, arrow, fromConst}
+    this.marked = {added: new Set(), changed: new Set()};
+    this.ghosts = null;      // {nodes: [...], edges: [...], t0} removed by the last delta, drawn fading
+    this.usersCache = null;
+    this.edgeBatch = null;   // combined Path2Ds of all edges, rebuilt when edges change
+    this.selected = null;
+    this.relMode = "none";
+    this.rel = null;         // ids related to the selection (ancestors/descendants) when relMode is on
+    this.query = "";
+    this.hits = [];
+    this.hitSet = new Set();
+    this.hitIndex = -1;
+    this.collapse = false;
+    this.view = {x: 0, y: 0, k: 1};
+    this.autoFit = true;     // until the user pans or zooms, a step that changes the graph's size refits it
+    this.size = {width: 0, height: 0};
+    this.drawn = 0;          // nodes drawn in the last frame (tests and bench read it)
+    this.frames = 0;
+    this._raf = 0;
+    this._readColors();
+    this.canvas = h("canvas", {class: "graph-canvas", role: "img", "aria-label": "graph"});
+    this.ctx = this.canvas.getContext("2d", {alpha: false});
+    put(host, this.canvas);
+    this._resize();
+    new ResizeObserver(() => { this._resize(); this.redraw(); }).observe(host);
+    this._wireInput();
+  }
+
+  _readColors() {
+    const css = getComputedStyle(document.documentElement);
+    const v = (name, dflt) => css.getPropertyValue(name).trim() || dflt;
+    this.colors = {bg: v("--bg", "#0d1117"), fg: v("--fg", "#d5dde7"), edge: "#4a5668",
+      accent: v("--accent", "#58a6ff"),
+      add: v("--add", "#3fb950"), chg: v("--chg", "#d29922"), del: v("--del", "#f85149"), hit: "#6b5412",
+      consts: "#c9a2ff", cat: {}, fill: {}};
+    for (const c of CATEGORIES) {
+      const col = v(`--c-${c}`, "#768390");
+      this.colors.cat[c] = col;
+      this.colors.fill[c] = mix(col, this.colors.bg, 0.16);
+    }
+  }
+
+  _resize() {
+    const r = this.host.getBoundingClientRect();
+    const dpr = window.devicePixelRatio || 1;
+    this.cw = Math.max(1, r.width);
+    this.ch = Math.max(1, r.height);
+    this.dpr = dpr;
+    this.canvas.width = Math.round(this.cw * dpr);
+    this.canvas.height = Math.round(this.ch * dpr);
+    this.canvas.style.width = `${this.cw}px`;
+    this.canvas.style.height = `${this.ch}px`;
+  }
+
+  // ---- data
+
+  /** Show a full graph answer (/graph). */
+  setData(g) {
+    this.nodes.clear();
+    this.edges.clear();
+    this.ghosts = null;
+    for (const n of g.nodes) this._addNode(n);
+    for (const e of g.edges) this._addEdge(e);
+    this._refreshConsts(null);
+    this.size = {width: g.width || 0, height: g.height || 0};
+    this._changed();
+    this._mark(g.added, g.changed);
+    this._recompute();
+  }
+
+  /** Apply a /delta answer; removed nodes and their edges stay as fading ghosts until the next change. */
+  applyDelta(d) {
+    const ghosts = {nodes: [], edges: [], t0: performance.now()};
+    const removed = new Set(d.nodes_removed);
+    const touched = new Set();
+    for (const [src, dst, index] of d.edges_removed) {
+      const k = edgeKey(src, dst, index);
+      const e = this.edges.get(k);
+      if (!e) continue;
+      this.edges.delete(k);
+      touched.add(dst);
+      if (removed.has(src) || removed.has(dst)) ghosts.edges.push(e);
+    }
+    for (const id of d.nodes_removed) {
+      const n = this.nodes.get(id);
+      if (!n) continue;
+      this.nodes.delete(id);
+      ghosts.nodes.push(n);
+    }
+    for (const n of d.nodes_added) { this._addNode(n); touched.add(n.id); }
+    for (const [id, xy] of Object.entries(d.nodes_moved || {})) {
+      const n = this.nodes.get(Number(id));
+      if (!n) continue;
+      n.x = n.d.x = xy[0];
+      n.y = n.d.y = xy[1];
+    }
+    for (const e of d.edges_added) { this._addEdge(e); touched.add(e.dst); }
+    this._refreshConsts(touched);
+    this.ghosts = ghosts.nodes.length || ghosts.edges.length ? ghosts : null;
+    this.size = {width: d.width || this.size.width, height: d.height || this.size.height};
+    this._changed();
+    this._mark(d.added, d.changed);
+    if (this.selected !== null && !this.nodes.has(this.selected)) this.selected = null;
+    if (this.autoFit) this.fit();
+    this._recompute();
+  }
+
+  _addNode(n) {
+    const lines = String(n.label ?? n.op ?? "").split("\n");
+    this.nodes.set(n.id, {d: n, x: n.x, y: n.y, w: n.w || 60, h: n.h || 24, lines, consts: null});
+  }
+
+  _addEdge(e) {
+    const a = this.nodes.get(e.src), b = this.nodes.get(e.dst);
+    let pts = e.points && e.points.length >= 2 ? e.points : a && b ? [[a.x, a.y], [b.x, b.y]] : null;
+    if (!pts) return;
+    // the layout routes edges center to center; end them at the boxes so the arrow head shows
+    pts = pts.slice();
+    if (a) pts[0] = clip(pts[0], pts[1], a.w, a.h);
+    if (b) pts[pts.length - 1] = clip(pts[pts.length - 1], pts[pts.length - 2], b.w, b.h);
+    let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+    for (const [px, py] of pts) {
+      x0 = Math.min(x0, px);
+      y0 = Math.min(y0, py);
+      x1 = Math.max(x1, px);
+      y1 = Math.max(y1, py);
+    }
+    this.edges.set(edgeKey(e.src, e.dst, e.index), {d: e, pts, path: pathOf(pts), arrow: arrowOf(pts),
+      fromConst: a ? a.d.cat === "const" : false, box: [x0, y0, x1, y1]});
+  }
+
+  /** Constant sources shown inside their users' labels when collapsed: recompute for `ids` (all when null). */
+  _refreshConsts(ids) {
+    for (const id of ids === null ? this.nodes.keys() : ids) {
+      const n = this.nodes.get(id);
+      if (!n) continue;
+      n.consts = null;
+      if (n.d.cat === "const") continue;
+      const cs = (n.d.src || []).map((s) => this.nodes.get(s)).filter((x) => x && x.d.cat === "const");
+      if (cs.length) n.consts = `← ${cs.map((c) => c.d.arg ?? c.d.label).join(", ")}`;
+    }
+  }
+
+  _changed() {
+    this.usersCache = null;
+    this.edgeBatch = null;
+  }
+
+  _mark(added, changed) {
+    this.marked = {added: new Set(added || []), changed: new Set(changed || [])};
+  }
+
+  // ---- queries
+
+  get users() {
+    if (!this.usersCache) {
+      const u = new Map();
+      for (const [id, n] of this.nodes) {
+        for (const sid of n.d.src || []) {
+          if (!u.has(sid)) u.set(sid, []);
+          const list = u.get(sid);
+          if (!list.includes(id)) list.push(id);
+        }
+      }
+      this.usersCache = u;
+    }
+    return this.usersCache;
+  }
+
+  node(id) { return this.nodes.get(id)?.d; }
+
+  /** Data of a node removed by the last step (still drawn as a ghost). */
+  ghostNode(id) {
+    const g = this.ghosts && this.ghosts.nodes.find((n) => n.d.id === id);
+    return g ? g.d : undefined;
+  }
+
+  /** Ids of the nodes in the model (what is drawn, ghosts excluded). */
+  ids() { return [...this.nodes.keys()]; }
+
+  /** Where node id is on screen, in CSS pixels relative to the page (for tests that click it). */
+  screenPos(id) {
+    const n = this.nodes.get(id);
+    if (!n) return null;
+    const r = this.canvas.getBoundingClientRect();
+    const {x, y, k} = this.view;
+    return {x: r.left + x + n.x * k, y: r.top + y + n.y * k, w: n.w * k, h: n.h * k};
+  }
+
+  relatives(id, mode) {
+    const out = new Set();
+    const walk = (next) => {
+      const stack = [id];
+      while (stack.length) {
+        const x = stack.pop();
+        for (const y of next(x)) if (!out.has(y)) { out.add(y); stack.push(y); }
+      }
+    };
+    if (mode === "ancestors" || mode === "both") walk((x) => this.nodes.get(x)?.d.src || []);
+    if (mode === "descendants" || mode === "both") walk((x) => this.users.get(x) || []);
+    out.delete(id);
+    return out;
+  }
+
+  /** Whether node id is drawn with `mark` (added, changed, selected, hit, related) in the current frame. */
+  hasMark(id, mark) {
+    if (mark === "added" || mark === "changed") return this.marked[mark].has(id) && this.nodes.has(id);
+    if (mark === "selected") return this.selected === id;
+    if (mark === "hit") return this.hitSet.has(id);
+    if (mark === "related") return this.rel !== null && this.rel.has(id);
+    return false;
+  }
+
+  // ---- highlight state
+
+  select(id, {center = false} = {}) {
+    this.selected = id !== null && this.nodes.has(id) ? id : null;
+    this._recompute();
+    if (center && this.selected !== null) this.centerOn(this.selected);
+  }
+
+  setRelatives(mode) { this.relMode = mode; this._recompute(); }
+
+  setCollapse(on) { this.collapse = on; this.redraw(); }
+
+  /** Mark nodes whose op/arg/label/#id contains q; returns the number of hits. */
+  search(q) {
+    this.query = q.trim().toLowerCase();
+    this.hitIndex = -1;
+    this._recompute();
+    return this.hits.length;
+  }
+
+  /** Select and center the next (dir=1) or previous search hit; returns its id. */
+  nextHit(dir = 1) {
+    if (!this.hits.length) return null;
+    this.hitIndex = (this.hitIndex + dir + this.hits.length) % this.hits.length;
+    const id = this.hits[this.hitIndex];
+    this.select(id, {center: true});
+    return id;
+  }
+
+  _recompute() {
+    this.rel = this.selected !== null && this.relMode !== "none" ? this.relatives(this.selected, this.relMode) : null;
+    this.hits = [];
+    const q = this.query;
+    if (q) {
+      for (const [id, n] of this.nodes) {
+        const d = n.d;
+        if (`#${id}` === q || String(d.op).toLowerCase().includes(q) || String(d.arg ?? "").toLowerCase().includes(q)
+            || String(d.label ?? "").toLowerCase().includes(q)) this.hits.push(id);
+      }
+    }
+    this.hitSet = new Set(this.hits);
+    this.redraw();
+  }
+
+  // ---- view: pan / zoom / fit
+
+  fit() {
+    this.autoFit = true;
+    const {width, height} = this.size;
+    if (!width || !height) { this.view = {x: this.cw / 2, y: this.ch / 2, k: 1}; this.redraw(); return; }
+    // keep clear of the legend at the bottom
+    const k = Math.min(this.cw / (width + 40), (this.ch - 50) / (height + 30), 1.6);
+    this.view = {k, x: (this.cw - width * k) / 2, y: (this.ch - 50 - height * k) / 2 + 4};
+    this.redraw();
+  }
+
+  centerOn(id) {
+    const n = this.nodes.get(id);
+    if (!n) return;
+    this.autoFit = false;
+    const k = Math.max(this.view.k, 0.8);
+    this.view = {k, x: this.cw / 2 - n.x * k, y: this.ch / 2 - n.y * k};
+    this.redraw();
+  }
+
+  zoomBy(f, cx = this.cw / 2, cy = this.ch / 2) {
+    this.autoFit = false;
+    const k = Math.min(8, Math.max(0.005, this.view.k * f));
+    const ratio = k / this.view.k;
+    this.view = {k, x: cx - (cx - this.view.x) * ratio, y: cy - (cy - this.view.y) * ratio};
+    this.redraw();
+  }
+
+  /** Draw on the next animation frame (many changes in one task draw once). */
+  redraw() {
+    if (this._raf) return;
+    this._raf = requestAnimationFrame(() => { this._raf = 0; this.draw(); });
+  }
+
+  /** Draw now. */
+  draw() {
+    const {ctx, dpr, colors} = this;
+    const {x, y, k} = this.view;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.fillStyle = colors.bg;
+    ctx.fillRect(0, 0, this.cw, this.ch);
+    ctx.setTransform(dpr * k, 0, 0, dpr * k, dpr * x, dpr * y);
+    // visible region in graph coordinates, with a margin for boxes straddling the edge
+    const vx0 = -x / k - 200, vy0 = -y / k - 60, vx1 = (this.cw - x) / k + 200, vy1 = (this.ch - y) / k + 60;
+    const visible = (n) => n.x >= vx0 && n.x <= vx1 && n.y >= vy0 && n.y <= vy1;
+    const focus = this._focus();
+    const hidden = (n) => this.collapse && n.d.cat === "const";
+    // 1 device pixel: Skia strokes hairlines on a much faster path than wider lines
+    const hair = 1 / (k * dpr);
+    const rounded = k * 20 >= 8;  // corners too small to see are not worth their cost
+
+    // ghosts of the last step's removed nodes, fading
+    let fadeLeft = 0;
+    if (this.ghosts) {
+      const age = (performance.now() - this.ghosts.t0) / FADE_MS;
+      fadeLeft = Math.max(0, 1 - age) * FADE_MS;
+      ctx.globalAlpha = GHOST_FROM + (GHOST_TO - GHOST_FROM) * Math.min(1, age);
+      // dash lengths in screen pixels: in graph units a zoomed-out edge would be thousands of dashes
+      const s = 1 / Math.min(k, 1);
+      ctx.setLineDash([4 * s, 3 * s]);
+      ctx.strokeStyle = colors.del;
+      ctx.lineWidth = 1.2 * s;
+      for (const e of this.ghosts.edges) ctx.stroke(e.path);
+      ctx.fillStyle = "#2a1216";
+      const p = new Path2D();
+      for (const n of this.ghosts.nodes) if (visible(n)) p.roundRect(n.x - n.w / 2, n.y - n.h / 2, n.w, n.h, 4);
+      ctx.fill(p);
+      ctx.stroke(p);
+      ctx.setLineDash([]);
+      if (k >= TEXT_MIN_SCALE) {
+        ctx.fillStyle = colors.del;
+        this._labels(this.ghosts.nodes.filter(visible));
+      }
+      ctx.globalAlpha = 1;
+    }
+
+    // edges: one batch (only the visible ones when zoomed in), then the highlighted ones on top
+    ctx.globalAlpha = focus ? 0.18 : 1;
+    ctx.strokeStyle = colors.edge;
+    ctx.fillStyle = colors.edge;
+    ctx.lineWidth = hair;
+    if (k < 0.15) {
+      // far out: straight segments, no arrow heads (they would be a fraction of a pixel)
+      const batch = this._edgeBatch();
+      ctx.stroke(this.collapse ? batch.flatNoConst : batch.flat);
+    } else {
+      const lines = new Path2D(), arrows = new Path2D();
+      for (const e of this.edges.values()) {
+        const [x0, y0, x1, y1] = e.box;
+        if (x1 < vx0 || x0 > vx1 || y1 < vy0 || y0 > vy1 || (this.collapse && e.fromConst)) continue;
+        lines.addPath(e.path);
+        arrows.addPath(e.arrow);
+      }
+      ctx.stroke(lines);
+      ctx.fill(arrows);
+    }
+    ctx.globalAlpha = 1;
+    if (this.selected !== null) {
+      const on = this.rel ? new Set(this.rel).add(this.selected) : null;
+      const hl = new Path2D(), ha = new Path2D();
+      for (const e of this.edges.values()) {
+        const yes = on ? on.has(e.d.src) && on.has(e.d.dst) : e.d.src === this.selected || e.d.dst === this.selected;
+        if (yes && !(this.collapse && e.fromConst)) { hl.addPath(e.path); ha.addPath(e.arrow); }
+      }
+      ctx.strokeStyle = colors.accent;
+      ctx.fillStyle = colors.accent;
+      ctx.lineWidth = 2 / k;
+      ctx.stroke(hl);
+      ctx.fill(ha);
+    }
+
+    // nodes, one path per category (few state changes), dimmed ones first
+    const dim = [], lit = [];
+    let drawn = 0;
+    for (const n of this.nodes.values()) {
+      if (hidden(n) || !visible(n)) continue;
+      drawn++;
+      (focus && !focus.has(n.d.id) ? dim : lit).push(n);
+    }
+    this.drawn = drawn;
+    for (const [group, alpha] of [[dim, 0.25], [lit, 1]]) {
+      if (!group.length) continue;
+      ctx.globalAlpha = alpha;
+      const byCat = new Map();
+      for (const n of group) {
+        const c = this.colors.cat[n.d.cat] ? n.d.cat : "other";
+        if (!byCat.has(c)) byCat.set(c, new Path2D());
+        const bw = this._boxW(n), bh = this._boxH(n);
+        if (rounded) byCat.get(c).roundRect(n.x - bw / 2, n.y - n.h / 2, bw, bh, 4);
+        else byCat.get(c).rect(n.x - bw / 2, n.y - n.h / 2, bw, bh);
+      }
+      ctx.lineWidth = rounded ? Math.max(hair, 1.2) : hair;
+      const tiny = k * 20 < 4;  // boxes of a few pixels: a solid fill in the category color reads best
+      for (const [c, p] of byCat) {
+        ctx.fillStyle = tiny ? colors.cat[c] : colors.fill[c];
+        ctx.fill(p);
+        if (!tiny) { ctx.strokeStyle = colors.cat[c]; ctx.stroke(p); }
+      }
+      if (alpha === 1 && this.hits.length) {  // search hits: a fill under the labels
+        ctx.fillStyle = colors.hit;
+        const p = new Path2D();
+        for (const n of group) {
+          if (!this.hitSet.has(n.d.id)) continue;
+          const bw = this._boxW(n);
+          p.roundRect(n.x - bw / 2, n.y - n.h / 2, bw, this._boxH(n), 4);
+        }
+        ctx.fill(p);
+      }
+      if (k >= TEXT_MIN_SCALE) {
+        ctx.fillStyle = colors.fg;
+        this._labels(group);
+      }
+    }
+    ctx.globalAlpha = 1;
+
+    // marks on top: search hits, added, changed, related, selected
+    const ring = (ids, color, width, dash) => {
+      const p = new Path2D();
+      let any = false;
+      for (const id of ids) {
+        const n = this.nodes.get(id);
+        if (!n || hidden(n) || !visible(n)) continue;
+        const bw = this._boxW(n);
+        p.roundRect(n.x - bw / 2 - 1, n.y - n.h / 2 - 1, bw + 2, this._boxH(n) + 2, 5);
+        any = true;
+      }
+      if (!any) return;
+      ctx.setLineDash((dash || []).map((x) => x / Math.min(k, 1)));
+      ctx.strokeStyle = color;
+      ctx.lineWidth = width / Math.min(k, 1);
+      ctx.stroke(p);
+      ctx.setLineDash([]);
+    };
+    if (this.hits.length) ring(this.hits, "#f2cc60", 1.5);
+    ring(this.marked.added, colors.add, 3);
+    ring(this.marked.changed, colors.chg, 3, [6, 3]);
+    if (this.rel) ring(this.rel, colors.accent, 2);
+    if (this.selected !== null) ring([this.selected], "#ffffff", 3);
+    this.frames++;
+    // a few redraws while the ghosts fade, not one per frame: each full redraw costs real time on big graphs
+    clearTimeout(this._fadeTimer);
+    if (fadeLeft > 0) this._fadeTimer = setTimeout(() => this.redraw(), Math.min(300, fadeLeft));
+  }
+
+  _boxW(n) {
+    return this.collapse && n.consts ? Math.max(n.w, n.consts.length * CHAR_W + 12) : n.w;
+  }
+
+  _boxH(n) {
+    return this.collapse && n.consts ? n.h + LINE_H : n.h;
+  }
+
+  _labels(nodes) {
+    const ctx = this.ctx;
+    ctx.font = `${FONT_PX}px ${getMonoFont()}`;
+    ctx.textAlign = "center";
+    ctx.textBaseline = "middle";
+    const fg = ctx.fillStyle;
+    for (const n of nodes) {
+      const y0 = n.y - ((n.lines.length - 1) * LINE_H) / 2;
+      for (let i = 0; i < n.lines.length; i++) ctx.fillText(n.lines[i], n.x, y0 + i * LINE_H);
+      if (this.collapse && n.consts) {
+        ctx.fillStyle = this.colors.consts;
+        ctx.fillText(n.consts, n.x, y0 + n.lines.length * LINE_H);
+        ctx.fillStyle = fg;
+      }
+    }
+  }
+
+  _focus() {
+    if (this.rel) return new Set(this.rel).add(this.selected);
+    if (this.query) {
+      const f = new Set(this.hits);
+      if (this.selected !== null) f.add(this.selected);
+      return f;
+    }
+    return null;
+  }
+
+  _edgeBatch() {
+    if (!this.edgeBatch) {
+      const b = {flat: new Path2D(), flatNoConst: new Path2D()};
+      for (const e of this.edges.values()) {
+        for (const p of e.fromConst ? [b.flat] : [b.flat, b.flatNoConst]) {
+          p.moveTo(e.pts[0][0], e.pts[0][1]);
+          for (let i = 1; i < e.pts.length; i++) p.lineTo(e.pts[i][0], e.pts[i][1]);
+        }
+      }
+      this.edgeBatch = b;
+    }
+    return this.edgeBatch;
+  }
+
+  /** The node under a point in canvas CSS pixels, or null. */
+  hitTest(px, py) {
+    const {x, y, k} = this.view;
+    const gx = (px - x) / k, gy = (py - y) / k;
+    let best = null;
+    for (const n of this.nodes.values()) {
+      if (this.collapse && n.d.cat === "const") continue;
+      const bw = this._boxW(n);
+      if (Math.abs(gx - n.x) <= bw / 2 && gy >= n.y - n.h / 2 && gy <= n.y - n.h / 2 + this._boxH(n)) best = n;
+    }
+    return best;
+  }
+
+  _wireInput() {
+    const c = this.canvas;
+    let drag = null;
+    const local = (ev) => {
+      const r = c.getBoundingClientRect();
+      return [ev.clientX - r.left, ev.clientY - r.top];
+    };
+    c.addEventListener("pointerdown", (ev) => {
+      if (ev.button !== 0) return;
+      drag = {x: ev.clientX, y: ev.clientY, vx: this.view.x, vy: this.view.y, moved: false, id: ev.pointerId};
+    });
+    c.addEventListener("pointermove", (ev) => {
+      if (!drag) {
+        const n = this.hitTest(...local(ev));
+        c.style.cursor = n ? "pointer" : "grab";
+        c.title = n ? `#${n.d.id} ${n.d.op} ${n.d.dtype ?? ""} ${n.d.arg ?? ""}`.trim() : "";
+        return;
+      }
+      const dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
+      if (!drag.moved && Math.abs(dx) + Math.abs(dy) < 4) return;
+      if (!drag.moved) {
+        drag.moved = true;
+        this.autoFit = false;
+        c.setPointerCapture(drag.id);
+        c.style.cursor = "grabbing";
+      }
+      this.view = {...this.view, x: drag.vx + dx, y: drag.vy + dy};
+      this.redraw();
+    });
+    const end = (ev) => {
+      if (!drag) return;
+      const wasDrag = drag.moved;
+      drag = null;
+      c.style.cursor = "grab";
+      if (wasDrag || ev.type !== "pointerup") return;
+      const n = this.hitTest(...local(ev));
+      this.onSelect(n ? n.d.id : null);
+    };
+    c.addEventListener("pointerup", end);
+    c.addEventListener("pointercancel", end);
+    c.addEventListener("wheel", (ev) => {
+      ev.preventDefault();
+      this.zoomBy(Math.exp(-ev.deltaY * (ev.ctrlKey ? 0.01 : 0.0015)), ...local(ev));
+    }, {passive: false});
+    c.addEventListener("dblclick", () => this.fit());
+  }
+}
+
+let monoFont = null;
+
+function getMonoFont() {
+  if (monoFont === null) {
+    monoFont = getComputedStyle(document.documentElement).getPropertyValue("--mono").trim() || "monospace";
+  }
+  return monoFont;
+}
+
+/** The point where the segment from a box's center c toward p leaves the box (w x h). */
+function clip(c, p, w, hgt) {
+  const dx = p[0] - c[0], dy = p[1] - c[1];
+  if (!dx && !dy) return c;
+  const t = Math.min(dx ? w / 2 / Math.abs(dx) : Infinity, dy ? hgt / 2 / Math.abs(dy) : Infinity);
+  if (t >= 1) return c;  // the next point is inside the box: keep the route as it is
+  return [c[0] + dx * t, c[1] + dy * t];
+}
+
+/** A smooth curve through the layout's bend points: quadratic segments between midpoints. */
+function pathOf(pts) {
+  const p = new Path2D();
+  p.moveTo(pts[0][0], pts[0][1]);
+  if (pts.length === 2) { p.lineTo(pts[1][0], pts[1][1]); return p; }
+  for (let i = 1; i < pts.length - 1; i++) {
+    const [x, y] = pts[i], [nx, ny] = pts[i + 1];
+    const last = i === pts.length - 2;
+    p.quadraticCurveTo(x, y, last ? nx : (x + nx) / 2, last ? ny : (y + ny) / 2);
+  }
+  return p;
+}
+
+function arrowOf(pts) {
+  const [tx, ty] = pts[pts.length - 1], [px, py] = pts[pts.length - 2];
+  const len = Math.hypot(tx - px, ty - py) || 1;
+  const ux = (tx - px) / len, uy = (ty - py) / len;
+  const p = new Path2D();
+  p.moveTo(tx, ty);
+  p.lineTo(tx - ux * 7 - uy * 3.5, ty - uy * 7 + ux * 3.5);
+  p.lineTo(tx - ux * 7 + uy * 3.5, ty - uy * 7 - ux * 3.5);
+  p.closePath();
+  return p;
+}
+
+/** `a` mixed into `b` with weight w (hex colors). */
+function mix(a, b, w) {
+  const p = (c) => [1, 3, 5].map((i) => parseInt(c.slice(i, i + 2), 16));
+  if (!/^#[0-9a-f]{6}$/i.test(a) || !/^#[0-9a-f]{6}$/i.test(b)) return b;
+  const [ca, cb] = [p(a), p(b)];
+  return `rgb(${ca.map((v, i) => Math.round(v * w + cb[i] * (1 - w))).join(",")})`;
+}
+
+/** The category legend (CSS classes shared with the chips). */
+export function renderLegend(host, counts) {
+  const items = CATEGORIES.filter((c) => !counts || counts[c]).map((c) => h("span", {class: `legend-item cat-${c}`},
+    h("i", {class: "swatch"}), c, counts ? h("span", {class: "muted"}, ` ${counts[c]}`) : null));
+  put(host, ...items);
+}

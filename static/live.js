@@ -1,0 +1,83 @@
+// Live updates: socket.io when its client is served at /vendor/, else polling /api/traces.
+import {api} from "./api.js";
+
+const SOCKET_IO = "/vendor/socket.io.esm.min.js";
+const POLL_MS = 1000;
+
+/**
+ * Calls onTraces(list) with the trace list whenever it may have changed, and onEvent({type, trace, ...}) for records
+ * of a trace (type: context/rewrite/kernel/run, or "counts" when polling sees a trace's counts change).
+ * Returns {mode} ("socket.io" or "polling"), resolved once connected or given up.
+ */
+export async function startLive({onTraces, onEvent, onMode, forcePoll = false}) {
+  let io = null;
+  if (!forcePoll) {
+    try {
+      io = (await import(SOCKET_IO)).io;
+    } catch {
+      io = null;
+    }
+  }
+  const poller = new Poller(onTraces, onEvent);
+  if (!io) {
+    onMode("polling");
+    poller.start();
+    return;
+  }
+  const sock = io({transports: ["websocket", "polling"], reconnectionDelayMax: 3000});
+  const traces = new Map();
+  sock.on("connect", () => {
+    onMode("socket.io");
+    poller.stop();
+    sock.emit("subscribe", {trace: null});
+    // anything may have happened while we were away
+    api.traces().then((list) => { poller.remember(list); onTraces(list); }).catch(() => {});
+  });
+  sock.on("disconnect", () => { onMode("polling (socket.io reconnecting)"); poller.start(); });
+  sock.on("trace", (entry) => {
+    traces.set(entry.id, entry);
+    onEvent({type: "trace", trace: entry.id, entry});
+  });
+  for (const type of ["context", "rewrite", "kernel", "run"]) {
+    sock.on(type, (msg) => onEvent({type, trace: msg && msg.trace, msg}));
+  }
+}
+
+class Poller {
+  constructor(onTraces, onEvent) {
+    this.onTraces = onTraces;
+    this.onEvent = onEvent;
+    this.timer = null;
+    this.last = new Map();
+  }
+
+  remember(list) {
+    for (const t of list) this.last.set(t.id, JSON.stringify([t.status, t.counts]));
+  }
+
+  start() {
+    if (this.timer) return;
+    const tick = async () => {
+      try {
+        const list = await api.traces();
+        const changed = [];
+        for (const t of list) {
+          const sig = JSON.stringify([t.status, t.counts]);
+          if (this.last.has(t.id) && this.last.get(t.id) !== sig) changed.push(t.id);
+          this.last.set(t.id, sig);
+        }
+        this.onTraces(list);
+        for (const id of changed) this.onEvent({type: "counts", trace: id});
+      } catch {
+        // the server may be restarting; try again next tick
+      }
+      if (this.timer) this.timer = setTimeout(tick, POLL_MS);
+    };
+    this.timer = setTimeout(tick, POLL_MS);
+  }
+
+  stop() {
+    clearTimeout(this.timer);
+    this.timer = null;
+  }
+}

@@ -1,0 +1,57 @@
+// The details card of the selected node: op, dtype, arg, sources, users and the step that created it.
+import {h, put} from "./dom.js";
+import {nodeChip} from "./step.js";
+
+export class NodeCard {
+  /** onNode(id) selects another node; onStep(k) jumps to a step; onRelatives(mode); onClose(). */
+  constructor(el, {onNode, onStep, onRelatives, onClose}) {
+    this.el = el;
+    this.gen = 0;
+    el.addEventListener("click", (ev) => {
+      const chip = ev.target.closest("[data-node]");
+      if (chip) { onNode(Number(chip.dataset.node)); return; }
+      const st = ev.target.closest("[data-step]");
+      if (st) { onStep(Number(st.dataset.step)); return; }
+      const rel = ev.target.closest("[data-rel]");
+      if (rel) { onRelatives(rel.dataset.rel); return; }
+      if (ev.target.closest(".close")) onClose();
+    });
+  }
+
+  hide() {
+    this.gen++;
+    this.el.hidden = true;
+  }
+
+  /** d: node data; srcs/users: node data lists; created: a promise of {step, rule} or null. */
+  show(d, srcs, users, created, relMode) {
+    const gen = ++this.gen;
+    this.el.hidden = false;
+    const createdEl = h("span", {class: "muted"}, "…");
+    const field = (k, v) => h("tr", null, h("th", null, k), h("td", null, v));
+    const relBtn = (mode, label) => h("button", {type: "button", class: relMode === mode ? "active" : null,
+      dataset: {rel: mode}}, label);
+    put(this.el,
+      h("div", {class: "card-head"}, nodeChip(d),
+        h("button", {type: "button", class: "close", title: "close (Esc)"}, "×")),
+      h("table", {class: "fields"},
+        field("op", h("span", {class: "mono", dataset: {field: "op"}}, d.op)),
+        field("dtype", h("span", {class: "mono", dataset: {field: "dtype"}}, d.dtype ?? "")),
+        field("arg", h("span", {class: "mono arg-text", dataset: {field: "arg"}}, d.arg ?? "")),
+        field("created", createdEl)),
+      h("div", {class: "rel-list"}, h("h4", null, `sources (${srcs.length})`),
+        srcs.length ? h("div", {class: "chips"}, ...srcs.map(nodeChip)) : h("span", {class: "muted small"}, "none")),
+      h("div", {class: "rel-list"}, h("h4", null, `users (${users.length})`),
+        users.length ? h("div", {class: "chips"}, ...users.map(nodeChip)) : h("span", {class: "muted small"}, "none")),
+      h("div", {class: "card-actions"}, h("span", {class: "muted small"}, "highlight "),
+        relBtn("ancestors", "ancestors"), relBtn("descendants", "descendants"), relBtn("both", "both"),
+        relBtn("none", "off")));
+    Promise.resolve(created).then((c) => {
+      if (gen !== this.gen) return;
+      if (!c) put(createdEl, h("span", {class: "muted"}, "unknown"));
+      else if (c.step === 0) put(createdEl, h("a", {class: "link", dataset: {step: 0}}, "in the input graph (step 0)"));
+      else put(createdEl, h("a", {class: "link", dataset: {step: c.step}}, `step ${c.step}`),
+        c.rule ? h("span", {class: "muted"}, ` by ${c.rule}`) : null);
+    }, () => { if (gen === this.gen) put(createdEl, h("span", {class: "muted"}, "unknown")); });
+  }
+}

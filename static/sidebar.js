@@ -1,0 +1,142 @@
+// The sidebar: the contexts tree and, for the selected context, its rewrites with match counts.
+import {$, coloredName, fmtNs, h, put} from "./dom.js";
+
+const KIND_ICON = {schedule: "S", kernel: "K", default: "·"};
+
+export class Sidebar {
+  /** onContext(ctxId), onRewrite(rwId) */
+  constructor({onContext, onRewrite}) {
+    this.onContext = onContext;
+    this.onRewrite = onRewrite;
+    this.treeEl = $("#contexts");
+    this.rwEl = $("#rewrites");
+    this.filterEl = $("#filter");
+    this.hideEl = $("#hide-unchanged");
+    this.contexts = [];
+    this.byId = new Map();
+    this.collapsed = new Set();
+    this.ctx = null;
+    this.rw = null;
+    this.filterEl.addEventListener("input", () => this.render());
+    this.hideEl.addEventListener("change", () => this.renderRewrites());
+    this.treeEl.addEventListener("click", (ev) => {
+      const tw = ev.target.closest(".twisty");
+      const li = ev.target.closest("li[data-ctx]");
+      if (!li) return;
+      const id = Number(li.dataset.ctx);
+      if (tw) {
+        if (this.collapsed.has(id)) this.collapsed.delete(id); else this.collapsed.add(id);
+        this.render();
+        return;
+      }
+      this.onContext(id);
+    });
+    this.rwEl.addEventListener("click", (ev) => {
+      const li = ev.target.closest("li[data-rw]");
+      if (li) this.onRewrite(Number(li.dataset.rw));
+    });
+  }
+
+  get hideUnchanged() { return this.hideEl.checked; }
+
+  setContexts(list) {
+    this.contexts = list;
+    this.byId = new Map(list.map((c) => [c.id, c]));
+    this.render();
+  }
+
+  setSelection(ctx, rw) {
+    const ctxChanged = ctx !== this.ctx;
+    this.ctx = ctx;
+    this.rw = rw;
+    if (ctxChanged) this.render();
+    else this._markSelection();
+  }
+
+  /** Contexts in display order (depth first), the ones the filter keeps; used for PageUp/PageDown too. */
+  visibleContexts() {
+    const q = this.filterEl.value.trim().toLowerCase();
+    const kids = new Map();
+    for (const c of this.contexts) {
+      const p = this.byId.has(c.parent) ? c.parent : null;
+      if (!kids.has(p)) kids.set(p, []);
+      kids.get(p).push(c);
+    }
+    const keep = (c) => !q || String(c.name).toLowerCase().includes(q)
+      || c.rewrites.some((r) => String(r.name).toLowerCase().includes(q));
+    // a context is shown if it or any descendant matches the filter
+    const shown = new Map();
+    const visit = (c) => {
+      let any = keep(c);
+      for (const k of kids.get(c.id) || []) any = visit(k) || any;
+      shown.set(c.id, any);
+      return any;
+    };
+    for (const root of kids.get(null) || []) visit(root);
+    const out = [];
+    const walk = (c, depth) => {
+      if (!shown.get(c.id)) return;
+      const children = kids.get(c.id) || [];
+      // the default context with nothing in it is noise: skip it
+      if (!(c.kind === "default" && !c.rewrites.length && c.parent === null)) out.push({c, depth, n: children.length});
+      const inner = c.kind === "default" && c.parent === null ? depth : depth + 1;
+      if (!this.collapsed.has(c.id) || q) for (const k of children) walk(k, inner);
+    };
+    for (const root of kids.get(null) || []) walk(root, 0);
+    return out;
+  }
+
+  visibleRewrites() {
+    const c = this.byId.get(this.ctx);
+    if (!c) return [];
+    const q = this.filterEl.value.trim().toLowerCase();
+    const nameHit = !q || String(c.name).toLowerCase().includes(q);
+    return c.rewrites.filter((r) => (!this.hideUnchanged || r.changed || r.id === this.rw)
+      && (nameHit || String(r.name).toLowerCase().includes(q)));
+  }
+
+  render() {
+    const rows = this.visibleContexts();
+    const items = rows.map(({c, depth, n}) => {
+      const name = c.kind === "kernel" ? coloredName(c.name, c.kname_colors) : h("span", {class: "cname"}, c.name);
+      const twisty = n ? h("span", {class: "twisty"}, this.collapsed.has(c.id) ? "▸" : "▾")
+        : h("span", {class: "twisty none"});
+      const li = h("li", {class: `ctx kind-${c.kind}${c.ended ? "" : " running"}${c.error ? " error" : ""}`,
+        dataset: {ctx: c.id}, role: "treeitem", title: `${c.kind} #${c.id}: ${c.name}`},
+      twisty, h("span", {class: "kind"}, KIND_ICON[c.kind] ?? String(c.kind).slice(0, 1).toUpperCase()), name,
+      h("span", {class: "count muted"}, c.rewrites.length ? String(c.rewrites.length) : ""));
+      li.style.paddingLeft = `${4 + depth * 12}px`;
+      return li;
+    });
+    put(this.treeEl, ...items);
+    const real = this.contexts.filter((c) => !(c.kind === "default" && !c.rewrites.length));
+    put($("#contexts-count"), String(real.length));
+    this.renderRewrites();
+  }
+
+  renderRewrites() {
+    const c = this.byId.get(this.ctx);
+    const list = this.visibleRewrites();
+    const items = list.map((r) => h("li", {class: `rw${r.changed ? "" : " unchanged"}${r.error ? " error" : ""}`,
+      dataset: {rw: r.id}, title: `${r.name} (${r.file}:${r.line})${r.bottom_up ? " bottom-up" : ""}`},
+    h("span", {class: "rname"}, r.name),
+    h("span", {class: "matches", title: "matches"}, String(r.matches ?? 0)),
+    h("span", {class: "dt muted"}, fmtNs(r.dt))));
+    if (!c) items.push(h("li", {class: "empty-row muted"}, "pick a context"));
+    else if (!list.length) {
+      items.push(h("li", {class: "empty-row muted"}, c.rewrites.length ? "all hidden" : "no rewrites"));
+    }
+    put(this.rwEl, ...items);
+    put($("#rewrites-count"), c ? `${list.length}/${c.rewrites.length}` : "");
+    this._markSelection();
+  }
+
+  _markSelection() {
+    for (const li of this.treeEl.querySelectorAll("li.selected")) li.classList.remove("selected");
+    for (const li of this.rwEl.querySelectorAll("li.selected")) li.classList.remove("selected");
+    const cli = this.treeEl.querySelector(`li[data-ctx="${this.ctx}"]`);
+    if (cli) { cli.classList.add("selected"); cli.scrollIntoView({block: "nearest"}); }
+    const rli = this.rwEl.querySelector(`li[data-rw="${this.rw}"]`);
+    if (rli) { rli.classList.add("selected"); rli.scrollIntoView({block: "nearest"}); }
+  }
+}

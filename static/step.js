@@ -1,0 +1,168 @@
+// The step panel: the rule that fired at the current step (source, file:line), the matched node before/after, timing,
+// and the list of steps of the rewrite.
+import {api} from "./api.js";
+import {fileLine, fmtNs, h, put, safeHighlighted} from "./dom.js";
+
+const TREE_DEPTH = 3;
+const TREE_MAX = 40;
+const LIST_WINDOW = 300;  // rows of the step list rendered at once; moving inside it only moves the highlight
+const LIST_MARGIN = 30;
+
+export class StepPanel {
+  /** onNode(id) selects a node in the graph; onStep(k) jumps to a step. */
+  constructor(el, {onNode, onStep}) {
+    this.el = el;
+    this.onNode = onNode;
+    this.onStep = onStep;
+    this.gen = 0;
+    this.list = null;  // {rw, lo, hi, el}: the rendered window of the step list
+    el.addEventListener("click", (ev) => {
+      const chip = ev.target.closest("[data-node]");
+      if (chip) { this.onNode(Number(chip.dataset.node)); return; }
+      const row = ev.target.closest("[data-step]");
+      if (row) this.onStep(Number(row.dataset.step));
+    });
+  }
+
+  empty(msg) {
+    this.gen++;
+    this.list = null;
+    put(this.el, h("div", {class: "empty-panel muted"}, msg));
+  }
+
+  /** rw: the /rewrites/<r> answer; k: current step; lookup(id): node data known to the graph view (or undefined). */
+  async show(trace, rw, k, lookup) {
+    const gen = ++this.gen;
+    this.trace = trace;
+    const n = rw.steps.length;
+    const sameRw = this.list && this.list.rw === rw;
+    if (!sameRw || !this.head || !this.el.contains(this.head)) {
+      this.head = h("div", {class: "panel-head"},
+        h("div", {class: "title"}, h("span", {class: "rw-name"}, rw.name), " ", fileLine(rw.file, rw.line)),
+        h("div", {class: "sub muted"},
+          `${n} match${n === 1 ? "" : "es"} · ${fmtNs(rw.dt)}${rw.bottom_up ? " · bottom-up" : ""}`),
+        rw.error ? h("div", {class: "error-text"}, rw.error) : null);
+      this.body = h("div", {class: "step-body"});
+      this.list = null;
+      put(this.el, this.head, this.body);
+    }
+    const body = this.body;
+    this._syncList(rw, k);
+    if (k === 0 || !rw.steps[k - 1]) {
+      put(body,
+        h("div", {class: "step-title"}, h("b", null, `Step 0 / ${n}`),
+          h("span", {class: "muted"}, " — the input graph")),
+        h("p", {class: "muted small"}, n ? "Press → to apply the first match." : "No rule matched in this rewrite."));
+      return;
+    }
+    const st = rw.steps[k - 1];
+    // build off-screen and swap in once everything is known, so stepping does not flicker
+    const [pat, before, after] = await Promise.all([
+      api.pattern(trace, st.pattern).catch((e) => ({error: e.message})),
+      this._tree(trace, st.before, lookup),
+      st.after === null || st.after === undefined ? null : this._tree(trace, st.after, lookup),
+    ]);
+    if (gen !== this.gen) return;
+    let rule;
+    if (pat.error) rule = h("div", {class: "error-text"}, `rule ${st.pattern}: ${pat.error}`);
+    else {
+      const code = h("pre", {class: "code rule-src highlight"});
+      if (pat.html) code.appendChild(safeHighlighted(pat.html)); else code.textContent = pat.src ?? "";
+      rule = [h("div", {class: "rule-head"}, h("span", {class: "rule-name"}, pat.name || "rule"), " ",
+        fileLine(pat.file, pat.line)),
+        code, pat.pat ? h("div", {class: "pat mono small muted", title: "the matched pattern"}, pat.pat) : null];
+    }
+    put(body,
+      h("div", {class: "step-title"}, h("b", null, `Step ${k} / ${n}`), " ",
+        h("span", {class: "muted"}, `match took ${fmtNs(st.dt)}`)),
+      st.error ? h("div", {class: "error-text"}, `rule raised: ${st.error}`) : null,
+      h("div", {class: "rule"}, rule),
+      h("div", {class: "before-after"},
+        h("div", null, h("h3", null, "before"), h("div", {class: "tree-box", dataset: {role: "before"}}, before)),
+        h("div", null, h("h3", null, "after"), h("div", {class: "tree-box", dataset: {role: "after"}},
+          after ?? h("span", {class: "muted"}, "— (the rule raised)")))));
+  }
+
+  /** Render the window of the step list around k if k is not well inside the rendered one; highlight k. */
+  _syncList(rw, k) {
+    const n = rw.steps.length;
+    const L = this.list;
+    const inside = L && L.rw === rw && L.n === n && (k >= L.lo + LIST_MARGIN || L.lo === 0)
+      && (k <= L.hi - LIST_MARGIN || L.hi === n);
+    if (!inside) {
+      const lo = Math.max(0, Math.min(k - LIST_WINDOW / 2, n - LIST_WINDOW)), hi = Math.min(n, lo + LIST_WINDOW);
+      const rows = [h("li", {class: "step-row", dataset: {step: 0}}, h("span", {class: "k"}, "0"),
+        h("span", {class: "muted"}, "input graph"))];
+      if (lo > 0) rows.push(h("li", {class: "muted small"}, `… ${lo} earlier`));
+      for (let i = lo; i < hi; i++) {
+        const st = rw.steps[i];
+        rows.push(h("li", {class: `step-row${st.error ? " error" : ""}`, dataset: {step: st.k}},
+          h("span", {class: "k"}, String(st.k)), h("span", {class: "mono"}, `#${st.before} → ${st.after ?? "✗"}`),
+          h("span", {class: "muted pat-ref", dataset: {pat: st.pattern}}, `rule ${st.pattern}`),
+          h("span", {class: "dt muted"}, fmtNs(st.dt))));
+      }
+      if (hi < n) rows.push(h("li", {class: "muted small"}, `… ${n - hi} more`));
+      const el = h("details", {class: "step-list", open: true}, h("summary", null, "All steps"),
+        h("ul", {class: "steps"}, ...rows));
+      if (L && L.el.isConnected) L.el.replaceWith(el); else this.el.appendChild(el);
+      this.list = {rw, n, lo, hi, el, sel: null};
+      this._ruleNames(el);
+    }
+    const cur = this.list;
+    if (cur.sel) cur.sel.classList.remove("selected");
+    cur.sel = cur.el.querySelector(`li[data-step="${k}"]`);
+    if (cur.sel) cur.sel.classList.add("selected");
+  }
+
+  /** Replace "rule N" in the list by the rules' function names (few distinct rules, each fetched once). */
+  async _ruleNames(el) {
+    const spans = [...el.querySelectorAll("[data-pat]")];
+    for (const pid of new Set(spans.map((s) => s.dataset.pat))) {
+      let name;
+      try { name = (await api.pattern(this.trace, Number(pid))).name; } catch { continue; }
+      if (!name) continue;
+      for (const s of spans) if (s.dataset.pat === pid) s.textContent = name;
+    }
+  }
+
+  /** A depth-limited printout of the graph under `id`, each node a clickable chip. */
+  async _tree(trace, id, lookup) {
+    const get = async (x) => lookup(x) ?? await api.node(trace, x);
+    const lines = [];
+    const seen = new Set();
+    const visit = async (x, depth) => {
+      if (lines.length >= TREE_MAX) return;
+      let d;
+      try { d = await get(x); } catch (e) { lines.push({depth, text: `#${x} (${e.message})`, id: x}); return; }
+      const again = seen.has(x);
+      seen.add(x);
+      lines.push({depth, id: x, d, again});
+      if (again || depth >= TREE_DEPTH) return;
+      for (const sid of d.src || []) await visit(sid, depth + 1);
+    };
+    await visit(id, 0);
+    const pre = h("div", {class: "tree-print mono"});
+    for (const ln of lines) {
+      const row = h("div", {class: "tree-line"});
+      row.style.paddingLeft = `${ln.depth * 14}px`;
+      if (!ln.d) row.append(ln.text);
+      else row.append(nodeChip(ln.d), ln.again ? h("span", {class: "muted"}, " (above)") : "",
+        !ln.again && ln.depth >= TREE_DEPTH && (ln.d.src || []).length ? h("span", {class: "muted"}, " …") : "");
+      pre.appendChild(row);
+    }
+    if (lines.length >= TREE_MAX) pre.appendChild(h("div", {class: "muted"}, "…"));
+    return pre;
+  }
+}
+
+/** A clickable node reference: #id OP dtype arg. */
+export function nodeChip(d) {
+  return h("span", {class: `chip cat-${d.cat || "other"}`, dataset: {node: d.id}, title: `select #${d.id}`},
+    h("span", {class: "nid"}, `#${d.id}`), " ", h("b", null, d.op),
+    d.dtype ? h("span", {class: "muted"}, ` ${d.dtype}`) : null,
+    hasArg(d.arg) ? h("span", {class: "arg"}, ` ${d.arg}`) : null);
+}
+
+function hasArg(arg) {
+  return arg !== undefined && arg !== null && arg !== "" && arg !== "None";
+}

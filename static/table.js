@@ -1,0 +1,108 @@
+// A sortable table and two small SVG charts (bars, scatter); all text goes in as text nodes.
+import {h, s, put} from "./dom.js";
+
+/**
+ * columns: [{key, label, value(row) -> sortable, render(row) -> string|Node, num: bool, title}]
+ * opts: {sort: [key, dir], onRow(row), rowClass(row), onSort(key, dir)}
+ */
+export function sortableTable(columns, rows, opts = {}) {
+  let [sortKey, dir] = opts.sort || [null, 1];
+  const table = h("table", {class: "grid sortable"});
+  const thead = h("thead");
+  const tbody = h("tbody");
+  table.append(thead, tbody);
+  const draw = () => {
+    const col = columns.find((c) => c.key === sortKey);
+    const sorted = col ? [...rows].sort((a, b) => cmp(val(col, a), val(col, b), dir)) : rows;
+    put(thead, h("tr", null, ...columns.map((c) => h("th", {
+      class: `${c.num ? "num" : ""}${c.key === sortKey ? (dir > 0 ? " asc" : " desc") : ""}`,
+      dataset: {key: c.key}, title: c.title || `sort by ${c.label}`}, c.label))));
+    put(tbody, ...sorted.map((r) => {
+      const tr = h("tr", {class: opts.rowClass ? opts.rowClass(r) : null},
+        ...columns.map((c) => h("td", {class: c.num ? "num" : null},
+          c.render ? c.render(r) : String(val(c, r) ?? ""))));
+      tr._row = r;
+      return tr;
+    }));
+    return sorted;
+  };
+  thead.addEventListener("click", (ev) => {
+    const th = ev.target.closest("th");
+    if (!th) return;
+    if (sortKey === th.dataset.key) dir = -dir; else { sortKey = th.dataset.key; dir = 1; }
+    const sorted = draw();
+    if (opts.onSort) opts.onSort(sortKey, dir, sorted);
+  });
+  if (opts.onRow) {
+    tbody.addEventListener("click", (ev) => {
+      const tr = ev.target.closest("tr");
+      if (tr && tr._row) opts.onRow(tr._row);
+    });
+  }
+  table.sorted = draw();
+  return table;
+}
+
+const val = (col, row) => (col.value ? col.value(row) : row[col.key]);
+
+function cmp(a, b, dir) {
+  const na = a === null || a === undefined || (typeof a === "number" && !Number.isFinite(a));
+  const nb = b === null || b === undefined || (typeof b === "number" && !Number.isFinite(b));
+  if (na || nb) return na === nb ? 0 : na ? 1 : -1;  // missing values last, in either direction
+  if (typeof a === "number" && typeof b === "number") return (a - b) * dir;
+  return String(a).localeCompare(String(b), undefined, {numeric: true}) * dir;
+}
+
+/** Horizontal bars: items [{label: Node|string, value, text, cls, onClick}] */
+export function barChart(items, {width = 400, barH = 16, gap = 4, labelW = 120} = {}) {
+  const max = Math.max(...items.map((i) => i.value || 0), 1e-30);
+  const hgt = items.length * (barH + gap) + gap;
+  const svgEl = s("svg", {class: "chart bars", width, height: hgt, viewBox: `0 0 ${width} ${hgt}`});
+  items.forEach((it, i) => {
+    const y = gap + i * (barH + gap);
+    const w = Math.max(1, ((width - labelW - 150) * (it.value || 0)) / max);
+    const g = s("g", {class: `bar ${it.cls || ""}`, transform: `translate(0,${y})`});
+    g.append(
+      s("title", null, it.title ?? String(it.label)),
+      s("text", {x: labelW - 6, y: barH / 2, dy: "0.35em", "text-anchor": "end", class: "bar-label"},
+        truncate(String(it.label), 22)),
+      s("rect", {x: labelW, y: 0, width: w, height: barH, rx: 2}),
+      s("text", {x: labelW + w + 4, y: barH / 2, dy: "0.35em", class: "bar-value"}, it.text ?? ""));
+    if (it.onClick) { g.classList.add("clickable"); g.addEventListener("click", it.onClick); }
+    svgEl.appendChild(g);
+  });
+  return svgEl;
+}
+
+/** Scatter of points [{x, y, cls, title}] with axis labels; y null points are drawn on the top edge as ×. */
+export function scatterPlot(points, {width = 380, height = 200, xLabel = "", yLabel = "", yFmt = String} = {}) {
+  const pad = {l: 56, r: 12, t: 22, b: 30};
+  const ok = points.filter((p) => Number.isFinite(p.y));
+  const xs = points.map((p) => p.x), ys = ok.map((p) => p.y);
+  const x0 = Math.min(...xs, 0), x1 = Math.max(...xs, 1);
+  const y0 = Math.min(...ys, Infinity), y1 = Math.max(...ys, -Infinity);
+  const ylo = Number.isFinite(y0) ? Math.min(y0, 0) : 0, yhi = Number.isFinite(y1) && y1 > ylo ? y1 * 1.05 : 1;
+  const X = (x) => pad.l + ((x - x0) / (x1 - x0 || 1)) * (width - pad.l - pad.r);
+  const Y = (y) => height - pad.b - ((y - ylo) / (yhi - ylo || 1)) * (height - pad.t - pad.b);
+  const svgEl = s("svg", {class: "chart scatter", width, height, viewBox: `0 0 ${width} ${height}`});
+  svgEl.append(
+    s("line", {class: "axis", x1: pad.l, y1: height - pad.b, x2: width - pad.r, y2: height - pad.b}),
+    s("line", {class: "axis", x1: pad.l, y1: pad.t, x2: pad.l, y2: height - pad.b}),
+    s("text", {class: "axis-label", x: (width + pad.l) / 2, y: height - 6, "text-anchor": "middle"}, xLabel),
+    s("text", {class: "axis-label", x: 4, y: 12}, yLabel),
+    s("text", {class: "tick", x: pad.l - 4, y: Y(yhi), dy: "0.35em", "text-anchor": "end"}, yFmt(yhi)),
+    s("text", {class: "tick", x: pad.l - 4, y: Y(ylo), dy: "0.35em", "text-anchor": "end"}, yFmt(ylo)),
+    s("text", {class: "tick", x: X(x0), y: height - pad.b + 12, "text-anchor": "middle"}, String(x0)),
+    s("text", {class: "tick", x: X(x1), y: height - pad.b + 12, "text-anchor": "middle"}, String(x1)));
+  for (const p of points) {
+    const g = s("g", {class: `pt ${p.cls || ""}`});
+    const r = p.cls && p.cls.includes("chosen") ? 6 : 3.5;
+    if (Number.isFinite(p.y)) g.appendChild(s("circle", {cx: X(p.x), cy: Y(p.y), r}));
+    else g.appendChild(s("text", {x: X(p.x), y: pad.t + 4, "text-anchor": "middle", class: "fail"}, "×"));
+    g.appendChild(s("title", null, p.title ?? ""));
+    svgEl.appendChild(g);
+  }
+  return svgEl;
+}
+
+export const truncate = (str, n) => (str.length > n ? `${str.slice(0, n - 1)}…` : str);

@@ -1,0 +1,60 @@
+"""Deep links restore the view in a fresh page; back/forward move between views."""
+from __future__ import annotations
+
+from conftest import open_page, shot, state, wait_graph
+
+
+def test_deep_link_restores_view(new_page, server):
+  t = server.trace_id("demo.vztrace")
+  ctxs = {c["name"]: c for c in server.api(f"/api/traces/{t}/contexts")}
+  kernel = ctxs["E_32"]
+  rw = next(r for r in kernel["rewrites"] if r["name"] == "simplify")
+  g = server.api(f"/api/traces/{t}/rewrites/{rw['id']}/graph?step=2")
+  node = next(n for n in g["nodes"] if n["op"] == "LOAD")
+  first = new_page()
+  open_page(first, server, f"#t={t}")
+  first.click(f"#contexts li[data-ctx='{kernel['id']}']")
+  first.click(f"#rewrites li[data-rw='{rw['id']}']")
+  wait_graph(first, t, rw["id"], 0)
+  first.keyboard.press("ArrowRight")
+  first.keyboard.press("ArrowRight")
+  wait_graph(first, t, rw["id"], 2)
+  first.evaluate("(id) => window.__viz.selectNode(id)", node["id"])
+  first.click("#panel-tabs [data-panel=kernel]")
+  first.wait_for_function("(n) => location.hash.includes('n=' + n) && location.hash.includes('p=kernel')",
+                          arg=node["id"])
+  url = first.url
+  want = state(first)
+  second = new_page()
+  second.goto(url)
+  second.wait_for_function("() => window.__viz !== undefined")
+  second.evaluate("() => window.__viz.ready")
+  wait_graph(second, t, rw["id"], 2)
+  got = state(second)
+  assert {k: got[k] for k in ("trace", "ctx", "rw", "step", "node", "panel")} == \
+    {k: want[k] for k in ("trace", "ctx", "rw", "step", "node", "panel")} == \
+    {"trace": t, "ctx": kernel["id"], "rw": rw["id"], "step": 2, "node": node["id"], "panel": "kernel"}
+  assert second.locator("#node-card [data-field=op]").inner_text() == "LOAD"
+  assert second.locator("#panel-tabs [data-panel=kernel]").get_attribute("class") == "active"
+  assert second.locator("#panel-kernel .opts").is_visible()
+  assert "selected" in second.locator(f"#rewrites li[data-rw='{rw['id']}']").get_attribute("class")
+  shot(second, "deep-link")
+
+
+def test_back_and_forward(page, server):
+  t = server.trace_id("demo.vztrace")
+  ctxs = {c["name"]: c for c in server.api(f"/api/traces/{t}/contexts")}
+  a, b = ctxs["r_16_4"], ctxs["E_32"]
+  open_page(page, server, f"#t={t}&c={a['id']}")
+  page.click(f"#contexts li[data-ctx='{b['id']}']")
+  page.wait_for_function("(c) => location.hash.includes('c=' + c)", arg=b["id"])
+  page.click("#panel-tabs [data-panel=runs]")
+  page.wait_for_function("() => location.hash.includes('p=runs')")
+  page.go_back()
+  page.wait_for_function("() => window.__viz.state.panel === 'step'")
+  assert state(page)["ctx"] == b["id"]
+  page.go_back()
+  page.wait_for_function("(c) => window.__viz.state.ctx === c", arg=a["id"])
+  page.go_forward()
+  page.wait_for_function("(c) => window.__viz.state.ctx === c", arg=b["id"])
+  assert "selected" in page.locator(f"#contexts li[data-ctx='{b['id']}']").get_attribute("class")

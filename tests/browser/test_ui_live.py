@@ -1,0 +1,64 @@
+"""Live traces: a process writes a trace while the page is open; new kernels appear without a reload."""
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, open_page, shot
+
+WRITER = Path(__file__).resolve().parent / "tracegen.py"
+
+
+@pytest.mark.parametrize("mode", ["socket.io", "polling"])
+def test_live_kernel_appears(page, server, mode):
+  path = server.dir / f"live-{mode.replace('.', '')}.vztrace"
+  # three kernels, one every 0.8 s, flushed as they are written
+  proc = subprocess.Popen([sys.executable, str(WRITER), "live", str(path), "3", "0.8"], cwd=ROOT)
+  try:
+    t = server.trace_id(path.name)
+    open_page(page, server, ("?live=poll" if mode == "polling" else "") + f"#t={t}")
+    page.wait_for_function("(m) => document.querySelector('#live-mode').textContent.startsWith(m)", arg=mode)
+    page.evaluate("() => { window.__sameDocument = true; }")  # gone if the page reloads
+    badge = page.locator("#trace-status")
+    assert "live" in badge.inner_text()
+    # the last kernel's context shows up in the sidebar, and its run in the runs panel
+    page.wait_for_selector("#contexts li[title*='live_kernel_2']", timeout=20_000)
+    proc.wait(20)
+    page.wait_for_function("() => document.querySelector('#trace-status').textContent === 'ended'", timeout=10_000)
+    assert page.evaluate("() => window.__sameDocument") is True
+    kernels = page.eval_on_selector_all("#contexts li.kind-kernel", "els => els.map(e => e.title)")
+    assert [k.rsplit(": ", 1)[1] for k in kernels] == [f"live_kernel_{i}" for i in range(3)]
+    page.click("#panel-tabs [data-panel=runs]")
+    page.wait_for_function("() => document.querySelectorAll('#panel-runs tbody tr').length === 3")
+    shot(page, f"live-{mode.replace('.', '')}")
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+
+
+def test_damaged_trace_banner(page, server):
+  data = bytearray((server.dir / "demo.vztrace").read_bytes())
+  frames, off = [], 12
+  while off < len(data):
+    frames.append(off)
+    off += 16 + struct.unpack_from("<I", data, off + 4)[0]
+  assert len(frames) >= 3
+  data[frames[-1] + 20] ^= 0xFF  # breaks the last frame's checksum: everything before it is still served
+  tmp = server.dir / "damaged.part"  # renamed into place, so the server never sees a half-written file
+  tmp.write_bytes(bytes(data))
+  tmp.rename(server.dir / "damaged.vztrace")
+  t = server.trace_id("damaged.vztrace")
+  entry = next(e for e in server.api("/api/traces") if e["id"] == t)
+  assert entry["status"] == "damaged"
+  open_page(page, server, f"#t={t}")
+  banner = page.locator("#banner")
+  banner.wait_for()
+  assert "damaged" in page.locator("#trace-status").inner_text()
+  assert entry["damage"]["reason"] in banner.inner_text()
+  assert entry["damage"]["offset"] == frames[-1] and entry["counts"]["contexts"] > 0
+  shown = [c for c in server.api(f"/api/traces/{t}/contexts") if c["rewrites"] or c["parent"] is not None]
+  page.wait_for_function("(n) => document.querySelectorAll('#contexts li[data-ctx]').length === n", arg=len(shown))
+  shot(page, "damaged")

@@ -1,0 +1,55 @@
+"""A hostile trace: markup in node args, context/kernel/rewrite names and sources is shown as text; nothing runs."""
+from __future__ import annotations
+
+import tracegen
+from conftest import open_page, shot, wait_graph
+
+PAYLOAD_BITS = ["<img src=x onerror=", "<script>window.__pwned=2</script>"]
+
+
+def no_injection(page):
+  assert page.evaluate("() => window.__pwned") is None
+  assert page.evaluate("() => document.querySelectorAll('img, iframe, object, embed').length") == 0
+  assert page.evaluate("() => document.querySelectorAll('script').length") == 1  # our module, nothing else
+  handlers = "() => [...document.querySelectorAll('*')].some(e => [...e.attributes].some(a => a.name.startsWith('on')))"
+  assert page.evaluate(handlers) is False
+
+
+def test_payloads_render_as_text(page, server):
+  t = server.trace_id("evil.vztrace")
+  ctxs = server.api(f"/api/traces/{t}/contexts")
+  sched = next(c for c in ctxs if c["kind"] == "schedule")
+  kernel = next(c for c in ctxs if c["kind"] == "kernel")
+  rw = sched["rewrites"][0]
+  open_page(page, server, f"#t={t}&c={sched['id']}&r={rw['id']}&s=1")
+  wait_graph(page, t, rw["id"], 1)
+  # names in the sidebar, as text
+  assert tracegen.XSS in page.locator(f"#contexts li[data-ctx='{sched['id']}']").inner_text()
+  assert tracegen.XSS in page.locator(f"#rewrites li[data-rw='{rw['id']}']").inner_text()
+  assert tracegen.XSS in page.locator(f"#contexts li[data-ctx='{kernel['id']}']").get_attribute("title")
+  # a node whose arg is the payload: the card shows it verbatim
+  g = server.api(f"/api/traces/{t}/rewrites/{rw['id']}/graph?step=1")
+  evil = next(n for n in g["nodes"] if n["op"] == "NOOP")
+  assert tracegen.XSS in evil["arg"]
+  page.evaluate("(id) => window.__viz.selectNode(id)", evil["id"])
+  assert tracegen.XSS in page.locator("#node-card [data-field=arg]").inner_text()
+  page.locator("#panel-step [data-role=after]").wait_for()
+  assert all(b in page.locator("#panel-step").inner_text() for b in PAYLOAD_BITS)
+  page.fill("#node-search", "onerror")
+  page.press("#node-search", "Enter")
+  no_injection(page)
+  shot(page, "security-graph")
+  # kernel, source and runs panels with the payload in the kernel name and the sources
+  page.click(f"#contexts li[data-ctx='{kernel['id']}']")
+  for panel in ("kernel", "source", "runs", "diff"):
+    page.click(f"#panel-tabs [data-panel={panel}]")
+    page.wait_for_timeout(150)
+    no_injection(page)
+  page.click("#panel-tabs [data-panel=source]")
+  page.locator("#panel-source pre.source").wait_for()
+  assert tracegen.XSS in page.locator("#panel-source pre.source").evaluate("e => e.textContent")
+  page.click("#panel-tabs [data-panel=runs]")
+  page.locator("#panel-runs tbody tr").first.wait_for()
+  assert tracegen.XSS in page.locator("#panel-runs tbody tr").first.locator(".kname").get_attribute("title")
+  no_injection(page)
+  shot(page, "security-panels")
