@@ -1,0 +1,936 @@
+"""Layered (Sugiyama-style) layout of DAGs such as UOp graphs, computed server-side with numpy.
+
+Orientation: top to bottom. An edge (src, dst) goes from an operand to its user; layer indices and y grow along
+edges, so leaves sit at the top (layer 0) and the sink at the bottom. x grows to the right. Every coordinate is
+>= 0 and every node box lies inside [0, width] x [0, height]. An edge's polyline starts at the center of src and
+ends at the center of dst with one point per layer in between (the edge's dummy node there, at that layer's
+center y), so it has layer[dst] - layer[src] + 1 points. Callers clip the ends at the boxes and may draw a smooth
+curve through the points.
+
+Pipeline (numpy throughout; Python loops only where a step is inherently sequential and linear):
+1. cycles: reverse the back edges of a DFS (only when a topological peel finds a cycle);
+2. layers: longest path from the leaves, then every node with more users than operands (leaves, constants)
+   pulled down to just above its first user, then fan-out nodes moved further down together with the users that
+   must follow while that shortens the edges in total (a bounded "promote layering");
+3. dummy nodes on long edges (one per layer crossed);
+4. order: from two starts (a barycenter sweep up from the sink, which is planar for trees, and one down from the
+   leaves then up) a few median/barycenter sweeps; the better result then gets long runs of a vectorized
+   "transpose": every non-interfering pair of neighbours in all layers at once is swapped when that lowers
+   crossings (every third round also on ties, to leave plateaus), keeping the best order seen;
+5. x: rows start packed and centered; each step moves nodes halfway to the weighted mean of their neighbours (dot's
+   weights: 1 / 2 / 8 for real-real / real-dummy / dummy-dummy edges), dummies partly toward the straight line of
+   their edge, then projects all rows exactly back onto their order and separations (weighted isotonic
+   regression, all rows in one vectorized pool-adjacent-violators);
+6. y: each layer is a band as tall as its tallest node, bands LAYER_GAP apart.
+With `prev` (the layout of the previous step): surviving nodes keep their layer unless an edge forces a change
+(then the cheaper of pushing users down or operands up), orders are seeded from previous x (new nodes where their
+neighbours are, or where the node they replace was) and refined only around new nodes, and surviving nodes and
+dummies are held at their previous x; where new nodes need room, gaps shrink down to STABLE_GAP of normal first,
+then the side of the row that moves least makes way.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+NODE_GAP = 24.0     # horizontal gap between two real node boxes
+DUMMY_GAP = 10.0    # gap next to a dummy node (edge routing channel)
+DUMMY_W = 4.0       # width of a dummy node
+LAYER_GAP = 44.0    # vertical gap between the bands of two consecutive layers
+DEFAULT_SIZE = (40.0, 20.0)  # size of a node that appears in edges but not in sizes
+STARTS = (0, 1)     # crossing reduction: initial orders tried (see _search),
+SWEEPS = 3          # median/barycenter sweeps from each, each followed by a short transpose run
+SWEEP_ROUNDS = 2    # transpose rounds after each sweep
+FINAL_ROUNDS = 48   # transpose rounds from the best order at the end...
+TRANSPOSE_WORK = 2_500_000  # ...at most this many (rounds x proper edges)
+COORD_ITERS = 30    # coordinate steps from packed rows
+STABLE_ITERS = 10   # coordinate steps with nodes held at their previous x
+STABLE_GAP = 0.5    # with prev: gaps may shrink to this fraction to fit new nodes in before old ones move
+DUMMY_LINE = 0.5    # a dummy's target x: this much the straight line of its edge, the rest its neighbours' mean
+
+
+@dataclass
+class Layout:
+    """Node centers, layers (0 = top), edge polylines keyed like the input edges, and the bounding size."""
+
+    pos: dict[int, tuple[float, float]]
+    layer: dict[int, int]
+    edges: dict[tuple[int, int], list[tuple[float, float]]]
+    width: float
+    height: float
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of arange(s, s + c) for each (s, c) pair, vectorized."""
+    tot = int(counts.sum())
+    if tot == 0:
+        return np.zeros(0, dtype=np.int64)
+    offs = np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(starts, counts) + (np.arange(tot) - offs)
+
+
+def _inversions(g: np.ndarray, a: np.ndarray, b: np.ndarray) -> int:
+    """Number of pairs i, j with g_i == g_j, a_i < a_j and b_i > b_j (non-negative int arrays): segment crossings."""
+    n = len(g)
+    if n < 2:
+        return 0
+    g, a, b = g.astype(np.int64), a.astype(np.int64), b.astype(np.int64)
+    kb, ka, ki = max(1, int(b.max()).bit_length()), max(1, int(a.max()).bit_length()), n.bit_length()
+    order = np.argsort((g << (ka + kb)) | (a << kb) | b, kind="stable")
+    gs, bs = g[order], b[order]
+    idx = np.arange(n, dtype=np.int64)
+    total = 0
+    # radix over the bits of b: at each level, pairs that agree above `bit` and differ at it are compared once
+    for bit in range(kb - 1, -1, -1):
+        grp = (gs << kb) | (bs >> (bit + 1))
+        o = np.argsort((grp << ki) | idx)
+        bits = (bs[o] >> bit) & 1
+        gg = grp[o]
+        before = np.cumsum(bits) - bits
+        start = np.empty(n, dtype=bool)
+        start[0] = True
+        np.not_equal(gg[1:], gg[:-1], out=start[1:])
+        base = before[np.maximum.accumulate(np.where(start, idx, 0))]
+        total += int((before - base)[bits == 0].sum())
+    return total
+
+
+def _dense_rank(x: np.ndarray) -> np.ndarray:
+    return np.unique(x, return_inverse=True)[1].astype(np.int64).reshape(-1)
+
+
+def count_segment_crossings(gap: np.ndarray, x_top: np.ndarray, x_bottom: np.ndarray) -> int:
+    """Crossings among straight segments grouped by layer gap; segments sharing an endpoint x do not cross."""
+    gap, x_top, x_bottom = np.asarray(gap), np.asarray(x_top, dtype=float), np.asarray(x_bottom, dtype=float)
+    if len(gap) < 2:
+        return 0
+    return _inversions(_dense_rank(gap), _dense_rank(x_top), _dense_rank(x_bottom))
+
+
+def count_crossings(layout: Layout) -> int:
+    """Crossings between straight polyline segments of edges in each pair of consecutive layers."""
+    gaps: list[int] = []
+    xt: list[float] = []
+    xb: list[float] = []
+    seen = set()
+    for (s, d), pts in layout.edges.items():
+        ls, ld = layout.layer[s], layout.layer[d]
+        if ls > ld:  # a reversed (cycle) edge: walk it in layer order; (a, b) and (b, a) share one path
+            s, d, ls, ld, pts = d, s, ld, ls, pts[::-1]
+        if s == d or (s, d) in seen:
+            continue
+        seen.add((s, d))
+        if len(pts) != ld - ls + 1:
+            continue
+        for k in range(ld - ls):
+            gaps.append(ls + k)
+            xt.append(pts[k][0])
+            xb.append(pts[k + 1][0])
+    return count_segment_crossings(np.array(gaps, dtype=np.int64), np.array(xt), np.array(xb))
+
+
+def mean_displacement(a: Layout, b: Layout, spacing: float) -> float:
+    """Mean distance moved by the nodes present in both layouts, in units of `spacing`."""
+    common = [v for v in a.pos if v in b.pos]
+    if not common:
+        return 0.0
+    pa = np.array([a.pos[v] for v in common])
+    pb = np.array([b.pos[v] for v in common])
+    return float(np.linalg.norm(pa - pb, axis=1).mean() / spacing)
+
+
+# ---------------------------------------------------------------- graph preparation
+
+
+def _csr(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Out-adjacency as (ptr, targets, edge ids), targets of each node in edge order."""
+    order = np.argsort(src, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+    return ptr, dst[order], order
+
+
+def _peel(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Longest-path layer from the sources (Kahn in rounds); -1 for nodes on or behind a cycle."""
+    ptr, tgt, _ = _csr(n, src, dst)
+    indeg = np.bincount(dst, minlength=n)
+    lay = np.full(n, -1, dtype=np.int64)
+    front = np.flatnonzero(indeg == 0)
+    r = 0
+    while len(front):
+        lay[front] = r
+        nxt = tgt[_ranges(ptr[front], ptr[front + 1] - ptr[front])]
+        if len(nxt) == 0:
+            break
+        dec = np.bincount(nxt, minlength=n)
+        touched = np.flatnonzero(dec)
+        indeg[touched] -= dec[touched]
+        front = touched[indeg[touched] == 0]
+        r += 1
+    return lay
+
+
+def _back_edges(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Edge ids of DFS back edges; reversing them makes the graph acyclic."""
+    ptr, tgt, eid = _csr(n, src, dst)
+    ptr_l, tgt_l, eid_l = ptr.tolist(), tgt.tolist(), eid.tolist()
+    state = [0] * n
+    back = []
+    for r in range(n):
+        if state[r]:
+            continue
+        state[r] = 1
+        stack = [[r, ptr_l[r]]]
+        while stack:
+            top = stack[-1]
+            v, i = top
+            if i < ptr_l[v + 1]:
+                top[1] = i + 1
+                w = tgt_l[i]
+                if state[w] == 0:
+                    state[w] = 1
+                    stack.append([w, ptr_l[w]])
+                elif state[w] == 1:
+                    back.append(eid_l[i])
+            else:
+                state[v] = 2
+                stack.pop()
+    return np.array(back, dtype=np.int64)
+
+
+def _assign_layers(n: int, src: np.ndarray, dst: np.ndarray, prev_layer: np.ndarray | None) -> np.ndarray:
+    """Longest-path layering, then nodes with more users than operands pulled down next to their first user.
+
+    With prev_layer (-1 for new nodes), surviving nodes stay on their old layer unless an edge forces them down."""
+    lay = _peel(n, src, dst)
+    if prev_layer is not None:
+        order = np.argsort(lay, kind="stable").tolist()  # topological
+        # where an edge no longer fits, either push the users down or the operands up, whichever moves fewer
+        ptr, tgt, _ = _csr(n, dst, src)
+        ptr_l, tgt_l = ptr.tolist(), tgt.tolist()
+        base = prev_layer.tolist()
+        down = [0] * n
+        for v in order:
+            b = max(base[v], 0)
+            for u in tgt_l[ptr_l[v]:ptr_l[v + 1]]:
+                if down[u] >= b:
+                    b = down[u] + 1
+            down[v] = b
+        ptr, tgt, _ = _csr(n, src, dst)
+        ptr_l, tgt_l = ptr.tolist(), tgt.tolist()
+        up = [0] * n
+        for v in reversed(order):
+            b = base[v] if base[v] >= 0 else down[v]
+            for w in tgt_l[ptr_l[v]:ptr_l[v + 1]]:
+                if up[w] <= b:
+                    b = up[w] - 1
+            up[v] = b
+        known = prev_layer >= 0
+        lay = np.array(down, dtype=np.int64)
+        up_a = np.array(up, dtype=np.int64)
+        def cost(la: np.ndarray) -> int:
+            # moved nodes, and edge length: every extra layer an edge spans is a dummy squeezed into a row
+            return int((la != prev_layer)[known].sum()) + int((la[dst] - la[src]).sum())
+
+        if up_a.min() >= 0 and cost(up_a) < cost(lay):
+            lay = up_a
+    net = np.bincount(src, minlength=n) - np.bincount(dst, minlength=n)
+    movable = net > 0
+    if prev_layer is not None:
+        movable &= prev_layer < 0
+    if movable.any():
+        ptr, tgt, _ = _csr(n, src, dst)
+        lay_l, ptr_l, tgt_l = lay.tolist(), ptr.tolist(), tgt.tolist()
+        mov = movable.tolist()
+        # decreasing layer is a reverse topological order: users are final before their operands move
+        for v in np.argsort(-lay, kind="stable").tolist():
+            if mov[v]:
+                lay_l[v] = min(lay_l[w] for w in tgt_l[ptr_l[v]:ptr_l[v + 1]]) - 1
+        lay = np.array(lay_l, dtype=np.int64)
+    return lay - lay.min() if prev_layer is None else lay
+
+
+def _demote(n: int, src: np.ndarray, dst: np.ndarray, lay: np.ndarray, cap: int = 64) -> np.ndarray:
+    """Move fan-out nodes down one layer at a time, together with the users that must follow, while that
+    shortens the edges in total (a bounded form of the "promote layering" heuristic): a constant whose first user
+    is shallow but whose other users are deep then follows them down."""
+    indeg = np.bincount(dst, minlength=n)
+    outdeg = np.bincount(src, minlength=n)
+    cands = np.flatnonzero((outdeg >= 2) & (outdeg > indeg))
+    if len(cands) == 0:
+        return lay
+    cands = cands[np.argsort(-outdeg[cands], kind="stable")].tolist()
+    ptr, tgt, _ = _csr(n, src, dst)
+    ptr_l, tgt_l = ptr.tolist(), tgt.tolist()
+    net = (indeg - outdeg).tolist()
+    lay_l = lay.tolist()
+    for _ in range(4):
+        improved = False
+        for v in cands:
+            while True:
+                group, seen, i, delta = [v], {v}, 0, 0
+                while i < len(group) and len(group) <= cap:
+                    m = group[i]
+                    i += 1
+                    delta += net[m]
+                    nxt = lay_l[m] + 1
+                    for w in tgt_l[ptr_l[m]:ptr_l[m + 1]]:
+                        if lay_l[w] == nxt and w not in seen:
+                            seen.add(w)
+                            group.append(w)
+                # the edges inside the group keep their length: delta sums operands minus users over it
+                if len(group) > cap or i < len(group) or delta >= 0:
+                    break
+                for m in group:
+                    lay_l[m] += 1
+                improved = True
+        if not improved:
+            break
+    return np.array(lay_l, dtype=np.int64)
+
+
+# ---------------------------------------------------------------- proper layered graph
+
+
+class _Proper:
+    """The layered graph with dummy nodes: every edge joins consecutive layers."""
+
+    def __init__(self, n: int, lay: np.ndarray, src: np.ndarray, dst: np.ndarray, widths: np.ndarray):
+        span = lay[dst] - lay[src]
+        nd = span - 1
+        self.n_real = n
+        self.dstart = n + np.cumsum(nd) - nd          # first dummy id of each DAG edge
+        self.span = span
+        tot = n + int(nd.sum())
+        self.N = tot
+        e_rep = np.repeat(np.arange(len(src)), span)
+        k = np.arange(int(span.sum())) - np.repeat(np.cumsum(span) - span, span)
+        up = np.where(k == 0, src[e_rep], self.dstart[e_rep] + k - 1)
+        lo = np.where(k == span[e_rep] - 1, dst[e_rep], self.dstart[e_rep] + k)
+        layer = np.empty(tot, dtype=np.int64)
+        layer[:n] = lay
+        dm = np.flatnonzero((k > 0))
+        layer[up[dm]] = lay[src[e_rep[dm]]] + k[dm]
+        self.layer = layer
+        self.width = np.concatenate([widths, np.full(tot - n, DUMMY_W)])
+        self.dummy = np.zeros(tot, dtype=bool)
+        self.dummy[n:] = True
+        self.edge_of = np.full(tot, -1, dtype=np.int64)  # DAG edge of each dummy
+        self.edge_of[up[dm]] = e_rep[dm]
+        o = np.lexsort((lo, layer[up]))
+        self.up, self.lo = up[o], lo[o]
+        self.gap = layer[self.up]
+        self.L = int(layer.max()) + 1 if tot else 0
+        gptr = np.zeros(self.L + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.gap, minlength=self.L), out=gptr[1:])
+        self.gptr = gptr
+        lo_order = np.argsort(layer, kind="stable")
+        lptr = np.zeros(self.L + 1, dtype=np.int64)
+        np.cumsum(np.bincount(layer, minlength=self.L), out=lptr[1:])
+        self.lptr = lptr
+        self.members = [lo_order[lptr[i]:lptr[i + 1]] for i in range(self.L)]
+        self.loc = np.empty(tot, dtype=np.int64)
+        for m in self.members:
+            self.loc[m] = np.arange(len(m))
+        # incidence lists (node, neighbour, side) for the transpose step: side 0 = neighbour above, 1 = below
+        self.inc_node = np.concatenate([self.lo, self.up])
+        self.inc_nbr = np.concatenate([self.up, self.lo])
+        self.inc_side = np.concatenate([np.zeros(len(self.up), np.int64), np.ones(len(self.up), np.int64)])
+
+    def gap_edges(self, g: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.up[self.gptr[g]:self.gptr[g + 1]], self.lo[self.gptr[g]:self.gptr[g + 1]]
+
+
+# ---------------------------------------------------------------- crossing reduction
+
+
+class _Orderer:
+    """Orders of the layers of a proper graph (pos: index of each node in its layer) and the search on them."""
+
+    def __init__(self, P: _Proper, comp: np.ndarray):
+        self.P = P
+        self.comp = comp.astype(np.float64)
+        self.pos = P.loc.astype(np.int64).copy()
+        self.single_comp = bool(len(comp) == 0 or comp.max() == comp.min())
+        self.frozen: np.ndarray | None = None
+        self._tp: list | None = None
+        self.count: int | None = None      # crossings of the current order, when known
+        self.best_c: int | None = None
+        self.best = self.pos
+
+    def crossings(self, pos: np.ndarray | None = None) -> int:
+        p = self.pos if pos is None else pos
+        return _inversions(self.P.gap, p[self.P.up], p[self.P.lo])
+
+    def _sort_layer(self, l: int, key_nodes: np.ndarray, key_nbr_pos: np.ndarray, fixed_w: int, median: bool) -> None:
+        """Sort layer l by the median or mean position of each node's neighbours in the fixed adjacent layer."""
+        P, pos = self.P, self.pos
+        mem = P.members[l]
+        w = len(mem)
+        if w < 2:
+            return
+        li = P.loc[key_nodes]
+        cnt = np.bincount(li, minlength=w)
+        cur = pos[mem]
+        if median and len(li):
+            o = np.lexsort((key_nbr_pos, li))
+            ps = key_nbr_pos[o].astype(np.float64)
+            start = np.cumsum(cnt) - cnt
+            has = cnt > 0
+            m1 = ps[np.minimum(start + (cnt - 1) // 2, len(ps) - 1)]
+            m2 = ps[np.minimum(start + cnt // 2, len(ps) - 1)]
+            val = np.where(has, (m1 + m2) * 0.5, 0.0)
+        else:
+            s = np.bincount(li, weights=key_nbr_pos.astype(np.float64), minlength=w)
+            has = cnt > 0
+            val = s / np.maximum(cnt, 1)
+        # nodes with no neighbour on the fixed side keep their relative place
+        scale = (fixed_w - 1) / max(w - 1, 1)
+        key = np.where(has, val, cur * scale)
+        order = np.lexsort((cur, key, self.comp[mem]))
+        pos[mem[order]] = np.arange(w)
+
+    def sweep(self, down: bool, median: bool) -> None:
+        self.count = None
+        P, pos = self.P, self.pos
+        rng = range(1, P.L) if down else range(P.L - 2, -1, -1)
+        for l in rng:
+            if down:
+                up, lo = P.gap_edges(l - 1)
+                self._sort_layer(l, lo, pos[up], len(P.members[l - 1]), median)
+            else:
+                up, lo = P.gap_edges(l)
+                self._sort_layer(l, up, pos[lo], len(P.members[l + 1]), median)
+
+    def transpose(self, rounds: int, equal_every: int = 0) -> None:
+        """Swap adjacent nodes when that lowers crossings, all non-interfering pairs at once: a round has four
+        phases (even/odd layers x pairs starting at even/odd positions) whose pairs share no edge. Every
+        `equal_every`-th round also swaps pairs whose crossings tie, to leave plateaus. Keeps the count current
+        and the best order seen in self.best."""
+        P = self.P
+        if P.N < 2 or rounds <= 0:
+            return
+        if self._tp is None:
+            self._setup_transpose()
+        if self.count is None:
+            self.note(self.crossings())
+        self.at[P.lptr[P.layer] + self.pos] = np.arange(P.N)
+        dirty = None  # None: every pair is a candidate
+        since = 0     # rounds since the best count last dropped
+        for r in range(rounds):
+            if since >= 4 * max(equal_every, 1):
+                break  # tie rounds keep shuffling, but nothing better came of the last few of them
+            eq = equal_every > 0 and r % equal_every == equal_every - 1
+            moved = []
+            for lp in (0, 1):
+                ent = self._round_entries(lp, None if eq else dirty)
+                for sh in (0, 1):
+                    mv = self._transpose_phase(ent, sh, eq)
+                    if mv is not None:
+                        moved.append(mv)
+            before = self.best_c
+            self.note(self.count)
+            since = 0 if self.best_c != before else since + 1
+            if not moved:
+                if eq or equal_every == 0:
+                    break
+                dirty = np.zeros(P.N, dtype=bool)  # converged for strict swaps: only tie rounds remain
+                continue
+            # a pair's crossings change only when one of its nodes or one of their neighbours moved
+            dirty = np.zeros(P.N, dtype=bool)
+            dirty[np.concatenate(moved)] = True
+            dirty[P.inc_nbr[dirty[P.inc_node]]] = True
+
+    def note(self, c: int) -> None:
+        self.count = c
+        if self.best_c is None or c < self.best_c:
+            self.best_c, self.best = c, self.pos.copy()
+
+    def restore(self) -> None:
+        self.pos[:] = self.best
+        self.count = self.best_c
+
+    def _setup_transpose(self) -> None:
+        P = self.P
+        lw = np.diff(P.lptr)
+        par = P.layer[P.inc_node] & 1
+        self._tp = []
+        for lp in (0, 1):
+            e = np.flatnonzero(par == lp)
+            node = P.inc_node[e]
+            self._tp.append((node, P.inc_nbr[e], P.inc_side[e], P.lptr[P.layer[node]], lw[P.layer[node]]))
+        self._M = int(lw.max()) + 2
+        self.at = np.empty(P.N, dtype=np.int64)
+
+    def _round_entries(self, lp: int, dirty: np.ndarray | None):
+        """Incidence entries of the layers of parity lp, only of pairs touching a dirty node when given."""
+        node, nbr, side, lstart, lw = self._tp[lp]
+        if dirty is None:
+            return node, nbr, side, lstart, lw
+        slot = self.P.lptr[self.P.layer] + self.pos
+        N = self.P.N
+        near = dirty | dirty[self.at[np.maximum(slot - 1, 0)]] | dirty[self.at[np.minimum(slot + 1, N - 1)]]
+        k = np.flatnonzero(near[node])
+        return node[k], nbr[k], side[k], lstart[k], lw[k]
+
+    def _transpose_phase(self, ent, sh: int, allow_equal: bool) -> np.ndarray | None:
+        P, pos, at, M = self.P, self.pos, self.at, self._M
+        node, nbr, side, lstart, lw = ent
+        p = pos[node]
+        r = p - sh
+        role = r & 1
+        ok = (r >= 0) & ((role == 1) | (p + 1 < lw))
+        pid = lstart + p - role                       # slot of the pair's left node
+        if not self.single_comp or self.frozen is not None:
+            partner = at[np.minimum(pid + 1 - role, P.N - 1)]
+            if not self.single_comp:
+                ok &= self.comp[partner] == self.comp[node]
+            if self.frozen is not None:
+                # nodes kept from the previous layout keep their relative order; new ones may move past them
+                ok &= ~(self.frozen[node] & self.frozen[partner])
+        sel = np.flatnonzero(ok)
+        if len(sel) < 2:
+            return None
+        rl, pid = role[sel], pid[sel]
+        grp = pid * 2 + side[sel]
+        q = grp * M + pos[nbr[sel]]
+        # one sort: by neighbour position inside each (pair, side) group, left entries first on ties
+        o = np.argsort(q * 2 + rl)
+        qs, rs, gs = q[o], rl[o], grp[o]
+        n = len(qs)
+        idx = np.arange(n)
+        right_before = np.cumsum(rs) - rs
+        gstart = np.empty(n, dtype=bool)
+        gstart[0] = True
+        np.not_equal(gs[1:], gs[:-1], out=gstart[1:])
+        lt = right_before - right_before[np.maximum.accumulate(np.where(gstart, idx, 0))]
+        gid = np.cumsum(gstart) - 1
+        rtot = np.bincount(gid, weights=rs)[gid]
+        qstart = np.empty(n, dtype=bool)
+        qstart[0] = True
+        np.not_equal(qs[1:], qs[:-1], out=qstart[1:])
+        qid = np.cumsum(qstart) - 1
+        gt = rtot - lt - np.bincount(qid, weights=rs)[qid]
+        isl = rs == 0
+        lpid = pid[o][isl]
+        if len(lpid) == 0:
+            return None
+        # per pair (compressed): crossings among its two nodes' edges if kept, and if swapped
+        first = np.empty(len(lpid), dtype=bool)
+        first[0] = True
+        np.not_equal(lpid[1:], lpid[:-1], out=first[1:])  # sorted by pair already
+        up_, inv = lpid[first], np.cumsum(first) - 1
+        keep = np.bincount(inv, weights=lt[isl])
+        swap = np.bincount(inv, weights=gt[isl])
+        do = swap < keep
+        if allow_equal:
+            do |= (swap == keep) & (keep > 0)
+        if not do.any():
+            return None
+        slots = up_[do]
+        self.count += int((swap[do] - keep[do]).sum())
+        left, right = at[slots], at[slots + 1]
+        pos[left] += 1
+        pos[right] -= 1
+        at[slots], at[slots + 1] = right, left
+        return np.concatenate([left, right])
+
+
+def _components(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Connected component label of each node (label = smallest node index in it), by pointer jumping."""
+    lab = np.arange(n)
+    if len(src) == 0:
+        return lab
+    while True:
+        m = np.minimum(lab[src], lab[dst])
+        new = lab.copy()
+        np.minimum.at(new, src, m)
+        np.minimum.at(new, dst, m)
+        new = new[new]
+        if np.array_equal(new, lab):
+            return lab
+        lab = new
+
+
+def _guess(P: _Proper, us: np.ndarray, ud: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Previous x where known; a new node gets the mean of its known neighbours, a new dummy the point of the
+    straight line between its edge's endpoints; NaN where nothing is known."""
+    n = P.n_real
+    g = want.copy()
+    wr = want[:n]
+    ks, kd = ~np.isnan(wr[us]), ~np.isnan(wr[ud])
+    tot = np.bincount(ud[ks], weights=wr[us[ks]], minlength=n) + np.bincount(us[kd], weights=wr[ud[kd]], minlength=n)
+    cnt = np.bincount(ud[ks], minlength=n) + np.bincount(us[kd], minlength=n)
+    new = np.isnan(wr) & (cnt > 0)
+    g[:n][new] = tot[new] / cnt[new]
+    dm = np.flatnonzero(np.isnan(g[n:])) + n
+    if len(dm):
+        e = P.edge_of[dm]
+        a, b = g[us[e]], g[ud[e]]
+        a, b = np.where(np.isnan(a), b, a), np.where(np.isnan(b), a, b)
+        t = (P.layer[dm] - P.layer[us[e]]) / P.span[e]
+        g[dm] = a + (b - a) * t
+    return g
+
+
+def _order_seeded(P: _Proper, comp: np.ndarray, want: np.ndarray, fixed: np.ndarray) -> np.ndarray:
+    """Order seeded from `want` (previous x, NaN where unknown): nodes in `fixed` keep their relative order and
+    the others find their place by transposes, unless a couple of full sweeps win by far."""
+    O = _Orderer(P, comp)
+    # fresh order first (one sweep up from the bottom) so that unknown nodes have a place to start from
+    O.sweep(down=False, median=False)
+    for l in range(P.L):
+        mem = P.members[l]
+        if len(mem) > 1:
+            o = np.lexsort((O.pos[mem], _fill_seed(mem, O.pos, want), O.comp[mem]))
+            O.pos[mem[o]] = np.arange(len(mem))
+    O.frozen = fixed
+    O.note(O.crossings())
+    O.best_c = None  # the seeded order is the reference
+    O.transpose(FINAL_ROUNDS)
+    O.frozen = None
+    seeded, sc = O.pos.copy(), O.count
+    assert sc is not None
+    # a couple of sweeps may find something much better when the graph changed a lot
+    for it in range(2):
+        O.sweep(down=it % 2 == 0, median=True)
+        O.note(O.crossings())
+        O.transpose(4)
+    return O.best if O.best_c is not None and O.best_c < 0.8 * sc else seeded
+
+
+def _search(O: _Orderer, starts: tuple[int, ...]) -> tuple[int, np.ndarray]:
+    """Best order from the given starts (0: a barycenter sweep up from the sink, 1: one down from the leaves then
+    up), each refined by sweeps that alternate direction and median/barycenter, each followed by a short
+    transpose."""
+    P = O.P
+    found: list[tuple[int, int, np.ndarray]] = []
+    for start in starts:
+        if found and found[0][0] == 0:
+            break
+        O.pos[:] = P.loc
+        O.count = O.best_c = None
+        if start % 2 == 1:
+            O.sweep(down=True, median=False)
+        O.sweep(down=False, median=False)
+        O.note(O.crossings())
+        for it in range(SWEEPS):
+            if O.best_c == 0:
+                break
+            O.sweep(down=it % 2 == 0, median=it % 4 < 2)
+            O.note(O.crossings())
+            O.transpose(SWEEP_ROUNDS, equal_every=3)
+        assert O.best_c is not None
+        found.append((O.best_c, start, O.best))
+    c, _, best = min(found, key=lambda f: (f[0], f[1]))
+    return c, best
+
+
+def _finish(O: _Orderer) -> np.ndarray:
+    """Long transpose runs with tie rounds from the best order found, which is where most of the gain is."""
+    P = O.P
+    O.restore()
+    if O.best_c:
+        # rounds are capped by a work budget (rounds x edges) so that graphs with many dummies stay fast
+        O.transpose(int(np.clip(TRANSPOSE_WORK // max(len(P.up), 1), 8, FINAL_ROUNDS)), equal_every=3)
+    O.restore()
+    return O.pos
+
+
+# ---------------------------------------------------------------- coordinates
+
+
+def _rows(P: _Proper, pos: np.ndarray) -> list[np.ndarray]:
+    return [m[np.argsort(pos[m], kind="stable")] for m in P.members]
+
+
+def _seps(P: _Proper, row: np.ndarray, gap_scale: float = 1.0) -> np.ndarray:
+    """Minimum center distance between consecutive nodes of a row."""
+    w, d = P.width[row], P.dummy[row]
+    gap = np.where(d[1:] | d[:-1], DUMMY_GAP, NODE_GAP) * gap_scale
+    return (w[1:] + w[:-1]) * 0.5 + gap
+
+
+def _isotonic(y: np.ndarray, w: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Weighted least-squares fit of y that is non-decreasing within each run that `first` starts (pool adjacent
+    violators; every violating run is pooled in the same pass, valid since pooling order does not matter)."""
+    n = len(y)
+    s, ws = y * w, w.astype(np.float64)
+    starts = np.arange(n)
+    while len(s) > 1:
+        m = s / ws
+        viol = (m[:-1] > m[1:]) & ~first[starts[1:]]
+        if not viol.any():
+            break
+        keep = np.flatnonzero(np.concatenate([[True], ~viol]))
+        starts = starts[keep]
+        s = np.add.reduceat(s, keep)
+        ws = np.add.reduceat(ws, keep)
+    return np.repeat(s / ws, np.diff(np.append(starts, n)))
+
+
+def _coordinates(P: _Proper, rows: list[np.ndarray], seps: list[np.ndarray], us: np.ndarray, ud: np.ndarray,
+                 iters: int, want: np.ndarray | None = None, fixed: np.ndarray | None = None) -> np.ndarray:
+    """x of every proper node. Rows start packed and centered; then each step moves every node halfway to the
+    weighted mean x of its neighbours (edge weights 1 / 2 / 8 for real-real, real-dummy and dummy-dummy, as in
+    dot) and every dummy halfway to the straight line between its edge's ends, and projects all rows at once back
+    onto their orders and separations, exactly: a weighted isotonic regression in which heavier nodes move less.
+    Nodes in `fixed` are held at `want`."""
+    x = np.zeros(P.N)
+    if P.N == 0:
+        return x
+    flat = np.concatenate(rows)
+    cum = [np.concatenate([[0.0], np.cumsum(sp)])[:len(r)] for r, sp in zip(rows, seps)]
+    for r, c in zip(rows, cum):
+        if len(r):
+            x[r] = c - c[-1] / 2
+    c = np.concatenate(cum)      # y = x - c is non-decreasing along a row iff no two of its nodes overlap
+    first = np.zeros(len(flat), dtype=bool)
+    starts = np.cumsum([0] + [len(r) for r in rows[:-1]])
+    first[starts[starts < len(flat)]] = True
+    dm = P.dummy.astype(np.int64)
+    ew = (1 + dm[P.inc_node] + dm[P.inc_nbr]).astype(np.float64)
+    ew[ew == 3] = 8.0
+    wsum = np.bincount(P.inc_node, weights=ew, minlength=P.N)
+    nw = np.maximum(wsum, 1.0)
+    n = P.n_real
+    e = P.edge_of[n:]
+    frac = (P.layer[n:] - P.layer[us[e]]) / P.span[e]
+    held = None
+    if want is not None and fixed is not None and fixed.any():
+        held = fixed
+        g = np.where(np.isnan(want), x, want)
+        x = g
+        nw = np.where(fixed, 1e6, nw)
+    for _ in range(iters):
+        d = np.bincount(P.inc_node, weights=ew * x[P.inc_nbr], minlength=P.N)
+        d = np.where(wsum > 0, d / np.maximum(wsum, 1e-12), x)
+        a, b = x[us[e]], x[ud[e]]
+        d[n:] = DUMMY_LINE * (a + (b - a) * frac) + (1 - DUMMY_LINE) * d[n:]
+        t = 0.5 * (x + d)
+        if held is not None:
+            t = np.where(held, want, t)
+        x[flat] = _isotonic(t[flat] - c, nw[flat], first) + c
+    return x
+
+
+def _pin(rows: list[np.ndarray], seps: list[np.ndarray], x: np.ndarray, want: np.ndarray, fixed: np.ndarray) -> None:
+    """Move `fixed` nodes to `want` where the row's order and separations allow, then fit the others between."""
+    for row, sep in zip(rows, seps):
+        if len(row) == 0:
+            continue
+        c = np.concatenate([[0.0], np.cumsum(sep)])
+        f = fixed[row]
+        if f.any():
+            # fixed nodes among themselves: distance between two of them is the sum of the separations between
+            fi = np.flatnonzero(f)
+            d = want[row[fi]] - c[fi]
+            xl = np.maximum.accumulate(d)                  # make room by pushing right, or left, or both
+            xr = np.minimum.accumulate(d[::-1])[::-1]      # halfway; per conflict, whatever moves nodes least
+            xm = (xl + xr) * 0.5
+            aff = (xl > d + 1e-9) | (xr < d - 1e-9)
+            rid = np.cumsum(aff & ~np.concatenate([[False], aff[:-1]])) * aff
+            cost = np.array([np.bincount(rid, weights=np.abs(v - d)) for v in (xl, xr, xm)])
+            pick = np.argmin(cost, axis=0)[rid]
+            xf = np.choose(pick, [xl, xr, xm]) + c[fi]
+            d = x[row].copy()
+            d[fi] = xf
+            lo = np.maximum.accumulate(np.where(f, d - c, -np.inf)) + c
+            hi = np.minimum.accumulate(np.where(f, d - c, np.inf)[::-1])[::-1] + c
+            d = np.clip(d, lo, hi)
+        else:
+            d = x[row]
+        xl = np.maximum.accumulate(d - c)
+        xr = np.minimum.accumulate((d - c)[::-1])[::-1]
+        x[row] = (xl + xr) * 0.5 + c
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def _proper(n: int, lay: np.ndarray, us: np.ndarray, ud: np.ndarray, widths: np.ndarray,
+            comp: np.ndarray) -> tuple[_Proper, np.ndarray]:
+    """The proper layered graph, and the component of each of its nodes (numbered by their smallest member)."""
+    P = _Proper(n, lay, us, ud, widths)
+    pcomp = np.concatenate([comp, comp[us[P.edge_of[n:]]]]) if P.N > n else comp
+    return P, np.unique(pcomp, return_inverse=True)[1].reshape(-1)
+
+
+def layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, int]],
+                 prev: Layout | None = None) -> Layout:
+    """Layered layout of a DAG: node id -> (width, height), edges (src, dst); prev = layout to stay close to."""
+    ids = sorted(set(sizes).union(v for e in edges for v in e))
+    n = len(ids)
+    if n == 0:
+        return Layout({}, {}, {}, 0.0, 0.0)
+    index = {v: i for i, v in enumerate(ids)}
+    wh = np.array([sizes.get(v, DEFAULT_SIZE) for v in ids], dtype=np.float64).reshape(n, 2)
+    keys = list(dict.fromkeys((s, d) for s, d in edges))
+    ek = [k for k in keys if k[0] != k[1]]
+    src = np.array([index[s] for s, _ in ek], dtype=np.int64)
+    dst = np.array([index[d] for _, d in ek], dtype=np.int64)
+    rev = np.zeros(len(ek), dtype=bool)
+    if len(ek) and (_peel(n, src, dst) < 0).any():
+        rev[_back_edges(n, src, dst)] = True
+    us, ud = np.where(rev, dst, src), np.where(rev, src, dst)
+    uniq, e_of_key = np.unique(us * n + ud, return_inverse=True)
+    e_of_key = e_of_key.reshape(-1)
+    us, ud = uniq // n, uniq % n
+
+    stable = False
+    prev_layer = None
+    if prev is not None and prev.pos:
+        pl = np.array([prev.layer.get(v, -1) for v in ids], dtype=np.int64)
+        if (pl >= 0).sum() >= 0.5 * n:
+            stable, prev_layer = True, pl
+    lay = _assign_layers(n, us, ud, prev_layer)
+    if not stable:
+        lay = _demote(n, us, ud, lay)
+    P, pcomp = _proper(n, lay, us, ud, wh[:, 0], _components(n, us, ud))
+    if not stable:
+        O = _Orderer(P, pcomp)
+        O.best_c, O.best = _search(O, STARTS)
+        pos = _finish(O)
+
+    want = fixed = guess = None
+    if stable:
+        assert prev is not None
+        want = np.full(P.N, np.nan)
+        want[:n] = [prev.pos[v][0] if v in prev.pos else np.nan for v in ids]
+        # a dummy keeps the x its edge's polyline had on the same layer, also when an end moved to another layer
+        lay_l, dstart_l = lay.tolist(), P.dstart.tolist()
+        for k, (s, d) in enumerate(ek):
+            pts = prev.edges.get((s, d))
+            ps, pd = prev.layer.get(s), prev.layer.get(d)
+            e = int(e_of_key[k])
+            a, b = lay_l[us[e]] + 1, lay_l[ud[e]] - 1
+            if pts is None or ps is None or pd is None or a > b or len(pts) != abs(pd - ps) + 1:
+                continue
+            xs = [p[0] for p in pts]
+            if ps > pd:
+                xs, ps, pd = xs[::-1], pd, ps
+            lo, hi = max(a, ps), min(b, pd)
+            if lo <= hi:
+                j = dstart_l[e] + lo - a
+                want[j:j + hi - lo + 1] = xs[lo - ps:hi - ps + 1]
+        fixed = ~np.isnan(want)
+        guess = _guess(P, us, ud, want)
+        # a new node that replaces a removed one (same neighbours) starts where that one was
+        for i, gx in _replacements(prev, ids, index, ek, lay).items():
+            guess[i] = gx
+        pos = _order_seeded(P, pcomp, guess, fixed)
+
+    rows = _rows(P, pos)
+    seps = [_seps(P, r) for r in rows]
+    if want is not None and fixed is not None:
+        x = _coordinates(P, rows, seps, us, ud, STABLE_ITERS, guess, fixed)
+    else:
+        x = _coordinates(P, rows, seps, us, ud, COORD_ITERS)
+    if want is not None and fixed is not None and fixed.any():
+        x += float(np.median(want[fixed] - x[fixed]))
+        # to make room for new nodes, gaps may shrink (to STABLE_GAP of normal) before old nodes get pushed
+        seps = [_seps(P, r, STABLE_GAP) for r in rows]
+        _pin(rows, seps, x, np.where(fixed, want, x), fixed)
+    half = P.width * 0.5
+    if stable:
+        # stay in the previous frame; rows that now stick out on the left are pushed right just enough
+        for r, sp in zip(rows, seps):
+            if len(r) and x[r[0]] < half[r[0]]:
+                c = np.concatenate([[0.0], np.cumsum(sp)])
+                x[r] = c + np.maximum.accumulate(np.maximum(x[r] - c, half[r[0]]))
+    else:
+        x -= float((x - half).min())
+    width = float((x + half).max())
+
+    lh = np.zeros(P.L)
+    np.maximum.at(lh, lay, wh[:, 1])
+    top = np.concatenate([[0.0], np.cumsum(lh + LAYER_GAP)[:-1]])
+    yl = top + lh * 0.5
+    y = yl[P.layer]
+    height = float(top[-1] + lh[-1]) if P.L else 0.0
+
+    xl, yl_ = x.tolist(), y.tolist()
+    pos_out = {v: (xl[i], yl_[i]) for i, v in enumerate(ids)}
+    layer_out = dict(zip(ids, lay.tolist()))
+    dstart, span = P.dstart.tolist(), P.span.tolist()
+    out_edges: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    usl, udl = us.tolist(), ud.tolist()
+    for k, key in enumerate(ek):
+        e = int(e_of_key[k])
+        a, ds, sp = usl[e], dstart[e], span[e]
+        pts = [(xl[a], yl_[a])] + [(xl[j], yl_[j]) for j in range(ds, ds + sp - 1)] + [(xl[udl[e]], yl_[udl[e]])]
+        out_edges[key] = pts[::-1] if rev[k] else pts
+    for key in keys:
+        if key[0] == key[1]:
+            cx, cy = pos_out[key[0]]
+            w, h = wh[index[key[0]]]
+            r = cx + w / 2
+            r2 = r + DUMMY_GAP
+            out_edges[key] = [(r, cy - h / 4), (r2, cy - h / 4), (r2, cy + h / 4), (r, cy + h / 4)]
+            width = max(width, r + DUMMY_GAP)
+    return Layout(pos_out, layer_out, out_edges, width, height)
+
+
+def _fill_seed(mem: np.ndarray, pos: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Sort keys of one layer for the seeded order: previous x, and for a new node the key of the known node
+    before it in the fresh order plus a little, so new nodes stay where the fresh sweep put them."""
+    row = mem[np.argsort(pos[mem], kind="stable")]
+    k = want[row]
+    known = ~np.isnan(k)
+    key = np.empty(len(mem))
+    if not known.any():
+        key[:] = pos[mem]
+        return key
+    idx = np.arange(len(row))
+    last = np.maximum.accumulate(np.where(known, idx, -1))
+    first = int(np.flatnonzero(known)[0])
+    base = np.where(last >= 0, k[np.maximum(last, 0)], k[first] - 1.0)
+    kr = np.where(known, k, base + 1e-3 * (idx - last))
+    key[np.argsort(pos[mem], kind="stable")] = kr
+    return key
+
+
+def _replacements(prev: Layout, ids: list[int], index: dict[int, int], ek: list[tuple[int, int]],
+                  lay: np.ndarray) -> dict[int, float]:
+    """x for new nodes that take the place of removed ones: same layer and the most neighbours in common."""
+    removed = {v for v in prev.pos if v not in index}
+    new = [v for v in ids if v not in prev.pos]
+    if not removed or not new:
+        return {}
+    nb_prev: dict[int, set[int]] = {}
+    for s, d in prev.edges:
+        if s in removed:
+            nb_prev.setdefault(s, set()).add(d)
+        if d in removed:
+            nb_prev.setdefault(d, set()).add(s)
+    by_nb: dict[int, list[int]] = {}
+    for r, nbs in nb_prev.items():
+        for u in nbs:
+            by_nb.setdefault(u, []).append(r)
+    newset = set(new)
+    nb_new: dict[int, set[int]] = {}
+    for s, d in ek:
+        if s in newset:
+            nb_new.setdefault(s, set()).add(d)
+        if d in newset:
+            nb_new.setdefault(d, set()).add(s)
+    cands = []
+    for v in new:
+        score: dict[int, int] = {}
+        for u in nb_new.get(v, ()):
+            for r in by_nb.get(u, ()):
+                if prev.layer.get(r) == lay[index[v]]:
+                    score[r] = score.get(r, 0) + 1
+        cands += [(-sc, v, r) for r, sc in score.items()]
+    out: dict[int, float] = {}
+    taken = set()
+    for _, v, r in sorted(cands):
+        if v not in out and r not in taken:
+            out[v] = prev.pos[r][0]
+            taken.add(r)
+    return {index[v]: x for v, x in out.items()}
+
