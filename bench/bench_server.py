@@ -1,0 +1,204 @@
+"""The viewer server: (1) indexing a trace with ~100k matches: time and memory, vs holding its records as dicts;
+(2) serving every step of the largest rewrite of a workload: latency p50/p95 and bytes per step for the full graph
+per step (what a viewer without deltas sends) vs /delta vs /delta?compact=1, cold (layouts computed on demand),
+paced like a held arrow key (background prefetch), and warm. Prints tables; run from the repo root."""
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.bench_symbolic import random_index_exprs  # noqa: E402
+from compiler.rewrite import graph_rewrite  # noqa: E402
+from compiler.symbolic import symbolic  # noqa: E402
+from compiler.trace import recorder  # noqa: E402
+from compiler.trace.reader import TraceReader  # noqa: E402
+from compiler.uop import UOp  # noqa: E402
+from viz_server.app import create_app  # noqa: E402
+from viz_server.store import TraceStore  # noqa: E402
+
+
+def _count_matches() -> list[int]:
+  """Count the matches the recorder writes (wraps its match method)."""
+  rec = recorder.RECORDER
+  n = [0]
+  orig = rec.match
+
+  def counted(*args: Any) -> None:
+    n[0] += 1
+    orig(*args)
+  rec.match = counted
+  return n
+
+
+def huge_trace(path: Path, matches: int) -> int:
+  """Random index expressions simplified one graph_rewrite each, 50 per kernel context, until `matches` matches."""
+  recorder.enable(path, announce=False)
+  n = _count_matches()
+  seed = 0
+  while n[0] < matches:
+    exprs = random_index_exprs(400, seed=seed)
+    for i in range(0, len(exprs), 50):
+      with recorder.trace_context(f"kernel {seed}.{i}", kind="kernel"):
+        for e in exprs[i:i + 50]:
+          graph_rewrite(e, symbolic, name="simplify")
+    seed += 1
+  recorder.disable()
+  return n[0]
+
+
+def symbolic_trace(path: Path, exprs: int) -> None:
+  """One big rewrite: a SINK of many random index expressions simplified together."""
+  with_recording(path, lambda: graph_rewrite(UOp.sink(*random_index_exprs(exprs, seed=1)), symbolic, name="simplify"))
+
+
+def workloads_trace(path: Path, scale: float) -> bool:
+  """The project's workloads compiled (and run) with tracing on; False if the compiler cannot do that yet."""
+  try:
+    from bench.workloads import WORKLOADS
+    def run() -> None:
+      for make in WORKLOADS.values():
+        out = make(scale=scale).lazy()
+        out.realize()
+    with_recording(path, run)
+    return True
+  except Exception as e:  # the compiler's later stages may be missing or broken: bench what exists
+    print(f"(workloads trace skipped: {type(e).__name__}: {e})")
+    recorder.disable()
+    return False
+
+
+def with_recording(path: Path, fn: Callable[[], Any]) -> None:
+  recorder.enable(path, announce=False)
+  try:
+    fn()
+  finally:
+    recorder.disable()
+
+
+def pct(xs: list[float], q: float) -> float:
+  xs = sorted(xs)
+  return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def bench_index(path: Path, matches: int) -> None:
+  size = path.stat().st_size
+  gc.collect()
+  t = time.perf_counter()
+  n_recs = sum(1 for _ in TraceReader(path))
+  read = time.perf_counter() - t
+  t = time.perf_counter()
+  TraceStore().add_path(path)
+  dt = time.perf_counter() - t
+  gc.collect()
+  tracemalloc.start()  # again, for memory (tracemalloc slows allocation down)
+  st = TraceStore()
+  (tr,) = st.add_path(path)
+  kept, peak = tracemalloc.get_traced_memory()
+  tracemalloc.stop()
+  gc.collect()
+  tracemalloc.start()
+  recs = list(TraceReader(path))
+  naive, _ = tracemalloc.get_traced_memory()
+  tracemalloc.stop()
+  del recs, st, tr
+  print(f"\n== indexing a trace of {matches} matches ({n_recs} records, {size / 1e6:.1f} MB file)")
+  print(f"{'':34s}{'value':>12s}")
+  print(f"{'index time (s)':34s}{dt:12.2f}")
+  print(f"{'of which reading (s, reader alone)':34s}{read:12.2f}")
+  print(f"{'records per second':34s}{n_recs / dt:12.0f}")
+  print(f"{'memory kept by the index (MB)':34s}{kept / 1e6:12.1f}")
+  print(f"{'peak memory while indexing (MB)':34s}{peak / 1e6:12.1f}")
+  print(f"{'records held as dicts (MB)':34s}{naive / 1e6:12.1f}")
+  print(f"{'index / dicts':34s}{kept / naive:12.3f}")
+  print(f"{'bytes kept per match':34s}{kept / matches:12.0f}")
+  print(f"{'graphs materialized':34s}{0:12d}")
+
+
+def _largest(client: Any) -> dict:
+  ctxs = client.get("/api/traces/0/contexts").get_json()
+  return max((rw for c in ctxs for rw in c["rewrites"]), key=lambda rw: rw["matches"])
+
+
+def _pass(path: Path, mode: str, steps: int, pace: float = 0.0, warm: bool = False) -> dict:
+  """Serve steps 1..steps of the largest rewrite one after the other in a fresh app; times and bytes per step."""
+  app = create_app([path], follow=False)
+  c = app.test_client()
+  rw = _largest(c)
+  base = f"/api/traces/0/rewrites/{rw['id']}"
+  n = min(steps, rw["matches"])
+  t = time.perf_counter()
+  first = c.get(f"{base}/graph?step=0")
+  first_ms = (time.perf_counter() - t) * 1000
+  url = {"full": lambda k: f"{base}/graph?step={k}", "delta": lambda k: f"{base}/delta?from={k - 1}&to={k}",
+         "compact": lambda k: f"{base}/delta?from={k - 1}&to={k}&compact=1"}[mode]
+  if warm:
+    for k in range(1, n + 1):
+      c.get(url(k))
+  times, sizes = [], []
+  for k in range(1, n + 1):
+    if pace:
+      time.sleep(pace)
+    t = time.perf_counter()
+    r = c.get(url(k))
+    times.append((time.perf_counter() - t) * 1000)
+    assert r.status_code == 200, r.data[:300]
+    sizes.append(len(r.data))
+  view = next(iter(app.extensions["tinyviz"]["views"]._views.values()))
+  return {"rw": rw, "n": n, "nodes": len(first.get_json()["nodes"]), "first_ms": first_ms,
+          "first_kb": len(first.data) / 1e3, "p50": pct(times, 0.5), "p95": pct(times, 0.95),
+          "kb": statistics.mean(sizes) / 1e3, "max_kb": max(sizes) / 1e3, "layouts": dict(view.stats)}
+
+
+def bench_steps(name: str, path: Path, steps: int, pace: float, full_steps: int) -> None:
+  runs = [(f"full graph per step (first {full_steps})", "full", 0.0, False), ("delta", "delta", 0.0, False),
+          ("delta compact", "compact", 0.0, False),
+          (f"delta compact, {pace * 1000:.0f} ms apart", "compact", pace, False),
+          ("delta compact, warm", "compact", 0.0, True)]
+  rows = [(label, _pass(path, mode, full_steps if mode == "full" else steps, p, w)) for label, mode, p, w in runs]
+  r0 = rows[0][1]
+  print(f"\n== serving the steps of {name}: rewrite {r0['rw']['name']!r}, {r0['rw']['matches']} steps "
+        f"(served {r0['n']}), {r0['nodes']} nodes at step 0; first graph {r0['first_kb']:.0f} KB in "
+        f"{r0['first_ms']:.0f} ms")
+  print(f"{'mode':40s}{'p50 ms':>9s}{'p95 ms':>9s}{'KB/step':>9s}{'max KB':>9s}{'bytes vs full':>15s}"
+        f"{'full/derived layouts':>22s}")
+  for label, r in rows:
+    lay = f"{r['layouts'].get('full', 0)}/{r['layouts'].get('derived', 0)}"
+    print(f"{label:40s}{r['p50']:9.1f}{r['p95']:9.1f}{r['kb']:9.1f}{r['max_kb']:9.1f}{r['kb'] / r0['kb']:15.3f}"
+          f"{lay:>22s}")
+
+
+def main() -> None:
+  ap = argparse.ArgumentParser(description=__doc__)
+  ap.add_argument("--matches", type=int, default=100_000, help="matches in the indexing trace")
+  ap.add_argument("--exprs", type=int, default=100, help="index expressions in the one-rewrite symbolic trace")
+  ap.add_argument("--steps", type=int, default=1000, help="steps served per mode (from step 1)")
+  ap.add_argument("--full-steps", type=int, default=200, help="steps served as full graphs (the slow baseline)")
+  ap.add_argument("--pace", type=float, default=0.05, help="seconds between paced steps")
+  ap.add_argument("--scale", type=float, default=0.25, help="workload size for the workloads trace")
+  ap.add_argument("--quick", action="store_true", help="20k matches, 40 expressions, 150 steps")
+  args = ap.parse_args()
+  if args.quick:
+    args.matches, args.exprs, args.steps, args.full_steps = 20_000, 40, 150, 50
+  with tempfile.TemporaryDirectory() as d:
+    tmp = Path(d)
+    got = huge_trace(tmp / "huge.vztrace", args.matches)
+    bench_index(tmp / "huge.vztrace", got)
+    symbolic_trace(tmp / "symbolic.vztrace", args.exprs)
+    bench_steps(f"a SINK of {args.exprs} index expressions simplified by `symbolic`", tmp / "symbolic.vztrace",
+                args.steps, args.pace, args.full_steps)
+    if workloads_trace(tmp / "workloads.vztrace", args.scale):
+      bench_steps(f"the workloads (scale {args.scale})", tmp / "workloads.vztrace", args.steps, args.pace,
+                  args.full_steps)
+
+
+if __name__ == "__main__":
+  main()

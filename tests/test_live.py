@@ -1,0 +1,199 @@
+"""Live viewing end to end: a real server following a trace another process is writing, a socket.io client over
+websocket, `VIZ=1` starting (and reusing) a detached viewer, and the CLI."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import socketio
+
+from viz_server.__main__ import bind
+from viz_server.app import create_app
+
+ROOT = Path(__file__).resolve().parents[1]
+
+WRITER = textwrap.dedent("""
+  import sys, time
+  from compiler import Ops, PatternMatcher, UOp, UPat, graph_rewrite
+  from compiler.trace import recorder
+  recorder.enable(sys.argv[1], announce=False)
+  pm = PatternMatcher([(UPat(Ops.ADD, src=[UPat.var("x"), UPat.const(None, 0)]), lambda x: x)], name="add0")
+  x = UOp.variable("x", 0, 10)
+  for i in range(int(sys.argv[2])):
+    with recorder.trace_context(f"ctx{i}", kind="schedule"):
+      graph_rewrite((x + 0) + i, pm, name=f"rw{i}")
+    recorder.RECORDER.writer.flush()
+    time.sleep(0.15)
+  recorder.disable()
+""")
+
+
+def _env(**extra):
+  env = {k: v for k, v in os.environ.items() if not k.startswith("VIZ")}
+  env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+  env.update(extra)
+  return env
+
+
+def _get(url, timeout=5):
+  with urllib.request.urlopen(url, timeout=timeout) as r:
+    return json.loads(r.read().decode())
+
+
+def _wait(pred, timeout=20.0, what="condition"):
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline:
+    got = pred()
+    if got:
+      return got
+    time.sleep(0.05)
+  raise AssertionError(f"timed out waiting for {what}")
+
+
+def _alive(pid):
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  try:  # an exited process its (adoptive) parent has not reaped yet is gone too
+    return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+  except OSError:
+    return True
+
+
+@pytest.fixture
+def server(tmp_path):
+  d = tmp_path / "traces"
+  d.mkdir()
+  app = create_app([d], follow=False)
+  srv = bind(app, "127.0.0.1", 0)
+  store = app.extensions["tinyviz"]["store"]
+  store.start()
+  t = threading.Thread(target=srv.serve_forever, daemon=True)
+  t.start()
+  yield d, f"http://127.0.0.1:{srv.port}"
+  srv.shutdown()
+  store.stop()
+  srv.server_close()
+
+
+def test_socketio_client_gets_contexts_of_a_trace_being_written(server):
+  d, url = server
+  events = []
+  lock = threading.Lock()
+  sio = socketio.Client()
+  for ev in ("trace", "context", "rewrite"):
+    sio.on(ev, (lambda name: lambda data: (lock.acquire(), events.append((name, data)), lock.release()))(ev))
+  sio.connect(url, transports=["websocket"])
+  try:
+    assert sio.transport() == "websocket"
+    assert sio.call("subscribe", {"trace": None}, timeout=5) == {"ok": True}
+    n = 5
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(d / "run.vztrace"), str(n)], env=_env())
+    assert writer.wait(timeout=60) == 0
+    _wait(lambda: any(e == "trace" and x["status"] == "ended" for e, x in events), what="the trace to end")
+  finally:
+    sio.disconnect()
+  with lock:
+    seen = list(events)
+  begun = [x["context"]["name"] for e, x in seen if e == "context" and not x["context"]["ended"]]
+  assert begun == ["default"] + [f"ctx{i}" for i in range(n)]
+  rewrites = [x["rewrite"]["name"] for e, x in seen if e == "rewrite" and x["rewrite"]["ended"]]
+  assert rewrites == [f"rw{i}" for i in range(n)]
+  first_trace = next(i for i, (e, _) in enumerate(seen) if e == "trace")
+  assert first_trace < next(i for i, (e, _) in enumerate(seen) if e == "context")  # the trace is announced first
+  # the records came in several batches while the file grew, not all at once at the end
+  assert sum(1 for e, x in seen if e == "trace" and x["status"] == "live") >= 2
+  traces = _get(url + "/api/traces")
+  assert [(t["name"], t["status"], t["counts"]["contexts"]) for t in traces] == [("run.vztrace", "ended", n + 1)]
+
+
+def test_subscribe_to_one_trace_only(server):
+  d, url = server
+  got = []
+  sio = socketio.Client()
+  sio.on("context", lambda data: got.append(data["trace"]))
+  sio.connect(url, transports=["websocket"])
+  try:
+    assert sio.call("subscribe", {"trace": 1}, timeout=5) == {"ok": True}
+    assert sio.call("subscribe", {"trace": "x"}, timeout=5)["ok"] is False
+    for name in ("a", "b"):
+      p = subprocess.run([sys.executable, "-c", WRITER, str(d / f"{name}.vztrace"), "1"], env=_env(), timeout=60)
+      assert p.returncode == 0
+      _wait(lambda name=name: any(t["name"] == f"{name}.vztrace" and t["status"] == "ended"
+                                  for t in _get(url + "/api/traces")), what=f"trace {name}")
+    time.sleep(0.3)
+  finally:
+    sio.disconnect()
+  assert got and set(got) == {1}
+
+
+def test_viz_1_starts_a_detached_viewer_and_a_second_run_reuses_it(tmp_path):
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+  script = "from compiler import UOp, graph_rewrite, PatternMatcher\n" \
+           "graph_rewrite(UOp.variable('x', 0, 3) + 0, PatternMatcher([], name='noop'), name='one')\n"
+  env = _env(VIZ="1", VIZ_PORT=str(port), XDG_CACHE_HOME=str(tmp_path / "cache"))
+  pid = None
+  try:
+    first = subprocess.run([sys.executable, "-c", script], env={**env, "VIZ_TRACE": str(tmp_path / "a.vztrace")},
+                           capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.count(f"http://127.0.0.1:{port}/") == 1 and "viewer starting" in first.stderr, first.stderr
+    url = f"http://127.0.0.1:{port}"
+    ping = _wait(lambda: _ping(url), what="the viewer to answer")
+    pid = ping["pid"]
+    # the script is gone; the viewer keeps serving its (finished) trace
+    _wait(lambda: [t["status"] for t in _get(url + "/api/traces")] == ["ended"], what="the first trace")
+    second = subprocess.run([sys.executable, "-c", script], env={**env, "VIZ_TRACE": str(tmp_path / "b.vztrace")},
+                            capture_output=True, text=True, timeout=60)
+    assert second.returncode == 0, second.stderr
+    assert f"http://127.0.0.1:{port}/#t=1" in second.stderr and "follows this trace" in second.stderr, second.stderr
+    _wait(lambda: [t["name"] for t in _get(url + "/api/traces")] == ["a.vztrace", "b.vztrace"], what="reuse")
+    assert _ping(url)["pid"] == pid  # no second server
+    stop = subprocess.run([sys.executable, "-m", "viz_server", "--stop", "--port", str(port)], env=_env(),
+                          capture_output=True, text=True, timeout=30, cwd=ROOT)
+    assert stop.returncode == 0, stop.stderr
+    _wait(lambda: not _alive(pid), what="the viewer to exit")
+    log = (tmp_path / "cache" / "tinyviz" / f"viewer-{port}.log").read_text()
+    assert "serving 1 trace(s)" in log and "viewer stopped" in log, log
+  finally:
+    if pid is not None and _alive(pid):
+      os.kill(pid, signal.SIGTERM)
+
+
+def _ping(url):
+  try:
+    return _get(url + "/api/ping", timeout=1)
+  except OSError:
+    return None
+
+
+def test_cli_picks_a_free_port_when_busy_and_warns_about_other_hosts(tmp_path):
+  trace = tmp_path / "t.vztrace"
+  subprocess.run([sys.executable, "-c", WRITER, str(trace), "1"], env=_env(), check=True, timeout=60)
+  with socket.socket() as busy:
+    busy.bind(("127.0.0.2", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "viz_server", str(trace), "--port", str(port), "--host",
+                             "127.0.0.2"], env=_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+      line = proc.stdout.readline()
+      assert "serving 1 trace(s) at http://127.0.0.2:" in line and f":{port}/" not in line
+      got = int(line.split("http://127.0.0.2:")[1].split("/")[0])
+      assert _get(f"http://127.0.0.2:{got}/api/traces")[0]["status"] == "ended"
+    finally:
+      proc.send_signal(signal.SIGINT)
+      out, err = proc.communicate(timeout=30)
+  assert "WARNING" in err and "busy" in err and proc.returncode == 0

@@ -1,0 +1,126 @@
+"""Shared helpers for the viewer's tests: a small rewrite matcher, random expressions, an oracle that stops a rewrite
+after k matches, structural comparison, and traces written by the real recorder. (No tests here.)"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import random
+from pathlib import Path
+from typing import Callable, Iterator
+
+from compiler import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
+from compiler.trace import recorder
+from compiler.uop import arg_str, toposort
+
+XSS = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "\"'><svg onload=alert(1)>", "a&b</pre>"]
+
+
+def _fold(a: UOp, b: UOp, op: Ops) -> UOp:
+  return UOp.const(a.dtype, a.arg + b.arg if op is Ops.ADD else a.arg * b.arg)
+
+
+# identities, constant folding and re-association: rules that often return a source of the matched node, so a
+# top-down rewrite frequently names nodes that an earlier match already rebuilt
+mini = PatternMatcher([
+  (UPat(Ops.ADD, src=[UPat.var("x"), UPat.const(None, 0)]), lambda x: x),
+  (UPat(Ops.MUL, src=[UPat.var("x"), UPat.const(None, 1)]), lambda x: x),
+  (UPat(Ops.MUL, src=[UPat.var("x"), UPat.const(None, 0).named("z")]), lambda x, z: z),
+  (UPat(Ops.ADD, src=[UPat.cvar("a"), UPat.cvar("b")]), lambda a, b: _fold(a, b, Ops.ADD)),
+  (UPat(Ops.MUL, src=[UPat.cvar("a"), UPat.cvar("b")]), lambda a, b: _fold(a, b, Ops.MUL)),
+  (UPat(Ops.ADD, src=[UPat(Ops.ADD, src=[UPat.var("x"), UPat.cvar("c1")]), UPat.cvar("c2")]),
+   lambda x, c1, c2: x + _fold(c1, c2, Ops.ADD)),
+  (UPat(Ops.MUL, src=[UPat(Ops.MUL, src=[UPat.var("x"), UPat.cvar("c1")]), UPat.cvar("c2")]),
+   lambda x, c1, c2: x * _fold(c1, c2, Ops.MUL)),
+], name="mini")
+
+
+def limited(pm: PatternMatcher, k: int) -> PatternMatcher:
+  """pm whose rules stop firing after k successful rewrites (the oracle for the graph at step k)."""
+  fired = [0]
+
+  def wrap(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def inner(*args, **kwargs):
+      out = fn(*args, **kwargs)
+      if out is None or fired[0] >= k:
+        return None
+      fired[0] += 1
+      return out
+    return inner
+  return PatternMatcher([(r.pat, wrap(r.fn)) for r in pm.rules], name=pm.name)
+
+
+def rand_expr(rng: random.Random, n: int, width: int = 4) -> UOp:
+  """A random DAG of ADD/MUL over three variables and small constants, with sharing; `width` sink sources."""
+  pool = [UOp.variable(f"v{i}", 0, 10) for i in range(3)] + [UOp.const(dtypes.int32, c) for c in (0, 1, 2, 3)]
+  for _ in range(n):
+    a, b = rng.choice(pool), rng.choice(pool[-12:])
+    pool.append(a.alu(rng.choice((Ops.ADD, Ops.MUL)), b))
+  return UOp.sink(*pool[-width:])
+
+
+def canon_uop(root: UOp, table: dict) -> int:
+  """A number equal for structurally equal graphs (given the same table)."""
+  memo: dict[UOp, int] = {}
+  for u in toposort(root):
+    key = (u.op.name, str(u.dtype), arg_str(u.arg), tuple(memo[s] for s in u.src))
+    memo[u] = table.setdefault(key, len(table))
+  return memo[root]
+
+
+def canon_ids(root: int, node: Callable, table: dict) -> int:
+  """canon_uop for a graph of trace-style nodes: node(id) -> (op, dtype, arg, src ids)."""
+  memo: dict[int, int] = {}
+  stack: list[tuple[int, bool]] = [(root, False)]
+  while stack:
+    x, expanded = stack.pop()
+    if x in memo:
+      continue
+    op, dtype, arg, src = node(x)
+    if not expanded:
+      stack.append((x, True))
+      stack.extend((s, False) for s in src if s not in memo)
+      continue
+    memo[x] = table.setdefault((op, dtype, arg, tuple(memo[s] for s in src)), len(table))
+  return memo[root]
+
+
+@contextlib.contextmanager
+def recording(path: Path) -> Iterator[Path]:
+  """Record everything traced inside the block to path (the real recorder, closed with its `end` record)."""
+  recorder.enable(path, announce=False)
+  try:
+    yield path
+  finally:
+    recorder.disable()
+
+
+def write_rewrites(path: Path, exprs: list[UOp], pm: PatternMatcher = mini) -> list[UOp]:
+  """A trace with one graph_rewrite per expression (alternating top-down and bottom-up); returns the results."""
+  out = []
+  with recording(path):
+    for i, e in enumerate(exprs):
+      out.append(graph_rewrite(e, pm, name=f"rw{i}", bottom_up=bool(i % 2)))
+  return out
+
+
+def write_kernel_trace(path: Path, evil: bool = False) -> None:
+  """Schedule and kernel contexts with rewrites, opts, beam rounds, sources and runs (as the compiler records them).
+  evil: hostile strings in kernel names, node args, sources and run names."""
+  name = XSS[0] if evil else "r_4_4"
+  with recording(path):
+    x = UOp.variable(XSS[1] if evil else "x", 0, 10)
+    with recorder.trace_context("schedule 1", kind="schedule"):
+      graph_rewrite((x + 0) * 1, mini, name="early")
+    with recorder.trace_context(name, kind="kernel"):
+      graph_rewrite(((x + 0) * 1) + (UOp.variable("y", 0, 5) * 2) + (x * 0), mini, name="simplify")
+      recorder.record("opt", op="UPCAST", axis=0, arg=4, ok=True, reason=None, shape=[4, 4], colors=["blue", "yellow"],
+                      kname=name)
+      recorder.record("opt", op="LOCAL", axis=1, arg=8, ok=False, reason="axis too small", shape=[4, 4],
+                      colors=["blue", "yellow"], kname=name)
+      recorder.record("beam", round=0, opts=[["UPCAST", 0, 4]], time=1.5e-5, chosen=True)
+      src = (XSS[2] + "\n" + XSS[0]) if evil else "define void @r_4_4(ptr %0) {\n  ret void\n}"
+      recorder.record("source", kind="llvm_ir", text=src, compile_s=0.01)
+      recorder.record("source", kind="asm", text=XSS[3] if evil else "r_4_4:\n  ret", compile_s=0.0)
+      recorder.record("run", kname=name, times=[1e-5, 2e-5], min=1e-5, median=1.5e-5, flops=32.0, bytes=128.0,
+                      gflops=3.2, gbs=12.8)

@@ -1,0 +1,135 @@
+"""Layouts as the viewer uses them (every node placed, no overlaps, stable and deterministic across steps) and
+replay of the compiler's real passes."""
+import random
+
+import numpy as np
+import pytest
+from test_server_helpers import recording
+
+from compiler import UOp, graph_rewrite
+from compiler.symbolic import symbolic
+from viz_server import graphview
+from viz_server.graphview import BLOCK, GraphView, _Derived, anchor
+from viz_server.replay import Replay
+from viz_server.store import TraceStore
+
+
+def _view(tr, rw):
+  return GraphView(tr, rw, Replay(tr, rw))
+
+
+def _noisy(rng, depth, leaves):
+  """Index math with the identities and constant chains the simplifier removes."""
+  if depth == 0:
+    return rng.choice(leaves)
+  a = _noisy(rng, depth - 1, leaves)
+  r = rng.random()
+  if r < 0.2:
+    a = a + 0
+  elif r < 0.35:
+    a = a * 1
+  elif r < 0.5:
+    a = (a + rng.randint(1, 4)) + rng.randint(-4, -1)
+  op = rng.choice(["add", "mul", "div", "mod", "addc"])
+  if op == "add":
+    return a + _noisy(rng, depth - 1, leaves)
+  if op == "mul":
+    return a * rng.choice([2, 3, 4])
+  if op == "div":
+    return a // rng.choice([2, 4])
+  return a % rng.choice([2, 4, 8]) if op == "mod" else a + rng.randint(0, 3)
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+  path = tmp_path_factory.mktemp("t") / "t.vztrace"
+  rng = random.Random(5)
+  leaves = [UOp.range(8, i) for i in range(3)]
+  sink = UOp.sink(*[_noisy(rng, 5, leaves) for _ in range(24)])
+  with recording(path):
+    graph_rewrite(sink, symbolic, name="simplify")
+    graph_rewrite(sink, symbolic, name="simplify", bottom_up=True)
+  (tr,) = TraceStore().add_path(path)
+  return tr
+
+
+def _boxes_overlap(view, lay, ids):
+  by_band = {}
+  for n in ids:
+    x, y = lay.pos[n]
+    w, h = view.size(n)
+    by_band.setdefault(round(y, 3), []).append((x - w / 2, x + w / 2, y - h / 2, y + h / 2, n))
+  rows = [sorted(v) for v in by_band.values()]
+  for row in rows:  # same band: neighbours must not overlap horizontally
+    for a, b in zip(row, row[1:]):
+      if a[1] > b[0] + 1e-6:
+        return (a[4], b[4])
+  boxes = [b for row in rows for b in row]
+  for i, a in enumerate(boxes):  # any two boxes (nodes placed between bands included)
+    for b in boxes[i + 1:]:
+      if a[0] < b[1] - 1e-6 and b[0] < a[1] - 1e-6 and a[2] < b[3] - 1e-6 and b[2] < a[3] - 1e-6:
+        return (a[4], b[4])
+  return None
+
+
+def test_every_step_is_laid_out_without_overlaps_and_edges_point_down(big):
+  for rw in big.rewrites.values():
+    view = _view(big, rw)
+    assert rw.matches > BLOCK  # full and derived layouts both occur
+    for k in range(rw.matches + 1):
+      lay = view.layout(k)
+      ids = view.replay.members(k)
+      assert set(lay.pos) == set(ids)
+      assert _boxes_overlap(view, lay, ids) is None, k
+      for d in ids:
+        for s in view.replay.node(d)[3]:
+          pts = lay.edges[(s, d)]
+          assert pts[0] == lay.pos[s] and pts[-1] == lay.pos[d] and lay.pos[s][1] < lay.pos[d][1]
+    assert view.stats["derived"] > view.stats["full"]
+
+
+def test_unchanged_nodes_stay_put_between_steps(big):
+  rw = max(big.rewrites.values(), key=lambda r: r.matches)
+  view = _view(big, rw)
+  moved, kept = 0, 0
+  for k in range(1, rw.matches + 1):
+    a, b = view.layout(k - 1), view.layout(k)
+    both = view.replay.members(k - 1) & view.replay.members(k)
+    d = [np.hypot(a.pos[n][0] - b.pos[n][0], a.pos[n][1] - b.pos[n][1]) for n in both]
+    if isinstance(b, _Derived):
+      assert max(d, default=0) == 0  # a derived step moves nothing
+    moved += sum(x > 0 for x in d)
+    kept += len(d)
+  assert moved < 0.1 * kept
+
+
+def test_layouts_do_not_depend_on_the_order_steps_are_asked_for(big, monkeypatch):
+  rw = max(big.rewrites.values(), key=lambda r: r.matches)
+  seq = _view(big, rw)
+  want = {k: seq.layout(k) for k in range(rw.matches + 1)}
+  monkeypatch.setattr(graphview, "LAYOUTS", graphview._LayoutCache(budget=12 * len(want[0].pos)))  # evicts a lot
+  jumpy = _view(big, rw)
+  order = list(range(rw.matches + 1))
+  random.Random(2).shuffle(order)
+  for k in order[:40] + [rw.matches, 0, 1]:
+    got = jumpy.layout(k)
+    assert got.pos == want[k].pos and got.edges == want[k].edges, k
+  assert all(anchor(k) < k for k in range(1, 300)) and max(bin(k // BLOCK).count("1") for k in range(300)) <= 4
+
+
+def test_real_compiler_passes_replay_to_their_recorded_results(tmp_path):
+  tensor = pytest.importorskip("compiler.tensor")
+  path = tmp_path / "c.vztrace"
+  a = tensor.Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+  b = tensor.Tensor(np.ones((3, 4), dtype=np.float32))
+  with recording(path):
+    out = ((a * b + 1).relu().sum(axis=1)).numpy()
+  assert np.allclose(out, (np.arange(12).reshape(3, 4) + 1).sum(1))
+  (tr,) = TraceStore().add_path(path)
+  done = [rw for rw in tr.rewrites.values() if rw.ended and rw.end_root is not None]
+  assert sum(rw.matches for rw in done) > 20 and tr.kernels
+  for rw in done:
+    rp = Replay(tr, rw)
+    assert rp.root(rw.matches) == rw.end_root, rw.name
+    assert all(rp.step(k).note is None for k in range(1, rw.matches + 1)), rw.name
+

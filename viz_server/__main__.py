@@ -1,0 +1,178 @@
+"""`python -m viz_server [TRACE_OR_DIR ...] [--host H] [--port P] [--open]`: serve traces to the browser UI."""
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import webbrowser
+from pathlib import Path
+
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def default_trace_dir() -> Path:
+  """Where the recorder writes traces by default (compiler.trace.recorder.default_trace_path's folder)."""
+  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+  return Path(base) / "tinyviz" / "traces"
+
+
+def url_of(host: str, port: int) -> str:
+  shown = f"[{host}]" if ":" in host else host
+  return f"http://{shown}:{port}/"
+
+
+class QuietHandler(WSGIRequestHandler):
+  """Logs errors only: one line per request (and per socket.io poll) would bury the URL and warnings."""
+
+  def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+    if str(code)[:1] == "5":
+      super().log_request(code, size)
+
+  def log_error(self, format: str, *args: object) -> None:
+    if "Bad request syntax" not in format % args:  # a websocket closing frame read after the upgrade ended
+      super().log_error(format, *args)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+  family = socket.AF_INET6 if ":" in host else socket.AF_INET
+  s = socket.socket(family, socket.SOCK_STREAM)
+  try:
+    if os.name == "posix":  # as Werkzeug does: a restarted viewer can bind while old connections linger
+      s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, port))
+    s.listen(128)
+  except BaseException:
+    s.close()
+    raise
+  return s
+
+
+def bind(app: object, host: str, port: int, busy_ok: bool = True) -> BaseWSGIServer:
+  """A threaded Werkzeug server on host:port, or (busy_ok) on a free port if that one is taken (port 0: any).
+  The socket is bound here (Werkzeug would exit the process on a busy port)."""
+  try:
+    sock = _listen(host, port)
+  except OSError as e:
+    if port == 0 or not busy_ok or e.errno not in (errno.EADDRINUSE, errno.EACCES):
+      raise
+    print(f"tinyviz: port {port} is busy, picking a free one", file=sys.stderr, flush=True)
+    sock = _listen(host, 0)
+  with sock:
+    return make_server(host, sock.getsockname()[1], app, threaded=True,  # type: ignore[arg-type]
+                       request_handler=QuietHandler, fd=sock.fileno())
+
+
+def _post(url: str, body: dict, timeout: float = 2.0) -> dict:
+  req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                               headers={"Content-Type": "application/json"})
+  with urllib.request.urlopen(req, timeout=timeout) as resp:
+    return json.loads(resp.read().decode())
+
+
+def running_viewer(port: int, timeout: float = 0.5) -> bool:
+  """True if a tinyviz viewer answers on 127.0.0.1:port."""
+  try:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/ping", timeout=timeout) as resp:
+      return json.loads(resp.read().decode()).get("app") == "tinyviz"
+  except (OSError, ValueError, urllib.error.URLError):
+    return False
+
+
+def handover(port: int, paths: list[Path]) -> int:
+  """Ask the viewer on port to follow the trace files; 0 if it took them all."""
+  url = url_of("127.0.0.1", port)
+  rc = 0
+  for p in paths:
+    if not p.is_file():
+      continue
+    try:
+      entry = _post(url + "api/traces/follow", {"path": str(p.resolve())})
+      print(f"tinyviz: the viewer at {url} now also serves {p} (trace {entry.get('id')})", flush=True)
+    except (OSError, ValueError) as e:
+      print(f"tinyviz: the viewer at {url} refused {p}: {e}", file=sys.stderr, flush=True)
+      rc = 1
+  return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+  ap = argparse.ArgumentParser(prog="python -m viz_server", description=__doc__)
+  ap.add_argument("paths", nargs="*", help="trace files or directories (default: the recorder's trace folder)")
+  ap.add_argument("--host", default="127.0.0.1",
+                  help="address to bind (default 127.0.0.1; anything else exposes the traces to the network)")
+  ap.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 or a busy port: a free one)")
+  ap.add_argument("--open", action="store_true", help="open the UI in a web browser")
+  ap.add_argument("--reuse", action="store_true",
+                  help="if a tinyviz viewer already serves --port on 127.0.0.1, hand it the trace files and exit")
+  ap.add_argument("--stop", action="store_true", help="stop the tinyviz viewer serving --port on 127.0.0.1")
+  args = ap.parse_args(argv)
+
+  if args.stop:
+    if not running_viewer(args.port):
+      print(f"tinyviz: no viewer on port {args.port}", file=sys.stderr)
+      return 1
+    _post(f"http://127.0.0.1:{args.port}/api/shutdown", {})
+    print(f"tinyviz: stopped the viewer on port {args.port}")
+    return 0
+
+  paths = [Path(p) for p in args.paths]
+  if not paths:
+    paths = [default_trace_dir()]
+    paths[0].mkdir(parents=True, exist_ok=True)
+  for p in paths:
+    if not p.exists():
+      print(f"tinyviz: no such file or directory: {p}", file=sys.stderr)
+      return 2
+
+  if args.reuse and running_viewer(args.port):
+    return handover(args.port, paths)
+
+  from compiler.trace.format import TraceFormatError
+  from viz_server.app import create_app
+
+  local = args.host in LOOPBACK_HOSTS
+  if not local:
+    print(f"tinyviz: WARNING: serving on {args.host}: anyone who can reach this address can read the traces "
+          "(they contain your code's source lines, file paths and command line)", file=sys.stderr, flush=True)
+  try:
+    app = create_app(paths, follow=False, allowed_hosts=None if not local else {"127.0.0.1", "localhost", "::1"})
+  except (TraceFormatError, OSError) as e:
+    print(f"tinyviz: {e}", file=sys.stderr)
+    return 2
+  try:
+    srv = bind(app, args.host, args.port, busy_ok=not args.reuse)
+  except OSError:  # --reuse and the port is taken: maybe a viewer started a moment ago by another script
+    for _ in range(50):
+      if running_viewer(args.port):
+        return handover(args.port, paths)
+      time.sleep(0.1)
+    srv = bind(app, args.host, 0)
+  state = app.extensions["tinyviz"]
+  state["shutdown"] = lambda: threading.Thread(target=srv.shutdown, daemon=True).start()
+  store = state["store"]
+  store.start()
+  url = url_of(args.host if args.host != "0.0.0.0" else "127.0.0.1", srv.port)
+  print(f"tinyviz: serving {len(store.traces)} trace(s) at {url}  (pid {os.getpid()}; Ctrl-C to stop)", flush=True)
+  if args.open:
+    webbrowser.open(url)
+  try:
+    srv.serve_forever()
+  except KeyboardInterrupt:
+    pass
+  finally:
+    store.stop()
+    srv.server_close()
+  print("tinyviz: viewer stopped", flush=True)
+  return 0
+
+
+if __name__ == "__main__":
+  raise SystemExit(main())

@@ -1,0 +1,322 @@
+"""The JSON API (docs/architecture.md, "JSON API"). Every parameter is an int id or a step; none names a file,
+except POST /api/traces/follow, which only a local process may call (it is how `VIZ=1` reuses a running viewer)."""
+from __future__ import annotations
+
+import os
+from typing import Any, NoReturn
+
+from flask import Blueprint, current_app, jsonify, request
+
+from compiler.trace.format import TraceFormatError
+from viz_server.diff import DiffError, diff_graphs
+from viz_server.graphview import label
+from viz_server.highlight import highlight
+from viz_server.store import Context, Trace, TraceStore, context_entry, kname_colors, run_entry
+from viz_server.views import Views
+
+bp = Blueprint("api", __name__, url_prefix="/api")
+APP_NAME = "tinyviz"
+LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
+
+
+class ApiError(Exception):
+  def __init__(self, status: int, message: str) -> None:
+    super().__init__(message)
+    self.status, self.message = status, message
+
+
+def fail(status: int, message: str) -> NoReturn:
+  raise ApiError(status, message)
+
+
+@bp.errorhandler(ApiError)
+def _api_error(e: ApiError) -> Any:
+  return jsonify({"error": e.message}), e.status
+
+
+def _store() -> TraceStore:
+  return current_app.extensions["tinyviz"]["store"]
+
+
+def _views() -> Views:
+  return current_app.extensions["tinyviz"]["views"]
+
+
+def _trace(t: int) -> Trace:
+  tr = _store().get(t)
+  if tr is None:
+    fail(404, f"no trace {t}")
+  return tr
+
+
+def _int_arg(name: str, default: int | None = None, allow_end: int | None = None) -> int:
+  raw = request.args.get(name)
+  if raw is None:
+    if default is None:
+      fail(400, f"missing query parameter {name!r}")
+    return default
+  if raw == "end" and allow_end is not None:
+    return allow_end
+  try:
+    v = int(raw)
+  except ValueError:
+    fail(400, f"query parameter {name!r} must be an integer, got {raw[:40]!r}")
+  if v < 0:
+    fail(400, f"query parameter {name!r} must be >= 0")
+  return v
+
+
+def _check_step(rw: Any, k: int) -> None:
+  if k > rw.matches:
+    fail(404, f"rewrite {rw.id} has {rw.matches} steps, no step {k}")
+
+
+# ---- traces
+
+@bp.get("/ping")
+def ping() -> Any:
+  return jsonify({"app": APP_NAME, "version": 1, "pid": os.getpid()})
+
+
+@bp.get("/traces")
+def traces() -> Any:
+  return jsonify(_store().entries())
+
+
+def _same_origin() -> None:
+  """Refuse a state-changing request that a page from another site made the browser send."""
+  origin = request.headers.get("Origin")
+  if origin is not None and origin.split("://", 1)[-1] != request.host:
+    fail(403, "cross-origin request refused")
+
+
+@bp.post("/traces")
+def upload() -> Any:
+  _same_origin()
+  f = request.files.get("file")
+  if f is None:
+    fail(400, "expected a multipart upload with a field named 'file'")
+  try:
+    tr = _store().add_upload(f.stream, f.filename or "")
+  except TraceFormatError as e:
+    fail(400, f"not a trace file: {e}")
+  with _store().lock:
+    return jsonify(tr.entry()), 201
+
+
+def _local_json_request() -> dict:
+  """Guard for the endpoints a local process uses: loopback peer, JSON body (so a web page cannot send it without a
+  CORS preflight, which this server never grants), and no foreign Origin."""
+  if request.remote_addr not in LOOPBACK:
+    fail(403, "only a process on this machine may do this")
+  _same_origin()
+  body = request.get_json(silent=True) if request.is_json else None
+  if not isinstance(body, dict):
+    fail(400, "expected a JSON object body (Content-Type: application/json)")
+  return body
+
+
+@bp.post("/traces/follow")
+def follow() -> Any:
+  body = _local_json_request()
+  path = body.get("path")
+  if not isinstance(path, str) or not os.path.isabs(path):
+    fail(400, "'path' must be an absolute path")
+  if not os.path.isfile(path):
+    fail(404, "no such file")
+  try:
+    tr = _store().follow(path)
+  except TraceFormatError:  # no detail: the reader's message quotes the file's first bytes
+    fail(400, "not a trace file")
+  except OSError as e:
+    fail(400, f"cannot read the file: {e.strerror}")
+  with _store().lock:
+    return jsonify(tr.entry())
+
+
+@bp.post("/shutdown")
+def shutdown() -> Any:
+  _local_json_request()
+  stop = current_app.extensions["tinyviz"].get("shutdown")
+  if stop is None:
+    fail(404, "this server cannot be stopped from the API")
+  stop()
+  return jsonify({"ok": True})
+
+
+# ---- contexts and rewrites
+
+@bp.get("/traces/<int:t>/contexts")
+def contexts(t: int) -> Any:
+  tr = _trace(t)
+  with _store().lock:
+    return jsonify([context_entry(tr, c) for c in list(tr.contexts.values())])
+
+
+def _rewrite(tr: Trace, r: int) -> Any:
+  rw = tr.rewrites.get(r)
+  if rw is None:
+    fail(404, f"no rewrite {r} in trace {tr.id}")
+  return rw
+
+
+@bp.get("/traces/<int:t>/rewrites/<int:r>")
+def rewrite(t: int, r: int) -> Any:
+  tr = _trace(t)
+  with _store().lock:
+    rw = _rewrite(tr, r)
+    steps = [rw.step(k) for k in range(1, rw.matches + 1)]
+    return jsonify({"id": rw.id, "ctx": rw.ctx, "name": rw.name, "file": rw.file, "line": rw.line,
+                    "bottom_up": rw.bottom_up, "dt": rw.dt, "error": rw.error, "ended": rw.ended, "root": rw.root,
+                    "end_root": rw.end_root, "steps": steps})
+
+
+@bp.get("/traces/<int:t>/rewrites/<int:r>/graph")
+def graph(t: int, r: int) -> Any:
+  tr = _trace(t)
+  rw = _rewrite(tr, r)
+  k = _int_arg("step", 0, allow_end=rw.matches)
+  _check_step(rw, k)
+  view = _views().get(tr, rw)
+  out = view.graph(k)
+  _views().prefetch(view, k)
+  return jsonify(out)
+
+
+@bp.get("/traces/<int:t>/rewrites/<int:r>/delta")
+def delta(t: int, r: int) -> Any:
+  tr = _trace(t)
+  rw = _rewrite(tr, r)
+  j = _int_arg("from", allow_end=rw.matches)
+  k = _int_arg("to", allow_end=rw.matches)
+  _check_step(rw, j)
+  _check_step(rw, k)
+  compact = request.args.get("compact", "0") not in ("0", "", "false")
+  view = _views().get(tr, rw)
+  out = view.delta(j, k, compact=compact)
+  _views().prefetch(view, k)
+  return jsonify(out)
+
+
+@bp.get("/traces/<int:t>/patterns/<int:p>")
+def pattern(t: int, p: int) -> Any:
+  tr = _trace(t)
+  pat = tr.patterns.get(p)
+  if pat is None:
+    fail(404, f"no pattern {p} in trace {t}")
+  src = pat["src"] or ""
+  return jsonify({**pat, "html": highlight(src, "python")})
+
+
+@bp.get("/traces/<int:t>/nodes/<int:n>")
+def node(t: int, n: int) -> Any:
+  tr = _trace(t)
+  got = tr.nodes.get(n)
+  if got is None:
+    fail(404, f"no node {n} in trace {t}")
+  op, dtype, arg, src = got
+  return jsonify({"id": n, "op": op, "dtype": dtype, "arg": arg, "src": list(src), "label": label(op, dtype, arg)})
+
+
+# ---- diffs
+
+def _point(spec: str | None, which: str) -> tuple[int, Any, str]:
+  """(root, node getter, label) of a diff POINT: `t:r:k` (k may be `end`) or `t:c` (a kernel context's final AST)."""
+  if not spec:
+    fail(400, f"missing query parameter {which!r}")
+  parts = spec.split(":")
+  try:
+    if len(parts) == 3:
+      t, r = int(parts[0]), int(parts[1])
+      k = None if parts[2] == "end" else int(parts[2])
+    elif len(parts) == 2:
+      t, c = int(parts[0]), int(parts[1])
+    else:
+      raise ValueError
+  except ValueError:
+    fail(400, f"{which}={spec[:60]!r}: expected trace:rewrite:step or trace:context")
+  tr = _trace(t)
+  if len(parts) == 3:
+    rw = _rewrite(tr, r)
+    if k is None and rw.ended and rw.end_root is not None and rw.end_root in tr.nodes:
+      return rw.end_root, tr.nodes.get, f"{tr.name} {rw.name} (rewrite {r}) end"
+    k = rw.matches if k is None else k
+    if k < 0:
+      fail(400, f"{which}: step must be >= 0")
+    _check_step(rw, k)
+    rp = _views().get(tr, rw).replay
+    return rp.root(k), rp.node, f"{tr.name} {rw.name} (rewrite {r}) step {k}"
+  ctx = tr.contexts.get(c)
+  if ctx is None:
+    fail(404, f"no context {c} in trace {t}")
+  root = _final_ast(tr, ctx)
+  if root is None:
+    fail(404, f"context {c} of trace {t} has no finished rewrite")
+  return root, tr.nodes.get, f"{tr.name} {ctx.name} (context {c})"
+
+
+def _final_ast(tr: Trace, ctx: Context) -> int | None:
+  """The result of the last finished rewrite in a context or its sub-contexts."""
+  with _store().lock:
+    inside = {ctx.id}
+    for c in tr.contexts.values():  # record order: a parent begins before its children
+      if c.parent in inside:
+        inside.add(c.id)
+    best = None
+    for rw in tr.rewrites.values():
+      if rw.ctx in inside and rw.ended and rw.end_root is not None and rw.end_root in tr.nodes:
+        best = rw.end_root
+    return best
+
+
+@bp.get("/diff")
+def diff() -> Any:
+  a = _point(request.args.get("a"), "a")
+  b = _point(request.args.get("b"), "b")
+  try:
+    out = diff_graphs(a, b)
+  except DiffError as e:
+    fail(400, str(e))
+  return jsonify({"a": request.args["a"], "b": request.args["b"], **out})
+
+
+# ---- kernels and runs
+
+def _opt(o: dict) -> dict:
+  return {k: o.get(k) for k in ("op", "axis", "arg", "ok", "reason", "shape", "colors", "kname")}
+
+
+@bp.get("/traces/<int:t>/kernels")
+def kernels(t: int) -> Any:
+  tr = _trace(t)
+  with _store().lock:
+    out = []
+    for cid in list(tr.kernels):
+      c = tr.contexts[cid]
+      out.append({"ctx": cid, "name": c.name, "kname_colors": kname_colors(c), "opts": [_opt(o) for o in c.opts],
+                  "n_beam": len(c.beam), "sources": [s["kind"] for s in c.sources],
+                  "run": run_entry(c.runs[-1]) if c.runs else None})
+    return jsonify(out)
+
+
+@bp.get("/traces/<int:t>/contexts/<int:c>/kernel")
+def kernel(t: int, c: int) -> Any:
+  tr = _trace(t)
+  with _store().lock:
+    ctx = tr.contexts.get(c)
+    if ctx is None:
+      fail(404, f"no context {c} in trace {t}")
+    beam = [{k: b.get(k) for k in ("round", "opts", "time", "error", "chosen")} for b in ctx.beam]
+    sources = [(s["kind"], s["text"], s.get("compile_s")) for s in ctx.sources]
+    body = {"ctx": c, "name": ctx.name, "kname_colors": kname_colors(ctx), "opts": [_opt(o) for o in ctx.opts],
+            "beam": beam, "runs": [run_entry(r) for r in ctx.runs], "errors": list(ctx.errors)}
+  body["sources"] = [{"kind": kind, "text": text, "html": highlight(text, kind), "compile_s": cs}
+                     for kind, text, cs in sources]
+  return jsonify(body)
+
+
+@bp.get("/traces/<int:t>/runs")
+def runs(t: int) -> Any:
+  tr = _trace(t)
+  with _store().lock:
+    return jsonify([run_entry(r) for r in tr.runs])

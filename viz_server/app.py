@@ -1,0 +1,107 @@
+"""The Flask app factory: JSON API, socket.io feed, the UI's page and static files."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from flask import Flask, Response, abort, jsonify, request, send_file
+from flask_socketio import SocketIO
+from werkzeug.exceptions import HTTPException
+
+from viz_server import live
+from viz_server.api import bp as api_bp
+from viz_server.highlight import stylesheet
+from viz_server.store import TraceStore
+from viz_server.views import Views
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MAX_UPLOAD = 512 << 20
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+# the page loads only its own scripts; styles may be set inline by the UI code; socket.io connects back to us
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+       "connect-src 'self' ws: wss:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+
+
+def package_dir(name: str) -> Path:
+  """Where the UI's `templates` or `static` folder is: package data when installed (pyproject maps them into
+  viz_server/), else the checkout's top-level folder."""
+  installed = Path(__file__).resolve().parent / name
+  return installed if installed.is_dir() else REPO_ROOT / name
+
+
+def _host_only(host: str) -> str:
+  if host.startswith("["):
+    return host[1:].split("]", 1)[0]
+  return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, poll_interval: float = 0.05,
+               max_upload: int = MAX_UPLOAD, allowed_hosts: Iterable[str] | None = LOCAL_HOSTS,
+               store: TraceStore | None = None) -> Flask:
+  """A viewer app serving the given trace files and directories.
+
+  follow: start the thread that tails live traces and watches directories (tests may poll by hand instead).
+  allowed_hosts: accepted Host header names (guards a loopback server against DNS rebinding); None accepts any.
+  The SocketIO object is `app.extensions["socketio"]`, the store `app.extensions["tinyviz"]["store"]`.
+  """
+  store = store or TraceStore(poll_interval=poll_interval)
+  for p in paths:
+    store.add_path(p)
+  static_dir = package_dir("static")
+  templates_dir = package_dir("templates")
+  app = Flask("viz_server", static_folder=str(static_dir), static_url_path="/static",
+              template_folder=str(templates_dir), root_path=str(Path(__file__).resolve().parent),
+              instance_path=str(Path(__file__).resolve().parent / "instance"))  # never created: we store nothing
+  app.config["MAX_CONTENT_LENGTH"] = max_upload
+  app.config["JSON_SORT_KEYS"] = False
+  app.json.sort_keys = False  # type: ignore[attr-defined]
+  app.json.compact = True  # type: ignore[attr-defined]
+  app.extensions["tinyviz"] = {"store": store, "views": Views(store)}
+  hosts = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
+  app.register_blueprint(api_bp)
+
+  @app.before_request
+  def _check_host() -> Any:
+    if hosts is not None and _host_only(request.host).lower() not in hosts:
+      return jsonify({"error": "unexpected Host header"}), 403
+    return None
+
+  @app.after_request
+  def _headers(resp: Response) -> Response:
+    resp.headers.setdefault("X-Content-Type-Options", "nosniff")
+    resp.headers.setdefault("Referrer-Policy", "no-referrer")
+    resp.headers.setdefault("X-Frame-Options", "DENY")
+    if resp.mimetype == "text/html":
+      resp.headers.setdefault("Content-Security-Policy", CSP)
+    return resp
+
+  @app.errorhandler(HTTPException)
+  def _http_error(e: HTTPException) -> Any:  # routing errors (404, 405) and 413 happen outside the blueprint
+    if e.code == 413:
+      return jsonify({"error": f"upload too large (limit {max_upload} bytes)"}), 413
+    return jsonify({"error": e.description if e.code != 404 else "not found"}), e.code
+
+  @app.get("/")
+  def index() -> Any:
+    page = templates_dir / "index.html"
+    if not page.is_file():
+      abort(404)
+    return send_file(page, mimetype="text/html", max_age=0)
+
+  @app.get("/vendor/socket.io.esm.min.js")
+  def socketio_client() -> Any:
+    js = REPO_ROOT / "node_modules" / "socket.io-client" / "dist" / "socket.io.esm.min.js"
+    if not js.is_file():
+      abort(404)
+    return send_file(js, mimetype="text/javascript")
+
+  @app.get("/highlight.css")
+  def highlight_css() -> Any:
+    return Response(stylesheet(), mimetype="text/css")
+
+  socketio = SocketIO(app, async_mode="threading")
+  live.attach(socketio, store)
+  if follow:
+    store.start()
+  return app

@@ -1,0 +1,151 @@
+"""The node records of one trace, kept compactly in flat arrays (no per-node Python objects)."""
+from __future__ import annotations
+
+from array import array
+
+Node = tuple[str, str, str, tuple[int, ...]]  # (op, dtype, arg, src ids)
+
+
+class NodeTable:
+  """Every `node` record of a trace: op/dtype/arg are small codes into string tables, sources a CSR array.
+
+  The recorder numbers nodes 0, 1, 2, ... so the id is the row; a trace with other ids gets an id->row dict.
+  A node is accepted only if all its sources are already known, so the table is always a DAG.
+  """
+
+  def __init__(self) -> None:
+    self._strs: list[str] = []
+    self._codes: dict[str, int] = {}
+    self._op = array("I")
+    self._dtype = array("I")
+    self._arg = array("I")
+    self._src_start = array("Q", [0])
+    self._src = array("q")
+    self._ids = array("q")  # row -> id
+    self._rows: dict[int, int] | None = None  # id -> row, only when ids are not 0..n-1
+    self._struct: dict[int, int | list[int]] | None = None  # hash(op, dtype, arg, srcs) -> id(s), built on demand
+
+  def __len__(self) -> int:
+    return len(self._ids)
+
+  def _code(self, s: str) -> int:
+    c = self._codes.get(s)
+    if c is None:
+      c = self._codes[s] = len(self._strs)
+      self._strs.append(s)
+    return c
+
+  def _row(self, nid: int) -> int:
+    if self._rows is None:
+      return nid if 0 <= nid < len(self._ids) else -1
+    return self._rows.get(nid, -1)
+
+  def __contains__(self, nid: int) -> bool:
+    return self._row(nid) >= 0
+
+  def add(self, nid: int, op: str, dtype: str, arg: str, src: list[int]) -> str | None:
+    """Append one node; returns why it was rejected (duplicate id, unknown source) or None."""
+    row = len(self._ids)
+    if self._rows is None and nid == row and (not src or (min(src) >= 0 and max(src) < row)):
+      pass  # the recorder's numbering: ids are rows and sources come first
+    else:
+      if self._row(nid) >= 0:
+        return f"node {nid} is defined twice"
+      for s in src:
+        if self._row(s) < 0:
+          return f"node {nid} uses node {s} before it is defined"
+      if self._rows is None:
+        self._rows = {int(i): r for r, i in enumerate(self._ids)}
+      self._rows[nid] = row
+    codes = self._codes
+    oc, dc, ac = codes.get(op), codes.get(dtype), codes.get(arg)
+    if oc is None:
+      oc = self._code(op)
+    if dc is None:
+      dc = self._code(dtype)
+    if ac is None:
+      ac = self._code(arg)
+    self._op.append(oc)
+    self._dtype.append(dc)
+    self._arg.append(ac)
+    self._src.extend(src)
+    self._src_start.append(len(self._src))
+    self._ids.append(nid)  # last: a reader in another thread sees the row only once it is complete
+    if self._struct is not None:
+      self._index(nid, (oc, dc, ac, tuple(src)))
+    return None
+
+  def get(self, nid: int) -> Node | None:
+    row = self._row(nid)
+    if row < 0:
+      return None
+    s = self._strs
+    return (s[self._op[row]], s[self._dtype[row]], s[self._arg[row]],
+            tuple(self._src[self._src_start[row]:self._src_start[row + 1]]))
+
+  def src(self, nid: int) -> tuple[int, ...]:
+    row = self._row(nid)
+    return tuple(self._src[self._src_start[row]:self._src_start[row + 1]]) if row >= 0 else ()
+
+  def op(self, nid: int) -> str | None:
+    row = self._row(nid)
+    return self._strs[self._op[row]] if row >= 0 else None
+
+  def ids(self) -> array:
+    return self._ids
+
+  def row(self, nid: int) -> int:
+    """The position of a node in definition order (-1 if unknown)."""
+    return self._row(nid)
+
+  @property
+  def max_id(self) -> int:
+    if not len(self._ids):
+      return -1
+    return len(self._ids) - 1 if self._rows is None else max(self._ids)
+
+  # ---- structural lookup (what replay uses to give rebuilt nodes the ids the trace gives them)
+  def key(self, op: str, dtype: str, arg: str, src: tuple[int, ...]) -> tuple[int, int, int, tuple[int, ...]] | None:
+    """The structural key of a node, or None if op/dtype/arg never occur in this trace (so no node has it)."""
+    c = self._codes
+    oc, dc, ac = c.get(op), c.get(dtype), c.get(arg)
+    if oc is None or dc is None or ac is None:
+      return None
+    return (oc, dc, ac, src)
+
+  def find(self, op: str, dtype: str, arg: str, src: tuple[int, ...], max_row: int | None = None) -> int | None:
+    """The id of the node with exactly this structure among the first max_row nodes, if the trace has one."""
+    k = self.key(op, dtype, arg, src)
+    if k is None:
+      return None
+    if self._struct is None:
+      self._struct = {}
+      for r in range(len(self._ids)):
+        a, b = self._src_start[r], self._src_start[r + 1]
+        self._index(self._ids[r], (self._op[r], self._dtype[r], self._arg[r], tuple(self._src[a:b])))
+    hit = self._struct.get(hash(k))
+    if hit is None:
+      return None
+    for nid in (hit if isinstance(hit, list) else (hit,)):
+      row = self._row(nid)
+      if max_row is not None and row >= max_row:
+        continue
+      if (self._op[row], self._dtype[row], self._arg[row]) == k[:3] and self.src(nid) == src:
+        return nid
+    return None
+
+  def _index(self, nid: int, k: tuple) -> None:
+    # only the hash is kept (an int per node, not a key tuple); find() checks candidates against the table
+    h = hash(k)
+    prev = self._struct.get(h)
+    if prev is None:
+      self._struct[h] = nid
+    elif isinstance(prev, list):
+      prev.append(nid)
+    else:
+      self._struct[h] = [prev, nid]
+
+  def nbytes(self) -> int:
+    """Approximate memory of the arrays (for the bench)."""
+    arrays = (self._op, self._dtype, self._arg, self._src_start, self._src, self._ids)
+    return sum(a.itemsize * len(a) for a in arrays) + sum(len(s) + 49 for s in self._strs)

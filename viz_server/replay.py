@@ -1,0 +1,342 @@
+"""Step replay: the graph of a rewrite after its first k matches (see "Replay semantics" in docs/architecture.md).
+
+The first k matches form a replacement map R. The graph at step k is what graph_rewrite returns when no further
+rule fires: the root resolved through R. Resolving rebuilds a node over its resolved sources (interned by
+structure, so a rebuilt node gets the id the trace gives it) and follows R where a node is replaced, the way the
+rewriter does it top-down (a match on a node before its sources are rewritten; a rule's result tried again, not
+looked up; a fixed-point chain of matches replacing only the node it started from) or bottom-up.
+
+Resolutions are memoized with reverse dependencies, so adding or removing one entry of R re-resolves only what
+depended on it. The graph is everything reachable from the resolved root; a cursor keeps reference counts of it,
+so moving between steps costs work proportional to the nodes that change.
+"""
+from __future__ import annotations
+
+import threading
+
+from viz_server.nodes import Node
+from viz_server.store import Rewrite, Trace
+
+# Ids of nodes that replay builds and the trace never names: far above any id a trace uses, exact in JSON numbers.
+FRESH_BASE = 1 << 40
+
+
+class StepInfo:
+  """What match k did to the graph at k-1."""
+  __slots__ = ("added", "changed", "removed", "pairs", "replaced", "by", "note")
+
+  def __init__(self, added: tuple[int, ...], changed: tuple[int, ...], removed: tuple[int, ...],
+               pairs: tuple[tuple[int, int], ...], replaced: int | None, by: int | None, note: str | None):
+    self.added, self.changed, self.removed, self.note = added, changed, removed, note
+    self.pairs = pairs  # (old, new): a node that left the graph and the node that took its place
+    self.replaced, self.by = replaced, by  # the node of graph k-1 the match replaced, and what stands for it at k
+
+
+class Replay:
+  """Replays one rewrite. Thread-safe; steps are computed on demand and kept (a root id and small id sets each)."""
+
+  def __init__(self, tr: Trace, rw: Rewrite) -> None:
+    self.tr, self.rw, self.table = tr, rw, tr.nodes
+    # structural lookups only see nodes defined before the rewrite ended, so the result never depends on when
+    # (or how much of the rest of the trace) was read
+    self.max_row = rw.nodes_at_end if rw.ended else None
+    self.nodes_seen = len(self.table)
+    self.fresh: dict[int, Node] = {}
+    self.fresh_key: dict[Node, int] = {}
+    self.roots: list[int] = []
+    self.steps: list[StepInfo | None] = [None]
+    self.lock = threading.RLock()
+    self._level: dict[int, int] = {}
+    # resolution through R, memoized with dependencies
+    self._R: dict[int, int] = {}  # replaced node -> replacement, from the first `cur` matches
+    self._chain_start: list[int] = []  # per match: the node whose R entry it sets
+    self._hist: list[tuple[int, int | None] | None] = []  # per applied match: (R key, previous R value)
+    self._memo: dict[int, int] = {}
+    self._deps: dict[int, tuple[int, ...]] = {}
+    self._rdeps: dict[int, set[int]] = {}
+    # cursor: the graph at step self.cur, as reference counts (edges from users) of the nodes reachable from _root
+    self.cur = 0
+    self._ref: dict[int, int] = {}
+    self._added: list[int] = []
+    self._removed: list[int] = []
+    self._root = -1
+    with self.lock:
+      root = self._resolve(rw.root) if rw.root in self.table else rw.root
+      self.roots.append(root)
+      self._move_root(root)
+
+  @property
+  def stale(self) -> bool:
+    """A live rewrite whose replay made up node ids that the trace may have named since."""
+    return self.max_row is None and bool(self.fresh) and len(self.table) != self.nodes_seen
+
+  @property
+  def n(self) -> int:
+    """Number of steps (matches) known so far."""
+    return self.rw.matches
+
+  # ---- nodes
+  def node(self, nid: int) -> Node | None:
+    f = self.fresh.get(nid)
+    return f if f is not None else self.table.get(nid)
+
+  def _src(self, nid: int) -> tuple[int, ...]:
+    f = self.fresh.get(nid)
+    return f[3] if f is not None else self.table.src(nid)
+
+  def level(self, nid: int) -> int:
+    """Length of the longest source chain below a node (a topological order key)."""
+    lv = self._level
+    got = lv.get(nid)
+    if got is not None:
+      return got
+    stack = [nid]
+    while stack:
+      x = stack[-1]
+      if x in lv:
+        stack.pop()
+        continue
+      missing = [s for s in self._src(x) if s not in lv]
+      if missing:
+        stack.extend(missing)
+        continue
+      stack.pop()
+      lv[x] = 1 + max((lv[s] for s in self._src(x)), default=-1)
+    return lv[nid]
+
+  def _intern(self, x: int, src: tuple[int, ...]) -> int:
+    """The node with x's op, dtype and arg over `src`: the trace's id for it if it has one, else a fresh id."""
+    op, dtype, arg, _ = self.node(x)  # type: ignore[misc]
+    nid = self.table.find(op, dtype, arg, src, self.max_row)
+    if nid is None:
+      key = (op, dtype, arg, src)
+      nid = self.fresh_key.get(key)
+      if nid is None:
+        nid = FRESH_BASE + len(self.fresh)
+        self.fresh[nid] = key
+        self.fresh_key[key] = nid
+    return nid
+
+  # ---- resolution
+  def _resolve(self, x0: int) -> int:
+    """x0 resolved through R (see the module docstring); iterative, memoized, cycle-safe.
+
+    Memo keys: x >= 0 is res(x), ~x (< 0) is base(x): x rebuilt over res() of its sources. A rebuilt node has
+    final sources, so it changes further only if R replaces it. res(x) of a replaced x is, top-down, base() of its
+    replacement (the rewriter tries rules on a result rather than looking it up), bottom-up res() of it."""
+    memo, R, td = self._memo, self._R, not self.rw.bottom_up
+    got = memo.get(x0)
+    if got is not None:
+      return got
+    stack = [x0]
+    prog: dict[int, tuple] = {}  # keys being computed (all on the current path) -> what each waits for
+    while stack:
+      key = stack[-1]
+      if key in memo:
+        stack.pop()
+        continue
+      p = prog.get(key)
+      if key >= 0:
+        if p is None:
+          e = R.get(key)
+          need = ~key if e is None else (~e if td else e)
+          if need in prog:  # the replacement contains the replaced node: the inner occurrence stays as it is
+            need = ~key
+          p = ("N", need)
+          if need not in memo and need not in prog:
+            prog[key] = p
+            stack.append(need)
+            continue
+        need = p[1]
+        self._finish(key, memo.get(need, ~need if need < 0 else need), (need,))
+      else:
+        a = ~key
+        if p is None or p[0] == "S":
+          src = self._src(a)
+          pending = [s for s in src if s not in memo and s not in prog]
+          if pending:
+            prog[key] = ("S",)
+            stack.extend(pending)
+            continue
+          new = tuple([memo.get(s, s) for s in src])
+          if new == src:
+            self._finish(key, a, src)
+          else:
+            y = self._intern(a, new)
+            if y in R and y not in memo and y not in prog:
+              prog[key] = ("Y", y, (*src, y))
+              stack.append(y)
+              continue
+            self._finish(key, memo.get(y, y) if y in R else y, (*src, y))
+        else:
+          self._finish(key, memo.get(p[1], p[1]), p[2])
+      prog.pop(key, None)
+      stack.pop()
+    return memo[x0]
+
+  def _finish(self, x: int, value: int, deps: tuple[int, ...]) -> None:
+    self._memo[x] = value
+    self._deps[x] = deps
+    rd = self._rdeps
+    for d in deps:
+      s = rd.get(d)
+      if s is None:
+        rd[d] = {x}
+      else:
+        s.add(x)
+
+  def _invalidate(self, b: int, old: dict[int, int]) -> None:
+    """Forget the resolution of b and of everything that depended on it; old collects the forgotten values."""
+    memo, deps, rdeps = self._memo, self._deps, self._rdeps
+    todo = [b]
+    while todo:
+      z = todo.pop()
+      v = memo.pop(z, None)
+      if v is not None and z not in old:
+        old[z] = v
+      for d in deps.pop(z, ()):
+        s = rdeps.get(d)
+        if s is not None:
+          s.discard(z)
+      todo.extend(rdeps.pop(z, ()))
+
+  # ---- cursor state
+  def _add_ref(self, root: int) -> None:
+    ref, src_of = self._ref, self._src
+    stack = [root]
+    while stack:
+      x = stack.pop()
+      c = ref.get(x, 0)
+      ref[x] = c + 1
+      if c == 0:
+        self._added.append(x)
+        stack.extend(src_of(x))
+
+  def _del_ref(self, root: int) -> None:
+    ref, src_of = self._ref, self._src
+    stack = [root]
+    while stack:
+      x = stack.pop()
+      c = ref[x] - 1
+      if c:
+        ref[x] = c
+        continue
+      del ref[x]
+      self._removed.append(x)
+      stack.extend(src_of(x))
+
+  def _move_root(self, new_root: int) -> tuple[list[int], list[int]]:
+    """Make new_root the cursor's root; returns (added, removed) node ids."""
+    self._added, self._removed = [], []
+    if new_root != self._root:
+      if new_root in self.table or new_root in self.fresh:
+        self._add_ref(new_root)
+      if self._root in self._ref:
+        self._del_ref(self._root)
+      self._root = new_root
+    return self._added, self._removed
+
+  def _key_of(self, k: int) -> int:
+    """The node whose entry in R match k sets: its `before`, or top-down, the start of the chain it continues (the
+    rewriter applies rules to a node until none fires; only the node it started from maps to the result)."""
+    while len(self._chain_start) < k:
+      i = len(self._chain_start)
+      b = self.rw.before[i]
+      cont = not self.rw.bottom_up and i > 0 and self.rw.after[i - 1] == b and self.rw.after[i - 1] >= 0
+      self._chain_start.append(self._chain_start[i - 1] if cont else b)
+    return self._chain_start[k - 1]
+
+  def _set_r(self, k: int, forward: bool, old: dict[int, int]) -> None:
+    """Apply (forward) or undo match k on R, invalidating what depended on the entry it changes."""
+    if forward:
+      i = k - 1
+      b, a = self.rw.before[i], self.rw.after[i]
+      if a < 0 or a not in self.table or b not in self.table or a == b:
+        self._hist.append(None)
+        return
+      b = self._key_of(k)
+      self._hist.append((b, self._R.get(b)))
+      self._R[b] = a
+    else:
+      h = self._hist.pop()
+      if h is None:
+        return
+      b, prev = h
+      if prev is None:
+        del self._R[b]
+      else:
+        self._R[b] = prev
+    self._invalidate(b, old)
+
+  def _goto(self, k: int) -> None:
+    if k == self.cur:
+      return
+    old: dict[int, int] = {}
+    while self.cur < k:
+      self.cur += 1
+      self._set_r(self.cur, True, old)
+    while self.cur > k:
+      self._set_r(self.cur, False, old)
+      self.cur -= 1
+    if self.rw.root in self.table:  # re-resolve what was invalidated, so the next step sees every old value
+      self._resolve(self.rw.root)
+    self._move_root(self.roots[k])
+
+  # ---- steps
+  def ensure(self, k: int) -> None:
+    """Compute steps up to k (k <= n)."""
+    with self.lock:
+      while len(self.roots) <= k:
+        self._goto(len(self.roots) - 1)
+        self._step(len(self.roots))
+
+  def _step(self, k: int) -> None:
+    """Compute step k from the cursor at k-1."""
+    i = k - 1
+    rw = self.rw
+    b, a = rw.before[i], rw.after[i]
+    note = None
+    if a < 0:
+      note = "the rule raised: nothing was replaced"
+    elif a not in self.table or b not in self.table:
+      note = f"the match names node {a if a not in self.table else b}, which the trace does not define"
+    key = self._key_of(k)
+    replaced = self._resolve(key) if note is None else None
+    old: dict[int, int] = {}
+    self._set_r(k, True, old)
+    self.cur = k
+    root = self._resolve(rw.root) if rw.root in self.table else rw.root
+    added, removed = self._move_root(root)
+    self.roots.append(root)
+    new, gone = set(added), set(removed)
+    pairs, changed = [], []
+    for z, v in old.items():
+      if z < 0:
+        continue
+      nv = self._memo.get(z)
+      if nv is not None and nv != v and nv in new and v in gone:
+        pairs.append((v, nv))
+        if z != key and z not in self._R:
+          changed.append(nv)
+    changed_set = set(changed)
+    by = self._resolve(key) if note is None else None
+    if note is None and not added and not removed:
+      note = "the graph did not change: the replaced node is no longer part of it"
+    self.steps.append(StepInfo(tuple(x for x in added if x not in changed_set), tuple(dict.fromkeys(changed)),
+                               tuple(removed), tuple(dict.fromkeys(pairs)), replaced, by, note))
+
+  # ---- queries
+  def root(self, k: int) -> int:
+    self.ensure(k)
+    return self.roots[k]
+
+  def members(self, k: int) -> frozenset[int]:
+    """Ids of the nodes of the graph at step k."""
+    with self.lock:
+      self.ensure(k)
+      self._goto(k)
+      return frozenset(self._ref)
+
+  def step(self, k: int) -> StepInfo | None:
+    self.ensure(k)
+    return self.steps[k]

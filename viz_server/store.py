@@ -1,0 +1,629 @@
+"""The trace store: opens traces with the reader, indexes them (contexts, rewrites, kernels, runs) without building
+any graph, follows growing files and directories, and tells listeners what changed."""
+from __future__ import annotations
+
+import io
+import math
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from array import array
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Iterable
+
+from compiler.trace.format import TraceFormatError
+from compiler.trace.reader import TraceReader
+from viz_server.nodes import NodeTable
+
+TRACE_SUFFIX = ".vztrace"
+POLL_WINDOW = 1 << 16  # compressed bytes read per poll: about one frame, so one batch holds a frame of records
+MAX_EVENTS_PER_BATCH = 1000  # a bigger burst is announced as one `trace` event with reload=True
+WRITER_CHECK_S = 2.0  # idle seconds after which a live trace's writer process is checked for being gone
+KERNEL_RECORDS = ("opt", "beam", "source", "run")
+
+Listener = Callable[[str, dict], None]
+
+
+class Events(list):
+  """(event, data) pairs for listeners; past MAX_EVENTS_PER_BATCH it stops collecting and remembers it overflowed."""
+
+  def __init__(self) -> None:
+    super().__init__()
+    self.overflow = False
+
+  def append(self, item: tuple[str, dict]) -> None:
+    if len(self) >= MAX_EVENTS_PER_BATCH:
+      self.overflow = True
+    else:
+      super().append(item)
+
+
+class Context:
+  __slots__ = ("id", "parent", "name", "kind", "ts", "end_ts", "error", "ended", "rewrites", "opts", "beam",
+               "sources", "runs", "errors")
+
+  def __init__(self, cid: int, parent: int | None, name: str, kind: str, ts: float | None) -> None:
+    self.id, self.parent, self.name, self.kind, self.ts = cid, parent, name, kind, ts
+    self.end_ts: float | None = None
+    self.error: str | None = None
+    self.ended = False
+    self.rewrites: list[int] = []
+    self.opts: list[dict] = []
+    self.beam: list[dict] = []
+    self.sources: list[dict] = []
+    self.runs: list[dict] = []
+    self.errors: list[str] = []
+
+  @property
+  def is_kernel(self) -> bool:
+    return self.kind == "kernel" or bool(self.opts or self.beam or self.sources or self.runs)
+
+
+class Rewrite:
+  """One graph_rewrite call; its matches are parallel arrays (pattern, before, after, dt) plus sparse errors."""
+  __slots__ = ("id", "ctx", "name", "file", "line", "bottom_up", "root", "ts", "end_root", "dt", "error", "ended",
+               "pat", "before", "after", "mdt", "merr", "nodes_at_end")
+
+  def __init__(self, rec: dict) -> None:
+    self.id: int = rec["id"]
+    self.ctx: int = rec["ctx"]
+    self.name: str = rec["name"]
+    self.file: str | None = rec["file"]
+    self.line: int | None = rec["line"]
+    self.bottom_up: bool = rec["bottom_up"]
+    self.root: int = rec["root"]
+    self.ts = rec["ts"]
+    self.end_root: int | None = None
+    self.dt: float | None = None
+    self.error: str | None = None
+    self.ended = False
+    self.pat = array("q")
+    self.before = array("q")
+    self.after = array("q")  # -1: the rule raised (no result)
+    self.mdt = array("d")
+    self.merr: dict[int, str] = {}  # step k -> error text
+    self.nodes_at_end: int | None = None  # node table size at rw_end: replay names nodes only from this prefix
+
+  @property
+  def matches(self) -> int:
+    return len(self.after)
+
+  def step(self, k: int) -> dict:
+    """Match k (1-based) as the API shows it."""
+    i = k - 1
+    a = self.after[i]
+    dt = self.mdt[i]
+    return {"k": k, "pattern": self.pat[i], "before": self.before[i], "after": None if a < 0 else a,
+            "dt": None if math.isnan(dt) else dt, "error": self.merr.get(k)}
+
+
+class _Window(io.RawIOBase):
+  """A file seen only up to `limit` bytes, so one reader.poll() decodes a bounded amount of a big file."""
+
+  def __init__(self, f: BinaryIO) -> None:
+    super().__init__()
+    self._f = f
+    self.limit = 0
+    self.name = getattr(f, "name", "<trace>")
+
+  def readable(self) -> bool:
+    return True
+
+  def read(self, n: int = -1) -> bytes:
+    room = self.limit - self._f.tell()
+    if room <= 0:
+      return b""
+    return self._f.read(room if n is None or n < 0 else min(n, room))
+
+  def tell(self) -> int:
+    return self._f.tell()
+
+  def fileno(self) -> int:
+    return self._f.fileno()
+
+  def size(self) -> int:
+    return os.fstat(self._f.fileno()).st_size
+
+  def close(self) -> None:
+    self._f.close()
+    super().close()
+
+
+class Trace:
+  """The index of one trace file. Mutated only by the store (under its lock); read by the API under the lock."""
+
+  def __init__(self, tid: int, path: Path, name: str, follow: bool) -> None:
+    self.id = tid
+    self.path = path
+    self.name = name
+    self.follow = follow
+    self.meta: dict | None = None
+    self.nodes = NodeTable()
+    self.patterns: dict[int, dict] = {}
+    self.contexts: dict[int, Context] = {}
+    self.rewrites: dict[int, Rewrite] = {}
+    self.kernels: dict[int, None] = {}  # ctx ids of kernel contexts, in order of appearance
+    self.runs: list[dict] = []
+    self.errors: list[dict] = []
+    self.anomalies: list[str] = []  # records that broke the trace's own consistency (kept out of the index)
+    self.match_count = 0
+    self.ended = False
+    self.damage: dict | None = None
+    self.updated = time.monotonic()
+    self.version = 0  # bumped on every batch; caches of derived data compare it
+    self._final: os.stat_result | None = None
+    f = open(path, "rb", buffering=0)
+    try:
+      self.inode = os.fstat(f.fileno()).st_ino
+      self._win = _Window(f)
+      self.reader = TraceReader(self._win)  # raises TraceFormatError if this is not a trace
+    except BaseException:
+      f.close()
+      raise
+
+  # ---- status
+  @property
+  def status(self) -> str:
+    return "damaged" if self.damage else ("ended" if self.ended else "live")
+
+  @property
+  def live(self) -> bool:
+    return self.damage is None and not self.ended
+
+  def entry(self) -> dict:
+    """The trace as `GET /api/traces` lists it."""
+    return {"id": self.id, "name": self.name, "status": self.status, "damage": self.damage,
+            "counts": {"contexts": len(self.contexts), "rewrites": len(self.rewrites), "matches": self.match_count,
+                       "nodes": len(self.nodes), "kernels": len(self.kernels), "runs": len(self.runs)},
+            "meta": self.meta, "anomalies": len(self.anomalies)}
+
+  # ---- reading
+  def pull(self, final: bool = False) -> Iterable[list[dict]]:
+    """Batches of new records. `final`: the file is finished, an incomplete last frame is damage."""
+    if final:
+      self._win.limit = 1 << 62
+      batch: list[dict] = []
+      for rec in self.reader:
+        batch.append(rec)
+        if len(batch) >= 10000:
+          yield batch
+          batch = []
+      if batch:
+        yield batch
+      self._note_damage()
+      return
+    while True:
+      self._win.limit = self._win.tell() + POLL_WINDOW
+      recs = self.reader.poll()
+      if recs:
+        yield recs
+      self._note_damage()
+      if self.damage is not None or (not recs and self._win.tell() >= self._win.size()):
+        return
+
+  def _note_damage(self) -> None:
+    r = self.reader
+    if r.damaged and self.damage is None:
+      self.damage = {"offset": r.stopped_at, "reason": r.reason}
+
+  def writer_gone(self) -> bool:
+    """True if the process writing this live trace ran on this host and no longer exists."""
+    m = self.meta
+    if not m or m.get("host") != socket.gethostname() or os.name != "posix":
+      return False
+    pid = m.get("pid")
+    if type(pid) is not int or pid <= 0 or pid == os.getpid():
+      return False
+    try:
+      os.kill(pid, 0)
+    except ProcessLookupError:
+      return True
+    except OSError:
+      return False
+    return False
+
+  def finish_unended(self) -> None:
+    """The writer is gone without an `end` record: read what is left as a finished file and say it is cut short."""
+    if self.damage is None:
+      self.damage = {"offset": self._win.tell(),
+                     "reason": "the writing process exited without finishing the trace (no end record)"}
+
+  def same_file(self, st: os.stat_result) -> bool:
+    """Is the file now at this trace's path (stat st) still the one this trace reads (not a new one there)?"""
+    if self._final is None:
+      try:
+        mine = os.fstat(self._win.fileno())
+      except (OSError, ValueError):
+        return False
+      return (mine.st_ino, mine.st_dev) == (st.st_ino, st.st_dev) and mine.st_nlink > 0
+    f = self._final  # a finished file is never written again: any change means a new file (inodes are reused)
+    return (f.st_ino, f.st_dev, f.st_size, f.st_mtime_ns) == (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns)
+
+  def close(self) -> None:
+    if self._final is None:
+      try:
+        self._final = os.fstat(self._win.fileno())
+      except (OSError, ValueError):
+        pass
+    self.reader.close()
+    self._win.close()
+
+  # ---- indexing
+  def apply(self, recs: list[dict], events: Events | None) -> None:
+    """Index a batch of validated records; append (event, data) pairs for listeners to `events` if given."""
+    kernels_touched: dict[int, None] = {}
+    for rec in recs:
+      t = rec["t"]
+      try:
+        handler = _HANDLERS.get(t)
+        if handler is not None:
+          handler(self, rec, events, kernels_touched)
+      except (KeyError, TypeError, ValueError, IndexError) as e:  # a record inconsistent with the rest of the trace
+        self._anomaly(f"{t} record: {type(e).__name__}: {e}")
+    if events is not None:
+      for cid in kernels_touched:
+        events.append(("kernel", {"trace": self.id, "ctx": cid}))
+    self.version += 1
+    self.updated = time.monotonic()
+
+  def _anomaly(self, text: str) -> None:
+    if len(self.anomalies) < 1000:
+      self.anomalies.append(text)
+
+  def _ctx(self, cid: int) -> Context:
+    c = self.contexts.get(cid)
+    if c is None:  # a record names a context that never began: show it rather than drop the record
+      c = self.contexts[cid] = Context(cid, None, f"<context {cid}>", "unknown", None)
+      self._anomaly(f"context {cid} used before it began")
+    return c
+
+  # handlers, one per record type
+  def _on_meta(self, rec: dict, events: Any, touched: Any) -> None:
+    if self.meta is None:
+      self.meta = {k: v for k, v in rec.items() if k != "t"}
+
+  def _on_node(self, rec: dict, events: Any, touched: Any) -> None:
+    why = self.nodes.add(rec["id"], rec["op"], rec["dtype"], rec["arg"], rec["src"])
+    if why is not None:
+      self._anomaly(why)
+
+  def _on_pattern(self, rec: dict, events: Any, touched: Any) -> None:
+    if rec["id"] in self.patterns:
+      self._anomaly(f"pattern {rec['id']} is defined twice")
+      return
+    self.patterns[rec["id"]] = {k: rec[k] for k in ("id", "file", "line", "src", "pat", "name")}
+
+  def _on_ctx_begin(self, rec: dict, events: Any, touched: Any) -> None:
+    cid = rec["id"]
+    c = self.contexts.get(cid)
+    if c is not None and c.kind != "unknown":
+      self._anomaly(f"context {cid} begins twice")
+      return
+    new = Context(cid, rec["parent"], rec["name"], rec["kind"], rec["ts"])
+    if c is not None:
+      new.rewrites = c.rewrites
+    self.contexts[cid] = new
+    if new.kind == "kernel":
+      self.kernels[cid] = None
+    if events is not None:
+      events.append(("context", {"trace": self.id, "context": context_entry(self, new)}))
+
+  def _on_ctx_end(self, rec: dict, events: Any, touched: Any) -> None:
+    c = self._ctx(rec["id"])
+    c.ended, c.end_ts, c.error = True, rec["ts"], rec.get("error")
+    if events is not None:
+      events.append(("context", {"trace": self.id, "context": context_entry(self, c)}))
+
+  def _on_rw_begin(self, rec: dict, events: Any, touched: Any) -> None:
+    if rec["id"] in self.rewrites:
+      self._anomaly(f"rewrite {rec['id']} begins twice")
+      return
+    rw = Rewrite(rec)
+    self.rewrites[rw.id] = rw
+    self._ctx(rw.ctx).rewrites.append(rw.id)
+    if events is not None:
+      events.append(("rewrite", {"trace": self.id, "ctx": rw.ctx, "rewrite": rewrite_entry(rw)}))
+
+  def _on_match(self, rec: dict, events: Any, touched: Any) -> None:
+    rw = self.rewrites.get(rec["rw"])
+    if rw is None or rw.ended:
+      self._anomaly(f"match for {'unknown' if rw is None else 'ended'} rewrite {rec['rw']}")
+      return
+    after = rec["after"]
+    dt = rec["dt"]
+    rw.pat.append(rec["pat"])
+    rw.before.append(rec["before"])
+    rw.after.append(-1 if after is None else after)
+    rw.mdt.append(math.nan if dt is None else float(dt))
+    err = rec.get("error")
+    if err is not None:
+      rw.merr[len(rw.after)] = err
+    self.match_count += 1
+
+  def _on_rw_end(self, rec: dict, events: Any, touched: Any) -> None:
+    rw = self.rewrites.get(rec["id"])
+    if rw is None or rw.ended:
+      self._anomaly(f"end of {'unknown' if rw is None else 'ended'} rewrite {rec['id']}")
+      return
+    rw.ended, rw.end_root, rw.dt, rw.error = True, rec["root"], rec["dt"], rec.get("error")
+    rw.nodes_at_end = len(self.nodes)
+    if events is not None:
+      events.append(("rewrite", {"trace": self.id, "ctx": rw.ctx, "rewrite": rewrite_entry(rw)}))
+
+  def _on_kernel_record(self, rec: dict, events: Any, touched: dict) -> None:
+    c = self._ctx(rec["ctx"])
+    t = rec["t"]
+    data = {k: v for k, v in rec.items() if k != "t"}
+    if t == "opt":
+      c.opts.append(data)
+    elif t == "beam":
+      c.beam.append(data)
+    elif t == "source":
+      c.sources.append(data)
+    else:
+      c.runs.append(data)
+      self.runs.append(data)
+      if events is not None:
+        events.append(("run", {"trace": self.id, "run": run_entry(data)}))
+    self.kernels[c.id] = None
+    touched[c.id] = None
+
+  def _on_error(self, rec: dict, events: Any, touched: Any) -> None:
+    self.errors.append({"ctx": rec["ctx"], "text": rec["text"]})
+    if rec["ctx"] is not None and rec["ctx"] in self.contexts:
+      self.contexts[rec["ctx"]].errors.append(rec["text"])
+
+  def _on_end(self, rec: dict, events: Any, touched: Any) -> None:
+    self.ended = True
+
+
+_HANDLERS: dict[str, Callable] = {
+  "meta": Trace._on_meta, "node": Trace._on_node, "pattern": Trace._on_pattern, "ctx_begin": Trace._on_ctx_begin,
+  "ctx_end": Trace._on_ctx_end, "rw_begin": Trace._on_rw_begin, "match": Trace._on_match,
+  "rw_end": Trace._on_rw_end, "opt": Trace._on_kernel_record, "beam": Trace._on_kernel_record,
+  "source": Trace._on_kernel_record, "run": Trace._on_kernel_record, "error": Trace._on_error, "end": Trace._on_end,
+}
+
+
+# ---- entries as the API shows them (shared with the socket.io events)
+
+def rewrite_entry(rw: Rewrite) -> dict:
+  changed = None if not rw.ended else (rw.end_root is not None and rw.end_root != rw.root)
+  return {"id": rw.id, "name": rw.name, "file": rw.file, "line": rw.line, "bottom_up": rw.bottom_up,
+          "matches": rw.matches, "changed": changed, "dt": rw.dt, "ended": rw.ended, "error": rw.error}
+
+
+def kname_colors(c: Context) -> list[list] | None:
+  """The kernel name as [[text, color-or-null], ...]: the shape of its last applied opt, colored by axis type."""
+  if not c.is_kernel:
+    return None
+  for o in reversed(c.opts):
+    shape, colors = o.get("shape"), o.get("colors")
+    if o.get("ok") and shape and colors and len(shape) == len(colors):
+      kname = o.get("kname") or c.name
+      prefix = kname.split("_", 1)[0] if "_" in kname else kname
+      out: list[list] = [[prefix, None]]
+      for s, col in zip(shape, colors):
+        out += [["_", None], [str(s), col]]
+      return out
+  return [[c.name, None]]
+
+
+def context_entry(tr: Trace, c: Context) -> dict:
+  return {"id": c.id, "parent": c.parent, "name": c.name, "kind": c.kind, "kname_colors": kname_colors(c),
+          "ended": c.ended, "error": c.error, "rewrites": [rewrite_entry(tr.rewrites[r]) for r in c.rewrites]}
+
+
+def run_entry(r: dict) -> dict:
+  return {k: r.get(k) for k in ("ctx", "kname", "min", "median", "times", "flops", "bytes", "gflops", "gbs")}
+
+
+class TraceStore:
+  """All served traces. A background thread (start()) follows live files and watched directories."""
+
+  def __init__(self, poll_interval: float = 0.05, scan_interval: float = 0.2, upload_dir: str | None = None) -> None:
+    self.lock = threading.RLock()
+    self.traces: dict[int, Trace] = {}
+    self.listeners: list[Listener] = []
+    self.poll_interval = poll_interval
+    self.scan_interval = scan_interval
+    self.dirs: list[Path] = []
+    self._followed: dict[Path, int] = {}  # followed path -> id of the newest trace read from it
+    self._rejected: dict[Path, tuple] = {}  # path -> (inode, mtime, size) of a file that is not a trace
+    self._next_id = 0
+    self._follow_lock = threading.Lock()
+    self._upload_dir = upload_dir
+    self._own_upload_dir = False
+    self._stop = threading.Event()
+    self._thread: threading.Thread | None = None
+    self._last_scan = 0.0
+
+  # ---- adding traces
+  def add_path(self, path: str | os.PathLike) -> list[Trace]:
+    """Serve a file (followed while it grows) or a directory (every trace in it, now and later)."""
+    p = Path(path).resolve()
+    if p.is_dir():
+      with self.lock:
+        if p not in self.dirs:
+          self.dirs.append(p)
+      return self._scan_dir(p)
+    if not p.is_file():
+      raise FileNotFoundError(f"no such trace file or directory: {path}")
+    return [self.follow(p)]
+
+  def follow(self, path: str | os.PathLike) -> Trace:
+    """Serve one trace file, following it; the same file (same inode) is served once. Raises TraceFormatError."""
+    p = Path(path).resolve()
+    with self._follow_lock:  # the follower thread and API requests may add the same file at once
+      with self.lock:
+        tid = self._followed.get(p)
+        if tid is not None:
+          try:
+            if self.traces[tid].same_file(os.stat(p)):
+              return self.traces[tid]
+          except OSError:
+            pass
+      tr = self._open(p, p.name, follow=True)
+      with self.lock:
+        self._followed[p] = tr.id
+      return tr
+
+  def add_upload(self, stream: BinaryIO, filename: str) -> Trace:
+    """Store an uploaded trace in the server's own directory and index it whole. Raises TraceFormatError."""
+    if self._upload_dir is None:
+      self._upload_dir = tempfile.mkdtemp(prefix="tinyviz-uploads-")
+      self._own_upload_dir = True
+    fd, tmp = tempfile.mkstemp(suffix=TRACE_SUFFIX, dir=self._upload_dir)
+    try:
+      with os.fdopen(fd, "wb") as f:
+        while chunk := stream.read(1 << 20):
+          f.write(chunk)
+      name = os.path.basename(filename or "") or "upload" + TRACE_SUFFIX
+      return self._open(Path(tmp), name, follow=False)
+    except BaseException:
+      os.unlink(tmp)
+      raise
+
+  def _open(self, path: Path, name: str, follow: bool) -> Trace:
+    tr = Trace(-1, path, name, follow)  # raises TraceFormatError before an id is spent on a file that is no trace
+    with self.lock:
+      tr.id = self._next_id
+      self._next_id += 1
+    events = Events()
+    try:
+      for batch in tr.pull(final=not follow):
+        tr.apply(batch, events)
+    except BaseException:
+      tr.close()
+      raise
+    if not tr.live:
+      tr.close()
+    with self.lock:
+      self.traces[tr.id] = tr
+    # the new trace first, then (if not too many) what it already holds, so a client sees a live file from its start
+    first = ("trace", {**tr.entry(), "reload": True} if events.overflow else tr.entry())
+    self._emit([first] + ([] if events.overflow else list(events)))
+    return tr
+
+  def _scan_dir(self, d: Path) -> list[Trace]:
+    out = []
+    try:
+      entries = sorted(d.iterdir())
+    except OSError:
+      return out
+    for p in entries:
+      if p.suffix != TRACE_SUFFIX:
+        continue
+      try:
+        st = p.stat()
+      except OSError:
+        continue
+      if not p.is_file():
+        continue
+      tr = self._check_file(p, st)
+      if tr is not None:
+        out.append(tr)
+    return out
+
+  def _check_file(self, p: Path, st: os.stat_result | None = None) -> Trace | None:
+    """Follow the file at p if it is a trace not served yet; remember files that are not traces."""
+    try:
+      st = st or p.stat()
+    except OSError:
+      return None
+    with self.lock:
+      tid = self._followed.get(p)
+      known = tid is not None and self.traces[tid].same_file(st)
+    if known or self._rejected.get(p) == (st.st_ino, st.st_mtime_ns, st.st_size):
+      return None
+    try:
+      return self.follow(p)
+    except (TraceFormatError, OSError):
+      self._rejected[p] = (st.st_ino, st.st_mtime_ns, st.st_size)
+      return None
+
+  # ---- lookups
+  def get(self, tid: int) -> Trace | None:
+    return self.traces.get(tid)
+
+  def entries(self) -> list[dict]:
+    with self.lock:
+      return [tr.entry() for tr in self.traces.values()]
+
+  # ---- following
+  def start(self) -> None:
+    if self._thread is None:
+      self._thread = threading.Thread(target=self._run, name="tinyviz-store", daemon=True)
+      self._thread.start()
+
+  def stop(self) -> None:
+    self._stop.set()
+    if self._thread is not None and self._thread is not threading.current_thread():
+      self._thread.join(timeout=5)
+    with self.lock:
+      for tr in self.traces.values():
+        if tr.live:
+          tr.close()
+    if self._own_upload_dir and self._upload_dir is not None:
+      shutil.rmtree(self._upload_dir, ignore_errors=True)
+
+  def _run(self) -> None:
+    while not self._stop.wait(self.poll_interval):
+      try:
+        self.poll_once()
+      except Exception as e:  # keep following the other traces; the error is visible in the server log
+        print(f"tinyviz: store poll failed: {type(e).__name__}: {e}", flush=True)
+
+  def poll_once(self) -> None:
+    """One round of the follower: new records of live traces, new files in watched directories."""
+    with self.lock:
+      live = [tr for tr in self.traces.values() if tr.live]
+    for tr in live:
+      self._poll_trace(tr)
+    now = time.monotonic()
+    if now - self._last_scan >= self.scan_interval:
+      self._last_scan = now
+      for d in list(self.dirs):
+        self._scan_dir(d)
+      with self.lock:
+        followed = [p for p in self._followed if p.parent not in self.dirs]
+      for p in followed:  # a file rewritten in place (a new file at the same path) is a new trace
+        self._check_file(p)
+
+  def _poll_trace(self, tr: Trace) -> None:
+    events = Events()
+    was = tr.status
+    got = False
+    try:
+      for batch in tr.pull():
+        with self.lock:
+          tr.apply(batch, events)
+        got = True
+    except (TraceFormatError, OSError) as e:
+      tr.damage = {"offset": None, "reason": f"read error: {e}"}
+    if not got and tr.live and time.monotonic() - tr.updated > WRITER_CHECK_S:
+      tr.updated = time.monotonic()
+      if tr.writer_gone():
+        with self.lock:
+          for batch in tr.pull(final=True):
+            tr.apply(batch, events)
+          tr.finish_unended()
+    if not tr.live:
+      tr.close()
+    if events.overflow:
+      self._emit([("trace", {**tr.entry(), "reload": True})])
+      return
+    if got or tr.status != was:
+      events.append(("trace", tr.entry()))
+    self._emit(list(events))
+
+  def _emit(self, events: list[tuple[str, dict]]) -> None:
+    for name, data in events:
+      for fn in list(self.listeners):
+        try:
+          fn(name, data)
+        except Exception as e:
+          print(f"tinyviz: listener failed on {name}: {type(e).__name__}: {e}", flush=True)
