@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)
 class DType:
   priority: int  # promotion order inside a kind; also a stable sort key
   itemsize: int  # bytes of one scalar element
@@ -22,6 +22,16 @@ class DType:
 
   def __hash__(self) -> int:
     return self._hash
+
+  def __eq__(self, other: object) -> bool:
+    # dtypes are interned, so identity decides almost always; the field compare covers hand-made instances
+    if self is other:
+      return True
+    return type(self) is type(other) and self._key() == other._key()
+
+  def _key(self) -> tuple:
+    return (self.priority, self.itemsize, self.name, self.fmt, self.count, self._scalar, getattr(self, "base", None),
+            getattr(self, "size", -1))
 
   def __reduce__(self):
     # rebuilt from the fields, never from __dict__: the cached hash (of salted str hashes) is only valid in the
@@ -76,7 +86,7 @@ def _rebuild_dtype(cls: type, args: tuple) -> DType:
   return canon if isinstance(canon, DType) and canon == d else _interned(d)
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)
 class PtrDType(DType):
   base: DType | None = None
   size: int = -1  # number of elements, -1 if unknown

@@ -1,8 +1,8 @@
 """Running a schedule: every kernel on a pluggable backend, each inside a "kernel" trace context.
 
-A backend is a factory `ast -> runner`, where `runner(bufs)` runs the kernel on the Buffers in slot order. "interp"
-is the numpy reference interpreter; "llvm" (the default) is looked up in `compiler.runtime.llvm` / `compiler.codegen` when asked
-for. `BACKEND` (env) picks the default; other backends can be added with `register_backend`.
+A backend is a factory `ast -> runner`, where `runner(bufs)` runs the kernel on the Buffers in slot order. "llvm"
+(the default) optimizes, compiles and runs with compiler.runtime; "interp" is the numpy reference interpreter.
+`BACKEND` (env) picks the default; other backends can be added with `register_backend`.
 """
 from __future__ import annotations
 

@@ -22,7 +22,8 @@ class UPat:
                src: tuple | list | UPat | None = None, arg: Any = None, name: str | None = None,
                allow_any_len: bool = False, custom: Callable[[UOp], bool] | None = None):
     self.op = None if op is None else (frozenset((op,)) if isinstance(op, Ops) else frozenset(op))
-    self.dtype = None if dtype is None else ((dtype,) if isinstance(dtype, DType) else tuple(dtype))
+    # a frozenset: membership is a (cached) hash lookup plus an identity check, no per-element __eq__
+    self.dtype = None if dtype is None else frozenset((dtype,) if isinstance(dtype, DType) else dtype)
     self.arg, self.name, self.allow_any_len, self.custom = arg, name, allow_any_len, custom
     # src_kind: 0 none, 1 ordered tuple, 2 permutations (list), 3 repeat one pattern for every source
     if src is None:
@@ -145,7 +146,8 @@ class UPat:
       ops = sorted(self.op, key=lambda o: o.value)
       parts.append(repr(ops[0]) if len(ops) == 1 else "(" + ", ".join(map(repr, ops)) + ")")
     if self.dtype is not None:
-      parts.append("dtype=" + (repr(self.dtype[0]) if len(self.dtype) == 1 else repr(self.dtype)))
+      dts = sorted(self.dtype)
+      parts.append("dtype=" + (repr(dts[0]) if len(dts) == 1 else "(" + ", ".join(map(repr, dts)) + ")"))
     if self.src is not None:
       if self.src_kind == 3:
         parts.append(f"src={self.src!r}")
@@ -414,9 +416,9 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, name: str | No
 
 def track_graph(sink: UOp, name: str) -> UOp:
   """Record a snapshot of a graph as an empty rewrite (e.g. "View Base AST"); a no-op when tracing is off."""
-  if recorder.RECORDER is not None:
-    return graph_rewrite(sink, _EMPTY, name=name)
+  rec = recorder.RECORDER
+  if rec is not None:  # no rewriter walk: a rewrite with no rules changes nothing, so record its ends directly
+    file, line = _caller()
+    rid = rec.rewrite_begin(name, file, line, False, sink)
+    rec.rewrite_end(rid, sink, 0, 0)
   return sink
-
-
-_EMPTY = PatternMatcher([], name="snapshot")

@@ -42,6 +42,7 @@ class Recorder:
     self.node_ids: dict[UOp, int] = {}
     self.pattern_ids: dict[Any, int] = {}
     self.dtype_names: dict[Any, str] = {}
+    self.arg_strs: dict[Any, str] = {}
     self.ctx_stack: list[int] = [0]
     self.next_ctx = 1
     self.next_rw = 0
@@ -59,7 +60,7 @@ class Recorder:
     if nid is not None:
       return nid
     from compiler.uop import arg_str
-    names, dts, w = _OP_NAMES, self.dtype_names, self._w
+    names, dts, w, arg_strs = _OP_NAMES, self.dtype_names, self._w, self.arg_strs
     stack = [u]  # a DFS specialised to stop at written nodes: this runs for every new node while tracing
     while stack:
       x = stack[-1]
@@ -76,9 +77,18 @@ class Recorder:
       if dt is None:
         dt = dts[x.dtype] = str(x.dtype)
       arg = x.arg
-      w({"t": "node", "id": nid, "op": names[x.op], "dtype": dt,
-         "arg": "None" if arg is None else (repr(arg) if type(arg) is int else arg_str(arg)),
-         "src": [ids[s] for s in x.src]})
+      if arg is None:
+        a = "None"
+      elif type(arg) is int:
+        a = repr(arg)
+      else:
+        # args repeat a lot (axis tuples, kernel infos, constants): cache their text; the key carries the types so
+        # that 1, 1.0 and True (equal as dict keys) keep their own spelling
+        key = (type(arg), tuple(map(type, arg)), arg) if type(arg) is tuple else (type(arg), arg)
+        a = arg_strs.get(key)
+        if a is None:
+          a = arg_strs[key] = arg_str(arg)
+      w({"t": "node", "id": nid, "op": names[x.op], "dtype": dt, "arg": a, "src": [ids[s] for s in x.src]})
     return ids[u]
 
   def pattern_id(self, rule: Any) -> int:
