@@ -8,6 +8,7 @@ The viewer outlives the script; stop it with `python -m viz_server --stop --port
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import socket
@@ -107,6 +108,39 @@ def launch_viewer(trace_path: str | os.PathLike) -> str | None:
     print(f"VIZ: could not start the viewer: {e}", file=sys.stderr, flush=True)
     return None
   url = f"http://127.0.0.1:{port}/"
-  print(f"VIZ: viewer starting at {url} (pid {proc.pid}, log {_log_path(port)}); it keeps serving after this "
-        f"script ends: stop it with `python -m viz_server --stop --port {port}`", file=sys.stderr, flush=True)
+  print(f"VIZ: viewer starting at {url} (pid {proc.pid}, log {_log_path(port)})", file=sys.stderr, flush=True)
+  atexit.register(_at_exit, proc, port)
   return url
+
+
+def wants_wait() -> bool:
+  """Whether a script that started the viewer waits for Ctrl-C at its end: in a terminal, unless VIZ_WAIT=0."""
+  if os.environ.get("VIZ_WAIT", "") not in ("", "1"):
+    return False
+  try:
+    return sys.stdin is not None and sys.stdin.isatty()
+  except (ValueError, OSError):
+    return False
+
+
+def _at_exit(proc: subprocess.Popen, port: int) -> None:
+  """At the end of a script that started the viewer: finish the trace, then (in a terminal) keep the script in the
+  foreground serving until Ctrl-C stops both; elsewhere (CI, pipes, VIZ_WAIT=0) leave the viewer running alone."""
+  from compiler.trace import recorder
+  recorder.disable()  # the trace gets its `end` record before we wait (atexit runs this handler first)
+  if proc.poll() is not None:
+    return
+  if not wants_wait():
+    print(f"VIZ: the viewer keeps serving; stop it with `python -m viz_server --stop --port {port}`",
+          file=sys.stderr, flush=True)
+    return
+  print("VIZ: done; the viewer is serving this trace. Press Ctrl-C to stop it.", file=sys.stderr, flush=True)
+  try:
+    proc.wait()
+  except KeyboardInterrupt:
+    proc.terminate()
+    try:
+      proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+      proc.kill()
+    print("VIZ: viewer stopped", file=sys.stderr, flush=True)
