@@ -32,8 +32,18 @@ test: venv node chromium
 lint: venv
 	$(PY) -m ruff check .
 
-bench: venv
-	for f in bench/bench_*.py; do echo "== $$f"; $(PY) $$f --quick || exit 1; done
+# every benchmark, each printing its table (quick modes where a script has one)
+bench: venv node
+	$(PY) bench/bench_kernels.py
+	$(PY) bench/bench_schedule.py
+	$(PY) bench/bench_beam.py
+	$(PY) bench/bench_trace_overhead.py --quick
+	$(PY) bench/trace_size.py
+	$(PY) bench/fuzz_trace_reader.py 20000
+	$(PY) bench/bench_symbolic.py --quick
+	$(PY) bench/bench_layout.py --quick
+	$(PY) bench/bench_server.py --quick
+	$(PY) bench/bench_ui.py --quick
 
 clean:
 	rm -rf $(VENV) node_modules build dist *.egg-info test-artifacts
