@@ -45,13 +45,19 @@ def _until(pred, what, timeout=30.0):
   raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_script_in_a_terminal_serves_until_ctrl_c(tmp_path):
+def _viz_env(tmp_path):
+  """A free port and the environment of a VIZ=1 script using it (nothing of ours leaks in)."""
   with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
   env = {k: v for k, v in os.environ.items() if not k.startswith("VIZ")}
   env.update(VIZ="1", VIZ_PORT=str(port), VIZ_TRACE=str(tmp_path / "t.vztrace"), PYTHONPATH=str(ROOT),
              XDG_CACHE_HOME=str(tmp_path / "cache"))
+  return port, env
+
+
+def test_script_in_a_terminal_serves_until_ctrl_c(tmp_path):
+  port, env = _viz_env(tmp_path)
   master, slave = pty.openpty()  # a terminal as stdin: the script should wait at its end
   proc = subprocess.Popen([sys.executable, "-c", SCRIPT], stdin=slave, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, env=env, text=True)
@@ -76,12 +82,7 @@ def test_script_in_a_terminal_serves_until_ctrl_c(tmp_path):
 
 
 def test_without_a_terminal_the_script_exits_and_the_viewer_stays(tmp_path):
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-  env = {k: v for k, v in os.environ.items() if not k.startswith("VIZ")}
-  env.update(VIZ="1", VIZ_PORT=str(port), VIZ_TRACE=str(tmp_path / "t.vztrace"), PYTHONPATH=str(ROOT),
-             XDG_CACHE_HOME=str(tmp_path / "cache"))
+  port, env = _viz_env(tmp_path)
   p = subprocess.run([sys.executable, "-c", SCRIPT], stdin=subprocess.DEVNULL, capture_output=True, text=True,
                      env=env, timeout=60)
   assert p.returncode == 0, p.stderr
