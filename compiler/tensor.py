@@ -63,6 +63,16 @@ def broadcast_shape(*shapes: Shape, op: str = "broadcast") -> Shape:
   return tuple(out)
 
 
+def _fitting_int(dt: DType, lo: int, hi: int, name: str) -> DType:
+  """For the default int inferred from Python ints: it if they fit, else int64 (numpy's choice), never a wrap."""
+  if dt != dtypes.default_int:
+    return dt
+  for cand in (dtypes.default_int, dtypes.int64):
+    if dtypes.min(cand) <= lo and hi <= dtypes.max(cand):
+      return cand
+  raise OverflowError(f"{name}: the integer {hi if hi > 0 else lo} doesn't fit int64")
+
+
 def _is_scalar(x: Any) -> bool:
   return isinstance(x, (bool, int, float, np.bool_, np.integer, np.floating))
 
@@ -86,7 +96,7 @@ class Tensor:
       return
     if _is_scalar(data):
       v = _py(data)
-      self.uop = UOp.const(dt or dtypes.from_py(v), v)
+      self.uop = UOp.const(dt or _fitting_int(dtypes.from_py(v), v, v, "Tensor"), v)
       return
     if isinstance(data, (list, tuple)):
       try:
@@ -100,10 +110,12 @@ class Tensor:
           dt = dtypes.from_py(data)
         except TypeError:  # numpy scalars inside the list
           dt = dtypes.from_np(arr.dtype)
+        if arr.dtype.kind in "iu":
+          dt = _fitting_int(dt, int(arr.min()), int(arr.max()), "Tensor")
       dt = dt or dtypes.default_float
     elif isinstance(data, np.ndarray):
       arr = data
-      dt = dt or dtypes.from_np(arr.dtype)
+      dt = dt or to_dtype(arr.dtype)
     else:
       raise TypeError(f"Tensor: can't make a tensor from {type(data).__name__}")
     with np.errstate(all="ignore"):
@@ -156,12 +168,11 @@ class Tensor:
     todo = [t for t in tensors if not _is_view(t.uop)]
     if not todo:
       return
-    schedule, becomes = create_schedule([t.uop for t in todo], _realized)
+    uops = [t.uop for t in todo]  # read first: a tensor listed twice is rebound on its first visit
+    schedule, becomes = create_schedule(uops, _realized)
     run_schedule(schedule)
-    for t in todo:
-      view = becomes[t.uop]
-      _realized[t.uop] = view
-      t.uop = view
+    for t, u in zip(todo, uops):
+      _realized[u] = t.uop = becomes[u]
 
   def realize(self, *others: Tensor) -> Tensor:
     """Compute this tensor (and `others`, in the same schedule) into buffers."""
@@ -199,7 +210,8 @@ class Tensor:
   def full(shape: Any, fill_value: Scalar, dtype: Any = None) -> Tensor:
     shape = _check_shape(_shape_arg((shape,) if isinstance(shape, int) else tuple(shape), "Tensor.full"),
                          "Tensor.full")
-    dt = to_dtype(dtype) or dtypes.from_py(_py(fill_value))
+    v = _py(fill_value)
+    dt = to_dtype(dtype) or _fitting_int(dtypes.from_py(v), v, v, "Tensor.full")
     c = UOp.const(dt, _py(fill_value))
     if not shape:
       return Tensor(c)
@@ -305,9 +317,6 @@ class Tensor:
   def _alu(self, op: Ops, *srcs: Tensor) -> Tensor:
     return Tensor(self.uop.alu(op, *(s.uop for s in srcs)))
 
-  def _const_of(self, v: Scalar, dt: DType) -> Tensor:
-    return Tensor.full(self.shape, v, dt)
-
   def _scalar_dtype(self, v: Scalar) -> DType:
     """The dtype of a Python scalar next to this tensor (a scalar never widens the tensor's kind, like numpy)."""
     sd = dtypes.from_py(v)
@@ -317,6 +326,14 @@ class Tensor:
       return self.dtype if sd != dtypes.float32 else dtypes.default_float
     return sd  # bool tensor: the scalar's own kind
 
+  @staticmethod
+  def _scalar(v: Scalar, dt: DType, op: str) -> Tensor:
+    """A Python scalar as a constant of dt; an int out of dt's range is an error (numpy's rule), not a wrap."""
+    if isinstance(v, int) and not isinstance(v, bool) and dtypes.is_int(dt) and \
+        not dtypes.min(dt) <= v <= dtypes.max(dt):
+      raise OverflowError(f"Tensor.{op}: the Python int {v} is out of range for {dt}")
+    return Tensor(UOp.const(dt, v))
+
   def _broadcasted(self, y: Tensor | Scalar, op: str, reverse: bool = False,
                    out_dtype: DType | None = None) -> tuple[Tensor, Tensor]:
     x: Tensor = self
@@ -325,7 +342,7 @@ class Tensor:
     elif _is_scalar(y):
       y = _py(y)
       dt = out_dtype or self._scalar_dtype(y)
-      y = Tensor(UOp.const(dt, y))
+      y = Tensor._scalar(y, dt, op)
     else:
       raise TypeError(f"Tensor.{op}: unsupported operand {type(y).__name__}")
     if reverse:
@@ -339,10 +356,6 @@ class Tensor:
     nd = len(shape)
     x = self if self.ndim == nd else self.reshape((1,) * (nd - self.ndim) + self.shape)
     return x.expand(shape)
-
-  def _binop(self, op: Ops, y: Tensor | Scalar, name: str, reverse: bool = False) -> Tensor:
-    a, b = self._broadcasted(y, name, reverse)
-    return a._alu(op, b)
 
   # arithmetic
   def add(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
@@ -385,7 +398,10 @@ class Tensor:
     """Remainder with the divisor's sign, like numpy's %."""
     a, b = self._broadcasted(y, "mod", reverse)
     if dtypes.is_float(a.dtype):
-      return a - b * a._alu(Ops.FDIV, b).floor()
+      r = a - b * a._alu(Ops.FDIV, b).floor()
+      # an infinite divisor leaves a (or, with the other sign, gives the divisor), as numpy; the formula gives nan
+      keep_a = (a == 0) | ((a < 0) == (b < 0)) | (a != a)
+      return ((b.abs() == math.inf) & (a.abs() != math.inf)).where(keep_a.where(a, b), r)
     if a.dtype == dtypes.bool:
       a, b = a.cast(dtypes.int8), b.cast(dtypes.int8)
     r = a._alu(Ops.MOD, b)
@@ -395,15 +411,29 @@ class Tensor:
     return fix.where(r + b, r)
 
   def pow(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
-    if not reverse and _is_scalar(y) and float(_py(y)).is_integer() and abs(_py(y)) <= 16:
-      n, base = int(_py(y)), self if dtypes.is_float(self.dtype) or _py(y) >= 0 else self._float()
-      ret = base.ones_like()
-      for _ in range(abs(n)):
-        ret = ret * base
+    v = _py(y) if _is_scalar(y) else None
+    whole = isinstance(v, int) or (isinstance(v, float) and v.is_integer())
+    if not reverse and whole and (abs(v) <= 64 or not dtypes.is_float(self.dtype)):
+      # an integer power by squaring: exact for ints (which stay ints, like numpy), accurate for floats
+      n = int(v)
+      base = self if dtypes.is_float(self.dtype) or (n >= 0 and not isinstance(v, float)) else self._float()
+      ret, p, k = None, base, abs(n)
+      while k:
+        if k & 1:
+          ret = p if ret is None else ret * p
+        k >>= 1
+        if k:
+          p = p * p
+      ret = base.ones_like() if ret is None else ret
       return ret.reciprocal() if n < 0 else ret
     a, b = self._broadcasted(y, "pow", reverse)
     a, b = a._float(), b._float()
-    return (a.log2() * b).exp2()
+    ret = (a.abs().log2() * b).exp2()
+    # a negative base has a real power only for integer exponents (odd ones negate it); numpy gives nan otherwise
+    halved = b * 0.5
+    neg = (b.trunc() != b).where(math.nan, (halved.trunc() != halved).where(-ret, ret))
+    ret = (a < 0).where(neg, ret)
+    return ((b == 0) | (a == 1)).where(1.0, ret)  # x**0 and 1**y are 1 even for inf and nan (log2 would give nan)
 
   def maximum(self, y: Tensor | Scalar) -> Tensor:
     a, b = self._broadcasted(y, "maximum")
@@ -415,7 +445,7 @@ class Tensor:
     a, b = self._broadcasted(y, "minimum")
     if a.dtype == dtypes.bool:
       return a & b
-    return (a < b).where(a, b)
+    return a._flipped()._alu(Ops.MAX, b._flipped())._flipped()  # MAX propagates NaN, like numpy's minimum
 
   def clip(self, min_: Tensor | Scalar | None = None, max_: Tensor | Scalar | None = None) -> Tensor:
     if min_ is None and max_ is None:
@@ -433,11 +463,11 @@ class Tensor:
       if not isinstance(v, Tensor) and not _is_scalar(v):
         raise TypeError(f"Tensor.where: unsupported operand {type(v).__name__}")
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
-      dt = least_upper_dtype(dtypes.from_py(_py(x)), dtypes.from_py(_py(y)))
-      x_t, y_t = Tensor(UOp.const(dt, _py(x))), Tensor(UOp.const(dt, _py(y)))
+      dt = least_upper_dtype(*(_fitting_int(dtypes.from_py(_py(v)), _py(v), _py(v), "Tensor.where") for v in (x, y)))
+      x_t, y_t = Tensor._scalar(_py(x), dt, "where"), Tensor._scalar(_py(y), dt, "where")
     else:
-      x_t = x if isinstance(x, Tensor) else Tensor(UOp.const(y._scalar_dtype(_py(x)), _py(x)))
-      y_t = y if isinstance(y, Tensor) else Tensor(UOp.const(x_t._scalar_dtype(_py(y)), _py(y)))
+      x_t = x if isinstance(x, Tensor) else Tensor._scalar(_py(x), y._scalar_dtype(_py(x)), "where")
+      y_t = y if isinstance(y, Tensor) else Tensor._scalar(_py(y), x_t._scalar_dtype(_py(y)), "where")
     dt = least_upper_dtype(x_t.dtype, y_t.dtype)
     shape = broadcast_shape(self.shape, x_t.shape, y_t.shape, op="Tensor.where")
     c = self.cast(dtypes.bool)._broadcast_to(shape)
@@ -510,11 +540,16 @@ class Tensor:
   def log2(self) -> Tensor:
     return self._float()._alu(Ops.LOG2)
 
+  def _via_float32(self, fn) -> Tensor:
+    """fn(x) in float32 for a half x: constants and intermediates rounded to half cost several ulps."""
+    x = self._float()
+    return fn(x.float()).half() if x.dtype == dtypes.float16 else fn(x)
+
   def exp(self) -> Tensor:
-    return (self._float() * (1 / _LN2)).exp2()
+    return self._via_float32(lambda x: (x * (1 / _LN2)).exp2())
 
   def log(self) -> Tensor:
-    return self.log2() * _LN2
+    return self._via_float32(lambda x: x.log2() * _LN2)
 
   def sqrt(self) -> Tensor:
     return self._float()._alu(Ops.SQRT)
@@ -529,10 +564,11 @@ class Tensor:
     return self._float()._alu(Ops.SIN)
 
   def cos(self) -> Tensor:
-    return ((math.pi / 2) - self._float()).sin()
+    # in half, pi/2 - x would round to a quarter already at |x| ~ 256
+    return self._via_float32(lambda x: ((math.pi / 2) - x).sin())
 
   def tan(self) -> Tensor:
-    return self.sin() / self.cos()
+    return self._via_float32(lambda x: x.sin() / x.cos())
 
   def square(self) -> Tensor:
     return self * self
@@ -562,16 +598,17 @@ class Tensor:
       return self
     if dtypes.is_unsigned(self.dtype):
       return (self > 0).cast(self.dtype)
-    return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+    ret = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+    return (self != self).where(self, ret) if dtypes.is_float(self.dtype) else ret  # sign(nan) is nan
 
   def relu(self) -> Tensor:
     return self.maximum(0)
 
   def sigmoid(self) -> Tensor:
-    return (1 + (self._float() * (-1 / _LN2)).exp2()).reciprocal()
+    return self._via_float32(lambda x: (1 + (x * (-1 / _LN2)).exp2()).reciprocal())
 
   def tanh(self) -> Tensor:
-    return 2.0 * (2.0 * self._float()).sigmoid() - 1.0
+    return self._via_float32(lambda x: 2.0 * (2.0 * x).sigmoid() - 1.0)
 
   def gelu(self) -> Tensor:
     """The tanh approximation (as tinygrad)."""
@@ -650,6 +687,8 @@ class Tensor:
 
   def unflatten(self, dim: int, sizes: tuple[int, ...]) -> Tensor:
     d = self._axis(dim, "unflatten")
+    if math.prod(sizes) != self.shape[d]:
+      raise ValueError(f"Tensor.unflatten: sizes {tuple(sizes)} don't multiply to dim {dim} of shape {self.shape}")
     return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
 
   def squeeze(self, dim: int | None = None) -> Tensor:
@@ -677,6 +716,8 @@ class Tensor:
     else:
       if len(padding) != self.ndim:
         raise ValueError(f"Tensor.pad: {len(padding)} pads for shape {self.shape}")
+      if not all(p is None or (isinstance(p, (list, tuple)) and len(p) == 2) for p in padding):
+        raise ValueError(f"Tensor.pad: padding {padding!r} must be (before, after) or None per dim of {self.shape}")
       pairs = [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding]
     # negative padding is a shrink
     shrink = tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, self.shape))
@@ -764,7 +805,12 @@ class Tensor:
   def _axes(self, axis: int | Sequence[int] | None, name: str) -> tuple[int, ...]:
     if axis is None:
       return tuple(range(self.ndim))
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    if isinstance(axis, (int, np.integer)):
+      axes: tuple = (axis,)
+    elif isinstance(axis, (tuple, list)):
+      axes = tuple(axis)
+    else:
+      raise TypeError(f"Tensor.{name}: axis must be an int or a sequence of ints, got {axis!r}")
     out = tuple(sorted({self._axis(a, name) for a in axes}))
     if len(out) != len(axes):
       raise ValueError(f"Tensor.{name}: repeated axis in {axis}")
@@ -826,16 +872,21 @@ class Tensor:
 
   def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     x = self._float()
-    n = self._count(axis)
-    return x.sum(axis, keepdim) / n  # n == 0 gives nan, like numpy
+    acc = Tensor._acc_dtype(x.dtype)  # a half sum overflows long before the mean does
+    return (x.sum(axis, keepdim, dtype=acc) / self._count(axis)).cast(x.dtype)  # n == 0 gives nan, like numpy
 
-  def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+  def _var(self, axis: int | Sequence[int] | None, keepdim: bool, correction: int) -> Tensor:
+    """The variance in the accumulation dtype (half in float32, as numpy: its squares overflow early)."""
     x = self._float()
+    x = x.cast(Tensor._acc_dtype(x.dtype))
     sq = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
     return sq / max(self._count(axis) - correction, 0)  # no degrees of freedom: inf/nan, like numpy
 
+  def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    return self._var(axis, keepdim, correction).cast(self._float().dtype)
+
   def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
-    return self.var(axis, keepdim, correction).sqrt()
+    return self._var(axis, keepdim, correction).sqrt().cast(self._float().dtype)
 
   def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the first maximum (int32)."""
@@ -847,6 +898,8 @@ class Tensor:
     if n == 0:
       raise ValueError(f"Tensor.argmax: empty axis {axis} of shape {self.shape}")
     is_max = self == self.max(a, keepdim=True)
+    if dtypes.is_float(self.dtype):
+      is_max = is_max | (self != self)  # a NaN is the max (max propagates it) and equals nothing
     rev = Tensor.arange(n, 0, -1, dtype=dtypes.int32).reshape((n,) + (1,) * (self.ndim - a - 1))
     return (n - (is_max * rev).max(a, keepdim)).cast(dtypes.int32)
 
@@ -865,7 +918,11 @@ class Tensor:
       raise ValueError(f"Tensor.matmul: shapes {self.shape} and {w.shape} don't line up "
                        f"({self.shape[-1]} != {w.shape[-min(n2, 2)]})")
     if n1 > 2 or n2 > 2:
-      broadcast_shape(self.shape[:-2], w.shape[:-2], op="Tensor.matmul")
+      try:
+        broadcast_shape(self.shape[:-2], w.shape[:-2])
+      except ValueError:
+        raise ValueError(f"Tensor.matmul: batch dims of shapes {self.shape} and {w.shape} can't be broadcast "
+                         "together") from None
     k = min(n1 - 1, n2 - 1, 1)
     x = self.reshape(self.shape[:-1] + (1,) * k + self.shape[-1:])
     wt = w.reshape(w.shape[:-2] + (1,) * k + w.shape[-min(n2, 2):]).transpose(-1, -min(n2, 2))
@@ -880,11 +937,13 @@ class Tensor:
     return x + bias if bias is not None else x
 
   def softmax(self, axis: int = -1) -> Tensor:
+    self._axis(axis, "softmax")
     x = self._float()
     e = (x - x.max(axis, keepdim=True)).exp()
     return e / e.sum(axis, keepdim=True)
 
   def log_softmax(self, axis: int = -1) -> Tensor:
+    self._axis(axis, "log_softmax")
     x = self._float()
     m = x - x.max(axis, keepdim=True)
     return m - m.exp().sum(axis, keepdim=True).log()

@@ -34,6 +34,8 @@ def getitem(t: Tensor, idx: Any) -> Tensor:
       continue
     s = t.shape[d]
     if isinstance(i, slice):
+      if i.step == 0:
+        raise ValueError(f"Tensor indexing: slice step must not be 0 (axis {d} of shape {t.shape})")
       start, stop, step = i.indices(s)
       n = len(range(start, stop, step))
       if n == 0:

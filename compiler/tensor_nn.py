@@ -4,32 +4,38 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from compiler.dtype import dtypes
 
 if TYPE_CHECKING:
   from compiler.tensor import Tensor
 
 
+def _is_int(x: Any) -> bool:
+  return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
 def _pair(v: Any, name: str, what: str) -> tuple[int, int]:
-  t = (v, v) if isinstance(v, int) else tuple(v)
-  if len(t) != 2 or not all(isinstance(x, int) and x > 0 for x in t):
+  t = (v, v) if _is_int(v) else tuple(v) if isinstance(v, (tuple, list)) else ()
+  if len(t) != 2 or not all(_is_int(x) and x > 0 for x in t):
     raise ValueError(f"Tensor.{name}: {what} must be a positive int or a pair of them, got {v!r}")
-  return t  # type: ignore[return-value]
+  return int(t[0]), int(t[1])
 
 
 def _padding(p: Any, name: str) -> tuple[int, int, int, int]:
   """Flat torch-order padding (left, right, top, bottom) from an int, (ph, pw), or 4 ints."""
-  if isinstance(p, int):
+  if _is_int(p):
     t = (p, p, p, p)
-  elif len(p) == 2:
+  elif isinstance(p, (tuple, list)) and len(p) == 2:
     t = (p[1], p[1], p[0], p[0])
-  elif len(p) == 4:
+  elif isinstance(p, (tuple, list)) and len(p) == 4:
     t = tuple(p)
   else:
     raise ValueError(f"Tensor.{name}: padding must be an int, (ph, pw) or 4 ints, got {p!r}")
-  if not all(isinstance(x, int) and x >= 0 for x in t):
+  if not all(_is_int(x) and x >= 0 for x in t):
     raise ValueError(f"Tensor.{name}: padding must be non-negative ints, got {p!r}")
-  return t  # type: ignore[return-value]
+  return int(t[0]), int(t[1]), int(t[2]), int(t[3])
 
 
 def pool(x: Tensor, k: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...], name: str) -> Tensor:
@@ -60,6 +66,10 @@ def pool(x: Tensor, k: tuple[int, ...], stride: tuple[int, ...], dilation: tuple
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: Any, dilation: Any,
            padding: Any) -> Tensor:
   """2-d convolution (cross-correlation, as torch): x (bs, cin, H, W), weight (cout, cin/groups, kh, kw)."""
+  from compiler.tensor import Tensor
+  if not isinstance(weight, Tensor) or not (bias is None or isinstance(bias, Tensor)):
+    raise TypeError(f"Tensor.conv2d: weight and bias must be Tensors, got {type(weight).__name__} and "
+                    f"{type(bias).__name__}")
   if x.ndim != 4 or weight.ndim != 4:
     raise ValueError(f"Tensor.conv2d: needs a 4-d input and weight, got {x.shape} and {weight.shape}")
   bs, cin_ = x.shape[:2]
@@ -79,6 +89,8 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: 
 
 
 def _pool_args(x: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: Any, name: str):
+  if x.ndim < 2:
+    raise ValueError(f"Tensor.{name}: needs an input of at least 2 dims, got shape {x.shape}")
   k = _pair(kernel_size, name, "kernel_size")
   st = k if stride is None else _pair(stride, name, "stride")
   return k, st, _pair(dilation, name, "dilation"), _padding(padding, name)

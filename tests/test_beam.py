@@ -133,6 +133,24 @@ def test_results_are_cached_as_json_and_reused(tmp_path):
   assert json.loads(files[0].read_text())["opts"] == data["opts"]
 
 
+HOSTILE_ENTRIES = [
+  "[" * 100000 + "]" * 100000,  # nested past the recursion limit
+  '{"version": 1, "key": KEY, "opts": [], "time": 1' + " " * (1 << 17) + "}",  # far bigger than an entry
+  '{"version": 1, "key": KEY, "opts": [["UPCAST", 0, true]], "time": 1}',
+  '{"version": 1, "key": KEY, "opts": [["UPCAST", -1, 2]], "time": 1}',
+  '{"version": 1, "key": KEY, "opts": [], "time": "1"}',
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE_ENTRIES)
+def test_hostile_cache_entries_are_ignored(text):
+  from compiler.opt.cache import cache_dir, cache_get, cache_key
+  key = cache_key(matmul_ast(8, 8, 8), CPU, 2)
+  cache_dir().mkdir(parents=True, exist_ok=True)
+  (cache_dir() / f"{key}.json").write_text(text.replace("KEY", json.dumps(key)))
+  assert cache_get(key) is None
+
+
 def test_cached_opts_that_no_longer_apply_are_searched_again(tmp_path):
   from compiler.opt.cache import cache_key, cache_put
   ast = matmul_ast(32, 32, 32)

@@ -307,3 +307,17 @@ def test_llvm_loop_vectorizer_only_on_innermost_loops():
   i = UOp.range(16, 0, G)
   flat = get_program(sink(buf(0, 16).index(i).store(buf(1, 16).index(i).load() + 1.0))).src
   assert "!llvm.loop" not in flat  # a single loop is innermost
+
+
+def test_upcast_lanes_casting_from_different_dtypes():
+  """out[i] = int64(a[i]) for i < 2 else int64(b[i-2]) (a cat of int32 and int16), UPCAST over i: the lanes are
+  CASTs of different source dtypes and must not become one vector CAST (a regression: invalid IR)."""
+  i = UOp.range(4, 0, G)
+  lo, hi = i < 2, (i < 2).logical_not()
+  a = buf(1, 2, dtypes.int32).index(i, lo).load().cast(dtypes.int64)
+  b = buf(2, 2, dtypes.int16).index(i - 2, hi).load().cast(dtypes.int64)
+  ast = sink(buf(0, 4, dtypes.int64).index(i).store(lo.where(a, UOp.const(dtypes.int64, 0)) +
+                                                    hi.where(b, UOp.const(dtypes.int64, 0))), name="E_cat")
+  x, y = np.array([7, -3], np.int32), np.array([1000, -5], np.int16)
+  out = run(split(ast, 0, 4, UP), np.zeros(4, np.int64), x, y)[0]
+  np.testing.assert_array_equal(out, [7, -3, 1000, -5])

@@ -1,5 +1,6 @@
 """The numpy reference interpreter on hand-built kernel ASTs, and the pluggable backends of run_schedule."""
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -195,3 +196,17 @@ def test_run_schedule_allocates_and_runs_in_order():
   assert sched[0].bufs[0] is sched[1].bufs[1]  # the second kernel reads what the first writes
   realize_mod.run_schedule(sched, backend="interp")
   np.testing.assert_array_equal(sched[1].bufs[0].numpy(), np.arange(8) * 2 + 1)
+
+
+@pytest.mark.parametrize("backend", ["interp", "llvm"])
+@pytest.mark.parametrize("src", [dtypes.float16, dtypes.float32, dtypes.float64], ids=str)
+def test_float_to_int_casts_saturate(backend, src, monkeypatch):
+  """Out-of-range and NaN float -> int casts are defined alike on both backends: clamped, NaN -> 0."""
+  monkeypatch.setenv("BACKEND", backend)
+  with np.errstate(over="ignore"):  # 3e9 is inf in half
+    x = np.array([3e9, -3e9, np.nan, np.inf, -np.inf, 2.7, -2.7, 255.9, -0.5, 7e4], np.float64).astype(src.np)
+  for dst in [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64]:
+    info = np.iinfo(dst.np)
+    want = [int(min(max(math.trunc(v), info.min), info.max)) if math.isfinite(v) else
+            (0 if math.isnan(v) else (info.max if v > 0 else info.min)) for v in x.astype(np.float64)]
+    np.testing.assert_array_equal(Tensor(x).cast(dst).numpy(), np.array(want, dst.np), err_msg=f"{src} -> {dst}")

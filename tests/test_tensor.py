@@ -137,6 +137,19 @@ def test_laziness_and_item_tolist():
     bool(Tensor([1]))
 
 
+def test_realize_the_same_tensor_or_node_twice():
+  x = randf(3)
+  a = Tensor(x) + 1
+  a.realize(a)  # a regression: the second visit looked up the already rebound node
+  check(a, x + 1)
+  b = Tensor(x)
+  c, d = b * 2, b * 2  # one hash-consed node behind two tensors
+  assert c.uop is d.uop
+  c.realize(d)
+  check(c, x * 2)
+  check(d, x * 2)
+
+
 # ---- elementwise binary ops with broadcasting
 
 SHAPE_PAIRS = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 3), (1, 4, 1)), ((), (3,)), ((0, 3), (1, 3)), ((1,), (1, 1)),
@@ -414,3 +427,103 @@ def test_reduce_axis_errors():
     x.sum(1.5)
   with pytest.raises(ValueError, match="argmax"):
     Tensor.zeros(2, 0).argmax(1)
+
+
+# ---- regressions found by differential fuzzing against numpy
+
+def test_minimum_and_clip_propagate_nan():
+  x = np.array([np.nan, 1.0, -2.0], np.float32)
+  check(Tensor(x).minimum(0.5), np.minimum(x, 0.5))
+  check(Tensor(x).clip(-1.5, 1.5), np.clip(x, -1.5, 1.5))
+  i = np.array([np.iinfo(np.int32).min, 3, -4], np.int32)
+  check(Tensor(i).minimum(Tensor(np.array([0, 2, 7], np.int32))), np.minimum(i, [0, 2, 7]), dtype=dtypes.int32)
+  u = np.array([0, 200, 255], np.uint8)
+  check(Tensor(u).minimum(Tensor(np.array([255, 100, 0], np.uint8))), np.minimum(u, [255, 100, 0]), dtype=dtypes.uint8)
+
+
+def test_pow_negative_bases_and_zero_exponents():
+  a = np.array([-2, -2, -8, 0, 0, 0, 1, np.inf, -np.inf, np.nan, -1.5], np.float32)
+  b = np.array([3, 2, 1 / 3, 0, -1, 2, np.nan, 0, 3, 0, 4], np.float32)
+  with np.errstate(all="ignore"):
+    check(Tensor(a) ** Tensor(b), a ** b)
+    check(Tensor(a) ** 65, (a.astype(np.float64) ** 65).astype(np.float32), rtol=1e-4)  # past repeated squaring
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 5, 17, 30])
+def test_integer_power_of_ints_stays_exact(n):
+  x = np.array([3, -2, 0, 1, -1], np.int64)
+  check(Tensor(x) ** n, x ** n, dtype=dtypes.int64)
+  f = randf(5)
+  check(Tensor(f) ** n, f.astype(np.float64) ** n, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name,ref", [("exp", np.exp), ("log", np.log), ("tanh", np.tanh), ("cos", np.cos),
+                                      ("tan", np.tan), ("sigmoid", lambda x: 1 / (1 + np.exp(-x.astype(np.float64))))])
+def test_half_transcendentals_within_one_ulp(name, ref):
+  lo, hi = {"log": (0.01, 9), "cos": (-300, 300), "tan": (-1.5, 1.5)}.get(name, (-9, 9))
+  x = np.linspace(lo, hi, 999).astype(np.float16)
+  got = getattr(Tensor(x), name)().numpy()
+  want = ref(x).astype(np.float16)
+  assert got.dtype == np.float16
+  err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+  # cos near its zeros: the float32 pi/2 - x keeps an absolute error of ~1e-5 that is many ulps of a tiny result
+  ulps = err / np.maximum(np.spacing(np.abs(want)), np.spacing(np.float16(0.25)) if name == "cos" else 0)
+  assert ulps.max() <= 1, f"{name}: {ulps.max()} ulps at x={x[ulps.argmax()]}"
+
+
+def test_bad_arguments_name_the_op_and_shapes():
+  x = Tensor(randf(2, 3))
+  with pytest.raises(TypeError, match=r"Tensor\.sum: axis must be an int"):
+    x.sum(1.5)
+  with pytest.raises(ValueError, match=r"Tensor\.pad: .*\(2, 3\)"):
+    x.pad(((1,), (2, 3)))
+  with pytest.raises(ValueError, match=r"Tensor indexing: slice step must not be 0.*\(2, 3\)"):
+    x[::0]
+  with pytest.raises(ValueError, match=r"Tensor\.softmax: axis 4 .*\(2, 3\)"):
+    x.softmax(4)
+  with pytest.raises(ValueError, match=r"Tensor\.unflatten: .*\(2, 3\)"):
+    x.unflatten(1, (2, 2))
+  with pytest.raises(ValueError, match=r"Tensor\.matmul: batch dims of shapes \(2, 2, 3\) and \(3, 3, 2\)"):
+    Tensor(randf(2, 2, 3)) @ Tensor(randf(3, 3, 2))
+
+
+def test_argmax_argmin_with_nan_pick_the_first_nan():
+  x = np.array([[1.0, np.nan, 3.0, np.nan], [2.0, -1.0, 0.5, 9.0]], np.float32)
+  check(Tensor(x).argmax(1), np.argmax(x, 1), dtype=dtypes.int32)
+  check(Tensor(x).argmin(1), np.argmin(x, 1), dtype=dtypes.int32)
+  check(Tensor(x).argmax(), np.argmax(x), dtype=dtypes.int32)
+
+
+def test_float_mod_by_infinity():
+  a = np.array([2.0, -2.0, 0.0, 2.0, -2.0, np.inf, 3.0, np.nan, np.nan], np.float32)
+  b = np.array([np.inf, np.inf, np.inf, -np.inf, -np.inf, np.inf, 0.0, np.inf, -np.inf], np.float32)
+  with np.errstate(all="ignore"):
+    check(Tensor(a) % Tensor(b), a % b)
+
+
+def test_half_mean_var_std_do_not_overflow():
+  x = (rng.standard_normal(100000) * 3 + 3).astype(np.float16)  # its sum (3e5) is past half's max (65504)
+  x64 = x.astype(np.float64)
+  check(Tensor(x).mean(), x64.mean().astype(np.float16), rtol=1e-3, dtype=dtypes.float16)
+  check(Tensor(x).var(), x64.var(ddof=1).astype(np.float16), rtol=1e-3, dtype=dtypes.float16)
+  check(Tensor(x).std(), x64.std(ddof=1).astype(np.float16), rtol=1e-3, dtype=dtypes.float16)
+  check(Tensor(x.reshape(100, 1000)).mean(1, keepdim=True), x64.reshape(100, 1000).mean(1, keepdims=True), rtol=1e-3)
+
+
+def test_sign_of_nan_is_nan():
+  x = np.array([np.nan, -np.inf, -2.0, 0.0, 3.0], np.float32)
+  check(Tensor(x).sign(), np.sign(x))
+
+
+def test_python_ints_widen_or_raise_instead_of_wrapping():
+  check(Tensor([2 ** 40, -3]), [2 ** 40, -3], dtype=dtypes.int64)
+  check(Tensor(2 ** 40), 2 ** 40, dtype=dtypes.int64)
+  check(Tensor.full((2,), 2 ** 33), [2 ** 33] * 2, dtype=dtypes.int64)
+  check(Tensor([1, 2]), [1, 2], dtype=dtypes.int32)  # the default int when they fit
+  with pytest.raises(OverflowError, match="doesn't fit int64"):
+    Tensor([2 ** 63])
+  with pytest.raises(OverflowError, match=r"Tensor\.add: the Python int 1099511627776 is out of range for int32"):
+    Tensor([1, 2]) + 2 ** 40
+  with pytest.raises(OverflowError, match=r"Tensor\.mul: .* -1 .* uint8"):
+    Tensor(np.array([5], np.uint8)) * -1
+  check(Tensor(np.array([5], np.uint8)) - 3, [2], dtype=dtypes.uint8)

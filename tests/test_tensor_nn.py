@@ -148,3 +148,15 @@ def test_pools(k, s, pad):
 def test_workloads_match_numpy(name):
   w = WORKLOADS[name](scale=0.125)
   close(w.lazy(), w.expected(), rtol=w.rtol, atol=1e-4)
+
+
+def test_conv_and_pool_argument_errors():
+  x = Tensor(randf(1, 3, 5, 5))
+  with pytest.raises(TypeError, match=r"Tensor\.conv2d: weight and bias must be Tensors, got ndarray"):
+    x.conv2d(randf(2, 3, 3, 3))
+  with pytest.raises(ValueError, match=r"Tensor\.max_pool2d: needs an input of at least 2 dims, got shape \(5,\)"):
+    Tensor(randf(5)).max_pool2d()
+  with pytest.raises(ValueError, match=r"Tensor\.avg_pool2d: stride"):
+    x.avg_pool2d(2, stride=(1, 1, 1))
+  # numpy ints are ints
+  close(x.max_pool2d(np.int64(2), stride=np.int32(2)), x.max_pool2d(2).numpy())

@@ -188,6 +188,9 @@ def push_vectorize(vec: UOp) -> UOp | None:
     return None
   if s0.op in _PUSH:
     lanes = [_align(s0, s) for s in vec.src] if s0.op in GroupOp.Commutative else [s.src for s in vec.src]
+    # lanes of a CAST or comparison agree on the result dtype but may read different source dtypes
+    if any(x.dtype != y.dtype for ln in lanes[1:] for x, y in zip(ln, lanes[0])):
+      return None
     srcs = tuple(UOp(Ops.VECTORIZE, s0.src[i].dtype.vec(n), tuple(ln[i] for ln in lanes)) for i in range(len(s0.src)))
     return UOp(s0.op, s0.dtype.vec(n), srcs, s0.arg)
   if s0.op is Ops.REDUCE:

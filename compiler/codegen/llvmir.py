@@ -361,7 +361,12 @@ class _Renderer:
     funsigned = fs == dtypes.bool or dtypes.is_unsigned(fs)
     if dtypes.is_int(ts):
       if dtypes.is_float(fs):
-        op = "fptoui" if dtypes.is_unsigned(ts) else "fptosi"
+        # plain fptosi/fptoui of NaN or an out-of-range value is poison; the saturating forms are defined (clamped,
+        # NaN -> 0), as the interpreter computes it
+        fn = f"@llvm.fpto{'u' if dtypes.is_unsigned(ts) else 's'}i.sat.{_isuffix(u.dtype)}.{_isuffix(x.dtype)}"
+        self.decls.add(f"declare {tt} {fn}({ltype(x.dtype)})")
+        self.emit(f"{out} = call {tt} {fn}({src})")
+        return out
       else:
         op = "trunc" if fb > tb else ("zext" if funsigned else "sext")
     elif dtypes.is_float(ts):

@@ -14,6 +14,7 @@ from compiler.opt.target import Target
 from compiler.uop import UOp, pretty
 
 CACHE_VERSION = 1
+MAX_ENTRY_BYTES = 1 << 16  # an entry is a few hundred bytes; anything far bigger was not written by cache_put
 
 
 def cache_dir() -> Path:
@@ -35,9 +36,12 @@ def cache_get(key: str) -> tuple[list[Opt], float | None] | None:
   """The cached (opts, time) for key, or None when absent, unreadable or not what this version wrote."""
   path = cache_dir() / f"{key}.json"
   try:
-    with open(path, encoding="utf-8") as f:
-      data: Any = json.load(f)
-  except (OSError, ValueError):
+    with open(path, "rb") as f:
+      raw_bytes = f.read(MAX_ENTRY_BYTES + 1)
+    if len(raw_bytes) > MAX_ENTRY_BYTES:
+      return None
+    data: Any = json.loads(raw_bytes)
+  except (OSError, ValueError, RecursionError):  # RecursionError: absurdly nested JSON
     return None
   if not isinstance(data, dict) or data.get("version") != CACHE_VERSION or data.get("key") != key:
     return None

@@ -39,18 +39,10 @@ def prepare_candidate(ast: UOp) -> tuple[str, Any]:
   process's JIT then only links. ("obj", (program, symbol, object bytes)), or ("ir", program) if that fails."""
   prg = prepare_program(ast)
   try:
-    import llvmlite.binding as llvm
-
     from compiler.runtime.llvm import get_jit
-    jit = get_jit()
-    mod = llvm.parse_assembly(prg.src)
-    mod.verify()
     symbol = f"{prg.fname}_beam{os.getpid()}_{next(_symbols)}"  # unique in the parent's engine
-    mod.get_function(prg.fname).name = symbol
-    mod.triple, mod.data_layout = jit.tm.triple, str(jit.tm.target_data)
-    jit._optimize(mod)
-    return "obj", (prg, symbol, jit.tm.emit_object(mod))
-  except (ImportError, AttributeError, RuntimeError):  # the JIT changed shape: let the parent compile the IR
+    return "obj", (prg, symbol, get_jit().object_code(prg.src, prg.fname, symbol))
+  except (ImportError, RuntimeError):  # no JIT here, or LLVM refused: the parent compiles the IR (and says why)
     return "ir", prg
 
 
@@ -59,19 +51,10 @@ def load_candidate(prepared: tuple[str, Any]) -> Any:
   kind, payload = prepared
   if kind == "ir":
     return load_program(payload)
-  import llvmlite.binding as llvm
-
   from compiler.runtime.compiled import CompiledKernel
   from compiler.runtime.llvm import get_jit
   prg, symbol, obj = payload
-  jit = get_jit()
-  with jit.lock:
-    jit.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-    jit.engine.finalize_object()
-    addr = jit.engine.get_function_address(symbol)
-  if not addr:
-    raise RuntimeError(f"BEAM: symbol {symbol} not found after linking its object code")
-  return CompiledKernel(prg, addr, 0.0, None)
+  return CompiledKernel(prg, get_jit().add_object(obj, symbol), 0.0, None)
 
 
 def beam_buffers(k: Kernel, bufs: Sequence[Any] | None, seed: int = 0) -> list[np.ndarray]:

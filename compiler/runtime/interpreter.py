@@ -208,10 +208,13 @@ def _cast(x: np.ndarray, dt: DType) -> np.ndarray:
   if dt.scalar() == dtypes.bool:
     return x != 0
   if dtypes.is_int(dt) and np.issubdtype(x.dtype, np.floating):
-    # float -> int is undefined out of range in C; keep it defined (and warning-free) here
+    # float -> int is undefined out of range in C; here it saturates and NaN gives 0 (LLVM's fptosi.sat). The
+    # bounds are compared in float64 as 2^k: a clip to info.max would round up to 2^k in float and wrap around
     info = np.iinfo(dt.np)
-    x = np.nan_to_num(np.trunc(x), nan=0, posinf=info.max, neginf=info.min)
-    return np.clip(x, info.min, info.max).astype(dt.np)
+    x = np.trunc(x.astype(np.float64))
+    top, bottom = float(info.max) + 1, float(info.min)
+    safe = np.where(np.isnan(x) | (x >= top) | (x < bottom), 0, x).astype(dt.np)
+    return np.where(x >= top, np.array(info.max, dt.np), np.where(x < bottom, np.array(info.min, dt.np), safe))
   return x.astype(dt.np)
 
 

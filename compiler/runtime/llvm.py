@@ -43,12 +43,8 @@ class LLVMJit:
     self.cache: dict[str, JitFunction] = {}
     self.counter = itertools.count()
 
-  def optimize_module(self, mod: llvm.ModuleRef) -> None:
-    """Run the O-level pipeline (new pass manager) on a parsed module, for this JIT's target machine."""
-    self._optimize(mod)
-
-  def object_code(self, ir: str, fname: str, symbol: str) -> bytes:
-    """Parse, verify, rename `fname` to `symbol`, optimize and emit object code (e.g. in a BEAM worker process)."""
+  def _module(self, ir: str, fname: str, symbol: str) -> llvm.ModuleRef:
+    """Parse and verify `ir`, rename `fname` to `symbol`, and optimize it for this JIT's target machine."""
     try:
       mod = llvm.parse_assembly(ir)
       mod.verify()
@@ -57,7 +53,11 @@ class LLVMJit:
     mod.get_function(fname).name = symbol
     mod.triple, mod.data_layout = self.tm.triple, str(self.tm.target_data)
     self._optimize(mod)
-    return self.tm.emit_object(mod)
+    return mod
+
+  def object_code(self, ir: str, fname: str, symbol: str) -> bytes:
+    """Object code of `fname` renamed to `symbol` (e.g. compiled in a BEAM worker process, linked by add_object)."""
+    return self.tm.emit_object(self._module(ir, fname, symbol))
 
   def add_object(self, obj: bytes, symbol: str) -> int:
     """Link object code from `object_code` into the engine; the address of `symbol`."""
@@ -90,17 +90,8 @@ class LLVMJit:
                                              hit.compile_s)
         return hit, True
       t0 = time.perf_counter()
-      try:
-        mod = llvm.parse_assembly(ir)
-        mod.verify()
-      except RuntimeError as e:
-        raise LLVMCompileError(f"LLVM rejected kernel {fname!r}: {e}") from None
-      fn = mod.get_function(fname)
       symbol = f"{fname}_{next(self.counter)}"
-      fn.name = symbol
-      mod.triple = self.tm.triple
-      mod.data_layout = str(self.tm.target_data)
-      self._optimize(mod)
+      mod = self._module(ir, fname, symbol)
       opt_ir = str(mod) if want_text else ""
       asm = self.tm.emit_assembly(mod) if want_text else ""
       self.engine.add_module(mod)
