@@ -1,11 +1,15 @@
 """The viewer server: (1) indexing a trace with ~100k matches: time and memory, vs holding its records as dicts;
-(2) serving every step of the largest rewrite of a workload: latency p50/p95 and bytes per step for the full graph
-per step (what a viewer without deltas sends) vs /delta vs /delta?compact=1, cold (layouts computed on demand),
-paced like a held arrow key (background prefetch), and warm. Prints tables; run from the repo root."""
+(2) serving every step of the largest rewrite of a trace: latency p50/p95/max and bytes per step for the full graph
+per step (what a viewer without deltas sends) vs /delta vs /delta?compact=1, cold (a fresh server, steps asked back
+to back, layouts computed on demand), cold without the background prefetch, paced like a held arrow key, and warm.
+Traces: ~1000 steps on a ~500-node graph (sorting sums by a bench-local matcher), the `symbolic` simplifier on a SINK
+of index expressions, and the project's workloads. With --repeat R every pass runs R times; the table shows the
+median and, for p95, the range. Prints tables; run from the repo root."""
 from __future__ import annotations
 
 import argparse
 import gc
+import random
 import statistics
 import sys
 import tempfile
@@ -17,11 +21,11 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_symbolic import random_index_exprs  # noqa: E402
-from compiler.rewrite import graph_rewrite  # noqa: E402
+from compiler.rewrite import PatternMatcher, UPat, graph_rewrite  # noqa: E402
 from compiler.symbolic import symbolic  # noqa: E402
 from compiler.trace import recorder  # noqa: E402
 from compiler.trace.reader import TraceReader  # noqa: E402
-from compiler.uop import UOp  # noqa: E402
+from compiler.uop import Ops, UOp  # noqa: E402
 from viz_server.app import create_app  # noqa: E402
 from viz_server.store import TraceStore  # noqa: E402
 
@@ -58,6 +62,50 @@ def huge_trace(path: Path, matches: int) -> int:
 def symbolic_trace(path: Path, exprs: int) -> None:
   """One big rewrite: a SINK of many random index expressions simplified together."""
   with_recording(path, lambda: graph_rewrite(UOp.sink(*random_index_exprs(exprs, seed=1)), symbolic, name="simplify"))
+
+
+def _term_key(t: UOp) -> tuple[str, ...]:
+  return (str(t.src[0].arg), str(t.src[1].arg)) if t.op is Ops.MUL else ("~",)
+
+
+def _reassociate(a: UOp, b: UOp, c: UOp) -> UOp:
+  return a + (b + c)
+
+
+def _swap_in(a: UOp, b: UOp, c: UOp) -> UOp | None:
+  return b + (a + c) if b.op is not Ops.ADD and _term_key(b) < _term_key(a) else None
+
+
+def _swap(a: UOp, b: UOp) -> UOp | None:
+  return b + a if _term_key(b) < _term_key(a) else None
+
+
+def _add(*src: UPat) -> UPat:
+  return UPat(Ops.ADD, src=src)
+
+
+# sums to right-deep form, then terms bubble-sorted: each match rebuilds a few nodes, a sum of m terms takes ~m^2/4
+sort_sums = PatternMatcher([
+  (_add(_add(UPat.var("a"), UPat.var("b")), UPat.var("c")), _reassociate),
+  (_add(UPat.var("a"), _add(UPat.var("b"), UPat.var("c"))), _swap_in),
+  (_add(UPat(Ops.MUL, name="a"), UPat(Ops.MUL, name="b")), _swap),
+], name="sort sums")
+
+
+def sort_trace(path: Path, sums: int = 4, terms: int = 30, filler: int = 10) -> None:
+  """One long rewrite on a mid-sized graph: `sums` left-deep sums of `terms` products (range or var times a
+  constant) sorted by `sort_sums`, next to `filler` index expressions it leaves alone (~1000 steps, ~500 nodes)."""
+  rng = random.Random(1)
+  leaves = [UOp.range(16, i) for i in range(4)] + [UOp.variable(f"v{i}", 0, 9) for i in range(2)]
+  pool = [x * c for x in leaves for c in range(2, 12)]
+  out = []
+  for _ in range(sums):
+    e = rng.choice(pool)
+    for _ in range(terms - 1):
+      e = e + rng.choice(pool)
+    out.append(e)
+  sink = UOp.sink(*out, *random_index_exprs(filler, seed=1))
+  with_recording(path, lambda: graph_rewrite(sink, sort_sums, name="sort sums"))
 
 
 def workloads_trace(path: Path, scale: float) -> bool:
@@ -128,9 +176,11 @@ def _largest(client: Any) -> dict:
   return max((rw for c in ctxs for rw in c["rewrites"]), key=lambda rw: rw["matches"])
 
 
-def _pass(path: Path, mode: str, steps: int, pace: float = 0.0, warm: bool = False) -> dict:
+def _pass(path: Path, mode: str, steps: int, pace: float = 0.0, warm: bool = False, prefetch: bool = True) -> dict:
   """Serve steps 1..steps of the largest rewrite one after the other in a fresh app; times and bytes per step."""
   app = create_app([path], follow=False)
+  if not prefetch:
+    app.extensions["tinyviz"]["views"].prefetch_steps = 0
   c = app.test_client()
   rw = _largest(c)
   base = f"/api/traces/0/rewrites/{rw['id']}"
@@ -154,26 +204,32 @@ def _pass(path: Path, mode: str, steps: int, pace: float = 0.0, warm: bool = Fal
     sizes.append(len(r.data))
   view = next(iter(app.extensions["tinyviz"]["views"]._views.values()))
   return {"rw": rw, "n": n, "nodes": len(first.get_json()["nodes"]), "first_ms": first_ms,
-          "first_kb": len(first.data) / 1e3, "p50": pct(times, 0.5), "p95": pct(times, 0.95),
+          "first_kb": len(first.data) / 1e3, "p50": pct(times, 0.5), "p95": pct(times, 0.95), "max": max(times),
           "kb": statistics.mean(sizes) / 1e3, "max_kb": max(sizes) / 1e3, "layouts": dict(view.stats)}
 
 
-def bench_steps(name: str, path: Path, steps: int, pace: float, full_steps: int) -> None:
-  runs = [(f"full graph per step (first {full_steps})", "full", 0.0, False), ("delta", "delta", 0.0, False),
-          ("delta compact", "compact", 0.0, False),
-          (f"delta compact, {pace * 1000:.0f} ms apart", "compact", pace, False),
-          ("delta compact, warm", "compact", 0.0, True)]
-  rows = [(label, _pass(path, mode, full_steps if mode == "full" else steps, p, w)) for label, mode, p, w in runs]
+def bench_steps(name: str, path: Path, steps: int, pace: float, full_steps: int, repeat: int = 1) -> None:
+  runs = [(f"full graph per step (first {full_steps})", "full", 0.0, False, True), ("delta", "delta", 0.0, False, True),
+          ("delta compact", "compact", 0.0, False, True),
+          ("delta compact, no background prefetch", "compact", 0.0, False, False),
+          (f"delta compact, {pace * 1000:.0f} ms apart", "compact", pace, False, True),
+          ("delta compact, warm", "compact", 0.0, True, True)]
+  rows = []
+  for label, mode, p, w, pre in runs:
+    got = [_pass(path, mode, full_steps if mode == "full" else steps, p, w, pre) for _ in range(repeat)]
+    med = {k: statistics.median(g[k] for g in got) for k in ("p50", "p95", "max", "kb", "max_kb", "first_ms")}
+    rows.append((label, {**got[0], **med, "p95_lo": min(g["p95"] for g in got), "p95_hi": max(g["p95"] for g in got)}))
   r0 = rows[0][1]
   print(f"\n== serving the steps of {name}: rewrite {r0['rw']['name']!r}, {r0['rw']['matches']} steps "
-        f"(served {r0['n']}), {r0['nodes']} nodes at step 0; first graph {r0['first_kb']:.0f} KB in "
-        f"{r0['first_ms']:.0f} ms")
-  print(f"{'mode':40s}{'p50 ms':>9s}{'p95 ms':>9s}{'KB/step':>9s}{'max KB':>9s}{'bytes vs full':>15s}"
-        f"{'full/derived layouts':>22s}")
+        f"(served {rows[1][1]['n']}), {r0['nodes']} nodes at step 0; first graph {r0['first_kb']:.0f} KB in "
+        f"{r0['first_ms']:.0f} ms" + (f"; median of {repeat} passes, p95 range in brackets" if repeat > 1 else ""))
+  print(f"{'mode':40s}{'p50 ms':>9s}{'p95 ms':>9s}{'p95 range':>14s}{'max ms':>9s}{'KB/step':>9s}{'max KB':>9s}"
+        f"{'bytes vs full':>15s}{'full/derived layouts':>22s}")
   for label, r in rows:
     lay = f"{r['layouts'].get('full', 0)}/{r['layouts'].get('derived', 0)}"
-    print(f"{label:40s}{r['p50']:9.1f}{r['p95']:9.1f}{r['kb']:9.1f}{r['max_kb']:9.1f}{r['kb'] / r0['kb']:15.3f}"
-          f"{lay:>22s}")
+    rng = f"[{r['p95_lo']:.1f}-{r['p95_hi']:.1f}]" if repeat > 1 else ""
+    print(f"{label:40s}{r['p50']:9.1f}{r['p95']:9.1f}{rng:>14s}{r['max']:9.1f}{r['kb']:9.1f}{r['max_kb']:9.1f}"
+          f"{r['kb'] / r0['kb']:15.3f}{lay:>22s}")
 
 
 def main() -> None:
@@ -184,20 +240,30 @@ def main() -> None:
   ap.add_argument("--full-steps", type=int, default=200, help="steps served as full graphs (the slow baseline)")
   ap.add_argument("--pace", type=float, default=0.05, help="seconds between paced steps")
   ap.add_argument("--scale", type=float, default=0.25, help="workload size for the workloads trace")
+  ap.add_argument("--repeat", type=int, default=1, help="passes per mode (the table shows medians)")
+  ap.add_argument("--only", default="index,sort,symbolic,workloads",
+                  help="comma-separated parts to run: index, sort, symbolic, workloads")
   ap.add_argument("--quick", action="store_true", help="20k matches, 40 expressions, 150 steps")
   args = ap.parse_args()
   if args.quick:
     args.matches, args.exprs, args.steps, args.full_steps = 20_000, 40, 150, 50
+  only = set(args.only.split(","))
   with tempfile.TemporaryDirectory() as d:
     tmp = Path(d)
-    got = huge_trace(tmp / "huge.vztrace", args.matches)
-    bench_index(tmp / "huge.vztrace", got)
-    symbolic_trace(tmp / "symbolic.vztrace", args.exprs)
-    bench_steps(f"a SINK of {args.exprs} index expressions simplified by `symbolic`", tmp / "symbolic.vztrace",
-                args.steps, args.pace, args.full_steps)
-    if workloads_trace(tmp / "workloads.vztrace", args.scale):
+    if "index" in only:
+      got = huge_trace(tmp / "huge.vztrace", args.matches)
+      bench_index(tmp / "huge.vztrace", got)
+    if "sort" in only:
+      sort_trace(tmp / "sort.vztrace")
+      bench_steps("4 sums of 30 terms sorted by `sort sums` next to 10 index expressions", tmp / "sort.vztrace",
+                  args.steps, args.pace, args.full_steps, args.repeat)
+    if "symbolic" in only:
+      symbolic_trace(tmp / "symbolic.vztrace", args.exprs)
+      bench_steps(f"a SINK of {args.exprs} index expressions simplified by `symbolic`", tmp / "symbolic.vztrace",
+                  args.steps, args.pace, args.full_steps, args.repeat)
+    if "workloads" in only and workloads_trace(tmp / "workloads.vztrace", args.scale):
       bench_steps(f"the workloads (scale {args.scale})", tmp / "workloads.vztrace", args.steps, args.pace,
-                  args.full_steps)
+                  args.full_steps, args.repeat)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ import inspect
 import itertools
 import sys
 import time
+from time import perf_counter_ns
 from typing import Any, Callable, Iterator
 
 from compiler.dtype import DType
@@ -292,24 +293,24 @@ class _Rewriter:
     self.rw_id, self.matches, self.replace, self.last_rule = 0, 0, {}, None
 
   def _apply(self, u: UOp) -> tuple[UOp | None, Rule | None]:
-    ctx = self.ctx
+    ctx, rec = self.ctx, self.rec
     for rule in self.pm.pdict.get(u.op, self.pm.wildcard):
       for caps in rule.pat.match(u, {}):
-        if self.rec is None:
+        if rec is None:
           ret = rule.fn(ctx=ctx, **caps) if rule.takes_ctx else rule.fn(**caps)
         else:
-          t0 = time.perf_counter_ns()
+          t0 = perf_counter_ns()
           try:
             ret = rule.fn(ctx=ctx, **caps) if rule.takes_ctx else rule.fn(**caps)
           except Exception as e:
-            self.rec.match_error(self.rw_id, rule, u, e)
+            rec.match_error(self.rw_id, rule, u, e)
             raise
-          if ret is not None and ret is not u:
-            self.rec.match(self.rw_id, rule, u, ret, time.perf_counter_ns() - t0)
         if ret is not None and ret is not u:
           if not isinstance(ret, UOp):
             raise TypeError(f"rule {rule.fn_name} at {_loc(rule)} in pass {self.name!r} returned "
                             f"{type(ret).__name__}, not a UOp")
+          if rec is not None:
+            rec.match(self.rw_id, rule, u, ret, perf_counter_ns() - t0)
           self.matches += 1
           self.last_rule = rule
           return ret, rule

@@ -76,4 +76,6 @@ export const api = {
 };
 
 const graphPath = (t, r, k) => `/api/traces/${enc(t)}/rewrites/${enc(r)}/graph?step=${enc(k)}`;
-const deltaPath = (t, r, j, k) => `/api/traces/${enc(t)}/rewrites/${enc(r)}/delta?from=${enc(j)}&to=${enc(k)}`;
+// compact deltas (docs/architecture.md, "Deltas"): a rebuilt node refers to the one it replaces, see graph.js
+const deltaPath = (t, r, j, k) =>
+  `/api/traces/${enc(t)}/rewrites/${enc(r)}/delta?from=${enc(j)}&to=${enc(k)}&compact=1`;

@@ -14,7 +14,7 @@ import {SourcePanel} from "./source.js";
 import {StepPanel} from "./step.js";
 
 const state = {trace: null, ctx: null, rw: null, step: 0, node: null, panel: "step", a: "", b: ""};
-const data = {traces: [], contexts: [], ctxById: new Map(), rw: null, shown: null};
+const data = {traces: [], contexts: [], ctxById: new Map(), rw: null, rwTrace: null, shown: null};
 // timings read by bench/bench_ui.py: ms since navigation start to the first painted graph; the last update split into
 // waiting for the server and building the DOM
 const perf = {firstGraphMs: null, lastFetchMs: null, lastDomMs: null, lastKind: null};
@@ -187,6 +187,7 @@ async function selectRewrite(r, {step = null, node = null, push = false, gen = n
   state.node = null;
   sidebar.setSelection(state.ctx, r);
   let detail;
+  const moves = stepMoves;
   try {
     detail = await api.rewrite(state.trace, r);
   } catch (e) {
@@ -194,8 +195,12 @@ async function selectRewrite(r, {step = null, node = null, push = false, gen = n
     return;
   }
   if (gen !== navGen) return;
+  // the same rewrite selected again while it was loading (a click on its context, then on it): keep the steps the
+  // user took in between
+  const keep = step === null && moves !== stepMoves && data.rw && data.rw.id === r;
   data.rw = detail;
-  state.step = clampStep(step ?? 0);
+  data.rwTrace = state.trace;
+  state.step = clampStep(keep ? state.step : step ?? 0);
   setSlider();
   await showGraph({fit: true});
   if (gen !== navGen) return;
@@ -210,9 +215,12 @@ const afterPaint = (fn) => requestAnimationFrame(() => setTimeout(fn, 0));
 
 const clampStep = (k) => Math.max(0, Math.min(k, data.rw ? data.rw.steps.length : 0));
 
+let stepMoves = 0;  // setStep calls so far (selectRewrite keeps a step the user chose while it was loading)
+
 /** Go to step k of the current rewrite (the graph updates by delta). */
 async function setStep(k, {push = false} = {}) {
   if (!data.rw) return;
+  stepMoves++;
   k = clampStep(k);
   if (k === state.step && data.shown && data.shown.step === k) return;
   state.step = k;
@@ -255,13 +263,15 @@ async function runPump() {
     let t1 = t0;
     $("#graph-wrap").classList.add("loading");
     try {
+      let done = false;
       if (shown && shown.trace === want.trace && shown.rw === want.rw) {
         const d = await api.delta(want.trace, want.rw, shown.step, want.step, true);
         if (state.trace !== want.trace || state.rw !== want.rw) continue;
         t1 = performance.now();
-        graph.applyDelta(d);
+        done = graph.applyDelta(d);
         perf.lastKind = "delta";
-      } else {
+      }
+      if (!done) {
         const g = await api.graph(want.trace, want.rw, want.step, true);
         if (state.trace !== want.trace || state.rw !== want.rw) continue;
         t1 = performance.now();
@@ -352,34 +362,16 @@ function showNodeCard(id) {
   nodeCard.show(d, srcs, users, createdStep(id), graph.relMode);
 }
 
-const createdCache = new Map();
-
-/** The step of the current rewrite that created node `id` (0: it was in the input graph). */
+/** The step of the current rewrite that created node `id` (0: it was in the input graph) and the rule that fired. */
 async function createdStep(id) {
-  const {trace, rw} = state;
-  const k = state.step;
-  const key = `${trace}:${rw}:${id}`;
-  if (createdCache.has(key)) return createdCache.get(key);
-  const steps = data.rw.steps;
-  const rule = async (j) => {
-    if (j === 0) return null;
-    try { return (await api.pattern(trace, steps[j - 1].pattern)).name; } catch { return null; }
-  };
-  // present at step j (given present at k) unless the delta j -> k adds it; nodes are created once, so bisect
-  const present = async (j) => j === k
-    || !(await api.delta(trace, rw, j, k, true)).nodes_added.some((n) => n.id === id);
-  let result;
-  if (await present(0)) result = {step: 0};
-  else {
-    let lo = 0, hi = k;  // absent at lo, present at hi
-    while (hi - lo > 1) {
-      const mid = (lo + hi) >> 1;
-      if (await present(mid)) hi = mid; else lo = mid;
-    }
-    result = {step: hi, rule: await rule(hi)};
-  }
-  createdCache.set(key, result);
-  return result;
+  const d = graph.node(id);
+  if (!d || d.created === undefined) return null;
+  const {trace} = state;
+  const st = d.created > 0 && rwCurrent() ? data.rw.steps[d.created - 1] : null;
+  if (!st) return {step: d.created};
+  let rule = null;
+  try { rule = (await api.pattern(trace, st.pattern)).name; } catch { rule = null; }
+  return {step: d.created, rule};
 }
 
 function setRelatives(mode) {
@@ -414,9 +406,13 @@ function refreshPanel() {
   }
 }
 
+/** data.rw is the selected rewrite's (not still the one before while the next one loads). */
+const rwCurrent = () => data.rw !== null && data.rw.id === state.rw && data.rwTrace === state.trace;
+
 function renderStepPanel() {
   if (state.panel !== "step") return;
   if (!data.rw || state.rw === null) { stepPanel.empty("No rewrite selected."); return; }
+  if (!rwCurrent()) return;  // the selection changed: the new rewrite's panel comes when it has loaded
   stepPanel.show(state.trace, data.rw, state.step, (id) => graph.node(id) ?? graph.ghostNode(id));
 }
 
@@ -465,6 +461,7 @@ const refreshLive = debounce(async () => {
   if (state.rw === null && ctx && ctx.rewrites.length) { await selectContext(state.ctx, {}); return; }
   if (rwInfo && data.rw && rwInfo.matches !== data.rw.steps.length) {
     try { data.rw = await api.rewrite(t, state.rw); } catch { return; }
+    data.rwTrace = t;
     setSlider();
     renderStepPanel();
   }

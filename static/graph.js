@@ -23,7 +23,7 @@ export class GraphView {
     this.nodes = new Map();  // id -> {d, x, y, w, h, lines, consts}
     this.edges = new Map();  // key -> {d, path, arrow, fromConst}
     this.marked = {added: new Set(), changed: new Set()};
-    this.ghosts = null;      // {nodes: [...], edges: [...], t0} removed by the last delta, drawn fading
+    this.ghosts = null;      // {nodes: [...], edges: [...], t0} removed by the last step, drawn fading
     this.usersCache = null;
     this.edgeBatch = null;   // combined Path2Ds of all edges, rebuilt when edges change
     this.selected = null;
@@ -77,13 +77,19 @@ export class GraphView {
 
   // ---- data
 
-  /** Show a full graph answer (/graph). */
+  /** Show a full graph answer (/graph); the nodes its step removed (removed_nodes, removed_edges) fade out. */
   setData(g) {
     this.nodes.clear();
     this.edges.clear();
-    this.ghosts = null;
     for (const n of g.nodes) this._addNode(n);
     for (const e of g.edges) this._addEdge(e);
+    this.ghosts = null;
+    if (g.removed_nodes && g.removed_nodes.length) {
+      const gone = new Map(g.removed_nodes.map((n) => [n.id, nodeObj(n)]));
+      const end = (id) => gone.get(id) || this.nodes.get(id);
+      const edges = (g.removed_edges || []).map((e) => edgeObj(e, end(e.src), end(e.dst))).filter((e) => e);
+      this.ghosts = {nodes: [...gone.values()], edges, t0: performance.now()};
+    }
     this._refreshConsts(null);
     this.size = {width: g.width || 0, height: g.height || 0};
     this._changed();
@@ -91,32 +97,61 @@ export class GraphView {
     this._recompute();
   }
 
-  /** Apply a /delta answer; removed nodes and their edges stay as fading ghosts until the next change. */
+  /** Apply a /delta answer, full or compact (docs/architecture.md, "Deltas"); removed nodes and their edges stay as
+   * fading ghosts until the next change. Returns false (and changes nothing) when the delta does not fit the graph
+   * shown: a compact node rebuilt from a node that is not there. */
   applyDelta(d) {
-    const ghosts = {nodes: [], edges: [], t0: performance.now()};
-    const removed = new Set(d.nodes_removed);
-    const touched = new Set();
-    for (const [src, dst, index] of d.edges_removed) {
-      const k = edgeKey(src, dst, index);
-      const e = this.edges.get(k);
-      if (!e) continue;
-      this.edges.delete(k);
-      touched.add(dst);
-      if (removed.has(src) || removed.has(dst)) ghosts.edges.push(e);
+    const removing = new Set(d.nodes_removed);
+    if (d.nodes_added.some((a) => a.like !== undefined && !(removing.has(a.like) && this.nodes.has(a.like)))) {
+      return false;
     }
+    const ghosts = {nodes: [], edges: [], t0: performance.now()};
+    const gone = new Map();  // removed id -> its model entry (a compact `like` refers to it)
+    const goneEdges = new Map();  // key -> model entry of the removed nodes' in-edges
+    const touched = new Set();
+    const dropEdge = (k) => {
+      const e = this.edges.get(k);
+      if (!e) return null;
+      this.edges.delete(k);
+      touched.add(e.d.dst);
+      return e;
+    };
     for (const id of d.nodes_removed) {
       const n = this.nodes.get(id);
       if (!n) continue;
+      // a removed node's in-edges go with it (its out-edges end at other removed nodes: their in-edges)
+      (n.d.src || []).forEach((s, i) => {
+        const k = edgeKey(s, id, i), e = dropEdge(k);
+        if (e) { ghosts.edges.push(e); goneEdges.set(k, e); }
+      });
       this.nodes.delete(id);
+      gone.set(id, n);
       ghosts.nodes.push(n);
     }
-    for (const n of d.nodes_added) { this._addNode(n); touched.add(n.id); }
+    for (const [src, dst, index] of d.edges_removed || []) dropEdge(edgeKey(src, dst, index));
+    const listed = new Set(d.edges_added.map((e) => edgeKey(e.src, e.dst, e.index)));
+    const inherited = [];  // in-edges of rebuilt nodes, added after the delta's moves
+    for (const a of d.nodes_added) {
+      const like = a.like === undefined ? null : gone.get(a.like);
+      const {like: _, ...own} = a;
+      this._addNode(like ? {...like.d, ...own} : a);
+      touched.add(a.id);
+      if (!like) continue;
+      // a rebuilt node's in-edges keep the routes of the node it was rebuilt from, unless listed in edges_added
+      a.src.forEach((s, i) => {
+        const old = goneEdges.get(edgeKey(like.d.src[i], like.d.id, i));
+        if (old && !listed.has(edgeKey(s, a.id, i))) {
+          inherited.push({src: s, dst: a.id, index: i, points: old.d.points});
+        }
+      });
+    }
     for (const [id, xy] of Object.entries(d.nodes_moved || {})) {
       const n = this.nodes.get(Number(id));
       if (!n) continue;
       n.x = n.d.x = xy[0];
       n.y = n.d.y = xy[1];
     }
+    for (const e of inherited) { this._addEdge(e); touched.add(e.dst); }
     for (const e of d.edges_added) { this._addEdge(e); touched.add(e.dst); }
     this._refreshConsts(touched);
     this.ghosts = ghosts.nodes.length || ghosts.edges.length ? ghosts : null;
@@ -126,30 +161,16 @@ export class GraphView {
     if (this.selected !== null && !this.nodes.has(this.selected)) this.selected = null;
     if (this.autoFit) this.fit();
     this._recompute();
+    return true;
   }
 
   _addNode(n) {
-    const lines = String(n.label ?? n.op ?? "").split("\n");
-    this.nodes.set(n.id, {d: n, x: n.x, y: n.y, w: n.w || 60, h: n.h || 24, lines, consts: null});
+    this.nodes.set(n.id, nodeObj(n));
   }
 
   _addEdge(e) {
-    const a = this.nodes.get(e.src), b = this.nodes.get(e.dst);
-    let pts = e.points && e.points.length >= 2 ? e.points : a && b ? [[a.x, a.y], [b.x, b.y]] : null;
-    if (!pts) return;
-    // the layout routes edges center to center; end them at the boxes so the arrow head shows
-    pts = pts.slice();
-    if (a) pts[0] = clip(pts[0], pts[1], a.w, a.h);
-    if (b) pts[pts.length - 1] = clip(pts[pts.length - 1], pts[pts.length - 2], b.w, b.h);
-    let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
-    for (const [px, py] of pts) {
-      x0 = Math.min(x0, px);
-      y0 = Math.min(y0, py);
-      x1 = Math.max(x1, px);
-      y1 = Math.max(y1, py);
-    }
-    this.edges.set(edgeKey(e.src, e.dst, e.index), {d: e, pts, path: pathOf(pts), arrow: arrowOf(pts),
-      fromConst: a ? a.d.cat === "const" : false, box: [x0, y0, x1, y1]});
+    const obj = edgeObj(e, this.nodes.get(e.src), this.nodes.get(e.dst));
+    if (obj) this.edges.set(edgeKey(e.src, e.dst, e.index), obj);
   }
 
   /** Constant sources shown inside their users' labels when collapsed: recompute for `ids` (all when null). */
@@ -571,6 +592,32 @@ export class GraphView {
     }, {passive: false});
     c.addEventListener("dblclick", () => this.fit());
   }
+}
+
+/** The model entry of a node answer. */
+function nodeObj(n) {
+  const lines = String(n.label ?? n.op ?? "").split("\n");
+  return {d: n, x: n.x, y: n.y, w: n.w || 60, h: n.h || 24, lines, consts: null};
+}
+
+/** The model entry of an edge answer between node entries a and b (points: its route; none: a straight line). */
+function edgeObj(e, a, b) {
+  let pts = e.points && e.points.length >= 2 ? e.points : a && b ? [[a.x, a.y], [b.x, b.y]] : null;
+  if (!pts) return null;
+  // the layout routes edges center to center; end them at the boxes so the arrow head shows
+  pts = pts.slice();
+  if (a) pts[0] = clip(pts[0], pts[1], a.w, a.h);
+  if (b) pts[pts.length - 1] = clip(pts[pts.length - 1], pts[pts.length - 2], b.w, b.h);
+  let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+  for (const [px, py] of pts) {
+    x0 = Math.min(x0, px);
+    y0 = Math.min(y0, py);
+    x1 = Math.max(x1, px);
+    y1 = Math.max(y1, py);
+  }
+  const d = e.points ? e : {...e, points: [[a.x, a.y], [b.x, b.y]]};
+  return {d, pts, path: pathOf(pts), arrow: arrowOf(pts), fromConst: a ? a.d.cat === "const" : false,
+    box: [x0, y0, x1, y1]};
 }
 
 let monoFont = null;

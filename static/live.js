@@ -1,4 +1,5 @@
-// Live updates: socket.io when its client is served at /vendor/, else polling /api/traces.
+// Live updates: socket.io when its client is served at /vendor/, else polling /api/traces. The server marks the page
+// (<html data-socketio="yes|no">) so that a missing client is never requested (its 404 would be a console error).
 import {api} from "./api.js";
 
 const SOCKET_IO = "/vendor/socket.io.esm.min.js";
@@ -11,7 +12,7 @@ const POLL_MS = 1000;
  */
 export async function startLive({onTraces, onEvent, onMode, forcePoll = false}) {
   let io = null;
-  if (!forcePoll) {
+  if (!forcePoll && document.documentElement.dataset.socketio !== "no") {
     try {
       io = (await import(SOCKET_IO)).io;
     } catch {

@@ -106,7 +106,7 @@ export class StepPanel {
         h("ul", {class: "steps"}, ...rows));
       if (L && L.el.isConnected) L.el.replaceWith(el); else this.el.appendChild(el);
       this.list = {rw, n, lo, hi, el, sel: null};
-      this._ruleNames(el);
+      this._ruleNames(el, this.trace);
     }
     const cur = this.list;
     if (cur.sel) cur.sel.classList.remove("selected");
@@ -115,11 +115,12 @@ export class StepPanel {
   }
 
   /** Replace "rule N" in the list by the rules' function names (few distinct rules, each fetched once). */
-  async _ruleNames(el) {
+  async _ruleNames(el, trace) {
     const spans = [...el.querySelectorAll("[data-pat]")];
     for (const pid of new Set(spans.map((s) => s.dataset.pat))) {
+      if (!el.isConnected) return;  // another rewrite's list replaced this one (maybe of another trace)
       let name;
-      try { name = (await api.pattern(this.trace, Number(pid))).name; } catch { continue; }
+      try { name = (await api.pattern(trace, Number(pid))).name; } catch { continue; }
       if (!name) continue;
       for (const s of spans) if (s.dataset.pat === pid) s.textContent = name;
     }

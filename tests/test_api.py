@@ -7,7 +7,7 @@ import random
 import re
 
 import pytest
-from test_server_helpers import XSS, mini, rand_expr, recording, write_kernel_trace, write_rewrites
+from test_server_helpers import XSS, apply_delta, mini, rand_expr, recording, write_kernel_trace, write_rewrites
 
 from compiler import UOp, graph_rewrite
 from compiler.trace.writer import TraceWriter
@@ -62,10 +62,14 @@ def test_rewrite_steps_and_graph_at_each_step(client):
   rw = _biggest_rewrite(client)
   info = _get(client, f"/api/traces/2/rewrites/{rw['id']}")
   assert len(info["steps"]) == rw["matches"] and [s["k"] for s in info["steps"]] == list(range(1, rw["matches"] + 1))
-  prev = None
+  prev, prev_g = None, None
+  born: dict[int, int] = {}  # node -> the step that last brought it into the graph
   for k in range(rw["matches"] + 1):
     g = _get(client, f"/api/traces/2/rewrites/{rw['id']}/graph?step={k}")
     ids = {n["id"] for n in g["nodes"]}
+    for n in ids - (prev or set()):
+      born[n] = k
+    assert {n["id"]: n["created"] for n in g["nodes"]} == {n: born[n] for n in ids}
     assert g["step"] == k and len(ids) == len(g["nodes"]) > 0
     for n in g["nodes"]:  # the layout placed every node, inside the drawing
       assert all(math.isfinite(n[c]) for c in ("x", "y", "w", "h"))
@@ -77,45 +81,19 @@ def test_rewrite_steps_and_graph_at_each_step(client):
       (s, n["id"], i) for n in g["nodes"] for i, s in enumerate(n["src"])}
     assert all(len(e["points"]) >= 2 for e in g["edges"])
     if k == 0:
-      assert g["match"] is None and g["added"] == g["removed"] == []
+      assert g["match"] is None and g["added"] == g["removed"] == g["removed_nodes"] == g["removed_edges"] == []
     else:
       m = g["match"]
       assert m["k"] == k and m["rule"]["file"].endswith("test_server_helpers.py") and m["before"] >= 0
       assert set(g["removed"]) == prev - ids and set(g["added"]) | set(g["changed"]) == ids - prev
-    prev = ids
+      # what the step removed, as it was drawn at step k-1 (so a view opened at step k can fade it out)
+      gone = set(g["removed"])
+      assert prev_g is not None and g["removed_nodes"] == [n for n in prev_g["nodes"] if n["id"] in gone]
+      assert sorted(g["removed_edges"], key=lambda e: (e["dst"], e["index"])) == sorted(
+        (e for e in prev_g["edges"] if e["dst"] in gone), key=lambda e: (e["dst"], e["index"]))
+    prev, prev_g = ids, g
   end = _get(client, f"/api/traces/2/rewrites/{rw['id']}/graph?step=end")
   assert end["step"] == rw["matches"]
-
-
-def _apply(graph, d):
-  """The client side of /delta: graph at `from` + delta -> graph at `to` (nodes by id, edges by key)."""
-  nodes = {n["id"]: dict(n) for n in graph["nodes"]}
-  edges = {(e["src"], e["dst"], e["index"]): e for e in graph["edges"]}
-  old_nodes, old_edges = dict(nodes), dict(edges)
-  for nid in d["nodes_removed"]:
-    del nodes[nid]
-  for key in d["edges_removed"]:
-    del edges[tuple(key)]
-  edges = {key: e for key, e in edges.items() if key[1] in nodes}  # compact: edges go with their node
-  for n in d["nodes_added"]:
-    assert n["id"] not in nodes
-    if "like" in n:  # compact: rebuilt from `like`: its look, and its in-edges' routes
-      like = old_nodes[n.pop("like")]
-      for i, s in enumerate(n["src"]):
-        pts = old_edges[(like["src"][i], like["id"], i)]["points"]
-        edges[(s, n["id"], i)] = {"src": s, "dst": n["id"], "index": i, "points": pts}
-      n = {**like, **n}
-    nodes[n["id"]] = n
-  for n in nodes.values():
-    n["consts"] = [s for s in n["src"] if nodes[s]["op"] == "CONST"]
-  for nid, xy in d["nodes_moved"].items():
-    nodes[int(nid)]["x"], nodes[int(nid)]["y"] = xy
-  for e in d["edges_added"]:
-    if "points" not in e:  # compact: a straight edge, center to center
-      a, b = nodes[e["src"]], nodes[e["dst"]]
-      e = {**e, "points": [[a["x"], a["y"]], [b["x"], b["y"]]]}
-    edges[(e["src"], e["dst"], e["index"])] = e
-  return nodes, edges
 
 
 @pytest.mark.parametrize("compact", [False, True])
@@ -129,7 +107,7 @@ def test_delta_turns_one_step_into_another(client, compact):
     gj = _get(client, f"{base}/graph?step={j}")
     gk = _get(client, f"{base}/graph?step={k}")
     d = _get(client, f"{base}/delta?from={j}&to={k}&compact={int(compact)}")
-    nodes, edges = _apply(gj, d)
+    nodes, edges = apply_delta(gj, d)
     assert nodes == {x["id"]: x for x in gk["nodes"]}
     assert edges == {(e["src"], e["dst"], e["index"]): e for e in gk["edges"]}
     assert (d["width"], d["height"], d["added"], d["match"]) == (gk["width"], gk["height"], gk["added"], gk["match"])
@@ -290,17 +268,30 @@ def test_page_static_and_vendor_files(client):
   page = package_dir("templates") / "index.html"
   r = client.get("/")
   assert r.status_code == (200 if page.is_file() else 404)
+  vendor = REPO_ROOT / "node_modules" / "socket.io-client" / "dist" / "socket.io.esm.min.js"
   if page.is_file():
-    assert r.mimetype == "text/html" and "script-src 'self'" in r.headers["Content-Security-Policy"]
+    csp = dict(d.strip().split(" ", 1) for d in r.headers["Content-Security-Policy"].split(";"))
+    assert r.mimetype == "text/html" and csp["script-src"] == csp["style-src"] == csp["connect-src"] == "'self'"
+    assert "unsafe" not in r.headers["Content-Security-Policy"] and csp["frame-ancestors"] == "'none'"
+    # the page learns whether the socket.io client is served before it would ask for it
+    root = re.search(r"<html [^>]*>", r.get_data(as_text=True)).group(0)
+    assert f'data-socketio="{"yes" if vendor.is_file() else "no"}"' in root
   js = sorted(package_dir("static").glob("*.js"))
   if js:
     assert client.get(f"/static/{js[0].name}").status_code == 200
   assert client.get("/static/../pyproject.toml").status_code == 404
-  vendor = REPO_ROOT / "node_modules" / "socket.io-client" / "dist" / "socket.io.esm.min.js"
   assert client.get("/vendor/socket.io.esm.min.js").status_code == (200 if vendor.is_file() else 404)
   css = client.get("/highlight.css")
   assert css.status_code == 200 and css.mimetype == "text/css" and ".hl" in css.get_data(as_text=True)
   assert client.get("/api/traces").headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_page_without_the_socketio_client(traces, tmp_path):
+  app = create_app([traces / "k.vztrace"], follow=False, socketio_client=tmp_path / "missing.js")
+  c = app.test_client()
+  if package_dir("templates").joinpath("index.html").is_file():
+    assert '<html lang="en" data-socketio="no">' in c.get("/").get_data(as_text=True)
+  assert c.get("/vendor/socket.io.esm.min.js").status_code == 404
 
 
 def test_live_rewrite_grows_while_served(tmp_path):

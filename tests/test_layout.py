@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from viz_server import place
 from viz_server.layout import NODE_GAP, STABLE_GAP, Layout, count_crossings, layout_graph, mean_displacement
 
 
@@ -405,3 +406,46 @@ def test_random_graphs_with_cycles(ne, seed):
     lay = layout_graph(sizes, raw)
     assert_valid(lay, sizes, raw, acyclic=False)
     assert count_crossings(lay) == brute_crossings(lay)
+
+
+# ---------------------------------------------------------------- incremental placement (viz_server.place)
+
+
+def _brute_free(boxes, x, y, w, h) -> bool:
+    """No box (bx, by, bw, bh) closer than NODE_GAP horizontally and VPAD vertically to a w x h box at (x, y)."""
+    return x >= w / 2 - 1e-9 and all(abs(by - y) >= (h + bh) / 2 + place.VPAD
+                                     or abs(bx - x) >= (w + bw) / 2 + place.NODE_GAP - 1e-9 for bx, by, bw, bh in boxes)
+
+
+row_ys = [0.0, 20.0, 40.0, 55.0, 67.0, 90.0, 100.0]
+box_st = st.tuples(st.integers(0, 60).map(lambda v: v * 10.0), st.sampled_from(row_ys),
+                   st.integers(2, 30).map(lambda v: v * 6.6 + 16), st.sampled_from([23.0, 36.0]))
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.lists(box_st, max_size=25), st.sampled_from(row_ys),
+       st.integers(2, 30).map(lambda v: v * 6.6 + 16), st.sampled_from([23.0, 36.0]), st.floats(-50, 700))
+def test_free_spot_is_free_and_nearest(boxes, y, w, h, target):
+    gap = place.NODE_GAP
+    pos = {i: (bx, by) for i, (bx, by, _, _) in enumerate(boxes)}
+    rows = place.Rows.of(pos, lambda i: (boxes[i][2], boxes[i][3]))
+    x = rows.free_x(y, w, h, target)
+    assert _brute_free(boxes, x, y, w, h) and rows.is_free(x, y, w, h)
+    reach = [(bx - bw / 2 - gap - w / 2, bx + bw / 2 + gap + w / 2) for bx, _, bw, _ in boxes]
+    cands = [target, w / 2] + [c for pair in reach for c in pair]
+    better = [c for c in cands if abs(c - target) < abs(x - target) - 1e-6 and _brute_free(boxes, c, y, w, h)]
+    assert not better
+    for bx, _, bw, _ in boxes:  # is_free agrees with the brute force around every box
+        for c in (bx, bx + bw / 2 + gap + w / 2, bx - bw / 2 - gap - w / 2 - 0.5):
+            assert rows.is_free(c, y, w, h) == _brute_free(boxes, c, y, w, h)
+
+
+def test_rows_copy_on_write():
+    a = place.Rows.of({1: (50.0, 10.0), 2: (200.0, 10.0), 3: (50.0, 80.0)}, lambda i: (40.0, 23.0))
+    b = a.copy()
+    b.remove(1, 50.0, 10.0, 40.0)
+    b.remove(3, 50.0, 80.0, 40.0)
+    b.add(4, 120.0, 45.0, 40.0, 23.0)
+    assert not a.is_free(50.0, 10.0, 40.0, 23.0) and not a.is_free(50.0, 80.0, 40.0, 23.0)
+    assert a.is_free(120.0, 45.0, 10.0, 4.0) and not b.is_free(120.0, 45.0, 10.0, 4.0)
+    assert b.is_free(50.0, 10.0, 40.0, 23.0) and b.is_free(50.0, 80.0, 40.0, 23.0) and b.ys == [10.0, 45.0]

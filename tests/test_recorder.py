@@ -194,3 +194,103 @@ def test_default_trace_path_is_per_user_cache(tmp_path):
   files = list((tmp_path / "cache" / "tinyviz" / "traces").glob("trace-*.vztrace"))
   assert len(files) == 1 and str(files[0]) in p.stderr
   assert _records(files[0])[-1]["t"] == "end"
+
+
+def _normalized(path: Path) -> list[dict]:
+  """The records without what differs run to run (times, process)."""
+  drop = ("ts", "dt", "started", "pid", "argv")
+  return [{k: v for k, v in r.items() if k not in drop} for r in _records(path)]
+
+
+def _big_rewrite(tag: str) -> UOp:
+  xs = [UOp.variable(f"{tag}{i}", 0, 10) for i in range(40)]
+  out = graph_rewrite(UOp.sink(*[(x + 0) * 1 + 0 for x in xs]), fold_add0 + mul1, name="many")
+  with recorder.trace_context("k", kind="kernel"):
+    recorder.record("run", kname="k", times=[1.0], min=1.0, median=1.0, flops=1, bytes=4, gflops=0.0, gbs=0.0)
+  return graph_rewrite(out, fold_add0, name="again")
+
+
+def test_node_texts_keep_their_spelling(trace):
+  consts = [UOp(Ops.CONST, dtypes.int, (), 1), UOp(Ops.CONST, dtypes.float, (), 1.0),
+            UOp(Ops.CONST, dtypes.bool, (), True), UOp(Ops.CONST, dtypes.float, (), -0.0),
+            UOp(Ops.CONST, dtypes.float, (), 0.0), UOp(Ops.CONST, dtypes.float, (), float("nan"))]
+  red = UOp(Ops.REDUCE, dtypes.float, (consts[1],), Ops.ADD)  # an op as an arg: "Ops.ADD", while its op is "REDUCE"
+  tup = [UOp(Ops.DEFINE_VAR, dtypes.int, (), ("a", 1, 2)), UOp(Ops.DEFINE_VAR, dtypes.float, (), ("a", 1.0, 2))]
+  track_graph(UOp.sink(*consts, red, *tup), "snapshot")
+  recorder.disable()
+  nodes = [r for r in _records(trace) if r["t"] == "node"]
+  args = [n["arg"] for n in nodes if n["op"] in ("CONST", "DEFINE_VAR")]
+  assert args == ["1", "1.0", "True", "-0.0", "0.0", "nan", "('a', 1, 2)", "('a', 1.0, 2)"]
+  assert [(n["op"], n["dtype"], n["arg"]) for n in nodes if n["op"] == "REDUCE"] == [("REDUCE", "float32", "Ops.ADD")]
+
+
+def test_deep_graph_is_recorded_sources_first(trace):
+  x = UOp.variable("x", 0, 10)
+  for i in range(3 * sys.getrecursionlimit()):  # deeper than recursion goes
+    x = UOp(Ops.ADD, dtypes.int, (x, UOp.const(dtypes.int, i % 7)))
+  track_graph(x, "deep")
+  recorder.disable()
+  recs = _records(trace)
+  seen: set[int] = set()
+  for r in (r for r in recs if r["t"] == "node"):
+    assert set(r["src"]) <= seen and r["id"] == len(seen)
+    seen.add(r["id"])
+  assert len(seen) == 1 + 7 + 3 * sys.getrecursionlimit()
+  assert next(r for r in recs if r["t"] == "rw_end")["root"] == len(seen) - 1
+
+
+def test_small_batches_and_compaction_write_the_same_trace(tmp_path, monkeypatch):
+  paths = []
+  for name, batch_nodes, compact_at in (("big", recorder.BATCH_NODES, recorder.COMPACT_AT), ("small", 3, 2)):
+    monkeypatch.setattr(recorder, "BATCH_NODES", batch_nodes)
+    monkeypatch.setattr(recorder, "COMPACT_AT", compact_at)
+    paths.append(tmp_path / f"{name}.vztrace")
+    recorder.enable(paths[-1], announce=False)
+    _big_rewrite("a")
+    recorder.RECORDER.writer.flush()  # a flush between records: the small run compacts its drained rows
+    _big_rewrite("b")
+    _big_rewrite("a")
+    recorder.disable()
+  big, small = (_normalized(p) for p in paths)
+  assert big == small and sum(r["t"] == "node" for r in big) > 100
+  frames = [TraceReader(p) for p in paths]
+  for r in frames:
+    list(r)
+  assert frames[1].frames >= frames[0].frames
+
+
+def test_flush_inside_a_rewrite_keeps_nodes_before_their_users(tmp_path):
+  flushed: list[list[dict]] = []
+
+  def flush_and_fold(x):
+    recorder.RECORDER.writer.flush()  # what the background thread may do at any moment
+    flushed.append(live.poll())
+    return x
+
+  pm = PatternMatcher([(UPat(Ops.ADD, src=[UPat.var("x"), UPat.const(None, 0)]), flush_and_fold)])
+  path = tmp_path / "t.vztrace"
+  recorder.enable(path, announce=False)
+  live = TraceReader(path)
+  out = graph_rewrite(_expr(12), pm, name="flushy")
+  recorder.disable()
+  recs = _records(path)
+  assert [r for batch in flushed for r in batch] == recs[:sum(map(len, flushed))]  # polls read a prefix
+  assert len([b for b in flushed if any(r["t"] == "match" for r in b)]) > 1  # matches arrived in several flushes
+  seen: set[int] = set()
+  for r in recs:
+    if r["t"] == "node":
+      seen.add(r["id"])
+    elif r["t"] == "match":
+      assert {r["before"], r["after"]} <= seen
+  nodes = {r["id"]: r for r in recs if r["t"] == "node"}
+  root = nodes[next(r for r in recs if r["t"] == "rw_end")["root"]]
+  assert (root["op"], out.op) == ("MUL", Ops.MUL) and nodes[root["src"][0]]["op"] == "MUL"  # x*1*1... once folded
+
+
+def test_rule_returning_a_non_uop_is_a_type_error_while_tracing(trace):
+  pm = PatternMatcher([(UPat(Ops.ADD, name="x"), lambda x: 5)], name="bad")
+  with pytest.raises(TypeError, match="returned int, not a UOp"):
+    graph_rewrite(_expr(1), pm)
+  recorder.disable()
+  end = next(r for r in _records(trace) if r["t"] == "rw_end")
+  assert "TypeError" in end["error"]

@@ -124,3 +124,34 @@ def write_kernel_trace(path: Path, evil: bool = False) -> None:
       recorder.record("source", kind="asm", text=XSS[3] if evil else "r_4_4:\n  ret", compile_s=0.0)
       recorder.record("run", kname=name, times=[1e-5, 2e-5], min=1e-5, median=1.5e-5, flops=32.0, bytes=128.0,
                       gflops=3.2, gbs=12.8)
+
+
+def apply_delta(graph: dict, d: dict) -> tuple[dict, dict]:
+  """The client side of /delta: graph at `from` + delta -> graph at `to` (nodes by id, edges by key)."""
+  nodes = {n["id"]: dict(n) for n in graph["nodes"]}
+  edges = {(e["src"], e["dst"], e["index"]): e for e in graph["edges"]}
+  old_nodes, old_edges = dict(nodes), dict(edges)
+  for nid in d["nodes_removed"]:
+    del nodes[nid]
+  for key in d["edges_removed"]:
+    del edges[tuple(key)]
+  edges = {key: e for key, e in edges.items() if key[1] in nodes}  # compact: edges go with their node
+  for n in d["nodes_added"]:
+    assert n["id"] not in nodes
+    if "like" in n:  # compact: rebuilt from `like`: its look, and its in-edges' routes
+      like = old_nodes[n.pop("like")]
+      for i, s in enumerate(n["src"]):
+        pts = old_edges[(like["src"][i], like["id"], i)]["points"]
+        edges[(s, n["id"], i)] = {"src": s, "dst": n["id"], "index": i, "points": pts}
+      n = {**like, **n}
+    nodes[n["id"]] = n
+  for n in nodes.values():
+    n["consts"] = [s for s in n["src"] if nodes[s]["op"] == "CONST"]
+  for nid, xy in d["nodes_moved"].items():
+    nodes[int(nid)]["x"], nodes[int(nid)]["y"] = xy
+  for e in d["edges_added"]:
+    if "points" not in e:  # compact: a straight edge, center to center
+      a, b = nodes[e["src"]], nodes[e["dst"]]
+      e = {**e, "points": [[a["x"], a["y"]], [b["x"], b["y"]]]}
+    edges[(e["src"], e["dst"], e["index"])] = e
+  return nodes, edges

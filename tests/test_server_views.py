@@ -1,17 +1,20 @@
 """Layouts as the viewer uses them (every node placed, no overlaps, stable and deterministic across steps) and
 replay of the compiler's real passes."""
 import random
+import threading
+import time
 
 import numpy as np
 import pytest
-from test_server_helpers import recording
+from test_server_helpers import apply_delta, recording
 
 from compiler import UOp, graph_rewrite
 from compiler.symbolic import symbolic
 from viz_server import graphview
-from viz_server.graphview import BLOCK, GraphView, _Derived, anchor
+from viz_server.graphview import BLOCK, GraphView, Turns, _Derived, anchor
 from viz_server.replay import Replay
 from viz_server.store import TraceStore
+from viz_server.views import Views
 
 
 def _view(tr, rw):
@@ -88,6 +91,17 @@ def test_every_step_is_laid_out_without_overlaps_and_edges_point_down(big):
     assert view.stats["derived"] > view.stats["full"]
 
 
+def test_full_layouts_only_at_block_boundaries(big):
+  """Every step inside a block is derived from the step before (placing new nodes never fails), so stepping never
+  waits for a full layout except at a block boundary, which the prefetch computes ahead."""
+  for rw in big.rewrites.values():
+    view = _view(big, rw)
+    for k in range(rw.matches + 1):
+      view.layout(k)
+    assert view.stats["full"] == len(range(0, rw.matches + 1, BLOCK))
+    assert all(view._derived[k] for k in range(rw.matches + 1) if k % BLOCK)
+
+
 def test_unchanged_nodes_stay_put_between_steps(big):
   rw = max(big.rewrites.values(), key=lambda r: r.matches)
   view = _view(big, rw)
@@ -115,6 +129,84 @@ def test_layouts_do_not_depend_on_the_order_steps_are_asked_for(big, monkeypatch
     got = jumpy.layout(k)
     assert got.pos == want[k].pos and got.edges == want[k].edges, k
   assert all(anchor(k) < k for k in range(1, 300)) and max(bin(k // BLOCK).count("1") for k in range(300)) <= 4
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_deltas_between_any_steps(big, compact):
+  """Applied to the graph at j, the delta j -> k gives the graph at k, positions, routes and creation steps
+  included, also across block boundaries and for nodes that a step between removed and another brought back."""
+  rw = max(big.rewrites.values(), key=lambda r: r.matches)
+  view = _view(big, rw)
+  n = rw.matches
+  rng = random.Random(4)
+  pairs = [(k - 1, k) for k in range(1, n + 1)] + [(k, k - 1) for k in range(n, 0, -1)]
+  pairs += [(rng.randint(0, n), rng.randint(0, n)) for _ in range(40)] + [(0, n), (n, 0), (BLOCK - 2, BLOCK + 2)]
+  graphs = {k: view.graph(k) for k in range(n + 1)}
+  reborn = 0
+  for j, k in pairs:
+    d = view.delta(j, k, compact=compact)
+    nodes, edges = apply_delta(graphs[j], d)
+    assert nodes == {x["id"]: x for x in graphs[k]["nodes"]}, (j, k)
+    assert edges == {(e["src"], e["dst"], e["index"]): e for e in graphs[k]["edges"]}, (j, k)
+    assert (d["width"], d["height"]) == (graphs[k]["width"], graphs[k]["height"])
+    reborn += len(set(d["nodes_added"][i]["id"] for i in range(len(d["nodes_added"]))) & set(d["nodes_removed"]))
+    if view.is_chain(j, k):
+      assert d["nodes_moved"] == {}
+  assert reborn > 0  # the simplifier removes nodes that later steps build again
+
+
+def test_two_threads_share_one_layout(big):
+  rw = max(big.rewrites.values(), key=lambda r: r.matches)
+  view = _view(big, rw)
+  start = threading.Barrier(4)
+
+  def ask():
+    start.wait()
+    view.layout(2 * BLOCK + 3)
+  threads = [threading.Thread(target=ask) for _ in range(4)]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  assert view.stats["full"] == 2 and view.stats["derived"] == 3  # steps 0 and 64 (whose anchor is 0); 65..67
+
+
+def test_background_work_gives_way_to_requests():
+  turns = Turns()
+  resumed = []
+
+  def background():
+    turns.pause()
+    resumed.append(time.monotonic())
+  with turns.request():
+    t = threading.Thread(target=background)
+    t.start()
+    time.sleep(0.1)
+    assert not resumed  # a request is being served
+    ended = time.monotonic()
+  t.join(5)
+  assert resumed and resumed[0] >= ended + turns.IDLE_S * 0.9  # and then not before requests stop for a while
+  resumed.clear()
+  with turns.request():
+    t = threading.Thread(target=background)
+    t.start()
+    time.sleep(0.05)
+    with turns.wait_for_background():  # a request waits for the background: it goes on at once
+      t.join(5)
+    assert resumed
+
+
+def test_prefetch_computes_the_next_block_boundary(big):
+  rw = max(big.rewrites.values(), key=lambda r: r.matches)
+  views = Views(None)  # type: ignore[arg-type]  # prefetch needs no store
+  view = _view(big, rw)
+  view.layout(3)
+  assert not view.cached(BLOCK)
+  views.prefetch(view, 3)
+  deadline = time.monotonic() + 30
+  while not (view.cached(BLOCK) and view.cached(4 + views.prefetch_steps - 1)) and time.monotonic() < deadline:
+    time.sleep(0.02)
+  assert view.cached(BLOCK) and view.cached(4) and view.cached(3 + views.prefetch_steps)
 
 
 def test_real_compiler_passes_replay_to_their_recorded_results(tmp_path):

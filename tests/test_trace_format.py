@@ -17,7 +17,17 @@ from hypothesis import strategies as st
 
 from compiler.trace import format as fmt
 from compiler.trace import writer as writer_mod
-from compiler.trace.format import FRAME_HEADER, FRAME_MAGIC, HEADER, MAGIC, RECORDS, TraceFormatError, validate_record
+from compiler.trace.format import (
+  FRAME_HEADER,
+  FRAME_MAGIC,
+  HEADER,
+  MAGIC,
+  RECORDS,
+  TraceFormatError,
+  pack_column,
+  unpack_column,
+  validate_record,
+)
 from compiler.trace.reader import TraceReader
 from compiler.trace.writer import TraceWriter
 
@@ -45,6 +55,38 @@ SAMPLES: dict[str, dict] = {
   "error": {"t": "error", "ctx": 2, "text": "Traceback ..."},
   "end": {"t": "end", "ts": 3.0},
 }
+
+
+def batch(first: int, strs: list[str], nodes: list[tuple[int, int, int, list[int]]],
+          matches: list[tuple[int, int, int, int, int]], recs: list[tuple[int, int, dict]]) -> dict:
+  """A `batch` record: nodes as (op, dtype, arg) string codes + source ids, matches as rows, recs with the number of
+  nodes and matches before each."""
+  col = lambda v, kind="u32s": pack_column(v, kind).decode()  # noqa: E731
+  return {"t": "batch", "id": first, "strs": strs, "op": col([n[0] for n in nodes]),
+          "dtype": col([n[1] for n in nodes]), "arg": col([n[2] for n in nodes]),
+          "nsrc": col([len(n[3]) for n in nodes]), "src": col([s for n in nodes for s in n[3]]),
+          "rw": col([m[0] for m in matches]),
+          "pat": col([m[1] for m in matches]), "before": col([m[2] for m in matches]),
+          "after": col([m[3] for m in matches]), "dt": col([m[4] for m in matches], "i64s"),
+          "at": col([x for r in recs for x in r[:2]]), "recs": [r[2] for r in recs]}
+
+
+# a batch and the records a reader makes of it: nodes 0-2 and one match, the rw_begin after node 1, the rw_end last
+BATCH = batch(0, ["CONST", "ADD", "int", "1", "None"], [(0, 2, 3, []), (1, 2, 4, [0, 0]), (0, 2, 3, [])],
+              [(0, 0, 1, 2, 1500)], [(0, 0, SAMPLES["meta"]), (2, 0, {**SAMPLES["rw_begin"], "root": 1}),
+                                     (3, 1, {**SAMPLES["rw_end"], "root": 2})])
+BATCH_RECORDS = [SAMPLES["meta"], {"t": "node", "id": 0, "op": "CONST", "dtype": "int", "arg": "1", "src": []},
+                 {"t": "node", "id": 1, "op": "ADD", "dtype": "int", "arg": "None", "src": [0, 0]},
+                 {**SAMPLES["rw_begin"], "root": 1},
+                 {"t": "node", "id": 2, "op": "CONST", "dtype": "int", "arg": "1", "src": []},
+                 {"t": "match", "rw": 0, "pat": 0, "before": 1, "after": 2, "dt": 1500},
+                 {**SAMPLES["rw_end"], "root": 2}]
+SAMPLES["batch"] = BATCH
+
+
+def expanded(recs: list[dict]) -> list[dict]:
+  """What a reader yields for recs (a batch becomes its records)."""
+  return [r for rec in recs for r in (BATCH_RECORDS if rec is BATCH else [rec])]
 
 
 def write_trace(path, batches: list[list[dict]]) -> list[int]:
@@ -90,10 +132,10 @@ def test_round_trip_every_record_type(tmp_path):
   write_trace(p, [list(SAMPLES.values())[:5], list(SAMPLES.values())[5:]])
   with TraceReader(p) as r:
     got = list(r)
-  assert got == list(SAMPLES.values())
-  assert (r.damaged, r.complete, r.frames, r.records, r.skipped_unknown) == (False, True, 2, len(SAMPLES), 0)
-  assert r.offset == os.path.getsize(p) and r.version == (1, 0)
-  assert p.read_bytes()[:12] == b"VZTRACE\0\x01\x00\x00\x00"
+  assert got == expanded(list(SAMPLES.values()))
+  assert (r.damaged, r.complete, r.frames, r.records, r.skipped_unknown) == (False, True, 2, len(got), 0)
+  assert r.offset == os.path.getsize(p) and r.version == (2, 0)
+  assert p.read_bytes()[:12] == b"VZTRACE\0\x02\x00\x00\x00"
 
 
 @pytest.mark.parametrize("t", sorted(RECORDS))
@@ -104,7 +146,7 @@ def test_every_required_field_is_checked(t):
     rec = {k: v for k, v in SAMPLES[t].items() if k != key}
     with pytest.raises(TraceFormatError, match=repr(key)):
       validate_record(rec)
-    bad = dict(SAMPLES[t], **{key: {"not": "this"}})  # no field accepts an object except `any`
+    bad = dict(SAMPLES[t], **{key: {"not": "this"}})  # no field accepts an object except `any` (and recs items)
     if required[key] != "any":
       with pytest.raises(TraceFormatError, match="must be"):
         validate_record(bad)
@@ -354,7 +396,7 @@ def test_unknown_record_types_are_skipped(tmp_path):
   (b"VZTRACE", "too short"),
   (b"PK\x03\x04 a zip file, not a trace", "not a trace file"),
   (b"\x89PNG", "not a trace file"),
-  (header(2, 0) + frame(rec_bytes(SAMPLES["end"])), "version 2.0 is newer"),
+  (header(3, 0) + frame(rec_bytes(SAMPLES["end"])), "version 3.0 is newer"),
   (header(0, 9), "version 0.9 is older"),
 ])
 def test_non_traces_raise(data, msg):
@@ -378,8 +420,74 @@ def test_bad_magic_raises_at_open_and_poll_raises_too(tmp_path):
 
 
 def test_minor_version_is_accepted():
-  got, r = read_bytes(header(1, 7) + frame(rec_bytes(SAMPLES["end"])))
-  assert got == [SAMPLES["end"]] and r.version == (1, 7)
+  got, r = read_bytes(header(2, 7) + frame(rec_bytes(SAMPLES["end"])))
+  assert got == [SAMPLES["end"]] and r.version == (2, 7)
+
+
+def test_version_1_files_are_read():
+  v1 = [SAMPLES["meta"], SAMPLES["node"], SAMPLES["match"], SAMPLES["end"]]
+  got, r = read_bytes(header(1, 0) + frame(rec_bytes(*v1[:2])) + frame(rec_bytes(*v1[2:])))
+  assert got == v1 and r.version == (1, 0) and not r.damaged and r.complete
+
+
+# ---- batch records
+def test_columns_round_trip():
+  for kind, values in (("u32s", [0, 1, 2**32 - 1, 7]), ("i64s", [-(2**63), 0, 2**63 - 1]), ("u32s", [])):
+    assert unpack_column(pack_column(values, kind).decode(), kind) == values
+  with pytest.raises(OverflowError):
+    pack_column([2**32])
+  for bad in ("AAA", "AA!A", "AAAAAAA=", "\u00e9AAA", "AAAA\n"):  # padding, alphabet, 5 bytes, non-ASCII, whitespace
+    with pytest.raises(ValueError):
+      unpack_column(bad)
+
+
+def test_batch_expands_in_order(tmp_path):
+  p = tmp_path / "t.vztrace"
+  later = batch(3, ["MUL"], [(5, 2, 4, [2, 1])], [(0, 0, 2, 3, 7)], [])  # no records: nodes, then matches
+  write_trace(p, [[BATCH], [later, SAMPLES["end"]]])
+  got = list(r := TraceReader(p))
+  assert got == [*BATCH_RECORDS, {"t": "node", "id": 3, "op": "MUL", "dtype": "int", "arg": "None", "src": [2, 1]},
+                 {"t": "match", "rw": 0, "pat": 0, "before": 2, "after": 3, "dt": 7}, SAMPLES["end"]]
+  assert r.records == len(got) and not r.damaged and r.complete
+  live = TraceReader(p)  # polling keeps the string table across calls
+  assert live.poll(max_records=1) == BATCH_RECORDS and live.poll() == got[len(BATCH_RECORDS):]
+
+
+def test_batch_skips_unknown_records_inside():
+  b = batch(0, [], [], [], [(0, 0, {"t": "future_thing", "x": 1}), (0, 0, SAMPLES["end"])])
+  got, r = read_bytes(header(2) + frame(rec_bytes(b)))
+  assert got == [SAMPLES["end"]] and r.skipped_unknown == 1 and not r.damaged
+
+
+@pytest.mark.parametrize("change,reason", [
+  ({"op": pack_column([0, 1]).decode()}, "node columns of different lengths"),
+  ({"nsrc": pack_column([0, 1, 0]).decode()}, "nsrc does not add up"),
+  ({"arg": pack_column([3, 4, 5]).decode()}, "outside the table of 5"),
+  ({"src": "not base64!"}, "column 'src': bad base64"),
+  ({"dt": pack_column([1], "u32s").decode()}, "column 'dt': 4 bytes"),
+  ({"after": pack_column([]).decode()}, "match columns of different lengths"),
+  ({"at": pack_column([0, 0, 2, 0]).decode()}, "4 positions for 3 records"),
+  ({"at": pack_column([0, 0, 2, 0, 1, 1]).decode()}, "positions go back"),
+  ({"at": pack_column([0, 0, 2, 0, 4, 1]).decode()}, "past the nodes"),
+  ({"at": pack_column([0, 0, 2, 0, 3, 2]).decode()}, "past the nodes or matches"),
+  ({"recs": [SAMPLES["meta"], {"t": "node", "id": "x"}, SAMPLES["end"]]}, "record 1: field 'id' of 'node' record"),
+  ({"recs": [SAMPLES["meta"], BATCH, SAMPLES["end"]]}, "record 1 is a 'batch' record"),
+  ({"recs": [SAMPLES["meta"], 5, SAMPLES["end"]]}, "'recs' of 'batch' record must be list\\[dict\\]"),
+  ({"strs": ["a", 1]}, "'strs' of 'batch' record must be list\\[str\\]"),
+])
+def test_bad_batch_is_damage(change, reason):
+  first = frame(rec_bytes(SAMPLES["meta"]))
+  got, r = read_bytes(header(2) + first + frame(rec_bytes(SAMPLES["end"], {**BATCH, **change})) + first)
+  assert got == [SAMPLES["meta"], SAMPLES["end"]] and r.damaged and r.stopped_record == 2  # nothing of the batch
+  assert re.search("record 1 of frame 1: .*" + reason, r.reason), r.reason
+
+
+def test_damaged_batch_leaves_the_string_table_alone():
+  # a batch whose strings are fine but whose nodes are not must not shift the codes of the batches after it... which
+  # the reader never reads: it stops. What it read before stays, with the table as it was.
+  bad = {**BATCH, "nsrc": pack_column([0, 0, 0]).decode()}
+  got, r = read_bytes(header(2) + frame(rec_bytes(BATCH)) + frame(rec_bytes(bad)))
+  assert got == BATCH_RECORDS and r.damaged and len(r._strs) == len(BATCH["strs"])
 
 
 # ---- live tailing
@@ -515,7 +623,7 @@ def fuzz_base(tmp_path_factory) -> tuple[bytes, list[dict]]:
              list(SAMPLES.values())[3:]]
   p = tmp_path_factory.mktemp("fuzz") / "t.vztrace"
   write_trace(p, batches)
-  return p.read_bytes(), [rec for b in batches for rec in b if rec["t"] != "zzz"]
+  return p.read_bytes(), expanded([rec for b in batches for rec in b if rec["t"] != "zzz"])
 
 
 _mutation = st.tuples(st.sampled_from(["flip", "set", "insert", "delete", "truncate"]), st.integers(0, 10**6),
@@ -568,4 +676,4 @@ def test_fuzz_records_through_writer(tmp_path_factory, t, fields):
 
 
 def test_format_constants():
-  assert HEADER.size == 12 and FRAME_HEADER.size == 16 and fmt.VERSION[0] == 1
+  assert HEADER.size == 12 and FRAME_HEADER.size == 16 and fmt.VERSION[0] == 2 and fmt.READ_MAJORS == (1, 2)

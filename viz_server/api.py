@@ -178,9 +178,8 @@ def graph(t: int, r: int) -> Any:
   k = _int_arg("step", 0, allow_end=rw.matches)
   _check_step(rw, k)
   view = _views().get(tr, rw)
-  out = view.graph(k)
-  _views().prefetch(view, k)
-  return jsonify(out)
+  view.last_step = k  # no prefetch yet: opening a graph is not stepping (the page asks for the neighbours itself)
+  return jsonify(view.graph(k))
 
 
 @bp.get("/traces/<int:t>/rewrites/<int:r>/delta")
@@ -193,9 +192,9 @@ def delta(t: int, r: int) -> Any:
   _check_step(rw, k)
   compact = request.args.get("compact", "0") not in ("0", "", "false")
   view = _views().get(tr, rw)
-  out = view.delta(j, k, compact=compact)
+  out = jsonify(view.delta(j, k, compact=compact))
   _views().prefetch(view, k)
-  return jsonify(out)
+  return out
 
 
 @bp.get("/traces/<int:t>/patterns/<int:p>")

@@ -5,12 +5,13 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from flask import Flask, Response, abort, jsonify, request, send_file
+from flask import Flask, Response, abort, g, jsonify, request, send_file
 from flask_socketio import SocketIO
 from werkzeug.exceptions import HTTPException
 
 from viz_server import live
 from viz_server.api import bp as api_bp
+from viz_server.graphview import TURNS
 from viz_server.highlight import stylesheet
 from viz_server.store import TraceStore
 from viz_server.views import Views
@@ -18,9 +19,12 @@ from viz_server.views import Views
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MAX_UPLOAD = 512 << 20
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
-# the page loads only its own scripts; styles may be set inline by the UI code; socket.io connects back to us
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-       "connect-src 'self' ws: wss:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+# the same policy as the page's own <meta> (the UI sets styles through the CSSOM only, which style-src allows), plus
+# what only a header can say; 'self' in connect-src covers the page's own origin over ws: too (CSP level 3)
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+       "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+SOCKETIO_CLIENT = REPO_ROOT / "node_modules" / "socket.io-client" / "dist" / "socket.io.esm.min.js"
+PAGE_ROOT = '<html lang="en">'  # index.html's root tag, where the server says whether the socket.io client is served
 
 
 def package_dir(name: str) -> Path:
@@ -38,11 +42,12 @@ def _host_only(host: str) -> str:
 
 def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, poll_interval: float = 0.05,
                max_upload: int = MAX_UPLOAD, allowed_hosts: Iterable[str] | None = LOCAL_HOSTS,
-               store: TraceStore | None = None) -> Flask:
+               store: TraceStore | None = None, socketio_client: Path | None = SOCKETIO_CLIENT) -> Flask:
   """A viewer app serving the given trace files and directories.
 
   follow: start the thread that tails live traces and watches directories (tests may poll by hand instead).
   allowed_hosts: accepted Host header names (guards a loopback server against DNS rebinding); None accepts any.
+  socketio_client: the socket.io browser client served at /vendor/ (from npm; None or a missing file: the page polls).
   The SocketIO object is `app.extensions["socketio"]`, the store `app.extensions["tinyviz"]["store"]`.
   """
   store = store or TraceStore(poll_interval=poll_interval)
@@ -63,9 +68,16 @@ def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, 
 
   @app.before_request
   def _check_host() -> Any:
+    TURNS.begin()  # background layout work waits while requests are served
+    g.tinyviz_turn = True
     if hosts is not None and _host_only(request.host).lower() not in hosts:
       return jsonify({"error": "unexpected Host header"}), 403
     return None
+
+  @app.teardown_request
+  def _end_turn(_exc: BaseException | None) -> None:
+    if g.pop("tinyviz_turn", False):
+      TURNS.end()
 
   @app.after_request
   def _headers(resp: Response) -> Response:
@@ -82,17 +94,25 @@ def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, 
       return jsonify({"error": f"upload too large (limit {max_upload} bytes)"}), 413
     return jsonify({"error": e.description if e.code != 404 else "not found"}), e.code
 
+  def client_js() -> Path | None:
+    return socketio_client if socketio_client is not None and socketio_client.is_file() else None
+
   @app.get("/")
   def index() -> Any:
     page = templates_dir / "index.html"
     if not page.is_file():
       abort(404)
-    return send_file(page, mimetype="text/html", max_age=0)
+    # the page imports the socket.io client only when told it is there (a 404 would be a console error)
+    html = page.read_text(encoding="utf-8").replace(
+      PAGE_ROOT, f'<html lang="en" data-socketio="{"yes" if client_js() else "no"}">', 1)
+    resp = Response(html, mimetype="text/html")
+    resp.headers["Cache-Control"] = "no-cache"
+    return resp
 
   @app.get("/vendor/socket.io.esm.min.js")
-  def socketio_client() -> Any:
-    js = REPO_ROOT / "node_modules" / "socket.io-client" / "dist" / "socket.io.esm.min.js"
-    if not js.is_file():
+  def vendor_socketio() -> Any:
+    js = client_js()
+    if js is None:
       abort(404)
     return send_file(js, mimetype="text/javascript")
 

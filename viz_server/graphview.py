@@ -2,12 +2,17 @@
 the delta between two steps. Layouts are cached per (rewrite, step) and derived deterministically (see GraphView)."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Callable, Iterator
 
+from viz_server import place
 from viz_server.layout import Layout, layout_graph
+from viz_server.place import Bands, Rows
 from viz_server.replay import Replay
 from viz_server.store import Rewrite, Trace
 
@@ -15,7 +20,8 @@ CHAR_W, LINE_H, PAD_W, PAD_H = 6.6, 13.0, 16.0, 10.0  # label metrics, matched t
 MAX_ARG_CHARS = 40
 LAYOUT_CACHE_NODES = 600_000  # node positions kept in cached layouts (~270 bytes each with edge routes)
 BLOCK = 32  # steps between full layouts of a rewrite; steps inside a block move only what changed (see _derive)
-NODE_GAP = 24.0  # horizontal gap kept around a node placed by _derive
+MASSIVE = 64  # a step with more new nodes than this (and than a quarter of the graph) without an old version to
+# take the place of gets a full layout: placing so many one by one would look arbitrary
 
 _CATEGORY: dict[str, str] = {}
 for _cat, _ops in {
@@ -63,19 +69,8 @@ def _r(v: float) -> float:
   return round(v, 1)
 
 
-def _free_spot(row: list[tuple[float, float]], target: float, w: float) -> float:
-  """The x nearest to target where a box of width w fits in a row of boxes [(left, right)] with NODE_GAP around."""
-  cands = [target] + [r + NODE_GAP + w / 2 for _, r in row] + [left - NODE_GAP - w / 2 for left, _ in row]
-  for x in sorted(cands, key=lambda c: abs(c - target)):
-    if x - w / 2 < 0:
-      continue
-    if all(x + w / 2 + NODE_GAP <= left or x - w / 2 - NODE_GAP >= r for left, r in row):
-      return x
-  return max((r for _, r in row), default=0.0) + NODE_GAP + w / 2  # right of everything: always free
-
-
 def anchor(k: int) -> int:
-  """The step whose layout step k's layout is derived from: k-1 inside a block of BLOCK steps; at a block boundary
+  """The step whose layout step k's layout is made from: k-1 inside a block of BLOCK steps; at a block boundary
   the boundary with its lowest set bit (in blocks) cleared. So any step's layout is a chain of at most
   log2(k / BLOCK) full layouts plus BLOCK - 1 derivations away from step 0, whatever order steps are asked in, and
   the result never depends on that order (layouts are deterministic, evicting one is harmless)."""
@@ -85,11 +80,27 @@ def anchor(k: int) -> int:
   return (m & (m - 1)) * BLOCK
 
 
+def checkpoint(k: int) -> int:
+  """The block boundary whose full layout step k's layout is derived from."""
+  return k - k % BLOCK
+
+
 @dataclass
-class _Derived(Layout):
-  """A layout made by GraphView._derive: also knows which nodes it put between two layers."""
-  half: frozenset = frozenset()
-  base: int = -1  # the step it was derived from: every node of both keeps its place and in-edges
+class _Placed(Layout):
+  """A layout with the row index and bands that deriving the next step's layout from it uses (built lazily)."""
+  rows: Rows | None = None
+  bands: Bands | None = None
+
+
+@dataclass
+class _Full(_Placed):
+  """A full layout_graph layout."""
+
+
+@dataclass
+class _Derived(_Placed):
+  """A layout made by viz_server.place from the step before: every node of both keeps its place and in-edges."""
+  base: int = -1  # the step it was derived from
 
 
 class _LayoutCache:
@@ -134,21 +145,82 @@ LAYOUTS = _LayoutCache(LAYOUT_CACHE_NODES)
 _views = itertools.count()
 
 
+class Turns:
+  """Background layout work gives way to requests: it pauses between chunks of work while a request is being served
+  and until requests have stopped coming for IDLE_S (Python runs one thread at a time, so sharing would slow every
+  request down), unless a request is waiting for that very work."""
+
+  IDLE_S = 0.015
+
+  def __init__(self) -> None:
+    self.cv = threading.Condition()
+    self.serving = 0  # requests in progress
+    self.waiting = 0  # requests waiting for a layout that a background thread computes
+    self.last = 0.0  # when the last request ended (time.monotonic)
+
+  def begin(self) -> None:
+    """A request starts (viz_server.app calls this for every request)."""
+    with self.cv:
+      self.serving += 1
+
+  def end(self) -> None:
+    with self.cv:
+      self.serving -= 1
+      self.last = time.monotonic()
+
+  @contextlib.contextmanager
+  def request(self) -> Iterator[None]:
+    self.begin()
+    try:
+      yield
+    finally:
+      self.end()
+
+  @contextlib.contextmanager
+  def wait_for_background(self) -> Iterator[None]:
+    with self.cv:
+      self.waiting += 1
+      self.cv.notify_all()
+    try:
+      yield
+    finally:
+      with self.cv:
+        self.waiting -= 1
+
+  def pause(self) -> None:
+    """Called by background work between chunks: returns once no request has been served for IDLE_S, or when a
+    request waits for the background."""
+    with self.cv:
+      while not self.waiting:
+        quiet = time.monotonic() - self.last
+        if not self.serving and quiet >= self.IDLE_S:
+          return
+        self.cv.wait(self.IDLE_S - quiet if not self.serving and quiet > 0 else self.IDLE_S)
+
+
+TURNS = Turns()
+
+
 class GraphView:
   """Graphs and deltas of one rewrite.
 
   Layouts (see anchor()): step 0 and block boundaries get a full layout_graph, seeded (prev) with their anchor's
   layout in which the nodes rebuilt since are renamed to their new ids, so a rebuilt node starts where its old
-  version was. A step inside a block is derived from the step before it: nodes keep their places, a rebuilt node
-  takes its old version's place and a few new nodes are put into free spots between their sources and users; when
-  that cannot be done without overlaps or upward edges, it gets a full layout seeded the same way."""
+  version was. A step inside a block is derived from the step before it by viz_server.place: nothing moves, new
+  nodes are placed into free spots (a rebuilt node at its old version's place). Only a step that replaces a large
+  part of the graph at once (more than MASSIVE new nodes, or a quarter of the graph, without an old version) gets a
+  full layout seeded the same way. Layouts are computed outside any lock; two threads that want the same step
+  share one computation."""
 
   def __init__(self, tr: Trace, rw: Rewrite, replay: Replay) -> None:
     self.tr, self.rw, self.replay = tr, rw, replay
     self.key = (next(_views),)  # unique per view: a rebuilt replay never meets an old layout
-    self.lock = threading.RLock()
+    self.lock = threading.Lock()
+    self._busy: dict[int, threading.Event] = {}  # steps whose layout a thread is computing
+    self._derived: dict[int, bool] = {}  # step -> whether its layout is derived from the step before (never evicted)
     self._sizes: dict[int, tuple[float, float]] = {}
     self.stats = {"full": 0, "derived": 0}
+    self.last_step = 0  # the step last served (views.Views.prefetch looks ahead of it in the direction of travel)
 
   def size(self, nid: int) -> tuple[float, float]:
     got = self._sizes.get(nid)
@@ -158,7 +230,11 @@ class GraphView:
     return got
 
   # ---- layout
-  def layout(self, k: int) -> Layout:
+  def cached(self, k: int) -> bool:
+    return LAYOUTS.get(self.key + (k,)) is not None
+
+  def layout(self, k: int, pause: Callable[[], None] | None = None) -> Layout:
+    """The layout of step k; pause: see layout_graph (background callers pass TURNS.pause)."""
     got = LAYOUTS.get(self.key + (k,))
     if got is not None:
       return got
@@ -167,84 +243,81 @@ class GraphView:
       chain.append(anchor(chain[-1]))
     lay = None
     for s in reversed(chain):
-      lay = self._compute(s)
+      if pause is not None:
+        pause()
+      lay = self._compute(s, pause)
     return lay  # type: ignore[return-value]
 
-  def _compute(self, k: int) -> Layout:
-    with self.lock:
-      got = LAYOUTS.get(self.key + (k,))
+  def _compute(self, k: int, pause: Callable[[], None] | None = None) -> Layout:
+    key = self.key + (k,)
+    while True:
+      got = LAYOUTS.get(key)
       if got is not None:
         return got
-      lay = None
-      prev = None
-      if k > 0:
-        a = anchor(k)
-        base = LAYOUTS.get(self.key + (a,)) or self._compute(a)
-        if k % BLOCK:
-          lay = self._derive(base, k)
-        if lay is None:
-          prev = self._renamed(base, a, k)
-      if lay is None:
-        lay = self._full(k, prev)
-      LAYOUTS.put(self.key + (k,), lay)
-      return lay
+      with self.lock:
+        ev = self._busy.get(k)
+        if ev is None:
+          ev = self._busy[k] = threading.Event()
+          break
+      with TURNS.wait_for_background():
+        ev.wait()  # another thread computes it; then it is cached (or was evicted at once: compute it here)
+    try:
+      lay = self._make(k, pause)
+      self._derived[k] = isinstance(lay, _Derived)
+      LAYOUTS.put(key, lay)
+    finally:
+      with self.lock:
+        del self._busy[k]
+      ev.set()
+    return lay
 
-  def _full(self, k: int, prev: Layout | None) -> Layout:
+  def _make(self, k: int, pause: Callable[[], None] | None) -> Layout:
+    if k == 0:
+      return self._full(0, None, pause)
+    a = anchor(k)
+    base = self._compute(a, pause)
+    if k % BLOCK:
+      lay = self._derive(base, k)
+      if lay is not None:
+        return lay
+    return self._full(k, self._renamed(base, a, k), pause)
+
+  def _full(self, k: int, prev: Layout | None, pause: Callable[[], None] | None = None) -> Layout:
     self.stats["full"] += 1
     rp = self.replay
     sizes, edges = {}, []
     for nid in sorted(rp.members(k)):
       sizes[nid] = self.size(nid)
       edges.extend((s, nid) for s in rp.node(nid)[3])  # type: ignore[index]
-    return layout_graph(sizes, edges, prev)
+    if pause is not None:
+      pause()
+    lay = layout_graph(sizes, edges, prev, pause)
+    return _Full(lay.pos, lay.layer, lay.edges, lay.width, lay.height)
+
+  def _index(self, lay: Layout) -> tuple[Rows, Bands]:
+    """The row index and bands of a layout (built once for a full layout; a derived one carries its own)."""
+    if not isinstance(lay, _Placed) or lay.rows is None or lay.bands is None:
+      rows, bands = Rows.of(lay.pos, self.size), Bands.of(lay)
+      if isinstance(lay, _Placed):
+        lay.rows, lay.bands = rows, bands
+      return rows, bands
+    return lay.rows, lay.bands
 
   def _derive(self, lay: Layout, k: int) -> Layout | None:
-    """Step k's layout from step k-1's (lay) if the change fits in without moving anything; else None.
-    Costs work for the changed nodes only (plus one pass over the nodes when new nodes need a free spot)."""
+    """Step k's layout from step k-1's (lay), moving nothing; None when the step replaces too much at once."""
     rp = self.replay
     info = rp.step(k)
     if info is None:
       return None
-    was_half = lay.half if isinstance(lay, _Derived) else frozenset()
-    old_of = {new: old for old, new in info.pairs if old in lay.pos}
-    pos, layer, half = dict(lay.pos), dict(lay.layer), set(was_half)
-    for r in info.removed:
-      pos.pop(r, None)
-      layer.pop(r, None)
-      half.discard(r)
-    missing = []
-    for n in (*info.added, *info.changed):
-      o = old_of.get(n)
-      if o is None:
-        missing.append(n)
-        continue
-      pos[n], layer[n] = lay.pos[o], lay.layer[o]
-      if o in was_half:
-        half.add(n)
-    if len(missing) > 8:
+    new = [*info.added, *info.changed]
+    old_of = {n: o for o, n in info.pairs if o in lay.pos}
+    if sum(n not in old_of for n in new) > max(MASSIVE, len(lay.pos) // 4):
       return None
-    width = lay.width
-    if missing:
-      missing.sort(key=rp.level)
-      vlayer = {n: ly - 0.5 if n in half else float(ly) for n, ly in layer.items()}
-      if not self._place(missing, rp.members(k), pos, layer, vlayer):
-        return None
-      half.update(n for n in missing if vlayer[n] != layer[n])
-      width = max(width, max(pos[n][0] + self.size(n)[0] / 2 for n in missing))
-    edges = dict(lay.edges)
-    for r in info.removed:
-      for s in rp.node(r)[3]:  # type: ignore[index]
-        edges.pop((s, r), None)
-    for d in (*info.added, *info.changed):  # kept nodes keep their sources: only new nodes have new in-edges
-      vd = layer[d] - 0.5 if d in half else layer[d]
-      od = old_of.get(d, d)
-      for s in rp.node(d)[3]:  # type: ignore[index]
-        if (layer[s] - 0.5 if s in half else layer[s]) >= vd:
-          return None
-        pts = lay.edges.get((old_of.get(s, s), od))
-        edges[(s, d)] = pts if pts is not None and pts[0] == pos[s] and pts[-1] == pos[d] else [pos[s], pos[d]]
+    rows, bands = self._index(lay)
+    pos, layer, edges, width, height, rows, bands = place.derive(
+      lay, rows, bands, new, info.removed, old_of, lambda n: rp.node(n)[3], self.size, rp.level)  # type: ignore[index]
     self.stats["derived"] += 1
-    return _Derived(pos, layer, edges, width, lay.height, frozenset(half), k - 1)
+    return _Derived(pos, layer, edges, width, height, rows=rows, bands=bands, base=k - 1)
 
   def aliases(self, j: int, k: int) -> dict[int, int]:
     """{id at step k: id at step j} for nodes that steps between j and k rebuilt (same op, dtype and arg)."""
@@ -264,48 +337,6 @@ class GraphView:
         out[new] = old
     return out
 
-  def _place(self, missing: list[int], members: frozenset[int], pos: dict, layer: dict, vlayer: dict) -> bool:
-    """Put new nodes (sources first) in a free spot of the lowest layer above their users, or when their sources
-    and users are on adjacent layers, in the gap between those two; False if neither fits."""
-    rp = self.replay
-    users: dict[int, list[int]] = {}
-    for n in members:
-      for s in rp.node(n)[3]:  # type: ignore[index]
-        users.setdefault(s, []).append(n)
-    band: dict[int, float] = {}
-    half: dict[int, float] = {}  # half the height of a layer's band
-    rows: dict[float, list[tuple[float, float]]] = {}
-    for n, v in vlayer.items():
-      w, h = self.size(n)
-      if v == layer[n]:
-        band[layer[n]] = pos[n][1]
-        half[layer[n]] = max(half.get(layer[n], 0.0), h / 2)
-      rows.setdefault(v, []).append((pos[n][0] - w / 2, pos[n][0] + w / 2))
-    for n in missing:
-      srcs = rp.node(n)[3]  # type: ignore[index]
-      lo = max((vlayer[s] for s in srcs), default=-1.0)
-      placed = [u for u in users.get(n, ()) if u in vlayer]
-      hi = min((vlayer[u] for u in placed), default=lo + 2)
-      w, h = self.size(n)
-      slots = [ly for ly in range(int(lo) + 1, int(-(-hi // 1))) if lo < ly < hi and ly in band]
-      if slots:
-        ly = slots[-1]
-        y, v = band[ly], float(ly)
-      else:  # adjacent layers: the gap between them, if it is tall enough
-        a, b = int(lo), int(hi)
-        if hi != lo + 1 or a not in band or b not in band or lo != a:
-          return False
-        top, bottom = band[a] + half[a], band[b] - half[b]
-        if bottom - top < h + 4:
-          return False
-        ly, y, v = b, (top + bottom) / 2, a + 0.5
-      near = placed or list(srcs)
-      target = sum(pos[x][0] for x in near) / len(near) if near else w / 2
-      x = _free_spot(rows.setdefault(v, []), target, w)
-      pos[n], layer[n], vlayer[n] = (x, y), ly, v
-      rows[v].append((x - w / 2, x + w / 2))
-    return True
-
   def _renamed(self, lay: Layout, j: int, k: int) -> Layout:
     """lay (the layout of step j) with every node that steps j+1..k rebuilt also known under its new id."""
     extra = {new: old for new, old in self.aliases(j, k).items() if old in lay.pos and new not in lay.pos}
@@ -321,6 +352,42 @@ class GraphView:
       if s in ren or d in ren:
         edges[(ren.get(s, s), ren.get(d, d))] = pts
     return Layout(pos, layer, edges, lay.width, lay.height)
+
+  def changes(self, j: int, k: int) -> tuple[set[int], set[int], set[int]]:
+    """(added, removed, reborn) from the graph at step j to the graph at step k, from the steps between (the replay
+    cursor stays where it is): reborn nodes are in both graphs, but a step between removed them and another added
+    them back; they count as removed and added."""
+    present: dict[int, bool] = {}  # touched node -> in the graph now
+    was: dict[int, bool] = {}  # touched node -> in the graph at j
+    events: list[tuple[tuple[int, ...], bool]] = []
+    for s in (range(j + 1, k + 1) if j <= k else range(j, k, -1)):
+      info = self.replay.step(s)
+      if info is None:
+        continue
+      gone, new = info.removed, (*info.added, *info.changed)
+      if j > k:
+        gone, new = new, gone
+      events.append((gone, False))
+      events.append((new, True))
+    for ids, now in events:
+      for x in ids:
+        if x not in was:
+          was[x] = not now
+        present[x] = now
+    added, removed, reborn = set(), set(), set()
+    for x, now in present.items():
+      if now:
+        added.add(x)
+        if was[x]:
+          reborn.add(x)
+      if was[x]:
+        removed.add(x)
+    return added, removed, reborn
+
+  def is_chain(self, j: int, k: int) -> bool:
+    """Whether every step between j and k has a layout derived from the step before it (nothing moves between)."""
+    d = self._derived
+    return all(d.get(s, False) for s in range(min(j, k) + 1, max(j, k) + 1))
 
   # ---- JSON
   def _match(self, k: int) -> dict | None:
@@ -339,7 +406,7 @@ class GraphView:
       return {"added": [], "changed": [], "removed": []}
     return {"added": list(info.added), "changed": list(info.changed), "removed": list(info.removed)}
 
-  def _node(self, nid: int, lay: Layout, consts: dict[int, bool] | None) -> dict:
+  def _node(self, nid: int, lay: Layout, k: int, consts: dict[int, bool] | None = None) -> dict:
     node = self.replay.node(nid)
     d = node_json(nid, node)  # type: ignore[arg-type]
     x, y = lay.pos[nid]
@@ -348,6 +415,7 @@ class GraphView:
       d["consts"] = [s for s in node[3] if self.replay.node(s)[0] == "CONST"]  # type: ignore[index]
     else:
       d["consts"] = [s for s in node[3] if consts.get(s)]  # type: ignore[index]
+    d["created"] = self.replay.created(nid, k)
     return d
 
   def _edges(self, nid: int, lay: Layout) -> list[dict]:
@@ -359,42 +427,57 @@ class GraphView:
     return {nid: self.replay.node(nid)[0] == "CONST" for nid in members}  # type: ignore[index]
 
   def graph(self, k: int) -> dict:
-    """The full graph after k matches."""
+    """The full graph after k matches, with the nodes step k removed as they were at step k-1 (and their in-edges),
+    so that a view opened at step k can show what went away."""
     members = self.replay.members(k)
     lay = self.layout(k)
     consts = self._is_const(members)
     order = sorted(members)
-    return {"rewrite": self.rw.id, "step": k, "nodes": [self._node(n, lay, consts) for n in order],
+    marks = self._marks(k)
+    gone_nodes, gone_edges = [], []
+    if marks["removed"]:
+      prev = self.layout(k - 1)
+      for n in sorted(marks["removed"]):
+        gone_nodes.append(self._node(n, prev, k - 1))
+        gone_edges.extend(self._edges(n, prev))
+    return {"rewrite": self.rw.id, "step": k, "nodes": [self._node(n, lay, k, consts) for n in order],
             "edges": [e for n in order for e in self._edges(n, lay)], "width": _r(lay.width),
-            "height": _r(lay.height), **self._marks(k), "match": self._match(k)}
+            "height": _r(lay.height), **marks, "match": self._match(k), "removed_nodes": gone_nodes,
+            "removed_edges": gone_edges}
 
   def delta(self, j: int, k: int, compact: bool = False) -> dict:
     """What turns the graph at step j into the graph at step k.
 
-    compact (docs: JSON API): a node rebuilt from node `like` of step j is sent as {id, like, src, x, y} and its
-    in-edges are like's unless edges_added lists them; edges of removed nodes are not listed in edges_removed; a
-    straight edge (two points, center to center) comes without points."""
+    A node in both whose incarnation differs (a step between removed it and another added it back) is removed and
+    added. compact (docs: JSON API): a node rebuilt from node `like` of step j is sent as {id, like, src, x, y,
+    created} and its in-edges are like's unless edges_added lists them; edges of removed nodes are not listed in
+    edges_removed; a straight edge (two points, center to center) comes without points. When every step between j
+    and k was derived from the one before, nodes in both keep their places and in-edges, so only the nodes that
+    came and went are looked at."""
     rp = self.replay
     lj, lk = self.layout(j), self.layout(k)
-    if isinstance(lk, _Derived) and lk.base == j:
-      info = rp.step(k)
-      return self._delta(j, k, lj, lk, set(info.added) | set(info.changed), set(info.removed), compact)  # type: ignore[union-attr]
-    if isinstance(lj, _Derived) and lj.base == k:
-      info = rp.step(j)
-      return self._delta(j, k, lj, lk, set(info.removed), set(info.added) | set(info.changed), compact)  # type: ignore[union-attr]
-    mj, mk = rp.members(j), rp.members(k)
-    consts = self._is_const(mk)
-    added = sorted(mk - mj)
-    removed = sorted(mj - mk)
-    added_set, removed_set = set(added), set(removed)
-    like = {n: o for n, o in self.aliases(j, k).items() if n in added_set and o in removed_set} if compact else {}
+    chain = self.is_chain(j, k)
+    added_set, removed_set, reborn = self.changes(j, k)
+    added, removed = sorted(added_set), sorted(removed_set)
+    like: dict[int, int] = {}
+    if compact:
+      like = {n: o for n, o in self.aliases(j, k).items() if n in added_set and o in removed_set}
+      like.update((n, n) for n in reborn)
     moved = {}
-    for n in mk & mj:
-      a, b = lj.pos[n], lk.pos[n]
-      if _r(a[0]) != _r(b[0]) or _r(a[1]) != _r(b[1]):
-        moved[n] = [_r(b[0]), _r(b[1])]
+    kept_changed: list[int] = []  # kept nodes whose in-edges may have new routes
+    consts = None
+    if not chain:
+      mk = rp.members(k)
+      for n in mk:
+        if n in added_set:
+          continue
+        a, b = lj.pos[n], lk.pos[n]
+        if _r(a[0]) != _r(b[0]) or _r(a[1]) != _r(b[1]):
+          moved[n] = [_r(b[0]), _r(b[1])]
+      kept_changed = sorted(n for n in mk if n not in added_set)
+      consts = self._is_const(mk)
     edges_added = []
-    for n in sorted(mk):
+    for n in sorted([*added, *kept_changed]):
       src = rp.node(n)[3]  # type: ignore[index]
       old = like.get(n)
       old_src = rp.node(old)[3] if old is not None else ()  # type: ignore[index]
@@ -414,9 +497,10 @@ class GraphView:
       old = like.get(n)
       if old is not None:
         x, y = lk.pos[n]
-        nodes_added.append({"id": n, "like": old, "src": list(rp.node(n)[3]), "x": _r(x), "y": _r(y)})
+        nodes_added.append({"id": n, "like": old, "src": list(rp.node(n)[3]), "x": _r(x), "y": _r(y),  # type: ignore[index]
+                            "created": rp.created(n, k)})
       else:
-        nodes_added.append(self._node(n, lk, consts))
+        nodes_added.append(self._node(n, lk, k, consts))
     edges_removed = []
     if not compact:
       for n in removed:
@@ -425,34 +509,3 @@ class GraphView:
             "nodes_moved": {str(n): xy for n, xy in sorted(moved.items())}, "edges_added": edges_added,
             "edges_removed": edges_removed, "width": _r(lk.width), "height": _r(lk.height), **self._marks(k),
             "match": self._match(k)}
-
-  def _delta(self, j: int, k: int, lj: Layout, lk: Layout, new: set[int], gone: set[int], compact: bool) -> dict:
-    """delta() when one step's layout was derived from the other's: nodes in both keep places and in-edges, so
-    only the nodes that came and went (and their in-edges) are looked at."""
-    rp = self.replay
-    like = {n: o for n, o in self.aliases(j, k).items() if n in new and o in gone} if compact else {}
-    nodes_added, edges_added = [], []
-    for n in sorted(new):
-      src = rp.node(n)[3]  # type: ignore[index]
-      old = like.get(n)
-      x, y = lk.pos[n]
-      if old is None:
-        nodes_added.append(self._node(n, lk, None))
-      else:
-        nodes_added.append({"id": n, "like": old, "src": list(src), "x": _r(x), "y": _r(y)})
-      old_src = rp.node(old)[3] if old is not None else ()  # type: ignore[index]
-      for i, s in enumerate(src):
-        pts = lk.edges.get((s, n), ())
-        if old is not None and lj.edges.get((old_src[i], old)) == pts:
-          continue
-        e = {"src": s, "dst": n, "index": i}
-        if not compact or len(pts) != 2:
-          e["points"] = [[_r(px), _r(py)] for px, py in pts]
-        edges_added.append(e)
-    edges_removed = []
-    if not compact:
-      for n in sorted(gone):
-        edges_removed.extend([s, n, i] for i, s in enumerate(rp.node(n)[3]))  # type: ignore[index]
-    return {"from": j, "to": k, "nodes_added": nodes_added, "nodes_removed": sorted(gone), "nodes_moved": {},
-            "edges_added": edges_added, "edges_removed": edges_removed, "width": _r(lk.width),
-            "height": _r(lk.height), **self._marks(k), "match": self._match(k)}

@@ -30,7 +30,9 @@ then the side of the row that moves least makes way.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -50,13 +52,22 @@ STABLE_GAP = 0.5    # with prev: gaps may shrink to this fraction to fit new nod
 DUMMY_LINE = 0.5    # a dummy's target x: this much the straight line of its edge, the rest its neighbours' mean
 
 
+_hook = threading.local()  # .pause: what layout_graph(pause=...) calls between chunks of work on this thread
+
+
+def _pause() -> None:
+    fn = getattr(_hook, "pause", None)
+    if fn is not None:
+        fn()
+
+
 @dataclass
 class Layout:
     """Node centers, layers (0 = top), edge polylines keyed like the input edges, and the bounding size."""
 
     pos: dict[int, tuple[float, float]]
     layer: dict[int, int]
-    edges: dict[tuple[int, int], list[tuple[float, float]]]
+    edges: dict[tuple[int, int], tuple[tuple[float, float], ...]]  # tuples: the GC need not scan cached layouts
     width: float
     height: float
 
@@ -220,6 +231,7 @@ def _assign_layers(n: int, src: np.ndarray, dst: np.ndarray, prev_layer: np.ndar
                 if down[u] >= b:
                     b = down[u] + 1
             down[v] = b
+        _pause()
         ptr, tgt, _ = _csr(n, src, dst)
         ptr_l, tgt_l = ptr.tolist(), tgt.tolist()
         up = [0] * n
@@ -238,6 +250,7 @@ def _assign_layers(n: int, src: np.ndarray, dst: np.ndarray, prev_layer: np.ndar
 
         if up_a.min() >= 0 and cost(up_a) < cost(lay):
             lay = up_a
+    _pause()
     net = np.bincount(src, minlength=n) - np.bincount(dst, minlength=n)
     movable = net > 0
     if prev_layer is not None:
@@ -398,6 +411,7 @@ class _Orderer:
         self.count = None
         P, pos = self.P, self.pos
         rng = range(1, P.L) if down else range(P.L - 2, -1, -1)
+        _pause()
         for l in rng:
             if down:
                 up, lo = P.gap_edges(l - 1)
@@ -422,6 +436,7 @@ class _Orderer:
         dirty = None  # None: every pair is a candidate
         since = 0     # rounds since the best count last dropped
         for r in range(rounds):
+            _pause()
             if since >= 4 * max(equal_every, 1):
                 break  # tie rounds keep shuffling, but nothing better came of the last few of them
             eq = equal_every > 0 and r % equal_every == equal_every - 1
@@ -707,6 +722,7 @@ def _coordinates(P: _Proper, rows: list[np.ndarray], seps: list[np.ndarray], us:
         x = g
         nw = np.where(fixed, 1e6, nw)
     for _ in range(iters):
+        _pause()
         d = np.bincount(P.inc_node, weights=ew * x[P.inc_nbr], minlength=P.N)
         d = np.where(wsum > 0, d / np.maximum(wsum, 1e-12), x)
         a, b = x[us[e]], x[ud[e]]
@@ -720,9 +736,11 @@ def _coordinates(P: _Proper, rows: list[np.ndarray], seps: list[np.ndarray], us:
 
 def _pin(rows: list[np.ndarray], seps: list[np.ndarray], x: np.ndarray, want: np.ndarray, fixed: np.ndarray) -> None:
     """Move `fixed` nodes to `want` where the row's order and separations allow, then fit the others between."""
-    for row, sep in zip(rows, seps):
+    for i, (row, sep) in enumerate(zip(rows, seps)):
         if len(row) == 0:
             continue
+        if i % 8 == 7:
+            _pause()
         c = np.concatenate([[0.0], np.cumsum(sep)])
         f = fixed[row]
         if f.any():
@@ -761,8 +779,20 @@ def _proper(n: int, lay: np.ndarray, us: np.ndarray, ud: np.ndarray, widths: np.
 
 
 def layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, int]],
-                 prev: Layout | None = None) -> Layout:
-    """Layered layout of a DAG: node id -> (width, height), edges (src, dst); prev = layout to stay close to."""
+                 prev: Layout | None = None, pause: Callable[[], None] | None = None) -> Layout:
+    """Layered layout of a DAG: node id -> (width, height), edges (src, dst); prev = layout to stay close to.
+
+    pause: called between chunks of work (a few ms each), so that a background caller can give way to others."""
+    outer = getattr(_hook, "pause", None)
+    _hook.pause = pause
+    try:
+        return _layout_graph(sizes, edges, prev)
+    finally:
+        _hook.pause = outer
+
+
+def _layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, int]],
+                  prev: Layout | None) -> Layout:
     ids = sorted(set(sizes).union(v for e in edges for v in e))
     n = len(ids)
     if n == 0:
@@ -780,6 +810,7 @@ def layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, i
     uniq, e_of_key = np.unique(us * n + ud, return_inverse=True)
     e_of_key = e_of_key.reshape(-1)
     us, ud = uniq // n, uniq % n
+    _pause()
 
     stable = False
     prev_layer = None
@@ -788,9 +819,11 @@ def layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, i
         if (pl >= 0).sum() >= 0.5 * n:
             stable, prev_layer = True, pl
     lay = _assign_layers(n, us, ud, prev_layer)
+    _pause()
     if not stable:
         lay = _demote(n, us, ud, lay)
     P, pcomp = _proper(n, lay, us, ud, wh[:, 0], _components(n, us, ud))
+    _pause()
     if not stable:
         O = _Orderer(P, pcomp)
         O.best_c, O.best = _search(O, STARTS)
@@ -818,12 +851,15 @@ def layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, i
                 j = dstart_l[e] + lo - a
                 want[j:j + hi - lo + 1] = xs[lo - ps:hi - ps + 1]
         fixed = ~np.isnan(want)
+        _pause()
         guess = _guess(P, us, ud, want)
         # a new node that replaces a removed one (same neighbours) starts where that one was
         for i, gx in _replacements(prev, ids, index, ek, lay).items():
             guess[i] = gx
+        _pause()
         pos = _order_seeded(P, pcomp, guess, fixed)
 
+    _pause()
     rows = _rows(P, pos)
     seps = [_seps(P, r) for r in rows]
     if want is not None and fixed is not None:
@@ -834,7 +870,9 @@ def layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, i
         x += float(np.median(want[fixed] - x[fixed]))
         # to make room for new nodes, gaps may shrink (to STABLE_GAP of normal) before old nodes get pushed
         seps = [_seps(P, r, STABLE_GAP) for r in rows]
+        _pause()
         _pin(rows, seps, x, np.where(fixed, want, x), fixed)
+        _pause()
     half = P.width * 0.5
     if stable:
         # stay in the previous frame; rows that now stick out on the left are pushed right just enough
@@ -853,24 +891,25 @@ def layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, i
     y = yl[P.layer]
     height = float(top[-1] + lh[-1]) if P.L else 0.0
 
+    _pause()
     xl, yl_ = x.tolist(), y.tolist()
     pos_out = {v: (xl[i], yl_[i]) for i, v in enumerate(ids)}
     layer_out = dict(zip(ids, lay.tolist()))
     dstart, span = P.dstart.tolist(), P.span.tolist()
-    out_edges: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    out_edges: dict[tuple[int, int], tuple[tuple[float, float], ...]] = {}
     usl, udl = us.tolist(), ud.tolist()
     for k, key in enumerate(ek):
         e = int(e_of_key[k])
         a, ds, sp = usl[e], dstart[e], span[e]
         pts = [(xl[a], yl_[a])] + [(xl[j], yl_[j]) for j in range(ds, ds + sp - 1)] + [(xl[udl[e]], yl_[udl[e]])]
-        out_edges[key] = pts[::-1] if rev[k] else pts
+        out_edges[key] = tuple(pts[::-1] if rev[k] else pts)
     for key in keys:
         if key[0] == key[1]:
             cx, cy = pos_out[key[0]]
             w, h = wh[index[key[0]]]
             r = cx + w / 2
             r2 = r + DUMMY_GAP
-            out_edges[key] = [(r, cy - h / 4), (r2, cy - h / 4), (r2, cy + h / 4), (r, cy + h / 4)]
+            out_edges[key] = ((r, cy - h / 4), (r2, cy - h / 4), (r2, cy + h / 4), (r, cy + h / 4))
             width = max(width, r + DUMMY_GAP)
     return Layout(pos_out, layer_out, out_edges, width, height)
 

@@ -12,6 +12,7 @@ so moving between steps costs work proportional to the nodes that change.
 """
 from __future__ import annotations
 
+import bisect
 import threading
 
 from viz_server.nodes import Node
@@ -47,6 +48,7 @@ class Replay:
     self.steps: list[StepInfo | None] = [None]
     self.lock = threading.RLock()
     self._level: dict[int, int] = {}
+    self._born: dict[int, list[int]] = {}  # node -> the steps that added it to the graph, ascending
     # resolution through R, memoized with dependencies
     self._R: dict[int, int] = {}  # replaced node -> replacement, from the first `cur` matches
     self._chain_start: list[int] = []  # per match: the node whose R entry it sets
@@ -319,6 +321,13 @@ class Replay:
         if z != key and z not in self._R:
           changed.append(nv)
     changed_set = set(changed)
+    born = self._born
+    for x in added:
+      got = born.get(x)
+      if got is None:
+        born[x] = [k]
+      else:
+        got.append(k)
     by = self._resolve(key) if note is None else None
     if note is None and not added and not removed:
       note = "the graph did not change: the replaced node is no longer part of it"
@@ -340,3 +349,12 @@ class Replay:
   def step(self, k: int) -> StepInfo | None:
     self.ensure(k)
     return self.steps[k]
+
+  def created(self, nid: int, k: int) -> int:
+    """The step that added node nid to the graph it has at step k (the last one up to k; 0: the input graph)."""
+    self.ensure(k)
+    got = self._born.get(nid)
+    if not got:
+      return 0
+    i = bisect.bisect_right(got, k)
+    return got[i - 1] if i else 0

@@ -4,12 +4,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from viz_server.graphview import LAYOUTS, GraphView
+from viz_server.graphview import BLOCK, LAYOUTS, TURNS, GraphView, checkpoint
 from viz_server.replay import Replay
 from viz_server.store import Rewrite, Trace, TraceStore
 
 MAX_VIEWS = 64  # rewrites with a live replay state; an evicted one is rebuilt (deterministically) on demand
 PREFETCH = 12  # layouts computed ahead of the step last asked for, in the background (stepping is sequential)
+AHEAD = 2  # full layouts of the next block boundaries computed in the background, so stepping never waits for one
 
 
 class Views:
@@ -21,19 +22,30 @@ class Views:
     self.prefetch_steps = prefetch
     self._views: OrderedDict[tuple[int, int], GraphView] = OrderedDict()
     self._lock = threading.Lock()
-    self._want: tuple[GraphView, int, int] | None = None  # the latest prefetch wish: (view, first step, last step)
+    self._want: tuple[GraphView, list[int]] | None = None  # the latest prefetch wish: (view, steps in order)
     self._wake = threading.Condition()
     self._worker: threading.Thread | None = None
 
   def prefetch(self, view: GraphView, k: int) -> None:
-    """Compute the layouts of the steps after k in the background (a newer wish replaces an older one)."""
+    """Compute in the background the layouts that stepping on from k in the direction of travel will need: the next
+    step, the full layouts of the next block boundaries, then the next PREFETCH steps (a newer wish replaces an
+    older one; a layout being computed is finished first)."""
     if self.prefetch_steps <= 0:
       return
-    last = min(view.rw.matches, k + self.prefetch_steps)
-    if last <= k:
+    n = view.rw.matches
+    back = k < view.last_step
+    view.last_step = k
+    if back:
+      wish = [s for s in range(k - 1, max(-1, k - 1 - self.prefetch_steps), -1)]
+    else:
+      near = list(range(k + 1, min(n, k + self.prefetch_steps) + 1))
+      ahead = [c for c in range(checkpoint(k) + BLOCK, n + 1, BLOCK)][:AHEAD]
+      wish = near[:1] + ahead + near[1:]
+    wish = [s for s in wish if not view.cached(s)]
+    if not wish:
       return
     with self._wake:
-      self._want = (view, k + 1, last)
+      self._want = (view, wish)
       if self._worker is None:
         self._worker = threading.Thread(target=self._run, name="tinyviz-prefetch", daemon=True)
         self._worker.start()
@@ -44,10 +56,12 @@ class Views:
       with self._wake:
         while self._want is None:
           self._wake.wait()
-        view, step, last = self._want
-        self._want = None if step >= last else (view, step + 1, last)
+        view, wish = self._want
+        step = wish[0]
+        self._want = (view, wish[1:]) if len(wish) > 1 else None
       try:
-        view.layout(step)
+        TURNS.pause()
+        view.layout(step, pause=TURNS.pause)
       except Exception:  # a prefetch is only a guess; the request that needs the step will report the error
         pass
 

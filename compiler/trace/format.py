@@ -1,4 +1,4 @@
-"""The trace file format (version 1): byte layout constants, limits, and the schema of every record type.
+"""The trace file format (version 2): byte layout constants, limits, and the schema of every record type.
 
 All integers in headers are little-endian. Layout (see docs/architecture.md):
 
@@ -6,17 +6,26 @@ All integers in headers are little-endian. Layout (see docs/architecture.md):
   frame* : FRAME_MAGIC + u32 payload_len + u32 crc32(payload) + u32 raw_len + payload (zlib)
   payload: record*, each u32 len + compact JSON object (UTF-8; the writer emits ASCII)
 
+Version 2 adds the `batch` record (nodes and matches in columns of ints, node texts through a per-trace string
+table, and the other records with their positions); the reader expands it into the `node`, `match` and other
+records of version 1, in their order. Version 1 records stay valid, so version 1 files are read as they are.
+
 Field types of the schema: `int` (not bool), `num` (int or float; always also null, because the writer
 encodes a non-finite float as null), `str`, `bool`, `list`, `dict`, `any`, unions `a|b`, `T?` (T or null),
 and `list[T]` (every element a T). Fields not in the schema are allowed (a minor version may add them).
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import struct
+import sys
+from array import array
 from typing import Any
 
 MAGIC = b"VZTRACE\0"
-VERSION = (1, 0)  # (major, minor): a reader rejects a newer major and accepts any minor of its major
+VERSION = (2, 0)  # (major, minor): a reader rejects a newer major and accepts any minor of the majors it reads
+READ_MAJORS = (1, 2)  # version 1 has no batch records (a 1.x file that had them would be read all the same)
 HEADER = struct.Struct("<8sHH")
 FRAME_MAGIC = b"VZF1"
 FRAME_HEADER = struct.Struct("<4sIII")  # magic, payload_len, crc32(payload), raw_len
@@ -26,6 +35,34 @@ RECORD_LEN = struct.Struct("<I")
 MAX_RAW_LEN = 64 << 20
 MAX_PAYLOAD_LEN = MAX_RAW_LEN + (MAX_RAW_LEN >> 8) + 1024  # zlib's worst-case growth of incompressible data
 FRAME_TARGET = 1 << 20  # the writer starts a new frame once this many raw bytes are batched
+
+
+# Columns of compact records: a JSON string, the base64 of the values as little-endian u32 ("u32s") or i64 ("i64s").
+COLUMN_TYPES = {"u32s": next(c for c in "IL" if array(c).itemsize == 4), "i64s": "q"}
+_SWAP = sys.byteorder != "little"
+
+
+def pack_column(values: list[int], kind: str = "u32s") -> bytes:
+  """A column of ints as the (ASCII) text of its JSON string; OverflowError if a value does not fit."""
+  a = array(COLUMN_TYPES[kind], values)
+  if _SWAP:
+    a.byteswap()
+  return binascii.b2a_base64(a.tobytes(), newline=False)
+
+
+def unpack_column(text: str, kind: str = "u32s") -> list[int]:
+  """The ints of a column; ValueError if text is not one."""
+  try:
+    raw = base64.b64decode(text, validate=True)
+  except (binascii.Error, ValueError) as e:  # a non-ASCII str is a ValueError
+    raise ValueError(f"bad base64: {e}") from None
+  a = array(COLUMN_TYPES[kind])
+  if len(raw) % a.itemsize:
+    raise ValueError(f"{len(raw)} bytes is not a whole number of {a.itemsize}-byte values")
+  a.frombytes(raw)
+  if _SWAP:
+    a.byteswap()
+  return a.tolist()
 
 
 class TraceFormatError(ValueError):
@@ -57,11 +94,20 @@ RECORDS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
            "bytes": "num", "gflops": "num", "gbs": "num"}, {}),
   "error": ({"ctx": "int?", "text": "str"}, {}),
   "end": ({"ts": "num"}, {}),
+  # version 2: what the recorder wrote between two flushes, in columns (see pack_column); the reader expands it.
+  # Node `id + i` is (strs[op[i]], strs[dtype[i]], strs[arg[i]]) over the next nsrc[i] ids of src, where strs is
+  # the trace's string table after appending this batch's `strs`; match i is (rw[i], pat[i], before[i], after[i],
+  # dt[i]); recs are other records, recs[j] coming after the first at[2j] nodes and at[2j+1] matches of the batch;
+  # the batch's nodes and then its matches after the last of them.
+  "batch": ({"id": "int", "strs": "list[str]", "op": "u32s", "dtype": "u32s", "arg": "u32s", "nsrc": "u32s",
+             "src": "u32s", "rw": "u32s", "pat": "u32s", "before": "u32s", "after": "u32s", "dt": "i64s",
+             "at": "u32s", "recs": "list[dict]"}, {}),
 }
 
 # JSON-decoded values only ever have these exact types, so `type(v) in S` is both fast and bool-safe.
 _BASE: dict[str, tuple[type, ...]] = {"int": (int,), "num": (int, float, type(None)), "str": (str,), "bool": (bool,),
-                                      "list": (list,), "dict": (dict,), "null": (type(None),)}
+                                      "list": (list,), "dict": (dict,), "null": (type(None),), "u32s": (str,),
+                                      "i64s": (str,)}
 _ANY = frozenset((int, float, str, bool, list, dict, type(None)))
 
 

@@ -25,9 +25,11 @@ from compiler.trace.format import (
   MAGIC,
   MAX_PAYLOAD_LEN,
   MAX_RAW_LEN,
+  READ_MAJORS,
   RECORD_LEN,
   VERSION,
   TraceFormatError,
+  unpack_column,
   validate_record,
 )
 
@@ -59,6 +61,13 @@ def _decode(s: str) -> Any:
   if end != len(s):
     raise ValueError(f"extra data after the JSON value at char {end}")
   return obj
+
+
+def _column(rec: dict, key: str, kind: str = "u32s") -> list[int]:
+  try:
+    return unpack_column(rec[key], kind)
+  except ValueError as e:
+    raise _Damage(f"'batch' record: column {key!r}: {e}") from None
 
 
 class _Damage(Exception):
@@ -94,6 +103,7 @@ class TraceReader:
     self.stopped_record: int | None = None  # index (counting all records, unknown ones too) of the first one lost
     self.reason: str | None = None
     self._seen = 0  # records decoded, unknown types included
+    self._strs: list[str] = []  # the string table of compact `nodes` records
     self._frame_count = 0
     try:
       self._header(final=False)
@@ -171,7 +181,7 @@ class TraceReader:
                                0)
       return False
     _, major, minor = HEADER.unpack(head)
-    if major != VERSION[0]:
+    if major not in READ_MAJORS:
       newer = "newer than this reader's" if major > VERSION[0] else "older than this reader's"
       raise TraceFormatError(f"trace format version {major}.{minor} is {newer} {VERSION[0]}.{VERSION[1]}", 8)
     self.version = (major, minor)
@@ -249,12 +259,71 @@ class TraceReader:
         known = validate_record(rec)
       except TraceFormatError as e:
         raise _Damage(f"{where}: {e.reason}", out, idx) from None
+      if not known:
+        self.skipped_unknown += 1
+      elif rec["t"] == "batch":
+        try:
+          out.extend(self._expand(rec))
+        except _Damage as d:
+          raise _Damage(f"{where}: {d.reason}", out, idx) from None
+      else:
+        out.append(rec)
+      idx += 1
+    self._frame_count = idx
+    return out
+
+  def _expand(self, batch: dict) -> list[dict]:
+    """The records of a batch, in their order (all or nothing: an inconsistent batch is damage)."""
+    ops, dts, args, nsrc, src = (_column(batch, k) for k in ("op", "dtype", "arg", "nsrc", "src"))
+    n = len(ops)
+    if len(dts) != n or len(args) != n or len(nsrc) != n:
+      raise _Damage("'batch' record: node columns of different lengths")
+    if sum(nsrc) != len(src):
+      raise _Damage("'batch' record: nsrc does not add up to src")
+    strs = self._strs
+    size = len(strs) + len(batch["strs"])
+    if n and max(max(ops), max(dts), max(args)) >= size:
+      raise _Damage(f"'batch' record: a node names a string outside the table of {size}")
+    mcols = [_column(batch, k) for k in ("rw", "pat", "before", "after")] + [_column(batch, "dt", "i64s")]
+    m = len(mcols[0])
+    if any(len(c) != m for c in mcols):
+      raise _Damage("'batch' record: match columns of different lengths")
+    at, recs = _column(batch, "at"), batch["recs"]
+    if len(at) != 2 * len(recs):
+      raise _Damage(f"'batch' record: {len(at)} positions for {len(recs)} records")
+    for i in range(2, len(at)):
+      if at[i] < at[i - 2]:
+        raise _Damage("'batch' record: positions go back")
+    if at and (at[-2] > n or at[-1] > m):
+      raise _Damage("'batch' record: a position past the nodes or matches")
+    table = strs + batch["strs"]
+    first, pos = batch["id"], 0
+    nodes = []
+    for i in range(n):
+      k = nsrc[i]
+      nodes.append({"t": "node", "id": first + i, "op": table[ops[i]], "dtype": table[dts[i]],
+                    "arg": table[args[i]], "src": src[pos:pos + k]})
+      pos += k
+    matches = [{"t": "match", "rw": rw, "pat": p, "before": b, "after": a, "dt": dt} for rw, p, b, a, dt in zip(*mcols)]
+    out: list[dict] = []
+    ni = mi = 0
+    for j, rec in enumerate(recs):
+      try:
+        known = validate_record(rec)
+      except TraceFormatError as e:
+        raise _Damage(f"'batch' record: record {j}: {e.reason}") from None
+      if rec["t"] == "batch":
+        raise _Damage(f"'batch' record: record {j} is a 'batch' record")
+      out += nodes[ni:at[2 * j]]
+      out += matches[mi:at[2 * j + 1]]
+      ni, mi = at[2 * j], at[2 * j + 1]
       if known:
         out.append(rec)
       else:
         self.skipped_unknown += 1
-      idx += 1
-    self._frame_count = idx
+    out += nodes[ni:]
+    out += matches[mi:]
+    self._strs = table  # only now: a damaged batch leaves the table as it was
     return out
 
   def _count(self, recs: list[dict], seen: int) -> None:

@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 if TYPE_CHECKING:
   from compiler.uop import UOp
 
-TRACE_FORMAT_VERSION = "1.0"
+TRACE_FORMAT_VERSION = "2.0"
 _RULE_INFO: dict = {}  # Rule -> its pattern record fields
-_OP_NAMES: dict = {}  # Ops -> name, filled on first Recorder (Enum.name is a slow descriptor)
 
 
 def default_trace_path() -> Path:
@@ -29,20 +28,171 @@ def default_trace_path() -> Path:
   return Path(base) / "tinyviz" / "traces" / f"trace-{stamp}-{os.getpid()}.vztrace"
 
 
+class _Buffer:
+  """What the recorder wrote since the last flush: the writer's `Deferred` tail.
+
+  The recording thread only appends: a node row right after the walk that gave it its id (op, dtype and arg as
+  codes in the trace's string table, and its sources' ids), a match row (five ints), or another record (the dict,
+  and in `at` how many nodes and matches came before it). A flush, in whichever thread, under the writer's lock,
+  turns what was appended so far into `batch` records: columns, and the records with their positions, so a reader
+  restores the exact order. Only the recording thread removes drained rows (compact(), under the lock)."""
+
+  def __init__(self, ids: dict, lock: Any) -> None:
+    from compiler.trace.format import pack_column
+    from compiler.trace.writer import encode_json, nested_record_bytes
+    self.ids, self.lock = ids, lock
+    self.pack, self.json, self.record_bytes = pack_column, encode_json, nested_record_bytes
+    # the string table: text -> code, and the texts in order; it starts with the op names at their values, so an op
+    # (an IntEnum) is its own code
+    from compiler.uop import Ops
+    self.strs: list[str] = [""] * (max(Ops) + 1)
+    for op in Ops:
+      self.strs[op] = op.name
+    self.str_codes: dict[str, int] = {s: c for c, s in enumerate(self.strs)}
+    # object id -> code, one table per field (an arg may be a dtype: the same object, another text); every object
+    # belongs to a UOp the recorder keeps alive, so no id is reused
+    self.dtype_ids: dict[int, int] = {}
+    self.arg_ids: dict[int, int] = {}
+    self.arg_values: dict[Any, int] = {}  # (types, arg) -> code: equal args that are different objects
+    self.rows: list[int] = []  # op, dtype, arg, nsrc per node (extended at once, after its sources' ids in src)
+    self.src: list[int] = []
+    self.matches: list[int] = []  # rw, pat, before, after, dt per match
+    self.recs: list[dict] = []
+    self.at: list[int] = []  # per record: the nodes and matches before it (positions in the lists above)
+    self.n_done = self.s_done = self.m_done = self.r_done = self.t_done = 0  # drained prefixes (t: strs)
+    self.next_id = 0  # id of the next node to drain
+
+  # ---- the recording thread
+  def codes(self, x: UOp) -> tuple[int, int, int, int]:
+    """x's row, adding what is new to the string table."""
+    d = self.dtype_ids.get(id(x.dtype))
+    if d is None:
+      d = self.dtype_ids[id(x.dtype)] = self._code(str(x.dtype))
+    a = self.arg_ids.get(id(x.arg))
+    if a is None:
+      a = self.arg_ids[id(x.arg)] = self._arg_code(x.arg)
+    return x.op, d, a, len(x.src)
+
+  def _code(self, s: str) -> int:
+    c = self.str_codes.get(s)
+    if c is None:
+      c = self.str_codes[s] = len(self.strs)
+      self.strs.append(s)
+    return c
+
+  def _arg_code(self, arg: Any) -> int:
+    if type(arg) is float:  # 0.0 == -0.0 and NaN != NaN: a float's text is not shared through an equal one
+      return self._code(repr(arg))
+    # the key carries the types so that 1, 1.0 and True (equal as dict keys) keep their own spelling
+    key = (type(arg), tuple(map(type, arg)), arg) if type(arg) is tuple else (type(arg), arg)
+    try:
+      c = self.arg_values.get(key)
+    except TypeError:  # an unhashable value inside a tuple
+      c, key = None, None
+    if c is None:
+      from compiler.uop import arg_str
+      c = self._code(arg_str(arg))
+      if key is not None:
+        self.arg_values[key] = c
+    return c
+
+  def compact(self) -> None:
+    """Drop the drained rows (outside a node walk; in place, since the recorder holds the appenders). Only when every
+    record is drained: the positions of one still queued count from the start of the lists."""
+    with self.lock:
+      if 2 * self.r_done != len(self.at):
+        return
+      del self.rows[:4 * self.n_done]
+      del self.src[:self.s_done]
+      del self.matches[:5 * self.m_done]
+      del self.recs[:]
+      del self.at[:]
+      self.n_done = self.s_done = self.m_done = self.r_done = 0
+
+  # ---- a flush
+  def drain(self) -> list[bytes]:
+    # records, then matches, then nodes, then strings: what a row needs was appended before the row is counted
+    r = len(self.at) // 2
+    m = len(self.matches) // 5
+    k = len(self.rows) // 4
+    t = len(self.strs)
+    out = []
+    while self.r_done < r or self.n_done < k or self.m_done < m:
+      out.append(self._batch(r, m, k, t))
+    return out
+
+  def _batch(self, r: int, m: int, k: int, t: int) -> bytes:
+    """One batch record from the drained prefixes on: at most BATCH_NODES nodes and about BATCH_BYTES of records,
+    cut after a record where it can be."""
+    na, ma, ra = self.n_done, self.m_done, self.r_done
+    at, recs = self.at, self.recs
+    parts: list[bytes] = []  # records encoded one by one: one that cannot be encoded is replaced alone
+    rb, size = ra, 0
+    while rb < r and at[2 * rb] - na <= BATCH_NODES and size <= BATCH_BYTES:
+      parts.append(self.record_bytes(recs[rb]))
+      size += len(parts[-1])
+      rb += 1
+    if rb == r and k - na <= BATCH_NODES:
+      nb, mb = k, m  # everything, with the rows after the last record
+    elif rb > ra:
+      nb, mb = at[2 * rb - 2], at[2 * rb - 1]  # up to the last record that fits
+    else:
+      nb, mb = na + BATCH_NODES, ma  # the nodes before one record are too many: a part of them, no matches yet
+    pack, sa = self.pack, self.s_done
+    nodes = self.rows[4 * na:4 * nb]
+    nsrc = nodes[3::4]
+    sb = sa + sum(nsrc)
+    rows = self.matches[5 * ma:5 * mb]
+    cols = (("op", nodes[0::4]), ("dtype", nodes[1::4]), ("arg", nodes[2::4]), ("nsrc", nsrc),
+            ("src", self.src[sa:sb]), ("rw", rows[0::5]), ("pat", rows[1::5]), ("before", rows[2::5]),
+            ("after", rows[3::5]), ("at", [x - (ma if i & 1 else na) for i, x in enumerate(at[2 * ra:2 * rb])]))
+    # spliced by hand: base64 needs no escaping, and json would scan every character of it
+    data = (b'{"t":"batch","id":%d,"strs":%s' % (self.next_id, self.json(self.strs[self.t_done:t])) +
+            b"".join(b',"%s":"%s"' % (name.encode(), pack(v)) for name, v in cols) +
+            b',"dt":"%s","recs":[%s]}' % (pack(rows[4::5], "i64s"), b",".join(parts)))
+    self.t_done = t  # every string is in the first batch of a drain: a later one can only use it
+    self.next_id += nb - na
+    self.n_done, self.s_done, self.m_done, self.r_done = nb, sb, mb, rb
+    return data
+
+
+BATCH_NODES = 1 << 17  # per batch record at most; with BATCH_BYTES (+ one record) it stays far below the frame limit
+BATCH_BYTES = 16 << 20
+COMPACT_AT = 1 << 16  # drained rows kept before the recording thread drops them
+
+
+def _visit(x: UOp, ids: dict, b: _Buffer) -> None:
+  """Give x and the nodes below it without an id an id, sources first, and append their rows to b. Recursion: about
+  twice as fast as an explicit stack, and this runs for every new node (a module function, not a closure: a closure
+  that calls itself is a reference cycle, which would keep the ids, and so every UOp, alive until the next full GC).
+  The row is made here, while the node is in the CPU's cache."""
+  src = x.src
+  for s in src:
+    if s not in ids:
+      _visit(s, ids, b)
+  try:
+    row = (x.op, b.dtype_ids[id(x.dtype)], b.arg_ids[id(x.arg)], len(src))
+  except KeyError:
+    row = b.codes(x)
+  b.src.extend(map(ids.__getitem__, src))
+  ids[x] = len(ids)
+  b.rows.extend(row)
+
+
 class Recorder:
-  """Turns compiler events into trace records; each UOp and each rule is written once and then referenced by id."""
+  """Turns compiler events into trace records; each UOp and each rule is written once and then referenced by id.
+
+  Everything goes into a `_Buffer`, which the writer turns into `batch` records when it flushes (every 100 ms in its
+  background thread, and on flush/close): recording a match costs an append, a new node a few."""
 
   def __init__(self, path: str | os.PathLike):
     from compiler.trace.writer import TraceWriter
-    from compiler.uop import Ops
-    _OP_NAMES.update({op: op.name for op in Ops})
     self.path = Path(path)
     self.writer = TraceWriter(self.path, background=True)  # an idle process still shows its last records
-    self._w = self.writer.write
     self.node_ids: dict[UOp, int] = {}
     self.pattern_ids: dict[Any, int] = {}
-    self.dtype_names: dict[Any, str] = {}
-    self.arg_strs: dict[Any, str] = {}
+    self._buf = self.writer.tail = _Buffer(self.node_ids, self.writer.lock)
+    self._matches = self._buf.matches
     self.ctx_stack: list[int] = [0]
     self.next_ctx = 1
     self.next_rw = 0
@@ -52,43 +202,40 @@ class Recorder:
              "user": _user()})
     self._w({"t": "ctx_begin", "id": 0, "parent": None, "name": "default", "kind": "default", "ts": time.time()})
 
+  def _w(self, rec: dict) -> None:
+    """Queue a record after the nodes and matches recorded so far."""
+    if self.writer.closed:
+      raise ValueError("write to a closed Recorder")
+    b = self._buf
+    if b.n_done > COMPACT_AT or b.m_done > COMPACT_AT:
+      b.compact()
+    b.recs.append(rec)
+    b.at.extend((len(b.rows) // 4, len(b.matches) // 5))
+
   # ---- nodes and patterns
   def node_id(self, u: UOp) -> int:
-    """The id of u, writing u and every unwritten node below it first (sources before users)."""
+    """The id of u, giving u and every node below it without one an id (sources first)."""
     ids = self.node_ids
     nid = ids.get(u)
     if nid is not None:
       return nid
-    from compiler.uop import arg_str
-    names, dts, w, arg_strs = _OP_NAMES, self.dtype_names, self._w, self.arg_strs
-    stack = [u]  # a DFS specialised to stop at written nodes: this runs for every new node while tracing
-    while stack:
-      x = stack[-1]
-      if x in ids:
-        stack.pop()
-        continue
-      pending = [s for s in x.src if s not in ids]
-      if pending:
-        stack.extend(reversed(pending))
-        continue
-      stack.pop()
-      ids[x] = nid = len(ids)
-      dt = dts.get(x.dtype)
-      if dt is None:
-        dt = dts[x.dtype] = str(x.dtype)
-      arg = x.arg
-      if arg is None:
-        a = "None"
-      elif type(arg) is int:
-        a = repr(arg)
-      else:
-        # args repeat a lot (axis tuples, kernel infos, constants): cache their text; the key carries the types so
-        # that 1, 1.0 and True (equal as dict keys) keep their own spelling
-        key = (type(arg), tuple(map(type, arg)), arg) if type(arg) is tuple else (type(arg), arg)
-        a = arg_strs.get(key)
-        if a is None:
-          a = arg_strs[key] = arg_str(arg)
-      w({"t": "node", "id": nid, "op": names[x.op], "dtype": dt, "arg": a, "src": [ids[s] for s in x.src]})
+    b = self._buf
+    try:
+      _visit(u, ids, b)
+    except RecursionError:  # a deep graph: what was visited has ids (sources first); finish with a stack
+      stack = [u]
+      while stack:
+        x = stack[-1]
+        pending = [s for s in x.src if s not in ids]
+        if pending:
+          stack.extend(reversed(pending))
+        else:
+          stack.pop()
+          if x not in ids:  # reached twice through a diamond
+            row = b.codes(x)
+            b.src.extend(map(ids.__getitem__, x.src))
+            ids[x] = len(ids)
+            b.rows.extend(row)
     return ids[u]
 
   def pattern_id(self, rule: Any) -> int:
@@ -124,7 +271,6 @@ class Recorder:
     self._w(rec)
     if cid in self.ctx_stack:
       del self.ctx_stack[self.ctx_stack.index(cid):]
-    self.writer.flush_if_due()
 
   # ---- rewrites
   def rewrite_begin(self, name: str, file: str, line: int, bottom_up: bool, root: UOp) -> int:
@@ -145,7 +291,7 @@ class Recorder:
     p = self.pattern_ids.get(rule)
     if p is None:
       p = self.pattern_id(rule)
-    self._w({"t": "match", "rw": rw, "pat": p, "before": b, "after": a, "dt": dt_ns})
+    self._matches.extend((rw, p, b, a, dt_ns))
 
   def match_error(self, rw: int, rule: Any, before: UOp, exc: BaseException) -> None:
     self._w({"t": "match", "rw": rw, "pat": self.pattern_id(rule), "before": self.node_id(before), "after": None,

@@ -26,6 +26,7 @@ from compiler.trace.format import (
 
 CHECK_EVERY = 64  # writes between two looks at the clock: keeps write() at one append and one compare
 MAX_BATCH = 16384  # records; bounds memory and the pause of one flush
+MAX_NESTED = MAX_RAW_LEN // 4  # bytes of one record inside another
 
 
 def _default(o: Any) -> Any:
@@ -74,6 +75,11 @@ def _make_encoder() -> Any:
 _encode = _make_encoder()
 
 
+def encode_json(obj: Any) -> bytes:
+  """Compact ASCII JSON of a value made of str/int/list/dict only (no fallbacks)."""
+  return _encode(obj).encode("ascii")
+
+
 def encode_record(rec: Any) -> bytes:
   """One record as compact JSON bytes; never raises for odd values (non-finite floats are written as null)."""
   try:
@@ -86,21 +92,43 @@ def encode_record(rec: Any) -> bytes:
     return _error_record(rec, f"trace writer could not encode it: {type(e).__name__}: {e}")
 
 
+def nested_record_bytes(rec: Any) -> bytes:
+  """A record to go inside another one (a batch): like encode_record, and replaced by an error record over
+  MAX_NESTED bytes, so the record holding it stays within the frame limit."""
+  data = encode_record(rec)
+  if len(data) > MAX_NESTED:
+    data = _error_record(rec, f"trace writer dropped a {len(data)}-byte record (over the limit)")
+  return data
+
+
 def _error_record(rec: Any, why: str) -> bytes:
   """An `error` record standing in for a record that cannot be written."""
-  t = rec.get("t") if isinstance(rec, dict) else None
+  t = rec.get("t") if isinstance(rec, dict) else ("batch" if isinstance(rec, bytes) else None)
   ctx = rec.get("ctx") if isinstance(rec, dict) else None
   text = f"a {t!r} record is missing from the trace: {why}"
   return _encode({"t": "error", "ctx": ctx if type(ctx) is int else None, "text": text}).encode("ascii")
 
 
+class Deferred:
+  """Records made only when the writer flushes (under its lock, in whichever thread flushes): a producer appends
+  rows to it cheaply, and drain() turns the rows added since the last drain into records (dicts, or encoded ones
+  as bytes)."""
+
+  def drain(self) -> list[dict | bytes]:
+    raise NotImplementedError
+
+
 class TraceWriter:
   """Write a trace file. write() only appends to a batch; a flush encodes the batch into frames.
 
-  A flush happens on flush()/close(), when flush_interval seconds have passed since the last one (looked at
-  every CHECK_EVERY writes, and on flush_if_due()), and when the batch holds MAX_BATCH records. With
-  background=True a daemon thread also calls flush_if_due() so an idle process still shows its last records.
+  A flush happens on flush()/close(), on flush_if_due() once flush_interval seconds have passed since the last
+  one, and when the batch holds MAX_BATCH records. Without a background thread write() also looks at the clock
+  every CHECK_EVERY writes; with background=True a daemon thread flushes every flush_interval instead, so the
+  writing thread never encodes (and zlib, which releases the GIL, runs beside it).
   The writer keeps the dicts it is given until the flush: do not mutate a record after writing it.
+
+  `tail`: a Deferred that is still being filled, drained at the end of every flush (so flush() also writes what it
+  holds). `lock` is held during a flush.
   """
 
   def __init__(self, path: str | os.PathLike, *, flush_interval: float = 0.1, level: int = 1,
@@ -120,7 +148,8 @@ class TraceWriter:
     self._f.flush()
     self._pid = os.getpid()
     self._batch: list[Any] = []
-    self._lock = threading.Lock()  # between flushers only; write() never takes it
+    self.tail: Deferred | None = None
+    self.lock = self._lock = threading.Lock()  # between flushers (and a tail's owner); write() never takes it
     self._last = time.monotonic()
     self._closed = False
     self._stop = threading.Event()
@@ -137,30 +166,34 @@ class TraceWriter:
       validate_record(json.loads(encode_record(rec)))
     b = self._batch
     b.append(rec)
-    if len(b) % CHECK_EVERY == 0 and (len(b) >= MAX_BATCH or time.monotonic() - self._last >= self.flush_interval):
+    if len(b) % CHECK_EVERY == 0 and (len(b) >= MAX_BATCH or (self._thread is None and
+                                                             time.monotonic() - self._last >= self.flush_interval)):
       self.flush()
 
   def flush_if_due(self) -> None:
     """Flush if flush_interval has passed since the last flush (cheap; for callers at natural boundaries)."""
-    if self._batch and time.monotonic() - self._last >= self.flush_interval:
+    if (self._batch or self.tail is not None) and time.monotonic() - self._last >= self.flush_interval:
       self.flush()
 
   def flush(self) -> None:
     """Encode every queued record into frames and hand them to the OS."""
     with self._lock:
       self._last = time.monotonic()
+      tail = self.tail  # before the batch: a tail sealed meanwhile is then in the batch, ahead of what follows it
       b = self._batch
       n = len(b)  # records appended meanwhile (by another thread) stay queued for the next flush
-      if n == 0 or self._f.closed:
+      if (n == 0 and tail is None) or self._f.closed:
         return
       recs = b[:n]
       del b[:n]
       if os.getpid() != self._pid:
         return  # a forked child must not interleave frames into its parent's file
       parts: list[bytes] = []
-      size = 0
+      size = count = 0
+      if tail is not None:
+        recs.extend(tail.drain())
       for rec in recs:
-        data = encode_record(rec)
+        data = rec if type(rec) is bytes else encode_record(rec)
         if len(data) + RECORD_LEN.size > MAX_RAW_LEN:
           data = _error_record(rec, f"trace writer dropped a {len(data)}-byte record (over the frame limit)")
         if size + len(data) + RECORD_LEN.size > FRAME_TARGET and parts:
@@ -169,9 +202,11 @@ class TraceWriter:
         parts.append(RECORD_LEN.pack(len(data)))
         parts.append(data)
         size += len(data) + RECORD_LEN.size
-      self._write_frame(parts)
-      self._f.flush()
-      self.records += n
+        count += 1
+      if parts:
+        self._write_frame(parts)
+        self._f.flush()
+      self.records += count
 
   def _write_frame(self, parts: list[bytes]) -> None:
     raw = b"".join(parts)

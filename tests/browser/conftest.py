@@ -95,6 +95,7 @@ def trace_dir(tmp_path_factory) -> Path:
   d = tmp_path_factory.mktemp("traces")
   tracegen.write_demo(d / "demo.vztrace")
   tracegen.write_evil(d / "evil.vztrace")
+  tracegen.write_jumps(d / "jumps.vztrace")
   return d
 
 

@@ -58,3 +58,33 @@ def test_back_and_forward(page, server):
   page.go_forward()
   page.wait_for_function("(c) => window.__viz.state.ctx === c", arg=b["id"])
   assert "selected" in page.locator(f"#contexts li[data-ctx='{b['id']}']").get_attribute("class")
+
+
+def test_opening_a_step_directly_shows_what_it_removed_and_when_nodes_were_made(page, server):
+  t = server.trace_id("demo.vztrace")
+  ctxs = {c["name"]: c for c in server.api(f"/api/traces/{t}/contexts")}
+  kernel = ctxs["r_16_4"]
+  rw = next(r for r in kernel["rewrites"] if r["name"] == "simplify")
+  k = next(k for k in range(1, rw["matches"] + 1)
+           if server.api(f"/api/traces/{t}/rewrites/{rw['id']}/graph?step={k}")["removed"])
+  g = server.api(f"/api/traces/{t}/rewrites/{rw['id']}/graph?step={k}")
+  open_page(page, server, f"#t={t}&c={kernel['id']}&r={rw['id']}&s={k}")
+  wait_graph(page, t, rw["id"], k)
+  # the removed nodes fade out as they do when stepping there
+  ghosts = page.evaluate("() => (window.__viz.graph.ghosts?.nodes || []).map(n => n.d.id)")
+  assert sorted(ghosts) == sorted(g["removed"])
+  assert page.evaluate("(id) => window.__viz.graph.ghostNode(id)?.op", g["removed"][0]) == next(
+    n["op"] for n in g["removed_nodes"] if n["id"] == g["removed"][0])
+  # the card of a node this step made says so, with the rule; one from the input graph says step 0
+  step = server.api(f"/api/traces/{t}/rewrites/{rw['id']}")["steps"][k - 1]
+  rule = server.api(f"/api/traces/{t}/patterns/{step['pattern']}")["name"]
+  made = next(n for n in g["nodes"] if n["created"] == k)
+  page.evaluate("(id) => window.__viz.selectNode(id)", made["id"])
+  created = page.locator("#node-card .fields tr", has_text="created")
+  page.wait_for_function("() => !document.querySelector('#node-card').textContent.includes('…')")
+  assert created.inner_text().split(None, 1)[1] == f"step {k} by {rule}"
+  old = next(n for n in g["nodes"] if n["created"] == 0)
+  page.evaluate("(id) => window.__viz.selectNode(id)", old["id"])
+  page.wait_for_function("() => !document.querySelector('#node-card').textContent.includes('…')")
+  assert "step 0" in page.locator("#node-card .fields tr", has_text="created").inner_text()
+  shot(page, "direct-step")

@@ -4,10 +4,14 @@ from __future__ import annotations
 import struct
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, open_page, shot
+from werkzeug.serving import make_server
+
+from viz_server.app import create_app
 
 WRITER = Path(__file__).resolve().parent / "tracegen.py"
 
@@ -62,3 +66,24 @@ def test_damaged_trace_banner(page, server):
   shown = [c for c in server.api(f"/api/traces/{t}/contexts") if c["rewrites"] or c["parent"] is not None]
   page.wait_for_function("(n) => document.querySelectorAll('#contexts li[data-ctx]').length === n", arg=len(shown))
   shot(page, "damaged")
+
+
+def test_without_the_socketio_client_the_page_polls_quietly(new_page, trace_dir, tmp_path):
+  """No node_modules: the page is told so and polls, without asking for the client (a 404 is a console error)."""
+  app = create_app([trace_dir / "demo.vztrace"], socketio_client=tmp_path / "not-installed.js")
+  srv = make_server("127.0.0.1", 0, app, threaded=True)
+  threading.Thread(target=srv.serve_forever, daemon=True).start()
+  page = new_page()
+  try:
+    asked = []
+    page.on("request", lambda r: asked.append(r.url))
+    page.goto(f"http://127.0.0.1:{srv.server_port}/")
+    page.wait_for_function("() => window.__viz !== undefined")
+    page.evaluate("() => window.__viz.ready")
+    page.wait_for_function("() => document.querySelector('#live-mode').textContent === 'polling'")
+    page.wait_for_function("() => document.body.dataset.graph !== undefined")
+    assert not [u for u in asked if "/vendor/" in u]
+  finally:
+    page.close()  # before the server goes: a poll that cannot connect is a console error too
+    srv.shutdown()
+    app.extensions["tinyviz"]["store"].stop()

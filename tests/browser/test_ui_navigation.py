@@ -122,7 +122,8 @@ def test_keyboard_navigation(page, server):
 
 
 def test_stepping_by_delta_matches_full_graphs(page, server):
-  """Walking every step forward and back (the view applies /delta) lands on the API's full graph each time."""
+  """Walking every step forward and back (the view applies compact /delta answers) lands on the API's full graph each
+  time: nodes, positions, creation steps and edge routes."""
   t, ctxs = demo_ids(server)
   kernel = ctxs["E_32"]
   rw = rewrite_named(kernel, "simplify")
@@ -132,8 +133,36 @@ def test_stepping_by_delta_matches_full_graphs(page, server):
   for k in list(range(1, rw["matches"] + 1)) + list(range(rw["matches"] - 1, -1, -1)):
     page.evaluate("(k) => window.__viz.setStep(k)", k)
     g = check_graph(page, server, t, rw["id"], k)
-    pos = page.evaluate("() => Object.fromEntries([...window.__viz.graph.nodes].map(([id, n]) => [id, [n.x, n.y]]))")
-    assert {int(i): xy for i, xy in pos.items()} == {n["id"]: [n["x"], n["y"]] for n in g["nodes"]}
+    same_model(page, g)
+
+
+def same_model(page, g):
+  """The graph view's model is the API's graph g: nodes, positions, labels, creation steps and edge routes."""
+  got = page.evaluate("""() => ({
+    nodes: [...window.__viz.graph.nodes].map(([id, n]) => [id, n.x, n.y, n.d.created, n.d.label]),
+    edges: [...window.__viz.graph.edges.values()].map((e) => [e.d.src, e.d.dst, e.d.index, e.d.points])})""")
+  assert sorted(map(tuple, got["nodes"])) == sorted((n["id"], n["x"], n["y"], n["created"], n["label"])
+                                                    for n in g["nodes"])
+  assert sorted(map(tuple, (e[:3] + [tuple(map(tuple, e[3]))] for e in got["edges"]))) == sorted(
+    (e["src"], e["dst"], e["index"], tuple(map(tuple, e["points"]))) for e in g["edges"])
+
+
+def test_jumps_between_distant_steps_match_full_graphs(page, server):
+  """Jumps (one compact delta between distant steps) too, also when a node left and came back in between."""
+  t = server.trace_id("jumps.vztrace")
+  ctx = next(c for c in server.api(f"/api/traces/{t}/contexts") if c["name"] == "jumps")
+  rw = ctx["rewrites"][0]
+  n, base = rw["matches"], f"/api/traces/{t}/rewrites/{rw['id']}"
+
+  def comes_back(k):
+    d = server.api(f"{base}/delta?from=0&to={k}&compact=1")
+    return {a["id"] for a in d["nodes_added"]} & set(d["nodes_removed"])
+  back = next(k for k in range(1, n + 1) if comes_back(k))
+  open_page(page, server, f"#t={t}&c={ctx['id']}&r={rw['id']}&s=0")
+  wait_graph(page, t, rw["id"], 0)
+  for k in [back, 0, n, n // 2, 1, back, n]:
+    page.evaluate("(k) => window.__viz.setStep(k)", k)
+    same_model(page, check_graph(page, server, t, rw["id"], k))
 
 
 def test_sidebar_filter_and_unchanged(page, server):

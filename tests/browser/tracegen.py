@@ -5,6 +5,7 @@ test can watch the page pick the new records up while the writer is still runnin
 """
 from __future__ import annotations
 
+import random
 import sys
 import time
 from pathlib import Path
@@ -134,6 +135,43 @@ def write_evil(path: str | Path) -> Path:
   return Path(path)
 
 
+def noisy(rng: random.Random, depth: int, leaves: list[UOp]) -> UOp:
+  """Index math with the identities and constant chains the simplifier removes (it rebuilds some nodes later)."""
+  if depth == 0:
+    return rng.choice(leaves)
+  a = noisy(rng, depth - 1, leaves)
+  r = rng.random()
+  if r < 0.2:
+    a = a + 0
+  elif r < 0.35:
+    a = a * 1
+  elif r < 0.5:
+    a = (a + rng.randint(1, 4)) + rng.randint(-4, -1)
+  op = rng.choice(["add", "mul", "div", "mod", "addc"])
+  if op == "add":
+    return a + noisy(rng, depth - 1, leaves)
+  if op == "mul":
+    return a * rng.choice([2, 3, 4])
+  if op == "div":
+    return a // rng.choice([2, 4])
+  return a % rng.choice([2, 4, 8]) if op == "mod" else a + rng.randint(0, 3)
+
+
+def write_jumps(path: str | Path) -> Path:
+  """One `symbolic` rewrite whose steps remove nodes that later steps build again (jumps between steps re-add them)."""
+  from compiler.symbolic import symbolic
+  rng = random.Random(5)
+  leaves = [UOp.range(8, i) for i in range(3)]
+  sink = UOp.sink(*[noisy(rng, 4, leaves) for _ in range(10)])
+  recorder.enable(path, announce=False)
+  try:
+    with recorder.trace_context("jumps", kind="schedule"):
+      graph_rewrite(sink, symbolic, name="simplify")
+  finally:
+    recorder.disable()
+  return Path(path)
+
+
 def write_live(path: str | Path, n_kernels: int = 3, pause: float = 1.0) -> None:
   """Write kernels one by one with pauses (flushing after each), for the live test."""
   recorder.enable(path, announce=False)
@@ -154,7 +192,7 @@ if __name__ == "__main__":
   if len(sys.argv) >= 3 and sys.argv[1] == "live":
     write_live(sys.argv[2], n_kernels=int(sys.argv[3]) if len(sys.argv) > 3 else 3,
                pause=float(sys.argv[4]) if len(sys.argv) > 4 else 1.0)
-  elif len(sys.argv) >= 3 and sys.argv[1] in ("demo", "evil"):
-    (write_demo if sys.argv[1] == "demo" else write_evil)(sys.argv[2])
+  elif len(sys.argv) >= 3 and sys.argv[1] in ("demo", "evil", "jumps"):
+    {"demo": write_demo, "evil": write_evil, "jumps": write_jumps}[sys.argv[1]](sys.argv[2])
   else:
-    sys.exit("usage: tracegen.py demo|evil|live PATH [n_kernels pause]")
+    sys.exit("usage: tracegen.py demo|evil|jumps|live PATH [n_kernels pause]")

@@ -1,0 +1,267 @@
+"""Incremental layout: the layout of a rewrite step from the layout of the step before, without moving any node the
+two steps share. Work is proportional to the nodes the step changed (plus a shallow copy of the position maps).
+
+The step's new nodes (its match result, what that built, and the parents rebuilt over them) are placed sources
+first. A rebuilt node takes its old version's place when that lies below all its sources and is free; every other
+new node goes to a free spot on a band (a layer's row of the full layout the chain started from) or in the gap
+between two bands, below all its sources and, where there is room, above its users' places, next to its
+neighbours. Only new nodes use new nodes (a kept node's sources are fixed by its id), so a node pushed further
+down only pushes its (new) users down after it: placement always succeeds. Boxes never overlap: a spot is free
+when no box is closer than NODE_GAP horizontally and VPAD vertically.
+"""
+from __future__ import annotations
+
+import bisect
+from typing import Callable, Iterable
+
+from viz_server.layout import LAYER_GAP, Layout
+
+NODE_GAP = 24.0  # horizontal clearance around a placed box (as between two boxes of a full layout's row)
+VPAD = 4.0  # vertical clearance between a placed box and boxes of other rows
+BAND_STEP = 23.0 + LAYER_GAP  # distance of the bands added below the last one (one-line boxes)
+GAP_PENALTY = 30.0  # a gap between two bands counts as this much farther from the neighbours than a band
+RANK_PENALTY = 40.0  # per candidate row away from the preferred one
+
+Box = tuple[float, float, float, int]  # (left, right, half height, id), rows sorted by left
+
+
+class Rows:
+  """The boxes of a layout grouped by center y, each row sorted by left edge, copy-on-write: a derived layout shares
+  its unchanged rows with its base."""
+  __slots__ = ("ys", "rows", "hh", "wmax", "_own")
+
+  def __init__(self, ys: list[float], rows: dict[float, list[Box]], hh: float, wmax: float) -> None:
+    self.ys, self.rows = ys, rows  # sorted row ys, y -> boxes
+    self.hh, self.wmax = hh, wmax  # the largest half height and width of a box
+    self._own: set[float] = set()
+
+  @classmethod
+  def of(cls, pos: dict[int, tuple[float, float]], size: Callable[[int], tuple[float, float]]) -> Rows:
+    rows: dict[float, list[Box]] = {}
+    hh = wmax = 0.0
+    for n, (x, y) in pos.items():
+      w, h = size(n)
+      rows.setdefault(y, []).append((x - w / 2, x + w / 2, h / 2, n))
+      hh, wmax = max(hh, h / 2), max(wmax, w)
+    for row in rows.values():
+      row.sort()
+    return cls(sorted(rows), rows, hh, wmax)
+
+  def copy(self) -> Rows:
+    return Rows(list(self.ys), dict(self.rows), self.hh, self.wmax)
+
+  def _row(self, y: float) -> list[Box]:
+    if y not in self._own:
+      self._own.add(y)
+      got = self.rows.get(y)
+      if got is None:
+        bisect.insort(self.ys, y)
+      self.rows[y] = list(got) if got is not None else []
+    return self.rows[y]
+
+  def add(self, n: int, x: float, y: float, w: float, h: float) -> None:
+    bisect.insort(self._row(y), (x - w / 2, x + w / 2, h / 2, n))
+    self.hh, self.wmax = max(self.hh, h / 2), max(self.wmax, w)
+
+  def remove(self, n: int, x: float, y: float, w: float) -> None:
+    row = self._row(y)
+    i = bisect.bisect_left(row, (x - w / 2,))
+    while i < len(row) and row[i][3] != n:
+      i += 1
+    if i < len(row):
+      del row[i]
+    if not row:
+      del self.rows[y]
+      self.ys.pop(bisect.bisect_left(self.ys, y))
+      self._own.discard(y)
+
+  def blockers(self, x: float, y: float, w: float, h: float) -> list[Box]:
+    """Boxes closer than NODE_GAP horizontally and VPAD vertically to a w x h box centered at (x, y)."""
+    reach, ys = h / 2 + self.hh + VPAD, self.ys
+    x0, x1 = x - w / 2 - NODE_GAP + 1e-9, x + w / 2 + NODE_GAP - 1e-9  # a box must end after x0, start before x1
+    out = []
+    for i in range(bisect.bisect_right(ys, y - reach), bisect.bisect_left(ys, y + reach)):
+      ry = ys[i]
+      dy = abs(ry - y) - h / 2 - VPAD
+      row = self.rows[ry]
+      for j in range(bisect.bisect_left(row, (x0 - self.wmax,)), bisect.bisect_left(row, (x1,))):
+        box = row[j]
+        if box[1] > x0 and dy < box[2]:
+          out.append(box)
+    return out
+
+  def is_free(self, x: float, y: float, w: float, h: float) -> bool:
+    return x >= w / 2 - 1e-9 and not self.blockers(x, y, w, h)
+
+  def free_x(self, y: float, w: float, h: float, target: float) -> float:
+    """The x nearest to target (and >= w/2) where a w x h box at y keeps its clearances: walk right and left past
+    the boxes in the way."""
+    lo = w / 2
+    right = max(target, lo)
+    while True:
+      bs = self.blockers(right, y, w, h)
+      if not bs:
+        break
+      right = max(b[1] for b in bs) + NODE_GAP + w / 2
+    left = target
+    while left >= lo:
+      bs = self.blockers(left, y, w, h)
+      if not bs:
+        return left if target - left < right - target else right
+      left = min(b[0] for b in bs) - NODE_GAP - w / 2
+      if target - left >= right - target:
+        break
+    return right
+
+
+class Bands:
+  """The rows of a full layout's layers (y and layer number, top to bottom), extended downwards on demand."""
+  __slots__ = ("ys", "layers")
+
+  def __init__(self, ys: list[float], layers: list[int]) -> None:
+    self.ys, self.layers = ys, layers
+
+  @classmethod
+  def of(cls, lay: Layout) -> Bands:
+    by_layer: dict[int, float] = {}
+    for n, ly in lay.layer.items():
+      by_layer.setdefault(ly, lay.pos[n][1])
+    keys = sorted(by_layer, key=lambda ly: (by_layer[ly], ly))
+    ys, layers = [], []
+    for ly in keys:
+      if not ys or by_layer[ly] > ys[-1]:
+        ys.append(by_layer[ly])
+        layers.append(ly)
+    return cls(ys, layers)
+
+  def copy(self) -> Bands:
+    return Bands(list(self.ys), list(self.layers))
+
+  def extend_below(self, y: float) -> None:
+    while not self.ys or self.ys[-1] <= y:
+      self.ys.append(self.ys[-1] + BAND_STEP if self.ys else y + BAND_STEP)
+      self.layers.append(self.layers[-1] + 1 if self.layers else 0)
+
+  def layer_at(self, y: float) -> int:
+    """The layer of the band at y, or of the band below y (the gap above a band belongs to it)."""
+    self.extend_below(y)
+    return self.layers[bisect.bisect_left(self.ys, y - 1e-6)]
+
+
+def _candidates(bands: Bands, above: float) -> list[tuple[float, bool]]:
+  """Band and gap rows below y `above`, top to bottom, as (y, is_gap); bands are added below the last as needed."""
+  bands.extend_below(above + BAND_STEP / 2)
+  ys = bands.ys
+  i = bisect.bisect_right(ys, above)
+  out: list[tuple[float, bool]] = []
+  if i > 0 and (ys[i - 1] + ys[i]) / 2 > above:
+    out.append(((ys[i - 1] + ys[i]) / 2, True))
+  for j in range(i, len(ys)):
+    out.append((ys[j], False))
+    if j + 1 < len(ys):
+      out.append(((ys[j] + ys[j + 1]) / 2, True))
+  return out
+
+
+def derive(base: Layout, rows: Rows, bands: Bands, new: list[int], removed: Iterable[int],
+           old_of: dict[int, int], src: Callable[[int], tuple[int, ...]], size: Callable[[int], tuple[float, float]],
+           level: Callable[[int], int]) -> tuple[dict, dict, dict, float, float, Rows, Bands]:
+  """Place the new nodes of a step into a copy of base (see the module docstring).
+
+  new: ids in the step's graph that base lacks; removed: ids of base the step dropped; old_of: new id -> the id in
+  base it rebuilds (same look, it takes that one's place if it can). Returns pos, layer, edges, width, height, rows
+  and bands of the new layout."""
+  pos, layer, edges = dict(base.pos), dict(base.layer), dict(base.edges)
+  rows = rows.copy()
+  for r in removed:
+    p = pos.pop(r, None)
+    if p is not None:
+      rows.remove(r, p[0], p[1], size(r)[0])
+      layer.pop(r, None)
+      for s in src(r):
+        edges.pop((s, r), None)
+  order = sorted(new, key=lambda n: (level(n), n))
+  newset = set(order)
+  users: dict[int, list[int]] = {}
+  for n in order:
+    for s in src(n):
+      if s in newset:
+        users.setdefault(s, []).append(n)
+  reserved: dict[int, tuple[float, float]] = {}
+  for n in order:  # hold the old places, so that nodes placed earlier do not take them
+    o = old_of.get(n)
+    if o is not None:
+      ox, oy = reserved[n] = base.pos[o]
+      w, h = size(o)
+      rows.add(n, ox, oy, w, h)
+  # per unpaired node, the held places it should stay above (its paired users', or those its unpaired users should
+  # stay above) and how many unpaired nodes chain below it before such a place: that many rows are left free
+  goal: dict[int, tuple[float, int, list[tuple[float, float]]]] = {}  # n -> (y limit, depth, places)
+  for n in reversed(order):
+    lim, depth, places = float("inf"), 0, []
+    for u in users.get(n, ()):
+      if u in reserved:
+        p = reserved[u]
+        places.append(p)
+        lim = min(lim, p[1])
+      elif u in goal:
+        ulim, udepth, uplaces = goal[u]
+        if ulim < float("inf"):
+          places.extend(uplaces)
+          lim = min(lim, ulim)
+          depth = max(depth, udepth + 1)
+    goal[n] = (lim, depth, places)
+  bands = bands.copy()
+  width, height = base.width, base.height
+  for n in order:
+    w, h = size(n)
+    srcs = src(n)
+    above = max((pos[s][1] for s in srcs), default=-1e9)
+    held = spot = reserved.pop(n, None)
+    if held is not None:
+      rows.remove(n, held[0], held[1], size(old_of[n])[0])
+      if not (held[1] > above and rows.is_free(held[0], held[1], w, h)):
+        spot = None
+    if spot is None:
+      spot = _spot(w, h, srcs, above, goal[n], held, pos, rows, bands)
+    x, y = spot
+    pos[n] = spot
+    rows.add(n, x, y, w, h)
+    layer[n] = bands.layer_at(y)
+    width, height = max(width, x + w / 2), max(height, y + h / 2)
+  for d in order:
+    od = old_of.get(d, d)
+    pd = pos[d]
+    for s in srcs_unique(src(d)):
+      ps = pos[s]
+      pts = base.edges.get((old_of.get(s, s), od))
+      edges[(s, d)] = pts if pts is not None and pts[0] == ps and pts[-1] == pd else (ps, pd)
+  return pos, layer, edges, width, height, rows, bands
+
+
+def srcs_unique(src: tuple[int, ...]) -> Iterable[int]:
+  return dict.fromkeys(src)
+
+
+def _spot(w: float, h: float, srcs: tuple[int, ...], above: float, goal: tuple[float, int, list],
+          held: tuple[float, float] | None, pos: dict, rows: Rows, bands: Bands) -> tuple[float, float]:
+  """A free spot for a node without a place (held: the old version's place it could not keep): on a candidate row
+  below its sources (and above the held places of the users it leads to, leaving one row for each unpaired node
+  between), nearest its old place, else those users, else its sources."""
+  lim, depth, places = goal
+  cands = _candidates(bands, max(above, h / 2 - 1e-6))
+  inside = [c for c in cands if c[0] < lim] or cands[:1]
+  near = [held] if held is not None else places or [pos[s] for s in srcs]
+  target = sum(p[0] for p in near) / len(near) if near else w / 2
+  want = max(0, len(inside) - 1 - depth) if lim < float("inf") else 0
+  best, best_score = None, float("inf")
+  for i in sorted(range(len(inside)), key=lambda i: (abs(i - want), i)):
+    if abs(i - want) * RANK_PENALTY >= best_score:
+      break
+    y, gap = inside[i]
+    x = rows.free_x(y, w, h, target)
+    score = abs(x - target) + abs(i - want) * RANK_PENALTY + (GAP_PENALTY if gap else 0.0)
+    if score < best_score:
+      best, best_score = (x, y), score
+  assert best is not None
+  return best
