@@ -15,20 +15,35 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from compiler.trace.format import FRAME_MAGIC, HEADER, MAGIC, TraceFormatError  # noqa: E402
+from compiler.trace.format import FRAME_MAGIC, HEADER, MAGIC, TraceFormatError, pack_column  # noqa: E402
 from compiler.trace.reader import TraceReader  # noqa: E402
 from compiler.trace.writer import TraceWriter  # noqa: E402
 
 
+def _col(values: list[int], kind: str = "u32s") -> str:
+  return pack_column(values, kind).decode()
+
+
+# a batch (what the recorder writes) and the records it expands to
+BATCH = {"t": "batch", "id": 5, "strs": ["ADD", "int", "None"], "op": _col([0, 0]), "dtype": _col([1, 1]),
+         "arg": _col([2, 2]), "nsrc": _col([2, 1]), "src": _col([3, 4, 5]), "rw": _col([1]), "pat": _col([0]),
+         "before": _col([5]), "after": _col([6]), "dt": _col([7], "i64s"), "at": _col([1, 0]),
+         "recs": [{"t": "rw_begin", "id": 1, "ctx": 0, "name": "b", "file": None, "line": None, "bottom_up": False,
+                   "root": 5, "ts": 1.5}]}
+BATCH_RECORDS = [{"t": "node", "id": 5, "op": "ADD", "dtype": "int", "arg": "None", "src": [3, 4]}, BATCH["recs"][0],
+                 {"t": "node", "id": 6, "op": "ADD", "dtype": "int", "arg": "None", "src": [5]},
+                 {"t": "match", "rw": 1, "pat": 0, "before": 5, "after": 6, "dt": 7}]
+
+
 def base_trace() -> tuple[bytes, list[dict]]:
-  """A valid 4-frame trace with most record types."""
+  """A valid 4-frame trace with most record types, a batch among them."""
   recs = [[{"t": "meta", "version": "1.0", "argv": ["a"], "host": "h", "pid": 1, "python": "3", "started": 1.0,
             "cwd": "/"}, {"t": "ctx_begin", "id": 0, "parent": None, "name": "default", "kind": "default", "ts": 1.0}],
           [{"t": "node", "id": i, "op": "CONST", "dtype": "int", "arg": str(i), "src": list(range(i))}
            for i in range(5)],
           [{"t": "rw_begin", "id": 0, "ctx": 0, "name": "sym", "file": "f.py", "line": 1, "bottom_up": True,
             "root": 4, "ts": 1.0}, {"t": "match", "rw": 0, "pat": 0, "before": 4, "after": 3, "dt": 5},
-           {"t": "rw_end", "id": 0, "root": 3, "dt": 9, "matches": 1}, {"t": "unknown_kind", "x": 1}],
+           {"t": "rw_end", "id": 0, "root": 3, "dt": 9, "matches": 1}, {"t": "unknown_kind", "x": 1}, BATCH],
           [{"t": "run", "ctx": 0, "kname": "k", "times": [1e-3], "min": 1e-3, "median": 1e-3, "flops": 1, "bytes": 2,
             "gflops": 0.5, "gbs": 1.0}, {"t": "end", "ts": 2.0}]]
   with tempfile.TemporaryDirectory() as d:
@@ -39,7 +54,7 @@ def base_trace() -> tuple[bytes, list[dict]]:
           w.write(r)
         w.flush()
     data = open(p, "rb").read()
-  return data, [r for b in recs for r in b if r["t"] != "unknown_kind"]
+  return data, [x for b in recs for r in b if r["t"] != "unknown_kind" for x in (BATCH_RECORDS if r is BATCH else [r])]
 
 
 def mutate(rng: random.Random, data: bytes) -> bytes:
@@ -64,7 +79,7 @@ def mutate(rng: random.Random, data: bytes) -> bytes:
 
 
 def random_case(rng: random.Random) -> bytes:
-  prefix = rng.choice([b"", MAGIC, HEADER.pack(MAGIC, 1, 0), HEADER.pack(MAGIC, 1, 0) + FRAME_MAGIC])
+  prefix = rng.choice([b"", MAGIC, HEADER.pack(MAGIC, 1, 0), HEADER.pack(MAGIC, 2, 0) + FRAME_MAGIC])
   return prefix + rng.randbytes(rng.randint(0, 200))
 
 

@@ -241,8 +241,8 @@ def test_deep_graph_is_recorded_sources_first(trace):
 
 def test_small_batches_and_compaction_write_the_same_trace(tmp_path, monkeypatch):
   paths = []
-  for name, batch_nodes, compact_at in (("big", recorder.BATCH_NODES, recorder.COMPACT_AT), ("small", 3, 2)):
-    monkeypatch.setattr(recorder, "BATCH_NODES", batch_nodes)
+  for name, batch_nodes, compact_at in (("big", recorder.BATCH_ROWS, recorder.COMPACT_AT), ("small", 3, 2)):
+    monkeypatch.setattr(recorder, "BATCH_ROWS", batch_nodes)
     monkeypatch.setattr(recorder, "COMPACT_AT", compact_at)
     paths.append(tmp_path / f"{name}.vztrace")
     recorder.enable(paths[-1], announce=False)
@@ -251,8 +251,18 @@ def test_small_batches_and_compaction_write_the_same_trace(tmp_path, monkeypatch
     _big_rewrite("b")
     _big_rewrite("a")
     recorder.disable()
+  sizes: list[tuple[int, int]] = []
+  expand = TraceReader._expand
+
+  def spy(self, batch):
+    out = expand(self, batch)
+    sizes.append((sum(r["t"] == "node" for r in out), sum(r["t"] == "match" for r in out)))
+    return out
+
+  monkeypatch.setattr(TraceReader, "_expand", spy)
   big, small = (_normalized(p) for p in paths)
   assert big == small and sum(r["t"] == "node" for r in big) > 100
+  assert max(max(n, m) for n, m in sizes[-len(sizes) // 2:]) <= 3  # the small run's batches (read last)
   frames = [TraceReader(p) for p in paths]
   for r in frames:
     list(r)
@@ -294,3 +304,30 @@ def test_rule_returning_a_non_uop_is_a_type_error_while_tracing(trace):
   recorder.disable()
   end = next(r for r in _records(trace) if r["t"] == "rw_end")
   assert "TypeError" in end["error"]
+
+
+def test_odd_values_in_records_are_coerced_one_record_at_a_time(trace):
+  np = pytest.importorskip("numpy")
+  recorder.record("run", kname="k", times=[float("inf"), 1.0], min=np.float32(0.5), median=float("nan"), flops=1,
+                  bytes=np.int64(4), gflops=0.0, gbs=0.0)
+  track_graph(_expr(2), "snapshot")
+  recorder.disable()
+  recs = _records(trace)
+  run = next(r for r in recs if r["t"] == "run")
+  assert (run["times"], run["min"], run["median"], run["bytes"]) == ([None, 1.0], 0.5, None, 4)
+  assert [r["t"] for r in recs if r["t"] in ("rw_begin", "rw_end")] == ["rw_begin", "rw_end"]
+
+
+@pytest.mark.parametrize("flush_at", [8, 1 << 40])
+def test_recording_thread_flushes_when_the_background_thread_does_not(tmp_path, monkeypatch, flush_at):
+  from compiler.trace import writer
+  monkeypatch.setattr(writer.TraceWriter, "_run", lambda self: None)  # no background flushes (a forked child)
+  monkeypatch.setattr(recorder, "FLUSH_AT", flush_at)
+  path = tmp_path / "t.vztrace"
+  recorder.enable(path, announce=False)
+  live = TraceReader(path)
+  _big_rewrite("c")
+  got = live.poll()
+  recorder.disable()
+  assert (len(got) > 0) == (flush_at == 8)
+  assert got == _records(path)[:len(got)]

@@ -436,6 +436,11 @@ def test_columns_round_trip():
     assert unpack_column(pack_column(values, kind).decode(), kind) == values
   with pytest.raises(OverflowError):
     pack_column([2**32])
+  for n in (5, 6, 7):
+    text = pack_column(list(range(n))).decode()
+    assert unpack_column(text, limit=6 if n < 7 else 7) == list(range(n))
+    with pytest.raises(ValueError, match="more than 4 values"):
+      unpack_column(text, limit=4)
   for bad in ("AAA", "AA!A", "AAAAAAA=", "\u00e9AAA", "AAAA\n"):  # padding, alphabet, 5 bytes, non-ASCII, whitespace
     with pytest.raises(ValueError):
       unpack_column(bad)
@@ -474,6 +479,7 @@ def test_batch_skips_unknown_records_inside():
   ({"recs": [SAMPLES["meta"], BATCH, SAMPLES["end"]]}, "record 1 is a 'batch' record"),
   ({"recs": [SAMPLES["meta"], 5, SAMPLES["end"]]}, "'recs' of 'batch' record must be list\\[dict\\]"),
   ({"strs": ["a", 1]}, "'strs' of 'batch' record must be list\\[str\\]"),
+  ({"op": pack_column([0] * (fmt.MAX_BATCH_ROWS + 1)).decode()}, "column 'op': more than"),
 ])
 def test_bad_batch_is_damage(change, reason):
   first = frame(rec_bytes(SAMPLES["meta"]))
@@ -677,3 +683,25 @@ def test_fuzz_records_through_writer(tmp_path_factory, t, fields):
 
 def test_format_constants():
   assert HEADER.size == 12 and FRAME_HEADER.size == 16 and fmt.VERSION[0] == 2 and fmt.READ_MAJORS == (1, 2)
+
+
+_ints = st.lists(st.integers(0, 6), max_size=6)
+_column = st.one_of(_ints.map(lambda v: pack_column(v).decode()), st.text(max_size=8),
+                    st.binary(max_size=9).map(lambda b: __import__("base64").b64encode(b).decode()))
+
+
+@settings(max_examples=400, derandomize=True, deadline=None, database=None)
+@given(st.fixed_dictionaries({k: _column for k in ("op", "dtype", "arg", "nsrc", "src", "rw", "pat", "before",
+                                                   "after", "dt", "at")}),
+       st.lists(st.sampled_from([SAMPLES["end"], SAMPLES["node"], {"t": "zzz"}, {"t": "node"}, BATCH]), max_size=3),
+       st.lists(st.text(max_size=3), max_size=4), st.integers(-2, 3))
+def test_fuzz_batch_contents(cols, recs, strs, first):
+  b = {"t": "batch", "id": first, "strs": strs, **cols, "recs": recs}
+  got, r = read_bytes(header(2) + frame(rec_bytes(SAMPLES["meta"], b)))  # only TraceFormatError may escape
+  if r.damaged:
+    assert got == [SAMPLES["meta"]] and "record 1 of frame 0: 'batch' record" in r.reason
+  else:
+    n, m = len(unpack_column(cols["op"])), len(unpack_column(cols["dt"], "i64s"))
+    known = sum(rec["t"] != "zzz" for rec in recs)
+    assert len(got) == 1 + n + m + known and [x for x in got if x["t"] != "node" and x["t"] != "match"] == \
+      [SAMPLES["meta"]] + [x for x in recs if x["t"] not in ("zzz", "node")]

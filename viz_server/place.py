@@ -21,6 +21,7 @@ VPAD = 4.0  # vertical clearance between a placed box and boxes of other rows
 BAND_STEP = 23.0 + LAYER_GAP  # distance of the bands added below the last one (one-line boxes)
 GAP_PENALTY = 30.0  # a gap between two bands counts as this much farther from the neighbours than a band
 RANK_PENALTY = 40.0  # per candidate row away from the preferred one
+MAX_PLACES = 8  # held places a node is placed next to (bounded: through shared users they would multiply)
 
 Box = tuple[float, float, float, int]  # (left, right, half height, id), rows sorted by left
 
@@ -188,14 +189,16 @@ def derive(base: Layout, rows: Rows, bands: Bands, new: list[int], removed: Iter
       if s in newset:
         users.setdefault(s, []).append(n)
   reserved: dict[int, tuple[float, float]] = {}
+  held_by: dict[int, int] = {}  # old id -> the new node holding its place (one each)
   for n in order:  # hold the old places, so that nodes placed earlier do not take them
     o = old_of.get(n)
-    if o is not None:
+    if o is not None and o not in held_by:
+      held_by[o] = n
       ox, oy = reserved[n] = base.pos[o]
       w, h = size(o)
       rows.add(n, ox, oy, w, h)
-  # per unpaired node, the held places it should stay above (its paired users', or those its unpaired users should
-  # stay above) and how many unpaired nodes chain below it before such a place: that many rows are left free
+  # per node, the held places it should stay above (its paired users', or those its unpaired users should stay
+  # above) and how many unpaired nodes chain below it before such a place: that many rows are left free for them
   goal: dict[int, tuple[float, int, list[tuple[float, float]]]] = {}  # n -> (y limit, depth, places)
   for n in reversed(order):
     lim, depth, places = float("inf"), 0, []
@@ -210,21 +213,29 @@ def derive(base: Layout, rows: Rows, bands: Bands, new: list[int], removed: Iter
           places.extend(uplaces)
           lim = min(lim, ulim)
           depth = max(depth, udepth + 1)
-    goal[n] = (lim, depth, places)
+    goal[n] = (lim, depth, list(dict.fromkeys(places))[:MAX_PLACES])
   bands = bands.copy()
   width, height = base.width, base.height
   for n in order:
     w, h = size(n)
     srcs = src(n)
     above = max((pos[s][1] for s in srcs), default=-1e9)
-    held = spot = reserved.pop(n, None)
+    held = reserved.pop(n, None)
     if held is not None:
-      rows.remove(n, held[0], held[1], size(old_of[n])[0])
-      if not (held[1] > above and rows.is_free(held[0], held[1], w, h)):
-        spot = None
-    if spot is None:
-      spot = _spot(w, h, srcs, above, goal[n], held, pos, rows, bands)
-    x, y = spot
+      o = old_of[n]
+      ow = size(o)[0]
+      if held[1] > above and size(o) == (w, h):  # its held box is its own: free of everything placed
+        pos[n], layer[n] = held, base.layer[o]
+        continue
+      rows.remove(n, held[0], held[1], ow)
+      if held[1] > above and rows.is_free(held[0], held[1], w, h):
+        pos[n], layer[n] = held, base.layer[o]
+        rows.add(n, held[0], held[1], w, h)
+        width, height = max(width, held[0] + w / 2), max(height, held[1] + h / 2)
+        continue
+    elif n in old_of:
+      held = base.pos[old_of[n]]  # another node holds that place: stay near it
+    x, y = spot = _spot(w, h, srcs, above, goal[n], held, pos, rows, bands)
     pos[n] = spot
     rows.add(n, x, y, w, h)
     layer[n] = bands.layer_at(y)
@@ -232,15 +243,11 @@ def derive(base: Layout, rows: Rows, bands: Bands, new: list[int], removed: Iter
   for d in order:
     od = old_of.get(d, d)
     pd = pos[d]
-    for s in srcs_unique(src(d)):
+    for s in dict.fromkeys(src(d)):  # a source used twice has one route
       ps = pos[s]
       pts = base.edges.get((old_of.get(s, s), od))
       edges[(s, d)] = pts if pts is not None and pts[0] == ps and pts[-1] == pd else (ps, pd)
   return pos, layer, edges, width, height, rows, bands
-
-
-def srcs_unique(src: tuple[int, ...]) -> Iterable[int]:
-  return dict.fromkeys(src)
 
 
 def _spot(w: float, h: float, srcs: tuple[int, ...], above: float, goal: tuple[float, int, list],

@@ -35,6 +35,8 @@ RECORD_LEN = struct.Struct("<I")
 MAX_RAW_LEN = 64 << 20
 MAX_PAYLOAD_LEN = MAX_RAW_LEN + (MAX_RAW_LEN >> 8) + 1024  # zlib's worst-case growth of incompressible data
 FRAME_TARGET = 1 << 20  # the writer starts a new frame once this many raw bytes are batched
+MAX_BATCH_ROWS = 1 << 20  # nodes, and matches, in one batch record (the recorder writes at most 1 << 17): expanded,
+                          # a batch makes a dict of each, so more counts as damage
 
 
 # Columns of compact records: a JSON string, the base64 of the values as little-endian u32 ("u32s") or i64 ("i64s").
@@ -50,8 +52,10 @@ def pack_column(values: list[int], kind: str = "u32s") -> bytes:
   return binascii.b2a_base64(a.tobytes(), newline=False)
 
 
-def unpack_column(text: str, kind: str = "u32s") -> list[int]:
-  """The ints of a column; ValueError if text is not one."""
+def unpack_column(text: str, kind: str = "u32s", limit: int | None = None) -> list[int]:
+  """The ints of a column; ValueError if text is not one, or holds more than `limit` values."""
+  if limit is not None and len(text) // 4 * 3 > (limit + 1) * array(COLUMN_TYPES[kind]).itemsize:
+    raise ValueError(f"more than {limit} values")
   try:
     raw = base64.b64decode(text, validate=True)
   except (binascii.Error, ValueError) as e:  # a non-ASCII str is a ValueError
@@ -60,6 +64,8 @@ def unpack_column(text: str, kind: str = "u32s") -> list[int]:
   if len(raw) % a.itemsize:
     raise ValueError(f"{len(raw)} bytes is not a whole number of {a.itemsize}-byte values")
   a.frombytes(raw)
+  if limit is not None and len(a) > limit:
+    raise ValueError(f"more than {limit} values")
   if _SWAP:
     a.byteswap()
   return a.tolist()

@@ -23,6 +23,7 @@ from compiler.trace.format import (
   FRAME_MAGIC,
   HEADER,
   MAGIC,
+  MAX_BATCH_ROWS,
   MAX_PAYLOAD_LEN,
   MAX_RAW_LEN,
   READ_MAJORS,
@@ -65,7 +66,7 @@ def _decode(s: str) -> Any:
 
 def _column(rec: dict, key: str, kind: str = "u32s") -> list[int]:
   try:
-    return unpack_column(rec[key], kind)
+    return unpack_column(rec[key], kind, None if key in ("src", "at") else MAX_BATCH_ROWS)
   except ValueError as e:
     raise _Damage(f"'batch' record: column {key!r}: {e}") from None
 

@@ -6,6 +6,7 @@ import atexit
 import contextlib
 import functools
 import getpass
+import itertools
 import os
 import platform
 import socket
@@ -31,11 +32,11 @@ def default_trace_path() -> Path:
 class _Buffer:
   """What the recorder wrote since the last flush: the writer's `Deferred` tail.
 
-  The recording thread only appends: a node row right after the walk that gave it its id (op, dtype and arg as
-  codes in the trace's string table, and its sources' ids), a match row (five ints), or another record (the dict,
-  and in `at` how many nodes and matches came before it). A flush, in whichever thread, under the writer's lock,
-  turns what was appended so far into `batch` records: columns, and the records with their positions, so a reader
-  restores the exact order. Only the recording thread removes drained rows (compact(), under the lock)."""
+  The recording thread only appends: a node's fields (op, dtype, arg, sources) when the walk gives it its id, a match
+  row (five ints), or another record (the dict, and in `at` how many nodes and matches came before it). A flush, in
+  whichever thread, under the writer's lock, turns what was appended so far into `batch` records: columns made in C
+  (texts through the trace's string table, sources through the node ids), and the records with their positions, so
+  a reader restores the exact order. Only the recording thread removes drained rows (compact(), under the lock)."""
 
   def __init__(self, ids: dict, lock: Any) -> None:
     from compiler.trace.format import pack_column
@@ -54,24 +55,47 @@ class _Buffer:
     self.dtype_ids: dict[int, int] = {}
     self.arg_ids: dict[int, int] = {}
     self.arg_values: dict[Any, int] = {}  # (types, arg) -> code: equal args that are different objects
-    self.rows: list[int] = []  # op, dtype, arg, nsrc per node (extended at once, after its sources' ids in src)
-    self.src: list[int] = []
+    self.rows: list[Any] = []  # op, dtype, arg, sources (the tuple) per node, extended at once
     self.matches: list[int] = []  # rw, pat, before, after, dt per match
     self.recs: list[dict] = []
     self.at: list[int] = []  # per record: the nodes and matches before it (positions in the lists above)
-    self.n_done = self.s_done = self.m_done = self.r_done = self.t_done = 0  # drained prefixes (t: strs)
+    self.n_done = self.m_done = self.r_done = self.t_done = 0  # drained prefixes (t: strs)
     self.next_id = 0  # id of the next node to drain
 
   # ---- the recording thread
-  def codes(self, x: UOp) -> tuple[int, int, int, int]:
-    """x's row, adding what is new to the string table."""
-    d = self.dtype_ids.get(id(x.dtype))
-    if d is None:
-      d = self.dtype_ids[id(x.dtype)] = self._code(str(x.dtype))
-    a = self.arg_ids.get(id(x.arg))
-    if a is None:
-      a = self.arg_ids[id(x.arg)] = self._arg_code(x.arg)
-    return x.op, d, a, len(x.src)
+  def compact(self) -> None:
+    """Drop the drained rows (outside a node walk; in place, since the recorder holds the appenders). Only when every
+    record is drained: the positions of one still queued count from the start of the lists."""
+    with self.lock:
+      if 2 * self.r_done != len(self.at):
+        return
+      del self.rows[:4 * self.n_done]
+      del self.matches[:5 * self.m_done]
+      del self.recs[:]
+      del self.at[:]
+      self.n_done = self.m_done = self.r_done = 0
+
+  # ---- a flush (under the lock)
+  @staticmethod
+  def _codes(objs: list, by_id: dict[int, int], text: Callable[[Any], int]) -> list[int]:
+    """The codes of objs: looked up by object id in C; text(o) for the objects not seen before."""
+    out = list(map(by_id.get, map(id, objs), itertools.repeat(-1)))
+    new = out.count(-1)
+    if new * 8 > len(out):  # many (a first batch): each distinct object once (deduplicated in C), then all again
+      for k, o in dict(zip(map(id, objs), objs)).items():
+        if k not in by_id:
+          by_id[k] = text(o)
+      return list(map(by_id.__getitem__, map(id, objs)))
+    i = -1
+    for _ in range(new):  # a few: found by searches in C
+      i = out.index(-1, i + 1)
+      o = objs[i]
+      c = by_id.get(id(o))  # seen earlier in objs
+      out[i] = by_id[id(o)] = text(o) if c is None else c
+    return out
+
+  def _dtype_code(self, dtype: Any) -> int:
+    return self._code(str(dtype))
 
   def _code(self, s: str) -> int:
     c = self.str_codes.get(s)
@@ -96,87 +120,88 @@ class _Buffer:
         self.arg_values[key] = c
     return c
 
-  def compact(self) -> None:
-    """Drop the drained rows (outside a node walk; in place, since the recorder holds the appenders). Only when every
-    record is drained: the positions of one still queued count from the start of the lists."""
-    with self.lock:
-      if 2 * self.r_done != len(self.at):
-        return
-      del self.rows[:4 * self.n_done]
-      del self.src[:self.s_done]
-      del self.matches[:5 * self.m_done]
-      del self.recs[:]
-      del self.at[:]
-      self.n_done = self.s_done = self.m_done = self.r_done = 0
-
-  # ---- a flush
   def drain(self) -> list[bytes]:
-    # records, then matches, then nodes, then strings: what a row needs was appended before the row is counted
+    # records, then matches, then nodes: what a row needs was appended before the row is counted
     r = len(self.at) // 2
     m = len(self.matches) // 5
     k = len(self.rows) // 4
-    t = len(self.strs)
     out = []
     while self.r_done < r or self.n_done < k or self.m_done < m:
-      out.append(self._batch(r, m, k, t))
+      out.append(self._batch(r, m, k))
     return out
 
-  def _batch(self, r: int, m: int, k: int, t: int) -> bytes:
-    """One batch record from the drained prefixes on: at most BATCH_NODES nodes and about BATCH_BYTES of records,
-    cut after a record where it can be."""
+  def _all_recs(self, ra: int, r: int) -> list[bytes] | None:
+    """recs[ra:r] encoded in one go (the usual case), or None if one of them needs encode_record's fallbacks or they
+    are too big for one batch."""
+    try:
+      text = self.json(self.recs[ra:r])
+    except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
+      return None
+    return [text[1:-1]] if len(text) <= BATCH_BYTES else None
+
+  def _batch(self, r: int, m: int, k: int) -> bytes:
+    """One batch record from the drained prefixes on: at most BATCH_ROWS nodes, BATCH_ROWS matches and about
+    BATCH_BYTES of records, cut after a record where it can be."""
     na, ma, ra = self.n_done, self.m_done, self.r_done
-    at, recs = self.at, self.recs
-    parts: list[bytes] = []  # records encoded one by one: one that cannot be encoded is replaced alone
-    rb, size = ra, 0
-    while rb < r and at[2 * rb] - na <= BATCH_NODES and size <= BATCH_BYTES:
-      parts.append(self.record_bytes(recs[rb]))
-      size += len(parts[-1])
-      rb += 1
-    if rb == r and k - na <= BATCH_NODES:
+    at, recs, cap = self.at, self.recs, BATCH_ROWS
+
+    def fits(j: int) -> bool:  # records ra..j-1 and the rows before them
+      return at[2 * j - 2] - na <= cap and at[2 * j - 1] - ma <= cap
+
+    rb, parts = ra, self._all_recs(ra, r) if r > ra and fits(r) else None
+    if parts is not None:
+      rb = r
+    else:  # one by one: a record that cannot be encoded is replaced alone, and a big batch is cut
+      parts, size = [], 0
+      while rb < r and fits(rb + 1) and size <= BATCH_BYTES:
+        parts.append(self.record_bytes(recs[rb]))
+        size += len(parts[-1])
+        rb += 1
+    if rb == r and k - na <= cap and m - ma <= cap:
       nb, mb = k, m  # everything, with the rows after the last record
     elif rb > ra:
       nb, mb = at[2 * rb - 2], at[2 * rb - 1]  # up to the last record that fits
-    else:
-      nb, mb = na + BATCH_NODES, ma  # the nodes before one record are too many: a part of them, no matches yet
-    pack, sa = self.pack, self.s_done
+    else:  # the rows before the next record (or all there are) are too many: a part of them
+      nb, mb = (at[2 * ra], at[2 * ra + 1]) if ra < r else (k, m)
+      # nodes first (no matches yet); once they fit, matches: each names nodes made before it, all in this batch
+      nb, mb = (na + cap, ma) if nb - na > cap else (nb, min(mb, ma + cap))
+    pack = self.pack
     nodes = self.rows[4 * na:4 * nb]
-    nsrc = nodes[3::4]
-    sb = sa + sum(nsrc)
+    srcs = nodes[3::4]
     rows = self.matches[5 * ma:5 * mb]
-    cols = (("op", nodes[0::4]), ("dtype", nodes[1::4]), ("arg", nodes[2::4]), ("nsrc", nsrc),
-            ("src", self.src[sa:sb]), ("rw", rows[0::5]), ("pat", rows[1::5]), ("before", rows[2::5]),
+    # the sources' ids are looked up here, in C: a node's sources have ids before it is appended
+    cols = (("op", nodes[0::4]), ("dtype", self._codes(nodes[1::4], self.dtype_ids, self._dtype_code)),
+            ("arg", self._codes(nodes[2::4], self.arg_ids, self._arg_code)), ("nsrc", list(map(len, srcs))),
+            ("src", list(map(self.ids.__getitem__, itertools.chain.from_iterable(srcs)))),
+            ("rw", rows[0::5]), ("pat", rows[1::5]), ("before", rows[2::5]),
             ("after", rows[3::5]), ("at", [x - (ma if i & 1 else na) for i, x in enumerate(at[2 * ra:2 * rb])]))
     # spliced by hand: base64 needs no escaping, and json would scan every character of it
-    data = (b'{"t":"batch","id":%d,"strs":%s' % (self.next_id, self.json(self.strs[self.t_done:t])) +
+    data = (b'{"t":"batch","id":%d,"strs":%s' % (self.next_id, self.json(self.strs[self.t_done:])) +
             b"".join(b',"%s":"%s"' % (name.encode(), pack(v)) for name, v in cols) +
             b',"dt":"%s","recs":[%s]}' % (pack(rows[4::5], "i64s"), b",".join(parts)))
-    self.t_done = t  # every string is in the first batch of a drain: a later one can only use it
+    self.t_done = len(self.strs)
     self.next_id += nb - na
-    self.n_done, self.s_done, self.m_done, self.r_done = nb, sb, mb, rb
+    self.n_done, self.m_done, self.r_done = nb, mb, rb
     return data
 
 
-BATCH_NODES = 1 << 17  # per batch record at most; with BATCH_BYTES (+ one record) it stays far below the frame limit
+BATCH_ROWS = 1 << 17  # nodes, and matches, per batch at most; with BATCH_BYTES (+ a record) far below the frame limit
 BATCH_BYTES = 16 << 20
 COMPACT_AT = 1 << 16  # drained rows kept before the recording thread drops them
+FLUSH_AT = 1 << 22  # node and match fields (4 a node, 5 a match) queued before the recording thread flushes itself
 
 
-def _visit(x: UOp, ids: dict, b: _Buffer) -> None:
-  """Give x and the nodes below it without an id an id, sources first, and append their rows to b. Recursion: about
-  twice as fast as an explicit stack, and this runs for every new node (a module function, not a closure: a closure
-  that calls itself is a reference cycle, which would keep the ids, and so every UOp, alive until the next full GC).
-  The row is made here, while the node is in the CPU's cache."""
+def _visit(x: UOp, ids: dict, add: Callable[[tuple], None]) -> None:
+  """Give x and the nodes below it without an id an id, sources first, and add their fields (`_Buffer.rows.extend`).
+  Recursion: about twice as fast as an explicit stack, and this runs for every new node (a module function, not a
+  closure: a closure that calls itself is a reference cycle, which would keep the ids, and so every UOp, alive until
+  the next full GC)."""
   src = x.src
   for s in src:
     if s not in ids:
-      _visit(s, ids, b)
-  try:
-    row = (x.op, b.dtype_ids[id(x.dtype)], b.arg_ids[id(x.arg)], len(src))
-  except KeyError:
-    row = b.codes(x)
-  b.src.extend(map(ids.__getitem__, src))
+      _visit(s, ids, add)
   ids[x] = len(ids)
-  b.rows.extend(row)
+  add((x.op, x.dtype, x.arg, src))
 
 
 class Recorder:
@@ -192,7 +217,7 @@ class Recorder:
     self.node_ids: dict[UOp, int] = {}
     self.pattern_ids: dict[Any, int] = {}
     self._buf = self.writer.tail = _Buffer(self.node_ids, self.writer.lock)
-    self._matches = self._buf.matches
+    self._add, self._matches = self._buf.rows.extend, self._buf.matches
     self.ctx_stack: list[int] = [0]
     self.next_ctx = 1
     self.next_rw = 0
@@ -204,11 +229,13 @@ class Recorder:
 
   def _w(self, rec: dict) -> None:
     """Queue a record after the nodes and matches recorded so far."""
-    if self.writer.closed:
+    if self.closed:
       raise ValueError("write to a closed Recorder")
     b = self._buf
     if b.n_done > COMPACT_AT or b.m_done > COMPACT_AT:
       b.compact()
+    elif len(b.rows) + len(b.matches) > FLUSH_AT:  # the background thread is not keeping up (or gone: a fork)
+      self.writer.flush()
     b.recs.append(rec)
     b.at.extend((len(b.rows) // 4, len(b.matches) // 5))
 
@@ -219,9 +246,9 @@ class Recorder:
     nid = ids.get(u)
     if nid is not None:
       return nid
-    b = self._buf
+    add = self._add
     try:
-      _visit(u, ids, b)
+      _visit(u, ids, add)
     except RecursionError:  # a deep graph: what was visited has ids (sources first); finish with a stack
       stack = [u]
       while stack:
@@ -232,10 +259,8 @@ class Recorder:
         else:
           stack.pop()
           if x not in ids:  # reached twice through a diamond
-            row = b.codes(x)
-            b.src.extend(map(ids.__getitem__, x.src))
             ids[x] = len(ids)
-            b.rows.extend(row)
+            add((x.op, x.dtype, x.arg, x.src))
     return ids[u]
 
   def pattern_id(self, rule: Any) -> int:
@@ -313,9 +338,9 @@ class Recorder:
   def close(self) -> None:
     if self.closed:
       return
-    self.closed = True
     self._w({"t": "ctx_end", "id": 0, "ts": time.time()})
     self._w({"t": "end", "ts": time.time()})
+    self.closed = True
     self.writer.close()
 
 

@@ -76,7 +76,8 @@ _encode = _make_encoder()
 
 
 def encode_json(obj: Any) -> bytes:
-  """Compact ASCII JSON of a value made of str/int/list/dict only (no fallbacks)."""
+  """Compact ASCII JSON of obj; raises ValueError for a non-finite float, RecursionError for a cycle (encode_record
+  has the fallbacks)."""
   return _encode(obj).encode("ascii")
 
 
@@ -179,19 +180,16 @@ class TraceWriter:
     """Encode every queued record into frames and hand them to the OS."""
     with self._lock:
       self._last = time.monotonic()
-      tail = self.tail  # before the batch: a tail sealed meanwhile is then in the batch, ahead of what follows it
       b = self._batch
       n = len(b)  # records appended meanwhile (by another thread) stay queued for the next flush
-      if (n == 0 and tail is None) or self._f.closed:
-        return
       recs = b[:n]
       del b[:n]
-      if os.getpid() != self._pid:
-        return  # a forked child must not interleave frames into its parent's file
+      if self.tail is not None:
+        recs.extend(self.tail.drain())
+      if not recs or self._f.closed or os.getpid() != self._pid:
+        return  # (a forked child drops what it wrote: it must not interleave frames into its parent's file)
       parts: list[bytes] = []
       size = count = 0
-      if tail is not None:
-        recs.extend(tail.drain())
       for rec in recs:
         data = rec if type(rec) is bytes else encode_record(rec)
         if len(data) + RECORD_LEN.size > MAX_RAW_LEN:
