@@ -4,17 +4,26 @@ per step (what a viewer without deltas sends) vs /delta vs /delta?compact=1, col
 to back, layouts computed on demand), cold without the background prefetch, paced like a held arrow key, and warm.
 Traces: ~1000 steps on a ~500-node graph (sorting sums by a bench-local matcher), the `symbolic` simplifier on a SINK
 of index expressions, and the project's workloads. With --repeat R every pass runs R times; the table shows the
-median and, for p95, the range. Prints tables; run from the repo root."""
+median and, for p95, the range. (3) live latency: `python -m viz_server DIR` in its own process, a writer thread
+flushing a trace in DIR at known (jittered) times, a socket.io client (websocket) noting when each record's event
+arrives: flush -> event p50/p95/max, idle and while another client steps through a big rewrite (the goal: 250 ms).
+Prints tables; run from the repo root."""
 from __future__ import annotations
 
 import argparse
 import gc
+import json
+import os
 import random
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
+import urllib.request
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,9 +34,15 @@ from compiler.rewrite import PatternMatcher, UPat, graph_rewrite  # noqa: E402
 from compiler.symbolic import symbolic  # noqa: E402
 from compiler.trace import recorder  # noqa: E402
 from compiler.trace.reader import TraceReader  # noqa: E402
+from compiler.trace.writer import TraceWriter  # noqa: E402
 from compiler.uop import Ops, UOp  # noqa: E402
 from viz_server.app import create_app  # noqa: E402
 from viz_server.store import TraceStore  # noqa: E402
+
+try:
+  import socketio  # python-socketio, the test suite's client; only the live part needs it
+except ImportError:
+  socketio = None
 
 
 def _count_matches() -> list[int]:
@@ -232,6 +247,130 @@ def bench_steps(name: str, path: Path, steps: int, pace: float, full_steps: int,
           f"{r['kb'] / r0['kb']:15.3f}{lay:>22s}")
 
 
+LIVE_GOAL_MS = 250.0  # new records must reach the clients within this of being flushed
+
+
+def _get_json(url: str, timeout: float = 10) -> Any:
+  with urllib.request.urlopen(url, timeout=timeout) as r:
+    return json.loads(r.read())
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def _start_viewer(d: Path) -> tuple[subprocess.Popen, str]:
+  """The viewer as users run it: its own process, watching directory d."""
+  port = _free_port()
+  root = Path(__file__).resolve().parents[1]
+  env = {k: v for k, v in os.environ.items() if not k.startswith("VIZ")}
+  env.update(VIZ="0", PYTHONPATH=str(root))
+  proc = subprocess.Popen([sys.executable, "-m", "viz_server", str(d), "--port", str(port), "--host", "127.0.0.1"],
+                          cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  url = f"http://127.0.0.1:{port}"
+  deadline = time.monotonic() + 30
+  while True:
+    try:
+      _get_json(url + "/api/ping", timeout=1)
+      return proc, url
+    except OSError:
+      if proc.poll() is not None or time.monotonic() > deadline:
+        proc.kill()
+        raise RuntimeError("the viewer did not start") from None
+      time.sleep(0.05)
+
+
+def _stepper(url: str, name: str, stop: threading.Event, served: list[int]) -> None:
+  """Another client stepping through the largest rewrite of trace `name`, full graphs, cold layouts, back to back."""
+  tid = next(t["id"] for t in _get_json(url + "/api/traces") if t["name"] == name)
+  ctxs = _get_json(f"{url}/api/traces/{tid}/contexts")
+  rw = max((r for c in ctxs for r in c["rewrites"]), key=lambda r: r["matches"])
+  k = 0
+  while not stop.is_set():
+    _get_json(f"{url}/api/traces/{tid}/rewrites/{rw['id']}/graph?step={k}", timeout=60)
+    served[0] += 1
+    k = (k + 1) % (rw["matches"] + 1)
+
+
+def _live_pass(flushes: int, interval: float, busy: Path | None) -> dict:
+  """Latencies (ms) from the writer's flush returning to the client getting the `context` and `run` events."""
+  with tempfile.TemporaryDirectory() as d:
+    tmp = Path(d)
+    if busy is not None:
+      (tmp / busy.name).write_bytes(busy.read_bytes())
+    proc, url = _start_viewer(tmp)
+    arrived: dict[tuple[str, str], float] = {}
+    sio = socketio.Client()
+    sio.on("context", lambda x: x["context"]["ended"] or arrived.setdefault(("context", x["context"]["name"]),
+                                                                             time.monotonic()))
+    sio.on("run", lambda x: arrived.setdefault(("run", x["run"]["kname"]), time.monotonic()))
+    stop = threading.Event()
+    stepper, served = None, [0]
+    try:
+      sio.connect(url, transports=["websocket"])
+      sio.call("subscribe", {"trace": None}, timeout=10)
+      if busy is not None:
+        stepper = threading.Thread(target=_stepper, args=(url, busy.name, stop, served), daemon=True)
+        stepper.start()
+      path = tmp / "live.vztrace"
+      w = TraceWriter(path, validate=True)  # no background thread: a record reaches the file exactly at flush()
+      w.write({"t": "meta", "version": 2, "argv": ["bench"], "host": socket.gethostname(), "pid": os.getpid(),
+               "python": sys.version.split()[0], "started": time.time(), "cwd": d})
+      w.write({"t": "ctx_begin", "id": 0, "parent": None, "name": "default", "kind": "default", "ts": time.time()})
+      w.flush()
+      deadline = time.monotonic() + 10  # the directory scan finds the file; measure only records after that
+      while not any(t["name"] == path.name for t in _get_json(url + "/api/traces")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+      rng = random.Random(0)
+      flushed = {}
+      for i in range(flushes):
+        time.sleep(interval * rng.uniform(0.5, 1.5))  # jitter: flushes fall anywhere in the store's poll cycle
+        name = f"k{i}"
+        w.write({"t": "ctx_begin", "id": i + 1, "parent": 0, "name": name, "kind": "kernel", "ts": time.time()})
+        w.write({"t": "run", "ctx": i + 1, "kname": name, "times": [1e-6], "min": 1e-6, "median": 1e-6, "flops": 1,
+                 "bytes": 8, "gflops": 1e-3, "gbs": 8e-3})
+        w.write({"t": "ctx_end", "id": i + 1, "ts": time.time()})
+        w.flush()
+        flushed[name] = time.monotonic()
+      w.write({"t": "ctx_end", "id": 0, "ts": time.time()})
+      w.write({"t": "end", "ts": time.time()})
+      w.close()
+      deadline = time.monotonic() + 5
+      while len(arrived) < 2 * flushes and time.monotonic() < deadline:
+        time.sleep(0.05)
+    finally:
+      stop.set()
+      if stepper is not None:  # let its request in flight finish before the server goes
+        stepper.join(60)
+      sio.disconnect()
+      proc.terminate()
+      proc.wait(10)
+  out: dict[str, Any] = {"served": served[0]}
+  for ev in ("context", "run"):
+    lat = [(arrived[(ev, k)] - t) * 1000 for k, t in flushed.items() if (ev, k) in arrived]
+    out[ev] = {"n": len(lat), "missing": len(flushed) - len(lat), "p50": pct(lat, 0.5), "p95": pct(lat, 0.95),
+               "max": max(lat), "over": sum(x > LIVE_GOAL_MS for x in lat)}
+  return out
+
+
+def bench_live(flushes: int, interval: float, busy: Path | None, busy_name: str) -> None:
+  rows = [("idle viewer", _live_pass(flushes, interval, None))]
+  if busy is not None:
+    rows.append((f"while a client pulls {{}} graphs of {busy_name}", _live_pass(flushes, interval, busy)))
+  print(f"\n== live latency: {flushes} flushes ~{interval * 1000:.0f} ms apart, flush returned -> socket.io event "
+        f"received (websocket; goal {LIVE_GOAL_MS:.0f} ms)")
+  print(f"{'viewer':52s}{'event':>9s}{'got':>6s}{'missing':>9s}{'p50 ms':>9s}{'p95 ms':>9s}{'max ms':>9s}"
+        f"{f'> {LIVE_GOAL_MS:.0f} ms':>10s}")
+  for label, got in rows:
+    label = label.format(got["served"])
+    for ev in ("context", "run"):
+      r = got[ev]
+      print(f"{label:52s}{ev:>9s}{r['n']:6d}{r['missing']:9d}{r['p50']:9.1f}{r['p95']:9.1f}{r['max']:9.1f}"
+            f"{r['over']:10d}")
+
+
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__)
   ap.add_argument("--matches", type=int, default=100_000, help="matches in the indexing trace")
@@ -241,12 +380,14 @@ def main() -> None:
   ap.add_argument("--pace", type=float, default=0.05, help="seconds between paced steps")
   ap.add_argument("--scale", type=float, default=0.25, help="workload size for the workloads trace")
   ap.add_argument("--repeat", type=int, default=1, help="passes per mode (the table shows medians)")
-  ap.add_argument("--only", default="index,sort,symbolic,workloads",
-                  help="comma-separated parts to run: index, sort, symbolic, workloads")
-  ap.add_argument("--quick", action="store_true", help="20k matches, 40 expressions, 150 steps")
+  ap.add_argument("--flushes", type=int, default=200, help="flushes timed by the live latency part")
+  ap.add_argument("--flush-interval", type=float, default=0.1, help="mean seconds between two of those flushes")
+  ap.add_argument("--only", default="index,sort,symbolic,workloads,live",
+                  help="comma-separated parts to run: index, sort, symbolic, workloads, live")
+  ap.add_argument("--quick", action="store_true", help="20k matches, 40 expressions, 150 steps, 50 live flushes")
   args = ap.parse_args()
   if args.quick:
-    args.matches, args.exprs, args.steps, args.full_steps = 20_000, 40, 150, 50
+    args.matches, args.exprs, args.steps, args.full_steps, args.flushes = 20_000, 40, 150, 50, 50
   only = set(args.only.split(","))
   with tempfile.TemporaryDirectory() as d:
     tmp = Path(d)
@@ -264,6 +405,12 @@ def main() -> None:
     if "workloads" in only and workloads_trace(tmp / "workloads.vztrace", args.scale):
       bench_steps(f"the workloads (scale {args.scale})", tmp / "workloads.vztrace", args.steps, args.pace,
                   args.full_steps, args.repeat)
+    if "live" in only and socketio is None:
+      print("(live latency skipped: python-socketio[client] is not installed; pip install -e .[dev])")
+    elif "live" in only:
+      busy = tmp / "busy.vztrace"
+      sort_trace(busy)
+      bench_live(args.flushes, args.flush_interval, busy, "`sort sums`")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,19 @@
 """UI speed in the real browser (Debian's chromium via Playwright) against a viz_server subprocess.
 
-Measures: time to the first painted graph after page load, a step change on a ~2,000-node graph (with the server's
-/delta answer already in the browser, as after the page's prefetch, and end to end), and the first render of a
-~5,000-node graph (server answer and drawing separately). Prints each figure and its ratio to the budget of the
-"Browser UI" issue (50 ms per step, 1 s per first render; ratio < 1 is within budget).
+Measures, against the budgets of the "Browser UI" issue (50 ms per step, 1 s per first render):
+- time from navigation to the first painted graph on the compiler's trace of the five bench workloads (recorded by
+  running examples/demo.py with VIZ=-1): the page's default view and the trace's largest graph (deep-linked), each on
+  a fresh server (nothing parsed or laid out yet) and on a server that has laid it out already; every load in a
+  fresh browser context (no HTTP or API cache). A synthetic ~2,000-node graph as an extra row;
+- a step change on a ~2,000-node graph, with the server's /delta answer already in the browser (as after the page's
+  prefetch), and end to end;
+- the first render of a ~5,000-node graph: cold (a graph the server never laid out: server layout + transfer +
+  draw) and warm (the server's layout cached, the browser's not), each split into the server answer and the
+  model + draw + paint.
+Each row gives the number of samples, their min and median (ms), the budget, and the ratio of the median to the
+budget (< 1 is within budget).
 
-  python bench/bench_ui.py [--quick]
+  python bench/bench_ui.py [--quick] [--repeat N] [--scale S]
 """
 from __future__ import annotations
 
@@ -30,9 +38,12 @@ from compiler.trace import recorder  # noqa: E402
 from compiler.uop import AxisType, KernelInfo, Ops, UOp  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
-SETTLE_S = 3.0
+# pause before each first-render measurement, so that layouts the server computes in the background (the steps a user
+# stepping on would reach next) do not share the CPU with it
+SETTLE_S = 2.0
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
+VIEWPORT = {"width": 1400, "height": 900}
 
 
 def drop_mul_one(x):
@@ -56,14 +67,22 @@ def big_kernel(n_nodes: int, name: str) -> UOp:
   return UOp.sink(out.index(r).store(leaves[0]), arg=KernelInfo(name=name))
 
 
-def write_trace(path: Path, sizes: list[int]) -> None:
+def write_trace(path: Path, kernels: list[tuple[str, int]]) -> None:
+  """One kernel context per (name, size), each with one rewrite of a graph of about `size` nodes."""
   recorder.enable(path, announce=False)
   try:
-    for n in sizes:
-      with recorder.trace_context(f"big_{n}", kind="kernel"):
-        graph_rewrite(big_kernel(n, f"big_{n}"), bench_pm, name=f"drop *1 ({n})")
+    for name, n in kernels:
+      with recorder.trace_context(name, kind="kernel"):
+        graph_rewrite(big_kernel(n, name), bench_pm, name=f"drop *1 ({n})")
   finally:
     recorder.disable()
+
+
+def record_workloads(path: Path, scale: float) -> None:
+  """The compiler's own trace of the five bench workloads: examples/demo.py run with VIZ=-1 (record, no viewer)."""
+  env = {**os.environ, "VIZ": "-1", "VIZ_TRACE": str(path), "PYTHONPATH": str(ROOT)}
+  subprocess.run([sys.executable, str(ROOT / "examples" / "demo.py"), "--scale", str(scale)], cwd=ROOT, env=env,
+                 check=True, capture_output=True)
 
 
 def get_json(url: str):
@@ -76,7 +95,7 @@ def start_server(trace: Path, log: Path) -> tuple[subprocess.Popen, str]:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
   proc = subprocess.Popen([sys.executable, "-m", "viz_server", str(trace), "--port", str(port), "--host", "127.0.0.1"],
-                          cwd=ROOT, stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                          cwd=ROOT, stdout=open(log, "a"), stderr=subprocess.STDOUT,
                           env={**os.environ, "VIZ": "0", "PYTHONPATH": str(ROOT)})
   url = f"http://127.0.0.1:{port}"
   deadline = time.time() + 60
@@ -88,6 +107,53 @@ def start_server(trace: Path, log: Path) -> tuple[subprocess.Popen, str]:
       if proc.poll() is not None or time.time() > deadline:
         raise RuntimeError(f"viz_server did not start: {log.read_text()[-2000:]}") from None
       time.sleep(0.1)
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+  proc.terminate()
+  try:
+    proc.wait(10)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    proc.wait()
+
+
+FIRST_PAINTED = "() => window.__viz && window.__viz.perf.firstGraphMs !== null"
+
+
+def wait_first_graph(page) -> None:
+  """Wait for the first painted graph; on a timeout, say what the page reported (errors, the empty-graph message)."""
+  errors: list[str] = []
+  page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+  page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
+  try:
+    page.wait_for_function(FIRST_PAINTED, timeout=60_000)
+  except Exception as e:
+    shown = page.evaluate("() => (document.querySelector('#graph-empty') || {}).textContent || ''")
+    raise RuntimeError(f"no graph painted at {page.url}: {shown!r} {errors}") from e
+
+
+def first_graph(browser, url: str) -> tuple[float, int]:
+  """Load the page in a fresh browser context: (ms from navigation start to the first painted graph, its nodes)."""
+  ctx = browser.new_context(viewport=VIEWPORT)
+  try:
+    page = ctx.new_page()
+    page.goto(url)
+    wait_first_graph(page)
+    return page.evaluate("() => [window.__viz.perf.firstGraphMs, window.__viz.graph.nodes.size]")
+  finally:
+    ctx.close()
+
+
+def largest_graph(url: str, tid: int) -> tuple[int, int, int]:
+  """(context, rewrite, nodes) of the trace's largest step-0 graph, by asking the server for each one."""
+  best = (0, 0, -1)
+  for c in get_json(f"{url}/api/traces/{tid}/contexts"):
+    for r in c["rewrites"]:
+      n = len(get_json(f"{url}/api/traces/{tid}/rewrites/{r['id']}/graph?step=0")["nodes"])
+      if n > best[2]:
+        best = (c["id"], r["id"], n)
+  return best
 
 
 # after the graph for `want` is on screen, wait for the frame that paints it (rAF, then a task)
@@ -111,81 +177,138 @@ OPEN_RW = """async ([ctx, rw]) => {
           nodes: window.__viz.graph.nodes.size};
 }"""
 
+Row = tuple[str, list[float], float]  # measure, samples (ms), budget (ms)
+
+
+def bench_workloads(browser, tmp: Path, scale: float, repeat: int) -> list[Row]:
+  """First painted graph after page load on the workloads' trace, on a fresh server and on one that laid it out."""
+  trace = tmp / "workloads.vztrace"
+  record_workloads(trace, scale)
+  log = tmp / "server-workloads.log"
+  proc, url = start_server(trace, log)
+  try:
+    tid = get_json(url + "/api/traces")[0]["id"]
+    # finding the largest graph lays out every step-0 graph: this server is now the warm one
+    cbig, rbig, _ = largest_graph(url, tid)
+    big_link = f"{url}/#t={tid}&c={cbig}&r={rbig}&s=0"
+    warm_default = [first_graph(browser, url + "/") for _ in range(repeat)]
+    warm_big = [first_graph(browser, big_link) for _ in range(repeat)]
+  finally:
+    stop_server(proc)
+  cold_default, cold_big = [], []
+  for _ in range(repeat):
+    for out, link in ((cold_default, "/"), (cold_big, f"/#t={tid}&c={cbig}&r={rbig}&s=0")):
+      # a fresh server for each load: the trace is listed (the server answered /api/traces) but nothing else is read
+      # or laid out yet
+      proc, url = start_server(trace, log)
+      try:
+        out.append(first_graph(browser, url + link))
+      finally:
+        stop_server(proc)
+  nd, nb = cold_default[0][1], cold_big[0][1]
+  return [
+    (f"first graph after page load, workloads trace, default view ({nd} nodes), fresh server",
+     [ms for ms, _ in cold_default], 1000.0),
+    (f"first graph after page load, workloads trace, default view ({nd} nodes), server warm",
+     [ms for ms, _ in warm_default], 1000.0),
+    (f"first graph after page load, workloads trace, largest graph ({nb} nodes), fresh server",
+     [ms for ms, _ in cold_big], 1000.0),
+    (f"first graph after page load, workloads trace, largest graph ({nb} nodes), server warm",
+     [ms for ms, _ in warm_big], 1000.0),
+  ]
+
+
+def bench_synthetic(browser, tmp: Path, repeat: int, reps: int) -> list[Row]:
+  """A synthetic 2,000-node graph: first graph after page load, step changes; and first renders of 5,000 nodes."""
+  trace = tmp / "synthetic.vztrace"
+  cold_names = [f"big_5000_cold{i}" for i in range(repeat)]
+  write_trace(trace, [("big_2000", 2000), ("big_5000", 5000)] + [(n, 5000) for n in cold_names])
+  proc, url = start_server(trace, tmp / "server-synthetic.log")
+  rows: list[Row] = []
+  try:
+    tid = get_json(url + "/api/traces")[0]["id"]
+    ctxs = get_json(f"{url}/api/traces/{tid}/contexts")
+    rw = {c["name"]: (c["id"], c["rewrites"][0]["id"]) for c in ctxs if c["rewrites"]}
+    (c2, r2), (c5, r5) = rw["big_2000"], rw["big_5000"]
+    n_steps = len(get_json(f"{url}/api/traces/{tid}/rewrites/{r2}")["steps"])
+    g2 = get_json(f"{url}/api/traces/{tid}/rewrites/{r2}/graph?step=0")
+    get_json(f"{url}/api/traces/{tid}/rewrites/{r5}/graph?step=0")  # the warm 5,000-node graph: laid out now
+    n2 = len(g2["nodes"])
+    # 1. first graph after page load (the 2,000-node rewrite, deep-linked; its layout cached)
+    firsts = [first_graph(browser, f"{url}/#t={tid}&c={c2}&r={r2}&s=0")[0] for _ in range(repeat)]
+    rows.append((f"first graph after page load, synthetic {n2}-node graph, server warm", firsts, 1000.0))
+    page = browser.new_context(viewport=VIEWPORT).new_page()
+    page.goto(f"{url}/#t={tid}&c={c2}&r={r2}&s=0")
+    wait_first_graph(page)
+    # 2. step changes on the 2,000-node graph: with the server's answer already in the browser (what the page
+    # does when it prefetched the neighbouring step), and end to end including the server's answer
+    page.evaluate("async () => { window.__vizApi = (await import('/static/api.js')).api; }")
+    warm, cold = [], []
+    for i in range(min(reps, n_steps - 1)):
+      page.evaluate(WARM, i + 1)
+      page.evaluate(PAINTED)
+      warm.append(page.evaluate(STEP, i + 1))
+    for i in range(min(reps, n_steps // 2 - 2)):
+      k = n_steps - 1 - 2 * i  # jumps of 2 steps backwards: never prefetched
+      page.evaluate(PAINTED)
+      cold.append(page.evaluate(STEP, k))
+    rows.append((f"step change, {n2}-node graph, answer in the browser", warm, 50.0))
+    rows.append((f"step change, {n2}-node graph, incl. server answer", cold, 50.0))
+    # 3. first render of a 5,000-node graph, switching from the 2,000-node one (whose answer the browser holds):
+    # cold, a graph the server never laid out; warm, the server's layout cached but not the browser's answer
+    opens_cold, opens_warm = [], []
+    for name in cold_names:
+      page.evaluate(OPEN_RW, [c2, r2])
+      time.sleep(SETTLE_S)
+      opens_cold.append(page.evaluate(OPEN_RW, list(rw[name])))
+    for _ in range(repeat):
+      page.evaluate(OPEN_RW, [c2, r2])
+      page.evaluate("() => window.__vizApi.forget()")  # drop the browser's answer; the server keeps its layout
+      time.sleep(SETTLE_S)
+      opens_warm.append(page.evaluate(OPEN_RW, [c5, r5]))
+    page.context.close()
+    for which, opens in (("cold (never laid out)", opens_cold), ("warm (server layout cached)", opens_warm)):
+      n5 = opens[0]["nodes"]
+      rows.append((f"first render, {n5}-node graph, {which}: total", [o["total"] for o in opens], 1000.0))
+      rows.append((f"first render, {n5}-node graph, {which}: server answer", [o["fetch"] for o in opens], 1000.0))
+      rows.append((f"first render, {n5}-node graph, {which}: model + draw + paint",
+                   [o["total"] - o["fetch"] for o in opens], 1000.0))
+  finally:
+    stop_server(proc)
+  return rows
+
+
+def print_table(rows: list[Row]) -> None:
+  w = max(len(r[0]) for r in rows)
+  print(f"{'measure':<{w}}  {'n':>3}  {'min ms':>9}  {'median ms':>9}  {'budget':>7}  {'ratio':>6}")
+  for name, samples, budget in rows:
+    med = statistics.median(samples)
+    print(f"{name:<{w}}  {len(samples):3d}  {min(samples):9.1f}  {med:9.1f}  {budget:7.0f}  {med / budget:6.2f}")
+  print("ratio: median / budget (< 1 is within budget)")
+
 
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+  ap.add_argument("--quick", action="store_true", help="fewer repetitions (what `make bench` runs)")
+  ap.add_argument("--repeat", type=int, default=None,
+                  help="page loads and first renders per row (default 3 with --quick, else 7)")
+  ap.add_argument("--scale", type=float, default=1.0, help="workload size for the recorded trace (1.0: bench size)")
   args = ap.parse_args()
-  reps = 5 if args.quick else 20
+  repeat = max(1, args.repeat or (3 if args.quick else 7))
+  reps = 5 if args.quick else 20  # step changes per row
   if not os.path.exists(CHROMIUM):
     print(f"bench_ui: {CHROMIUM} not found (install Debian's chromium: make chromium); skipped", file=sys.stderr)
     return
   from playwright.sync_api import sync_playwright
 
-  with tempfile.TemporaryDirectory() as tmp:
-    trace = Path(tmp) / "bench.vztrace"
-    write_trace(trace, [2000, 5000])
-    proc, url = start_server(trace, Path(tmp) / "server.log")
+  with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
+    browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
     try:
-      tid = get_json(url + "/api/traces")[0]["id"]
-      ctxs = get_json(f"{url}/api/traces/{tid}/contexts")
-      rw = {c["name"]: (c["id"], c["rewrites"][0]["id"]) for c in ctxs if c["rewrites"]}
-      (c2, r2), (c5, r5) = rw["big_2000"], rw["big_5000"]
-      n_steps = len(get_json(f"{url}/api/traces/{tid}/rewrites/{r2}")["steps"])
-      g2 = get_json(f"{url}/api/traces/{tid}/rewrites/{r2}/graph?step=0")
-      get_json(f"{url}/api/traces/{tid}/rewrites/{r5}/graph?step=0")  # warm the server's layout cache
-      rows = []
-      with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        page = b.new_page(viewport={"width": 1400, "height": 900})
-        # 1. first graph after page load (the 2,000-node rewrite, deep-linked)
-        firsts = []
-        for _ in range(3 if args.quick else 5):
-          page.goto(f"{url}/#t={tid}&c={c2}&r={r2}&s=0")
-          page.wait_for_function("() => window.__viz && window.__viz.perf.firstGraphMs !== null", timeout=60_000)
-          firsts.append(page.evaluate("() => window.__viz.perf.firstGraphMs"))
-        rows.append((f"first graph after page load, {len(g2['nodes'])} nodes: median of {len(firsts)}",
-                     statistics.median(firsts), 1000.0))
-        # 2. step changes on the 2,000-node graph: with the server's answer already in the browser (what the page
-        # does when it prefetched the neighbouring step), and end to end including the server's answer
-        page.evaluate("async () => { window.__vizApi = (await import('/static/api.js')).api; }")
-        warm, cold = [], []
-        for i in range(min(reps, n_steps - 1)):
-          page.evaluate(WARM, i + 1)
-          page.evaluate(PAINTED)
-          warm.append(page.evaluate(STEP, i + 1))
-        for i in range(min(reps, n_steps // 2 - 2)):
-          k = n_steps - 1 - 2 * i  # jumps of 2 steps backwards: never prefetched
-          page.evaluate(PAINTED)
-          cold.append(page.evaluate(STEP, k))
-        n2 = len(g2["nodes"])
-        rows.append((f"step change, {n2}-node graph, answer in the browser: median of {len(warm)}",
-                     statistics.median(warm), 50.0))
-        rows.append((f"step change, {n2}-node graph, answer in the browser: best of {len(warm)}", min(warm), 50.0))
-        rows.append((f"step change, {n2}-node graph, incl. server answer: median of {len(cold)}",
-                     statistics.median(cold), 50.0))
-        # 3. first render of the 5,000-node graph (server layout cached), and of the 2,000 one for comparison; after
-        # a pause, so that the layouts the server computes in the background after the steps above (the blocks a
-        # user stepping on would reach next) do not share the CPU with this measurement
-        time.sleep(SETTLE_S)
-        r5s = []
-        for _ in range(2 if args.quick else 4):
-          r5s.append(page.evaluate(OPEN_RW, [c5, r5]))
-          page.evaluate(OPEN_RW, [c2, r2])  # switch away so the next open renders from scratch
-        # the first open waits for the server (its layout is cached); later ones reuse the browser's copy
-        n5 = r5s[0]["nodes"]
-        rows.append((f"first render, {n5}-node graph: total incl. server answer", r5s[0]["total"], 1000.0))
-        rows.append((f"first render, {n5}-node graph: server answer", r5s[0]["fetch"], 1000.0))
-        rows.append((f"first render, {n5}-node graph: model + draw + paint (median of {len(r5s)})",
-                     statistics.median(r["total"] - r["fetch"] for r in r5s), 1000.0))
-        b.close()
+      rows = bench_workloads(browser, Path(tmp), args.scale, repeat)
+      rows += bench_synthetic(browser, Path(tmp), repeat, reps)
     finally:
-      proc.terminate()
-      proc.wait(10)
-  w = max(len(r[0]) for r in rows)
-  print(f"{'measure':<{w}}  {'ms':>9}  {'budget':>7}  {'ratio':>6}")
-  for name, ms, budget in rows:
-    print(f"{name:<{w}}  {ms:9.1f}  {budget:7.0f}  {ms / budget:6.2f}")
+      browser.close()
+  print_table(rows)
 
 
 if __name__ == "__main__":

@@ -32,10 +32,14 @@ def main() -> None:
     trace = Path(d) / "demo.vztrace"
     subprocess.run([sys.executable, str(ROOT / "examples" / "demo.py")], check=True,
                    env={**env, "VIZ": "-1", "VIZ_TRACE": str(trace)})
+    # a second trace where BEAM searched the matmul's opts, so the kernel panel shows candidates and the scatter
+    beam = Path(d) / "demo-beam.vztrace"
+    subprocess.run([sys.executable, str(ROOT / "examples" / "demo.py"), "--only", "matmul"], check=True,
+                   env={**env, "VIZ": "-1", "VIZ_TRACE": str(beam), "BEAM": "2", "IGNORE_BEAM_CACHE": "1"})
     with socket.socket() as s:
       s.bind(("127.0.0.1", 0))
       port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "viz_server", str(trace), "--port", str(port)],
+    server = subprocess.Popen([sys.executable, "-m", "viz_server", str(trace), str(beam), "--port", str(port)],
                               env={**env, "VIZ": "0"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -52,11 +56,13 @@ def main() -> None:
       rw = max((r for r in ctx["rewrites"] if r["matches"] <= 40), key=lambda r: r["matches"])  # a legible one
       sched = next(c for c in contexts if c["kind"] == "schedule")
       srw = max(sched["rewrites"], key=lambda r: r["matches"])
+      bkernels = get(base + "/api/traces/1/kernels")
+      bmm = next(k for k in bkernels if k["name"].startswith("r_") and "512" in k["name"])
       views = {
         "step": f"#t=0&c={ctx['id']}&r={rw['id']}&s=1&p=step",
         "schedule": f"#t=0&c={sched['id']}&r={srw['id']}&s=1&p=step",
         "diff": f"#t=0&c={ctx['id']}&r={rw['id']}&s={rw['matches']}&p=diff&a=0:{rw['id']}:0&b=0:{rw['id']}:end",
-        "kernel": f"#t=0&c={ctx['id']}&p=kernel",
+        "kernel": f"#t=1&c={bmm['ctx']}&p=kernel",
         "source": f"#t=0&c={ctx['id']}&p=source",
         "runs": f"#t=0&c={ctx['id']}&p=runs",
       }

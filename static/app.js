@@ -38,7 +38,8 @@ const runsPanel = new RunsPanel($("#panel-runs"), {
 });
 const diffPanel = new DiffPanel($("#panel-diff"), {
   cur: () => ({trace: state.trace, rw: state.rw, step: state.step, ctx: state.ctx}),
-  onChange: (a, b) => { state.a = a; state.b = b; syncUrl(); },
+  traces: () => data.traces,
+  onChange: (a, b) => { state.a = a; state.b = b; syncUrl(true); },  // a new pair of points: a history entry
   onNode: (id) => selectNode(id, {center: true}),
 });
 const nodeCard = new NodeCard($("#node-card"), {
@@ -67,6 +68,7 @@ function renderTraces() {
   if (!opts.length) opts.push(h("option", {value: ""}, "no traces yet — open a file"));
   put(sel, ...opts);
   sel.value = state.trace === null ? "" : String(state.trace);
+  diffPanel.tracesChanged();
   renderStatus();
 }
 
@@ -269,6 +271,7 @@ async function runPump() {
         if (state.trace !== want.trace || state.rw !== want.rw) continue;
         t1 = performance.now();
         done = graph.applyDelta(d);
+        if (done) updateLegend(graph.ids().map((id) => graph.node(id)));
         perf.lastKind = "delta";
       }
       if (!done) {
@@ -330,9 +333,15 @@ function clearGraph(msg) {
   setSlider();
 }
 
+let legendSig = "";
+
+/** The legend of the categories of `nodes` (node data), with counts; a step applied as a delta calls it too. */
 function updateLegend(nodes) {
   const counts = Object.fromEntries(CATEGORIES.map((c) => [c, 0]));
   for (const n of nodes) counts[n.cat in counts ? n.cat : "other"]++;
+  const sig = JSON.stringify(counts);
+  if (sig === legendSig && $("#legend").childElementCount) return;  // most steps change no count
+  legendSig = sig;
   renderLegend($("#legend"), counts);
 }
 
@@ -387,6 +396,7 @@ function openPanel(p, {push = true} = {}) {
   state.panel = p;
   for (const b of $$("#panel-tabs button")) b.classList.toggle("active", b.dataset.panel === p);
   for (const el of $$("#panels .panel")) el.hidden = el.dataset.panel !== p;
+  $("#layout").dataset.panel = p;  // tables that need room widen the panel (style.css), unless the user resized it
   refreshPanel();
   syncUrl(push);
 }
@@ -658,5 +668,5 @@ async function main() {
 }
 
 // for tests and bench/bench_ui.py: the view state and a few entry points
-window.__viz = {state, data, perf, graph, setStep, selectNode, selectRewrite, selectContext, openPanel,
+window.__viz = {state, data, perf, graph, diffPanel, setStep, selectNode, selectRewrite, selectContext, openPanel,
   ready: main().catch((e) => { toast(`Start-up failed: ${e.message}`, "error"); throw e; })};

@@ -1,26 +1,266 @@
-// The diff panel: two points A and B (t:r:k, t:r:end or t:c for a kernel's final AST), the unified text diff and the
-// graph diff (only in A, only in B, in both) side by side.
+// The diff panel: two points A and B, each picked with controls (trace, context, rewrite with its match count and a
+// step, or a context's final AST) or typed as t:r:k / t:r:end / t:c; the unified text diff and the graph diff (the
+// union of both graphs laid out by the server, drawn by graph.js: B's nodes, only-B ringed, only-A ghosted) side by
+// side, with the only-A / only-B node lists under the drawing.
 import {api} from "./api.js";
 import {h, put} from "./dom.js";
+import {GraphView} from "./graph.js";
 import {nodeChip} from "./step.js";
 
 const POINT_RE = /^\d+:\d+(:(\d+|end))?$/;
+const KIND_ICON = {schedule: "S", kernel: "K"};
+const FINAL = "final";
+
+/** A point string as {trace, rw, step} (step: a number or "end") or {trace, ctx} (a context's final AST); null if
+ * it is not one. */
+function parsePoint(p) {
+  if (!POINT_RE.test(p || "")) return null;
+  const [t, x, k] = p.split(":");
+  if (k === undefined) return {trace: Number(t), ctx: Number(x), rw: null, step: null};
+  return {trace: Number(t), ctx: null, rw: Number(x), step: k === "end" ? "end" : Number(k)};
+}
+
+/** Contexts in tree order (parents before children, depth first) with their depth; the empty root "default"
+ * context is left out as in the sidebar. */
+function treeOrder(list) {
+  const ids = new Set(list.map((c) => c.id));
+  const kids = new Map();
+  for (const c of list) {
+    const p = ids.has(c.parent) ? c.parent : null;
+    if (!kids.has(p)) kids.set(p, []);
+    kids.get(p).push(c);
+  }
+  const out = [];
+  const walk = (c, depth) => {
+    const skip = c.kind === "default" && c.parent === null && !c.rewrites.length;
+    if (!skip) out.push({c, depth});
+    for (const k of kids.get(c.id) || []) walk(k, skip ? depth : depth + 1);
+  };
+  for (const root of kids.get(null) || []) walk(root, 0);
+  return out;
+}
+
+/** " · E_8_2_2": a kernel's name after its opts (kname_colors' text, as the sidebar shows it) when it differs. */
+function knameSuffix(c) {
+  if (!Array.isArray(c.kname_colors)) return "";
+  const k = c.kname_colors.map((p) => (Array.isArray(p) ? String(p[0] ?? "") : "")).join("");
+  return k && k !== c.name ? ` · ${k}` : "";
+}
+
+/** Whether a context or one below it has a finished rewrite (the API's t:c point needs one). */
+function hasFinal(list, ctx) {
+  const inside = new Set([ctx.id]);
+  for (const c of list) if (inside.has(c.parent)) inside.add(c.id);  // record order: parents first
+  return list.some((c) => inside.has(c.id) && c.rewrites.some((r) => r.ended));
+}
+
+/** The controls of one point. onPick(spec) when the user changes any of them. */
+class PointPicker {
+  constructor(which, {traces, contexts, onPick}) {
+    this.which = which;
+    this.traces = traces;
+    this.contexts = contexts;
+    this.onPick = onPick;
+    this.v = null;  // {trace, ctx, rw, step, final}
+    this.list = [];  // contexts of v.trace
+    this.gen = 0;
+    // data-pick, not data-point: the text boxes are [data-point=a|b]
+    const ctl = (tag, attrs) => h(tag, {...attrs, dataset: {pick: which, ctl: attrs.ctl}, ctl: undefined});
+    this.traceSel = ctl("select", {ctl: "trace", title: `${which.toUpperCase()}: trace`});
+    this.ctxSel = ctl("select", {ctl: "ctx", title: `${which.toUpperCase()}: context (K: kernel, S: schedule)`});
+    this.whatSel = ctl("select", {ctl: "what", title: `${which.toUpperCase()}: a rewrite (matches) or the final AST`});
+    this.range = ctl("input", {ctl: "range", type: "range", min: "0", max: "0", value: "0", title: "step"});
+    this.num = ctl("input", {ctl: "step", type: "number", min: "0", value: "0", class: "step-num", title: "step"});
+    this.end = ctl("input", {ctl: "end", type: "checkbox", title: "the rewrite's result (t:r:end)"});
+    this.stepBox = h("span", {class: "point-step"}, this.range, this.num,
+      h("label", {class: "inline small"}, this.end, "end"));
+    this.traceSel.addEventListener("change", () => this._onTrace(Number(this.traceSel.value)));
+    this.ctxSel.addEventListener("change", () => this._onCtx(Number(this.ctxSel.value)));
+    this.whatSel.addEventListener("change", () => this._onWhat(this.whatSel.value));
+    // a pick is a diff request and a history entry: while the slider is dragged or "12" typed, wait for a pause
+    let timer = 0;
+    const later = (el, other) => {
+      if (el.value === "") return;
+      other.value = el.value;
+      clearTimeout(timer);
+      timer = setTimeout(() => this._onStep(Number(el.value)), 200);
+    };
+    this.range.addEventListener("input", () => later(this.range, this.num));
+    this.num.addEventListener("input", () => later(this.num, this.range));
+    // arrow keys move this slider, not the main view's step (app.js listens on the document)
+    this.range.addEventListener("keydown", (ev) => ev.stopPropagation());
+    this.end.addEventListener("change", () => this._onEnd(this.end.checked));
+    this.el = h("div", {class: "point-ctl"}, this.traceSel, this.ctxSel, this.whatSel, this.stepBox);
+  }
+
+  /** The point string of the controls' state. */
+  spec() {
+    const v = this.v;
+    if (!v || v.ctx === null) return "";
+    if (v.final) return `${v.trace}:${v.ctx}`;
+    if (v.rw === null) return "";
+    return `${v.trace}:${v.rw}:${v.step}`;
+  }
+
+  /** Show a point string in the controls (from a button, a deep link or the text box); does not call onPick. */
+  async show(spec) {
+    const p = parsePoint(spec);
+    if (!p) return;
+    if (spec === this.spec()) return;
+    const gen = ++this.gen;
+    const list = await this._load(p.trace);
+    if (gen !== this.gen || list === null) return;
+    let ctx = p.ctx;
+    if (p.rw !== null) ctx = (list.find((c) => c.rewrites.some((r) => r.id === p.rw)) || {id: null}).id;
+    this.v = {trace: p.trace, ctx, rw: p.rw, step: p.step ?? 0, final: p.rw === null};
+    this.render();
+  }
+
+  async _load(t) {
+    try {
+      this.list = await this.contexts(t);
+    } catch {
+      this.list = [];
+    }
+    return this.list;
+  }
+
+  _ctx(id = this.v && this.v.ctx) { return this.list.find((c) => c.id === id) || null; }
+
+  _rewrite() {
+    const c = this._ctx();
+    return c && this.v.rw !== null ? c.rewrites.find((r) => r.id === this.v.rw) || null : null;
+  }
+
+  renderTraces() {
+    put(this.traceSel, ...this.traces().map((t) => h("option", {value: t.id}, `#${t.id} ${t.name}`)));
+    this.traceSel.value = this.v ? String(this.v.trace) : "";
+  }
+
+  /** Fill the selects and the step controls from this.v (text set as text nodes: names come from traces). */
+  render() {
+    const v = this.v;
+    this.renderTraces();
+    put(this.ctxSel, ...treeOrder(this.list).map(({c, depth}) => h("option", {value: c.id},
+      `${"\u00a0\u00a0".repeat(depth)}${KIND_ICON[c.kind] ?? "·"} ${c.name}${knameSuffix(c)}`)));
+    this.ctxSel.value = v && v.ctx !== null ? String(v.ctx) : "";
+    const c = this._ctx();
+    const opts = (c ? c.rewrites : []).map((r) => h("option", {value: r.id},
+      `${r.name} · ${r.matches} match${r.matches === 1 ? "" : "es"}`));
+    if (c && hasFinal(this.list, c)) {
+      opts.push(h("option", {value: FINAL}, c.kind === "kernel" ? "kernel: final AST" : "final AST"));
+    }
+    put(this.whatSel, ...opts);
+    this.whatSel.value = !v ? "" : v.final ? FINAL : v.rw === null ? "" : String(v.rw);
+    const rw = this._rewrite();
+    this.stepBox.hidden = !rw || v.final;
+    const n = rw ? rw.matches : 0;
+    this.range.max = this.num.max = String(n);
+    const end = v && v.step === "end";
+    const k = end ? n : Math.min(v ? v.step : 0, n);
+    this.range.value = this.num.value = String(k);
+    this.end.checked = end;
+    this.range.disabled = this.num.disabled = end;
+  }
+
+  _pick() {
+    const rw = this._rewrite();
+    if (rw && this.v.step !== "end") this.v.step = Math.min(this.v.step, rw.matches);  // a step the rewrite has
+    this.render();
+    const s = this.spec();
+    if (s) this.onPick(s);
+  }
+
+  /** Choose a rewrite in the context: keep the final AST if it was chosen, else one of the same name as before
+   * (the same pass of the same kernel in another trace), else the first that changed something. */
+  _chooseIn(c, rwName) {
+    const v = this.v;
+    if (v.final && hasFinal(this.list, c)) { v.rw = null; return; }
+    v.final = false;
+    const pick = (rwName && c.rewrites.find((r) => r.name === rwName)) || c.rewrites.find((r) => r.changed)
+      || c.rewrites[0];
+    if (pick) { v.rw = pick.id; return; }
+    v.rw = null;
+    v.final = hasFinal(this.list, c);
+  }
+
+  async _onTrace(t) {
+    const old = this._ctx();
+    const rwName = (this._rewrite() || {}).name;
+    const gen = ++this.gen;
+    await this._load(t);
+    if (gen !== this.gen) return;
+    this.v = {...(this.v || {step: 0, final: false}), trace: t};
+    // the same context (by kind and name, e.g. a kernel) in the other trace, else its first with rewrites
+    const same = old && this.list.find((c) => c.kind === old.kind && c.name === old.name);
+    const c = same || this.list.find((x) => x.rewrites.length) || null;
+    this.v.ctx = c ? c.id : null;
+    if (c) this._chooseIn(c, rwName); else this.v.rw = null;
+    this._pick();
+  }
+
+  _onCtx(id) {
+    const c = this._ctx(id);
+    if (!c) return;
+    const rwName = (this._rewrite() || {}).name;
+    this.v.ctx = id;
+    this._chooseIn(c, rwName);
+    this._pick();
+  }
+
+  _onWhat(val) {
+    this.v.final = val === FINAL;
+    this.v.rw = this.v.final ? null : Number(val);
+    this._pick();
+  }
+
+  _onStep(k) {
+    const rw = this._rewrite();
+    if (!rw || !Number.isFinite(k)) return;
+    this.v.step = Math.max(0, Math.min(Math.trunc(k), rw.matches));
+    this._pick();
+  }
+
+  _onEnd(on) {
+    const rw = this._rewrite();
+    this.v.step = on ? "end" : rw ? rw.matches : 0;
+    this._pick();
+  }
+}
 
 export class DiffPanel {
-  /** cur() -> {trace, rw, step, ctx} of the main view; onChange(a, b) when the compared points change. */
-  constructor(el, {cur, onChange, onNode}) {
+  /** cur() -> {trace, rw, step, ctx} of the main view; traces() -> the served traces; onChange(a, b) when the
+   * compared points change; onNode(id) when a node reference is clicked. */
+  constructor(el, {cur, traces, onChange, onNode}) {
     this.el = el;
     this.cur = cur;
+    this.traces = traces;
     this.onChange = onChange;
     this.onNode = onNode;
     this.a = "";
     this.b = "";
     this.gen = 0;
+    this.ctxCache = new Map();  // trace -> contexts promise, for traces that no longer change
+    this.gview = null;  // the drawn graph diff, made on first use (a GraphView measures its host)
+    this.drawn = null;  // the last drawn answer's nodes by id
     this._build();
   }
 
+  /** Contexts of trace t (kept once the trace has ended: a live trace grows). */
+  contexts(t) {
+    const entry = this.traces().find((x) => x.id === t);
+    const frozen = entry && entry.status !== "live";
+    if (frozen && this.ctxCache.has(t)) return this.ctxCache.get(t);
+    const p = api.contexts(t);
+    if (frozen) {
+      this.ctxCache.set(t, p);
+      p.catch(() => this.ctxCache.delete(t));
+    }
+    return p;
+  }
+
   _build() {
-    const point = (which) => {
+    const text = (which) => {
       const input = h("input", {type: "text", class: "mono point", placeholder: "t:r:k", spellcheck: "false",
         title: "trace:rewrite:step (step may be 'end'), or trace:context for a kernel's final AST",
         dataset: {point: which}});
@@ -32,20 +272,24 @@ export class DiffPanel {
       });
       return input;
     };
-    this.aIn = point("a");
-    this.bIn = point("b");
+    this.aIn = text("a");
+    this.bIn = text("b");
+    const picker = (which) => new PointPicker(which, {traces: this.traces, contexts: (t) => this.contexts(t),
+      onPick: (spec) => this.set(which, spec, {fromPicker: true})});
+    this.aPick = picker("a");
+    this.bPick = picker("b");
     const btn = (label, title, fn) => h("button", {type: "button", title, onclick: fn}, label);
     const here = () => this.cur();
     this.result = h("div", {class: "diff-result"});
+    const row = (which, input, pick) => h("div", {class: `diff-point point-${which}`},
+      h("div", {class: "point-line"}, h("b", {class: which === "a" ? "pa" : "pb"}, which.toUpperCase()), input,
+        btn("here", `${which.toUpperCase()} = the current step`, () => this.setHere(which))),
+      pick.el);
     put(this.el,
       h("div", {class: "panel-head"}, h("div", {class: "title"}, "Diff"),
         h("div", {class: "sub muted"},
-          "Compare any two points: trace:rewrite:step, trace:rewrite:end or trace:context (kernel AST).")),
-      h("div", {class: "diff-points"},
-        h("label", null, h("b", {class: "pa"}, "A"), this.aIn,
-          btn("here", "A = the current step", () => this.setHere("a"))),
-        h("label", null, h("b", {class: "pb"}, "B"), this.bIn,
-          btn("here", "B = the current step", () => this.setHere("b")))),
+          "Pick two points: a rewrite's step (or its end) or a context's final AST, in any trace.")),
+      h("div", {class: "diff-points"}, row("a", this.aIn, this.aPick), row("b", this.bIn, this.bPick)),
       h("div", {class: "diff-quick"},
         btn("this step", "the step before vs the current step", () => {
           const c = here(); if (c.rw === null) return;
@@ -54,8 +298,18 @@ export class DiffPanel {
         btn("this rewrite", "the rewrite's input vs its result", () => {
           const c = here(); if (c.rw !== null) this.setBoth(`${c.trace}:${c.rw}:0`, `${c.trace}:${c.rw}:end`);
         }),
+        btn("this kernel", "A = the current context's final AST", () => {
+          const c = here(); if (c.ctx !== null) this.set("a", `${c.trace}:${c.ctx}`);
+        }),
+        btn("A → B", "B = A (then change what should differ, e.g. B's trace or kernel)", () => this.set("b", this.a)),
         btn("swap", "swap A and B", () => this.setBoth(this.b, this.a))),
       this.result);
+  }
+
+  /** The served traces changed (names, new ones): refresh the trace pickers. */
+  tracesChanged() {
+    this.aPick.renderTraces();
+    this.bPick.renderTraces();
   }
 
   setHere(which) {
@@ -63,9 +317,9 @@ export class DiffPanel {
     if (c.rw !== null) this.set(which, `${c.trace}:${c.rw}:${c.step}`);
   }
 
-  set(which, value) {
+  set(which, value, {fromPicker = false} = {}) {
     if (which === "a") this.a = value; else this.b = value;
-    this._sync();
+    this._sync(fromPicker ? which : null);
     this.onChange(this.a, this.b);
     this.run();
   }
@@ -78,9 +332,12 @@ export class DiffPanel {
     this.run();
   }
 
-  _sync() {
+  /** Show the points in the text boxes and the pickers (except the picker the change came from). */
+  _sync(from = null) {
     this.aIn.value = this.a;
     this.bIn.value = this.b;
+    if (from !== "a") this.aPick.show(this.a);
+    if (from !== "b") this.bPick.show(this.b);
   }
 
   /** Fill in sensible defaults (the current rewrite's input vs result) when nothing is chosen yet. */
@@ -104,19 +361,41 @@ export class DiffPanel {
         return;
       }
     }
+    delete this.result.dataset.shown;
     put(this.result, h("p", {class: "muted small"}, "comparing…"));
+    // the text diff and the lists first (ms); the drawing's layout takes longer on big graphs (see "Drawn diff")
     let d;
     try { d = await api.diff(a, b); } catch (e) {
       if (gen === this.gen) put(this.result, h("div", {class: "error-text"}, e.message));
       return;
     }
     if (gen !== this.gen) return;
+    const slot = h("div", {class: "diff-drawing"}, h("p", {class: "muted small"}, "laying out the graph diff…"));
+    this._show(d, slot);
+    let drawn;
+    try { drawn = (await api.diff(a, b, {draw: true})).graph.drawn; } catch (e) {
+      if (gen === this.gen) put(slot, h("div", {class: "error-text"}, e.message));
+      return;
+    }
+    if (gen !== this.gen) return;
+    put(slot, this._drawing(drawn));
+    if (drawn) this.gview.fit();
+    this.result.dataset.shown = `${d.a} ${d.b}`;  // what is on screen (tests wait for it)
+  }
+
+  _show(d, slot) {
     const plus = d.lines.filter((l) => l.kind === "+").length, minus = d.lines.filter((l) => l.kind === "-").length;
     const text = h("div", {class: "diff-text code"}, ...d.lines.map((l) => h("div", {class: `dl ${kindClass(l.kind)}`},
       h("span", {class: "mark"}, l.kind === "@" ? "@" : l.kind), l.text)));
     const g = d.graph || {only_a: [], only_b: [], both: 0};
     const list = (nodes, cls) => h("ul", {class: `node-list ${cls}`}, ...nodes.map((n) => h("li", null, nodeChip(n))));
+    this.picked = h("div", {class: "diff-picked small muted"}, "click a node for its details");
     const graph = h("div", {class: "diff-graph"},
+      slot,
+      h("div", {class: "diff-key small"}, h("span", {class: "key-b"}, `only B (${g.only_b.length})`),
+        h("span", {class: "key-both"}, `in both: ${g.both}`),
+        h("span", {class: "key-a"}, `only A (${g.only_a.length})`)),
+      this.picked,
       h("h3", null, h("span", {class: "pa"}, `only A (${g.only_a.length})`)), list(g.only_a, "only-a"),
       h("h3", null, h("span", {class: "pb"}, `only B (${g.only_b.length})`)), list(g.only_b, "only-b"),
       h("h3", null, `in both: ${g.both}`));
@@ -130,6 +409,41 @@ export class DiffPanel {
         h("span", {class: "muted"}, ` lines · ${d.a} → ${d.b}`)),
       h("div", {class: "diff-cols"},
         h("div", {class: "diff-left"}, d.lines.length ? text : h("p", {class: "muted"}, "identical")), graph));
+  }
+
+  /** The union graph drawn with the graph view: B's nodes (only-B ones with the "added" ring) and the only-A nodes
+   * as the ghosts the view draws for removed nodes. */
+  _drawing(drawn) {
+    if (!drawn) {
+      this.drawn = null;
+      return h("p", {class: "muted small"}, "Too many nodes to draw the graph diff; see the lists below.");
+    }
+    if (!this.gview) {
+      this.canvasHost = h("div", {class: "diff-canvas"});
+      this.gview = new GraphView(this.canvasHost, {onSelect: (id) => this._pickDrawn(id)});
+      // the view measures its host when it is laid out (after this answer is put in, or the panel is shown):
+      // refit then, unless the user has panned or zoomed (this observer runs after the view's own)
+      new ResizeObserver(() => { if (this.gview.autoFit) this.gview.fit(); }).observe(this.canvasHost);
+    }
+    this.drawn = new Map(drawn.nodes.map((n) => [n.id, n]));
+    const ghost = new Set(drawn.nodes.filter((n) => n.side === "a").map((n) => n.id));
+    this.gview.setData({
+      nodes: drawn.nodes.filter((n) => !ghost.has(n.id)), edges: drawn.edges.filter((e) => !ghost.has(e.dst)),
+      width: drawn.width, height: drawn.height,
+      added: drawn.nodes.filter((n) => n.side === "b").map((n) => n.id), changed: [],
+      removed_nodes: drawn.nodes.filter((n) => ghost.has(n.id)),
+      removed_edges: drawn.edges.filter((e) => ghost.has(e.dst)),
+    });
+    this.gview.select(null);
+    return this.canvasHost;
+  }
+
+  _pickDrawn(id) {
+    this.gview.select(id);
+    const n = id === null ? null : this.drawn && this.drawn.get(id);
+    if (!n) { put(this.picked, "click a node for its details"); return; }
+    const where = n.side === "both" ? "in A and B" : "only in B";
+    put(this.picked, nodeChip({...n, id: n.node}), ` ${where} · ${n.hash}`);
   }
 }
 

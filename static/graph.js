@@ -11,6 +11,10 @@ const LINE_H = 13;      // label line height, the server's layout uses the same 
 const CHAR_W = 6.6;     // width of one label character at FONT
 const FONT_PX = 11;
 const TEXT_MIN_SCALE = 0.45;  // below this zoom labels are unreadable: skip drawing them
+const PAD_W = 16;        // label padding in a box, as the server's layout
+const MAX_ARG = 40;      // an inlined constant's text is cut like a label's arg
+const CLEAR = 24;        // the server layout's NODE_GAP: the gap collapsed boxes keep (unless they had less)
+const BIN = 4;           // respacing: rows of this height in graph units
 const FADE_MS = 1200;
 const GHOST_FROM = 0.9, GHOST_TO = 0.22;
 const edgeKey = (src, dst, index) => `${src}>${dst}>${index}`;
@@ -34,6 +38,7 @@ export class GraphView {
     this.hitSet = new Set();
     this.hitIndex = -1;
     this.collapse = false;
+    this.spaced = null;      // bounds of the drawn boxes while respaced for collapsed constants (see _respace)
     this.view = {x: 0, y: 0, k: 1};
     this.autoFit = true;     // until the user pans or zooms, a step that changes the graph's size refits it
     this.size = {width: 0, height: 0};
@@ -87,11 +92,13 @@ export class GraphView {
     if (g.removed_nodes && g.removed_nodes.length) {
       const gone = new Map(g.removed_nodes.map((n) => [n.id, nodeObj(n)]));
       const end = (id) => gone.get(id) || this.nodes.get(id);
-      const edges = (g.removed_edges || []).map((e) => edgeObj(e, end(e.src), end(e.dst))).filter((e) => e);
+      const edges = (g.removed_edges || []).map((e) => this._edgeObj(e, end(e.src), end(e.dst))).filter((e) => e);
       this.ghosts = {nodes: [...gone.values()], edges, t0: performance.now()};
     }
     this._refreshConsts(null);
     this.size = {width: g.width || 0, height: g.height || 0};
+    this.spaced = null;  // the entries are new: nothing of them was respaced
+    this._respace();
     this._changed();
     this._mark(g.added, g.changed);
     this._recompute();
@@ -156,6 +163,7 @@ export class GraphView {
     this._refreshConsts(touched);
     this.ghosts = ghosts.nodes.length || ghosts.edges.length ? ghosts : null;
     this.size = {width: d.width || this.size.width, height: d.height || this.size.height};
+    this._respace();
     this._changed();
     this._mark(d.added, d.changed);
     if (this.selected !== null && !this.nodes.has(this.selected)) this.selected = null;
@@ -169,8 +177,107 @@ export class GraphView {
   }
 
   _addEdge(e) {
-    const obj = edgeObj(e, this.nodes.get(e.src), this.nodes.get(e.dst));
+    const obj = this._edgeObj(e, this.nodes.get(e.src), this.nodes.get(e.dst));
     if (obj) this.edges.set(edgeKey(e.src, e.dst, e.index), obj);
+  }
+
+  /** The model entry of an edge answer between node entries a and b (points: its route; none: a straight line). */
+  _edgeObj(e, a, b) {
+    const routed = e.points && e.points.length >= 2;
+    if (!routed && !(a && b)) return null;
+    // a straight edge runs between the layout's centers (not where the boxes are drawn when respaced)
+    const d = routed ? e : {...e, points: [[a.d.x, a.d.y], [b.d.x, b.d.y]]};
+    return this._route({d, fromConst: a ? a.d.cat === "const" : false}, d.points, a, b);
+  }
+
+  /** Give edge entry obj the route pts, ended at the boxes of node entries a and b as they are drawn. */
+  _route(obj, pts, a, b) {
+    // the layout routes edges center to center; end them at the boxes so the arrow head shows
+    pts = pts.slice();
+    if (a) pts[0] = clip(pts[0], pts[1], this._boxW(a), a.h / 2, this._boxH(a) - a.h / 2);
+    const z = pts.length - 1;
+    if (b) pts[z] = clip(pts[z], pts[z - 1], this._boxW(b), b.h / 2, this._boxH(b) - b.h / 2);
+    let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+    for (const [px, py] of pts) {
+      x0 = Math.min(x0, px);
+      y0 = Math.min(y0, py);
+      x1 = Math.max(x1, px);
+      y1 = Math.max(y1, py);
+    }
+    return Object.assign(obj, {pts, path: pathOf(pts), arrow: arrowOf(pts), box: [x0, y0, x1, y1]});
+  }
+
+  /** Collapsed constants widen their users' boxes and add a line below their labels, where the server's layout
+   * (which sized the boxes for their own labels) packed boxes NODE_GAP apart. Shift the drawn boxes and the edges'
+   * bend points right, in order of x, so that boxes that overlap vertically keep at least min(CLEAR, the gap the
+   * layout gave them) between them (a box's new line is kept CLEAR from everything); edges follow their ends and
+   * bends. One sweep over rows of BIN units: O(nodes + bends). Without collapse everything is where the layout put
+   * it (and nothing is done when nothing was respaced). */
+  _respace() {
+    if (!this.collapse) {
+      if (!this.spaced) return;
+      this.spaced = null;
+      for (const n of this.nodes.values()) n.x = n.d.x;
+      for (const e of this.edges.values()) this._route(e, e.d.points, this.nodes.get(e.d.src), this.nodes.get(e.d.dst));
+      return;
+    }
+    const items = [];
+    let ymin = Infinity, ymax = -Infinity;
+    const add = (it) => { items.push(it); ymin = Math.min(ymin, it.top); ymax = Math.max(ymax, it.bot); };
+    for (const n of this.nodes.values()) {
+      if (n.d.cat === "const") continue;
+      const top = n.d.y - n.h / 2;
+      add({n, x: n.d.x, half: n.w / 2, e: this._boxW(n) - n.w, top, mid: top + n.h, bot: top + this._boxH(n)});
+    }
+    for (const ed of this.edges.values()) {
+      if (ed.fromConst) continue;
+      const p = ed.d.points;
+      for (let i = 1; i < p.length - 1; i++) {
+        add({ed, i, x: p[i][0], half: 0, e: 0, top: p[i][1], mid: p[i][1], bot: p[i][1]});
+      }
+    }
+    items.sort((a, b) => a.x - b.x);
+    const nb = items.length ? Math.floor((ymax - ymin) / BIN) + 1 : 0;
+    const fill = () => new Float64Array(nb).fill(-Infinity);
+    // per row: the largest shift of a right edge so far, the rightmost right edge so far (layout extents), and the
+    // rightmost right edge of the boxes' and of the new lines' extents
+    const moved = fill(), right = fill(), rightAll = fill(), rightLine = fill();
+    const bin = (y) => Math.floor((y - ymin) / BIN);
+    const bends = new Map();
+    let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+    for (const it of items) {
+      const b0 = bin(it.top), bm = bin(it.mid), b1 = bin(it.bot), line = it.bot > it.mid;
+      const l0 = it.x - it.half;
+      let need = -Infinity;
+      for (let b = b0; b <= bm; b++) need = Math.max(need, Math.min(l0 + moved[b], right[b] + CLEAR));
+      for (let b = b0; b <= b1; b++) need = Math.max(need, rightLine[b] + CLEAR);
+      if (line) for (let b = bm; b <= b1; b++) need = Math.max(need, rightAll[b] + CLEAR);
+      const dx = Math.max(0, need - (l0 - it.e / 2));
+      const r = it.x + dx + it.half + it.e / 2, shift = dx + it.e / 2;
+      for (let b = b0; b <= bm; b++) { moved[b] = Math.max(moved[b], shift); right[b] = Math.max(right[b], r); }
+      for (let b = b0; b <= b1; b++) rightAll[b] = Math.max(rightAll[b], r);
+      if (line) for (let b = bm; b <= b1; b++) rightLine[b] = Math.max(rightLine[b], r);
+      if (it.n) {
+        it.n.x = it.x + dx;
+        x0 = Math.min(x0, r - 2 * it.half - it.e);
+        x1 = Math.max(x1, r);
+        y0 = Math.min(y0, it.top);
+        y1 = Math.max(y1, it.bot);
+      } else {
+        if (!bends.has(it.ed)) bends.set(it.ed, it.ed.d.points.slice());
+        bends.get(it.ed)[it.i] = [it.x + dx, it.top];
+      }
+    }
+    for (const n of this.nodes.values()) if (n.d.cat === "const") n.x = n.d.x;
+    for (const e of this.edges.values()) {
+      const a = this.nodes.get(e.d.src), b = this.nodes.get(e.d.dst);
+      const pts = (bends.get(e) || e.d.points).slice();
+      const z = pts.length - 1;
+      if (a) pts[0] = [pts[0][0] + a.x - a.d.x, pts[0][1]];
+      if (b) pts[z] = [pts[z][0] + b.x - b.d.x, pts[z][1]];
+      this._route(e, pts, a, b);
+    }
+    this.spaced = {x0, y0, x1, y1};
   }
 
   /** Constant sources shown inside their users' labels when collapsed: recompute for `ids` (all when null). */
@@ -181,7 +288,7 @@ export class GraphView {
       n.consts = null;
       if (n.d.cat === "const") continue;
       const cs = (n.d.src || []).map((s) => this.nodes.get(s)).filter((x) => x && x.d.cat === "const");
-      if (cs.length) n.consts = `← ${cs.map((c) => c.d.arg ?? c.d.label).join(", ")}`;
+      if (cs.length) n.consts = `← ${cs.map((c) => cut(String(c.d.arg ?? c.d.label))).join(", ")}`;
     }
   }
 
@@ -228,7 +335,15 @@ export class GraphView {
     if (!n) return null;
     const r = this.canvas.getBoundingClientRect();
     const {x, y, k} = this.view;
-    return {x: r.left + x + n.x * k, y: r.top + y + n.y * k, w: n.w * k, h: n.h * k};
+    return {x: r.left + x + n.x * k, y: r.top + y + n.y * k, w: this._boxW(n) * k, h: this._boxH(n) * k};
+  }
+
+  /** The box node id is drawn as, in graph coordinates ({x0, y0, x1, y1}), or null when it is not drawn. */
+  box(id) {
+    const n = this.nodes.get(id);
+    if (!n || (this.collapse && n.d.cat === "const")) return null;
+    const w = this._boxW(n), top = n.y - n.h / 2;
+    return {x0: n.x - w / 2, y0: top, x1: n.x + w / 2, y1: top + this._boxH(n)};
   }
 
   relatives(id, mode) {
@@ -265,7 +380,12 @@ export class GraphView {
 
   setRelatives(mode) { this.relMode = mode; this._recompute(); }
 
-  setCollapse(on) { this.collapse = on; this.redraw(); }
+  setCollapse(on) {
+    this.collapse = on;
+    this._respace();
+    this._changed();
+    if (this.autoFit) this.fit(); else this.redraw();
+  }
 
   /** Mark nodes whose op/arg/label/#id contains q; returns the number of hits. */
   search(q) {
@@ -303,11 +423,14 @@ export class GraphView {
 
   fit() {
     this.autoFit = true;
-    const {width, height} = this.size;
+    // the layout's extent, or the drawn boxes' when respaced
+    const s = this.spaced && this.spaced.x1 > this.spaced.x0 ? this.spaced : null;
+    const x0 = s ? s.x0 : 0, y0 = s ? s.y0 : 0;
+    const width = s ? s.x1 - s.x0 : this.size.width, height = s ? s.y1 - s.y0 : this.size.height;
     if (!width || !height) { this.view = {x: this.cw / 2, y: this.ch / 2, k: 1}; this.redraw(); return; }
     // keep clear of the legend at the bottom
     const k = Math.min(this.cw / (width + 40), (this.ch - 50) / (height + 30), 1.6);
-    this.view = {k, x: (this.cw - width * k) / 2, y: (this.ch - 50 - height * k) / 2 + 4};
+    this.view = {k, x: (this.cw - width * k) / 2 - x0 * k, y: (this.ch - 50 - height * k) / 2 + 4 - y0 * k};
     this.redraw();
   }
 
@@ -344,7 +467,10 @@ export class GraphView {
     ctx.setTransform(dpr * k, 0, 0, dpr * k, dpr * x, dpr * y);
     // visible region in graph coordinates, with a margin for boxes straddling the edge
     const vx0 = -x / k - 200, vy0 = -y / k - 60, vx1 = (this.cw - x) / k + 200, vy1 = (this.ch - y) / k + 60;
-    const visible = (n) => n.x >= vx0 && n.x <= vx1 && n.y >= vy0 && n.y <= vy1;
+    const near = (n) => n.x >= vx0 && n.x <= vx1 && n.y >= vy0 && n.y <= vy1;
+    // boxes widened by inlined constants may reach further than the margin
+    const visible = !this.collapse ? near : (n) => n.y >= vy0 && n.y <= vy1
+      && Math.abs(n.x - (vx0 + vx1) / 2) <= (vx1 - vx0) / 2 + Math.max(0, this._boxW(n) / 2 - 200);
     const focus = this._focus();
     const hidden = (n) => this.collapse && n.d.cat === "const";
     // 1 device pixel: Skia strokes hairlines on a much faster path than wider lines
@@ -362,16 +488,17 @@ export class GraphView {
       ctx.setLineDash([4 * s, 3 * s]);
       ctx.strokeStyle = colors.del;
       ctx.lineWidth = 1.2 * s;
-      for (const e of this.ghosts.edges) ctx.stroke(e.path);
+      for (const e of this.ghosts.edges) if (!(this.collapse && e.fromConst)) ctx.stroke(e.path);
       ctx.fillStyle = "#2a1216";
       const p = new Path2D();
-      for (const n of this.ghosts.nodes) if (visible(n)) p.roundRect(n.x - n.w / 2, n.y - n.h / 2, n.w, n.h, 4);
+      const shown = this.ghosts.nodes.filter((n) => visible(n) && !hidden(n));
+      for (const n of shown) p.roundRect(n.x - this._boxW(n) / 2, n.y - n.h / 2, this._boxW(n), this._boxH(n), 4);
       ctx.fill(p);
       ctx.stroke(p);
       ctx.setLineDash([]);
       if (k >= TEXT_MIN_SCALE) {
         ctx.fillStyle = colors.del;
-        this._labels(this.ghosts.nodes.filter(visible));
+        this._labels(shown);
       }
       ctx.globalAlpha = 1;
     }
@@ -485,7 +612,7 @@ export class GraphView {
   }
 
   _boxW(n) {
-    return this.collapse && n.consts ? Math.max(n.w, n.consts.length * CHAR_W + 12) : n.w;
+    return this.collapse && n.consts ? Math.max(n.w, n.consts.length * CHAR_W + PAD_W) : n.w;
   }
 
   _boxH(n) {
@@ -600,24 +727,9 @@ function nodeObj(n) {
   return {d: n, x: n.x, y: n.y, w: n.w || 60, h: n.h || 24, lines, consts: null};
 }
 
-/** The model entry of an edge answer between node entries a and b (points: its route; none: a straight line). */
-function edgeObj(e, a, b) {
-  let pts = e.points && e.points.length >= 2 ? e.points : a && b ? [[a.x, a.y], [b.x, b.y]] : null;
-  if (!pts) return null;
-  // the layout routes edges center to center; end them at the boxes so the arrow head shows
-  pts = pts.slice();
-  if (a) pts[0] = clip(pts[0], pts[1], a.w, a.h);
-  if (b) pts[pts.length - 1] = clip(pts[pts.length - 1], pts[pts.length - 2], b.w, b.h);
-  let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
-  for (const [px, py] of pts) {
-    x0 = Math.min(x0, px);
-    y0 = Math.min(y0, py);
-    x1 = Math.max(x1, px);
-    y1 = Math.max(y1, py);
-  }
-  const d = e.points ? e : {...e, points: [[a.x, a.y], [b.x, b.y]]};
-  return {d, pts, path: pathOf(pts), arrow: arrowOf(pts), fromConst: a ? a.d.cat === "const" : false,
-    box: [x0, y0, x1, y1]};
+/** An inlined constant's text, cut like the args in the server's labels. */
+function cut(s) {
+  return s.length <= MAX_ARG ? s : `${s.slice(0, MAX_ARG - 1)}…`;
 }
 
 let monoFont = null;
@@ -629,11 +741,11 @@ function getMonoFont() {
   return monoFont;
 }
 
-/** The point where the segment from a box's center c toward p leaves the box (w x h). */
-function clip(c, p, w, hgt) {
+/** The point where the segment from c toward p leaves the box around c: w wide, up above c and down below it. */
+function clip(c, p, w, up, down) {
   const dx = p[0] - c[0], dy = p[1] - c[1];
   if (!dx && !dy) return c;
-  const t = Math.min(dx ? w / 2 / Math.abs(dx) : Infinity, dy ? hgt / 2 / Math.abs(dy) : Infinity);
+  const t = Math.min(dx ? w / 2 / Math.abs(dx) : Infinity, dy ? (dy < 0 ? up : down) / Math.abs(dy) : Infinity);
   if (t >= 1) return c;  // the next point is inside the box: keep the route as it is
   return [c[0] + dx * t, c[1] + dy * t];
 }

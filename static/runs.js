@@ -41,7 +41,7 @@ export class RunsPanel {
     };
     const drawChart = (sorted) => put(chartBox, barChart(sorted.map((r) => ({label: label(r), value: r.median,
       text: `${fmtSeconds(r.median)} · ${fmtNum(r.gflops)} GFLOP/s`, title: `${r.kname}: ${fmtSeconds(r.median)}`,
-      onClick: () => this.onJump(r.ctx)}))));
+      onClick: () => this.onJump(r.ctx)})), {width: 600, labelW: 190}));
     const table = sortableTable([
       {key: "kname", label: "kernel", render: name},
       {key: "median", label: "median", num: true, render: (r) => fmtSeconds(r.median)},

@@ -91,7 +91,8 @@ export class Sidebar {
     if (!c) return [];
     const q = this.filterEl.value.trim().toLowerCase();
     const nameHit = !q || String(c.name).toLowerCase().includes(q);
-    return c.rewrites.filter((r) => (!this.hideUnchanged || r.changed || r.id === this.rw)
+    // a rewrite still running has changed === null (not known yet): it is not "unchanged", so never hidden
+    return c.rewrites.filter((r) => (!this.hideUnchanged || r.changed || !r.ended || r.id === this.rw)
       && (nameHit || String(r.name).toLowerCase().includes(q)));
   }
 
@@ -117,11 +118,13 @@ export class Sidebar {
   renderRewrites() {
     const c = this.byId.get(this.ctx);
     const list = this.visibleRewrites();
-    const items = list.map((r) => h("li", {class: `rw${r.changed ? "" : " unchanged"}${r.error ? " error" : ""}`,
-      dataset: {rw: r.id}, title: `${r.name} (${r.file}:${r.line})${r.bottom_up ? " bottom-up" : ""}`},
+    const items = list.map((r) => h("li", {
+      class: `rw${!r.ended ? " running" : r.changed ? "" : " unchanged"}${r.error ? " error" : ""}`,
+      dataset: {rw: r.id},
+      title: `${r.name} (${r.file}:${r.line})${r.bottom_up ? " bottom-up" : ""}${r.ended ? "" : " (in progress)"}`},
     h("span", {class: "rname"}, r.name),
     h("span", {class: "matches", title: "matches"}, String(r.matches ?? 0)),
-    h("span", {class: "dt muted"}, fmtNs(r.dt))));
+    h("span", {class: "dt muted"}, r.ended ? fmtNs(r.dt) : "running…")));
     if (!c) items.push(h("li", {class: "empty-row muted"}, "pick a context"));
     else if (!list.length) {
       items.push(h("li", {class: "empty-row muted"}, c.rewrites.length ? "all hidden" : "no rewrites"));

@@ -65,7 +65,7 @@ export function barChart(items, {width = 400, barH = 16, gap = 4, labelW = 120} 
     g.append(
       s("title", null, it.title ?? String(it.label)),
       s("text", {x: labelW - 6, y: barH / 2, dy: "0.35em", "text-anchor": "end", class: "bar-label"},
-        truncate(String(it.label), 22)),
+        truncate(String(it.label), Math.floor((labelW - 8) / 6.8))),  // 11px mono: ~6.6px a character
       s("rect", {x: labelW, y: 0, width: w, height: barH, rx: 2}),
       s("text", {x: labelW + w + 4, y: barH / 2, dy: "0.35em", class: "bar-value"}, it.text ?? ""));
     if (it.onClick) { g.classList.add("clickable"); g.addEventListener("click", it.onClick); }

@@ -151,6 +151,34 @@ def test_diff_between_steps_kernels_and_traces(client):
     assert {n["hash"] for n in one["graph"][side]} <= {ln["text"][:8] for ln in one["lines"] if ln["kind"] == kind}
 
 
+@pytest.mark.parametrize("a,b", [("2:{r}:0", "2:{r}:end"), ("2:{r}:end", "2:{r}:1"), ("0:2", "1:2"),
+                                 ("1:2", "2:{r}:3")])
+def test_diff_drawn_union(client, a, b):
+  rw = _biggest_rewrite(client)
+  a, b = a.format(r=rw["id"]), b.format(r=rw["id"])
+  assert "drawn" not in _get(client, f"/api/diff?a={a}&b={b}")["graph"]
+  g = _get(client, f"/api/diff?a={a}&b={b}&draw=1")["graph"]
+  drawn = g["drawn"]
+  ids = [n["id"] for n in drawn["nodes"]]
+  assert len(ids) == len(set(ids)) and drawn["width"] > 0 and drawn["height"] > 0
+  side = {s: [n for n in drawn["nodes"] if n["side"] == s] for s in ("a", "b", "both")}
+  assert len(side["a"]) + len(side["b"]) + len(side["both"]) == len(ids)
+  # the drawn sides are the API's sets: only_a / only_b by node and hash, both by hash
+  assert [n["node"] for n in side["a"]] == [n["id"] for n in g["only_a"]]
+  assert [(n["node"], n["hash"]) for n in side["b"]] == [(n["id"], n["hash"]) for n in g["only_b"]]
+  assert len({n["hash"] for n in side["both"]}) == g["both"]
+  assert all(n["node"] == n["id"] for n in side["b"] + side["both"])
+  if b.count(":") == 2:  # B's nodes are exactly the graph of that step
+    t, r, k = b.split(":")
+    want = {n["id"] for n in _get(client, f"/api/traces/{t}/rewrites/{r}/graph?step={k}")["nodes"]}
+    assert {n["node"] for n in side["b"] + side["both"]} == want
+  by_id = {n["id"]: n for n in drawn["nodes"]}
+  for e in drawn["edges"]:
+    assert by_id[e["dst"]]["src"][e["index"]] == e["src"] and e["src"] in by_id and len(e["points"]) >= 2
+    assert by_id[e["src"]]["y"] < by_id[e["dst"]]["y"]  # sources above users, A-only nodes included
+  assert sum(len(n["src"]) for n in drawn["nodes"]) == len(drawn["edges"])
+
+
 @pytest.mark.parametrize("query,status", [("a=0:9:0&b=0:0:0", 404), ("a=0:0&b=0:99", 404), ("a=x&b=0:0:0", 400),
                                           ("a=0:0:0", 400), ("a=0:0:0&b=0:0:999", 404), ("a=7:0:0&b=0:0:0", 404),
                                           ("a=0:1:2:3&b=0:0:0", 400)])
@@ -237,24 +265,35 @@ def test_upload(traces, tmp_path):
 
 
 def test_follow_is_for_local_json_requests_naming_trace_files(traces, tmp_path):
-  c = create_app([], follow=False).test_client()
+  app = create_app([], follow=False)
+  c = app.test_client()
   path = str(traces / "r.vztrace")
-  ok = c.post("/api/traces/follow", json={"path": path})
+  # a server not started by the CLI has no control token: it takes no control requests at all
+  assert c.post("/api/traces/follow", json={"path": path}).status_code == 404
+  app.extensions["tinyviz"]["control_token"] = "s3cret-token"
+  tok = {"X-Tinyviz-Token": "s3cret-token"}
+  for bad in ({}, {"X-Tinyviz-Token": "wrong"}, {"X-Tinyviz-Token": ""}):  # another local user knows no token
+    r = c.post("/api/traces/follow", json={"path": path}, headers=bad)
+    assert r.status_code == 403 and "token" in r.get_json()["error"]
+  assert c.get("/api/traces").get_json() == []
+  ok = c.post("/api/traces/follow", json={"path": path}, headers=tok)
   assert ok.status_code == 200 and ok.get_json()["name"] == "r.vztrace"
-  again = c.post("/api/traces/follow", json={"path": path})
+  again = c.post("/api/traces/follow", json={"path": path}, headers=tok)
   assert again.get_json()["id"] == ok.get_json()["id"]  # the same file is served once
-  assert c.post("/api/traces/follow", data=json.dumps({"path": path}), content_type="text/plain").status_code == 400
-  assert c.post("/api/traces/follow", json={"path": path},
+  assert c.post("/api/traces/follow", data=json.dumps({"path": path}), content_type="text/plain",
+                headers=tok).status_code == 400
+  assert c.post("/api/traces/follow", json={"path": path}, headers=tok,
                 environ_overrides={"REMOTE_ADDR": "10.1.2.3"}).status_code == 403
-  assert c.post("/api/traces/follow", json={"path": path}, headers={"Origin": "http://evil.example"}).status_code == 403
-  assert c.post("/api/traces/follow", json={"path": "r.vztrace"}).status_code == 400
-  assert c.post("/api/traces/follow", json={"path": str(tmp_path / "none.vztrace")}).status_code == 404
+  assert c.post("/api/traces/follow", json={"path": path},
+                headers={**tok, "Origin": "http://evil.example"}).status_code == 403
+  assert c.post("/api/traces/follow", json={"path": "r.vztrace"}, headers=tok).status_code == 400
+  assert c.post("/api/traces/follow", json={"path": str(tmp_path / "none.vztrace")}, headers=tok).status_code == 404
   notes = tmp_path / "notes.txt"
   notes.write_text("secret")
-  r = c.post("/api/traces/follow", json={"path": str(notes)})
+  r = c.post("/api/traces/follow", json={"path": str(notes)}, headers=tok)
   assert r.status_code == 400 and "secret" not in r.get_data(as_text=True)
   assert len(c.get("/api/traces").get_json()) == 1
-  assert c.post("/api/shutdown", json={}).status_code == 404  # not started by the CLI: nothing to stop
+  assert c.post("/api/shutdown", json={}, headers=tok).status_code == 404  # not started by the CLI: nothing to stop
 
 
 def test_foreign_host_header_is_refused(client):

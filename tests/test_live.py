@@ -15,21 +15,30 @@ from pathlib import Path
 import pytest
 import socketio
 
+from compiler.trace.reader import TraceReader
 from viz_server.__main__ import bind
 from viz_server.app import create_app
 
 ROOT = Path(__file__).resolve().parents[1]
+RUN_FIELDS = ("ctx", "kname", "min", "median", "times", "flops", "bytes", "gflops", "gbs")  # a `run` event's run
 
+# argv: trace path, contexts, and "kernels" to also compile and run a real kernel of 8 * (i + 1) floats in context i
 WRITER = textwrap.dedent("""
   import sys, time
   from compiler import Ops, PatternMatcher, UOp, UPat, graph_rewrite
   from compiler.trace import recorder
+  kernels = sys.argv[3:] == ["kernels"]
+  if kernels:
+    import numpy as np
+    from compiler.tensor import Tensor
   recorder.enable(sys.argv[1], announce=False)
   pm = PatternMatcher([(UPat(Ops.ADD, src=[UPat.var("x"), UPat.const(None, 0)]), lambda x: x)], name="add0")
   x = UOp.variable("x", 0, 10)
   for i in range(int(sys.argv[2])):
     with recorder.trace_context(f"ctx{i}", kind="schedule"):
       graph_rewrite((x + 0) + i, pm, name=f"rw{i}")
+      if kernels:
+        (Tensor(np.arange(8 * (i + 1), dtype=np.float32)) + 1).numpy()
     recorder.RECORDER.writer.flush()
     time.sleep(0.15)
   recorder.disable()
@@ -90,30 +99,62 @@ def test_socketio_client_gets_contexts_of_a_trace_being_written(server):
   events = []
   lock = threading.Lock()
   sio = socketio.Client()
-  for ev in ("trace", "context", "rewrite"):
+  for ev in ("trace", "context", "rewrite", "kernel", "run"):
     sio.on(ev, (lambda name: lambda data: (lock.acquire(), events.append((name, data)), lock.release()))(ev))
   sio.connect(url, transports=["websocket"])
   try:
     assert sio.transport() == "websocket"
     assert sio.call("subscribe", {"trace": None}, timeout=5) == {"ok": True}
     n = 5
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(d / "run.vztrace"), str(n)], env=_env())
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(d / "run.vztrace"), str(n), "kernels"], env=_env())
     assert writer.wait(timeout=60) == 0
     _wait(lambda: any(e == "trace" and x["status"] == "ended" for e, x in events), what="the trace to end")
   finally:
     sio.disconnect()
   with lock:
     seen = list(events)
-  begun = [x["context"]["name"] for e, x in seen if e == "context" and not x["context"]["ended"]]
-  assert begun == ["default"] + [f"ctx{i}" for i in range(n)]
+  begun = [x["context"] for e, x in seen if e == "context" and not x["context"]["ended"]]
+  assert [c["name"] for c in begun if c["parent"] in (None, 0)] == ["default"] + [f"ctx{i}" for i in range(n)]
   rewrites = [x["rewrite"]["name"] for e, x in seen if e == "rewrite" and x["rewrite"]["ended"]]
-  assert rewrites == [f"rw{i}" for i in range(n)]
+  assert [r for r in rewrites if r.startswith("rw")] == [f"rw{i}" for i in range(n)]
   first_trace = next(i for i, (e, _) in enumerate(seen) if e == "trace")
   assert first_trace < next(i for i, (e, _) in enumerate(seen) if e == "context")  # the trace is announced first
   # the records came in several batches while the file grew, not all at once at the end
   assert sum(1 for e, x in seen if e == "trace" and x["status"] == "live") >= 2
   traces = _get(url + "/api/traces")
-  assert [(t["name"], t["status"], t["counts"]["contexts"]) for t in traces] == [("run.vztrace", "ended", n + 1)]
+  assert [(t["name"], t["status"], t["counts"]["kernels"], t["counts"]["runs"]) for t in traces] == \
+    [("run.vztrace", "ended", n, n)]
+  assert traces[0]["counts"]["contexts"] == len(begun)
+  _check_kernel_events(seen, url, traces[0]["id"], d / "run.vztrace", n)
+
+
+def _check_kernel_events(seen: list, url: str, tid: int, path: Path, n: int) -> None:
+  """`kernel` and `run` events: one kernel context per ctx{i}, each announced after its context began, every run
+  (as the file holds it) after its context began and followed by a `kernel` event for that context."""
+  began = {x["context"]["id"]: i for i, (e, x) in enumerate(seen) if e == "context" and not x["context"]["ended"]}
+  kernels = [x["context"] for e, x in seen if e == "context" and not x["context"]["ended"]
+             and x["context"]["kind"] == "kernel"]
+  assert [c["name"] for c in kernels] == [f"E_{8 * (i + 1)}" for i in range(n)]
+  ids = [c["id"] for c in kernels]
+  kev = [(i, x) for i, (e, x) in enumerate(seen) if e == "kernel"]
+  assert all(set(x) == {"trace", "ctx"} and x["trace"] == tid for _, x in kev), kev
+  assert list(dict.fromkeys(x["ctx"] for _, x in kev)) == ids  # every kernel context, in order, none other
+  assert all(i > began[x["ctx"]] for i, x in kev)
+  runs = [(i, x) for i, (e, x) in enumerate(seen) if e == "run"]
+  assert all(set(x) == {"trace", "run"} and x["trace"] == tid for _, x in runs), runs
+  recorded = [r for r in TraceReader(path) if r["t"] == "run"]
+  assert [x["run"] for _, x in runs] == [{k: r[k] for k in RUN_FIELDS} for r in recorded]
+  for (i, x), c in zip(runs, kernels, strict=True):
+    r = x["run"]
+    size = int(c["name"][2:])  # E_<elements>: one add per element, two float buffers
+    assert (r["ctx"], r["flops"], r["bytes"]) == (c["id"], size, 8 * size)
+    assert r["times"] and r["min"] == min(r["times"]) and r["median"] >= r["min"] > 0
+    assert i > began[r["ctx"]] and any(j > i and y["ctx"] == r["ctx"] for j, y in kev)
+    # what the `kernel` events announced is there to fetch: the opts that named the kernel, its sources, its run
+    k = _get(f"{url}/api/traces/{tid}/contexts/{c['id']}/kernel")
+    assert r["kname"] == next((o["kname"] for o in reversed(k["opts"]) if o["ok"]), c["name"])
+    assert [s["kind"] for s in k["sources"]] == ["uops", "llvm_ir", "opt_ir", "asm"]
+    assert f"define void @{r['kname']}" in k["sources"][1]["text"] and k["runs"] == [r]
 
 
 def test_subscribe_to_one_trace_only(server):
@@ -160,7 +201,8 @@ def test_viz_1_starts_a_detached_viewer_and_a_second_run_reuses_it(tmp_path):
     assert f"http://127.0.0.1:{port}/#t=1" in second.stderr and "follows this trace" in second.stderr, second.stderr
     _wait(lambda: [t["name"] for t in _get(url + "/api/traces")] == ["a.vztrace", "b.vztrace"], what="reuse")
     assert _ping(url)["pid"] == pid  # no second server
-    stop = subprocess.run([sys.executable, "-m", "viz_server", "--stop", "--port", str(port)], env=_env(),
+    stop = subprocess.run([sys.executable, "-m", "viz_server", "--stop", "--port", str(port)],
+                          env=_env(XDG_CACHE_HOME=str(tmp_path / "cache")),  # the token of the user who started it
                           capture_output=True, text=True, timeout=30, cwd=ROOT)
     assert stop.returncode == 0, stop.stderr
     _wait(lambda: not _alive(pid), what="the viewer to exit")

@@ -310,5 +310,5 @@ def test_opts_are_traced(tmp_path):
   assert opts[0]["kname"] == "r_2_8_16_4" and opts[0]["reason"] is None
   assert "no local memory" in opts[1]["reason"] and opts[1]["shape"] == [2, 8, 16, 4]
   rws = [r for r in recs if r["t"] == "rw_begin"]
-  assert [r["name"] for r in rws] == [f"apply {Opt(OptOps.UPCAST, 0, 4)}"]
+  assert [r["name"] for r in rws] == ["apply UPCAST(0, 4)"]
   assert any(r["t"] == "match" and r["rw"] == rws[0]["id"] for r in recs)

@@ -16,13 +16,11 @@ from pathlib import Path
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
+from compiler.paths import trace_dir
+from compiler.trace.control import HEADER as TOKEN_HEADER
+from compiler.trace.control import read_token, remove_token, write_token
+
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
-
-
-def default_trace_dir() -> Path:
-  """Where the recorder writes traces by default (compiler.trace.recorder.default_trace_path's folder)."""
-  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-  return Path(base) / "tinyviz" / "traces"
 
 
 def url_of(host: str, port: int) -> str:
@@ -71,9 +69,13 @@ def bind(app: object, host: str, port: int, busy_ok: bool = True) -> BaseWSGISer
                        request_handler=QuietHandler, fd=sock.fileno())
 
 
-def _post(url: str, body: dict, timeout: float = 2.0) -> dict:
-  req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                               headers={"Content-Type": "application/json"})
+def _post(url: str, body: dict, port: int, timeout: float = 2.0) -> dict:
+  """POST a control request to the viewer on 127.0.0.1:port, with the token it left for this user."""
+  headers = {"Content-Type": "application/json"}
+  token = read_token(port)
+  if token is not None:
+    headers[TOKEN_HEADER] = token
+  req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers=headers)
   with urllib.request.urlopen(req, timeout=timeout) as resp:
     return json.loads(resp.read().decode())
 
@@ -95,12 +97,22 @@ def handover(port: int, paths: list[Path]) -> int:
     if not p.is_file():
       continue
     try:
-      entry = _post(url + "api/traces/follow", {"path": str(p.resolve())})
+      entry = _post(url + "api/traces/follow", {"path": str(p.resolve())}, port)
       print(f"tinyviz: the viewer at {url} now also serves {p} (trace {entry.get('id')})", flush=True)
+    except urllib.error.HTTPError as e:
+      print(f"tinyviz: the viewer at {url} refused {p}: {_reason(e)}", file=sys.stderr, flush=True)
+      rc = 1
     except (OSError, ValueError) as e:
       print(f"tinyviz: the viewer at {url} refused {p}: {e}", file=sys.stderr, flush=True)
       rc = 1
   return rc
+
+
+def _reason(e: urllib.error.HTTPError) -> str:
+  try:
+    return str(json.loads(e.read().decode()).get("error")) or str(e)
+  except (ValueError, OSError, AttributeError):
+    return str(e)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,13 +131,17 @@ def main(argv: list[str] | None = None) -> int:
     if not running_viewer(args.port):
       print(f"tinyviz: no viewer on port {args.port}", file=sys.stderr)
       return 1
-    _post(f"http://127.0.0.1:{args.port}/api/shutdown", {})
+    try:
+      _post(f"http://127.0.0.1:{args.port}/api/shutdown", {}, args.port)
+    except urllib.error.HTTPError as e:
+      print(f"tinyviz: the viewer on port {args.port} refused to stop: {_reason(e)}", file=sys.stderr)
+      return 1
     print(f"tinyviz: stopped the viewer on port {args.port}")
     return 0
 
   paths = [Path(p) for p in args.paths]
   if not paths:
-    paths = [default_trace_dir()]
+    paths = [trace_dir()]
     paths[0].mkdir(parents=True, exist_ok=True)
   for p in paths:
     if not p.exists():
@@ -157,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     srv = bind(app, args.host, 0)
   state = app.extensions["tinyviz"]
   state["shutdown"] = lambda: threading.Thread(target=srv.shutdown, daemon=True).start()
+  if local:  # on another host the control endpoints stay off (and loopback-only anyway)
+    state["control_token"] = token = write_token(srv.port)
   store = state["store"]
   store.start()
   url = url_of(args.host if args.host != "0.0.0.0" else "127.0.0.1", srv.port)
@@ -170,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
   finally:
     store.stop()
     srv.server_close()
+    if local:
+      remove_token(srv.port, token)
   print("tinyviz: viewer stopped", flush=True)
   return 0
 

@@ -1,5 +1,6 @@
 """The JSON API (docs/architecture.md, "JSON API"). Every parameter is an int id or a step; none names a file,
-except POST /api/traces/follow, which only a local process may call (it is how `VIZ=1` reuses a running viewer)."""
+except POST /api/traces/follow, which only a local process holding the viewer's control token may call (it is how
+`VIZ=1` reuses a running viewer; compiler/trace/control.py)."""
 from __future__ import annotations
 
 import os
@@ -7,6 +8,8 @@ from typing import Any, NoReturn
 
 from flask import Blueprint, current_app, jsonify, request
 
+from compiler.trace.control import HEADER as TOKEN_HEADER
+from compiler.trace.control import token_matches
 from compiler.trace.format import TraceFormatError
 from viz_server.diff import DiffError, diff_graphs
 from viz_server.graphview import label
@@ -105,10 +108,16 @@ def upload() -> Any:
 
 
 def _local_json_request() -> dict:
-  """Guard for the endpoints a local process uses: loopback peer, JSON body (so a web page cannot send it without a
-  CORS preflight, which this server never grants), and no foreign Origin."""
+  """Guard for the endpoints a local process uses: loopback peer, the control token (another user of the machine
+  can reach loopback too), JSON body (so a web page cannot send it without a CORS preflight, which this server never
+  grants), and no foreign Origin."""
   if request.remote_addr not in LOOPBACK:
     fail(403, "only a process on this machine may do this")
+  expected = current_app.extensions["tinyviz"].get("control_token")
+  if expected is None:
+    fail(404, "this server takes no control requests (only a viewer started by `python -m viz_server` does)")
+  if not token_matches(expected, request.headers.get(TOKEN_HEADER)):
+    fail(403, "wrong or missing control token (it is in the cache folder of the user who started the viewer)")
   _same_origin()
   body = request.get_json(silent=True) if request.is_json else None
   if not isinstance(body, dict):
@@ -272,8 +281,9 @@ def _final_ast(tr: Trace, ctx: Context) -> int | None:
 def diff() -> Any:
   a = _point(request.args.get("a"), "a")
   b = _point(request.args.get("b"), "b")
+  draw = request.args.get("draw", "0") not in ("0", "", "false")
   try:
-    out = diff_graphs(a, b)
+    out = diff_graphs(a, b, draw=draw)
   except DiffError as e:
     fail(400, str(e))
   return jsonify({"a": request.args["a"], "b": request.args["b"], **out})

@@ -14,11 +14,14 @@ import difflib
 import hashlib
 from typing import Callable
 
+from viz_server.graphview import node_json
+from viz_server.layout import layout_graph
 from viz_server.nodes import Node
 
 NodeGetter = Callable[[int], "Node | None"]
 HASH_CHARS = 8
 MAX_DIFF_NODES = 100_000
+MAX_DRAW_NODES = 3_000  # the drawn diff is laid out per request, uncached (~1.5 s at 1,700 nodes): past this, lists
 
 
 class DiffError(ValueError):
@@ -74,8 +77,59 @@ def print_graph(order: list[int], get: NodeGetter, hashes: dict[int, str]) -> li
   return lines
 
 
-def diff_graphs(a: tuple[int, NodeGetter, str], b: tuple[int, NodeGetter, str], context: int = 3) -> dict:
-  """{text, lines, graph} for two graphs given as (root, node getter, label)."""
+def draw_diff(oa: list[int], ga: NodeGetter, ha: dict[int, str], ob: list[int], gb: NodeGetter,
+              hb: dict[int, str]) -> dict:
+  """The union of two graphs laid out as one: B's nodes (side "b" or "both") and A's nodes not in B (side "a"), the
+  latter attached to the B nodes of equal structure they use. Node ids are B's ids; an A-only node keeps its A id
+  unless B uses it (different traces or replays share id ranges), then it gets a free one. `node` is the id in its
+  own graph."""
+  b_ids, set_a = set(ob), set(ha.values())
+  by_hash: dict[str, int] = {}
+  for x in ob:
+    by_hash.setdefault(hb[x], x)
+  draw_id: dict[str, int] = dict(by_hash)  # hash -> drawn id
+  used = set(b_ids)
+  fresh = max([*ob, *oa], default=0) + 1
+  nodes: dict[int, dict] = {}
+  sides: dict[int, tuple[str, int, str]] = {}
+  edges: list[tuple[int, int]] = []
+  for x in ob:
+    node = gb(x)
+    nodes[x] = node_json(x, node)  # type: ignore[arg-type]
+    sides[x] = ("both" if hb[x] in set_a else "b", x, hb[x])
+    edges.extend((s, x) for s in node[3])  # type: ignore[index]
+  for x in oa:
+    if ha[x] in draw_id:
+      continue
+    if x in used:
+      while fresh in used:
+        fresh += 1
+      d = fresh
+    else:
+      d = x
+    used.add(d)
+    draw_id[ha[x]] = d
+    op, dtype, arg, src = ga(x)  # type: ignore[misc]
+    dsrc = tuple(draw_id[ha[s]] for s in src)
+    nodes[d] = node_json(d, (op, dtype, arg, dsrc))
+    sides[d] = ("a", x, ha[x])
+    edges.extend((s, d) for s in dsrc)
+  lay = layout_graph({d: (n["w"], n["h"]) for d, n in nodes.items()}, edges)
+  out_nodes, out_edges = [], []
+  for d, n in nodes.items():
+    x, y = lay.pos[d]
+    side, own, hsh = sides[d]
+    out_nodes.append({**n, "x": round(x, 1), "y": round(y, 1), "side": side, "node": own, "hash": hsh[:HASH_CHARS]})
+    out_edges.extend({"src": s, "dst": d, "index": i, "points": [[round(px, 1), round(py, 1)] for px, py in
+                                                                  lay.edges.get((s, d), ())]}
+                     for i, s in enumerate(n["src"]))
+  return {"nodes": out_nodes, "edges": out_edges, "width": round(lay.width, 1), "height": round(lay.height, 1)}
+
+
+def diff_graphs(a: tuple[int, NodeGetter, str], b: tuple[int, NodeGetter, str], context: int = 3,
+                draw: bool = False) -> dict:
+  """{text, lines, graph} for two graphs given as (root, node getter, label); with draw, graph.drawn is the union
+  laid out (draw_diff), or null when it has more than MAX_DRAW_NODES nodes."""
   (ra, ga, la), (rb, gb, lb) = a, b
   oa, ob = toposort(ra, ga), toposort(rb, gb)
   ha, hb = structural_hashes(oa, ga), structural_hashes(ob, gb)
@@ -97,6 +151,8 @@ def diff_graphs(a: tuple[int, NodeGetter, str], b: tuple[int, NodeGetter, str], 
         out.append({"id": x, "op": op, "dtype": dtype, "arg": arg, "hash": hashes[x][:HASH_CHARS]})
     return out
 
-  return {"text": "\n".join(udiff), "lines": lines,
-          "graph": {"only_a": nodes(oa, ga, ha, set_b), "only_b": nodes(ob, gb, hb, set_a),
-                    "both": len(set_a & set_b)}}
+  graph = {"only_a": nodes(oa, ga, ha, set_b), "only_b": nodes(ob, gb, hb, set_a), "both": len(set_a & set_b)}
+  if draw:
+    small = len(ob) + len(graph["only_a"]) <= MAX_DRAW_NODES
+    graph["drawn"] = draw_diff(oa, ga, ha, ob, gb, hb) if small else None
+  return {"text": "\n".join(udiff), "lines": lines, "graph": graph}

@@ -11,6 +11,7 @@ from typing import Any
 
 from compiler.opt.kernel import Opt
 from compiler.opt.target import Target
+from compiler.paths import cache_dir as user_cache_dir
 from compiler.uop import UOp, pretty
 
 CACHE_VERSION = 1
@@ -21,8 +22,7 @@ def cache_dir() -> Path:
   """BEAM_CACHE_DIR, else the per-user cache: $XDG_CACHE_HOME/tinyviz/beam (default ~/.cache)."""
   if d := os.environ.get("BEAM_CACHE_DIR"):
     return Path(d)
-  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-  return Path(base) / "tinyviz" / "beam"
+  return user_cache_dir() / "beam"
 
 
 def cache_key(ast: UOp, target: Target, amt: int) -> str:

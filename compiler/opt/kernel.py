@@ -41,6 +41,10 @@ class Opt:
   def __repr__(self) -> str:
     return f"Opt(op={self.op!r}, axis={self.axis}, arg={self.arg})"
 
+  def short(self) -> str:
+    """The name the UI shows: `UPCAST(1, 16)` (a rewrite list shows several of these side by side)."""
+    return f"{self.op.name}({self.axis}, {self.arg})"
+
   def to_json(self) -> list:
     return [self.op.name, self.axis, self.arg]
 
@@ -397,7 +401,7 @@ class Kernel:
     return max((r.arg[0] for r in self.rngs), default=-1) + 1
 
   def _rewrite(self, sub: _OptSub, opt: Opt) -> UOp:
-    return graph_rewrite(self.ast, pm_apply_opt, ctx=sub, name=f"apply {opt}")
+    return graph_rewrite(self.ast, pm_apply_opt, ctx=sub, name=f"apply {opt.short()}")
 
   def _shift_to(self, rng: UOp, amt: int, kind: AxisType, top: bool, opt: Opt) -> UOp:
     """Take `amt` out of `rng` into a new axis of `kind` (from the bottom, or the top)."""

@@ -2,7 +2,8 @@
 the compiler never imports Flask; the viewer is a separate, detached `python -m viz_server` process.
 
 Behaviour (docs/architecture.md, "Live viewing"): the port is VIZ_PORT (default 8000). If a tinyviz viewer answers
-there, it is asked (POST /api/traces/follow) to also follow this trace; otherwise a new viewer is started in its own
+there, it is asked (POST /api/traces/follow, with the control token the viewer left for this user:
+compiler/trace/control.py) to also follow this trace; otherwise a new viewer is started in its own
 session, following the trace file, logging to <cache>/tinyviz/viewer-<port>.log. Either way the URL is printed once.
 The viewer outlives the script; stop it with `python -m viz_server --stop --port PORT` (or kill its pid).
 """
@@ -17,6 +18,10 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from compiler.paths import cache_dir
+from compiler.trace.control import HEADER as TOKEN_HEADER
+from compiler.trace.control import read_token
 
 DEFAULT_PORT = 8000
 PING_TIMEOUT = 0.5
@@ -51,9 +56,14 @@ def _free_port() -> int:
 
 
 def _follow(port: int, path: str) -> int | None:
-  """Ask the viewer on port to follow path; returns the trace id it got, or None if it refused."""
+  """Ask the viewer on port to follow path; returns the trace id it got, or None if it refused (a viewer of another
+  user, or of an older version: it has no token of ours)."""
+  token = read_token(port)
+  if token is None:
+    return None
   req = urllib.request.Request(f"http://127.0.0.1:{port}/api/traces/follow", method="POST",
-                               data=json.dumps({"path": path}).encode(), headers={"Content-Type": "application/json"})
+                               data=json.dumps({"path": path}).encode(),
+                               headers={"Content-Type": "application/json", TOKEN_HEADER: token})
   try:
     with urllib.request.urlopen(req, timeout=5) as resp:
       tid = json.loads(resp.read().decode()).get("id")
@@ -63,8 +73,7 @@ def _follow(port: int, path: str) -> int | None:
 
 
 def _log_path(port: int) -> Path:
-  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-  return Path(base) / "tinyviz" / f"viewer-{port}.log"
+  return cache_dir() / f"viewer-{port}.log"
 
 
 def spawn_viewer(trace_path: str, port: int) -> subprocess.Popen:

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+from compiler.paths import trace_dir
+
 if TYPE_CHECKING:
   from compiler.uop import UOp
 
@@ -24,9 +26,8 @@ _RULE_INFO: dict = {}  # Rule -> its pattern record fields
 
 def default_trace_path() -> Path:
   """A timestamped file in a per-user cache directory."""
-  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
   stamp = time.strftime("%Y%m%d-%H%M%S")
-  return Path(base) / "tinyviz" / "traces" / f"trace-{stamp}-{os.getpid()}.vztrace"
+  return trace_dir() / f"trace-{stamp}-{os.getpid()}.vztrace"
 
 
 class _Buffer:

@@ -196,3 +196,42 @@ if __name__ == "__main__":
     {"demo": write_demo, "evil": write_evil, "jumps": write_jumps}[sys.argv[1]](sys.argv[2])
   else:
     sys.exit("usage: tracegen.py demo|evil|jumps|live PATH [n_kernels pause]")
+
+
+def consts_graph(n: int = 6) -> UOp:
+  """n parallel `load * C1 + C2` chains sharing two constants with long texts: their users sit side by side, so
+  inlined constants widen boxes that the layout packed NODE_GAP apart. The `* 1` on every other load is a step."""
+  r = UOp.range(8, 0, AxisType.LOOP)
+  c1, c2 = UOp.const(dtypes.float32, 1 / 3), UOp.const(dtypes.float32, 2 / 7)
+  outs = []
+  for i in range(n):
+    x = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(), arg=i).index(r).load()
+    outs.append((x * 1 if i % 2 else x) * c1 + c2)
+  return UOp.sink(*outs)
+
+
+def write_consts(path: str | Path) -> Path:
+  """A rewrite whose graph has many users of constants with long texts (for collapsing constants)."""
+  recorder.enable(path, announce=False)
+  try:
+    with recorder.trace_context("consts", kind="schedule"):
+      graph_rewrite(consts_graph(), simplify_pm, name="simplify")
+  finally:
+    recorder.disable()
+  return Path(path)
+
+
+def write_compiled(path: str | Path) -> Path:
+  """A real workload compiled and run by the compiler while recording: relu(a @ b), one kernel with opts."""
+  import numpy as np
+
+  from compiler.tensor import Tensor
+  rng = np.random.default_rng(0)
+  a, b = (rng.standard_normal((24, 24)).astype(np.float32) for _ in range(2))
+  recorder.enable(path, announce=False)
+  try:
+    got = (Tensor(a) @ Tensor(b)).relu().numpy()
+  finally:
+    recorder.disable()
+  assert np.allclose(got, np.maximum(a @ b, 0), atol=1e-4)
+  return Path(path)

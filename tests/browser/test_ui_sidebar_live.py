@@ -1,0 +1,96 @@
+"""The sidebar while a rewrite is still running: its `changed` is not known yet (null), so it must show as in progress,
+neither dimmed nor hidden by "hide unchanged", and become an ordinary (here: unchanged) rewrite once it ends."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+from conftest import ROOT, open_page, shot
+
+# ctx "live ctx": a rewrite that changes the graph, one that does not, then one whose rule waits for a gate file
+# (the recorder's background thread flushes meanwhile, so the viewer sees the rewrite begun but not ended)
+WRITER = textwrap.dedent("""
+  import os, sys, time
+  from compiler import Ops, PatternMatcher, UOp, UPat, graph_rewrite
+  from compiler.trace import recorder
+
+  def wait_for_gate(x):
+    while not os.path.exists(sys.argv[2]):
+      time.sleep(0.02)
+    return None
+
+  recorder.enable(sys.argv[1], announce=False)
+  add0 = PatternMatcher([(UPat(Ops.ADD, src=[UPat.var("x"), UPat.const(None, 0)]), lambda x: x)], name="add0")
+  gate = PatternMatcher([(UPat(Ops.MUL, name="x"), wait_for_gate)], name="gate")
+  x = UOp.variable("x", 0, 10)
+  with recorder.trace_context("live ctx", kind="schedule"):
+    graph_rewrite((x + 0) * 2, add0, name="changes")
+    graph_rewrite(x * 3, add0, name="no change")
+    graph_rewrite(x * 4, gate, name="blocked")
+  recorder.disable()
+""")
+
+
+def _rows(page) -> dict[str, dict]:
+  """The rewrite rows on screen: name -> {cls, opacity, dt}."""
+  got = page.eval_on_selector_all("#rewrites li[data-rw]", """els => els.map(e => ({
+    name: e.querySelector('.rname').textContent, cls: e.className, opacity: getComputedStyle(e).opacity,
+    dt: e.querySelector('.dt').textContent}))""")
+  return {r["name"]: r for r in got}
+
+
+def _wait_api(server, t: int, pred, what: str, timeout: float = 20) -> list:
+  deadline = time.time() + timeout
+  while True:
+    ctxs = server.api(f"/api/traces/{t}/contexts")
+    if pred(ctxs):
+      return ctxs
+    if time.time() > deadline:
+      raise AssertionError(f"timed out waiting for {what}: {ctxs}")
+    time.sleep(0.1)
+
+
+def _rewrites(ctxs) -> dict[str, dict]:
+  return {r["name"]: r for c in ctxs for r in c["rewrites"]}
+
+
+def test_a_running_rewrite_is_neither_dimmed_nor_hidden(page, server, tmp_path):
+  path = server.dir / "sidebar-live.vztrace"
+  gate = tmp_path / "gate"
+  proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(gate)], cwd=ROOT,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+  try:
+    t = server.trace_id(path.name)
+    ctxs = _wait_api(server, t, lambda cs: "blocked" in _rewrites(cs), "the blocked rewrite to begin")
+    rws = _rewrites(ctxs)
+    assert (rws["blocked"]["ended"], rws["blocked"]["changed"]) == (False, None)  # what the sidebar is given
+    assert (rws["changes"]["changed"], rws["no change"]["changed"]) == (True, False)
+    ctx = next(c["id"] for c in ctxs if c["name"] == "live ctx")
+    open_page(page, server, f"#t={t}&c={ctx}&r={rws['changes']['id']}")
+    page.wait_for_selector("#rewrites li[data-rw] >> text=blocked")
+    rows = _rows(page)
+    assert "running" in rows["blocked"]["cls"].split() and "unchanged" not in rows["blocked"]["cls"].split()
+    assert float(rows["blocked"]["opacity"]) == 1.0 and rows["blocked"]["dt"] == "running…"
+    assert "unchanged" in rows["no change"]["cls"].split() and float(rows["no change"]["opacity"]) < 1.0
+    assert float(rows["changes"]["opacity"]) == 1.0
+    page.check("#hide-unchanged")
+    page.wait_for_function("() => !document.querySelector('#rewrites li[data-rw][class~=unchanged]')")
+    assert set(_rows(page)) == {"changes", "blocked"}  # the running rewrite stays; the finished unchanged one goes
+    shot(page, "sidebar-running-rewrite")
+    # once it ends without a change it is an unchanged rewrite like any other: hidden, live, without a reload
+    gate.touch()
+    assert proc.wait(30) == 0
+    page.wait_for_function("() => document.querySelector('#trace-status').textContent === 'ended'", timeout=10_000)
+    page.wait_for_function("() => document.querySelectorAll('#rewrites li[data-rw]').length === 1")
+    assert set(_rows(page)) == {"changes"}
+    page.uncheck("#hide-unchanged")
+    page.wait_for_function("() => document.querySelectorAll('#rewrites li[data-rw]').length === 3")
+    rows = _rows(page)
+    assert "unchanged" in rows["blocked"]["cls"].split() and "running" not in rows["blocked"]["cls"].split()
+    assert rows["blocked"]["dt"] != "running…"
+  finally:
+    gate.touch()
+    if proc.poll() is None:
+      proc.kill()
