@@ -223,6 +223,21 @@ def _pass(path: Path, mode: str, steps: int, pace: float = 0.0, warm: bool = Fal
           "kb": statistics.mean(sizes) / 1e3, "max_kb": max(sizes) / 1e3, "layouts": dict(view.stats)}
 
 
+def _deep_link_ms(path: Path) -> tuple[float, float]:
+  """A fresh app asked straight for the last step of the largest rewrite (its layout is made from every step before
+  it), then for the step before the last: milliseconds of each."""
+  app = create_app([path], follow=False)
+  app.extensions["tinyviz"]["views"].prefetch_steps = 0
+  c = app.test_client()
+  rw = _largest(c)
+  out = []
+  for k in (rw["matches"], rw["matches"] - 1):
+    t = time.perf_counter()
+    assert c.get(f"/api/traces/0/rewrites/{rw['id']}/graph?step={k}").status_code == 200
+    out.append((time.perf_counter() - t) * 1000)
+  return out[0], out[1]
+
+
 def bench_steps(name: str, path: Path, steps: int, pace: float, full_steps: int, repeat: int = 1) -> None:
   runs = [(f"full graph per step (first {full_steps})", "full", 0.0, False, True), ("delta", "delta", 0.0, False, True),
           ("delta compact", "compact", 0.0, False, True),
@@ -238,6 +253,8 @@ def bench_steps(name: str, path: Path, steps: int, pace: float, full_steps: int,
   print(f"\n== serving the steps of {name}: rewrite {r0['rw']['name']!r}, {r0['rw']['matches']} steps "
         f"(served {rows[1][1]['n']}), {r0['nodes']} nodes at step 0; first graph {r0['first_kb']:.0f} KB in "
         f"{r0['first_ms']:.0f} ms" + (f"; median of {repeat} passes, p95 range in brackets" if repeat > 1 else ""))
+  deep, then = _deep_link_ms(path)
+  print(f"cold deep link to the last step (fresh server): {deep:.0f} ms; then the step before it: {then:.0f} ms")
   print(f"{'mode':40s}{'p50 ms':>9s}{'p95 ms':>9s}{'p95 range':>14s}{'max ms':>9s}{'KB/step':>9s}{'max KB':>9s}"
         f"{'bytes vs full':>15s}{'full/derived layouts':>22s}")
   for label, r in rows:

@@ -11,7 +11,7 @@ from test_server_helpers import apply_delta, recording
 from compiler import UOp, graph_rewrite
 from compiler.symbolic import symbolic
 from viz_server import graphview
-from viz_server.graphview import BLOCK, GraphView, Turns, _Derived, anchor
+from viz_server.graphview import BLOCK, GraphView, Turns, _Derived
 from viz_server.layout import NODE_GAP, mean_displacement
 from viz_server.replay import Replay
 from viz_server.store import TraceStore
@@ -79,7 +79,7 @@ def _boxes_overlap(view, lay, ids):
 def test_every_step_is_laid_out_without_overlaps_and_edges_point_down(big):
   for rw in big.rewrites.values():
     view = _view(big, rw)
-    assert rw.matches > BLOCK  # full and derived layouts both occur
+    assert rw.matches > BLOCK  # kept (block boundary) and LRU-cached layouts both occur
     for k in range(rw.matches + 1):
       lay = view.layout(k)
       ids = view.replay.members(k)
@@ -92,15 +92,15 @@ def test_every_step_is_laid_out_without_overlaps_and_edges_point_down(big):
     assert view.stats["derived"] > view.stats["full"]
 
 
-def test_full_layouts_only_at_block_boundaries(big):
-  """Every step inside a block is derived from the step before (placing new nodes never fails), so stepping never
-  waits for a full layout except at a block boundary, which the prefetch computes ahead."""
+def test_only_step_0_gets_a_full_layout_when_steps_change_little(big):
+  """Every later step is derived from the step before (placing new nodes never fails on these graphs), so stepping
+  never waits for a full layout and nothing a step leaves alone moves."""
   for rw in big.rewrites.values():
     view = _view(big, rw)
     for k in range(rw.matches + 1):
       view.layout(k)
-    assert view.stats["full"] == len(range(0, rw.matches + 1, BLOCK))
-    assert all(view._derived[k] for k in range(rw.matches + 1) if k % BLOCK)
+    assert view.stats["full"] == 1 and view.stats["derived"] == rw.matches
+    assert all(view._derived[k] for k in range(1, rw.matches + 1))
 
 
 def test_unchanged_nodes_stay_put_between_steps(big):
@@ -153,25 +153,20 @@ def real_steps(big, compiled) -> list[tuple[str, bool, int, bool, float]]:
                                                        if rw.ended and rw.matches]
   names = {rw.name for _, rw in rws}
   assert {"simplify", "vectorize", "index_fold", "rangeify", "expand"} <= names, names
-  assert sum(rw.matches > BLOCK for _, rw in rws) >= 3  # block boundaries (full layouts) occur in both kinds
+  assert sum(rw.matches > BLOCK for _, rw in rws) >= 3  # block boundaries (kept layouts) occur in both kinds
   return [(rw.name, rw.bottom_up, k, derived, d) for tr, rw in rws for k, derived, d in _step_displacements(tr, rw)]
 
 
-def test_nodes_keep_their_place_on_derived_steps_of_real_rewrites(real_steps):
-  """The issue's stability goal where the layout is derived from the step before (the common case): the nodes in
-  both steps move on average less than 5% of a node spacing."""
-  derived = [s for s in real_steps if s[3]]
-  bad = [s for s in derived if s[4] >= 0.05]
-  assert not bad, bad
-  assert len(derived) > 300 and len(derived) >= 0.9 * len(real_steps), (len(derived), len(real_steps))
-
-
-@pytest.mark.xfail(strict=True, reason="steps that get a full layout (block boundaries, steps bringing many new "
-                   "nodes such as `expand`) move the nodes already shown, often by several node spacings")
 def test_nodes_keep_their_place_on_every_step_of_real_rewrites(real_steps):
-  """The issue's goal on every step: mean displacement of the nodes in both steps under 5% of a node spacing."""
-  bad = [(name, up, k, derived, round(d, 3)) for name, up, k, derived, d in real_steps if d >= 0.05]
+  """The issue's stability goal: the nodes in both steps move on average less than 5% of a node spacing, on every
+  step (block boundaries included) except the rare ones that restructure the graph wholesale (`expand` turning a
+  kernel into its upcast lanes: more than MASSIVE new nodes without an old version), which get a fresh full layout,
+  since placing hundreds of nodes one by one into the old picture makes an unreadable one."""
+  bad = [s for s in real_steps if s[3] and s[4] >= 0.05]
   assert not bad, bad
+  full = [s for s in real_steps if not s[3]]
+  assert {s[0] for s in full} <= {"expand"} and len(full) <= 0.02 * len(real_steps), full
+  assert len(real_steps) > 300 and any(s[2] > BLOCK for s in real_steps if s[3])
 
 
 def test_layouts_do_not_depend_on_the_order_steps_are_asked_for(big, monkeypatch):
@@ -185,7 +180,10 @@ def test_layouts_do_not_depend_on_the_order_steps_are_asked_for(big, monkeypatch
   for k in order[:40] + [rw.matches, 0, 1]:
     got = jumpy.layout(k)
     assert got.pos == want[k].pos and got.edges == want[k].edges, k
-  assert all(anchor(k) < k for k in range(1, 300)) and max(bin(k // BLOCK).count("1") for k in range(300)) <= 4
+  # a step far from every layout computed so far costs at most BLOCK - 1 derivations once its boundary is known
+  before = dict(jumpy.stats)
+  jumpy.layout(rw.matches - 1)
+  assert jumpy.stats["derived"] - before["derived"] <= BLOCK - 1
 
 
 @pytest.mark.parametrize("compact", [False, True])
@@ -225,7 +223,7 @@ def test_two_threads_share_one_layout(big):
     t.start()
   for t in threads:
     t.join()
-  assert view.stats["full"] == 2 and view.stats["derived"] == 3  # steps 0 and 64 (whose anchor is 0); 65..67
+  assert view.stats["full"] == 1 and view.stats["derived"] == 2 * BLOCK + 3  # step 0, then each from the one before
 
 
 def test_background_work_gives_way_to_requests():

@@ -19,7 +19,7 @@ from viz_server.store import Rewrite, Trace
 CHAR_W, LINE_H, PAD_W, PAD_H = 6.6, 13.0, 16.0, 10.0  # label metrics, matched to static/graph.js
 MAX_ARG_CHARS = 40
 LAYOUT_CACHE_NODES = 600_000  # node positions kept in cached layouts (~270 bytes each with edge routes)
-BLOCK = 32  # steps between full layouts of a rewrite; steps inside a block move only what changed (see _derive)
+BLOCK = 32  # every BLOCK-th step's layout is kept for good, so any step is at most BLOCK - 1 derivations away
 MASSIVE = 64  # a step with more new nodes than this (and than a quarter of the graph) without an old version to
 # take the place of gets a full layout: placing so many one by one would look arbitrary
 
@@ -69,19 +69,8 @@ def _r(v: float) -> float:
   return round(v, 1)
 
 
-def anchor(k: int) -> int:
-  """The step whose layout step k's layout is made from: k-1 inside a block of BLOCK steps; at a block boundary
-  the boundary with its lowest set bit (in blocks) cleared. So any step's layout is a chain of at most
-  log2(k / BLOCK) full layouts plus BLOCK - 1 derivations away from step 0, whatever order steps are asked in, and
-  the result never depends on that order (layouts are deterministic, evicting one is harmless)."""
-  if k % BLOCK:
-    return k - 1
-  m = k // BLOCK
-  return (m & (m - 1)) * BLOCK
-
-
 def checkpoint(k: int) -> int:
-  """The block boundary whose full layout step k's layout is derived from."""
+  """The block boundary at or before step k: its layout, once computed, is kept for as long as the view."""
   return k - k % BLOCK
 
 
@@ -204,13 +193,17 @@ TURNS = Turns()
 class GraphView:
   """Graphs and deltas of one rewrite.
 
-  Layouts (see anchor()): step 0 and block boundaries get a full layout_graph, seeded (prev) with their anchor's
-  layout in which the nodes rebuilt since are renamed to their new ids, so a rebuilt node starts where its old
-  version was. A step inside a block is derived from the step before it by viz_server.place: nothing moves, new
-  nodes are placed into free spots (a rebuilt node at its old version's place). Only a step that replaces a large
-  part of the graph at once (more than MASSIVE new nodes, or a quarter of the graph, without an old version) gets a
-  full layout seeded the same way. Layouts are computed outside any lock; two threads that want the same step
-  share one computation."""
+  Layouts: step 0 gets a full layout_graph; every later step's layout is made from the step before it, so the
+  nodes a step leaves alone never move (the viewer's stability promise, tested on real rewrites). Usually it is
+  derived by viz_server.place: nothing moves, new nodes are placed into free spots (a rebuilt node at its old
+  version's place). A step that replaces a large part of the graph at once (more than MASSIVE new nodes, or a
+  quarter of the graph, without an old version) gets a full layout seeded (prev) with the step before's layout in
+  which the nodes rebuilt by the step are renamed to their new ids: nodes kept stay where they were, as far as
+  layout_graph can keep them. A layout depends only on the steps before it, never on the order steps are asked in.
+  Every BLOCK-th step's layout is kept (the others are in the LRU LAYOUTS), so a step asked for out of order costs
+  at most BLOCK - 1 derivations once the boundary before it was computed; the first visit of a far step computes
+  the chain up to it (about 1 ms a step). Layouts are computed outside any lock; two threads that want the same
+  step share one computation."""
 
   def __init__(self, tr: Trace, rw: Rewrite, replay: Replay) -> None:
     self.tr, self.rw, self.replay = tr, rw, replay
@@ -218,6 +211,7 @@ class GraphView:
     self.lock = threading.Lock()
     self._busy: dict[int, threading.Event] = {}  # steps whose layout a thread is computing
     self._derived: dict[int, bool] = {}  # step -> whether its layout is derived from the step before (never evicted)
+    self._kept: dict[int, Layout] = {}  # the layouts of block boundaries (never evicted)
     self._sizes: dict[int, tuple[float, float]] = {}
     self.stats = {"full": 0, "derived": 0}
     self.last_step = 0  # the step last served (views.Views.prefetch looks ahead of it in the direction of travel)
@@ -230,19 +224,23 @@ class GraphView:
     return got
 
   # ---- layout
+  def _get(self, k: int) -> Layout | None:
+    got = self._kept.get(k)
+    return got if got is not None else LAYOUTS.get(self.key + (k,))
+
   def cached(self, k: int) -> bool:
-    return LAYOUTS.get(self.key + (k,)) is not None
+    return self._get(k) is not None
 
   def layout(self, k: int, pause: Callable[[], None] | None = None) -> Layout:
     """The layout of step k; pause: see layout_graph (background callers pass TURNS.pause)."""
-    got = LAYOUTS.get(self.key + (k,))
+    got = self._get(k)
     if got is not None:
       return got
-    chain = [k]
-    while chain[-1] > 0 and LAYOUTS.get(self.key + (anchor(chain[-1]),)) is None:
-      chain.append(anchor(chain[-1]))
+    start = k
+    while start > 0 and self._get(start - 1) is None:
+      start -= 1
     lay = None
-    for s in reversed(chain):
+    for s in range(start, k + 1):
       if pause is not None:
         pause()
       lay = self._compute(s, pause)
@@ -251,7 +249,7 @@ class GraphView:
   def _compute(self, k: int, pause: Callable[[], None] | None = None) -> Layout:
     key = self.key + (k,)
     while True:
-      got = LAYOUTS.get(key)
+      got = self._get(k)
       if got is not None:
         return got
       with self.lock:
@@ -264,7 +262,10 @@ class GraphView:
     try:
       lay = self._make(k, pause)
       self._derived[k] = isinstance(lay, _Derived)
-      LAYOUTS.put(key, lay)
+      if k % BLOCK == 0:
+        self._kept[k] = lay
+      else:
+        LAYOUTS.put(key, lay)
     finally:
       with self.lock:
         del self._busy[k]
@@ -274,13 +275,13 @@ class GraphView:
   def _make(self, k: int, pause: Callable[[], None] | None) -> Layout:
     if k == 0:
       return self._full(0, None, pause)
-    a = anchor(k)
-    base = self._compute(a, pause)
-    if k % BLOCK:
-      lay = self._derive(base, k)
-      if lay is not None:
-        return lay
-    return self._full(k, self._renamed(base, a, k), pause)
+    base = self._get(k - 1)
+    if base is None:  # layout() computed it just before, but another thread's layouts pushed it out of the LRU
+      base = self.layout(k - 1, pause)
+    lay = self._derive(base, k)
+    if lay is not None:
+      return lay
+    return self._full(k, self._renamed(base, k - 1, k), pause)
 
   def _full(self, k: int, prev: Layout | None, pause: Callable[[], None] | None = None) -> Layout:
     self.stats["full"] += 1

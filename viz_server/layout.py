@@ -49,6 +49,7 @@ TRANSPOSE_WORK = 2_500_000  # ...at most this many (rounds x proper edges)
 COORD_ITERS = 30    # coordinate steps from packed rows
 STABLE_ITERS = 10   # coordinate steps with nodes held at their previous x
 STABLE_GAP = 0.5    # with prev: gaps may shrink to this fraction to fit new nodes in before old ones move
+STABLE_MIN = 0.5    # with prev: the share of nodes it must know for the layout to stay close to it
 DUMMY_LINE = 0.5    # a dummy's target x: this much the straight line of its edge, the rest its neighbours' mean
 
 
@@ -816,7 +817,7 @@ def _layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, 
     prev_layer = None
     if prev is not None and prev.pos:
         pl = np.array([prev.layer.get(v, -1) for v in ids], dtype=np.int64)
-        if (pl >= 0).sum() >= 0.5 * n:
+        if (pl >= 0).sum() >= STABLE_MIN * n:
             stable, prev_layer = True, pl
     lay = _assign_layers(n, us, ud, prev_layer)
     _pause()

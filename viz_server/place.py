@@ -12,7 +12,8 @@ when no box is closer than NODE_GAP horizontally and VPAD vertically.
 from __future__ import annotations
 
 import bisect
-from typing import Callable, Iterable
+import heapq
+from typing import Callable, Iterable, Iterator
 
 from viz_server.layout import LAYER_GAP, Layout
 
@@ -95,24 +96,54 @@ class Rows:
     return x >= w / 2 - 1e-9 and not self.blockers(x, y, w, h)
 
   def free_x(self, y: float, w: float, h: float, target: float) -> float:
-    """The x nearest to target (and >= w/2) where a w x h box at y keeps its clearances: walk right and left past
-    the boxes in the way."""
+    """The x nearest to target (and >= w/2) where a w x h box at y keeps its clearances (ties: the right one)."""
     lo = w / 2
-    right = max(target, lo)
-    while True:
-      bs = self.blockers(right, y, w, h)
-      if not bs:
+    start = max(target, lo)
+    if not self.blockers(start, y, w, h):
+      return start
+    # the boxes that can block a box on this row, by left edge: a center x is blocked by (l, r) when
+    # l - pad < x < r + pad; walking over them in order from start is linear, not a search per box in the way
+    pad = NODE_GAP + w / 2 - 1e-9
+    reach, ys = h / 2 + self.hh + VPAD, self.ys
+    near = []
+    for i in range(bisect.bisect_right(ys, y - reach), bisect.bisect_left(ys, y + reach)):
+      ry = ys[i]
+      dy = abs(ry - y) - h / 2 - VPAD
+      near.append((dy, self.rows[ry]))
+    wmax = self.wmax
+    right = start
+    first = start - pad - wmax  # a box that starts further left ends before start's blocked span
+    merged = heapq.merge(*(_spans(row, bisect.bisect_left(row, (first,)), len(row), dy) for dy, row in near))
+    for left_edge, right_edge in merged:
+      if left_edge - pad >= right:
         break
-      right = max(b[1] for b in bs) + NODE_GAP + w / 2
+      if right_edge + pad > right:
+        right = right_edge + pad + 1e-9  # the boundary itself is free
+    if target < lo:
+      return right
     left = target
-    while left >= lo:
-      bs = self.blockers(left, y, w, h)
-      if not bs:
-        return left if target - left < right - target else right
-      left = min(b[0] for b in bs) - NODE_GAP - w / 2
-      if target - left >= right - target:
+    rev = heapq.merge(*(_spans(row, bisect.bisect_left(row, (target + pad,)), 0, dy) for dy, row in near))
+    for neg_left, right_edge in rev:
+      if -neg_left + wmax + pad <= left:  # no box starting here or further left can reach left
         break
-    return right
+      if right_edge + pad > left and -neg_left - pad < left:
+        left = -neg_left - pad - 1e-9
+        if left < lo or target - left >= right - target:
+          return right
+    return left if left >= lo and target - left < right - target else right
+
+def _spans(row: list[Box], i: int, stop: int, dy: float) -> Iterator[tuple[float, float]]:
+  """(left, right) of the boxes of a row that reach a box dy away vertically: from i on rightwards (stop = the row's
+  length), or from i - 1 leftwards as (-left, right) (stop = 0), so heapq.merge orders rows by distance from i."""
+  if stop > i:
+    for b in row[i:stop]:
+      if dy < b[2]:
+        yield b[0], b[1]
+  else:
+    for j in range(i - 1, stop - 1, -1):
+      b = row[j]
+      if dy < b[2]:
+        yield -b[0], b[1]
 
 
 class Bands:

@@ -10,7 +10,7 @@ from viz_server.store import Rewrite, Trace, TraceStore
 
 MAX_VIEWS = 64  # rewrites with a live replay state; an evicted one is rebuilt (deterministically) on demand
 PREFETCH = 12  # layouts computed ahead of the step last asked for, in the background (stepping is sequential)
-AHEAD = 2  # full layouts of the next block boundaries computed in the background, so stepping never waits for one
+AHEAD = 2  # next block boundaries whose layouts (and the steps up to them) are computed in the background
 
 
 class Views:
@@ -28,8 +28,8 @@ class Views:
 
   def prefetch(self, view: GraphView, k: int) -> None:
     """Compute in the background the layouts that stepping on from k in the direction of travel will need: the next
-    step, the full layouts of the next block boundaries, then the next PREFETCH steps (a newer wish replaces an
-    older one; a layout being computed is finished first)."""
+    step, the layouts of the next block boundaries (kept for good), then the next PREFETCH steps (a newer wish
+    replaces an older one; a layout being computed is finished first)."""
     if self.prefetch_steps <= 0:
       return
     n = view.rw.matches

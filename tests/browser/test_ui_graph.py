@@ -445,9 +445,9 @@ def test_removed_nodes_fade_and_go(page, gserver):
   # the step panel and the toolbar show how long the match took
   step = gserver.api(f"/api/traces/{t}/rewrites/{rw['id']}")["steps"][0]
   took = page.evaluate("async (ns) => (await import('/static/dom.js')).fmtNs(ns)", step["dt"])
-  title = page.locator("#panel-step .step-title")
-  title.wait_for()
-  assert title.inner_text() == f"Step 1 / {rw['matches']} match took {took}"
+  want = f"Step 1 / {rw['matches']} match took {took}"
+  page.wait_for_function("(want) => (document.querySelector('#panel-step .step-title') || {}).innerText === want",
+                         arg=want)
   assert page.locator("#step-label").inner_text() == f"step 1/{rw['matches']} · {took}"
   # the next step's removed nodes replace them
   page.keyboard.press("ArrowRight")
@@ -456,7 +456,9 @@ def test_removed_nodes_fade_and_go(page, gserver):
   assert ghost_ids(page) == set(g2["removed"]) != gone
   page.keyboard.press("Home")
   wait_graph(page, t, rw["id"], 0)
-  assert page.locator("#panel-step .step-title").inner_text().startswith(f"Step 0 / {rw['matches']}")
+  # the step panel renders after the graph (its own request): wait for it rather than read it at once
+  page.wait_for_function("(want) => (document.querySelector('#panel-step .step-title') || {}).innerText"
+                         "?.startsWith(want)", arg=f"Step 0 / {rw['matches']}")
 
 
 # ---------------------------------------------------------------- 7. a trace of the real compiler
@@ -484,7 +486,8 @@ def test_real_compiler_trace(new_page, gserver):
     assert page.evaluate("() => window.__viz.graph.drawn") == len(g["nodes"])
     assert ids_with_mark(page, "added") == set(g["added"])
     assert ids_with_mark(page, "changed") == set(g["changed"])
-  assert page.locator("#panel-step .step-title").inner_text().startswith(f"Step 3 / {longest['matches']}")
+  page.wait_for_function("(want) => (document.querySelector('#panel-step .step-title') || {}).innerText"
+                         "?.startsWith(want)", arg=f"Step 3 / {longest['matches']}")
   # the kernel panel lists the opts the optimizer applied
   page.keyboard.press("3")
   want = gserver.api(f"/api/traces/{t}/contexts/{kernel['id']}/kernel")["opts"]
