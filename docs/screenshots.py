@@ -58,10 +58,15 @@ def main() -> None:
       srw = max(sched["rewrites"], key=lambda r: r["matches"])
       bkernels = get(base + "/api/traces/1/kernels")
       bmm = next(k for k in bkernels if k["name"].startswith("r_") and "512" in k["name"])
+      # the diff shot: a pass of that kernel that changes a small graph, so both drawings stay legible
+      def end_nodes(r: dict) -> int:
+        return len(get(f"{base}/api/traces/0/rewrites/{r['id']}/graph?step={r['matches']}")["nodes"])
+      small = [r for r in ctx["rewrites"] if 2 <= r["matches"] <= 60]
+      drw = min(small, key=lambda r: (end_nodes(r) > 60, -r["matches"])) if small else rw
       views = {
         "step": f"#t=0&c={ctx['id']}&r={rw['id']}&s=1&p=step",
         "schedule": f"#t=0&c={sched['id']}&r={srw['id']}&s=1&p=step",
-        "diff": f"#t=0&c={ctx['id']}&r={rw['id']}&s={rw['matches']}&p=diff&a=0:{rw['id']}:0&b=0:{rw['id']}:end",
+        "diff": f"#t=0&c={ctx['id']}&r={drw['id']}&s={drw['matches']}&p=diff&a=0:{drw['id']}:0&b=0:{drw['id']}:end",
         "kernel": f"#t=1&c={bmm['ctx']}&p=kernel",
         "source": f"#t=0&c={ctx['id']}&p=source",
         "runs": f"#t=0&c={ctx['id']}&p=runs",

@@ -82,6 +82,10 @@ function renderStatus() {
   const banner = $("#banner");
   if (!t) { badge.hidden = true; banner.hidden = true; put($("#trace-counts")); return; }
   badge.hidden = false;
+  if (sidebar.live !== (t.status === "live")) {
+    sidebar.live = t.status === "live";
+    sidebar.renderRewrites();
+  }
   badge.className = `badge status-${t.status}`;
   badge.textContent = t.status === "live" ? "● live" : t.status;
   badge.title = t.status === "live" ? "the writing process is still running: new records appear as they arrive"

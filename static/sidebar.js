@@ -17,6 +17,7 @@ export class Sidebar {
     this.collapsed = new Set();
     this.ctx = null;
     this.rw = null;
+    this.live = true;  // whether the trace's writer still runs: a rewrite without an end is running, else cut off
     this.filterEl.addEventListener("input", () => this.render());
     this.hideEl.addEventListener("change", () => this.renderRewrites());
     this.treeEl.addEventListener("click", (ev) => {
@@ -118,13 +119,15 @@ export class Sidebar {
   renderRewrites() {
     const c = this.byId.get(this.ctx);
     const list = this.visibleRewrites();
+    const open = this.live ? [" running", " (in progress)", "running…"]
+      : [" cut error", " (never ended: the writing process stopped first)", "cut off"];
     const items = list.map((r) => h("li", {
-      class: `rw${!r.ended ? " running" : r.changed ? "" : " unchanged"}${r.error ? " error" : ""}`,
+      class: `rw${!r.ended ? open[0] : r.changed ? "" : " unchanged"}${r.error ? " error" : ""}`,
       dataset: {rw: r.id},
-      title: `${r.name} (${r.file}:${r.line})${r.bottom_up ? " bottom-up" : ""}${r.ended ? "" : " (in progress)"}`},
+      title: `${r.name} (${r.file}:${r.line})${r.bottom_up ? " bottom-up" : ""}${r.ended ? "" : open[1]}`},
     h("span", {class: "rname"}, r.name),
     h("span", {class: "matches", title: "matches"}, String(r.matches ?? 0)),
-    h("span", {class: "dt muted"}, r.ended ? fmtNs(r.dt) : "running…")));
+    h("span", {class: "dt muted"}, r.ended ? fmtNs(r.dt) : open[2])));
     if (!c) items.push(h("li", {class: "empty-row muted"}, "pick a context"));
     else if (!list.length) {
       items.push(h("li", {class: "empty-row muted"}, c.rewrites.length ? "all hidden" : "no rewrites"));

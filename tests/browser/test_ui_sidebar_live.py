@@ -19,6 +19,9 @@ WRITER = textwrap.dedent("""
   def wait_for_gate(x):
     while not os.path.exists(sys.argv[2]):
       time.sleep(0.02)
+    if sys.argv[3:] == ["die"]:  # the writer dies inside the rewrite: it never ends
+      recorder.RECORDER.writer.flush()
+      os._exit(3)
     return None
 
   recorder.enable(sys.argv[1], announce=False)
@@ -54,6 +57,33 @@ def _wait_api(server, t: int, pred, what: str, timeout: float = 20) -> list:
 
 def _rewrites(ctxs) -> dict[str, dict]:
   return {r["name"]: r for c in ctxs for r in c["rewrites"]}
+
+
+def test_a_rewrite_cut_off_by_a_dead_writer_is_marked_so(page, server, tmp_path):
+  path = server.dir / "sidebar-dead.vztrace"
+  gate = tmp_path / "gate"
+  proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(gate), "die"], cwd=ROOT,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+  try:
+    t = server.trace_id(path.name)
+    ctxs = _wait_api(server, t, lambda cs: "blocked" in _rewrites(cs), "the blocked rewrite to begin")
+    ctx = next(c["id"] for c in ctxs if c["name"] == "live ctx")
+    open_page(page, server, f"#t={t}&c={ctx}")
+    page.wait_for_selector("#rewrites li[data-rw] >> text=blocked")
+    assert _rows(page)["blocked"]["dt"] == "running…"
+    gate.touch()
+    assert proc.wait(30) == 3
+    page.wait_for_function("() => document.querySelector('#trace-status').textContent === 'damaged'", timeout=15_000)
+    page.wait_for_function("() => document.querySelector('#rewrites li.cut')")
+    row = _rows(page)["blocked"]
+    assert "running" not in row["cls"].split() and "cut" in row["cls"].split() and row["dt"] == "cut off"
+    page.check("#hide-unchanged")  # not "unchanged" either: nobody knows what it would have changed
+    page.wait_for_function("() => !document.querySelector('#rewrites li[data-rw][class~=unchanged]')")
+    assert "blocked" in _rows(page)
+  finally:
+    gate.touch()
+    if proc.poll() is None:
+      proc.kill()
 
 
 def test_a_running_rewrite_is_neither_dimmed_nor_hidden(page, server, tmp_path):
