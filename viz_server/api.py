@@ -11,10 +11,10 @@ from flask import Blueprint, current_app, jsonify, request
 from compiler.trace.control import HEADER as TOKEN_HEADER
 from compiler.trace.control import token_matches
 from compiler.trace.format import TraceFormatError
-from viz_server.diff import DiffError, diff_graphs
-from viz_server.graphview import label
+from viz_server.diff import BaseGetter, DiffError, diff_graphs
+from viz_server.graphview import BLOCK, label
 from viz_server.highlight import highlight
-from viz_server.store import Context, Trace, TraceStore, context_entry, kname_colors, run_entry
+from viz_server.store import Context, Rewrite, Trace, TraceStore, context_entry, kname_colors, run_entry
 from viz_server.views import Views
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -228,8 +228,19 @@ def node(t: int, n: int) -> Any:
 
 # ---- diffs
 
-def _point(spec: str | None, which: str) -> tuple[int, Any, str]:
-  """(root, node getter, label) of a diff POINT: `t:r:k` (k may be `end`) or `t:c` (a kernel context's final AST)."""
+DIFF_CHAIN = 4 * BLOCK  # B's layout is the main view's if computing it takes at most this many steps' layouts
+
+
+def _base(tr: Trace, rw: Rewrite, k: int) -> BaseGetter:
+  """The main view's layout of step k as the drawn diff's base (docs: "Drawn diff")."""
+  views = _views()
+  return lambda: views.get(tr, rw).reusable(k, DIFF_CHAIN)
+
+
+def _point(spec: str | None, which: str) -> tuple[int, Any, str, BaseGetter | None, tuple, bool]:
+  """(root, node getter, label, B's layout getter, cache key, final) of a diff POINT: `t:r:k` (k may be `end`) or
+  `t:c` (a kernel context's final AST: the end of its last finished rewrite, drawn with that rewrite's last step);
+  final: the point's trace has ended, so its graph cannot change."""
   if not spec:
     fail(400, f"missing query parameter {which!r}")
   parts = spec.split(":")
@@ -246,25 +257,28 @@ def _point(spec: str | None, which: str) -> tuple[int, Any, str]:
   tr = _trace(t)
   if len(parts) == 3:
     rw = _rewrite(tr, r)
+    key = (t, r, k)
     if k is None and rw.ended and rw.end_root is not None and rw.end_root in tr.nodes:
-      return rw.end_root, tr.nodes.get, f"{tr.name} {rw.name} (rewrite {r}) end"
+      return (rw.end_root, tr.nodes.get, f"{tr.name} {rw.name} (rewrite {r}) end", _base(tr, rw, rw.matches), key,
+              tr.ended)
     k = rw.matches if k is None else k
     if k < 0:
       fail(400, f"{which}: step must be >= 0")
     _check_step(rw, k)
     rp = _views().get(tr, rw).replay
-    return rp.root(k), rp.node, f"{tr.name} {rw.name} (rewrite {r}) step {k}"
+    return rp.root(k), rp.node, f"{tr.name} {rw.name} (rewrite {r}) step {k}", _base(tr, rw, k), key, tr.ended
   ctx = tr.contexts.get(c)
   if ctx is None:
     fail(404, f"no context {c} in trace {t}")
-  root = _final_ast(tr, ctx)
-  if root is None:
+  last = _final_ast(tr, ctx)
+  if last is None:
     fail(404, f"context {c} of trace {t} has no finished rewrite")
-  return root, tr.nodes.get, f"{tr.name} {ctx.name} (context {c})"
+  root: int = last.end_root  # type: ignore[assignment]  # _final_ast only picks rewrites with an end_root
+  return root, tr.nodes.get, f"{tr.name} {ctx.name} (context {c})", _base(tr, last, last.matches), (t, c), tr.ended
 
 
-def _final_ast(tr: Trace, ctx: Context) -> int | None:
-  """The result of the last finished rewrite in a context or its sub-contexts."""
+def _final_ast(tr: Trace, ctx: Context) -> Rewrite | None:
+  """The last finished rewrite in a context or its sub-contexts (its end_root is the context's final AST)."""
   with _store().lock:
     inside = {ctx.id}
     for c in tr.contexts.values():  # record order: a parent begins before its children
@@ -273,7 +287,7 @@ def _final_ast(tr: Trace, ctx: Context) -> int | None:
     best = None
     for rw in tr.rewrites.values():
       if rw.ctx in inside and rw.ended and rw.end_root is not None and rw.end_root in tr.nodes:
-        best = rw.end_root
+        best = rw
     return best
 
 
@@ -282,8 +296,9 @@ def diff() -> Any:
   a = _point(request.args.get("a"), "a")
   b = _point(request.args.get("b"), "b")
   draw = request.args.get("draw", "0") not in ("0", "", "false")
+  cache = (_views().drawn, (a[4], b[4])) if a[5] and b[5] else None  # ended traces: the drawing cannot change
   try:
-    out = diff_graphs(a, b, draw=draw)
+    out = diff_graphs(a[:3], b[:3], draw=draw, base=b[3], cache=cache)
   except DiffError as e:
     fail(400, str(e))
   return jsonify({"a": request.args["a"], "b": request.args["b"], **out})

@@ -231,6 +231,18 @@ class GraphView:
   def cached(self, k: int) -> bool:
     return self._get(k) is not None
 
+  def reusable(self, k: int, chain: int) -> tuple[Layout, Rows, Bands] | None:
+    """Step k's layout with its row index and bands (viz_server.diff places another graph's nodes into it), or None
+    when more than `chain` steps' layouts would have to be computed first (far from every step shown so far)."""
+    if self._get(k) is None:
+      start = k
+      while start > 0 and self._get(start - 1) is None:
+        start -= 1
+        if k - start >= chain:
+          return None
+    lay = self.layout(k)
+    return (lay, *self._index(lay))
+
   def layout(self, k: int, pause: Callable[[], None] | None = None) -> Layout:
     """The layout of step k; pause: see layout_graph (background callers pass TURNS.pause)."""
     got = self._get(k)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from viz_server.diff import DrawnCache
 from viz_server.graphview import BLOCK, LAYOUTS, TURNS, GraphView, checkpoint
 from viz_server.replay import Replay
 from viz_server.store import Rewrite, Trace, TraceStore
@@ -21,6 +22,7 @@ class Views:
     self.max_views = max_views
     self.prefetch_steps = prefetch
     self._views: OrderedDict[tuple[int, int], GraphView] = OrderedDict()
+    self.drawn = DrawnCache()  # drawn diffs between points of ended traces (the ids here are this store's)
     self._lock = threading.Lock()
     self._want: tuple[GraphView, list[int]] | None = None  # the latest prefetch wish: (view, steps in order)
     self._wake = threading.Condition()
