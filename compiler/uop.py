@@ -160,13 +160,16 @@ def _as_uop(x: Any, dtype: DType) -> UOp:
 
 
 class UOp(metaclass=UOpMetaClass):
-  __slots__ = ("op", "dtype", "src", "arg", "__weakref__", "__dict__")
+  # _mm: the cached (vmin, vmax), a slot: most nodes get their bounds asked and nothing else cached, and a __dict__
+  # for them would be one more object per node for memory and the cycle collector (a traced run keeps every node)
+  __slots__ = ("op", "dtype", "src", "arg", "_mm", "__weakref__", "__dict__")
 
   def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None):
     object.__setattr__(self, "op", op)
     object.__setattr__(self, "dtype", dtype)
     object.__setattr__(self, "src", tuple(src))
     object.__setattr__(self, "arg", arg)
+    object.__setattr__(self, "_mm", None)
 
   def __setattr__(self, name, value):
     raise AttributeError("UOp is immutable")
@@ -321,9 +324,10 @@ class UOp(metaclass=UOpMetaClass):
   def vmax(self) -> Any:
     return self._min_max[1]
 
-  @cached_property
+  @property
   def _min_max(self) -> tuple[Any, Any]:
-    return _bounds(self)
+    mm = self._mm
+    return mm if mm is not None else _bounds(self)
 
   def render(self) -> str:
     """A compact infix rendering of an index/ALU expression (for labels and messages)."""
@@ -333,10 +337,10 @@ class UOp(metaclass=UOpMetaClass):
 # ---- bounds (vmin/vmax), iterative so deep graphs don't recurse
 
 def _bounds(root: UOp) -> tuple[Any, Any]:
-  for u in toposort(root, gate=lambda x: "_min_max" not in x.__dict__):
-    if "_min_max" not in u.__dict__:
-      u.__dict__["_min_max"] = _bounds_one(u)
-  return root.__dict__["_min_max"]
+  for u in toposort(root, gate=lambda x: x._mm is None):
+    if u._mm is None:
+      object.__setattr__(u, "_mm", _bounds_one(u))
+  return root._mm
 
 
 def _bounds_one(u: UOp) -> tuple[Any, Any]:
