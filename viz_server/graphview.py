@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from viz_server import place
-from viz_server.layout import Layout, layout_graph
+from viz_server.layout import LAYER_GAP, Layout, layout_graph
 from viz_server.place import Bands, Rows
 from viz_server.replay import Replay
 from viz_server.store import Rewrite, Trace
@@ -21,7 +21,7 @@ MAX_ARG_CHARS = 40
 LAYOUT_CACHE_NODES = 600_000  # node positions kept in cached layouts (~270 bytes each with edge routes)
 BLOCK = 32  # every BLOCK-th step's layout is kept for good, so any step is at most BLOCK - 1 derivations away
 MASSIVE = 64  # a step with more new nodes than this (and than a quarter of the graph) without an old version to
-# take the place of gets a full layout: placing so many one by one would look arbitrary
+# take the place of lays them out on their own, below the nodes kept: placing so many one by one would look arbitrary
 
 _CATEGORY: dict[str, str] = {}
 for _cat, _ops in {
@@ -197,9 +197,9 @@ class GraphView:
   nodes a step leaves alone never move (the viewer's stability promise, tested on real rewrites). Usually it is
   derived by viz_server.place: nothing moves, new nodes are placed into free spots (a rebuilt node at its old
   version's place). A step that replaces a large part of the graph at once (more than MASSIVE new nodes, or a
-  quarter of the graph, without an old version) gets a full layout seeded (prev) with the step before's layout in
-  which the nodes rebuilt by the step are renamed to their new ids: nodes kept stay where they were, as far as
-  layout_graph can keep them. A layout depends only on the steps before it, never on the order steps are asked in.
+  quarter of the graph, without an old version) keeps the nodes it kept where they were too, and lays the new ones
+  out on their own, below them (_below). A layout depends only on the steps before it, never on the order steps
+  are asked in.
   Every BLOCK-th step's layout is kept (the others are in the LRU LAYOUTS), so a step asked for out of order costs
   at most BLOCK - 1 derivations once the boundary before it was computed; the first visit of a far step computes
   the chain up to it (about 1 ms a step). Layouts are computed outside any lock; two threads that want the same
@@ -293,7 +293,7 @@ class GraphView:
     lay = self._derive(base, k)
     if lay is not None:
       return lay
-    return self._full(k, self._renamed(base, k - 1, k), pause)
+    return self._below(k, base, pause)
 
   def _full(self, k: int, prev: Layout | None, pause: Callable[[], None] | None = None) -> Layout:
     self.stats["full"] += 1
@@ -306,6 +306,40 @@ class GraphView:
       pause()
     lay = layout_graph(sizes, edges, prev, pause)
     return _Full(lay.pos, lay.layer, lay.edges, lay.width, lay.height)
+
+  def _below(self, k: int, base: Layout, pause: Callable[[], None] | None = None) -> Layout:
+    """Step k's layout when it brings too many new nodes to place one by one: the nodes it kept stay where they were
+    (with their edges' routes), the new ones get a layout of their own, placed as a block below them. A kept node's
+    sources are kept too (a node's id stands for its whole subgraph), so every edge still points down."""
+    rp = self.replay
+    members = sorted(rp.members(k))
+    keep = [n for n in members if n in base.pos]
+    if not keep:
+      return self._full(k, None, pause)
+    new = [n for n in members if n not in base.pos]
+    self.stats["full"] += 1
+    sizes = {n: self.size(n) for n in new}
+    sub = layout_graph(sizes, [(s, d) for d in new for s in rp.node(d)[3] if s in sizes], None, pause)  # type: ignore[index]
+    top = max(base.pos[n][1] + self.size(n)[1] / 2 for n in keep) + LAYER_GAP
+    xs = [base.pos[n][0] for n in keep]
+    dx = max(0.0, (min(xs) + max(xs)) / 2 - sub.width / 2)  # the block centered under what was kept
+    below = max(base.layer[n] for n in keep) + 1
+    pos = {n: base.pos[n] for n in keep}
+    layer = {n: base.layer[n] for n in keep}
+    for n in new:
+      x, y = sub.pos[n]
+      pos[n] = (x + dx, y + top)
+      layer[n] = sub.layer[n] + below
+    edges: dict[tuple[int, int], tuple[tuple[float, float], ...]] = {}
+    for d in members:
+      for src in dict.fromkeys(rp.node(d)[3]):  # type: ignore[index]
+        if d in sizes and src in sizes:
+          edges[(src, d)] = tuple((x + dx, y + top) for x, y in sub.edges[(src, d)])
+        else:
+          edges[(src, d)] = base.edges.get((src, d)) or (pos[src], pos[d])
+    width = max(max(x + self.size(n)[0] / 2 for n, (x, _) in pos.items()), base.width)
+    height = max(y + self.size(n)[1] / 2 for n, (_, y) in pos.items())
+    return _Full(pos, layer, edges, width, height)
 
   def _index(self, lay: Layout) -> tuple[Rows, Bands]:
     """The row index and bands of a layout (built once for a full layout; a derived one carries its own)."""
@@ -349,22 +383,6 @@ class GraphView:
       if n is not None and o is not None and n[:3] == o[:3]:
         out[new] = old
     return out
-
-  def _renamed(self, lay: Layout, j: int, k: int) -> Layout:
-    """lay (the layout of step j) with every node that steps j+1..k rebuilt also known under its new id."""
-    extra = {new: old for new, old in self.aliases(j, k).items() if old in lay.pos and new not in lay.pos}
-    if not extra:
-      return lay
-    pos, layer = dict(lay.pos), dict(lay.layer)
-    for new, old in extra.items():
-      pos[new] = lay.pos[old]
-      layer[new] = lay.layer[old]
-    ren = {old: new for new, old in extra.items()}
-    edges = dict(lay.edges)
-    for (s, d), pts in lay.edges.items():
-      if s in ren or d in ren:
-        edges[(ren.get(s, s), ren.get(d, d))] = pts
-    return Layout(pos, layer, edges, lay.width, lay.height)
 
   def changes(self, j: int, k: int) -> tuple[set[int], set[int], set[int]]:
     """(added, removed, reborn) from the graph at step j to the graph at step k, from the steps between (the replay
