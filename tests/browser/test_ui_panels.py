@@ -105,12 +105,56 @@ def test_runs_panel(page, server):
   assert f"{slow['gflops']:.2f}" in rows.first.inner_text()
   assert f"{slow['gbs']:.2f}" in rows.first.inner_text()
   shot(page, "panel-runs")
-  # click → that kernel's context, kernel panel open
+  # a header click sorts by that column (ascending, then descending), and the bar chart follows the table's order
   fast = min(want, key=lambda r: r["median"])
-  rows.nth(1).click()
+
+  def order() -> tuple[list[str], list[str]]:
+    return ([rows.nth(i).locator(".kname").first.get_attribute("title").split(" (context")[0]
+             for i in range(rows.count())],
+            [panel.locator(".bars .bar title").nth(i).text_content().split(":")[0] for i in range(len(want))])
+  median_th = panel.locator("thead th[data-key='median']")
+  median_th.click()
+  asc = sorted(want, key=lambda r: r["median"])
+  page.wait_for_function("() => document.querySelector(\"#panel-runs thead th[data-key='median']\")"
+                         ".classList.contains('asc')")
+  assert order() == ([r["kname"] for r in asc], [r["kname"] for r in asc])
+  median_th.click()
+  page.wait_for_function("() => document.querySelector(\"#panel-runs thead th[data-key='median']\")"
+                         ".classList.contains('desc')")
+  assert order() == ([r["kname"] for r in asc[::-1]], [r["kname"] for r in asc[::-1]])
+  # a click on a bar jumps like a click on its row: the fast kernel's bar is the last one now
+  panel.locator(".bars .bar").nth(len(want) - 1).click()
   page.wait_for_function("(c) => window.__viz.state.ctx === c && window.__viz.state.panel === 'kernel'",
                          arg=fast["ctx"])
   assert "selected" in page.locator(f"#contexts li[data-ctx='{fast['ctx']}']").get_attribute("class")
+  # a click on a row does the same (back on the runs panel, still sorted slowest first)
+  page.keyboard.press("5")
+  page.wait_for_function("() => window.__viz.state.panel === 'runs'")
+  rows.nth(1).wait_for()
+  rows.first.click()
+  page.wait_for_function("(c) => window.__viz.state.ctx === c && window.__viz.state.panel === 'kernel'",
+                         arg=slow["ctx"])
+  assert "selected" in page.locator(f"#contexts li[data-ctx='{slow['ctx']}']").get_attribute("class")
+
+
+def test_drag_and_drop_a_trace_file(page, server, trace_dir):
+  open_page(page, server)
+  before = len(server.api("/api/traces"))
+  data = list((trace_dir / "demo.vztrace").read_bytes())
+  # what the browser does when a file is dragged in from the desktop: dragenter shows the drop zone, drop uploads
+  page.evaluate("""(bytes) => {
+    const dt = new DataTransfer();
+    dt.items.add(new File([new Uint8Array(bytes)], "dropped.vztrace"));
+    window.dispatchEvent(new DragEvent("dragenter", {dataTransfer: dt, bubbles: true, cancelable: true}));
+    window.__dropZoneShown = !document.querySelector("#drop-zone").hidden;
+    window.dispatchEvent(new DragEvent("drop", {dataTransfer: dt, bubbles: true, cancelable: true}));
+  }""", data)
+  assert page.evaluate("() => window.__dropZoneShown")
+  page.wait_for_function("() => document.querySelector('#trace-select').selectedOptions[0]?.textContent"
+                         ".includes('dropped')")
+  entries = server.api("/api/traces")
+  assert len(entries) == before + 1 and entries[-1]["name"] == "dropped.vztrace"
+  assert state(page)["trace"] == entries[-1]["id"] and page.locator("#drop-zone").is_hidden()
 
 
 def test_upload(page, server, trace_dir, tmp_path):
