@@ -295,7 +295,7 @@ async function runPump() {
       return;
     }
     data.shown = want;
-    if (wantFit) { graph.fit(); wantFit = false; }
+    if (wantFit) { graph.autoView(); wantFit = false; }
     perf.lastFetchMs = t1 - t0;
     perf.lastDomMs = performance.now() - t1;
   }

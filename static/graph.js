@@ -11,6 +11,7 @@ const LINE_H = 13;      // label line height, the server's layout uses the same 
 const CHAR_W = 6.6;     // width of one label character at FONT
 const FONT_PX = 11;
 const TEXT_MIN_SCALE = 0.45;  // below this zoom labels are unreadable: skip drawing them
+const OVERVIEW_MIN = 0.2;  // a whole graph fitted below this zoom is a smear: the automatic view shows the change
 const PAD_W = 16;        // label padding in a box, as the server's layout
 const MAX_ARG = 40;      // an inlined constant's text is cut like a label's arg
 const CLEAR = 24;        // the server layout's NODE_GAP: the gap collapsed boxes keep (unless they had less)
@@ -167,7 +168,7 @@ export class GraphView {
     this._changed();
     this._mark(d.added, d.changed);
     if (this.selected !== null && !this.nodes.has(this.selected)) this.selected = null;
-    if (this.autoFit) this.fit();
+    if (this.autoFit) this.autoView();
     this._recompute();
     return true;
   }
@@ -384,7 +385,7 @@ export class GraphView {
     this.collapse = on;
     this._respace();
     this._changed();
-    if (this.autoFit) this.fit(); else this.redraw();
+    if (this.autoFit) this.autoView(); else this.redraw();
   }
 
   /** Mark nodes whose op/arg/label/#id contains q; returns the number of hits. */
@@ -431,6 +432,27 @@ export class GraphView {
     // keep clear of the legend at the bottom
     const k = Math.min(this.cw / (width + 40), (this.ch - 50) / (height + 30), 1.6);
     this.view = {k, x: (this.cw - width * k) / 2 - x0 * k, y: (this.ch - 50 - height * k) / 2 + 4 - y0 * k};
+    this.redraw();
+  }
+
+  /** The view the graph opens with and keeps while the user has not panned or zoomed: all of it when that is legible;
+   * else (a graph too big to see whole, such as a kernel's upcast lanes) the nodes the step added or changed, fitted
+   * at a zoom where labels show, so stepping follows the rewrite. Fit (`f`) still shows everything. */
+  autoView() {
+    this.fit();
+    if (this.view.k >= OVERVIEW_MIN || !this.marked) return;
+    let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+    for (const set of [this.marked.added, this.marked.changed]) {
+      for (const id of set) {
+        const b = this.box(id);
+        if (!b) continue;
+        x0 = Math.min(x0, b.x0); y0 = Math.min(y0, b.y0); x1 = Math.max(x1, b.x1); y1 = Math.max(y1, b.y1);
+      }
+    }
+    if (!(x1 > x0)) return;
+    const k = Math.min(this.cw / (x1 - x0 + 160), (this.ch - 50) / (y1 - y0 + 120), 1.2);
+    if (k < TEXT_MIN_SCALE) return;  // the change itself is too big to read: the overview it is
+    this.view = {k, x: this.cw / 2 - ((x0 + x1) / 2) * k, y: (this.ch - 50) / 2 - ((y0 + y1) / 2) * k};
     this.redraw();
   }
 

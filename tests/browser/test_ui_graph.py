@@ -49,6 +49,7 @@ def gserver(tmp_path_factory):
   d = tmp_path_factory.mktemp("graph-traces")
   tracegen.write_demo(d / "demo.vztrace")
   tracegen.write_consts(d / "consts.vztrace")
+  tracegen.write_wide(d / "wide.vztrace")
   p = subprocess.run([sys.executable, "-c", "import sys, tracegen; tracegen.write_compiled(sys.argv[1])",
                       str(d / "compiled.vztrace")], cwd=ROOT / "tests" / "browser", capture_output=True, text=True,
                      timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT), "VIZ": "0",
@@ -161,6 +162,30 @@ def test_pan_zoom_and_fit(page, gserver):
     undo_fit()
     page.wait_for_function("(k) => Math.abs(window.__viz.graph.view.k - k) < 1e-9", arg=v0["k"])
     assert close(view(page), v0)
+  assert_fitted(page)
+
+
+def test_a_graph_too_wide_to_read_opens_on_the_change_and_follows_it(page, gserver):
+  t, _, rw = open_rewrite(page, gserver, "wide.vztrace", "wide", "simplify", step=1)
+  g = api_graph(gserver, t, rw["id"], 1)
+  assert len(g["nodes"]) > 1000 and g["width"] > 20 * g["height"]
+  for k in (1, 2, 3):
+    if k > 1:
+      page.keyboard.press("ArrowRight")
+      wait_graph(page, t, rw["id"], k)
+      g = api_graph(gserver, t, rw["id"], k)
+    page.evaluate(NEXT_FRAME)
+    # labels are drawn (zoom >= 0.45) and every node the step added or changed is on screen
+    assert view(page)["k"] >= 0.45
+    r = canvas_rect(page)
+    boxes = page.evaluate(SCREEN_BOXES)
+    for nid in g["added"] + g["changed"]:
+      x0, y0, x1, y1 = boxes[str(nid)]
+      assert r["x"] <= x0 and x1 <= r["x"] + r["width"] and r["y"] <= y0 and y1 <= r["y"] + r["height"], (k, nid)
+  # f still shows everything, too small to read; a graph that fits legibly opens fitted (see test_pan_zoom_and_fit)
+  page.keyboard.press("f")
+  page.evaluate(NEXT_FRAME)
+  assert view(page)["k"] < 0.2
   assert_fitted(page)
 
 

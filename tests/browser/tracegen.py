@@ -235,3 +235,15 @@ def write_compiled(path: str | Path) -> Path:
     recorder.disable()
   assert np.allclose(got, np.maximum(a @ b, 0), atol=1e-4)
   return Path(path)
+
+
+def write_wide(path: str | Path, n: int = 400) -> Path:
+  """A graph far too wide to read whole (n independent `x_i + 0` under one SINK): each step simplifies one of them."""
+  xs = [UOp.variable(f"x{i}", 0, 9) for i in range(n)]
+  recorder.enable(path, announce=False)
+  try:
+    with recorder.trace_context("wide", kind="schedule"):
+      graph_rewrite(UOp.sink(*[x * 3 + 0 for x in xs]), simplify_pm, name="simplify")
+  finally:
+    recorder.disable()
+  return Path(path)
