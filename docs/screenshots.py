@@ -64,7 +64,7 @@ def main() -> None:
       small = [r for r in ctx["rewrites"] if 2 <= r["matches"] <= 60]
       drw = min(small, key=lambda r: (end_nodes(r) > 60, -r["matches"])) if small else rw
       views = {
-        "step": f"#t=0&c={ctx['id']}&r={rw['id']}&s=1&p=step",
+        "step": f"#t=0&c={ctx['id']}&r={drw['id']}&s=1&p=step",
         "schedule": f"#t=0&c={sched['id']}&r={srw['id']}&s=1&p=step",
         "diff": f"#t=0&c={ctx['id']}&r={drw['id']}&s={drw['matches']}&p=diff&a=0:{drw['id']}:0&b=0:{drw['id']}:end",
         "kernel": f"#t=1&c={bmm['ctx']}&p=kernel",
