@@ -12,6 +12,7 @@ const CHAR_W = 6.6;     // width of one label character at FONT
 const FONT_PX = 11;
 const TEXT_MIN_SCALE = 0.45;  // below this zoom labels are unreadable: skip drawing them
 const OVERVIEW_MIN = 0.2;  // a whole graph fitted below this zoom is a smear: the automatic view shows the change
+const FOCUS_SCALE = 0.8;   // the zoom the automatic view centers a step's result at when the change is too big
 const PAD_W = 16;        // label padding in a box, as the server's layout
 const MAX_ARG = 40;      // an inlined constant's text is cut like a label's arg
 const CLEAR = 24;        // the server layout's NODE_GAP: the gap collapsed boxes keep (unless they had less)
@@ -27,7 +28,7 @@ export class GraphView {
     this.onSelect = onSelect || (() => {});
     this.nodes = new Map();  // id -> {d, x, y, w, h, lines, consts}
     this.edges = new Map();  // key -> {d, path, arrow, fromConst}
-    this.marked = {added: new Set(), changed: new Set()};
+    this.marked = {added: new Set(), changed: new Set(), result: null};
     this.ghosts = null;      // {nodes: [...], edges: [...], t0} removed by the last step, drawn fading
     this.usersCache = null;
     this.edgeBatch = null;   // combined Path2Ds of all edges, rebuilt when edges change
@@ -101,7 +102,7 @@ export class GraphView {
     this.spaced = null;  // the entries are new: nothing of them was respaced
     this._respace();
     this._changed();
-    this._mark(g.added, g.changed);
+    this._mark(g.added, g.changed, g.match);
     this._recompute();
   }
 
@@ -166,7 +167,7 @@ export class GraphView {
     this.size = {width: d.width || this.size.width, height: d.height || this.size.height};
     this._respace();
     this._changed();
-    this._mark(d.added, d.changed);
+    this._mark(d.added, d.changed, d.match);
     if (this.selected !== null && !this.nodes.has(this.selected)) this.selected = null;
     if (this.autoFit) this.autoView();
     this._recompute();
@@ -298,8 +299,9 @@ export class GraphView {
     this.edgeBatch = null;
   }
 
-  _mark(added, changed) {
-    this.marked = {added: new Set(added || []), changed: new Set(changed || [])};
+  _mark(added, changed, match) {
+    // result: the node the step's rule returned (where the automatic view goes when the change is too big to fit)
+    this.marked = {added: new Set(added || []), changed: new Set(changed || []), result: match?.after ?? null};
   }
 
   // ---- queries
@@ -437,7 +439,8 @@ export class GraphView {
 
   /** The view the graph opens with and keeps while the user has not panned or zoomed: all of it when that is legible;
    * else (a graph too big to see whole, such as a kernel's upcast lanes) the nodes the step added or changed, fitted
-   * at a zoom where labels show, so stepping follows the rewrite. Fit (`f`) still shows everything. */
+   * at a zoom where labels show, so stepping follows the rewrite, or if they are too many for that, the node the
+   * step's rule returned. Fit (`f`) still shows everything. */
   autoView() {
     this.fit();
     if (this.view.k >= OVERVIEW_MIN || !this.marked) return;
@@ -449,9 +452,12 @@ export class GraphView {
         x0 = Math.min(x0, b.x0); y0 = Math.min(y0, b.y0); x1 = Math.max(x1, b.x1); y1 = Math.max(y1, b.y1);
       }
     }
-    if (!(x1 > x0)) return;
-    const k = Math.min(this.cw / (x1 - x0 + 160), (this.ch - 50) / (y1 - y0 + 120), 1.2);
-    if (k < TEXT_MIN_SCALE) return;  // the change itself is too big to read: the overview it is
+    let k = x1 > x0 ? Math.min(this.cw / (x1 - x0 + 160), (this.ch - 50) / (y1 - y0 + 120), 1.2) : 0;
+    if (k < TEXT_MIN_SCALE) {  // the change is too big to read whole: the rule's result, legibly
+      const b = this.marked.result !== null ? this.box(this.marked.result) : null;
+      if (!b) return;
+      [x0, y0, x1, y1, k] = [b.x0, b.y0, b.x1, b.y1, FOCUS_SCALE];
+    }
     this.view = {k, x: this.cw / 2 - ((x0 + x1) / 2) * k, y: (this.ch - 50) / 2 - ((y0 + y1) / 2) * k};
     this.redraw();
   }

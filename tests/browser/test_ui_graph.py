@@ -187,6 +187,15 @@ def test_a_graph_too_wide_to_read_opens_on_the_change_and_follows_it(page, gserv
   page.evaluate(NEXT_FRAME)
   assert view(page)["k"] < 0.2
   assert_fitted(page)
+  # a step that changes too much to read whole: the view centers the node the rule returned, legibly
+  t, _, rw = open_rewrite(page, gserver, "wide.vztrace", "wide", "all at once", step=1)
+  g = api_graph(gserver, t, rw["id"], 1)
+  assert len(g["added"]) + len(g["changed"]) > 300
+  page.evaluate(NEXT_FRAME)
+  assert view(page)["k"] == pytest.approx(0.8)
+  r = canvas_rect(page)
+  x0, y0, x1, y1 = page.evaluate(SCREEN_BOXES)[str(g["match"]["after"])]
+  assert abs((x0 + x1) / 2 - (r["x"] + r["width"] / 2)) < 2 and r["y"] < y0 < y1 < r["y"] + r["height"]
 
 
 # ---------------------------------------------------------------- 2. legend

@@ -243,7 +243,11 @@ def write_wide(path: str | Path, n: int = 400) -> Path:
   recorder.enable(path, announce=False)
   try:
     with recorder.trace_context("wide", kind="schedule"):
-      graph_rewrite(UOp.sink(*[x * 3 + 0 for x in xs]), simplify_pm, name="simplify")
+      sink = graph_rewrite(UOp.sink(*[x * 3 + 0 for x in xs]), simplify_pm, name="simplify")
+      # one step that rebuilds every expression at once (as codegen's group_stores does to a kernel's stores)
+      times4 = PatternMatcher([(UPat(Ops.SINK, name="s"), lambda s: s.replace(src=tuple(x.src[0] * 4 for x in s.src))
+                                if s.src[0].src[1].arg == 3 else None)], name="times4")
+      graph_rewrite(sink, times4, name="all at once")
   finally:
     recorder.disable()
   return Path(path)
