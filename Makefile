@@ -44,6 +44,7 @@ bench: venv node
 	$(PY) bench/bench_layout.py --quick
 	$(PY) bench/bench_server.py --quick
 	$(PY) bench/bench_ui.py --quick
+	$(PY) bench/bench_diff.py --quick
 
 clean:
 	rm -rf $(VENV) node_modules build dist *.egg-info test-artifacts

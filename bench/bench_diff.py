@@ -100,7 +100,10 @@ def main() -> None:
   ap.add_argument("--sizes", default="4x30x10,8x60x20,12x80x30",
                   help="sort traces as SUMSxTERMSxFILLER (bench_server.sort_trace), comma-separated")
   ap.add_argument("--repeat", type=int, default=3, help="runs per figure (the table shows medians)")
+  ap.add_argument("--quick", action="store_true", help="the two smaller sizes, one run each")
   args = ap.parse_args()
+  if args.quick:
+    args.sizes, args.repeat = ",".join(args.sizes.split(",")[:2]), 1
   rows = []
   with tempfile.TemporaryDirectory() as d:
     for spec in args.sizes.split(","):
