@@ -68,6 +68,8 @@ export const api = {
     : request(deltaPath(t, r, j, k)),
   pattern: (t, p) => cached(`p:${t}:${p}`, `/api/traces/${enc(t)}/patterns/${enc(p)}`),
   node: (t, n) => cached(`n:${t}:${n}`, `/api/traces/${enc(t)}/nodes/${enc(n)}`),
+  // where a node of rewrite r's input graph was made: {rewrite, ctx, name, step, rule} or {rewrite: null}
+  origin: (t, n, r) => request(`/api/traces/${enc(t)}/nodes/${enc(n)}/origin?before=${enc(r)}`),
   // draw: also the union of both graphs laid out (graph.drawn)
   diff: (a, b, {draw = false} = {}) => request(`/api/diff?a=${enc(a)}&b=${enc(b)}${draw ? "&draw=1" : ""}`),
   kernels: (t) => request(`/api/traces/${enc(t)}/kernels`),

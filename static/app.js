@@ -45,6 +45,7 @@ const diffPanel = new DiffPanel($("#panel-diff"), {
 const nodeCard = new NodeCard($("#node-card"), {
   onNode: (id) => selectNode(id, {center: true}),
   onStep: (k) => setStep(k),
+  onGoto: (ctx, rw, step, node) => selectContext(ctx, {rw, step, node, push: true}),
   onRelatives: (m) => setRelatives(m),
   onClose: () => selectNode(null),
 });
@@ -375,12 +376,18 @@ function showNodeCard(id) {
   nodeCard.show(d, srcs, users, createdStep(id), graph.relMode);
 }
 
-/** The step of the current rewrite that created node `id` (0: it was in the input graph) and the rule that fired. */
+/** The step of the current rewrite that created node `id` (0: it was in the input graph) and the rule that fired;
+ * for a node of the input graph, the earlier pass and step that made it (origin). */
 async function createdStep(id) {
   const d = graph.node(id);
   if (!d || d.created === undefined) return null;
-  const {trace} = state;
-  const st = d.created > 0 && rwCurrent() ? data.rw.steps[d.created - 1] : null;
+  const {trace, rw} = state;
+  if (d.created === 0) {
+    let origin = null;
+    try { origin = await api.origin(trace, id, rw); } catch { origin = null; }
+    return {step: 0, origin: origin && origin.rewrite !== null ? origin : null};
+  }
+  const st = rwCurrent() ? data.rw.steps[d.created - 1] : null;
   if (!st) return {step: d.created};
   let rule = null;
   try { rule = (await api.pattern(trace, st.pattern)).name; } catch { rule = null; }

@@ -1,13 +1,20 @@
 // The details card of the selected node: op, dtype, arg, sources, users and the step that created it.
-import {h, put} from "./dom.js";
+import {append, h, put} from "./dom.js";
 import {nodeChip} from "./step.js";
 
 export class NodeCard {
-  /** onNode(id) selects another node; onStep(k) jumps to a step; onRelatives(mode); onClose(). */
-  constructor(el, {onNode, onStep, onRelatives, onClose}) {
+  /** onNode(id) selects another node; onStep(k) jumps to a step; onGoto(ctx, rw, step, node) opens another pass's
+   * step with the node selected; onRelatives(mode); onClose(). */
+  constructor(el, {onNode, onStep, onGoto, onRelatives, onClose}) {
     this.el = el;
     this.gen = 0;
     el.addEventListener("click", (ev) => {
+      const go = ev.target.closest("[data-goto-rw]");
+      if (go) {
+        const g = go.dataset;
+        onGoto(Number(g.gotoCtx), Number(g.gotoRw), Number(g.gotoStep), Number(g.gotoNode));
+        return;
+      }
       const chip = ev.target.closest("[data-node]");
       if (chip) { onNode(Number(chip.dataset.node)); return; }
       const st = ev.target.closest("[data-step]");
@@ -49,7 +56,16 @@ export class NodeCard {
     Promise.resolve(created).then((c) => {
       if (gen !== this.gen) return;
       if (!c) put(createdEl, h("span", {class: "muted"}, "unknown"));
-      else if (c.step === 0) put(createdEl, h("a", {class: "link", dataset: {step: 0}}, "in the input graph (step 0)"));
+      else if (c.step === 0) {
+        put(createdEl, h("a", {class: "link", dataset: {step: 0}}, "in the input graph (step 0)"));
+        const o = c.origin;
+        if (o) {
+          append(createdEl, [h("span", {class: "muted"}, "; made by "), h("a", {class: "link origin",
+            dataset: {gotoCtx: o.ctx, gotoRw: o.rewrite, gotoStep: o.step, gotoNode: d.id},
+            title: "open that step of that pass"}, `${o.name} step ${o.step}`),
+          o.rule ? h("span", {class: "muted"}, ` (${o.rule})`) : null]);
+        }
+      }
       else put(createdEl, h("a", {class: "link", dataset: {step: c.step}}, `step ${c.step}`),
         c.rule ? h("span", {class: "muted"}, ` by ${c.rule}`) : null);
     }, () => { if (gen === this.gen) put(createdEl, h("span", {class: "muted"}, "unknown")); });

@@ -9,7 +9,8 @@ import re
 import pytest
 from test_server_helpers import XSS, apply_delta, mini, rand_expr, recording, write_kernel_trace, write_rewrites
 
-from compiler import UOp, graph_rewrite
+from compiler import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
+from compiler.trace import recorder
 from compiler.trace.writer import TraceWriter
 from viz_server.app import REPO_ROOT, create_app, package_dir
 
@@ -370,3 +371,34 @@ def test_damaged_trace_is_served_and_marked(tmp_path):
   (t,) = c.get("/api/traces").get_json()
   assert t["status"] == "damaged" and t["damage"]["offset"] == good and t["damage"]["reason"]
   assert [ctx["name"] for ctx in c.get("/api/traces/0/contexts").get_json()] == ["default"]
+
+
+def test_node_origin_names_the_pass_and_step_that_made_it(tmp_path):
+  # pass 1 turns x*2+0 into x*2 (step 1) and folds 3+4 (step 2); pass 2 (another context) starts from pass 1's result
+  x = UOp.variable("x", 0, 10)
+  fold = PatternMatcher([(UPat.var("a") + 0, lambda a: a),
+                         (UPat(Ops.ADD, src=(UPat.cvar("c"), UPat.cvar("d"))), lambda c, d: UOp.const(c.dtype, 7))],
+                        name="fold")
+  mul1 = PatternMatcher([(UPat.var("a") * 1, lambda a: a)], name="mul1")
+  path = tmp_path / "o.vztrace"
+  with recording(path):
+    with recorder.trace_context("first"):
+      out = graph_rewrite(UOp.sink(x * 2 + 0, UOp.const(dtypes.int32, 3) + 4), fold, name="pass 1")
+    with recorder.trace_context("second"):
+      graph_rewrite(UOp.sink(out.src[0] * 1, out.src[1]), mul1, name="pass 2")
+  c = create_app([path], follow=False).test_client()
+  rws = {r["name"]: {**r, "ctx": ctx["id"]} for ctx in c.get("/api/traces/0/contexts").get_json()
+         for r in ctx["rewrites"]}
+  p1, p2 = rws["pass 1"], rws["pass 2"]
+  g2 = c.get(f"/api/traces/0/rewrites/{p2['id']}/graph?step=0").get_json()
+  seven = next(n for n in g2["nodes"] if n["op"] == "CONST" and n["arg"] == "7")
+  assert seven["created"] == 0  # in pass 2's input graph
+  got = c.get(f"/api/traces/0/nodes/{seven['id']}/origin?before={p2['id']}").get_json()
+  steps = c.get(f"/api/traces/0/rewrites/{p1['id']}").get_json()["steps"]
+  assert got["rewrite"] == p1["id"] and got["name"] == "pass 1" and got["ctx"] == p1["ctx"]
+  assert steps[got["step"] - 1]["after"] == seven["id"] and got["rule"] == "<lambda>"
+  # a node that no rewrite made (the program built it) has no origin; unknown nodes are 404
+  xid = next(n["id"] for n in g2["nodes"] if n["op"] == "DEFINE_VAR")
+  assert c.get(f"/api/traces/0/nodes/{xid}/origin?before={p2['id']}").get_json()["rewrite"] is None
+  assert c.get(f"/api/traces/0/nodes/{seven['id']}/origin?before={p1['id']}").get_json()["rewrite"] is None
+  assert c.get(f"/api/traces/0/nodes/999999/origin?before={p2['id']}").status_code == 404

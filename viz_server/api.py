@@ -226,6 +226,34 @@ def node(t: int, n: int) -> Any:
   return jsonify({"id": n, "op": op, "dtype": dtype, "arg": arg, "src": list(src), "label": label(op, dtype, arg)})
 
 
+ORIGIN_REWRITES = 64  # earlier rewrites searched for where a node was made (each one searched is replayed)
+
+
+@bp.get("/traces/<int:t>/nodes/<int:n>/origin")
+def origin(t: int, n: int) -> Any:
+  """Where node n was made, for a node already in the input graph of rewrite `before`: the latest earlier rewrite
+  (trace order) whose result holds n although its input did not, and the step of it that added n."""
+  tr = _trace(t)
+  if n not in tr.nodes:
+    fail(404, f"no node {n} in trace {t}")
+  before = _int_arg("before", 0)
+  with _store().lock:
+    rws = sorted((rw for rw in tr.rewrites.values() if rw.id < before and rw.ended and rw.matches),
+                 key=lambda rw: rw.id, reverse=True)[:ORIGIN_REWRITES]
+  for rw in rws:
+    rp = _views().get(tr, rw).replay
+    if n not in rp.members(rw.matches):
+      continue
+    k = rp.created(n, rw.matches)
+    if k == 0:  # in that rewrite's input too: made earlier still
+      continue
+    step = rw.step(k)
+    pat = tr.patterns.get(step["pattern"])
+    return jsonify({"rewrite": rw.id, "ctx": rw.ctx, "name": rw.name, "step": k,
+                    "rule": None if pat is None else pat["name"]})
+  return jsonify({"rewrite": None, "searched": len(rws)})
+
+
 # ---- diffs
 
 DIFF_CHAIN = 4 * BLOCK  # B's layout is the main view's if computing it takes at most this many steps' layouts

@@ -531,3 +531,35 @@ def test_real_compiler_trace(new_page, gserver):
   for i, o in enumerate(want):
     assert rows.nth(i).locator(".opname").inner_text().startswith(f"{o['op']}({o['axis']}")
   shot(page, "graph-real-compiler")
+
+
+def test_node_card_links_a_node_to_the_pass_that_made_it(new_page, gserver):
+  page = new_page(**WIDE)
+  t = gserver.trace_id("compiled.vztrace")
+  kernel = next(c for c in gserver.api(f"/api/traces/{t}/contexts") if c["kind"] == "kernel" and c["rewrites"])
+  # a node of a later pass's input graph that an earlier pass of the kernel made
+  found = None
+  for rw in [r for r in kernel["rewrites"] if r["matches"]][1:]:
+    for n in api_graph(gserver, t, rw["id"], 0)["nodes"]:
+      o = gserver.api(f"/api/traces/{t}/nodes/{n['id']}/origin?before={rw['id']}")
+      if o["rewrite"] is not None:
+        found = (rw, n, o)
+        break
+    if found:
+      break
+  assert found, "no node of the compile was made by an earlier pass"
+  rw, n, o = found
+  open_page(page, gserver, f"#t={t}&c={kernel['id']}&r={rw['id']}&s=0&n={n['id']}")
+  link = page.locator("#node-card a.origin")
+  link.wait_for()
+  assert link.inner_text() == f"{o['name']} step {o['step']}"
+  link.click()
+  page.wait_for_function("(o) => window.__viz.state.rw === o.rw && window.__viz.state.step === o.step"
+                         " && window.__viz.state.node === o.node", arg={"rw": o["rewrite"], "step": o["step"],
+                                                                     "node": n["id"]})
+  wait_graph(page, t, o["rewrite"], o["step"])
+  # there it is a node the step added or changed, and its card names the rule that made it
+  marks = ids_with_mark(page, "added") | ids_with_mark(page, "changed")
+  assert n["id"] in marks
+  page.wait_for_function("(r) => (document.querySelector('#node-card') || {}).innerText?.includes(r)",
+                         arg=o["rule"] or f"step {o['step']}")
