@@ -386,7 +386,8 @@ def test_node_origin_names_the_pass_and_step_that_made_it(tmp_path):
       out = graph_rewrite(UOp.sink(x * 2 + 0, UOp.const(dtypes.int32, 3) + 4), fold, name="pass 1")
     with recorder.trace_context("second"):
       graph_rewrite(UOp.sink(out.src[0] * 1, out.src[1]), mul1, name="pass 2")
-  c = create_app([path], follow=False).test_client()
+  app = create_app([path], follow=False)
+  c = app.test_client()
   rws = {r["name"]: {**r, "ctx": ctx["id"]} for ctx in c.get("/api/traces/0/contexts").get_json()
          for r in ctx["rewrites"]}
   p1, p2 = rws["pass 1"], rws["pass 2"]
@@ -402,3 +403,5 @@ def test_node_origin_names_the_pass_and_step_that_made_it(tmp_path):
   assert c.get(f"/api/traces/0/nodes/{xid}/origin?before={p2['id']}").get_json()["rewrite"] is None
   assert c.get(f"/api/traces/0/nodes/{seven['id']}/origin?before={p1['id']}").get_json()["rewrite"] is None
   assert c.get(f"/api/traces/0/nodes/999999/origin?before={p2['id']}").status_code == 404
+  # the search replays rewrites without caching views of them (it must not push the viewed ones out)
+  assert list(app.extensions["tinyviz"]["views"]._views) == [(0, p2["id"])]

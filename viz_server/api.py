@@ -241,7 +241,7 @@ def origin(t: int, n: int) -> Any:
     rws = sorted((rw for rw in tr.rewrites.values() if rw.id < before and rw.ended and rw.matches),
                  key=lambda rw: rw.id, reverse=True)[:ORIGIN_REWRITES]
   for rw in rws:
-    rp = _views().get(tr, rw).replay
+    rp = _views().replay(tr, rw)
     if n not in rp.members(rw.matches):
       continue
     k = rp.created(n, rw.matches)

@@ -67,6 +67,15 @@ class Views:
       except Exception:  # a prefetch is only a guess; the request that needs the step will report the error
         pass
 
+  def replay(self, tr: Trace, rw: Rewrite) -> Replay:
+    """A rewrite's replay for a one-off question: the cached view's if there is a current one, else a new one that is
+    not cached (searching many rewrites must not push the views being looked at out of the cache)."""
+    with self._lock:
+      v = self._views.get((tr.id, rw.id))
+    if v is not None and not v.replay.stale and not (v.replay.max_row is None and rw.ended):
+      return v.replay
+    return Replay(tr, rw)
+
   def get(self, tr: Trace, rw: Rewrite) -> GraphView:
     key = (tr.id, rw.id)
     with self._lock:
