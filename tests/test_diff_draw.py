@@ -3,8 +3,8 @@ nodes placed into it without overlaps, the same sides as a full layout of the un
 import random
 
 import pytest
-from test_server_helpers import recording
-from test_server_views import _boxes_overlap, _noisy
+from test_server_helpers import noisy, recording
+from test_server_views import _boxes_overlap
 
 from compiler import UOp, graph_rewrite
 from compiler.symbolic import symbolic
@@ -21,7 +21,7 @@ def path(tmp_path_factory):
   p = tmp_path_factory.mktemp("t") / "t.vztrace"
   rng = random.Random(5)
   leaves = [UOp.range(8, i) for i in range(3)]
-  sink = UOp.sink(*[_noisy(rng, 5, leaves) for _ in range(24)])
+  sink = UOp.sink(*[noisy(rng, 5, leaves) for _ in range(24)])
   with recording(p):
     with recorder.trace_context("k", kind="kernel"):
       graph_rewrite(sink, symbolic, name="simplify")

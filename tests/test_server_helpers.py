@@ -155,3 +155,25 @@ def apply_delta(graph: dict, d: dict) -> tuple[dict, dict]:
       e = {**e, "points": [[a["x"], a["y"]], [b["x"], b["y"]]]}
     edges[(e["src"], e["dst"], e["index"])] = e
   return nodes, edges
+
+
+def noisy(rng: random.Random, depth: int, leaves: list[UOp]) -> UOp:
+  """Index math with the identities and constant chains the simplifier removes (it rebuilds some nodes later)."""
+  if depth == 0:
+    return rng.choice(leaves)
+  a = noisy(rng, depth - 1, leaves)
+  r = rng.random()
+  if r < 0.2:
+    a = a + 0
+  elif r < 0.35:
+    a = a * 1
+  elif r < 0.5:
+    a = (a + rng.randint(1, 4)) + rng.randint(-4, -1)
+  op = rng.choice(["add", "mul", "div", "mod", "addc"])
+  if op == "add":
+    return a + noisy(rng, depth - 1, leaves)
+  if op == "mul":
+    return a * rng.choice([2, 3, 4])
+  if op == "div":
+    return a // rng.choice([2, 4])
+  return a % rng.choice([2, 4, 8]) if op == "mod" else a + rng.randint(0, 3)

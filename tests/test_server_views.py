@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 import pytest
-from test_server_helpers import apply_delta, recording
+from test_server_helpers import apply_delta, noisy, recording
 
 from compiler import UOp, graph_rewrite
 from compiler.symbolic import symbolic
@@ -22,34 +22,12 @@ def _view(tr, rw):
   return GraphView(tr, rw, Replay(tr, rw))
 
 
-def _noisy(rng, depth, leaves):
-  """Index math with the identities and constant chains the simplifier removes."""
-  if depth == 0:
-    return rng.choice(leaves)
-  a = _noisy(rng, depth - 1, leaves)
-  r = rng.random()
-  if r < 0.2:
-    a = a + 0
-  elif r < 0.35:
-    a = a * 1
-  elif r < 0.5:
-    a = (a + rng.randint(1, 4)) + rng.randint(-4, -1)
-  op = rng.choice(["add", "mul", "div", "mod", "addc"])
-  if op == "add":
-    return a + _noisy(rng, depth - 1, leaves)
-  if op == "mul":
-    return a * rng.choice([2, 3, 4])
-  if op == "div":
-    return a // rng.choice([2, 4])
-  return a % rng.choice([2, 4, 8]) if op == "mod" else a + rng.randint(0, 3)
-
-
 @pytest.fixture(scope="module")
 def big(tmp_path_factory):
   path = tmp_path_factory.mktemp("t") / "t.vztrace"
   rng = random.Random(5)
   leaves = [UOp.range(8, i) for i in range(3)]
-  sink = UOp.sink(*[_noisy(rng, 5, leaves) for _ in range(24)])
+  sink = UOp.sink(*[noisy(rng, 5, leaves) for _ in range(24)])
   with recording(path):
     graph_rewrite(sink, symbolic, name="simplify")
     graph_rewrite(sink, symbolic, name="simplify", bottom_up=True)

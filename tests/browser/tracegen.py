@@ -11,8 +11,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-  sys.path.insert(0, str(ROOT))
+for _p in (ROOT, ROOT / "tests"):  # the compiler, and the helpers the server tests share
+  if str(_p) not in sys.path:
+    sys.path.insert(0, str(_p))
+
+from test_server_helpers import noisy  # noqa: E402
 
 from compiler.dtype import dtypes  # noqa: E402
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite, track_graph  # noqa: E402
@@ -133,28 +136,6 @@ def write_evil(path: str | Path) -> Path:
   finally:
     recorder.disable()
   return Path(path)
-
-
-def noisy(rng: random.Random, depth: int, leaves: list[UOp]) -> UOp:
-  """Index math with the identities and constant chains the simplifier removes (it rebuilds some nodes later)."""
-  if depth == 0:
-    return rng.choice(leaves)
-  a = noisy(rng, depth - 1, leaves)
-  r = rng.random()
-  if r < 0.2:
-    a = a + 0
-  elif r < 0.35:
-    a = a * 1
-  elif r < 0.5:
-    a = (a + rng.randint(1, 4)) + rng.randint(-4, -1)
-  op = rng.choice(["add", "mul", "div", "mod", "addc"])
-  if op == "add":
-    return a + noisy(rng, depth - 1, leaves)
-  if op == "mul":
-    return a * rng.choice([2, 3, 4])
-  if op == "div":
-    return a // rng.choice([2, 4])
-  return a % rng.choice([2, 4, 8]) if op == "mod" else a + rng.randint(0, 3)
 
 
 def write_jumps(path: str | Path) -> Path:
