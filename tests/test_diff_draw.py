@@ -1,14 +1,10 @@
 """The drawn graph diff (GET /api/diff?draw=1): B's nodes exactly where the main view draws that step, A's extra
 nodes placed into it without overlaps, the same sides as a full layout of the union, and the cache of ended traces."""
-import random
 
 import pytest
-from test_server_helpers import noisy, recording
+from test_server_helpers import write_noisy_simplify
 from test_server_views import _boxes_overlap
 
-from compiler import UOp, graph_rewrite
-from compiler.symbolic import symbolic
-from compiler.trace import recorder
 from viz_server import api, diff
 from viz_server.app import create_app
 from viz_server.diff import DrawnCache
@@ -18,15 +14,7 @@ from viz_server.graphview import MASSIVE
 @pytest.fixture(scope="module")
 def path(tmp_path_factory):
   """One kernel context with two big `symbolic` rewrites (top-down, then bottom-up) of a SINK of index math."""
-  p = tmp_path_factory.mktemp("t") / "t.vztrace"
-  rng = random.Random(5)
-  leaves = [UOp.range(8, i) for i in range(3)]
-  sink = UOp.sink(*[noisy(rng, 5, leaves) for _ in range(24)])
-  with recording(p):
-    with recorder.trace_context("k", kind="kernel"):
-      graph_rewrite(sink, symbolic, name="simplify")
-      graph_rewrite(sink, symbolic, name="simplify", bottom_up=True)
-  return p
+  return write_noisy_simplify(tmp_path_factory.mktemp("t") / "t.vztrace", kernel="k")
 
 
 def _app(path):

@@ -177,3 +177,17 @@ def noisy(rng: random.Random, depth: int, leaves: list[UOp]) -> UOp:
   if op == "div":
     return a // rng.choice([2, 4])
   return a % rng.choice([2, 4, 8]) if op == "mod" else a + rng.randint(0, 3)
+
+
+def write_noisy_simplify(path: Path, kernel: str | None = None) -> Path:
+  """24 noisy index expressions under a SINK simplified by `symbolic` top-down, then bottom-up (in a kernel context
+  named `kernel` if given): long rewrites that remove nodes and build some of them again."""
+  from compiler.symbolic import symbolic
+  rng = random.Random(5)
+  leaves = [UOp.range(8, i) for i in range(3)]
+  sink = UOp.sink(*[noisy(rng, 5, leaves) for _ in range(24)])
+  with recording(path):
+    with recorder.trace_context(kernel, kind="kernel") if kernel else contextlib.nullcontext():
+      graph_rewrite(sink, symbolic, name="simplify")
+      graph_rewrite(sink, symbolic, name="simplify", bottom_up=True)
+  return path

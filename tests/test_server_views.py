@@ -6,10 +6,8 @@ import time
 
 import numpy as np
 import pytest
-from test_server_helpers import apply_delta, noisy, recording
+from test_server_helpers import apply_delta, recording, write_noisy_simplify
 
-from compiler import UOp, graph_rewrite
-from compiler.symbolic import symbolic
 from viz_server import graphview
 from viz_server.graphview import BLOCK, MASSIVE, GraphView, Turns, _Derived
 from viz_server.layout import NODE_GAP, mean_displacement
@@ -24,13 +22,7 @@ def _view(tr, rw):
 
 @pytest.fixture(scope="module")
 def big(tmp_path_factory):
-  path = tmp_path_factory.mktemp("t") / "t.vztrace"
-  rng = random.Random(5)
-  leaves = [UOp.range(8, i) for i in range(3)]
-  sink = UOp.sink(*[noisy(rng, 5, leaves) for _ in range(24)])
-  with recording(path):
-    graph_rewrite(sink, symbolic, name="simplify")
-    graph_rewrite(sink, symbolic, name="simplify", bottom_up=True)
+  path = write_noisy_simplify(tmp_path_factory.mktemp("t") / "t.vztrace")
   (tr,) = TraceStore().add_path(path)
   return tr
 

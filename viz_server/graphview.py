@@ -286,7 +286,7 @@ class GraphView:
 
   def _make(self, k: int, pause: Callable[[], None] | None) -> Layout:
     if k == 0:
-      return self._full(0, None, pause)
+      return self._full(0, pause)
     base = self._get(k - 1)
     if base is None:  # layout() computed it just before, but another thread's layouts pushed it out of the LRU
       base = self.layout(k - 1, pause)
@@ -295,7 +295,8 @@ class GraphView:
       return lay
     return self._below(k, base, pause)
 
-  def _full(self, k: int, prev: Layout | None, pause: Callable[[], None] | None = None) -> Layout:
+  def _full(self, k: int, pause: Callable[[], None] | None = None) -> Layout:
+    """A fresh layout_graph of step k (step 0, or a step with nothing kept from the one before)."""
     self.stats["full"] += 1
     rp = self.replay
     sizes, edges = {}, []
@@ -304,7 +305,7 @@ class GraphView:
       edges.extend((s, nid) for s in rp.node(nid)[3])  # type: ignore[index]
     if pause is not None:
       pause()
-    lay = layout_graph(sizes, edges, prev, pause)
+    lay = layout_graph(sizes, edges, None, pause)
     return _Full(lay.pos, lay.layer, lay.edges, lay.width, lay.height)
 
   def _below(self, k: int, base: Layout, pause: Callable[[], None] | None = None) -> Layout:
@@ -315,7 +316,7 @@ class GraphView:
     members = sorted(rp.members(k))
     keep = [n for n in members if n in base.pos]
     if not keep:
-      return self._full(k, None, pause)
+      return self._full(k, pause)
     new = [n for n in members if n not in base.pos]
     self.stats["full"] += 1
     sizes = {n: self.size(n) for n in new}

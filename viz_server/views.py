@@ -72,7 +72,7 @@ class Views:
     not cached (searching many rewrites must not push the views being looked at out of the cache)."""
     with self._lock:
       v = self._views.get((tr.id, rw.id))
-    if v is not None and not v.replay.stale and not (v.replay.max_row is None and rw.ended):
+    if _current(v, rw):
       return v.replay
     return Replay(tr, rw)
 
@@ -80,7 +80,7 @@ class Views:
     key = (tr.id, rw.id)
     with self._lock:
       v = self._views.get(key)
-      if v is not None and not v.replay.stale and not (v.replay.max_row is None and rw.ended):
+      if _current(v, rw):
         self._views.move_to_end(key)
         return v
       if v is not None:
@@ -93,3 +93,9 @@ class Views:
         _, old = self._views.popitem(last=False)
         LAYOUTS.drop(old.key)
     return view
+
+
+def _current(v: GraphView | None, rw: Rewrite) -> bool:
+  """Whether a cached view still shows its rewrite as the store has it (a live rewrite grows; one that has ended
+  since the view was made needs its last rows)."""
+  return v is not None and not v.replay.stale and not (v.replay.max_row is None and rw.ended)
