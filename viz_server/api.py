@@ -149,8 +149,9 @@ def shutdown() -> Any:
   stop = current_app.extensions["tinyviz"].get("shutdown")
   if stop is None:
     fail(404, "this server cannot be stopped from the API")
-  stop()
-  return jsonify({"ok": True})
+  resp = jsonify({"ok": True})
+  resp.call_on_close(stop)  # once the answer is written: stopping sooner can end the process before it is sent
+  return resp
 
 
 # ---- contexts and rewrites

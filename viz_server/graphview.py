@@ -261,10 +261,10 @@ class GraphView:
   def _compute(self, k: int, pause: Callable[[], None] | None = None) -> Layout:
     key = self.key + (k,)
     while True:
-      got = self._get(k)
-      if got is not None:
-        return got
-      with self.lock:
+      with self.lock:  # the check and the claim are one step: a thread that just finished k cannot slip between
+        got = self._get(k)
+        if got is not None:
+          return got
         ev = self._busy.get(k)
         if ev is None:
           ev = self._busy[k] = threading.Event()
