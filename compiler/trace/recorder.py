@@ -7,6 +7,7 @@ import contextlib
 import functools
 import getpass
 import itertools
+import operator
 import os
 import platform
 import socket
@@ -33,11 +34,12 @@ def default_trace_path() -> Path:
 class _Buffer:
   """What the recorder wrote since the last flush: the writer's `Deferred` tail.
 
-  The recording thread only appends: a node's fields (op, dtype, arg, sources) when the walk gives it its id, a match
-  row (five ints), or another record (the dict, and in `at` how many nodes and matches came before it). A flush, in
-  whichever thread, under the writer's lock, turns what was appended so far into `batch` records: columns made in C
-  (texts through the trace's string table, sources through the node ids), and the records with their positions, so
-  a reader restores the exact order. Only the recording thread removes drained rows (compact(), under the lock)."""
+  The recording thread only appends: a node (the UOp, which the ids dict keeps alive anyway) when the walk gives it
+  its id, a match row (five ints), or another record (the dict, and in `at` how many nodes and matches came before
+  it). A flush, in whichever thread, under the writer's lock, turns what was appended so far into `batch` records:
+  columns made in C (fields read from the nodes, texts through the trace's string table, sources through the node
+  ids), and the records with their positions, so a reader restores the exact order. Only the recording thread
+  removes drained rows (compact(), under the lock)."""
 
   def __init__(self, ids: dict, lock: Any) -> None:
     from compiler.trace.format import pack_column
@@ -56,7 +58,7 @@ class _Buffer:
     self.dtype_ids: dict[int, int] = {}
     self.arg_ids: dict[int, int] = {}
     self.arg_values: dict[Any, int] = {}  # (types, arg) -> code: equal args that are different objects
-    self.rows: list[Any] = []  # op, dtype, arg, sources (the tuple) per node, extended at once
+    self.rows: list[UOp] = []  # the nodes in id order (their fields are read at the flush, in C)
     self.matches: list[int] = []  # rw, pat, before, after, dt per match
     self.recs: list[dict] = []
     self.at: list[int] = []  # per record: the nodes and matches before it (positions in the lists above)
@@ -70,7 +72,7 @@ class _Buffer:
     with self.lock:
       if 2 * self.r_done != len(self.at):
         return
-      del self.rows[:4 * self.n_done]
+      del self.rows[:self.n_done]
       del self.matches[:5 * self.m_done]
       del self.recs[:]
       del self.at[:]
@@ -125,7 +127,7 @@ class _Buffer:
     # records, then matches, then nodes: what a row needs was appended before the row is counted
     r = len(self.at) // 2
     m = len(self.matches) // 5
-    k = len(self.rows) // 4
+    k = len(self.rows)
     out = []
     while self.r_done < r or self.n_done < k or self.m_done < m:
       out.append(self._batch(r, m, k))
@@ -167,12 +169,13 @@ class _Buffer:
       # nodes first (no matches yet); once they fit, matches: each names nodes made before it, all in this batch
       nb, mb = (na + cap, ma) if nb - na > cap else (nb, min(mb, ma + cap))
     pack = self.pack
-    nodes = self.rows[4 * na:4 * nb]
-    srcs = nodes[3::4]
+    nodes = self.rows[na:nb]
+    srcs = list(map(_SRC, nodes))
     rows = self.matches[5 * ma:5 * mb]
     # the sources' ids are looked up here, in C: a node's sources have ids before it is appended
-    cols = (("op", nodes[0::4]), ("dtype", self._codes(nodes[1::4], self.dtype_ids, self._dtype_code)),
-            ("arg", self._codes(nodes[2::4], self.arg_ids, self._arg_code)), ("nsrc", list(map(len, srcs))),
+    cols = (("op", list(map(_OP, nodes))),
+            ("dtype", self._codes(list(map(_DTYPE, nodes)), self.dtype_ids, self._dtype_code)),
+            ("arg", self._codes(list(map(_ARG, nodes)), self.arg_ids, self._arg_code)), ("nsrc", list(map(len, srcs))),
             ("src", list(map(self.ids.__getitem__, itertools.chain.from_iterable(srcs)))),
             ("rw", rows[0::5]), ("pat", rows[1::5]), ("before", rows[2::5]),
             ("after", rows[3::5]), ("at", [x - (ma if i & 1 else na) for i, x in enumerate(at[2 * ra:2 * rb])]))
@@ -189,27 +192,29 @@ class _Buffer:
 BATCH_ROWS = 1 << 17  # nodes, and matches, per batch at most; with BATCH_BYTES (+ a record) far below the frame limit
 BATCH_BYTES = 16 << 20
 COMPACT_AT = 1 << 16  # drained rows kept before the recording thread drops them
-FLUSH_AT = 1 << 22  # node and match fields (4 a node, 5 a match) queued before the recording thread flushes itself
+FLUSH_AT = 1 << 22  # nodes and match fields (5 a match) queued before the recording thread flushes itself
 
 
-def _visit(x: UOp, ids: dict, add: Callable[[tuple], None]) -> None:
-  """Give x and the nodes below it without an id an id, sources first, and add their fields (`_Buffer.rows.extend`).
+_OP, _DTYPE, _ARG, _SRC = (operator.attrgetter(f) for f in ("op", "dtype", "arg", "src"))
+
+
+def _visit(x: UOp, ids: dict, add: Callable[[UOp], None]) -> None:
+  """Give x and the nodes below it without an id an id, sources first, and add them (`_Buffer.rows.append`).
   Recursion: about twice as fast as an explicit stack, and this runs for every new node (a module function, not a
   closure: a closure that calls itself is a reference cycle, which would keep the ids, and so every UOp, alive until
   the next full GC)."""
-  src = x.src
-  for s in src:
+  for s in x.src:
     if s not in ids:
       _visit(s, ids, add)
   ids[x] = len(ids)
-  add((x.op, x.dtype, x.arg, src))
+  add(x)
 
 
 class Recorder:
   """Turns compiler events into trace records; each UOp and each rule is written once and then referenced by id.
 
   Everything goes into a `_Buffer`, which the writer turns into `batch` records when it flushes (every 100 ms in its
-  background thread, and on flush/close): recording a match costs an append, a new node a few."""
+  background thread, and on flush/close): recording a match or a new node costs an append."""
 
   def __init__(self, path: str | os.PathLike):
     from compiler.trace.writer import TraceWriter
@@ -218,7 +223,7 @@ class Recorder:
     self.node_ids: dict[UOp, int] = {}
     self.pattern_ids: dict[Any, int] = {}
     self._buf = self.writer.tail = _Buffer(self.node_ids, self.writer.lock)
-    self._add, self._matches = self._buf.rows.extend, self._buf.matches
+    self._add, self._matches = self._buf.rows.append, self._buf.matches
     self.ctx_stack: list[int] = [0]
     self.next_ctx = 1
     self.next_rw = 0
@@ -238,7 +243,7 @@ class Recorder:
     elif len(b.rows) + len(b.matches) > FLUSH_AT:  # the background thread is not keeping up (or gone: a fork)
       self.writer.flush()
     b.recs.append(rec)
-    b.at.extend((len(b.rows) // 4, len(b.matches) // 5))
+    b.at.extend((len(b.rows), len(b.matches) // 5))
 
   # ---- nodes and patterns
   def node_id(self, u: UOp) -> int:
@@ -261,7 +266,7 @@ class Recorder:
           stack.pop()
           if x not in ids:  # reached twice through a diamond
             ids[x] = len(ids)
-            add((x.op, x.dtype, x.arg, x.src))
+            add(x)
     return ids[u]
 
   def pattern_id(self, rule: Any) -> int:
