@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -99,24 +101,40 @@ def alternate(fn: Callable[[], None], rounds: int, tmp: Path) -> dict[str, Any]:
           "matches": matches[-1]}
 
 
+def measure(workload: str, exprs: int, rounds: int) -> dict[str, Any]:
+  """One workload's row, measured in this process."""
+  recorder.disable()
+  with tempfile.TemporaryDirectory() as d:
+    if workload == "symbolic":
+      es = random_index_exprs(exprs, seed=0)
+      fn: Callable[[], None] = lambda: symbolic_workload(es)  # noqa: E731
+    else:
+      fn = compile_workloads()
+    fn()  # warm what is not tracing's business (imports, lazy tables)
+    return alternate(fn, rounds, Path(d))
+
+
+WORKLOADS = {"symbolic": "symbolic simplify", "compile": "compile 5 workloads"}
+
+
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__)
   ap.add_argument("--exprs", type=int, default=400, help="random index expressions in the symbolic workload")
-  ap.add_argument("--rounds", type=int, default=7)
+  ap.add_argument("--rounds", type=int, default=9)
   ap.add_argument("--quick", action="store_true", help="fewer rounds")
+  ap.add_argument("--workload", choices=WORKLOADS, help=argparse.SUPPRESS)  # one row, as JSON (the child processes)
   args = ap.parse_args()
   if args.quick:
     args.rounds, args.exprs = 3, 200
-  recorder.disable()
-  exprs = random_index_exprs(args.exprs, seed=0)
+  if args.workload:
+    print(json.dumps(measure(args.workload, args.exprs, args.rounds)))
+    return
+  # each workload in a fresh process: how often the cycle collector runs depends on the heap that earlier work left
   rows = []
-  with tempfile.TemporaryDirectory() as d:
-    tmp = Path(d)
-    r = alternate(lambda: symbolic_workload(exprs), args.rounds, tmp)
-    rows.append(("symbolic simplify", r))
-    comp = compile_workloads()
-    comp()  # warm what is not tracing's business (imports, lazy tables)
-    rows.append(("compile 5 workloads", alternate(comp, args.rounds, tmp)))
+  for key, name in WORKLOADS.items():
+    out = subprocess.run([sys.executable, __file__, "--workload", key, "--rounds", str(args.rounds), "--exprs",
+                          str(args.exprs)], check=True, capture_output=True, text=True).stdout
+    rows.append((name, json.loads(out.splitlines()[-1])))
   print(f"{'workload':<22}{'VIZ off s':>11}{'VIZ on s':>11}{'ratio':>8}{'median':>8}{'no GC':>8}{'free ms':>9}"
         f"{'matches':>10}{'bytes':>11}{'B/match':>9}{'KB/1k matches':>15}")
   for name, r in rows:
@@ -125,8 +143,10 @@ def main() -> None:
           f"{r['ratio_nogc']:>7.3f}x{r['free'] * 1e3:>9.1f}{r['matches']:>10}{r['bytes']:>11}{per:>9.1f}"
           f"{per * 1000 / 1024:>15.1f}")
   print("ratio: best VIZ on (incl. the last flush) / best VIZ off; median: the same of medians; no GC: both with "
-        "Python's cycle collector disabled\n(the difference is collections caused by the UOps a trace keeps alive)")
+        "Python's cycle collector disabled\n(each workload runs in a process of its own)")
   # disabled cost: hooks present (VIZ off) vs hooks removed, alternately
+  recorder.disable()
+  exprs = random_index_exprs(args.exprs, seed=0)
   hooked, bare = [], []
   for _ in range(args.rounds):
     hooked.append(timed(lambda: symbolic_workload(exprs)))

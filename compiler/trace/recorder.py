@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from compiler.paths import trace_dir
+from compiler.trace.gcfreeze import HeapFreezer
 
 if TYPE_CHECKING:
   from compiler.uop import UOp
@@ -192,6 +193,7 @@ class _Buffer:
 BATCH_ROWS = 1 << 17  # nodes, and matches, per batch at most; with BATCH_BYTES (+ a record) far below the frame limit
 BATCH_BYTES = 16 << 20
 COMPACT_AT = 1 << 16  # drained rows kept before the recording thread drops them
+FREEZE_NODES = 1024  # new nodes in the trace before a flush freezes the heap again
 FLUSH_AT = 1 << 22  # nodes and match fields (5 a match) queued before the recording thread flushes itself
 
 
@@ -210,6 +212,13 @@ def _visit(x: UOp, ids: dict, add: Callable[[UOp], None]) -> None:
   add(x)
 
 
+def _flushed(buf: _Buffer, heap: HeapFreezer) -> None:
+  """After a flush: freeze the heap if the trace grew (see gcfreeze; not for a few nodes, nor for an idle trace,
+  whose process's other objects need not be frozen)."""
+  if buf.next_id - heap.nodes >= FREEZE_NODES:
+    heap.freeze(buf.next_id)
+
+
 class Recorder:
   """Turns compiler events into trace records; each UOp and each rule is written once and then referenced by id.
 
@@ -223,6 +232,9 @@ class Recorder:
     self.node_ids: dict[UOp, int] = {}
     self.pattern_ids: dict[Any, int] = {}
     self._buf = self.writer.tail = _Buffer(self.node_ids, self.writer.lock)
+    self._heap = HeapFreezer()
+    # not a bound method: the writer would hold the recorder, a cycle that only a (frozen-out) collection ends
+    self.writer.on_flush = functools.partial(_flushed, self._buf, self._heap)
     self._add, self._matches = self._buf.rows.append, self._buf.matches
     self.ctx_stack: list[int] = [0]
     self.next_ctx = 1
@@ -347,7 +359,10 @@ class Recorder:
     self._w({"t": "ctx_end", "id": 0, "ts": time.time()})
     self._w({"t": "end", "ts": time.time()})
     self.closed = True
-    self.writer.close()
+    try:
+      self.writer.close()
+    finally:
+      self._heap.release()
 
 
 def _user() -> str:

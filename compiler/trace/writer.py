@@ -10,7 +10,7 @@ import threading
 import time
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from compiler.trace.format import (
   FRAME_HEADER,
@@ -129,7 +129,7 @@ class TraceWriter:
   The writer keeps the dicts it is given until the flush: do not mutate a record after writing it.
 
   `tail`: a Deferred that is still being filled, drained at the end of every flush (so flush() also writes what it
-  holds). `lock` is held during a flush.
+  holds). `lock` is held during a flush. `on_flush`: called after a flush that wrote something, outside the lock.
   """
 
   def __init__(self, path: str | os.PathLike, *, flush_interval: float = 0.1, level: int = 1,
@@ -150,6 +150,7 @@ class TraceWriter:
     self._pid = os.getpid()
     self._batch: list[Any] = []
     self.tail: Deferred | None = None
+    self.on_flush: Callable[[], None] | None = None
     self.lock = self._lock = threading.Lock()  # between flushers (and a tail's owner); write() never takes it
     self._last = time.monotonic()
     self._closed = False
@@ -178,6 +179,10 @@ class TraceWriter:
 
   def flush(self) -> None:
     """Encode every queued record into frames and hand them to the OS."""
+    if self._flush() and self.on_flush is not None:
+      self.on_flush()
+
+  def _flush(self) -> bool:
     with self._lock:
       self._last = time.monotonic()
       b = self._batch
@@ -187,7 +192,7 @@ class TraceWriter:
       if self.tail is not None:
         recs.extend(self.tail.drain())
       if not recs or self._f.closed or os.getpid() != self._pid:
-        return  # (a forked child drops what it wrote: it must not interleave frames into its parent's file)
+        return False  # (a forked child drops what it wrote: it must not interleave frames into its parent's file)
       parts: list[bytes] = []
       size = count = 0
       for rec in recs:
@@ -205,6 +210,7 @@ class TraceWriter:
         self._write_frame(parts)
         self._f.flush()
       self.records += count
+      return True
 
   def _write_frame(self, parts: list[bytes]) -> None:
     raw = b"".join(parts)
