@@ -42,10 +42,14 @@ class _Buffer:
   ids), and the records with their positions, so a reader restores the exact order. Only the recording thread
   removes drained rows (compact(), under the lock)."""
 
-  def __init__(self, ids: dict, lock: Any) -> None:
+  def __init__(self, lock: Any) -> None:
     from compiler.trace.format import pack_column
+    from compiler.trace.nodes import NodeTable
     from compiler.trace.writer import encode_json, nested_record_bytes
-    self.ids, self.lock = ids, lock
+    self.lock = lock
+    self.rows: list[UOp | None] = []  # the nodes in id order (their fields are read at the flush, in C); None once
+    # drained, so that a node the trace does not keep alive (compiler.trace.nodes) is not kept by this list either
+    self.nodes = NodeTable(self.rows.append)
     self.pack, self.json, self.record_bytes = pack_column, encode_json, nested_record_bytes
     # the string table: text -> code, and the texts in order; it starts with the op names at their values, so an op
     # (an IntEnum) is its own code
@@ -59,7 +63,6 @@ class _Buffer:
     self.dtype_ids: dict[int, int] = {}
     self.arg_ids: dict[int, int] = {}
     self.arg_values: dict[Any, int] = {}  # (types, arg) -> code: equal args that are different objects
-    self.rows: list[UOp] = []  # the nodes in id order (their fields are read at the flush, in C)
     self.matches: list[int] = []  # rw, pat, before, after, dt per match
     self.recs: list[dict] = []
     self.at: list[int] = []  # per record: the nodes and matches before it (positions in the lists above)
@@ -171,13 +174,14 @@ class _Buffer:
       nb, mb = (na + cap, ma) if nb - na > cap else (nb, min(mb, ma + cap))
     pack = self.pack
     nodes = self.rows[na:nb]
+    self.rows[na:nb] = itertools.repeat(None, nb - na)  # same length: positions stay, for the recording thread
     srcs = list(map(_SRC, nodes))
     rows = self.matches[5 * ma:5 * mb]
-    # the sources' ids are looked up here, in C: a node's sources have ids before it is appended
+    # the sources' ids are looked up here: a node's sources have ids before it is appended
     cols = (("op", list(map(_OP, nodes))),
             ("dtype", self._codes(list(map(_DTYPE, nodes)), self.dtype_ids, self._dtype_code)),
             ("arg", self._codes(list(map(_ARG, nodes)), self.arg_ids, self._arg_code)), ("nsrc", list(map(len, srcs))),
-            ("src", list(map(self.ids.__getitem__, itertools.chain.from_iterable(srcs)))),
+            ("src", self.nodes.src_ids(list(itertools.chain.from_iterable(srcs)))),
             ("rw", rows[0::5]), ("pat", rows[1::5]), ("before", rows[2::5]),
             ("after", rows[3::5]), ("at", [x - (ma if i & 1 else na) for i, x in enumerate(at[2 * ra:2 * rb])]))
     # spliced by hand: base64 needs no escaping, and json would scan every character of it
@@ -200,18 +204,6 @@ FLUSH_AT = 1 << 22  # nodes and match fields (5 a match) queued before the recor
 _OP, _DTYPE, _ARG, _SRC = (operator.attrgetter(f) for f in ("op", "dtype", "arg", "src"))
 
 
-def _visit(x: UOp, ids: dict, add: Callable[[UOp], None]) -> None:
-  """Give x and the nodes below it without an id an id, sources first, and add them (`_Buffer.rows.append`).
-  Recursion: about twice as fast as an explicit stack, and this runs for every new node (a module function, not a
-  closure: a closure that calls itself is a reference cycle, which would keep the ids, and so every UOp, alive until
-  the next full GC)."""
-  for s in x.src:
-    if s not in ids:
-      _visit(s, ids, add)
-  ids[x] = len(ids)
-  add(x)
-
-
 def _flushed(buf: _Buffer, heap: HeapFreezer) -> None:
   """After a flush: freeze the heap if the trace grew (see gcfreeze; not for a few nodes, nor for an idle trace,
   whose process's other objects need not be frozen)."""
@@ -229,13 +221,14 @@ class Recorder:
     from compiler.trace.writer import TraceWriter
     self.path = Path(path)
     self.writer = TraceWriter(self.path, background=True)  # an idle process still shows its last records
-    self.node_ids: dict[UOp, int] = {}
     self.pattern_ids: dict[Any, int] = {}
-    self._buf = self.writer.tail = _Buffer(self.node_ids, self.writer.lock)
+    self._buf = self.writer.tail = _Buffer(self.writer.lock)
+    self.nodes = self._buf.nodes
+    self.node_ids = self.nodes.ids  # the nodes the trace keeps alive, by identity
     self._heap = HeapFreezer()
     # not a bound method: the writer would hold the recorder, a cycle that only a (frozen-out) collection ends
     self.writer.on_flush = functools.partial(_flushed, self._buf, self._heap)
-    self._add, self._matches = self._buf.rows.append, self._buf.matches
+    self._matches = self._buf.matches
     self.ctx_stack: list[int] = [0]
     self.next_ctx = 1
     self.next_rw = 0
@@ -260,26 +253,8 @@ class Recorder:
   # ---- nodes and patterns
   def node_id(self, u: UOp) -> int:
     """The id of u, giving u and every node below it without one an id (sources first)."""
-    ids = self.node_ids
-    nid = ids.get(u)
-    if nid is not None:
-      return nid
-    add = self._add
-    try:
-      _visit(u, ids, add)
-    except RecursionError:  # a deep graph: what was visited has ids (sources first); finish with a stack
-      stack = [u]
-      while stack:
-        x = stack[-1]
-        pending = [s for s in x.src if s not in ids]
-        if pending:
-          stack.extend(reversed(pending))
-        else:
-          stack.pop()
-          if x not in ids:  # reached twice through a diamond
-            ids[x] = len(ids)
-            add(x)
-    return ids[u]
+    nid = self.node_ids.get(u)
+    return nid if nid is not None else self.nodes.id_of(u)
 
   def pattern_id(self, rule: Any) -> int:
     pid = self.pattern_ids.get(rule)
@@ -327,10 +302,10 @@ class Recorder:
     ids = self.node_ids
     b = ids.get(before)
     if b is None:
-      b = self.node_id(before)
+      b = self.nodes.id_of(before)
     a = ids.get(after)
     if a is None:
-      a = self.node_id(after)
+      a = self.nodes.id_of(after)
     p = self.pattern_ids.get(rule)
     if p is None:
       p = self.pattern_id(rule)
