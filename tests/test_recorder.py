@@ -26,14 +26,6 @@ def _records(path: Path) -> list[dict]:
   return recs
 
 
-@pytest.fixture
-def trace(tmp_path):
-  path = tmp_path / "t.vztrace"
-  recorder.enable(path, announce=False)
-  yield path
-  recorder.disable()
-
-
 def _expr(n: int) -> UOp:
   x = UOp.variable("x", 0, 10)
   for i in range(n):

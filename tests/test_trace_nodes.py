@@ -4,7 +4,6 @@ import gc
 import weakref
 
 import numpy as np
-import pytest
 
 from compiler import Ops, UOp, dtypes
 from compiler.rewrite import track_graph
@@ -12,14 +11,6 @@ from compiler.runtime.buffer import buffer_of, new_buffer_uop
 from compiler.tensor import Tensor
 from compiler.trace import recorder
 from compiler.trace.reader import TraceReader
-
-
-@pytest.fixture
-def trace(tmp_path):
-  path = tmp_path / "t.vztrace"
-  recorder.enable(path, announce=False)
-  yield path
-  recorder.disable()
 
 
 def _nodes(path) -> list[dict]:
