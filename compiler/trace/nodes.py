@@ -6,8 +6,8 @@ hash-consing hands back the very object later and its id is found by identity.
 
 Not a node that owns memory, a BUFFER (its Buffer lives as long as the UOp, see compiler.runtime.buffer), nor any node
 above one: keeping those alive would keep every buffer a traced program ever made, input data and all, until the
-trace ends. These "transient" nodes carry their id in the UOp's `_tid` slot while they live; an equal one made after
-they died finds it by structure: (op, dtype, source ids, arg), the key hash-consing uses, with ids for sources.
+trace ends. These "transient" nodes carry their id in their `_tid` attribute while they live; an equal one made
+after they died finds it by structure: (op, dtype, source ids, arg), the key hash-consing uses, with ids for sources.
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ class NodeTable:
   def __init__(self, add: Callable[[UOp], None]) -> None:
     self.ids: dict[UOp, int] = {}  # kept nodes
     self.keys: dict[tuple, int] = {}  # transient nodes, by structure
-    self.token = object()  # marks this table's ids in `_tid` slots (those of an earlier trace mean nothing here)
+    self.token = object()  # marks this table's ids in `_tid` attributes (an earlier trace's mean nothing here)
     self.add = add
     self.new_id = itertools.count().__next__
 
@@ -105,7 +105,7 @@ class NodeTable:
     return nid if nid is not None else u._tid[1]  # type: ignore[index]
 
   def src_ids(self, srcs: list[UOp]) -> list[int]:
-    """The ids of nodes that have one (a flush's source column): looked up in C, transient ones from their slot."""
+    """The ids of nodes that have one (a flush's source column): looked up in C, transient ones on the node."""
     out = list(map(self.ids.get, srcs))
     if None in out:
       i = -1
