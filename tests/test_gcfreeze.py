@@ -44,17 +44,19 @@ def grow(n: int) -> UOp:
 
 
 def test_a_growing_trace_freezes_the_heap_and_its_end_thaws_it(tmp_path):
+  # (frozen objects that die leave the count, so without a freeze it can only drop)
   rec = recorder.enable(tmp_path / "t.vztrace", announce=False)
   at_start = gc.get_freeze_count()
   assert at_start > 1000  # the program (modules, functions, ...)
   root = grow(recorder.FREEZE_NODES // 2)
-  assert gc.get_freeze_count() == at_start  # a few nodes: no freeze yet
+  assert gc.get_freeze_count() <= at_start  # a few nodes: no freeze yet
+  before = gc.get_freeze_count()
   root = grow(recorder.FREEZE_NODES)
   # the nodes, with their hash-consing keys and weak references
-  assert gc.get_freeze_count() > at_start + 2 * recorder.FREEZE_NODES
+  assert gc.get_freeze_count() > before + 2 * recorder.FREEZE_NODES
   before = gc.get_freeze_count()
   rec.writer.flush()  # nothing new: the heap of an idle trace is not frozen again
-  assert gc.get_freeze_count() == before
+  assert gc.get_freeze_count() <= before
   recorder.disable()
   assert gc.get_freeze_count() == 0
   assert sum(1 for r in TraceReader(tmp_path / "t.vztrace") if r["t"] == "node") >= 3 * recorder.FREEZE_NODES // 2
