@@ -164,7 +164,7 @@ class UOp(metaclass=UOpMetaClass):
   # for them would be one more object per node for memory and the cycle collector (a traced run keeps every node)
   __slots__ = ("op", "dtype", "src", "arg", "_mm", "__weakref__", "__dict__")
   # a trace's id for a node it does not keep alive (compiler.trace.nodes), in the instance __dict__ of those few: a
-  # slot would make every UOp 16 bytes bigger (the next allocation size), and cost every trace a few percent
+  # slot would make every UOp 16 bytes bigger (it crosses an allocation size class)
   _tid: tuple[object, int] | None = None
 
   def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None):

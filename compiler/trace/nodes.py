@@ -107,7 +107,7 @@ class NodeTable:
   def src_ids(self, srcs: list[UOp]) -> list[int]:
     """The ids of nodes that have one (a flush's source column): looked up in C, transient ones on the node."""
     out = list(map(self.ids.get, srcs))
-    if None in out:
+    if self.keys and None in out:  # (no transient node yet: every source is a kept one)
       i = -1
       for _ in range(out.count(None)):
         i = out.index(None, i + 1)

@@ -253,8 +253,7 @@ class Recorder:
   # ---- nodes and patterns
   def node_id(self, u: UOp) -> int:
     """The id of u, giving u and every node below it without one an id (sources first)."""
-    nid = self.node_ids.get(u)
-    return nid if nid is not None else self.nodes.id_of(u)
+    return self.nodes.id_of(u)
 
   def pattern_id(self, rule: Any) -> int:
     pid = self.pattern_ids.get(rule)
