@@ -7,7 +7,7 @@ PORT ?= 8000
 .PHONY: demo test venv node chromium lint bench clean
 
 venv: $(VENV)/.stamp
-$(VENV)/.stamp: pyproject.toml
+$(VENV)/.stamp: pyproject.toml setup.py compiler/trace/_speedups.c
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'

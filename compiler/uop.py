@@ -137,13 +137,21 @@ python_alu: dict[Ops, Callable] = {
 }
 
 
+def cons_key(op: Ops, dtype: DType, src: tuple, arg: Any) -> tuple:
+  """What makes two UOps the same node: equal fields, where equal args of different kinds are not the same arg."""
+  if isinstance(arg, float):  # 0.0 == -0.0 (and they hash alike), but they are different constants (1/x, copysign)
+    return (op, dtype, src, arg, math.copysign(1.0, arg))
+  if arg is True or arg is False:  # True == 1 (and hashes alike), but a bool arg is not an int arg
+    return (op, dtype, src, arg, bool)
+  return (op, dtype, src, arg)
+
+
 class UOpMetaClass(type):
   # hash-consing: the same (op, dtype, src, arg) always gives the same object while it is alive
   ucache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
   def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None):
-    # 0.0 == -0.0 (and they hash alike), but they are different float constants (1/x, copysign)
-    key = (op, dtype, src, arg) if not isinstance(arg, float) else (op, dtype, src, arg, math.copysign(1.0, arg))
+    key = cons_key(op, dtype, src, arg)
     try:
       ret = UOpMetaClass.ucache.get(key)
     except TypeError as e:

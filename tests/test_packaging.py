@@ -1,8 +1,9 @@
 """`pip install .` (not only editable) must give a working viewer: the UI's templates and static files are package
-data of viz_server, and every compiler package is in the wheel."""
+data of viz_server, every compiler package is in the wheel, and so is the trace writer's C extension."""
 import subprocess
 import sys
 import zipfile
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,3 +23,5 @@ def test_wheel_contains_packages_templates_and_static(tmp_path):
               "compiler/runtime", "viz_server"):
     for f in (ROOT / pkg).glob("*.py"):
       assert f"{pkg}/{f.name}" in names, f"{pkg}/{f.name}"
+  # the C extension (compiler/trace/_speedups.c) is built into the wheel, for this interpreter
+  assert any(f"compiler/trace/_speedups{suffix}" in names for suffix in EXTENSION_SUFFIXES), sorted(names)

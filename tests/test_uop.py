@@ -106,6 +106,14 @@ def test_negative_zero_is_its_own_constant():
   assert pz is not nz and math.copysign(1, nz.arg) == -1 and math.copysign(1, pz.arg) == 1
 
 
+def test_a_bool_arg_is_not_the_equal_int_arg():
+  # True == 1 and they hash alike: one must not be handed out for the other (a trace would show the wrong arg)
+  t = UOp(Ops.CONST, i32, (), True)
+  one, zero = UOp(Ops.CONST, i32, (), 1), UOp(Ops.CONST, i32, (), 0)
+  assert one is not t and type(one.arg) is int and zero is not UOp(Ops.CONST, i32, (), False)
+  assert UOp(Ops.CONST, i32, (), True) is t
+
+
 def test_unhashable_arg_is_a_clear_error():
   with pytest.raises(TypeError, match="hashable"):
     UOp(Ops.NOOP, dtypes.void, (), [1, 2])

@@ -44,12 +44,22 @@ COLUMN_TYPES = {"u32s": next(c for c in "IL" if array(c).itemsize == 4), "i64s":
 _SWAP = sys.byteorder != "little"
 
 
-def pack_column(values: list[int], kind: str = "u32s") -> bytes:
-  """A column of ints as the (ASCII) text of its JSON string; OverflowError if a value does not fit."""
+def column_bytes(values: list[int], kind: str = "u32s") -> bytes:
+  """A column's values as little-endian bytes; OverflowError if a value does not fit."""
   a = array(COLUMN_TYPES[kind], values)
   if _SWAP:
     a.byteswap()
-  return binascii.b2a_base64(a.tobytes(), newline=False)
+  return a.tobytes()
+
+
+def pack_bytes(raw: bytes) -> bytes:
+  """A column's little-endian bytes as the (ASCII) text of its JSON string."""
+  return binascii.b2a_base64(raw, newline=False)
+
+
+def pack_column(values: list[int], kind: str = "u32s") -> bytes:
+  """A column of ints as the (ASCII) text of its JSON string; OverflowError if a value does not fit."""
+  return pack_bytes(column_bytes(values, kind))
 
 
 def unpack_column(text: str, kind: str = "u32s", limit: int | None = None) -> list[int]:

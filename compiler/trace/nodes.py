@@ -11,11 +11,12 @@ after they died finds it by structure: (op, dtype, source ids, arg), the key has
 """
 from __future__ import annotations
 
+import functools
 import itertools
-import math
 from typing import Callable
 
-from compiler.uop import Ops, UOp
+from compiler.trace.native import SPEEDUPS
+from compiler.uop import Ops, UOp, cons_key
 
 _OWNS_MEMORY = Ops.BUFFER
 
@@ -45,8 +46,7 @@ def _give_transient(x: UOp, ids: dict, add: Callable[[UOp], None], new_id: Calla
                     keys: dict) -> None:
   """An id for a transient node whose sources have theirs: an equal node's that died, or a new one."""
   src = tuple([i if (i := ids.get(s)) is not None else s._tid[1] for s in x.src])
-  arg = x.arg
-  key = (x.op, x.dtype, src, arg) if not isinstance(arg, float) else (x.op, x.dtype, src, arg, math.copysign(1.0, arg))
+  key = cons_key(x.op, x.dtype, src, x.arg)
   tid = keys.get(key)
   if tid is None:
     tid = keys[key] = new_id()
@@ -59,12 +59,17 @@ def _give_transient(x: UOp, ids: dict, add: Callable[[UOp], None], new_id: Calla
 class NodeTable:
   """The trace ids of one recording; `add` receives each node given a new id, in id order."""
 
-  def __init__(self, add: Callable[[UOp], None]) -> None:
+  def __init__(self, add: Callable[[UOp], None], native: bool = True) -> None:
+    """native=False: walk in Python even where the C walk (compiler.trace.native) is built."""
     self.ids: dict[UOp, int] = {}  # kept nodes
     self.keys: dict[tuple, int] = {}  # transient nodes, by structure
     self.token = object()  # marks this table's ids in `_tid` attributes (an earlier trace's mean nothing here)
     self.add = add
     self.new_id = itertools.count().__next__
+    # the C walk's arguments but the node (a partial, not a method: no reference cycle through the table)
+    self._walk = None if SPEEDUPS is None or not native else functools.partial(
+      SPEEDUPS.visit, self.ids, add, self.new_id, self.token,
+      functools.partial(_give_transient, ids=self.ids, add=add, new_id=self.new_id, token=self.token, keys=self.keys))
 
   def get(self, u: UOp) -> int | None:
     """u's id if it has one."""
@@ -85,7 +90,10 @@ class NodeTable:
     if t is not None and t[0] is token:
       return t[1]
     try:
-      _visit(u, ids, self.add, self.new_id, token, keys)
+      if self._walk is not None:
+        self._walk(u)
+      else:
+        _visit(u, ids, self.add, self.new_id, token, keys)
     except RecursionError:  # a deep graph: what was visited has ids (sources first); finish with a stack
       stack = [u]
       while stack:
@@ -103,13 +111,3 @@ class NodeTable:
               self.add(x)
     nid = ids.get(u)
     return nid if nid is not None else u._tid[1]  # type: ignore[index]
-
-  def src_ids(self, srcs: list[UOp]) -> list[int]:
-    """The ids of nodes that have one (a flush's source column): looked up in C, transient ones on the node."""
-    out = list(map(self.ids.get, srcs))
-    if self.keys and None in out:  # (no transient node yet: every source is a kept one)
-      i = -1
-      for _ in range(out.count(None)):
-        i = out.index(None, i + 1)
-        out[i] = srcs[i]._tid[1]
-    return out

@@ -7,7 +7,6 @@ import contextlib
 import functools
 import getpass
 import itertools
-import operator
 import os
 import platform
 import socket
@@ -43,14 +42,16 @@ class _Buffer:
   removes drained rows (compact(), under the lock)."""
 
   def __init__(self, lock: Any) -> None:
-    from compiler.trace.format import pack_column
+    from compiler.trace.columns import node_columns
+    from compiler.trace.format import pack_bytes, pack_column
     from compiler.trace.nodes import NodeTable
     from compiler.trace.writer import encode_json, nested_record_bytes
     self.lock = lock
     self.rows: list[UOp | None] = []  # the nodes in id order (their fields are read at the flush, in C); None once
     # drained, so that a node the trace does not keep alive (compiler.trace.nodes) is not kept by this list either
     self.nodes = NodeTable(self.rows.append)
-    self.pack, self.json, self.record_bytes = pack_column, encode_json, nested_record_bytes
+    self.pack, self.pack_bytes, self.json, self.record_bytes = pack_column, pack_bytes, encode_json, nested_record_bytes
+    self.node_columns = node_columns
     # the string table: text -> code, and the texts in order; it starts with the op names at their values, so an op
     # (an IntEnum) is its own code
     from compiler.uop import Ops
@@ -83,24 +84,6 @@ class _Buffer:
       self.n_done = self.m_done = self.r_done = 0
 
   # ---- a flush (under the lock)
-  @staticmethod
-  def _codes(objs: list, by_id: dict[int, int], text: Callable[[Any], int]) -> list[int]:
-    """The codes of objs: looked up by object id in C; text(o) for the objects not seen before."""
-    out = list(map(by_id.get, map(id, objs), itertools.repeat(-1)))
-    new = out.count(-1)
-    if new * 8 > len(out):  # many (a first batch): each distinct object once (deduplicated in C), then all again
-      for k, o in dict(zip(map(id, objs), objs)).items():
-        if k not in by_id:
-          by_id[k] = text(o)
-      return list(map(by_id.__getitem__, map(id, objs)))
-    i = -1
-    for _ in range(new):  # a few: found by searches in C
-      i = out.index(-1, i + 1)
-      o = objs[i]
-      c = by_id.get(id(o))  # seen earlier in objs
-      out[i] = by_id[id(o)] = text(o) if c is None else c
-    return out
-
   def _dtype_code(self, dtype: Any) -> int:
     return self._code(str(dtype))
 
@@ -172,20 +155,19 @@ class _Buffer:
       nb, mb = (at[2 * ra], at[2 * ra + 1]) if ra < r else (k, m)
       # nodes first (no matches yet); once they fit, matches: each names nodes made before it, all in this batch
       nb, mb = (na + cap, ma) if nb - na > cap else (nb, min(mb, ma + cap))
-    pack = self.pack
+    pack, raw = self.pack, self.pack_bytes
     nodes = self.rows[na:nb]
     self.rows[na:nb] = itertools.repeat(None, nb - na)  # same length: positions stay, for the recording thread
-    srcs = list(map(_SRC, nodes))
-    rows = self.matches[5 * ma:5 * mb]
     # the sources' ids are looked up here: a node's sources have ids before it is appended
-    cols = (("op", list(map(_OP, nodes))),
-            ("dtype", self._codes(list(map(_DTYPE, nodes)), self.dtype_ids, self._dtype_code)),
-            ("arg", self._codes(list(map(_ARG, nodes)), self.arg_ids, self._arg_code)), ("nsrc", list(map(len, srcs))),
-            ("src", self.nodes.src_ids(list(itertools.chain.from_iterable(srcs)))),
-            ("rw", rows[0::5]), ("pat", rows[1::5]), ("before", rows[2::5]),
-            ("after", rows[3::5]), ("at", [x - (ma if i & 1 else na) for i, x in enumerate(at[2 * ra:2 * rb])]))
+    node_cols = self.node_columns(nodes, self.nodes.ids, self.dtype_ids, self.arg_ids, self._dtype_code,
+                                  self._arg_code)
+    del nodes  # (the last reference to a transient node: freed here, under the lock, rather than in _batch's caller)
+    rows = self.matches[5 * ma:5 * mb]
+    cols = (("rw", rows[0::5]), ("pat", rows[1::5]), ("before", rows[2::5]), ("after", rows[3::5]),
+            ("at", [x - (ma if i & 1 else na) for i, x in enumerate(at[2 * ra:2 * rb])]))
     # spliced by hand: base64 needs no escaping, and json would scan every character of it
     data = (b'{"t":"batch","id":%d,"strs":%s' % (self.next_id, self.json(self.strs[self.t_done:])) +
+            b"".join(b',"%s":"%s"' % (name, raw(v)) for name, v in zip(_NODE_COLUMNS, node_cols)) +
             b"".join(b',"%s":"%s"' % (name.encode(), pack(v)) for name, v in cols) +
             b',"dt":"%s","recs":[%s]}' % (pack(rows[4::5], "i64s"), b",".join(parts)))
     self.t_done = len(self.strs)
@@ -201,7 +183,7 @@ FREEZE_NODES = 1024  # new nodes in the trace before a flush freezes the heap ag
 FLUSH_AT = 1 << 22  # nodes and match fields (5 a match) queued before the recording thread flushes itself
 
 
-_OP, _DTYPE, _ARG, _SRC = (operator.attrgetter(f) for f in ("op", "dtype", "arg", "src"))
+_NODE_COLUMNS = (b"op", b"dtype", b"arg", b"nsrc", b"src")  # what columns.node_columns makes, in its order
 
 
 def _flushed(buf: _Buffer, heap: HeapFreezer) -> None:

@@ -1,0 +1,21 @@
+"""The trace recorder's C extension, `compiler.trace._speedups` (C versions of its two loops over every node: the walk
+in nodes.py and the flush's columns in columns.py), configured for UOp; None where it was not built (`pip install`
+builds it where it finds a C compiler), and then the Python versions run."""
+from __future__ import annotations
+
+from types import ModuleType
+
+from compiler.uop import Ops, UOp
+
+
+def _load() -> ModuleType | None:
+  try:
+    from compiler.trace import _speedups
+  except ImportError:
+    return None
+  _speedups.configure(UOp, Ops.BUFFER)
+  return _speedups
+
+
+SPEEDUPS = _load()
+IMPLEMENTATION = "C" if SPEEDUPS is not None else "Python"
