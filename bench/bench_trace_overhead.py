@@ -130,21 +130,25 @@ def main() -> None:
     print(json.dumps(measure(args.workload, args.exprs, args.rounds)))
     return
   # each workload in a fresh process: how often the cycle collector runs depends on the heap that earlier work left
+  # and, where the C extension is built, again with the recorder's per-node loops in Python (VIZ_NATIVE=0)
   rows = []
+  variants = [("", {})] + ([(" (Python loops)", {"VIZ_NATIVE": "0"})] if native.IMPLEMENTATION == "C" else [])
   for key, name in WORKLOADS.items():
-    out = subprocess.run([sys.executable, __file__, "--workload", key, "--rounds", str(args.rounds), "--exprs",
-                          str(args.exprs)], check=True, capture_output=True, text=True).stdout
-    rows.append((name, json.loads(out.splitlines()[-1])))
-  print(f"{'workload':<22}{'VIZ off s':>11}{'VIZ on s':>11}{'ratio':>8}{'median':>8}{'no GC':>8}{'free ms':>9}"
+    for label, env in variants:
+      out = subprocess.run([sys.executable, __file__, "--workload", key, "--rounds", str(args.rounds), "--exprs",
+                            str(args.exprs)], check=True, capture_output=True, text=True,
+                           env={**os.environ, **env}).stdout
+      rows.append((name + label, json.loads(out.splitlines()[-1])))
+  print(f"{'workload':<37}{'VIZ off s':>11}{'VIZ on s':>11}{'ratio':>8}{'median':>8}{'no GC':>8}{'free ms':>9}"
         f"{'matches':>10}{'bytes':>11}{'B/match':>9}{'KB/1k matches':>15}")
   for name, r in rows:
     per = r["bytes"] / max(1, r["matches"])
-    print(f"{name:<22}{r['off']:>11.4f}{r['on']:>11.4f}{r['ratio']:>7.3f}x{r['med_ratio']:>7.3f}x"
+    print(f"{name:<37}{r['off']:>11.4f}{r['on']:>11.4f}{r['ratio']:>7.3f}x{r['med_ratio']:>7.3f}x"
           f"{r['ratio_nogc']:>7.3f}x{r['free'] * 1e3:>9.1f}{r['matches']:>10}{r['bytes']:>11}{per:>9.1f}"
           f"{per * 1000 / 1024:>15.1f}")
   print("ratio: best VIZ on (incl. the last flush) / best VIZ off; median: the same of medians; no GC: both with "
-        f"Python's cycle collector disabled\n(each workload runs in a process of its own; the recorder's per-node "
-        f"loops ran in {native.IMPLEMENTATION})")
+        "Python's cycle collector disabled\n(each row runs in a process of its own; the recorder's per-node loops ran "
+        f"in {native.IMPLEMENTATION}{', and in Python where the row says so' if len(variants) > 1 else ''})")
   # disabled cost: hooks present (VIZ off) vs hooks removed, alternately
   recorder.disable()
   exprs = random_index_exprs(args.exprs, seed=0)

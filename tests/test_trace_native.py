@@ -3,10 +3,13 @@ ids (compiler.trace.nodes), the flush's node columns the same bytes (compiler.tr
 and the extension leaks nothing."""
 import gc
 import math
+import os
 import struct
+import subprocess
 import sys
 import types
 import weakref
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +19,8 @@ from compiler import Ops, UOp, dtypes
 from compiler.trace import columns, native, recorder
 from compiler.trace.nodes import NodeTable
 from compiler.trace.reader import TraceReader
+
+ROOT = Path(__file__).resolve().parents[1]
 
 IMPLS = [pytest.param(columns.node_columns_py, id="python"), pytest.param(columns.node_columns_c, id="c")]
 
@@ -177,23 +182,30 @@ def test_the_extension_leaks_no_node_and_no_code_object():
   assert {sys.getrefcount(v) for v in handed} == {3}  # the list, the loop variable and getrefcount's argument
 
 
-def test_a_trace_reads_the_same_with_either_implementation(tmp_path, monkeypatch):
-  from bench.bench_symbolic import random_index_exprs
-  from compiler.rewrite import graph_rewrite
-  from compiler.symbolic import symbolic
-  exprs = random_index_exprs(30, seed=3)
+_RECORD = """
+import sys
+from bench.bench_symbolic import random_index_exprs
+from compiler.rewrite import graph_rewrite
+from compiler.symbolic import symbolic
+from compiler.trace import native, recorder
+recorder.enable(sys.argv[1], announce=False)
+for e in random_index_exprs(30, seed=3):
+  graph_rewrite(e, symbolic, name="simplify")
+recorder.disable()
+print(native.IMPLEMENTATION)
+"""
+
+
+def test_a_trace_reads_the_same_with_either_implementation(tmp_path):
   read = []
-  for impl in (columns.node_columns_c, columns.node_columns_py):
-    monkeypatch.setattr(columns, "node_columns", impl)
-    path = tmp_path / f"{impl.__name__}.vztrace"
-    recorder.enable(path, announce=False)
-    try:
-      for e in exprs:
-        graph_rewrite(e, symbolic, name="simplify")
-    finally:
-      recorder.disable()
+  for env in ({}, {"VIZ_NATIVE": "0"}):  # VIZ_NATIVE=0: the Python versions, though the extension is built
+    path = tmp_path / f"{len(read)}.vztrace"
+    p = subprocess.run([sys.executable, "-c", _RECORD, str(path)], capture_output=True, text=True, timeout=120,
+                       cwd=ROOT, env={**os.environ, "VIZ": "0", **env})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["Python" if env else "C"]
     read.append([{k: v for k, v in r.items() if k not in ("ts", "dt", "started", "pid")} for r in TraceReader(path)
-                 if r["t"] in ("node", "match", "rw_begin", "rw_end")])
+                 if r["t"] in ("node", "match", "rw_begin", "rw_end", "pattern")])
   assert read[0] == read[1] and sum(r["t"] == "node" for r in read[0]) > 100
 
 

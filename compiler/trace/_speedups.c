@@ -176,8 +176,12 @@ static PyObject *configure(PyObject *Py_UNUSED(self), PyObject *args) {
   /* a negative tp_dictoffset counts from the end of the object: for a fixed-size one, from tp_basicsize */
   PyTypeObject *t = (PyTypeObject *)type;
   Py_ssize_t d = t->tp_dictoffset;
-  off_dict = (t->tp_itemsize == 0 && !(t->tp_flags & Py_TPFLAGS_MANAGED_DICT) && d != 0)
-             ? (d < 0 ? t->tp_basicsize + d : d) : -1;
+#ifdef Py_TPFLAGS_MANAGED_DICT
+  int managed = (t->tp_flags & Py_TPFLAGS_MANAGED_DICT) != 0; /* (3.11+) the dict is not at an offset */
+#else
+  int managed = 0;
+#endif
+  off_dict = (t->tp_itemsize == 0 && !managed && d != 0) ? (d < 0 ? t->tp_basicsize + d : d) : -1;
   Py_RETURN_NONE;
 }
 
