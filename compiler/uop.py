@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from _weakref import _remove_dead_weakref  # what WeakValueDictionary uses: delete a key only if its ref is dead
 from dataclasses import dataclass
 from enum import Enum, IntEnum, auto
 from functools import cached_property
@@ -146,20 +147,39 @@ def cons_key(op: Ops, dtype: DType, src: tuple, arg: Any) -> tuple:
   return (op, dtype, src, arg)
 
 
+class _KeyRef(weakref.ref):
+  """A weak reference to a UOp that knows the UOp's cache key (weakref.KeyedRef, without its Python __new__/__init__:
+  made in C, and one object where a callback partial would be another for the cycle collector to track)."""
+  __slots__ = ("key",)
+
+
+def _forget(ref: _KeyRef) -> None:
+  """A UOp died: drop its cache entry, unless an equal UOp made since holds the key now (checked atomically, in C)."""
+  _remove_dead_weakref(_UCACHE, ref.key)
+
+
+_UCACHE: dict[tuple, weakref.ref] = {}
+
+
 class UOpMetaClass(type):
-  # hash-consing: the same (op, dtype, src, arg) always gives the same object while it is alive
-  ucache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+  # hash-consing: the same (op, dtype, src, arg) always gives the same object while it is alive. A dict of weak
+  # references rather than a WeakValueDictionary, whose methods are Python code: a lookup, the insert of a new node
+  # and its removal were half the cost of making a UOp.
+  ucache = _UCACHE
 
   def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None):
     key = cons_key(op, dtype, src, arg)
     try:
-      ret = UOpMetaClass.ucache.get(key)
+      ref = _UCACHE.get(key)
     except TypeError as e:
       raise TypeError(f"UOp arg must be hashable, got {type(arg).__name__} for {op}") from e
-    if ret is not None:
-      return ret
+    if ref is not None:
+      ret = ref()
+      if ret is not None:
+        return ret
     ret = super().__call__(op, dtype, src, arg)
-    UOpMetaClass.ucache[key] = ret
+    ref = _UCACHE[key] = _KeyRef(ret, _forget)
+    ref.key = key
     return ret
 
 

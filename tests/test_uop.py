@@ -114,6 +114,22 @@ def test_a_bool_arg_is_not_the_equal_int_arg():
   assert UOp(Ops.CONST, i32, (), True) is t
 
 
+def test_the_hash_consing_cache_forgets_dead_nodes_and_only_those():
+  from compiler.uop import UOpMetaClass, _forget, _KeyRef, cons_key
+  cache = UOpMetaClass.ucache
+  before = len(cache)
+  x = UOp.variable("forget_me", 0, 7)
+  made = [x * i + 1 for i in range(300)]
+  assert len(cache) >= before + 600
+  del made
+  assert len(cache) == before + 1  # reference counting alone (the key held the sources: they go too)
+  key = cons_key(x.op, x.dtype, x.src, x.arg)
+  late = _KeyRef(UOp.variable("another", 0, 1))
+  late.key = key
+  _forget(late)  # a late callback of an equal node that died: the live node keeps its entry
+  assert cache[key]() is x and UOp.variable("forget_me", 0, 7) is x
+
+
 def test_unhashable_arg_is_a_clear_error():
   with pytest.raises(TypeError, match="hashable"):
     UOp(Ops.NOOP, dtypes.void, (), [1, 2])
