@@ -242,6 +242,33 @@ def test_beam_with_compiled_kernels_checks_every_candidate(tmp_path):
   np.testing.assert_allclose(bufs[0], evaluate(ast)[0], rtol=1e-4, atol=1e-4)
 
 
+def test_the_candidates_machine_code_is_freed_when_the_search_ends(monkeypatch):
+  # MCJIT cannot unload code linked into the process's engine: candidates go into an engine the search closes
+  from compiler.runtime.llvm import LLVMJit
+  made = []
+  orig = LLVMJit.scratch
+  monkeypatch.setattr(LLVMJit, "scratch", lambda self: made.append(orig(self)) or made[-1])
+  beam_search(Kernel(matmul_ast(16, 24, 32), CPU), amt=2, use_cache=False, progress=False, workers=1)
+  assert len(made) == 1 and made[0].closed
+  with pytest.raises(RuntimeError, match="closed"):
+    made[0].add_object(b"", "x")
+
+
+def test_a_candidate_kernel_refuses_to_run_once_its_code_is_freed():
+  from compiler.opt.timing import load_candidate, prepare_candidate
+  from compiler.runtime.llvm import get_jit
+  ast = matmul_ast(8, 8, 8)
+  scratch = get_jit().scratch()
+  ck = load_candidate(prepare_candidate(ast), scratch)
+  bufs = buffers_for(ast)
+  ck(bufs)
+  np.testing.assert_allclose(bufs[0], evaluate(ast)[0], rtol=1e-5)
+  scratch.close()
+  scratch.close()  # idempotent
+  with pytest.raises(RuntimeError, match="machine code was freed"):
+    ck(bufs)
+
+
 def test_spawned_workers_work_too(monkeypatch):
   from compiler.opt.search import shutdown_pool
   monkeypatch.setenv("BEAM_MP", "spawn")

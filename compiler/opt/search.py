@@ -267,6 +267,16 @@ def beam_search(k: Kernel, bufs: Sequence[Any] | None = None, amt: int = 2, *, e
     from compiler.opt.timing import runtime_evaluator
     with untraced():  # compiling the reference kernel is not part of this kernel's story
       prepare, evaluate = runtime_evaluator(k, bufs)
+    try:
+      return _search(k, amt, evaluate, prepare, workers, progress, max_rounds, key if use_cache else None)
+    finally:
+      evaluate.close()  # type: ignore[attr-defined]  # the candidates' machine code
+  return _search(k, amt, evaluate, prepare, workers, progress, max_rounds, key if use_cache else None)
+
+
+def _search(k: Kernel, amt: int, evaluate: Evaluate, prepare: Prepare | None, workers: int | None,
+            progress: bool | None, max_rounds: int, save_as: str | None) -> Kernel:
+  """beam_search's rounds; the result goes into the disk cache under the key save_as (unless None)."""
   workers = _default_workers() if workers is None else workers
   bar = _Progress(progress if progress is not None else True, f"{amt} {k.name}")
 
@@ -310,8 +320,8 @@ def beam_search(k: Kernel, bufs: Sequence[Any] | None = None, amt: int = 2, *, e
       break
 
   best = beam[0]
-  if use_cache:
-    cache_put(key, best.kernel.applied_opts, best.time, k.name)
+  if save_as is not None:
+    cache_put(save_as, best.kernel.applied_opts, best.time, k.name)
   return k.apply_opts(best.kernel.applied_opts)
 
 

@@ -46,15 +46,18 @@ def prepare_candidate(ast: UOp) -> tuple[str, Any]:
     return "ir", prg
 
 
-def load_candidate(prepared: tuple[str, Any]) -> Any:
-  """The CompiledKernel of what prepare_candidate made."""
+def load_candidate(prepared: tuple[str, Any], scratch: Any = None) -> Any:
+  """The CompiledKernel of what prepare_candidate made: its object code linked into `scratch` (a ScratchJit, whose
+  close() frees it), or into the process's JIT for good."""
   kind, payload = prepared
   if kind == "ir":
     return load_program(payload)
   from compiler.runtime.compiled import CompiledKernel
   from compiler.runtime.llvm import get_jit
   prg, symbol, obj = payload
-  return CompiledKernel(prg, get_jit().add_object(obj, symbol), 0.0, None)
+  if scratch is None:
+    return CompiledKernel(prg, get_jit().add_object(obj, symbol), 0.0, None)
+  return CompiledKernel(prg, scratch.add_object(obj, symbol), 0.0, None, engine=scratch)
 
 
 def beam_buffers(k: Kernel, bufs: Sequence[Any] | None, seed: int = 0) -> list[np.ndarray]:
@@ -90,16 +93,19 @@ def _var_vals(k: Kernel) -> dict[str, int]:
 
 
 class RuntimeEvaluator:
-  """`evaluate(prepared) -> seconds` for beam_search; checks each candidate's output first (`check`)."""
+  """`evaluate(prepared) -> seconds` for beam_search; checks each candidate's output first (`check`). The candidates'
+  code goes into an engine of its own, freed by close() (beam_search calls it when it made the evaluator)."""
 
   def __init__(self, k: Kernel, bufs: Sequence[Any] | None, check: bool = True):
+    from compiler.runtime.llvm import get_jit
+    self.scratch = get_jit().scratch()
     self.arrays = beam_buffers(k, bufs)
     self.var_vals = _var_vals(k)
     self.outs = sorted({s.src[0].src[0].arg for s in k.stores})
     self.best = float("inf")
     self.want: list[np.ndarray] | None = None
     if check:
-      ref = load_candidate(prepare_candidate(k.get_optimized_ast()))
+      ref = load_candidate(prepare_candidate(k.get_optimized_ast()), self.scratch)
       self._poison()
       ref(self.arrays, self.var_vals)
       self.want = [self.arrays[i].copy() for i in self.outs]
@@ -110,8 +116,12 @@ class RuntimeEvaluator:
       a = self.arrays[i]
       a.fill(np.nan if a.dtype.kind == "f" else 7)
 
+  def close(self) -> None:
+    """Free the candidates' machine code."""
+    self.scratch.close()
+
   def __call__(self, prepared: Any) -> float:
-    ck = load_candidate(prepared)
+    ck = load_candidate(prepared, self.scratch)
     times: list[float] = []
     t_start = time.perf_counter()
     while len(times) < MAX_REPS and (len(times) < MIN_REPS or time.perf_counter() - t_start < MIN_TIME):

@@ -82,8 +82,10 @@ def as_array(b: Any) -> np.ndarray:
 class CompiledKernel:
   """A kernel compiled to machine code. Call it with buffers in slot order (numpy arrays or Buffers)."""
 
-  def __init__(self, prg: Program, address: int, compile_s: float, ctx: int | None):
+  def __init__(self, prg: Program, address: int, compile_s: float, ctx: int | None, engine: Any = None):
+    """engine: the ScratchJit the code at `address` lives in (None: the process's JIT, where code stays)."""
     self.program, self.name, self.address, self.compile_s, self.ctx = prg, prg.name, address, compile_s, ctx
+    self.engine = engine
     self.fxn = self._cfunc(address)
     self._alias_fxn: Any = None
     self.threads = default_threads()
@@ -150,6 +152,8 @@ class CompiledKernel:
   def __call__(self, bufs: Sequence[Any], var_vals: Mapping[str, int] | None = None,
                threads: int | None = None) -> None:
     """Run the kernel once on `bufs` (slot order); `threads` caps the cores used (default: all)."""
+    if self.engine is not None and self.engine.closed:  # its code is freed: calling it would jump into nothing
+      raise RuntimeError(f"kernel {self.name!r}: its machine code was freed (a BEAM candidate, after the search)")
     arrs = self._arrays(bufs)
     vals = self._vars(var_vals)
     self._check_bounds(arrs, var_vals)

@@ -36,12 +36,21 @@ class LLVMJit:
     target = llvm.Target.from_triple(llvm.get_process_triple())
     self.cpu = llvm.get_host_cpu_name()
     self.features = llvm.get_host_cpu_features().flatten()
-    self.tm = target.create_target_machine(cpu=self.cpu, features=self.features, opt=min(OPT_LEVEL, 3),
-                                           reloc="default", codemodel="jitdefault", jit=True)
+    self.target = target
+    self.tm = self.target_machine()
     self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
     self.lock = threading.Lock()
     self.cache: dict[str, JitFunction] = {}
     self.counter = itertools.count()
+
+  def target_machine(self) -> llvm.TargetMachine:
+    """A target machine for the host CPU (an engine owns the one it is made with)."""
+    return self.target.create_target_machine(cpu=self.cpu, features=self.features, opt=min(OPT_LEVEL, 3),
+                                             reloc="default", codemodel="jitdefault", jit=True)
+
+  def scratch(self) -> ScratchJit:
+    """An engine of its own for code soon thrown away: BEAM's candidates."""
+    return ScratchJit(self.target_machine())
 
   def _module(self, ir: str, fname: str, symbol: str) -> llvm.ModuleRef:
     """Parse and verify `ir`, rename `fname` to `symbol`, and optimize it for this JIT's target machine."""
@@ -60,14 +69,9 @@ class LLVMJit:
     return self.tm.emit_object(self._module(ir, fname, symbol))
 
   def add_object(self, obj: bytes, symbol: str) -> int:
-    """Link object code from `object_code` into the engine; the address of `symbol`."""
+    """Link object code from `object_code` into the engine for good; the address of `symbol`."""
     with self.lock:
-      self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-      self.engine.finalize_object()
-      addr = self.engine.get_function_address(symbol)
-    if not addr:
-      raise LLVMCompileError(f"symbol {symbol} not found after linking its object code")
-    return addr
+      return _link(self.engine, obj, symbol)
 
   def _optimize(self, mod: llvm.ModuleRef) -> None:
     pto = llvm.create_pipeline_tuning_options(speed_level=min(OPT_LEVEL, 3))
@@ -102,6 +106,41 @@ class LLVMJit:
       jf = JitFunction(symbol, addr, opt_ir, asm, time.perf_counter() - t0)
       self.cache[ir] = jf
       return jf, False
+
+
+def _link(engine: llvm.ExecutionEngine, obj: bytes, symbol: str) -> int:
+  engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+  engine.finalize_object()
+  addr = engine.get_function_address(symbol)
+  if not addr:
+    raise LLVMCompileError(f"symbol {symbol} not found after linking its object code")
+  return addr
+
+
+class ScratchJit:
+  """An MCJIT engine for code that lives only a while (BEAM's candidates): close() frees all of it. MCJIT cannot
+  unload one object file, so what is linked into the process's engine stays until the process ends (about 1 MB a
+  BEAM search, before this). A kernel made from this engine's code must not run after close(): CompiledKernel
+  checks `closed`."""
+
+  def __init__(self, tm: llvm.TargetMachine) -> None:
+    self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+    self.lock = threading.Lock()
+    self.closed = False
+
+  def add_object(self, obj: bytes, symbol: str) -> int:
+    """Link object code (LLVMJit.object_code) into this engine; the address of `symbol`."""
+    with self.lock:
+      if self.closed:
+        raise RuntimeError("link into a closed ScratchJit")
+      return _link(self.engine, obj, symbol)
+
+  def close(self) -> None:
+    """Free the engine and all code linked into it (idempotent)."""
+    with self.lock:
+      if not self.closed:
+        self.closed = True
+        self.engine.close()
 
 
 _JIT: LLVMJit | None = None
