@@ -23,6 +23,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_server import sort_trace  # noqa: E402
+from bench.table import format_table  # noqa: E402
 from viz_server import diff as vdiff  # noqa: E402
 from viz_server.app import create_app  # noqa: E402
 from viz_server.graphview import MASSIVE  # noqa: E402
@@ -114,11 +115,11 @@ def main() -> None:
       rows.append(bench_one(path, near_step(path), args.repeat))
   print("drawn diff of step A vs step B of `sort sums` (ms, median); cold: fresh server, warm: the main view showed "
         "step B first, again: the same pair once more")
-  print(f"{'A':>6s} {'B':>6s} {'nodes':>6s} {'only A':>6s} {'only B':>6s} {'no draw':>8s} {'cold':>8s} {'warm':>8s} "
-        f"{'again':>8s}")
-  for r in rows:
-    print(f"{r['a']:6d} {r['b']:6d} {r['nodes']:6d} {r['only_a']:6d} {r['only_b']:6d} {r['plain'] * 1e3:8.1f} "
-          f"{r['cold'] * 1e3:8.1f} {r['warm'] * 1e3:8.1f} {r['again'] * 1e3:8.1f}")
+  cols = [("A", ">6d"), ("B", ">6d"), ("nodes", ">6d"), ("only A", ">6d"), ("only B", ">6d"), ("no draw", ">8.1f"),
+          ("cold", ">8.1f"), ("warm", ">8.1f"), ("again", ">8.1f")]
+  print(format_table(cols, [(r["a"], r["b"], r["nodes"], r["only_a"], r["only_b"], *(r[k] * 1e3 for k in
+                                                                                    ("plain", "cold", "warm", "again")))
+                            for r in rows]))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.table import format_table  # noqa: E402
 from bench.workloads import WORKLOADS, Workload  # noqa: E402
 from compiler.schedule import create_schedule  # noqa: E402
 from compiler.trace import recorder  # noqa: E402
@@ -65,12 +66,10 @@ def main(argv: list[str] | None = None) -> None:
       ref = _time_numpy(w, args.reps)
       rows.append((name, len(sched), " ".join(si.name for si in sched), nodes, off * 1e3, on * 1e3, on / off,
                    ref * 1e3, off / ref))
-  hdr = ("workload", "kernels", "names", "nodes", "sched ms", "traced ms", "traced/off", "numpy ms", "sched/numpy")
-  print(f"{hdr[0]:<12} {hdr[1]:>7} {hdr[3]:>6} {hdr[4]:>9} {hdr[5]:>10} {hdr[6]:>10} {hdr[7]:>9} {hdr[8]:>11}  "
-        f"{hdr[2]}")
-  for r in rows:
-    print(f"{r[0]:<12} {r[1]:>7} {r[3]:>6} {r[4]:>9.2f} {r[5]:>10.2f} {r[6]:>10.2f} {r[7]:>9.2f} {r[8]:>11.2f}  "
-          f"{r[2]}")
+  cols = [("workload", "<12"), ("kernels", ">7"), ("names", ""), ("nodes", ">6"), ("sched ms", ">9.2f"),
+          ("traced ms", ">10.2f"), ("traced/off", ">10.2f"), ("numpy ms", ">9.2f"), ("sched/numpy", ">11.2f")]
+  order = [0, 1, 3, 4, 5, 6, 7, 8, 2]  # the kernel names, long, last
+  print(format_table([cols[i] for i in order], [[r[i] for i in order] for r in rows]))
 
 
 if __name__ == "__main__":

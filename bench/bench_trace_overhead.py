@@ -17,6 +17,7 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_symbolic import random_index_exprs  # noqa: E402
+from bench.table import format_table  # noqa: E402
 from compiler import rewrite  # noqa: E402
 from compiler.symbolic import symbolic  # noqa: E402
 from compiler.trace import native, recorder  # noqa: E402
@@ -139,13 +140,15 @@ def main() -> None:
                             str(args.exprs)], check=True, capture_output=True, text=True,
                            env={**os.environ, **env}).stdout
       rows.append((name + label, json.loads(out.splitlines()[-1])))
-  print(f"{'workload':<37}{'VIZ off s':>11}{'VIZ on s':>11}{'ratio':>8}{'median':>8}{'no GC':>8}{'free ms':>9}"
-        f"{'matches':>10}{'bytes':>11}{'B/match':>9}{'KB/1k matches':>15}")
+  cols = [("workload", "<36"), ("VIZ off s", ">10.4f"), ("VIZ on s", ">10.4f"), ("ratio", ">7"), ("median", ">7"),
+          ("no GC", ">7"), ("free ms", ">8.1f"), ("matches", ">9"), ("bytes", ">10"), ("B/match", ">8.1f"),
+          ("KB/1k matches", ">14.1f")]
+  table = []
   for name, r in rows:
     per = r["bytes"] / max(1, r["matches"])
-    print(f"{name:<37}{r['off']:>11.4f}{r['on']:>11.4f}{r['ratio']:>7.3f}x{r['med_ratio']:>7.3f}x"
-          f"{r['ratio_nogc']:>7.3f}x{r['free'] * 1e3:>9.1f}{r['matches']:>10}{r['bytes']:>11}{per:>9.1f}"
-          f"{per * 1000 / 1024:>15.1f}")
+    table.append((name, r["off"], r["on"], f"{r['ratio']:.3f}x", f"{r['med_ratio']:.3f}x", f"{r['ratio_nogc']:.3f}x",
+                  r["free"] * 1e3, r["matches"], r["bytes"], per, per * 1000 / 1024))
+  print(format_table(cols, table))
   print("ratio: best VIZ on (incl. the last flush) / best VIZ off; median: the same of medians; no GC: both with "
         "Python's cycle collector disabled\n(each row runs in a process of its own; the recorder's per-node loops ran "
         f"in {native.IMPLEMENTATION}{', and in Python where the row says so' if len(variants) > 1 else ''})")

@@ -1,6 +1,5 @@
 """VIZ=1 at the end of a script in a terminal: the script stays in the foreground while its viewer serves, and
 Ctrl-C stops both (the issue's "keeps serving until Ctrl-C")."""
-import json
 import os
 import pty
 import signal
@@ -8,41 +7,13 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
+
+from proc_helpers import alive, get_json, ping, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ("from compiler import UOp, graph_rewrite, PatternMatcher\n"
           "graph_rewrite(UOp.variable('x', 0, 3) + 0, PatternMatcher([], name='noop'), name='one')\n")
-
-
-def _ping(port):
-  try:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/ping", timeout=1) as r:
-      return json.loads(r.read())
-  except OSError:
-    return None
-
-
-def _alive(pid):
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  try:  # a zombie (exited, not yet reaped by its parent) counts as gone
-    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-  except OSError:
-    return False
-
-
-def _until(pred, what, timeout=30.0):
-  deadline = time.monotonic() + timeout
-  while time.monotonic() < deadline:
-    got = pred()
-    if got:
-      return got
-    time.sleep(0.05)
-  raise AssertionError(f"timed out waiting for {what}")
 
 
 def _viz_env(tmp_path):
@@ -64,20 +35,20 @@ def test_script_in_a_terminal_serves_until_ctrl_c(tmp_path):
   os.close(slave)
   viewer = None
   try:
-    viewer = _until(lambda: _ping(port), "the viewer")["pid"]
-    trace = lambda: json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/api/traces", timeout=2).read())
-    _until(lambda: [t["status"] for t in trace()] == ["ended"], "the finished trace")
+    viewer = wait_until(lambda: ping(f"http://127.0.0.1:{port}"), "the viewer")["pid"]
+    trace = lambda: get_json(f"http://127.0.0.1:{port}/api/traces", timeout=2)
+    wait_until(lambda: [t["status"] for t in trace()] == ["ended"], "the finished trace")
     time.sleep(0.5)
     assert proc.poll() is None  # still in the foreground, serving
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert "Press Ctrl-C to stop it" in err and "viewer stopped" in err, err
-    _until(lambda: not _alive(viewer), "the viewer to stop")
+    wait_until(lambda: not alive(viewer), "the viewer to stop")
   finally:
     os.close(master)
     if proc.poll() is None:
       proc.kill()
-    if viewer is not None and _alive(viewer):
+    if viewer is not None and alive(viewer):
       os.kill(viewer, signal.SIGTERM)
 
 
@@ -87,10 +58,10 @@ def test_without_a_terminal_the_script_exits_and_the_viewer_stays(tmp_path):
                      env=env, timeout=60)
   assert p.returncode == 0, p.stderr
   assert "keeps serving" in p.stderr and p.stderr.count(f"http://127.0.0.1:{port}/") == 1, p.stderr
-  viewer = _until(lambda: _ping(port), "the viewer")["pid"]
+  viewer = wait_until(lambda: ping(f"http://127.0.0.1:{port}"), "the viewer")["pid"]
   try:
-    assert _alive(viewer)
+    assert alive(viewer)
   finally:
     subprocess.run([sys.executable, "-m", "viz_server", "--stop", "--port", str(port)], env=env, cwd=ROOT,
                    capture_output=True, timeout=30)
-    _until(lambda: not _alive(viewer), "the viewer to stop")
+    wait_until(lambda: not alive(viewer), "the viewer to stop")

@@ -1,6 +1,5 @@
 """Live viewing end to end: a real server following a trace another process is writing, a socket.io client over
 websocket, `VIZ=1` starting (and reusing) a detached viewer, and the CLI."""
-import json
 import os
 import signal
 import socket
@@ -9,11 +8,11 @@ import sys
 import textwrap
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 import socketio
+from proc_helpers import alive, get_json, ping, wait_until
 
 from compiler.trace.reader import TraceReader
 from viz_server.__main__ import bind
@@ -52,32 +51,6 @@ def _env(**extra):
   return env
 
 
-def _get(url, timeout=5):
-  with urllib.request.urlopen(url, timeout=timeout) as r:
-    return json.loads(r.read().decode())
-
-
-def _wait(pred, timeout=20.0, what="condition"):
-  deadline = time.monotonic() + timeout
-  while time.monotonic() < deadline:
-    got = pred()
-    if got:
-      return got
-    time.sleep(0.05)
-  raise AssertionError(f"timed out waiting for {what}")
-
-
-def _alive(pid):
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  try:  # an exited process its (adoptive) parent has not reaped yet is gone too
-    return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-  except OSError:
-    return True
-
-
 @pytest.fixture
 def server(tmp_path):
   d = tmp_path / "traces"
@@ -108,7 +81,7 @@ def test_socketio_client_gets_contexts_of_a_trace_being_written(server):
     n = 5
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(d / "run.vztrace"), str(n), "kernels"], env=_env())
     assert writer.wait(timeout=60) == 0
-    _wait(lambda: any(e == "trace" and x["status"] == "ended" for e, x in events), what="the trace to end")
+    wait_until(lambda: any(e == "trace" and x["status"] == "ended" for e, x in events), "the trace to end")
   finally:
     sio.disconnect()
   with lock:
@@ -121,7 +94,7 @@ def test_socketio_client_gets_contexts_of_a_trace_being_written(server):
   assert first_trace < next(i for i, (e, _) in enumerate(seen) if e == "context")  # the trace is announced first
   # the records came in several batches while the file grew, not all at once at the end
   assert sum(1 for e, x in seen if e == "trace" and x["status"] == "live") >= 2
-  traces = _get(url + "/api/traces")
+  traces = get_json(url + "/api/traces")
   assert [(t["name"], t["status"], t["counts"]["kernels"], t["counts"]["runs"]) for t in traces] == \
     [("run.vztrace", "ended", n, n)]
   assert traces[0]["counts"]["contexts"] == len(begun)
@@ -151,7 +124,7 @@ def _check_kernel_events(seen: list, url: str, tid: int, path: Path, n: int) -> 
     assert r["times"] and r["min"] == min(r["times"]) and r["median"] >= r["min"] > 0
     assert i > began[r["ctx"]] and any(j > i and y["ctx"] == r["ctx"] for j, y in kev)
     # what the `kernel` events announced is there to fetch: the opts that named the kernel, its sources, its run
-    k = _get(f"{url}/api/traces/{tid}/contexts/{c['id']}/kernel")
+    k = get_json(f"{url}/api/traces/{tid}/contexts/{c['id']}/kernel")
     assert r["kname"] == next((o["kname"] for o in reversed(k["opts"]) if o["ok"]), c["name"])
     assert [s["kind"] for s in k["sources"]] == ["uops", "llvm_ir", "opt_ir", "asm"]
     assert f"define void @{r['kname']}" in k["sources"][1]["text"] and k["runs"] == [r]
@@ -169,8 +142,8 @@ def test_subscribe_to_one_trace_only(server):
     for name in ("a", "b"):
       p = subprocess.run([sys.executable, "-c", WRITER, str(d / f"{name}.vztrace"), "1"], env=_env(), timeout=60)
       assert p.returncode == 0
-      _wait(lambda name=name: any(t["name"] == f"{name}.vztrace" and t["status"] == "ended"
-                                  for t in _get(url + "/api/traces")), what=f"trace {name}")
+      wait_until(lambda name=name: any(t["name"] == f"{name}.vztrace" and t["status"] == "ended"
+                                       for t in get_json(url + "/api/traces")), f"trace {name}")
     time.sleep(0.3)
   finally:
     sio.disconnect()
@@ -191,33 +164,25 @@ def test_viz_1_starts_a_detached_viewer_and_a_second_run_reuses_it(tmp_path):
     assert first.returncode == 0, first.stderr
     assert first.stderr.count(f"http://127.0.0.1:{port}/") == 1 and "viewer starting" in first.stderr, first.stderr
     url = f"http://127.0.0.1:{port}"
-    ping = _wait(lambda: _ping(url), what="the viewer to answer")
-    pid = ping["pid"]
+    pid = wait_until(lambda: ping(url), "the viewer to answer")["pid"]
     # the script is gone; the viewer keeps serving its (finished) trace
-    _wait(lambda: [t["status"] for t in _get(url + "/api/traces")] == ["ended"], what="the first trace")
+    wait_until(lambda: [t["status"] for t in get_json(url + "/api/traces")] == ["ended"], "the first trace")
     second = subprocess.run([sys.executable, "-c", script], env={**env, "VIZ_TRACE": str(tmp_path / "b.vztrace")},
                             capture_output=True, text=True, timeout=60)
     assert second.returncode == 0, second.stderr
     assert f"http://127.0.0.1:{port}/#t=1" in second.stderr and "follows this trace" in second.stderr, second.stderr
-    _wait(lambda: [t["name"] for t in _get(url + "/api/traces")] == ["a.vztrace", "b.vztrace"], what="reuse")
-    assert _ping(url)["pid"] == pid  # no second server
+    wait_until(lambda: [t["name"] for t in get_json(url + "/api/traces")] == ["a.vztrace", "b.vztrace"], "reuse")
+    assert ping(url)["pid"] == pid  # no second server
     stop = subprocess.run([sys.executable, "-m", "viz_server", "--stop", "--port", str(port)],
                           env=_env(XDG_CACHE_HOME=str(tmp_path / "cache")),  # the token of the user who started it
                           capture_output=True, text=True, timeout=30, cwd=ROOT)
     assert stop.returncode == 0, stop.stderr
-    _wait(lambda: not _alive(pid), what="the viewer to exit")
+    wait_until(lambda: not alive(pid), "the viewer to exit")
     log = (tmp_path / "cache" / "tinyviz" / f"viewer-{port}.log").read_text()
     assert "serving 1 trace(s)" in log and "viewer stopped" in log, log
   finally:
-    if pid is not None and _alive(pid):
+    if pid is not None and alive(pid):
       os.kill(pid, signal.SIGTERM)
-
-
-def _ping(url):
-  try:
-    return _get(url + "/api/ping", timeout=1)
-  except OSError:
-    return None
 
 
 def test_cli_picks_a_free_port_when_busy_and_warns_about_other_hosts(tmp_path):
@@ -234,7 +199,7 @@ def test_cli_picks_a_free_port_when_busy_and_warns_about_other_hosts(tmp_path):
       line = proc.stdout.readline()
       assert "serving 1 trace(s) at http://127.0.0.2:" in line and f":{port}/" not in line
       got = int(line.split("http://127.0.0.2:")[1].split("/")[0])
-      assert _get(f"http://127.0.0.2:{got}/api/traces")[0]["status"] == "ended"
+      assert get_json(f"http://127.0.0.2:{got}/api/traces")[0]["status"] == "ended"
     finally:
       proc.send_signal(signal.SIGINT)
       out, err = proc.communicate(timeout=30)

@@ -1,0 +1,20 @@
+"""bench/table.py: the benchmarks' fixed-width tables."""
+import pytest
+
+from bench.table import format_table
+
+
+def test_headers_take_their_columns_alignment_and_width():
+  out = format_table([("name", "<8"), ("ms", ">7.2f"), ("n", ">4d")], [("a", 1.5, 3), ("longer", 12.345, 1024)])
+  assert out.splitlines() == ["name          ms    n",
+                              "a           1.50    3",
+                              "longer     12.35 1024"]
+
+
+def test_a_column_without_a_width_is_as_wide_as_its_values_and_trailing_blanks_go():
+  assert format_table([("x", ">3"), ("names", "")], [(1, "a b"), (22, "")]) == "  x names\n  1 a b\n 22"
+
+
+def test_a_row_of_the_wrong_length_is_an_error():
+  with pytest.raises(ValueError, match="a row of 1 values for 2 columns"):
+    format_table([("a", ""), ("b", "")], [(1,)])
