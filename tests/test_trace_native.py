@@ -191,6 +191,10 @@ from compiler.trace import native, recorder
 recorder.enable(sys.argv[1], announce=False)
 for e in random_index_exprs(30, seed=3):
   graph_rewrite(e, symbolic, name="simplify")
+import numpy as np
+from compiler.tensor import Tensor
+x = Tensor(np.arange(64, dtype=np.float32).reshape(8, 8))  # buffers: transient nodes, and kernels' passes
+print(((x * 2 + 1).sum(axis=1).softmax()).numpy().round(3).tolist(), file=sys.stderr)
 recorder.disable()
 print(native.IMPLEMENTATION)
 """
@@ -205,8 +209,9 @@ def test_a_trace_reads_the_same_with_either_implementation(tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["Python" if env else "C"]
     read.append([{k: v for k, v in r.items() if k not in ("ts", "dt", "started", "pid")} for r in TraceReader(path)
-                 if r["t"] in ("node", "match", "rw_begin", "rw_end", "pattern")])
+                 if r["t"] in ("node", "match", "rw_begin", "rw_end", "pattern", "opt")])
   assert read[0] == read[1] and sum(r["t"] == "node" for r in read[0]) > 100
+  assert any(r["t"] == "node" and r["op"] == "BUFFER" for r in read[0])
 
 
 # ---- the node walk
