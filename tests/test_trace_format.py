@@ -5,6 +5,7 @@ import io
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 import textwrap
@@ -134,8 +135,8 @@ def test_round_trip_every_record_type(tmp_path):
     got = list(r)
   assert got == expanded(list(SAMPLES.values()))
   assert (r.damaged, r.complete, r.frames, r.records, r.skipped_unknown) == (False, True, 2, len(got), 0)
-  assert r.offset == os.path.getsize(p) and r.version == (2, 0)
-  assert p.read_bytes()[:12] == b"VZTRACE\0\x02\x00\x00\x00"
+  assert r.offset == os.path.getsize(p) and r.version == fmt.VERSION
+  assert p.read_bytes()[:12] == b"VZTRACE\0" + struct.pack("<HH", *fmt.VERSION)
 
 
 @pytest.mark.parametrize("t", sorted(RECORDS))

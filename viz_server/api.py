@@ -15,6 +15,7 @@ from viz_server.diff import BaseGetter, DiffError, diff_graphs
 from viz_server.graphview import BLOCK, label
 from viz_server.highlight import highlight
 from viz_server.store import Context, Rewrite, Trace, TraceStore, context_entry, kname_colors, run_entry
+from viz_server.timeline import timeline
 from viz_server.views import Views
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -373,3 +374,11 @@ def runs(t: int) -> Any:
   tr = _trace(t)
   with _store().lock:
     return jsonify([run_entry(r) for r in tr.runs])
+
+
+@bp.get("/traces/<int:t>/timeline")
+def trace_timeline(t: int) -> Any:
+  tr = _trace(t)
+  with _store().lock:
+    out = timeline(tr)
+  return jsonify(out)

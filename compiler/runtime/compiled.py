@@ -165,6 +165,7 @@ class CompiledKernel:
     plan = self._plan(arrs, vals, var_vals, threads)
     times: list[float] = []
     reps = 1
+    ts = time.time()
     while len(times) < reps:
       t0 = time.perf_counter()
       self._run(arrs, vals, var_vals, threads, plan)
@@ -172,7 +173,7 @@ class CompiledKernel:
       if len(times) == 1 and plan[0] is self.fxn and not set(self.program.ins) & set(self.program.outs):
         reps = 1 + min(TRACE_EXTRA_REPS, int(TRACE_REPS_BUDGET_S / max(times[0], 1e-9)))
     self._record(KernelTiming(self.name, tuple(times), min(times), statistics.median(times),
-                              self.program.flops(var_vals), self.nbytes(arrs)))
+                              self.program.flops(var_vals), self.nbytes(arrs)), ts)
 
   def _chunks(self, var_vals: Mapping[str, int] | None, arrs: list[np.ndarray], threads: int | None) -> list:
     prg = self.program
@@ -220,6 +221,7 @@ class CompiledKernel:
     for _ in range(warmup):
       self._run(arrs, vals, var_vals, threads, plan)
     times = []
+    ts = time.time()
     for _ in range(reps):
       t0 = time.perf_counter()
       self._run(arrs, vals, var_vals, threads, plan)
@@ -227,13 +229,14 @@ class CompiledKernel:
     tm = KernelTiming(self.name, tuple(times), min(times), statistics.median(times), self.program.flops(var_vals),
                       self.nbytes(arrs))
     if record:
-      self._record(tm)
+      self._record(tm, ts)
     return tm
 
-  def _record(self, tm: KernelTiming) -> None:
+  def _record(self, tm: KernelTiming, ts: float) -> None:
+    """A `run` record of the timed runs that began at `ts` (epoch seconds: the viewer's timeline places them)."""
     fields = {"ctx": self.ctx} if self.ctx is not None else {}
     recorder.record("run", kname=self.name, times=list(tm.times), min=tm.min, median=tm.median, flops=tm.flops,
-                    bytes=tm.bytes, gflops=tm.gflops, gbs=tm.gbs, **fields)
+                    bytes=tm.bytes, gflops=tm.gflops, gbs=tm.gbs, ts=ts, **fields)
 
 
 def compile_kernel(ast: UOp) -> CompiledKernel:
@@ -241,14 +244,15 @@ def compile_kernel(ast: UOp) -> CompiledKernel:
   context; later `time()` runs are recorded into the same context."""
   prg = get_program(ast)
   tracing = recorder.RECORDER is not None
+  ts = time.time()  # when the LLVM compile began (with compile_s, its span on the viewer's timeline)
   jf, cached = get_jit().compile(prg.src, prg.fname, want_text=tracing)
   compile_s = 0.0 if cached else jf.compile_s
   ctx = recorder.RECORDER.current_ctx if tracing else None
   if tracing:
-    recorder.record("source", kind="uops", text=format_uops(prg.uops), compile_s=0.0)
-    recorder.record("source", kind="llvm_ir", text=prg.src, compile_s=compile_s)
-    recorder.record("source", kind="opt_ir", text=jf.opt_ir, compile_s=compile_s)
-    recorder.record("source", kind="asm", text=jf.asm, compile_s=compile_s)
+    recorder.record("source", kind="uops", text=format_uops(prg.uops), compile_s=0.0, ts=ts)
+    recorder.record("source", kind="llvm_ir", text=prg.src, compile_s=compile_s, ts=ts)
+    recorder.record("source", kind="opt_ir", text=jf.opt_ir, compile_s=compile_s, ts=ts)
+    recorder.record("source", kind="asm", text=jf.asm, compile_s=compile_s, ts=ts)
   return CompiledKernel(prg, jf.address, compile_s, ctx)
 
 

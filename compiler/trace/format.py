@@ -24,7 +24,7 @@ from array import array
 from typing import Any
 
 MAGIC = b"VZTRACE\0"
-VERSION = (2, 0)  # (major, minor): a reader rejects a newer major and accepts any minor of the majors it reads
+VERSION = (2, 1)  # (major, minor): a reader rejects a newer major and accepts any minor of the majors it reads
 READ_MAJORS = (1, 2)  # version 1 has no batch records (a 1.x file that had them would be read all the same)
 HEADER = struct.Struct("<8sHH")
 FRAME_MAGIC = b"VZF1"
@@ -105,9 +105,10 @@ RECORDS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
   "opt": ({"ctx": "int", "op": "str", "axis": "int?", "arg": "any", "ok": "bool", "reason": "str?",
            "shape": "list[int|str]", "colors": "list[str]", "kname": "str?"}, {}),
   "beam": ({"ctx": "int", "round": "int", "opts": "list[list]", "chosen": "bool"}, {"time": "num", "error": "str?"}),
-  "source": ({"ctx": "int", "kind": "str", "text": "str", "compile_s": "num"}, {}),
+  # ts (minor version 1): epoch seconds when the LLVM compile began / the timed runs began
+  "source": ({"ctx": "int", "kind": "str", "text": "str", "compile_s": "num"}, {"ts": "num"}),
   "run": ({"ctx": "int", "kname": "str", "times": "list[num]", "min": "num", "median": "num", "flops": "num",
-           "bytes": "num", "gflops": "num", "gbs": "num"}, {}),
+           "bytes": "num", "gflops": "num", "gbs": "num"}, {"ts": "num"}),
   "error": ({"ctx": "int?", "text": "str"}, {}),
   "end": ({"ts": "num"}, {}),
   # version 2: what the recorder wrote between two flushes, in columns (see pack_column); the reader expands it.

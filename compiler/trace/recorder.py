@@ -21,7 +21,7 @@ from compiler.trace.gcfreeze import HeapFreezer
 if TYPE_CHECKING:
   from compiler.uop import UOp
 
-TRACE_FORMAT_VERSION = "2.0"
+TRACE_FORMAT_VERSION = "2.1"
 _RULE_INFO: dict = {}  # Rule -> its pattern record fields
 
 
