@@ -87,7 +87,8 @@ def test_info_json(trace, truncated):
   assert (s["contexts"], s["rewrites"], s["matches"], s["nodes"], s["patterns"], s["runs"]) == (2, 3, 5, 4, 1, 1)
   assert s["bytes"] == os.path.getsize(trace) and s["frames"] == 2 and s["records"] == 23 and s["kernels"] == 1
   assert (s["damaged"], s["stopped_at"], s["reason"], s["complete"]) == (False, None, None, True)
-  assert s["top_rewrites"][0] == {"name": "symbolic", "matches": 4, "calls": 2}
+  assert s["top_rewrites"][0] == {"name": "symbolic", "matches": 4, "calls": 2, "time_s": 200e-9}
+  assert s["time"] == {"rewrites_s": 300e-9, "compile_s": 0.1, "runs_s": 1.0}
   cut = run_cli("info", truncated, "--json")
   c = json.loads(cut.stdout)
   assert cut.returncode == 1 and c["damaged"] and not c["complete"] and c["stopped_at"] > 12 and c["records"] == 21
@@ -97,7 +98,8 @@ def test_info_text_and_help(trace):
   res = run_cli("info", trace)
   assert res.returncode == 0
   for text in ("demo.py", "pid 7 on box", "contexts  2 (default 1, kernel 1)", "rewrites  3, matches 5, nodes 4",
-               "kernels   1", "intact, ended cleanly", "symbolic"):
+               "kernels   1", "intact, ended cleanly", "symbolic",
+               "time      rewrites 0.0 ms, LLVM compiles 100.0 ms, kernel runs 1000.0 ms"):
     assert text in res.stdout, text
   h = run_cli("--help")
   assert h.returncode == 0 and "info" in h.stdout and "validate" in h.stdout
@@ -108,4 +110,4 @@ def test_info_text_and_help(trace):
 def test_main_in_process(trace, capsys):
   assert main(["validate", trace]) == 0
   assert "23 records in 2 frames" in capsys.readouterr().out
-  assert summarize(trace, top=1)["top_rewrites"] == [{"name": "symbolic", "matches": 4, "calls": 2}]
+  assert summarize(trace, top=1)["top_rewrites"] == [{"name": "symbolic", "matches": 4, "calls": 2, "time_s": 200e-9}]

@@ -21,6 +21,8 @@ def summarize(path: str, top: int = 10) -> dict[str, Any]:
   kinds: Counter[str] = Counter()
   rw_names: dict[int, str] = {}
   rw_matches: Counter[int] = Counter()
+  rw_ns: dict[int, float] = {}
+  compile_s = run_s = 0.0
   kernel_ctxs: set[int] = set()
   meta = None
   with TraceReader(path) as r:
@@ -33,10 +35,16 @@ def summarize(path: str, top: int = 10) -> dict[str, Any]:
         pass
       elif t == "rw_begin":
         rw_names[rec["id"]] = rec["name"]
+      elif t == "rw_end":
+        rw_ns[rec["id"]] = _seconds(rec["dt"])
       elif t == "ctx_begin":
         kinds[rec["kind"]] += 1
       elif t in KERNEL_RECORDS:
         kernel_ctxs.add(rec["ctx"])
+        if t == "source" and rec["kind"] == "llvm_ir":  # (opt_ir and asm name the same compile)
+          compile_s += _seconds(rec["compile_s"])
+        elif t == "run":
+          run_s += sum(map(_seconds, rec["times"]))
       elif t == "meta" and meta is None:
         meta = rec
     size = os.path.getsize(path)
@@ -44,7 +52,11 @@ def summarize(path: str, top: int = 10) -> dict[str, Any]:
   by_name: Counter[str] = Counter()
   for rw, n in rw_matches.items():
     by_name[rw_names.get(rw, f"<rewrite {rw}>")] += n
-  top_rw = [{"name": name, "matches": n, "calls": calls[name]} for name, n in by_name.most_common(top)]
+  ns_by_name: Counter[str] = Counter()
+  for rw, ns in rw_ns.items():
+    ns_by_name[rw_names.get(rw, f"<rewrite {rw}>")] += ns
+  top_rw = [{"name": name, "matches": n, "calls": calls[name], "time_s": ns_by_name[name] / 1e9}
+            for name, n in by_name.most_common(top)]
   return {
     "file": path, "bytes": size, "frames": r.frames, "version": ".".join(map(str, r.version or ())),
     "records": r.records, "skipped_unknown": r.skipped_unknown, "meta": meta,
@@ -52,9 +64,19 @@ def summarize(path: str, top: int = 10) -> dict[str, Any]:
     "matches": counts["match"], "nodes": counts["node"], "patterns": counts["pattern"], "kernels": len(kernel_ctxs),
     "opts": counts["opt"], "beam": counts["beam"], "sources": counts["source"], "runs": counts["run"],
     "errors": counts["error"], "types": dict(counts), "top_rewrites": top_rw,
+    "time": {"rewrites_s": sum(rw_ns.values()) / 1e9, "compile_s": compile_s, "runs_s": run_s},
     "damaged": r.damaged, "stopped_at": r.stopped_at, "stopped_record": r.stopped_record, "reason": r.reason,
     "complete": r.complete,
   }
+
+
+def _seconds(x: Any) -> float:
+  """A recorded duration, or 0 where the trace holds null (a non-finite time) instead."""
+  return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 else 0.0
+
+
+def _ms(s: float) -> str:
+  return f"{s * 1e3:.1f} ms"
 
 
 def _size(n: int) -> str:
@@ -87,10 +109,12 @@ def _print_info(s: dict[str, Any]) -> None:
     f"rewrites  {s['rewrites']}, matches {s['matches']}, nodes {s['nodes']}, patterns {s['patterns']}",
     f"kernels   {s['kernels']} (opts {s['opts']}, beam {s['beam']}, sources {s['sources']}, runs {s['runs']})",
     f"errors    {s['errors']}",
+    f"time      rewrites {_ms(s['time']['rewrites_s'])}, LLVM compiles {_ms(s['time']['compile_s'])}, "
+    f"kernel runs {_ms(s['time']['runs_s'])}",
   ]
   if s["top_rewrites"]:
-    lines += ["", "top rewrites by matches:", f"{'matches':>9} {'calls':>7}  name"]
-    lines += [f"{r['matches']:>9} {r['calls']:>7}  {r['name']}" for r in s["top_rewrites"]]
+    lines += ["", "top rewrites by matches:", f"{'matches':>9} {'calls':>7} {'time':>10}  name"]
+    lines += [f"{r['matches']:>9} {r['calls']:>7} {_ms(r['time_s']):>10}  {r['name']}" for r in s["top_rewrites"]]
   print("\n".join(lines))
 
 
