@@ -119,6 +119,35 @@ def test_delta_turns_one_step_into_another(client, compact):
     assert sum(delta_bytes) < sum(full_bytes) / 2
 
 
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+  """A real compile: the scheduler's and codegen's passes rebuild nodes with more sources than they had."""
+  import numpy as np
+
+  from compiler.tensor import Tensor
+  path = tmp_path_factory.mktemp("compiled") / "c.vztrace"
+  with recording(path):
+    x = Tensor(np.arange(256, dtype=np.float32).reshape(16, 16))
+    ((x * 2 + 1).sum(axis=1).softmax()).numpy()
+  return create_app([path], follow=False).test_client()
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_every_step_of_a_real_compile_has_a_delta_that_gives_the_next_graph(compiled, compact):
+  n = 0
+  for ctx in _get(compiled, "/api/traces/0/contexts"):
+    for rw in ctx["rewrites"]:
+      base = f"/api/traces/0/rewrites/{rw['id']}"
+      for k in range(1, rw["matches"] + 1):
+        d = _get(compiled, f"{base}/delta?from={k - 1}&to={k}&compact={int(compact)}")
+        gk = _get(compiled, f"{base}/graph?step={k}")
+        nodes, edges = apply_delta(_get(compiled, f"{base}/graph?step={k - 1}"), d)
+        assert nodes == {x["id"]: x for x in gk["nodes"]}, (rw["name"], k)
+        assert edges == {(e["src"], e["dst"], e["index"]): e for e in gk["edges"]}, (rw["name"], k)
+        n += 1
+  assert n > 50
+
+
 def test_patterns_and_nodes(client):
   rw = _biggest_rewrite(client)
   step = _get(client, f"/api/traces/2/rewrites/{rw['id']}")["steps"][0]

@@ -138,11 +138,12 @@ def apply_delta(graph: dict, d: dict) -> tuple[dict, dict]:
   edges = {key: e for key, e in edges.items() if key[1] in nodes}  # compact: edges go with their node
   for n in d["nodes_added"]:
     assert n["id"] not in nodes
-    if "like" in n:  # compact: rebuilt from `like`: its look, and its in-edges' routes
+    if "like" in n:  # compact: rebuilt from `like`: its look, and its in-edges' routes where it had such an edge
       like = old_nodes[n.pop("like")]
       for i, s in enumerate(n["src"]):
-        pts = old_edges[(like["src"][i], like["id"], i)]["points"]
-        edges[(s, n["id"], i)] = {"src": s, "dst": n["id"], "index": i, "points": pts}
+        old = old_edges.get((like["src"][i], like["id"], i)) if i < len(like["src"]) else None
+        if old is not None:
+          edges[(s, n["id"], i)] = {"src": s, "dst": n["id"], "index": i, "points": old["points"]}
       n = {**like, **n}
     nodes[n["id"]] = n
   for n in nodes.values():

@@ -515,8 +515,9 @@ class GraphView:
       old_src = rp.node(old)[3] if old is not None else ()  # type: ignore[index]
       for i, s in enumerate(src):
         pts = lk.edges.get((s, n), ())
-        if old is not None:
-          if lj.edges.get((old_src[i], old)) == pts:
+        if old is not None:  # the client gives a rebuilt node the old node's in-edge routes, index by index; one
+          # with more sources than the old node has nothing to inherit past the old node's last source
+          if i < len(old_src) and lj.edges.get((old_src[i], old)) == pts:
             continue
         elif n not in added_set and lj.edges.get((s, n)) == pts:
           continue
