@@ -7,10 +7,12 @@ A backend is a factory `ast -> runner`, where `runner(bufs)` runs the kernel on 
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Callable, Sequence
 
 from compiler.runtime.buffer import Buffer
 from compiler.schedule import ScheduleItem
+from compiler.trace import recorder
 from compiler.trace.recorder import trace_context
 from compiler.uop import UOp
 
@@ -46,7 +48,10 @@ def _llvm_factory() -> BackendFactory:
 
 _loaders: dict[str, Callable[[], BackendFactory]] = {"interp": _interp_factory, "llvm": _llvm_factory}
 _factories: dict[str, BackendFactory] = {}
-_runners: dict[tuple[str, UOp], Runner] = {}
+# (runner, a weak reference to the recorder it was compiled under): a trace gets every kernel's passes and sources,
+# so a kernel compiled before it started (or for another trace) is compiled again, once, for it, and its runs name
+# this trace's context (weak: an ended trace's recorder, and the nodes it holds, must not live on here)
+_runners: dict[tuple[str, UOp], tuple[Runner, weakref.ref | None]] = {}
 
 
 def register_backend(name: str, factory: BackendFactory) -> None:
@@ -68,7 +73,9 @@ def get_runner(ast: UOp, backend: str | None = None) -> Runner:
   """The runner for a kernel AST on a backend (compiled once per AST)."""
   name = backend or default_backend()
   key = (name, ast)
-  runner = _runners.pop(key, None)
+  hit = _runners.pop(key, None)
+  tracing = recorder.RECORDER
+  runner = hit[0] if hit is not None and (tracing is None or (hit[1] is not None and hit[1]() is tracing)) else None
   if runner is None:
     factory = _factories.get(name)
     if factory is None:
@@ -76,7 +83,8 @@ def get_runner(ast: UOp, backend: str | None = None) -> Runner:
         raise ValueError(f"unknown backend {name!r} (known: {', '.join(backend_names())})")
       factory = _factories[name] = _loaders[name]()
     runner = factory(ast)
-  _runners[key] = runner
+    tracing = recorder.RECORDER  # (a pending recorder became a real one at the first traced event)
+  _runners[key] = (runner, None if tracing is None else weakref.ref(tracing))
   if len(_runners) > RUNNER_CACHE_SIZE:
     del _runners[next(iter(_runners))]
   return runner

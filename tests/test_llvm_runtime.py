@@ -342,3 +342,28 @@ def test_object_code_round_trip():
   out, x = np.zeros(16, np.float32), np.full(16, 2.0, np.float32)
   ck([out, x, x])
   assert (out == 5).all()
+
+
+def test_a_kernel_compiled_before_a_trace_is_compiled_again_for_it(tmp_path):
+  # realize caches runners by AST: without a recompile, a trace started later would show the kernel's runs but not
+  # its passes or sources, and the runs would name a context of the trace the runner was compiled for
+  from compiler.tensor import Tensor
+  x = np.linspace(-3, 5, 37 * 3, dtype=np.float32).reshape(37, 3)  # a shape of this test's own: no earlier cache hit
+  prog = lambda: (Tensor(x) * 3 - 1).max(axis=1).numpy()  # noqa: E731
+  want = prog()  # untraced: compiled and cached
+  for i in range(2):  # two traces in a row: each compiles the kernels once for itself
+    path = tmp_path / f"{i}.vztrace"
+    recorder.enable(path, announce=False)
+    try:
+      np.testing.assert_allclose(prog(), want)
+      np.testing.assert_allclose(prog(), want)  # the second realize reuses this trace's compile
+    finally:
+      recorder.disable()
+    recs = list(TraceReader(path))
+    compiled = {r["ctx"] for r in recs if r["t"] == "source" and r["kind"] == "llvm_ir"}
+    kernel_ctxs = {r["id"] for r in recs if r["t"] == "ctx_begin" and r["kind"] == "kernel"}
+    runs = [r for r in recs if r["t"] == "run"]
+    assert compiled and compiled <= kernel_ctxs and len(kernel_ctxs) == 2 * len(compiled)
+    assert len(runs) == len(kernel_ctxs) and {r["ctx"] for r in runs} == compiled
+    passes = {r["ctx"] for r in recs if r["t"] == "rw_begin"}
+    assert compiled <= passes  # each compiled kernel's context holds its codegen passes
