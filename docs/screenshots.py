@@ -70,6 +70,7 @@ def main() -> None:
         "kernel": f"#t=1&c={bmm['ctx']}&p=kernel",
         "source": f"#t=0&c={ctx['id']}&p=source",
         "runs": f"#t=0&c={ctx['id']}&p=runs",
+        "timeline": f"#t=0&c={ctx['id']}&p=timeline",
       }
       with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=ARGS)

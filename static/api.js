@@ -75,6 +75,8 @@ export const api = {
   kernels: (t) => request(`/api/traces/${enc(t)}/kernels`),
   kernel: (t, c) => request(`/api/traces/${enc(t)}/contexts/${enc(c)}/kernel`),
   runs: (t) => request(`/api/traces/${enc(t)}/runs`),
+  // contexts, passes, LLVM compiles and kernel runs on one time axis (seconds since the earliest event)
+  timeline: (t) => request(`/api/traces/${enc(t)}/timeline`),
   forget() { cache.clear(); },
 };
 

@@ -12,6 +12,7 @@ import {RunsPanel} from "./runs.js";
 import {Sidebar} from "./sidebar.js";
 import {SourcePanel} from "./source.js";
 import {StepPanel} from "./step.js";
+import {TimelinePanel} from "./timeline.js";
 
 const state = {trace: null, ctx: null, rw: null, step: 0, node: null, panel: "step", a: "", b: ""};
 const data = {traces: [], contexts: [], ctxById: new Map(), rw: null, rwTrace: null, shown: null};
@@ -35,6 +36,12 @@ const sourcePanel = new SourcePanel($("#panel-source"), {onPick: (c) => selectCo
 const runsPanel = new RunsPanel($("#panel-runs"), {
   onJump: (c) => { selectContext(c, {push: true}); openPanel("kernel"); },
   ctxInfo: (c) => data.ctxById.get(c),
+});
+// a click on the timeline opens the context or rewrite in the graph and keeps the timeline in view
+const timelinePanel = new TimelinePanel($("#panel-timeline"), {
+  onJumpContext: (c) => selectContext(c, {push: true}),
+  onJumpRewrite: (c, r) => selectContext(c, {rw: r, push: true}),
+  selection: () => ({ctx: state.ctx, rw: state.rw}),
 });
 const diffPanel = new DiffPanel($("#panel-diff"), {
   cur: () => ({trace: state.trace, rw: state.rw, step: state.step, ctx: state.ctx}),
@@ -175,6 +182,7 @@ async function selectContext(c, {rw = null, step = null, node = null, push = fal
     rw = pick ? pick.id : null;
   }
   sidebar.setSelection(c, rw);
+  timelinePanel.redraw();
   if (changed && (state.panel === "kernel" || state.panel === "source")) refreshPanel();
   if (rw === null) {
     state.rw = null;
@@ -193,6 +201,7 @@ async function selectRewrite(r, {step = null, node = null, push = false, gen = n
   state.rw = r;
   state.node = null;
   sidebar.setSelection(state.ctx, r);
+  timelinePanel.redraw();
   let detail;
   const moves = stepMoves;
   try {
@@ -424,6 +433,7 @@ function refreshPanel() {
     case "kernel": kernelPanel.show(state.trace, ctx); break;
     case "source": sourcePanel.show(state.trace, ctx); break;
     case "runs": runsPanel.show(state.trace); break;
+    case "timeline": timelinePanel.show(state.trace); break;
   }
 }
 
@@ -486,7 +496,7 @@ const refreshLive = debounce(async () => {
     setSlider();
     renderStepPanel();
   }
-  if (state.panel === "runs" || state.panel === "kernel" || state.panel === "source") refreshPanel();
+  if (["runs", "timeline", "kernel", "source"].includes(state.panel)) refreshPanel();
 }, 200);
 
 function onLiveEvent(ev) {
@@ -580,7 +590,7 @@ function onKey(ev) {
       setRelatives(modes[(modes.indexOf(graph.relMode) + 1) % 4]);
     },
     1: () => openPanel("step"), 2: () => openPanel("diff"), 3: () => openPanel("kernel"), 4: () => openPanel("source"),
-    5: () => openPanel("runs"),
+    5: () => openPanel("runs"), 6: () => openPanel("timeline"),
   };
   const fn = keys[ev.key];
   if (!fn) return;
@@ -679,5 +689,5 @@ async function main() {
 }
 
 // for tests and bench/bench_ui.py: the view state and a few entry points
-window.__viz = {state, data, perf, graph, diffPanel, setStep, selectNode, selectRewrite, selectContext, openPanel,
-  ready: main().catch((e) => { toast(`Start-up failed: ${e.message}`, "error"); throw e; })};
+window.__viz = {state, data, perf, graph, diffPanel, timelinePanel, setStep, selectNode, selectRewrite, selectContext,
+  openPanel, ready: main().catch((e) => { toast(`Start-up failed: ${e.message}`, "error"); throw e; })};

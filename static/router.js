@@ -2,7 +2,7 @@
 
 const INT_KEYS = {t: "trace", c: "ctx", r: "rw", s: "step", n: "node"};
 const STR_KEYS = {p: "panel", a: "a", b: "b"};
-export const PANELS = ["step", "diff", "kernel", "source", "runs"];
+export const PANELS = ["step", "diff", "kernel", "source", "runs", "timeline"];
 
 /** The view described by a hash string (missing or malformed parts are null). */
 export function parseHash(hash) {

@@ -41,7 +41,7 @@ def test_payloads_render_as_text(page, server):
   shot(page, "security-graph")
   # kernel, source and runs panels with the payload in the kernel name and the sources
   page.click(f"#contexts li[data-ctx='{kernel['id']}']")
-  for panel in ("kernel", "source", "runs", "diff"):
+  for panel in ("kernel", "source", "runs", "timeline", "diff"):
     page.click(f"#panel-tabs [data-panel={panel}]")
     page.wait_for_timeout(150)
     no_injection(page)
@@ -51,5 +51,15 @@ def test_payloads_render_as_text(page, server):
   page.click("#panel-tabs [data-panel=runs]")
   page.locator("#panel-runs tbody tr").first.wait_for()
   assert tracegen.XSS in page.locator("#panel-runs tbody tr").first.locator(".kname").get_attribute("title")
+  no_injection(page)
+  # the timeline draws names on its canvas; its tooltip shows the payload as text
+  page.click("#panel-tabs [data-panel=timeline]")
+  find = "() => window.__viz.timelinePanel.hits.find((h) => h.kind === 'pass' && h.name.startsWith('pass '))"
+  page.wait_for_function(find)
+  hit = page.evaluate(find)
+  box = page.locator("#panel-timeline canvas").bounding_box()
+  page.mouse.move(box["x"] + (hit["x0"] + hit["x1"]) / 2, box["y"] + (hit["y0"] + hit["y1"]) / 2)
+  page.locator("#panel-timeline .timeline-tip").wait_for()
+  assert f"pass {tracegen.XSS}" in page.locator("#panel-timeline .timeline-tip").inner_text()
   no_injection(page)
   shot(page, "security-panels")
