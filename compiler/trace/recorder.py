@@ -54,7 +54,8 @@ class _Buffer:
     self.node_columns = node_columns
     # the string table: text -> code, and the texts in order; it starts with the op names at their values, so an op
     # (an IntEnum) is its own code
-    from compiler.uop import Ops
+    from compiler.uop import Ops, arg_str
+    self.arg_str = arg_str
     self.strs: list[str] = [""] * (max(Ops) + 1)
     for op in Ops:
       self.strs[op] = op.name
@@ -95,17 +96,17 @@ class _Buffer:
     return c
 
   def _arg_code(self, arg: Any) -> int:
-    if type(arg) is float:  # 0.0 == -0.0 and NaN != NaN: a float's text is not shared through an equal one
+    t = type(arg)
+    if t is int or t is float:  # a cheap text (and 0.0 == -0.0, NaN != NaN: a float's is not shared with an equal's)
       return self._code(repr(arg))
     # the key carries the types so that 1, 1.0 and True (equal as dict keys) keep their own spelling
-    key = (type(arg), tuple(map(type, arg)), arg) if type(arg) is tuple else (type(arg), arg)
+    key = (t, tuple(map(type, arg)), arg) if t is tuple else (t, arg)
     try:
       c = self.arg_values.get(key)
     except TypeError:  # an unhashable value inside a tuple
       c, key = None, None
     if c is None:
-      from compiler.uop import arg_str
-      c = self._code(arg_str(arg))
+      c = self._code(self.arg_str(arg))
       if key is not None:
         self.arg_values[key] = c
     return c
