@@ -63,6 +63,22 @@ def test_a_growing_trace_freezes_the_heap_and_its_end_thaws_it(tmp_path):
   del root
 
 
+def test_records_freeze_the_heap_between_flushes(tmp_path):
+  # a long run of passes between two flushes (every 100 ms) would let the collector rescan the new kept nodes
+  rec = recorder.enable(tmp_path / "t.vztrace", announce=False)
+  rec.writer._stop.set()  # no background flushes: only records can freeze now
+  rec.writer._thread.join()
+  x = UOp.variable(f"r{next(_fresh)}", 0, 100)
+  before = gc.get_freeze_count()
+  for i in range(2 * recorder.FREEZE_NODES):
+    x = x * 3 + UOp.const(dtypes.int32, 5000 + i)
+  rec.node_id(x)  # queued, not flushed
+  assert gc.get_freeze_count() <= before
+  rec.record("error", text="any record")  # a record after the growth freezes
+  assert gc.get_freeze_count() > before + 2 * recorder.FREEZE_NODES
+  assert rec._heap.nodes >= 2 * recorder.FREEZE_NODES and rec._buf.next_id == 0  # nothing was flushed
+
+
 def test_a_garbage_cycle_frozen_while_recording_is_collected_when_the_trace_doubles(tmp_path, monkeypatch):
   monkeypatch.setattr(gcfreeze, "THAW_NODES", 4 * recorder.FREEZE_NODES)
   recorder.enable(tmp_path / "t.vztrace", announce=False)

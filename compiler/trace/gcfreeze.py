@@ -6,11 +6,12 @@ each time the old generation has grown by a quarter: a trace that only grows mak
 objects that can never be garbage while the trace holds them. That was the largest single cost of recording (a tenth
 of the compile time of small workloads went to one full collection).
 
-So when recording starts, and after each flush that wrote new nodes, the recorder freezes the heap (`gc.freeze`: the
-objects alive now are left out of collections). What else was alive then is left out too, and a cycle among those
-objects that becomes garbage later is collected late: each time the trace has doubled since the last time, the heap
-is thawed, collected in full and frozen again, and recording's end thaws it for good. A process that froze objects
-itself, or runs with the collector off, is left alone."""
+So when recording starts, and each time the trace has grown by FREEZE_NODES nodes (checked at every record and
+after every flush), the recorder freezes the heap (`gc.freeze`: the objects alive now are left out of collections).
+What else was alive then is left out too, and a cycle among those objects that becomes garbage later is collected
+late: each time the trace has doubled since the last time, the heap is thawed, collected in full and frozen again,
+and recording's end thaws it for good. A process that froze objects itself, or runs with the collector off, is left
+alone."""
 from __future__ import annotations
 
 import gc

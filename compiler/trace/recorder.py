@@ -180,7 +180,7 @@ class _Buffer:
 BATCH_ROWS = 1 << 17  # nodes, and matches, per batch at most; with BATCH_BYTES (+ a record) far below the frame limit
 BATCH_BYTES = 16 << 20
 COMPACT_AT = 1 << 16  # drained rows kept before the recording thread drops them
-FREEZE_NODES = 1024  # new nodes in the trace before a flush freezes the heap again
+FREEZE_NODES = 1024  # new nodes in the trace before a record or a flush freezes the heap again
 FLUSH_AT = 1 << 22  # nodes and match fields (5 a match) queued before the recording thread flushes itself
 
 
@@ -232,6 +232,9 @@ class Recorder:
       self.writer.flush()
     b.recs.append(rec)
     b.at.extend((len(b.rows), len(b.matches) // 5))
+    n = b.next_id + len(b.rows) - b.n_done  # nodes in the trace (written or queued)
+    if n - self._heap.nodes >= FREEZE_NODES:  # here, not only after a flush: every 100 ms lets the collector rescan
+      self._heap.freeze(n)  # tens of thousands of new kept nodes before they are frozen
 
   # ---- nodes and patterns
   def node_id(self, u: UOp) -> int:
