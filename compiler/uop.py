@@ -158,15 +158,13 @@ def _forget(ref: _KeyRef) -> None:
   _remove_dead_weakref(_UCACHE, ref.key)
 
 
+# hash-consing: the same (op, dtype, src, arg) always gives the same object while it is alive. A dict of weak
+# references rather than a WeakValueDictionary, whose methods are Python code: a lookup, the insert of a new node and
+# its removal were half the cost of making a UOp.
 _UCACHE: dict[tuple, weakref.ref] = {}
 
 
 class UOpMetaClass(type):
-  # hash-consing: the same (op, dtype, src, arg) always gives the same object while it is alive. A dict of weak
-  # references rather than a WeakValueDictionary, whose methods are Python code: a lookup, the insert of a new node
-  # and its removal were half the cost of making a UOp.
-  ucache = _UCACHE
-
   def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None):
     key = cons_key(op, dtype, src, arg)
     try:

@@ -267,6 +267,8 @@ def test_a_candidate_kernel_refuses_to_run_once_its_code_is_freed():
   scratch.close()  # idempotent
   with pytest.raises(RuntimeError, match="machine code was freed"):
     ck(bufs)
+  with pytest.raises(RuntimeError, match="machine code was freed"):
+    ck.time(bufs)
 
 
 def test_spawned_workers_work_too(monkeypatch):

@@ -115,8 +115,8 @@ def test_a_bool_arg_is_not_the_equal_int_arg():
 
 
 def test_the_hash_consing_cache_forgets_dead_nodes_and_only_those():
-  from compiler.uop import UOpMetaClass, _forget, _KeyRef, cons_key
-  cache = UOpMetaClass.ucache
+  from compiler.uop import _UCACHE as cache
+  from compiler.uop import _forget, _KeyRef, cons_key
   before = len(cache)
   x = UOp.variable("forget_me", 0, 7)
   made = [x * i + 1 for i in range(300)]

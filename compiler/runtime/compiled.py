@@ -112,8 +112,10 @@ class CompiledKernel:
   def __repr__(self) -> str:
     return f"<CompiledKernel {self.name} bufs={self.program.nbufs} vars={list(self.program.var_names)}>"
 
-  # ---- argument checks
+  # ---- argument checks (every way to run the kernel starts with _arrays)
   def _arrays(self, bufs: Sequence[Any]) -> list[np.ndarray]:
+    if self.engine is not None and self.engine.closed:  # its code is freed: calling it would jump into nothing
+      raise RuntimeError(f"kernel {self.name!r}: its machine code was freed (a BEAM candidate, after the search)")
     prg = self.program
     if len(bufs) != prg.nbufs:
       raise ValueError(f"kernel {self.name!r} takes {prg.nbufs} buffers, got {len(bufs)}")
@@ -152,8 +154,6 @@ class CompiledKernel:
   def __call__(self, bufs: Sequence[Any], var_vals: Mapping[str, int] | None = None,
                threads: int | None = None) -> None:
     """Run the kernel once on `bufs` (slot order); `threads` caps the cores used (default: all)."""
-    if self.engine is not None and self.engine.closed:  # its code is freed: calling it would jump into nothing
-      raise RuntimeError(f"kernel {self.name!r}: its machine code was freed (a BEAM candidate, after the search)")
     arrs = self._arrays(bufs)
     vals = self._vars(var_vals)
     self._check_bounds(arrs, var_vals)

@@ -119,9 +119,9 @@ def _link(engine: llvm.ExecutionEngine, obj: bytes, symbol: str) -> int:
 
 class ScratchJit:
   """An MCJIT engine for code that lives only a while (BEAM's candidates): close() frees all of it. MCJIT cannot
-  unload one object file, so what is linked into the process's engine stays until the process ends (about 1 MB a
-  BEAM search, before this). A kernel made from this engine's code must not run after close(): CompiledKernel
-  checks `closed`."""
+  unload one object file, so what is linked into the process's engine stays until the process ends (0.27 MB of
+  resident memory a search of a 128x128 matmul, measured before this engine). A kernel made from this engine's code
+  must not run after close(): CompiledKernel checks `closed`."""
 
   def __init__(self, tm: llvm.TargetMachine) -> None:
     self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
