@@ -16,7 +16,7 @@ def _load() -> ModuleType | None:
     from compiler.trace import _speedups
   except ImportError:
     return None
-  _speedups.configure(UOp, Ops.BUFFER)
+  _speedups.configure(UOp, Ops.BUFFER)  # (the op of nodes that own memory: nodes._OWNS_MEMORY, which imports this)
   return _speedups
 
 
