@@ -10,6 +10,7 @@ import numpy as np
 from compiler.dtype import DType, dtypes, least_upper_dtype
 from compiler.runtime.buffer import buffer_of, new_buffer_uop
 from compiler.schedule.shape import shape_of
+from compiler.tensor_mixins import CreationMixin, ElementwiseMixin, IndexingMixin, NnMixin, ReduceMixin
 from compiler.uop import Ops, UOp
 
 Shape = tuple[int, ...]
@@ -81,7 +82,7 @@ def _py(x: Any) -> Scalar:
   return x.item() if isinstance(x, np.generic) else x
 
 
-class Tensor:
+class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixin):
   """A lazy n-d array. Build with numpy arrays, nested lists or scalars; compute with `.numpy()`/`.realize()`."""
   __slots__ = ("uop", "__weakref__")
   _rng: np.random.Generator = np.random.default_rng(0)

@@ -1,0 +1,6 @@
+"""Tensor methods: indexing (a mixin of Tensor; uses only the Tensor's own methods via self and type(self))."""
+from __future__ import annotations
+
+
+class IndexingMixin:
+  __slots__ = ()
