@@ -21,15 +21,23 @@ from viz_server.app import create_app
 ROOT = Path(__file__).resolve().parents[1]
 RUN_FIELDS = ("ctx", "kname", "min", "median", "times", "flops", "bytes", "gflops", "gbs")  # a `run` event's run
 
-# argv: trace path, contexts, and "kernels" to also compile and run a real kernel of 8 * (i + 1) floats in context i
+# argv: trace path, contexts, "kernels" (or "-") to also compile and run a real kernel of 8 * (i + 1) floats in context
+# i, and a viewer URL: after each context the writer waits until that viewer has read it, so the file grows in steps
+# the viewer sees one by one however loaded the machine is
 WRITER = textwrap.dedent("""
-  import sys, time
+  import json, sys, time, urllib.request
   from compiler import Ops, PatternMatcher, UOp, UPat, graph_rewrite
   from compiler.trace import recorder
-  kernels = sys.argv[3:] == ["kernels"]
+  kernels = sys.argv[3:4] == ["kernels"]
+  url = sys.argv[4] if len(sys.argv) > 4 else None
   if kernels:
     import numpy as np
     from compiler.tensor import Tensor
+
+  def viewer_has(contexts):
+    with urllib.request.urlopen(url + "/api/traces", timeout=30) as r:
+      return any(t["counts"]["contexts"] >= contexts for t in json.loads(r.read()))
+
   recorder.enable(sys.argv[1], announce=False)
   pm = PatternMatcher([(UPat(Ops.ADD, src=[UPat.var("x"), UPat.const(None, 0)]), lambda x: x)], name="add0")
   x = UOp.variable("x", 0, 10)
@@ -39,7 +47,10 @@ WRITER = textwrap.dedent("""
       if kernels:
         (Tensor(np.arange(8 * (i + 1), dtype=np.float32)) + 1).numpy()
     recorder.RECORDER.writer.flush()
-    time.sleep(0.15)
+    deadline = time.monotonic() + 120
+    while url and not viewer_has(1 + (i + 1) * (1 + kernels)):  # default, then ctx0..ctxi and their kernels
+      assert time.monotonic() < deadline, "the viewer never read context %d" % i
+      time.sleep(0.01)
   recorder.disable()
 """)
 
@@ -79,8 +90,9 @@ def test_socketio_client_gets_contexts_of_a_trace_being_written(server):
     assert sio.transport() == "websocket"
     assert sio.call("subscribe", {"trace": None}, timeout=5) == {"ok": True}
     n = 5
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(d / "run.vztrace"), str(n), "kernels"], env=_env())
-    assert writer.wait(timeout=60) == 0
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(d / "run.vztrace"), str(n), "kernels", url],
+                              env=_env())
+    assert writer.wait(timeout=300) == 0
     wait_until(lambda: any(e == "trace" and x["status"] == "ended" for e, x in events), "the trace to end")
   finally:
     sio.disconnect()
