@@ -74,6 +74,10 @@ def _fitting_int(dt: DType, lo: int, hi: int, name: str) -> DType:
   raise OverflowError(f"{name}: the integer {hi if hi > 0 else lo} doesn't fit int64")
 
 
+class AxisError(IndexError, ValueError):
+  """An axis out of range: IndexError as in tinygrad and torch, and a ValueError as numpy's AxisError is."""
+
+
 def _is_scalar(x: Any) -> bool:
   return isinstance(x, (bool, int, float, np.bool_, np.integer, np.floating))
 
@@ -628,7 +632,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
       raise TypeError(f"Tensor.{name}: axis must be an int, got {axis!r}")
     if not -max(nd, 1) <= axis < max(nd, 1) or nd == 0:
-      raise ValueError(f"Tensor.{name}: axis {axis} is out of range for shape {self.shape}")
+      raise AxisError(f"Tensor.{name}: axis {axis} is out of range for shape {self.shape}")
     return int(axis) % nd
 
   def reshape(self, *shape: Any) -> Tensor:
@@ -765,14 +769,27 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     return getitem(self, idx)
 
   @staticmethod
-  def cat(*tensors: Tensor, dim: int = 0) -> Tensor:
-    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
-      tensors = tuple(tensors[0])
+  def _tensor_args(first: Any, rest: tuple, name: str) -> tuple[Tensor, ...]:
+    """Both call forms, as tinygrad's argfix: t.f(a, b), Tensor.f(t, a, b) and Tensor.f([t, a, b])."""
+    if isinstance(first, (list, tuple)):
+      if rest:
+        raise ValueError(f"Tensor.{name}: a sequence of tensors must be the only argument, got {first!r} and "
+                         f"{len(rest)} more")
+      tensors = tuple(first)
+    else:
+      tensors = (first, *rest)
     if not tensors:
-      raise ValueError("Tensor.cat: needs at least one tensor")
+      raise ValueError(f"Tensor.{name}: needs at least one tensor")
     if not all(isinstance(t, Tensor) for t in tensors):
-      raise TypeError("Tensor.cat: all arguments must be Tensors")
+      raise TypeError(f"Tensor.{name}: all arguments must be Tensors, got {[type(t).__name__ for t in tensors]}")
+    return tensors
+
+  def cat(self: Tensor | Sequence[Tensor], *args: Tensor, dim: int = 0) -> Tensor:
+    """Concatenate along dim: `a.cat(b, c, dim=1)` or `Tensor.cat(a, b, c, dim=1)`."""
+    tensors = Tensor._tensor_args(self, args, "cat")
     first = tensors[0]
+    if first.ndim == 0:
+      raise IndexError("Tensor.cat: zero-dimensional tensors can't be concatenated")
     d = first._axis(dim, "cat")
     for t in tensors[1:]:
       if t.ndim != first.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != d):
@@ -784,19 +801,14 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
       pads = [None] * t.ndim
       pads[d] = (off, total - off - t.shape[d])
       p = t.cast(dt).pad(pads)
-      ret = p if ret is None else ret + p
+      # a WHERE on the tensor's own region, not an ADD of zero pads: 0.0 + -0.0 would lose the sign of a zero
+      ret = p if ret is None else Tensor.full(t.shape, True, dtypes.bool).pad(pads).where(p, ret)
       off += t.shape[d]
     return ret
 
-  def cat_(self, *others: Tensor, dim: int = 0) -> Tensor:
-    return Tensor.cat(self, *others, dim=dim)
-
-  @staticmethod
-  def stack(*tensors: Tensor, dim: int = 0) -> Tensor:
-    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
-      tensors = tuple(tensors[0])
-    if not tensors:
-      raise ValueError("Tensor.stack: needs at least one tensor")
+  def stack(self: Tensor | Sequence[Tensor], *args: Tensor, dim: int = 0) -> Tensor:
+    """Join along a new dim: `a.stack(b, dim=1)` or `Tensor.stack(a, b, dim=1)`."""
+    tensors = Tensor._tensor_args(self, args, "stack")
     if any(t.shape != tensors[0].shape for t in tensors):
       raise ValueError(f"Tensor.stack: shapes {[t.shape for t in tensors]} differ")
     d = tensors[0]._axis(dim, "stack", tensors[0].ndim + 1)

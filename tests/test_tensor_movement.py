@@ -158,7 +158,7 @@ def test_cat_stack(dim):
   check(Tensor.cat(Tensor(a), Tensor(b), Tensor(c), dim=dim), np.concatenate([a, b, c], dim))
   check(Tensor.stack(Tensor(a), Tensor(b), dim=dim), np.stack([a, b], dim))
   check(Tensor.stack([Tensor(a), Tensor(b)], dim=3), np.stack([a, b], 3))
-  check(Tensor(a).cat_(Tensor(b), dim=dim), np.concatenate([a, b], dim))
+  check(Tensor(a).cat(Tensor(b), dim=dim), np.concatenate([a, b], dim))
 
 
 def test_cat_dtypes_and_empty():
@@ -173,8 +173,10 @@ def test_cat_dtypes_and_empty():
     Tensor.cat(Tensor(X), Tensor(X[:, :2, :2]), dim=1)
   with pytest.raises(ValueError, match="stack"):
     Tensor.stack(Tensor(X), Tensor(X[0]))
-  with pytest.raises(ValueError):
+  with pytest.raises(TypeError):  # cat is a method (self is the first tensor), as in tinygrad
     Tensor.cat()
+  with pytest.raises(ValueError, match="at least one"):
+    Tensor.cat([])
 
 
 @pytest.mark.parametrize("reps", [(2, 1, 1), (1, 3, 2), (2, 1, 1, 2), (1, 0, 1)])
