@@ -261,8 +261,10 @@ class Trace:
         handler = _HANDLERS.get(t)
         if handler is not None:
           handler(self, rec, events, kernels_touched)
-      except (KeyError, TypeError, ValueError, IndexError) as e:  # a record inconsistent with the rest of the trace
-        self._anomaly(f"{t} record: {type(e).__name__}: {e}")
+      except (KeyError, TypeError, ValueError, IndexError, ArithmeticError, RecursionError) as e:
+        # a record inconsistent with the rest of the trace, or a value the index cannot hold (the reader bounds ints
+        # and nesting; this keeps one bad record from stopping the rest)
+        self._anomaly(f"{t} record: {type(e).__name__}: {str(e)[:200]}")
     if events is not None:
       for cid in kernels_touched:
         events.append(("kernel", {"trace": self.id, "ctx": cid}))
@@ -544,6 +546,10 @@ class TraceStore:
     except (TraceFormatError, OSError):
       self._rejected[p] = (st.st_ino, st.st_mtime_ns, st.st_size)
       return None
+    except Exception as e:  # one file the store cannot take must not hide the files after it
+      self._rejected[p] = (st.st_ino, st.st_mtime_ns, st.st_size)
+      print(f"tinyviz: cannot serve {p}: {type(e).__name__}: {str(e)[:200]}", flush=True)
+      return None
 
   # ---- lookups
   def get(self, tid: int) -> Trace | None:
@@ -604,6 +610,8 @@ class TraceStore:
         got = True
     except (TraceFormatError, OSError) as e:
       tr.damage = {"offset": None, "reason": f"read error: {e}"}
+    except Exception as e:  # a bug indexing this trace must not stop the follower for the others
+      tr.damage = {"offset": None, "reason": f"indexing failed: {type(e).__name__}: {str(e)[:200]}"}
     if not got and tr.live and time.monotonic() - tr.updated > WRITER_CHECK_S:
       tr.updated = time.monotonic()
       if tr.writer_gone():

@@ -37,6 +37,11 @@ MAX_PAYLOAD_LEN = MAX_RAW_LEN + (MAX_RAW_LEN >> 8) + 1024  # zlib's worst-case g
 FRAME_TARGET = 1 << 20  # the writer starts a new frame once this many raw bytes are batched
 MAX_BATCH_ROWS = 1 << 20  # nodes, and matches, in one batch record (the recorder writes at most 1 << 17): expanded,
                           # a batch makes a dict of each, so more counts as damage
+# Bounds on JSON values, so that what a reader accepts every consumer can take: the viewer keeps ids and steps in
+# int64 arrays and times as floats (a bigger int raised OverflowError there), and encodes answers with a recursive
+# JSON encoder (a record nested ~1,000 deep failed there, or in the decoder, depending on the caller's stack).
+MIN_INT, MAX_INT = -(1 << 63), (1 << 63) - 1  # every JSON integer of a record (int64)
+MAX_DEPTH = 100  # nesting of lists and objects in a record, the record being depth 1 (above the writer's cut, 66)
 
 
 # Columns of compact records: a JSON string, the base64 of the values as little-endian u32 ("u32s") or i64 ("i64s").
@@ -195,6 +200,23 @@ def validate_record(rec: Any) -> bool:
   if not check.ok(rec):
     raise TraceFormatError(check.explain(t, rec))
   return True
+
+
+def out_of_bounds(rec: Any) -> str | None:
+  """Why a decoded record breaks the value bounds (an int outside int64, nesting deeper than MAX_DEPTH), or None."""
+  stack = [(rec, 1)]
+  while stack:
+    v, depth = stack.pop()
+    if depth > MAX_DEPTH:
+      return f"bad JSON: values nested deeper than {MAX_DEPTH}"  # the same words as the decoder's RecursionError
+    for x in (v if type(v) is list else v.values()):
+      tx = type(x)
+      if tx is int:
+        if not MIN_INT <= x <= MAX_INT:
+          return f"integer of {x.bit_length()} bits, outside int64"
+      elif tx is list or tx is dict:
+        stack.append((x, depth + 1))
+  return None
 
 
 def _short(v: Any) -> str:

@@ -14,6 +14,7 @@ import json
 import json.scanner
 import math
 import os
+import re
 import time
 import zlib
 from typing import Any, BinaryIO, Iterator
@@ -24,12 +25,15 @@ from compiler.trace.format import (
   HEADER,
   MAGIC,
   MAX_BATCH_ROWS,
+  MAX_DEPTH,
+  MAX_INT,
   MAX_PAYLOAD_LEN,
   MAX_RAW_LEN,
   READ_MAJORS,
   RECORD_LEN,
   VERSION,
   TraceFormatError,
+  out_of_bounds,
   unpack_column,
   validate_record,
 )
@@ -52,6 +56,11 @@ def _finite_float(s: str) -> float:
 # Strict JSON: no NaN/Infinity literals and no numbers that overflow to inf (the writer never produces them).
 # The scanner called directly is ~2x faster than JSONDecoder.decode; a record must be exactly one compact value.
 _scan = json.scanner.make_scanner(json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float))
+
+
+# An int outside int64 has at least 19 digits: a frame without such a run of digits needs no look at its ints, and a
+# record with at most MAX_DEPTH brackets none at its nesting (format.out_of_bounds walks the others).
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 
 def _decode(s: str) -> Any:
@@ -243,6 +252,7 @@ class TraceReader:
     """Decode and validate the records of one frame; unknown record types are counted and dropped."""
     out: list[dict] = []
     pos, n, idx = 0, len(raw), 0
+    long_ints = _LONG_DIGITS.search(raw) is not None
     while pos < n:
       where = f"record {idx} of frame {self.frames}"
       if pos + RECORD_LEN.size > n:
@@ -253,8 +263,13 @@ class TraceReader:
         raise _Damage(f"{where}: length {size} overruns the frame", out, idx)
       try:
         rec = _decode(raw[pos:pos + size].decode("utf-8"))
-      except (ValueError, RecursionError) as e:
+      except ValueError as e:
         raise _Damage(f"{where}: bad JSON: {str(e)[:200]}", out, idx) from None
+      except RecursionError:  # nesting deeper than the stack allows, so far beyond MAX_DEPTH: the same damage
+        raise _Damage(f"{where}: bad JSON: values nested deeper than {MAX_DEPTH}", out, idx) from None
+      if (long_ints or raw.count(b"[", pos, pos + size) + raw.count(b"{", pos, pos + size) > MAX_DEPTH) \
+         and type(rec) is dict and (why := out_of_bounds(rec)) is not None:
+        raise _Damage(f"{where}: {why}", out, idx)
       pos += size
       try:
         known = validate_record(rec)
@@ -299,6 +314,8 @@ class TraceReader:
       raise _Damage("'batch' record: a position past the nodes or matches")
     table = strs + batch["strs"]
     first, pos = batch["id"], 0
+    if first + n > MAX_INT:
+      raise _Damage(f"'batch' record: node ids {first}.. outside int64")
     nodes = []
     for i in range(n):
       k = nsrc[i]

@@ -1,0 +1,183 @@
+"""Generators of hostile trace files (issue 14), built with the format module's own framing so no binary trace is
+committed: schema-valid records with values the viewer once could not take, and small files that ask for a lot of
+work. Used by tests/test_hostile_*.py and bench/bench_hostile_crawl.py. (No tests here.)"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import zlib
+from pathlib import Path
+from typing import Callable, Iterable
+
+from compiler.trace.format import FRAME_HEADER, FRAME_MAGIC, HEADER, MAGIC, RECORD_LEN, VERSION, pack_column
+
+Record = dict | bytes | str  # a dict is encoded with json; bytes/str are a record's JSON text as it is
+
+
+def _text(rec: Record) -> bytes:
+  if isinstance(rec, dict):
+    return json.dumps(rec, separators=(",", ":")).encode()
+  return rec.encode() if isinstance(rec, str) else rec
+
+
+def frame(records: Iterable[Record]) -> bytes:
+  """One frame holding these records."""
+  raw = b"".join(RECORD_LEN.pack(len(t)) + t for t in map(_text, records))
+  payload = zlib.compress(raw, 9)
+  return FRAME_HEADER.pack(FRAME_MAGIC, len(payload), zlib.crc32(payload), len(raw)) + payload
+
+
+def write(path: str | os.PathLike, frames: Iterable[Iterable[Record]]) -> Path:
+  """A trace file: the header, then one frame per list of records."""
+  p = Path(path)
+  with open(p, "wb") as f:
+    f.write(HEADER.pack(MAGIC, *VERSION))
+    for recs in frames:
+      f.write(frame(recs))
+  return p
+
+
+def meta(pid: int = 1) -> dict:
+  """A meta record of a process that is not running here (a finished or foreign trace)."""
+  return {"t": "meta", "version": "2.1", "argv": ["hostile.py"], "host": socket.gethostname() + "-elsewhere",
+          "pid": pid, "python": "3", "started": 1.7e9, "cwd": "/"}
+
+
+def ctx(cid: int, kind: str = "default", parent: int | None = None, name: str | None = None) -> dict:
+  return {"t": "ctx_begin", "id": cid, "parent": parent, "name": name or f"ctx {cid}", "kind": kind, "ts": 1.7e9}
+
+
+def node(nid: int, op: str = "CONST", src: list | None = None, arg: str = "1") -> dict:
+  return {"t": "node", "id": nid, "op": op, "dtype": "dtypes.int", "arg": arg, "src": src or []}
+
+
+def rw_begin(rid: int, root: int, cid: int = 0) -> dict:
+  return {"t": "rw_begin", "id": rid, "ctx": cid, "name": "hostile", "file": "h.py", "line": 1, "bottom_up": False,
+          "root": root, "ts": 1.7e9}
+
+
+def rw_end(rid: int, root: int | None, matches: int) -> dict:
+  return {"t": "rw_end", "id": rid, "root": root, "dt": 10, "matches": matches}
+
+
+PATTERN = {"t": "pattern", "id": 0, "file": "h.py", "line": 1, "src": "x", "pat": "UPat()", "name": "f"}
+END = {"t": "end", "ts": 1.7e9 + 1}
+
+
+def small(path: str | os.PathLike) -> Path:
+  """An ordinary, well-behaved trace: one rewrite of 2 matches over 3 nodes."""
+  return write(path, [[meta(), ctx(0), node(0), node(1, "ADD", [0, 0]), node(2, arg="2"), PATTERN, rw_begin(0, 1),
+                       {"t": "match", "rw": 0, "pat": 0, "before": 1, "after": 2, "dt": 5},
+                       {"t": "match", "rw": 0, "pat": 0, "before": 2, "after": 0, "dt": 5}, rw_end(0, 0, 2), END]])
+
+
+def big_int(path: str | os.PathLike, where: str = "node") -> Path:
+  """A schema-valid int >= 2**63 in a node id, a match's before, a dt, or a ts/times."""
+  big = 2 ** 64 + 5
+  recs: list[Record] = [meta(), ctx(0), node(0), node(1, "ADD", [0, 0]), PATTERN, rw_begin(0, 1)]
+  if where == "node":
+    recs.append(node(big))
+  elif where == "match":
+    recs.append({"t": "match", "rw": 0, "pat": 0, "before": big, "after": 0, "dt": 1})
+  elif where == "dt":
+    recs.append(f'{{"t":"match","rw":0,"pat":0,"before":1,"after":0,"dt":1{"0" * 400}}}')
+  elif where == "ts":
+    recs += [{"t": "ctx_begin", "id": 1, "parent": 0, "name": "k", "kind": "kernel", "ts": big ** 8},
+             {"t": "run", "ctx": 1, "kname": "k", "times": [big ** 9], "min": 1, "median": 1, "flops": 1, "bytes": 1,
+              "gflops": 1, "gbs": 1, "ts": big ** 7}]
+  return write(path, [recs, [rw_end(0, 0, 0), END]])
+
+
+def deep(path: str | os.PathLike, depth: int = 980) -> Path:
+  """Lists nested `depth` deep in an opt's arg (a field of type any) and in a field beyond the schema."""
+  nest = "[" * depth + "]" * depth
+  return write(path, [[meta(), {"t": "ctx_begin", "id": 0, "parent": None, "name": "k", "kind": "kernel", "ts": 1.0},
+                       f'{{"t":"opt","ctx":0,"op":"UPCAST","axis":0,"arg":{nest},"ok":true,"reason":null,'
+                       f'"shape":[4],"colors":["blue"],"kname":"k","extra":{nest}}}', END]])
+
+
+def header_only(path: str | os.PathLike) -> Path:
+  """A header and nothing else (a recording killed before its first flush)."""
+  return write(path, [])
+
+
+def killed(path: str | os.PathLike) -> Path:
+  """Intact frames but no end record: a recording killed mid-way (its writer, pid 1 elsewhere, is not ours)."""
+  return write(path, [[meta(), ctx(0), node(0)]])
+
+
+def junk_after_header(path: str | os.PathLike, size: int = 1 << 16) -> Path:
+  """A header followed by junk: no intact record."""
+  p = write(path, [])
+  with open(p, "ab") as f:
+    f.write(os.urandom(size))
+  return p
+
+
+def _batch(first: int, strs: list[str], op: list[int], arg: list[int], nsrc: list[int], src: list[int],
+           matches: tuple[list[int], ...] = ([], [], [], [], []), recs: list[dict] | None = None,
+           at: list[int] | None = None) -> dict:
+  rw, pat, before, after, dt = matches
+  n = len(op)
+  return {"t": "batch", "id": first, "strs": strs, "op": pack_column(op).decode(),
+          "dtype": pack_column([1] * n).decode(), "arg": pack_column(arg).decode(),
+          "nsrc": pack_column(nsrc).decode(), "src": pack_column(src).decode(), "rw": pack_column(rw).decode(),
+          "pat": pack_column(pat).decode(), "before": pack_column(before).decode(),
+          "after": pack_column(after).decode(), "dt": pack_column(dt, "i64s").decode(),
+          "at": pack_column(at or []).decode(), "recs": recs or []}
+
+
+def many_matches(path: str | os.PathLike, matches: int = 300_000) -> Path:
+  """One rewrite with `matches` matches that swap two nodes back and forth (a small file: columns compress)."""
+  strs = ["CONST", "dtypes.int", "1", "2", "SINK"]
+  b = _batch(0, strs, [0, 0, 4], [2, 3, 2], [0, 0, 1], [0],
+             ([0] * matches, [0] * matches, [i % 2 for i in range(matches)], [(i + 1) % 2 for i in range(matches)],
+              [1] * matches),
+             recs=[meta(), ctx(0), PATTERN, rw_begin(0, 2)], at=[0, 0, 0, 0, 0, 0, 3, 0])
+  return write(path, [[b], [rw_end(0, 2, matches), END]])
+
+
+def chain(path: str | os.PathLike, n: int = 100_000) -> Path:
+  """A rewrite whose input graph is a chain of n nodes (each node the one source of the next)."""
+  strs = ["CONST", "dtypes.int", "1", "NEG"]
+  b = _batch(0, strs, [0] + [3] * (n - 1), [2] * n, [0] + [1] * (n - 1), list(range(n - 1)),
+             recs=[meta(), ctx(0), rw_begin(0, n - 1)], at=[0, 0, 0, 0, n, 0])
+  return write(path, [[b], [rw_end(0, n - 1, 0), END]])
+
+
+def tiny_records(path: str | os.PathLike, n: int = 1 << 20, batches: int = 2) -> Path:
+  """`batches` batches of n nodes each, no sources (a small file that expands to millions of records)."""
+  strs = ["CONST", "dtypes.int", "1"]
+  frames = [[meta()]]
+  for i in range(batches):
+    frames.append([_batch(i * n, strs if i == 0 else [], [0] * n, [2] * n, [0] * n, [])])
+  frames.append([END])
+  return write(path, frames)
+
+
+def big_kernel(path: str | os.PathLike, sources: int = 40, text_bytes: int = 4 << 20) -> Path:
+  """A kernel context with `sources` source records of `text_bytes` each (a small file: the text compresses)."""
+  text = ("  %x = add i32 %a, %b\n" * (text_bytes // 24 + 1))[:text_bytes]
+  recs: list[Record] = [meta(), {"t": "ctx_begin", "id": 0, "parent": None, "name": "r_4", "kind": "kernel",
+                                 "ts": 1.7e9}]
+  frames = [recs] + [[{"t": "source", "ctx": 0, "kind": "llvm_ir", "text": text, "compile_s": 0.1}]
+                     for _ in range(sources)]
+  frames.append([END])
+  return write(path, frames)
+
+
+def long_strings(path: str | os.PathLike, size: int = 2 << 20) -> Path:
+  """A node whose arg, op and dtype are each `size` characters, and a pattern whose source is too."""
+  s = "x" * size
+  return write(path, [[meta(), ctx(0), {"t": "node", "id": 0, "op": "CONST" + s, "dtype": s, "arg": s, "src": []},
+                       node(1, "ADD", [0, 0]), {**PATTERN, "src": s}, rw_begin(0, 1),
+                       {"t": "match", "rw": 0, "pat": 0, "before": 1, "after": 0, "dt": 1}, rw_end(0, 0, 1), END]])
+
+
+GENERATORS: dict[str, Callable[[str | os.PathLike], Path]] = {
+  "small": small, "big_int_node": lambda p: big_int(p, "node"), "big_int_match": lambda p: big_int(p, "match"),
+  "big_int_dt": lambda p: big_int(p, "dt"), "big_int_ts": lambda p: big_int(p, "ts"), "deep": deep,
+  "header_only": header_only, "killed": killed, "junk": junk_after_header, "many_matches": many_matches,
+  "chain": chain, "tiny_records": tiny_records, "big_kernel": big_kernel, "long_strings": long_strings,
+}
