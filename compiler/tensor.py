@@ -74,6 +74,25 @@ def _fitting_int(dt: DType, lo: int, hi: int, name: str) -> DType:
   raise OverflowError(f"{name}: the integer {hi if hi > 0 else lo} doesn't fit int64")
 
 
+def _in_range(v: Scalar, dt: DType, op: str) -> Scalar:
+  """A Python scalar as a value of dt (a float into an int dtype truncates, as torch); OverflowError naming the op,
+  the value and the dtype when it doesn't fit, instead of a silent wrap."""
+  v = _py(v)
+  if dt == dtypes.bool:
+    return bool(v)
+  if dtypes.is_int(dt):
+    if isinstance(v, float):
+      if not math.isfinite(v):
+        raise OverflowError(f"{op}: the value {v} can't be converted to {dt}")
+      v = int(v)
+    if not dtypes.min(dt) <= v <= dtypes.max(dt):
+      raise OverflowError(f"{op}: the value {v} is out of range for {dt} [{dtypes.min(dt)}, {dtypes.max(dt)}]")
+    return int(v)
+  if math.isfinite(v) and abs(v) > float(np.finfo(dt.np).max):
+    raise OverflowError(f"{op}: the value {v} overflows {dt}")
+  return float(v)
+
+
 class AxisError(IndexError, ValueError):
   """An axis out of range: IndexError as in tinygrad and torch, and a ValueError as numpy's AxisError is."""
 
@@ -217,7 +236,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
                          "Tensor.full")
     v = _py(fill_value)
     dt = to_dtype(dtype) or _fitting_int(dtypes.from_py(v), v, v, "Tensor.full")
-    c = UOp.const(dt, _py(fill_value))
+    c = UOp.const(dt, _in_range(v, dt, "Tensor.full"))
     if not shape:
       return Tensor(c)
     return Tensor(UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape))).expand(shape)
@@ -238,12 +257,19 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
   def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: Any = None) -> Tensor:
     if stop is None:
       start, stop = 0, start
+    start, stop, step = _py(start), _py(stop), _py(step)
     if step == 0:
       raise ValueError("Tensor.arange: step must not be 0")
-    dt = to_dtype(dtype) or (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step))
-                             else dtypes.default_int)
+    is_float = any(isinstance(x, float) for x in (start, stop, step))
     n = max(0, math.ceil((stop - start) / step))
-    return Tensor((start + np.arange(n) * step).astype(dt.np), dt)
+    last = start + (n - 1) * step if n else start
+    dt = to_dtype(dtype) or (dtypes.default_float if is_float else
+                             _fitting_int(dtypes.default_int, min(start, last), max(start, last), "Tensor.arange"))
+    for v in (start, last):  # both ends in range: the values between are too (and nothing huge is allocated)
+      _in_range(v, dt, "Tensor.arange")
+    if is_float:
+      return Tensor((start + np.arange(n) * step).astype(dt.np), dt)
+    return Tensor((start + np.arange(n, dtype=np.int64) * step).astype(dt.np), dt)
 
   @staticmethod
   def eye(n: int, m: int | None = None, dtype: Any = None) -> Tensor:
@@ -736,7 +762,8 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     if _py(value) == 0 and not (isinstance(value, float) and math.copysign(1, value) < 0):
       return ret
     mask = Tensor.full(x.shape, True, dtypes.bool)._mop(Ops.PAD, pos)
-    return mask.where(ret, Tensor(UOp.const(self.dtype, _py(value))))  # the value takes the tensor's dtype
+    fill = Tensor(UOp.const(self.dtype, _in_range(value, self.dtype, "Tensor.pad")))  # the value takes the dtype
+    return mask.where(ret, fill)
 
   def shrink(self, arg: Sequence) -> Tensor:
     """Keep [start, end) per dim (None keeps the dim)."""

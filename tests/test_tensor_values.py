@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from compiler.dtype import dtypes
 from compiler.tensor import Tensor
 
 
@@ -74,3 +75,50 @@ def test_cat_keeps_negative_zero():
   same(1 / Tensor.cat(Tensor([-0.0]), Tensor([1.0])), np.float32([-math.inf, 1]))
   same(Tensor([-0.0, 0.0]).cat(Tensor([-0.0]), Tensor([0.0, math.nan])), np.float32([-0.0, 0.0, -0.0, 0.0, math.nan]))
   same(Tensor([[-0.0]]).stack(Tensor([[0.0]]), dim=2), np.float32([[[-0.0, 0.0]]]))
+
+
+# ---- constants that don't fit their dtype raise instead of wrapping
+def test_arange_picks_int64_past_int32():
+  t = Tensor.arange(2**31, 2**31 + 2)
+  same(t, np.array([2**31, 2**31 + 1], np.int64), dtypes.int64)
+  same(Tensor.arange(-2**31 - 1, -2**31 + 1), np.array([-2**31 - 1, -2**31], np.int64), dtypes.int64)
+  same(Tensor.arange(2**31 - 2, 2**31), np.array([2**31 - 2, 2**31 - 1], np.int32), dtypes.int32)
+  same(Tensor.arange(5, 0, -2), np.int32([5, 3, 1]), dtypes.int32)
+  same(Tensor.arange(0), np.zeros(0, np.int32), dtypes.int32)
+
+
+def test_arange_out_of_range_for_dtype_raises():
+  with pytest.raises(OverflowError, match=r"arange.*128.*int8"):
+    Tensor.arange(126, 129, dtype=dtypes.int8)
+  with pytest.raises(OverflowError, match=r"arange.*int32"):
+    Tensor.arange(2**33, dtype=dtypes.int)
+  with pytest.raises(OverflowError, match=r"arange.*uint8"):
+    Tensor.arange(-1, 3, dtype=dtypes.uint8)
+  same(Tensor.arange(125, 128, dtype=dtypes.int8), np.int8([125, 126, 127]), dtypes.int8)
+  same(Tensor.arange(0, 1, 0.25, dtype=dtypes.float16), np.float16([0, 0.25, 0.5, 0.75]), dtypes.float16)
+
+
+def test_full_out_of_range_raises():
+  with pytest.raises(OverflowError, match=r"full.*300.*uint8"):
+    Tensor.full((2,), 300, dtypes.uint8)
+  with pytest.raises(OverflowError, match=r"full.*-1.*uint32"):
+    Tensor.full((2,), -1, dtypes.uint32)
+  with pytest.raises(OverflowError, match=r"full.*float16"):
+    Tensor.full((2,), 1e6, dtypes.float16)
+  with pytest.raises(OverflowError, match=r"full.*int32"):
+    Tensor.full((2,), math.inf, dtypes.int32)
+  with pytest.raises(OverflowError, match=r"full.*int8"):
+    Tensor.ones(2, dtype=dtypes.int8).full_like(128)
+  same(Tensor.full((2,), 255, dtypes.uint8), np.uint8([255, 255]), dtypes.uint8)
+  same(Tensor.full((1,), 2.7, dtypes.int32), np.int32([2]), dtypes.int32)
+  same(Tensor.full((1,), math.inf, dtypes.float16), np.float16([math.inf]), dtypes.float16)
+
+
+def test_pad_value_out_of_range_raises():
+  x = Tensor(np.uint8([1, 2]))
+  with pytest.raises(OverflowError, match=r"pad.*300.*uint8"):
+    x.pad(((1, 1),), value=300)
+  with pytest.raises(OverflowError, match=r"pad.*-1.*uint8"):
+    x.pad(((1, 0),), value=-1)
+  same(x.pad(((1, 1),), value=255), np.uint8([255, 1, 2, 255]), dtypes.uint8)
+  same(Tensor(np.int8([1])).pad(((0, 1),), value=-128), np.int8([1, -128]), dtypes.int8)
