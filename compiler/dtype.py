@@ -116,8 +116,14 @@ class dtypes:
   float32 = DType(11, 4, "float32", "f")
   float64 = DType(12, 8, "float64", "d")
   # aliases, as in tinygrad
+  char = int8
+  uchar = uint8
+  short = int16
+  ushort = uint16
   int = int32
   uint = uint32
+  long = int64
+  ulong = uint64
   float = float32
   half = float16
   double = float64
@@ -177,6 +183,12 @@ class dtypes:
     if dtypes.is_int(t):
       return 2 ** (8 * t.itemsize) - 1 if dtypes.is_unsigned(t) else 2 ** (8 * t.itemsize - 1) - 1
     return math.inf
+
+  @staticmethod
+  def from_str(name: str) -> DType | None:
+    """A dtype by tinygrad's spelling: a name or alias of `dtypes` ('int' is int32, 'float' float32), any case."""
+    d = getattr(dtypes, name.lower(), None) if name.isidentifier() else None
+    return d if isinstance(d, DType) and d.fmt is not None and d.count == 1 else None
 
   @staticmethod
   def by_name(name: str) -> DType:

@@ -25,11 +25,8 @@ def to_dtype(dt: Any) -> DType | None:
   """A DType from a DType, its name, or anything numpy accepts as a dtype; None stays None."""
   if dt is None or isinstance(dt, DType):
     return dt
-  if isinstance(dt, str):
-    try:
-      return dtypes.by_name(dt)
-    except ValueError:
-      pass
+  if isinstance(dt, str) and (named := dtypes.from_str(dt)) is not None:
+    return named  # before numpy's reading, where 'int' is int64 and 'float' float64
   try:
     return dtypes.from_np(dt)
   except TypeError as e:

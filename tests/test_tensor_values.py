@@ -122,3 +122,24 @@ def test_pad_value_out_of_range_raises():
     x.pad(((1, 0),), value=-1)
   same(x.pad(((1, 1),), value=255), np.uint8([255, 1, 2, 255]), dtypes.uint8)
   same(Tensor(np.int8([1])).pad(((0, 1),), value=-128), np.int8([1, -128]), dtypes.int8)
+
+
+# ---- dtype names, as tinygrad spells them
+@pytest.mark.parametrize("name, dt", [
+  ("int", dtypes.int32), ("float", dtypes.float32), ("half", dtypes.float16), ("double", dtypes.float64),
+  ("long", dtypes.int64), ("uint", dtypes.uint32), ("ulong", dtypes.uint64), ("char", dtypes.int8),
+  ("uchar", dtypes.uint8), ("short", dtypes.int16), ("ushort", dtypes.uint16), ("bool", dtypes.bool),
+  ("float32", dtypes.float32), ("INT", dtypes.int32), ("Float", dtypes.float32), ("int64", dtypes.int64),
+  ("f8", dtypes.float64), ("i2", dtypes.int16)])  # numpy's codes still read as numpy reads them
+def test_dtype_strings(name, dt):
+  t = Tensor([0, 1], dtype=name)
+  same(t, np.array([0, 1], dt.np), dt)
+  assert Tensor.zeros(2, dtype=name).dtype == dt
+  assert Tensor([1.5]).cast(name).dtype == dt
+
+
+def test_unknown_dtype_string_raises():
+  with pytest.raises(TypeError, match="dtype"):
+    Tensor([1], dtype="int33")
+  with pytest.raises(TypeError, match="dtype"):
+    Tensor([1], dtype="void")
