@@ -64,7 +64,9 @@ class Poller {
         const changed = [];
         for (const t of list) {
           const sig = JSON.stringify([t.status, t.counts]);
-          if (this.last.has(t.id) && this.last.get(t.id) !== sig) changed.push(t.id);
+          // a trace not seen before counts as changed: what it got between the page's first load and this tick
+          // (e.g. a writer that then pauses) would otherwise never be asked for
+          if (this.last.get(t.id) !== sig) changed.push(t.id);
           this.last.set(t.id, sig);
         }
         this.onTraces(list);

@@ -55,7 +55,7 @@ class Server:
     self.proc = subprocess.Popen([sys.executable, "-m", "viz_server", str(trace_dir), "--port", str(self.port),
                                   "--host", "127.0.0.1"], cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
                                  env={**os.environ, "VIZ": "0", "PYTHONPATH": str(ROOT)})
-    deadline = time.time() + 30
+    deadline = time.time() + 120
     while True:
       if self.proc.poll() is not None:
         raise RuntimeError(f"viz_server exited with {self.proc.returncode}: {log.read_text()[-2000:]}")
@@ -70,7 +70,7 @@ class Server:
   def api(self, path: str):
     return get_json(self.url + path)
 
-  def trace_id(self, name: str, timeout: float = 15) -> int:
+  def trace_id(self, name: str, timeout: float = 60) -> int:
     """The id of the served trace whose name contains `name` (waits for the directory scan to find it)."""
     deadline = time.time() + timeout
     while True:
@@ -138,7 +138,7 @@ def new_page(browser):
   def make(width: int = 1400, height: int = 900):
     ctx = browser.new_context(viewport={"width": width, "height": height})
     page = ctx.new_page()
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(30_000)  # generous: a loaded 2-core machine is slow, and a wait ends when its event comes
     err = PageErrors()
     page.on("console", err.console)
     page.on("pageerror", err.pageerror)

@@ -19,8 +19,9 @@ WRITER = Path(__file__).resolve().parent / "tracegen.py"
 @pytest.mark.parametrize("mode", ["socket.io", "polling"])
 def test_live_kernel_appears(page, server, mode):
   path = server.dir / f"live-{mode.replace('.', '')}.vztrace"
-  # three kernels, one every 0.8 s, flushed as they are written
-  proc = subprocess.Popen([sys.executable, str(WRITER), "live", str(path), "3", "0.8"], cwd=ROOT)
+  # three kernels flushed as they are written; the writer waits at the gate after the first until the page is open
+  gate = server.dir / f"gate-{mode.replace('.', '')}"
+  proc = subprocess.Popen([sys.executable, str(WRITER), "live", str(path), "3", str(gate)], cwd=ROOT)
   try:
     t = server.trace_id(path.name)
     open_page(page, server, ("?live=poll" if mode == "polling" else "") + f"#t={t}")
@@ -28,10 +29,12 @@ def test_live_kernel_appears(page, server, mode):
     page.evaluate("() => { window.__sameDocument = true; }")  # gone if the page reloads
     badge = page.locator("#trace-status")
     assert "live" in badge.inner_text()
+    page.wait_for_selector("#contexts li[title*='live_kernel_0']", timeout=60_000)
+    gate.touch()
     # the last kernel's context shows up in the sidebar, and its run in the runs panel
-    page.wait_for_selector("#contexts li[title*='live_kernel_2']", timeout=20_000)
-    proc.wait(20)
-    page.wait_for_function("() => document.querySelector('#trace-status').textContent === 'ended'", timeout=10_000)
+    page.wait_for_selector("#contexts li[title*='live_kernel_2']", timeout=60_000)
+    proc.wait(120)
+    page.wait_for_function("() => document.querySelector('#trace-status').textContent === 'ended'", timeout=60_000)
     assert page.evaluate("() => window.__sameDocument") is True
     kernels = page.eval_on_selector_all("#contexts li.kind-kernel", "els => els.map(e => e.title)")
     assert [k.rsplit(": ", 1)[1] for k in kernels] == [f"live_kernel_{i}" for i in range(3)]

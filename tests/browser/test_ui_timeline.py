@@ -287,12 +287,13 @@ def test_timeline_crisp_and_empty(page, timed):
 def test_timeline_follows_a_live_trace(page, timed):
   """New contexts appear while the trace is written; a zoomed view stays where the user put it."""
   path = timed.dir / "live-timeline.vztrace"
-  proc = subprocess.Popen([sys.executable, str(WRITER), "live", str(path), "3", "0.8"], cwd=ROOT)
+  gate = timed.dir / "gate-timeline"  # the writer waits there after its first kernel, still recording
+  proc = subprocess.Popen([sys.executable, str(WRITER), "live", str(path), "3", str(gate)], cwd=ROOT)
   try:
     t = timed.trace_id(path.name)
     open_page(page, timed, f"#t={t}&p=timeline")
     has = "(name) => window.__viz.timelinePanel.hits.some(h => h.kind === 'context' && h.name === name)"
-    page.wait_for_function(has, arg="live_kernel_0", timeout=20_000)
+    page.wait_for_function(has, arg="live_kernel_0", timeout=60_000)
     # an open context (the default one, still recording) reaches the end of what was written
     tip_of = page.evaluate("() => window.__viz.timelinePanel.hits.find(h => h.ctx === 0 && h.kind === 'context')")
     box = canvas_box(page)
@@ -302,12 +303,13 @@ def test_timeline_follows_a_live_trace(page, timed):
     end0 = page.evaluate("() => window.__viz.timelinePanel.extent[1]")
     page.evaluate("(e) => window.__viz.timelinePanel.setView(e * 0.25, e * 0.5)", end0)
     view = page.evaluate(VIEW)
+    gate.touch()
     page.wait_for_function("() => window.__viz.timelinePanel.data.contexts.some(c => c.name === 'live_kernel_2')",
-                           timeout=20_000)
+                           timeout=60_000)
     assert page.evaluate("() => window.__viz.timelinePanel.extent[1]") > end0
     assert page.evaluate(VIEW) == view, "a live refresh keeps the zoom"
-    proc.wait(20)
-    page.wait_for_function("() => document.querySelector('#trace-status').textContent === 'ended'", timeout=10_000)
+    proc.wait(120)
+    page.wait_for_function("() => document.querySelector('#trace-status').textContent === 'ended'", timeout=60_000)
     page.locator("#panel-timeline .timeline-fit").click()
     page.wait_for_function(has, arg="live_kernel_2")
     names = page.evaluate("() => window.__viz.timelinePanel.hits.filter(h => h.kind === 'context').map(h => h.name)")

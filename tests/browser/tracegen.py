@@ -5,6 +5,7 @@ test can watch the page pick the new records up while the writer is still runnin
 """
 from __future__ import annotations
 
+import os
 import random
 import sys
 import time
@@ -153,30 +154,35 @@ def write_jumps(path: str | Path) -> Path:
   return Path(path)
 
 
-def write_live(path: str | Path, n_kernels: int = 3, pause: float = 1.0) -> None:
-  """Write kernels one by one with pauses (flushing after each), for the live test."""
+def write_live(path: str | Path, n_kernels: int = 3, gate: str | Path | None = None) -> None:
+  """Write kernels one by one, flushing after each, for the live tests. With a gate, the writer stops after the first
+  kernel until that file exists, so a test sees the trace live (and its first kernel) however slowly the page opens,
+  then lets it grow and end."""
   recorder.enable(path, announce=False)
   try:
     with recorder.trace_context("schedule live", kind="schedule"):
       graph_rewrite(schedule_graph(), simplify_pm, name="early simplify")
     recorder.RECORDER.writer.flush()
     for i in range(n_kernels):
-      time.sleep(pause)
       record_kernel(f"live_kernel_{i}", 16, beam=False)
       recorder.RECORDER.writer.flush()
-    time.sleep(pause)
+      if i == 0 and gate is not None:
+        deadline = time.monotonic() + 300
+        while not os.path.exists(gate):
+          assert time.monotonic() < deadline, "the test never opened the gate"
+          time.sleep(0.02)
   finally:
     recorder.disable()
 
 
 if __name__ == "__main__":
-  if len(sys.argv) >= 3 and sys.argv[1] == "live":
+  if len(sys.argv) >= 3 and sys.argv[1] == "live":  # live PATH [N_KERNELS [GATE]]
     write_live(sys.argv[2], n_kernels=int(sys.argv[3]) if len(sys.argv) > 3 else 3,
-               pause=float(sys.argv[4]) if len(sys.argv) > 4 else 1.0)
+               gate=sys.argv[4] if len(sys.argv) > 4 else None)
   elif len(sys.argv) >= 3 and sys.argv[1] in ("demo", "evil", "jumps"):
     {"demo": write_demo, "evil": write_evil, "jumps": write_jumps}[sys.argv[1]](sys.argv[2])
   else:
-    sys.exit("usage: tracegen.py demo|evil|jumps|live PATH [n_kernels pause]")
+    sys.exit("usage: tracegen.py demo|evil|jumps|live PATH [n_kernels gate_file]")
 
 
 def consts_graph(n: int = 6) -> UOp:
