@@ -7,12 +7,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from trace_helpers import RUN_TO_RUN, promised_order
 
 from compiler import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
 from compiler.rewrite import track_graph
 from compiler.trace import recorder
 from compiler.trace.reader import TraceReader
-from trace_helpers import RUN_TO_RUN, promised_order
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from trace_helpers import promised_order
 
 from compiler import Ops, UOp, dtypes
 from compiler.trace import columns, native, recorder
 from compiler.trace.nodes import NodeTable
 from compiler.trace.reader import TraceReader
-from trace_helpers import promised_order
 
 ROOT = Path(__file__).resolve().parents[1]
 
