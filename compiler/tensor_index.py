@@ -10,8 +10,10 @@ if TYPE_CHECKING:
 
 
 def getitem(t: Tensor, idx: Any) -> Tensor:
-  """t[idx] for basic indices (advanced indexing with tensors or lists raises TypeError)."""
+  """t[idx]: basic indices here; any Tensor, list or tuple index goes to advanced indexing (numpy's rules)."""
   items = idx if isinstance(idx, tuple) else (idx,)
+  if any(isinstance(i, (type(t), list, tuple, np.ndarray)) for i in items):
+    return t._getitem_advanced(idx)
   for i in items:
     if not (i is None or i is Ellipsis or isinstance(i, slice) or
             (isinstance(i, (int, np.integer)) and not isinstance(i, bool))):

@@ -1,6 +1,365 @@
-"""Tensor methods: indexing (a mixin of Tensor; uses only the Tensor's own methods via self and type(self))."""
+"""Tensor methods: advanced indexing, gather/scatter, masks, one_hot, tril/triu, roll, splitting, meshgrid.
+
+A selection is a one-hot mask reduced with MAX over `where(mask, value, lowest)`: exact for every value (a sum
+of zeros would turn -0.0 into 0.0, a product with the mask would turn 0 * inf into nan)."""
 from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from compiler.dtype import dtypes
+
+
+def _is_int(x: Any) -> bool:
+  return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+def _zero(t: Any) -> Any:
+  """A 0-d zero of t's dtype (a bare 0 next to a bool tensor would promote it to int)."""
+  return type(t).full((), 0, t.dtype)
+
+
+def pick(mask: Any, values: Any, axis: int) -> Any:
+  """values where mask is true, reduced over axis (at most one true along it; none gives the dtype's lowest)."""
+  return mask.where(values, type(values).full((), dtypes.min(values.dtype), values.dtype)).max(axis)
+
+
+def _check_index(op: str, index: Any, T: type) -> None:
+  if not isinstance(index, T):
+    raise TypeError(f"Tensor.{op}: index must be a Tensor, got {type(index).__name__}")
+  if not dtypes.is_int(index.dtype) or index.dtype == dtypes.bool:
+    raise RuntimeError(f"Tensor.{op}: index must be an integer tensor, got {index.dtype} of shape {index.shape}")
+
+
+def _along(n: int, axis: int, ndim: int, T: type) -> Any:
+  """arange(n) shaped to run along axis of an ndim-d tensor."""
+  return T.arange(n, dtype=dtypes.int32).reshape((n,) + (1,) * (ndim - axis - 1)) if n else \
+    T.zeros(*((0,) + (1,) * (ndim - axis - 1)), dtype=dtypes.int32)
 
 
 class IndexingMixin:
   __slots__ = ()
+
+  # ---- advanced indexing
+  def _getitem_advanced(self, idx: Any) -> Any:
+    """numpy's advanced indexing: integer Tensors / lists broadcast together, mixed with basic indices."""
+    T = type(self)
+    items = list(idx) if isinstance(idx, tuple) else [idx]
+    for k, i in enumerate(items):
+      if isinstance(i, (list, tuple, np.ndarray)):
+        arr = np.asarray(i)
+        if arr.dtype == np.bool_:
+          raise IndexError(f"Tensor indexing: boolean mask indices are not supported (shape {self.shape}); "
+                           "use masked_select")
+        if arr.size == 0:
+          arr = arr.astype(np.int32)
+        if arr.dtype.kind not in "iu":
+          raise IndexError(f"Tensor indexing: index {i!r} must hold ints (tensor of shape {self.shape})")
+        items[k] = T(arr.astype(np.int64) if arr.dtype.kind == "u" else arr)
+      elif isinstance(i, T) and (not dtypes.is_int(i.dtype) or i.dtype == dtypes.bool):
+        raise IndexError(f"Tensor indexing: tensor indices must be integers, got {i.dtype} (tensor of shape "
+                         f"{self.shape})")
+    # with any tensor index, ints are advanced indices too (they decide where the broadcast dims go)
+    items = [T(int(i)) if _is_int(i) else i for i in items]
+    n_real = sum(1 for i in items if i is not None and i is not Ellipsis)
+    if sum(1 for i in items if i is Ellipsis) > 1:
+      raise IndexError("Tensor indexing: more than one Ellipsis")
+    if n_real > self.ndim:
+      raise IndexError(f"Tensor indexing: {n_real} indices for a tensor of shape {self.shape}")
+    ell = [k for k, i in enumerate(items) if i is Ellipsis]
+    if ell:
+      k = ell[0]
+      items[k:k + 1] = [slice(None)] * (self.ndim - n_real)
+    basic, adv, pos, d = [], [], 0, 0
+    for k, i in enumerate(items):
+      if isinstance(i, T):
+        adv.append((pos, k, i, self.shape[d]))
+        basic.append(slice(None))
+      else:
+        basic.append(i)
+      if i is not None:
+        d += 1
+      pos += 1
+    x = self[tuple(basic)]
+    return _take(x, adv)
+
+  def gather(self, dim: int, index: Any) -> Any:
+    """out[i][j][k] = self[index[i][j][k]][j][k] (dim 0), as torch.gather; out-of-range indices give 0."""
+    T = type(self)
+    _check_index("gather", index, T)
+    if self.ndim == 0:
+      self._axis(dim, "gather", 1)
+      return self.reshape(1).gather(0, index.reshape(1)).reshape(index.shape)
+    if index.ndim != self.ndim:
+      raise RuntimeError(f"Tensor.gather: index of shape {index.shape} must have the {self.ndim} dims of the "
+                         f"input {self.shape}")
+    d = self._axis(dim, "gather")
+    if any(i > s for k, (s, i) in enumerate(zip(self.shape, index.shape)) if k != d):
+      raise RuntimeError(f"Tensor.gather: index of shape {index.shape} is larger than the input {self.shape} "
+                         f"outside dim {dim}")
+    n = self.shape[d]
+    x = self.shrink(tuple(None if k == d else (0, i) for k, i in enumerate(index.shape)))
+    mask = index.unsqueeze(d + 1) == _along(n, d + 1, self.ndim + 1, T)
+    res = pick(mask, x.unsqueeze(d), d + 1)
+    return ((index >= 0) & (index < n)).where(res, _zero(res))
+
+  # ---- scatter
+  def _pre_scatter(self, op: str, dim: int, index: Any, src: Any) -> tuple[Any, Any, int]:
+    """The one-hot mask (*I[:d], I[d], n, *I[d+1:]) and src aligned with it, and the resolved dim."""
+    T = type(self)
+    _check_index(op, index, T)
+    if not isinstance(src, T):
+      raise TypeError(f"Tensor.{op}: src must be a Tensor or a scalar, got {type(src).__name__}")
+    if not index.ndim == self.ndim == src.ndim:
+      raise RuntimeError(f"Tensor.{op}: self {self.shape}, index {index.shape} and src {src.shape} must have "
+                         "the same number of dims")
+    d = self._axis(dim, op) if self.ndim else 0
+    if any((k != d and i > s) or i > r for k, (s, i, r) in enumerate(zip(self.shape, index.shape, src.shape))):
+      raise RuntimeError(f"Tensor.{op}: index {index.shape} must fit in src {src.shape} and, outside dim {dim}, in "
+                         f"self {self.shape}")
+    if src.dtype != self.dtype:
+      raise RuntimeError(f"Tensor.{op}: src dtype {src.dtype} differs from self dtype {self.dtype}")
+    src = src.shrink(tuple((0, i) for i in index.shape))
+    mask = index.unsqueeze(d + 1) == _along(self.shape[d], d + 1, self.ndim + 1, T)
+    return mask, src.unsqueeze(d + 1), d
+
+  def _scatter_out(self, x: Any, d: int, value: Any) -> Any:
+    """(*I[:d], n, *I[d+1:]) padded out to self.shape with value."""
+    return x.pad(tuple(None if k == d else (0, s - i) for k, (s, i) in enumerate(zip(self.shape, x.shape))), value)
+
+  def scatter(self, dim: int, index: Any, src: Any, reduce: str | None = None) -> Any:
+    """self with src written at index along dim (as torch.scatter; with repeated indices the last one wins)."""
+    if reduce not in (None, "add", "multiply"):
+      raise TypeError(f"Tensor.scatter: reduce={reduce!r} must be None, 'add' or 'multiply'")
+    T = type(self)
+    if isinstance(src, (bool, int, float, np.generic)):
+      _check_index("scatter", index, T)
+      src = T.full(index.shape, src, self.dtype)
+    elif reduce is not None:
+      raise TypeError("Tensor.scatter: reduce needs a scalar src; use scatter_reduce with a Tensor src")
+    if reduce is not None:
+      return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod", include_self=True)
+    if self.ndim == 0:
+      return self.reshape(1).scatter(dim, index.reshape(1), src.reshape(1)).reshape(())
+    mask, src, d = self._pre_scatter("scatter", dim, index, src)
+    k = index.shape[d]
+    order = _along(k, d, mask.ndim, T)
+    last = mask.where(order, -1).max(d, keepdim=True)  # the last write to each place
+    val = pick(mask & (order == last), src, d)
+    hit = self._scatter_out(last.squeeze(d) >= 0, d, False)
+    return hit.where(self._scatter_out(val, d, 0), self)
+
+  def scatter_reduce(self, dim: int, index: Any, src: Any, reduce: str, include_self: bool = True) -> Any:
+    """self with src reduced into it at index along dim: reduce in sum, prod, mean, amax, amin (torch's rules)."""
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+      raise RuntimeError(f"Tensor.scatter_reduce: reduce={reduce!r} must be one of 'sum', 'prod', 'mean', 'amax', "
+                         "'amin'")
+    if self.ndim == 0:
+      return self.reshape(1).scatter_reduce(dim, index.reshape(1), src.reshape(1), reduce, include_self).reshape(())
+    mask, src, d = self._pre_scatter("scatter_reduce", dim, index, src)
+    dt = self.dtype
+    hit = self._scatter_out(mask.any(d), d, False)
+
+    def merged(red: Any, fill: Any, combine: Any) -> Any:
+      red = self._scatter_out(red.cast(dt), d, fill)
+      return combine(red, self) if include_self else hit.where(red, self)
+    if reduce == "sum":
+      return merged(mask.where(src, _zero(src)).sum(d), 0, lambda a, b: (a + b).cast(dt))
+    if reduce == "prod":
+      return merged(mask.where(src, type(self).full((), 1, dt)).prod(d), 1, lambda a, b: (a * b).cast(dt))
+    if reduce == "amax":
+      return merged(pick(mask, src, d), dtypes.min(dt), lambda a, b: a.maximum(b))
+    if reduce == "amin":
+      low = (-src if dtypes.is_float(dt) else src._flipped()) if dt != dtypes.bool else src.logical_not()
+      red = pick(mask, low, d)
+      red = -red if dtypes.is_float(dt) else red._flipped() if dt != dtypes.bool else red.logical_not()
+      return merged(red, dtypes.max(dt), lambda a, b: a.minimum(b))
+    total = self._scatter_out(mask.where(src, _zero(src)).sum(d), d, 0)
+    count = self._scatter_out(mask.sum(d), d, 0)
+    if include_self:
+      total, count = total + self, count + 1
+    else:
+      count = hit.where(count, 1)
+      total = hit.where(total, self)
+    return (total.div(count) if dtypes.is_float(dt) else total.floordiv(count)).cast(dt)
+
+  # ---- masks
+  def masked_fill(self, mask: Any, value: Any) -> Any:
+    """self with value where mask is true."""
+    T = type(self)
+    v = value.cast(self.dtype) if isinstance(value, T) else T.full((), value, self.dtype)
+    return mask.cast(dtypes.bool).where(v, self)
+
+  def masked_select(self, mask: Any) -> Any:
+    """The 1-d tensor of the elements where mask is true (realizes the mask to know the count)."""
+    T = type(self)
+    if not isinstance(mask, T):
+      raise TypeError(f"Tensor.masked_select: mask must be a Tensor, got {type(mask).__name__}")
+    if mask.dtype != dtypes.bool:
+      raise RuntimeError(f"Tensor.masked_select: mask must be bool, got {mask.dtype}")
+    from_shape = self.shape
+    try:
+      shape = tuple(np.broadcast_shapes(self.shape, mask.shape))
+    except ValueError:
+      raise ValueError(f"Tensor.masked_select: mask of shape {mask.shape} doesn't broadcast with {from_shape}") \
+        from None
+    x, m = self._broadcast_to(shape).flatten(), mask._broadcast_to(shape).flatten()
+    n = int(m.sum().item())
+    if n == 0:
+      return T.zeros(0, dtype=self.dtype)
+    slot = m.cast(dtypes.int32).cumsum(0) - 1
+    sel = m.reshape(1, -1) & (slot.reshape(1, -1) == T.arange(n, dtype=dtypes.int32).reshape(n, 1))
+    return pick(sel, x.reshape(1, -1), 1)
+
+  def nonzero(self) -> Any:
+    """The (count, ndim) int32 indices of the non-zero elements, row-major (realizes to know the count)."""
+    T = type(self)
+    flat = T.arange(self.numel(), dtype=dtypes.int32).reshape(self.shape) if self.numel() else \
+      T.zeros(*self.shape, dtype=dtypes.int32)
+    idx = flat.masked_select(self != _zero(self)) if self.ndim else flat.reshape(1).masked_select(
+      (self != _zero(self)).reshape(1))
+    cols, stride = [], 1
+    for s in reversed(self.shape):
+      cols.append((idx // stride) % s)
+      stride *= s
+    if not cols:
+      return T.zeros(idx.shape[0], 0, dtype=dtypes.int32)
+    return T.stack(*reversed(cols), dim=1)
+
+  def one_hot(self, num_classes: int = -1) -> Any:
+    """(..., num_classes) int: 1 at each index (num_classes=-1: max + 1, which realizes the tensor)."""
+    T = type(self)
+    if not dtypes.is_int(self.dtype) or self.dtype == dtypes.bool:
+      raise RuntimeError(f"Tensor.one_hot: expects an integer tensor, got {self.dtype} of shape {self.shape}")
+    if num_classes == -1:
+      num_classes = int(self.max().item()) + 1 if self.numel() else 0
+    if not _is_int(num_classes) or num_classes < 0:
+      raise ValueError(f"Tensor.one_hot: num_classes must be a non-negative int, got {num_classes!r}")
+    return (self.unsqueeze(-1) == _along(num_classes, 0, 1, T)).cast(dtypes.default_int)
+
+  # ---- triangles
+  def _tri(self, op: str, diagonal: int, upper: bool) -> Any:
+    T = type(self)
+    if self.ndim < 2:
+      raise RuntimeError(f"Tensor.{op}: needs at least 2 dims, got shape {self.shape}")
+    r, c = self.shape[-2:]
+    rows = _along(r, 0, 2, T) if r else T.zeros(0, 1, dtype=dtypes.int32)
+    cols = _along(c, 0, 1, T).reshape(1, c) if c else T.zeros(1, 0, dtype=dtypes.int32)
+    keep = (rows + diagonal <= cols) if upper else (rows + diagonal >= cols)
+    return keep.where(self, _zero(self))
+
+  def triu(self, diagonal: int = 0) -> Any:
+    return self._tri("triu", diagonal, True)
+
+  def tril(self, diagonal: int = 0) -> Any:
+    return self._tri("tril", diagonal, False)
+
+  # ---- rearranging
+  def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Any:
+    """Elements shifted along dims, wrapping around (dims=None: over the flattened tensor, as torch)."""
+    if dims is None:
+      if not _is_int(shifts):
+        raise TypeError(f"Tensor.roll: without dims, shifts must be one int, got {shifts!r}")
+      return self.flatten().roll(shifts, 0).reshape(self.shape)
+    shifts = (shifts,) if _is_int(shifts) else tuple(shifts)
+    dims = (dims,) if _is_int(dims) else tuple(dims)
+    if len(shifts) != len(dims):
+      raise RuntimeError(f"Tensor.roll: {len(shifts)} shifts for {len(dims)} dims (shape {self.shape})")
+    x = self
+    for s, dim in zip(shifts, dims):
+      d = x._axis(dim, "roll") if x.ndim else 0
+      n = x.shape[d] if x.ndim else 1
+      if n == 0 or s % n == 0:
+        continue
+      s %= n
+      # two copies side by side, then the window that starts n - s in
+      x = x.repeat(*(2 if k == d else 1 for k in range(x.ndim)))
+      x = x.shrink(tuple((n - s, 2 * n - s) if k == d else None for k in range(x.ndim)))
+    return x
+
+  def repeat_interleave(self, repeats: int, dim: int | None = None) -> Any:
+    """Each element repeated `repeats` times along dim (dim=None: of the flattened tensor)."""
+    if not _is_int(repeats) or repeats < 0:
+      raise ValueError(f"Tensor.repeat_interleave: repeats must be a non-negative int, got {repeats!r}")
+    x, d = (self.flatten(), 0) if dim is None else (self, self._axis(dim, "repeat_interleave"))
+    s = x.shape
+    return x.reshape(*s[:d + 1], 1, *s[d + 1:]).expand(*s[:d + 1], repeats, *s[d + 1:]) \
+      .reshape(*s[:d], s[d] * repeats, *s[d + 1:])
+
+  def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple:
+    """Pieces along dim: of `sizes` each (the last may be smaller), or of the listed sizes."""
+    d = self._axis(dim, "split")
+    n = self.shape[d]
+    if _is_int(sizes):
+      if sizes <= 0:
+        raise RuntimeError(f"Tensor.split: split size must be positive, got {sizes} (shape {self.shape})")
+      sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
+    sizes = list(sizes)
+    if sum(sizes) != n or any(not _is_int(s) or s < 0 for s in sizes):
+      raise RuntimeError(f"Tensor.split: sizes {sizes} don't sum to dim {dim} of shape {self.shape}")
+    out, off = [], 0
+    for s in sizes:
+      out.append(self.shrink(tuple((off, off + s) if k == d else None for k in range(self.ndim))))
+      off += s
+    return tuple(out)
+
+  def chunk(self, chunks: int, dim: int = 0) -> tuple:
+    """At most `chunks` pieces of equal size along dim (the last may be smaller), as torch."""
+    if not _is_int(chunks) or chunks <= 0:
+      raise RuntimeError(f"Tensor.chunk: chunks must be a positive int, got {chunks!r}")
+    n = self.shape[self._axis(dim, "chunk")]
+    return self.split(math.ceil(n / chunks) if n else [0] * chunks, dim)
+
+  def unbind(self, dim: int = 0) -> tuple:
+    """The slices along dim, each without it."""
+    d = self._axis(dim, "unbind")
+    return tuple(p.squeeze(d) for p in self.split(1, d)) if self.shape[d] else ()
+
+  def meshgrid(self, *args: Any, indexing: str = "ij") -> tuple:
+    """Coordinate grids from 1-d tensors (self first), indexing "ij" (matrix) or "xy" (cartesian)."""
+    if indexing not in ("ij", "xy"):
+      raise RuntimeError(f"Tensor.meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    ts = (self, *args)
+    if any(t.ndim > 1 for t in ts):
+      raise RuntimeError(f"Tensor.meshgrid: needs 0-d or 1-d tensors, got shapes {[t.shape for t in ts]}")
+    ts = tuple(t.reshape(-1) if t.ndim == 0 else t for t in ts)
+    if indexing == "xy" and len(ts) >= 2:
+      ts = (ts[1], ts[0], *ts[2:])
+    shape = tuple(t.shape[0] for t in ts)
+    grids = [t.reshape(tuple(-1 if k == i else 1 for k in range(len(ts)))).expand(shape) for i, t in enumerate(ts)]
+    if indexing == "xy" and len(ts) >= 2:
+      grids = [g.transpose(0, 1) for g in (grids[1], grids[0], *grids[2:])]
+    return tuple(grids)
+
+
+def _take(x: Any, adv: list) -> Any:
+  """x indexed by integer tensors at dims adv = [(dim of x, item position, index, size)], numpy's placement."""
+  T = type(x)
+  dims = [p for p, _, _, _ in adv]
+  idxs = [t for _, _, t, _ in adv]
+  sizes = [s for _, _, _, s in adv]
+  bshape = tuple(np.broadcast_shapes(*(t.shape for t in idxs)))
+  lin, valid, stride = None, None, 1
+  for t, s in reversed(list(zip(idxs, sizes))):
+    t = t.cast(dtypes.int32)._broadcast_to(bshape) if bshape else t.cast(dtypes.int32)
+    t = (t < 0).where(t + s, t)
+    ok = (t >= 0) & (t < s)
+    lin = t * stride if lin is None else lin + t * stride
+    valid = ok if valid is None else valid & ok
+    stride *= s
+  rest = [k for k in range(x.ndim) if k not in dims]
+  n = math.prod(sizes)
+  xr = x.permute(*dims, *rest).reshape(n, *(x.shape[k] for k in rest))
+  nb, nr = len(bshape), len(rest)
+  mask = lin.reshape(*bshape, 1) == (T.arange(n, dtype=dtypes.int32) if n else T.zeros(0, dtype=dtypes.int32))
+  mask = mask.reshape(*bshape, n, *(1,) * nr)
+  res = pick(mask, xr.reshape(*(1,) * nb, *xr.shape), nb)
+  res = valid.reshape(*bshape, *(1,) * nr).where(res, _zero(res))
+  positions = [k for _, k, _, _ in adv]
+  if positions == list(range(positions[0], positions[0] + len(positions))):
+    # adjacent advanced indices: their dims go where the first one was
+    p0 = dims[0]
+    return res.permute(*range(nb, nb + p0), *range(nb), *range(nb + p0, nb + nr))
+  return res
