@@ -220,8 +220,21 @@ def test_two_threads_share_one_layout(big):
   assert view.stats["full"] == 1 and view.stats["derived"] == 2 * BLOCK + 3  # step 0, then each from the one before
 
 
+class _WatchedCondition(threading.Condition):
+  """A Condition that says when a thread has gone to wait on it (so a test waits for that, not for a sleep)."""
+
+  def __init__(self) -> None:
+    super().__init__()
+    self.waited = threading.Event()
+
+  def wait(self, timeout=None):
+    self.waited.set()
+    return super().wait(timeout)
+
+
 def test_background_work_gives_way_to_requests():
   turns = Turns()
+  turns.cv = _WatchedCondition()
   resumed = []
 
   def background():
@@ -230,18 +243,19 @@ def test_background_work_gives_way_to_requests():
   with turns.request():
     t = threading.Thread(target=background)
     t.start()
-    time.sleep(0.1)
-    assert not resumed  # a request is being served
+    assert turns.cv.waited.wait(60)  # the background reached its pause while a request is served
+    assert not resumed
     ended = time.monotonic()
-  t.join(5)
+  t.join(60)
   assert resumed and resumed[0] >= ended + turns.IDLE_S * 0.9  # and then not before requests stop for a while
   resumed.clear()
+  turns.cv.waited.clear()
   with turns.request():
     t = threading.Thread(target=background)
     t.start()
-    time.sleep(0.05)
+    assert turns.cv.waited.wait(60)
     with turns.wait_for_background():  # a request waits for the background: it goes on at once
-      t.join(5)
+      t.join(60)
     assert resumed
 
 
@@ -252,7 +266,7 @@ def test_prefetch_computes_the_next_block_boundary(big):
   view.layout(3)
   assert not view.cached(BLOCK)
   views.prefetch(view, 3)
-  deadline = time.monotonic() + 30
+  deadline = time.monotonic() + 120
   while not (view.cached(BLOCK) and view.cached(4 + views.prefetch_steps - 1)) and time.monotonic() < deadline:
     time.sleep(0.02)
   assert view.cached(BLOCK) and view.cached(4) and view.cached(3 + views.prefetch_steps)
