@@ -6,7 +6,7 @@ import urllib.request
 from pathlib import Path
 
 
-def wait_until(pred, what: str, timeout: float = 30.0):
+def wait_until(pred, what: str, timeout: float = 120.0):
   """pred()'s first truthy value, asked every 50 ms; AssertionError naming `what` after `timeout` seconds."""
   deadline = time.monotonic() + timeout
   while time.monotonic() < deadline:
@@ -17,7 +17,7 @@ def wait_until(pred, what: str, timeout: float = 30.0):
   raise AssertionError(f"timed out waiting for {what}")
 
 
-def get_json(url: str, timeout: float = 5):
+def get_json(url: str, timeout: float = 30):
   with urllib.request.urlopen(url, timeout=timeout) as r:
     return json.loads(r.read().decode())
 
@@ -25,7 +25,7 @@ def get_json(url: str, timeout: float = 5):
 def ping(url: str):
   """A viewer's /api/ping answer, or None while nothing answers at url."""
   try:
-    return get_json(url + "/api/ping", timeout=1)
+    return get_json(url + "/api/ping", timeout=5)
   except OSError:
     return None
 

@@ -88,7 +88,7 @@ def test_socketio_client_gets_contexts_of_a_trace_being_written(server):
   sio.connect(url, transports=["websocket"])
   try:
     assert sio.transport() == "websocket"
-    assert sio.call("subscribe", {"trace": None}, timeout=5) == {"ok": True}
+    assert sio.call("subscribe", {"trace": None}, timeout=30) == {"ok": True}
     n = 5
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(d / "run.vztrace"), str(n), "kernels", url],
                               env=_env())
@@ -149,8 +149,8 @@ def test_subscribe_to_one_trace_only(server):
   sio.on("context", lambda data: got.append(data["trace"]))
   sio.connect(url, transports=["websocket"])
   try:
-    assert sio.call("subscribe", {"trace": 1}, timeout=5) == {"ok": True}
-    assert sio.call("subscribe", {"trace": "x"}, timeout=5)["ok"] is False
+    assert sio.call("subscribe", {"trace": 1}, timeout=30) == {"ok": True}
+    assert sio.call("subscribe", {"trace": "x"}, timeout=30)["ok"] is False
     for name in ("a", "b"):
       p = subprocess.run([sys.executable, "-c", WRITER, str(d / f"{name}.vztrace"), "1"], env=_env(), timeout=60)
       assert p.returncode == 0

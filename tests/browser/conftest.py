@@ -40,7 +40,7 @@ def free_port() -> int:
 
 
 def get_json(url: str):
-  with urllib.request.urlopen(url, timeout=10) as r:
+  with urllib.request.urlopen(url, timeout=30) as r:
     return json.loads(r.read())
 
 

@@ -73,7 +73,7 @@ def test_a_rewrite_cut_off_by_a_dead_writer_is_marked_so(page, server, tmp_path)
     assert _rows(page)["blocked"]["dt"] == "running…"
     gate.touch()
     assert proc.wait(30) == 3
-    page.wait_for_function("() => document.querySelector('#trace-status').textContent === 'damaged'", timeout=15_000)
+    page.wait_for_function("() => document.querySelector('#trace-status').textContent === 'damaged'", timeout=60_000)
     page.wait_for_function("() => document.querySelector('#rewrites li.cut')")
     row = _rows(page)["blocked"]
     assert "running" not in row["cls"].split() and "cut" in row["cls"].split() and row["dt"] == "cut off"
@@ -112,7 +112,7 @@ def test_a_running_rewrite_is_neither_dimmed_nor_hidden(page, server, tmp_path):
     # once it ends without a change it is an unchanged rewrite like any other: hidden, live, without a reload
     gate.touch()
     assert proc.wait(30) == 0
-    page.wait_for_function("() => document.querySelector('#trace-status').textContent === 'ended'", timeout=10_000)
+    page.wait_for_function("() => document.querySelector('#trace-status').textContent === 'ended'", timeout=60_000)
     page.wait_for_function("() => document.querySelectorAll('#rewrites li[data-rw]').length === 1")
     assert set(_rows(page)) == {"changes"}
     page.uncheck("#hide-unchanged")
