@@ -1,7 +1,14 @@
 """Shared test set-up."""
 import pytest
+from hypothesis import HealthCheck, settings
 
 from compiler.trace import recorder
+
+# hypothesis's per-example deadline and its too-slow health check measure wall-clock time, which a loaded machine
+# stretches: tests here never depend on timing (a test's own @settings still sets what it names)
+settings.register_profile("tinyviz", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("tinyviz")
+
 
 
 @pytest.fixture(autouse=True)
