@@ -10,7 +10,6 @@ settings.register_profile("tinyviz", deadline=None, suppress_health_check=[Healt
 settings.load_profile("tinyviz")
 
 
-
 @pytest.fixture(autouse=True)
 def _tensor_tests_use_the_interpreter(request, monkeypatch):
   # the Tensor op tests check the scheduler against numpy through the reference interpreter; test_llvm_tensor.py
