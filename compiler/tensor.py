@@ -439,29 +439,63 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     return fix.where(r + b, r)
 
   def pow(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    """self ** y with numpy's (IEEE pow's) special cases; int ** int stays int (a negative int exponent raises)."""
     v = _py(y) if _is_scalar(y) else None
+    if not reverse and isinstance(v, int) and not isinstance(v, bool):
+      if v < 0 and not dtypes.is_float(self.dtype):
+        raise RuntimeError(f"Tensor.pow: Integers to negative integer powers are not allowed ({self.dtype} tensor of "
+                           f"shape {self.shape} ** {v})")
     whole = isinstance(v, int) or (isinstance(v, float) and v.is_integer())
     if not reverse and whole and (abs(v) <= 64 or not dtypes.is_float(self.dtype)):
-      # an integer power by squaring: exact for ints (which stay ints, like numpy), accurate for floats
-      n = int(v)
-      base = self if dtypes.is_float(self.dtype) or (n >= 0 and not isinstance(v, float)) else self._float()
-      ret, p, k = None, base, abs(n)
-      while k:
-        if k & 1:
-          ret = p if ret is None else ret * p
-        k >>= 1
-        if k:
-          p = p * p
-      ret = base.ones_like() if ret is None else ret
-      return ret.reciprocal() if n < 0 else ret
+      return self.cast(self._scalar_dtype(v))._pow_by_squaring(int(v))
     a, b = self._broadcasted(y, "pow", reverse)
-    a, b = a._float(), b._float()
-    ret = (a.abs().log2() * b).exp2()
-    # a negative base has a real power only for integer exponents (odd ones negate it); numpy gives nan otherwise
+    if not dtypes.is_float(a.dtype):
+      return a._int_pow(b)
+    return a._float_pow(b.cast(a.dtype))
+
+  def _pow_by_squaring(self, n: int) -> Tensor:
+    """self ** n for a Python int n: exact for ints, accurate for floats (a negative n only for floats)."""
+    ret, p, k = None, self, abs(n)
+    while k:
+      if k & 1:
+        ret = p if ret is None else ret * p
+      k >>= 1
+      if k:
+        p = p * p
+    ret = self.ones_like() if ret is None else ret
+    return ret.reciprocal() if n < 0 else ret
+
+  def _int_pow(self, e: Tensor) -> Tensor:
+    """Elementwise int ** int by squaring over e's bits; a negative e gives the truncated 1/self**|e| (as torch)."""
+    if self.dtype == dtypes.bool:
+      return self.cast(dtypes.default_int)._int_pow(e.cast(dtypes.default_int))
+    ret, p, k = self.ones_like(), self, e.abs()
+    for i in range(8 * self.dtype.itemsize - (0 if dtypes.is_unsigned(self.dtype) else 1)):
+      ret = ((k & 1) != 0).where(ret * p, ret)
+      k = k._alu(Ops.IDIV, Tensor.full(k.shape, 2, k.dtype))  # k >= 0, so C's truncation is a shift
+      if i < 8 * self.dtype.itemsize - 2:
+        p = p * p
+    if dtypes.is_unsigned(self.dtype):
+      return ret
+    odd = (e & 1) != 0
+    neg_e = (self == 1).where(1, (self == -1).where(odd.where(-1, 1), 0)).cast(self.dtype)
+    return (e < 0).where(neg_e, ret)
+
+  def _float_pow(self, b: Tensor) -> Tensor:
+    """Elementwise float ** float as exp2(log2|a| * b) with pow's signs and special cases."""
+    if self.dtype != dtypes.float64:  # log2's rounding error grows with the result's exponent: float64 holds it
+      return self.cast(dtypes.float64)._float_pow(b.cast(dtypes.float64)).cast(self.dtype)
+    a = self
+    mag = (a.abs().log2() * b).exp2()
+    neg_base = (a < 0) | ((a == 0) & (a.reciprocal() < 0))  # -0.0 is a negative base too
+    b_int = b.trunc() == b  # false for nan, true for +-inf
     halved = b * 0.5
-    neg = (b.trunc() != b).where(math.nan, (halved.trunc() != halved).where(-ret, ret))
-    ret = (a < 0).where(neg, ret)
-    return ((b == 0) | (a == 1)).where(1.0, ret)  # x**0 and 1**y are 1 even for inf and nan (log2 would give nan)
+    b_odd = b_int & (halved.trunc() != halved)
+    # a negative base has a real power for integer exponents (odd ones negate it), and at -0 and -inf for any
+    real = b_int | (a == 0) | (a.abs() == math.inf)
+    ret = neg_base.where(b_odd.where(-mag, real.where(mag, math.nan)), mag)
+    ret = ((a == -1) & (b.abs() == math.inf)).where(1.0, ret)  # (-1)**inf is 1 (log2 gives 0 * inf)
+    return ((b == 0) | (a == 1)).where(1.0, ret)  # x**0 and 1**y are 1 even for inf and nan
 
   def maximum(self, y: Tensor | Scalar) -> Tensor:
     a, b = self._broadcasted(y, "maximum")

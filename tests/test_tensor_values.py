@@ -143,3 +143,67 @@ def test_unknown_dtype_string_raises():
     Tensor([1], dtype="int33")
   with pytest.raises(TypeError, match="dtype"):
     Tensor([1], dtype="void")
+
+
+def close(t: Tensor, want, rtol: float, dtype=None) -> None:
+  """Within rtol where finite; nan, infinities and the sign of zeros exactly as in want."""
+  got, want = t.numpy(), np.asarray(want)
+  assert got.shape == want.shape and (dtype is None or t.dtype == dtype), (got.shape, want.shape, t.dtype)
+  fin = np.isfinite(want) & (want != 0)
+  assert np.array_equal(np.isnan(got), np.isnan(want)), (got, want)
+  exact = ~fin & ~np.isnan(want)
+  assert np.array_equal(got[exact], want[exact]) and np.array_equal(np.signbit(got[exact]), np.signbit(want[exact])), \
+    (got, want)
+  np.testing.assert_allclose(got[fin], want[fin], rtol=rtol)
+
+
+# ---- pow: IEEE pow's special cases (numpy's float32 np.power, which torch matches), int powers stay int
+POW_BASES = np.float32([-math.inf, -1e10, -3, -2, -1, -0.5, -0.0, 0.0, 1e-10, 0.5, 1, 2, 3.5, 1e10, math.inf, math.nan])
+
+
+@pytest.mark.parametrize("e", [0.3, 3.3, 2.5, -0.3, -2.5, -3.0, 3.0, 0.0, -0.0, math.inf, -math.inf, math.nan, 1e10])
+def test_pow_special_cases(e):
+  with np.errstate(all="ignore"):
+    want = np.power(POW_BASES, np.float32(e))
+  close(Tensor(POW_BASES) ** Tensor(np.full(POW_BASES.shape, e, np.float32)), want, 3e-7, dtypes.float32)
+  close(Tensor(POW_BASES) ** e, want, 3e-7, dtypes.float32)
+
+
+def test_pow_issue_cases():
+  same(Tensor([-math.inf]) ** 0.3, np.float32([math.inf]))
+  same(Tensor([-math.inf]) ** 3.3, np.float32([math.inf]))
+  same(Tensor([-math.inf]) ** Tensor([2.5]), np.float32([math.inf]))
+  same(Tensor([-1.0]) ** Tensor([math.inf]), np.float32([1]))
+  same(Tensor([-1.0, -1.0]) ** Tensor([-math.inf, math.nan]), np.float32([1, math.nan]))
+
+
+def test_pow_float64_and_half():
+  b = POW_BASES.astype(np.float64)
+  with np.errstate(all="ignore"):
+    close(Tensor(b) ** Tensor(np.full(b.shape, 2.5)), np.power(b, 2.5), 1e-12, dtypes.float64)
+    h = np.float16([-math.inf, -2, -0.0, 0.5, 3, math.nan])
+    close(Tensor(h) ** Tensor(np.float16([1.5] * 6)), np.power(h, np.float16(1.5)), 1e-3, dtypes.float16)
+
+
+def test_int_pow_stays_int():
+  same(Tensor([1, 2, 3]) ** Tensor([2, 2, 2]), np.int32([1, 4, 9]), dtypes.int32)
+  same(2 ** Tensor([1, 2, 3]), np.int32([2, 4, 8]), dtypes.int32)
+  same(Tensor([True, False]) ** 4, np.int32([1, 0]), dtypes.int32)  # tinygrad: bool with an int promotes to int32
+  same(Tensor([-3, 7, 0, 5]) ** 3, np.int32([-27, 343, 0, 125]), dtypes.int32)
+  same(Tensor([3, 2]) ** 0, np.int32([1, 1]), dtypes.int32)
+  x = np.array([-3, -1, 0, 1, 2, 7, 11], np.int64)
+  e = np.array([5, 4, 3, 0, 40, 11, 17], np.int64)
+  same(Tensor(x) ** Tensor(e), x ** e, dtypes.int64)  # wraps as numpy's int64 does
+  u = np.uint8([2, 3, 255, 0])
+  same(Tensor(u) ** Tensor(np.uint8([7, 5, 2, 0])), u ** np.uint8([7, 5, 2, 0]), dtypes.uint8)
+  # a negative tensor exponent truncates 1/x**n (torch): 1 and -1 keep their magnitude, the rest give 0
+  same(Tensor([2, 1, -1, -1, 5]) ** Tensor([-1, -3, -3, -2, -2]), np.int32([0, 1, -1, 1, 0]), dtypes.int32)
+  same(Tensor([2, 3]) ** 2.0, np.float32([4, 9]), dtypes.float32)
+  same(Tensor([2, 4]) ** -1.0, np.float32([0.5, 0.25]), dtypes.float32)
+
+
+def test_int_to_negative_int_power_raises():
+  with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
+    Tensor([1, 2]) ** -2
+  with pytest.raises(RuntimeError, match="Integers to negative integer powers"):
+    Tensor([True]) ** -1
