@@ -363,6 +363,12 @@ export class DiffPanel {
     }
     delete this.result.dataset.shown;
     put(this.result, h("p", {class: "muted small"}, "comparing…"));
+    const missing = await this._noFinal([["A", a], ["B", b]]);
+    if (gen !== this.gen) return;
+    if (missing) {  // the server would answer 404: say why here instead of asking
+      put(this.result, h("p", {class: "muted"}, missing));
+      return;
+    }
     // the text diff and the lists first (ms); the drawing's layout takes longer on big graphs (see "Drawn diff")
     let d;
     try { d = await api.diff(a, b); } catch (e) {
@@ -381,6 +387,19 @@ export class DiffPanel {
     put(slot, this._drawing(drawn));
     if (drawn) this.gview.fit();
     this.result.dataset.shown = `${d.a} ${d.b}`;  // what is on screen (tests wait for it)
+  }
+
+  /** Why a t:c point has no final AST to compare (its context has no finished rewrite), or null. */
+  async _noFinal(points) {
+    for (const [name, spec] of points) {
+      const p = parsePoint(spec);
+      if (!p || p.ctx === null) continue;
+      let list;
+      try { list = await this.contexts(p.trace); } catch { continue; }  // the diff request will say what is wrong
+      const c = list.find((x) => x.id === p.ctx);
+      if (c && !hasFinal(list, c)) return `${name}: context ${p.ctx} has no finished rewrite, so no final AST to compare.`;
+    }
+    return null;
   }
 
   _show(d, slot) {

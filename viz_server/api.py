@@ -61,13 +61,15 @@ def _int_arg(name: str, default: int | None = None, allow_end: int | None = None
     return default
   if raw == "end" and allow_end is not None:
     return allow_end
-  try:
-    v = int(raw)
-  except ValueError:
-    fail(400, f"query parameter {name!r} must be an integer, got {raw[:40]!r}")
-  if v < 0:
-    fail(400, f"query parameter {name!r} must be >= 0")
+  v = ascii_int(raw)
+  if v is None:
+    fail(400, f"query parameter {name!r} must be an integer >= 0 (ASCII digits), got {raw[:40]!r}")
   return v
+
+
+def ascii_int(s: str) -> int | None:
+  """s as an int if it is ASCII digits only (int() also takes '_', spaces, signs and other scripts' digits)."""
+  return int(s) if s.isascii() and s.isdigit() and len(s) <= 18 else None
 
 
 def _check_step(rw: Any, k: int) -> None:
@@ -274,16 +276,14 @@ def _point(spec: str | None, which: str) -> tuple[int, Any, str, BaseGetter | No
   if not spec:
     fail(400, f"missing query parameter {which!r}")
   parts = spec.split(":")
-  try:
-    if len(parts) == 3:
-      t, r = int(parts[0]), int(parts[1])
-      k = None if parts[2] == "end" else int(parts[2])
-    elif len(parts) == 2:
-      t, c = int(parts[0]), int(parts[1])
-    else:
-      raise ValueError
-  except ValueError:
+  ints = [None if p == "end" and i == 2 else ascii_int(p) for i, p in enumerate(parts)]
+  if len(parts) not in (2, 3) or any(v is None for v in ints[:2]) or (len(parts) == 3 and ints[2] is None
+                                                                      and parts[2] != "end"):
     fail(400, f"{which}={spec[:60]!r}: expected trace:rewrite:step or trace:context")
+  if len(parts) == 3:
+    t, r, k = ints  # type: ignore[misc]
+  else:
+    t, c = ints  # type: ignore[misc]
   tr = _trace(t)
   if len(parts) == 3:
     rw = _rewrite(tr, r)
@@ -292,8 +292,6 @@ def _point(spec: str | None, which: str) -> tuple[int, Any, str, BaseGetter | No
       return (rw.end_root, tr.nodes.get, f"{tr.name} {rw.name} (rewrite {r}) end", _base(tr, rw, rw.matches), key,
               tr.ended)
     k = rw.matches if k is None else k
-    if k < 0:
-      fail(400, f"{which}: step must be >= 0")
     _check_step(rw, k)
     rp = _views().get(tr, rw).replay
     return rp.root(k), rp.node, f"{tr.name} {rw.name} (rewrite {r}) step {k}", _base(tr, rw, k), key, tr.ended

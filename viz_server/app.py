@@ -8,6 +8,7 @@ from typing import Any, Iterable
 from flask import Flask, Response, abort, g, jsonify, request, send_file
 from flask_socketio import SocketIO
 from werkzeug.exceptions import HTTPException
+from werkzeug.routing import BaseConverter
 
 from viz_server import live
 from viz_server.api import bp as api_bp
@@ -34,10 +35,55 @@ def package_dir(name: str) -> Path:
   return installed if installed.is_dir() else REPO_ROOT / name
 
 
+SECURITY_HEADERS = (("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "no-referrer"),
+                    ("X-Frame-Options", "DENY"))
+
+
 def _host_only(host: str) -> str:
   if host.startswith("["):
     return host[1:].split("]", 1)[0]
   return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class AsciiInt(BaseConverter):
+  """A route id: ASCII digits only (Werkzeug's int converter also takes other scripts' digits, e.g. Arabic-Indic)."""
+  regex = r"[0-9]+"
+  part_isolating = True
+
+  def to_python(self, value: str) -> int:
+    return int(value)
+
+  def to_url(self, value: Any) -> str:
+    return str(int(value))
+
+
+def guard_socketio(wsgi_app: Any, hosts: set[str] | None, prefix: str = "/socket.io") -> Any:
+  """The HTTP routes' checks for socket.io, which Flask-SocketIO answers before Flask sees a request: a loopback
+  Host (DNS rebinding) and no foreign Origin, on every transport (polling requests and the websocket handshake),
+  and the security headers on its answers."""
+
+  def app(environ: dict, start_response: Any) -> Any:
+    if not environ.get("PATH_INFO", "").startswith(prefix):
+      return wsgi_app(environ, start_response)
+    host = environ.get("HTTP_HOST") or environ.get("SERVER_NAME", "")
+    origin = environ.get("HTTP_ORIGIN")
+    why = None
+    if hosts is not None and _host_only(host).lower() not in hosts:
+      why = "unexpected Host header"
+    elif origin is not None and origin.split("://", 1)[-1] != host:
+      why = "cross-origin request refused"
+    if why is not None:
+      body = b'{"error":"' + why.encode() + b'"}'
+      start_response("403 FORBIDDEN", [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
+                                       *SECURITY_HEADERS])
+      return [body]
+
+    def start(status: str, headers: list, exc_info: Any = None) -> Any:
+      have = {k.lower() for k, _ in headers}
+      return start_response(status, headers + [(k, v) for k, v in SECURITY_HEADERS if k.lower() not in have],
+                            exc_info)
+    return wsgi_app(environ, start)
+  return app
 
 
 def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, poll_interval: float = 0.05,
@@ -58,6 +104,7 @@ def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, 
   app = Flask("viz_server", static_folder=str(static_dir), static_url_path="/static",
               template_folder=str(templates_dir), root_path=str(Path(__file__).resolve().parent),
               instance_path=str(Path(__file__).resolve().parent / "instance"))  # never created: we store nothing
+  app.url_map.converters["int"] = AsciiInt  # before any route is added
   app.config["MAX_CONTENT_LENGTH"] = max_upload
   app.config["JSON_SORT_KEYS"] = False
   app.json.sort_keys = False  # type: ignore[attr-defined]
@@ -81,9 +128,8 @@ def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, 
 
   @app.after_request
   def _headers(resp: Response) -> Response:
-    resp.headers.setdefault("X-Content-Type-Options", "nosniff")
-    resp.headers.setdefault("Referrer-Policy", "no-referrer")
-    resp.headers.setdefault("X-Frame-Options", "DENY")
+    for k, v in SECURITY_HEADERS:
+      resp.headers.setdefault(k, v)
     if resp.mimetype == "text/html":
       resp.headers.setdefault("Content-Security-Policy", CSP)
     return resp
@@ -121,6 +167,7 @@ def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, 
     return Response(stylesheet(), mimetype="text/css")
 
   socketio = SocketIO(app, async_mode="threading")
+  app.wsgi_app = guard_socketio(app.wsgi_app, hosts)  # type: ignore[method-assign]
   live.attach(socketio, store)
   if follow:
     store.start()

@@ -18,8 +18,10 @@ def attach(socketio: SocketIO, store: TraceStore) -> None:
   """Register the `subscribe` handler and forward every store event to the rooms that want it."""
 
   @socketio.on("subscribe")
-  def on_subscribe(data: Any) -> dict:
-    trace = data.get("trace") if isinstance(data, dict) else None
+  def on_subscribe(data: Any = None) -> dict:
+    if not isinstance(data, dict):  # no payload, or not an object: answer rather than let the call fail unanswered
+      return {"ok": False, "error": "expected {trace: id or null}"}
+    trace = data.get("trace")
     if trace is not None and (type(trace) is not int or trace < 0):
       return {"ok": False, "error": "trace must be an id or null"}
     for r in rooms():
