@@ -6,7 +6,6 @@ import io
 import math
 import os
 import shutil
-import socket
 import tempfile
 import threading
 import time
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable
 
 from compiler.trace.format import TraceFormatError
-from compiler.trace.reader import TraceReader
+from compiler.trace.reader import STALE_S, TraceReader, unfinished, writer_alive
 from viz_server.nodes import NodeTable
 
 TRACE_SUFFIX = ".vztrace"
@@ -211,25 +210,22 @@ class Trace:
 
   def writer_gone(self) -> bool:
     """True if the process writing this live trace ran on this host and no longer exists."""
-    m = self.meta
-    if not m or m.get("host") != socket.gethostname() or os.name != "posix":
-      return False
-    pid = m.get("pid")
-    if type(pid) is not int or pid <= 0 or pid == os.getpid():
-      return False
-    try:
-      os.kill(pid, 0)
-    except ProcessLookupError:
-      return True
-    except OSError:
-      return False
-    return False
+    return writer_alive(self.meta) is False
 
-  def finish_unended(self) -> None:
+  def unfinished_reason(self) -> str | None:
+    """Why this live trace will not grow any more although it has no `end` record, or None if it may still grow."""
+    alive = writer_alive(self.meta)
+    if alive is False:
+      return "the writing process exited without finishing the trace (no end record)"
+    if alive is None and unfinished(self.path, self.meta):
+      return f"unfinished: no end record, and the file has not grown for {STALE_S:.0f} s"
+    return None
+
+  def finish_unended(self, reason: str = "the writing process exited without finishing the trace (no end record)"
+                     ) -> None:
     """The writer is gone without an `end` record: read what is left as a finished file and say it is cut short."""
     if self.damage is None:
-      self.damage = {"offset": self._win.tell(),
-                     "reason": "the writing process exited without finishing the trace (no end record)"}
+      self.damage = {"offset": self._win.tell(), "reason": reason}
 
   def same_file(self, st: os.stat_result) -> bool:
     """Is the file now at this trace's path (stat st) still the one this trace reads (not a new one there)?"""
@@ -614,11 +610,12 @@ class TraceStore:
       tr.damage = {"offset": None, "reason": f"indexing failed: {type(e).__name__}: {str(e)[:200]}"}
     if not got and tr.live and time.monotonic() - tr.updated > WRITER_CHECK_S:
       tr.updated = time.monotonic()
-      if tr.writer_gone():
+      why = tr.unfinished_reason()
+      if why is not None:
         with self.lock:
           for batch in tr.pull(final=True):
             tr.apply(batch, events)
-          tr.finish_unended()
+          tr.finish_unended(why)
     if not tr.live:
       tr.close()
     if events.overflow:

@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any
 
 from compiler.trace.format import TraceFormatError
-from compiler.trace.reader import TraceReader
+from compiler.trace.reader import STALE_S, TraceReader, unfinished
 
 KERNEL_RECORDS = ("opt", "beam", "source", "run")
 
@@ -132,10 +132,12 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+  meta = None
   try:
     with TraceReader(args.file) as r:
-      for _ in r:
-        pass
+      for rec in r:
+        if meta is None and rec["t"] == "meta":
+          meta = rec
   except (TraceFormatError, OSError) as e:
     print(f"{args.file}: not a readable trace: {e}", file=sys.stderr)
     return 2
@@ -144,9 +146,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
     print(f"{args.file}: DAMAGED: record {r.stopped_record} at byte {r.stopped_at}: {r.reason}; "
           f"recovered {summary}")
     return 1
-  ending = "ended cleanly" if r.complete else "no end record (still being written, or the writer died)"
-  print(f"{args.file}: OK: {summary}; {ending}")
-  return 0
+  if r.complete:
+    print(f"{args.file}: OK: {summary}; ended cleanly")
+    return 0
+  if unfinished(args.file, meta):  # the viewer's rule too (docs/architecture.md, "Live viewing")
+    print(f"{args.file}: UNFINISHED: {summary}; no end record, and the writer is gone or the file has not grown for "
+          f"{STALE_S:.0f} s (truncated: the recording stopped without finishing the trace)")
+  else:
+    print(f"{args.file}: NOT FINISHED YET: {summary}; no end record yet (still being written)")
+  return 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -159,8 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
   info.add_argument("--top", type=int, default=10, metavar="N", help="how many rewrites to list (default 10)")
   info.set_defaults(fn=cmd_info)
   val = sub.add_parser("validate", help="check every frame and record",
-                       description="Check a trace. Exit status: 0 intact (ends at a frame boundary), "
-                                   "1 damaged (records before the damage are readable), 2 not a readable trace.")
+                       description="Check a trace. Exit status: 0 intact and ended cleanly, 1 damaged (records "
+                                   "before the damage are readable) or without an end record (unfinished, or still "
+                                   "being written), 2 not a readable trace.")
   val.add_argument("file", metavar="FILE", help="a .vztrace file")
   val.set_defaults(fn=cmd_validate)
   return p

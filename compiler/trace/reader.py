@@ -15,6 +15,7 @@ import json.scanner
 import math
 import os
 import re
+import socket
 import time
 import zlib
 from typing import Any, BinaryIO, Iterator
@@ -78,6 +79,41 @@ def _column(rec: dict, key: str, kind: str = "u32s") -> list[int]:
     return unpack_column(rec[key], kind, None if key in ("src", "at") else MAX_BATCH_ROWS)
   except ValueError as e:
     raise _Damage(f"'batch' record: column {key!r}: {e}") from None
+
+
+STALE_S = 60.0  # a trace with no end record whose file has not grown for this long, writer unknown, is unfinished
+
+
+def writer_alive(meta: dict | None) -> bool | None:
+  """Whether the process that wrote a trace (its meta record) still runs: None when this cannot be told (no meta, or
+  another host or OS)."""
+  if not meta or meta.get("host") != socket.gethostname() or os.name != "posix":
+    return None
+  pid = meta.get("pid")
+  if type(pid) is not int or pid <= 0:
+    return None
+  if pid == os.getpid():
+    return True
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except OSError:  # it exists but is not ours (EPERM), or cannot be asked
+    return True
+  return True
+
+
+def unfinished(path: str | os.PathLike, meta: dict | None, now: float | None = None) -> bool:
+  """Whether a trace without an end record is finished growing all the same: its writer is gone, or (when that
+  cannot be told, e.g. a header-only file has no meta) the file has not grown for STALE_S seconds."""
+  alive = writer_alive(meta)
+  if alive is not None:
+    return not alive
+  try:
+    mtime = os.stat(path).st_mtime
+  except OSError:
+    return True
+  return (time.time() if now is None else now) - mtime >= STALE_S
 
 
 class _Damage(Exception):
