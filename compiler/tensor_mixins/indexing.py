@@ -325,12 +325,10 @@ class IndexingMixin:
     if any(t.ndim > 1 for t in ts):
       raise RuntimeError(f"Tensor.meshgrid: needs 0-d or 1-d tensors, got shapes {[t.shape for t in ts]}")
     ts = tuple(t.reshape(-1) if t.ndim == 0 else t for t in ts)
-    if indexing == "xy" and len(ts) >= 2:
-      ts = (ts[1], ts[0], *ts[2:])
     shape = tuple(t.shape[0] for t in ts)
     grids = [t.reshape(tuple(-1 if k == i else 1 for k in range(len(ts)))).expand(shape) for i, t in enumerate(ts)]
     if indexing == "xy" and len(ts) >= 2:
-      grids = [g.transpose(0, 1) for g in (grids[1], grids[0], *grids[2:])]
+      grids = [g.transpose(0, 1) for g in grids]  # cartesian: the first two axes swapped
     return tuple(grids)
 
 

@@ -1,0 +1,176 @@
+"""Advanced indexing, gather, scatter, scatter_reduce, masks, one_hot, tril/triu, roll, split family, meshgrid
+against numpy, on both backends."""
+import numpy as np
+import pytest
+from api_helpers import backend, check, specials  # noqa: F401
+
+from compiler import Tensor
+
+rng = np.random.default_rng(3)
+
+
+@pytest.mark.parametrize("idx", [
+  ([0, 1],), (slice(None), [2, 0]), ([1, 0], slice(None), [3, -1]), (slice(None), [[0], [1]], [1, 2, 3]),
+  (Ellipsis, [0, 0]), (None, [1], None, 0), ([-1], 1), (1, slice(None), [2, 3]), ([[1]], slice(1, None), 0),
+  ([0, 1, 1], [2, 1, 0], [3, 2, 1]), (slice(None), []),
+])
+def test_getitem_advanced(idx):
+  a = specials(2, 3, 4)
+  np_idx = tuple(np.array(i, dtype=np.int64) if isinstance(i, list) else i for i in idx)
+  ti = tuple(Tensor(i) if isinstance(i, list) and i else i for i in idx)
+  check((Tensor(a)[ti], a[np_idx]), (Tensor(a)[idx], a[np_idx]), exact=True)
+
+
+def test_getitem_advanced_dtypes_and_errors():
+  b = rng.integers(-5, 5, (3, 1, 2)).astype(np.int32)
+  m = rng.random((3, 4)) > 0.5
+  check((Tensor(b)[[2, 0]], b[[2, 0]]), (Tensor(m)[:, [3, 3, 0]], m[:, [3, 3, 0]]),
+        (Tensor(b)[Tensor([[0, 1], [2, 2]]), 0], b[np.array([[0, 1], [2, 2]]), 0]),
+        (Tensor(np.zeros((0, 3), np.float32))[:, [1]], np.zeros((0, 1), np.float32)), exact=True)
+  x = Tensor(b)
+  with pytest.raises(IndexError, match="integers"):
+    x[Tensor([0.5])]
+  with pytest.raises(IndexError, match="boolean"):
+    x[[True, False, True]]
+  with pytest.raises(IndexError, match=r"4 indices.*\(3, 1, 2\)"):
+    x[[0], 0, 0, 0]
+  with pytest.raises(ValueError):
+    x[Tensor([0, 1]), :, Tensor([0, 1, 0])]
+
+
+@pytest.mark.parametrize("shape,dim,ishape", [((3, 4), 1, (3, 2)), ((3, 4), 0, (2, 4)), ((2, 3, 4), -1, (2, 2, 5)),
+                                              ((2, 3, 4), -2, (1, 3, 2)), ((1, 5), 1, (1, 1)), ((3, 0), 0, (2, 0))])
+def test_gather(shape, dim, ishape):
+  x = specials(*shape) if np.prod(shape) else np.zeros(shape, np.float32)
+  n = shape[dim]
+  idx = rng.integers(0, max(n, 1), ishape).astype(np.int32)
+  xs = x[tuple(slice(0, s) if k != dim % len(shape) else slice(None) for k, s in enumerate(ishape))]
+  ref = np.take_along_axis(xs, idx, dim) if idx.size else np.zeros(ishape, np.float32)
+  xi = np.nan_to_num(x * 10, posinf=99, neginf=-99).astype(np.int32) if x.size else x.astype(np.int32)
+  xi_s = xi[tuple(slice(0, s) if k != dim % len(shape) else slice(None) for k, s in enumerate(ishape))]
+  refi = np.take_along_axis(xi_s, idx, dim) if idx.size else np.zeros(ishape, np.int32)
+  check((Tensor(x).gather(dim, Tensor(idx)), ref), (Tensor(xi).gather(dim, Tensor(idx)), refi), exact=True)
+
+
+def test_gather_bool_and_errors():
+  m = np.array([[True, False], [False, True]])
+  check((Tensor(m).gather(1, Tensor([[1, 1], [0, 1]])), np.array([[False, False], [False, True]])), exact=True)
+  with pytest.raises(RuntimeError, match="gather"):
+    Tensor(m).gather(0, Tensor([1, 0]))
+  with pytest.raises(RuntimeError, match="integer"):
+    Tensor(m).gather(0, Tensor([[1.0]]))
+  with pytest.raises(RuntimeError, match=r"\(3, 2\).*\(2, 2\)"):
+    Tensor(m).gather(1, Tensor(np.zeros((3, 2), np.int32)))
+
+
+def np_scatter(x, dim, idx, src, reduce=None, include_self=True):
+  """torch.scatter / scatter_reduce semantics, by loops."""
+  out = x.astype(np.float64).copy()
+  touched = np.zeros(x.shape, bool)
+  acc: dict = {}
+  for pos in np.ndindex(*idx.shape):
+    tgt = list(pos)
+    tgt[dim] = idx[pos]
+    acc.setdefault(tuple(tgt), []).append(src[pos])
+  for tgt, vals in acc.items():
+    touched[tgt] = True
+    base = [out[tgt]] if include_self else []
+    if reduce is None:
+      out[tgt] = vals[-1]
+    elif reduce == "sum":
+      out[tgt] = sum(base + vals)
+    elif reduce == "prod":
+      out[tgt] = np.prod(base + vals)
+    elif reduce == "amax":
+      out[tgt] = max(base + vals)
+    elif reduce == "amin":
+      out[tgt] = min(base + vals)
+    elif reduce == "mean":
+      out[tgt] = sum(base + vals) / len(base + vals)
+  return out.astype(x.dtype)
+
+
+@pytest.mark.parametrize("shape,dim,ishape", [((3, 5), 0, (2, 4)), ((3, 5), 1, (2, 3)), ((2, 3, 4), -1, (2, 2, 6)),
+                                              ((4,), 0, (4,)), ((1, 1), 0, (1, 1)), ((3, 2), 1, (0, 2))])
+def test_scatter_and_reduce(shape, dim, ishape):
+  d = dim % len(shape)
+  x = rng.standard_normal(shape).astype(np.float32)
+  src = rng.standard_normal(ishape).astype(np.float32) + 3
+  idx = rng.integers(0, shape[d], ishape).astype(np.int32)
+  pairs = [(Tensor(x).scatter(dim, Tensor(idx), Tensor(src)), np_scatter(x, d, idx, src)),
+           (Tensor(x).scatter(dim, Tensor(idx), 2.5), np_scatter(x, d, idx, np.full(ishape, 2.5))),
+           (Tensor(x).scatter(dim, Tensor(idx), 2.0, reduce="add"), np_scatter(x, d, idx, np.full(ishape, 2.0), "sum"))]
+  for r in ("sum", "prod", "mean", "amax", "amin"):
+    for inc in (True, False):
+      pairs.append((Tensor(x).scatter_reduce(dim, Tensor(idx), Tensor(src), r, include_self=inc),
+                    np_scatter(x, d, idx, src, r, inc)))
+  check(*pairs)
+
+
+def test_scatter_ints_and_errors():
+  x = np.arange(12, dtype=np.int32).reshape(3, 4)
+  idx = np.array([[0, 2, 2, 1]], np.int32)
+  src = np.array([[7, -8, 9, 10]], np.int32)
+  check((Tensor(x).scatter(0, Tensor(idx), Tensor(src)), np_scatter(x, 0, idx, src)),
+        (Tensor(x).scatter_reduce(0, Tensor(idx), Tensor(src), "amin"), np_scatter(x, 0, idx, src, "amin")),
+        (Tensor(x).scatter_reduce(0, Tensor(idx), Tensor(src), "mean", include_self=False),
+         np.array([[7, 1, 2, 3], [4, 5, 6, 10], [8, -8, 9, 11]], np.int32)), exact=True)
+  with pytest.raises(TypeError, match="reduce"):
+    Tensor(x).scatter(0, Tensor(idx), Tensor(src), reduce="add")
+  with pytest.raises(RuntimeError, match="dtype"):
+    Tensor(x).scatter(0, Tensor(idx), Tensor(src.astype(np.float32)))
+  with pytest.raises(RuntimeError, match="reduce"):
+    Tensor(x).scatter_reduce(0, Tensor(idx), Tensor(src), "max")
+
+
+def test_masks():
+  a = specials(3, 4)
+  m = rng.random((3, 4)) > 0.5
+  m1 = np.array([True, False, True, True])
+  check((Tensor(a).masked_fill(Tensor(m), -7.0), np.where(m, np.float32(-7), a)),
+        (Tensor(a).masked_fill(Tensor(m1), Tensor(2.0)), np.where(m1, np.float32(2), a)), exact=True)
+  check((Tensor(a).masked_select(Tensor(m)), a[m]), exact=True)
+  check((Tensor(a).masked_select(Tensor(m1)), a[np.broadcast_to(m1, a.shape)]), exact=True)
+  check((Tensor(a).masked_select(Tensor(np.zeros((3, 4), bool))), np.zeros(0, np.float32)), exact=True)
+  z = np.array([[0, 1, 0], [2, 0, 3]], np.int32)
+  check((Tensor(z).nonzero(), np.argwhere(z)), (Tensor(a).nonzero(), np.argwhere(a)), exact=True)
+  with pytest.raises(RuntimeError, match="bool"):
+    Tensor(a).masked_select(Tensor(z))
+
+
+def test_one_hot_tri_roll():
+  y = np.array([[0, 3], [2, 1]], np.int32)
+  x = specials(3, 4)
+  i8 = np.arange(24, dtype=np.int8).reshape(2, 3, 4)
+  check((Tensor(y).one_hot(5), np.eye(5, dtype=np.int32)[y]), (Tensor(y).one_hot(), np.eye(4, dtype=np.int32)[y]),
+        (Tensor(x).triu(), np.triu(x)), (Tensor(x).tril(-1), np.tril(x, -1)), (Tensor(i8).triu(2), np.triu(i8, 2)),
+        (Tensor(i8).tril(5), np.tril(i8, 5)), (Tensor(x).roll(2, 1), np.roll(x, 2, 1)),
+        (Tensor(x).roll(-5, -2), np.roll(x, -5, -2)), (Tensor(i8).roll((1, -1), (0, 2)), np.roll(i8, (1, -1), (0, 2))),
+        (Tensor(x).roll(3), np.roll(x, 3)), (Tensor(np.zeros((0, 3), np.float32)).roll(1, 0), np.zeros((0, 3))),
+        exact=True)
+  with pytest.raises(RuntimeError, match="integer"):
+    Tensor(x).one_hot(3)
+  with pytest.raises(RuntimeError, match=r"tril.*\(4,\)"):
+    Tensor([1, 2, 3, 4]).tril()
+
+
+def test_repeat_interleave_split_chunk_unbind_meshgrid():
+  x = specials(3, 4)
+  check((Tensor(x).repeat_interleave(2), np.repeat(x, 2)), (Tensor(x).repeat_interleave(3, -1), np.repeat(x, 3, -1)),
+        (Tensor(x).repeat_interleave(0, 0), np.repeat(x, 0, 0)), exact=True)
+  for t, ref in zip(Tensor(x).split(3, 1), np.split(x, [3], 1)):
+    check((t, ref), exact=True)
+  for t, ref in zip(Tensor(x).split([1, 0, 2], 0), np.split(x, [1, 1], 0)):
+    check((t, ref), exact=True)
+  assert [t.shape for t in Tensor(x).chunk(3, -1)] == [(3, 2), (3, 2)]
+  assert [t.shape for t in Tensor.ones(5, 2).chunk(3)] == [(2, 2), (2, 2), (1, 2)]
+  parts = Tensor(x).unbind(1)
+  check(*zip(parts, [x[:, i] for i in range(4)]), exact=True)
+  a, b = np.array([1, 2, 3], np.int32), np.array([4.0, 5.0], np.float32)
+  for ix in ("ij", "xy"):
+    got = Tensor(a).meshgrid(Tensor(b), indexing=ix)
+    check(*zip(got, np.meshgrid(a, b, indexing=ix)), exact=True)
+  with pytest.raises(RuntimeError, match="split"):
+    Tensor(x).split([1, 1], 0)
+  with pytest.raises(RuntimeError, match="indexing"):
+    Tensor(a).meshgrid(Tensor(b), indexing="ji")
