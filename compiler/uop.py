@@ -250,8 +250,9 @@ class UOp(metaclass=UOpMetaClass):
     return UOp(Ops.DEFINE_VAR, dtype, (), (name, vmin, vmax))
 
   @staticmethod
-  def range(end: int | UOp, axis: int, kind: AxisType = AxisType.LOOP) -> UOp:
-    return UOp(Ops.RANGE, dtypes.index, (_as_uop(end, dtypes.index),), (axis, kind))
+  def range(end: int | UOp, axis: int, kind: AxisType = AxisType.LOOP, dtype: DType = dtypes.index) -> UOp:
+    """A loop counter over [0, end); `dtype` is the kernel's index dtype (int64 where int32 could overflow)."""
+    return UOp(Ops.RANGE, dtype, (_as_uop(end, dtype),), (axis, kind))
 
   @staticmethod
   def sink(*srcs: UOp, arg: Any = None) -> UOp:

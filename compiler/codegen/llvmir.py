@@ -1,7 +1,8 @@
 """Rendering a linearized kernel to LLVM IR text.
 
-Signature: `void @name(ptr noalias %data0, ..., i32 %<var>..., i32 %core_start, i32 %core_end)`; buffer slots
-0..max are all parameters (unused ones too), DEFINE_VARs follow sorted by name. bool is i1 in registers and i8
+Signature: `void @name(ptr noalias %data0, ..., i32 %<var>..., iN %core_start, iN %core_end)`; buffer slots
+0..max are all parameters (unused ones too), DEFINE_VARs follow sorted by name; iN is the parallel loop's type
+(i64 in a kernel with int64 index math, else i32), as every loop counter has its RANGE's type. bool is i1 in registers and i8
 in memory. Loops are top-tested with PHIs for the counter and for every accumulator updated inside them.
 Fast-math: `contract` on float add/sub/mul (fma forming), plus `reassoc` on reduce accumulations so LLVM can
 vectorize and reorder them; never `nnan`/`ninf` (kernels see inf and nan). Integer division and shifts are
@@ -151,7 +152,8 @@ class _Renderer:
   def render(self) -> str:
     params = [f"ptr noalias %data{i}" for i in range(self.nbufs)]
     params += [f"i32 %var_{_sym(str(v.arg[0]))}" for v in self.vars]
-    params += ["i32 %core_start", "i32 %core_end"]
+    core = ltype(self.lin.par.dtype) if self.lin.par is not None else "i32"  # the parallel loop's counter type
+    params += [f"{core} %core_start", f"{core} %core_end"]
     carried = self._carried()
     self.outer_loops = self._loop_nesting()
     self.label("entry")
@@ -243,14 +245,14 @@ class _Renderer:
       outer[acc] = self.acc_cur[acc]
       self.lines.append("")
       self.acc_cur[acc] = f"%acc{acc.arg}.l{i}"
-    self.emit(f"%c{i} = icmp slt i32 {name}, {end}")
+    self.emit(f"%c{i} = icmp slt {ltype(r.dtype)} {name}, {end}")
     self.emit(f"br i1 %c{i}, label %body{i}, label %exit{i}")
     self.label(f"body{i}")
     return {"i": i, "r": r, "pre": pre, "hdr": hdr, "start": start, "accs": accs, "outer": outer}
 
   def _close(self, st: dict) -> None:
     i, r = st["i"], st["r"]
-    self.emit(f"%r{i}.next = add nuw nsw i32 %r{i}, 1")
+    self.emit(f"%r{i}.next = add nuw nsw {ltype(r.dtype)} %r{i}, 1")
     latch = self.block
     if i in self.outer_loops:  # LLVM vectorizes only loops that are innermost here (see _loop_nesting)
       self.loop_md.append(f"!{len(self.loop_md) * 2} = distinct !{{!{len(self.loop_md) * 2}, "
@@ -259,7 +261,8 @@ class _Renderer:
       self.emit(f"br label %loop{i}, !llvm.loop !{(len(self.loop_md) - 1) * 2}")
     else:
       self.emit(f"br label %loop{i}")
-    self.lines[st["hdr"]] = f"  %r{i} = phi i32 [ {st['start']}, %{st['pre']} ], [ %r{i}.next, %{latch} ]"
+    self.lines[st["hdr"]] = (f"  %r{i} = phi {ltype(r.dtype)} [ {st['start']}, %{st['pre']} ], "
+                             f"[ %r{i}.next, %{latch} ]")
     for k, acc in enumerate(st["accs"]):
       t = ltype(acc.dtype)
       self.lines[st["hdr"] + 1 + k] = (f"  %acc{acc.arg}.l{i} = phi {t} [ {st['outer'][acc]}, %{st['pre']} ], "

@@ -61,3 +61,6 @@ def _check_index(kname: str, u: UOp) -> None:
     raise CodegenError(kname, "index must be a scalar int expression", u)
   if len(u.src) == 3 and u.src[2].dtype != dtypes.bool:
     raise CodegenError(kname, "valid must be a scalar bool", u)
+  size, idt = u.src[0].dtype.size, u.src[1].dtype
+  if size > dtypes.max(idt) + 1:  # the index would wrap before reaching the end: refuse rather than touch memory
+    raise CodegenError(kname, f"buffer of {size} elements indexed with {idt.name} (needs a wider index dtype)", u)

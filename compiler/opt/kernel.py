@@ -407,11 +407,11 @@ class Kernel:
     """Take `amt` out of `rng` into a new axis of `kind` (from the bottom, or the top)."""
     size = range_size(rng)
     assert isinstance(size, int)
-    new = UOp.range(amt, self._next_axis_id(), kind)
+    new = UOp.range(amt, self._next_axis_id(), kind, rng.dtype)
     if amt == size:
       expr, parts = new, (new,)
     else:
-      outer = UOp.range(size // amt, rng.arg[0], rng.arg[1])
+      outer = UOp.range(size // amt, rng.arg[0], rng.arg[1], rng.dtype)
       expr = new * (size // amt) + outer if top else outer * amt + new
       parts = (outer, new)
     return self._rewrite(_OptSub(ranges={rng: expr}, reduce={rng: parts}), opt)
@@ -440,7 +440,7 @@ class Kernel:
       red = next(r for r in self.reduceops if rng in r.src[1:])
       check(red.arg is Ops.ADD, f"cannot pad a {red.arg.name} reduce: padding 0 is not neutral")
       check(_zero_preserving(red.src[0], rng), "cannot pad: the reduced value is not 0 where the loads are padded")
-    new = UOp.range(padded, rng.arg[0], rng.arg[1])
+    new = UOp.range(padded, rng.arg[0], rng.arg[1], rng.dtype)
     sub = _OptSub(ranges={rng: new}, reduce={rng: (new,)}, guards={rng: rng < size})
     return self._rewrite(sub, opt)
 

@@ -92,7 +92,9 @@ class CompiledKernel:
 
   def _cfunc(self, address: int) -> Any:
     prg = self.program
-    argtypes = [ctypes.c_void_p] * prg.nbufs + [ctypes.c_int32] * len(prg.vars) + [ctypes.c_int32] * 2
+    wide = prg.par_size is not None and prg.par_size.dtype.itemsize == 8  # an int64-indexed parallel loop
+    core = ctypes.c_int64 if wide else ctypes.c_int32
+    argtypes = [ctypes.c_void_p] * prg.nbufs + [ctypes.c_int32] * len(prg.vars) + [core] * 2
     return ctypes.CFUNCTYPE(None, *argtypes)(address)
 
   def _fxn_for(self, arrs: list[np.ndarray]) -> Any:

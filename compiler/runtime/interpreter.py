@@ -2,14 +2,16 @@
 
 Each RANGE gets one numpy axis (in axis-id order); every node evaluates to an array broadcastable over all of them,
 a REDUCE reduces its ranges' axes (keepdims), a STORE scatters its broadcast value to the flat indices. Work is split
-into chunks of the first output range so memory stays bounded. This is the oracle compiled kernels are checked
+into chunks of the first output range, and a REDUCE too big for one chunk is summed over chunks of its largest
+range, so memory stays bounded. This is the oracle compiled kernels are checked
 against, so it follows the kernel AST contract in docs/architecture.md literally (C semantics for IDIV/MOD, a gated
 LOAD reads 0 where its valid is false) and checks every index it dereferences.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections import ChainMap
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -107,29 +109,70 @@ class InterpretedKernel:
       return
     total = math.prod(sizes)
     if self.chunk_range is None or total <= CHUNK_ELEMENTS:
-      self._run(arrays, sizes, var_vals, None)
+      self._run(arrays, sizes, var_vals, {})
       return
     n = sizes[self.axis[self.chunk_range]]
     step = max(1, (CHUNK_ELEMENTS * n) // total)
     for lo in range(0, n, step):
-      self._run(arrays, sizes, var_vals, (lo, min(n, lo + step)))
+      self._run(arrays, sizes, var_vals, {self.chunk_range: (lo, min(n, lo + step))})
 
   def _run(self, arrays: list[np.ndarray], sizes: list[int], var_vals: dict[str, int],
-           chunk: tuple[int, int] | None) -> None:
+           spans: dict[UOp, tuple[int, int]]) -> None:
     nd = len(self.ranges)
     env: dict[UOp, Any] = {}
+    big = self._big_reduces(sizes, spans)
+    inside = {x for nodes in big.values() for x in nodes[1]}
+    keep = {s for x in inside for s in x.src}  # read again when the REDUCE runs, after their last use in order
     with np.errstate(all="ignore"):
       for i, u in enumerate(self.nodes):
-        env[u] = self._eval(u, env, arrays, sizes, var_vals, chunk, nd)
+        if u in big:
+          env[u] = self._chunked_reduce(u, big[u], env, arrays, sizes, var_vals, spans, nd)
+        elif u not in inside:  # a chunked REDUCE evaluates what depends on its chunked range itself
+          env[u] = self._eval(u, env, arrays, sizes, var_vals, spans, nd)
         for dead in self.free_after.get(i, ()):
-          env.pop(dead, None)
+          if dead not in keep:
+            env.pop(dead, None)
 
-  def _eval(self, u: UOp, env: dict, arrays: list[np.ndarray], sizes: list[int], var_vals: dict[str, int],
-            chunk: tuple[int, int] | None, nd: int) -> Any:
+  def _span(self, r: UOp, sizes: list[int], spans: dict[UOp, tuple[int, int]]) -> int:
+    lo, hi = spans.get(r, (0, sizes[self.axis[r]]))
+    return hi - lo
+
+  def _big_reduces(self, sizes: list[int], spans: dict) -> dict[UOp, tuple[UOp, list[UOp]]]:
+    """REDUCEs whose value spans more than CHUNK_ELEMENTS: each with the range to chunk (its largest) and the
+    nodes that depend on that range (all inside the REDUCE: a reduce range is closed by its REDUCE)."""
+    out: dict[UOp, tuple[UOp, list[UOp]]] = {}
+    for u in self.nodes:
+      if u.op is not Ops.REDUCE or len(u.src) < 2:
+        continue
+      rngs = set(u.src[0].ranges) | set(u.src[1:])
+      if math.prod(self._span(r, sizes, spans) for r in rngs) <= CHUNK_ELEMENTS:
+        continue
+      r = max(u.src[1:], key=lambda x: self._span(x, sizes, spans))
+      out[u] = (r, [x for x in toposort(u.src[0]) if r in x.ranges])
+    return out
+
+  def _chunked_reduce(self, u: UOp, plan: tuple[UOp, list[UOp]], env: dict, arrays: list[np.ndarray],
+                      sizes: list[int], var_vals: dict[str, int], spans: dict, nd: int) -> np.ndarray:
+    r, nodes = plan
+    rngs = set(u.src[0].ranges) | set(u.src[1:])
+    n = self._span(r, sizes, spans)
+    step = max(1, CHUNK_ELEMENTS * n // math.prod(self._span(x, sizes, spans) for x in rngs))
+    total: np.ndarray | None = None
+    for lo in range(0, n, step):
+      sub = {**spans, r: (lo, min(n, lo + step))}
+      local = ChainMap({}, env)
+      for x in nodes:
+        local[x] = self._eval(x, local, arrays, sizes, var_vals, sub, nd)
+      part = self._reduce(u, local, sizes, sub)
+      total = part if total is None else ALU[u.arg](total, part).astype(u.dtype.np, copy=False)
+    return total
+
+  def _eval(self, u: UOp, env: Mapping, arrays: list[np.ndarray], sizes: list[int], var_vals: dict[str, int],
+            spans: dict[UOp, tuple[int, int]], nd: int) -> Any:
     op = u.op
     if op is Ops.RANGE:
       ax = self.axis[u]
-      vals = np.arange(*chunk) if chunk is not None and u is self.chunk_range else np.arange(sizes[ax])
+      vals = np.arange(*spans[u]) if u in spans else np.arange(sizes[ax])
       shape = [1] * nd
       shape[ax] = vals.size
       return vals.astype(u.dtype.np).reshape(shape)
@@ -149,7 +192,7 @@ class InterpretedKernel:
       self._store(env[u.src[0]], env[u.src[1]], arrays)
       return None
     if op is Ops.REDUCE:
-      return self._reduce(u, env, sizes, chunk)
+      return self._reduce(u, env, sizes, spans)
     if op is Ops.CAST:
       return _cast(env[u.src[0]], u.dtype)
     if op is Ops.BITCAST:
@@ -191,12 +234,12 @@ class InterpretedKernel:
     self._check(slot, i, buf.size)
     buf[i] = v
 
-  def _reduce(self, u: UOp, env: dict, sizes: list[int], chunk: tuple[int, int] | None) -> np.ndarray:
+  def _reduce(self, u: UOp, env: Mapping, sizes: list[int], spans: dict[UOp, tuple[int, int]]) -> np.ndarray:
     val = env[u.src[0]]
     axes = tuple(self.axis[r] for r in u.src[1:])
     full = list(val.shape)
     for r, ax in zip(u.src[1:], axes):
-      full[ax] = chunk[1] - chunk[0] if chunk is not None and r is self.chunk_range else sizes[ax]
+      full[ax] = self._span(r, sizes, spans)
     val = np.broadcast_to(val, full)
     if u.arg not in REDUCE:
       raise InterpreterError(f"{self.name}: REDUCE with arg {u.arg} (ADD, MUL or MAX)")

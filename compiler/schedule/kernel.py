@@ -1,10 +1,10 @@
 """Splitting the bufferized tensor graph into kernels: each BUFFERIZE becomes a kernel AST that STOREs one buffer."""
 from __future__ import annotations
 
-from compiler.dtype import dtypes
+from compiler.dtype import DType, dtypes
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
 from compiler.runtime.buffer import new_buffer_uop
-from compiler.schedule.rangeify import KernelContext, flat_index, iconst, pm_rangeify, tindex
+from compiler.schedule.rangeify import KernelContext, buf_size, flat_index, iconst, pm_rangeify, tindex
 from compiler.schedule.shape import prod, shape_of
 from compiler.schedule.simplify import simplify_kernel
 from compiler.uop import AxisType, KernelInfo, Ops, UOp, substitute, toposort
@@ -30,20 +30,38 @@ def kernel_name(ast: UOp) -> str:
   return base if n == 0 else f"{base}n{n}"
 
 
+INT32_MAX = 2**31 - 1
+
+
+def index_dtype(x: UOp, out_buf: UOp) -> DType:
+  """int32 when every node of the kernel's tensor graph and every buffer it touches has at most 2**31-1 elements,
+  else int64. That bound proves int32 enough: each index expression rangeify builds (a flat index, a pad's
+  shifted index and bounds, a flip, a reshape's div/mod, a range) lies in [-n, n] for n the element count of the
+  node it indexes into."""
+  if buf_size(out_buf) > INT32_MAX:
+    return dtypes.int64
+  for u in toposort(x, gate=lambda y: y.op not in (Ops.BUFFER, Ops.AFTER)):
+    n = buf_size(u) if u.op in (Ops.BUFFER, Ops.AFTER) else prod(shape_of(u))
+    if n > INT32_MAX:
+      return dtypes.int64
+  return dtypes.index
+
+
 def build_kernel(x: UOp, out_buf: UOp) -> tuple[UOp, list[UOp]]:
   """The kernel AST computing tensor node x into out_buf, and the buffers it reads (in slot order after 0)."""
   shape = shape_of(x)
+  idt = index_dtype(x, out_buf)
   rngs, idxs = [], []
   for s in shape:
     if s > 1:
-      r = UOp.range(s, len(rngs), AxisType.LOOP)
+      r = UOp.range(s, len(rngs), AxisType.LOOP, idt)
       rngs.append(r)
       idxs.append(r)
     else:
-      idxs.append(iconst(0))
-  ctx = KernelContext(next_axis=len(rngs))
+      idxs.append(iconst(0, idt))
+  ctx = KernelContext(next_axis=len(rngs), idx=idt)
   out = ctx.define_global(out_buf)
-  ast = UOp.sink(out.index(flat_index(idxs, shape)).store(tindex(x, idxs)))
+  ast = UOp.sink(out.index(flat_index(idxs, shape, idt)).store(tindex(x, idxs)))
   ast = graph_rewrite(ast, pm_rangeify, ctx=ctx, name="rangeify")
   ast = simplify_kernel(ast)
   bufs = sorted(ctx.slots, key=lambda b: ctx.slots[b])

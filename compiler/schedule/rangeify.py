@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compiler.dtype import dtypes
+from compiler.dtype import DType, dtypes
 from compiler.rewrite import PatternMatcher, UPat
 from compiler.schedule.shape import Shape, shape_of, strides_for
 from compiler.uop import AxisType, GroupOp, Ops, UOp
@@ -17,8 +17,8 @@ from compiler.uop import AxisType, GroupOp, Ops, UOp
 TRUE = UOp.const(dtypes.bool, True)
 
 
-def iconst(v: int) -> UOp:
-  return UOp.const(dtypes.index, v)
+def iconst(v: int, dtype: DType = dtypes.index) -> UOp:
+  return UOp.const(dtype, v)
 
 
 def tindex(x: UOp, idxs: tuple[UOp, ...] | list[UOp], gate: UOp = TRUE) -> UOp:
@@ -34,7 +34,7 @@ def and_(a: UOp, b: UOp) -> UOp:
   return a.alu(Ops.AND, b)
 
 
-def flat_index(idxs: tuple[UOp, ...] | list[UOp], shape: Shape) -> UOp:
+def flat_index(idxs: tuple[UOp, ...] | list[UOp], shape: Shape, dtype: DType = dtypes.index) -> UOp:
   """Row-major flat index of idxs in shape (dims of size 1 contribute nothing)."""
   ret: UOp | None = None
   for i, st, s in zip(idxs, strides_for(shape), shape):
@@ -42,10 +42,10 @@ def flat_index(idxs: tuple[UOp, ...] | list[UOp], shape: Shape) -> UOp:
       continue
     term = i if st == 1 else i * st
     ret = term if ret is None else ret + term
-  return ret if ret is not None else iconst(0)
+  return ret if ret is not None else iconst(0, dtype)
 
 
-def reshape_idxs(in_shape: Shape, out_shape: Shape, idxs: tuple[UOp, ...]) -> list[UOp]:
+def reshape_idxs(in_shape: Shape, out_shape: Shape, idxs: tuple[UOp, ...], dtype: DType = dtypes.index) -> list[UOp]:
   """Indices into in_shape for the element idxs of its reshape to out_shape (dims grouped where products agree)."""
   groups: list[tuple[list[int], list[int]]] = []
   i = j = 0
@@ -64,12 +64,12 @@ def reshape_idxs(in_shape: Shape, out_shape: Shape, idxs: tuple[UOp, ...]) -> li
         pj *= out_shape[j]
         j += 1
     groups.append((gi, gj))
-  new: list[UOp] = [iconst(0)] * len(in_shape)
+  new: list[UOp] = [iconst(0, dtype)] * len(in_shape)
   for gi, gj in groups:
     if len(gi) == 1 and len(gj) == 1:
       new[gi[0]] = idxs[gj[0]]
       continue
-    flat = flat_index([idxs[k] for k in gj], tuple(out_shape[k] for k in gj))
+    flat = flat_index([idxs[k] for k in gj], tuple(out_shape[k] for k in gj), dtype)
     sub = tuple(in_shape[k] for k in gi)
     total = 1
     for s in sub:
@@ -84,8 +84,9 @@ def reshape_idxs(in_shape: Shape, out_shape: Shape, idxs: tuple[UOp, ...]) -> li
 
 @dataclass
 class KernelContext:
-  """Per-kernel state of the rangeify pass: buffer slots and the next free axis id."""
+  """Per-kernel state of the rangeify pass: buffer slots, the next free axis id and the index dtype."""
   next_axis: int
+  idx: DType = dtypes.index  # of every RANGE and index expression (see index_dtype)
   slots: dict[UOp, int] = field(default_factory=dict)  # BUFFER/AFTER node -> DEFINE_GLOBAL slot
 
   def define_global(self, buf: UOp) -> UOp:
@@ -100,30 +101,30 @@ def buf_size(buf: UOp) -> int:
 
 # ---- the rules; each gets the INDEX node `i`, its tensor source `x`, and works on i.src[1] (gate), i.src[2:] (idxs)
 
-def _idx_reshape(i: UOp, x: UOp) -> UOp:
+def _idx_reshape(ctx: KernelContext, i: UOp, x: UOp) -> UOp:
   src = x.src[0]
-  return tindex(src, reshape_idxs(shape_of(src), x.arg, i.src[2:]), i.src[1])
+  return tindex(src, reshape_idxs(shape_of(src), x.arg, i.src[2:], ctx.idx), i.src[1])
 
 
-def _idx_permute(i: UOp, x: UOp) -> UOp:
-  new: list[UOp] = [iconst(0)] * len(x.arg)
+def _idx_permute(ctx: KernelContext, i: UOp, x: UOp) -> UOp:
+  new: list[UOp] = [iconst(0, ctx.idx)] * len(x.arg)
   for k, p in enumerate(x.arg):
     new[p] = i.src[2 + k]
   return tindex(x.src[0], new, i.src[1])
 
 
-def _idx_expand(i: UOp, x: UOp) -> UOp:
+def _idx_expand(ctx: KernelContext, i: UOp, x: UOp) -> UOp:
   src_shape = shape_of(x.src[0])
-  new = [iconst(0) if s == 1 and o != 1 else idx for s, o, idx in zip(src_shape, x.arg, i.src[2:])]
+  new = [iconst(0, ctx.idx) if s == 1 and o != 1 else idx for s, o, idx in zip(src_shape, x.arg, i.src[2:])]
   return tindex(x.src[0], new, i.src[1])
 
 
-def _idx_pad(i: UOp, x: UOp) -> UOp:
+def _idx_pad(ctx: KernelContext, i: UOp, x: UOp) -> UOp:
   src_shape = shape_of(x.src[0])
   valid, new = TRUE, []
   for idx, s, (b, a) in zip(i.src[2:], src_shape, x.arg):
     if b > 0:
-      valid = and_(valid, iconst(b - 1).alu(Ops.CMPLT, idx))
+      valid = and_(valid, iconst(b - 1, ctx.idx).alu(Ops.CMPLT, idx))
     if a > 0:
       valid = and_(valid, idx.alu(Ops.CMPLT, b + s))
     new.append(idx - b if b else idx)
@@ -135,10 +136,10 @@ def _idx_shrink(i: UOp, x: UOp) -> UOp:
   return tindex(x.src[0], [idx + b if b else idx for idx, (b, _) in zip(i.src[2:], x.arg)], i.src[1])
 
 
-def _idx_flip(i: UOp, x: UOp) -> UOp:
+def _idx_flip(ctx: KernelContext, i: UOp, x: UOp) -> UOp:
   shp = shape_of(x)
-  return tindex(x.src[0], [iconst(s - 1) - idx if f and s > 1 else idx for idx, f, s in zip(i.src[2:], x.arg, shp)],
-                i.src[1])
+  new = [iconst(s - 1, ctx.idx) - idx if f and s > 1 else idx for idx, f, s in zip(i.src[2:], x.arg, shp)]
+  return tindex(x.src[0], new, i.src[1])
 
 
 def _idx_elementwise(i: UOp, x: UOp) -> UOp:
@@ -151,12 +152,12 @@ def _idx_reduce(ctx: KernelContext, i: UOp, x: UOp) -> UOp:
   new, rngs = list(i.src[2:]), []
   for a in x.arg[1]:
     if src_shape[a] > 1:
-      r = UOp.range(src_shape[a], ctx.next_axis, AxisType.REDUCE)
+      r = UOp.range(src_shape[a], ctx.next_axis, AxisType.REDUCE, ctx.idx)
       ctx.next_axis += 1
       rngs.append(r)
       new[a] = r
     else:
-      new[a] = iconst(0)
+      new[a] = iconst(0, ctx.idx)
   inner = tindex(src, new, i.src[1])
   return UOp(Ops.REDUCE, x.dtype, (inner, *rngs), x.arg[0]) if rngs else inner
 

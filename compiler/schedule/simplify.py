@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import functools
+import math
 
+from compiler.dtype import dtypes
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
 from compiler.uop import Ops, UOp
 
@@ -23,7 +25,25 @@ def _where_gated_load(v: UOp, ld: UOp, z: UOp) -> UOp | None:
   return ld if z.arg == 0 and len(idx.src) == 3 and idx.src[2] is v else None
 
 
+def _reduce_invariant(red: UOp) -> UOp | None:
+  """A REDUCE over ranges its value does not depend on: MAX drops them, ADD multiplies by their trip count (one
+  rounding instead of n, and no loop of 2**32 iterations for `Tensor.ones(1).expand(2**32).sum()`)."""
+  if red.arg not in (Ops.ADD, Ops.MAX) or red.dtype.scalar() == dtypes.bool:
+    return None
+  used = set(red.src[0].ranges)
+  free = [r for r in red.src[1:] if r not in used and r.src[0].op is Ops.CONST]
+  if not free:
+    return None
+  keep = tuple(r for r in red.src[1:] if r not in free)
+  val = red.src[0]
+  if red.arg is Ops.ADD:
+    n = math.prod(r.src[0].arg for r in free)
+    val = val * UOp.const(val.dtype, float(n) if dtypes.is_float(val.dtype) else n)
+  return red.replace(src=(val, *keep)) if keep else val
+
+
 pm_kernel_cleanup = PatternMatcher([
+  (UPat(Ops.REDUCE, name="red"), _reduce_invariant),
   (UPat(Ops.INDEX, src=(UPat(Ops.DEFINE_GLOBAL), UPat(), UPat()), name="i"), _drop_true_valid),
   (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, name="i"),), name="ld"), _dead_load),
   (UPat(Ops.WHERE, src=(UPat.var("v"), UPat(Ops.LOAD, name="ld"), UPat.cvar("z"))), _where_gated_load),

@@ -1,0 +1,119 @@
+"""Issue 14, items 10-12: programs past 2**31 elements, deep graphs, many inputs and integer corner cases must give
+the right answer or a clear error on both backends, never a crash or a wrong number.
+
+No test here allocates more than a few MB: views (expand/pad) of small buffers index past 2**31 without memory."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import compiler.runtime.interpreter as interp
+from compiler.dtype import dtypes
+from compiler.tensor import Tensor
+from compiler.uop import Ops, toposort
+
+BIG = 2**31
+
+
+@pytest.fixture(params=["llvm", "interp"])
+def backend(request, monkeypatch):
+  monkeypatch.setenv("BACKEND", request.param)
+  return request.param
+
+
+def _ranges(t: Tensor) -> list:
+  return [u for si in t.schedule() for u in toposort(si.ast) if u.op is Ops.RANGE]
+
+
+# ---- item 11: index math past 2**31 (int32 wrapped: pad read zeros, expand summed 3)
+
+def test_pad_past_int32_reads_the_data(backend):
+  x = Tensor([1.0, 2.0, 3.0]).pad(((BIG, 0),))[BIG:]
+  np.testing.assert_array_equal(x.numpy(), [1.0, 2.0, 3.0])
+
+
+def test_pad_past_int32_both_sides(backend):
+  x = Tensor([1.0, 2.0, 3.0]).pad(((BIG, 5),))[BIG - 1:BIG + 4]
+  np.testing.assert_array_equal(x.numpy(), [0.0, 1.0, 2.0, 3.0, 0.0])
+
+
+@pytest.mark.parametrize("n", [2**31 + 10, 2**32 + 3])
+def test_sum_of_an_expand_past_int32(backend, n):
+  got = Tensor.ones(1).expand(n).sum().numpy()
+  assert got == np.float32(n)
+
+
+def test_int_sum_of_an_expand_past_int32_wraps_like_numpy(backend):
+  got = Tensor([3], dtype=dtypes.int32).expand(BIG + 10).sum().numpy()
+  assert int(got) == -BIG + 30  # 3 * (2**31 + 10) mod 2**32, as int32 addition wraps
+
+
+def test_max_of_an_expand_past_int32(backend):
+  assert Tensor([-2.5]).expand(BIG + 10).max().numpy() == np.float32(-2.5)
+
+
+def test_index_dtype_is_int32_unless_a_view_exceeds_it():
+  assert {r.dtype for r in _ranges(Tensor.ones(4, 5).contiguous().sum(axis=1))} == {dtypes.int32}
+  assert {r.dtype for r in _ranges(Tensor([1.0, 2.0]).pad(((BIG, 0),)).sum())} == {dtypes.int64}
+
+
+def test_llvm_loop_past_int32_runs_every_iteration(monkeypatch):
+  # a padded view depends on its range, so the 2**31+11-iteration loop really runs (in i64)
+  monkeypatch.setenv("BACKEND", "llvm")
+  # (uint8 sums to uint32: exact, where float32 accumulation would stall near 2**30)
+  got = Tensor([1], dtype=dtypes.uint8).expand(BIG + 10).pad(((1, 0),)).sum().numpy()
+  assert got.dtype == np.uint32 and int(got) == BIG + 10
+
+
+def test_interpreter_chunks_a_big_reduce(monkeypatch):
+  # the oracle evaluates a REDUCE too big for one chunk over slices of its range, with bounded memory
+  monkeypatch.setenv("BACKEND", "interp")
+  monkeypatch.setattr(interp, "CHUNK_ELEMENTS", 64)
+  biggest = [0]
+  plain_eval = interp.InterpretedKernel._eval
+
+  def spy(self, *args):
+    out = plain_eval(self, *args)
+    biggest[0] = max(biggest[0], getattr(out, "size", 0))
+    return out
+  monkeypatch.setattr(interp.InterpretedKernel, "_eval", spy)
+  a = np.arange(37 * 300, dtype=np.float32).reshape(37, 300) % 17 - 8
+  np.testing.assert_allclose(Tensor(a).sum(axis=1).numpy(), a.sum(1), rtol=1e-6)
+  np.testing.assert_allclose(Tensor(a).sum().numpy(), a.sum(), rtol=1e-6)
+  np.testing.assert_array_equal(Tensor(a).max(axis=0).numpy(), a.max(0))
+  np.testing.assert_allclose((Tensor(a) * 0.1).exp().sum(axis=0).numpy(), np.exp(a * np.float32(0.1)).sum(0),
+                             rtol=1e-5)
+  assert 0 < biggest[0] <= 64
+
+
+def test_codegen_refuses_an_int32_index_into_a_buffer_past_int32():
+  from compiler.codegen import CodegenError, get_program
+  from compiler.uop import UOp
+  buf = UOp(Ops.DEFINE_GLOBAL, dtypes.uint8.ptr(BIG + 1), (), 0)
+  r = UOp.range(16, 0)
+  ast = UOp.sink(buf.index(r).store(UOp.const(dtypes.uint8, 1)))
+  with pytest.raises(CodegenError, match="2147483649 elements indexed with int32"):
+    get_program(ast)
+
+
+BIG_BUFFER = """
+import numpy as np
+from compiler.dtype import dtypes
+from compiler.tensor import Tensor
+x = Tensor.ones(2**16, 2**15 + 1, dtype=dtypes.uint8).contiguous()
+r = x.sum(axis=1).numpy()
+print(r.dtype, r.shape, int(r.min()), int(r.max()))
+"""
+
+
+def test_big_buffer_sum_past_int32_allocates_2gib():
+  """ALLOCATES 2.0 GiB (the one big-buffer test here): a 2**31+2**16-byte buffer, read by a compiled kernel, was
+  indexed in int32 and segfaulted (exit 139); it runs in a child process so a crash cannot take pytest down."""
+  p = subprocess.run([sys.executable, "-c", BIG_BUFFER], capture_output=True, text=True, timeout=600,
+                     env={**os.environ, "BACKEND": "llvm"})
+  assert p.returncode == 0, p.stderr[-2000:]
+  assert p.stdout.split() == ["uint32", "(65536,)", "32769", "32769"]
