@@ -2,7 +2,8 @@
 # Both do all set-up on a fresh machine: a venv with the project installed, npm packages, Debian's chromium.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PORT ?= 8000
+# the viewer's port for `make demo`: PORT=, or VIZ_PORT= as the scripts take it (make's command line or environment)
+PORT ?= $(or $(VIZ_PORT),8000)
 
 .PHONY: demo test venv node chromium lint bench clean
 
