@@ -19,20 +19,54 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_token_file_is_private_and_removed_only_by_its_viewer(tmp_path, monkeypatch):
   monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-  assert control.read_token(8123) is None
-  tok = control.write_token(8123)
-  p = control.token_path(8123)
-  assert p.parent == tmp_path / "tinyviz" / "viewers"
-  assert stat.S_IMODE(p.stat().st_mode) == 0o600 and stat.S_IMODE(p.parent.stat().st_mode) == 0o700
-  assert control.read_token(8123) == tok and len(tok) >= 32
-  newer = control.write_token(8123)  # a new viewer on the same port
-  assert newer != tok
-  control.remove_token(8123, tok)  # the old one exiting leaves the new one's token alone
-  assert control.read_token(8123) == newer
-  control.remove_token(8123, newer)
+  with socket.socket() as listening:  # this process plays the viewer: its token is proved by the socket it holds
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()
+    port = listening.getsockname()[1]
+    assert control.read_token(port) is None
+    tok = control.write_token(port)
+    p = control.token_path(port)
+    assert p.parent == tmp_path / "tinyviz" / "viewers"
+    assert stat.S_IMODE(p.stat().st_mode) == 0o600 and stat.S_IMODE(p.parent.stat().st_mode) == 0o700
+    assert control.read_token(port) == tok and len(tok) >= 32
+    assert control.live_viewer(port) == {"token": tok, "pid": os.getpid(), "port": port, "asked": port}
+    newer = control.write_token(port, asked=8000)  # a new viewer on the same port, standing in for a busy 8000
+    assert newer != tok
+    control.remove_token(port, tok)  # the old one exiting leaves the new one's token alone
+    assert control.read_token(port) == newer
+    assert [r["port"] for r in control.my_viewers(asked=8000)] == [port] and control.my_viewers(asked=port) == []
+  # the socket is closed: the pid is alive but no longer holds the port, so the token is not handed out
+  assert control.owns_port(os.getpid(), port) is False and control.read_token(port) is None
+  assert p.exists()  # (not stale: its process still runs)
+  control.remove_token(port, newer)
   assert not p.exists()
   assert control.token_matches("abc", "abc") and not control.token_matches("abc", "abd")
   assert not control.token_matches(None, None) and not control.token_matches("abc", None)
+
+
+def test_a_bare_token_of_an_older_viewer_is_never_handed_out(tmp_path, monkeypatch):
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+  with socket.socket() as listening:
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()
+    port = listening.getsockname()[1]
+    control.token_dir().mkdir(parents=True)
+    control.token_path(port).write_text("just-a-token-with-no-pid")
+    assert control.read_token(port) is None
+
+
+def test_only_the_process_holding_the_listening_socket_owns_the_port():
+  with socket.socket() as listening:
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()
+    port = listening.getsockname()[1]
+    assert control.owns_port(os.getpid(), port) is True
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+      assert control.process_is_mine(child.pid) and control.owns_port(child.pid, port) is False
+    finally:
+      child.communicate(b"", timeout=30)
+    assert not control.process_is_mine(child.pid)  # exited (and reaped)
 
 
 def _trace(path: Path, name: str) -> Path:
@@ -75,7 +109,9 @@ def viewer(tmp_path):
                            str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
   deadline = time.monotonic() + 30
   while not (alice / "tinyviz" / "viewers" / f"{port}.token").exists():  # written once it listens
-    assert proc.poll() is None and time.monotonic() < deadline, "viewer did not start"
+    if proc.poll() is not None:
+      raise AssertionError(f"the viewer exited: {proc.stdout.read()}")
+    assert time.monotonic() < deadline, "the viewer did not start"
     time.sleep(0.05)
   try:
     yield port, alice, proc

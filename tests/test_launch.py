@@ -38,12 +38,15 @@ def test_script_in_a_terminal_serves_until_ctrl_c(tmp_path):
     viewer = wait_until(lambda: ping(f"http://127.0.0.1:{port}"), "the viewer")["pid"]
     trace = lambda: get_json(f"http://127.0.0.1:{port}/api/traces", timeout=2)
     wait_until(lambda: [t["status"] for t in trace()] == ["ended"], "the finished trace")
+    token = tmp_path / "cache" / "tinyviz" / "viewers" / f"{port}.token"
+    assert token.exists()
     time.sleep(0.5)
     assert proc.poll() is None  # still in the foreground, serving
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert "Press Ctrl-C to stop it" in err and "viewer stopped" in err, err
     wait_until(lambda: not alive(viewer), "the viewer to stop")
+    assert not token.exists()  # the viewer stopped by the script's SIGTERM cleaned up after itself
   finally:
     os.close(master)
     if proc.poll() is None:

@@ -1,10 +1,13 @@
-"""`python -m viz_server [TRACE_OR_DIR ...] [--host H] [--port P] [--open]`: serve traces to the browser UI."""
+"""`tinyviz` / `python -m viz_server [TRACE_OR_DIR ...] [--host H] [--port P] [--open]`: serve traces to the browser
+UI; `--stop` stops the viewer on a port, `--reuse` hands traces to it."""
 from __future__ import annotations
 
 import argparse
+import atexit
 import errno
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -13,6 +16,7 @@ import urllib.error
 import urllib.request
 import webbrowser
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
@@ -20,7 +24,12 @@ from compiler.paths import trace_dir
 from compiler.trace.control import HEADER as TOKEN_HEADER
 from compiler.trace.control import read_token, remove_token, write_token
 
+if TYPE_CHECKING:
+  from viz_server.store import TraceStore
+
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, n))
+VENDORED_CLIENT = Path(__file__).resolve().parent / "vendor" / "socket.io.esm.min.js"
 
 
 def url_of(host: str, port: int) -> str:
@@ -30,6 +39,9 @@ def url_of(host: str, port: int) -> str:
 
 class QuietHandler(WSGIRequestHandler):
   """Logs errors only: one line per request (and per socket.io poll) would bury the URL and warnings."""
+
+  def version_string(self) -> str:  # `Server:` names no Werkzeug or Python version (issue 14, item 3)
+    return "tinyviz"
 
   def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
     if str(code)[:1] == "5":
@@ -69,13 +81,18 @@ def bind(app: object, host: str, port: int, busy_ok: bool = True) -> BaseWSGISer
                        request_handler=QuietHandler, fd=sock.fileno())
 
 
+class NotOurs(Exception):
+  """The viewer on the port is not proved to be one this user started: it gets neither a token nor a path."""
+
+
 def _post(url: str, body: dict, port: int, timeout: float = 2.0) -> dict:
-  """POST a control request to the viewer on 127.0.0.1:port, with the token it left for this user."""
-  headers = {"Content-Type": "application/json"}
+  """POST a control request to this user's viewer on 127.0.0.1:port, with the token it left for this user; raises
+  NotOurs, sending nothing, unless that viewer is proved to be the one listening there (control.live_viewer)."""
   token = read_token(port)
-  if token is not None:
-    headers[TOKEN_HEADER] = token
-  req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers=headers)
+  if token is None:
+    raise NotOurs(f"the viewer on port {port} is not one you started (no live control token of yours for it)")
+  req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                               headers={"Content-Type": "application/json", TOKEN_HEADER: token})
   with urllib.request.urlopen(req, timeout=timeout) as resp:
     return json.loads(resp.read().decode())
 
@@ -99,6 +116,9 @@ def handover(port: int, paths: list[Path]) -> int:
     try:
       entry = _post(url + "api/traces/follow", {"path": str(p.resolve())}, port)
       print(f"tinyviz: the viewer at {url} now also serves {p} (trace {entry.get('id')})", flush=True)
+    except NotOurs as e:
+      print(f"tinyviz: not handing {p} over: {e}", file=sys.stderr, flush=True)
+      return 1
     except urllib.error.HTTPError as e:
       print(f"tinyviz: the viewer at {url} refused {p}: {_reason(e)}", file=sys.stderr, flush=True)
       rc = 1
@@ -115,8 +135,10 @@ def _reason(e: urllib.error.HTTPError) -> str:
     return str(e)
 
 
-def main(argv: list[str] | None = None) -> int:
-  ap = argparse.ArgumentParser(prog="python -m viz_server", description=__doc__)
+def build_parser() -> argparse.ArgumentParser:
+  # the installed console script is `tinyviz` (pyproject.toml); `python -m viz_server` runs this module
+  prog = "tinyviz" if Path(sys.argv[0] or "").name.startswith("tinyviz") else "python -m viz_server"
+  ap = argparse.ArgumentParser(prog=prog, description=f"`{prog} [TRACE_OR_DIR ...]`: serve traces to the browser UI.")
   ap.add_argument("paths", nargs="*", help="trace files or directories (default: the recorder's trace folder)")
   ap.add_argument("--host", default="127.0.0.1",
                   help="address to bind (default 127.0.0.1; anything else exposes the traces to the network)")
@@ -125,19 +147,69 @@ def main(argv: list[str] | None = None) -> int:
   ap.add_argument("--reuse", action="store_true",
                   help="if a tinyviz viewer already serves --port on 127.0.0.1, hand it the trace files and exit")
   ap.add_argument("--stop", action="store_true", help="stop the tinyviz viewer serving --port on 127.0.0.1")
-  args = ap.parse_args(argv)
+  # VIZ=1 starts a viewer on a free port when VIZ_PORT is busy: the record says so, for later runs to reuse it
+  ap.add_argument("--instead-of", type=int, default=None, help=argparse.SUPPRESS)
+  return ap
 
-  if args.stop:
-    if not running_viewer(args.port):
-      print(f"tinyviz: no viewer on port {args.port}", file=sys.stderr)
-      return 1
+
+def stop_viewer(port: int) -> int:
+  if not running_viewer(port):
+    print(f"tinyviz: no viewer on port {port}", file=sys.stderr)
+    return 1
+  try:
+    _post(f"http://127.0.0.1:{port}/api/shutdown", {}, port)
+  except NotOurs as e:
+    print(f"tinyviz: refused to stop it: {e}", file=sys.stderr)
+    return 1
+  except urllib.error.HTTPError as e:
+    print(f"tinyviz: the viewer on port {port} refused to stop: {_reason(e)}", file=sys.stderr)
+    return 1
+  print(f"tinyviz: stopped the viewer on port {port}")
+  return 0
+
+
+def open_store(paths: list[Path]) -> TraceStore | None:
+  """A store serving every path it can take; a file that is not a trace is named and skipped. None (after saying
+  why) when nothing is left to serve: every path was a file and none was a trace."""
+  from compiler.trace.format import TraceFormatError
+  from viz_server.store import TraceStore
+
+  store, taken = TraceStore(), 0
+  for p in paths:
     try:
-      _post(f"http://127.0.0.1:{args.port}/api/shutdown", {}, args.port)
-    except urllib.error.HTTPError as e:
-      print(f"tinyviz: the viewer on port {args.port} refused to stop: {_reason(e)}", file=sys.stderr)
-      return 1
-    print(f"tinyviz: stopped the viewer on port {args.port}")
-    return 0
+      store.add_path(p)
+      taken += 1
+    except (TraceFormatError, OSError) as e:
+      print(f"tinyviz: WARNING: not serving {p}: {e}", file=sys.stderr, flush=True)
+    except Exception as e:  # a file the store cannot take must not keep the others from being served
+      print(f"tinyviz: WARNING: not serving {p}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr, flush=True)
+  if not taken:
+    print("tinyviz: none of the given files is a trace; nothing to serve", file=sys.stderr)
+    return None
+  return store
+
+
+def socketio_client() -> Path:
+  """The socket.io browser client: the copy a wheel ships (setup.py takes it from npm's package at build time),
+  else the checkout's node_modules (create_app's default)."""
+  from viz_server.app import SOCKETIO_CLIENT
+  return VENDORED_CLIENT if VENDORED_CLIENT.is_file() else SOCKETIO_CLIENT
+
+
+class Stop(Exception):
+  """SIGTERM, SIGINT or SIGHUP arrived: stop serving and clean up (token, upload folder)."""
+
+
+def _on_signal(signum: int, _frame: object) -> None:
+  for s in STOP_SIGNALS:  # once: a second signal must not cut the clean-up short
+    signal.signal(s, signal.SIG_IGN)
+  raise Stop(signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+  args = build_parser().parse_args(argv)
+  if args.stop:
+    return stop_viewer(args.port)
 
   paths = [Path(p) for p in args.paths]
   if not paths:
@@ -151,45 +223,58 @@ def main(argv: list[str] | None = None) -> int:
   if args.reuse and running_viewer(args.port):
     return handover(args.port, paths)
 
-  from compiler.trace.format import TraceFormatError
   from viz_server.app import create_app
 
   local = args.host in LOOPBACK_HOSTS
   if not local:
     print(f"tinyviz: WARNING: serving on {args.host}: anyone who can reach this address can read the traces "
           "(they contain your code's source lines, file paths and command line)", file=sys.stderr, flush=True)
-  try:
-    app = create_app(paths, follow=False, allowed_hosts=None if not local else {"127.0.0.1", "localhost", "::1"})
-  except (TraceFormatError, OSError) as e:
-    print(f"tinyviz: {e}", file=sys.stderr)
+  store = open_store(paths)
+  if store is None:
     return 2
+  app = create_app(follow=False, allowed_hosts=None if not local else {"127.0.0.1", "localhost", "::1"}, store=store,
+                   socketio_client=socketio_client())
   try:
     srv = bind(app, args.host, args.port, busy_ok=not args.reuse)
   except OSError:  # --reuse and the port is taken: maybe a viewer started a moment ago by another script
     for _ in range(50):
       if running_viewer(args.port):
+        store.stop()
         return handover(args.port, paths)
       time.sleep(0.1)
     srv = bind(app, args.host, 0)
-  state = app.extensions["tinyviz"]
-  state["shutdown"] = lambda: threading.Thread(target=srv.shutdown, daemon=True).start()
-  if local:  # on another host the control endpoints stay off (and loopback-only anyway)
-    state["control_token"] = token = write_token(srv.port)
+  return serve(app, srv, args, local)
+
+
+def serve(app: object, srv: BaseWSGIServer, args: argparse.Namespace, local: bool) -> int:
+  """Serve until --stop, SIGTERM, SIGINT (Ctrl-C) or SIGHUP; every way out removes the control token and the upload
+  folder (a token left behind would be handed to whoever listens on the port next)."""
+  state = app.extensions["tinyviz"]  # type: ignore[attr-defined]
   store = state["store"]
-  store.start()
-  url = url_of(args.host if args.host != "0.0.0.0" else "127.0.0.1", srv.port)
-  print(f"tinyviz: serving {len(store.traces)} trace(s) at {url}  (pid {os.getpid()}; Ctrl-C to stop)", flush=True)
-  if args.open:
-    webbrowser.open(url)
+  state["shutdown"] = lambda: threading.Thread(target=srv.shutdown, daemon=True).start()
+  token = None
+  handle = threading.current_thread() is threading.main_thread()  # (signal handlers can only be set from there)
+  for s in STOP_SIGNALS if handle else ():
+    signal.signal(s, _on_signal)
   try:
+    if local:  # on another host the control endpoints stay off (and loopback-only anyway)
+      state["control_token"] = token = write_token(srv.port, asked=args.instead_of or args.port or srv.port)
+      atexit.register(remove_token, srv.port, token)  # if something still gets past the finally below
+    store.start()
+    url = url_of(args.host if args.host != "0.0.0.0" else "127.0.0.1", srv.port)
+    print(f"tinyviz: serving {len(store.traces)} trace(s) at {url}  (pid {os.getpid()}; Ctrl-C to stop)", flush=True)
+    if args.open:
+      webbrowser.open(url)
     srv.serve_forever()
-  except KeyboardInterrupt:
+  except (Stop, KeyboardInterrupt):
     pass
   finally:
-    store.stop()
-    srv.server_close()
-    if local:
+    for s in STOP_SIGNALS if handle else ():
+      signal.signal(s, signal.SIG_IGN)
+    if token is not None:
       remove_token(srv.port, token)
+    store.stop()  # also removes the upload folder
+    srv.server_close()
   print("tinyviz: viewer stopped", flush=True)
   return 0
 

@@ -1,11 +1,13 @@
 """Start the trace viewer for `VIZ=1`, or hand the trace to one that already runs. Uses only the standard library:
 the compiler never imports Flask; the viewer is a separate, detached `python -m viz_server` process.
 
-Behaviour (docs/architecture.md, "Live viewing"): the port is VIZ_PORT (default 8000). If a tinyviz viewer answers
-there, it is asked (POST /api/traces/follow, with the control token the viewer left for this user:
-compiler/trace/control.py) to also follow this trace; otherwise a new viewer is started in its own
-session, following the trace file, logging to <cache>/tinyviz/viewer-<port>.log. Either way the URL is printed once.
-The viewer outlives the script; stop it with `python -m viz_server --stop --port PORT` (or kill its pid).
+Behaviour (docs/architecture.md, "Live viewing"): the port is VIZ_PORT (default 8000). If this user's tinyviz viewer
+answers there, it is asked (POST /api/traces/follow, with the control token the viewer left for this user:
+compiler/trace/control.py, only once that viewer is proved to be the one listening) to also follow this trace; if
+the port is busy otherwise, that is said once and the viewer this user started instead of it before is reused;
+else a new viewer is started in its own session, following the trace file, logging to
+<cache>/tinyviz/viewer-<port>.log. Either way the URL is printed once. The viewer outlives the script; stop it with
+`python -m viz_server --stop --port PORT` (or kill its pid: it cleans up on SIGTERM too).
 """
 from __future__ import annotations
 
@@ -15,32 +17,50 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from compiler.paths import cache_dir
 from compiler.trace.control import HEADER as TOKEN_HEADER
-from compiler.trace.control import read_token
+from compiler.trace.control import live_viewer, my_viewers
 
 DEFAULT_PORT = 8000
 PING_TIMEOUT = 0.5
+READY_TIMEOUT = 30.0  # a script that started the viewer waits at most this long at its end for the viewer to serve
 REPO_ROOT = Path(__file__).resolve().parents[2]
+_warned: set[str] = set()
+
+
+def _say(msg: str, once: bool = False) -> None:
+  if once and msg in _warned:
+    return
+  _warned.add(msg)
+  print(msg, file=sys.stderr, flush=True)
 
 
 def viewer_port() -> int:
-  try:
-    port = int(os.environ.get("VIZ_PORT", "") or DEFAULT_PORT)
-  except ValueError:
+  """VIZ_PORT, or 8000 where it is unset; a value that is no port number is said to be so (once) and means 8000."""
+  raw = os.environ.get("VIZ_PORT", "")
+  if not raw.strip():
     return DEFAULT_PORT
-  return port if 0 < port < 65536 else DEFAULT_PORT
+  try:
+    port = int(raw)
+  except ValueError:
+    port = 0
+  if 0 < port < 65536:
+    return port
+  _say(f"VIZ: VIZ_PORT={raw!r} is not a port number (1-65535); using {DEFAULT_PORT}", once=True)
+  return DEFAULT_PORT
 
 
-def _ping(port: int) -> bool | None:
-  """True: a tinyviz viewer answers on 127.0.0.1:port; False: something else listens there; None: nothing does."""
+def _ping(port: int) -> dict | bool | None:
+  """What answers on 127.0.0.1:port: a tinyviz viewer (its /api/ping answer), False: something else, None: nothing."""
   try:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/ping", timeout=PING_TIMEOUT) as resp:
-      return json.loads(resp.read().decode()).get("app") == "tinyviz"
+      answer = json.loads(resp.read().decode())
+      return answer if isinstance(answer, dict) and answer.get("app") == "tinyviz" else False
   except urllib.error.HTTPError:
     return False
   except (urllib.error.URLError, OSError, ValueError) as e:
@@ -56,14 +76,16 @@ def _free_port() -> int:
 
 
 def _follow(port: int, path: str) -> int | None:
-  """Ask the viewer on port to follow path; returns the trace id it got, or None if it refused (a viewer of another
-  user, or of an older version: it has no token of ours)."""
-  token = read_token(port)
-  if token is None:
+  """Ask this user's viewer on port to follow path; the trace id it got, or None. Nothing (neither the token nor the
+  path) is sent unless the viewer is proved to be one this user started there (control.live_viewer): a viewer killed
+  without clean-up leaves its token, and another user may listen on its port since."""
+  rec = live_viewer(port)
+  answer = _ping(port) if rec is not None else None
+  if rec is None or not isinstance(answer, dict) or answer.get("pid") != rec["pid"]:
     return None
   req = urllib.request.Request(f"http://127.0.0.1:{port}/api/traces/follow", method="POST",
                                data=json.dumps({"path": path}).encode(),
-                               headers={"Content-Type": "application/json", TOKEN_HEADER: token})
+                               headers={"Content-Type": "application/json", TOKEN_HEADER: rec["token"]})
   try:
     with urllib.request.urlopen(req, timeout=5) as resp:
       tid = json.loads(resp.read().decode()).get("id")
@@ -76,8 +98,9 @@ def _log_path(port: int) -> Path:
   return cache_dir() / f"viewer-{port}.log"
 
 
-def spawn_viewer(trace_path: str, port: int) -> subprocess.Popen:
-  """Start `python -m viz_server TRACE --port PORT --reuse` detached from this process (own session, no tty)."""
+def spawn_viewer(trace_path: str, port: int, instead_of: int | None = None) -> subprocess.Popen:
+  """Start `python -m viz_server TRACE --port PORT --reuse` detached from this process (own session, no tty);
+  instead_of: the busy port it stands in for (its token record says so, for later runs to find it)."""
   log = _log_path(port)
   log.parent.mkdir(parents=True, exist_ok=True)
   env = dict(os.environ)
@@ -90,34 +113,55 @@ def spawn_viewer(trace_path: str, port: int) -> subprocess.Popen:
   else:
     flags = ("DETACHED_PROCESS", "CREATE_NEW_PROCESS_GROUP")
     kw["creationflags"] = sum(getattr(subprocess, f, 0) for f in flags)
+  extra = ["--instead-of", str(instead_of)] if instead_of else []
   with open(log, "ab") as out:
-    return subprocess.Popen([sys.executable, "-m", "viz_server", trace_path, "--port", str(port), "--reuse"],
+    return subprocess.Popen([sys.executable, "-m", "viz_server", trace_path, "--port", str(port), "--reuse", *extra],
                             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, close_fds=True, env=env,
                             cwd=str(REPO_ROOT), **kw)
 
 
+def _followed(port: int, path: str) -> str | None:
+  tid = _follow(port, path)
+  if tid is None:
+    return None
+  url = f"http://127.0.0.1:{port}/#t={tid}"
+  _say(f"VIZ: the viewer at {url} follows this trace")
+  return url
+
+
 def launch_viewer(trace_path: str | os.PathLike) -> str | None:
-  """Show trace_path in a viewer (reusing a running one on VIZ_PORT); prints and returns the URL, None on failure."""
+  """Show trace_path in a viewer (reusing a running one on VIZ_PORT); prints and returns the URL, None on failure.
+
+  Where VIZ_PORT is busy (another program, or a viewer that is not this user's), that is said once, and the viewer
+  this user started instead of it before is reused; only if there is none is a new one started on a free port."""
   path = os.path.abspath(os.fspath(trace_path))
-  port = viewer_port()
-  state = _ping(port)
-  if state:
-    tid = _follow(port, path)
-    if tid is not None:
-      url = f"http://127.0.0.1:{port}/#t={tid}"
-      print(f"VIZ: the viewer at {url} follows this trace", file=sys.stderr, flush=True)
+  asked = viewer_port()
+  state = _ping(asked)
+  if state is None:  # nothing listens: start the viewer there
+    return _start(path, asked, None)
+  if isinstance(state, dict):
+    url = _followed(asked, path)
+    if url is not None:
       return url
-    print(f"VIZ: the viewer on port {port} refused {path}; starting another one", file=sys.stderr, flush=True)
-    port = _free_port()
-  elif state is False:  # the port is taken by something else
-    port = _free_port()
+    why = "the tinyviz viewer there is not one you started"
+  else:
+    why = "another program listens there"
+  _say(f"VIZ: port {asked} is busy ({why}); using another port (set VIZ_PORT to choose one)")
+  for rec in my_viewers(asked=asked):  # the viewer this user started instead before, if it still runs
+    url = _followed(rec["port"], path) if rec["port"] != asked else None
+    if url is not None:
+      return url
+  return _start(path, _free_port(), asked)
+
+
+def _start(path: str, port: int, instead_of: int | None) -> str | None:
   try:
-    proc = spawn_viewer(path, port)
+    proc = spawn_viewer(path, port, instead_of)
   except OSError as e:
-    print(f"VIZ: could not start the viewer: {e}", file=sys.stderr, flush=True)
+    _say(f"VIZ: could not start the viewer: {e}")
     return None
   url = f"http://127.0.0.1:{port}/"
-  print(f"VIZ: viewer starting at {url} (pid {proc.pid}, log {_log_path(port)})", file=sys.stderr, flush=True)
+  _say(f"VIZ: viewer starting at {url} (pid {proc.pid}, log {_log_path(port)})")
   atexit.register(_at_exit, proc, port)
   return url
 
@@ -132,6 +176,17 @@ def wants_wait() -> bool:
     return False
 
 
+def _wait_serving(proc: subprocess.Popen, timeout: float = READY_TIMEOUT) -> bool:
+  """Wait (at most timeout s) until the viewer serves, proved by its token record, or exits: a script started right
+  after this one must find it (where VIZ_PORT is busy it listens on a port of its own), not start another."""
+  deadline = time.monotonic() + timeout
+  while proc.poll() is None and time.monotonic() < deadline:
+    if any(rec["pid"] == proc.pid for rec in my_viewers()):
+      return True
+    time.sleep(0.05)
+  return False
+
+
 def _at_exit(proc: subprocess.Popen, port: int) -> None:
   """At the end of a script that started the viewer: finish the trace, then (in a terminal) keep the script in the
   foreground serving until Ctrl-C stops both; elsewhere (CI, pipes, VIZ_WAIT=0) leave the viewer running alone."""
@@ -140,6 +195,7 @@ def _at_exit(proc: subprocess.Popen, port: int) -> None:
   if proc.poll() is not None:
     return
   if not wants_wait():
+    _wait_serving(proc)
     print(f"VIZ: the viewer keeps serving; stop it with `python -m viz_server --stop --port {port}`",
           file=sys.stderr, flush=True)
     return
