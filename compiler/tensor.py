@@ -411,7 +411,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     """Division rounding toward -inf, like numpy's //."""
     a, b = self._broadcasted(y, "floordiv", reverse)
     if dtypes.is_float(a.dtype):
-      return a._alu(Ops.FDIV, b).floor()
+      return a._float_floordiv(b)
     if a.dtype == dtypes.bool:
       a, b = a.cast(dtypes.int8), b.cast(dtypes.int8)
     q = a._alu(Ops.IDIV, b)
@@ -426,10 +426,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     """Remainder with the divisor's sign, like numpy's %."""
     a, b = self._broadcasted(y, "mod", reverse)
     if dtypes.is_float(a.dtype):
-      r = a - b * a._alu(Ops.FDIV, b).floor()
-      # an infinite divisor leaves a (or, with the other sign, gives the divisor), as numpy; the formula gives nan
-      keep_a = (a == 0) | ((a < 0) == (b < 0)) | (a != a)
-      return ((b.abs() == math.inf) & (a.abs() != math.inf)).where(keep_a.where(a, b), r)
+      return a._float_remainder(b)
     if a.dtype == dtypes.bool:
       a, b = a.cast(dtypes.int8), b.cast(dtypes.int8)
     r = a._alu(Ops.MOD, b)
@@ -437,6 +434,61 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
       return r
     fix = (r != 0) & ((r < 0) != (b < 0))
     return fix.where(r + b, r)
+
+  def _signbit(self) -> Tensor:
+    """True where a float is negative, -0.0 included."""
+    return (self < 0) | ((self == 0) & (self._alu(Ops.RECIP) < 0))
+
+  def fmod(self, y: Tensor | Scalar) -> Tensor:
+    """C's fmod: the exact remainder of truncating division, with the dividend's sign (ints: C's %)."""
+    a, b = self._broadcasted(y, "fmod")
+    if not dtypes.is_float(a.dtype):
+      return a._alu(Ops.MOD, b) if a.dtype != dtypes.bool else a._alu(Ops.MOD, b.cast(dtypes.int8)).cast(dtypes.bool)
+    return a._fmod(b)
+
+  # float64 holds every step of a float32 remainder exactly; float64's own would need twice the bits
+  _FMOD_STEP_BITS = 28
+
+  def _fmod(self, b: Tensor, steps: int = 0) -> Tensor:
+    """fmod of two float tensors of one dtype: exact for float16/32; for float64 a - b*trunc(a/b), corrected."""
+    if self.dtype != dtypes.float64:
+      wide = self.cast(dtypes.float64)._fmod(b.cast(dtypes.float64), 280 // Tensor._FMOD_STEP_BITS)
+      return wide.cast(self.dtype)
+    a = self
+    r, d = a.abs(), b.abs()
+    # r mod (d * 2**(28k)) for k = 10..0: each quotient is below 2**28, so q * step and r - q * step are exact
+    # (for float32 operands: every remainder is a multiple of the float32 ulp of the step); 2**280 covers the
+    # largest float32 ratio (2**128 / 2**-149)
+    for k in range(steps, -1, -1):
+      step = d * float(2 ** (Tensor._FMOD_STEP_BITS * k))
+      r = r - step * (r / step).trunc()
+      r = (r < 0).where(r + step, r)  # the quotient rounded up to the next integer: one step too many
+    r = (r >= d).where(r - d, r)  # float64's own (rounded) product can leave one divisor too many
+    r = a._signbit().where(-r, r)
+    # C's special cases: an infinite divisor leaves a finite dividend; inf % y and x % 0 are nan
+    r = ((d == math.inf) & (a.abs() != math.inf)).where(a, r)
+    return ((d == 0) | (a.abs() == math.inf)).where(math.nan, r)
+
+  def _float_remainder(self, b: Tensor) -> Tensor:
+    """numpy's float %: fmod, moved by b where it is non-zero and its sign differs from b's; else 0 with b's sign."""
+    r = self._fmod(b)
+    differ = r._signbit() != b._signbit()
+    moved = ((r != 0) & differ).where(r + b, r)
+    return (r == 0).where(b._signbit().where(-0.0, 0.0).cast(r.dtype), moved)
+
+  def _float_floordiv(self, b: Tensor) -> Tensor:
+    """numpy's float //: (a - fmod(a, b)) / b, one less where the remainder's sign differs from b's, rounded."""
+    if self.dtype == dtypes.float16:  # numpy divides halves in float32
+      return self.float()._float_floordiv(b.float()).half()
+    a = self
+    r = a._fmod(b)
+    div = (a - r)._alu(Ops.FDIV, b)
+    div = ((r != 0) & (r._signbit() != b._signbit())).where(div - 1, div)
+    fl = div.floor()
+    fl = (div - fl > 0.5).where(fl + 1, fl)
+    # a zero quotient has the sign of a / b; b == 0 gives a / b (inf or nan), as numpy
+    zero = (a._signbit() != b._signbit()).where(-0.0, 0.0).cast(a.dtype)
+    return (b == 0).where(a._alu(Ops.FDIV, b), (div == 0).where(zero, fl))
 
   def pow(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
     """self ** y with numpy's (IEEE pow's) special cases; int ** int stays int (a negative int exponent raises)."""
@@ -487,7 +539,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
       return self.cast(dtypes.float64)._float_pow(b.cast(dtypes.float64)).cast(self.dtype)
     a = self
     mag = (a.abs().log2() * b).exp2()
-    neg_base = (a < 0) | ((a == 0) & (a.reciprocal() < 0))  # -0.0 is a negative base too
+    neg_base = a._signbit()  # -0.0 is a negative base too
     b_int = b.trunc() == b  # false for nan, true for +-inf
     halved = b * 0.5
     b_odd = b_int & (halved.trunc() != halved)

@@ -207,3 +207,47 @@ def test_int_to_negative_int_power_raises():
     Tensor([1, 2]) ** -2
   with pytest.raises(RuntimeError, match="Integers to negative integer powers"):
     Tensor([True]) ** -1
+
+
+# ---- float % and //: numpy's fmod-based remainder, exactly
+MOD_SPECIALS = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 2.5, 1e-40]
+
+
+def _spread(rng, n: int, dt, lo: int, hi: int) -> np.ndarray:
+  """Random values of every magnitude between 2**lo and 2**hi, both signs, plus every pair of special values."""
+  return (rng.standard_normal(n) * np.exp2(rng.integers(lo, hi, n).astype(np.float64))).astype(dt)
+
+
+def _mod_operands(dt, lo: int, hi: int, n: int = 600) -> tuple[np.ndarray, np.ndarray]:
+  rng = np.random.default_rng(12)
+  sp = np.array(MOD_SPECIALS, dt)
+  a = np.concatenate([_spread(rng, n, dt, lo, hi), np.repeat(sp, len(sp)), np.float32([3.0, -3.0, 3.0]).astype(dt)])
+  b = np.concatenate([_spread(rng, n, dt, lo, hi), np.tile(sp, len(sp)), np.float32([1 / 3, 1 / 3, -1 / 3]).astype(dt)])
+  return a, b
+
+
+def test_float_mod_issue_case():
+  same(Tensor([3.0]) % Tensor([np.float32(1 / 3)]), np.float32([0.33333325]))
+  same(Tensor([3.0]) // Tensor([np.float32(1 / 3)]), np.float32([8.0]))
+  same(Tensor([-1.0, 1.0, -0.0]) % math.inf, np.remainder(np.float32([-1.0, 1.0, -0.0]), np.float32(math.inf)))
+
+
+@pytest.mark.parametrize("dt, lo, hi", [(np.float32, -149, 128), (np.float16, -24, 16)])
+def test_float_mod_floordiv_fmod_exact(dt, lo, hi):
+  a, b = _mod_operands(dt, lo, hi)
+  with np.errstate(all="ignore"):
+    same(Tensor(a) % Tensor(b), np.remainder(a, b))
+    same(Tensor(a).fmod(Tensor(b)), np.fmod(a, b))
+    same(Tensor(a) // Tensor(b), np.floor_divide(a, b))
+    same(Tensor(a[:40]) % 0.75, np.remainder(a[:40], dt(0.75)))
+    same(5.5 % Tensor(b[:40]), np.remainder(dt(5.5), b[:40]))
+
+
+def test_float64_mod_close():
+  # float64's remainder is one corrected truncating step: exact where LLVM fuses the product into an fma, within
+  # the dividend's rounding otherwise (the interpreter); quotients up to 2**16 here
+  a, b = _mod_operands(np.float64, -30, 30)
+  b = np.where(np.isfinite(a) & np.isfinite(b) & (np.abs(a) > np.abs(b) * 2.0**16), a, b)
+  with np.errstate(all="ignore"):
+    close(Tensor(a) % Tensor(b), np.remainder(a, b), 1e-9, dtypes.float64)
+    same(Tensor(a) // Tensor(b), np.floor_divide(a, b), dtypes.float64)
