@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator
 
 from compiler.dtype import DType
 from compiler.trace import recorder
-from compiler.uop import GroupOp, Ops, UOp
+from compiler.uop import GroupOp, Ops, UOp, toposort
 
 Captures = dict[str, Any]
 
@@ -317,16 +317,22 @@ class _Rewriter:
     return None, None
 
   def _fixed_point(self, u: UOp) -> UOp:
-    seen: list[UOp] = [u]
+    seen: set[UOp] = {u}
     rules: list[Rule] = []
+    first, limit = u, MAX_CHAIN
     while True:
       new, rule = self._apply(u)
       if new is None:
         return u
-      rules.append(rule)
-      if new in seen or len(seen) > MAX_CHAIN:
+      rules = [*rules[-7:], rule]
+      if new in seen:
         self._loop(rules, u)
-      seen.append(new)
+      if len(seen) > limit:
+        if limit == MAX_CHAIN:  # a chain that folds the graph (1,000s of reshapes, one per step) ends within its size
+          limit += len(toposort(first))
+        if len(seen) > limit:
+          self._loop(rules, u)
+      seen.add(new)
       u = new
 
   def _loop(self, rules: list, u: UOp) -> None:

@@ -117,3 +117,21 @@ def test_big_buffer_sum_past_int32_allocates_2gib():
                      env={**os.environ, "BACKEND": "llvm"})
   assert p.returncode == 0, p.stderr[-2000:]
   assert p.stdout.split() == ["uint32", "(65536,)", "32769", "32769"]
+
+
+# ---- item 12: valid programs that failed with internal errors
+
+@pytest.mark.parametrize("n", [1000, 4000])
+def test_chained_reshapes_fold(backend, n):
+  t = Tensor([1.0, 2.0, 3.0, 4.0]) + 1  # lazy: the reshapes reach the scheduler as one chain
+  for _ in range(n):
+    t = t.reshape(2, 2).reshape(4)
+  np.testing.assert_array_equal(t.numpy(), [2.0, 3.0, 4.0, 5.0])
+
+
+def test_a_real_rewrite_loop_is_still_caught():
+  from compiler.rewrite import PatternMatcher, RewriteLoopError, UPat, graph_rewrite
+  from compiler.uop import UOp
+  grow = PatternMatcher([(UPat(Ops.ADD, name="x"), lambda x: x + UOp.const(x.dtype, 0).alu(Ops.MUL, x))])
+  with pytest.raises(RewriteLoopError, match="does not converge"):
+    graph_rewrite(UOp.variable("a", 0, 9) + 1, grow, name="grow")
