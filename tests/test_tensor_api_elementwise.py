@@ -1,0 +1,114 @@
+"""Activations, inverse trigonometric and hyperbolic functions, erf, round, copysign, lerp, shifts, isclose,
+bitcast and clone against numpy on both backends."""
+import math
+
+import numpy as np
+import pytest
+from api_helpers import backend, check, specials  # noqa: F401
+
+from compiler import Tensor, dtypes
+
+rng = np.random.default_rng(11)
+X = np.concatenate([specials(4, 5).reshape(-1), np.array([-30, -5, -2.5, -0.5, 0.5, 1.5, 2.5, 6.2, 40, 1e-6],
+                                                           np.float32)])
+
+
+def _np_softplus(x):
+  return np.logaddexp(0, x.astype(np.float64))
+
+
+def _sig(x):
+  return 1 / (1 + np.exp(-x.astype(np.float64)))
+
+
+ACTIVATIONS = {
+  "silu": lambda x: x * _sig(x), "swish": lambda x: x * _sig(x), "relu6": lambda x: np.clip(x, 0, 6),
+  "elu": lambda x: np.where(x > 0, x, np.expm1(x)), "celu": lambda x: np.where(x > 0, x, np.expm1(x)),
+  "selu": lambda x: 1.0507 * np.where(x >= 0, x, 1.67326 * np.expm1(x)),
+  "hardswish": lambda x: x * np.clip(x + 3, 0, 6) / 6, "hardsigmoid": lambda x: np.clip(x / 6 + 0.5, 0, 1),
+  "hardtanh": lambda x: np.clip(x, -1, 1), "softplus": _np_softplus, "logsigmoid": lambda x: -_np_softplus(-x),
+  "mish": lambda x: x * np.tanh(_np_softplus(x)), "softsign": lambda x: x / (1 + np.abs(x)),
+  "quick_gelu": lambda x: x * _sig(1.702 * x),
+}
+
+
+def test_activations():
+  with np.errstate(all="ignore"):
+    pairs = [(getattr(Tensor(X), n)(), f(X)) for n, f in ACTIVATIONS.items()]
+    pairs += [(Tensor(X).elu(0.5), np.where(X > 0, X, 0.5 * np.expm1(X))),
+              (Tensor(X).celu(2.0), np.where(X > 0, X, 2.0 * np.expm1(X / 2))),
+              (Tensor(X).softplus(2.0), _np_softplus(2 * X) / 2), (Tensor(X).hardtanh(-2, 3), np.clip(X, -2, 3)),
+              (Tensor(np.zeros((0, 3), np.float32)).silu(), np.zeros((0, 3)))]
+  check(*pairs, rtol=2e-5, atol=1e-6)
+
+
+def test_activations_half_and_int():
+  h = np.array([-3, -0.5, 0, 0.25, 2, 7], np.float16)
+  i = np.array([-8, -1, 0, 3, 9], np.int32)
+  check((Tensor(h).silu(), (h * _sig(h)).astype(np.float16)), (Tensor(i).relu6(), np.clip(i, 0, 6)),
+        (Tensor(i).hardswish(), i * np.clip(i + 3, 0, 6) / 6), rtol=2e-3, atol=1e-3)
+  assert Tensor(h).silu().dtype == dtypes.float16 and Tensor(i).relu6().dtype == dtypes.int32
+
+
+def test_inverse_trig_hyperbolic_erf():
+  u = np.concatenate([np.linspace(-1, 1, 41, dtype=np.float32), np.array([1.01, -3, np.nan, -0.0, 1e-5], np.float32)])
+  big = np.array([1, 1.0001, 1.5, 10, 1e5, 1e20, 0.5, np.inf, np.nan], np.float32)
+  erf = np.vectorize(math.erf)
+  with np.errstate(all="ignore"):
+    check((Tensor(u).asin(), np.arcsin(u)), (Tensor(u).acos(), np.arccos(u)), (Tensor(X).atan(), np.arctan(X)),
+          (Tensor(u).atanh(), np.arctanh(u.astype(np.float64))), (Tensor(X).asinh(), np.arcsinh(X.astype(np.float64))),
+          (Tensor(big).acosh(), np.arccosh(big.astype(np.float64))), (Tensor(X).sinh(), np.sinh(X.astype(np.float64))),
+          (Tensor(X).cosh(), np.cosh(X.astype(np.float64))), (Tensor(X).erf(), erf(X.astype(np.float64))),
+          (Tensor(np.array([1, 2], np.int32)).asin(), np.arcsin(np.array([1, 2], np.float32))), rtol=1e-5, atol=3e-7)
+  check((Tensor(np.array([-0.0, 0.0], np.float32)).asin(), np.array([-0.0, 0.0], np.float32)),
+        (Tensor(np.array([-0.0, -np.inf], np.float32)).atan(), np.array([-0.0, -np.pi / 2], np.float32)), exact=True)
+
+
+def test_round_copysign_lerp():
+  r = np.array([-2.5, -1.5, -0.5, -0.3, -0.0, 0.0, 0.5, 1.5, 2.5, 2.4999998, 3.5000002, 1e9 + 0.5, 8388609.0, np.inf,
+                -np.inf, np.nan], np.float32)
+  o = rng.standard_normal(r.shape).astype(np.float32)
+  o[:3] = [-0.0, 0.0, np.inf]
+  i = np.array([-3, 0, 4], np.int32)
+  check((Tensor(r).round(), np.round(r)), (Tensor(i).round(), i), (Tensor(r).copysign(Tensor(o)), np.copysign(r, o)),
+        (Tensor(r).copysign(-1.0), np.copysign(r, np.float32(-1))),
+        (Tensor(i).copysign(Tensor(np.array([1.0, -0.0, -2.0], np.float32))), np.array([3, -0.0, -4], np.float32)),
+        (Tensor(r[:-4].astype(np.float16)).copysign(-1.0), np.copysign(r[:-4].astype(np.float16), np.float16(-1))),
+        exact=True)
+  a, b, w = (rng.standard_normal((2, 3)).astype(np.float32) for _ in range(3))
+  check((Tensor(a).lerp(Tensor(b), Tensor(w)), a + (b - a) * w), (Tensor(a).lerp(Tensor(b), 0.25), a + (b - a) * 0.25))
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.int32, np.uint8, np.int64])
+def test_shifts(dt):
+  info = np.iinfo(dt)
+  x = np.array([info.min, -7 if info.min < 0 else 7, -1 if info.min < 0 else 1, 0, 5, info.max], dt)
+  s = np.array([1, 3, 0, 2, 7, 1], dt)
+  bits = 8 * np.dtype(dt).itemsize
+  with np.errstate(all="ignore"):
+    check((Tensor(x) << 3, x << dt(3)), (Tensor(x) >> 2, x >> dt(2)), (Tensor(x) << (bits - 1), x << dt(bits - 1)),
+          (Tensor(x) >> (bits - 1), x >> dt(bits - 1)), (Tensor(x) << Tensor(s), x << s),
+          (Tensor(x) >> Tensor(s), x >> s),
+          (Tensor(x).lshift(1), x << dt(1)), (Tensor(x).rshift(0), x), exact=True)
+
+
+def test_shift_errors():
+  with pytest.raises(RuntimeError, match=r"lshift.*float32"):
+    Tensor([1.0]) << 1
+  with pytest.raises(RuntimeError, match="rshift"):
+    Tensor([1]) >> -1
+  with pytest.raises(RuntimeError, match="lshift"):
+    Tensor([1]) << Tensor([1.0])
+
+
+def test_isclose_allclose_bitcast_clone():
+  a = np.array([1.0, 1.0, np.nan, np.inf, -np.inf, np.inf, 0.0, 1e-9], np.float32)
+  b = np.array([1.0 + 1e-6, 1.1, np.nan, np.inf, np.inf, 1e38, -0.0, 0.0], np.float32)
+  check((Tensor(a).isclose(Tensor(b)), np.isclose(a, b)), (Tensor(a).isclose(Tensor(b), equal_nan=True),
+                                                           np.isclose(a, b, equal_nan=True)),
+        (Tensor(a).isclose(Tensor(b), rtol=0.2, atol=0.0), np.isclose(a, b, rtol=0.2, atol=0.0)),
+        (Tensor(a).isclose(1.0), np.isclose(a, 1.0)), (Tensor(a[:2]).allclose(Tensor(b[:2])), np.bool_(False)),
+        (Tensor(a[:1]).allclose(Tensor(b[:1])), np.bool_(True)), (Tensor(a).bitcast(dtypes.int32), a.view(np.int32)),
+        (Tensor(a).clone(), a), exact=True)
+  with pytest.raises(RuntimeError, match="bitcast"):
+    Tensor(a).bitcast(dtypes.int16)

@@ -1,0 +1,127 @@
+"""Cumulative ops, logsumexp, logcumsumexp, std_mean/var_mean, sort/argsort/topk against numpy on both backends."""
+import numpy as np
+import pytest
+from api_helpers import backend, check, specials  # noqa: F401
+
+from compiler import Tensor, dtypes
+
+rng = np.random.default_rng(5)
+
+
+def np_cumext(x, axis, fn):
+  """Running max/min with torch's indices: the last position equal to the running value (NaN is the extreme)."""
+  x = np.moveaxis(x, axis, -1)
+  vals, idx = np.empty_like(x), np.zeros(x.shape, np.int32)
+  for pos in np.ndindex(*x.shape[:-1]):
+    best, bi = None, 0
+    for i, v in enumerate(x[pos]):
+      if best is None or np.isnan(v) or (not np.isnan(best) and fn(v, best)):
+        best, bi = v, i
+      vals[pos + (i,)], idx[pos + (i,)] = best, bi
+  return np.moveaxis(vals, -1, axis), np.moveaxis(idx, -1, axis)
+
+
+@pytest.mark.parametrize("shape,axis", [((5,), 0), ((3, 4), 1), ((3, 4), -2), ((2, 1, 3), 1), ((2, 0), 1), ((1,), -1)])
+def test_cumulative(shape, axis):
+  x = specials(*shape) if np.prod(shape) >= 6 else rng.standard_normal(shape).astype(np.float32)
+  xi = rng.integers(-3, 4, shape).astype(np.int32)
+  xb = rng.random(shape) > 0.5
+  with np.errstate(all="ignore"):
+    pairs = [(Tensor(x).cumsum(axis), np.cumsum(x, axis)), (Tensor(x).cumprod(axis), np.cumprod(x, axis)),
+             (Tensor(xi).cumsum(axis), np.cumsum(xi, axis)), (Tensor(xi).cumprod(axis), np.cumprod(xi, axis)),
+             (Tensor(xb).cumsum(axis), np.cumsum(xb, axis))]
+  for t, fn in ((x, np.greater_equal), (xi, np.greater_equal)):
+    v, i = Tensor(t).cummax(axis)
+    rv, ri = np_cumext(t, axis, fn)
+    pairs += [(v, rv), (i, ri)]
+  for t in (x, xi):
+    v, i = Tensor(t).cummin(axis)
+    rv, ri = np_cumext(t, axis, np.less_equal)
+    pairs += [(v, rv), (i, ri)]
+  check(*pairs)
+  assert Tensor(xb).cumsum(axis).dtype == dtypes.int32 and Tensor(xi.astype(np.int8)).cumsum(axis).dtype == dtypes.int32
+
+
+def test_cumsum_long_axis_two_stage():
+  x = rng.standard_normal((2, 1100)).astype(np.float32)
+  xi = rng.integers(-9, 9, 600).astype(np.int32)
+  check((Tensor(x).cumsum(1), np.cumsum(x, 1)), (Tensor(xi).cumsum(), np.cumsum(xi)),
+        (Tensor(x).cummax(-1)[0], np.maximum.accumulate(x, 1)), rtol=1e-4, atol=1e-4)
+
+
+def test_cumulative_0d_and_errors():
+  check((Tensor(2.5).cumsum(), np.float32(2.5)), (Tensor(3).cumprod(0), np.int32(3)), (Tensor(2.0).cummax()[1], 0))
+  with pytest.raises(ValueError, match=r"cumsum.*\(3,\)"):
+    Tensor([1, 2, 3]).cumsum(1)
+
+
+def np_logsumexp(x, axis, keepdims=False):
+  with np.errstate(all="ignore"):
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    return np.squeeze(np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m, axis=None if keepdims else axis) \
+      if not keepdims else np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+
+
+def test_logsumexp_logcumsumexp():
+  x = rng.standard_normal((3, 5)).astype(np.float32) * 30
+  x[0, 1], x[1] = -np.inf, -np.inf
+  x[2, 3] = np.inf
+  with np.errstate(all="ignore"):
+    lcse = np.logaddexp.accumulate(x.astype(np.float64), axis=1)
+    lcse0 = np.logaddexp.accumulate(x.astype(np.float64), axis=0)
+  check((Tensor(x).logsumexp(1), np_logsumexp(x, 1)), (Tensor(x).logsumexp(-2, keepdim=True), np_logsumexp(x, 0, True)),
+        (Tensor(x).logsumexp(), np_logsumexp(x, None)), (Tensor(x).logcumsumexp(1), lcse),
+        (Tensor(x).logcumsumexp(0), lcse0), (Tensor(np.zeros((0, 2), np.float32)).logsumexp(0), np.full(2, -np.inf)))
+
+
+@pytest.mark.parametrize("axis,keepdim,correction", [(None, False, 1), (1, True, 0), (-1, False, 1), ((0, 1), True, 1)])
+def test_std_mean_var_mean(axis, keepdim, correction):
+  x = rng.standard_normal((3, 4, 2)).astype(np.float32)
+  s, m = Tensor(x).std_mean(axis, keepdim, correction)
+  v, m2 = Tensor(x).var_mean(axis, keepdim=keepdim, correction=correction)
+  check((s, np.std(x, axis, keepdims=keepdim, ddof=correction)), (m, np.mean(x, axis, keepdims=keepdim)),
+        (v, np.var(x, axis, keepdims=keepdim, ddof=correction)), (m2, np.mean(x, axis, keepdims=keepdim)))
+
+
+def np_sort(x, dim, descending):
+  """Stable sort with NaN largest (torch's order), by lexsort along dim."""
+  xm = np.moveaxis(x, dim, -1)
+  order = np.zeros(xm.shape, np.int64)
+  for pos in np.ndindex(*xm.shape[:-1]):
+    row = xm[pos].astype(np.float64)
+    nan = np.isnan(row).astype(np.int8)
+    val = np.where(nan, 0, row)
+    order[pos] = np.lexsort((-val, -nan)) if descending else np.lexsort((val, nan))
+  order = np.moveaxis(order, -1, dim)
+  return np.take_along_axis(x, order, dim), order.astype(np.int32)
+
+
+@pytest.mark.parametrize("shape,dim", [((6,), 0), ((3, 5), -1), ((4, 3), 0), ((2, 1, 4), 2), ((2, 1), 1), ((0, 3), 1)])
+def test_sort_argsort_topk(shape, dim):
+  x = rng.integers(-3, 3, shape).astype(np.float32)  # many ties: the order must be stable
+  if x.size >= 6:
+    x.reshape(-1)[[0, 4]] = [np.nan, -0.0]
+  xi = rng.integers(-50, 50, shape).astype(np.int32)
+  pairs = []
+  for t in (x, xi):
+    for desc in (False, True):
+      v, i = Tensor(t).sort(dim, descending=desc)
+      rv, ri = np_sort(t, dim, desc)
+      pairs += [(v, rv), (i, ri), (Tensor(t).argsort(dim, desc), ri)]
+  if shape[dim] >= 2:
+    v, i = Tensor(xi).topk(2, dim)
+    rv, ri = np_sort(xi, dim, True)
+    pairs += [(v, np.take(rv, [0, 1], dim)), (i, np.take(ri, [0, 1], dim))]
+    v, i = Tensor(x).topk(1, dim, largest=False)
+    rv, ri = np_sort(x, dim, False)
+    pairs += [(v, np.take(rv, [0], dim)), (i, np.take(ri, [0], dim))]
+  check(*pairs, exact=True)
+
+
+def test_sort_errors_and_bool():
+  check((Tensor([True, False, True]).sort()[0], np.array([False, True, True])), exact=True)
+  with pytest.raises(ValueError, match=r"topk.*\(3,\)"):
+    Tensor([1, 2, 3]).topk(4)
+  with pytest.raises(ValueError, match="sort"):
+    Tensor([1, 2, 3]).sort(2)
