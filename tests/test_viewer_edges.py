@@ -272,3 +272,50 @@ def test_make_demo_takes_viz_port_and_port(how):
   p = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
   assert p.returncode == 0, p.stderr
   assert "VIZ=1 VIZ_PORT=9123 " in p.stdout, p.stdout
+
+
+# ---- compiler.trace validate/info: one answer for an empty file, damage named by frame
+
+def _cli_trace(*args: str) -> subprocess.CompletedProcess:
+  return subprocess.run([sys.executable, "-m", "compiler.trace", *args], cwd=ROOT, env=_env(ROOT / "unused-cache"),
+                        capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("content", [b"", b"VZTR", b"VZTRACE\0\2"])
+def test_an_empty_trace_file_is_an_unfinished_trace_as_a_header_only_one_is(tmp_path, content):
+  old, fresh = tmp_path / "old.vztrace", tmp_path / "fresh.vztrace"
+  old.write_bytes(content)
+  fresh.write_bytes(content)
+  os.utime(old, (1e9, 1e9))  # long before STALE_S: the writer stopped before writing a header
+  v = _cli_trace("validate", str(old))
+  assert v.returncode == 1 and "UNFINISHED" in v.stdout and "empty file" in v.stdout, v.stdout + v.stderr
+  v = _cli_trace("validate", str(fresh))
+  assert v.returncode == 1 and "NOT FINISHED YET" in v.stdout, v.stdout + v.stderr
+  i = _cli_trace("info", str(old))
+  assert i.returncode == 0 and "no trace header yet" in i.stdout, i.stdout + i.stderr
+  assert json.loads(_cli_trace("info", str(old), "--json").stdout)["records"] == 0
+  junk = tmp_path / "junk.vztrace"
+  junk.write_bytes(b"VZX")  # not the start of a trace: that stays "not a readable trace"
+  assert _cli_trace("validate", str(junk)).returncode == 2
+
+
+def test_damage_is_named_by_its_frame(tmp_path):
+  from compiler.trace.writer import TraceWriter
+  p = tmp_path / "t.vztrace"
+  starts = []
+  with TraceWriter(p, validate=True) as w:
+    for i in range(5):
+      starts.append(p.stat().st_size)
+      w.write({"t": "error", "ctx": 0, "text": f"frame {i}, " + "x" * 40})
+      w.write({"t": "error", "ctx": 0, "text": "second record"})
+      w.flush()
+  data = bytearray(p.read_bytes())
+  data[starts[3] + 20] ^= 0xFF  # inside the payload of frame 3 (counting from 0)
+  p.write_bytes(bytes(data))
+  v = _cli_trace("validate", str(p))
+  assert v.returncode == 1, v.stdout + v.stderr
+  assert f"DAMAGED at byte {starts[3]}, in frame 3 (counting from 0; frames 0-2 are intact)" in v.stdout, v.stdout
+  assert "recovered 6 records in 3 frames" in v.stdout and "record 6" not in v.stdout
+  i = _cli_trace("info", str(p), "--json")
+  assert json.loads(i.stdout)["stopped_frame"] == 3 and i.returncode == 1
+  assert "in frame 3" in _cli_trace("info", str(p)).stdout

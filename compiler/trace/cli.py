@@ -9,7 +9,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from compiler.trace.format import TraceFormatError
+from compiler.trace.format import HEADER, MAGIC, TraceFormatError
 from compiler.trace.reader import STALE_S, TraceReader, unfinished
 
 KERNEL_RECORDS = ("opt", "beam", "source", "run")
@@ -26,7 +26,7 @@ def summarize(path: str, top: int = 10) -> dict[str, Any]:
   kernel_ctxs: set[int] = set()
   meta = None
   with TraceReader(path) as r:
-    for rec in r:
+    for rec in (r if not no_header_yet(path) else ()):  # an empty file: a trace with no records yet (no_header_yet)
       t = rec["t"]
       counts[t] += 1
       if t == "match":
@@ -65,9 +65,28 @@ def summarize(path: str, top: int = 10) -> dict[str, Any]:
     "opts": counts["opt"], "beam": counts["beam"], "sources": counts["source"], "runs": counts["run"],
     "errors": counts["error"], "types": dict(counts), "top_rewrites": top_rw,
     "time": {"rewrites_s": sum(rw_ns.values()) / 1e9, "compile_s": compile_s, "runs_s": run_s},
-    "damaged": r.damaged, "stopped_at": r.stopped_at, "stopped_record": r.stopped_record, "reason": r.reason,
-    "complete": r.complete,
+    "damaged": r.damaged, "stopped_at": r.stopped_at, "stopped_frame": r.frames if r.damaged else None,
+    "stopped_record": r.stopped_record, "reason": r.reason, "complete": r.complete,
   }
+
+
+def no_header_yet(path: str) -> bool:
+  """An empty file, or the start of a trace header: the same case as a header-only file (a trace whose writer has
+  written no record yet, or stopped first), not "no trace" (the viewer lists it too; docs/architecture.md)."""
+  try:
+    with open(path, "rb") as f:
+      head = f.read(HEADER.size)
+  except OSError:
+    return False
+  return len(head) < HEADER.size and head[:len(MAGIC)] == MAGIC[:len(head)]
+
+
+def _damage(at: int | None, frame: int, reason: str | None) -> str:
+  """Where the damage is: a frame (the reader's unit; a frame holds many records), counted from 0 as the reader's
+  reasons count it."""
+  before = "the first" if frame == 0 else "counting from 0; frame 0 is intact" if frame == 1 else \
+    f"counting from 0; frames 0-{frame - 1} are intact"
+  return f"at byte {at}, in frame {frame} ({before}): {reason}"
 
 
 def _seconds(x: Any) -> float:
@@ -89,7 +108,9 @@ def _size(n: int) -> str:
 
 def _status(s: dict[str, Any]) -> str:
   if s["damaged"]:
-    return f"DAMAGED at byte {s['stopped_at']} (record {s['stopped_record']}): {s['reason']}"
+    return f"DAMAGED {_damage(s['stopped_at'], s['stopped_frame'], s['reason'])}"
+  if not s["version"]:
+    return "no records: an empty file, no trace header yet (still being created, or the writer died)"
   return "intact, ended cleanly" if s["complete"] else "intact, no end record (still being written, or the writer died)"
 
 
@@ -135,16 +156,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
   meta = None
   try:
     with TraceReader(args.file) as r:
-      for rec in r:
+      for rec in (r if not no_header_yet(args.file) else ()):
         if meta is None and rec["t"] == "meta":
           meta = rec
   except (TraceFormatError, OSError) as e:
     print(f"{args.file}: not a readable trace: {e}", file=sys.stderr)
     return 2
   summary = f"{r.records} records in {r.frames} frame{'' if r.frames == 1 else 's'} ({r.offset} bytes)"
+  if r.version is None:
+    summary = "no records: an empty file, no trace header yet"
   if r.damaged:
-    print(f"{args.file}: DAMAGED: record {r.stopped_record} at byte {r.stopped_at}: {r.reason}; "
-          f"recovered {summary}")
+    print(f"{args.file}: DAMAGED {_damage(r.stopped_at, r.frames, r.reason)}; recovered {summary}")
     return 1
   if r.complete:
     print(f"{args.file}: OK: {summary}; ended cleanly")
@@ -172,9 +194,25 @@ def build_parser() -> argparse.ArgumentParser:
                                    "being written), 2 not a readable trace.")
   val.add_argument("file", metavar="FILE", help="a .vztrace file")
   val.set_defaults(fn=cmd_validate)
+  for name, what in TOOLS.items():  # listed here, run by viz_server.tools (main() hands their arguments over)
+    sub.add_parser(name, help=what, add_help=False)
   return p
 
 
+# Commands that need the viewer's modules: viz_server imports compiler.trace, so the compiler runs them as a separate
+# process instead of importing them (docs/architecture.md, "Trace tools").
+TOOLS = {"show": "print a trace in the terminal", "compare": "the first divergence between two traces",
+         "export": "a self-contained HTML file of a trace"}
+
+
+def run_tool(argv: list[str]) -> int:
+  import subprocess
+  return subprocess.call([sys.executable, "-m", "viz_server.tools", *argv])
+
+
 def main(argv: list[str] | None = None) -> int:
+  argv = sys.argv[1:] if argv is None else argv
+  if argv and argv[0] in TOOLS:
+    return run_tool(argv)
   args = build_parser().parse_args(argv)
   return args.fn(args)
