@@ -135,3 +135,19 @@ def test_a_real_rewrite_loop_is_still_caught():
   grow = PatternMatcher([(UPat(Ops.ADD, name="x"), lambda x: x + UOp.const(x.dtype, 0).alu(Ops.MUL, x))])
   with pytest.raises(RewriteLoopError, match="does not converge"):
     graph_rewrite(UOp.variable("a", 0, 9) + 1, grow, name="grow")
+
+
+@pytest.mark.parametrize("n", [600, 1100])
+def test_a_kernel_of_more_than_1024_buffers_runs(backend, n):
+  ts = [Tensor(np.full(3, i, np.float32)) for i in range(n)]
+  t = ts[0]
+  for x in ts[1:]:
+    t = t + x
+  assert [len(si.bufs) for si in t.schedule()] == [n + 1]  # one kernel reads them all
+  np.testing.assert_array_equal(t.numpy(), np.full(3, n * (n - 1) / 2, np.float32))
+
+
+def test_few_buffers_keep_one_noalias_pointer_each():
+  from compiler.codegen import get_program
+  si = (Tensor([1.0]) + Tensor([2.0])).schedule()[0]
+  assert get_program(si.ast).src.count("ptr noalias %data") == 3

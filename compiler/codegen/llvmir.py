@@ -2,8 +2,11 @@
 
 Signature: `void @name(ptr noalias %data0, ..., i32 %<var>..., iN %core_start, iN %core_end)`; buffer slots
 0..max are all parameters (unused ones too), DEFINE_VARs follow sorted by name; iN is the parallel loop's type
-(i64 in a kernel with int64 index math, else i32), as every loop counter has its RANGE's type. bool is i1 in registers and i8
-in memory. Loops are top-tested with PHIs for the counter and for every accumulator updated inside them.
+(i64 in a kernel with int64 index math, else i32), as every loop counter has its RANGE's type. A kernel of more
+than MAX_BUF_ARGS buffers takes them as one array of pointers instead (`ptr %bufs`: ctypes calls at most 1024
+arguments), loaded at entry (without noalias: such kernels are rare and bound by their loads anyway).
+bool is i1 in registers and i8 in memory. Loops are top-tested with PHIs for the counter and for every
+accumulator updated inside them.
 Fast-math: `contract` on float add/sub/mul (fma forming), plus `reassoc` on reduce accumulations so LLVM can
 vectorize and reorder them; never `nnan`/`ninf` (kernels see inf and nan). Integer division and shifts are
 guarded so division by zero gives 0 and INT_MIN // -1 wraps, as in the interpreter, instead of trapping."""
@@ -57,6 +60,14 @@ def const_text(v, dt: DType) -> str:
   if isinstance(v, float) and math.isnan(v):
     return "0x7FF8000000000000"
   return "0x%016X" % struct.unpack("<Q", struct.pack("<d", float(v)))[0]
+
+
+MAX_BUF_ARGS = 512  # more buffers than this are passed as an array of pointers
+
+
+def bufs_in_array(nbufs: int) -> bool:
+  """Whether a kernel of nbufs buffers takes them as one array of pointers (see the module doc)."""
+  return nbufs > MAX_BUF_ARGS
 
 
 def _sym(name: str) -> str:
@@ -150,13 +161,17 @@ class _Renderer:
 
   # ---- the function
   def render(self) -> str:
-    params = [f"ptr noalias %data{i}" for i in range(self.nbufs)]
+    in_array = bufs_in_array(self.nbufs)
+    params = ["ptr noalias readonly %bufs"] if in_array else [f"ptr noalias %data{i}" for i in range(self.nbufs)]
     params += [f"i32 %var_{_sym(str(v.arg[0]))}" for v in self.vars]
     core = ltype(self.lin.par.dtype) if self.lin.par is not None else "i32"  # the parallel loop's counter type
     params += [f"{core} %core_start", f"{core} %core_end"]
     carried = self._carried()
     self.outer_loops = self._loop_nesting()
     self.label("entry")
+    for i in range(self.nbufs if in_array else 0):
+      self.emit(f"%data{i}.at = getelementptr inbounds ptr, ptr %bufs, i64 {i}")
+      self.emit(f"%data{i} = load ptr, ptr %data{i}.at, align 8")
     loop_state: dict[UOp, dict] = {}
     for i, u in enumerate(self.lin.uops):
       if u.op is Ops.RANGE:

@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from compiler.codegen import Program, format_uops, get_program
+from compiler.codegen.llvmir import bufs_in_array
 from compiler.runtime.llvm import get_jit
 from compiler.trace import recorder
 from compiler.uop import UOp
@@ -94,7 +95,8 @@ class CompiledKernel:
     prg = self.program
     wide = prg.par_size is not None and prg.par_size.dtype.itemsize == 8  # an int64-indexed parallel loop
     core = ctypes.c_int64 if wide else ctypes.c_int32
-    argtypes = [ctypes.c_void_p] * prg.nbufs + [ctypes.c_int32] * len(prg.vars) + [core] * 2
+    ptrs = 1 if bufs_in_array(prg.nbufs) else prg.nbufs
+    argtypes = [ctypes.c_void_p] * ptrs + [ctypes.c_int32] * len(prg.vars) + [core] * 2
     return ctypes.CFUNCTYPE(None, *argtypes)(address)
 
   def _fxn_for(self, arrs: list[np.ndarray]) -> Any:
@@ -204,7 +206,10 @@ class CompiledKernel:
   def _plan(self, arrs: list[np.ndarray], vals: list[int], var_vals: Mapping[str, int] | None,
             threads: int | None) -> tuple:
     """(function, leading arguments, (start, end) chunks) of one run."""
-    return self._fxn_for(arrs), (*[a.ctypes.data for a in arrs], *vals), self._chunks(var_vals, arrs, threads)
+    ptrs: Any = [a.ctypes.data for a in arrs]
+    if bufs_in_array(self.program.nbufs):  # one array of pointers (the tuple keeps it alive while the plan runs)
+      ptrs = [(ctypes.c_void_p * len(ptrs))(*ptrs)]
+    return self._fxn_for(arrs), (*ptrs, *vals), self._chunks(var_vals, arrs, threads)
 
   def nbytes(self, bufs: Sequence[Any]) -> int:
     """Bytes moved by one run: sizes of the buffers read plus the buffers written."""
