@@ -14,6 +14,7 @@ from compiler.trace.format import TraceFormatError
 from viz_server.diff import BaseGetter, DiffError, diff_graphs
 from viz_server.graphview import BLOCK, label
 from viz_server.highlight import highlight
+from viz_server.peer import peer_uid
 from viz_server.store import Context, Rewrite, Trace, TraceStore, context_entry, kname_colors, run_entry
 from viz_server.timeline import timeline
 from viz_server.views import Views
@@ -96,9 +97,25 @@ def _same_origin() -> None:
     fail(403, "cross-origin request refused")
 
 
+def _same_user() -> None:
+  """Refuse an upload unless it comes with the control token or from a socket of the user running the viewer (the
+  page in their browser): another user of the machine could otherwise fill this user's disk and memory."""
+  expected = current_app.extensions["tinyviz"].get("control_token")
+  if token_matches(expected, request.headers.get(TOKEN_HEADER)):
+    return
+  port = request.environ.get("REMOTE_PORT")
+  if port is None:  # not over a socket: a caller in this process (a WSGI test client)
+    return
+  server_port = request.environ.get("SERVER_PORT")
+  uid = peer_uid(int(port), int(server_port)) if str(port).isdigit() and str(server_port).isdigit() else None
+  if uid is None or uid != os.getuid():
+    fail(403, "uploads are taken only from the user who started the viewer (or with its control token)")
+
+
 @bp.post("/traces")
 def upload() -> Any:
   _same_origin()
+  _same_user()
   f = request.files.get("file")
   if f is None:
     fail(400, "expected a multipart upload with a field named 'file'")

@@ -2,6 +2,7 @@
 any graph, follows growing files and directories, and tells listeners what changed."""
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import os
@@ -22,6 +23,8 @@ POLL_WINDOW = 1 << 16  # compressed bytes read per poll: about one frame, so one
 MAX_EVENTS_PER_BATCH = 1000  # a bigger burst is announced as one `trace` event with reload=True
 WRITER_CHECK_S = 2.0  # idle seconds after which a live trace's writer process is checked for being gone
 KERNEL_RECORDS = ("opt", "beam", "source", "run")
+UPLOAD_MAX_COUNT = 32  # uploaded traces kept; past it (or past UPLOAD_MAX_BYTES on disk) the oldest is let go
+UPLOAD_MAX_BYTES = 2 << 30
 
 Listener = Callable[[str, dict], None]
 
@@ -422,8 +425,11 @@ def run_entry(r: dict) -> dict:
 class TraceStore:
   """All served traces. A background thread (start()) follows live files and watched directories."""
 
-  def __init__(self, poll_interval: float = 0.05, scan_interval: float = 0.2, upload_dir: str | None = None) -> None:
+  def __init__(self, poll_interval: float = 0.05, scan_interval: float = 0.2, upload_dir: str | None = None,
+               upload_max_count: int = UPLOAD_MAX_COUNT, upload_max_bytes: int = UPLOAD_MAX_BYTES) -> None:
     self.lock = threading.RLock()
+    self.upload_max_count, self.upload_max_bytes = upload_max_count, upload_max_bytes
+    self._uploads: list[int] = []  # ids of uploaded traces, oldest first
     self.traces: dict[int, Trace] = {}
     self.listeners: list[Listener] = []
     self.poll_interval = poll_interval
@@ -470,7 +476,8 @@ class TraceStore:
       return tr
 
   def add_upload(self, stream: BinaryIO, filename: str) -> Trace:
-    """Store an uploaded trace in the server's own directory and index it whole. Raises TraceFormatError."""
+    """Store an uploaded trace in the server's own directory and index it whole; the oldest uploads go past the
+    count and disk caps. Raises TraceFormatError, also for a file without one intact record."""
     if self._upload_dir is None:
       self._upload_dir = tempfile.mkdtemp(prefix="tinyviz-uploads-")
       self._own_upload_dir = True
@@ -480,12 +487,41 @@ class TraceStore:
         while chunk := stream.read(1 << 20):
           f.write(chunk)
       name = os.path.basename(filename or "") or "upload" + TRACE_SUFFIX
-      return self._open(Path(tmp), name, follow=False)
+      tr = self._open(Path(tmp), name, follow=False, need_records=True)
     except BaseException:
       os.unlink(tmp)
       raise
+    with self.lock:
+      self._uploads.append(tr.id)
+    self._evict_uploads()
+    return tr
 
-  def _open(self, path: Path, name: str, follow: bool) -> Trace:
+  def _evict_uploads(self) -> None:
+    """Let the oldest uploads go while there are more than the caps allow (the newest one always stays)."""
+    with self.lock:
+      sizes = {tid: self.traces[tid].path.stat().st_size for tid in self._uploads if tid in self.traces}
+      gone = []
+      while len(self._uploads) > 1 and (len(self._uploads) > self.upload_max_count
+                                        or sum(sizes.get(t, 0) for t in self._uploads) > self.upload_max_bytes):
+        gone.append(self._uploads.pop(0))
+    for tid in gone:
+      self.remove(tid)
+
+  def remove(self, tid: int) -> None:
+    """Stop serving a trace (an upload: its file goes too); listeners get a `removed` event."""
+    with self.lock:
+      tr = self.traces.pop(tid, None)
+      if tr is None:
+        return
+      tr.close()
+      if tid in self._uploads:
+        self._uploads.remove(tid)
+    if not tr.follow:
+      with contextlib.suppress(OSError):
+        tr.path.unlink()
+    self._emit([("removed", {"trace": tid})])
+
+  def _open(self, path: Path, name: str, follow: bool, need_records: bool = False) -> Trace:
     tr = Trace(-1, path, name, follow)  # raises TraceFormatError before an id is spent on a file that is no trace
     with self.lock:
       tr.id = self._next_id
@@ -494,6 +530,9 @@ class TraceStore:
     try:
       for batch in tr.pull(final=not follow):
         tr.apply(batch, events)
+      if need_records and tr.reader.records == 0:
+        reason = f": {tr.damage['reason']}" if tr.damage else ""
+        raise TraceFormatError(f"no intact record in the file{reason}")
     except BaseException:
       tr.close()
       raise

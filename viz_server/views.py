@@ -27,6 +27,14 @@ class Views:
     self._want: tuple[GraphView, list[int]] | None = None  # the latest prefetch wish: (view, steps in order)
     self._wake = threading.Condition()
     self._worker: threading.Thread | None = None
+    if store is not None:  # (tests make views of a trace without a store)
+      store.listeners.append(self._on_event)
+
+  def _on_event(self, event: str, data: dict) -> None:
+    if event == "removed":  # a trace the store let go: its views go too
+      with self._lock:
+        for key in [k for k in self._views if k[0] == data["trace"]]:
+          LAYOUTS.drop(self._views.pop(key).key)
 
   def prefetch(self, view: GraphView, k: int) -> None:
     """Compute in the background the layouts that stepping on from k in the direction of travel will need: the next
