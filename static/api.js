@@ -53,6 +53,18 @@ function cached(key, path) {
   return p;
 }
 
+const inflight = new Map();
+
+/** One request at a time per path: a second ask while the first is in flight gets the same answer; nothing is kept
+ * once it arrives (for answers that may change, such as a live trace's contexts). */
+function shared(path) {
+  const busy = inflight.get(path);
+  if (busy) return busy;
+  const p = request(path).finally(() => inflight.delete(path));
+  inflight.set(path, p);
+  return p;
+}
+
 export const api = {
   traces: () => request("/api/traces"),
   upload(file) {
@@ -60,7 +72,8 @@ export const api = {
     form.append("file", file, file.name);
     return request("/api/traces", {method: "POST", body: form});
   },
-  contexts: (t) => request(`/api/traces/${enc(t)}/contexts`),
+  // reuse: take the answer of a request already in flight (a live refresh must not: it wants what came since)
+  contexts: (t, {reuse = false} = {}) => (reuse ? shared : request)(`/api/traces/${enc(t)}/contexts`),
   rewrite: (t, r) => request(`/api/traces/${enc(t)}/rewrites/${enc(r)}`),
   // `frozen`: the rewrite ended, so its graphs can be cached
   graph: (t, r, k, frozen) => frozen ? cached(`g:${t}:${r}:${k}`, graphPath(t, r, k)) : request(graphPath(t, r, k)),

@@ -140,7 +140,7 @@ async function selectTrace(t, {ctx = null, rw = null, step = null, node = null, 
   renderTraces();
   let contexts;
   try {
-    contexts = await api.contexts(t);
+    contexts = await api.contexts(t, {reuse: true});
   } catch (e) {
     if (gen === navGen) { toast(`Trace ${t}: ${e.message}`, "error"); clearGraph(e.message); }
     return;
@@ -204,6 +204,10 @@ async function selectRewrite(r, {step = null, node = null, push = false, gen = n
   timelinePanel.redraw();
   let detail;
   const moves = stepMoves;
+  // a step's graph never changes (showGraph caches it): ask for it now, beside the rewrite's steps, not after them
+  if (data.ctxById.get(state.ctx)?.rewrites.some((x) => x.id === r)) {
+    api.graph(state.trace, r, Math.max(0, step ?? 0), true).catch(() => {});
+  }
   try {
     detail = await api.rewrite(state.trace, r);
   } catch (e) {
@@ -674,9 +678,12 @@ async function main() {
   state.b = v.b;
   openPanel(v.panel || "step", {push: false});
   const forcePoll = new URLSearchParams(location.search).get("live") === "poll";
+  // the trace list and a deep-linked trace's contexts in parallel (selectTrace's request finds this one in flight)
+  const listing = api.traces();
+  if (v.trace !== null) api.contexts(v.trace, {reuse: true}).catch(() => {});
   startLive({onTraces: onTraceList, onEvent: onLiveEvent, onMode: (m) => put($("#live-mode"), m), forcePoll});
   let list = [];
-  try { list = await api.traces(); } catch (e) { toast(`Cannot list traces: ${e.message}`, "error"); }
+  try { list = await listing; } catch (e) { toast(`Cannot list traces: ${e.message}`, "error"); }
   data.traces = list;
   renderTraces();
   const served = v.trace !== null && list.some((x) => x.id === v.trace);
