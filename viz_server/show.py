@@ -1,0 +1,198 @@
+"""`show FILE`: a trace read in the terminal (for SSH sessions, CI logs and tools), from the viewer's own API.
+
+Without options it lists contexts with their rewrites and match counts; `--rewrite NAME|ID` prints every match of
+those rewrites (the rule's file:line and source, and the unified diff of the graph text around it, as the Diff
+panel prints it); `--kernels` each kernel's opts, colored shape, runtime and GFLOP/s; `--source KIND` kernels'
+generated sources. `--json`: one JSON object per line (ASCII, so it is terminal-safe too)."""
+from __future__ import annotations
+
+import json
+import sys
+from typing import IO, Any, Iterator
+
+from viz_server.offline import OfflineApi, OfflineError
+from viz_server.term import Painter, safe, safe_block, use_color
+
+DIFF_COLORS = {"+": "green", "-": "red", "@": "cyan"}
+
+
+def depths(contexts: list[dict]) -> dict[int, int]:
+  """Nesting depth per context id (a parent begins before its children)."""
+  out: dict[int, int] = {}
+  for c in contexts:
+    out[c["id"]] = out.get(c["parent"], -1) + 1 if c["parent"] is not None else 0
+  return out
+
+
+def opt_text(o: dict) -> str:
+  return f"{o['op']}({o['axis']}, {o['arg']})"
+
+
+def seconds_text(s: Any) -> str:
+  if not isinstance(s, (int, float)) or isinstance(s, bool):
+    return "?"
+  for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+    if s >= scale:
+      return f"{s / scale:.2f} {unit}"
+  return f"{s / 1e-9:.0f} ns"
+
+
+def colored_name(parts: list[list] | None, name: str, paint: Painter) -> str:
+  """A kernel name with its shape colored by axis type (the API's kname_colors), each part made safe."""
+  if not parts:
+    return paint(safe(name), "bold")
+  return "".join(paint(safe(text), color if isinstance(color, str) else None) for text, color in parts)
+
+
+class Show:
+  """Prints API answers of one trace as text lines or JSON lines."""
+
+  def __init__(self, api: OfflineApi, out: IO[str], as_json: bool, color: bool) -> None:
+    self.api, self.out, self.as_json, self.paint = api, out, as_json, Painter(color and not as_json)
+    self._patterns: dict[int, dict | None] = {}
+
+  def emit(self, obj: dict, text: str | None = None) -> None:
+    if self.as_json:
+      self.out.write(json.dumps(obj, ensure_ascii=True) + "\n")
+    elif text is not None:
+      self.out.write(text + "\n")
+
+  def pattern(self, pid: Any) -> dict | None:
+    if not isinstance(pid, int):
+      return None
+    if pid not in self._patterns:
+      try:
+        got = self.api.trace_get(f"patterns/{pid}")
+        got.pop("html", None)
+        self._patterns[pid] = got
+      except OfflineError:
+        self._patterns[pid] = None
+    return self._patterns[pid]
+
+  # ---- listings
+  def contexts(self) -> None:
+    p = self.paint
+    contexts = self.api.trace_get("contexts")
+    depth = depths(contexts)
+    for c in contexts:
+      ind = "  " * depth[c["id"]]
+      err = p(f"  error: {safe(c['error'])}", "red") if c.get("error") else ""
+      self.emit({"type": "context", **{k: c[k] for k in ("id", "parent", "name", "kind", "error")},
+                 "rewrites": len(c["rewrites"])},
+                f"{ind}{p('[%d]' % c['id'], 'dim')} {p(safe(c['kind']), 'yellow')} "
+                f"{colored_name(c['kname_colors'], c['name'], p)}{err}")
+      for rw in c["rewrites"]:
+        n = rw["matches"]
+        count = p(f"{n:>6} matches", "green" if rw["changed"] else "dim")
+        where = p(f"{safe(rw['file'])}:{rw['line']}", "dim") if rw["file"] else ""
+        self.emit({"type": "rewrite", "ctx": c["id"], **{k: rw[k] for k in ("id", "name", "matches", "changed",
+                                                                            "file", "line", "dt", "error")}},
+                  f"{ind}  rw {rw['id']:<5} {count}  {safe(rw['name'])}  {where}")
+
+  def rewrites(self, which: str) -> int:
+    contexts = self.api.trace_get("contexts")
+    ids = [rw["id"] for c in contexts for rw in c["rewrites"]
+           if (which.isascii() and which.isdigit() and rw["id"] == int(which)) or rw["name"] == which]
+    if not ids:
+      print(f"no rewrite with id or name {safe(which)!r}", file=sys.stderr)
+      return 1
+    for r in ids:
+      self.matches(r)
+    return 0
+
+  def matches(self, r: int) -> None:
+    p = self.paint
+    rw = self.api.trace_get(f"rewrites/{r}")
+    n = len(rw["steps"])
+    self.emit({"type": "rewrite", **{k: rw[k] for k in ("id", "ctx", "name", "file", "line", "dt", "error")},
+               "matches": n},
+              p(f"rewrite {rw['id']} {safe(rw['name'])} (context {rw['ctx']}): {n} matches", "bold"))
+    for st in rw["steps"]:
+      k = st["k"]
+      pat = self.pattern(st["pattern"])
+      d = self.api.get(f"/api/diff?a={self.api.t}:{r}:{k - 1}&b={self.api.t}:{r}:{k}")
+      rule = {key: pat.get(key) for key in ("file", "line", "name", "src", "pat")} if pat else None
+      self.emit({"type": "match", "rewrite": r, "step": k, "before": st["before"], "after": st["after"],
+                 "dt": st["dt"], "error": st["error"], "rule": rule, "diff": d["lines"]})
+      if self.as_json:
+        continue
+      self.out.write("\n".join(self._match_lines(k, n, st, pat, d["lines"])) + "\n")
+
+  def _match_lines(self, k: int, n: int, st: dict, pat: dict | None, lines: list[dict]) -> Iterator[str]:
+    p = self.paint
+    name = safe(pat["name"]) if pat and pat.get("name") else f"rule {st['pattern']}"
+    where = f"{safe(pat['file'])}:{pat['line']}" if pat and pat.get("file") else "?"
+    dt = seconds_text(st["dt"] / 1e9) if isinstance(st["dt"], (int, float)) else "?"
+    yield ""
+    yield f"{p('step %d/%d' % (k, n), 'bold')}  {p(name, 'yellow')}  {p(where, 'cyan')}  ({dt})"
+    if st.get("error"):
+      yield p(f"  raised: {safe(st['error'])}", "red")
+    if pat and pat.get("pat"):
+      yield "  " + p(safe(pat["pat"]), "dim")
+    if pat and pat.get("src"):
+      yield from ("  | " + line for line in safe_block(pat["src"]).splitlines())
+    for line in lines:
+      kind = line["kind"]
+      text = safe(line["text"]) if kind == "@" else f"{kind}{safe(line['text'])}"
+      yield "  " + p(text, DIFF_COLORS.get(kind))
+
+  def kernels(self, only: str | None = None) -> None:
+    p = self.paint
+    for k in self._kernels(only):
+      run = k["run"]
+      opts = [o for o in k["opts"] if o["ok"]]
+      refused = len(k["opts"]) - len(opts)
+      self.emit({"type": "kernel", **k}, None)
+      if self.as_json:
+        continue
+      runtime = (f"{seconds_text(run['min'])}  {run['gflops'] or 0:.2f} GFLOP/s  {run['gbs'] or 0:.2f} GB/s"
+                 if run else p("not run", "dim"))
+      opt_s = " ".join(safe(opt_text(o)) for o in opts) or p("no opts", "dim")
+      more = p(f" (+{refused} refused)", "dim") if refused else ""
+      beam = p(f"  beam {k['n_beam']}", "dim") if k["n_beam"] else ""
+      pad = " " * max(0, 20 - len(safe(k["name"])))  # the colored name's escapes take no room on screen
+      self.out.write(f"{p('[%d]' % k['ctx'], 'dim')} {colored_name(k['kname_colors'], k['name'], p)}{pad}  "
+                     f"{runtime}  opts: {opt_s}{more}{beam}\n")
+
+  def _kernels(self, only: str | None) -> list[dict]:
+    ks = self.api.trace_get("kernels")
+    if only is None:
+      return ks
+    return [k for k in ks if k["name"] == only or (only.isascii() and only.isdigit() and k["ctx"] == int(only))]
+
+  def sources(self, kind: str, only: str | None = None) -> int:
+    p = self.paint
+    found = 0
+    for k in self._kernels(only):
+      if kind not in k["sources"]:
+        continue
+      body = self.api.trace_get(f"contexts/{k['ctx']}/kernel")
+      for s in body["sources"]:
+        if s["kind"] != kind:
+          continue
+        found += 1
+        self.emit({"type": "source", "ctx": k["ctx"], "name": k["name"], "kind": kind, "text": s["text"],
+                   "compile_s": s["compile_s"]},
+                  f"{p('; kernel %s (context %d), %s' % (safe(k['name']), k['ctx'], safe(kind)), 'bold')}\n"
+                  f"{safe_block(s['text'])}")
+    if not found:
+      print(f"no {safe(kind)!r} source in this trace" + (f" for kernel {safe(only)!r}" if only else ""),
+            file=sys.stderr)
+      return 1
+    return 0
+
+
+def run(args: Any, out: IO[str] | None = None) -> int:
+  """The `show` command for parsed args (file, rewrite, kernels, source, kernel, json)."""
+  out = out or sys.stdout
+  with OfflineApi(args.file) as api:
+    sh = Show(api, out, args.json, use_color(out))
+    if args.rewrite is not None:
+      return sh.rewrites(args.rewrite)
+    if args.source is not None:
+      return sh.sources(args.source, args.kernel)
+    if args.kernels:
+      sh.kernels(args.kernel)
+      return 0
+    sh.contexts()
+  return 0
