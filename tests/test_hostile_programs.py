@@ -151,3 +151,29 @@ def test_few_buffers_keep_one_noalias_pointer_each():
   from compiler.codegen import get_program
   si = (Tensor([1.0]) + Tensor([2.0])).schedule()[0]
   assert get_program(si.ast).src.count("ptr noalias %data") == 3
+
+
+# ---- item 12: integer division by zero and INT_MIN // -1. tinygrad documents `idiv` as truncating and its Python
+# reference ALU gives x // 0 == 0; % by zero it leaves undefined. Here both are defined as numpy computes them:
+# x // 0 == 0, x % 0 == 0, INT_MIN // -1 wraps to INT_MIN, INT_MIN % -1 == 0 (the LLVM backend guards the
+# divisor, as sdiv/srem by 0 or of INT_MIN by -1 is undefined behaviour in LLVM IR)
+
+@pytest.mark.parametrize("dt", ["int8", "int16", "int32", "int64", "uint8", "uint32"])
+def test_integer_division_corner_cases_match_numpy(backend, dt):
+  info = np.iinfo(dt)
+  edge = [0, 1, -1, 7, -7, info.min, info.max, info.min + 1] if info.min < 0 else [0, 1, 7, info.max, info.max - 1]
+  a = np.array(edge, dt).repeat(len(edge))
+  b = np.tile(np.array(edge, dt), len(edge))  # every pair, 64 lanes: the compiled kernel is vectorized
+  with np.errstate(all="ignore"):
+    want_q, want_r = a // b, a % b
+  np.testing.assert_array_equal((Tensor(a) // Tensor(b)).numpy(), want_q)
+  np.testing.assert_array_equal((Tensor(a) % Tensor(b)).numpy(), want_r)
+
+
+def test_integer_division_by_constant_zero_and_minus_one(backend):
+  a = Tensor([0, 5, -7, -2**31], dtype=dtypes.int32)
+  np.testing.assert_array_equal((a // 0).numpy(), [0, 0, 0, 0])
+  np.testing.assert_array_equal((a % 0).numpy(), [0, 0, 0, 0])
+  np.testing.assert_array_equal((a // -1).numpy(), [0, -5, 7, -2**31])
+  np.testing.assert_array_equal((a % -1).numpy(), [0, 0, 0, 0])
+  np.testing.assert_array_equal(a.fmod(Tensor.zeros(4, dtype=dtypes.int32)).numpy(), [0, 0, 0, 0])
