@@ -1,6 +1,31 @@
-"""The optional C extension (compiler/trace/_speedups.c: a trace flush's node columns); everything else about the
-package is in pyproject.toml. Where no C compiler is found, the build goes on without it and the trace writer uses
-its Python reference (compiler/trace/columns.py)."""
-from setuptools import Extension, setup
+"""The optional C extension (compiler/trace/_speedups.c: a trace flush's node columns) and the socket.io browser client
+copied into the wheel; everything else about the package is in pyproject.toml. Where no C compiler is found, the build
+goes on without the extension and the trace writer uses its Python reference (compiler/trace/columns.py)."""
+from pathlib import Path
 
-setup(ext_modules=[Extension("compiler.trace._speedups", ["compiler/trace/_speedups.c"], optional=True)])
+from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
+
+SOCKETIO_PACKAGE = Path(__file__).resolve().parent / "node_modules" / "socket.io-client"
+SOCKETIO_CLIENT = "dist/socket.io.esm.min.js"
+
+
+class build_py_with_client(build_py):
+  """Also puts npm's socket.io browser client (MIT) into viz_server/vendor/ of the build, with its license, where
+  node_modules has it: a pip-installed viewer then gets live updates without npm (viz_server/__main__.py looks there
+  first). Nothing third-party is committed to git; built without node_modules, the page polls instead."""
+
+  def run(self) -> None:
+    super().run()
+    client = SOCKETIO_PACKAGE / SOCKETIO_CLIENT
+    if not client.is_file():
+      print(f"note: {client} not found (run `npm ci`): the wheel's viewer will poll instead of using socket.io")
+      return
+    out = Path(self.build_lib) / "viz_server" / "vendor"
+    self.mkpath(str(out))
+    self.copy_file(str(client), str(out / client.name))
+    self.copy_file(str(SOCKETIO_PACKAGE / "LICENSE"), str(out / "socket.io-client.LICENSE"))
+
+
+setup(ext_modules=[Extension("compiler.trace._speedups", ["compiler/trace/_speedups.c"], optional=True)],
+      cmdclass={"build_py": build_py_with_client})

@@ -1,9 +1,12 @@
 """`pip install .` (not only editable) must give a working viewer: the UI's templates and static files are package
-data of viz_server, every compiler package is in the wheel, and so is the trace writer's C extension."""
+data of viz_server, every compiler package is in the wheel, and so are the trace writer's C extension and (built where
+npm's package is installed) the socket.io browser client, so that the installed viewer updates live without npm."""
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import urllib.request
 import zipfile
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
@@ -11,17 +14,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _wheel(tmp_path: Path, **env: str) -> set[str]:
-  """The names in a wheel built from a copy of the tracked files (no in-place build of the extension in it)."""
+SOCKETIO_PACKAGE = ROOT / "node_modules" / "socket.io-client"
+CLIENT = "viz_server/vendor/socket.io.esm.min.js"
+
+
+def _wheel(tmp_path: Path, npm: bool = False, **env: str) -> Path:
+  """A wheel built from a copy of the tracked files (no in-place build of the extension in it); npm: with npm's
+  socket.io-client package installed in the copy, as `make` (npm ci) does."""
   src, out = tmp_path / "src", tmp_path / "wheel"
   for f in subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0"):
     if f and (ROOT / f.decode()).is_file():
       (src / f.decode()).parent.mkdir(parents=True, exist_ok=True)
       shutil.copy2(ROOT / f.decode(), src / f.decode())
+  if npm:
+    shutil.copytree(SOCKETIO_PACKAGE, src / "node_modules" / "socket.io-client")
   p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
                       str(out), str(src)], capture_output=True, text=True, timeout=300, env={**os.environ, **env})
   assert p.returncode == 0, p.stderr
-  return set(zipfile.ZipFile(next(out.glob("*.whl"))).namelist())
+  return next(out.glob("*.whl"))
+
+
+def _names(wheel: Path) -> set[str]:
+  return set(zipfile.ZipFile(wheel).namelist())
 
 
 def _has_extension(names: set[str]) -> bool:
@@ -29,19 +43,51 @@ def _has_extension(names: set[str]) -> bool:
 
 
 def test_wheel_contains_packages_templates_and_static(tmp_path):
-  names = _wheel(tmp_path)
+  wheel = _wheel(tmp_path, npm=True)
+  names = _names(wheel)
   assert "viz_server/templates/index.html" in names
   for f in (ROOT / "static").iterdir():
     if f.suffix in (".js", ".css", ".svg"):
       assert f"viz_server/static/{f.name}" in names, f.name
-  for pkg in ("compiler", "compiler/trace", "compiler/schedule", "compiler/opt", "compiler/codegen",
-              "compiler/runtime", "viz_server"):
-    for f in (ROOT / pkg).glob("*.py"):
-      assert f"{pkg}/{f.name}" in names, f"{pkg}/{f.name}"
+  tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+  for f in tracked:  # every module of every package (a package missing from pyproject.toml's list is left out)
+    if f.endswith(".py") and f.split("/")[0] in ("compiler", "viz_server"):
+      assert f in names, f
   # the C extension (compiler/trace/_speedups.c) is built into the wheel, for this interpreter
   assert _has_extension(names), sorted(names)
+  # npm's socket.io browser client (and its license), copied in at build time: none of it is tracked in git
+  assert CLIENT in names and "viz_server/vendor/socket.io-client.LICENSE" in names
+  assert not any(f.startswith("viz_server/vendor/") for f in tracked)
+  _installed_viewer_serves_the_client(wheel, tmp_path)
+
+
+def _installed_viewer_serves_the_client(wheel: Path, tmp_path: Path) -> None:
+  """The wheel's files alone (no checkout, no node_modules on the path) make a viewer whose page uses socket.io."""
+  site, cwd = tmp_path / "site", tmp_path / "elsewhere"
+  zipfile.ZipFile(wheel).extractall(site)
+  cwd.mkdir()
+  env = {k: v for k, v in os.environ.items() if not k.startswith("VIZ")}
+  env.update(PYTHONPATH=str(site), XDG_CACHE_HOME=str(tmp_path / "cache"))
+  where = subprocess.run([sys.executable, "-c", "import viz_server; print(viz_server.__file__)"], cwd=cwd, env=env,
+                         capture_output=True, text=True, timeout=60)
+  assert where.stdout.strip() == str(site / "viz_server" / "__init__.py"), where.stdout + where.stderr
+  (cwd / "traces").mkdir()
+  proc = subprocess.Popen([sys.executable, "-m", "viz_server", "traces", "--port", "0"], cwd=cwd, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  try:
+    line = proc.stdout.readline()
+    assert " at http://127.0.0.1:" in line, line + proc.stderr.read() if proc.poll() is not None else line
+    url = line.split(" at ")[1].split()[0]
+    with urllib.request.urlopen(url, timeout=10) as r:
+      assert 'data-socketio="yes"' in r.read().decode()
+    with urllib.request.urlopen(url + "vendor/socket.io.esm.min.js", timeout=10) as r:
+      assert r.read() == (SOCKETIO_PACKAGE / "dist" / "socket.io.esm.min.js").read_bytes()
+  finally:
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
 
 
 def test_without_a_c_compiler_the_wheel_builds_without_the_extension(tmp_path):
-  names = _wheel(tmp_path, CC="/bin/false")  # the extension is optional: the recorder falls back to Python
+  names = _names(_wheel(tmp_path, CC="/bin/false"))  # the extension is optional: the recorder falls back to Python
+  assert CLIENT not in names  # (built without npm's package: the page polls)
   assert not _has_extension(names) and "compiler/trace/columns.py" in names and "compiler/trace/native.py" in names
