@@ -42,6 +42,18 @@ def _one_hot_along(y: Any, n: int, dim: int) -> Any:
   return y.unsqueeze(d) == ar.reshape((n,) + (1,) * (y.ndim - d))
 
 
+def _along_axis(v: Any, axis: int, ndim: int) -> Any:
+  """A 1-d v shaped to run along axis of an ndim-d tensor."""
+  return v.reshape(tuple(-1 if k == axis % ndim else 1 for k in range(ndim)))
+
+
+def _gather_along(x: Any, axis: int, idx: Any) -> Any:
+  """x indexed along axis by the 1-d idx (every other dim kept)."""
+  shape = list(x.shape)
+  shape[axis] = idx.shape[0]
+  return x.gather(axis, _along_axis(idx, axis, x.ndim).expand(shape))
+
+
 class NnMixin:
   __slots__ = ()
 
@@ -149,13 +161,6 @@ class NnMixin:
       if n_out == n_in:  # the identity in every mode
         continue
       ar = T.arange(n_out, dtype=dtypes.float32)
-      expand = list(x.shape)
-      expand[i] = n_out
-      shape1 = [1] * x.ndim
-      shape1[i] = n_out
-
-      def along(t: Any, shape1: list = shape1, expand: list = expand) -> Any:
-        return t.reshape(shape1).expand(expand)
       if linear:
         if align_corners:
           src = ar * ((n_in - 1) / (n_out - 1)) if n_out > 1 else ar * 0
@@ -163,14 +168,14 @@ class NnMixin:
           src = ((ar + 0.5) * (n_in / n_out) - 0.5).maximum(0)
         src = src.minimum(n_in - 1)
         lo = src.floor()
-        frac = along(src - lo)
         lo_i = lo.cast(dtypes.int32)
-        hi_i = (lo_i + 1).minimum(n_in - 1)
-        xf = x._float()
-        x = xf.gather(i, along(lo_i)).lerp(xf.gather(i, along(hi_i)), frac)
+        # both neighbours in one gather (one kernel per axis): indices lo then hi along the axis
+        both = _gather_along(x._float(), i, T.stack(lo_i, (lo_i + 1).minimum(n_in - 1)).reshape(2 * n_out))
+        lo_x, hi_x = both.split(n_out, i)
+        x = lo_x.lerp(hi_x, _along_axis(src - lo, i, x.ndim))
       else:
         pos = (ar + 0.5) * (n_in / n_out) if mode == "nearest-exact" else ar * (n_in / n_out)
-        x = x.gather(i, along(pos.floor().cast(dtypes.int32).minimum(n_in - 1)))
+        x = _gather_along(x, i, pos.floor().cast(dtypes.int32).minimum(n_in - 1))
     return x.cast(self.dtype)
 
   # ---- transposed convolution
