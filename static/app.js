@@ -494,7 +494,7 @@ const refreshLive = debounce(async () => {
   const ctx = data.ctxById.get(state.ctx);
   const rwInfo = ctx && ctx.rewrites.find((r) => r.id === state.rw);
   if (state.rw === null && ctx && ctx.rewrites.length) { await selectContext(state.ctx, {}); return; }
-  if (rwInfo && data.rw && rwInfo.matches !== data.rw.steps.length) {
+  if (rwInfo && data.rw && rwInfo.matches !== (data.rw.steps_total ?? data.rw.steps.length)) {
     try { data.rw = await api.rewrite(t, state.rw); } catch { return; }
     data.rwTrace = t;
     setSlider();
@@ -681,7 +681,6 @@ async function main() {
   // the trace list and a deep-linked trace's contexts in parallel (selectTrace's request finds this one in flight)
   const listing = api.traces();
   if (v.trace !== null) api.contexts(v.trace, {reuse: true}).catch(() => {});
-  startLive({onTraces: onTraceList, onEvent: onLiveEvent, onMode: (m) => put($("#live-mode"), m), forcePoll});
   let list = [];
   try { list = await listing; } catch (e) { toast(`Cannot list traces: ${e.message}`, "error"); }
   data.traces = list;
@@ -690,9 +689,15 @@ async function main() {
   const t = served ? v.trace : list.length ? pickDefaultTrace(list) : null;
   if (v.trace !== null && t !== v.trace) toast(`Trace ${v.trace} is not served here.`, "error");
   booted = true;
-  if (t === null) { clearGraph("No traces yet. Open a trace file (or drop one here)."); return; }
-  if (t === v.trace) await selectTrace(t, {ctx: v.ctx, rw: v.rw, step: v.step, node: v.node, push: false});
-  else await selectTrace(t, {push: false});
+  try {
+    if (t === null) clearGraph("No traces yet. Open a trace file (or drop one here).");
+    else if (t === v.trace) await selectTrace(t, {ctx: v.ctx, rw: v.rw, step: v.step, node: v.node, push: false});
+    else await selectTrace(t, {push: false});
+  } finally {
+    // after the first view: loading and starting the socket.io client took ~100 ms of main thread before it; on
+    // connecting, it asks for the trace list again, so nothing that happened meanwhile is missed
+    startLive({onTraces: onTraceList, onEvent: onLiveEvent, onMode: (m) => put($("#live-mode"), m), forcePoll});
+  }
 }
 
 // for tests and bench/bench_ui.py: the view state and a few entry points
