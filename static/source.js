@@ -54,6 +54,9 @@ export class SourcePanel {
     put(this.el,
       h("div", {class: "panel-head"}, h("div", {class: "title"}, coloredName(k.name, k.kname_colors)),
         h("div", {class: "sub muted"}, `compile ${fmtSeconds(cur.compile_s)} · ${lines} lines`)),
-      tabs, code);
+      tabs, code,
+      // the server sends a long text's start only (api.MAX_SOURCE_CHARS): say so rather than show it as whole
+      cur.truncated ? h("p", {class: "muted small"}, `… cut: the first ${String(cur.text ?? "").length} of `
+        + `${cur.chars} characters (the whole text is in the trace file)`) : null);
   }
 }

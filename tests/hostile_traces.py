@@ -158,7 +158,8 @@ def tiny_records(path: str | os.PathLike, n: int = 1 << 20, batches: int = 2) ->
 
 def big_kernel(path: str | os.PathLike, sources: int = 40, text_bytes: int = 4 << 20) -> Path:
   """A kernel context with `sources` source records of `text_bytes` each (a small file: the text compresses)."""
-  text = ("  %x = add i32 %a, %b\n" * (text_bytes // 24 + 1))[:text_bytes]
+  line = "  %x = add i32 %a, %b\n"
+  text = (line * (text_bytes // len(line) + 1))[:text_bytes]
   recs: list[Record] = [meta(), {"t": "ctx_begin", "id": 0, "parent": None, "name": "r_4", "kind": "kernel",
                                  "ts": 1.7e9}]
   frames = [recs] + [[{"t": "source", "ctx": 0, "kind": "llvm_ir", "text": text, "compile_s": 0.1}]

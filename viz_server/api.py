@@ -73,9 +73,32 @@ def ascii_int(s: str) -> int | None:
   return int(s) if s.isascii() and s.isdigit() and len(s) <= 18 else None
 
 
+# Cost bounds per request (issue 14): replaying a step costs every step before it, laying a graph out grows with its
+# nodes, and highlighting with its text; past these a request is refused with 413 and says why, or the answer is cut
+# and says so, so that no request on a small hostile file costs more than a few seconds.
+MAX_STEPS = 20_000  # the steps of a rewrite the viewer replays (~0.1 ms each on a small graph, incl. its layout)
+MAX_GRAPH_NODES = 20_000  # nodes of one graph it lays out and sends (~250 bytes each as JSON)
+MAX_SOURCE_CHARS = 256 << 10  # of one source text sent and highlighted (the html is ~10x the text)
+MAX_KERNEL_CHARS = 1 << 20  # of all the source texts of one kernel answer
+MAX_LIST = 10_000  # opts, beam candidates, runs and errors of one kernel answer
+
+
 def _check_step(rw: Any, k: int) -> None:
   if k > rw.matches:
     fail(404, f"rewrite {rw.id} has {rw.matches} steps, no step {k}")
+  if k > MAX_STEPS:
+    fail(413, f"rewrite {rw.id} has {rw.matches} steps; the viewer replays only the first {MAX_STEPS}")
+
+
+def _last_step(rw: Rewrite) -> int:
+  """What `end` means for a step: the last one the viewer replays."""
+  return min(rw.matches, MAX_STEPS)
+
+
+def _check_size(view: Any, k: int) -> None:
+  n = len(view.replay.members(k))
+  if n > MAX_GRAPH_NODES:
+    fail(413, f"the graph at step {k} has {n} nodes; the viewer lays out at most {MAX_GRAPH_NODES}")
 
 
 # ---- traces
@@ -195,19 +218,20 @@ def rewrite(t: int, r: int) -> Any:
   tr = _trace(t)
   with _store().lock:
     rw = _rewrite(tr, r)
-    steps = [rw.step(k) for k in range(1, rw.matches + 1)]
+    steps = [rw.step(k) for k in range(1, _last_step(rw) + 1)]
     return jsonify({"id": rw.id, "ctx": rw.ctx, "name": rw.name, "file": rw.file, "line": rw.line,
                     "bottom_up": rw.bottom_up, "dt": rw.dt, "error": rw.error, "ended": rw.ended, "root": rw.root,
-                    "end_root": rw.end_root, "steps": steps})
+                    "end_root": rw.end_root, "steps": steps, "steps_total": rw.matches})
 
 
 @bp.get("/traces/<int:t>/rewrites/<int:r>/graph")
 def graph(t: int, r: int) -> Any:
   tr = _trace(t)
   rw = _rewrite(tr, r)
-  k = _int_arg("step", 0, allow_end=rw.matches)
+  k = _int_arg("step", 0, allow_end=_last_step(rw))
   _check_step(rw, k)
   view = _views().get(tr, rw)
+  _check_size(view, k)
   view.last_step = k  # no prefetch yet: opening a graph is not stepping (the page asks for the neighbours itself)
   return jsonify(view.graph(k))
 
@@ -216,12 +240,14 @@ def graph(t: int, r: int) -> Any:
 def delta(t: int, r: int) -> Any:
   tr = _trace(t)
   rw = _rewrite(tr, r)
-  j = _int_arg("from", allow_end=rw.matches)
-  k = _int_arg("to", allow_end=rw.matches)
+  j = _int_arg("from", allow_end=_last_step(rw))
+  k = _int_arg("to", allow_end=_last_step(rw))
   _check_step(rw, j)
   _check_step(rw, k)
   compact = request.args.get("compact", "0") not in ("0", "", "false")
   view = _views().get(tr, rw)
+  _check_size(view, j)
+  _check_size(view, k)
   out = jsonify(view.delta(j, k, compact=compact))
   _views().prefetch(view, k)
   return out
@@ -259,8 +285,14 @@ def origin(t: int, n: int) -> Any:
     fail(404, f"no node {n} in trace {t}")
   before = _int_arg("before", 0)
   with _store().lock:
-    rws = sorted((rw for rw in tr.rewrites.values() if rw.id < before and rw.ended and rw.matches),
+    rws = sorted((rw for rw in tr.rewrites.values() if rw.id < before and rw.ended and 0 < rw.matches <= MAX_STEPS),
                  key=lambda rw: rw.id, reverse=True)[:ORIGIN_REWRITES]
+  total = 0  # steps replayed in all: searching costs at most what one far step does
+  for i, rw in enumerate(rws):
+    total += rw.matches
+    if total > MAX_STEPS:
+      del rws[i:]
+      break
   for rw in rws:
     rp = _views().replay(tr, rw)
     if n not in rp.members(rw.matches):
@@ -375,13 +407,28 @@ def kernel(t: int, c: int) -> Any:
     ctx = tr.contexts.get(c)
     if ctx is None:
       fail(404, f"no context {c} in trace {t}")
-    beam = [{k: b.get(k) for k in ("round", "opts", "time", "error", "chosen")} for b in ctx.beam]
-    sources = [(s["kind"], s["text"], s.get("compile_s")) for s in ctx.sources]
-    body = {"ctx": c, "name": ctx.name, "kname_colors": kname_colors(ctx), "opts": [_opt(o) for o in ctx.opts],
-            "beam": beam, "runs": [run_entry(r) for r in ctx.runs], "errors": list(ctx.errors)}
-  body["sources"] = [{"kind": kind, "text": text, "html": highlight(text, kind), "compile_s": cs}
-                     for kind, text, cs in sources]
+    beam = [{k: b.get(k) for k in ("round", "opts", "time", "error", "chosen")} for b in ctx.beam[:MAX_LIST]]
+    sources = [(s["kind"], s["text"], s.get("compile_s")) for s in ctx.sources[:MAX_LIST]]
+    body = {"ctx": c, "name": ctx.name, "kname_colors": kname_colors(ctx),
+            "opts": [_opt(o) for o in ctx.opts[:MAX_LIST]], "beam": beam,
+            "runs": [run_entry(r) for r in ctx.runs[:MAX_LIST]], "errors": ctx.errors[:MAX_LIST],
+            "cut": {"opts": len(ctx.opts), "beam": len(ctx.beam), "runs": len(ctx.runs), "errors": len(ctx.errors),
+                    "sources": len(ctx.sources)}}
+  body["cut"] = {k: n for k, n in body["cut"].items() if n > MAX_LIST}  # totals of the lists cut to MAX_LIST
+  body["sources"] = _sources(sources)
   return jsonify(body)
+
+
+def _sources(sources: list[tuple[str, str, Any]]) -> list[dict]:
+  """The kernel's source texts, each cut to MAX_SOURCE_CHARS and all to MAX_KERNEL_CHARS (`chars`: the whole
+  text's length; `truncated`: whether it was cut)."""
+  out, room = [], MAX_KERNEL_CHARS
+  for kind, text, cs in sources:
+    shown = text[:max(0, min(MAX_SOURCE_CHARS, room))]
+    room -= len(shown)
+    out.append({"kind": kind, "text": shown, "html": highlight(shown, kind), "compile_s": cs, "chars": len(text),
+                "truncated": len(shown) < len(text)})
+  return out
 
 
 @bp.get("/traces/<int:t>/runs")

@@ -27,7 +27,7 @@ NodeGetter = Callable[[int], "Node | None"]
 # a drawing is needed and not cached
 BaseGetter = Callable[[], "tuple[Layout, Rows, Bands] | None"]
 HASH_CHARS = 8
-MAX_DIFF_NODES = 100_000
+MAX_DIFF_NODES = 20_000  # the nodes of one graph compared (api.MAX_GRAPH_NODES: the same bound)
 MAX_DRAW_NODES = 3_000  # a fallback full layout of the union takes seconds past ~2,000 nodes: past this, lists only
 DRAWN_CACHE_NODES = 15_000  # drawn nodes kept by a DrawnCache (~2 KB each as dicts, with their edges)
 

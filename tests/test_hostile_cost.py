@@ -1,0 +1,59 @@
+"""Issue 14, item 4: every request on a small hostile file does bounded work and sends a bounded answer. Work is
+counted in units (steps replayed, layouts made, nodes laid out), never in seconds."""
+from __future__ import annotations
+
+import hostile_traces as H
+import pytest
+
+from viz_server import api
+from viz_server.app import create_app
+
+
+def _app(path):
+  app = create_app([path], follow=False)
+  return app, app.test_client(), app.extensions["tinyviz"]["views"]
+
+
+def test_far_steps_of_a_rewrite_with_300k_matches_cost_at_most_max_steps(tmp_path, monkeypatch):
+  monkeypatch.setattr(api, "MAX_STEPS", 300)
+  path = H.many_matches(tmp_path / "m.vztrace", 300_000)
+  assert path.stat().st_size < 64 << 10
+  app, c, views = _app(path)
+  tr = app.extensions["tinyviz"]["store"].get(0)
+  rw = tr.rewrites[0]
+  assert c.get("/api/traces/0/rewrites/0/graph?step=299999").status_code == 413
+  assert c.get("/api/traces/0/rewrites/0/delta?from=0&to=1000").status_code == 413
+  view = views.get(tr, rw)
+  assert len(view.replay.roots) == 1 and view.stats == {"full": 0, "derived": 0}  # refused before any work
+  end = c.get("/api/traces/0/rewrites/0/graph?step=end")
+  assert end.status_code == 200 and end.get_json()["step"] == 300
+  assert len(view.replay.roots) - 1 <= 300 and view.stats["full"] + view.stats["derived"] <= 301
+  info = c.get("/api/traces/0/rewrites/0")
+  assert info.status_code == 200 and len(info.get_json()["steps"]) == 300 and info.get_json()["steps_total"] == 300_000
+  assert len(info.data) < 300 * 200
+
+
+def test_a_100k_node_chain_is_refused_before_it_is_laid_out(tmp_path):
+  path = H.chain(tmp_path / "c.vztrace", 100_000)
+  assert path.stat().st_size < 600 << 10
+  app, c, views = _app(path)
+  res = c.get("/api/traces/0/rewrites/0/graph?step=0")
+  assert res.status_code == 413 and "100000 nodes" in res.get_json()["error"] and len(res.data) < 1000
+  tr = app.extensions["tinyviz"]["store"].get(0)
+  assert views.get(tr, tr.rewrites[0]).stats == {"full": 0, "derived": 0}
+  d = c.get("/api/diff?a=0:0:0&b=0:0:end")
+  assert d.status_code == 400 and "more than" in d.get_json()["error"]
+  assert c.get("/api/traces/0/nodes/99999").status_code == 200
+
+
+@pytest.mark.parametrize("sources,size", [(8, 2 << 20), (3000, 1 << 10)])
+def test_a_kernel_answer_is_cut_to_a_bounded_size(tmp_path, sources, size):
+  path = H.big_kernel(tmp_path / "k.vztrace", sources, size)
+  _, c, _ = _app(path)
+  res = c.get("/api/traces/0/contexts/0/kernel")
+  assert res.status_code == 200
+  body = res.get_json()
+  assert sum(len(s["text"]) for s in body["sources"]) <= api.MAX_KERNEL_CHARS
+  assert all(len(s["text"]) <= api.MAX_SOURCE_CHARS and s["chars"] == size for s in body["sources"])
+  assert any(s["truncated"] for s in body["sources"])
+  assert len(res.data) < 40 * api.MAX_KERNEL_CHARS  # text + its highlighted html, not sources * size
