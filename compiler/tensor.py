@@ -10,7 +10,7 @@ import numpy as np
 from compiler.dtype import DType, dtypes, least_upper_dtype
 from compiler.runtime.buffer import buffer_of, new_buffer_uop
 from compiler.schedule.shape import shape_of
-from compiler.tensor_mixins import CreationMixin, ElementwiseMixin, IndexingMixin, NnMixin, ReduceMixin
+from compiler.tensor_mixins import AutogradMixin, CreationMixin, ElementwiseMixin, IndexingMixin, NnMixin, ReduceMixin
 from compiler.uop import Ops, UOp
 
 Shape = tuple[int, ...]
@@ -102,12 +102,18 @@ def _py(x: Any) -> Scalar:
   return x.item() if isinstance(x, np.generic) else x
 
 
-class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixin):
+class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixin, AutogradMixin):
   """A lazy n-d array. Build with numpy arrays, nested lists or scalars; compute with `.numpy()`/`.realize()`."""
-  __slots__ = ("uop", "__weakref__")
+  __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
   _rng: np.random.Generator = np.random.default_rng(0)
 
-  def __init__(self, data: Any, dtype: Any = None):
+  def __init__(self, data: Any, dtype: Any = None, requires_grad: bool | None = None):
+    self.requires_grad, self.grad = requires_grad, None
+    self._init(data, dtype)
+    if requires_grad:
+      self.requires_grad_()
+
+  def _init(self, data: Any, dtype: Any) -> None:
     dt = to_dtype(dtype)
     if isinstance(data, UOp):
       self.uop = data if dt is None or dt == data.dtype else data.cast(dt)
@@ -222,9 +228,6 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
 
   def contiguous(self) -> Tensor:
     return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
-
-  def detach(self) -> Tensor:
-    return self
 
   # ---- creation
   @staticmethod
@@ -675,11 +678,12 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     return self._float()._alu(Ops.RECIP)
 
   def sin(self) -> Tensor:
-    return self._float()._alu(Ops.SIN)
+    from compiler.tensor_trig import sin_cos
+    return sin_cos(self._float(), cos=False)
 
   def cos(self) -> Tensor:
-    # in half, pi/2 - x would round to a quarter already at |x| ~ 256
-    return self._via_float32(lambda x: ((math.pi / 2) - x).sin())
+    from compiler.tensor_trig import sin_cos
+    return sin_cos(self._float(), cos=True)
 
   def tan(self) -> Tensor:
     return self._via_float32(lambda x: x.sin() / x.cos())

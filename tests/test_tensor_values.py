@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compiler.dtype import dtypes
 from compiler.tensor import Tensor
@@ -251,3 +253,57 @@ def test_float64_mod_close():
   with np.errstate(all="ignore"):
     close(Tensor(a) % Tensor(b), np.remainder(a, b), 1e-9, dtypes.float64)
     same(Tensor(a) // Tensor(b), np.floor_divide(a, b), dtypes.float64)
+
+
+# ---- sin / cos: exact argument reduction over the whole float range
+def _ulp_error(got: np.ndarray, x: np.ndarray, fn) -> np.ndarray:
+  """|got - fn(x)| in ulps of the result's dtype, against fn computed in float64 (x's float32/16 values exactly)."""
+  with np.errstate(all="ignore"):
+    want = fn(x.astype(np.float64))
+  fin = np.isfinite(want)
+  assert np.array_equal(np.isnan(got), np.isnan(want)), (x, got, want)
+  return np.abs(got[fin].astype(np.float64) - want[fin]) / np.spacing(np.abs(want[fin]).astype(got.dtype))
+
+
+def test_cos_large_arguments_issue_case():
+  got = Tensor([1e7, 2.0**31]).cos().numpy()
+  np.testing.assert_allclose(got, np.cos(np.float32([1e7, 2.0**31]).astype(np.float64)), rtol=1e-6)
+  assert abs(got[0] - -0.907) < 1e-3 and abs(got[1] - 0.238) < 1e-3
+
+
+@pytest.mark.parametrize("dt, lo, hi", [(np.float32, -40, 128), (np.float16, -24, 16)])
+def test_sin_cos_every_magnitude(dt, lo, hi):
+  rng = np.random.default_rng(6)
+  with np.errstate(over="ignore"):
+    x = _spread(rng, 3000, dt, lo, hi)
+  fi = np.finfo(dt)
+  edge = [0.0, -0.0, math.inf, -math.inf, math.nan, fi.max, -fi.max, fi.tiny, fi.smallest_subnormal, math.pi / 2,
+          math.pi, 3 * math.pi / 2, 2 * math.pi, 1e4 * math.pi]
+  x = np.concatenate([x, np.array(edge, dt)])
+  for name, fn in (("sin", np.sin), ("cos", np.cos)):
+    got = getattr(Tensor(x), name)().numpy()
+    assert got.dtype == dt
+    assert _ulp_error(got, x, fn).max(initial=0) <= 1.0, name
+  same(Tensor(np.array([0.0, -0.0], dt)).sin(), np.array([0.0, -0.0], dt))
+
+
+def test_sin_cos_float64():
+  rng = np.random.default_rng(7)
+  x = np.concatenate([_spread(rng, 2000, np.float64, -40, 128), [0.0, -0.0, math.inf, math.nan, 1e300, -1e200]])
+  for name, fn in (("sin", np.sin), ("cos", np.cos)):
+    got = getattr(Tensor(x), name)().numpy()
+    assert got.dtype == np.float64
+    assert _ulp_error(got, x, fn).max(initial=0) <= 4.0, name
+
+
+@settings(max_examples=15)
+@given(st.lists(st.floats(width=32, allow_nan=True, allow_infinity=True), min_size=1, max_size=48))
+def test_sin_cos_hypothesis(xs):
+  x = np.resize(np.array(xs, np.float32), 48)  # one shape: every example runs the kernels compiled for the first
+  for name, fn in (("sin", np.sin), ("cos", np.cos)):
+    assert _ulp_error(getattr(Tensor(x), name)().numpy(), x, fn).max(initial=0) <= 1.0, (name, x)
+
+
+def test_tan_large_arguments():
+  x = np.float32([1e7, 2.0**31, -3e38, 0.5, -0.0, 1e-30])
+  np.testing.assert_allclose(Tensor(x).tan().numpy(), np.tan(x.astype(np.float64)), rtol=3e-7)
