@@ -218,6 +218,52 @@ def test_a_fake_viewer_on_the_port_gets_neither_the_token_nor_the_trace(tmp_path
       other.communicate(b"", timeout=30)
 
 
+FAKE_AS_NOBODY = """
+import encodings.idna, http.server, json, os, sys  # all imported before dropping to a user who cannot read them
+os.setgid(65534); os.setuid(65534)  # another user of the machine: the listening socket is theirs
+class H(http.server.BaseHTTPRequestHandler):
+  def _answer(self, body):
+    data = json.dumps(body).encode()
+    self.send_response(200); self.send_header("Content-Length", str(len(data))); self.end_headers()
+    self.wfile.write(data)
+  def do_GET(self):
+    print(json.dumps(["GET", self.path, dict(self.headers), ""]), flush=True)
+    self._answer({"app": "tinyviz", "version": 1, "pid": int(sys.argv[1])})
+  def do_POST(self):
+    body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode(errors="replace")
+    print(json.dumps(["POST", self.path, dict(self.headers), body]), flush=True)
+    self._answer({"id": 0})
+  def log_message(self, *a):
+    pass
+srv = http.server.HTTPServer(("127.0.0.1", 0), H)
+print(srv.server_address[1], flush=True)
+srv.serve_forever()
+"""
+
+
+@pytest.mark.skipif(os.name != "posix" or os.getuid() != 0 or not os.path.exists("/proc/net/tcp"),
+                    reason="needs root (to act as another user) and Linux /proc")
+def test_another_users_fake_viewer_claiming_a_live_pid_of_ours_gets_nothing(tmp_path, monkeypatch, no_viewer_left):
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+  ours = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+  fake = subprocess.Popen([sys.executable, "-c", FAKE_AS_NOBODY, str(ours.pid)], stdout=subprocess.PIPE, text=True)
+  try:
+    port = int(fake.stdout.readline())
+    control.token_dir().mkdir(parents=True, mode=0o700)
+    control.token_path(port).write_text(json.dumps({"token": "SECRET" * 8, "pid": ours.pid, "port": port,
+                                                    "asked": port}))
+    assert control.owns_port(ours.pid, port) is False and control.read_token(port) is None
+    p = _run_viz(tmp_path, port, "t")
+    assert f"127.0.0.1:{port}/#t=" not in p.stderr and "is not one you started" in p.stderr, p.stderr
+  finally:
+    fake.kill()
+    seen, _ = fake.communicate(timeout=30)
+    ours.communicate(b"", timeout=30)
+  requests = [json.loads(line) for line in seen.splitlines()]
+  assert requests and all(r[0] == "GET" and r[1] == "/api/ping" for r in requests), requests
+  assert "SECRET" not in seen and "t.vztrace" not in seen
+
+
 # ---- the command line
 
 def test_a_file_that_is_no_trace_is_named_and_the_others_are_served(tmp_path, no_viewer_left):

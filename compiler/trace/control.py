@@ -17,13 +17,13 @@ import ipaddress
 import json
 import os
 import secrets
-import struct
 from pathlib import Path
 
 from compiler.paths import cache_dir
+from compiler.trace.sockets import LISTEN, tcp_sockets
 
 HEADER = "X-Tinyviz-Token"
-TCP_LISTEN = "0A"  # the state column of /proc/net/tcp{,6}
+LOOPBACK = ipaddress.IPv4Address("127.0.0.1")
 
 
 def token_dir() -> Path:
@@ -83,26 +83,15 @@ def process_is_mine(pid: int) -> bool:
 def _listeners(port: int) -> list[tuple[int, int]] | None:
   """(uid, socket inode) of each socket listening on port that a connection to 127.0.0.1:port can reach; None
   where /proc/net does not say (not Linux)."""
-  found, known = [], False
-  for name, size in (("tcp", 4), ("tcp6", 16)):
-    try:
-      lines = Path(f"/proc/net/{name}").read_text().splitlines()[1:]
-    except OSError:
-      continue
-    known = True
-    for line in lines:
-      f = line.split()
-      if len(f) < 10 or f[3] != TCP_LISTEN:
-        continue
-      addr_hex, _, port_hex = f[1].partition(":")
-      if int(port_hex, 16) != port:
-        continue
-      raw = b"".join(struct.pack("=I", int(addr_hex[i:i + 8], 16)) for i in range(0, len(addr_hex), 8))
-      addr = ipaddress.ip_address(raw[:size])
-      v4 = addr.ipv4_mapped if isinstance(addr, ipaddress.IPv6Address) else addr
-      if addr.is_unspecified or (v4 is not None and v4 == ipaddress.IPv4Address("127.0.0.1")):
-        found.append((int(f[7]), int(f[9])))
-  return found if known else None
+  listening = tcp_sockets(LISTEN)
+  if listening is None:
+    return None
+  found = []
+  for s in listening:
+    v4 = s.local.ipv4_mapped if isinstance(s.local, ipaddress.IPv6Address) else s.local
+    if s.local_port == port and (s.local.is_unspecified or v4 == LOOPBACK):
+      found.append((s.uid, s.inode))
+  return found
 
 
 def owns_port(pid: int, port: int) -> bool | None:
