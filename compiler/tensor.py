@@ -813,6 +813,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     if dim is None:
       return self.reshape(tuple(s for s in self.shape if s != 1))
     if self.ndim == 0:
+      self._axis(dim, "squeeze", 1)  # a 0-d tensor has dims 0 and -1 only (as torch and tinygrad)
       return self
     d = self._axis(dim, "squeeze")
     return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
@@ -865,7 +866,10 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     axes = range(self.ndim) if axis is None else ((axis,) if isinstance(axis, (int, np.integer)) else axis)
     flips = [False] * self.ndim
     for a in axes:
-      flips[self._axis(a, "flip")] = True
+      d = self._axis(a, "flip")
+      if flips[d]:
+        raise RuntimeError(f"Tensor.flip: axis {a} appears more than once in {tuple(axes)} (shape {self.shape})")
+      flips[d] = True
     return self._mop(Ops.FLIP, tuple(flips)) if any(flips) else self
 
   def repeat(self, *repeats: Any) -> Tensor:

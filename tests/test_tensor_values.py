@@ -307,3 +307,29 @@ def test_sin_cos_hypothesis(xs):
 def test_tan_large_arguments():
   x = np.float32([1e7, 2.0**31, -3e38, 0.5, -0.0, 1e-30])
   np.testing.assert_allclose(Tensor(x).tan().numpy(), np.tan(x.astype(np.float64)), rtol=3e-7)
+
+
+# ---- invalid arguments are refused, with tinygrad's exception types
+def test_flip_repeated_axis_raises():
+  x = Tensor(np.arange(6).reshape(2, 3))
+  with pytest.raises(RuntimeError, match=r"flip.*more than once"):
+    x.flip((0, 0))
+  with pytest.raises(RuntimeError, match="flip"):
+    x.flip((1, -1))
+  with pytest.raises(IndexError, match="flip"):
+    x.flip(2)
+  same(x.flip((0, 1)), np.arange(6).reshape(2, 3)[::-1, ::-1])
+  same(x.flip(-1), np.arange(6).reshape(2, 3)[:, ::-1])
+
+
+def test_squeeze_of_0d_checks_the_axis():
+  x = Tensor(np.float32(3))
+  with pytest.raises(IndexError, match="squeeze"):
+    x.squeeze(10)
+  with pytest.raises(IndexError, match="squeeze"):
+    x.squeeze(-2)
+  same(x.squeeze(0), np.float32(3))
+  same(x.squeeze(-1), np.float32(3))
+  same(x.squeeze(), np.float32(3))
+  with pytest.raises(IndexError, match="squeeze"):
+    Tensor([[1]]).squeeze(2)
