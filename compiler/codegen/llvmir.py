@@ -7,8 +7,12 @@ than MAX_BUF_ARGS buffers takes them as one array of pointers instead (`ptr %buf
 arguments), loaded at entry (without noalias: such kernels are rare and bound by their loads anyway).
 bool is i1 in registers and i8 in memory. Loops are top-tested with PHIs for the counter and for every
 accumulator updated inside them.
-Fast-math: `contract` on float add/sub/mul (fma forming), plus `reassoc` on reduce accumulations so LLVM can
-vectorize and reorder them; never `nnan`/`ninf` (kernels see inf and nan). Integer division and shifts are
+Fast-math only on reduce accumulations: `reassoc contract` on the chain acc op v0 op v1 ..., and `contract` on the
+float products it adds, so LLVM may vectorize and reorder the sum and fuse a product into it (fma); a reduction
+may differ from the interpreter by that reordering and the products' roundings. Every other float op is plain
+IEEE, the interpreter's result bit for bit: an fma outside a sum changes a*b - c by the rounding of a*b, all of
+the answer where c is that product rounded (a value stored by one kernel and recomputed by the next: std over
+one element was inf, not nan). Never `nnan`/`ninf` (kernels see inf and nan). Integer division and shifts are
 guarded so division by zero gives 0 and INT_MIN // -1 wraps, as in the interpreter, instead of trapping."""
 from __future__ import annotations
 
@@ -85,6 +89,7 @@ class _Renderer:
     self.block = "entry"
     self.tmp = 0
     self.accum_ops: set[UOp] = set()
+    self.fused_muls: set[UOp] = set()  # float products an accumulation may fuse (fma)
     self.loop_md: list[str] = []
     self.outer_loops: set[int] = set()
 
@@ -243,6 +248,8 @@ class _Renderer:
       if u.op in GroupOp.Binary and any(s in chain_nodes for s in u.src):
         chain_nodes.add(u)
         self.accum_ops.add(u)
+        if u.op is Ops.ADD:
+          self.fused_muls.update(s for s in u.src if s.op is Ops.MUL)
 
   def _open(self, r: UOp, i: int, accs: list[UOp]) -> dict:
     name = f"%r{i}"
@@ -431,7 +438,7 @@ class _Renderer:
     t = ltype(sdt)
     a = [self.val(x) for x in srcs]
     out = self.fresh("alu")
-    fm = "reassoc contract " if u in self.accum_ops else "contract "
+    fm = "reassoc contract " if u in self.accum_ops else "contract " if u in self.fused_muls else ""
     if op is Ops.WHERE:
       self.emit(f"{out} = select {self.tv(srcs[0])}, {self.tv(srcs[1])}, {self.tv(srcs[2])}")
       return out
