@@ -26,7 +26,23 @@ def build_parser(prog: str = "python -m viz_server.tools") -> argparse.ArgumentP
   show.add_argument("--kernel", metavar="NAME|CTX", help="with --kernels/--source: only this kernel")
   show.add_argument("--json", action="store_true", help="one JSON object per line")
   show.set_defaults(fn=_show)
+  cmp = sub.add_parser("compare", help="align two traces of one program and report where they first diverge",
+                       description="Align two traces of the same program and report the first rewrite whose input or "
+                                   "output graph differs, the first differing step in it, kernels whose opts, "
+                                   "sources or runtime differ, and what exists in only one trace. Exit status: 0 "
+                                   "same, 1 different, 2 not a readable trace.")
+  cmp.add_argument("a", metavar="A")
+  cmp.add_argument("b", metavar="B")
+  cmp.add_argument("--json", action="store_true", help="print the report as one JSON object")
+  cmp.add_argument("--tolerance", type=float, default=1.25, metavar="X",
+                   help="report a kernel whose best time changed by more than this factor (default 1.25)")
+  cmp.set_defaults(fn=_compare)
   return p
+
+
+def _compare(args: argparse.Namespace) -> int:
+  from viz_server import compare
+  return compare.run(args)
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -42,7 +58,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
   except (TraceFormatError, OSError) as e:
-    print(f"{getattr(args, 'file', '')}: not a readable trace: {e}", file=sys.stderr)
+    print(f"{getattr(args, 'file', None) or f'{args.a} or {args.b}'}: not a readable trace: {e}", file=sys.stderr)
     return 2
 
 

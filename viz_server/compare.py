@@ -1,0 +1,365 @@
+"""`compare A B`: two traces of the same program aligned, and where they first diverge.
+
+Contexts are matched by kind, name and order, then rewrites inside matched contexts by name and order, preferring
+rewrites whose input graphs are structurally equal (the structural hashes of viz_server/diff.py, so the hashes in
+the report are the labels the Diff panel prints). Reported: the first rewrite (in trace order) whose input or output
+graph differs or that exists in one trace only, the first step in it whose match differs (rule, node), the kernels
+whose opts, sources or runtime differ (with the runtime ratio B/A), and everything found in only one trace. Nothing
+is replayed: a graph's identity is its root's structural hash, computed once per node of each trace."""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import math
+import sys
+from typing import IO, Any, Callable, Iterator, Sequence, TypeVar
+
+from viz_server.diff import HASH_CHARS, DiffError, diff_graphs
+from viz_server.show import seconds_text
+from viz_server.store import Context, Rewrite, Trace, TraceStore
+from viz_server.term import Painter, safe, use_color
+
+T = TypeVar("T")
+RUNTIME_TOLERANCE = 1.25  # a kernel whose best time changed by more than this factor (either way) is reported
+
+
+class Hasher:
+  """Structural hashes of one trace's nodes (the scheme of diff.structural_hashes), memoized across graphs."""
+
+  def __init__(self, tr: Trace) -> None:
+    self.tr = tr
+    self.memo: dict[int, bytes] = {}
+
+  def __call__(self, root: int | None) -> str | None:
+    """The hex hash of the graph under root, or None where the trace does not define it."""
+    if root is None or root < 0:
+      return None
+    memo, get = self.memo, self.tr.nodes.get
+    stack = [root]
+    while stack:
+      x = stack[-1]
+      if x in memo:
+        stack.pop()
+        continue
+      node = get(x)
+      if node is None:
+        return None
+      missing = [s for s in node[3] if s not in memo]
+      if missing:
+        stack.extend(missing)
+        continue
+      stack.pop()
+      h = hashlib.blake2b(digest_size=16)
+      for part in node[:3]:
+        b = part.encode("utf-8", "surrogatepass")
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+      for s in node[3]:
+        h.update(memo[s])
+      memo[x] = h.digest()
+    return memo[root].hex()
+
+
+def align(a: Sequence[T], b: Sequence[T], ka: list, kb: list, loose: Callable[[T], Any]) -> Iterator[tuple]:
+  """Pairs (x, y) in order: equal keys (ka[i] for a[i], kb[j] for b[j]) first, difflib's longest matching blocks,
+  then inside a differing stretch items with equal loose keys in order; (x, None) / (None, y) for what only one side
+  has."""
+  for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ka, kb, autojunk=False).get_opcodes():
+    if op == "equal":
+      yield from zip(a[i1:i2], b[j1:j2])
+      continue
+    rest_b = list(b[j1:j2])
+    for x in a[i1:i2]:
+      y = next((y for y in rest_b if loose(y) == loose(x)), None)
+      if y is None:
+        yield x, None
+        continue
+      for z in rest_b[:rest_b.index(y)]:  # B's items before the partner come before it
+        yield None, z
+      rest_b = rest_b[rest_b.index(y) + 1:]
+      yield x, y
+    for z in rest_b:
+      yield None, z
+
+
+class Side:
+  """One trace with its hasher."""
+
+  def __init__(self, tr: Trace) -> None:
+    self.tr, self.hash = tr, Hasher(tr)
+
+  def rw_info(self, rw: Rewrite) -> dict:
+    c = self.tr.contexts.get(rw.ctx)
+    return {"id": rw.id, "name": rw.name, "ctx": rw.ctx, "ctx_name": c.name if c else None,
+            "ctx_kind": c.kind if c else None, "matches": rw.matches, "input": _short(self.hash(rw.root)),
+            "output": _short(self.hash(rw.end_root if rw.ended else None))}
+
+  def step(self, rw: Rewrite, k: int) -> dict | None:
+    """Match k (1-based) as compared: its rule and the nodes it replaced and made."""
+    if k > rw.matches:
+      return None
+    pat = self.tr.patterns.get(rw.pat[k - 1]) or {}
+    before, after = rw.before[k - 1], rw.after[k - 1]
+    node = self.tr.nodes.get(before)
+    return {"k": k, "rule": {"name": pat.get("name"), "file": pat.get("file"), "line": pat.get("line")},
+            "node": {"id": before, "op": node[0] if node else None, "hash": _short(self.hash(before))},
+            "result": {"id": after if after >= 0 else None, "hash": _short(self.hash(after))},
+            "error": rw.merr.get(k)}
+
+
+def _short(h: str | None) -> str | None:
+  return None if h is None else h[:HASH_CHARS]
+
+
+def _step_key(s: dict | None) -> Any:
+  if s is None:
+    return None
+  r = s["rule"]
+  return (r["name"], r["file"], r["line"], s["node"]["hash"], s["result"]["hash"], s["error"] is not None)
+
+
+def first_step(a: Side, ra: Rewrite, b: Side, rb: Rewrite) -> dict | None:
+  """The first step whose match differs (rule, node replaced, or result), or where one rewrite has no more."""
+  for k in range(1, max(ra.matches, rb.matches) + 1):
+    sa, sb = a.step(ra, k), b.step(rb, k)
+    if _step_key(sa) != _step_key(sb):
+      return {"k": k, "a": sa, "b": sb}
+  return None
+
+
+def graph_diff(a: Side, ra: Rewrite, b: Side, rb: Rewrite, inputs: bool) -> list[dict] | None:
+  """The Diff panel's unified diff (its `lines`) of the two input graphs, or of the outputs when the inputs are
+  equal; None when a graph is missing or too big to print."""
+  roots = (ra.root, rb.root) if inputs else (ra.end_root, rb.end_root)
+  if None in roots:
+    return None
+  which = "input" if inputs else "output"
+  try:
+    d = diff_graphs((roots[0], a.tr.nodes.get, f"A {ra.name} {which}"), (roots[1], b.tr.nodes.get,
+                                                                         f"B {rb.name} {which}"))
+  except DiffError:
+    return None
+  return d["lines"]
+
+
+def context_key(c: Context) -> tuple:
+  return (c.kind, c.name)
+
+
+def rewrite_pairs(a: Side, b: Side) -> Iterator[tuple[Context | None, Context | None, Rewrite | None,
+                                                    Rewrite | None]]:
+  """Every rewrite of both traces, aligned, in trace order (contexts aligned first)."""
+  for x, y in context_pairs(a, b):
+    ra = [a.tr.rewrites[r] for r in x.rewrites] if x else []
+    rb = [b.tr.rewrites[r] for r in y.rewrites] if y else []
+    keys_a = [(rw.name, a.hash(rw.root)) for rw in ra]
+    keys_b = [(rw.name, b.hash(rw.root)) for rw in rb]
+    for p, q in align(ra, rb, keys_a, keys_b, lambda rw: rw.name):
+      yield x, y, p, q
+
+
+def context_pairs(a: Side, b: Side) -> list[tuple[Context | None, Context | None]]:
+  ca, cb = list(a.tr.contexts.values()), list(b.tr.contexts.values())
+  return list(align(ca, cb, [context_key(c) for c in ca], [context_key(c) for c in cb], lambda c: c.kind))
+
+
+def _ctx_info(c: Context) -> dict:
+  return {"id": c.id, "name": c.name, "kind": c.kind}
+
+
+def _best(c: Context) -> float | None:
+  if not c.runs:
+    return None
+  m = c.runs[-1].get("min")
+  return float(m) if isinstance(m, (int, float)) and not isinstance(m, bool) and m > 0 else None
+
+
+def _opts(c: Context) -> list[list]:
+  return [[o.get("op"), o.get("axis"), o.get("arg")] for o in c.opts if o.get("ok")]
+
+
+def kernel_diff(x: Context, y: Context, tolerance: float) -> dict:
+  sa = {s["kind"]: s["text"] for s in x.sources}
+  sb = {s["kind"]: s["text"] for s in y.sources}
+  ta, tb = _best(x), _best(y)
+  ratio = tb / ta if ta and tb else None
+  out = {"a": _ctx_info(x), "b": _ctx_info(y), "opts_a": _opts(x), "opts_b": _opts(y),
+         "sources_differ": sorted(k for k in sa.keys() | sb.keys() if sa.get(k) != sb.get(k)),
+         "beam_a": len(x.beam), "beam_b": len(y.beam), "time_a": ta, "time_b": tb, "ratio": ratio}
+  out["opts_differ"] = out["opts_a"] != out["opts_b"]
+  out["runtime_differs"] = ratio is not None and abs(math.log(ratio)) > math.log(tolerance)
+  out["differs"] = (out["opts_differ"] or bool(out["sources_differ"]) or out["runtime_differs"]
+                    or out["beam_a"] != out["beam_b"])
+  return out
+
+
+def compare(ta: Trace, tb: Trace, tolerance: float = RUNTIME_TOLERANCE) -> dict:
+  """The comparison report (see the module docstring) of two indexed traces."""
+  a, b = Side(ta), Side(tb)
+  rewrites: dict[str, Any] = {"same": 0, "differ": 0, "only_a": [], "only_b": []}
+  diverging: list[tuple[Rewrite | None, Rewrite | None]] = []  # in begin order
+  for _, _, p, q in rewrite_pairs(a, b):
+    if p is not None and q is not None:
+      same = (a.hash(p.root), a.hash(p.end_root), p.matches) == (b.hash(q.root), b.hash(q.end_root), q.matches)
+      rewrites["same" if same else "differ"] += 1
+      if not same:
+        diverging.append((p, q))
+      continue
+    if p is not None:
+      rewrites["only_a"].append(a.rw_info(p))
+    if q is not None:
+      rewrites["only_b"].append(b.rw_info(q))
+    diverging.append((p, q))
+  first = divergence(a, b, *innermost(diverging)) if diverging else None
+  contexts = {"only_a": [], "only_b": [], "renamed": []}
+  kernels = []
+  for x, y in context_pairs(a, b):
+    if x is None or y is None:
+      contexts["only_a" if y is None else "only_b"].append(_ctx_info(x or y))  # type: ignore[arg-type]
+      continue
+    if x.name != y.name:
+      contexts["renamed"].append({"a": _ctx_info(x), "b": _ctx_info(y)})
+    if x.is_kernel or y.is_kernel:
+      kernels.append(kernel_diff(x, y, tolerance))
+  return {"a": _trace_info(ta), "b": _trace_info(tb), "same": first is None and not any(
+            k["opts_differ"] or k["sources_differ"] or k["beam_a"] != k["beam_b"] for k in kernels)
+          and not any(contexts.values()),
+          "first_divergence": first, "rewrites": rewrites, "contexts": contexts, "kernels": kernels}
+
+
+def innermost(pairs: list[tuple[Rewrite | None, Rewrite | None]]) -> tuple[Rewrite | None, Rewrite | None]:
+  """The first diverging pair in begin order, or the first one nested in it (a rewrite that began while it ran, as
+  a rule's own graph_rewrite does), repeatedly: the parent differs because the nested one does."""
+  i = 0
+  for j in range(1, len(pairs)):
+    if _inside(pairs[j][0] or pairs[j][1], pairs[i][0] or pairs[i][1]):  # type: ignore[arg-type]
+      i = j
+  return pairs[i]
+
+
+def _inside(child: Rewrite, parent: Rewrite) -> bool:
+  nums = (child.ts, parent.ts, parent.dt)
+  if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in nums) or not parent.ended:
+    return False
+  return parent.ts <= child.ts <= parent.ts + parent.dt / 1e9 and child.id > parent.id  # type: ignore[operator]
+
+
+def divergence(a: Side, b: Side, p: Rewrite | None, q: Rewrite | None) -> dict:
+  """The report's first_divergence entry for an aligned pair (either may be missing)."""
+  if p is None or q is None:
+    return {"kind": "only_a" if p is not None else "only_b", "a": a.rw_info(p) if p is not None else None,
+            "b": b.rw_info(q) if q is not None else None, "input_differs": None, "output_differs": None,
+            "step": None, "diff": None}
+  ia, ib = a.rw_info(p), b.rw_info(q)
+  inputs = ia["input"] != ib["input"]
+  return {"kind": "differs", "a": ia, "b": ib, "input_differs": inputs, "output_differs": ia["output"] != ib["output"],
+          "step": first_step(a, p, b, q), "diff": graph_diff(a, p, b, q, inputs)}
+
+
+def _trace_info(tr: Trace) -> dict:
+  return {"name": tr.name, "contexts": len(tr.contexts), "rewrites": len(tr.rewrites), "matches": tr.match_count,
+          "kernels": len(tr.kernels), "ended": tr.ended, "damage": tr.damage}
+
+
+def compare_files(path_a: str, path_b: str, tolerance: float = RUNTIME_TOLERANCE) -> dict:
+  """compare() of two trace files, each read whole (raises TraceFormatError/OSError like the store)."""
+  store = TraceStore()
+  try:
+    (ta,), (tb,) = store.add_path(path_a), store.add_path(path_b)
+    if ta is tb:  # the same file twice: the store serves it once
+      return compare(ta, ta, tolerance)
+    return compare(ta, tb, tolerance)
+  finally:
+    store.stop()
+
+
+# ---- text report
+
+def _where(info: dict | None) -> str:
+  if info is None:
+    return "-"
+  return f"rewrite {info['id']} {safe(info['name'])!r} in {safe(info['ctx_kind'])} {safe(info['ctx_name'])!r}"
+
+
+def _rule(step: dict | None) -> str:
+  if step is None:
+    return "(no such step)"
+  r, n = step["rule"], step["node"]
+  where = f"{safe(r['file'])}:{r['line']}" if r["file"] else "?"
+  result = "raised" if step["error"] is not None else f"-> {step['result']['hash']}"
+  return f"rule {safe(r['name'])} ({where}) on {safe(n['op'])} {n['hash']} {result}"
+
+
+def report_lines(rep: dict, paint: Painter, max_diff: int = 40) -> Iterator[str]:
+  """The report as text (every trace string made safe for the terminal)."""
+  p = paint
+  for side in ("a", "b"):
+    t = rep[side]
+    yield (f"{side.upper()}  {safe(t['name'])}: {t['contexts']} contexts, {t['rewrites']} rewrites, "
+           f"{t['matches']} matches, {t['kernels']} kernels")
+  first = rep["first_divergence"]
+  rw = rep["rewrites"]
+  yield (f"rewrites: {rw['same']} same, {rw['differ']} differ, {len(rw['only_a'])} only in A, "
+         f"{len(rw['only_b'])} only in B")
+  if first is None:
+    yield p("no rewrite differs", "green")
+  elif first["kind"] == "differs":
+    what = " and ".join(w for w, d in (("input", first["input_differs"]), ("output", first["output_differs"])) if d)
+    verb = "differ" if " and " in what else "differs"
+    yield p(f"first divergence: {_where(first['a'])}: {what or 'match count'} {verb}", "bold")
+    if first["b"]["id"] != first["a"]["id"] or first["b"]["ctx_name"] != first["a"]["ctx_name"]:
+      yield f"  in B: {_where(first['b'])}"
+    yield f"  A: {first['a']['matches']} match(es), {first['a']['input']} -> {first['a']['output']}"
+    yield f"  B: {first['b']['matches']} match(es), {first['b']['input']} -> {first['b']['output']}"
+    st = first["step"]
+    if st is not None:
+      yield p(f"  first differing step {st['k']}:", "bold")
+      yield p(f"    A: {_rule(st['a'])}", "red")
+      yield p(f"    B: {_rule(st['b'])}", "green")
+    lines = first.get("diff") or []
+    for line in lines[:max_diff]:
+      kind = line["kind"]
+      text = safe(line["text"]) if kind == "@" else kind + safe(line["text"])
+      yield "    " + p(text, {"-": "red", "+": "green", "@": "cyan"}.get(kind))
+    if len(lines) > max_diff:
+      yield f"    ... {len(lines) - max_diff} more diff lines (--json has them all)"
+  else:
+    side = "A" if first["kind"] == "only_a" else "B"
+    yield p(f"first divergence: {_where(first['a'] or first['b'])} exists only in {side}", "bold")
+  kd = [k for k in rep["kernels"] if k["differs"]]
+  if kd:
+    yield p(f"kernels that differ ({len(kd)} of {len(rep['kernels'])}):", "bold")
+  for k in kd:
+    parts = []
+    if k["opts_differ"]:
+      parts.append(f"opts A {_opt_list(k['opts_a'])} | B {_opt_list(k['opts_b'])}")
+    if k["sources_differ"]:
+      parts.append("sources differ: " + ", ".join(safe(s) for s in k["sources_differ"]))
+    if k["beam_a"] != k["beam_b"]:
+      parts.append(f"beam candidates A {k['beam_a']} B {k['beam_b']}")
+    if k["ratio"] is not None:
+      parts.append(f"runtime A {seconds_text(k['time_a'])} B {seconds_text(k['time_b'])} ({k['ratio']:.2f}x)")
+    yield f"  {safe(k['a']['name'])}: " + "; ".join(parts)
+  for side in ("a", "b"):
+    only = rep["contexts"][f"only_{side}"]
+    if only:
+      yield f"contexts only in {side.upper()}: " + ", ".join(f"{safe(c['kind'])} {safe(c['name'])!r}" for c in only)
+    only_rw = rep["rewrites"][f"only_{side}"]
+    if only_rw:
+      yield f"rewrites only in {side.upper()}: {len(only_rw)}, first: {_where(only_rw[0])}"
+
+
+def _opt_list(opts: list[list]) -> str:
+  return " ".join(safe(f"{o}({a}, {g})") for o, a, g in opts) or "none"
+
+
+def run(args: Any, out: IO[str] | None = None) -> int:
+  """The `compare` command: exit status 0 when nothing differs, 1 when something does (as diff(1))."""
+  out = out or sys.stdout
+  rep = compare_files(args.a, args.b, args.tolerance)
+  if args.json:
+    out.write(json.dumps(rep, ensure_ascii=True) + "\n")
+  else:
+    out.write("\n".join(report_lines(rep, Painter(use_color(out)))) + "\n")
+  return 0 if rep["same"] else 1
