@@ -403,8 +403,20 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     a, b = self._broadcasted(y, "mul", reverse)
     return a._alu(Ops.AND if a.dtype == dtypes.bool else Ops.MUL, b)
 
-  def div(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
-    """True division (ints divide as floats)."""
+  def div(self, y: Tensor | Scalar, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
+    """True division (ints divide as floats); rounding_mode "trunc" rounds toward 0, "floor" toward -inf (torch's;
+    ints stay ints)."""
+    if rounding_mode == "floor":
+      return self.floordiv(y, reverse)
+    if rounding_mode == "trunc":
+      a, b = self._broadcasted(y, "div", reverse)
+      if dtypes.is_float(a.dtype):
+        return a._alu(Ops.FDIV, b).trunc()
+      if a.dtype == dtypes.bool:
+        a, b = a.cast(dtypes.int8), b.cast(dtypes.int8)
+      return a._alu(Ops.IDIV, b)
+    if rounding_mode is not None:
+      raise RuntimeError(f"Tensor.div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
     a, b = self._broadcasted(y, "div", reverse)
     if not dtypes.is_float(a.dtype):
       a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
@@ -942,6 +954,10 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
       axes = tuple(axis)
     else:
       raise TypeError(f"Tensor.{name}: axis must be an int or a sequence of ints, got {axis!r}")
+    if self.ndim == 0:  # a 0-d tensor reduces over dim 0 (or -1) to itself, as in torch and tinygrad
+      for a in axes:
+        self._axis(a, name, 1)
+      return ()
     out = tuple(sorted({self._axis(a, name) for a in axes}))
     if len(out) != len(axes):
       raise ValueError(f"Tensor.{name}: repeated axis in {axis}")
@@ -1024,6 +1040,9 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     if axis is None:
       ret = self.flatten().argmax(0)
       return ret.reshape((1,) * self.ndim) if keepdim else ret
+    if self.ndim == 0:
+      self._axis(axis, "argmax", 1)
+      return Tensor.full((), 0, dtypes.int32)
     a = self._axis(axis, "argmax")
     n = self.shape[a]
     if n == 0:
@@ -1068,13 +1087,13 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     return x + bias if bias is not None else x
 
   def softmax(self, axis: int = -1) -> Tensor:
-    self._axis(axis, "softmax")
+    self._axes(axis, "softmax")
     x = self._float()
     e = (x - x.max(axis, keepdim=True)).exp()
     return e / e.sum(axis, keepdim=True)
 
   def log_softmax(self, axis: int = -1) -> Tensor:
-    self._axis(axis, "log_softmax")
+    self._axes(axis, "log_softmax")
     x = self._float()
     m = x - x.max(axis, keepdim=True)
     return m - m.exp().sum(axis, keepdim=True).log()

@@ -333,3 +333,48 @@ def test_squeeze_of_0d_checks_the_axis():
   same(x.squeeze(), np.float32(3))
   with pytest.raises(IndexError, match="squeeze"):
     Tensor([[1]]).squeeze(2)
+
+
+# ---- 0-d tensors take dim 0 and -1 (torch, tinygrad)
+@pytest.mark.parametrize("dim", [0, -1, (0,), None])
+def test_0d_reductions_take_dim_0(dim):
+  x, v = Tensor(np.float32(2.5)), np.float32(2.5)
+  for name in ("sum", "max", "min", "mean", "prod"):
+    got = getattr(x, name)(dim)
+    assert got.shape == ()
+    same(got, v)
+  same(x.sum(dim, keepdim=True), v)
+  same(Tensor(True).any(dim), np.True_)
+  same(Tensor(3).sum(dim), np.int32(3))
+  if dim is not None and not isinstance(dim, tuple):
+    same(x.softmax(dim), np.float32(1))
+    same(x.log_softmax(dim), np.float32(0))
+    same(x.argmax(dim), np.int32(0))
+    same(x.argmin(dim), np.int32(0))
+  same(x.var(dim, correction=0), np.float32(0))
+
+
+def test_0d_reduction_bad_dim_raises():
+  x = Tensor(np.float32(1))
+  for call in (lambda: x.sum(1), lambda: x.max(-2), lambda: x.softmax(1), lambda: x.argmax(1), lambda: x.mean((0, 2))):
+    with pytest.raises(IndexError):
+      call()
+
+
+# ---- div(rounding_mode=)
+def test_div_rounding_modes():
+  a = np.array([7, -7, 7, -7, 0, 5], np.int32)
+  b = np.array([2, 2, -2, -2, 3, 5], np.int32)
+  same(Tensor(a).div(Tensor(b), rounding_mode="trunc"), np.trunc(a / b).astype(np.int32), dtypes.int32)
+  same(Tensor(a).div(Tensor(b), rounding_mode="floor"), a // b, dtypes.int32)
+  same(Tensor(a).div(3, rounding_mode="trunc"), np.int32([2, -2, 2, -2, 0, 1]), dtypes.int32)
+  same(Tensor(a).div(Tensor(b)), (a / b).astype(np.float32), dtypes.float32)
+  f = np.float32([7.5, -7.5, 1e30, -0.5, math.inf, math.nan, 3.0])
+  g = np.float32([2, 2, 3e-9, 4, 2, 1, 1 / 3])
+  with np.errstate(all="ignore"):
+    same(Tensor(f).div(Tensor(g), rounding_mode="trunc"), np.trunc(f / g), dtypes.float32)
+    same(Tensor(f).div(Tensor(g), rounding_mode="floor"), np.floor_divide(f, g), dtypes.float32)
+  same(Tensor(np.int8([9, -9])).div(4, rounding_mode="trunc"), np.int8([2, -2]), dtypes.int8)
+  same(Tensor(np.float32([5.0])).div(2, reverse=True, rounding_mode="floor"), np.float32([0]))
+  with pytest.raises(RuntimeError, match="rounding_mode"):
+    Tensor([1.0]).div(2, rounding_mode="round")
