@@ -56,6 +56,20 @@ def test_max_of_an_expand_past_int32(backend):
   assert Tensor([-2.5]).expand(BIG + 10).max().numpy() == np.float32(-2.5)
 
 
+def test_views_far_past_int32(backend):
+  assert Tensor.ones(1).expand(2**62).sum().numpy() == np.float32(2**62)
+  np.testing.assert_array_equal(Tensor.ones(1).expand(2**40).pad(((1, 0),))[:3].numpy(), [0.0, 1.0, 1.0])
+  np.testing.assert_array_equal(Tensor([1.0, 2.0]).pad(((2**62, 0),))[2**62:].numpy(), [1.0, 2.0])
+  assert Tensor.ones(1).expand(2**40).reshape(2**20, 2**20)[5:7, 3:5].sum().numpy() == 4.0
+
+
+@pytest.mark.parametrize("build", [lambda: Tensor.ones(1).expand(2**63 + 5).sum(),
+                                   lambda: Tensor([1.0, 2.0]).pad(((2**63, 0),))[2**63:]])
+def test_views_past_int64_are_refused(backend, build):
+  with pytest.raises(ValueError, match="more than 64-bit index math can address"):
+    build().numpy()
+
+
 def test_index_dtype_is_int32_unless_a_view_exceeds_it():
   assert {r.dtype for r in _ranges(Tensor.ones(4, 5).contiguous().sum(axis=1))} == {dtypes.int32}
   assert {r.dtype for r in _ranges(Tensor([1.0, 2.0]).pad(((BIG, 0),)).sum())} == {dtypes.int64}

@@ -30,7 +30,7 @@ def kernel_name(ast: UOp) -> str:
   return base if n == 0 else f"{base}n{n}"
 
 
-INT32_MAX = 2**31 - 1
+INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
 
 
 def index_dtype(x: UOp, out_buf: UOp) -> DType:
@@ -38,13 +38,15 @@ def index_dtype(x: UOp, out_buf: UOp) -> DType:
   else int64. That bound proves int32 enough: each index expression rangeify builds (a flat index, a pad's
   shifted index and bounds, a flip, a reshape's div/mod, a range) lies in [-n, n] for n the element count of the
   node it indexes into."""
-  if buf_size(out_buf) > INT32_MAX:
-    return dtypes.int64
+  out = dtypes.int64 if buf_size(out_buf) > INT32_MAX else dtypes.index
   for u in toposort(x, gate=lambda y: y.op not in (Ops.BUFFER, Ops.AFTER)):
     n = buf_size(u) if u.op in (Ops.BUFFER, Ops.AFTER) else prod(shape_of(u))
+    if n > INT64_MAX:  # its index math would wrap even in int64: refuse before anything is compiled
+      what = f"buffer of {n} elements" if u.op in (Ops.BUFFER, Ops.AFTER) else f"{u.op.name} of shape {shape_of(u)}"
+      raise ValueError(f"{what}: {n} elements, more than 64-bit index math can address (2**63-1)")
     if n > INT32_MAX:
-      return dtypes.int64
-  return dtypes.index
+      out = dtypes.int64
+  return out
 
 
 def build_kernel(x: UOp, out_buf: UOp) -> tuple[UOp, list[UOp]]:
