@@ -740,9 +740,13 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
   def tanh(self) -> Tensor:
     return self._via_float32(lambda x: 2.0 * (2.0 * x).sigmoid() - 1.0)
 
-  def gelu(self) -> Tensor:
-    """The tanh approximation (as tinygrad)."""
+  def gelu(self, approximate: str = "tanh") -> Tensor:
+    """The tanh approximation by default (tinygrad's gelu); approximate="none" is torch's exact x * Phi(x)."""
     x = self._float()
+    if approximate == "none":
+      return 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())
+    if approximate != "tanh":
+      raise RuntimeError(f"Tensor.gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
 
   def leaky_relu(self, neg_slope: float = 0.01) -> Tensor:
@@ -821,9 +825,13 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
       raise ValueError(f"Tensor.unflatten: sizes {tuple(sizes)} don't multiply to dim {dim} of shape {self.shape}")
     return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
 
-  def squeeze(self, dim: int | None = None) -> Tensor:
+  def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
+    """Drop size-1 dims: all of them, or those of dim (an int or a sequence, as torch; other sizes are kept)."""
     if dim is None:
       return self.reshape(tuple(s for s in self.shape if s != 1))
+    if isinstance(dim, (tuple, list)):
+      axes = self._axes(tuple(dim), "squeeze")
+      return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes or s != 1))
     if self.ndim == 0:
       self._axis(dim, "squeeze", 1)  # a 0-d tensor has dims 0 and -1 only (as torch and tinygrad)
       return self

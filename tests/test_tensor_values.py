@@ -378,3 +378,33 @@ def test_div_rounding_modes():
   same(Tensor(np.float32([5.0])).div(2, reverse=True, rounding_mode="floor"), np.float32([0]))
   with pytest.raises(RuntimeError, match="rounding_mode"):
     Tensor([1.0]).div(2, rounding_mode="round")
+
+
+def test_gelu_approximate():
+  x = np.float32([-5, -1.5, -0.1, 0, 0.3, 2, 8])
+  from math import erf
+  exact = np.float32([0.5 * v * (1 + erf(v / math.sqrt(2))) for v in x.astype(np.float64)])
+  tanh = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+  np.testing.assert_allclose(Tensor(x).gelu(approximate="none").numpy(), exact, atol=3e-7, rtol=1e-6)
+  np.testing.assert_allclose(Tensor(x).gelu(approximate="tanh").numpy(), tanh, atol=1e-6, rtol=1e-5)
+  np.testing.assert_allclose(Tensor(x).gelu().numpy(), tanh, atol=1e-6, rtol=1e-5)  # tinygrad's default
+  with pytest.raises(RuntimeError, match="gelu"):
+    Tensor(x).gelu(approximate="fast")
+
+
+def test_squeeze_unsqueeze_edges():
+  a = np.zeros((1, 3, 1, 0, 1), np.float32)
+  same(Tensor(a).squeeze((0, 2)), a.squeeze((0, 2)))
+  same(Tensor(a).squeeze((-1, 1)), a.reshape(1, 3, 1, 0))  # size-3 dim 1 is kept (torch)
+  same(Tensor(a).squeeze(3), a)
+  same(Tensor(a).squeeze(), a.squeeze())
+  same(Tensor(np.float32(1)).unsqueeze(0), np.float32([1]))
+  same(Tensor(np.float32(1)).unsqueeze(-1), np.float32([1]))
+  same(Tensor(a).unsqueeze(-1), a[..., None])
+  same(Tensor(a).unsqueeze(-6), a[None])
+  with pytest.raises(IndexError, match="unsqueeze"):
+    Tensor(a).unsqueeze(6)
+  with pytest.raises(IndexError, match="squeeze"):
+    Tensor(a).squeeze((0, 5))
+  with pytest.raises(ValueError, match="squeeze"):
+    Tensor(a).squeeze((0, 0))
