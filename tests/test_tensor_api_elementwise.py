@@ -42,6 +42,14 @@ def test_activations():
   check(*pairs, rtol=2e-5, atol=1e-6)
 
 
+def test_elu_family_near_zero():
+  # exp(x) - 1 would lose the relative precision of tiny x (5% at 1e-6) and the sign of -0.0
+  t = np.array([-1e-6, -3e-4, -1e-30, -0.0, 0.0], np.float32)
+  check((Tensor(t).elu(), np.expm1(t)), (Tensor(t).celu(2.0), 2 * np.expm1(t / 2)),
+        (Tensor(t).selu(), np.float32(1.0507 * 1.67326) * np.expm1(t)), rtol=1e-5, atol=0)
+  check((1 / Tensor(t[3:]).elu(), np.array([-np.inf, np.inf], np.float32)), exact=True)
+
+
 def test_activations_half_and_int():
   h = np.array([-3, -0.5, 0, 0.25, 2, 7], np.float16)
   i = np.array([-8, -1, 0, 3, 9], np.int32)

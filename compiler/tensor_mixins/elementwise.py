@@ -28,6 +28,14 @@ def _poly(x: Any, coeffs: tuple[float, ...]) -> Any:
   return ret
 
 
+def _expm1(x: Any) -> Any:
+  """exp(x) - 1 without the cancellation near 0 (Kahan: (u - 1) * x / log(u), u = exp(x)); keeps -0.0."""
+  u = x.exp()
+  r = (u - 1) * x / u.log()
+  r = (u == 1).where(x, (u == 0).where(-1.0, r))
+  return (x == math.inf).where(math.inf, r)
+
+
 class ElementwiseMixin:
   __slots__ = ()
 
@@ -147,15 +155,15 @@ class ElementwiseMixin:
 
   def elu(self, alpha: float = 1.0) -> Any:
     x = self._float()
-    return (x > 0).where(x, alpha * (x.exp() - 1))
+    return (x > 0).where(x, alpha * _expm1(x))
 
   def celu(self, alpha: float = 1.0) -> Any:
     x = self._float()
-    return (x > 0).where(x, alpha * ((x / alpha).exp() - 1))
+    return (x > 0).where(x, alpha * _expm1(x / alpha))
 
   def selu(self, alpha: float = 1.67326, gamma: float = 1.0507) -> Any:
     x = self._float()
-    return gamma * (x >= 0).where(x, alpha * (x.exp() - 1))
+    return gamma * (x >= 0).where(x, alpha * _expm1(x))
 
   def hardswish(self) -> Any:
     x = self._float()
