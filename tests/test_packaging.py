@@ -76,7 +76,9 @@ def _installed_viewer_serves_the_client(wheel: Path, tmp_path: Path) -> None:
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   try:
     line = proc.stdout.readline()
-    assert " at http://127.0.0.1:" in line, line + proc.stderr.read() if proc.poll() is not None else line
+    if " at http://127.0.0.1:" not in line:
+      proc.kill()
+      raise AssertionError(f"the installed viewer did not start: {line}{proc.communicate(timeout=30)[1]}")
     url = line.split(" at ")[1].split()[0]
     with urllib.request.urlopen(url, timeout=10) as r:
       assert 'data-socketio="yes"' in r.read().decode()
