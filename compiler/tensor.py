@@ -842,8 +842,60 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     d = self._axis(dim, "unsqueeze", self.ndim + 1)
     return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
 
-  def pad(self, padding: Sequence, value: Scalar = 0.0) -> Tensor:
-    """Pad with a constant: ((before, after) or None per dim), or flat ints (last dim first, like torch)."""
+  _PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+  def pad(self, padding: Sequence, mode: str = "constant", value: Scalar = 0.0) -> Tensor:
+    """Pad by ((before, after) or None per dim), or by flat ints (last dim first, like torch). Modes: "constant"
+    (value), "reflect" (mirror without the edge), "replicate" (the edge repeated), "circular" (wrap around). A
+    negative pad removes elements. (A number as the second argument is the value, as in the old signature.)"""
+    if _is_scalar(mode):
+      mode, value = "constant", mode
+    if mode not in Tensor._PAD_MODES:
+      raise NotImplementedError(f"Tensor.pad: mode {mode!r} is not supported (one of {', '.join(Tensor._PAD_MODES)})")
+    if mode != "constant" and _py(value) != 0:
+      raise ValueError(f"Tensor.pad: mode {mode!r} takes no value (got {value!r})")
+    pairs = self._pad_pairs(padding)
+    if mode == "constant":
+      return self._pad_constant(pairs, value)
+    if mode == "circular":
+      return self._pad_circular(pairs)
+    x = self
+    for d, (b, a) in enumerate(pairs):
+      b, a = max(b, 0), max(a, 0)
+      s = x.shape[d]
+      if mode == "reflect" and (b or a) and (b >= s or a >= s):
+        raise ValueError(f"Tensor.pad: reflect padding ({b}, {a}) must be less than size {s} of dim {d} "
+                         f"(shape {self.shape})")
+      if mode == "replicate" and s == 0 and (b or a):
+        raise ValueError(f"Tensor.pad: replicate padding of the empty dim {d} (shape {self.shape})")
+      parts = []
+      if b:
+        parts.append(x._slice(d, 1, b + 1).flip(d) if mode == "reflect" else x._slice(d, 0, 1)._repeat_dim(d, b))
+      parts.append(x)
+      if a:
+        edge = x._slice(d, s - 1, s)._repeat_dim(d, a)
+        parts.append(x._slice(d, s - a - 1, s - 1).flip(d) if mode == "reflect" else edge)
+      x = Tensor.cat(*parts, dim=d) if len(parts) > 1 else x
+    return x._pad_constant([(min(b, 0), min(a, 0)) for b, a in pairs], 0)
+
+  def _slice(self, d: int, start: int, end: int) -> Tensor:
+    return self.shrink(tuple((start, end) if i == d else None for i in range(self.ndim)))
+
+  def _repeat_dim(self, d: int, n: int) -> Tensor:
+    """A size-1 dim d expanded to n."""
+    return self.expand(tuple(n if i == d else s for i, s in enumerate(self.shape)))
+
+  def _pad_circular(self, pairs: list[tuple[int, int]]) -> Tensor:
+    if any(b < 0 or a < 0 for b, a in pairs):
+      raise NotImplementedError(f"Tensor.pad: negative circular padding {pairs} is not supported")
+    if any(b > s or a > s for (b, a), s in zip(pairs, self.shape)):
+      raise ValueError(f"Tensor.pad: circular padding {pairs} wraps around shape {self.shape} more than once")
+    # three copies side by side (where a dim is padded), then the window that starts b before the middle one
+    x = self.repeat(tuple(3 if b or a else 1 for b, a in pairs))
+    return x.shrink(tuple((s - b, 2 * s + a) if b or a else None for (b, a), s in zip(pairs, self.shape)))
+
+  def _pad_pairs(self, padding: Sequence) -> list[tuple[int, int]]:
+    """(before, after) per dim from tinygrad's/torch's padding forms."""
     if not isinstance(padding, (list, tuple)):
       raise TypeError(f"Tensor.pad: padding must be a sequence, got {type(padding).__name__}")
     if all(isinstance(p, (int, np.integer)) for p in padding):
@@ -852,16 +904,18 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
       pairs = [(0, 0)] * self.ndim
       for i in range(len(padding) // 2):
         pairs[self.ndim - 1 - i] = (int(padding[2 * i]), int(padding[2 * i + 1]))
-    else:
-      if len(padding) != self.ndim:
-        raise ValueError(f"Tensor.pad: {len(padding)} pads for shape {self.shape}")
-      if not all(p is None or (isinstance(p, (list, tuple)) and len(p) == 2) for p in padding):
-        raise ValueError(f"Tensor.pad: padding {padding!r} must be (before, after) or None per dim of {self.shape}")
-      pairs = [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding]
+      return pairs
+    if len(padding) != self.ndim:
+      raise ValueError(f"Tensor.pad: {len(padding)} pads for shape {self.shape}")
+    if not all(p is None or (isinstance(p, (list, tuple)) and len(p) == 2) for p in padding):
+      raise ValueError(f"Tensor.pad: padding {padding!r} must be (before, after) or None per dim of {self.shape}")
+    return [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding]
+
+  def _pad_constant(self, pairs: Sequence[tuple[int, int]], value: Scalar) -> Tensor:
     # negative padding is a shrink
     shrink = tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, self.shape))
     if any(lo > hi for lo, hi in shrink):
-      raise ValueError(f"Tensor.pad: negative padding {pairs} removes more than shape {self.shape} has")
+      raise ValueError(f"Tensor.pad: negative padding {list(pairs)} removes more than shape {self.shape} has")
     x = self.shrink(shrink) if any(b < 0 or a < 0 for b, a in pairs) else self
     pos = tuple((max(b, 0), max(a, 0)) for b, a in pairs)
     if all(b == 0 and a == 0 for b, a in pos):

@@ -408,3 +408,48 @@ def test_squeeze_unsqueeze_edges():
     Tensor(a).squeeze((0, 5))
   with pytest.raises(ValueError, match="squeeze"):
     Tensor(a).squeeze((0, 0))
+
+
+# ---- pad modes (numpy: reflect = torch's reflect, edge = replicate, wrap = circular)
+_NP_MODE = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("shape, pads", [
+  ((5,), ((2, 3),)), ((3, 4), ((1, 2), (3, 0))), ((2, 3, 4), (None, (2, 2), (0, 3))), ((1, 4), (None, (3, 1))),
+  ((4, 1), ((0, 3), None))])
+def test_pad_modes_match_numpy(mode, shape, pads):
+  a = np.arange(math.prod(shape), dtype=np.float32).reshape(shape) - 3.5
+  np_pads = [(0, 0) if p is None else p for p in pads]
+  if mode == "reflect" and any(max(p) >= s for p, s in zip(np_pads, shape)):
+    with pytest.raises(ValueError, match="reflect"):
+      Tensor(a).pad(pads, mode=mode)
+    return
+  same(Tensor(a).pad(pads, mode=mode), np.pad(a, np_pads, mode=_NP_MODE[mode]))
+  flat = tuple(v for p in reversed(np_pads) for v in p)  # torch's flat order: last dim first
+  same(Tensor(a).pad(flat, mode=mode), np.pad(a, np_pads, mode=_NP_MODE[mode]))
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+def test_pad_modes_negative_and_int(mode):
+  a = np.arange(12, dtype=np.int32).reshape(3, 4)
+  # as tinygrad: the positive pads first, then the negative ones remove from the padded tensor
+  same(Tensor(a).pad(((1, -1), (-2, 2)), mode=mode), np.pad(a, ((1, 0), (0, 2)), mode=_NP_MODE[mode])[:3, 2:],
+       dtypes.int32)
+
+
+def test_pad_mode_errors_and_constant():
+  x = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+  with pytest.raises(NotImplementedError, match="symmetric"):
+    x.pad(((1, 1), (1, 1)), mode="symmetric")
+  with pytest.raises(ValueError, match="circular"):
+    x.pad(((3, 0), None), mode="circular")
+  with pytest.raises(NotImplementedError, match="circular"):
+    x.pad(((-1, 0), None), mode="circular")
+  with pytest.raises(ValueError, match="value"):
+    x.pad(((1, 0), None), mode="reflect", value=2.0)
+  a = np.arange(6, dtype=np.float32).reshape(2, 3)
+  same(x.pad(((1, 0), (0, 2)), mode="constant", value=-1.5), np.pad(a, ((1, 0), (0, 2)), constant_values=-1.5))
+  same(x.pad(((1, 0), (0, 2)), 7.0), np.pad(a, ((1, 0), (0, 2)), constant_values=7.0))  # the old (padding, value)
+  same(x.pad((1, 1), mode="circular"), np.pad(a, ((0, 0), (1, 1)), mode="wrap"))
+  same(Tensor(np.zeros((0, 3), np.float32)).pad((None, (1, 1)), mode="reflect"), np.zeros((0, 5), np.float32))
