@@ -1,127 +1,120 @@
-"""Compiled kernels vs numpy, measured side by side in one process.
+"""Compiled kernels vs numpy on the five workloads, side by side: what a user's program sees.
 
-For each workload of bench/workloads.py (scheduled, optimized with the hand-coded heuristics, JIT-compiled): the
-first-run time (schedule + optimize + compile + run), the steady time of its kernels (sum of per-kernel minimums),
-GFLOP/s and GB/s, numpy's time for the same computation, and the ratio numpy/ours (> 1: we are faster). Then the
-same for hand-built kernel ASTs (no scheduler), and the compile time of each kernel.
+Two tables, each from its own child process so that the thread count is fixed before anything loads:
+- 1 thread (THREADS=1, numpy's BLAS limited to 1 thread with threadpoolctl), timed by CPU time (process_time), so
+  that other load on the machine does not skew the ratios;
+- 2 threads (THREADS=2, BLAS 2 threads), timed by wall clock, with the speed-up over 1 thread.
+Each row: the first run (schedule + optimize + compile + run, in that process), end to end (a later call of the same
+program on fresh tensors: graph building, scheduling, caches, kernels, the copy out), kernel only (the compiled
+kernels of one schedule run back to back), numpy's time for the same computation, and the ratios numpy/ours (> 1: we
+are faster). Repetitions of ours and numpy's are interleaved so that both see the same machine; OpenBLAS's idle
+threads are told to sleep at once (OPENBLAS_THREAD_TIMEOUT) so a spinning BLAS thread does not steal the second core
+from our kernels, and the CPU time burnt by BLAS while idle is printed as a check. OPENBLAS_CORETYPE and
+OPENBLAS_L2_SIZE are unset in the children (they slow a current numpy; see the README) and the BLAS kernel in use is
+printed.
 
-  .venv/bin/python bench/bench_kernels.py [--scale 1.0] [--reps 20] [--only matmul,elementwise]
+  .venv/bin/python bench/bench_kernels.py [--scale 1.0] [--reps 20] [--only matmul,elementwise] [--threads 1,2]
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(ROOT))
 
-from workloads import WORKLOADS  # noqa: E402
-
-from compiler.dtype import dtypes  # noqa: E402
-from compiler.runtime.compiled import CompiledKernel, compile_kernel, default_threads, optimize  # noqa: E402
-from compiler.runtime.llvm import get_jit  # noqa: E402
-from compiler.uop import AxisType, KernelInfo, Ops, UOp  # noqa: E402
+from table import format_table  # noqa: E402
 
 
-def best_of(fn, reps: int) -> float:
-  fn()
-  ts = []
-  for _ in range(reps):
-    t0 = time.perf_counter()
-    fn()
-    ts.append(time.perf_counter() - t0)
-  return min(ts)
+def _child(scale: float, reps: int, only: set[str], threads: int) -> dict:
+  """Measure every workload at this process's thread count; returns what the parent prints."""
+  from threadpoolctl import threadpool_info, threadpool_limits
+  from workloads import WORKLOADS
+
+  from compiler.runtime.llvm import get_jit
+
+  threadpool_limits(threads)
+  clock = time.process_time if threads == 1 else time.perf_counter
+  blas = next((f"{i['internal_api']} {i.get('version', '')} {i.get('architecture', '')}, {i['num_threads']} threads"
+               for i in threadpool_info() if i["user_api"] == "blas"), "no BLAS found")
+  rows = []
+  for name, make in WORKLOADS.items():
+    if not only or name in only:
+      rows.append({"name": name, **_measure(make(scale=scale), reps, clock)})
+  spin0, wall0 = time.process_time(), time.perf_counter()
+  time.sleep(0.5)  # nothing runs: CPU time burnt now is idle threads spinning
+  spin = (time.process_time() - spin0) / (time.perf_counter() - wall0)
+  return {"threads": threads, "rows": rows, "blas": blas, "spin_ms_per_s": spin * 1e3, "cpu": get_jit().cpu}
 
 
-def run_workload(name: str, scale: float, reps: int) -> tuple[dict, list[dict]]:
+def _measure(w, reps: int, clock) -> dict:
+  """One workload: its first run, then ours (kernel only, end to end) and numpy's, repetitions interleaved."""
+  import numpy as np
+
+  from compiler.realize import get_runner
   from compiler.schedule import create_schedule
-  w = WORKLOADS[name](scale=scale)
-  t = w.lazy()
   t0 = time.perf_counter()
-  sched, _ = create_schedule([t.uop])
-  kernels: list[tuple[CompiledKernel, tuple]] = []
+  got = w.lazy().numpy()
+  first = time.perf_counter() - t0
+  ok = bool(np.allclose(got, w.expected(), rtol=w.rtol, atol=w.rtol))
+  sched, _ = create_schedule([w.lazy().uop])
+  kernels = []
   for si in sched:
     for b in si.bufs:
       b.ensure_allocated()
-    ck = compile_kernel(optimize(si.ast))
-    ck(si.bufs)
-    kernels.append((ck, si.bufs))
-  first = time.perf_counter() - t0
-  out = sched[-1].bufs[0].np.reshape(w.expected().shape)
-  ok = np.allclose(out, w.expected(), rtol=w.rtol, atol=w.rtol)
-  rows = []
-  steady = flops = nbytes = 0.0
-  # interleaved with numpy's runs, one repetition each in turn, so both see the same machine load
-  best: list[float] = [float("inf")] * len(kernels)
-  np_t = float("inf")
+    kernels.append((get_runner(si.ast), si.bufs))
+
+  def kernel_only():
+    for run, bufs in kernels:
+      run(bufs)
+  fns = {"kernel": kernel_only, "e2e": lambda: w.lazy().numpy(), "numpy": lambda: w.reference(*w.inputs)}
+  best = dict.fromkeys(fns, float("inf"))
+  for fn in fns.values():  # warm up
+    fn()
   for _ in range(reps):
-    for n, (ck, bufs) in enumerate(kernels):
-      best[n] = min(best[n], ck.time(bufs, reps=1, record=False).min)
-    np_t = min(np_t, best_of(lambda: w.reference(*w.inputs), 1))
-  for (ck, bufs), t_min in zip(kernels, best):
-    tm = ck.time(bufs, reps=1, record=False)
-    steady += t_min
-    flops += tm.flops
-    nbytes += tm.bytes
-    rows.append({"kernel": ck.name, "compile_s": ck.compile_s, "min_s": t_min, "gflops": tm.flops / t_min / 1e9,
-                 "gbs": tm.bytes / t_min / 1e9})
-  return ({"name": name, "ok": ok, "kernels": len(kernels), "first_s": first, "steady_s": steady,
-           "gflops": flops / steady / 1e9, "gbs": nbytes / steady / 1e9, "numpy_s": np_t, "ratio": np_t / steady},
-          rows)
+    for key, fn in fns.items():
+      t0 = clock()
+      fn()
+      best[key] = min(best[key], clock() - t0)
+  return {"ok": ok, "kernels": len(kernels), "first_s": first, **best}
 
 
-# ---- hand-built kernels (no scheduler): the issue's two targets
-
-def _buf(slot: int, n: int) -> UOp:
-  return UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(n), (), slot)
-
-
-def hand_elementwise(n: int) -> tuple[UOp, list[np.ndarray], callable]:
-  i = UOp.range(n, 0, AxisType.GLOBAL)
-  a, b = _buf(1, n).index(i).load(), _buf(2, n).index(i).load()
-  ast = UOp.sink(_buf(0, n).index(i).store((a * b + 1.0).maximum(0.0)), arg=KernelInfo("E_relu"))
-  rng = np.random.default_rng(0)
-  x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
-  return ast, [np.zeros(n, np.float32), x, y], lambda: np.maximum(x * y + 1, 0)
+def _run_child(args: argparse.Namespace, threads: int) -> dict:
+  env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "VIZ")}
+  env.update(THREADS=str(threads), OPENBLAS_THREAD_TIMEOUT="4", PYTHONPATH=str(ROOT))
+  cmd = [sys.executable, __file__, "--child", str(threads), "--scale", str(args.scale), "--reps", str(args.reps),
+         "--only", args.only]
+  p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+  if p.returncode != 0:
+    raise SystemExit(f"the {threads}-thread run failed:\n{p.stderr}")
+  return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def hand_matmul(n: int) -> tuple[UOp, list[np.ndarray], callable]:
-  i, j, r = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(n, 1, AxisType.GLOBAL), UOp.range(n, 2, AxisType.REDUCE)
-  a, b = _buf(1, n * n).index(i * n + r).load(), _buf(2, n * n).index(r * n + j).load()
-  ast = UOp.sink(_buf(0, n * n).index(i * n + j).store((a * b).reduce(r)), arg=KernelInfo("r_matmul"))
-  rng = np.random.default_rng(0)
-  x, y = rng.standard_normal((n, n)).astype(np.float32), rng.standard_normal((n, n)).astype(np.float32)
-  return ast, [np.zeros(n * n, np.float32), x.reshape(-1), y.reshape(-1)], lambda: x @ y
-
-
-def run_hand(name: str, make, reps: int) -> dict:
-  ast, bufs, ref = make()
-  t0 = time.perf_counter()
-  opt_ast = optimize(ast)
-  ck = compile_kernel(opt_ast)
-  ck(bufs)
-  first = time.perf_counter() - t0
-  ok = np.allclose(bufs[0], np.asarray(ref()).reshape(-1), rtol=1e-4, atol=1e-4)
-  t_min = np_t = float("inf")
-  for _ in range(reps):  # interleaved with numpy's runs
-    tm = ck.time(bufs, reps=1, record=False)
-    t_min = min(t_min, tm.min)
-    np_t = min(np_t, best_of(ref, 1))
-  opts = ", ".join(f"{o.op.name}({o.axis},{o.arg})" for o in getattr(opt_ast.arg, "opts", ()))
-  return {"name": name, "ok": ok, "kernels": 1, "first_s": first, "steady_s": t_min, "gflops": tm.flops / t_min / 1e9,
-          "gbs": tm.bytes / t_min / 1e9, "numpy_s": np_t, "ratio": np_t / t_min, "opts": opts}
-
-
-def table(rows: list[dict], cols: list[tuple[str, str, str]]) -> str:
-  head = " | ".join(f"{h:>{len(h) if len(h) > 8 else 8}}" for _, h, _ in cols)
-  lines = [head, "-" * len(head)]
-  for r in rows:
-    lines.append(" | ".join(f"{format(r[k], f):>{len(h) if len(h) > 8 else 8}}" for k, h, f in cols))
-  return "\n".join(lines)
+def _print(res: dict, one: dict | None) -> None:
+  t = res["threads"]
+  clock = "CPU time" if t == 1 else "wall clock"
+  print(f"\n{t} thread{'s' if t > 1 else ''} ({clock}); BLAS: {res['blas']}; idle BLAS burnt "
+        f"{res['spin_ms_per_s']:.1f} ms CPU/s")
+  cols = [("workload", "<12"), ("ok", "<4"), ("kernels", ">7"), ("first s", ">8.3f"), ("e2e ms", ">9.3f"),
+          ("kernel ms", ">10.3f"), ("numpy ms", ">9.3f"), ("numpy/e2e", ">10.2f"), ("numpy/kernel", ">13.2f"),
+          ("e2e/kernel", ">11.2f")]
+  if one is not None:
+    cols.append(("vs 1 thread (kernel)", ">21.2f"))
+  base = {r["name"]: r for r in one["rows"]} if one is not None else {}
+  rows = []
+  for r in res["rows"]:
+    row = [r["name"], "yes" if r["ok"] else "NO", r["kernels"], r["first_s"], r["e2e"] * 1e3, r["kernel"] * 1e3,
+           r["numpy"] * 1e3, r["numpy"] / r["e2e"], r["numpy"] / r["kernel"], r["e2e"] / r["kernel"]]
+    if one is not None:
+      row.append(base[r["name"]]["kernel"] / r["kernel"] if r["name"] in base else float("nan"))
+    rows.append(row)
+  print(format_table(cols, rows))
 
 
 def main() -> None:
@@ -129,38 +122,18 @@ def main() -> None:
   ap.add_argument("--scale", type=float, default=1.0)
   ap.add_argument("--reps", type=int, default=20)
   ap.add_argument("--only", default="")
+  ap.add_argument("--threads", default="1,2", help="the thread counts to measure, one child process each")
+  ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
   args = ap.parse_args()
   only = set(filter(None, args.only.split(",")))
-  t0 = time.perf_counter()
-  get_jit()
-  print(f"JIT init {time.perf_counter() - t0:.3f} s; threads {default_threads()}; cpu {get_jit().cpu}")
-  rows, krows = [], []
-  for name in WORKLOADS:
-    if only and name not in only:
-      continue
-    r, ks = run_workload(name, args.scale, args.reps)
-    rows.append(r)
-    krows += [{"workload": name, **k} for k in ks]
-  n = max(1, int(4 * 1024 * 1024 * args.scale))
-  m = max(8, int(512 * args.scale))
-  for name, make in (("hand elementwise", lambda: hand_elementwise(n)), ("hand matmul", lambda: hand_matmul(m))):
-    if not only or name.split()[1] in only:
-      rows.append(run_hand(name, make, args.reps))
-  cols = [("name", "workload", "s"), ("ok", "ok", ""), ("kernels", "kernels", "d"), ("first_s", "first run s", ".3f"),
-          ("steady_s", "steady ms", ".3f"), ("gflops", "GFLOP/s", ".1f"), ("gbs", "GB/s", ".1f"),
-          ("numpy_s", "numpy ms", ".3f"), ("ratio", "numpy/ours", ".2f")]
-  for r in rows:
-    r["steady_s"] *= 1e3
-    r["numpy_s"] *= 1e3
-  print(table(rows, cols))
-  for r in rows:
-    if r.get("opts"):
-      print(f"  {r['name']} opts: {r['opts']}")
-  print()
-  for k in krows:
-    k["min_s"] *= 1e3
-  print(table(krows, [("workload", "workload", "s"), ("kernel", "kernel", "s"), ("compile_s", "compile s", ".4f"),
-                      ("min_s", "min ms", ".3f"), ("gflops", "GFLOP/s", ".1f"), ("gbs", "GB/s", ".1f")]))
+  if args.child is not None:
+    print(json.dumps(_child(args.scale, args.reps, only, args.child)))
+    return
+  results = [_run_child(args, int(t)) for t in args.threads.split(",")]
+  print(f"cpu {results[0]['cpu']}; min of {args.reps} interleaved repetitions; scale {args.scale}")
+  one = next((r for r in results if r["threads"] == 1), None)
+  for res in results:
+    _print(res, one if res["threads"] != 1 else None)
 
 
 if __name__ == "__main__":
