@@ -1168,16 +1168,21 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
 
   def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Any = 1, dilation: Any = 1,
              padding: Any = 0) -> Tensor:
+    """n-d convolution: the number of spatial dims is weight.ndim - 2 (conv1d, conv2d, conv3d, ...)."""
     from compiler.tensor_nn import conv2d
     return conv2d(self, weight, bias, groups, stride, dilation, padding)
 
-  def max_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0) -> Tensor:
+  def max_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0,
+                 ceil_mode: bool = False) -> Tensor:
+    """Max pooling over the last len(kernel_size) dims (n-d, as tinygrad's)."""
     from compiler.tensor_nn import max_pool2d
-    return max_pool2d(self, kernel_size, stride, dilation, padding)
+    return max_pool2d(self, kernel_size, stride, dilation, padding, ceil_mode)
 
-  def avg_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0) -> Tensor:
+  def avg_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0,
+                 ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
+    """Average pooling over the last len(kernel_size) dims (n-d, as tinygrad's)."""
     from compiler.tensor_nn import avg_pool2d
-    return avg_pool2d(self, kernel_size, stride, dilation, padding)
+    return avg_pool2d(self, kernel_size, stride, dilation, padding, ceil_mode, count_include_pad)
 
 
 def _is_view(u: UOp) -> bool:

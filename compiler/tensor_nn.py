@@ -16,26 +16,31 @@ def _is_int(x: Any) -> bool:
   return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
-def _pair(v: Any, name: str, what: str) -> tuple[int, int]:
-  t = (v, v) if _is_int(v) else tuple(v) if isinstance(v, (tuple, list)) else ()
-  if len(t) != 2 or not all(_is_int(x) and x > 0 for x in t):
-    raise ValueError(f"Tensor.{name}: {what} must be a positive int or a pair of them, got {v!r}")
-  return int(t[0]), int(t[1])
+def _tuple(v: Any, n: int, name: str, what: str) -> tuple[int, ...]:
+  """An int (repeated n times) or n positive ints."""
+  t = (v,) * n if _is_int(v) else tuple(v) if isinstance(v, (tuple, list)) else ()
+  if len(t) != n or not all(_is_int(x) and x > 0 for x in t):
+    raise ValueError(f"Tensor.{name}: {what} must be a positive int or {n} of them, got {v!r}")
+  return tuple(int(x) for x in t)
 
 
-def _padding(p: Any, name: str) -> tuple[int, int, int, int]:
-  """Flat torch-order padding (left, right, top, bottom) from an int, (ph, pw), or 4 ints."""
+def _pads(p: Any, n: int, name: str) -> tuple[tuple[int, int], ...]:
+  """(before, after) per spatial dim from an int, n ints (one per dim) or 2n flat ints (last dim first, torch)."""
   if _is_int(p):
-    t = (p, p, p, p)
-  elif isinstance(p, (tuple, list)) and len(p) == 2:
-    t = (p[1], p[1], p[0], p[0])
-  elif isinstance(p, (tuple, list)) and len(p) == 4:
-    t = tuple(p)
+    flat = (p,) * (2 * n)
+  elif isinstance(p, (tuple, list)) and len(p) == n:
+    flat = tuple(v for q in reversed(p) for v in (q, q))
+  elif isinstance(p, (tuple, list)) and len(p) == 2 * n:
+    flat = tuple(p)
   else:
-    raise ValueError(f"Tensor.{name}: padding must be an int, (ph, pw) or 4 ints, got {p!r}")
-  if not all(_is_int(x) and x >= 0 for x in t):
+    raise ValueError(f"Tensor.{name}: padding must be an int or a sequence of {n} or {2 * n} ints, got {p!r}")
+  if not all(_is_int(x) and x >= 0 for x in flat):
     raise ValueError(f"Tensor.{name}: padding must be non-negative ints, got {p!r}")
-  return int(t[0]), int(t[1]), int(t[2]), int(t[3])
+  return tuple((int(flat[2 * i]), int(flat[2 * i + 1])) for i in reversed(range(n)))
+
+
+def _spatial_pad(x: Tensor, pads: tuple[tuple[int, int], ...], value: Any = 0.0) -> Tensor:
+  return x.pad((None,) * (x.ndim - len(pads)) + tuple(pads), value=value)
 
 
 def pool(x: Tensor, k: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...], name: str) -> Tensor:
@@ -65,44 +70,75 @@ def pool(x: Tensor, k: tuple[int, ...], stride: tuple[int, ...], dilation: tuple
 
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: Any, dilation: Any,
            padding: Any) -> Tensor:
-  """2-d convolution (cross-correlation, as torch): x (bs, cin, H, W), weight (cout, cin/groups, kh, kw)."""
+  """n-d convolution (cross-correlation, as torch): x (bs, cin, *spatial), weight (cout, cin/groups, *kernel)."""
   from compiler.tensor import Tensor
   if not isinstance(weight, Tensor) or not (bias is None or isinstance(bias, Tensor)):
     raise TypeError(f"Tensor.conv2d: weight and bias must be Tensors, got {type(weight).__name__} and "
                     f"{type(bias).__name__}")
-  if x.ndim != 4 or weight.ndim != 4:
-    raise ValueError(f"Tensor.conv2d: needs a 4-d input and weight, got {x.shape} and {weight.shape}")
+  if weight.ndim < 3 or x.ndim != weight.ndim:
+    raise ValueError(f"Tensor.conv2d: needs an input (bs, cin, *spatial) and a weight (cout, cin/groups, *kernel) "
+                     f"of the same number (>= 3) of dims, got {x.shape} and {weight.shape}")
+  n = weight.ndim - 2
   bs, cin_ = x.shape[:2]
   cout, cin = weight.shape[:2]
-  hw = weight.shape[2:]
+  ks = weight.shape[2:]
   if not isinstance(groups, int) or groups <= 0 or groups * cin != cin_ or cout % groups:
     raise ValueError(f"Tensor.conv2d: input {x.shape} and weight {weight.shape} don't match with groups={groups}")
   if bias is not None and bias.shape != (cout,):
     raise ValueError(f"Tensor.conv2d: bias of shape {bias.shape}, expected ({cout},)")
-  st, dl = _pair(stride, "conv2d", "stride"), _pair(dilation, "conv2d", "dilation")
-  x = pool(x.pad(_padding(padding, "conv2d")), hw, st, dl, "conv2d")  # (bs, cin_, oy, ox, kh, kw)
-  rcout, oyx = cout // groups, x.shape[2:4]
-  x = x.reshape(bs, groups, cin, 1, *oyx, *hw).expand(bs, groups, cin, rcout, *oyx, *hw)
-  x = x.permute(0, 1, 3, 4, 5, 2, 6, 7)  # (bs, groups, rcout, oy, ox, cin, kh, kw)
-  ret = (x * weight.reshape(1, groups, rcout, 1, 1, cin, *hw)).sum((-1, -2, -3)).reshape(bs, cout, *oyx)
-  return ret if bias is None else ret + bias.reshape(1, cout, 1, 1)
+  st, dl = _tuple(stride, n, "conv2d", "stride"), _tuple(dilation, n, "conv2d", "dilation")
+  x = pool(_spatial_pad(x, _pads(padding, n, "conv2d")), ks, st, dl, "conv2d")  # (bs, cin_, *o, *k)
+  rcout, o_ = cout // groups, x.shape[2:2 + n]
+  x = x.reshape(bs, groups, cin, 1, *o_, *ks).expand(bs, groups, cin, rcout, *o_, *ks)
+  x = x.permute(0, 1, 3, *range(4, 4 + n), 2, *range(4 + n, 4 + 2 * n))  # (bs, groups, rcout, *o, cin, *k)
+  w = weight.reshape(1, groups, rcout, *(1,) * n, cin, *ks)
+  ret = (x * w).sum(tuple(range(-1, -n - 2, -1))).reshape(bs, cout, *o_)
+  return ret if bias is None else ret + bias.reshape(1, cout, *(1,) * n)
 
 
-def _pool_args(x: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: Any, name: str):
-  if x.ndim < 2:
-    raise ValueError(f"Tensor.{name}: needs an input of at least 2 dims, got shape {x.shape}")
-  k = _pair(kernel_size, name, "kernel_size")
-  st = k if stride is None else _pair(stride, name, "stride")
-  return k, st, _pair(dilation, name, "dilation"), _padding(padding, name)
+def _pool_args(x: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: Any, ceil_mode: bool, name: str):
+  """Kernel, stride, dilation, (before, after) pads and the extra right pads that ceil_mode's last windows need."""
+  n = 2 if _is_int(kernel_size) else len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 0
+  k = _tuple(kernel_size, max(n, 1), name, "kernel_size")
+  n = len(k)
+  if x.ndim < n:
+    raise ValueError(f"Tensor.{name}: needs an input of at least {n} dims, got shape {x.shape}")
+  st = k if stride is None else _tuple(stride, n, name, "stride")
+  dl, pads = _tuple(dilation, n, name, "dilation"), _pads(padding, n, name)
+  extra = []
+  for s, kk, ss, d, (pb, pa) in zip(x.shape[-n:], k, st, dl, pads):
+    span = s + pb + pa - d * (kk - 1) - 1
+    o = span // ss + 1
+    if ceil_mode and span >= 0:
+      o = -(-span // ss) + 1
+      if (o - 1) * ss >= s + pb:  # torch: the last window starts inside the input or its left padding
+        o -= 1
+    extra.append(max(0, (o - 1) * ss + d * (kk - 1) + 1 - (s + pb + pa)))
+  return k, st, dl, pads, tuple(extra)
 
 
-def max_pool2d(x: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: Any) -> Tensor:
-  k, st, dl, pd = _pool_args(x, kernel_size, stride, dilation, padding, "max_pool2d")
-  lowest = dtypes.min(x.dtype)
-  return pool(x.pad(pd, value=lowest), k, st, dl, "max_pool2d").max((-1, -2))
+def max_pool2d(x: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: Any,
+               ceil_mode: bool = False) -> Tensor:
+  """Max over each window of the last len(kernel_size) dims (2 for an int kernel_size)."""
+  k, st, dl, pads, extra = _pool_args(x, kernel_size, stride, dilation, padding, ceil_mode, "max_pool2d")
+  full = tuple((pb, pa + e) for (pb, pa), e in zip(pads, extra))
+  win = pool(_spatial_pad(x, full, dtypes.min(x.dtype)), k, st, dl, "max_pool2d")
+  return win.max(tuple(range(-1, -len(k) - 1, -1)))
 
 
-def avg_pool2d(x: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: Any) -> Tensor:
-  """Mean over each window, padding counted (torch's count_include_pad=True)."""
-  k, st, dl, pd = _pool_args(x, kernel_size, stride, dilation, padding, "avg_pool2d")
-  return pool(x.pad(pd), k, st, dl, "avg_pool2d").mean((-1, -2))
+def avg_pool2d(x: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: Any, ceil_mode: bool = False,
+               count_include_pad: bool = True) -> Tensor:
+  """Mean over each window; count_include_pad counts the padding (never ceil_mode's overhang), as torch."""
+  from compiler.tensor import Tensor
+  k, st, dl, pads, extra = _pool_args(x, kernel_size, stride, dilation, padding, ceil_mode, "avg_pool2d")
+  axes = tuple(range(-1, -len(k) - 1, -1))
+  full = tuple((pb, pa + e) for (pb, pa), e in zip(pads, extra))
+  win = pool(_spatial_pad(x, full), k, st, dl, "avg_pool2d")
+  if not any(extra) and (count_include_pad or not any(b or a for b, a in pads)):
+    return win.mean(axes)
+  # the divisor per window: how many of its elements are input (and padding, if counted)
+  ones = Tensor.ones(*x.shape[-len(k):], dtype=dtypes.bool)
+  counted = ones.pad(pads, value=count_include_pad).pad(tuple((0, e) for e in extra))
+  count = pool(counted, k, st, dl, "avg_pool2d").sum(axes)
+  xs = x._float()
+  return win.sum(axes).cast(xs.dtype) / count.cast(xs.dtype)

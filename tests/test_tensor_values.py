@@ -453,3 +453,101 @@ def test_pad_mode_errors_and_constant():
   same(x.pad(((1, 0), (0, 2)), 7.0), np.pad(a, ((1, 0), (0, 2)), constant_values=7.0))  # the old (padding, value)
   same(x.pad((1, 1), mode="circular"), np.pad(a, ((0, 0), (1, 1)), mode="wrap"))
   same(Tensor(np.zeros((0, 3), np.float32)).pad((None, (1, 1)), mode="reflect"), np.zeros((0, 5), np.float32))
+
+
+# ---- n-d convolution and pooling, ceil_mode, count_include_pad (numpy references written from torch's rules)
+def _np_conv(x, w, stride, padding, dilation, groups):
+  n = w.ndim - 2
+  x = np.pad(x.astype(np.float64), ((0, 0), (0, 0)) + tuple((p, p) for p in padding))
+  cout, cpg, ks = w.shape[0], w.shape[1], w.shape[2:]
+  o_ = tuple((s - d * (k - 1) - 1) // st + 1 for s, d, k, st in zip(x.shape[2:], dilation, ks, stride))
+  out = np.zeros((x.shape[0], cout) + o_)
+  for o in range(cout):
+    g = o // (cout // groups)
+    for off in np.ndindex(*ks):
+      sl = tuple(slice(k * d, k * d + st * (oo - 1) + 1, st) for k, d, st, oo in zip(off, dilation, stride, o_))
+      patch = x[(slice(None), slice(g * cpg, (g + 1) * cpg)) + sl]
+      out[:, o] += np.tensordot(patch, w[(o, slice(None)) + off].astype(np.float64), axes=([1], [0]))
+  assert out.ndim == n + 2
+  return out.astype(np.float32)
+
+
+@pytest.mark.parametrize("shape, wshape, kw", [
+  ((2, 4, 9), (6, 2, 3), dict(groups=2, stride=2, padding=1)),  # conv1d
+  ((1, 3, 7), (2, 3, 1), dict(dilation=3)),
+  ((1, 2, 5, 4, 6), (3, 2, 2, 3, 2), dict(padding=(1, 0, 2), stride=(1, 2, 2))),  # conv3d
+  ((2, 2, 4, 4, 4), (2, 1, 3, 3, 3), dict(groups=2, dilation=(1, 1, 2), padding=1)),
+  ((1, 1, 1, 5), (1, 1, 1, 2), dict()),  # size-1 spatial dims
+])
+def test_conv_nd(shape, wshape, kw):
+  rng = np.random.default_rng(3)
+  x, w, b = (rng.standard_normal(s).astype(np.float32) for s in (shape, wshape, (wshape[0],)))
+  n = len(wshape) - 2
+  tup = lambda v, d: tuple(v) if isinstance(v, tuple) else (v,) * n  # noqa: E731
+  ref = _np_conv(x, w, tup(kw.get("stride", 1), 1), tup(kw.get("padding", 0), 0), tup(kw.get("dilation", 1), 1),
+                 kw.get("groups", 1))
+  bias = b.reshape((1, -1) + (1,) * n)
+  np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w), Tensor(b), **kw).numpy(), ref + bias, rtol=1e-4, atol=1e-4)
+
+
+def test_conv_nd_errors():
+  with pytest.raises(ValueError, match="conv2d"):
+    Tensor(np.zeros((1, 2, 5), np.float32)).conv2d(Tensor(np.zeros((1, 2, 3, 3), np.float32)))
+  with pytest.raises(ValueError, match="padding"):
+    Tensor(np.zeros((1, 2, 5), np.float32)).conv2d(Tensor(np.zeros((1, 2, 3), np.float32)), padding=(1, 1, 1))
+  with pytest.raises(ValueError, match="stride"):
+    Tensor(np.zeros((1, 2, 5, 5, 5), np.float32)).conv2d(Tensor(np.zeros((1, 2, 3, 3, 3), np.float32)), stride=(1, 2))
+
+
+def _np_pool(x, k, st, pads, dl, ceil_mode, fn, count_include_pad=True):
+  """torch's pooling over the last len(k) dims: pads per dim (before, after); mean's divisor as torch counts it."""
+  n = len(k)
+  lead = x.shape[:-n]
+  outs = []
+  for s, kk, ss, d, (pb, pa) in zip(x.shape[-n:], k, st, dl, pads):
+    span = s + pb + pa - d * (kk - 1) - 1
+    o = (-(-span // ss) if ceil_mode else span // ss) + 1
+    if ceil_mode and (o - 1) * ss >= s + pb:
+      o -= 1
+    outs.append(o)
+  out = np.zeros(lead + tuple(outs), np.float64)
+  for idx in np.ndindex(*outs):
+    vals, cnt = [], 0
+    for off in np.ndindex(*k):
+      pos = [i * ss - pb + o * d for i, ss, (pb, _), o, d in zip(idx, st, pads, off, dl)]
+      inside = all(0 <= p < s for p, s in zip(pos, x.shape[-n:]))
+      in_pad = all(-pb <= p < s + pa for p, s, (pb, pa) in zip(pos, x.shape[-n:], pads))
+      if inside:
+        vals.append(x[(...,) + tuple(pos)])
+      elif in_pad and fn == "avg":
+        vals.append(np.zeros(lead))
+      cnt += inside or (in_pad and count_include_pad)
+    out[(...,) + idx] = np.max(vals, 0) if fn == "max" else np.sum(vals, 0) / cnt
+  return out
+
+
+@pytest.mark.parametrize("shape, k, st, pad, ceil", [
+  ((2, 3, 7, 7), 3, 2, 1, True), ((1, 2, 6, 5), (2, 3), (2, 2), 0, True), ((1, 1, 5, 5), 2, 2, 1, True),
+  ((2, 8), (3,), (2,), (1,), True), ((1, 2, 4, 5, 6), (2, 2, 3), (2, 1, 2), (1, 0, 1), True),  # 1-d and 3-d
+  ((1, 2, 4, 5, 6), (2, 2, 3), None, 0, False), ((3, 1, 5), (2,), (3,), 0, False), ((1, 1, 1, 4), 1, 1, 0, True),
+])
+def test_pools_nd_ceil_mode(shape, k, st, pad, ceil):
+  rng = np.random.default_rng(4)
+  x = rng.standard_normal(shape).astype(np.float32)
+  kk = (k, k) if isinstance(k, int) else k
+  n = len(kk)
+  stt = kk if st is None else ((st,) * n if isinstance(st, int) else st)
+  pads = tuple((p, p) for p in ((pad,) * n if isinstance(pad, int) else pad))
+  got = Tensor(x).max_pool2d(k, st, padding=pad, ceil_mode=ceil).numpy()
+  np.testing.assert_allclose(got, _np_pool(x, kk, stt, pads, (1,) * n, ceil, "max"))
+  for cip in (True, False):
+    got = Tensor(x).avg_pool2d(k, st, padding=pad, ceil_mode=ceil, count_include_pad=cip).numpy()
+    np.testing.assert_allclose(got, _np_pool(x, kk, stt, pads, (1,) * n, ceil, "avg", cip), rtol=1e-5, atol=1e-6)
+
+
+def test_pool_dilation_ceil_and_ints():
+  x = np.arange(2 * 9 * 8, dtype=np.int32).reshape(2, 9, 8) % 17 - 8
+  got = Tensor(x).max_pool2d(3, 2, dilation=2, padding=1, ceil_mode=True)
+  same(got, _np_pool(x, (3, 3), (2, 2), ((1, 1), (1, 1)), (2, 2), True, "max").astype(np.int32), dtypes.int32)
+  got = Tensor(x).avg_pool2d((2, 3), 2, padding=(1, 1), ceil_mode=True, count_include_pad=False).numpy()
+  np.testing.assert_allclose(got, _np_pool(x, (2, 3), (2, 2), ((1, 1), (1, 1)), (1, 1), True, "avg", False), rtol=1e-6)
