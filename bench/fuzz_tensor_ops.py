@@ -359,6 +359,135 @@ def _nn(name: str):
   return applies, build
 
 
+def _np_scatter(x, dim, idx, src, reduce=None, include_self=True):
+  """torch.scatter / scatter_reduce by loops (the last write wins)."""
+  out = x.copy()
+  acc: dict = {}
+  for pos in np.ndindex(*idx.shape):
+    tgt = list(pos)
+    tgt[dim] = idx[pos]
+    acc.setdefault(tuple(tgt), []).append(src[pos])
+  with np.errstate(all="ignore"):
+    for tgt, vals in acc.items():
+      vals = ([out[tgt]] if include_self else []) + vals
+      out[tgt] = {None: lambda v: v[-1], "sum": lambda v: np.sum(np.array(v, x.dtype)),
+                  "prod": lambda v: np.prod(np.array(v, x.dtype)), "amax": lambda v: np.max(np.array(v, x.dtype)),
+                  "amin": lambda v: np.min(np.array(v, x.dtype))}[reduce](vals)
+  return out
+
+
+def _extra(name: str):
+  """Newer ops: scatter family, masks, one_hot, shifts, lerp, isclose, einsum, interpolate, argsort, chunk."""
+  def applies(a):
+    if name in ("scatter", "scatter_reduce", "masked_fill", "argsort", "chunk", "unbind"):
+      return a.ndim >= 1 and a.dtype != BOOL
+    if name in ("one_hot", "lshift", "rshift"):
+      return a.dtype == I32
+    if name == "interpolate":
+      return a.dtype == F32 and a.ndim >= 1 and a.size > 0
+    return a.dtype == F32
+  def build(rng, a):
+    nd = a.ndim
+    if name in ("scatter", "scatter_reduce"):
+      ax = int(rng.integers(-nd, nd))
+      d = ax % nd
+      ishape = tuple(int(rng.integers(0, s + 1)) for s in a.shape)
+      idx = rng.integers(0, max(a.shape[d], 1), ishape).astype(I32)
+      if a.shape[d] == 0:
+        idx = np.zeros(tuple(0 if k == d else s for k, s in enumerate(ishape)), I32)
+      src = rand_array(rng, idx.shape, a.dtype.type, special=False)
+      red = [None, "sum", "prod", "amax", "amin"][rng.integers(5)] if name == "scatter_reduce" else None
+      inc = bool(rng.integers(2))
+      if name == "scatter":
+        return (lambda t: t.scatter(ax, Tensor(idx), Tensor(src)), lambda x: _np_scatter(x, d, idx, src),
+                f"x = x.scatter({ax}, Tensor({idx.tolist()!r}), Tensor({src.tolist()!r}))", True)
+      red = red or "sum"
+      return (lambda t: t.scatter_reduce(ax, Tensor(idx), Tensor(src), red, include_self=inc),
+              lambda x: _np_scatter(x, d, idx, src, red, inc),
+              f"x = x.scatter_reduce({ax}, Tensor({idx.tolist()!r}), Tensor({src.tolist()!r}), {red!r}, "
+              f"include_self={inc})", red in ("amax", "amin"))
+    if name == "masked_fill":
+      m = rng.random(_bshape(rng, a.shape)) > 0.5
+      v = -0.0 if a.dtype == F32 else 3
+      return (lambda t: t.masked_fill(Tensor(m), v), lambda x: np.where(m, np.array(v, x.dtype), x),
+              f"x = x.masked_fill(Tensor({m.tolist()!r}), {v})", True)
+    if name == "one_hot":
+      return (lambda t: t.abs().one_hot(7), lambda x: (np.abs(x)[..., None] == np.arange(7)).astype(I32),
+              "x = x.abs().one_hot(7)", True)
+    if name in ("lshift", "rshift"):
+      k = int(rng.integers(0, 5))
+      form = int(rng.integers(2))
+      op = "<<" if name == "lshift" else ">>"
+      def tfn(t):
+        return (t << k if op == "<<" else t >> k) if form else getattr(t, name)(k)
+      return tfn, (lambda x: x << k if op == "<<" else x >> k), f"x = x {op} {k}", True
+    if name == "lerp":
+      end = rand_array(rng, _bshape(rng, a.shape), F32, special=False)
+      w = float(rng.random())
+      return (lambda t: t.lerp(Tensor(end), w), lambda x: x + (end - x) * np.float32(w),
+              f"x = x.lerp(Tensor({end.tolist()!r}), {w})", False)
+    if name == "isclose":
+      o = a + rng.choice([0, 1e-7, 1e-3], a.shape).astype(F32) if a.size else a
+      return (lambda t: t.isclose(Tensor(o)), lambda x: np.isclose(x, o), f"x = x.isclose(Tensor({o.tolist()!r}))",
+              True)
+    if name == "einsum":
+      letters = "abcd"[:nd]
+      out = "".join(rng.permutation(list(letters))[:int(rng.integers(0, nd + 1))]) if nd else ""
+      f = f"{letters}->{out}"
+      form = int(rng.integers(2))
+      def tfn(t):
+        return Tensor.einsum(f, t) if form else Tensor.einsum(f, [t])
+      return tfn, (lambda x: np.einsum(f, x)), f"x = Tensor.einsum({f!r}, x)", False
+    if name == "interpolate":
+      k = int(rng.integers(1, min(nd, 2) + 1))
+      size = tuple(int(rng.integers(1, 6)) for _ in range(k))
+      mode = ["linear", "nearest", "nearest-exact"][rng.integers(3)]
+      align = mode == "linear" and bool(rng.integers(2))
+      def nfn(x):
+        x = x.astype(np.float64)
+        for i in range(-1, -k - 1, -1):
+          x = _np_interp_axis(x, i, size[i], mode, align)
+        return x
+      return (lambda t: t.interpolate(size, mode, align), nfn,
+              f"x = x.interpolate({size}, {mode!r}, {align})", mode != "linear")
+    if name == "argsort":
+      ax = int(rng.integers(-nd, nd))
+      def nfn(x):  # stable; NaN largest, as numpy's argsort
+        return np.argsort(x, ax, kind="stable").astype(I32)
+      return lambda t: t.argsort(ax), nfn, f"x = x.argsort({ax})", True
+    if name in ("chunk", "unbind"):
+      ax = int(rng.integers(-nd, nd))
+      if name == "unbind":
+        return (lambda t: t.unbind(ax)[0] if a.shape[ax] else t.sum(ax),
+                lambda x: np.take(x, 0, ax) if x.shape[ax] else np.sum(x, ax, dtype=I32 if x.dtype == I32 else None),
+                f"x = x.unbind({ax})[0]", True)
+      c = int(rng.integers(1, 4))
+      def nfn(x):
+        n = x.shape[ax]
+        size = -(-n // c) if n else 0
+        return np.take(x, range(0, min(size, n)), ax) if n else x
+      return lambda t: t.chunk(c, ax)[0], nfn, f"x = x.chunk({c}, {ax})[0]", True
+    raise KeyError(name)
+  return applies, build
+
+
+def _np_interp_axis(x, axis, n_out, mode, align):
+  n_in = x.shape[axis]
+  o = np.arange(n_out, dtype=np.float64)
+  if mode == "linear":
+    src = (o * ((n_in - 1) / (n_out - 1)) if n_out > 1 else o * 0) if align else \
+      np.maximum((o + 0.5) * n_in / n_out - 0.5, 0)
+    src = np.minimum(src, n_in - 1)
+    lo = np.floor(src).astype(int)
+    hi = np.minimum(lo + 1, n_in - 1)
+    frac = (src - lo).reshape([-1 if k == axis % x.ndim else 1 for k in range(x.ndim)])
+    a, b = np.take(x, lo, axis), np.take(x, hi, axis)
+    with np.errstate(all="ignore"):
+      return a + (b - a) * frac
+  src = (o + 0.5) * n_in / n_out if mode == "nearest-exact" else o * n_in / n_out
+  return np.take(x, np.minimum(np.floor(src).astype(int), n_in - 1), axis)
+
+
 def _np_red(fn):
   def f(x, axis, keepdims):
     return fn(x, axis=axis, keepdims=keepdims)
@@ -391,6 +520,8 @@ def catalogue() -> dict[str, tuple[Callable, Callable]]:
                                         "tril", "triu", "repeat_interleave", "cat", "stack", "split", "index",
                                         "gather", "sort", "topk")})
   ops.update({n: _nn(n) for n in ("softmax", "log_softmax", "logcumsumexp", "cross_entropy")})
+  ops.update({n: _extra(n) for n in ("scatter", "scatter_reduce", "masked_fill", "one_hot", "lshift", "rshift", "lerp",
+                                     "isclose", "einsum", "interpolate", "argsort", "chunk", "unbind")})
   return ops
 
 

@@ -97,12 +97,17 @@ class NnMixin:
       raise ValueError(f"Tensor.cross_entropy: label_smoothing={label_smoothing} not in [0, 1]")
     cdim = 0 if self.ndim == 1 else 1
     n = self.shape[cdim]
+    lsm = self.log_softmax(cdim)
     if self.shape != Y.shape:
       if self.shape[:cdim] + self.shape[cdim + 1:] != Y.shape:
         raise RuntimeError(f"Tensor.cross_entropy: logits {self.shape} and target {Y.shape} don't match")
-      Y = _one_hot_along(Y, n, cdim).cast(self._float().dtype)
+      # class indices: select, as torch does (a product with a one-hot would turn a -inf log-prob into nan)
+      loss = -_one_hot_along(Y, n, cdim).where(lsm, 0).sum(cdim)
+      if label_smoothing:
+        loss = (1 - label_smoothing) * loss - label_smoothing * lsm.mean(cdim)
+      return loss._do_reduction(reduction)
     Y = (1 - label_smoothing) * Y + label_smoothing / n
-    return -(self.log_softmax(cdim) * Y).sum(cdim)._do_reduction(reduction)
+    return -(lsm * Y).sum(cdim)._do_reduction(reduction)
 
   def nll_loss(self, Y: Any, weight: Any = None, ignore_index: int | None = None, reduction: str = "mean") -> Any:
     """self holds log-probabilities (classes on axis 1), Y the labels, as torch.nn.functional.nll_loss."""
