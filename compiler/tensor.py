@@ -790,6 +790,10 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     return self if order == tuple(range(self.ndim)) else self._mop(Ops.PERMUTE, order)
 
   def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
+    if self.ndim == 0:  # dims 0 and -1 of a 0-d tensor are the tensor itself (torch)
+      for d in (dim0, dim1):
+        self._axis(d, "transpose", 1)
+      return self
     order = list(range(self.ndim))
     a, b = self._axis(dim0, "transpose"), self._axis(dim1, "transpose")
     order[a], order[b] = order[b], order[a]
@@ -938,6 +942,10 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
 
   def flip(self, axis: int | Sequence[int] = None) -> Tensor:
     axes = range(self.ndim) if axis is None else ((axis,) if isinstance(axis, (int, np.integer)) else axis)
+    if self.ndim == 0:
+      for a in axes:
+        self._axis(a, "flip", 1)
+      return self
     flips = [False] * self.ndim
     for a in axes:
       d = self._axis(a, "flip")

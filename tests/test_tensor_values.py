@@ -551,3 +551,14 @@ def test_pool_dilation_ceil_and_ints():
   same(got, _np_pool(x, (3, 3), (2, 2), ((1, 1), (1, 1)), (2, 2), True, "max").astype(np.int32), dtypes.int32)
   got = Tensor(x).avg_pool2d((2, 3), 2, padding=(1, 1), ceil_mode=True, count_include_pad=False).numpy()
   np.testing.assert_allclose(got, _np_pool(x, (2, 3), (2, 2), ((1, 1), (1, 1)), (1, 1), True, "avg", False), rtol=1e-6)
+
+
+def test_0d_movement_takes_dim_0():
+  x = Tensor(np.float32(4))
+  same(x.flip(0), np.float32(4))
+  same(x.flip((-1,)), np.float32(4))
+  same(x.transpose(0, -1), np.float32(4))
+  with pytest.raises(IndexError, match="flip"):
+    x.flip(1)
+  with pytest.raises(IndexError, match="transpose"):
+    x.transpose(0, 1)
