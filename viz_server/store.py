@@ -12,7 +12,7 @@ import threading
 import time
 from array import array
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable
+from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 from compiler.trace.format import TraceFormatError
 from compiler.trace.reader import STALE_S, TraceReader, unfinished, writer_alive
@@ -23,6 +23,8 @@ POLL_WINDOW = 1 << 16  # compressed bytes read per poll: about one frame, so one
 MAX_EVENTS_PER_BATCH = 1000  # a bigger burst is announced as one `trace` event with reload=True
 WRITER_CHECK_S = 2.0  # idle seconds after which a live trace's writer process is checked for being gone
 KERNEL_RECORDS = ("opt", "beam", "source", "run")
+MAX_INDEX_RECORDS = 2_000_000  # records indexed per trace (~60 bytes a node, ~100 a match: docs/architecture.md);
+                               # past it the rest is left out and the trace says so
 UPLOAD_MAX_COUNT = 32  # uploaded traces kept; past it (or past UPLOAD_MAX_BYTES on disk) the oldest is let go
 UPLOAD_MAX_BYTES = 2 << 30
 
@@ -152,6 +154,7 @@ class Trace:
     self.errors: list[dict] = []
     self.anomalies: list[str] = []  # records that broke the trace's own consistency (kept out of the index)
     self.match_count = 0
+    self.indexed = 0  # records applied (bounded by MAX_INDEX_RECORDS)
     self.ended = False
     self.damage: dict | None = None
     self.updated = time.monotonic()
@@ -187,24 +190,32 @@ class Trace:
     """Batches of new records. `final`: the file is finished, an incomplete last frame is damage."""
     if final:
       self._win.limit = 1 << 62
-      batch: list[dict] = []
-      for rec in self.reader:
-        batch.append(rec)
-        if len(batch) >= 10000:
-          yield batch
-          batch = []
-      if batch:
-        yield batch
+      yield from self._chunks(iter(self.reader))
       self._note_damage()
       return
     while True:
       self._win.limit = self._win.tell() + POLL_WINDOW
-      recs = self.reader.poll()
-      if recs:
+      got = False
+      for recs in self._chunks(self.reader.tail()):
+        got = True
         yield recs
       self._note_damage()
-      if self.damage is not None or (not recs and self._win.tell() >= self._win.size()):
+      if self.damage is not None or (not got and self._win.tell() >= self._win.size()):
         return
+
+  def _chunks(self, recs: Iterator[dict], size: int = 10000) -> Iterator[list[dict]]:
+    """Records in lists of `size` (a batch of the reader is made as it is consumed: 2**20 nodes at once as dicts
+    took ~400 MB); stops once the index refused more (MAX_INDEX_RECORDS)."""
+    batch: list[dict] = []
+    for rec in recs:
+      batch.append(rec)
+      if len(batch) >= size:
+        yield batch
+        batch = []
+        if self.damage is not None:
+          return
+    if batch:
+      yield batch
 
   def _note_damage(self) -> None:
     r = self.reader
@@ -254,6 +265,13 @@ class Trace:
   def apply(self, recs: list[dict], events: Events | None) -> None:
     """Index a batch of validated records; append (event, data) pairs for listeners to `events` if given."""
     kernels_touched: dict[int, None] = {}
+    room = MAX_INDEX_RECORDS - self.indexed
+    if len(recs) > room:
+      recs = recs[:max(room, 0)]
+      if self.damage is None:
+        self.damage = {"offset": None, "reason": f"too big for the viewer: it indexes at most {MAX_INDEX_RECORDS:,} "
+                                                 "records of a trace (nodes, matches, ...); the rest is left out"}
+    self.indexed += len(recs)
     for rec in recs:
       t = rec["t"]
       try:

@@ -67,8 +67,9 @@ def pack_column(values: list[int], kind: str = "u32s") -> bytes:
   return pack_bytes(column_bytes(values, kind))
 
 
-def unpack_column(text: str, kind: str = "u32s", limit: int | None = None) -> list[int]:
-  """The ints of a column; ValueError if text is not one, or holds more than `limit` values."""
+def unpack_column(text: str, kind: str = "u32s", limit: int | None = None, as_array: bool = False) -> list[int] | array:
+  """The ints of a column (as_array: an array of them, 4 or 8 bytes each instead of a list's 8 + the int objects');
+  ValueError if text is not one, or holds more than `limit` values."""
   if limit is not None and len(text) // 4 * 3 > (limit + 1) * array(COLUMN_TYPES[kind]).itemsize:
     raise ValueError(f"more than {limit} values")
   try:
@@ -83,7 +84,7 @@ def unpack_column(text: str, kind: str = "u32s", limit: int | None = None) -> li
     raise ValueError(f"more than {limit} values")
   if _SWAP:
     a.byteswap()
-  return a.tolist()
+  return a if as_array else a.tolist()
 
 
 class TraceFormatError(ValueError):
@@ -187,8 +188,9 @@ class _Check:
 _CHECKS = {t: _Check(req, opt) for t, (req, opt) in RECORDS.items()}
 
 
-def validate_record(rec: Any) -> bool:
-  """Raise TraceFormatError unless rec is a valid record; return False for an unknown type (to be skipped)."""
+def validate_record(rec: Any, bounds: bool = True) -> bool:
+  """Raise TraceFormatError unless rec is a valid record; return False for an unknown type (to be skipped).
+  bounds=False skips the look at its ints and nesting (out_of_bounds), for a caller that knows they are fine."""
   if type(rec) is not dict:
     raise TraceFormatError(f"record is a JSON {type(rec).__name__}, not an object")
   t = rec.get("t")
@@ -199,6 +201,8 @@ def validate_record(rec: Any) -> bool:
     return False
   if not check.ok(rec):
     raise TraceFormatError(check.explain(t, rec))
+  if bounds and (why := out_of_bounds(rec)) is not None:
+    raise TraceFormatError(why)
   return True
 
 

@@ -18,7 +18,8 @@ import re
 import socket
 import time
 import zlib
-from typing import Any, BinaryIO, Iterator
+from array import array
+from typing import Any, BinaryIO, Callable, Iterator
 
 from compiler.trace.format import (
   FRAME_HEADER,
@@ -34,7 +35,6 @@ from compiler.trace.format import (
   RECORD_LEN,
   VERSION,
   TraceFormatError,
-  out_of_bounds,
   unpack_column,
   validate_record,
 )
@@ -74,9 +74,9 @@ def _decode(s: str) -> Any:
   return obj
 
 
-def _column(rec: dict, key: str, kind: str = "u32s") -> list[int]:
+def _column(rec: dict, key: str, kind: str = "u32s") -> array:
   try:
-    return unpack_column(rec[key], kind, None if key in ("src", "at") else MAX_BATCH_ROWS)
+    return unpack_column(rec[key], kind, None if key in ("src", "at") else MAX_BATCH_ROWS, as_array=True)
   except ValueError as e:
     raise _Damage(f"'batch' record: column {key!r}: {e}") from None
 
@@ -114,6 +114,26 @@ def unfinished(path: str | os.PathLike, meta: dict | None, now: float | None = N
   except OSError:
     return True
   return (time.time() if now is None else now) - mtime >= STALE_S
+
+
+class _Expansion:
+  """A batch's records, made one by one each time they are iterated (a batch of 2**20 nodes as dicts at once took
+  ~400 MB): `n` records, `ends` whether one is an `end` record."""
+  __slots__ = ("make", "n", "ends")
+
+  def __init__(self, make: Callable[[], Iterator[dict]], n: int, ends: bool) -> None:
+    self.make, self.n, self.ends = make, n, ends
+
+  def __iter__(self) -> Iterator[dict]:
+    return self.make()
+
+
+def _flat(items: list) -> Iterator[dict]:
+  for x in items:
+    if type(x) is dict:
+      yield x
+    else:
+      yield from x
 
 
 class _Damage(Exception):
@@ -167,7 +187,7 @@ class TraceReader:
       recs = self._frame(final=True)
       if recs is None:
         return
-      yield from recs
+      yield from _flat(recs)
 
   def poll(self, max_records: int | None = None) -> list[dict]:
     """The records of the frames completed since the last call (live tailing; cheap when nothing is new).
@@ -180,10 +200,24 @@ class TraceReader:
       recs = self._frame(final=False)
       if recs is None:
         break
-      out.extend(recs)
+      out.extend(_flat(recs))
     if not out and not self.damaged and self._own:
       self._check_shrunk()
     return out
+
+  def tail(self) -> Iterator[dict]:
+    """poll() made as it is consumed: a batch's records are made one by one, not all at once."""
+    if self.damaged or self._f.closed or not self._header(final=False):
+      return
+    got = False
+    while not self.damaged:
+      recs = self._frame(final=False)
+      if recs is None:
+        break
+      got = got or bool(recs)
+      yield from _flat(recs)
+    if not got and not self.damaged and self._own:
+      self._check_shrunk()
 
   def follow(self, interval: float = 0.05, idle_timeout: float | None = None) -> Iterator[dict]:
     """Yield records as the file grows until an `end` record, damage, or idle_timeout seconds with nothing new."""
@@ -235,8 +269,9 @@ class TraceReader:
     self.offset = HEADER.size
     return True
 
-  def _frame(self, final: bool) -> list[dict] | None:
-    """The records of the next complete frame, or None if there is none (yet). Damage sets the damage fields."""
+  def _frame(self, final: bool) -> list | None:
+    """The records of the next complete frame (batches as _Expansion), or None if there is none (yet). Damage sets
+    the damage fields."""
     start = self.offset
     try:
       if not self._fill(FRAME_HEADER.size):
@@ -284,9 +319,9 @@ class TraceReader:
       raise _Damage(f"frame decompresses to {len(raw)}{'+' if not d.eof else ''} bytes, header says {raw_len}")
     return raw
 
-  def _records(self, raw: bytes) -> list[dict]:
+  def _records(self, raw: bytes) -> list:
     """Decode and validate the records of one frame; unknown record types are counted and dropped."""
-    out: list[dict] = []
+    out: list = []  # records, and batches as _Expansion
     pos, n, idx = 0, len(raw), 0
     long_ints = _LONG_DIGITS.search(raw) is not None
     while pos < n:
@@ -303,19 +338,17 @@ class TraceReader:
         raise _Damage(f"{where}: bad JSON: {str(e)[:200]}", out, idx) from None
       except RecursionError:  # nesting deeper than the stack allows, so far beyond MAX_DEPTH: the same damage
         raise _Damage(f"{where}: bad JSON: values nested deeper than {MAX_DEPTH}", out, idx) from None
-      if (long_ints or raw.count(b"[", pos, pos + size) + raw.count(b"{", pos, pos + size) > MAX_DEPTH) \
-         and type(rec) is dict and (why := out_of_bounds(rec)) is not None:
-        raise _Damage(f"{where}: {why}", out, idx)
+      bounds = long_ints or raw.count(b"[", pos, pos + size) + raw.count(b"{", pos, pos + size) > MAX_DEPTH
       pos += size
       try:
-        known = validate_record(rec)
+        known = validate_record(rec, bounds)
       except TraceFormatError as e:
         raise _Damage(f"{where}: {e.reason}", out, idx) from None
       if not known:
         self.skipped_unknown += 1
       elif rec["t"] == "batch":
         try:
-          out.extend(self._expand(rec))
+          out.append(self._expand(rec))
         except _Damage as d:
           raise _Damage(f"{where}: {d.reason}", out, idx) from None
       else:
@@ -324,8 +357,9 @@ class TraceReader:
     self._frame_count = idx
     return out
 
-  def _expand(self, batch: dict) -> list[dict]:
-    """The records of a batch, in their order (all or nothing: an inconsistent batch is damage)."""
+  def _expand(self, batch: dict) -> _Expansion:
+    """The records of a batch, in their order, made as they are consumed (all or nothing: an inconsistent batch is
+    damage, found before the first of its records is made)."""
     ops, dts, args, nsrc, src = (_column(batch, k) for k in ("op", "dtype", "arg", "nsrc", "src"))
     n = len(ops)
     if len(dts) != n or len(args) != n or len(nsrc) != n:
@@ -348,43 +382,50 @@ class TraceReader:
         raise _Damage("'batch' record: positions go back")
     if at and (at[-2] > n or at[-1] > m):
       raise _Damage("'batch' record: a position past the nodes or matches")
-    table = strs + batch["strs"]
-    first, pos = batch["id"], 0
+    first = batch["id"]
     if first + n > MAX_INT:
       raise _Damage(f"'batch' record: node ids {first}.. outside int64")
-    nodes = []
-    for i in range(n):
-      k = nsrc[i]
-      nodes.append({"t": "node", "id": first + i, "op": table[ops[i]], "dtype": table[dts[i]],
-                    "arg": table[args[i]], "src": src[pos:pos + k]})
-      pos += k
-    matches = [{"t": "match", "rw": rw, "pat": p, "before": b, "after": a, "dt": dt} for rw, p, b, a, dt in zip(*mcols)]
-    out: list[dict] = []
-    ni = mi = 0
+    known = []
     for j, rec in enumerate(recs):
       try:
-        known = validate_record(rec)
+        known.append(validate_record(rec, bounds=False))  # the batch's own check covered what it holds
       except TraceFormatError as e:
         raise _Damage(f"'batch' record: record {j}: {e.reason}") from None
       if rec["t"] == "batch":
         raise _Damage(f"'batch' record: record {j} is a 'batch' record")
-      out += nodes[ni:at[2 * j]]
-      out += matches[mi:at[2 * j + 1]]
-      ni, mi = at[2 * j], at[2 * j + 1]
-      if known:
-        out.append(rec)
-      else:
-        self.skipped_unknown += 1
-    out += nodes[ni:]
-    out += matches[mi:]
-    self._strs = table  # only now: a damaged batch leaves the table as it was
-    return out
+    self.skipped_unknown += known.count(False)
+    table = self._strs = strs + batch["strs"]  # only now: a damaged batch leaves the table as it was
+    starts = array("Q", [0]) * (n + 1)
+    for i in range(n):
+      starts[i + 1] = starts[i] + nsrc[i]
 
-  def _count(self, recs: list[dict], seen: int) -> None:
+    def nodes(lo: int, hi: int) -> Iterator[dict]:
+      for i in range(lo, hi):
+        yield {"t": "node", "id": first + i, "op": table[ops[i]], "dtype": table[dts[i]], "arg": table[args[i]],
+               "src": src[starts[i]:starts[i + 1]].tolist()}
+
+    def matches(lo: int, hi: int) -> Iterator[dict]:
+      for rw, p, b, a, dt in zip(*(c[lo:hi] for c in mcols)):
+        yield {"t": "match", "rw": rw, "pat": p, "before": b, "after": a, "dt": dt}
+
+    def expanded() -> Iterator[dict]:
+      ni = mi = 0
+      for j, rec in enumerate(recs):
+        yield from nodes(ni, at[2 * j])
+        yield from matches(mi, at[2 * j + 1])
+        ni, mi = at[2 * j], at[2 * j + 1]
+        if known[j]:
+          yield rec
+      yield from nodes(ni, n)
+      yield from matches(mi, m)
+    ends = any(k and rec["t"] == "end" for k, rec in zip(known, recs))
+    return _Expansion(expanded, n + m + sum(known), ends)
+
+  def _count(self, recs: list, seen: int) -> None:
     self._seen += seen
-    self.records += len(recs)
+    self.records += sum(1 if type(r) is dict else r.n for r in recs)
     if recs and not self.complete:
-      self.complete = any(r["t"] == "end" for r in recs)
+      self.complete = any(r["t"] == "end" if type(r) is dict else r.ends for r in recs)
 
   def _check_shrunk(self) -> None:
     try:
