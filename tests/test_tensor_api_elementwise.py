@@ -48,6 +48,9 @@ def test_elu_family_near_zero():
   check((Tensor(t).elu(), np.expm1(t)), (Tensor(t).celu(2.0), 2 * np.expm1(t / 2)),
         (Tensor(t).selu(), np.float32(1.0507 * 1.67326) * np.expm1(t)), rtol=1e-5, atol=0)
   check((1 / Tensor(t[3:]).elu(), np.array([-np.inf, np.inf], np.float32)), exact=True)
+  # mish of a very negative x is tiny, not 0 (a tanh of the tiny softplus cancelled to 0)
+  m = np.array([-80, -30, -12, 19.5, 20.5], np.float32)
+  check((Tensor(m).mish(), m * np.tanh(np.logaddexp(0, m.astype(np.float64)))), rtol=1e-5, atol=0)
 
 
 def test_activations_half_and_int():

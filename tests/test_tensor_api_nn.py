@@ -51,6 +51,13 @@ def test_cross_entropy_nll(reduction, shape):
           (Tensor(lsm).nll_loss(Tensor(y), ignore_index=ignore, reduction=reduction), nll_i_ref), rtol=1e-5, atol=1e-5)
 
 
+def test_cross_entropy_infinite_logit():
+  # a -inf logit of another class has probability 0, not nan (the one-hot product gave 0 * -inf)
+  x = np.array([[-np.inf, 1.0, 0.0], [2.0, -np.inf, -1.0]], np.float32)
+  lsm = np_log_softmax(np.where(np.isinf(x), -1e30, x), 1)
+  check((Tensor(x).cross_entropy(Tensor([1, 0]), reduction="none"), -lsm[[0, 1], [1, 0]]))
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_sparse_categorical_crossentropy(reduction):
   x = randf(2, 4, 5)

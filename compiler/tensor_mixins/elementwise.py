@@ -184,8 +184,11 @@ class ElementwiseMixin:
     return -(-self._float()).softplus()
 
   def mish(self) -> Any:
+    """x * tanh(softplus(x)) as x * n / (n + 2), n = e^x (e^x + 2): no tanh of a tiny softplus (which cancels)."""
     x = self._float()
-    return x * x.softplus().tanh()
+    e = x.minimum(20).exp()
+    n = e * (e + 2)
+    return (x > 20).where(x, x * n / (n + 2))
 
   def softsign(self) -> Any:
     x = self._float()
