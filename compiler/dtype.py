@@ -59,6 +59,15 @@ class DType:
   def scalar(self) -> DType:
     return self._scalar if self._scalar is not None else self
 
+  @property
+  def min(self) -> int | float | bool:
+    """The lowest value (-inf for floats), as tinygrad's DType.min."""
+    return dtypes.min(self)
+
+  @property
+  def max(self) -> int | float | bool:
+    return dtypes.max(self)
+
   def ptr(self, size: int = -1) -> PtrDType:
     return _interned(PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self._scalar, self, size))
 

@@ -123,3 +123,10 @@ def test_isclose_allclose_bitcast_clone():
         (Tensor(a).clone(), a), exact=True)
   with pytest.raises(RuntimeError, match="bitcast"):
     Tensor(a).bitcast(dtypes.int16)
+
+
+def test_dtype_min_max():
+  for dt, np_dt in ((dtypes.int8, np.int8), (dtypes.uint16, np.uint16), (dtypes.int64, np.int64)):
+    assert (dt.min, dt.max) == (np.iinfo(np_dt).min, np.iinfo(np_dt).max)
+  assert (dtypes.float32.min, dtypes.float16.max) == (-math.inf, math.inf)
+  assert (dtypes.bool.min, dtypes.bool.max) == (False, True)
