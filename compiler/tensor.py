@@ -514,7 +514,10 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
                            f"shape {self.shape} ** {v})")
     whole = isinstance(v, int) or (isinstance(v, float) and v.is_integer())
     if not reverse and whole and (abs(v) <= 64 or not dtypes.is_float(self.dtype)):
-      return self.cast(self._scalar_dtype(v))._pow_by_squaring(int(v))
+      base = self.cast(self._scalar_dtype(v))
+      if base.dtype in (dtypes.float16, dtypes.float32):  # each product would round: in float64 only the last does
+        return base.cast(dtypes.float64)._pow_by_squaring(int(v)).cast(base.dtype)
+      return base._pow_by_squaring(int(v))
     a, b = self._broadcasted(y, "pow", reverse)
     if not dtypes.is_float(a.dtype):
       return a._int_pow(b)

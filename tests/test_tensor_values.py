@@ -562,3 +562,13 @@ def test_0d_movement_takes_dim_0():
     x.flip(1)
   with pytest.raises(IndexError, match="transpose"):
     x.transpose(0, 1)
+
+
+def test_integer_float_powers_round_once():
+  x = np.float32([1.0000001, 0.9999999, 1.1, -1.3, 3.0, 7.7, 1e-3, -0.0, math.inf, math.nan])
+  for n in (2, 3, 7, 31, 64, -1, -5, -64, 0):
+    with np.errstate(all="ignore"):
+      want = np.power(x.astype(np.float64), n).astype(np.float32)
+      want_h = np.power(x.astype(np.float16).astype(np.float64), n).astype(np.float16)
+    close(Tensor(x) ** n, want, 1.5e-7, dtypes.float32)
+    close(Tensor(x.astype(np.float16)) ** n, want_h, 1e-3, dtypes.float16)
