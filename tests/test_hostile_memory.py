@@ -37,11 +37,22 @@ def test_two_batches_of_2_20_nodes_read_in_bounded_memory(tmp_path):
   path = H.tiny_records(tmp_path / "t.vztrace", 1 << 20, 2)
   assert path.stat().st_size < 100 << 10
   assert _peak_mb("validate", str(path)) < 250  # was 0.9 GB: each batch made as 2**20 dicts at once
-  assert _peak_mb("index", str(path), str(1 << 20)) < 350  # the index itself: ~60 bytes a node (capped at 2M)
+  assert _peak_mb("index", str(path), "90000") < 250  # the index: ~60 bytes a node, and 1 record a file byte
 
 
 def test_the_index_of_one_trace_is_capped(tmp_path, monkeypatch):
   monkeypatch.setattr(store_mod, "MAX_INDEX_RECORDS", 25_000)
+  monkeypatch.setattr(store_mod, "INDEX_FLOOR", 0)
+  monkeypatch.setattr(store_mod, "RECORDS_PER_BYTE", 1000)
   (tr,) = TraceStore().add_path(H.tiny_records(tmp_path / "t.vztrace", 20_000, 3))
   assert tr.status == "damaged" and "too big for the viewer" in tr.damage["reason"]
   assert 20_000 <= len(tr.nodes) <= 25_000 and tr.indexed <= 25_000
+
+
+def test_a_small_file_of_many_records_is_indexed_in_proportion_to_its_size(tmp_path):
+  """Columns of equal values compress to almost nothing: the index takes at most RECORDS_PER_BYTE records a byte."""
+  path = H.tiny_records(tmp_path / "t.vztrace", 1 << 18, 2)
+  (tr,) = TraceStore().add_path(path)
+  assert tr.status == "damaged" and "per byte" in tr.damage["reason"]
+  assert tr.indexed <= max(store_mod.INDEX_FLOOR, store_mod.RECORDS_PER_BYTE * path.stat().st_size)
+  assert len(tr.nodes) < 1 << 18

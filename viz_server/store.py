@@ -25,6 +25,10 @@ WRITER_CHECK_S = 2.0  # idle seconds after which a live trace's writer process i
 KERNEL_RECORDS = ("opt", "beam", "source", "run")
 MAX_INDEX_RECORDS = 2_000_000  # records indexed per trace (~60 bytes a node, ~100 a match: docs/architecture.md);
                                # past it the rest is left out and the trace says so
+# ... and at most this many per byte of the file read, past INDEX_FLOOR: the recorder's traces take ~50 bytes a record
+# compressed, while columns of equal values compress to almost nothing (a 100 KB file of 3M records took 30 s to index)
+RECORDS_PER_BYTE = 1
+INDEX_FLOOR = 100_000
 UPLOAD_MAX_COUNT = 32  # uploaded traces kept; past it (or past UPLOAD_MAX_BYTES on disk) the oldest is let go
 UPLOAD_MAX_BYTES = 2 << 30
 
@@ -265,12 +269,13 @@ class Trace:
   def apply(self, recs: list[dict], events: Events | None) -> None:
     """Index a batch of validated records; append (event, data) pairs for listeners to `events` if given."""
     kernels_touched: dict[int, None] = {}
-    room = MAX_INDEX_RECORDS - self.indexed
-    if len(recs) > room:
-      recs = recs[:max(room, 0)]
+    cap = min(MAX_INDEX_RECORDS, max(INDEX_FLOOR, RECORDS_PER_BYTE * self.reader.offset))  # (offset: bytes read)
+    if len(recs) > cap - self.indexed:
+      recs = recs[:max(cap - self.indexed, 0)]
       if self.damage is None:
         self.damage = {"offset": None, "reason": f"too big for the viewer: it indexes at most {MAX_INDEX_RECORDS:,} "
-                                                 "records of a trace (nodes, matches, ...); the rest is left out"}
+                       f"records of a trace (nodes, matches, ...), and {RECORDS_PER_BYTE} per byte of its file past "
+                       f"the first {INDEX_FLOOR:,}; the rest is left out"}
     self.indexed += len(recs)
     for rec in recs:
       t = rec["t"]
