@@ -75,6 +75,28 @@ def test_index_dtype_is_int32_unless_a_view_exceeds_it():
   assert {r.dtype for r in _ranges(Tensor([1.0, 2.0]).pad(((BIG, 0),)).sum())} == {dtypes.int64}
 
 
+def _narrowable(v: float) -> list[tuple[Tensor, list[float]]]:
+  return [(Tensor([v, 2.0, 3.0]).pad(((BIG, 0),))[BIG:], [v, 2.0, 3.0]),
+          (Tensor([v, 2.0, 3.0]).pad(((BIG, 5),))[BIG - 1:BIG + 4], [0.0, v, 2.0, 3.0, 0.0]),
+          (Tensor([v]).expand(2**40).pad(((1, 0),))[:3], [0.0, v, v])]
+
+
+def test_index_math_narrows_to_int32_where_bounds_prove_it_fits():
+  # the views exceed int32, but after simplification the kernels index [0, 5): vmin/vmax narrow them to int32
+  for t, _ in _narrowable(1.25):
+    assert {r.dtype for r in _ranges(t)} == {dtypes.int32}
+  # index math beside an int64 value (a constant stored with it) keeps int64
+  t = Tensor([5], dtype=dtypes.int64).expand(2**40).pad(((1, 0),))[:3] + 7
+  assert {r.dtype for r in _ranges(t)} == {dtypes.int64}
+
+
+def test_narrowed_kernels_compute_the_same(backend):
+  for t, want in _narrowable(1.5 if backend == "llvm" else 2.5):
+    np.testing.assert_array_equal(t.numpy(), want)
+  t = Tensor([5], dtype=dtypes.int64).expand(2**40).pad(((1, 0),))[:3] + 7
+  np.testing.assert_array_equal(t.numpy(), [7, 12, 12])
+
+
 def test_llvm_loop_past_int32_runs_every_iteration(monkeypatch):
   # a padded view depends on its range, so the 2**31+11-iteration loop really runs (in i64)
   monkeypatch.setenv("BACKEND", "llvm")

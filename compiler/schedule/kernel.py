@@ -7,7 +7,7 @@ from compiler.runtime.buffer import new_buffer_uop
 from compiler.schedule.rangeify import KernelContext, buf_size, flat_index, iconst, pm_rangeify, tindex
 from compiler.schedule.shape import prod, shape_of
 from compiler.schedule.simplify import simplify_kernel
-from compiler.uop import AxisType, KernelInfo, Ops, UOp, substitute, toposort
+from compiler.uop import AxisType, GroupOp, KernelInfo, Ops, UOp, substitute, toposort
 
 # kernel name -> the (nameless) ASTs that got it, so a different AST with the same shape gets "n1", "n2", ...
 # (strong keys: nameless ASTs are transient; the table is bounded instead)
@@ -49,6 +49,39 @@ def index_dtype(x: UOp, out_buf: UOp) -> DType:
   return out
 
 
+def _pure_index_math(nodes: list[UOp]) -> set[UOp]:
+  """The int64 nodes computed from RANGEs and constants alone (sources before users in `nodes`)."""
+  pure: set[UOp] = set()
+  for u in nodes:
+    if u.dtype == dtypes.int64 and (u.op in (Ops.RANGE, Ops.CONST) or
+                                    (u.op in GroupOp.ALU and all(s in pure for s in u.src))):
+      pure.add(u)
+  return pure
+
+
+def narrow_index(ast: UOp) -> UOp:
+  """An int64-indexed kernel in int32 where, after simplification, vmin/vmax prove all its index math and buffers
+  fit (`pad(((2**31, 0),))[2**31:]` indexes [0, 3)); unchanged if any is wider, or if index math is used as a
+  value (stored, cast, or compared with loaded data): only INDEX, REDUCE and comparisons may read it."""
+  nodes = toposort(ast)
+  pure = _pure_index_math(nodes)
+  if not pure or any(u.op is Ops.DEFINE_GLOBAL and u.dtype.size > INT32_MAX for u in nodes):
+    return ast
+  if any(not (-INT32_MAX - 1 <= u.vmin and u.vmax <= INT32_MAX) for u in pure):
+    return ast
+  for u in nodes:
+    if u not in pure and any(s in pure for s in u.src):
+      compare = u.op in GroupOp.Comparison and all(s in pure for s in u.src)
+      closes = u.op is Ops.REDUCE and u.src[0] not in pure  # a REDUCE reading index math as its value keeps int64
+      if not (compare or closes or u.op is Ops.INDEX):
+        return ast
+  mapping: dict[UOp, UOp] = {}
+  for u in nodes:
+    if u in pure:
+      mapping[u] = u.replace(dtype=dtypes.int32, src=tuple(mapping.get(s, s) for s in u.src))
+  return substitute(ast, mapping)
+
+
 def build_kernel(x: UOp, out_buf: UOp) -> tuple[UOp, list[UOp]]:
   """The kernel AST computing tensor node x into out_buf, and the buffers it reads (in slot order after 0)."""
   shape = shape_of(x)
@@ -66,6 +99,8 @@ def build_kernel(x: UOp, out_buf: UOp) -> tuple[UOp, list[UOp]]:
   ast = UOp.sink(out.index(flat_index(idxs, shape, idt)).store(tindex(x, idxs)))
   ast = graph_rewrite(ast, pm_rangeify, ctx=ctx, name="rangeify")
   ast = simplify_kernel(ast)
+  if idt is not dtypes.index:
+    ast = narrow_index(ast)
   bufs = sorted(ctx.slots, key=lambda b: ctx.slots[b])
   live = {u.arg: u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL}
   if sorted(live) != list(range(len(bufs))):  # simplify dropped every read of an input (e.g. all of it was padding)
