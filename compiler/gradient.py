@@ -1,0 +1,194 @@
+"""Reverse-mode derivatives of tensor graphs: one rule per op in `pm_gradient`, run as the traced "gradient" rewrite.
+
+The backward pass is a bottom-up `graph_rewrite` over a chain of markers, `NOOP(x, prev, arg="gradient")`, one per
+forward node on a path from the root to a target, in reverse topological order (the root's marker deepest, so it is
+rewritten first). A rule matches the marker of one op, reads the gradient flowing into `x` from `ctx`, adds its
+sources' shares to `ctx` and rewrites the marker to `GROUP(prev, *shares)`: each differentiated op is one match in the
+trace, with the file:line of its rule, and the final graph holds the whole backward graph.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from compiler.dtype import dtypes
+from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
+from compiler.schedule.shape import shape_of
+from compiler.trace.recorder import trace_context
+from compiler.uop import GroupOp, Ops, UOp, toposort
+
+Grads = tuple[UOp | None, ...]
+_MARK = "gradient"
+_LN2 = math.log(2)
+
+
+# ---- tensor-level node builders (constants are broadcast to full shape: the tensor graph has no implicit broadcast)
+
+def _full(like: UOp, value: float | bool, shape: tuple[int, ...] | None = None, dtype=None) -> UOp:
+  shape = shape_of(like) if shape is None else shape
+  c = UOp.const(dtype or like.dtype, value)
+  if not shape:
+    return c
+  return UOp(Ops.EXPAND, c.dtype, (UOp(Ops.RESHAPE, c.dtype, (c,), (1,) * len(shape)),), shape)
+
+
+def _c(like: UOp, value: float) -> UOp:
+  """A constant of like's dtype and shape."""
+  return _full(like, value)
+
+
+def _mop(u: UOp, op: Ops, arg) -> UOp:
+  return UOp(op, u.dtype, (u,), arg)
+
+
+def _where(cond: UOp, x: UOp, y: UOp) -> UOp:
+  return UOp(Ops.WHERE, x.dtype, (cond, x, y))
+
+
+def _reduce(u: UOp, op: Ops, axes: tuple[int, ...]) -> UOp:
+  """REDUCE_AXIS keeping the reduced dims; a half sum accumulates in float32 (as the front end's sum)."""
+  if not axes:
+    return u
+  if op is Ops.ADD and u.dtype == dtypes.float16:
+    return UOp(Ops.REDUCE_AXIS, dtypes.float32, (u.cast(dtypes.float32),), (op, axes)).cast(u.dtype)
+  return UOp(Ops.REDUCE_AXIS, u.dtype, (u,), (op, axes))
+
+
+def _expand(u: UOp, shape: tuple[int, ...]) -> UOp:
+  return u if shape_of(u) == shape else _mop(u, Ops.EXPAND, shape)
+
+
+def _unbroadcast(g: UOp, shape: tuple[int, ...]) -> UOp:
+  """The gradient of an EXPAND to `g`'s shape from `shape`: summed over the expanded axes."""
+  gs = shape_of(g)
+  if len(gs) != len(shape):
+    raise ValueError(f"gradient: EXPAND from {shape} to {gs} changes the number of dims")
+  return _reduce(g, Ops.ADD, tuple(i for i, (s, n) in enumerate(zip(shape, gs)) if s == 1 and n != 1))
+
+
+# ---- the derivative rules: each gets the forward node x and the gradient g flowing into it, returns its sources'
+
+def _max_grads(x: UOp, g: UOp) -> Grads:
+  a, b = x.src
+  half = _c(g, 0.5)
+  zero = _c(g, 0.0)
+  eq = a.eq(b)
+  return (g * _where(a.alu(Ops.CMPLT, b), zero, _where(eq, half, _c(g, 1.0))),
+          g * _where(b.alu(Ops.CMPLT, a), zero, _where(eq, half, _c(g, 1.0))))
+
+
+def _reduce_grads(x: UOp, g: UOp) -> Grads:
+  a = x.src[0]
+  op, axes = x.arg
+  shape = shape_of(a)
+  g_in = _expand(g.cast(a.dtype) if g.dtype != a.dtype else g, shape)
+  if op is Ops.ADD:
+    return (g_in,)
+  if op is Ops.MAX:  # shared equally among the maxima, as tinygrad
+    mask = a.eq(_expand(x, shape)).cast(a.dtype)
+    return (mask / _expand(_reduce(mask, Ops.ADD, axes), shape) * g_in,)
+  if op is Ops.MUL:  # the product of the others, also where some of the factors are zero
+    is_zero = a.eq(_c(a, 0.0))
+    zeros = _expand(_reduce(is_zero.cast(a.dtype), Ops.ADD, axes), shape)
+    others_nonzero = _expand(_reduce(_where(is_zero, _c(a, 1.0), a), Ops.MUL, axes), shape)
+    one_zero_here = is_zero & zeros.eq(_c(a, 1.0))
+    share = _where(zeros.eq(_c(a, 0.0)), _expand(x, shape) / a, _where(one_zero_here, others_nonzero, _c(a, 0.0)))
+    return (share * g_in,)
+  raise NotImplementedError(f"gradient: no derivative for REDUCE_AXIS {op}")
+
+
+def _permute_grads(x: UOp, g: UOp) -> Grads:
+  inverse = tuple(sorted(range(len(x.arg)), key=lambda i: x.arg[i]))
+  return (_mop(g, Ops.PERMUTE, inverse),)
+
+
+def _pad_grads(x: UOp, g: UOp) -> Grads:
+  shape = shape_of(x.src[0])
+  return (_mop(g, Ops.SHRINK, tuple((b, b + s) for (b, _), s in zip(x.arg, shape))),)
+
+
+def _shrink_grads(x: UOp, g: UOp) -> Grads:
+  shape = shape_of(x.src[0])
+  return (_mop(g, Ops.PAD, tuple((b, s - e) for (b, e), s in zip(x.arg, shape))),)
+
+
+def _cast_grads(x: UOp, g: UOp) -> Grads:
+  return (g.cast(x.src[0].dtype) if dtypes.is_float(x.src[0].dtype) else None,)
+
+
+def _flow(ctx: dict[UOp, UOp], x: UOp, prev: UOp, derivative: Callable[[UOp], Grads]) -> UOp | None:
+  """Shares of x's gradient go to its (float) sources in ctx; the marker becomes GROUP(prev, *shares)."""
+  g = ctx.get(x)
+  if g is None:  # nothing flows into x (it is only reached through non-differentiable ops)
+    return None
+  shares = derivative(g)
+  for s, share in zip(x.src, shares):
+    if share is None or not dtypes.is_float(s.dtype):
+      continue
+    ctx[s] = share if s not in ctx else ctx[s] + share
+  return UOp(Ops.GROUP, dtypes.void, (prev, *(s for s in shares if s is not None)))
+
+
+def _no_rule(ctx: dict[UOp, UOp], x: UOp, prev: UOp) -> UOp | None:
+  if x not in ctx:
+    return None
+  raise NotImplementedError(f"gradient: no derivative rule for {x.op} (dtype {x.dtype}, shape {shape_of(x)})")
+
+
+def _marker(op: Ops | set | None) -> UPat:
+  return UPat(Ops.NOOP, arg=_MARK, src=(UPat(op, name="x"), UPat.var("prev")))
+
+
+# piecewise constant or not real-valued: no gradient flows through (tinygrad's rule for comparisons)
+_NO_GRADIENT = GroupOp.Comparison | {Ops.TRUNC, Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR,
+                                     Ops.BITCAST, Ops.ASSIGN}
+
+# one rule per op; each lambda is where the trace points for its matches
+pm_gradient = PatternMatcher([
+  (_marker(Ops.ADD), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g, g))),
+  (_marker(Ops.SUB), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g, -g))),
+  (_marker(Ops.MUL), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g * x.src[1], g * x.src[0]))),
+  (_marker(Ops.FDIV), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g / x.src[1], -(g / x.src[1]) * x))),
+  (_marker(Ops.NEG), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (-g,))),
+  (_marker(Ops.MAX), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _max_grads(x, g))),
+  (_marker(Ops.EXP2), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g * x * _c(x, _LN2),))),
+  (_marker(Ops.LOG2), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g / (x.src[0] * _c(x, _LN2)),))),
+  (_marker(Ops.SIN), lambda ctx, x, prev: _flow(ctx, x, prev,
+                                                lambda g: (g * (_c(x, math.pi / 2) - x.src[0]).sin(),))),
+  (_marker(Ops.SQRT), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g / (x * _c(x, 2.0)),))),
+  (_marker(Ops.RECIP), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (-g * x * x,))),
+  (_marker(Ops.WHERE), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (
+    None, _where(x.src[0], g, _c(g, 0.0)), _where(x.src[0], _c(g, 0.0), g)))),
+  (_marker(Ops.CAST), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _cast_grads(x, g))),
+  (_marker(Ops.REDUCE_AXIS), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _reduce_grads(x, g))),
+  (_marker(Ops.RESHAPE), lambda ctx, x, prev: _flow(ctx, x, prev,
+                                                    lambda g: (_mop(g, Ops.RESHAPE, shape_of(x.src[0])),))),
+  (_marker(Ops.EXPAND), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (_unbroadcast(g, shape_of(x.src[0])),))),
+  (_marker(Ops.PERMUTE), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _permute_grads(x, g))),
+  (_marker(Ops.PAD), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _pad_grads(x, g))),
+  (_marker(Ops.SHRINK), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _shrink_grads(x, g))),
+  (_marker(Ops.FLIP), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (_mop(g, Ops.FLIP, x.arg),))),
+  (_marker({Ops.CONTIGUOUS, Ops.COPY}), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g,))),
+  (_marker(_NO_GRADIENT), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (None,) * len(x.src))),
+  (_marker(None), _no_rule),
+], name="gradient")
+
+
+def _path_to_targets(root: UOp, targets: set[UOp]) -> list[UOp]:
+  """Nodes under root with a target below them (targets included), sources first; DETACH stops the walk."""
+  order = toposort(root, gate=lambda u: u.op is not Ops.DETACH)
+  on_path: dict[UOp, bool] = {}
+  for u in order:
+    on_path[u] = u in targets or (u.op is not Ops.DETACH and any(on_path.get(s, False) for s in u.src))
+  return [u for u in order if on_path[u] and u.src and u.op is not Ops.DETACH]
+
+
+def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
+  """Gradients of root (weighted by root_grad) for every node between root and targets, by the "gradient" rewrite."""
+  grads: dict[UOp, UOp] = {root: root_grad}
+  prev = UOp(Ops.GROUP, dtypes.void, ())
+  for u in reversed(_path_to_targets(root, targets)):
+    prev = UOp(Ops.NOOP, dtypes.void, (u, prev), _MARK)
+  with trace_context("gradient", kind="gradient"):
+    graph_rewrite(UOp.sink(prev), pm_gradient, ctx=grads, name="gradient", bottom_up=True)
+  return grads

@@ -1,0 +1,81 @@
+"""Tensor methods for training: requires_grad_, backward, gradient, detach, Tensor.training / Tensor.train()."""
+from __future__ import annotations
+
+import contextlib
+import weakref
+from typing import Any, ClassVar, Iterator
+
+from compiler.dtype import dtypes
+from compiler.gradient import compute_gradient
+from compiler.uop import Ops, UOp, toposort
+
+
+class AutogradMixin:
+  __slots__ = ()
+  training: ClassVar[bool] = False
+  # tensors that asked for .grad (weak: a dropped parameter is forgotten)
+  _wants_grad: ClassVar[weakref.WeakSet] = weakref.WeakSet()
+
+  def requires_grad_(self, requires_grad: bool = True) -> Any:
+    """Mark this tensor so that `backward()` fills its `.grad` (floats only, as torch)."""
+    if requires_grad and not dtypes.is_float(self.dtype):
+      raise RuntimeError(f"Tensor.requires_grad_: only floating point tensors can require gradients, got {self.dtype}")
+    self.requires_grad = requires_grad
+    (AutogradMixin._wants_grad.add if requires_grad else AutogradMixin._wants_grad.discard)(self)
+    return self
+
+  def detach(self) -> Any:
+    """The same values, with no gradient flowing back through them."""
+    return type(self)(UOp(Ops.DETACH, self.dtype, (self.uop,)))
+
+  def gradient(self, *targets: Any, gradient: Any = None, materialize_grads: bool = False) -> list:
+    """The gradients of self with respect to targets (self must be a scalar unless `gradient` is given);
+    `.grad` is not touched. A target self does not depend on is an error, unless materialize_grads (zeros)."""
+    T = type(self)
+    if not all(isinstance(t, T) for t in targets):
+      raise TypeError(f"Tensor.gradient: targets must be Tensors, got {[type(t).__name__ for t in targets]}")
+    if not dtypes.is_float(self.dtype):
+      raise RuntimeError(f"Tensor.gradient: can't differentiate a {self.dtype} tensor")
+    if gradient is None:
+      if self.shape != ():
+        raise RuntimeError(f"Tensor.gradient: without a gradient, only a scalar can be differentiated, not a tensor of "
+                           f"shape {self.shape}")
+      gradient = T(1.0, dtype=self.dtype)
+    elif not isinstance(gradient, T):
+      gradient = T(gradient, dtype=self.dtype)
+    if gradient.shape != self.shape:
+      raise ValueError(f"Tensor.gradient: gradient of shape {gradient.shape} for a tensor of shape {self.shape}")
+    uops = [t.uop for t in targets]
+    grads = compute_gradient(self.uop, gradient.cast(self.dtype).uop, set(uops))
+    ret = []
+    for t, u in zip(targets, uops):
+      g = grads.get(u)
+      if g is None:
+        if not materialize_grads:
+          raise RuntimeError(f"Tensor.gradient: a target of shape {t.shape} is not in the graph of this tensor "
+                             f"(shape {self.shape})")
+        ret.append(t.zeros_like())
+      else:
+        ret.append(T(g))
+    return ret
+
+  def backward(self, gradient: Any = None) -> Any:
+    """Add the gradient of self to `.grad` of every tensor it depends on that requires grad."""
+    nodes = set(toposort(self.uop, gate=lambda u: u.op is not Ops.DETACH))
+    params = [t for t in list(AutogradMixin._wants_grad) if t.requires_grad and t.uop in nodes]
+    if not params:
+      raise RuntimeError(f"Tensor.backward: nothing this tensor (shape {self.shape}) depends on requires grad")
+    for t, g in zip(params, self.gradient(*params, gradient=gradient, materialize_grads=True)):
+      t.grad = g if t.grad is None else t.grad + g
+    return self
+
+  @classmethod
+  @contextlib.contextmanager
+  def train(cls, mode: bool = True) -> Iterator[None]:
+    """`with Tensor.train():` sets Tensor.training inside the block (BatchNorm uses batch statistics)."""
+    prev = cls.training
+    cls.training = mode
+    try:
+      yield
+    finally:
+      cls.training = prev
