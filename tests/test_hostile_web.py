@@ -62,12 +62,15 @@ def test_socketio_refuses_a_rebound_host_like_http_does(server, transport):
     good.disconnect()
 
 
-def test_socketio_answers_carry_the_security_headers(server):
+def test_socketio_answers_carry_the_security_headers_and_no_versions(server):
   port = server
   resp = _raw(port, "/socket.io/?EIO=4&transport=polling", {"Host": f"127.0.0.1:{port}"})
   assert resp.status == 200
   assert resp.getheader("X-Content-Type-Options") == "nosniff" and resp.getheader("X-Frame-Options") == "DENY"
   assert resp.getheader("Referrer-Policy") == "no-referrer"
+  for path in ("/api/ping", "/socket.io/?EIO=4&transport=polling"):
+    server_header = _raw(port, path, {"Host": f"127.0.0.1:{port}"}).getheader("Server") or ""
+    assert "Werkzeug" not in server_header and "Python" not in server_header, server_header
 
 
 def test_ids_and_query_ints_take_ascii_digits_only(tmp_path):
