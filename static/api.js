@@ -8,6 +8,12 @@ export class ApiError extends Error {
 }
 
 async function request(path, opts = {}) {
+  const offline = globalThis.tinyvizOffline;  // a single-file export answers from its own data (viz_server/export.py)
+  if (offline) {
+    const [status, body] = await offline(path, opts);
+    if (status !== 200) throw new ApiError(status, body.error);
+    return body;
+  }
   let res;
   try {
     res = await fetch(path, {headers: {Accept: "application/json"}, ...opts});

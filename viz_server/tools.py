@@ -37,7 +37,23 @@ def build_parser(prog: str = "python -m viz_server.tools") -> argparse.ArgumentP
   cmp.add_argument("--tolerance", type=float, default=1.25, metavar="X",
                    help="report a kernel whose best time changed by more than this factor (default 1.25)")
   cmp.set_defaults(fn=_compare)
+  exp = sub.add_parser("export", help="write one self-contained HTML file showing a trace",
+                       description="Write one HTML file that shows the trace read-only from disk (file://): no "
+                                   "server, no network request. Exit status: 0 written, 2 bad trace or option.")
+  exp.add_argument("file", metavar="FILE")
+  exp.add_argument("-o", "--output", required=True, metavar="OUT.html")
+  exp.add_argument("--context", action="append", metavar="NAME",
+                   help="only this context (with its sub-contexts); repeat for more")
+  exp.add_argument("--redact", metavar="WHAT", default="",
+                   help="comma-separated: paths (relative or hashed), source (rule and generated source), argv, host "
+                        "(host, pid, user, cwd)")
+  exp.set_defaults(fn=_export)
   return p
+
+
+def _export(args: argparse.Namespace) -> int:
+  from viz_server import export
+  return export.run(args)
 
 
 def _compare(args: argparse.Namespace) -> int:

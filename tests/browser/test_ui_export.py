@@ -1,0 +1,164 @@
+"""The single-file export opened from file:// with no server: the views show the API's data, no request leaves the
+page, the shim rebuilds every step's graph and delta as the API answers them, and a hostile trace injects nothing."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import tracegen
+from conftest import graph_ids, shot, wait_graph
+
+from viz_server import export
+from viz_server.offline import OfflineApi
+
+
+def norm_graph(g: dict) -> dict:
+  """A graph or delta answer with its lists in a canonical order (the shim builds them in another order)."""
+  out = dict(g)
+  for k in ("nodes", "nodes_added", "removed_nodes"):
+    if k in out:
+      out[k] = sorted(out[k], key=lambda n: n["id"])
+  for k in ("edges", "edges_added", "removed_edges"):
+    if k in out:
+      out[k] = sorted(out[k], key=lambda e: (e["src"], e["dst"], e["index"]))
+  for k in ("added", "changed", "removed", "nodes_removed"):
+    if out.get(k) is not None:
+      out[k] = sorted(out[k])
+  if "edges_removed" in out:
+    out["edges_removed"] = sorted(map(tuple, out["edges_removed"]))
+  return json.loads(json.dumps(out, sort_keys=True))
+
+
+class Export:
+  def __init__(self, trace, html):
+    self.trace, self.html = trace, html
+    self.url = html.resolve().as_uri()
+
+
+@pytest.fixture(scope="module")
+def demo_export(trace_dir, tmp_path_factory):
+  html = tmp_path_factory.mktemp("export") / "demo.html"
+  export.export(trace_dir / "demo.vztrace", html)
+  return Export(trace_dir / "demo.vztrace", html)
+
+
+def open_export(page, ex: Export, hash_: str = "") -> list[str]:
+  """Open the export; returns the list of every URL the page requests (filled while the page lives)."""
+  requests: list[str] = []
+  page.on("request", lambda r: requests.append(r.url))
+  page.goto(ex.url + hash_)
+  page.wait_for_function("() => window.__viz !== undefined")
+  page.evaluate("() => window.__viz.ready")
+  return requests
+
+
+def offline(page, path: str):
+  return page.evaluate("async (p) => { const [s, b] = await window.tinyvizOffline(p); return {s, b}; }", path)
+
+
+def test_views_show_the_apis_data_and_nothing_is_requested(page, demo_export):
+  with OfflineApi(demo_export.trace) as api:
+    t = api.t
+    contexts = api.trace_get("contexts")
+    kernels = api.trace_get("kernels")
+    sched = next(c for c in contexts if c["kind"] == "schedule")
+    rw = next(r for r in sched["rewrites"] if r["matches"])
+    steps = {k: api.trace_get(f"rewrites/{rw['id']}/graph?step={k}") for k in range(rw["matches"] + 1)}
+    kernel = api.trace_get(f"contexts/{kernels[0]['ctx']}/kernel")
+  requests = open_export(page, demo_export, f"#t={t}&c={sched['id']}&r={rw['id']}&s=0")
+  wait_graph(page, t, rw["id"], 0)
+  assert "Read-only export of demo.vztrace" in page.locator("#export-note").inner_text()
+  # contexts and rewrites
+  for c in contexts:
+    if c["rewrites"] or c["kind"] == "kernel":  # (the sidebar leaves out an empty default context)
+      assert page.locator(f"#contexts li[data-ctx='{c['id']}']").count() == 1
+  assert page.locator("#rewrites li[data-rw]").count() == len(sched["rewrites"])
+  # the graph at every step, stepping forward (deltas) and jumping back (graphs)
+  for k in range(rw["matches"] + 1):
+    page.evaluate("(k) => window.__viz.setStep(k)", k)
+    wait_graph(page, t, rw["id"], k)
+    assert graph_ids(page) == {n["id"] for n in steps[k]["nodes"]}
+  page.evaluate("() => window.__viz.setStep(0)")
+  wait_graph(page, t, rw["id"], 0)
+  assert graph_ids(page) == {n["id"] for n in steps[0]["nodes"]}
+  # the step panel: the rule with its source
+  page.evaluate("(k) => window.__viz.setStep(k)", 1)
+  wait_graph(page, t, rw["id"], 1)
+  page.locator("#panel-step [data-role=after]").wait_for()
+  assert "mul_one" in page.locator("#panel-step").inner_text() or "add_zero" in page.locator("#panel-step").inner_text()
+  # diff: the rewrite's first vs last step, as the API prints it
+  page.click("#panel-tabs [data-panel=diff]")
+  page.wait_for_function("() => document.querySelector('#panel-diff').innerText.includes('@@')")
+  # kernel, source, runs, timeline
+  page.click(f"#contexts li[data-ctx='{kernels[0]['ctx']}']")
+  page.click("#panel-tabs [data-panel=kernel]")
+  page.wait_for_function("() => document.querySelector('#panel-kernel').innerText.includes('UPCAST')")
+  page.click("#panel-tabs [data-panel=source]")
+  page.locator("#panel-source pre.source").wait_for()
+  src = page.locator("#panel-source pre.source").evaluate("e => e.textContent")
+  assert src in {s["text"] for s in kernel["sources"]}
+  page.click("#panel-tabs [data-panel=runs]")
+  page.locator("#panel-runs tbody tr").first.wait_for()
+  assert page.locator("#panel-runs tbody tr").count() == len([k for k in kernels if k["run"]])
+  page.click("#panel-tabs [data-panel=timeline]")
+  page.wait_for_function("() => window.__viz.timelinePanel.hits && window.__viz.timelinePanel.hits.length > 0")
+  shot(page, "export-timeline")
+  assert requests and all(u.startswith(("file://", "data:")) for u in requests), requests
+  assert [u for u in requests if u.startswith("file://")] == [demo_export.url.split("#")[0]]
+
+
+def test_shim_answers_graphs_and_deltas_as_the_api(page, demo_export):
+  open_export(page, demo_export)
+  with OfflineApi(demo_export.trace) as api:
+    t = api.t
+    rws = [r for c in api.trace_get("contexts") for r in c["rewrites"] if r["matches"]]
+    assert rws
+    for rw in rws:
+      n, base = rw["matches"], f"/api/traces/{t}/rewrites/{rw['id']}"
+      for k in list(range(n + 1)) + ["end"]:
+        got = offline(page, f"{base}/graph?step={k}")
+        assert got["s"] == 200 and norm_graph(got["b"]) == norm_graph(api.get(f"{base}/graph?step={k}"))
+      for k in range(1, n + 1):
+        got = offline(page, f"{base}/delta?from={k - 1}&to={k}&compact=1")
+        assert norm_graph(got["b"]) == norm_graph(api.get(f"{base}/delta?from={k - 1}&to={k}"))
+      far = offline(page, f"{base}/delta?from={n}&to=0&compact=1")["b"]  # a jump: the difference of two graphs
+      want = api.get(f"{base}/delta?from={n}&to=0")
+      assert {x["id"] for x in far["nodes_added"]} == {x["id"] for x in want["nodes_added"]}
+      assert set(far["nodes_removed"]) == set(want["nodes_removed"])
+  assert offline(page, "/api/traces/0/nodes/0")["s"] == 200
+  assert offline(page, f"/api/traces/{t}/nodes/999999")["s"] == 404
+  assert offline(page, "/api/nothing")["s"] == 404
+
+
+def test_hostile_trace_export_injects_nothing(page, trace_dir, tmp_path):
+  html = tmp_path / "evil.html"
+  export.export(trace_dir / "evil.vztrace", html)
+  ex = Export(trace_dir / "evil.vztrace", html)
+  with OfflineApi(ex.trace) as api:
+    ctxs = api.trace_get("contexts")
+  sched = next(c for c in ctxs if c["kind"] == "schedule")
+  kernel = next(c for c in ctxs if c["kind"] == "kernel")
+  rw = sched["rewrites"][0]
+  requests = open_export(page, ex, f"#t=0&c={sched['id']}&r={rw['id']}&s=1")
+  wait_graph(page, 0, rw["id"], 1)
+
+  def no_injection():
+    assert page.evaluate("() => window.__pwned") is None
+    assert page.evaluate("() => document.querySelectorAll('img, iframe, object, embed').length") == 0
+    assert page.evaluate("() => document.querySelectorAll('script').length") == 2  # the data block and our module
+    on = "() => [...document.querySelectorAll('*')].some(e => [...e.attributes].some(a => a.name.startsWith('on')))"
+    assert page.evaluate(on) is False
+
+  assert tracegen.XSS in page.locator(f"#contexts li[data-ctx='{sched['id']}']").inner_text()
+  assert tracegen.XSS in page.locator(f"#rewrites li[data-rw='{rw['id']}']").inner_text()
+  no_injection()
+  page.click(f"#contexts li[data-ctx='{kernel['id']}']")
+  for panel in ("kernel", "source", "runs", "timeline", "diff", "step"):
+    page.click(f"#panel-tabs [data-panel={panel}]")
+    page.wait_for_timeout(150)
+    no_injection()
+  page.click("#panel-tabs [data-panel=source]")
+  page.locator("#panel-source pre.source").wait_for()
+  assert tracegen.XSS in page.locator("#panel-source pre.source").evaluate("e => e.textContent")
+  no_injection()
+  assert all(u.startswith(("file://", "data:")) for u in requests), requests
