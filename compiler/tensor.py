@@ -461,28 +461,66 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
       return a._alu(Ops.MOD, b) if a.dtype != dtypes.bool else a._alu(Ops.MOD, b.cast(dtypes.int8)).cast(dtypes.bool)
     return a._fmod(b)
 
-  # float64 holds every step of a float32 remainder exactly; float64's own would need twice the bits
-  _FMOD_STEP_BITS = 28
+  def _two_sum(self, y: Tensor) -> tuple[Tensor, Tensor]:
+    """s, e with s = fl(self + y) and s + e == self + y exactly (Knuth's TwoSum: adds only)."""
+    s = self + y
+    bb = s - self
+    return s, (self - (s - bb)) + (y - bb)
 
-  def _fmod(self, b: Tensor, steps: int = 0) -> Tensor:
-    """fmod of two float tensors of one dtype: exact for float16/32; for float64 a - b*trunc(a/b), corrected."""
+  def _fmod(self, b: Tensor, narrow: bool = False) -> Tensor:
+    """C's fmod of two float tensors of one dtype, exact (float64: while |self / b| < 2**116 and |b| is inside
+    float32's range; beyond, one corrected truncating step). narrow: float64 holding float16/32 values."""
     if self.dtype != dtypes.float64:
-      wide = self.cast(dtypes.float64)._fmod(b.cast(dtypes.float64), 280 // Tensor._FMOD_STEP_BITS)
-      return wide.cast(self.dtype)
+      return self.cast(dtypes.float64)._fmod(b.cast(dtypes.float64), narrow=True).cast(self.dtype)
     a = self
     r, d = a.abs(), b.abs()
-    # r mod (d * 2**(28k)) for k = 10..0: each quotient is below 2**28, so q * step and r - q * step are exact
-    # (for float32 operands: every remainder is a multiple of the float32 ulp of the step); 2**280 covers the
-    # largest float32 ratio (2**128 / 2**-149)
-    for k in range(steps, -1, -1):
-      step = d * float(2 ** (Tensor._FMOD_STEP_BITS * k))
-      r = r - step * (r / step).trunc()
-      r = (r < 0).where(r + step, r)  # the quotient rounded up to the next integer: one step too many
-    r = (r >= d).where(r - d, r)  # float64's own (rounded) product can leave one divisor too many
+    # 10 steps of 28 bits cover the largest float32 ratio, 2**128 / 2**-149
+    r = Tensor._fmod_steps(r, d, 28, 10, None) if narrow else Tensor._fmod_f64(r, d)
     r = a._signbit().where(-r, r)
     # C's special cases: an infinite divisor leaves a finite dividend; inf % y and x % 0 are nan
     r = ((d == math.inf) & (a.abs() != math.inf)).where(a, r)
     return ((d == 0) | (a.abs() == math.inf)).where(math.nan, r)
+
+  @staticmethod
+  def _fmod_steps(r: Tensor, d: Tensor, bits: int, steps: int, pieces: list[Tensor] | None) -> Tensor:
+    """r mod d for float64 r, d >= 0 as r mod (d * 2**(bits*k)) for k = steps..0, each quotient q < 2**bits.
+
+    Every remainder is a multiple of the ulp of its step (so it is exact), q * step is exact when d has a
+    float32 significand (bits=28); else d is given as float32-sized pieces (bits=29) whose products are exact
+    and whose differences TwoSum keeps exactly."""
+    for k in range(steps, -1, -1):
+      scale = float(2 ** (bits * k))
+      step = d * scale
+      q = (r / step).trunc()
+      if pieces is None:
+        r = r - q * step
+      else:
+        errs = []
+        for piece in pieces:
+          r, err = r._two_sum(-(q * (piece * scale)))
+          errs.append(err)
+        r = r + (errs[0] + errs[1] + errs[2])  # the errors are few-bit multiples of the step's ulp: exact
+      r = (r < 0).where(r + step, r)  # the quotient rounded up to the next integer: one step too many
+    return r
+
+  @staticmethod
+  def _fmod_f64(r: Tensor, d: Tensor) -> Tensor:
+    """|a| mod |b| for float64 tensors (see _fmod)."""
+    # scale both by powers of two (exact) until d is where its float32 pieces are exact: [2**-70, 2**127]
+    rs, ds, moves = r, d, []
+    for f in (2.0 ** 180,) * 6 + (2.0 ** -180,) * 5:
+      move = (ds < 2.0 ** -70) if f > 1 else (ds > 2.0 ** 127)
+      rs, ds = move.where(rs * f, rs), move.where(ds * f, ds)
+      moves.append((move, f))
+    d1 = ds.cast(dtypes.float32).cast(dtypes.float64)
+    d2 = (ds - d1).cast(dtypes.float32).cast(dtypes.float64)
+    exact = Tensor._fmod_steps(rs, ds, 29, 3, [d1, d2, (ds - d1) - d2])
+    for move, f in reversed(moves):  # back one level at a time: the whole factor may be below float64's range
+      exact = move.where(exact * (1 / f), exact)
+    rough = Tensor._fmod_steps(r, d, 0, 0, None)
+    rough = (rough >= d).where(rough - d, rough)  # a rounded product can leave one divisor too many
+    # r < d is its own remainder (and scaling it down could lose it); quotients of 2**116 or more: rough
+    return (r < d).where(r, (r < d * 2.0 ** 116).where(exact, rough))
 
   def _float_remainder(self, b: Tensor) -> Tensor:
     """numpy's float %: fmod, moved by b where it is non-zero and its sign differs from b's; else 0 with b's sign."""
@@ -724,7 +762,9 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
   def abs(self) -> Tensor:
     if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype):
       return self
-    return self._alu(Ops.MAX, self.neg())
+    ret = self._alu(Ops.MAX, self.neg())
+    # MAX of 0.0 and -0.0 may give either: |-0.0| and |0.0| are 0.0
+    return (self == 0).where(0.0, ret) if dtypes.is_float(self.dtype) else ret
 
   def sign(self) -> Tensor:
     if self.dtype == dtypes.bool:

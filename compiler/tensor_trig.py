@@ -39,13 +39,6 @@ _SMALL = 2.0 ** -27  # below it sin(x) rounds to x and cos(x) to 1 in float64
 _F32_MAX = float.fromhex("0x1.fffffep127")
 
 
-def _two_sum(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
-  """s, e with s = fl(a + b) and s + e == a + b exactly (Knuth's TwoSum)."""
-  s = a + b
-  bb = s - a
-  return s, (a - (s - bb)) + (b - bb)
-
-
 def _quarter_turns(ax: Tensor, parts: list[Tensor]) -> tuple[Tensor, Tensor]:
   """For float64 ax >= 0 = sum(parts) (each with a float32 significand): (k, f) with ax * 2/pi = 4m + k + f, k an
   integer in 0..3 (as float64) and |f| <= 1/2 to about 2**-100."""
@@ -57,11 +50,11 @@ def _quarter_turns(ax: Tensor, parts: list[Tensor]) -> tuple[Tensor, Tensor]:
       if s is None:
         s, e, e2 = q, q.zeros_like(), q.zeros_like()
         continue
-      s, err = _two_sum(s, q)
+      s, err = s._two_sum(q)
       if len(parts) == 1:
         e = e + err
       else:  # float64's many terms: the rounding of the error sum would show in its last bits near a zero
-        e, err2 = _two_sum(e, err)
+        e, err2 = e._two_sum(err)
         e2 = e2 + err2
   n = (s + 0.5).floor()
   f = (s - n) + (e + e2)  # s - n is exact

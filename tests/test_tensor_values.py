@@ -245,14 +245,32 @@ def test_float_mod_floordiv_fmod_exact(dt, lo, hi):
     same(5.5 % Tensor(b[:40]), np.remainder(dt(5.5), b[:40]))
 
 
-def test_float64_mod_close():
-  # float64's remainder is one corrected truncating step: exact where LLVM fuses the product into an fma, within
-  # the dividend's rounding otherwise (the interpreter); quotients up to 2**16 here
-  a, b = _mod_operands(np.float64, -30, 30)
-  b = np.where(np.isfinite(a) & np.isfinite(b) & (np.abs(a) > np.abs(b) * 2.0**16), a, b)
+def test_float64_mod_exact():
+  # exact while |a / b| < 2**116, at every magnitude (the pieces of b are scaled into float32's range)
+  rng = np.random.default_rng(13)
+  a = _spread(rng, 1500, np.float64, -1070, 1020)
   with np.errstate(all="ignore"):
-    close(Tensor(a) % Tensor(b), np.remainder(a, b), 1e-9, dtypes.float64)
-    same(Tensor(a) // Tensor(b), np.floor_divide(a, b), dtypes.float64)
+    b = a / np.exp2(rng.integers(-30, 116, a.size).astype(np.float64)) * rng.uniform(0.5, 1.0, a.size)
+  b = np.where(b == 0, 1e-300, b)
+  sp = np.array(MOD_SPECIALS[:-1], np.float64)  # not 1e-40: 1 / 1e-40 is past 2**116
+  a, b = np.concatenate([a, np.repeat(sp, len(sp)), [3.0]]), np.concatenate([b, np.tile(sp, len(sp)), [0.1]])
+  with np.errstate(all="ignore"):
+    same(Tensor(a).fmod(Tensor(b)), np.fmod(a, b), dtypes.float64)
+    same(Tensor(a) % Tensor(b), np.remainder(a, b), dtypes.float64)
+    same(Tensor(a[-90:]) // Tensor(b[-90:]), np.floor_divide(a[-90:], b[-90:]), dtypes.float64)
+
+
+def test_float64_mod_huge_quotient_close():
+  # past 2**116 one corrected truncating step: within the dividend's rounding (exact where LLVM forms an fma)
+  a, b = np.float64([1e300, -3e200, 7e100, 1.0]), np.float64([3.3, 1.7e10, -0.9, 1e-40])
+  got = (Tensor(a) % Tensor(b)).numpy()
+  assert np.all((got >= np.minimum(b, 0)) & (got <= np.maximum(b, 0)))
+
+
+def test_abs_of_zeros():
+  same(Tensor([-0.0, 0.0, -1.5, math.nan, -math.inf]).abs(), np.float32([0.0, 0.0, 1.5, math.nan, math.inf]))
+  same(Tensor(np.float64([-0.0])).abs(), np.float64([0.0]))
+  same(Tensor([-3, 0, 2]).abs(), np.int32([3, 0, 2]))
 
 
 # ---- sin / cos: exact argument reduction over the whole float range
