@@ -55,6 +55,7 @@ const nodeCard = new NodeCard($("#node-card"), {
   onGoto: (ctx, rw, step, node) => selectContext(ctx, {rw, step, node, push: true}),
   onRelatives: (m) => setRelatives(m),
   onClose: () => selectNode(null),
+  full: (id) => api.node(state.trace, id),
 });
 const router = new Router((v) => applyView(v));
 

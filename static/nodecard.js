@@ -5,10 +5,13 @@ import {nodeChip} from "./step.js";
 export class NodeCard {
   /** onNode(id) selects another node; onStep(k) jumps to a step; onGoto(ctx, rw, step, node) opens another pass's
    * step with the node selected; onRelatives(mode); onClose(). */
-  constructor(el, {onNode, onStep, onGoto, onRelatives, onClose}) {
+  constructor(el, {onNode, onStep, onGoto, onRelatives, onClose, full}) {
     this.el = el;
     this.gen = 0;
+    this.full = full;  // id -> a promise of the node with its texts whole (GET /nodes/<n>)
     el.addEventListener("click", (ev) => {
+      const all = ev.target.closest("[data-show-all]");
+      if (all) { this._showAll(all); return; }
       const go = ev.target.closest("[data-goto-rw]");
       if (go) {
         const g = go.dataset;
@@ -30,12 +33,32 @@ export class NodeCard {
     this.el.hidden = true;
   }
 
+  /** A "show all" button after a text the server cut (graph answers send at most 4,096 chars of each: a MB-sized
+   * one froze the page); the whole text is fetched and drawn only when asked for. */
+  _more(d, k) {
+    const n = d.cut && d.cut[k];
+    if (!n || !this.full) return null;
+    return h("button", {type: "button", class: "link small", dataset: {showAll: k, id: d.id},
+      title: "fetch and show the whole text"}, ` … show all (${n.toLocaleString()} chars)`);
+  }
+
+  async _showAll(btn) {
+    const gen = this.gen, k = btn.dataset.showAll;
+    btn.disabled = true;
+    let node;
+    try { node = await this.full(Number(btn.dataset.id)); } catch { btn.disabled = false; return; }
+    if (gen !== this.gen) return;
+    const span = btn.parentElement.querySelector(`[data-field=${k}]`);
+    if (span) span.textContent = node[k] ?? "";
+    btn.remove();
+  }
+
   /** d: node data; srcs/users: node data lists; created: a promise of {step, rule} or null. */
   show(d, srcs, users, created, relMode) {
     const gen = ++this.gen;
     this.el.hidden = false;
     const createdEl = h("span", {class: "muted"}, "…");
-    const field = (k, v) => h("tr", null, h("th", null, k), h("td", null, v));
+    const field = (k, v) => h("tr", null, h("th", null, k), h("td", null, v, this._more(d, k)));
     const relBtn = (mode, label) => h("button", {type: "button", class: relMode === mode ? "active" : null,
       dataset: {rel: mode}}, label);
     put(this.el,

@@ -260,7 +260,9 @@ def pattern(t: int, p: int) -> Any:
   if pat is None:
     fail(404, f"no pattern {p} in trace {t}")
   src = pat["src"] or ""
-  return jsonify({**pat, "html": highlight(src, "python")})
+  shown = src[:MAX_SOURCE_CHARS]  # like a kernel's sources: a rule's source text is cut, and says so
+  return jsonify({**pat, "src": shown, "html": highlight(shown, "python"), "chars": len(src),
+                  "truncated": len(shown) < len(src)})
 
 
 @bp.get("/traces/<int:t>/nodes/<int:n>")

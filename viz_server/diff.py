@@ -17,7 +17,7 @@ from collections import OrderedDict
 from typing import Callable, Hashable
 
 from viz_server import place
-from viz_server.graphview import MASSIVE, node_json
+from viz_server.graphview import MASSIVE, MAX_FIELD_CHARS, clip_fields, node_json, short_arg
 from viz_server.layout import Layout, layout_graph
 from viz_server.nodes import Node
 from viz_server.place import Bands, Rows
@@ -117,7 +117,8 @@ def print_graph(order: list[int], get: NodeGetter, hashes: dict[int, str]) -> li
   for x in order:
     op, dtype, arg, src = get(x)  # type: ignore[misc]
     srcs = ", ".join(hashes[s][:HASH_CHARS] for s in src)
-    tail = "" if arg == "None" else "  " + arg.replace("\n", "\\n")
+    tail = "" if arg == "None" else "  " + short_arg(arg, MAX_FIELD_CHARS).replace("\n", "\\n")
+    op, dtype = short_arg(op, MAX_FIELD_CHARS), short_arg(dtype, MAX_FIELD_CHARS)
     lines.append(f"{hashes[x][:HASH_CHARS]} {op:<14s} {dtype:<10s} ({srcs}){tail}")
   return lines
 
@@ -221,7 +222,7 @@ def diff_graphs(a: tuple[int, NodeGetter, str], b: tuple[int, NodeGetter, str], 
     for x in order:
       if hashes[x] not in other:
         op, dtype, arg, _ = get(x)  # type: ignore[misc]
-        out.append({"id": x, "op": op, "dtype": dtype, "arg": arg, "hash": hashes[x][:HASH_CHARS]})
+        out.append({"id": x, **clip_fields(op, dtype, arg), "hash": hashes[x][:HASH_CHARS]})
     return out
 
   graph = {"only_a": nodes(oa, ga, ha, set_b), "only_b": nodes(ob, gb, hb, set_a), "both": len(set_a & set_b)}

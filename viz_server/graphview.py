@@ -18,6 +18,7 @@ from viz_server.store import Rewrite, Trace
 
 CHAR_W, LINE_H, PAD_W, PAD_H = 6.6, 13.0, 16.0, 10.0  # label metrics, matched to static/graph.js
 MAX_ARG_CHARS = 40
+MAX_FIELD_CHARS = 4096  # of a node's op, dtype or arg in graph and diff answers (a MB-sized one froze the UI for s)
 LAYOUT_CACHE_NODES = 600_000  # node positions kept in cached layouts (~270 bytes each with edge routes)
 BLOCK = 32  # every BLOCK-th step's layout is kept for good, so any step is at most BLOCK - 1 derivations away
 MASSIVE = 64  # a step with more new nodes than this (and than a quarter of the graph) without an old version to
@@ -42,14 +43,16 @@ def category(op: str) -> str:
   return _CATEGORY.get(op, "other")
 
 
-def short_arg(arg: str) -> str:
-  return arg if len(arg) <= MAX_ARG_CHARS else arg[:MAX_ARG_CHARS - 1] + "…"
+def short_arg(arg: str, chars: int = MAX_ARG_CHARS) -> str:
+  return arg if len(arg) <= chars else arg[:chars - 1] + "…"
 
 
 def label(op: str, dtype: str, arg: str) -> str:
-  """Display text: the op, then dtype and short arg (plain text: the UI puts it in text nodes)."""
-  second = " ".join(x for x in ((dtype if dtype != "void" else ""), (short_arg(arg) if arg != "None" else "")) if x)
-  return f"{op}\n{second}" if second else op
+  """Display text: the op, then dtype and short arg (plain text: the UI puts it in text nodes); each cut to
+  MAX_ARG_CHARS, so a hostile trace's MB-sized op cannot make a MB-wide box."""
+  parts = (short_arg(dtype) if dtype != "void" else "", short_arg(arg) if arg != "None" else "")
+  second = " ".join(x for x in parts if x)
+  return f"{short_arg(op)}\n{second}" if second else short_arg(op)
 
 
 def node_size(text: str) -> tuple[float, float]:
@@ -57,11 +60,21 @@ def node_size(text: str) -> tuple[float, float]:
   return (round(max(len(s) for s in lines) * CHAR_W + PAD_W, 1), round(len(lines) * LINE_H + PAD_H, 1))
 
 
+def clip_fields(op: str, dtype: str, arg: str) -> dict:
+  """A node's texts as graph and diff answers send them: each cut to MAX_FIELD_CHARS; `cut` (only when one was)
+  names the cut fields with their full lengths, which GET /nodes/<n> sends whole (the node card's "show all")."""
+  out: dict = {"op": op, "dtype": dtype, "arg": arg}
+  cut = {k: len(v) for k, v in out.items() if len(v) > MAX_FIELD_CHARS}
+  if cut:
+    out.update({k: out[k][:MAX_FIELD_CHARS] for k in cut}, cut=cut)
+  return out
+
+
 def node_json(nid: int, node: tuple[str, str, str, tuple[int, ...]]) -> dict:
   op, dtype, arg, src = node
   lab = label(op, dtype, arg)
   w, h = node_size(lab)
-  return {"id": nid, "op": op, "dtype": dtype, "arg": arg, "label": lab, "cat": category(op), "w": w, "h": h,
+  return {"id": nid, **clip_fields(op, dtype, arg), "label": lab, "cat": category(op), "w": w, "h": h,
           "src": list(src)}
 
 
