@@ -28,6 +28,17 @@ class AutogradMixin:
     """The same values, with no gradient flowing back through them."""
     return type(self)(UOp(Ops.DETACH, self.dtype, (self.uop,)))
 
+  def assign(self, x: Any) -> Any:
+    """Give this tensor x's values (same shape and dtype); the tensor object (a parameter) stays the same."""
+    T = type(self)
+    if not isinstance(x, T):
+      x = T(x, dtype=self.dtype)
+    if x.shape != self.shape or x.dtype != self.dtype:
+      raise ValueError(f"Tensor.assign: a {x.dtype} tensor of shape {x.shape} into a {self.dtype} tensor of shape "
+                       f"{self.shape}")
+    self.uop = x.uop
+    return self
+
   def gradient(self, *targets: Any, gradient: Any = None, materialize_grads: bool = False) -> list:
     """The gradients of self with respect to targets (self must be a scalar unless `gradient` is given);
     `.grad` is not touched. A target self does not depend on is an error, unless materialize_grads (zeros)."""
