@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from viz_server.app import package_dir
+from viz_server.diff import HASH_CHARS, structural_hashes, toposort
 from viz_server.graphview import label
 from viz_server.offline import OfflineApi, OfflineError
 
@@ -166,7 +167,8 @@ class GraphPacker:
   """A graph node as [id, x, y, created] with its fixed fields once per id (per rewrite for replay-made ids), an edge
   as [src, dst, index] when it runs straight from center to center, else [src, dst, index, points]."""
 
-  def __init__(self) -> None:
+  def __init__(self, nodes: Any) -> None:
+    self.nodes = nodes  # the trace's node getter (sources of graph nodes are graph nodes: asked only as a fallback)
     self.statics: dict[int, list] = {}
     self.graphs: list[dict] = []  # distinct step-0 graphs
     self._graph_ids: dict[str, int] = {}
@@ -214,13 +216,35 @@ class GraphPacker:
       if m is not None and m.get("rule") == rules.get(m.get("pattern")):
         packed["match"] = {k: v for k, v in m.items() if k != "rule"}
       out.append(packed)
-    return {"g0": index, "deltas": out, "fresh": fresh}
+    return {"g0": index, "deltas": out, "fresh": fresh, "fresh_hash": self._hashes(fresh)}
 
+  def _hashes(self, fresh: dict[int, list]) -> dict[int, str]:
+    """The Diff panel's 8-hex structural hash of each replay-made node (its sources are trace or replay-made nodes)."""
+    get = self._getter(fresh)
+    out: dict[int, str] = {}
+    for nid in fresh:
+      if nid not in out:
+        order = toposort(nid, get)
+        out.update((x, h[:HASH_CHARS]) for x, h in structural_hashes(order, get).items() if x in fresh)
+    return out
 
-def slim_diff(d: dict) -> dict:
-  """A diff answer as embedded: without the unified `text` (the UI shows `lines`) and without the drawing (`drawn`
-  null, as for a graph too big to draw: the panel shows the lines and node lists), which would double the size."""
-  return {**d, "text": "", "graph": {**d["graph"], "drawn": None}}
+  def _getter(self, fresh: dict[int, list]) -> Any:
+    def get(nid: int) -> tuple | None:
+      f = fresh.get(nid) or self.statics.get(nid)
+      if f is not None:
+        return (f[0], f[1], f[2], tuple(f[7]))
+      return self.nodes(nid)
+    return get
+
+  def hashes(self) -> dict[int, str]:
+    """The 8-hex structural hash of every trace node in the graphs."""
+    get = self._getter({})
+    out: dict[int, str] = {}
+    for nid in self.statics:
+      if nid not in out:
+        order = toposort(nid, get)
+        out.update((x, h[:HASH_CHARS]) for x, h in structural_hashes(order, get).items())
+    return {nid: out[nid] for nid in self.statics}
 
 
 # ---- collecting the answers
@@ -260,7 +284,7 @@ def collect(api: OfflineApi, names: list[str] | None = None, redact: Iterable[st
   contexts = [c if c["id"] in full else {**c, "rewrites": []} for c in contexts if c["id"] in shown]
   answers[f"{base}/contexts"] = contexts
   graphs: dict[str, Any] = {}
-  pack = GraphPacker()
+  pack = GraphPacker(tr.nodes.get)
   patterns: set[int] = set()
   rules: dict[int, dict] = {}
   for c in contexts:
@@ -280,12 +304,6 @@ def collect(api: OfflineApi, names: list[str] | None = None, redact: Iterable[st
       graphs[str(r)] = pack.rewrite(api.trace_get(f"rewrites/{r}/graph?step=0"),
                                     (api.trace_get(f"rewrites/{r}/delta?from={k - 1}&to={k}") for k in range(1, n + 1)),
                                     rules)
-      if n and detail["ended"]:
-        try:
-          d = api.get(f"/api/diff?a={t}:{r}:0&b={t}:{r}:end")
-          answers[f"/api/diff?a={t}:{r}:0&b={t}:{r}:end"] = slim_diff(d)
-        except OfflineError:
-          pass  # too big to print: the panel says it is not in the export
   ks = [k for k in api.trace_get("kernels") if k["ctx"] in full]
   answers[f"{base}/kernels"] = red.kernels(ks)
   for k in ks:
@@ -301,7 +319,7 @@ def collect(api: OfflineApi, names: list[str] | None = None, redact: Iterable[st
     op, dtype, arg, src = tr.nodes.get(nid)  # type: ignore[misc]
     nodes[nid] = [op, dtype, arg, list(src), label(op, dtype, arg)]
   return {"format": 1, "trace": t, "answers": answers, "graphs": graphs, "g0": red.answer(pack.graphs),
-          "statics": red.answer(pack.statics),
+          "statics": red.answer(pack.statics), "hashes": pack.hashes(),
           "nodes": nodes,
           "redacted": sorted(red.what), "contexts_only": sorted(names) if names else None}
 

@@ -126,6 +126,21 @@ def test_shim_answers_graphs_and_deltas_as_the_api(page, demo_export):
       assert {x["id"] for x in far["nodes_added"]} == {x["id"] for x in want["nodes_added"]}
       assert set(far["nodes_removed"]) == set(want["nodes_removed"])
   assert offline(page, "/api/traces/0/nodes/0")["s"] == 200
+  # diffs between any two points, printed as the API prints them
+  with OfflineApi(demo_export.trace) as api:
+    ctxs = api.trace_get("contexts")
+    rws = [r for c in ctxs for r in c["rewrites"]]
+    kernels = [c for c in ctxs if c["kind"] == "kernel"]
+    pairs = [(f"{t}:{r['id']}:0", f"{t}:{r['id']}:end") for r in rws]
+    pairs += [(f"{t}:{a['id']}:end", f"{t}:{b['id']}:0") for a, b in zip(rws, rws[1:])]
+    pairs += [(f"{t}:{kernels[0]['id']}", f"{t}:{kernels[1]['id']}"),
+              (f"{t}:{rws[0]['id']}:1", f"{t}:{kernels[1]['id']}")]
+    for a, b in pairs:
+      want = api.get(f"/api/diff?a={a}&b={b}")
+      got = offline(page, f"/api/diff?a={a}&b={b}")
+      assert got["s"] == 200, (a, b, got)
+      assert got["b"]["lines"] == want["lines"], (a, b)
+      assert got["b"]["graph"] == want["graph"], (a, b)
   assert offline(page, f"/api/traces/{t}/nodes/999999")["s"] == 404
   assert offline(page, "/api/nothing")["s"] == 404
 
