@@ -314,10 +314,11 @@ def collect(api: OfflineApi, names: list[str] | None = None, redact: Iterable[st
   answers["/api/traces"] = [{**entry, "meta": red.meta(entry["meta"])}]
   answers = {k: red.answer(v) for k, v in answers.items()}
   graphs = {k: red.answer(v) for k, v in graphs.items()}
-  nodes = {}
+  nodes = {}  # the trace's nodes that no graph holds (the others' fields are in pack.statics)
   for nid in tr.nodes.ids():
-    op, dtype, arg, src = tr.nodes.get(nid)  # type: ignore[misc]
-    nodes[nid] = [op, dtype, arg, list(src), label(op, dtype, arg)]
+    if nid not in pack.statics:
+      op, dtype, arg, src = tr.nodes.get(nid)  # type: ignore[misc]
+      nodes[nid] = [op, dtype, arg, list(src), label(op, dtype, arg)]
   return {"format": 1, "trace": t, "answers": answers, "graphs": graphs, "g0": red.answer(pack.graphs),
           "statics": red.answer(pack.statics), "hashes": pack.hashes(),
           "nodes": nodes,

@@ -291,7 +291,8 @@ const tinyvizExport = (() => {
   }
 
   function node(data, n) {
-    const got = data.nodes[n];
+    const fixed = data.statics[n];  // a node some graph holds, else one of the others
+    const got = fixed ? [fixed[0], fixed[1], fixed[2], fixed[7], fixed[3]] : data.nodes[n];
     if (!got) return notHere(`node ${n}`);
     const [op, dtype, arg, src, label] = got;
     return [200, {id: Number(n), op, dtype, arg, src: [...src], label}];

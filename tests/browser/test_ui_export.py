@@ -125,7 +125,9 @@ def test_shim_answers_graphs_and_deltas_as_the_api(page, demo_export):
       want = api.get(f"{base}/delta?from={n}&to=0")
       assert {x["id"] for x in far["nodes_added"]} == {x["id"] for x in want["nodes_added"]}
       assert set(far["nodes_removed"]) == set(want["nodes_removed"])
-  assert offline(page, "/api/traces/0/nodes/0")["s"] == 200
+  with OfflineApi(demo_export.trace) as api:
+    for nid in api.trace.nodes.ids():  # in a graph or not
+      assert offline(page, f"/api/traces/{t}/nodes/{nid}")["b"] == api.trace_get(f"nodes/{nid}")
   # diffs between any two points, printed as the API prints them
   with OfflineApi(demo_export.trace) as api:
     ctxs = api.trace_get("contexts")
