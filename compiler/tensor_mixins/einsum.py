@@ -34,15 +34,32 @@ def _parse(formula: str, shapes: list[tuple[int, ...]]) -> tuple[list[str], str]
   return letters, out
 
 
+def _diagonal(x: Any, t: str, c: str, formula: str) -> tuple[Any, str]:
+  """x restricted to equal indices on the first two axes lettered c (the second goes)."""
+  p = t.index(c)
+  q = t.index(c, p + 1)
+  n = x.shape[p]
+  if x.shape[q] != n:
+    raise ValueError(f"Tensor.einsum: letter {c!r} has sizes {n} and {x.shape[q]} in {formula!r}")
+  T = type(x)
+  eye = T.eye(n, dtype="bool").reshape(tuple(n if k in (p, q) else 1 for k in range(x.ndim)))
+  return eye.where(x, T.full((), 0, x.dtype)).sum(q).cast(x.dtype), t[:q] + t[q + 1:]
+
+
 def einsum(formula: str, *operands: Any, dtype: Any = None) -> Any:
-  """numpy.einsum's value (without repeated letters inside one operand)."""
+  """numpy.einsum's value (a letter twice in one operand takes the diagonal)."""
   if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
     operands = tuple(operands[0])
   if not operands:
     raise ValueError("Tensor.einsum: needs at least one operand")
   letters, out = _parse(formula, [t.shape for t in operands])
-  if any(len(set(t)) != len(t) for t in letters):
-    raise NotImplementedError(f"Tensor.einsum: a letter repeated inside one operand ({formula!r}: diagonals)")
+  ops = list(operands)
+  for k, t in enumerate(letters):
+    while len(set(t)) != len(t):  # a letter twice in one operand: its diagonal
+      c = next(c for c in t if t.count(c) > 1)
+      ops[k], t = _diagonal(ops[k], t, c, formula)
+    letters[k] = t
+  operands = tuple(ops)
   sizes: dict[str, int] = {}
   for t, x in zip(letters, operands):
     for c, n in zip(t, x.shape):
