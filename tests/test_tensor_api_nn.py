@@ -194,6 +194,16 @@ def test_conv_transpose2d(stride, padding, dilation, output_padding, groups):
   check((got, ref + b.reshape(1, -1, 1, 1)), (got0, ref), rtol=1e-4, atol=1e-4)
 
 
+def test_conv_transpose_1d_and_3d():
+  x, w = randf(2, 4, 5), randf(4, 3, 3)
+  ref = np_conv_transpose(x[:, :, None], w[:, :, None], (1, 2), (0, 1), (1, 1), (0, 1), 2)[:, :, 0]
+  x3, w3 = randf(1, 2, 2, 3, 2), randf(2, 2, 2, 1, 2)
+  ref3 = sum(np_conv_transpose(x3[:, :, d], w3[:, :, kd], (1, 1), (0, 0), (1, 1), (0, 0), 1)[:, :, None] *
+             (np.arange(3) == d + kd)[None, None, :, None, None] for d in range(2) for kd in range(2))
+  check((Tensor(x).conv_transpose2d(Tensor(w), groups=2, stride=2, padding=1, output_padding=1), ref),
+        (Tensor(x3).conv_transpose2d(Tensor(w3)), ref3), rtol=1e-4, atol=1e-4)
+
+
 def test_conv_transpose2d_errors():
   with pytest.raises(ValueError, match=r"conv_transpose2d.*\(1, 3, 4, 4\).*\(4, 2, 3, 3\)"):
     Tensor.ones(1, 3, 4, 4).conv_transpose2d(Tensor.ones(4, 2, 3, 3))
