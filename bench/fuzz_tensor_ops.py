@@ -224,8 +224,7 @@ def _scan(name: str, kinds: str):
 
 def _movement(name: str):
   def applies(a):
-    if name in ("permute", "transpose", "flip", "roll", "tril", "triu", "sort", "topk", "gather", "index", "cat",
-                "stack", "repeat_interleave", "split", "pad", "slice"):
+    if name in ("permute", "transpose", "flip", "roll", "tril", "triu", "repeat_interleave", "pad", "slice"):
       return a.ndim >= (2 if name in ("transpose", "tril", "triu") else 1)
     return True
   def build(rng, a):
@@ -266,6 +265,16 @@ def _movement(name: str):
       r, ax = int(rng.integers(0, 3)), int(rng.integers(-nd, nd))
       return lambda t: t.repeat_interleave(r, ax), lambda x: np.repeat(x, r, ax), \
         f"x = x.repeat_interleave({r}, {ax})", True
+    raise KeyError(name)
+  return applies, build
+
+
+def _selection(name: str):
+  """Ops that pick elements: cat/stack/split, indexing, gather, sort/topk."""
+  def applies(a):
+    return a.ndim >= 1
+  def build(rng, a):
+    nd = a.ndim
     if name in ("cat", "stack"):
       ax = int(rng.integers(-nd, nd))
       other = rand_array(rng, a.shape, a.dtype.type)
@@ -317,7 +326,6 @@ def _movement(name: str):
         f"x = x.topk({min(1, a.shape[ax])}, {ax}, {desc})[0]", False
     raise KeyError(name)
   return applies, build
-
 
 def _where():
   def build(rng, a):
@@ -378,16 +386,10 @@ def _np_scatter(x, dim, idx, src, reduce=None, include_self=True):
   return out
 
 
-def _extra(name: str):
-  """Newer ops: scatter family, masks, one_hot, shifts, lerp, isclose, einsum, interpolate, argsort, chunk."""
+def _scatter_ops(name: str):
+  """scatter, scatter_reduce, masked_fill, one_hot."""
   def applies(a):
-    if name in ("scatter", "scatter_reduce", "masked_fill", "argsort", "chunk", "unbind"):
-      return a.ndim >= 1 and a.dtype != BOOL
-    if name in ("one_hot", "lshift", "rshift"):
-      return a.dtype == I32
-    if name == "interpolate":
-      return a.dtype == F32 and a.ndim >= 1 and a.size > 0
-    return a.dtype == F32
+    return a.dtype == I32 if name == "one_hot" else a.ndim >= 1 and a.dtype != BOOL
   def build(rng, a):
     nd = a.ndim
     if name in ("scatter", "scatter_reduce"):
@@ -416,6 +418,21 @@ def _extra(name: str):
     if name == "one_hot":
       return (lambda t: t.abs().one_hot(7), lambda x: (np.abs(x)[..., None] == np.arange(7)).astype(I32),
               "x = x.abs().one_hot(7)", True)
+    raise KeyError(name)
+  return applies, build
+
+def _extra(name: str):
+  """Newer ops: shifts, lerp, isclose, einsum, interpolate, argsort, chunk, unbind."""
+  def applies(a):
+    if name in ("argsort", "chunk", "unbind"):
+      return a.ndim >= 1 and a.dtype != BOOL
+    if name in ("lshift", "rshift"):
+      return a.dtype == I32
+    if name == "interpolate":
+      return a.dtype == F32 and a.ndim >= 1 and a.size > 0
+    return a.dtype == F32
+  def build(rng, a):
+    nd = a.ndim
     if name in ("lshift", "rshift"):
       k = int(rng.integers(0, 5))
       form = int(rng.integers(2))
@@ -521,11 +538,12 @@ def catalogue() -> dict[str, tuple[Callable, Callable]]:
   ops.update({n: _scan(n, "fi") for n in ("cumsum", "cummax", "cummin")})
   ops["cumprod"] = _scan("cumprod", "f")
   ops.update({n: _movement(n) for n in ("reshape", "permute", "transpose", "flip", "pad", "slice", "expand", "roll",
-                                        "tril", "triu", "repeat_interleave", "cat", "stack", "split", "index",
-                                        "gather", "sort", "topk")})
+                                        "tril", "triu", "repeat_interleave")})
+  ops.update({n: _selection(n) for n in ("cat", "stack", "split", "index", "gather", "sort", "topk")})
   ops.update({n: _nn(n) for n in ("softmax", "log_softmax", "logcumsumexp", "cross_entropy")})
-  ops.update({n: _extra(n) for n in ("scatter", "scatter_reduce", "masked_fill", "one_hot", "lshift", "rshift", "lerp",
-                                     "isclose", "einsum", "interpolate", "argsort", "chunk", "unbind")})
+  ops.update({n: _scatter_ops(n) for n in ("scatter", "scatter_reduce", "masked_fill", "one_hot")})
+  ops.update({n: _extra(n) for n in ("lshift", "rshift", "lerp", "isclose", "einsum", "interpolate", "argsort", "chunk",
+                                     "unbind")})
   return ops
 
 
