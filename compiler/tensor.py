@@ -90,6 +90,10 @@ def _in_range(v: Scalar, dt: DType, op: str) -> Scalar:
   return float(v)
 
 
+class ArgumentError(RuntimeError, ValueError):
+  """An invalid shape or order argument: RuntimeError as in tinygrad and torch, and the ValueError numpy raises."""
+
+
 class AxisError(IndexError, ValueError):
   """An axis out of range: IndexError as in tinygrad and torch, and a ValueError as numpy's AxisError is."""
 
@@ -809,7 +813,9 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
 
   def reshape(self, *shape: Any) -> Tensor:
     shape = _shape_arg(shape, "Tensor.reshape")
-    if sum(1 for s in shape if s == -1) > 1 or any(s < -1 for s in shape):
+    if sum(1 for s in shape if s == -1) > 1:
+      raise ArgumentError(f"Tensor.reshape: only one dimension of {shape} can be -1 (reshaping {self.shape})")
+    if any(s < -1 for s in shape):
       raise ValueError(f"Tensor.reshape: invalid shape {shape} for {self.shape}")
     if -1 in shape:
       rest = math.prod(s for s in shape if s != -1)
@@ -826,10 +832,10 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
   def permute(self, *order: Any) -> Tensor:
     order = _shape_arg(order, "Tensor.permute")
     if len(order) != self.ndim:
-      raise ValueError(f"Tensor.permute: order {order} doesn't match shape {self.shape}")
+      raise ArgumentError(f"Tensor.permute: order {order} doesn't match shape {self.shape}")
     order = tuple(self._axis(o, "permute") for o in order)
     if sorted(order) != list(range(self.ndim)):
-      raise ValueError(f"Tensor.permute: {order} is not a permutation of the axes of {self.shape}")
+      raise ArgumentError(f"Tensor.permute: {order} is not a permutation of the axes of {self.shape}")
     return self if order == tuple(range(self.ndim)) else self._mop(Ops.PERMUTE, order)
 
   def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:

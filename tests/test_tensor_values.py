@@ -590,3 +590,12 @@ def test_integer_float_powers_round_once():
       want_h = np.power(x.astype(np.float16).astype(np.float64), n).astype(np.float16)
     close(Tensor(x) ** n, want, 1.5e-7, dtypes.float32)
     close(Tensor(x.astype(np.float16)) ** n, want_h, 1e-3, dtypes.float16)
+
+
+def test_permute_and_reshape_argument_errors_are_runtime_errors():
+  x = Tensor(np.zeros((2, 3), np.float32))
+  for call in (lambda: x.permute(0, 0), lambda: x.permute(1, 0, 2), lambda: x.reshape(-1, -1)):
+    with pytest.raises(RuntimeError, match=r"Tensor\.(permute|reshape)"):  # tinygrad's and torch's type
+      call()
+    with pytest.raises(ValueError):  # and numpy's
+      call()
