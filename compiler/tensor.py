@@ -873,10 +873,15 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     return self.reshape(self.shape[:s] + (math.prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
 
   def unflatten(self, dim: int, sizes: tuple[int, ...]) -> Tensor:
+    """Dim `dim` as the dims `sizes` (one of them may be -1)."""
     d = self._axis(dim, "unflatten")
-    if math.prod(sizes) != self.shape[d]:
-      raise ValueError(f"Tensor.unflatten: sizes {tuple(sizes)} don't multiply to dim {dim} of shape {self.shape}")
-    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+    sizes = tuple(sizes)
+    known = math.prod(s for s in sizes if s != -1)
+    n_free = sum(1 for s in sizes if s == -1)
+    if n_free > 1 or (n_free and (known == 0 or self.shape[d] % known)) or (not n_free and known != self.shape[d]):
+      raise ValueError(f"Tensor.unflatten: sizes {sizes} don't multiply to dim {dim} of shape {self.shape}")
+    sizes = tuple(self.shape[d] // known if s == -1 else s for s in sizes)
+    return self.reshape(self.shape[:d] + sizes + self.shape[d + 1:])
 
   def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
     """Drop size-1 dims: all of them, or those of dim (an int or a sequence, as torch; other sizes are kept)."""

@@ -599,3 +599,13 @@ def test_permute_and_reshape_argument_errors_are_runtime_errors():
       call()
     with pytest.raises(ValueError):  # and numpy's
       call()
+
+
+def test_unflatten_infers_a_minus_one():
+  a = np.arange(24, dtype=np.float32).reshape(2, 12)
+  same(Tensor(a).unflatten(1, (-1, 3)), a.reshape(2, 4, 3))
+  same(Tensor(a).unflatten(-1, (2, -1, 2)), a.reshape(2, 2, 3, 2))
+  same(Tensor(np.zeros((2, 0), np.float32)).unflatten(1, (0, 5)), np.zeros((2, 0, 5), np.float32))
+  for bad in ((-1, 5), (-1, -1), (5, 2)):
+    with pytest.raises(ValueError, match="unflatten"):
+      Tensor(a).unflatten(1, bad)
