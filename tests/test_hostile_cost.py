@@ -59,3 +59,35 @@ def test_a_kernel_answer_is_cut_to_a_bounded_size(tmp_path, sources, size):
   assert all(len(s["text"]) <= api.MAX_SOURCE_CHARS and s["chars"] == size for s in body["sources"])
   assert any(s["truncated"] for s in body["sources"])
   assert len(res.data) < 40 * api.MAX_KERNEL_CHARS  # text + its highlighted html, not sources * size
+
+
+def test_work_stops_when_the_client_goes(tmp_path, monkeypatch):
+  """A far step asked for and the connection closed at once: the replay stops soon after, not at step 300,000."""
+  import socket
+  import threading
+  import time
+
+  from viz_server.__main__ import bind
+  from viz_server.graphview import TURNS
+  monkeypatch.setattr(api, "MAX_STEPS", 10 ** 6)
+  monkeypatch.setattr(store_mod, "INDEX_FLOOR", 400_000)
+  app, _, views = _app(H.many_matches(tmp_path / "m.vztrace", 300_000))
+  srv = bind(app, "127.0.0.1", 0)
+  threading.Thread(target=srv.serve_forever, daemon=True).start()
+  try:
+    tr = app.extensions["tinyviz"]["store"].get(0)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as s:
+      s.sendall(f"GET /api/traces/0/rewrites/0/graph?step=299999 HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n\r\n"
+                .encode())
+      deadline = time.monotonic() + 120
+      while len(views.get(tr, tr.rewrites[0]).replay.roots) < 100:  # the request is at work
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    deadline = time.monotonic() + 120
+    while TURNS.serving:  # the request ends (it would take minutes to finish its 300,000 steps)
+      assert time.monotonic() < deadline
+      time.sleep(0.01)
+    assert len(views.get(tr, tr.rewrites[0]).replay.roots) < 100_000
+  finally:
+    srv.shutdown()
+    srv.server_close()

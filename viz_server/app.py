@@ -10,7 +10,7 @@ from flask_socketio import SocketIO
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import BaseConverter
 
-from viz_server import live
+from viz_server import gone, live
 from viz_server.api import bp as api_bp
 from viz_server.graphview import TURNS
 from viz_server.highlight import stylesheet
@@ -117,14 +117,20 @@ def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, 
   def _check_host() -> Any:
     TURNS.begin()  # background layout work waits while requests are served
     g.tinyviz_turn = True
+    gone.start(request.environ.get("werkzeug.socket"))  # long work stops once the client has gone
     if hosts is not None and _host_only(request.host).lower() not in hosts:
       return jsonify({"error": "unexpected Host header"}), 403
     return None
 
   @app.teardown_request
   def _end_turn(_exc: BaseException | None) -> None:
+    gone.stop()
     if g.pop("tinyviz_turn", False):
       TURNS.end()
+
+  @app.errorhandler(gone.ClientGone)
+  def _client_gone(_e: gone.ClientGone) -> Any:
+    return Response(b"", status=499)  # nobody reads it: the work just stops
 
   @app.after_request
   def _headers(resp: Response) -> Response:

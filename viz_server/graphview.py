@@ -10,7 +10,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from viz_server import place
+from viz_server import gone, place
 from viz_server.layout import LAYER_GAP, Layout, layout_graph
 from viz_server.place import Bands, Rows
 from viz_server.replay import Replay
@@ -268,6 +268,7 @@ class GraphView:
     for s in range(start, k + 1):
       if pause is not None:
         pause()
+      gone.check()  # a far step's chain: stop if the request that wants it has gone (what is done stays cached)
       lay = self._compute(s, pause)
     return lay  # type: ignore[return-value]
 

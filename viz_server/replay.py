@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import threading
 
+from viz_server import gone
 from viz_server.nodes import Node
 from viz_server.store import Rewrite, Trace
 
@@ -289,6 +290,7 @@ class Replay:
     """Compute steps up to k (k <= n)."""
     with self.lock:
       while len(self.roots) <= k:
+        gone.check()  # between two steps (the state is whole): stop if the request asking has gone
         self._goto(len(self.roots) - 1)
         self._step(len(self.roots))
 
