@@ -10,6 +10,7 @@ import os
 import weakref
 from typing import Callable, Sequence
 
+from compiler import debug
 from compiler.runtime.buffer import Buffer
 from compiler.schedule import ScheduleItem
 from compiler.trace import recorder
@@ -92,8 +93,9 @@ def get_runner(ast: UOp, backend: str | None = None) -> Runner:
 
 def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> None:
   """Run every kernel of the schedule in order."""
+  debug.on_schedule(len(schedule))
   for si in schedule:
     for b in si.bufs:
       b.ensure_allocated()  # outputs are allocated on first use
     with trace_context(si.name, kind="kernel"):
-      get_runner(si.ast, backend)(si.bufs)
+      debug.run_kernel(si.name, get_runner(si.ast, backend), si.bufs)

@@ -10,6 +10,7 @@ import json
 import sys
 from typing import IO, Any, Iterator
 
+from compiler.trace.debuglines import SOURCE_KIND, opts_line, run_line, schedule_line
 from viz_server.offline import OfflineApi, OfflineError
 from viz_server.term import Painter, safe, safe_block, use_color
 
@@ -182,11 +183,38 @@ class Show:
     return 0
 
 
+def debug_lines(api: OfflineApi, level: int) -> Iterator[str]:
+  """What `DEBUG=level` printed while the traced program ran, rebuilt from the trace: the kernel contexts after each
+  schedule context are the kernels run_schedule ran (times are the trace's, from the same run)."""
+  groups: list[list[dict]] = []
+  for c in api.trace_get("contexts"):
+    if c["kind"] == "schedule":
+      groups.append([])
+    elif c["kind"] == "kernel" and groups:
+      groups[-1].append(c)
+  for group in groups:
+    if group and level >= 1:
+      yield schedule_line(len(group))
+    if level < 2:
+      continue
+    for c in group:
+      k = api.trace_get(f"contexts/{c['id']}/kernel")
+      r = k["runs"][-1] if k["runs"] else {}
+      yield run_line(safe(c["name"]), r.get("min"), r.get("flops"), r.get("bytes"))
+      if level >= 3:
+        yield safe(opts_line((o["op"], o["axis"], o["arg"]) for o in k["opts"] if o["ok"]))
+      if level >= 4:
+        yield from (safe_block(s["text"]) for s in k["sources"] if s["kind"] == SOURCE_KIND)
+
+
 def run(args: Any, out: IO[str] | None = None) -> int:
   """The `show` command for parsed args (file, rewrite, kernels, source, kernel, json)."""
   out = out or sys.stdout
   with OfflineApi(args.file) as api:
     sh = Show(api, out, args.json, use_color(out))
+    if getattr(args, "debug", None):
+      out.write("".join(line + "\n" for line in debug_lines(api, args.debug)))
+      return 0
     if args.rewrite is not None:
       return sh.rewrites(args.rewrite)
     if args.source is not None:

@@ -23,6 +23,8 @@ def build_parser(prog: str = "python -m viz_server.tools") -> argparse.ArgumentP
   what.add_argument("--kernels", action="store_true", help="each kernel's opts, shape, runtime and GFLOP/s")
   what.add_argument("--source", metavar="KIND", help="kernels' generated source of this kind (uops, llvm_ir, "
                                                      "opt_ir, asm)")
+  what.add_argument("--debug", type=int, metavar="N", help="the lines DEBUG=N printed while the program ran (1 kernel "
+                                                          "counts, 2 runs, 3 opts, 4 LLVM IR)")
   show.add_argument("--kernel", metavar="NAME|CTX", help="with --kernels/--source: only this kernel")
   show.add_argument("--json", action="store_true", help="one JSON object per line")
   show.set_defaults(fn=_show)

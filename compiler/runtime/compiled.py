@@ -278,4 +278,7 @@ def optimize(ast: UOp) -> UOp:
 
 def get_runner(ast: UOp) -> CompiledKernel:
   """The realize backend's runner: optimize (heuristics), compile, and return the kernel (`runner(bufs)`)."""
-  return compile_kernel(optimize(ast))
+  opt = optimize(ast)
+  ck = compile_kernel(opt)
+  ck.opts = getattr(opt.arg, "opts", ())  # the applied Opts, which DEBUG=3 prints (compiler/debug.py)
+  return ck

@@ -1,0 +1,46 @@
+"""`DEBUG=N` on the running program (the lines are compiler/trace/debuglines.py's): run_schedule calls these."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from compiler.trace.debuglines import opts_line, run_line, schedule_line
+
+
+def level() -> int:
+  """DEBUG as an int (0 when unset or not a number)."""
+  try:
+    return int(os.environ.get("DEBUG", "0") or 0)
+  except ValueError:
+    return 0
+
+
+def on_schedule(kernels: int) -> None:
+  if level() >= 1 and kernels:
+    print(schedule_line(kernels), file=sys.stdout, flush=True)
+
+
+def run_kernel(name: str, runner: Any, bufs: list) -> None:
+  """Run a kernel; at DEBUG>=2 time the call and print it (3: its opts, 4: its LLVM IR)."""
+  lv = level()
+  if lv < 2:
+    runner(bufs)
+    return
+  t0 = time.perf_counter()
+  runner(bufs)
+  dt = time.perf_counter() - t0
+  prg = getattr(runner, "program", None)
+  flops = prg.flops() if prg is not None and not prg.vars else None
+  nbytes = sum(b.nbytes for b in bufs if hasattr(b, "nbytes"))
+  print(run_line(name, dt, flops, nbytes), flush=True)
+  if lv >= 3:
+    print(opts_line(_opts(runner)), flush=True)
+  if lv >= 4 and prg is not None:
+    print(prg.src, flush=True)
+
+
+def _opts(runner: Any) -> list[tuple[Any, Any, Any]]:
+  """The opts applied to a compiled kernel (compiled.get_runner keeps its AST's KernelInfo.opts)."""
+  return [(getattr(o.op, "name", o.op), o.axis, o.arg) for o in getattr(runner, "opts", ())]
