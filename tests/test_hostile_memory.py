@@ -56,3 +56,12 @@ def test_a_small_file_of_many_records_is_indexed_in_proportion_to_its_size(tmp_p
   assert tr.status == "damaged" and "per byte" in tr.damage["reason"]
   assert tr.indexed <= max(store_mod.INDEX_FLOOR, store_mod.RECORDS_PER_BYTE * path.stat().st_size)
   assert len(tr.nodes) < 1 << 18
+
+
+def test_source_texts_kept_per_trace_are_bounded(tmp_path, monkeypatch):
+  monkeypatch.setattr(store_mod, "TEXT_BUDGET", 3 << 20)
+  (tr,) = TraceStore().add_path(H.big_kernel(tmp_path / "k.vztrace", 6, 2 << 20))
+  texts = [s["text"] for s in tr.contexts[0].sources]
+  assert len(texts) == 6 and sum(map(len, texts)) == 3 << 20
+  assert all(len(t) <= store_mod.SOURCE_KEEP_CHARS for t in texts)
+  assert all(s["chars"] == 2 << 20 for s in tr.contexts[0].sources)

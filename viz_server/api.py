@@ -410,7 +410,7 @@ def kernel(t: int, c: int) -> Any:
     if ctx is None:
       fail(404, f"no context {c} in trace {t}")
     beam = [{k: b.get(k) for k in ("round", "opts", "time", "error", "chosen")} for b in ctx.beam[:MAX_LIST]]
-    sources = [(s["kind"], s["text"], s.get("compile_s")) for s in ctx.sources[:MAX_LIST]]
+    sources = [(s["kind"], s["text"], s.get("compile_s"), s.get("chars")) for s in ctx.sources[:MAX_LIST]]
     body = {"ctx": c, "name": ctx.name, "kname_colors": kname_colors(ctx),
             "opts": [_opt(o) for o in ctx.opts[:MAX_LIST]], "beam": beam,
             "runs": [run_entry(r) for r in ctx.runs[:MAX_LIST]], "errors": ctx.errors[:MAX_LIST],
@@ -421,15 +421,16 @@ def kernel(t: int, c: int) -> Any:
   return jsonify(body)
 
 
-def _sources(sources: list[tuple[str, str, Any]]) -> list[dict]:
+def _sources(sources: list[tuple[str, str, Any, int | None]]) -> list[dict]:
   """The kernel's source texts, each cut to MAX_SOURCE_CHARS and all to MAX_KERNEL_CHARS (`chars`: the whole
-  text's length; `truncated`: whether it was cut)."""
+  text's length, also where the store kept only its start; `truncated`: whether it was cut)."""
   out, room = [], MAX_KERNEL_CHARS
-  for kind, text, cs in sources:
+  for kind, text, cs, chars in sources:
     shown = text[:max(0, min(MAX_SOURCE_CHARS, room))]
     room -= len(shown)
-    out.append({"kind": kind, "text": shown, "html": highlight(shown, kind), "compile_s": cs, "chars": len(text),
-                "truncated": len(shown) < len(text)})
+    whole = len(text) if chars is None else chars
+    out.append({"kind": kind, "text": shown, "html": highlight(shown, kind), "compile_s": cs, "chars": whole,
+                "truncated": len(shown) < whole})
   return out
 
 

@@ -29,6 +29,8 @@ MAX_INDEX_RECORDS = 2_000_000  # records indexed per trace (~60 bytes a node, ~1
 # compressed, while columns of equal values compress to almost nothing (a 100 KB file of 3M records took 30 s to index)
 RECORDS_PER_BYTE = 1
 INDEX_FLOOR = 100_000
+SOURCE_KEEP_CHARS = 1 << 20  # of one source record's text kept (the API sends at most 256 KiB of one)
+TEXT_BUDGET = 64 << 20  # source text kept per trace: a 431 KB file of repeated 4 MiB texts kept 160 MB
 UPLOAD_MAX_COUNT = 32  # uploaded traces kept; past it (or past UPLOAD_MAX_BYTES on disk) the oldest is let go
 UPLOAD_MAX_BYTES = 2 << 30
 
@@ -159,6 +161,7 @@ class Trace:
     self.anomalies: list[str] = []  # records that broke the trace's own consistency (kept out of the index)
     self.match_count = 0
     self.indexed = 0  # records applied (bounded by MAX_INDEX_RECORDS)
+    self.text_kept = 0  # chars of source text kept (bounded by TEXT_BUDGET)
     self.ended = False
     self.damage: dict | None = None
     self.updated = time.monotonic()
@@ -386,6 +389,11 @@ class Trace:
     elif t == "beam":
       c.beam.append(data)
     elif t == "source":
+      text = data["text"]
+      keep = max(0, min(len(text), SOURCE_KEEP_CHARS, TEXT_BUDGET - self.text_kept))
+      if keep < len(text):  # the API says the text is cut (chars: its whole length)
+        data["text"], data["chars"] = text[:keep], len(text)
+      self.text_kept += keep
       c.sources.append(data)
     else:
       c.runs.append(data)
