@@ -32,7 +32,7 @@ def rss_mb(pid: int) -> float:
 
 
 def client(url: str, t: int, r: int, steps: int, seed: int, deadline: float, max_requests: int,
-           out: list[tuple[float, bool]]) -> None:
+           out: list[tuple[float, bool, str]]) -> None:
   rng = random.Random(seed)
   kinds = ("graph", "delta", "diff")
   for i in range(max_requests):
@@ -53,7 +53,7 @@ def client(url: str, t: int, r: int, steps: int, seed: int, deadline: float, max
         ok = resp.status == 200
     except (urllib.error.URLError, OSError):
       ok = False
-    out.append((time.perf_counter() - start, ok))
+    out.append((time.perf_counter() - start, ok, kind))
 
 
 def main() -> None:
@@ -78,10 +78,11 @@ def main() -> None:
     t = traces[0]["id"]
     ctxs = json.loads(urllib.request.urlopen(f"{url}/api/traces/{t}/contexts", timeout=10).read())
     rw = max((x for c in ctxs for x in c["rewrites"]), key=lambda x: x["matches"])
-    rows = []
+    rows: list[tuple] = []
+    every: list[tuple[float, bool, str]] = []
     for rnd in range(1, args.rounds + 1):
       before = rss_mb(proc.pid)
-      results: list[tuple[float, bool]] = []
+      results: list[tuple[float, bool, str]] = []
       end = time.monotonic() + seconds
       threads = [threading.Thread(target=client, args=(url, t, rw["id"], rw["matches"], rnd * 100 + i, end,
                                                        args.max_requests, results)) for i in range(args.clients)]
@@ -91,9 +92,10 @@ def main() -> None:
       for th in threads:
         th.join()
       took = time.perf_counter() - start
-      lat = [x for x, _ in results] or [float("nan")]
+      lat = [x for x, _, _ in results] or [float("nan")]
       rows.append((rnd, len(results), len(results) / took, pct(lat, 0.5) * 1e3, pct(lat, 0.95) * 1e3,
-                   pct(lat, 0.99) * 1e3, max(lat) * 1e3, sum(not ok for _, ok in results), before, rss_mb(proc.pid)))
+                   pct(lat, 0.99) * 1e3, max(lat) * 1e3, sum(not ok for _, ok, _ in results), before, rss_mb(proc.pid)))
+      every += results
   finally:
     proc.terminate()
     proc.wait(timeout=30)
@@ -102,6 +104,12 @@ def main() -> None:
   print(format_table([("round", ">5"), ("reqs", ">6"), ("req/s", ">7.1f"), ("p50 ms", ">7.1f"), ("p95 ms", ">7.1f"),
                       ("p99 ms", ">7.1f"), ("max ms", ">7.0f"), ("errors", ">6"), ("RSS before", ">10.0f"),
                       ("RSS after", ">9.0f")], rows))
+  kinds = []
+  for kind in ("graph", "delta", "diff"):
+    lat = [x for x, _, k in every if k == kind] or [float("nan")]
+    kinds.append((kind, len(lat), pct(lat, 0.5) * 1e3, pct(lat, 0.95) * 1e3, pct(lat, 0.99) * 1e3))
+  print(format_table([("all rounds", "<10"), ("reqs", ">6"), ("p50 ms", ">7.1f"), ("p95 ms", ">7.1f"),
+                      ("p99 ms", ">7.1f")], kinds))
 
 
 if __name__ == "__main__":
