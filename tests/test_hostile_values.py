@@ -97,3 +97,16 @@ def test_timeline_takes_huge_and_tiny_times(tmp_path):
   app = create_app([H.write(tmp_path / "t.vztrace", [recs])], follow=False)
   res = app.test_client().get("/api/traces/0/timeline")
   assert res.status_code == 200 and len(res.get_json()["contexts"]) == 1
+
+
+def test_one_trace_that_cannot_be_encoded_never_breaks_the_list(tmp_path):
+  app = create_app([H.small(tmp_path / "a.vztrace"), H.small(tmp_path / "b.vztrace")], follow=False)
+  tr = app.extensions["tinyviz"]["store"].get(0)
+  nested: list = []
+  for _ in range(5000):  # deeper than any encoder's stack (the reader refuses this; an index bug might not)
+    nested = [nested]
+  tr.meta = {"x": nested}
+  listed = app.test_client().get("/api/traces")
+  assert listed.status_code == 200
+  a, b = listed.get_json()
+  assert a["status"] == "damaged" and "cannot be listed" in a["damage"]["reason"] and b["status"] == "ended"

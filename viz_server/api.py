@@ -110,7 +110,17 @@ def ping() -> Any:
 
 @bp.get("/traces")
 def traces() -> Any:
-  return jsonify(_store().entries())
+  """Each entry encoded on its own: one trace that cannot be shown must not take the whole list down."""
+  dumps = current_app.json.dumps
+  parts = []
+  for e in _store().entries():
+    try:
+      parts.append(dumps(e))
+    except (TypeError, ValueError, RecursionError) as err:
+      parts.append(dumps({"id": e.get("id"), "name": str(e.get("name")), "status": "damaged", "meta": None,
+                          "damage": {"offset": None, "reason": f"cannot be listed: {type(err).__name__}"},
+                          "counts": e.get("counts"), "anomalies": e.get("anomalies")}))
+  return current_app.response_class("[" + ",".join(parts) + "]", mimetype="application/json")
 
 
 def _same_origin() -> None:
