@@ -24,18 +24,20 @@ def tile(k: Kernel) -> dict[int, int]:
 
 
 def test_matmul_gets_a_register_tile_of_vectors_and_threads():
-  # AVX2-like: 8-float vectors, 16 registers: 8 rows x one vector of 8 columns = 8 accumulators
+  # AVX2-like: 8-float vectors, 16 registers: one 64-byte line of columns (2 vectors) x 4 rows = 8 accumulators
+  # (6 rows, 12 accumulators, when 6 divides the rows); column tiles outside row tiles, threads over the columns
   k = hand_coded_optimizations(Kernel(matmul_ast(512, 512, 512), CPU2))
-  assert tile(k) == {1: 8, 512: 8}
+  assert tile(k) == {1: 16, 512: 4}
   assert k.axis_types[0] is A.THREAD and k.full_shape[0] == 2
-  assert k.applied_opts[:2] == [Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.UPCAST, 0, 8)]
+  assert k.applied_opts == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.SWAP, 0, 1),
+                            Opt(OptOps.THREAD, 0, 2)]
   # AVX-512-like: 16-float vectors, 32 registers: 8 rows x two vectors = 16 accumulators
   k = hand_coded_optimizations(Kernel(matmul_ast(512, 512, 512), Target(threads=2, vector_floats=16, vector_regs=32)))
   assert tile(k) == {1: 16, 16: 2, 512: 8} and A.UNROLL not in k.axis_types  # columns j16 + 16*j2
-  assert k.full_shape == (2, 32, 16, 512, 16, 8, 2)
-  # SSE-like: 4-float vectors: a small tile leaves room to unroll the reduce by 4, as the reference does
+  assert k.full_shape == (2, 8, 64, 512, 16, 8, 2)
+  # SSE-like: 4-float vectors: 4 vectors of columns leave room for 2 rows, and for unrolling the reduce by 4
   k = hand_coded_optimizations(Kernel(matmul_ast(512, 512, 512), Target(threads=1, vector_floats=4, vector_regs=16)))
-  assert tile(k) == {1: 4, 512: 8} and Opt(OptOps.UNROLL, 0, 4) in k.applied_opts
+  assert tile(k) == {1: 16, 512: 2} and Opt(OptOps.UNROLL, 0, 4) in k.applied_opts
 
 
 def test_tile_sizes_follow_divisibility():
@@ -44,7 +46,7 @@ def test_tile_sizes_follow_divisibility():
   k = hand_coded_optimizations(Kernel(matmul_ast(144, 36, 64), CPU2))
   assert tile(k) == {1: 4, 36: 8}
   k = hand_coded_optimizations(Kernel(matmul_ast(162, 36, 64), CPU2))
-  assert tile(k) == {1: 4, 36: 3}
+  assert tile(k) == {1: 4, 36: 6}
   # too small to tile: the output has fewer than 1024 elements
   assert tile(hand_coded_optimizations(Kernel(matmul_ast(16, 32, 64), CPU2))) == {1: 8}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import os
 
-from compiler.opt.kernel import Kernel, KernelOptError, Opt, OptOps, access_strides, masked_axes
+from compiler.opt.kernel import MAX_UPCAST, Kernel, KernelOptError, Opt, OptOps, access_strides, masked_axes
 from compiler.uop import AxisType
 
 # a kernel does at least this many loop iterations before it is worth splitting across threads
@@ -12,8 +12,8 @@ THREAD_MIN_WORK = 1 << 16
 
 
 def hand_coded_optimizations(k: Kernel) -> Kernel:
-  """Masked small axes upcast first, a register tile for reduces (a matmul gets 8 rows x 2 vectors with
-  AVX-512), reduce unrolling, a float vector along the unit-stride axis, then a THREAD split of the outermost
+  """Masked small axes upcast first, a register tile for reduces sized to the target's registers and cache line,
+  reduce unrolling, a float vector along the unit-stride axis, then a THREAD split of the outermost
   parallel axis; applies the opts to k."""
   prod = _prod
   # small masked axes (from pads and stacks) first: upcasting them turns their masks into constants
@@ -57,32 +57,21 @@ def _prod(xs) -> int:
 
 
 def _register_tile(k: Kernel) -> None:
-  """Register blocking for a reduce: each loaded value is reused from registers across the tile. A vector along
-  the output's unit-stride axis (for a matmul: along a row of B, A's element broadcast), then rows along the axes
-  some load is broadcast along (the reference's rule), then a second vector while accumulators fit in half the
-  vector registers (the rest hold the loaded operands)."""
-  vec, acc_max = k.target.vector_floats, max(1, k.target.vector_regs // 2)
+  """Register blocking for a reduce, sized from the target: each loaded value is reused from registers across the
+  tile. Columns: a vector along the output's unit-stride axis (for a matmul: a row of B, A's element broadcast)
+  covering at least one cache line; rows: along the axes some load is broadcast along (the reference's rule), while
+  the accumulators fit in the registers left by the column vectors and one broadcast operand; then more columns
+  while they still fit. A matmul gets 6x16 (or 4x16) with AVX2, 8x32 with AVX-512, 2x16 with SSE. Finally the
+  column tiles go outside the row tiles, so one B panel stays cached across consecutive row tiles."""
+  tgt = k.target
+  vec, regs = tgt.vector_floats, tgt.vector_regs
 
   def accumulators() -> int:
     return -(-_prod(s for s, t in zip(k.full_shape, k.axis_types) if t is AxisType.UPCAST) // vec)
 
-  strides = [access_strides(k, a) for a in k.accesses]
-  stores = [access_strides(k, s.src[0]) for s in k.stores]
-  loads = [st for a, st in zip(k.accesses, strides) if a not in {s.src[0] for s in k.stores}]
-  vec_rng = None
-  for axis in reversed(range(k.first_reduce)):
-    size = k.full_shape[axis]
-    if not isinstance(size, int) or k.axis_types[axis] is AxisType.THREAD:
-      continue
-    if all(st[axis] == 1 for st in stores) and all(st[axis] in (0, 1) for st in loads) and \
-        any(st[axis] == 0 for st in loads):
-      amt = next((a for a in (vec, 8, 4) if a <= 16 and size % a == 0), None)
-      if amt is not None:
-        vec_rng = k.rngs[axis]
-        k.apply_opt(Opt(OptOps.UPCAST, axis, amt))
-        break
-
-  upcasted: set[int] = {vec_rng.arg[0]} if vec_rng is not None else set()  # axis ids: a split keeps its id
+  cols = _tile_columns(k, max(vec, tgt.line_floats))
+  col_vectors = -(-cols[1] // vec) if cols is not None else 1
+  upcasted: set[int] = {cols[0]} if cols is not None else set()  # axis ids: a split keeps its id
   while _prod(k.full_shape[:k.first_reduce]) >= 1024:
     strides = [access_strides(k, a) for a in k.accesses]
     choices = []
@@ -93,7 +82,8 @@ def _register_tile(k: Kernel) -> None:
         continue
       if not any(st[axis] == 0 and not any(x == 0 for x in st[k.first_upcast:]) for st in strides):
         continue
-      amt = next((a for a in (8, 4, 3, 2) if size % a == 0 and accumulators() * a <= acc_max), None)
+      budget = max(1, regs - col_vectors - 1)
+      amt = next((a for a in (8, 6, 4, 3, 2) if size % a == 0 and accumulators() * a <= budget), None)
       if amt is None:
         continue
       pos = sum(1 for st in strides if st[axis] != 0)
@@ -104,12 +94,44 @@ def _register_tile(k: Kernel) -> None:
     _, _, amt, axis = min(choices)
     upcasted.add(k.rngs[axis].arg[0])
     k.apply_opt(Opt(OptOps.UPCAST, axis, -amt))
+  if cols is None:
+    return
+  # a second set of column vectors (the outer part kept the axis id) if the accumulators still fit
+  axis = next((i for i, r in enumerate(k.rngs) if r.arg[0] == cols[0]), None)
+  if axis is not None and accumulators() * 2 <= regs - 2 * col_vectors - 1 and \
+      isinstance(size := k.full_shape[axis], int) and size % 2 == 0 and size > 2:
+    k.apply_opt(Opt(OptOps.UPCAST, axis, 2))
+  _panel_order(k, cols[0])
 
-  # a second vector on the vector axis (its outer part kept the axis id) if the accumulators still fit
-  if vec_rng is not None and accumulators() * 2 <= acc_max:
-    axis = next((i for i, r in enumerate(k.rngs) if r.arg[0] == vec_rng.arg[0]), None)
-    if axis is not None and isinstance(size := k.full_shape[axis], int) and size % 2 == 0 and size > 2:
-      k.apply_opt(Opt(OptOps.UPCAST, axis, 2))
+
+def _tile_columns(k: Kernel, want: int) -> tuple[int, int] | None:
+  """Upcast the output's unit-stride axis along which some load is broadcast by `want` elements (one cache line,
+  at least one vector), else the largest vector-sized amount that divides it; (axis id, amount) or None."""
+  vec = k.target.vector_floats
+  stores = [access_strides(k, s.src[0]) for s in k.stores]
+  loads = [access_strides(k, a) for a in k.accesses if a not in {s.src[0] for s in k.stores}]
+  for axis in reversed(range(k.first_reduce)):
+    size = k.full_shape[axis]
+    if not isinstance(size, int) or k.axis_types[axis] is AxisType.THREAD:
+      continue
+    if all(st[axis] == 1 for st in stores) and all(st[axis] in (0, 1) for st in loads) and \
+        any(st[axis] == 0 for st in loads):
+      amt = next((a for a in (want, vec, 8, 4) if a <= MAX_UPCAST and size % a == 0), None)
+      if amt is not None:
+        rid = k.rngs[axis].arg[0]
+        k.apply_opt(Opt(OptOps.UPCAST, axis, amt))
+        return rid, amt
+  return None
+
+
+def _panel_order(k: Kernel, col_id: int) -> None:
+  """Put the column tiles' loop outside the other global loops (SWAP), so the reduce reads the same columns of B
+  for consecutive row tiles: that panel (reduce length x tile columns) stays in L2 while the rows stream."""
+  axis = next((i for i, r in enumerate(k.rngs) if r.arg[0] == col_id), None)
+  if axis is None or axis == 0 or axis >= k.global_dims or not isinstance(k.full_shape[axis], int) or \
+      k.full_shape[axis] < 2:
+    return
+  k.apply_opt(Opt(OptOps.SWAP, 0, axis))
 
 
 def _vectorize_store(k: Kernel) -> None:

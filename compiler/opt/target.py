@@ -1,10 +1,18 @@
-"""What the optimizer may assume about the machine: locals, threads, vector width, and the CPU's identity."""
+"""What the optimizer may assume about the machine: locals, threads, vector width and registers (from the CPU
+features LLVM reports), cache line and cache sizes (from the OS), and the CPU's identity. Every heuristic reads
+its sizes from a `Target`, so nothing is tuned to the CPU it was developed on."""
 from __future__ import annotations
 
 import functools
 import os
 import platform
+import re
 from dataclasses import dataclass
+from pathlib import Path
+
+CACHE_SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
+# what a cache we cannot read is assumed to be: today's common x86 core
+DEFAULT_CACHE_LINE, DEFAULT_L1, DEFAULT_L2 = 64, 32 << 10, 512 << 10
 
 
 @dataclass(frozen=True)
@@ -18,6 +26,9 @@ class Target:
   max_threads: int = 64  # the largest THREAD split allowed
   vector_floats: int = 4  # float32 lanes the heuristics aim a unit-stride upcast at
   vector_regs: int = 16  # vector registers, which bound a register tile
+  cache_line: int = DEFAULT_CACHE_LINE  # bytes; a register tile's contiguous axis covers at least one
+  l1_bytes: int = DEFAULT_L1  # data cache per core
+  l2_bytes: int = DEFAULT_L2
   cpu: str = ""  # LLVM's name of the CPU
   features: str = ""  # LLVM's feature string, e.g. "+avx2,+fma,..."
 
@@ -25,6 +36,67 @@ class Target:
   def key(self) -> str:
     """Identifies the machine for caches: BEAM results from another CPU are not reused."""
     return f"{self.name}|{self.cpu}|{self.features}|threads={self.threads}"
+
+  @property
+  def line_floats(self) -> int:
+    """float32 elements in one cache line."""
+    return max(1, self.cache_line // 4)
+
+
+def vector_shape(features: str) -> tuple[int, int]:
+  """(float32 lanes, vector registers) of a CPU from LLVM's feature string: AVX-512 has 32 registers of 16
+  lanes, AVX/AVX2 16 of 8, SSE 16 of 4 (8 on 32-bit x86, which we do not target); NEON 32 of 4."""
+  feats = set(features.split(","))
+  if "+avx512f" in feats:
+    return 16, 32
+  if "+avx" in feats:
+    return 8, 16
+  return 4, 32 if "+neon" in feats else 16
+
+
+def cpu_target(features: str, threads: int = 1, cpu: str = "", cache_line: int = DEFAULT_CACHE_LINE,
+               l1_bytes: int = DEFAULT_L1, l2_bytes: int = DEFAULT_L2) -> Target:
+  """The target of a CPU with these LLVM features (tests build SSE / AVX2 / AVX-512 machines this way)."""
+  vec, regs = vector_shape(features)
+  return Target(threads=max(1, threads), cpu=cpu, features=features, vector_floats=vec, vector_regs=regs,
+                cache_line=cache_line, l1_bytes=l1_bytes, l2_bytes=l2_bytes)
+
+
+SSE = cpu_target("+sse,+sse2,+sse4.1,+sse4.2", cpu="x86-64")
+AVX2 = cpu_target("+sse4.2,+avx,+avx2,+fma", cpu="haswell", l2_bytes=256 << 10)
+AVX512 = cpu_target("+sse4.2,+avx,+avx2,+fma,+avx512f,+avx512vl", cpu="skylake-avx512", l2_bytes=1 << 20)
+
+
+def _size(text: str) -> int | None:
+  """Bytes of a sysfs cache size ("32K", "1024K", "32M", "512")."""
+  m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)\s*", text)
+  if not m:
+    return None
+  return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
+
+
+def read_caches(root: Path = CACHE_SYSFS) -> tuple[int, int, int]:
+  """(cache line, L1 data, L2) bytes of cpu0 from sysfs; a value that cannot be read keeps its default."""
+  line, l1, l2 = DEFAULT_CACHE_LINE, DEFAULT_L1, DEFAULT_L2
+  try:
+    dirs = sorted(root.glob("index*"))
+  except OSError:
+    return line, l1, l2
+  for d in dirs:
+    try:
+      level, kind = (d / "level").read_text().strip(), (d / "type").read_text().strip()
+      size = _size((d / "size").read_text())
+      ln = int((d / "coherency_line_size").read_text().strip() or 0)
+    except (OSError, ValueError):
+      continue
+    if kind not in ("Data", "Unified") or size is None or size <= 0:
+      continue
+    if level == "1":
+      l1 = size
+      line = ln if 16 <= ln <= 1024 else line
+    elif level == "2":
+      l2 = size
+  return line, l1, l2
 
 
 def _cores() -> int:
@@ -47,8 +119,8 @@ def host_target() -> Target:
   """The host CPU; THREADS=n overrides the number of cores used (THREADS=1 disables THREAD opts)."""
   cpu, features = _llvm_host()
   threads = int(os.environ.get("THREADS", "0") or 0) or _cores()
-  feats = set(features.split(","))
-  # a float32 vector register holds 16 lanes with AVX-512, 8 with AVX, 4 otherwise (SSE, NEON)
-  vec = 16 if "+avx512f" in feats else 8 if "+avx" in feats else 4
-  regs = 32 if "+avx512f" in feats or "+neon" in feats else 16
-  return Target(threads=max(1, threads), cpu=cpu, features=features, vector_floats=vec, vector_regs=regs)
+  line, l1, l2 = read_caches()
+  return cpu_target(features, threads=threads, cpu=cpu, cache_line=line, l1_bytes=l1, l2_bytes=l2)
+
+
+__all__ = ["Target", "cpu_target", "host_target", "read_caches", "vector_shape", "SSE", "AVX2", "AVX512"]
