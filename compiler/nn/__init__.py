@@ -4,12 +4,20 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from compiler.dtype import dtypes
 from compiler.nn import optim, state  # noqa: F401  (nn.optim.SGD, nn.state.safe_save as in tinygrad)
 from compiler.tensor import Tensor
 
 __all__ = ["BatchNorm", "BatchNorm2d", "Conv2d", "Embedding", "GroupNorm", "LayerNorm", "Linear", "RMSNorm", "optim",
            "state"]
+
+
+def _fresh(shape: tuple[int, ...], value: float) -> Tensor:
+  """A float32 tensor filled with value, in a buffer of its own (equal realized graphs share one buffer; parameters
+  are updated in place, so each needs its own)."""
+  return Tensor(np.full(shape, value, np.float32))
 
 
 def _uniform(shape: tuple[int, ...], bound: float) -> Tensor:
@@ -63,12 +71,12 @@ class BatchNorm:
   def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True,
                momentum: float = 0.1):
     self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
-    self.weight = Tensor.ones(sz).contiguous().realize() if affine else None
-    self.bias = Tensor.zeros(sz).contiguous().realize() if affine else None
-    self.num_batches_tracked = Tensor.zeros(1, dtype="int32").contiguous().realize()
+    self.weight = _fresh((sz,), 1.0) if affine else None
+    self.bias = _fresh((sz,), 0.0) if affine else None
+    self.num_batches_tracked = Tensor(np.zeros(1, np.int32))
     if track_running_stats:
-      self.running_mean = Tensor.zeros(sz).contiguous().realize().requires_grad_(False)
-      self.running_var = Tensor.ones(sz).contiguous().realize().requires_grad_(False)
+      self.running_mean = _fresh((sz,), 0.0).requires_grad_(False)
+      self.running_var = _fresh((sz,), 1.0).requires_grad_(False)
 
   def __call__(self, x: Tensor) -> Tensor:
     axes = tuple(i for i in range(x.ndim) if i != 1)
@@ -98,8 +106,8 @@ class LayerNorm:
   def __init__(self, normalized_shape: int | tuple[int, ...], eps: float = 1e-5, elementwise_affine: bool = True):
     self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     self.eps = eps
-    self.weight = Tensor.ones(*self.normalized_shape).contiguous().realize() if elementwise_affine else None
-    self.bias = Tensor.zeros(*self.normalized_shape).contiguous().realize() if elementwise_affine else None
+    self.weight = _fresh(self.normalized_shape, 1.0) if elementwise_affine else None
+    self.bias = _fresh(self.normalized_shape, 0.0) if elementwise_affine else None
 
   def __call__(self, x: Tensor) -> Tensor:
     n = len(self.normalized_shape)
@@ -116,8 +124,8 @@ class GroupNorm:
     if num_channels % num_groups:
       raise ValueError(f"GroupNorm: {num_channels} channels don't divide into {num_groups} groups")
     self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
-    self.weight = Tensor.ones(num_channels).contiguous().realize() if affine else None
-    self.bias = Tensor.zeros(num_channels).contiguous().realize() if affine else None
+    self.weight = _fresh((num_channels,), 1.0) if affine else None
+    self.bias = _fresh((num_channels,), 0.0) if affine else None
 
   def __call__(self, x: Tensor) -> Tensor:
     if x.ndim < 2 or x.shape[1] != self.num_channels:
@@ -133,7 +141,7 @@ class RMSNorm:
 
   def __init__(self, dim: int, eps: float = 1e-6, elementwise_affine: bool = True):
     self.eps = eps
-    self.weight = Tensor.ones(dim).contiguous().realize() if elementwise_affine else None
+    self.weight = _fresh((dim,), 1.0) if elementwise_affine else None
 
   def __call__(self, x: Tensor) -> Tensor:
     y = x * (x.square().mean(-1, keepdim=True) + self.eps).rsqrt()

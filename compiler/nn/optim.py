@@ -4,11 +4,14 @@
 updates of all parameters are scheduled together."""
 from __future__ import annotations
 
+import numpy as np
+
 from compiler.tensor import Tensor
 
 
 def _zeros_like(t: Tensor) -> Tensor:
-  return Tensor.zeros(*t.shape, dtype=t.dtype).contiguous().realize()
+  """Optimizer state in a buffer of its own (equal realized graphs share one; this state is written in place)."""
+  return Tensor(np.zeros(t.shape, t.dtype.np), dtype=t.dtype)
 
 
 class Optimizer:
@@ -79,8 +82,8 @@ class AdamW(Optimizer):
     self.m = [_zeros_like(p) for p in self.params]
     self.v = [_zeros_like(p) for p in self.params]
     # b1**t and b2**t as tensors: as Python numbers each step would compile new kernels
-    self.b1_t = Tensor.ones(1, dtype=self.params[0].dtype).contiguous().realize()
-    self.b2_t = Tensor.ones(1, dtype=self.params[0].dtype).contiguous().realize()
+    self.b1_t = Tensor(np.ones(1, self.params[0].dtype.np), dtype=self.params[0].dtype)
+    self.b2_t = Tensor(np.ones(1, self.params[0].dtype.np), dtype=self.params[0].dtype)
 
   def _step(self) -> list[Tensor]:
     self.b1_t.assign(self.b1_t * self.b1)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, MutableMapping
 
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite, track_graph
 from compiler.runtime.buffer import Buffer, buffer_of, new_buffer_uop
+from compiler.schedule.assign import forget_overwritten, kernel_order
 from compiler.schedule.bufferize import (
   bufferize_candidates,
   earliest_rewrites,
@@ -70,7 +71,11 @@ def create_schedule(outputs: list[UOp], realized: Mapping[UOp, UOp] | None = Non
     sink = graph_rewrite(sink, pm_split_kernels, bottom_up=True, name="split kernels")
     track_graph(sink, "View Kernel Graph")
   schedule: list[ScheduleItem] = []
-  for u in toposort(sink, gate=lambda y: y.op is not Ops.SINK or y is sink):
+  afters = kernel_order([u for u in toposort(sink, gate=lambda y: y.op is not Ops.SINK or y is sink)
+                         if u.op is Ops.AFTER])  # reads of a buffer before the in-place write that overwrites it
+  if realized and isinstance(realized, MutableMapping):  # Tensor.assign overwrote buffers: their old values are gone
+    forget_overwritten(realized, {u.src[0] for u in afters})
+  for u in afters:
     if u.op is Ops.AFTER:
       kernel = u.src[1]
       ins = [buffer_of(b.src[0] if b.op is Ops.AFTER else b) for b in kernel.src[1:]]

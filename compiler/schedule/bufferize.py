@@ -149,7 +149,7 @@ def bufferize_candidates(sink: UOp) -> dict[UOp, BufferizeOpts]:
                                                       Ops.SINK and feeds_reduce[c]) for c in children[u])
   ret: dict[UOp, BufferizeOpts] = {}
   for u in nodes:
-    if u in outputs or u.op is Ops.CONTIGUOUS:
+    if u in outputs or u.op in (Ops.CONTIGUOUS, Ops.ASSIGN):  # an in-place write always gets its kernel
       ret[u] = BufferizeOpts(removable=False)
     elif u in multi or (u.op is Ops.REDUCE_AXIS and feeds_reduce[u]):
       ret[u] = BufferizeOpts(removable=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from compiler.dtype import DType, dtypes
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
 from compiler.runtime.buffer import new_buffer_uop
+from compiler.schedule.assign import assign_target, writes_in_place
 from compiler.schedule.rangeify import KernelContext, buf_size, flat_index, iconst, pm_rangeify, tindex
 from compiler.schedule.shape import prod, shape_of
 from compiler.schedule.simplify import simplify_kernel
@@ -118,8 +119,14 @@ def _split_bufferize(b: UOp) -> UOp:
     x = x.src[0]
   shape = shape_of(b)
   size = prod(shape)
-  out_buf = new_buffer_uop(b.dtype, size)
-  ast, inputs = build_kernel(x, out_buf)
+  target = assign_target(x)
+  if x.op is Ops.ASSIGN:
+    x = x.src[1]
+  ast, inputs = build_kernel(x, target) if target is not None else (None, [])
+  out_buf = target
+  if ast is None or not writes_in_place(ast):  # reading other elements of the target: write a fresh buffer
+    out_buf = new_buffer_uop(b.dtype, size)
+    ast, inputs = build_kernel(x, out_buf)
   kernel = UOp(Ops.KERNEL, dtypes.void, (ast, *inputs), ast.arg.name)
   after = UOp(Ops.AFTER, b.dtype, (out_buf, kernel))
   return after if shape == (size,) else UOp(Ops.RESHAPE, b.dtype, (after,), shape)

@@ -8,7 +8,8 @@ from compiler.uop import GroupOp, Ops, UOp, toposort
 Shape = tuple[int, ...]
 
 # ops whose shape is their first source's
-_SAME_AS_SRC = {Ops.CONTIGUOUS, Ops.DETACH, Ops.CAST, Ops.BITCAST, Ops.BUFFERIZE, Ops.AFTER, Ops.COPY} | GroupOp.ALU
+_SAME_AS_SRC = {Ops.CONTIGUOUS, Ops.DETACH, Ops.CAST, Ops.BITCAST, Ops.BUFFERIZE, Ops.AFTER, Ops.COPY,
+                Ops.ASSIGN} | GroupOp.ALU
 _KEY = "_tensor_shape"
 
 

@@ -29,14 +29,19 @@ class AutogradMixin:
     return type(self)(UOp(Ops.DETACH, self.dtype, (self.uop,)))
 
   def assign(self, x: Any) -> Any:
-    """Give this tensor x's values (same shape and dtype); the tensor object (a parameter) stays the same."""
+    """Give this tensor x's values (same shape and dtype), written into its buffer when it has one."""
     T = type(self)
     if not isinstance(x, T):
       x = T(x, dtype=self.dtype)
     if x.shape != self.shape or x.dtype != self.dtype:
       raise ValueError(f"Tensor.assign: a {x.dtype} tensor of shape {x.shape} into a {self.dtype} tensor of shape "
                        f"{self.shape}")
-    self.uop = x.uop
+    base = self.uop
+    while base.op is Ops.RESHAPE:
+      base = base.src[0]
+    # a realized tensor is written in place (the scheduler orders the reads of its old values first); a lazy one
+    # has no buffer yet and just takes the new graph
+    self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop)) if base.op is Ops.BUFFER else x.uop
     return self
 
   def gradient(self, *targets: Any, gradient: Any = None, materialize_grads: bool = False) -> list:
