@@ -1,0 +1,50 @@
+"""A compiled kernel reuses the plan of its last run (pointers, alias check, chunks) only for the very same arrays;
+new arrays, an in-place call after a plain one, and freed arrays each get a fresh plan, and no buffer is kept alive."""
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+from test_opt_helpers import elementwise_ast
+
+from compiler.runtime.compiled import compile_kernel
+
+
+def _ck():
+  return compile_kernel(elementwise_ast(4, 16))  # out[i, j] = a[i, j] * b[j] + 1
+
+
+def test_repeat_calls_on_new_arrays_write_the_new_arrays():
+  ck = _ck()
+  rng = np.random.default_rng(0)
+  for _ in range(3):
+    a, b = rng.standard_normal(64).astype(np.float32), rng.standard_normal(16).astype(np.float32)
+    out = np.zeros(64, np.float32)
+    ck([out, a, b])
+    ck([out, a, b])  # the reused plan
+    np.testing.assert_array_equal(out, (a.reshape(4, 16) * b + 1).ravel())
+
+
+def test_in_place_after_a_plain_call_uses_the_aliasing_variant():
+  ck = _ck()
+  a, b = np.arange(64, dtype=np.float32), np.full(16, 2, np.float32)
+  out = np.zeros(64, np.float32)
+  ck([out, a, b])
+  want = a * 2 + 1
+  ck([a, a, b])  # output overlaps an input: not the noalias plan of the call before
+  np.testing.assert_array_equal(a, want)
+  assert ck._last[2][0] is ck._alias_fxn
+
+
+def test_the_cached_plan_keeps_no_buffer_alive():
+  ck = _ck()
+  a, b, out = np.ones(64, np.float32), np.ones(16, np.float32), np.zeros(64, np.float32)
+  ck([out, a, b])
+  ref = weakref.ref(a)
+  del a
+  gc.collect()
+  assert ref() is None
+  a2 = np.full(64, 3, np.float32)  # may get the freed array's id: must not match the dead weak reference
+  ck([out, a2, b])
+  np.testing.assert_array_equal(out, np.full(64, 4, np.float32))
