@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 
-EVERY_S = 0.05  # how often a loop looks at the socket (select + a peek: a few us)
+EVERY_S = 0.05  # how often a loop looks at the socket (a poll and a peek: a few us)
 
 
 class ClientGone(Exception):
@@ -38,8 +38,11 @@ def check() -> None:
     return
   _local.next = now + EVERY_S
   try:
-    readable, _, _ = select.select([sock], [], [], 0)
-    if readable and sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+    p = select.poll()  # (select.select fails on fds past 1024)
+    p.register(sock, select.POLLIN)
+    if p.poll(0) and sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
       raise ClientGone()
-  except (OSError, ValueError):  # a closed or odd socket: the client cannot get an answer either
+  except BlockingIOError:  # readable but nothing to read after all
+    return
+  except OSError:  # a closed socket: the client cannot get an answer either
     raise ClientGone() from None
