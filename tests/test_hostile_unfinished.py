@@ -29,9 +29,11 @@ def test_validate_says_unfinished_for_a_killed_recording(tmp_path, capsys):
   assert main(["validate", str(H.small(tmp_path / "s.vztrace"))]) == 0 and "OK" in capsys.readouterr().out
 
 
-def test_a_header_only_file_that_stopped_growing_is_not_live_forever(tmp_path):
+def test_a_header_only_file_that_stopped_growing_is_not_live_forever(tmp_path, capsys):
   _age(H.header_only(tmp_path / "old.vztrace"), STALE_S + 5)
   H.header_only(tmp_path / "fresh.vztrace")
+  (tmp_path / "empty.vztrace").write_bytes(b"")  # not even the header: the same case (found by the CLI's helper)
+  _age(tmp_path / "empty.vztrace", STALE_S + 5)
   st = TraceStore()
   trs = {t.name: t for t in st.add_path(tmp_path)}
   for tr in trs.values():
@@ -39,3 +41,5 @@ def test_a_header_only_file_that_stopped_growing_is_not_live_forever(tmp_path):
   st.poll_once()
   assert trs["old.vztrace"].status == "damaged" and "unfinished" in trs["old.vztrace"].damage["reason"]
   assert trs["fresh.vztrace"].status == "live"
+  assert trs["empty.vztrace"].status == "damaged" and "unfinished" in trs["empty.vztrace"].damage["reason"]
+  assert "store poll failed" not in capsys.readouterr().out

@@ -683,8 +683,11 @@ class TraceStore:
       why = tr.unfinished_reason()
       if why is not None:
         with self.lock:
-          for batch in tr.pull(final=True):
-            tr.apply(batch, events)
+          try:
+            for batch in tr.pull(final=True):
+              tr.apply(batch, events)
+          except (TraceFormatError, OSError) as e:  # e.g. an empty file: not even the header was written
+            why = f"{why} ({e})"
           tr.finish_unended(why)
     if not tr.live:
       tr.close()
