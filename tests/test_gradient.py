@@ -325,3 +325,28 @@ def test_mlp_gradient_llvm(monkeypatch):
   fn = lambda x, w1, w2: (x @ w1).relu().dot(w2).sparse_categorical_crossentropy(y)
   check_gradient(fn, rng.standard_normal((5, 6)), rng.standard_normal((6, 8)), rng.standard_normal((8, 4)), rng=rng)
   assert math.isfinite(fn(*(Tensor(rng.standard_normal(s)) for s in [(5, 6), (6, 8), (8, 4)])).item())
+
+
+# ---- more of the API, fixed shapes: each lowers to the ops above, so each differentiates
+MORE = {
+  "einsum": (lambda a, b: Tensor.einsum("ij,jk->ik", a, b), [(3, 4), (4, 2)]),
+  "conv_transpose2d": (lambda x, w: x.conv_transpose2d(w, stride=2), [(1, 2, 3, 3), (2, 3, 2, 2)]),
+  "interpolate": (lambda x: x.interpolate((4, 6), mode="linear"), [(1, 1, 2, 3)]),
+  "sort": (lambda x: x.sort(-1)[0], [(2, 5)]), "topk": (lambda x: x.topk(2)[0], [(2, 5)]),
+  "cummax": (lambda x: x.cummax(0)[0], [(5,)]), "logcumsumexp": (lambda x: x.logcumsumexp(0), [(4, 2)]),
+  "masked_fill": (lambda x: x.masked_fill(x > 0, 2.0), [(4,)]),
+  "scatter": (lambda x: x.scatter(0, Tensor(np.array([1, 0], dtype=np.int32)), 5.0), [(3,)]),
+  "split": (lambda x: x.split(2)[1] * 2, [(4, 3)]), "lerp": (lambda a, b: a.lerp(b, 0.3), [(3,), (3,)]),
+  "nll_loss": (lambda x: x.log_softmax().nll_loss(Tensor(np.array([1, 0], dtype=np.int32))), [(2, 3)]),
+  "cross_entropy": (lambda x: x.cross_entropy(Tensor(np.array([1, 0], dtype=np.int32))), [(2, 3)]),
+  "var_mean": (lambda x: x.var_mean(0)[0] + x.var_mean(0)[1], [(3, 2)]),
+  "silu": (lambda x: x.silu(), [(4,)]), "elu": (lambda x: x.elu(), [(4,)]),
+  "softplus": (lambda x: x.softplus(), [(4,)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MORE))
+def test_more_api_ops(name):
+  fn, shapes = MORE[name]
+  rng = np.random.default_rng(len(name))
+  check_gradient(fn, *(input_array(rng, s, "away0") * 0.5 for s in shapes), rng=rng, directions=2)
