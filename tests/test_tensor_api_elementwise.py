@@ -75,6 +75,18 @@ def test_inverse_trig_hyperbolic_erf():
         (Tensor(np.array([-0.0, -np.inf], np.float32)).atan(), np.array([-0.0, -np.pi / 2], np.float32)), exact=True)
 
 
+def test_relative_precision_near_cancellations():
+  # erf of tiny x (1 - t P(t) e^-x^2 cancelled: 13% off at 1e-6), softplus of very negative x (log(1 + tiny) was 0),
+  # acosh near 1 (x * x - 1 cancelled)
+  e = np.array([1e-6, -3e-5, 0.01, 0.3, 0.49, 0.51, -0.0], np.float32)
+  z = np.array([-30, -60, -10, -1], np.float32)
+  c = np.array([1.0001, 1.001, 1.01, 1.5], np.float32)
+  erf = np.vectorize(math.erf)
+  check((Tensor(e).erf(), erf(e.astype(np.float64))), (Tensor(z).softplus(), np.logaddexp(0, z.astype(np.float64))),
+        (Tensor(-z).logsigmoid(), -np.logaddexp(0, z.astype(np.float64))),
+        (Tensor(c).acosh(), np.arccosh(c.astype(np.float64))), rtol=1e-5, atol=0)
+
+
 def test_round_copysign_lerp():
   r = np.array([-2.5, -1.5, -0.5, -0.3, -0.0, 0.0, 0.5, 1.5, 2.5, 2.4999998, 3.5000002, 1e9 + 0.5, 8388609.0, np.inf,
                 -np.inf, np.nan], np.float32)
