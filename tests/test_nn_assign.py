@@ -121,3 +121,14 @@ def test_sgd_step_updates_weights_in_place_one_kernel_each():
   assert [_buf(layer.weight), _buf(layer.bias)] == bufs
   np.testing.assert_allclose(layer.weight.numpy(), w0 - 0.1 * np.broadcast_to(x.numpy().sum(0), w0.shape), rtol=1e-5)
   np.testing.assert_allclose(layer.bias.numpy(), b0 - 0.1 * 5, rtol=1e-5)
+
+
+def test_grad_after_a_step_holds_the_step_s_gradient():
+  w = Tensor(np.array([1.0, 2.0], np.float32), requires_grad=True)
+  opt = nn.optim.SGD([w], lr=0.5)
+  (w * w).sum().backward()
+  opt.step()  # w is overwritten in place; .grad still reads as the gradient at the old w
+  np.testing.assert_allclose(w.numpy(), [0.0, 0.0])
+  np.testing.assert_allclose(w.grad.numpy(), [2.0, 4.0])
+  (w * w).sum().backward()  # accumulates onto it, as torch without zero_grad
+  np.testing.assert_allclose(w.grad.numpy(), [2.0, 4.0])

@@ -42,7 +42,8 @@ class Optimizer:
     if missing:
       raise RuntimeError(f"{type(self).__name__}.step: no .grad for parameters of shapes {missing} (call backward "
                          "first)")
-    return self._step() + self.buffers
+    # the gradients are realized too: their graphs read the weights that the step overwrites in place
+    return self._step() + self.buffers + [p.grad for p in self.params]
 
   def _step(self) -> list[Tensor]:
     raise NotImplementedError
