@@ -153,6 +153,9 @@ def _vectorize_store(k: Kernel) -> None:
       if amt <= min(16, room) and s % amt == 0:
         k.apply_opt(Opt(OptOps.UPCAST, axis, amt))
         return
+    if 4 < s <= min(MAX_UPCAST, room):  # a short axis no vector divides (a layer of 10 outputs): all of it
+      k.apply_opt(Opt(OptOps.UPCAST, axis, 0))
+      return
 
 
 def thread_outer_axis(k: Kernel) -> bool:
