@@ -134,8 +134,10 @@ def test_masks():
   check((Tensor(a).masked_select(Tensor(np.zeros((3, 4), bool))), np.zeros(0, np.float32)), exact=True)
   z = np.array([[0, 1, 0], [2, 0, 3]], np.int32)
   check((Tensor(z).nonzero(), np.argwhere(z)), (Tensor(a).nonzero(), np.argwhere(a)), exact=True)
-  with pytest.raises(RuntimeError, match="bool"):
+  with pytest.raises(RuntimeError, match=r"masked_select.*bool.*\(2, 3\).*\(3, 4\)"):
     Tensor(a).masked_select(Tensor(z))
+  with pytest.raises(ValueError, match=r"masked_select.*\(2,\).*\(3, 4\)"):
+    Tensor(a).masked_select(Tensor([True, False]))
 
 
 def test_one_hot_tri_roll():

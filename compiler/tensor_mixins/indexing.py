@@ -198,12 +198,12 @@ class IndexingMixin:
     if not isinstance(mask, T):
       raise TypeError(f"Tensor.masked_select: mask must be a Tensor, got {type(mask).__name__}")
     if mask.dtype != dtypes.bool:
-      raise RuntimeError(f"Tensor.masked_select: mask must be bool, got {mask.dtype}")
-    from_shape = self.shape
+      raise RuntimeError(f"Tensor.masked_select: mask must be bool, got {mask.dtype} (mask {mask.shape}, input "
+                         f"{self.shape})")
     try:
       shape = tuple(np.broadcast_shapes(self.shape, mask.shape))
     except ValueError:
-      raise ValueError(f"Tensor.masked_select: mask of shape {mask.shape} doesn't broadcast with {from_shape}") \
+      raise ValueError(f"Tensor.masked_select: mask of shape {mask.shape} doesn't broadcast with {self.shape}") \
         from None
     x, m = self._broadcast_to(shape).flatten(), mask._broadcast_to(shape).flatten()
     n = int(m.sum().item())
