@@ -350,3 +350,13 @@ def test_more_api_ops(name):
   fn, shapes = MORE[name]
   rng = np.random.default_rng(len(name))
   check_gradient(fn, *(input_array(rng, s, "away0") * 0.5 for s in shapes), rng=rng, directions=2)
+
+
+def test_a_constant_parameter_is_its_own_node():
+  # Tensor(2.0) is a CONST, hash-consed with the 2.0 of `v * 2`: as a parameter it gets a buffer of its own
+  a = Tensor(2.0, requires_grad=True)
+  z = Tensor.zeros(2).requires_grad_()
+  v = Tensor(np.array([1.0, 2.0], np.float32))
+  ((v * 2).sum() + a + (z + Tensor.zeros(2)).sum() * 3).backward()
+  assert a.grad.item() == 1.0 and a.item() == 2.0
+  np.testing.assert_array_equal(z.grad.numpy(), [3.0, 3.0])

@@ -10,6 +10,12 @@ from compiler.gradient import compute_gradient
 from compiler.uop import Ops, UOp, toposort
 
 
+def _is_buffer_view(u: UOp) -> bool:
+  while u.op is Ops.RESHAPE:
+    u = u.src[0]
+  return u.op is Ops.BUFFER
+
+
 class AutogradMixin:
   __slots__ = ()
   training: ClassVar[bool] = False
@@ -20,6 +26,10 @@ class AutogradMixin:
     """Mark this tensor so that `backward()` fills its `.grad` (floats only, as torch)."""
     if requires_grad and not dtypes.is_float(self.dtype):
       raise RuntimeError(f"Tensor.requires_grad_: only floating point tensors can require gradients, got {self.dtype}")
+    if requires_grad and not _is_buffer_view(self.uop):
+      # a lazy or constant tensor is hash-consed with every equal node (its CONST 2.0 is every 2.0 in any graph), and
+      # gradients are per node: a parameter's values go into a buffer of its own
+      self.uop = type(self)(self.numpy(), dtype=self.dtype).uop
     self.requires_grad = requires_grad
     (AutogradMixin._wants_grad.add if requires_grad else AutogradMixin._wants_grad.discard)(self)
     return self
@@ -36,12 +46,9 @@ class AutogradMixin:
     if x.shape != self.shape or x.dtype != self.dtype:
       raise ValueError(f"Tensor.assign: a {x.dtype} tensor of shape {x.shape} into a {self.dtype} tensor of shape "
                        f"{self.shape}")
-    base = self.uop
-    while base.op is Ops.RESHAPE:
-      base = base.src[0]
     # a realized tensor is written in place (the scheduler orders the reads of its old values first); a lazy one
     # has no buffer yet and just takes the new graph
-    self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop)) if base.op is Ops.BUFFER else x.uop
+    self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop)) if _is_buffer_view(self.uop) else x.uop
     return self
 
   def gradient(self, *targets: Any, gradient: Any = None, materialize_grads: bool = False) -> list:
