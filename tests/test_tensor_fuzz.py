@@ -10,8 +10,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.fuzz_tensor_ops import OPS, compare, fuzz, reproducer  # noqa: E402
 
 # wrong signs of zero in ops this fuzz doesn't own, written up with reproducers in /work/notes/fuzz_findings.md
-# (1: abs of +0.0 on the interpreter, 3: pad with -0.0, 4: constant folding of ceil/abs); remove when fixed
-KNOWN = {("abs", "sign of zero"), ("pad", "sign of zero"), ("ceil", "sign of zero")}
+# (3: pad with -0.0, 4: constant folding of ceil); remove when fixed
+KNOWN = {("pad", "sign of zero"), ("ceil", "sign of zero")}
 
 
 def _known(prog, why: str) -> bool:
