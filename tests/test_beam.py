@@ -61,8 +61,11 @@ def test_beam_is_no_worse_than_the_heuristics_and_every_candidate_is_correct(mak
   k = beam_search(Kernel(ast, CPU), amt=2, evaluate=checked_cost, use_cache=False, progress=False)
   heuristic = hand_coded_optimizations(Kernel(ast, CPU))
   assert modelled_cost(k.get_optimized_ast()) <= modelled_cost(heuristic.get_optimized_ast())
-  # each distinct AST timed once (how many depends on how good the heuristic start already is)
-  assert len(timed) > 10 and len({id(t) for t in timed}) == len(timed)
+  # each distinct AST timed once (how many depends on how good the heuristic start already is), except the
+  # hand-coded kernel and the winner, timed again in turns to confirm the winner
+  again = {t for t in timed if sum(x is t for x in timed) > 1}
+  assert len(timed) > 10 and len(again) <= 2
+  assert again <= {heuristic.get_optimized_ast(), k.get_optimized_ast()}
   for got, w in zip(evaluate(k.get_optimized_ast()), want, strict=True):
     np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-4)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import statistics
 import time
 from typing import Any, Callable, Sequence
 
@@ -13,8 +14,9 @@ from compiler.opt.kernel import Kernel
 from compiler.uop import Ops, UOp, toposort
 
 # timing one candidate: at least MIN_REPS runs (the first also checks the output) and MIN_TIME seconds, at most
-# MAX_REPS runs; a candidate whose first run is CUTOFF times slower than the best so far is not timed further
-MIN_REPS, MAX_REPS, MIN_TIME, CUTOFF = 2, 10, 2e-3, 3.0
+# MAX_REPS runs; its time is the median of the runs after the first (steady on a loaded machine, where a minimum
+# rewards one lucky run); a candidate whose first run is CUTOFF times slower than the best so far is not timed further
+MIN_REPS, MAX_REPS, MIN_TIME, CUTOFF = 4, 15, 3e-3, 2.0
 
 
 def prepare_program(ast: UOp) -> Any:
@@ -134,7 +136,7 @@ class RuntimeEvaluator:
         self._check()
       if times[0] > CUTOFF * self.best:
         break  # clearly slower than the best: one run says enough
-    t = min(times)
+    t = statistics.median(times[1:]) if len(times) > 2 else min(times)  # the first run warms caches (and checks)
     self.best = min(self.best, t)
     return t
 

@@ -1,0 +1,52 @@
+"""BEAM's result is never slower than the hand-coded kernel: a winner that was only lucky once is timed again in
+turns with the heuristics' kernel and dropped; a winner that is really faster stays. Timing uses medians."""
+from __future__ import annotations
+
+import pytest
+from test_beam import CPU, modelled_cost
+from test_opt_helpers import matmul_ast, sum_ast
+
+from compiler.opt import Kernel, hand_coded_optimizations
+from compiler.opt.search import beam_search
+from compiler.opt.timing import RuntimeEvaluator, prepare_candidate
+from compiler.uop import UOp
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+  monkeypatch.setenv("BEAM_CACHE_DIR", str(tmp_path / "beam"))
+
+
+def test_a_winner_that_was_lucky_once_is_dropped_for_the_heuristics():
+  ast = sum_ast(256, 64)
+  heur = hand_coded_optimizations(Kernel(ast, CPU)).get_optimized_ast()
+  seen: dict[UOp, int] = {}
+
+  def noisy(cand: UOp) -> float:
+    # every candidate but the heuristics' looks 100x faster the first time it is timed, then 10x slower
+    seen[cand] = seen.get(cand, 0) + 1
+    t = modelled_cost(cand)
+    if cand is heur:
+      return t
+    return t / 100 if seen[cand] == 1 else t * 10
+
+  k = beam_search(Kernel(ast, CPU), amt=2, evaluate=noisy, use_cache=False, progress=False)
+  assert k.get_optimized_ast() is heur
+
+
+def test_a_winner_that_is_faster_stays():
+  ast = sum_ast(256, 64)  # the model prices this kernel's heuristic tile 5x higher than BEAM's best
+  heur = hand_coded_optimizations(Kernel(ast, CPU))
+  k = beam_search(Kernel(ast, CPU), amt=2, evaluate=modelled_cost, use_cache=False, progress=False)
+  assert modelled_cost(k.get_optimized_ast()) < modelled_cost(heur.get_optimized_ast())
+
+
+def test_runtime_evaluator_takes_the_median_of_steady_runs():
+  k = hand_coded_optimizations(Kernel(matmul_ast(32, 32, 32), CPU))
+  ev = RuntimeEvaluator(k, None)
+  try:
+    prepared = prepare_candidate(k.get_optimized_ast())
+    t = ev(prepared)
+    assert t > 0 and ev.best == t
+  finally:
+    ev.close()
