@@ -20,6 +20,7 @@ from compiler.schedule.bufferize import (
   pm_add_bufferize,
   pm_remove_bufferize,
 )
+from compiler.schedule.cache import SCHEDULES, CachedSchedule, structure_key
 from compiler.schedule.kernel import pm_split_kernels
 from compiler.schedule.shape import prod, shape_of
 from compiler.trace.recorder import trace_context
@@ -57,7 +58,9 @@ def create_schedule(outputs: list[UOp], realized: Mapping[UOp, UOp] | None = Non
                     ) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
   """Kernels (in dependency order) that compute the tensor-level `outputs`, and the map output -> buffer view.
 
-  `realized` maps tensor nodes computed earlier to views of their buffers; they are read instead of recomputed."""
+  `realized` maps tensor nodes computed earlier to views of their buffers; they are read instead of recomputed. A
+  graph of a shape scheduled before reuses that schedule (compiler.schedule.cache), seen in the trace as a
+  "schedule cache hit" snapshot in place of the passes."""
   with trace_context(f"schedule {next(_schedule_count)}", kind="schedule"):
     empty = {o: UOp(Ops.RESHAPE, o.dtype, (new_buffer_uop(o.dtype, 0),), shape_of(o))
              for o in outputs if prod(shape_of(o)) == 0}
@@ -65,25 +68,40 @@ def create_schedule(outputs: list[UOp], realized: Mapping[UOp, UOp] | None = Non
     track_graph(sink, "View Tensor Graph")
     if realized:
       sink = graph_rewrite(sink, pm_replace_realized, ctx=realized, name="replace realized")
-    sink = graph_rewrite(sink, earliest_rewrites, name="earliest rewrites")
-    sink = graph_rewrite(sink, pm_add_bufferize, ctx=bufferize_candidates(sink), name="add bufferize")
-    sink = graph_rewrite(sink, pm_remove_bufferize, bottom_up=True, name="remove bufferize")
-    sink = graph_rewrite(sink, pm_split_kernels, bottom_up=True, name="split kernels")
-    track_graph(sink, "View Kernel Graph")
-  schedule: list[ScheduleItem] = []
-  afters = kernel_order([u for u in toposort(sink, gate=lambda y: y.op is not Ops.SINK or y is sink)
-                         if u.op is Ops.AFTER])  # reads of a buffer before the in-place write that overwrites it
+    key, inputs = structure_key(sink) if SCHEDULES.enabled() else (None, [])
+    cached = SCHEDULES.get(key) if key is not None else None
+    if cached is not None:
+      track_graph(sink, "schedule cache hit")
+      kernels, views = cached.bind(inputs)
+    else:
+      kernels, views = _schedule(sink)
+      made = CachedSchedule.of(kernels, views, inputs) if key is not None else None
+      if made is not None:
+        SCHEDULES.put(key, made)
   if realized and isinstance(realized, MutableMapping):  # Tensor.assign overwrote buffers: their old values are gone
-    forget_overwritten(realized, {u.src[0] for u in afters})
-  for u in afters:
+    forget_overwritten(realized, {bufs[0] for _, bufs in kernels})
+  schedule = [ScheduleItem(ast, tuple(buffer_of(b) for b in bufs)) for ast, bufs in kernels]
+  return schedule, dict(zip(outputs, views))
+
+
+def _schedule(sink: UOp) -> tuple[list[tuple[UOp, tuple[UOp, ...]]], list[UOp]]:
+  """The scheduler's passes: kernels as (ast, BUFFER nodes in slot order) in dependency order, the outputs' views."""
+  sink = graph_rewrite(sink, earliest_rewrites, name="earliest rewrites")
+  sink = graph_rewrite(sink, pm_add_bufferize, ctx=bufferize_candidates(sink), name="add bufferize")
+  sink = graph_rewrite(sink, pm_remove_bufferize, bottom_up=True, name="remove bufferize")
+  sink = graph_rewrite(sink, pm_split_kernels, bottom_up=True, name="split kernels")
+  track_graph(sink, "View Kernel Graph")
+  kernels = []
+  afters = [u for u in toposort(sink, gate=lambda y: y.op is not Ops.SINK or y is sink) if u.op is Ops.AFTER]
+  for u in kernel_order(afters):  # reads of a buffer before the in-place write that overwrites it
     if u.op is Ops.AFTER:
       kernel = u.src[1]
-      ins = [buffer_of(b.src[0] if b.op is Ops.AFTER else b) for b in kernel.src[1:]]
-      schedule.append(ScheduleItem(kernel.src[0], (buffer_of(u.src[0]), *ins)))
-  becomes = {}
-  for o, s in zip(outputs, sink.src):
+      ins = tuple(b.src[0] if b.op is Ops.AFTER else b for b in kernel.src[1:])
+      kernels.append((kernel.src[0], (u.src[0], *ins)))
+  views = []
+  for s in sink.src:
     view = _to_view(s)
     if not is_buffer_view(view):
-      raise RuntimeError(f"scheduler bug: output {o.op} became {view.op}, not a buffer view")
-    becomes[o] = view
-  return schedule, becomes
+      raise RuntimeError(f"scheduler bug: an output became {view.op}, not a buffer view")
+    views.append(view)
+  return kernels, views

@@ -1,0 +1,108 @@
+"""Repeat calls of a program reuse its schedule: found by the structure of its tensor graph, buffers as placeholders.
+
+A schedule depends only on the graph's structure (ops, dtypes, args, shapes) and on which leaves are the same buffer,
+never on a buffer's contents, so the graph with every BUFFER replaced by a placeholder numbered in order of first
+appearance, names the schedule of every graph of that shape. A hit
+binds the cached kernels (the very same ASTs, so their compiled runners are found too) to this call's buffers and to
+fresh buffers for what the schedule creates (intermediates and outputs); it costs a walk of the graph instead of the
+scheduler's passes. `SCHEDULE_CACHE=0` turns it off.
+"""
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from compiler.runtime.buffer import new_buffer_uop
+from compiler.uop import Ops, UOp, cons_key, substitute, toposort
+
+SCHEDULE_CACHE_SIZE = 256  # schedules kept (least recently used first out); each holds only its graphs, no buffers
+
+
+def _placeholder(kind: str, k: int, like: UOp) -> UOp:
+  """A stand-in for a buffer in a cached graph: a BUFFER node with no Buffer behind it (its arg is no buffer id)."""
+  return UOp(Ops.BUFFER, like.dtype, (), (kind, k, like.arg[1]))
+
+
+def structure_key(sink: UOp) -> tuple[tuple, list[UOp]]:
+  """The graph's structure with its buffers as placeholders (the cache key), and the buffers in placeholder order.
+
+  A tuple of node rows, not a UOp graph: a key made of the graph's own nodes would keep them alive, and with them
+  the tensor front end's record of which nodes were realized (a realized constant would stay a buffer read)."""
+  index: dict[UOp, int] = {}
+  rows, bufs = [], []
+  for u in toposort(sink):
+    index[u] = len(rows)
+    if u.op is Ops.BUFFER:
+      rows.append((Ops.BUFFER, u.dtype, u.arg[1], len(bufs)))
+      bufs.append(u)
+    else:  # cons_key: equal args of different kinds (0.0 and -0.0, 1 and True) stay different
+      rows.append(cons_key(u.op, u.dtype, tuple(index[s] for s in u.src), u.arg))
+  return tuple(rows), bufs
+
+
+@dataclass(frozen=True)
+class CachedSchedule:
+  """A schedule over placeholders: kernels as (ast, buffers), the outputs' views, and the buffers it creates."""
+  kernels: tuple[tuple[UOp, tuple[UOp, ...]], ...]
+  views: tuple[UOp, ...]
+  created: tuple[UOp, ...]
+
+  @staticmethod
+  def of(kernels: list[tuple[UOp, tuple[UOp, ...]]], views: list[UOp], inputs: list[UOp]) -> CachedSchedule | None:
+    """Express a schedule made for `inputs` (the buffers of structure_key) over placeholders; None if an output
+    names a buffer that is neither an input nor made by a kernel (such a schedule is not cached)."""
+    to_ph = {b: _placeholder("in", i, b) for i, b in enumerate(inputs)}
+    created: list[UOp] = []
+    for _, bufs in kernels:
+      for b in bufs:
+        if b not in to_ph:
+          to_ph[b] = _placeholder("new", len(created), b)
+          created.append(to_ph[b])
+    views = [substitute(v, to_ph) for v in views]
+    if any(b.op is Ops.BUFFER and b.arg[0] not in ("in", "new") for v in views for b in toposort(v)):
+      return None
+    return CachedSchedule(tuple((ast, tuple(to_ph[b] for b in bufs)) for ast, bufs in kernels), tuple(views),
+                          tuple(created))
+
+  def bind(self, inputs: list[UOp]) -> tuple[list[tuple[UOp, tuple[UOp, ...]]], list[UOp]]:
+    """The kernels and output views for this call's buffers, with fresh buffers for the ones the schedule creates."""
+    real = {_placeholder("in", i, b): b for i, b in enumerate(inputs)}
+    real.update({ph: new_buffer_uop(ph.dtype, ph.arg[2]) for ph in self.created})
+    return ([(ast, tuple(real[b] for b in bufs)) for ast, bufs in self.kernels],
+            [substitute(v, real) for v in self.views])
+
+
+class ScheduleCache:
+  """An LRU of CachedSchedules by structure_key."""
+
+  def __init__(self, size: int = SCHEDULE_CACHE_SIZE) -> None:
+    self.size = size
+    self.entries: OrderedDict[tuple, CachedSchedule] = OrderedDict()
+    self.hits = self.misses = 0
+
+  @staticmethod
+  def enabled() -> bool:
+    return os.environ.get("SCHEDULE_CACHE", "1") != "0"
+
+  def get(self, key: tuple) -> CachedSchedule | None:
+    hit = self.entries.get(key)
+    if hit is None:
+      self.misses += 1
+      return None
+    self.entries.move_to_end(key)
+    self.hits += 1
+    return hit
+
+  def put(self, key: tuple, value: CachedSchedule) -> None:
+    self.entries[key] = value
+    self.entries.move_to_end(key)
+    while len(self.entries) > self.size:
+      self.entries.popitem(last=False)
+
+  def clear(self) -> None:
+    self.entries.clear()
+    self.hits = self.misses = 0
+
+
+SCHEDULES = ScheduleCache()
