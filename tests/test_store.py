@@ -230,3 +230,14 @@ def test_huge_trace_is_indexed_in_bounded_batches_without_graphs(tmp_path, monke
   assert all(isinstance(a, array) for a in (rw.pat, rw.before, rw.after, rw.mdt))
   assert not any(hasattr(rw, a) for a in ("graph", "graphs", "nodes"))
   assert tr.nodes.nbytes() < 64 * n_nodes  # a few machine words per node
+
+
+def test_a_kernel_name_keeps_its_suffix_when_colored():
+  # kernels of one shape are told apart by a suffix (r_4_4n1); the colored name must not drop it
+  from viz_server.store import Context, kname_colors
+  c = Context(3, 0, "r_4_4n29", "kernel", 1.0)
+  c.opts.append({"ok": True, "shape": [4, 4], "colors": ["blue", "red"], "kname": "r_4_4n29"})
+  assert "".join(t for t, _ in kname_colors(c)) == "r_4_4n29"
+  assert kname_colors(c)[:4] == [["r", None], ["_", None], ["4", "blue"], ["_", None]]
+  c.opts[0]["kname"] = "r_4_4"
+  assert "".join(t for t, _ in kname_colors(c)) == "r_4_4"

@@ -440,6 +440,9 @@ def kname_colors(c: Context) -> list[list] | None:
       out: list[list] = [[prefix, None]]
       for s, col in zip(shape, colors):
         out += [["_", None], [str(s), col]]
+      made = "".join(text for text, _ in out)
+      if kname.startswith(made) and len(kname) > len(made):  # the suffix that tells kernels of one shape apart (n1)
+        out.append([kname[len(made):], None])
       return out
   return [[c.name, None]]
 
