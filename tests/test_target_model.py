@@ -97,3 +97,10 @@ def test_column_tiles_go_outside_row_tiles():
 def test_tiles_follow_the_register_file_not_the_host():
   # the same kernel, two machines: a wider register file gets a bigger tile
   assert _accumulators(_tiled(AVX512, 512, 512, 512)) > _accumulators(_tiled(AVX2, 512, 512, 512))
+
+
+def test_column_tiles_go_outside_only_when_b_does_not_stay_in_l2():
+  def swapped(t, n):
+    return any(o.op is OptOps.SWAP for o in _tiled(t, n, n, n).applied_opts)
+  assert swapped(AVX2, 512) and not swapped(AVX2, 128)  # B: 1 MiB, 64 KiB against a 256 KiB L2
+  assert not swapped(replace(AVX2, l2_bytes=8 << 20), 512)  # the same kernel on a core with a big L2
