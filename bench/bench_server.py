@@ -33,11 +33,11 @@ from bench.bench_symbolic import random_index_exprs  # noqa: E402
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite  # noqa: E402
 from compiler.symbolic import symbolic  # noqa: E402
 from compiler.trace import recorder  # noqa: E402
-from compiler.trace.reader import TraceReader  # noqa: E402
-from compiler.trace.writer import TraceWriter  # noqa: E402
 from compiler.uop import Ops, UOp  # noqa: E402
 from viz_server.app import create_app  # noqa: E402
 from viz_server.store import TraceStore  # noqa: E402
+from vztrace.reader import TraceReader  # noqa: E402
+from vztrace.writer import TraceWriter  # noqa: E402
 
 try:
   import socketio  # python-socketio, the test suite's client; only the live part needs it

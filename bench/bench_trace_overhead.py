@@ -21,8 +21,8 @@ from bench.table import format_table  # noqa: E402
 from compiler import rewrite  # noqa: E402
 from compiler.symbolic import symbolic  # noqa: E402
 from compiler.trace import native, recorder  # noqa: E402
-from compiler.trace.reader import TraceReader  # noqa: E402
 from compiler.uop import UOp  # noqa: E402
+from vztrace.reader import TraceReader  # noqa: E402
 
 
 class _NoHooksRewriter(rewrite._Rewriter):

@@ -15,9 +15,9 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from compiler.trace.format import FRAME_MAGIC, HEADER, MAGIC, TraceFormatError, pack_column  # noqa: E402
-from compiler.trace.reader import TraceReader  # noqa: E402
-from compiler.trace.writer import TraceWriter  # noqa: E402
+from vztrace.format import FRAME_MAGIC, HEADER, MAGIC, TraceFormatError, pack_column  # noqa: E402
+from vztrace.reader import TraceReader  # noqa: E402
+from vztrace.writer import TraceWriter  # noqa: E402
 
 
 def _col(values: list[int], kind: str = "u32s") -> str:

@@ -15,9 +15,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from compiler.trace import recorder  # noqa: E402
-from compiler.trace import writer as writer_mod  # noqa: E402
-from compiler.trace.reader import TraceReader  # noqa: E402
-from compiler.trace.writer import TraceWriter  # noqa: E402
+from vztrace import writer as writer_mod  # noqa: E402
+from vztrace.reader import TraceReader  # noqa: E402
+from vztrace.writer import TraceWriter  # noqa: E402
 
 
 def typical(n: int) -> list[dict]:

@@ -1,4 +1,4 @@
-"""`DEBUG=N` on the running program (the lines are compiler/trace/debuglines.py's): run_schedule calls these."""
+"""`DEBUG=N` on the running program (the lines are vztrace/debuglines.py's): run_schedule calls these."""
 from __future__ import annotations
 
 import os
@@ -6,7 +6,7 @@ import sys
 import time
 from typing import Any
 
-from compiler.trace.debuglines import opts_line, run_line, schedule_line
+from vztrace.debuglines import opts_line, run_line, schedule_line
 
 
 def level() -> int:

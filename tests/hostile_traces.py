@@ -10,7 +10,7 @@ import zlib
 from pathlib import Path
 from typing import Callable, Iterable
 
-from compiler.trace.format import FRAME_HEADER, FRAME_MAGIC, HEADER, MAGIC, RECORD_LEN, VERSION, pack_column
+from vztrace.format import FRAME_HEADER, FRAME_MAGIC, HEADER, MAGIC, RECORD_LEN, VERSION, pack_column
 
 Record = dict | bytes | str  # a dict is encoded with json; bytes/str are a record's JSON text as it is
 

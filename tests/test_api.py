@@ -11,8 +11,8 @@ from test_server_helpers import XSS, apply_delta, mini, rand_expr, recording, wr
 
 from compiler import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
 from compiler.trace import recorder
-from compiler.trace.writer import TraceWriter
 from viz_server.app import REPO_ROOT, create_app, package_dir
+from vztrace.writer import TraceWriter
 
 
 @pytest.fixture(scope="module")

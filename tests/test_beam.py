@@ -13,8 +13,8 @@ from test_opt_helpers import buffers_for, elementwise_ast, evaluate, matmul_ast,
 from compiler.opt import Kernel, Opt, OptOps, Target, hand_coded_optimizations
 from compiler.opt.search import beam_search, get_kernel_actions, optimize_kernel
 from compiler.trace import recorder
-from compiler.trace.reader import TraceReader
 from compiler.uop import AxisType, UOp
+from vztrace.reader import TraceReader
 
 CPU = Target(threads=2, vector_floats=8, cpu="test-cpu")
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from compiler import Ops, PatternMatcher, UOp, UPat, graph_rewrite
-from compiler.trace import control, recorder
+from compiler.trace import recorder
+from vztrace import control
 
 ROOT = Path(__file__).resolve().parents[1]
 

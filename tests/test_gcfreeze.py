@@ -8,7 +8,7 @@ import pytest
 
 from compiler import UOp, dtypes
 from compiler.trace import gcfreeze, recorder
-from compiler.trace.reader import TraceReader
+from vztrace.reader import TraceReader
 
 
 class Cycle:

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from compiler import Tensor, dtypes
 from compiler.gradient import pm_gradient
 from compiler.trace import recorder
-from compiler.trace.reader import TraceReader
 from compiler.uop import Ops
+from vztrace.reader import TraceReader
 
 
 @pytest.fixture(autouse=True)

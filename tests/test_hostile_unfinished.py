@@ -8,8 +8,8 @@ import time
 import hostile_traces as H
 
 from compiler.trace.cli import main
-from compiler.trace.reader import STALE_S
 from viz_server.store import TraceStore
+from vztrace.reader import STALE_S
 
 
 def _age(path, seconds: float) -> None:

@@ -12,10 +12,10 @@ import urllib.request
 import hostile_traces as H
 import pytest
 
-from compiler.trace.control import HEADER
 from viz_server.__main__ import bind
 from viz_server.app import create_app
 from viz_server.store import TraceStore
+from vztrace.control import HEADER
 
 UPLOADER = """
 import encodings.idna, os, sys, urllib.request, urllib.error  # imported before dropping to a user who cannot read them

@@ -8,10 +8,10 @@ import shutil
 import hostile_traces as H
 import pytest
 
-from compiler.trace.format import MAX_DEPTH
-from compiler.trace.reader import TraceReader
 from viz_server.app import create_app
 from viz_server.store import TraceStore
+from vztrace.format import MAX_DEPTH
+from vztrace.reader import TraceReader
 
 
 def _read(path) -> TraceReader:

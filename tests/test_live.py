@@ -14,9 +14,9 @@ import pytest
 import socketio
 from proc_helpers import alive, get_json, ping, wait_until
 
-from compiler.trace.reader import TraceReader
 from viz_server.__main__ import bind
 from viz_server.app import create_app
+from vztrace.reader import TraceReader
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_FIELDS = ("ctx", "kname", "min", "median", "times", "flops", "bytes", "gflops", "gbs")  # a `run` event's run

@@ -13,8 +13,8 @@ from compiler.codegen import get_program
 from compiler.dtype import DType, dtypes
 from compiler.runtime.compiled import MIN_WORK_PER_THREAD, compile_kernel
 from compiler.trace import recorder
-from compiler.trace.reader import TraceReader
 from compiler.uop import GroupOp, KernelInfo, Ops, UOp, exec_alu
+from vztrace.reader import TraceReader
 
 rng = np.random.default_rng(1)
 N = 24

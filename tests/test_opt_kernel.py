@@ -19,8 +19,8 @@ from test_opt_helpers import (
 from compiler.opt import Kernel, KernelOptError, Opt, OptOps, Target
 from compiler.opt.kernel import access_strides, axis_stride
 from compiler.trace import recorder
-from compiler.trace.reader import TraceReader
 from compiler.uop import AxisType, KernelInfo, Ops, UOp
+from vztrace.reader import TraceReader
 
 CPU = Target(threads=2)
 GPU_LIKE = Target(name="LOCALS", has_local=True, has_shared=True, shared_max=1 << 15, threads=1)

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from compiler.trace.reader import TraceReader
+from vztrace.reader import TraceReader
 
 ROOT = Path(__file__).resolve().parents[1]
 

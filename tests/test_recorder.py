@@ -12,7 +12,7 @@ from trace_helpers import RUN_TO_RUN, promised_order
 from compiler import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
 from compiler.rewrite import track_graph
 from compiler.trace import recorder
-from compiler.trace.reader import TraceReader
+from vztrace.reader import TraceReader
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -313,7 +313,7 @@ def test_odd_values_in_records_are_coerced_one_record_at_a_time(trace):
 
 @pytest.mark.parametrize("flush_at", [8, 1 << 40])
 def test_recording_thread_flushes_when_the_background_thread_does_not(tmp_path, monkeypatch, flush_at):
-  from compiler.trace import writer
+  from vztrace import writer
   monkeypatch.setattr(writer.TraceWriter, "_run", lambda self: None)  # no background flushes (a forked child)
   monkeypatch.setattr(recorder, "FLUSH_AT", flush_at)
   path = tmp_path / "t.vztrace"

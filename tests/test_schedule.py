@@ -11,8 +11,8 @@ from compiler.realize import run_schedule
 from compiler.schedule import create_schedule
 from compiler.schedule.cache import SCHEDULES
 from compiler.trace import recorder
-from compiler.trace.reader import TraceReader
 from compiler.uop import AxisType, Ops, UOp
+from vztrace.reader import TraceReader
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.workloads import WORKLOADS  # noqa: E402

@@ -10,7 +10,7 @@ from compiler import Tensor
 from compiler.runtime.buffer import buffer_of
 from compiler.schedule import create_schedule
 from compiler.schedule.cache import SCHEDULES
-from compiler.trace.reader import TraceReader
+from vztrace.reader import TraceReader
 
 rng = np.random.default_rng(0)
 

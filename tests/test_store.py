@@ -10,10 +10,10 @@ import pytest
 from test_server_helpers import mini, recording, write_kernel_trace
 
 from compiler import UOp, graph_rewrite
-from compiler.trace.format import TraceFormatError
-from compiler.trace.writer import TraceWriter
 from viz_server import store as store_mod
 from viz_server.store import TraceStore, context_entry, kname_colors
+from vztrace.format import TraceFormatError
+from vztrace.writer import TraceWriter
 
 
 def _meta(pid=None):

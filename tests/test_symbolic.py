@@ -331,7 +331,7 @@ def test_named_matchers_compose_symbolic():
 
 def test_trace_names_the_rules(tmp_path):
   from compiler.trace import recorder
-  from compiler.trace.reader import TraceReader
+  from vztrace.reader import TraceReader
   path = tmp_path / "s.vztrace"
   recorder.enable(path, announce=False)
   try:

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from compiler.trace.cli import main, summarize
-from compiler.trace.writer import TraceWriter
+from vztrace.writer import TraceWriter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

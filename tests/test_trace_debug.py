@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.trace.debuglines import opts_line, run_line, schedule_line
+from vztrace.debuglines import opts_line, run_line, schedule_line
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAM = """

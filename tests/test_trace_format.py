@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compiler.trace import format as fmt
-from compiler.trace import writer as writer_mod
-from compiler.trace.format import (
+from vztrace import format as fmt
+from vztrace import writer as writer_mod
+from vztrace.format import (
   FRAME_HEADER,
   FRAME_MAGIC,
   HEADER,
@@ -29,8 +29,8 @@ from compiler.trace.format import (
   unpack_column,
   validate_record,
 )
-from compiler.trace.reader import TraceReader
-from compiler.trace.writer import TraceWriter
+from vztrace.reader import TraceReader
+from vztrace.writer import TraceWriter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -550,7 +550,7 @@ def test_poll_notices_a_file_that_shrank(tmp_path):
 # then waits for it, so the reader sees the file grow however the two processes are scheduled
 WRITER_SCRIPT = textwrap.dedent("""
   import os, sys, time
-  from compiler.trace.writer import TraceWriter
+  from vztrace.writer import TraceWriter
   n = int(sys.argv[2])
   with TraceWriter(sys.argv[1], flush_interval=0.005) as w:
     w.write({"t": "meta", "version": "1.0", "argv": sys.argv, "host": "h", "pid": 1, "python": "3", "started": 0,

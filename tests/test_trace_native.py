@@ -19,7 +19,7 @@ from trace_helpers import promised_order
 from compiler import Ops, UOp, dtypes
 from compiler.trace import columns, native, recorder
 from compiler.trace.nodes import NodeTable
-from compiler.trace.reader import TraceReader
+from vztrace.reader import TraceReader
 
 ROOT = Path(__file__).resolve().parents[1]
 

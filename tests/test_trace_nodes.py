@@ -10,7 +10,7 @@ from compiler.rewrite import track_graph
 from compiler.runtime.buffer import buffer_of, new_buffer_uop
 from compiler.tensor import Tensor
 from compiler.trace import recorder
-from compiler.trace.reader import TraceReader
+from vztrace.reader import TraceReader
 
 
 def _nodes(path) -> list[dict]:

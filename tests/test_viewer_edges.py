@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from proc_helpers import alive, get_json, wait_until
 
-from compiler.trace import control, launch
+from compiler.trace import launch
+from vztrace import control
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ("from compiler import UOp, graph_rewrite, PatternMatcher\n"
@@ -346,7 +347,7 @@ def test_an_empty_trace_file_is_an_unfinished_trace_as_a_header_only_one_is(tmp_
 
 
 def test_damage_is_named_by_its_frame(tmp_path):
-  from compiler.trace.writer import TraceWriter
+  from vztrace.writer import TraceWriter
   p = tmp_path / "t.vztrace"
   starts = []
   with TraceWriter(p, validate=True) as w:

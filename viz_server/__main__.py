@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
-from compiler.paths import trace_dir
-from compiler.trace.control import HEADER as TOKEN_HEADER
-from compiler.trace.control import read_token, remove_token, write_token
+from vztrace.control import HEADER as TOKEN_HEADER
+from vztrace.control import read_token, remove_token, write_token
+from vztrace.paths import trace_dir
 
 if TYPE_CHECKING:
   from viz_server.store import TraceStore
@@ -171,8 +171,8 @@ def stop_viewer(port: int) -> int:
 def open_store(paths: list[Path]) -> TraceStore | None:
   """A store serving every path it can take; a file that is not a trace is named and skipped. None (after saying
   why) when nothing is left to serve: every path was a file and none was a trace."""
-  from compiler.trace.format import TraceFormatError
   from viz_server.store import TraceStore
+  from vztrace.format import TraceFormatError
 
   store, taken = TraceStore(), 0
   for p in paths:

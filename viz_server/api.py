@@ -1,6 +1,6 @@
 """The JSON API (docs/architecture.md, "JSON API"). Every parameter is an int id or a step; none names a file,
 except POST /api/traces/follow, which only a local process holding the viewer's control token may call (it is how
-`VIZ=1` reuses a running viewer; compiler/trace/control.py)."""
+`VIZ=1` reuses a running viewer; vztrace/control.py)."""
 from __future__ import annotations
 
 import os
@@ -8,9 +8,6 @@ from typing import Any, NoReturn
 
 from flask import Blueprint, current_app, jsonify, request
 
-from compiler.trace.control import HEADER as TOKEN_HEADER
-from compiler.trace.control import token_matches
-from compiler.trace.format import TraceFormatError
 from viz_server.diff import BaseGetter, DiffError, diff_graphs
 from viz_server.graphview import BLOCK, label
 from viz_server.highlight import highlight
@@ -18,6 +15,9 @@ from viz_server.peer import peer_uid
 from viz_server.store import Context, Rewrite, Trace, TraceStore, context_entry, kname_colors, run_entry
 from viz_server.timeline import timeline
 from viz_server.views import Views
+from vztrace.control import HEADER as TOKEN_HEADER
+from vztrace.control import token_matches
+from vztrace.format import TraceFormatError
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 APP_NAME = "tinyviz"

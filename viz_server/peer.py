@@ -3,7 +3,7 @@
 alone does not: every user of the machine can reach 127.0.0.1."""
 from __future__ import annotations
 
-from compiler.trace.sockets import ESTABLISHED, tcp_sockets
+from vztrace.sockets import ESTABLISHED, tcp_sockets
 
 
 def peer_uid(client_port: int, server_port: int) -> int | None:

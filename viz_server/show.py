@@ -10,9 +10,9 @@ import json
 import sys
 from typing import IO, Any, Iterator
 
-from compiler.trace.debuglines import SOURCE_KIND, opts_line, run_line, schedule_line
 from viz_server.offline import OfflineApi, OfflineError
 from viz_server.term import Painter, safe, safe_block, use_color
+from vztrace.debuglines import SOURCE_KIND, opts_line, run_line, schedule_line
 
 DIFF_COLORS = {"+": "green", "-": "red", "@": "cyan"}
 

@@ -14,9 +14,9 @@ from array import array
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
-from compiler.trace.format import TraceFormatError
-from compiler.trace.reader import STALE_S, TraceReader, unfinished, writer_alive
 from viz_server.nodes import NodeTable
+from vztrace.format import TraceFormatError
+from vztrace.reader import STALE_S, TraceReader, unfinished, writer_alive
 
 TRACE_SUFFIX = ".vztrace"
 POLL_WINDOW = 1 << 16  # compressed bytes read per poll: about one frame, so one batch holds a frame of records

@@ -8,7 +8,7 @@ import argparse
 import os
 import sys
 
-from compiler.trace.format import TraceFormatError
+from vztrace.format import TraceFormatError
 
 
 def build_parser(prog: str = "python -m viz_server.tools") -> argparse.ArgumentParser:

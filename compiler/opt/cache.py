@@ -11,8 +11,8 @@ from typing import Any
 
 from compiler.opt.kernel import Opt
 from compiler.opt.target import Target
-from compiler.paths import cache_dir as user_cache_dir
 from compiler.uop import UOp, pretty
+from vztrace.paths import cache_dir as user_cache_dir
 
 CACHE_VERSION = 1
 MAX_ENTRY_BYTES = 1 << 16  # an entry is a few hundred bytes; anything far bigger was not written by cache_put

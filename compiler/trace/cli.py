@@ -9,8 +9,8 @@ import time
 from collections import Counter
 from typing import Any
 
-from compiler.trace.format import HEADER, MAGIC, TraceFormatError
-from compiler.trace.reader import STALE_S, TraceReader, unfinished
+from vztrace.format import HEADER, MAGIC, TraceFormatError
+from vztrace.reader import STALE_S, TraceReader, unfinished
 
 KERNEL_RECORDS = ("opt", "beam", "source", "run")
 

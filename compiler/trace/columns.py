@@ -11,9 +11,9 @@ import itertools
 import operator
 from typing import Any, Callable
 
-from compiler.trace.format import column_bytes
 from compiler.trace.native import SPEEDUPS
 from compiler.uop import UOp
+from vztrace.format import column_bytes
 
 _OP, _DTYPE, _ARG, _SRC, _TID = (operator.attrgetter(f) for f in ("op", "dtype", "arg", "src", "_tid"))
 

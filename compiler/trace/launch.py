@@ -3,7 +3,7 @@ the compiler never imports Flask; the viewer is a separate, detached `python -m 
 
 Behaviour (docs/architecture.md, "Live viewing"): the port is VIZ_PORT (default 8000). If this user's tinyviz viewer
 answers there, it is asked (POST /api/traces/follow, with the control token the viewer left for this user:
-compiler/trace/control.py, only once that viewer is proved to be the one listening) to also follow this trace; if
+vztrace/control.py, only once that viewer is proved to be the one listening) to also follow this trace; if
 the port is busy otherwise, that is said once and the viewer this user started instead of it before is reused;
 else a new viewer is started in its own session, following the trace file, logging to
 <cache>/tinyviz/viewer-<port>.log. Either way the URL is printed once. The viewer outlives the script; stop it with
@@ -22,9 +22,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from compiler.paths import cache_dir
-from compiler.trace.control import HEADER as TOKEN_HEADER
-from compiler.trace.control import live_viewer, my_viewers
+from vztrace.control import HEADER as TOKEN_HEADER
+from vztrace.control import live_viewer, my_viewers
+from vztrace.paths import cache_dir
 
 DEFAULT_PORT = 8000
 PING_TIMEOUT = 0.5

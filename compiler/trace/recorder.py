@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from compiler.paths import trace_dir
 from compiler.trace.gcfreeze import HeapFreezer
+from vztrace.paths import trace_dir
 
 if TYPE_CHECKING:
   from compiler.uop import UOp
@@ -43,9 +43,9 @@ class _Buffer:
 
   def __init__(self, lock: Any) -> None:
     from compiler.trace.columns import node_columns
-    from compiler.trace.format import pack_bytes, pack_column
     from compiler.trace.nodes import NodeTable
-    from compiler.trace.writer import encode_json, nested_record_bytes
+    from vztrace.format import pack_bytes, pack_column
+    from vztrace.writer import encode_json, nested_record_bytes
     self.lock = lock
     self.rows: list[UOp | None] = []  # the nodes in id order (their fields are read at the flush, in C); None once
     # drained, so that a node the trace does not keep alive (compiler.trace.nodes) is not kept by this list either
@@ -201,7 +201,7 @@ class Recorder:
   background thread, and on flush/close): recording a match or a new node costs an append."""
 
   def __init__(self, path: str | os.PathLike):
-    from compiler.trace.writer import TraceWriter
+    from vztrace.writer import TraceWriter
     self.path = Path(path)
     self.writer = TraceWriter(self.path, background=True)  # an idle process still shows its last records
     self.pattern_ids: dict[Any, int] = {}

@@ -12,7 +12,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable
 
-from compiler.trace.format import (
+from vztrace.format import (
   FRAME_HEADER,
   FRAME_MAGIC,
   FRAME_TARGET,

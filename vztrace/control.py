@@ -19,8 +19,8 @@ import os
 import secrets
 from pathlib import Path
 
-from compiler.paths import cache_dir
-from compiler.trace.sockets import LISTEN, tcp_sockets
+from vztrace.paths import cache_dir
+from vztrace.sockets import LISTEN, tcp_sockets
 
 HEADER = "X-Tinyviz-Token"
 LOOPBACK = ipaddress.IPv4Address("127.0.0.1")

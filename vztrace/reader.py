@@ -21,7 +21,7 @@ import zlib
 from array import array
 from typing import Any, BinaryIO, Callable, Iterator
 
-from compiler.trace.format import (
+from vztrace.format import (
   FRAME_HEADER,
   FRAME_MAGIC,
   HEADER,

@@ -1,5 +1,5 @@
 """Who holds a TCP socket on this machine, from Linux's /proc/net/tcp and tcp6: the one reading of that table for the
-viewer's control token (which process listens on a port: compiler/trace/control.py) and for its uploads (which user
+viewer's control token (which process listens on a port: vztrace/control.py) and for its uploads (which user
 is on the other end of a loopback connection: viz_server/peer.py). Standard library only."""
 from __future__ import annotations
 
