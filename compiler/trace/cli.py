@@ -199,8 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
   return p
 
 
-# Commands that need the viewer's modules: viz_server imports compiler.trace, so the compiler runs them as a separate
-# process instead of importing them (docs/architecture.md, "Trace tools").
+# Commands that need the viewer's modules: the compiler never imports viz_server (both sit on vztrace), so it runs them
+# as a separate process instead (docs/architecture.md, "Trace tools").
 TOOLS = {"show": "print a trace in the terminal", "compare": "the first divergence between two traces",
          "export": "a self-contained HTML file of a trace"}
 
