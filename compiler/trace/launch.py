@@ -103,9 +103,7 @@ def spawn_viewer(trace_path: str, port: int, instead_of: int | None = None) -> s
   instead_of: the busy port it stands in for (its token record says so, for later runs to find it)."""
   log = _log_path(port)
   log.parent.mkdir(parents=True, exist_ok=True)
-  env = dict(os.environ)
-  env["VIZ"] = "0"  # the viewer must not record (or launch viewers) itself
-  env.pop("VIZ_TRACE", None)
+  env = dict(os.environ)  # VIZ may stay set: the viewer imports no compiler module (tests/test_import_direction.py)
   env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
   kw: dict = {}
   if os.name == "posix":
