@@ -6,12 +6,13 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from test_opt_helpers import buffers_for, matmul_ast, sum_ast
+from test_opt_helpers import buf, buffers_for, matmul_ast, sink, sum_ast
 
 from compiler.opt import Kernel, hand_coded_optimizations
 from compiler.opt.target import AVX2, AVX512, SSE
 from compiler.runtime.compiled import compile_kernel
 from compiler.runtime.interpreter import interpret
+from compiler.uop import AxisType, Ops, UOp
 
 TARGETS = {"sse": SSE, "avx2": AVX2, "avx512": AVX512}
 SIZES = [(1, 1, 1), (7, 17, 63), (17, 65, 7), (63, 64, 65), (65, 63, 17), (96, 384, 33), (130, 48, 1), (64, 1, 9)]
@@ -54,3 +55,18 @@ def test_a_short_output_axis_no_vector_divides_is_upcast_whole(n: int):
   # a layer of 10 outputs: each row's 10 accumulators side by side, not 10 scalar loops
   k = _check(matmul_ast(64, n, 256), AVX512, 256)
   assert n in [s for s, t in zip(k.full_shape, k.axis_types) if t.name == "UPCAST"]
+
+
+def row_reduce_ast(m: int, kk: int, op: Ops = Ops.ADD) -> UOp:
+  """out[i] = reduce_j x[i, j]: the reduce walks each row with stride 1 (softmax's max and sum)."""
+  i, r = UOp.range(m, 0, AxisType.LOOP), UOp.range(kk, 1, AxisType.REDUCE)
+  x = buf(1, m * kk).index(i * kk + r).load()
+  return sink(buf(0, m).index(i).store(x.reduce(r, op=op)), name="rowsum")
+
+
+@pytest.mark.parametrize("op", [Ops.ADD, Ops.MAX])
+@pytest.mark.parametrize("m,kk", [(256, 1024), (7, 65), (63, 36), (1, 1024)])
+def test_a_unit_stride_reduce_is_left_to_the_loop_vectorizer(op: Ops, m: int, kk: int):
+  # no 4 scalar accumulators and no rows upcast around it: LLVM vectorizes the plain loop (reassociable)
+  k = _check(row_reduce_ast(m, kk, op), AVX512, kk)
+  assert all(t not in (AxisType.UNROLL, AxisType.UPCAST) for t in k.axis_types)
