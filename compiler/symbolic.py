@@ -220,8 +220,13 @@ constant_folding = PatternMatcher([
 
 # ---- identities
 
-def add_zero(x: UOp) -> UOp:
-  return x
+def _negative_zero(c: UOp) -> bool:
+  return isinstance(c.arg, float) and c.arg == 0 and math.copysign(1.0, c.arg) < 0
+
+
+def add_zero(x: UOp, c: UOp) -> UOp | None:
+  # x + -0.0 is x for every float; x + 0.0 is not for x = -0.0 (it gives 0.0)
+  return x if _is_intlike(x) or _negative_zero(c) else None
 
 
 def mul_one(x: UOp) -> UOp:
@@ -232,8 +237,9 @@ def mul_zero(x: UOp) -> UOp | None:
   return _const(x.dtype, 0) if _is_intlike(x) else None  # NaN*0 and inf*0 are NaN
 
 
-def sub_zero(x: UOp) -> UOp:
-  return x
+def sub_zero(x: UOp, c: UOp) -> UOp | None:
+  # x - 0.0 is x for every float; x - -0.0 is x + 0.0, not x for x = -0.0
+  return x if _is_intlike(x) or not _negative_zero(c) else None
 
 
 def sub_self(x: UOp) -> UOp | None:
@@ -340,10 +346,10 @@ _x, _y = UPat.var("x"), UPat.var("y")
 _bool_x = UPat.var("x", dtypes.bool)
 
 identities = PatternMatcher([
-  (_x + UPat.const(None, 0), add_zero),
+  (_x + UPat.const(None, 0).named("c"), add_zero),
   (_x * UPat.const(None, 1), mul_one),
   (_x * UPat.const(None, 0), mul_zero),
-  (_x - UPat.const(None, 0), sub_zero),
+  (_x - UPat.const(None, 0).named("c"), sub_zero),
   (_x - _x, sub_self),
   (_x // UPat.const(None, 1), div_one),
   (_x / UPat.const(None, 1), div_one),

@@ -11,6 +11,7 @@ from compiler.dtype import DType, dtypes, least_upper_dtype
 from compiler.runtime.buffer import buffer_of, new_buffer_uop
 from compiler.schedule.shape import shape_of
 from compiler.tensor_mixins import AutogradMixin, CreationMixin, ElementwiseMixin, IndexingMixin, NnMixin, ReduceMixin
+from compiler.tensor_mixins.elementwise import _expm1
 from compiler.uop import Ops, UOp
 
 Shape = tuple[int, ...]
@@ -785,7 +786,12 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     return self._via_float32(lambda x: (1 + (x * (-1 / _LN2)).exp2()).reciprocal())
 
   def tanh(self) -> Tensor:
-    return self._via_float32(lambda x: 2.0 * (2.0 * x).sigmoid() - 1.0)
+    # t / (t + 2) with t = expm1(2|x|): 2 * sigmoid(2x) - 1 cancelled for small x (tanh(1e-30) gave 0)
+    def fn(x: Tensor) -> Tensor:
+      t = _expm1((2.0 * x).abs())
+      mag = (x.abs() > 20.0).where(1.0, t / (t + 2.0))  # past 20, tanh rounds to 1 (and t would overflow)
+      return x._signbit().where(-mag, mag)
+    return self._via_float32(fn)
 
   def gelu(self, approximate: str = "tanh") -> Tensor:
     """The tanh approximation by default (tinygrad's gelu); approximate="none" is torch's exact x * Phi(x)."""

@@ -128,7 +128,7 @@ python_alu: dict[Ops, Callable] = {
   Ops.SIN: lambda x: math.sin(x) if math.isfinite(x) else math.nan,
   Ops.SQRT: lambda x: math.sqrt(x) if x >= 0 else math.nan,
   Ops.RECIP: lambda x: _fdiv(1.0, x), Ops.NEG: lambda x: (not x) if isinstance(x, bool) else -x,
-  Ops.TRUNC: lambda x: float(math.trunc(x)) if math.isfinite(x) else x,
+  Ops.TRUNC: lambda x: math.copysign(float(math.trunc(x)), x) if math.isfinite(x) else x,  # trunc(-0.5) is -0.0
   Ops.ADD: lambda x, y: x + y, Ops.SUB: lambda x, y: x - y, Ops.MUL: lambda x, y: x * y,
   Ops.IDIV: lambda x, y: _cdiv(x, y) if y != 0 else 0, Ops.MOD: lambda x, y: _cmod(x, y) if y != 0 else 0,
   Ops.FDIV: _fdiv, Ops.MAX: max, Ops.CMPLT: lambda x, y: x < y, Ops.CMPNE: lambda x, y: x != y,

@@ -360,3 +360,14 @@ def test_a_constant_parameter_is_its_own_node():
   ((v * 2).sum() + a + (z + Tensor.zeros(2)).sum() * 3).backward()
   assert a.grad.item() == 1.0 and a.item() == 2.0
   np.testing.assert_array_equal(z.grad.numpy(), [3.0, 3.0])
+
+
+def test_copysign_and_the_ops_built_on_it_have_gradients():
+  x = np.array([0.3, -0.7, 1.5], np.float64)
+  t = Tensor(x, requires_grad=True)
+  (g,) = Tensor.gradient((t.copysign(Tensor(np.array([-1.0, 1.0, -2.0]))) * 3).sum(), t)
+  np.testing.assert_allclose(g.numpy(), [-3.0, -3.0, -3.0])  # d/dx of -|x| * 3 where the sign is negative, etc.
+  (g,) = Tensor.gradient(t.erf().sum(), t)
+  np.testing.assert_allclose(g.numpy(), 2 / math.sqrt(math.pi) * np.exp(-x * x), atol=1e-5)  # erf's fit, differentiated
+  (g,) = Tensor.gradient(t.atan().sum(), t)
+  np.testing.assert_allclose(g.numpy(), 1 / (1 + x * x), rtol=1e-6)

@@ -9,9 +9,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.fuzz_tensor_ops import OPS, compare, fuzz, reproducer  # noqa: E402
 
-# wrong signs of zero in ops this fuzz doesn't own, written up with reproducers in /work/notes/fuzz_findings.md
-# (3: pad with -0.0, 4: constant folding of ceil); remove when fixed
-KNOWN = {("pad", "sign of zero"), ("ceil", "sign of zero")}
+# (op, kind of failure) the fuzz may report while a fix is pending; empty: every finding so far is fixed
+KNOWN: set[tuple[str, str]] = set()
 
 
 def _known(prog, why: str) -> bool:

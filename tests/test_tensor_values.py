@@ -609,3 +609,27 @@ def test_unflatten_infers_a_minus_one():
   for bad in ((-1, 5), (-1, -1), (5, 2)):
     with pytest.raises(ValueError, match="unflatten"):
       Tensor(a).unflatten(1, bad)
+
+
+# ---- signed zeros and small arguments (found by the op fuzz, bench/fuzz_tensor_ops.py)
+def test_pad_by_negative_zero_keeps_its_sign():
+  same(Tensor([1.0]).pad(((1, 0),), value=-0.0), np.array([-0.0, 1.0], np.float32))
+
+
+def test_constant_folding_keeps_signs_of_zero():
+  same(Tensor(-0.83).ceil(), np.float32(-0.0))  # trunc(-0.83) folded in Python was +0.0
+  same(Tensor(-0.25).trunc(), np.float32(-0.0))
+  same(Tensor(-0.0) + 0.0, np.float32(0.0))  # x + 0.0 is not x for x = -0.0
+  same(Tensor(-0.0) - (-0.0), np.float32(0.0))
+  same(Tensor(-0.0) - 0.0, np.float32(-0.0))
+  x = Tensor(np.array([-0.0, 0.0, 2.0], np.float32))
+  same(x + 0.0, np.array([0.0, 0.0, 2.0], np.float32))
+  same(x + (-0.0), np.array([-0.0, 0.0, 2.0], np.float32))
+
+
+def test_tanh_keeps_relative_precision_near_zero():
+  x = np.array([2.0 ** -102, 1e-30, 1e-4, -1e-4, 0.3, -2.0, 9.0, 20.0, 30.0, -0.0, np.inf, -np.inf, np.nan],
+               np.float32)
+  got, want = Tensor(x).tanh().numpy(), np.tanh(x.astype(np.float64)).astype(np.float32)
+  np.testing.assert_allclose(got, want, rtol=3e-7, atol=0)
+  assert np.signbit(got[9])

@@ -20,9 +20,10 @@ def _dead_load(ld: UOp, i: UOp) -> UOp | None:
 
 
 def _where_gated_load(v: UOp, ld: UOp, z: UOp) -> UOp | None:
-  # the load already reads 0 where v is false
+  # the load already reads 0 where v is false (+0.0: a pad by -0.0 keeps its WHERE)
   idx = ld.src[0]
-  return ld if z.arg == 0 and len(idx.src) == 3 and idx.src[2] is v else None
+  zero = z.arg == 0 and not (isinstance(z.arg, float) and math.copysign(1.0, z.arg) < 0)
+  return ld if zero and len(idx.src) == 3 and idx.src[2] is v else None
 
 
 def _reduce_invariant(red: UOp) -> UOp | None:

@@ -20,7 +20,6 @@ _ASIN_SMALL = tuple(math.comb(2 * n, n) / (4 ** n * (2 * n + 1)) for n in range(
 _ERF_SMALL = tuple((-1) ** n * 2 / math.sqrt(math.pi) / (math.factorial(n) * (2 * n + 1)) for n in range(7, -1, -1))
 _ERF_P = 0.3275911
 _ERF = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
-_INT_OF = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}
 
 
 def _poly(x: Any, coeffs: tuple[float, ...]) -> Any:
@@ -58,22 +57,14 @@ class ElementwiseMixin:
       raise RuntimeError(f"Tensor.bitcast: can't bitcast {self.dtype} to {dt} (shape {self.shape}): sizes differ")
     return self if dt == self.dtype else T(self.uop.bitcast(dt))
 
-  def _signbit(self) -> Any:
-    """True where the sign bit is set (-0.0 and negative NaNs included)."""
-    if not dtypes.is_float(self.dtype):
-      return self < 0 if not dtypes.is_unsigned(self.dtype) and self.dtype != dtypes.bool else self != self
-    return self.bitcast(_INT_OF[self.dtype.itemsize]) < 0
-
   def copysign(self, other: Any) -> Any:
     """|self| with the sign of other (the sign bit: -0.0 counts as negative), as torch.copysign."""
     T = type(self)
     x = self._float()
     o = other if isinstance(other, T) else T.full((), other, x.dtype)
     x, o = x._broadcasted(o.cast(x.dtype) if dtypes.is_float(o.dtype) else o._float(), "copysign")
-    it = _INT_OF[x.dtype.itemsize]
-    top = -(2 ** (8 * x.dtype.itemsize - 1))
-    bits = x.bitcast(it) & (top ^ -1) | (o.bitcast(it) & top)
-    return bits.bitcast(x.dtype)
+    mag = x.abs()  # a WHERE, not bit operations: the gradient flows through it (erf, atan, asinh, atanh use it)
+    return o._signbit().where(-mag, mag)
 
   def lerp(self, end: Any, weight: Any) -> Any:
     """self + (end - self) * weight."""
