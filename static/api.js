@@ -7,7 +7,15 @@ export class ApiError extends Error {
   }
 }
 
+// answers the boot request brought along, each taken by the first request for its path (docs: "JSON API", /api/boot)
+const primed = new Map();
+
 async function request(path, opts = {}) {
+  if (primed.has(path) && !opts.method) {
+    const body = primed.get(path);
+    primed.delete(path);
+    return body;
+  }
   const offline = globalThis.tinyvizOffline;  // a single-file export answers from its own data (viz_server/export.py)
   if (offline) {
     const [status, body] = await offline(path, opts);
@@ -71,7 +79,22 @@ function shared(path) {
   return p;
 }
 
+/** The first view in one round trip: the trace list and, for the view the URL names (defaults resolved by the server
+ * as app.js resolves them), its trace's contexts, its rewrite's steps and graph. The later requests of the usual flow
+ * for those paths are answered from it. A single-file export has no boot answer: null, and the page asks as usual. */
+async function boot(v) {
+  if (globalThis.tinyvizOffline) return null;
+  const q = [["t", v.trace], ["ctx", v.ctx], ["rw", v.rw], ["step", v.step]].filter(([, x]) => x !== null)
+    .map(([k, x]) => `${k}=${enc(x)}`).join("&");
+  const b = await request(`/api/boot${q ? `?${q}` : ""}`);
+  if (b.trace !== null && b.contexts) primed.set(`/api/traces/${enc(b.trace)}/contexts`, b.contexts);
+  if (b.rewrite) primed.set(`/api/traces/${enc(b.trace)}/rewrites/${enc(b.rw)}`, b.rewrite);
+  if (b.graph) primed.set(graphPath(b.trace, b.rw, b.step), b.graph);
+  return b;
+}
+
 export const api = {
+  boot,
   traces: () => request("/api/traces"),
   upload(file) {
     const form = new FormData();

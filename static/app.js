@@ -679,11 +679,18 @@ async function main() {
   state.b = v.b;
   openPanel(v.panel || "step", {push: false});
   const forcePoll = new URLSearchParams(location.search).get("live") === "poll";
-  // the trace list and a deep-linked trace's contexts in parallel (selectTrace's request finds this one in flight)
-  const listing = api.traces();
-  if (v.trace !== null) api.contexts(v.trace, {reuse: true}).catch(() => {});
+  // one round trip: the trace list, and the answers the first view's requests below will ask for (api.boot primes
+  // them); without it (an export, an older server) the trace list and a deep-linked trace's contexts in parallel
   let list = [];
-  try { list = await listing; } catch (e) { toast(`Cannot list traces: ${e.message}`, "error"); }
+  try {
+    const b = await api.boot(v).catch(() => null);
+    if (b) list = b.traces;
+    else {
+      const listing = api.traces();
+      if (v.trace !== null) api.contexts(v.trace, {reuse: true}).catch(() => {});
+      list = await listing;
+    }
+  } catch (e) { toast(`Cannot list traces: ${e.message}`, "error"); }
   data.traces = list;
   renderTraces();
   const served = v.trace !== null && list.some((x) => x.id === v.trace);

@@ -434,3 +434,61 @@ def test_node_origin_names_the_pass_and_step_that_made_it(tmp_path):
   assert c.get(f"/api/traces/0/nodes/999999/origin?before={p2['id']}").status_code == 404
   # the search replays rewrites without caching views of them (it must not push the viewed ones out)
   assert list(app.extensions["tinyviz"]["views"]._views) == [(0, p2["id"])]
+
+
+def _separately(client, t, ctx, rw, step):
+  """What the page's first view gathers with one request per endpoint, for the view (t, ctx, rw, step)."""
+  return {"traces": _get(client, "/api/traces"), "trace": t, "contexts": _get(client, f"/api/traces/{t}/contexts"),
+          "ctx": ctx, "rw": rw, "rewrite": _get(client, f"/api/traces/{t}/rewrites/{rw}"), "step": step,
+          "graph": _get(client, f"/api/traces/{t}/rewrites/{rw}/graph?step={step}")}
+
+
+@pytest.fixture(scope="module")
+def boot_client(tmp_path_factory):
+  """A trace whose first context has no rewrite, whose second starts with a rewrite that changed nothing."""
+  d = tmp_path_factory.mktemp("boot")
+  x = UOp.variable("x", 0, 10)
+  with recording(d / "b.vztrace"):
+    with recorder.trace_context("empty", kind="schedule"):
+      pass
+    with recorder.trace_context("passes", kind="schedule"):
+      graph_rewrite(x * 2, mini, name="nothing")
+      graph_rewrite(((x + 0) * 1) + 0, mini, name="something")
+  write_rewrites(d / "r.vztrace", [((x + 0) * 1) + 0, (x * 1) * 1])
+  return create_app([d / "r.vztrace", d / "b.vztrace"], follow=False).test_client()
+
+
+def test_boot_resolves_the_default_view_as_the_page_does(boot_client):
+  b = _get(boot_client, "/api/boot")
+  ctxs = _get(boot_client, "/api/traces/1/contexts")
+  assert [c["name"] for c in ctxs][1:] == ["empty", "passes"]
+  passes = ctxs[2]
+  assert [r["changed"] for r in passes["rewrites"]] == [False, True]
+  # the last trace, its first context with rewrites, that context's first rewrite that changed something, step 0
+  assert b == _separately(boot_client, 1, passes["id"], passes["rewrites"][1]["id"], 0)
+
+
+def test_boot_answers_a_deep_link_like_the_separate_endpoints(client):
+  rw = _biggest_rewrite(client)
+  ctx = _get(client, f"/api/traces/2/rewrites/{rw['id']}")["ctx"]
+  b = _get(client, f"/api/boot?t=2&ctx={ctx}&rw={rw['id']}&step=2")
+  assert b == _separately(client, 2, ctx, rw["id"], 2)
+  # a step past the end is the last step; a rewrite not in the context is the context's default one
+  far = _get(client, f"/api/boot?t=2&ctx={ctx}&rw={rw['id']}&step=9999")
+  end = _get(client, f"/api/traces/2/rewrites/{rw['id']}/graph?step=end")
+  assert far["step"] == rw["matches"] and far["graph"] == end
+  k = _get(client, "/api/traces/0/contexts")[2]
+  other = _get(client, f"/api/boot?t=0&ctx={k['id']}&rw={rw['id']}")
+  assert other["rw"] == k["rewrites"][0]["id"] and other["rewrite"]["ctx"] == k["id"]
+
+
+def test_boot_for_a_trace_not_served_gives_the_default_view(client):
+  b = _get(client, "/api/boot?t=99&ctx=2&rw=1&step=3")
+  assert b == _get(client, "/api/boot")
+  assert b["trace"] == 2 and b["step"] == 0
+
+
+def test_boot_without_traces(tmp_path):
+  c = create_app([], follow=False).test_client()
+  assert _get(c, "/api/boot?t=0") == {"traces": [], "trace": None, "contexts": None, "ctx": None, "rw": None,
+                                      "rewrite": None, "step": None, "graph": None}

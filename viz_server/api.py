@@ -3,6 +3,7 @@ except POST /api/traces/follow, which only a local process holding the viewer's 
 `VIZ=1` reuses a running viewer; vztrace/control.py)."""
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, NoReturn
 
@@ -223,27 +224,87 @@ def _rewrite(tr: Trace, r: int) -> Any:
   return rw
 
 
+def _rewrite_detail(rw: Rewrite) -> dict:
+  """A rewrite with its steps (the caller holds the store's lock)."""
+  steps = [rw.step(k) for k in range(1, _last_step(rw) + 1)]
+  return {"id": rw.id, "ctx": rw.ctx, "name": rw.name, "file": rw.file, "line": rw.line, "bottom_up": rw.bottom_up,
+          "dt": rw.dt, "error": rw.error, "ended": rw.ended, "root": rw.root, "end_root": rw.end_root,
+          "steps": steps, "steps_total": rw.matches}
+
+
 @bp.get("/traces/<int:t>/rewrites/<int:r>")
 def rewrite(t: int, r: int) -> Any:
   tr = _trace(t)
   with _store().lock:
-    rw = _rewrite(tr, r)
-    steps = [rw.step(k) for k in range(1, _last_step(rw) + 1)]
-    return jsonify({"id": rw.id, "ctx": rw.ctx, "name": rw.name, "file": rw.file, "line": rw.line,
-                    "bottom_up": rw.bottom_up, "dt": rw.dt, "error": rw.error, "ended": rw.ended, "root": rw.root,
-                    "end_root": rw.end_root, "steps": steps, "steps_total": rw.matches})
+    return jsonify(_rewrite_detail(_rewrite(tr, r)))
+
+
+def _graph_at(tr: Trace, rw: Rewrite, k: int) -> dict:
+  _check_step(rw, k)
+  view = _views().get(tr, rw)
+  _check_size(view, k)
+  view.last_step = k  # no prefetch yet: opening a graph is not stepping (the page asks for the neighbours itself)
+  return view.graph(k)
 
 
 @bp.get("/traces/<int:t>/rewrites/<int:r>/graph")
 def graph(t: int, r: int) -> Any:
   tr = _trace(t)
   rw = _rewrite(tr, r)
-  k = _int_arg("step", 0, allow_end=_last_step(rw))
-  _check_step(rw, k)
-  view = _views().get(tr, rw)
-  _check_size(view, k)
-  view.last_step = k  # no prefetch yet: opening a graph is not stepping (the page asks for the neighbours itself)
-  return jsonify(view.graph(k))
+  return jsonify(_graph_at(tr, rw, _int_arg("step", 0, allow_end=_last_step(rw))))
+
+
+# ---- the first view in one round trip
+
+def _opt_int(name: str) -> int | None:
+  raw = request.args.get(name, "")
+  return ascii_int(raw) if raw else None
+
+
+def _default_view(contexts: list[dict], ctx: int | None, r: int | None) -> tuple[int | None, int | None]:
+  """(context, rewrite) the page shows for a link naming ctx and r (either may be missing or unknown), resolved over
+  the contexts' entries as static/app.js does: the first context with rewrites, its first rewrite that changed
+  something, else its first."""
+  c = next((x for x in contexts if x["id"] == ctx), None) if ctx is not None else None
+  if c is None:
+    c = next((x for x in contexts if x["rewrites"]), None)
+    if c is None:
+      return None, None
+  rws = c["rewrites"]
+  if r is not None and any(x["id"] == r for x in rws):
+    return c["id"], r
+  pick = next((x for x in rws if x["changed"]), rws[0] if rws else None)
+  return c["id"], None if pick is None else pick["id"]
+
+
+@bp.get("/boot")
+def boot() -> Any:
+  """What the page's first view needs (docs: "JSON API", /api/boot): the trace list; for the trace the link names
+  (else the last one) its contexts; for the view's rewrite its steps and the graph at the view's step."""
+  entries = json.loads(traces().get_data())
+  ids = [e["id"] for e in entries]
+  t = _opt_int("t")
+  linked = t in ids  # the page keeps the rest of the link only for a trace it serves
+  t = t if linked else (ids[-1] if ids else None)
+  out: dict[str, Any] = {"traces": entries, "trace": t, "contexts": None, "ctx": None, "rw": None, "rewrite": None,
+                         "step": None, "graph": None}
+  tr = _store().get(t) if t is not None else None
+  if tr is None:
+    return jsonify(out)
+  with _store().lock:
+    out["contexts"] = [context_entry(tr, c) for c in list(tr.contexts.values())]
+    out["ctx"], out["rw"] = _default_view(out["contexts"], _opt_int("ctx") if linked else None,
+                                          _opt_int("rw") if linked else None)
+    rw = tr.rewrites.get(out["rw"]) if out["rw"] is not None else None
+    if rw is not None:
+      out["rewrite"] = _rewrite_detail(rw)
+  if rw is not None:
+    out["step"] = min((_opt_int("step") if linked else None) or 0, _last_step(rw))
+    try:
+      out["graph"] = _graph_at(tr, rw, out["step"])
+    except ApiError:  # too big, say: the page asks for it and shows the error as it would without this answer
+      pass
+  return jsonify(out)
 
 
 @bp.get("/traces/<int:t>/rewrites/<int:r>/delta")

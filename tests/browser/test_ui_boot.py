@@ -1,0 +1,52 @@
+"""The first view in one round trip: the page asks /api/boot and draws the graph from its answer (issue 18)."""
+from __future__ import annotations
+
+from conftest import open_page, state, wait_graph
+
+# every API fetch of the page, with whether a graph was on screen when it was asked (socket.io starts after the
+# first view and does not use fetch)
+LOG_FETCHES = """(() => {
+  const f = window.fetch.bind(window);
+  window.__fetches = [];
+  window.fetch = (u, o) => {
+    const path = new URL(String(u), location.href).pathname + new URL(String(u), location.href).search;
+    if (path.startsWith("/api/")) window.__fetches.push([path, Boolean(document.body && document.body.dataset.graph)]);
+    return f(u, o);
+  };
+})();"""
+
+
+def _first_view(page, server, hash_: str) -> tuple[list[str], list[str]]:
+  """Open the page at hash_: (API paths asked before the first graph was drawn, API requests the network saw)."""
+  seen: list[str] = []
+  page.on("request", lambda r: seen.append(r.url) if "/api/" in r.url else None)
+  page.add_init_script(LOG_FETCHES)
+  open_page(page, server, hash_)
+  page.wait_for_function("() => document.body.dataset.graph")
+  before = [p for p, drawn in page.evaluate("() => window.__fetches") if not drawn]
+  return before, seen
+
+
+def test_default_view_is_one_request(new_page, server):
+  page = new_page()
+  before, seen = _first_view(page, server, "")
+  boot = server.api("/api/boot")
+  wait_graph(page, boot["trace"], boot["rw"], 0)
+  assert before == ["/api/boot"]
+  assert any("/api/boot" in u for u in seen)
+  s = state(page)
+  assert (s["trace"], s["ctx"], s["rw"], s["step"]) == (boot["trace"], boot["ctx"], boot["rw"], 0)
+  n = page.evaluate("() => window.__viz.graph.ids().length")
+  assert n == len(boot["graph"]["nodes"]) > 0
+
+
+def test_deep_link_is_one_request(new_page, server):
+  t = server.trace_id("demo.vztrace")
+  kernel = next(c for c in server.api(f"/api/traces/{t}/contexts") if c["name"] == "E_32")
+  rw = next(r for r in kernel["rewrites"] if r["name"] == "simplify")
+  page = new_page()
+  before, _ = _first_view(page, server, f"#t={t}&c={kernel['id']}&r={rw['id']}&s=2")
+  wait_graph(page, t, rw["id"], 2)
+  assert before == [f"/api/boot?t={t}&ctx={kernel['id']}&rw={rw['id']}&step=2"]
+  # the steps came with it: the slider knows them without asking
+  assert page.locator("#step-slider").get_attribute("max") == str(rw["matches"])
