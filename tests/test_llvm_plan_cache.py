@@ -48,3 +48,20 @@ def test_the_cached_plan_keeps_no_buffer_alive():
   a2 = np.full(64, 3, np.float32)  # may get the freed array's id: must not match the dead weak reference
   ck([out, a2, b])
   np.testing.assert_array_equal(out, np.full(64, 4, np.float32))
+
+
+def test_a_kernel_measured_too_short_for_threads_runs_on_one_and_back():
+  from compiler.opt import Kernel, Opt, OptOps, Target
+  k = Kernel(elementwise_ast(1024, 1024), Target(threads=2))
+  k.apply_opt(Opt(OptOps.THREAD, 0, 2))
+  ck = compile_kernel(k.get_optimized_ast())
+  a, b, out = np.ones(1 << 20, np.float32), np.full(1024, 2, np.float32), np.zeros(1 << 20, np.float32)
+  assert len(ck._chunks(None, [out, a, b], 2)) == 2  # enough work for two threads by the static estimate
+  ck._observe(1e-6, 2)  # a run that took a microsecond on two threads: not worth waking one
+  assert ck._serial and ck._last is None and len(ck._chunks(None, [out, a, b], 2)) == 1
+  ck._observe(1e-6, 1)
+  assert ck._serial
+  ck([out, a, b], threads=2)
+  np.testing.assert_array_equal(out, np.full(1 << 20, 3, np.float32))
+  ck._observe(1.0, 1)  # a long run on one thread: split again
+  assert not ck._serial and len(ck._chunks(None, [out, a, b], 2)) == 2

@@ -26,6 +26,10 @@ from compiler.uop import UOp
 
 # a chunk should have at least this much work (flops + bytes moved) to be worth waking a thread (~10-30 us)
 MIN_WORK_PER_THREAD = 1 << 20
+# ... and a kernel whose runs take less than this much CPU time in all runs on one thread: waking a pool thread
+# and handing the GIL back and forth took 0.1-0.3 ms on a busy 2-core machine, so softmax's 25-80 us kernels ran
+# slower on 2 threads (0.76x) than on one (decided from the kernel's measured runs, with hysteresis)
+PARALLEL_MIN_S = 3e-4
 TRACE_EXTRA_REPS = 9  # re-runs of an idempotent kernel while tracing, for min/median ...
 TRACE_REPS_BUDGET_S = 0.05  # ... as long as they take about this long
 
@@ -98,6 +102,7 @@ class CompiledKernel:
     # the plan of the last run, reused while the same arrays come back (a repeat call costs no pointer reads,
     # overlap checks or chunking); weak references, so a cached kernel keeps no buffer alive
     self._last: tuple | None = None
+    self._serial = False  # its runs were measured too short to be worth splitting across threads
 
   def _cfunc(self, address: int) -> Any:
     prg = self.program
@@ -197,21 +202,30 @@ class CompiledKernel:
     if n <= 0:
       return []
     work = prg.flops(var_vals) + self._nbytes(arrs)
-    t = min(threads or self.threads, n, max(1, work // MIN_WORK_PER_THREAD))
+    t = 1 if self._serial else min(threads or self.threads, n, max(1, work // MIN_WORK_PER_THREAD))
     bounds = [n * i // t for i in range(t + 1)]
     return [(bounds[i], bounds[i + 1]) for i in range(t) if bounds[i] < bounds[i + 1]]
 
   def _run(self, arrs: list[np.ndarray], vals: list[int], var_vals: Mapping[str, int] | None,
            threads: int | None, plan: tuple | None = None) -> None:
     fxn, args, chunks = plan if plan is not None else self._plan(arrs, vals, var_vals, threads)
+    t0 = time.perf_counter()
     if len(chunks) <= 1:
       for s, e in chunks:
         fxn(*args, s, e)
-      return
-    futs = [_pool(len(chunks)).submit(fxn, *args, s, e) for s, e in chunks[1:]]
-    fxn(*args, *chunks[0])
-    for f in futs:
-      f.result()
+    else:
+      futs = [_pool(len(chunks)).submit(fxn, *args, s, e) for s, e in chunks[1:]]
+      fxn(*args, *chunks[0])
+      for f in futs:
+        f.result()
+    self._observe(time.perf_counter() - t0, len(chunks))
+
+  def _observe(self, dt: float, nchunks: int) -> None:
+    """Decide from a run's duration whether later runs split across threads (the plan is made anew on a change)."""
+    cpu = dt * max(1, nchunks)  # about the CPU time of the whole run
+    serial = cpu < (2 * PARALLEL_MIN_S if self._serial else PARALLEL_MIN_S)
+    if serial != self._serial and (nchunks > 1 or self._serial):
+      self._serial, self._last = serial, None
 
   def _plan(self, arrs: list[np.ndarray], vals: list[int], var_vals: Mapping[str, int] | None,
             threads: int | None) -> tuple:
