@@ -204,7 +204,11 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     schedule, becomes = create_schedule(uops, _realized)
     run_schedule(schedule)
     for t, u in zip(todo, uops):
-      _realized[u] = t.uop = becomes[u]
+      t.uop = becomes[u]
+      # a graph of constants only is not remembered: its nodes are shared with every graph using those constants
+      # (hash-consing), which would then read a buffer instead of folding them, and two such tensors one buffer
+      if any(x.op is Ops.BUFFER for x in u.toposort()):
+        _realized[u] = t.uop
 
   def realize(self, *others: Tensor) -> Tensor:
     """Compute this tensor (and `others`, in the same schedule) into buffers."""

@@ -305,3 +305,15 @@ def test_cost_rule_bounds_recomputation():
     z = (z - z.mean()) * 2
   sched = kernels(z)
   assert max(len(si.bufs) for si in sched) <= 6
+
+
+def test_a_realized_constant_is_not_read_from_its_buffer_by_other_graphs():
+  # hash-consing makes Tensor(2.0)'s node the constant 2.0 of every graph: remembering it as realized made them all
+  # load it from that buffer (an extra input per kernel), and two equal constant tensors share one buffer
+  Tensor(2.0).numpy()
+  (si,) = kernels(randt(2, 2) * 2.0)
+  assert len(si.bufs) == 2 and not any(ld.src[0].src[0].arg == 2 for ld in ops_in(si.ast, Ops.LOAD))
+  a, b = (Tensor.zeros(3).contiguous().realize() for _ in range(2))
+  a.assign(a + 1).realize()
+  np.testing.assert_array_equal(a.numpy(), [1, 1, 1])
+  np.testing.assert_array_equal(b.numpy(), [0, 0, 0])
