@@ -449,3 +449,21 @@ def test_rows_copy_on_write():
     assert not a.is_free(50.0, 10.0, 40.0, 23.0) and not a.is_free(50.0, 80.0, 40.0, 23.0)
     assert a.is_free(120.0, 45.0, 10.0, 4.0) and not b.is_free(120.0, 45.0, 10.0, 4.0)
     assert b.is_free(50.0, 10.0, 40.0, 23.0) and b.is_free(50.0, 80.0, 40.0, 23.0) and b.ys == [10.0, 45.0]
+
+
+def test_big_graph_takes_the_cut_search_and_stays_valid(monkeypatch):
+    # past BIG_EDGES proper edges the ordering runs from one start with a smaller transpose budget (issue 18: a
+    # 5,000-node layout under 400 ms); the result must still be a valid layout, better than the first sweep alone
+    import viz_server.layout as L
+    seen = []
+    search, finish = L._search, L._finish
+    monkeypatch.setattr(L, "_search", lambda O, starts, *a: seen.append((len(O.P.up), starts)) or search(O, starts, *a))
+    swept = []
+    monkeypatch.setattr(L, "_finish", lambda O, *a: swept.append(O.best_c) or finish(O, *a))
+    edges = uop_like(5000, 2)
+    sizes = sizes_for(nodes_of(edges), 2)
+    lay = layout_graph(sizes, edges)
+    assert_valid(lay, sizes, edges)
+    ((n_proper, starts),) = seen
+    assert n_proper > L.BIG_EDGES and starts == L.STARTS[:1]
+    assert count_crossings(lay) <= swept[0]
