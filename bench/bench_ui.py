@@ -133,14 +133,37 @@ def wait_first_graph(page) -> None:
     raise RuntimeError(f"no graph painted at {page.url}: {shown!r} {errors}") from e
 
 
-def first_graph(browser, url: str) -> tuple[float, int]:
+# long animation frames (Chromium's 'long-animation-frame' entries) since the page began, kept in window.__longFrames
+WATCH_FRAMES = """(() => {
+  window.__longFrames = [];
+  try {
+    new PerformanceObserver((l) => { for (const e of l.getEntries()) window.__longFrames.push(e.duration); })
+      .observe({type: "long-animation-frame", buffered: true});
+  } catch (e) { window.__longFrames = null; }
+})();"""
+LONG_MS = 50.0  # the issue's bound: no frame longer than this while stepping
+LONG = f"() => window.__longFrames === null ? null : window.__longFrames.filter((d) => d > {LONG_MS})"
+long_frames: dict[str, list[float]] = {}  # where -> durations (ms) of the frames over LONG_MS seen there
+
+
+def note_long_frames(page, where: str) -> None:
+  got = page.evaluate(LONG)
+  if got is not None:
+    long_frames.setdefault(where, []).extend(got)
+  page.evaluate("() => { if (window.__longFrames) window.__longFrames.length = 0; }")
+
+
+def first_graph(browser, url: str, where: str = "page load") -> tuple[float, int]:
   """Load the page in a fresh browser context: (ms from navigation start to the first painted graph, its nodes)."""
   ctx = browser.new_context(viewport=VIEWPORT)
   try:
     page = ctx.new_page()
+    page.add_init_script(WATCH_FRAMES)
     page.goto(url)
     wait_first_graph(page)
-    return page.evaluate("() => [window.__viz.perf.firstGraphMs, window.__viz.graph.nodes.size]")
+    out = page.evaluate("() => [window.__viz.perf.firstGraphMs, window.__viz.graph.nodes.size]")
+    note_long_frames(page, where)
+    return out
   finally:
     ctx.close()
 
@@ -191,8 +214,8 @@ def bench_workloads(browser, tmp: Path, scale: float, repeat: int) -> list[Row]:
     # finding the largest graph lays out every step-0 graph: this server is now the warm one
     cbig, rbig, _ = largest_graph(url, tid)
     big_link = f"{url}/#t={tid}&c={cbig}&r={rbig}&s=0"
-    warm_default = [first_graph(browser, url + "/") for _ in range(repeat)]
-    warm_big = [first_graph(browser, big_link) for _ in range(repeat)]
+    warm_default = [first_graph(browser, url + "/", "page load, default view") for _ in range(repeat)]
+    warm_big = [first_graph(browser, big_link, "page load, largest") for _ in range(repeat)]
   finally:
     stop_server(proc)
   cold_default, cold_big = [], []
@@ -202,7 +225,7 @@ def bench_workloads(browser, tmp: Path, scale: float, repeat: int) -> list[Row]:
       # or laid out yet
       proc, url = start_server(trace, log)
       try:
-        out.append(first_graph(browser, url + link))
+        out.append(first_graph(browser, url + link, "page load, default view" if link == "/" else "page load, largest"))
       finally:
         stop_server(proc)
   nd, nb = cold_default[0][1], cold_big[0][1]
@@ -238,8 +261,11 @@ def bench_synthetic(browser, tmp: Path, repeat: int, reps: int) -> list[Row]:
     firsts = [first_graph(browser, f"{url}/#t={tid}&c={c2}&r={r2}&s=0")[0] for _ in range(repeat)]
     rows.append((f"first graph after page load, synthetic {n2}-node graph, server warm", firsts, 1000.0))
     page = browser.new_context(viewport=VIEWPORT).new_page()
+    page.add_init_script(WATCH_FRAMES)
     page.goto(f"{url}/#t={tid}&c={c2}&r={r2}&s=0")
     wait_first_graph(page)
+    page.evaluate(PAINTED)
+    note_long_frames(page, f"page load, {len(g2['nodes'])}-node graph")
     # 2. step changes on the 2,000-node graph: with the server's answer already in the browser (what the page
     # does when it prefetched the neighbouring step), and end to end including the server's answer
     page.evaluate("async () => { window.__vizApi = (await import('/static/api.js')).api; }")
@@ -252,6 +278,7 @@ def bench_synthetic(browser, tmp: Path, repeat: int, reps: int) -> list[Row]:
       k = n_steps - 1 - 2 * i  # jumps of 2 steps backwards: never prefetched
       page.evaluate(PAINTED)
       cold.append(page.evaluate(STEP, k))
+    note_long_frames(page, f"stepping, {n2}-node graph")
     rows.append((f"step change, {n2}-node graph, answer in the browser", warm, 50.0))
     rows.append((f"step change, {n2}-node graph, incl. server answer", cold, 50.0))
     # 3. first render of a 5,000-node graph, switching from the 2,000-node one (whose answer the browser holds):
@@ -285,6 +312,9 @@ def print_table(rows: list[Row]) -> None:
     med = statistics.median(samples)
     print(f"{name:<{w}}  {len(samples):3d}  {min(samples):9.1f}  {med:9.1f}  {budget:7.0f}  {med / budget:6.2f}")
   print("ratio: median / budget (< 1 is within budget)")
+  if long_frames:
+    print(f"long animation frames (> {LONG_MS:.0f} ms): " + "; ".join(
+      f"{where}: {len(d)}" + (f" (longest {max(d):.0f} ms)" if d else "") for where, d in long_frames.items()))
 
 
 def main() -> None:

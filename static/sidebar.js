@@ -17,6 +17,7 @@ export class Sidebar {
     this.collapsed = new Set();
     this.ctx = null;
     this.rw = null;
+    this._scrollPending = false;
     this.live = true;  // whether the trace's writer still runs: a rewrite without an end is running, else cut off
     this.filterEl.addEventListener("input", () => this.render());
     this.hideEl.addEventListener("change", () => this.renderRewrites());
@@ -141,8 +142,20 @@ export class Sidebar {
     for (const li of this.treeEl.querySelectorAll("li.selected")) li.classList.remove("selected");
     for (const li of this.rwEl.querySelectorAll("li.selected")) li.classList.remove("selected");
     const cli = this.treeEl.querySelector(`li[data-ctx="${this.ctx}"]`);
-    if (cli) { cli.classList.add("selected"); cli.scrollIntoView({block: "nearest"}); }
+    if (cli) cli.classList.add("selected");
     const rli = this.rwEl.querySelector(`li[data-rw="${this.rw}"]`);
-    if (rli) { rli.classList.add("selected"); rli.scrollIntoView({block: "nearest"}); }
+    if (rli) rli.classList.add("selected");
+    // scrolling forces a layout (~30 ms of the first view on a slow machine, once per call): do it once, in the
+    // next frame, where the layout is computed anyway
+    if (!this._scrollPending) {
+      this._scrollPending = true;
+      requestAnimationFrame(() => { this._scrollPending = false; this._scrollToSelection(); });
+    }
+  }
+
+  _scrollToSelection() {
+    for (const li of [this.treeEl.querySelector("li.selected"), this.rwEl.querySelector("li.selected")]) {
+      if (li) li.scrollIntoView({block: "nearest"});
+    }
   }
 }
