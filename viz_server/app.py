@@ -113,6 +113,20 @@ def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, 
   hosts = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
   app.register_blueprint(api_bp)
 
+  _guard_requests(app, hosts, max_upload)
+  _page_routes(app, templates_dir, socketio_client)
+  socketio = SocketIO(app, async_mode="threading")
+  app.wsgi_app = guard_socketio(app.wsgi_app, hosts)  # type: ignore[method-assign]
+  live.attach(socketio, store)
+  if follow:
+    store.start()
+  return app
+
+
+def _guard_requests(app: Flask, hosts: set[str] | None, max_upload: int) -> None:
+  """Every request: the Host check, turns with background work, stopping when the client goes, security headers,
+  JSON errors."""
+
   @app.before_request
   def _check_host() -> Any:
     TURNS.begin()  # background layout work waits while requests are served
@@ -146,6 +160,10 @@ def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, 
       return jsonify({"error": f"upload too large (limit {max_upload} bytes)"}), 413
     return jsonify({"error": e.description if e.code != 404 else "not found"}), e.code
 
+
+def _page_routes(app: Flask, templates_dir: Path, socketio_client: Path | None) -> None:
+  """The UI's page, the socket.io browser client and the highlighting stylesheet."""
+
   def client_js() -> Path | None:
     return socketio_client if socketio_client is not None and socketio_client.is_file() else None
 
@@ -171,10 +189,3 @@ def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, 
   @app.get("/highlight.css")
   def highlight_css() -> Any:
     return Response(stylesheet(), mimetype="text/css")
-
-  socketio = SocketIO(app, async_mode="threading")
-  app.wsgi_app = guard_socketio(app.wsgi_app, hosts)  # type: ignore[method-assign]
-  live.attach(socketio, store)
-  if follow:
-    store.start()
-  return app
