@@ -1,8 +1,7 @@
 """Benchmark of viz_server.layout against Graphviz dot on random DAGs shaped like UOp graphs.
 
 Prints, per graph size: our time and edge crossings, dot's time and crossings (when `dot` is installed), the ratio
-of crossings ours/dot, and how far nodes move (mean, in node spacings) after small rewrites when the previous
-layout is passed as `prev`, next to the same figure for a fresh layout.
+of crossings ours/dot. (How far nodes move from one step to the next is viz_server/place.py's job: bench_server.py.)
 
     python bench/bench_layout.py            # 500, 2000 and 5000 nodes, dot on all (5000 takes minutes)
     python bench/bench_layout.py --quick    # no dot at 5000
@@ -28,7 +27,6 @@ from viz_server.layout import (  # noqa: E402
     count_crossings,
     count_segment_crossings,
     layout_graph,
-    mean_displacement,
 )
 
 # ---------------------------------------------------------------- graphs
@@ -93,31 +91,6 @@ def label_sizes(nodes, seed: int = 0) -> dict[int, tuple[float, float]]:
     """Sizes like rendered labels: one to three lines of 6 to 22 characters."""
     rng = random.Random(seed)
     return {v: (float(12 + 7 * rng.randint(6, 22)), float(10 + 16 * rng.randint(1, 3))) for v in nodes}
-
-
-def mutate(nodes: set[int], edges: list[tuple[int, int]], kind: str, seed: int):
-    """A small rewrite: insert a node on an edge, bypass a node, or replace a node and its private operands."""
-    rng = random.Random(seed)
-    edges = list(dict.fromkeys(edges))
-    preds: dict[int, list[int]] = {}
-    nusers: dict[int, int] = {}
-    for s, d in edges:
-        preds.setdefault(d, []).append(s)
-        nusers[s] = nusers.get(s, 0) + 1
-    fresh = max(nodes) + 1
-    if kind == "add":
-        a, b = rng.choice(edges)
-        return nodes | {fresh}, [e for e in edges if e != (a, b)] + [(a, fresh), (fresh, b)]
-    if kind == "remove":
-        c = rng.choice(sorted(v for v, p in preds.items() if len(p) == 1 and v in nusers))
-        return nodes - {c}, [(preds[c][0] if s == c else s, d) for s, d in edges if d != c]
-    c = rng.choice(sorted(v for v, p in preds.items() if len(p) >= 2 and v in nusers))
-    sub = {c} | {p for p in preds[c] if nusers[p] == 1 and p in preds}
-    ren = {v: fresh + i for i, v in enumerate(sorted(sub))}
-    return (nodes - sub) | set(ren.values()), [(ren.get(s, s), ren.get(d, d)) for s, d in edges]
-
-
-# ---------------------------------------------------------------- dot
 
 
 def run_dot(sizes, edges, timeout: float) -> tuple[float | None, int | None]:
@@ -192,7 +165,7 @@ def main() -> None:
     has_dot = shutil.which("dot") is not None
     layout_graph({0: (1.0, 1.0), 1: (1.0, 1.0)}, [(0, 1)])  # warm up lazy numpy imports
     hdr = (f"{'nodes':>6} {'edges':>6} {'ours s':>7} {'cpu s':>6} {'ours cross':>10} {'dot s':>8} {'dot cross':>10} "
-           f"{'ratio':>6} | {'moved: add':>10} {'remove':>7} {'replace':>8} {'(fresh)':>8}")
+           f"{'ratio':>6}")
     print(hdr)
     print("-" * len(hdr))
     for n in [int(x) for x in args.sizes.split(",")]:
@@ -218,24 +191,9 @@ def main() -> None:
                 dot_s = f">{args.dot_timeout:.0f}"
             else:
                 dot_s, dot_c, ratio = f"{dt:.2f}", str(dc), f"{ours / max(dc, 1):.3f}"
-        spacing = float(np.mean([w for w, _ in sizes.values()])) + NODE_GAP
-        moved = {}
-        fresh = []
-        for kind in ("add", "remove", "replace"):
-            ds = []
-            for seed in range(3):
-                n2, e2 = mutate(nodes, edges, kind, seed)
-                s2 = {v: sizes.get(v, (90.0, 26.0)) for v in n2}
-                ds.append(mean_displacement(lay, layout_graph(s2, e2, prev=lay), spacing))
-                if seed == 0:
-                    fresh.append(mean_displacement(lay, layout_graph(s2, e2), spacing))
-            moved[kind] = float(np.mean(ds))
         print(f"{nn:>6} {len(edges):>6} {min(times):>7.3f} {min(cpu):>6.3f} {ours:>10} {dot_s:>8} {dot_c:>10} "
-              f"{ratio:>6} | {moved['add']:>10.4f} {moved['remove']:>7.4f} {moved['replace']:>8.4f} "
-              f"{np.mean(fresh):>8.2f}", flush=True)
+              f"{ratio:>6}", flush=True)
     print("ours s: best wall time of --repeat runs; cpu s: its process time (tells contention apart)")
-    print("moved: mean distance of the nodes present before and after a small rewrite (3 seeds each), laid out with "
-          "prev, in node spacings (mean width + gap); (fresh): the same without prev")
 
 
 if __name__ == "__main__":

@@ -319,7 +319,7 @@ class GraphView:
       edges.extend((s, nid) for s in rp.node(nid)[3])  # type: ignore[index]
     if pause is not None:
       pause()
-    lay = layout_graph(sizes, edges, None, pause)
+    lay = layout_graph(sizes, edges, pause=pause)
     return _Full(lay.pos, lay.layer, lay.edges, lay.width, lay.height)
 
   def _below(self, k: int, base: Layout, pause: Callable[[], None] | None = None) -> Layout:
@@ -334,7 +334,7 @@ class GraphView:
     new = [n for n in members if n not in base.pos]
     self.stats["full"] += 1
     sizes = {n: self.size(n) for n in new}
-    sub = layout_graph(sizes, [(s, d) for d in new for s in rp.node(d)[3] if s in sizes], None, pause)  # type: ignore[index]
+    sub = layout_graph(sizes, [(s, d) for d in new for s in rp.node(d)[3] if s in sizes], pause=pause)  # type: ignore[index]
     top = max(base.pos[n][1] + self.size(n)[1] / 2 for n in keep) + LAYER_GAP
     xs = [base.pos[n][0] for n in keep]
     dx = max(0.0, (min(xs) + max(xs)) / 2 - sub.width / 2)  # the block centered under what was kept

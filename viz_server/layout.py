@@ -23,11 +23,8 @@ Pipeline (numpy throughout; Python loops only where a step is inherently sequent
    their edge, then projects all rows exactly back onto their order and separations (weighted isotonic
    regression, all rows in one vectorized pool-adjacent-violators);
 6. y: each layer is a band as tall as its tallest node, bands LAYER_GAP apart.
-With `prev` (the layout of the previous step): surviving nodes keep their layer unless an edge forces a change
-(then the cheaper of pushing users down or operands up), orders are seeded from previous x (new nodes where their
-neighbours are, or where the node they replace was) and refined only around new nodes, and surviving nodes and
-dummies are held at their previous x; where new nodes need room, gaps shrink down to STABLE_GAP of normal first,
-then the side of the row that moves least makes way.
+A step's layout is derived from the one before it elsewhere (viz_server/place.py); this module lays a graph out
+from scratch.
 """
 from __future__ import annotations
 
@@ -55,9 +52,6 @@ BIG_EDGES = 25_000
 BIG_SWEEPS = 2
 BIG_WORK = 200_000
 COORD_ITERS = 30    # coordinate steps from packed rows
-STABLE_ITERS = 10   # coordinate steps with nodes held at their previous x
-STABLE_GAP = 0.5    # with prev: gaps may shrink to this fraction to fit new nodes in before old ones move
-STABLE_MIN = 0.5    # with prev: the share of nodes it must know for the layout to stay close to it
 DUMMY_LINE = 0.5    # a dummy's target x: this much the straight line of its edge, the rest its neighbours' mean
 
 
@@ -222,48 +216,12 @@ def _back_edges(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     return np.array(back, dtype=np.int64)
 
 
-def _assign_layers(n: int, src: np.ndarray, dst: np.ndarray, prev_layer: np.ndarray | None) -> np.ndarray:
-    """Longest-path layering, then nodes with more users than operands pulled down next to their first user.
-
-    With prev_layer (-1 for new nodes), surviving nodes stay on their old layer unless an edge forces them down."""
+def _assign_layers(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Longest-path layering, then nodes with more users than operands pulled down next to their first user."""
     lay = _peel(n, src, dst)
-    if prev_layer is not None:
-        order = np.argsort(lay, kind="stable").tolist()  # topological
-        # where an edge no longer fits, either push the users down or the operands up, whichever moves fewer
-        ptr, tgt, _ = _csr(n, dst, src)
-        ptr_l, tgt_l = ptr.tolist(), tgt.tolist()
-        base = prev_layer.tolist()
-        down = [0] * n
-        for v in order:
-            b = max(base[v], 0)
-            for u in tgt_l[ptr_l[v]:ptr_l[v + 1]]:
-                if down[u] >= b:
-                    b = down[u] + 1
-            down[v] = b
-        _pause()
-        ptr, tgt, _ = _csr(n, src, dst)
-        ptr_l, tgt_l = ptr.tolist(), tgt.tolist()
-        up = [0] * n
-        for v in reversed(order):
-            b = base[v] if base[v] >= 0 else down[v]
-            for w in tgt_l[ptr_l[v]:ptr_l[v + 1]]:
-                if up[w] <= b:
-                    b = up[w] - 1
-            up[v] = b
-        known = prev_layer >= 0
-        lay = np.array(down, dtype=np.int64)
-        up_a = np.array(up, dtype=np.int64)
-        def cost(la: np.ndarray) -> int:
-            # moved nodes, and edge length: every extra layer an edge spans is a dummy squeezed into a row
-            return int((la != prev_layer)[known].sum()) + int((la[dst] - la[src]).sum())
-
-        if up_a.min() >= 0 and cost(up_a) < cost(lay):
-            lay = up_a
     _pause()
     net = np.bincount(src, minlength=n) - np.bincount(dst, minlength=n)
     movable = net > 0
-    if prev_layer is not None:
-        movable &= prev_layer < 0
     if movable.any():
         ptr, tgt, _ = _csr(n, src, dst)
         lay_l, ptr_l, tgt_l = lay.tolist(), ptr.tolist(), tgt.tolist()
@@ -273,7 +231,7 @@ def _assign_layers(n: int, src: np.ndarray, dst: np.ndarray, prev_layer: np.ndar
             if mov[v]:
                 lay_l[v] = min(lay_l[w] for w in tgt_l[ptr_l[v]:ptr_l[v + 1]]) - 1
         lay = np.array(lay_l, dtype=np.int64)
-    return lay - lay.min() if prev_layer is None else lay
+    return lay - lay.min()
 
 
 def _demote(n: int, src: np.ndarray, dst: np.ndarray, lay: np.ndarray, cap: int = 64) -> np.ndarray:
@@ -378,7 +336,6 @@ class _Orderer:
         self.comp = comp.astype(np.float64)
         self.pos = P.loc.astype(np.int64).copy()
         self.single_comp = bool(len(comp) == 0 or comp.max() == comp.min())
-        self.frozen: np.ndarray | None = None
         self._tp: list | None = None
         self.count: int | None = None      # crossings of the current order, when known
         self.best_c: int | None = None
@@ -509,13 +466,9 @@ class _Orderer:
         role = r & 1
         ok = (r >= 0) & ((role == 1) | (p + 1 < lw))
         pid = lstart + p - role                       # slot of the pair's left node
-        if not self.single_comp or self.frozen is not None:
+        if not self.single_comp:
             partner = at[np.minimum(pid + 1 - role, P.N - 1)]
-            if not self.single_comp:
-                ok &= self.comp[partner] == self.comp[node]
-            if self.frozen is not None:
-                # nodes kept from the previous layout keep their relative order; new ones may move past them
-                ok &= ~(self.frozen[node] & self.frozen[partner])
+            ok &= self.comp[partner] == self.comp[node]
         sel = np.flatnonzero(ok)
         if len(sel) < 2:
             return None
@@ -580,53 +533,6 @@ def _components(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         lab = new
 
 
-def _guess(P: _Proper, us: np.ndarray, ud: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Previous x where known; a new node gets the mean of its known neighbours, a new dummy the point of the
-    straight line between its edge's endpoints; NaN where nothing is known."""
-    n = P.n_real
-    g = want.copy()
-    wr = want[:n]
-    ks, kd = ~np.isnan(wr[us]), ~np.isnan(wr[ud])
-    tot = np.bincount(ud[ks], weights=wr[us[ks]], minlength=n) + np.bincount(us[kd], weights=wr[ud[kd]], minlength=n)
-    cnt = np.bincount(ud[ks], minlength=n) + np.bincount(us[kd], minlength=n)
-    new = np.isnan(wr) & (cnt > 0)
-    g[:n][new] = tot[new] / cnt[new]
-    dm = np.flatnonzero(np.isnan(g[n:])) + n
-    if len(dm):
-        e = P.edge_of[dm]
-        a, b = g[us[e]], g[ud[e]]
-        a, b = np.where(np.isnan(a), b, a), np.where(np.isnan(b), a, b)
-        t = (P.layer[dm] - P.layer[us[e]]) / P.span[e]
-        g[dm] = a + (b - a) * t
-    return g
-
-
-def _order_seeded(P: _Proper, comp: np.ndarray, want: np.ndarray, fixed: np.ndarray) -> np.ndarray:
-    """Order seeded from `want` (previous x, NaN where unknown): nodes in `fixed` keep their relative order and
-    the others find their place by transposes, unless a couple of full sweeps win by far."""
-    O = _Orderer(P, comp)
-    # fresh order first (one sweep up from the bottom) so that unknown nodes have a place to start from
-    O.sweep(down=False, median=False)
-    for l in range(P.L):
-        mem = P.members[l]
-        if len(mem) > 1:
-            o = np.lexsort((O.pos[mem], _fill_seed(mem, O.pos, want), O.comp[mem]))
-            O.pos[mem[o]] = np.arange(len(mem))
-    O.frozen = fixed
-    O.note(O.crossings())
-    O.best_c = None  # the seeded order is the reference
-    O.transpose(FINAL_ROUNDS)
-    O.frozen = None
-    seeded, sc = O.pos.copy(), O.count
-    assert sc is not None
-    # a couple of sweeps may find something much better when the graph changed a lot
-    for it in range(2):
-        O.sweep(down=it % 2 == 0, median=True)
-        O.note(O.crossings())
-        O.transpose(4)
-    return O.best if O.best_c is not None and O.best_c < 0.8 * sc else seeded
-
-
 def _search(O: _Orderer, starts: tuple[int, ...], sweeps: int = SWEEPS) -> tuple[int, np.ndarray]:
     """Best order from the given starts (0: a barycenter sweep up from the sink, 1: one down from the leaves then
     up), each refined by sweeps that alternate direction and median/barycenter, each followed by a short
@@ -672,10 +578,10 @@ def _rows(P: _Proper, pos: np.ndarray) -> list[np.ndarray]:
     return [m[np.argsort(pos[m], kind="stable")] for m in P.members]
 
 
-def _seps(P: _Proper, row: np.ndarray, gap_scale: float = 1.0) -> np.ndarray:
+def _seps(P: _Proper, row: np.ndarray) -> np.ndarray:
     """Minimum center distance between consecutive nodes of a row."""
     w, d = P.width[row], P.dummy[row]
-    gap = np.where(d[1:] | d[:-1], DUMMY_GAP, NODE_GAP) * gap_scale
+    gap = np.where(d[1:] | d[:-1], DUMMY_GAP, NODE_GAP)
     return (w[1:] + w[:-1]) * 0.5 + gap
 
 
@@ -698,12 +604,11 @@ def _isotonic(y: np.ndarray, w: np.ndarray, first: np.ndarray) -> np.ndarray:
 
 
 def _coordinates(P: _Proper, rows: list[np.ndarray], seps: list[np.ndarray], us: np.ndarray, ud: np.ndarray,
-                 iters: int, want: np.ndarray | None = None, fixed: np.ndarray | None = None) -> np.ndarray:
+                 iters: int) -> np.ndarray:
     """x of every proper node. Rows start packed and centered; then each step moves every node halfway to the
     weighted mean x of its neighbours (edge weights 1 / 2 / 8 for real-real, real-dummy and dummy-dummy, as in
     dot) and every dummy halfway to the straight line between its edge's ends, and projects all rows at once back
-    onto their orders and separations, exactly: a weighted isotonic regression in which heavier nodes move less.
-    Nodes in `fixed` are held at `want`."""
+    onto their orders and separations, exactly: a weighted isotonic regression in which heavier nodes move less."""
     x = np.zeros(P.N)
     if P.N == 0:
         return x
@@ -724,12 +629,6 @@ def _coordinates(P: _Proper, rows: list[np.ndarray], seps: list[np.ndarray], us:
     n = P.n_real
     e = P.edge_of[n:]
     frac = (P.layer[n:] - P.layer[us[e]]) / P.span[e]
-    held = None
-    if want is not None and fixed is not None and fixed.any():
-        held = fixed
-        g = np.where(np.isnan(want), x, want)
-        x = g
-        nw = np.where(fixed, 1e6, nw)
     for _ in range(iters):
         _pause()
         d = np.bincount(P.inc_node, weights=ew * x[P.inc_nbr], minlength=P.N)
@@ -737,46 +636,8 @@ def _coordinates(P: _Proper, rows: list[np.ndarray], seps: list[np.ndarray], us:
         a, b = x[us[e]], x[ud[e]]
         d[n:] = DUMMY_LINE * (a + (b - a) * frac) + (1 - DUMMY_LINE) * d[n:]
         t = 0.5 * (x + d)
-        if held is not None:
-            t = np.where(held, want, t)
         x[flat] = _isotonic(t[flat] - c, nw[flat], first) + c
     return x
-
-
-def _pin(rows: list[np.ndarray], seps: list[np.ndarray], x: np.ndarray, want: np.ndarray, fixed: np.ndarray) -> None:
-    """Move `fixed` nodes to `want` where the row's order and separations allow, then fit the others between."""
-    for i, (row, sep) in enumerate(zip(rows, seps)):
-        if len(row) == 0:
-            continue
-        if i % 8 == 7:
-            _pause()
-        c = np.concatenate([[0.0], np.cumsum(sep)])
-        f = fixed[row]
-        if f.any():
-            # fixed nodes among themselves: distance between two of them is the sum of the separations between
-            fi = np.flatnonzero(f)
-            d = want[row[fi]] - c[fi]
-            xl = np.maximum.accumulate(d)                  # make room by pushing right, or left, or both
-            xr = np.minimum.accumulate(d[::-1])[::-1]      # halfway; per conflict, whatever moves nodes least
-            xm = (xl + xr) * 0.5
-            aff = (xl > d + 1e-9) | (xr < d - 1e-9)
-            rid = np.cumsum(aff & ~np.concatenate([[False], aff[:-1]])) * aff
-            cost = np.array([np.bincount(rid, weights=np.abs(v - d)) for v in (xl, xr, xm)])
-            pick = np.argmin(cost, axis=0)[rid]
-            xf = np.choose(pick, [xl, xr, xm]) + c[fi]
-            d = x[row].copy()
-            d[fi] = xf
-            lo = np.maximum.accumulate(np.where(f, d - c, -np.inf)) + c
-            hi = np.minimum.accumulate(np.where(f, d - c, np.inf)[::-1])[::-1] + c
-            d = np.clip(d, lo, hi)
-        else:
-            d = x[row]
-        xl = np.maximum.accumulate(d - c)
-        xr = np.minimum.accumulate((d - c)[::-1])[::-1]
-        x[row] = (xl + xr) * 0.5 + c
-
-
-# ---------------------------------------------------------------- entry point
 
 
 def _proper(n: int, lay: np.ndarray, us: np.ndarray, ud: np.ndarray, widths: np.ndarray,
@@ -788,20 +649,19 @@ def _proper(n: int, lay: np.ndarray, us: np.ndarray, ud: np.ndarray, widths: np.
 
 
 def layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, int]],
-                 prev: Layout | None = None, pause: Callable[[], None] | None = None) -> Layout:
-    """Layered layout of a DAG: node id -> (width, height), edges (src, dst); prev = layout to stay close to.
+                 pause: Callable[[], None] | None = None) -> Layout:
+    """Layered layout of a DAG: node id -> (width, height), edges (src, dst).
 
     pause: called between chunks of work (a few ms each), so that a background caller can give way to others."""
     outer = getattr(_hook, "pause", None)
     _hook.pause = pause
     try:
-        return _layout_graph(sizes, edges, prev)
+        return _layout_graph(sizes, edges)
     finally:
         _hook.pause = outer
 
 
-def _layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, int]],
-                  prev: Layout | None) -> Layout:
+def _layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, int]]) -> Layout:
     ids = sorted(set(sizes).union(v for e in edges for v in e))
     n = len(ids)
     if n == 0:
@@ -821,80 +681,23 @@ def _layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, 
     us, ud = uniq // n, uniq % n
     _pause()
 
-    stable = False
-    prev_layer = None
-    if prev is not None and prev.pos:
-        pl = np.array([prev.layer.get(v, -1) for v in ids], dtype=np.int64)
-        if (pl >= 0).sum() >= STABLE_MIN * n:
-            stable, prev_layer = True, pl
-    lay = _assign_layers(n, us, ud, prev_layer)
+    lay = _demote(n, us, ud, _assign_layers(n, us, ud))
     _pause()
-    if not stable:
-        lay = _demote(n, us, ud, lay)
     P, pcomp = _proper(n, lay, us, ud, wh[:, 0], _components(n, us, ud))
     _pause()
-    if not stable:
-        O = _Orderer(P, pcomp)
-        if len(P.up) > BIG_EDGES:
-            O.best_c, O.best = _search(O, STARTS[:1], BIG_SWEEPS)
-            pos = _finish(O, BIG_WORK, 4)
-        else:
-            O.best_c, O.best = _search(O, STARTS)
-            pos = _finish(O)
-
-    want = fixed = guess = None
-    if stable:
-        assert prev is not None
-        want = np.full(P.N, np.nan)
-        want[:n] = [prev.pos[v][0] if v in prev.pos else np.nan for v in ids]
-        # a dummy keeps the x its edge's polyline had on the same layer, also when an end moved to another layer
-        lay_l, dstart_l = lay.tolist(), P.dstart.tolist()
-        for k, (s, d) in enumerate(ek):
-            pts = prev.edges.get((s, d))
-            ps, pd = prev.layer.get(s), prev.layer.get(d)
-            e = int(e_of_key[k])
-            a, b = lay_l[us[e]] + 1, lay_l[ud[e]] - 1
-            if pts is None or ps is None or pd is None or a > b or len(pts) != abs(pd - ps) + 1:
-                continue
-            xs = [p[0] for p in pts]
-            if ps > pd:
-                xs, ps, pd = xs[::-1], pd, ps
-            lo, hi = max(a, ps), min(b, pd)
-            if lo <= hi:
-                j = dstart_l[e] + lo - a
-                want[j:j + hi - lo + 1] = xs[lo - ps:hi - ps + 1]
-        fixed = ~np.isnan(want)
-        _pause()
-        guess = _guess(P, us, ud, want)
-        # a new node that replaces a removed one (same neighbours) starts where that one was
-        for i, gx in _replacements(prev, ids, index, ek, lay).items():
-            guess[i] = gx
-        _pause()
-        pos = _order_seeded(P, pcomp, guess, fixed)
+    O = _Orderer(P, pcomp)
+    if len(P.up) > BIG_EDGES:
+        O.best_c, O.best = _search(O, STARTS[:1], BIG_SWEEPS)
+        pos = _finish(O, BIG_WORK, 4)
+    else:
+        O.best_c, O.best = _search(O, STARTS)
+        pos = _finish(O)
 
     _pause()
     rows = _rows(P, pos)
-    seps = [_seps(P, r) for r in rows]
-    if want is not None and fixed is not None:
-        x = _coordinates(P, rows, seps, us, ud, STABLE_ITERS, guess, fixed)
-    else:
-        x = _coordinates(P, rows, seps, us, ud, COORD_ITERS)
-    if want is not None and fixed is not None and fixed.any():
-        x += float(np.median(want[fixed] - x[fixed]))
-        # to make room for new nodes, gaps may shrink (to STABLE_GAP of normal) before old nodes get pushed
-        seps = [_seps(P, r, STABLE_GAP) for r in rows]
-        _pause()
-        _pin(rows, seps, x, np.where(fixed, want, x), fixed)
-        _pause()
+    x = _coordinates(P, rows, [_seps(P, r) for r in rows], us, ud, COORD_ITERS)
     half = P.width * 0.5
-    if stable:
-        # stay in the previous frame; rows that now stick out on the left are pushed right just enough
-        for r, sp in zip(rows, seps):
-            if len(r) and x[r[0]] < half[r[0]]:
-                c = np.concatenate([[0.0], np.cumsum(sp)])
-                x[r] = c + np.maximum.accumulate(np.maximum(x[r] - c, half[r[0]]))
-    else:
-        x -= float((x - half).min())
+    x -= float((x - half).min())
     width = float((x + half).max())
 
     lh = np.zeros(P.L)
@@ -925,64 +728,3 @@ def _layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, 
             out_edges[key] = ((r, cy - h / 4), (r2, cy - h / 4), (r2, cy + h / 4), (r, cy + h / 4))
             width = max(width, r + DUMMY_GAP)
     return Layout(pos_out, layer_out, out_edges, width, height)
-
-
-def _fill_seed(mem: np.ndarray, pos: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Sort keys of one layer for the seeded order: previous x, and for a new node the key of the known node
-    before it in the fresh order plus a little, so new nodes stay where the fresh sweep put them."""
-    row = mem[np.argsort(pos[mem], kind="stable")]
-    k = want[row]
-    known = ~np.isnan(k)
-    key = np.empty(len(mem))
-    if not known.any():
-        key[:] = pos[mem]
-        return key
-    idx = np.arange(len(row))
-    last = np.maximum.accumulate(np.where(known, idx, -1))
-    first = int(np.flatnonzero(known)[0])
-    base = np.where(last >= 0, k[np.maximum(last, 0)], k[first] - 1.0)
-    kr = np.where(known, k, base + 1e-3 * (idx - last))
-    key[np.argsort(pos[mem], kind="stable")] = kr
-    return key
-
-
-def _replacements(prev: Layout, ids: list[int], index: dict[int, int], ek: list[tuple[int, int]],
-                  lay: np.ndarray) -> dict[int, float]:
-    """x for new nodes that take the place of removed ones: same layer and the most neighbours in common."""
-    removed = {v for v in prev.pos if v not in index}
-    new = [v for v in ids if v not in prev.pos]
-    if not removed or not new:
-        return {}
-    nb_prev: dict[int, set[int]] = {}
-    for s, d in prev.edges:
-        if s in removed:
-            nb_prev.setdefault(s, set()).add(d)
-        if d in removed:
-            nb_prev.setdefault(d, set()).add(s)
-    by_nb: dict[int, list[int]] = {}
-    for r, nbs in nb_prev.items():
-        for u in nbs:
-            by_nb.setdefault(u, []).append(r)
-    newset = set(new)
-    nb_new: dict[int, set[int]] = {}
-    for s, d in ek:
-        if s in newset:
-            nb_new.setdefault(s, set()).add(d)
-        if d in newset:
-            nb_new.setdefault(d, set()).add(s)
-    cands = []
-    for v in new:
-        score: dict[int, int] = {}
-        for u in nb_new.get(v, ()):
-            for r in by_nb.get(u, ()):
-                if prev.layer.get(r) == lay[index[v]]:
-                    score[r] = score.get(r, 0) + 1
-        cands += [(-sc, v, r) for r, sc in score.items()]
-    out: dict[int, float] = {}
-    taken = set()
-    for _, v, r in sorted(cands):
-        if v not in out and r not in taken:
-            out[v] = prev.pos[r][0]
-            taken.add(r)
-    return {index[v]: x for v, x in out.items()}
-
