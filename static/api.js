@@ -95,6 +95,8 @@ async function boot(v) {
 
 export const api = {
   boot,
+  // after the first view: a boot answer nobody asked for would be stale later (a live trace grows)
+  unprime() { primed.clear(); },
   traces: () => request("/api/traces"),
   upload(file) {
     const form = new FormData();

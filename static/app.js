@@ -702,6 +702,7 @@ async function main() {
     else if (t === v.trace) await selectTrace(t, {ctx: v.ctx, rw: v.rw, step: v.step, node: v.node, push: false});
     else await selectTrace(t, {push: false});
   } finally {
+    api.unprime();
     // after the first view: loading and starting the socket.io client took ~100 ms of main thread before it; on
     // connecting, it asks for the trace list again, so nothing that happened meanwhile is missed
     startLive({onTraces: onTraceList, onEvent: onLiveEvent, onMode: (m) => put($("#live-mode"), m), forcePoll});
