@@ -66,7 +66,7 @@ def test_only_the_process_holding_the_listening_socket_owns_the_port():
     try:
       assert control.process_is_mine(child.pid) and control.owns_port(child.pid, port) is False
     finally:
-      child.communicate(b"", timeout=30)
+      child.communicate(b"", timeout=120)
     assert not control.process_is_mine(child.pid)  # exited (and reaped)
 
 
@@ -119,7 +119,7 @@ def viewer(tmp_path):
   finally:
     if proc.poll() is None:
       proc.kill()
-    proc.wait(timeout=10)
+    proc.wait(timeout=60)
     proc.stdout.close()
 
 
@@ -138,5 +138,5 @@ def test_another_user_can_neither_hand_over_files_nor_stop_the_viewer(viewer, tm
   assert [t["name"] for t in _traces(port)] == ["a.vztrace", "alice-secret.vztrace"]
   r = _cli(alice, "--stop", "--port", str(port))
   assert r.returncode == 0, r.stderr
-  assert proc.wait(timeout=20) == 0
+  assert proc.wait(timeout=120) == 0
   assert not (alice / "tinyviz" / "viewers" / f"{port}.token").exists()

@@ -43,7 +43,7 @@ def test_script_in_a_terminal_serves_until_ctrl_c(tmp_path):
     time.sleep(0.5)
     assert proc.poll() is None  # still in the foreground, serving
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=120)
     assert "Press Ctrl-C to stop it" in err and "viewer stopped" in err, err
     wait_until(lambda: not alive(viewer), "the viewer to stop")
     assert not token.exists()  # the viewer stopped by the script's SIGTERM cleaned up after itself
@@ -66,5 +66,5 @@ def test_without_a_terminal_the_script_exits_and_the_viewer_stays(tmp_path):
     assert alive(viewer)
   finally:
     subprocess.run([sys.executable, "-m", "viz_server", "--stop", "--port", str(port)], env=env, cwd=ROOT,
-                   capture_output=True, timeout=30)
+                   capture_output=True, timeout=120)
     wait_until(lambda: not alive(viewer), "the viewer to stop")

@@ -187,7 +187,7 @@ def test_viz_1_starts_a_detached_viewer_and_a_second_run_reuses_it(tmp_path):
     assert ping(url)["pid"] == pid  # no second server
     stop = subprocess.run([sys.executable, "-m", "viz_server", "--stop", "--port", str(port)],
                           env=_env(XDG_CACHE_HOME=str(tmp_path / "cache")),  # the token of the user who started it
-                          capture_output=True, text=True, timeout=30, cwd=ROOT)
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert stop.returncode == 0, stop.stderr
     wait_until(lambda: not alive(pid), "the viewer to exit")
     log = (tmp_path / "cache" / "tinyviz" / f"viewer-{port}.log").read_text()
@@ -214,5 +214,5 @@ def test_cli_picks_a_free_port_when_busy_and_warns_about_other_hosts(tmp_path):
       assert get_json(f"http://127.0.0.2:{got}/api/traces")[0]["status"] == "ended"
     finally:
       proc.send_signal(signal.SIGINT)
-      out, err = proc.communicate(timeout=30)
+      out, err = proc.communicate(timeout=120)
   assert "WARNING" in err and "busy" in err and proc.returncode == 0

@@ -53,7 +53,7 @@ def no_viewer_left(tmp_path):
     os.kill(pid, signal.SIGTERM)
   for pid in _viewers(str(tmp_path)):
     try:
-      wait_until(lambda pid=pid: not alive(pid), "a viewer to stop", timeout=10)
+      wait_until(lambda pid=pid: not alive(pid), "a viewer to stop", timeout=60)
     except AssertionError:
       os.kill(pid, signal.SIGKILL)
 
@@ -119,7 +119,7 @@ def _upload(port: int, data: bytes) -> dict:
           f"Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
   req = urllib.request.Request(f"http://127.0.0.1:{port}/api/traces", data=body, method="POST",
                                headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
-  with urllib.request.urlopen(req, timeout=10) as r:
+  with urllib.request.urlopen(req, timeout=60) as r:
     return json.loads(r.read().decode())
 
 
@@ -133,7 +133,7 @@ def test_a_signal_removes_the_token_and_the_upload_folder(tmp_path, monkeypatch,
     uploads = list((tmp_path / "tmp").glob("tinyviz-uploads-*"))
     assert len(uploads) == 1 and any(uploads[0].iterdir())
     proc.send_signal(sig)
-    out, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=120)
   finally:
     if proc.poll() is None:
       proc.kill()
@@ -146,7 +146,7 @@ def test_a_token_whose_viewer_is_gone_is_stale(tmp_path, monkeypatch, no_viewer_
   monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
   proc, port = _cli_viewer(tmp_path)
   proc.kill()  # no clean-up possible
-  proc.communicate(timeout=30)
+  proc.communicate(timeout=120)
   assert control.token_path(port).exists()
   assert control.read_token(port) is None and control.my_viewers() == []
   assert not control.token_path(port).exists()  # removed as stale
@@ -192,7 +192,7 @@ def test_a_fake_viewer_on_the_port_gets_neither_the_token_nor_the_trace(tmp_path
   monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
   other = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
   if owner == "dead":  # the viewer that wrote the token was killed; its pid is gone
-    other.communicate(timeout=30)
+    other.communicate(timeout=120)
   fake = FakeViewer(other.pid)
   try:
     # what a killed viewer left: its token, naming its pid and this port
@@ -216,7 +216,7 @@ def test_a_fake_viewer_on_the_port_gets_neither_the_token_nor_the_trace(tmp_path
     fake.shutdown()
     fake.server_close()
     if other.poll() is None:
-      other.communicate(b"", timeout=30)
+      other.communicate(b"", timeout=120)
 
 
 FAKE_AS_NOBODY = """
@@ -258,8 +258,8 @@ def test_another_users_fake_viewer_claiming_a_live_pid_of_ours_gets_nothing(tmp_
     assert f"127.0.0.1:{port}/#t=" not in p.stderr and "is not one you started" in p.stderr, p.stderr
   finally:
     fake.kill()
-    seen, _ = fake.communicate(timeout=30)
-    ours.communicate(b"", timeout=30)
+    seen, _ = fake.communicate(timeout=120)
+    ours.communicate(b"", timeout=120)
   requests = [json.loads(line) for line in seen.splitlines()]
   assert requests and all(r[0] == "GET" and r[1] == "/api/ping" for r in requests), requests
   assert "SECRET" not in seen and "t.vztrace" not in seen
@@ -278,7 +278,7 @@ def test_a_file_that_is_no_trace_is_named_and_the_others_are_served(tmp_path, no
     assert "serving 1 trace(s) at http://127.0.0.1:" in line, line
   finally:
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=120)
   assert f"not serving {junk}: not a trace file" in err, err
   only = subprocess.run([sys.executable, "-m", "viz_server", str(junk), "--port", "0"], env=_env(tmp_path / "cache"),
                         cwd=ROOT, capture_output=True, text=True, timeout=60)

@@ -196,16 +196,6 @@ def socketio_client() -> Path:
   return VENDORED_CLIENT if VENDORED_CLIENT.is_file() else SOCKETIO_CLIENT
 
 
-class Stop(Exception):
-  """SIGTERM, SIGINT or SIGHUP arrived: stop serving and clean up (token, upload folder)."""
-
-
-def _on_signal(signum: int, _frame: object) -> None:
-  for s in STOP_SIGNALS:  # once: a second signal must not cut the clean-up short
-    signal.signal(s, signal.SIG_IGN)
-  raise Stop(signum)
-
-
 def main(argv: list[str] | None = None) -> int:
   args = build_parser().parse_args(argv)
   if args.stop:
@@ -251,11 +241,19 @@ def serve(app: object, srv: BaseWSGIServer, args: argparse.Namespace, local: boo
   folder (a token left behind would be handed to whoever listens on the port next)."""
   state = app.extensions["tinyviz"]  # type: ignore[attr-defined]
   store = state["store"]
-  state["shutdown"] = lambda: threading.Thread(target=srv.shutdown, daemon=True).start()
+  state["shutdown"] = stop = lambda: threading.Thread(target=srv.shutdown, daemon=True).start()
   token = None
+
+  def on_signal(_signum: int, _frame: object) -> None:
+    # SIGTERM, SIGINT, SIGHUP: serve_forever returns and the clean-up below runs. Not by raising here: an exception
+    # thrown into whatever the main thread was doing (starting a request's thread, say) could leave it half done,
+    # and the process hung on exit under load
+    for s in STOP_SIGNALS:  # once: a second signal must not cut the clean-up short
+      signal.signal(s, signal.SIG_IGN)
+    stop()
   handle = threading.current_thread() is threading.main_thread()  # (signal handlers can only be set from there)
   for s in STOP_SIGNALS if handle else ():
-    signal.signal(s, _on_signal)
+    signal.signal(s, on_signal)
   try:
     if local:  # on another host the control endpoints stay off (and loopback-only anyway)
       state["control_token"] = token = write_token(srv.port, asked=args.instead_of or args.port or srv.port)
@@ -266,7 +264,7 @@ def serve(app: object, srv: BaseWSGIServer, args: argparse.Namespace, local: boo
     if args.open:
       webbrowser.open(url)
     srv.serve_forever()
-  except (Stop, KeyboardInterrupt):
+  except KeyboardInterrupt:  # a Ctrl-C before the handlers were set
     pass
   finally:
     for s in STOP_SIGNALS if handle else ():
