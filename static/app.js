@@ -337,7 +337,8 @@ function prefetch() {
   // neighbouring steps are the likely next request: fetch their deltas while the user looks
   const {trace, rw, step} = data.shown;
   const n = data.rw ? data.rw.steps.length : 0;
-  for (const k of [step + 1, step - 1]) if (k >= 0 && k <= n) api.delta(trace, rw, step, k, true).catch(() => {});
+  // step - 1 first: the server's background layout goes on from the last step asked for, and forward is likelier
+  for (const k of [step - 1, step + 1]) if (k >= 0 && k <= n) api.delta(trace, rw, step, k, true).catch(() => {});
 }
 
 function clearGraph(msg) {
