@@ -340,7 +340,7 @@ class UOp(metaclass=UOpMetaClass):
   def simplify(self) -> UOp:
     from compiler.rewrite import graph_rewrite
     from compiler.symbolic import symbolic
-    return graph_rewrite(self, symbolic, name="simplify")
+    return graph_rewrite(self, symbolic, name="symbolic")
 
   def ssimplify(self) -> UOp | int:
     s = self.simplify()

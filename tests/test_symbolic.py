@@ -343,7 +343,7 @@ def test_trace_names_the_rules(tmp_path):
   (rw,) = [r for r in recs if r["t"] == "rw_begin"]
   pats = {r["id"]: r["name"] for r in recs if r["t"] == "pattern"}
   used = [pats[r["pat"]] for r in recs if r["t"] == "match"]
-  assert rw["name"] == "simplify" and "divmod_sum" in used
+  assert rw["name"] == "symbolic" and "divmod_sum" in used
 
 
 def test_canonical_order_is_the_same_in_every_process():

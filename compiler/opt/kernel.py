@@ -148,7 +148,7 @@ pm_apply_opt = PatternMatcher([
   (UPat(Ops.REDUCE, name="red"), _reduce_ranges),
   (UPat(Ops.INDEX, name="idx"), _guard_index),
   (UPat(Ops.RANGE, name="r"), _subst_range),
-], name="apply_opt")
+], name="apply opt")
 
 
 def _zero_preserving(value: UOp, padded: UOp) -> bool:
@@ -468,7 +468,7 @@ def _drop_one_reduce(ctx: dict[UOp, UOp], red: UOp) -> UOp | None:
 pm_simplify_ones = PatternMatcher([
   (UPat(Ops.REDUCE, name="red"), _drop_one_reduce),
   (UPat(Ops.RANGE, name="r"), _drop_one),
-], name="simplify_ones")
+], name="simplify ones")
 
 
 def _retype_reduce(ctx: dict[UOp, UOp], red: UOp) -> UOp | None:
@@ -480,7 +480,7 @@ def _retype_reduce(ctx: dict[UOp, UOp], red: UOp) -> UOp | None:
 pm_reduce_axes = PatternMatcher([
   (UPat(Ops.REDUCE, name="red"), _retype_reduce),
   (UPat(Ops.RANGE, name="r"), _drop_one),
-], name="reduce_axes")
+], name="reduce axes")
 
 
 def _normalize(ast: UOp) -> UOp:
