@@ -14,6 +14,7 @@ from viz_server import gone, live
 from viz_server.api import bp as api_bp
 from viz_server.graphview import TURNS
 from viz_server.highlight import stylesheet
+from viz_server.share import bp as share_bp
 from viz_server.store import TraceStore
 from viz_server.views import Views
 
@@ -112,6 +113,7 @@ def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, 
   app.extensions["tinyviz"] = {"store": store, "views": Views(store)}
   hosts = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
   app.register_blueprint(api_bp)
+  app.register_blueprint(share_bp)
 
   _guard_requests(app, hosts, max_upload)
   _page_routes(app, templates_dir, socketio_client)
