@@ -6,7 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 from proc_helpers import alive, get_json, ping, wait_until
@@ -27,6 +27,22 @@ def _viz_env(tmp_path):
   return port, env
 
 
+def _read_until(stream, text: str, timeout: float = 120) -> str:
+  """What a child wrote to `stream` up to the line holding `text` (read in a thread: a pipe read cannot time out)."""
+  got: list[str] = []
+  found = threading.Event()
+
+  def read() -> None:
+    for line in stream:
+      got.append(line)
+      if text in line:
+        found.set()
+        return
+  threading.Thread(target=read, daemon=True).start()
+  assert found.wait(timeout), f"no {text!r} in {''.join(got)!r}"
+  return "".join(got)
+
+
 def test_script_in_a_terminal_serves_until_ctrl_c(tmp_path):
   port, env = _viz_env(tmp_path)
   master, slave = pty.openpty()  # a terminal as stdin: the script should wait at its end
@@ -40,11 +56,12 @@ def test_script_in_a_terminal_serves_until_ctrl_c(tmp_path):
     wait_until(lambda: [t["status"] for t in trace()] == ["ended"], "the finished trace")
     token = tmp_path / "cache" / "tinyviz" / "viewers" / f"{port}.token"
     assert token.exists()
-    time.sleep(0.5)
-    assert proc.poll() is None  # still in the foreground, serving
+    said = _read_until(proc.stderr, "Press Ctrl-C to stop it")  # it waits in the foreground now, serving
+    assert proc.poll() is None
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert "Press Ctrl-C to stop it" in err and "viewer stopped" in err, err
+    err = said + err
+    assert "viewer stopped" in err, err
     wait_until(lambda: not alive(viewer), "the viewer to stop")
     assert not token.exists()  # the viewer stopped by the script's SIGTERM cleaned up after itself
   finally:

@@ -197,8 +197,8 @@ def _at_exit(proc: subprocess.Popen, port: int) -> None:
     print(f"VIZ: the viewer keeps serving; stop it with `python -m viz_server --stop --port {port}`",
           file=sys.stderr, flush=True)
     return
-  print("VIZ: done; the viewer is serving this trace. Press Ctrl-C to stop it.", file=sys.stderr, flush=True)
-  try:
+  try:  # the message inside: a Ctrl-C right after it must still stop the viewer
+    print("VIZ: done; the viewer is serving this trace. Press Ctrl-C to stop it.", file=sys.stderr, flush=True)
     proc.wait()
   except KeyboardInterrupt:
     proc.terminate()
