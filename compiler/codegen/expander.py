@@ -15,7 +15,7 @@ import math
 
 from compiler.codegen.errors import CodegenError, kernel_name
 from compiler.codegen.ranges import EXPAND_AXES, axis_type, const_size, free_ranges
-from compiler.codegen.simplify import linear_form
+from compiler.codegen.simplify import index_linear_form
 from compiler.dtype import DType, PtrDType, dtypes
 from compiler.rewrite import PatternMatcher, UPat
 from compiler.uop import GroupOp, Ops, UOp, toposort
@@ -110,11 +110,10 @@ def vec_ptr(base: DType, n: int) -> PtrDType:
 
 def offsets(idxs: list[UOp]) -> list[int] | None:
   """Constant offsets of each index from the first one, when they differ only by a constant."""
-  cache: dict = {}
-  terms0, c0 = linear_form(idxs[0], cache)
+  terms0, c0 = index_linear_form(idxs[0])
   out = []
   for ix in idxs:
-    terms, c = linear_form(ix, cache)
+    terms, c = index_linear_form(ix)
     if terms != terms0:
       return None
     out.append(c - c0)
@@ -124,12 +123,11 @@ def offsets(idxs: list[UOp]) -> list[int] | None:
 def group_stores(sink: UOp) -> UOp | None:
   """Scalar stores to consecutive addresses of one buffer (same gate) -> vector stores, in address order."""
   groups: dict[tuple, list[tuple[int, UOp]]] = {}
-  cache: dict = {}
   for st in sink.src:
     ix = st.src[0]
     if st.src[1].dtype.count != 1 or st.op is not Ops.STORE:
       continue
-    terms, c = linear_form(ix.src[1], cache)
+    terms, c = index_linear_form(ix.src[1])
     key = (ix.src[0], frozenset(terms.items()), ix.src[2] if len(ix.src) > 2 else None)
     groups.setdefault(key, []).append((c, st))
   replace: dict[UOp, UOp | None] = {}

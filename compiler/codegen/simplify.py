@@ -1,74 +1,22 @@
 """Index-math cleanup after expansion: constant folding, identities and div/mod folding over linear forms.
 
-`compiler.symbolic.symbolic` (when present) runs first; these rules are the few codegen relies on to see that
+`compiler.symbolic.symbolic` runs first; these rules are the few codegen relies on to see that
 per-lane addresses are contiguous, e.g. `(r*4+3)//4 -> r` and `(r*4+3)%4 -> 3`."""
 from __future__ import annotations
 
 from compiler.dtype import dtypes
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
+from compiler.symbolic import linear_form, symbolic
 from compiler.uop import GroupOp, Ops, UOp, exec_alu
 
 LinearForm = tuple[dict[UOp, int], int]
 
 
-def linear_form(u: UOp, cache: dict[UOp, LinearForm] | None = None) -> LinearForm:
-  """u as sum(coeff * term) + const, where terms are the non-affine parts (kept by identity)."""
-  cache = {} if cache is None else cache
-  stack = [u]
-  while stack:  # iterative: index expressions can be long ADD chains
-    x = stack[-1]
-    if x in cache:
-      stack.pop()
-      continue
-    kids = _affine_kids(x)
-    todo = [k for k in kids if k not in cache]
-    if todo:
-      stack.extend(todo)
-      continue
-    stack.pop()
-    cache[x] = _combine(x, [cache[k] for k in kids])
-  return cache[u]
-
-
-def _affine_kids(x: UOp) -> list[UOp]:
-  if not dtypes.is_int(x.dtype) or x.dtype.count != 1:
-    return []
-  if x.op in (Ops.ADD, Ops.SUB):
-    return list(x.src)
-  if x.op is Ops.NEG:
-    return [x.src[0]]
-  if x.op is Ops.MUL:
-    if x.src[1].op is Ops.CONST:
-      return [x.src[0]]
-    if x.src[0].op is Ops.CONST:
-      return [x.src[1]]
-  return []
-
-
-def _scale(f: LinearForm, k: int) -> LinearForm:
-  return ({t: c * k for t, c in f[0].items()}, f[1] * k)
-
-
-def _add(a: LinearForm, b: LinearForm) -> LinearForm:
-  terms = dict(a[0])
-  for t, c in b[0].items():
-    terms[t] = terms.get(t, 0) + c
-  return ({t: c for t, c in terms.items() if c != 0}, a[1] + b[1])
-
-
-def _combine(x: UOp, kids: list[LinearForm]) -> LinearForm:
-  if x.op is Ops.CONST and dtypes.is_int(x.dtype):
-    return ({}, int(x.arg))
-  if not kids:
-    return ({x: 1}, 0)
-  if x.op is Ops.ADD:
-    return _add(kids[0], kids[1])
-  if x.op is Ops.SUB:
-    return _add(kids[0], _scale(kids[1], -1))
-  if x.op is Ops.NEG:
-    return _scale(kids[0], -1)
-  k = x.src[1].arg if x.src[1].op is Ops.CONST else x.src[0].arg  # MUL by a constant
-  return _scale(kids[0], int(k))
+def index_linear_form(u: UOp) -> LinearForm:
+  """A scalar int u as sum(coeff * term) + const (`compiler.symbolic.linear_form`); any other u is its own term."""
+  if not dtypes.is_int(u.dtype) or u.dtype.count != 1:
+    return ({u: 1}, 0)
+  return linear_form(u)
 
 
 def build(terms: dict[UOp, int], const: int, dtype) -> UOp:
@@ -88,7 +36,7 @@ def _fold_divmod(x: UOp) -> UOp | None:
   c = d.arg
   if not isinstance(c, int) or c <= 0 or a.vmin < 0:
     return None
-  terms, const = linear_form(a)
+  terms, const = index_linear_form(a)
   qt = {t: k // c for t, k in terms.items() if k % c == 0}
   rt = {t: k for t, k in terms.items() if k % c != 0}
   qc, rc = divmod(const, c)
@@ -129,17 +77,7 @@ pm_fold = PatternMatcher([
 ], name="index_fold")
 
 
-def _symbolic() -> PatternMatcher | None:
-  try:
-    from compiler.symbolic import symbolic
-  except ImportError:
-    return None
-  return symbolic
-
-
 def simplify(sink: UOp) -> UOp:
-  """Run the project's `symbolic` (if present) and codegen's index folding, each as a traced pass."""
-  sym = _symbolic()
-  if sym is not None:
-    sink = graph_rewrite(sink, sym, name="symbolic")
+  """Run `compiler.symbolic.symbolic` and codegen's index folding, each as a traced pass."""
+  sink = graph_rewrite(sink, symbolic, name="symbolic")
   return graph_rewrite(sink, pm_fold, name="index_fold")
