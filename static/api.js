@@ -116,6 +116,10 @@ export const api = {
   origin: (t, n, r) => request(`/api/traces/${enc(t)}/nodes/${enc(n)}/origin?before=${enc(r)}`),
   // draw: also the union of both graphs laid out (graph.drawn)
   diff: (a, b, {draw = false} = {}) => request(`/api/diff?a=${enc(a)}&b=${enc(b)}${draw ? "&draw=1" : ""}`),
+  // the `compare` report of two traces (docs/architecture.md, "Trace tools"): first_divergence, rewrites, kernels
+  compare: (a, b) => request(`/api/compare?a=${enc(a)}&b=${enc(b)}`),
+  // the single-file HTML export of a trace, as a download (redact: a list of paths, source, argv, host)
+  exportUrl: (t, redact = []) => `/api/traces/${enc(t)}/export?redact=${enc(redact.join(","))}`,
   kernels: (t) => request(`/api/traces/${enc(t)}/kernels`),
   kernel: (t, c) => request(`/api/traces/${enc(t)}/contexts/${enc(c)}/kernel`),
   runs: (t) => request(`/api/traces/${enc(t)}/runs`),

@@ -538,6 +538,30 @@ async function uploadFile(file) {
 
 // ---------------------------------------------------------------- small UI bits
 
+/** Download the current trace's single-file HTML export (GET /api/traces/<t>/export, an attachment); fetched first,
+ * so that a refusal (a trace too big to export here) is told in a toast rather than as a failed download. */
+async function exportTrace(redact) {
+  const t = state.trace;
+  if (t === null) { toast("No trace to export.", "error"); return; }
+  toast(`Exporting trace ${t}${redact.length ? " (redacted)" : ""}…`);
+  let res, blob;
+  try {
+    res = await fetch(api.exportUrl(t, redact));
+    if (!res.ok) {
+      const body = await res.json().catch(() => null);
+      throw new Error((body && body.error) || `${res.status} ${res.statusText}`);
+    }
+    blob = await res.blob();
+  } catch (e) { toast(`Cannot export trace ${t}: ${e.message}`, "error"); return; }
+  const name = /filename="([A-Za-z0-9_.-]+)"/.exec(res.headers.get("Content-Disposition") || "");
+  const url = URL.createObjectURL(blob);
+  const a = h("a", {href: url, download: name ? name[1] : `trace-${t}.html`, hidden: true});
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);  // the download has taken its copy by then
+}
+
 function toast(msg, kind = "info") {
   const el = h("div", {class: `toast ${kind}`}, msg);
   $("#toasts").appendChild(el);
@@ -626,6 +650,11 @@ function wire() {
   });
   $("#open-file").addEventListener("click", () => $("#file-input").click());
   $("#file-input").addEventListener("change", (ev) => { uploadFile(ev.target.files[0]); ev.target.value = ""; });
+  for (const b of $$(".export-button")) {
+    // a single-file export has no server to export from (nor to compare with)
+    if (document.documentElement.dataset.export === "yes") { b.hidden = true; continue; }
+    b.addEventListener("click", () => exportTrace(b.dataset.redact ? b.dataset.redact.split(",") : []));
+  }
   $("#help-button").addEventListener("click", () => toggleHelp(true));
   $("#help-close").addEventListener("click", () => toggleHelp(false));
   $("#help").addEventListener("click", (ev) => { if (ev.target.id === "help") toggleHelp(false); });

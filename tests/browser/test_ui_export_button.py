@@ -1,0 +1,48 @@
+"""The top bar's Export buttons: a click downloads the file `export` writes for the trace shown (same options), and
+the download opens from file:// as a working export."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import open_page, wait_graph
+
+from viz_server import export
+
+STAMP = re.compile(r"\(\d{4}-\d\d-\d\d \d\d:\d\d UTC\)")  # the export's note says when it was written
+
+
+@pytest.mark.parametrize("button, redact", [("#export-trace", []),
+                                            ("#export-redacted", ["paths", "source", "argv", "host"])])
+def test_export_button_downloads_the_export(page, server, trace_dir, tmp_path, button, redact):
+  t = server.trace_id("demo.vztrace")
+  open_page(page, server, f"#t={t}")
+  with page.expect_download(timeout=120_000) as dl:
+    page.click(button)
+  got = tmp_path / "downloaded.html"
+  dl.value.save_as(got)
+  assert dl.value.suggested_filename == ("trace-%d.html" % t if redact else "demo.html")
+  want = tmp_path / "cli.html"
+  export.export(trace_dir / "demo.vztrace", want, redact=redact)
+  assert STAMP.sub("", got.read_text(encoding="utf-8")) == STAMP.sub("", want.read_text(encoding="utf-8"))
+  # the downloaded file is a working export: it opens from disk, shows a graph, and hides the buttons it cannot use
+  page.goto(got.resolve().as_uri())
+  page.wait_for_function("() => window.__viz !== undefined")
+  page.evaluate("() => window.__viz.ready")
+  st = page.evaluate("() => ({...window.__viz.state})")
+  wait_graph(page, st["trace"], st["rw"], st["step"])
+  assert page.is_hidden("#export-trace") and page.is_hidden("#export-redacted")
+  note = page.text_content("#export-note")
+  assert ("redacted: nothing" in note) == (not redact)
+
+
+def test_export_refusal_is_a_toast(page, server):
+  t = server.trace_id("demo.vztrace")
+  open_page(page, server, f"#t={t}")
+  page.errors.allowed.append("413")  # the console's "Failed to load resource" for the refused request
+  page.route("**/export?*", lambda r: r.fulfill(status=413, content_type="application/json",
+                                                 body='{"error": "trace 1 has 9 matches; <b>too many</b>"}'))
+  page.click("#export-trace")
+  page.wait_for_function("() => [...document.querySelectorAll('#toasts .toast.error')].some("
+                         "e => e.textContent.includes('<b>too many</b>'))")  # the message, as text
+  assert page.query_selector("#toasts b") is None
