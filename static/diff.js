@@ -281,6 +281,7 @@ export class DiffPanel {
     const btn = (label, title, fn) => h("button", {type: "button", title, onclick: fn}, label);
     const here = () => this.cur();
     this.result = h("div", {class: "diff-result"});
+    this.note = h("div", {class: "diff-divergence small"});  // what compare found (first divergence)
     const row = (which, input, pick) => h("div", {class: `diff-point point-${which}`},
       h("div", {class: "point-line"}, h("b", {class: which === "a" ? "pa" : "pb"}, which.toUpperCase()), input,
         btn("here", `${which.toUpperCase()} = the current step`, () => this.setHere(which))),
@@ -302,8 +303,53 @@ export class DiffPanel {
           const c = here(); if (c.ctx !== null) this.set("a", `${c.trace}:${c.ctx}`);
         }),
         btn("A → B", "B = A (then change what should differ, e.g. B's trace or kernel)", () => this.set("b", this.a)),
-        btn("swap", "swap A and B", () => this.setBoth(this.b, this.a))),
+        btn("swap", "swap A and B", () => this.setBoth(this.b, this.a)),
+        h("button", {type: "button", class: "first-divergence", onclick: () => this.firstDivergence(),
+          hidden: document.documentElement.dataset.export === "yes",  // an export has one trace and no server
+          title: "Compare A's trace with B's (pick B's trace above): A and B become where they first diverge"},
+        "first divergence")),
+      this.note,
       this.result);
+  }
+
+  /** The traces of A and B (from their points, else the pickers, else the main view's trace for A). */
+  _pair() {
+    const trace = (spec, pick) => parsePoint(spec)?.trace ?? pick.v?.trace ?? null;
+    return [trace(this.a, this.aPick) ?? this.cur().trace, trace(this.b, this.bPick)];
+  }
+
+  /** Compare A's trace with B's (GET /api/compare) and set A and B to where they first diverge: the first differing
+   * step of the diverging rewrite in each trace, else its input graphs (or results when the inputs are equal). */
+  async firstDivergence() {
+    const [ta, tb] = this._pair();
+    if (ta === null || tb === null || ta === tb) {
+      put(this.note, h("p", {class: "muted"}, "Pick another trace for B (its trace picker), then find the divergence."));
+      return;
+    }
+    const gen = ++this.gen;
+    put(this.note, h("p", {class: "muted small"}, `comparing traces ${ta} and ${tb}…`));
+    let rep;
+    try { rep = await api.compare(ta, tb); } catch (e) {
+      if (gen === this.gen) put(this.note, h("div", {class: "error-text"}, e.message));
+      return;
+    }
+    if (gen !== this.gen) return;
+    const d = rep.first_divergence;
+    if (!d) {
+      put(this.note, h("p", {class: "muted"}, rep.same ? "The traces do not differ." :
+        "No rewrite differs; see the kernels (the Kernel panel or `compare` on the files)."));
+      return;
+    }
+    put(this.note, divergenceText(d));
+    this.note.dataset.divergence = `${ta} ${tb}`;  // tests wait for it
+    if (!d.a || !d.b) {  // in one trace only: show it against the other trace's current point
+      const only = d.a ? `${ta}:${d.a.id}:0` : `${tb}:${d.b.id}:0`;
+      if (d.a) this.set("a", only); else this.set("b", only);
+      return;
+    }
+    // after the differing match (a trace with fewer matches: its last), else the inputs, else the results
+    const k = (x) => (d.step ? Math.min(d.step.k, x.matches) : d.input_differs ? 0 : "end");
+    this.setBoth(`${ta}:${d.a.id}:${k(d.a)}`, `${tb}:${d.b.id}:${k(d.b)}`);
   }
 
   /** The served traces changed (names, new ones): refresh the trace pickers. */
@@ -464,6 +510,18 @@ export class DiffPanel {
     const where = n.side === "both" ? "in A and B" : "only in B";
     put(this.picked, nodeChip({...n, id: n.node}), ` ${where} · ${n.hash}`);
   }
+}
+
+/** The first divergence in words (every name as a text node: they come from traces). */
+function divergenceText(d) {
+  const where = (x) => (x ? `rewrite ${x.id} ${x.name} in ${x.ctx_kind} ${x.ctx_name}` : "—");
+  const rule = (st) => (st ? `${st.rule.name ?? "?"} on ${st.node.op ?? "?"} ${st.node.hash ?? ""}` : "no such step");
+  const what = d.kind !== "differs" ? `only in ${d.kind === "only_a" ? "A" : "B"}`
+    : d.step ? `match ${d.step.k} differs` : d.input_differs ? "input graphs differ" : "results differ";
+  return h("div", {class: "divergence"},
+    h("div", null, h("b", null, "first divergence: "), what),
+    h("div", null, h("span", {class: "pa"}, "A "), where(d.a), d.step ? ` · ${rule(d.step.a)}` : ""),
+    h("div", null, h("span", {class: "pb"}, "B "), where(d.b), d.step ? ` · ${rule(d.step.b)}` : ""));
 }
 
 const kindClass = (k) => (k === "+" ? "add" : k === "-" ? "del" : k === "@" ? "hunk" : "ctx");
