@@ -15,6 +15,7 @@ from typing import Any
 
 from compiler.opt.target import Target, host_target
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
+from compiler.symbolic import linear_form
 from compiler.trace import recorder
 from compiler.uop import AxisType, KernelInfo, Ops, UOp, toposort
 
@@ -501,29 +502,22 @@ def _normalize(ast: UOp) -> UOp:
 # ---- strides: how an access's address moves along each axis
 
 def linear_terms(idx: UOp) -> tuple[dict[UOp, int], set[UOp]]:
-  """idx as sum(coef * RANGE) + rest: (coefs of the ranges it is affine in, ranges it depends on otherwise)."""
-  form: dict[UOp, tuple[dict[UOp, int], set[UOp]]] = {}
-  for u in toposort(idx):
-    s = [form[x] for x in u.src] if u.op is not Ops.INDEX else []
-    if u.op is Ops.RANGE:
-      form[u] = ({u: 1}, set())
-    elif u.op in (Ops.CONST, Ops.DEFINE_VAR):
-      form[u] = ({}, set())
-    elif u.op in (Ops.ADD, Ops.SUB):
-      sign = 1 if u.op is Ops.ADD else -1
-      lin = dict(s[0][0])
-      for r, c in s[1][0].items():
-        lin[r] = lin.get(r, 0) + sign * c
-      form[u] = (lin, s[0][1] | s[1][1])
-    elif u.op is Ops.MUL and any(x.op is Ops.CONST for x in u.src):
-      ci = 0 if u.src[0].op is Ops.CONST else 1
-      c, (lin, rest) = u.src[ci].arg, s[1 - ci]
-      form[u] = ({r: v * c for r, v in lin.items()}, rest)
-    elif u.op is Ops.CAST:
-      form[u] = s[0]
-    else:
-      form[u] = ({}, set(u.ranges))
-  return form[idx]
+  """idx as sum(coef * RANGE) + rest: (coefs of the ranges it is affine in, ranges it depends on otherwise).
+
+  Built on `compiler.symbolic.linear_form`; a CAST is looked through (it does not change how the address steps)."""
+  lin: dict[UOp, int] = {}
+  rest: set[UOp] = set()
+  todo = [(idx, 1)]
+  while todo:
+    u, scale = todo.pop()
+    for t, c in linear_form(u)[0].items():
+      if t.op is Ops.RANGE:
+        lin[t] = lin.get(t, 0) + scale * c
+      elif t.op is Ops.CAST:
+        todo.append((t.src[0], scale * c))
+      elif t.op is not Ops.DEFINE_VAR:
+        rest |= set(t.ranges)
+  return lin, rest
 
 
 def axis_stride(idx: UOp, rng: UOp) -> int | None:
