@@ -22,11 +22,24 @@ def write_variant(path):
     recorder.disable()
 
 
+def write_without_rule(path):
+  """The demo's schedule with `simplify` lacking its `x + 0` rule: same input graph, a different match."""
+  pm = tracegen.PatternMatcher([(r.pat, r.fn) for r in tracegen.simplify_pm.rules if r.fn is not tracegen.add_zero],
+                               name="simplify")
+  recorder.enable(path, announce=False)
+  try:
+    with recorder.trace_context("schedule 1", kind="schedule"):
+      tracegen.graph_rewrite(tracegen.schedule_graph(), pm, name="early simplify")
+  finally:
+    recorder.disable()
+
+
 @pytest.fixture(scope="module")
 def pair_server(tmp_path_factory):
   d = tmp_path_factory.mktemp("pair")
   tracegen.write_demo(d / "base.vztrace")
   write_variant(d / "variant.vztrace")
+  write_without_rule(d / "norule.vztrace")
   srv = Server(d, tmp_path_factory.mktemp("log") / "pair_server.log")
   yield srv
   srv.stop()
@@ -54,6 +67,25 @@ def test_first_divergence_sets_the_points(page, pair_server):
   assert any(ln["kind"] == "+" for ln in want["lines"])
   added = page.eval_on_selector_all(".diff-text .dl.add", "els => els.map(e => e.lastChild.textContent)")
   assert added == [ln["text"] for ln in want["lines"] if ln["kind"] == "+"]
+
+
+def test_first_divergence_at_a_differing_match(page, pair_server):
+  srv = pair_server
+  ta, tb = srv.trace_id("base.vztrace"), srv.trace_id("norule.vztrace")
+  d = srv.api(f"/api/compare?a={ta}&b={tb}")["first_divergence"]
+  assert d["kind"] == "differs" and not d["input_differs"] and d["step"] is not None
+  assert d["a"]["name"] == "early simplify"
+  k = d["step"]["k"]
+  a, b = f"{ta}:{d['a']['id']}:{min(k, d['a']['matches'])}", f"{tb}:{d['b']['id']}:{min(k, d['b']['matches'])}"
+  open_page(page, srv, f"#t={ta}&p=diff")
+  choose(page, "b", "trace", "norule")
+  page.click("#panel-diff button.first-divergence")
+  wait_diff(page, a, b)
+  assert page.evaluate("() => [window.__viz.diffPanel.a, window.__viz.diffPanel.b]") == [a, b]
+  note = page.text_content("#panel-diff .diff-divergence")
+  assert f"match {k} differs" in note
+  rule = (d["step"]["a"] or d["step"]["b"])["rule"]["name"]
+  assert rule in note
 
 
 def test_first_divergence_needs_another_trace(page, pair_server):
