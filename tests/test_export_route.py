@@ -66,6 +66,19 @@ def test_export_route_refuses_bad_options_and_big_traces(small_trace, client_for
   assert resp.status_code == 413 and "matches" in resp.get_json()["error"]
 
 
+def test_routes_keep_the_host_check(small_trace):
+  store = TraceStore()
+  try:
+    app = create_app([small_trace], follow=False, allowed_hosts=["127.0.0.1"], store=store, socketio_client=None)
+    client = app.test_client()
+    t = store.entries()[0]["id"]
+    for url in (f"/api/traces/{t}/export", f"/api/compare?a={t}&b={t}"):
+      assert client.get(url, headers={"Host": "evil.example"}).status_code == 403
+    assert client.get(f"/api/compare?a={t}&b={t}", headers={"Host": "127.0.0.1"}).get_json()["same"] is True
+  finally:
+    store.stop()
+
+
 def test_download_name_is_plain_ascii():
   class Tr:
     id, name = 3, '../evil"\r\nX-Bad: 1\u202e.vztrace'

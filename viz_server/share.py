@@ -97,13 +97,14 @@ def export(t: int) -> Any:
 
 @bp.get("/compare")
 def compare() -> Any:
-  paths = []
+  paths, traces = [], []
   for which in ("a", "b"):
     raw = request.args.get(which, "")
     t = ascii_int(raw)
     if t is None:
       fail(400, f"query parameter {which!r} must be a trace id (ASCII digits), got {raw[:40]!r}")
-    paths.append(_file(_trace(t), MAX_COMPARE_MATCHES, "compare"))
+    traces.append(_trace(t))
+    paths.append(_file(traces[-1], MAX_COMPARE_MATCHES, "compare"))
   p = _tool(["compare", *paths, "--json"], "compare")
   if p.returncode not in (0, 1):
     fail(400, f"cannot compare: {(p.stdout + p.stderr).strip()[-300:]}")
@@ -111,4 +112,7 @@ def compare() -> Any:
     rep = json.loads(p.stdout)
   except ValueError:
     fail(400, "compare printed no report")
-  return jsonify({**rep, "trace_a": int(request.args["a"]), "trace_b": int(request.args["b"])})
+  for side, tr in zip(("a", "b"), traces):  # the names the viewer lists (an upload's file has a temporary name)
+    if isinstance(rep.get(side), dict):
+      rep[side]["name"] = tr.name
+  return jsonify({**rep, "trace_a": traces[0].id, "trace_b": traces[1].id})
