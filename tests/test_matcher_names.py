@@ -40,3 +40,12 @@ def test_simplify_runs_the_pass_named_for_its_matcher(tmp_path):
   finally:
     recorder.disable()
   assert [r["name"] for r in TraceReader(path) if r["t"] == "rw_begin"] == ["symbolic"]
+
+
+def test_index_fold_reuses_symbolic_rules():
+  """codegen's light post-expansion pass shares symbolic's rule functions instead of re-implementing them."""
+  from compiler.codegen.simplify import pm_fold
+  from compiler.symbolic import symbolic
+  shared = {r.fn for r in symbolic.rules}
+  own = [r.fn.__name__ for r in pm_fold.rules if r.fn not in shared]
+  assert own == ["_fold_divmod"], own

@@ -1,13 +1,24 @@
 """Index-math cleanup after expansion: constant folding, identities and div/mod folding over linear forms.
 
-`compiler.symbolic.symbolic` runs first; these rules are the few codegen relies on to see that
+`compiler.symbolic.symbolic` runs once before expansion; after it, `pm_fold` re-runs a few of its rules (the same
+functions) plus `_fold_divmod`: the few codegen relies on to see that
 per-lane addresses are contiguous, e.g. `(r*4+3)//4 -> r` and `(r*4+3)%4 -> 3`."""
 from __future__ import annotations
 
 from compiler.dtype import dtypes
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
-from compiler.symbolic import linear_form, symbolic
-from compiler.uop import GroupOp, Ops, UOp, exec_alu
+from compiler.symbolic import (
+  add_zero,
+  div_one,
+  fold_alu,
+  fold_by_bounds,
+  linear_form,
+  mod_small,
+  mul_one,
+  symbolic,
+  where_const,
+)
+from compiler.uop import GroupOp, Ops, UOp
 
 LinearForm = tuple[dict[UOp, int], int]
 
@@ -50,30 +61,18 @@ def _fold_divmod(x: UOp) -> UOp | None:
   return build(qt, qc, a.dtype) + rest // d
 
 
-def _bounds_const(x: UOp) -> UOp | None:
-  if x.vmin == x.vmax and not isinstance(x.vmin, float):
-    return UOp.const(x.dtype, x.vmin)
-  return None
-
-
 _int = tuple(dtypes.ints) + (dtypes.bool,)
-_int_alu = UPat(tuple(GroupOp.ALU), dtype=_int, name="x")
 
+# the few folds codegen needs after expansion (the full `symbolic` runs once before it), sharing symbolic's rules
 pm_fold = PatternMatcher([
-  # constant folding of int/bool math (floats keep their runtime semantics)
-  (UPat(tuple(GroupOp.ALU), dtype=_int, src=UPat(Ops.CONST), name="x"),
-   lambda x: UOp.const(x.dtype, exec_alu(x.op, x.dtype, tuple(s.arg for s in x.src))) if x.dtype.count == 1 else None),
-  (UPat.var("x", _int) + UPat.const(None, 0), lambda x: x),
-  (UPat.var("x", _int) * UPat.const(None, 1), lambda x: x),
-  (UPat.var("x", dtypes.ints) // UPat.const(None, 1), lambda x: x),
-  (UPat(Ops.WHERE, src=(UPat.const(dtypes.bool, True), UPat.var("a"), UPat.var())), lambda a: a),
-  (UPat(Ops.WHERE, src=(UPat.const(dtypes.bool, False), UPat.var(), UPat.var("b"))), lambda b: b),
-  # x % c -> x when 0 <= x < c
-  (UPat.var("a", dtypes.ints) % UPat.cvar("c"),
-   lambda a, c: a if isinstance(c.arg, int) and c.arg > 0 and a.vmin >= 0 and a.vmax < c.arg else None),
+  (UPat(tuple(GroupOp.ALU), dtype=_int, src=UPat(Ops.CONST), name="u"), fold_alu),
+  (UPat.var("x", _int) + UPat.const(None, 0).named("c"), add_zero),
+  (UPat.var("x", _int) * UPat.const(None, 1), mul_one),
+  (UPat.var("x", dtypes.ints) // UPat.const(None, 1), div_one),
+  (UPat(Ops.WHERE, src=(UPat.cvar("c", dtypes.bool), UPat.var("t"), UPat.var("f"))), where_const),
+  (UPat.var("x", dtypes.ints) % UPat.cvar("d"), mod_small),
   (UPat((Ops.IDIV, Ops.MOD), dtype=dtypes.ints, src=(UPat.var(), UPat(Ops.CONST)), name="x"), _fold_divmod),
-  # any int expression whose bounds pin it to one value
-  (_int_alu, lambda x: _bounds_const(x) if x.dtype.count == 1 else None),
+  (UPat(tuple(GroupOp.ALU), dtype=_int, name="u"), fold_by_bounds),
 ], name="index_fold")
 
 
