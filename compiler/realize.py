@@ -30,21 +30,9 @@ def _interp_factory() -> BackendFactory:
 
 
 def _llvm_factory() -> BackendFactory:
-  """The LLVM backend: `get_runner(ast)` from compiler.runtime.llvm, else `compile_kernel(ast)` from codegen."""
-  try:
-    from compiler.runtime.llvm import get_runner  # type: ignore[attr-defined]
-    return get_runner
-  except ImportError:
-    pass
-  try:
-    from compiler.codegen import compile_kernel  # type: ignore[attr-defined]
-  except ImportError as e:
-    raise RuntimeError(f"BACKEND=llvm: the LLVM backend is not available ({e})") from e
-
-  def factory(ast: UOp) -> Runner:
-    prg = compile_kernel(ast)
-    return lambda bufs: prg(*bufs)
-  return factory
+  """The LLVM backend: optimize, compile and run (`compiler.runtime.compiled.get_runner`)."""
+  from compiler.runtime.compiled import get_runner  # lazy: loads llvmlite only when a kernel runs on it
+  return get_runner
 
 
 _loaders: dict[str, Callable[[], BackendFactory]] = {"interp": _interp_factory, "llvm": _llvm_factory}

@@ -264,9 +264,6 @@ class PatternMatcher:
   def __repr__(self) -> str:
     return f"PatternMatcher({self.name or ''}, {len(self.rules)} rules)"
 
-  def candidates(self, u: UOp) -> list[Rule]:
-    return self.pdict.get(u.op, self.wildcard)
-
   def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
     """The first rule's result for u, or None when no rule matches."""
     for rule in self.pdict.get(u.op, self.wildcard):

@@ -7,7 +7,7 @@ from _weakref import _remove_dead_weakref  # what WeakValueDictionary uses: dele
 from dataclasses import dataclass
 from enum import Enum, IntEnum, auto
 from functools import cached_property
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from compiler.dtype import DType, dtypes, truncate
 
@@ -60,18 +60,12 @@ class GroupOp:
 
 
 class AxisType(Enum):
-  """What a RANGE becomes in the kernel; the colors are the reference's."""
+  """What a RANGE becomes in the kernel (its color in the UI: compiler.opt.kernel.AXIS_COLORS)."""
   GLOBAL = auto(); THREAD = auto(); LOCAL = auto(); LOOP = auto(); GROUP_REDUCE = auto()  # noqa: E702
   REDUCE = auto(); UPCAST = auto(); UNROLL = auto()  # noqa: E702
 
   def __repr__(self) -> str:
     return f"AxisType.{self.name}"
-
-
-axis_colors: dict[AxisType, str] = {
-  AxisType.GLOBAL: "blue", AxisType.THREAD: "BLUE", AxisType.LOCAL: "cyan", AxisType.LOOP: "WHITE",
-  AxisType.GROUP_REDUCE: "green", AxisType.REDUCE: "red", AxisType.UNROLL: "magenta", AxisType.UPCAST: "yellow",
-}
 
 
 @dataclass(frozen=True)
@@ -544,10 +538,3 @@ def pretty_repr(u: UOp, limit: int = 30) -> str:
     out[x] = f"UOp({x.op!r}, {x.dtype!r}, arg={arg_str(x.arg)}, src=({srcs}{',' if len(x.src) == 1 else ''}))"
   return out[u]
 
-
-def graph_size(root: UOp) -> int:
-  return len(toposort(root))
-
-
-def uops_of(nodes: Iterable[UOp], op: Ops) -> list[UOp]:
-  return [u for u in nodes if u.op is op]

@@ -156,8 +156,3 @@ def get_jit() -> LLVMJit:
         _JIT = LLVMJit()
   return _JIT
 
-
-def get_runner(ast: "UOp") -> "CompiledKernel":  # noqa: F821 - lazy: compiled.py imports this module
-  """The LLVM backend of compiler.realize: see compiler.runtime.compiled.get_runner."""
-  from compiler.runtime.compiled import get_runner as _get_runner
-  return _get_runner(ast)

@@ -377,10 +377,7 @@ def start_from_env() -> Recorder:
     return RECORDER
   rec = enable()
   if viz_level() > 0:
-    try:
-      from compiler.trace.launch import launch_viewer
-    except ImportError:  # the viewer launcher is optional: recording still works
-      return rec
+    from compiler.trace.launch import launch_viewer
     launch_viewer(rec.path)
   return rec
 
