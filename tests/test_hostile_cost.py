@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hostile_traces as H
 import pytest
+from proc_helpers import wait_until
 
 from viz_server import api
 from viz_server import store as store_mod
@@ -65,7 +66,6 @@ def test_work_stops_when_the_client_goes(tmp_path, monkeypatch):
   """A far step asked for and the connection closed at once: the replay stops soon after, not at step 300,000."""
   import socket
   import threading
-  import time
 
   from viz_server.__main__ import bind
   from viz_server.graphview import TURNS
@@ -79,14 +79,9 @@ def test_work_stops_when_the_client_goes(tmp_path, monkeypatch):
     with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as s:
       s.sendall(f"GET /api/traces/0/rewrites/0/graph?step=299999 HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n\r\n"
                 .encode())
-      deadline = time.monotonic() + 120
-      while len(views.get(tr, tr.rewrites[0]).replay.roots) < 100:  # the request is at work
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    deadline = time.monotonic() + 120
-    while TURNS.serving:  # the request ends (it would take minutes to finish its 300,000 steps)
-      assert time.monotonic() < deadline
-      time.sleep(0.01)
+      wait_until(lambda: len(views.get(tr, tr.rewrites[0]).replay.roots) >= 100, "the request to be at work")
+    # the request ends (it would take minutes to finish its 300,000 steps)
+    wait_until(lambda: not TURNS.serving, "the request to stop once its client went")
     assert len(views.get(tr, tr.rewrites[0]).replay.roots) < 100_000
   finally:
     srv.shutdown()

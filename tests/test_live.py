@@ -7,7 +7,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -148,7 +147,12 @@ def test_subscribe_to_one_trace_only(server):
   sio = socketio.Client()
   sio.on("context", lambda data: got.append(data["trace"]))
   sio.connect(url, transports=["websocket"])
+  everything = socketio.Client()  # subscribed to all traces: it sees the last context event the server sends
+  seen = []
+  everything.on("context", lambda data: seen.append(data["context"]["name"]))
+  everything.connect(url, transports=["websocket"])
   try:
+    assert everything.call("subscribe", {"trace": None}, timeout=30) == {"ok": True}
     assert sio.call("subscribe", {"trace": 1}, timeout=30) == {"ok": True}
     assert sio.call("subscribe", {"trace": "x"}, timeout=30)["ok"] is False
     for name in ("a", "b"):
@@ -156,9 +160,12 @@ def test_subscribe_to_one_trace_only(server):
       assert p.returncode == 0
       wait_until(lambda name=name: any(t["name"] == f"{name}.vztrace" and t["status"] == "ended"
                                        for t in get_json(url + "/api/traces")), f"trace {name}")
-    time.sleep(0.3)
+    # once the other client got b's contexts, a round trip on ours comes back after anything sent to it before
+    wait_until(lambda: seen.count("ctx0") >= 2, "both traces' contexts")
+    assert sio.call("subscribe", {"trace": 1}, timeout=30) == {"ok": True}
   finally:
     sio.disconnect()
+    everything.disconnect()
   assert got and set(got) == {1}
 
 

@@ -7,6 +7,7 @@ import time
 from array import array
 
 import pytest
+from proc_helpers import wait_until
 from test_server_helpers import mini, recording, write_kernel_trace
 
 from compiler import UOp, graph_rewrite
@@ -150,9 +151,7 @@ def test_follow_thread_sees_new_records_quickly(tmp_path):
   try:
     w.write({"t": "ctx_begin", "id": 0, "parent": None, "name": "default", "kind": "default", "ts": 1.0})
     w.flush()
-    deadline = time.monotonic() + 60
-    while not tr.contexts and time.monotonic() < deadline:
-      time.sleep(0.01)
+    wait_until(lambda: tr.contexts, "the store to read the new record")
     assert 0 in tr.contexts
   finally:
     st.stop()

@@ -15,6 +15,7 @@ import zlib
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from proc_helpers import wait_until
 
 from vztrace import format as fmt
 from vztrace import writer as writer_mod
@@ -249,11 +250,7 @@ def test_background_flush_of_an_idle_writer(tmp_path):
   with TraceWriter(p, flush_interval=0.02, background=True) as w:
     w.write(SAMPLES["meta"])
     r = TraceReader(p)
-    deadline = time.monotonic() + 60
-    got: list[dict] = []
-    while not got and time.monotonic() < deadline:
-      got = r.poll()
-      time.sleep(0.01)
+    got = wait_until(r.poll, "the background flush")
     assert got == [SAMPLES["meta"]]
 
 
