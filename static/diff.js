@@ -64,6 +64,7 @@ class PointPicker {
     this.v = null;  // {trace, ctx, rw, step, final}
     this.list = [];  // contexts of v.trace
     this.gen = 0;
+    this.wanted = null;  // the trace last asked for (set at once; v.trace only once its contexts have loaded)
     // data-pick, not data-point: the text boxes are [data-point=a|b]
     const ctl = (tag, attrs) => h(tag, {...attrs, dataset: {pick: which, ctl: attrs.ctl}, ctl: undefined});
     this.traceSel = ctl("select", {ctl: "trace", title: `${which.toUpperCase()}: trace`});
@@ -107,6 +108,7 @@ class PointPicker {
     const p = parsePoint(spec);
     if (!p) return;
     if (spec === this.spec()) return;
+    this.wanted = p.trace;
     const gen = ++this.gen;
     const list = await this._load(p.trace);
     if (gen !== this.gen || list === null) return;
@@ -187,6 +189,7 @@ class PointPicker {
   async _onTrace(t) {
     const old = this._ctx();
     const rwName = (this._rewrite() || {}).name;
+    this.wanted = t;
     const gen = ++this.gen;
     await this._load(t);
     if (gen !== this.gen) return;
@@ -240,6 +243,7 @@ export class DiffPanel {
     this.a = "";
     this.b = "";
     this.gen = 0;
+    this.divGen = 0;  // first-divergence requests (a diff run while one is in flight does not cancel it)
     this.ctxCache = new Map();  // trace -> contexts promise, for traces that no longer change
     this.gview = null;  // the drawn graph diff, made on first use (a GraphView measures its host)
     this.drawn = null;  // the last drawn answer's nodes by id
@@ -312,9 +316,10 @@ export class DiffPanel {
       this.result);
   }
 
-  /** The traces of A and B (from their points, else the pickers, else the main view's trace for A). */
+  /** The traces of A and B: what each picker was last asked for (a trace just chosen whose contexts are still
+   * loading counts), else its point's, else the main view's trace for A. */
   _pair() {
-    const trace = (spec, pick) => parsePoint(spec)?.trace ?? pick.v?.trace ?? null;
+    const trace = (spec, pick) => pick.wanted ?? parsePoint(spec)?.trace ?? null;
     return [trace(this.a, this.aPick) ?? this.cur().trace, trace(this.b, this.bPick)];
   }
 
@@ -326,14 +331,16 @@ export class DiffPanel {
       put(this.note, h("p", {class: "muted"}, "Pick another trace for B (its trace picker), then find the divergence."));
       return;
     }
-    const gen = ++this.gen;
+    const gen = ++this.divGen;
+    // stale: a newer request, or the user chose another trace for A or B meanwhile
+    const stale = () => gen !== this.divGen || String(this._pair()) !== String([ta, tb]);
     put(this.note, h("p", {class: "muted small"}, `comparing traces ${ta} and ${tb}…`));
     let rep;
     try { rep = await api.compare(ta, tb); } catch (e) {
-      if (gen === this.gen) put(this.note, h("div", {class: "error-text"}, e.message));
+      if (!stale()) put(this.note, h("div", {class: "error-text"}, e.message));
       return;
     }
-    if (gen !== this.gen) return;
+    if (stale()) return;
     const d = rep.first_divergence;
     if (!d) {
       put(this.note, h("p", {class: "muted"}, rep.same ? "The traces do not differ." :

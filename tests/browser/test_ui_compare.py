@@ -52,8 +52,18 @@ def test_first_divergence_sets_the_points(page, pair_server):
   d = rep["first_divergence"]
   assert d["kind"] == "differs" and d["a"]["ctx_name"] == "E_32" and d["input_differs"]
   open_page(page, srv, f"#t={ta}&p=diff")
+  # B's contexts are held until after the click: a user may click while B's trace choice is still loading, and the
+  # button compares the trace B's picker shows (the diff that the pick then starts does not cancel it)
+  held = []
+  page.route(f"**/api/traces/{tb}/contexts", lambda route: held.append(route))
   choose(page, "b", "trace", "variant")
   page.click("#panel-diff button.first-divergence")
+  page.wait_for_function("(want) => document.querySelector('#panel-diff .diff-divergence').dataset.divergence === want",
+                         arg=f"{ta} {tb}")
+  assert held, "B's contexts were requested"
+  for route in held:
+    route.continue_()
+  page.unroute(f"**/api/traces/{tb}/contexts")
   # the inputs differ, so the points are the two rewrites' step 0
   a, b = f"{ta}:{d['a']['id']}:0", f"{tb}:{d['b']['id']}:0"
   wait_diff(page, a, b)
