@@ -12,7 +12,9 @@ from pathlib import Path
 from proc_helpers import alive, get_json, ping, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ("from compiler import UOp, graph_rewrite, PatternMatcher\n"
+SCRIPT = ("import faulthandler, signal\n"
+          "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"  # its stacks, should it hang (_stop_by_ctrl_c)
+          "from compiler import UOp, graph_rewrite, PatternMatcher\n"
           "graph_rewrite(UOp.variable('x', 0, 3) + 0, PatternMatcher([], name='noop'), name='one')\n")
 
 
@@ -43,6 +45,23 @@ def _read_until(stream, text: str, timeout: float = 120) -> str:
   return "".join(got)
 
 
+def _stop_by_ctrl_c(proc, viewer_log: Path) -> str:
+  """SIGINT the script and return its stderr after; should it not exit, fail with its threads' stacks (SCRIPT dumps
+  them on SIGUSR1) and the viewer's log."""
+  proc.send_signal(signal.SIGINT)
+  try:
+    return proc.communicate(timeout=120)[1]
+  except subprocess.TimeoutExpired:
+    proc.send_signal(signal.SIGUSR1)
+    try:
+      err = proc.communicate(timeout=20)[1]
+    except subprocess.TimeoutExpired as e:
+      err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+    log = viewer_log.read_text(errors="replace")[-4000:] if viewer_log.exists() else "(no viewer log)"
+    raise AssertionError(f"the script did not exit after Ctrl-C\n--- its stderr and stacks:\n{err}\n"
+                         f"--- the viewer's log:\n{log}") from None
+
+
 def test_script_in_a_terminal_serves_until_ctrl_c(tmp_path):
   port, env = _viz_env(tmp_path)
   master, slave = pty.openpty()  # a terminal as stdin: the script should wait at its end
@@ -58,9 +77,7 @@ def test_script_in_a_terminal_serves_until_ctrl_c(tmp_path):
     assert token.exists()
     said = _read_until(proc.stderr, "Press Ctrl-C to stop it")  # it waits in the foreground now, serving
     assert proc.poll() is None
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
-    err = said + err
+    err = said + _stop_by_ctrl_c(proc, tmp_path / "cache" / "tinyviz" / f"viewer-{port}.log")
     assert "viewer stopped" in err, err
     wait_until(lambda: not alive(viewer), "the viewer to stop")
     assert not token.exists()  # the viewer stopped by the script's SIGTERM cleaned up after itself

@@ -199,7 +199,10 @@ def _at_exit(proc: subprocess.Popen, port: int) -> None:
     return
   try:  # the message inside: a Ctrl-C right after it must still stop the viewer
     print("VIZ: done; the viewer is serving this trace. Press Ctrl-C to stop it.", file=sys.stderr, flush=True)
-    proc.wait()
+    # polled, not one blocking proc.wait(): a SIGINT that the kernel delivers to another thread (a kernel pool worker
+    # of the user's script) only sets Python's flag, and a main thread blocked in waitpid would never see it
+    while proc.poll() is None:
+      time.sleep(0.2)
   except KeyboardInterrupt:
     proc.terminate()
     try:
