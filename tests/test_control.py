@@ -5,11 +5,11 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from proc_helpers import wait_until
 
 from compiler import Ops, PatternMatcher, UOp, UPat, graph_rewrite
 from compiler.trace import recorder
@@ -108,12 +108,11 @@ def viewer(tmp_path):
   env.update(XDG_CACHE_HOME=str(alice), PYTHONPATH=str(ROOT))
   proc = subprocess.Popen([sys.executable, "-m", "viz_server", str(_trace(tmp_path / "a.vztrace", "a")), "--port",
                            str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-  deadline = time.monotonic() + 30
-  while not (alice / "tinyviz" / "viewers" / f"{port}.token").exists():  # written once it listens
+  def started() -> bool:
     if proc.poll() is not None:
       raise AssertionError(f"the viewer exited: {proc.stdout.read()}")
-    assert time.monotonic() < deadline, "the viewer did not start"
-    time.sleep(0.05)
+    return (alice / "tinyviz" / "viewers" / f"{port}.token").exists()  # written once it listens
+  wait_until(started, "the viewer to start")
   try:
     yield port, alice, proc
   finally:

@@ -44,7 +44,7 @@ def _rows(page) -> dict[str, dict]:
   return {r["name"]: r for r in got}
 
 
-def _wait_api(server, t: int, pred, what: str, timeout: float = 60) -> list:
+def _wait_api(server, t: int, pred, what: str, timeout: float = 120) -> list:
   deadline = time.time() + timeout
   while True:
     ctxs = server.api(f"/api/traces/{t}/contexts")
