@@ -240,3 +240,71 @@ def test_a_kernel_name_keeps_its_suffix_when_colored():
   assert kname_colors(c)[:4] == [["r", None], ["_", None], ["4", "blue"], ["_", None]]
   c.opts[0]["kname"] = "r_4_4"
   assert "".join(t for t, _ in kname_colors(c)) == "r_4_4"
+
+
+# ---- a batch's nodes and matches taken as the reader's columns
+def _index_of(path, columns, monkeypatch):
+  """What the store keeps of a trace, read with or without the reader's columns, and whether columns came in."""
+  runs = []
+  real_apply = store_mod.Trace.apply
+
+  def spy(self, recs, events):
+    runs.extend(type(r).__name__ for r in recs if type(r) is not dict)
+    return real_apply(self, recs, events)
+  monkeypatch.setattr(store_mod.Trace, "apply", spy)
+  monkeypatch.setattr(store_mod.Trace, "columns", columns)
+  (tr,) = TraceStore().add_path(path)
+  nodes = [(nid, tr.nodes.get(nid)) for nid in tr.nodes.ids()]
+  rws = {r: (rw.pat.tolist(), rw.before.tolist(), rw.after.tolist(), rw.mdt.tolist(), rw.merr, rw.nodes_at_end)
+         for r, rw in tr.rewrites.items()}
+  return (nodes, rws, tr.match_count, tr.anomalies, tr.indexed, tr.damage), set(runs)
+
+
+def test_columns_index_what_the_records_do(tmp_path, monkeypatch):
+  path = tmp_path / "k.vztrace"
+  with recording(path):
+    x = UOp.variable("x", 0, 9)
+    for i in range(40):  # several flushes' worth of batches, with strings new in later ones
+      graph_rewrite(((x + i) * 1 + 0) * (UOp.const(x.dtype, i) + 2), mini, name=f"rw{i}")
+  by_columns, runs = _index_of(path, True, monkeypatch)
+  by_records, no_runs = _index_of(path, False, monkeypatch)
+  assert runs == {"BatchNodes", "BatchMatches"} and not no_runs
+  assert by_columns == by_records and len(by_columns[0]) > 100 and by_columns[2] > 40
+
+
+def test_columns_of_a_hostile_batch_get_the_records_checks(tmp_path, monkeypatch):
+  from test_trace_format import SAMPLES, batch
+  path = tmp_path / "h.vztrace"
+  rw0 = {**SAMPLES["rw_begin"], "id": 0, "ctx": 0, "root": 0}
+  with TraceWriter(path) as w:
+    w.write(_meta())
+    w.write({"t": "ctx_begin", "id": 0, "parent": None, "name": "default", "kind": "default", "ts": 1.0})
+    w.write({"t": "node", "id": 0, "op": "CONST", "dtype": "int", "arg": "1", "src": []})  # the store's codes first
+    w.write(rw0)
+    # string codes of the batches, not the store's; matches of an unknown rewrite among those of rewrite 0; node 4
+    # names node 5 (never defined), node 1 comes twice
+    w.write(batch(1, ["ADD", "None", "int"], [(0, 2, 1, [0, 0]), (0, 2, 1, [1, 0])],
+                  [(0, 0, 1, 2, 5), (7, 0, 1, 1, 5)], []))
+    w.write(batch(3, ["1", "CONST"], [(4, 2, 3, []), (0, 2, 1, [5])], [(0, 0, 0, 1, 9)], []))
+    w.write(batch(1, [], [(4, 2, 3, [])], [], []))
+    w.write({"t": "end", "ts": 2.0})
+  by_columns, runs = _index_of(path, True, monkeypatch)
+  by_records, _ = _index_of(path, False, monkeypatch)
+  assert runs == {"BatchNodes", "BatchMatches"} and by_columns == by_records
+  nodes, rws, matches, anomalies = by_columns[:4]
+  add, const = ("ADD", "int", "None"), ("CONST", "int", "1")
+  assert nodes == [(0, (*const, ())), (1, (*add, (0, 0))), (2, (*add, (1, 0))), (3, (*const, ()))]
+  assert rws[0][:3] == ([0, 0], [1, 0], [2, 1]) and matches == 2
+  assert anomalies == ["match for unknown rewrite 7", "node 4 uses node 5 before it is defined",
+                       "node 1 is defined twice"]
+
+
+def test_columns_stop_where_the_index_is_full(tmp_path, monkeypatch):
+  path = tmp_path / "k.vztrace"
+  with recording(path):
+    graph_rewrite(UOp.sink(*[UOp.variable("x", 0, 9) * i + 0 for i in range(300)]), mini, name="big")
+  monkeypatch.setattr(store_mod, "INDEX_FLOOR", 250)  # a cut inside a run of nodes
+  monkeypatch.setattr(store_mod, "RECORDS_PER_BYTE", 0)
+  by_columns, _ = _index_of(path, True, monkeypatch)
+  by_records, _ = _index_of(path, False, monkeypatch)
+  assert by_columns == by_records and by_columns[4] == 250 and "too big" in by_columns[5]["reason"]

@@ -2,15 +2,20 @@
 from __future__ import annotations
 
 from array import array
+from itertools import accumulate, chain, islice, repeat
+from operator import ge
+
+from vztrace.reader import BatchNodes
 
 Node = tuple[str, str, str, tuple[int, ...]]  # (op, dtype, arg, src ids)
 
 
-class NodeTable:
-  """Every `node` record of a trace: op/dtype/arg are small codes into string tables, sources a CSR array.
+class NodeColumns:
+  """Every node of a trace in columns: op/dtype/arg are small codes into a string table, sources a CSR array.
 
   The recorder numbers nodes 0, 1, 2, ... so the id is the row; a trace with other ids gets an id->row dict.
-  A node is accepted only if all its sources are already known, so the table is always a DAG.
+  A node is accepted only if all its sources are already known, so the table is always a DAG. Nodes come one by
+  one (`add`, a `node` record) or as the reader's runs of a batch (`add_run`), whose codes are translated.
   """
 
   def __init__(self) -> None:
@@ -24,6 +29,7 @@ class NodeTable:
     self._ids = array("q")  # row -> id
     self._rows: dict[int, int] | None = None  # id -> row, only when ids are not 0..n-1
     self._struct: dict[int, int | list[int]] | None = None  # hash(op, dtype, arg, srcs) -> id(s), built on demand
+    self._xlat: list[int] = []  # the reader's string code -> ours (its table only grows, see BatchNodes)
 
   def __len__(self) -> int:
     return len(self._ids)
@@ -75,6 +81,32 @@ class NodeTable:
       self._index(nid, (oc, dc, ac, tuple(src)))
     return None
 
+  def add_run(self, run: BatchNodes) -> list[str]:
+    """Append a run of a batch's nodes; returns why nodes were rejected (as add() says it, one line each)."""
+    first, n, row = run.first, len(run), len(self._ids)
+    if self._rows is not None or first != row or not _sources_first(run):
+      # not the recorder's numbering: node by node, with add()'s checks
+      return [why for rec in run.records()
+              if (why := self.add(rec["id"], rec["op"], rec["dtype"], rec["arg"], rec["src"])) is not None]
+    xlat = self._xlat
+    for s in run.strs[len(xlat):]:
+      xlat.append(self._code(s))
+    code = xlat.__getitem__
+    self._op.extend(map(code, run.op))
+    self._dtype.extend(map(code, run.dtype))
+    self._arg.extend(map(code, run.arg))
+    self._src_start.extend(islice(accumulate(run.nsrc, initial=len(self._src)), 1, None))
+    self._src.fromlist(run.src.tolist())
+    self._ids.extend(range(first, first + n))  # last: a reader in another thread sees the rows once complete
+    if self._struct is not None:
+      for nid in range(first, first + n):  # (ids are rows here)
+        self._index(nid, self._key_at(nid))
+    return []
+
+  def _key_at(self, row: int) -> tuple[int, int, int, tuple[int, ...]]:
+    a, b = self._src_start[row], self._src_start[row + 1]
+    return (self._op[row], self._dtype[row], self._arg[row], tuple(self._src[a:b]))
+
   def get(self, nid: int) -> Node | None:
     row = self._row(nid)
     if row < 0:
@@ -121,8 +153,7 @@ class NodeTable:
     if self._struct is None:
       self._struct = {}
       for r in range(len(self._ids)):
-        a, b = self._src_start[r], self._src_start[r + 1]
-        self._index(self._ids[r], (self._op[r], self._dtype[r], self._arg[r], tuple(self._src[a:b])))
+        self._index(self._ids[r], self._key_at(r))
     hit = self._struct.get(hash(k))
     if hit is None:
       return None
@@ -149,3 +180,9 @@ class NodeTable:
     """Approximate memory of the arrays (for the bench)."""
     arrays = (self._op, self._dtype, self._arg, self._src_start, self._src, self._ids)
     return sum(a.itemsize * len(a) for a in arrays) + sum(len(s) + 49 for s in self._strs)
+
+
+def _sources_first(run: BatchNodes) -> bool:
+  """Whether every node of the run names only nodes with smaller ids (ids are u32s: never negative), checked in C."""
+  owners = chain.from_iterable(map(repeat, range(run.first, run.first + len(run)), run.nsrc))
+  return not any(map(ge, run.src, owners))

@@ -11,12 +11,13 @@ import tempfile
 import threading
 import time
 from array import array
+from itertools import groupby, islice
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
-from viz_server.nodes import NodeTable
+from viz_server.nodes import NodeColumns
 from vztrace.format import TraceFormatError
-from vztrace.reader import STALE_S, TraceReader, unfinished, writer_alive
+from vztrace.reader import STALE_S, BatchMatches, BatchNodes, Item, TraceReader, unfinished, writer_alive
 
 TRACE_SUFFIX = ".vztrace"
 POLL_WINDOW = 1 << 16  # compressed bytes read per poll: about one frame, so one batch holds a frame of records
@@ -145,13 +146,15 @@ class _Window(io.RawIOBase):
 class Trace:
   """The index of one trace file. Mutated only by the store (under its lock); read by the API under the lock."""
 
+  columns = True  # take a batch's nodes and matches as the reader's columns (False: a dict each, the bench's baseline)
+
   def __init__(self, tid: int, path: Path, name: str, follow: bool) -> None:
     self.id = tid
     self.path = path
     self.name = name
     self.follow = follow
     self.meta: dict | None = None
-    self.nodes = NodeTable()
+    self.nodes = NodeColumns()
     self.patterns: dict[int, dict] = {}
     self.contexts: dict[int, Context] = {}
     self.rewrites: dict[int, Rewrite] = {}
@@ -193,32 +196,35 @@ class Trace:
             "meta": self.meta, "anomalies": len(self.anomalies)}
 
   # ---- reading
-  def pull(self, final: bool = False) -> Iterable[list[dict]]:
-    """Batches of new records. `final`: the file is finished, an incomplete last frame is damage."""
+  def pull(self, final: bool = False) -> Iterable[list[Item]]:
+    """Batches of new records (a batch's nodes and matches in runs of columns). `final`: the file is finished, an
+    incomplete last frame is damage."""
     if final:
       self._win.limit = 1 << 62
-      yield from self._chunks(iter(self.reader))
+      yield from self._chunks(self.reader.read_to_end(columns=self.columns))
       self._note_damage()
       return
     while True:
       self._win.limit = self._win.tell() + POLL_WINDOW
       got = False
-      for recs in self._chunks(self.reader.tail()):
+      for recs in self._chunks(self.reader.tail(columns=self.columns)):
         got = True
         yield recs
       self._note_damage()
       if self.damage is not None or (not got and self._win.tell() >= self._win.size()):
         return
 
-  def _chunks(self, recs: Iterator[dict], size: int = 10000) -> Iterator[list[dict]]:
-    """Records in lists of `size` (a batch of the reader is made as it is consumed: 2**20 nodes at once as dicts
-    took ~400 MB); stops once the index refused more (MAX_INDEX_RECORDS)."""
-    batch: list[dict] = []
+  def _chunks(self, recs: Iterator[Item], size: int = 10000) -> Iterator[list[Item]]:
+    """Records in lists of about `size` (a run of columns counts its rows; a batch of the reader is made as it is
+    consumed: 2**20 nodes at once as dicts took ~400 MB); stops once the index refused more (MAX_INDEX_RECORDS)."""
+    batch: list[Item] = []
+    rows = 0
     for rec in recs:
       batch.append(rec)
-      if len(batch) >= size:
+      rows += 1 if type(rec) is dict else len(rec)
+      if rows >= size:
         yield batch
-        batch = []
+        batch, rows = [], 0
         if self.damage is not None:
           return
     if batch:
@@ -269,21 +275,24 @@ class Trace:
     self._win.close()
 
   # ---- indexing
-  def apply(self, recs: list[dict], events: Events | None) -> None:
-    """Index a batch of validated records; append (event, data) pairs for listeners to `events` if given."""
+  def apply(self, recs: list[Item], events: Events | None) -> None:
+    """Index a batch of validated records (and runs of a batch's nodes and matches in columns); append (event, data)
+    pairs for listeners to `events` if given."""
     kernels_touched: dict[int, None] = {}
     cap = min(MAX_INDEX_RECORDS, max(INDEX_FLOOR, RECORDS_PER_BYTE * self.reader.offset))  # (offset: bytes read)
-    if len(recs) > cap - self.indexed:
-      recs = recs[:max(cap - self.indexed, 0)]
+    rows = _rows(recs)
+    if rows > cap - self.indexed:
+      recs = _first_rows(recs, max(cap - self.indexed, 0))
+      rows = _rows(recs)
       if self.damage is None:
         self.damage = {"offset": None, "reason": f"too big for the viewer: it indexes at most {MAX_INDEX_RECORDS:,} "
                        f"records of a trace (nodes, matches, ...), and {RECORDS_PER_BYTE} per byte of its file past "
                        f"the first {INDEX_FLOOR:,}; the rest is left out"}
-    self.indexed += len(recs)
+    self.indexed += rows
     for rec in recs:
-      t = rec["t"]
+      t = rec["t"] if type(rec) is dict else type(rec).__name__
       try:
-        handler = _HANDLERS.get(t)
+        handler = _HANDLERS.get(t) if type(rec) is dict else _RUN_HANDLERS[type(rec)]
         if handler is not None:
           handler(self, rec, events, kernels_touched)
       except (KeyError, TypeError, ValueError, IndexError, ArithmeticError, RecursionError) as e:
@@ -315,6 +324,10 @@ class Trace:
   def _on_node(self, rec: dict, events: Any, touched: Any) -> None:
     why = self.nodes.add(rec["id"], rec["op"], rec["dtype"], rec["arg"], rec["src"])
     if why is not None:
+      self._anomaly(why)
+
+  def _on_node_run(self, run: BatchNodes, events: Any, touched: Any) -> None:
+    for why in self.nodes.add_run(run):
       self._anomaly(why)
 
   def _on_pattern(self, rec: dict, events: Any, touched: Any) -> None:
@@ -370,6 +383,23 @@ class Trace:
       rw.merr[len(rw.after)] = err
     self.match_count += 1
 
+  def _on_match_run(self, run: BatchMatches, events: Any, touched: Any) -> None:
+    """A run of matches in columns: what _on_match does for each (they never raised), a rewrite at a time."""
+    lo = 0
+    for rid, same in groupby(run.rw):
+      hi = lo + len(list(same))
+      rw = self.rewrites.get(rid)
+      if rw is None or rw.ended:
+        for _ in range(lo, hi):
+          self._anomaly(f"match for {'unknown' if rw is None else 'ended'} rewrite {rid}")
+      else:
+        rw.pat.fromlist(run.pat[lo:hi].tolist())
+        rw.before.fromlist(run.before[lo:hi].tolist())
+        rw.mdt.extend(map(float, run.dt[lo:hi]))
+        rw.after.fromlist(run.after[lo:hi].tolist())  # last: `matches` counts it
+        self.match_count += hi - lo
+      lo = hi
+
   def _on_rw_end(self, rec: dict, events: Any, touched: Any) -> None:
     rw = self.rewrites.get(rec["id"])
     if rw is None or rw.ended:
@@ -418,6 +448,30 @@ _HANDLERS: dict[str, Callable] = {
   "rw_end": Trace._on_rw_end, "opt": Trace._on_kernel_record, "beam": Trace._on_kernel_record,
   "source": Trace._on_kernel_record, "run": Trace._on_kernel_record, "error": Trace._on_error, "end": Trace._on_end,
 }
+_RUN_HANDLERS: dict[type, Callable] = {BatchNodes: Trace._on_node_run, BatchMatches: Trace._on_match_run}
+
+
+def _rows(recs: list[Item]) -> int:
+  """Records in a list of records and runs of columns."""
+  return sum(1 if type(r) is dict else len(r) for r in recs)
+
+
+def _first_rows(recs: list[Item], k: int) -> list[Item]:
+  """The first k records (a run that k cuts becomes the records of its first rows)."""
+  out: list[Item] = []
+  for r in recs:
+    if k <= 0:
+      break
+    if type(r) is dict:
+      out.append(r)
+      k -= 1
+    elif len(r) <= k:
+      out.append(r)
+      k -= len(r)
+    else:
+      out.extend(islice(r.records(), k))
+      k = 0
+  return out
 
 
 # ---- entries as the API shows them (shared with the socket.io events)

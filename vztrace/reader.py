@@ -4,6 +4,9 @@ Two ways to read, sharing one position in the file:
   for rec in reader       a final read to the end of the file; bytes after the last complete frame are damage
   reader.poll()           live tailing: the records of frames completed since the last call; an incomplete frame
                           at the end is "not yet" (the writer is mid-write), never damage
+Both give every record as a dict. `read_to_end(columns=True)` and `tail(columns=True)` give a batch's nodes and
+matches as they are in the file instead, runs of them in columns (BatchNodes, BatchMatches), for a consumer that
+keeps columns (the viewer's index) and need not make a dict per node.
 
 Only TraceFormatError (a ValueError) is raised for bad contents; damage after a valid header is reported in
 `damaged`/`stopped_at`/`reason` instead. Opening a path that cannot be read raises OSError as usual.
@@ -19,6 +22,7 @@ import socket
 import time
 import zlib
 from array import array
+from itertools import accumulate
 from typing import Any, BinaryIO, Callable, Iterator
 
 from vztrace.format import (
@@ -116,24 +120,68 @@ def unfinished(path: str | os.PathLike, meta: dict | None, now: float | None = N
   return (time.time() if now is None else now) - mtime >= STALE_S
 
 
+COLUMN_RUN = 8192  # rows of a BatchNodes / BatchMatches at most, so a consumer takes a big batch in bounded steps
+
+
+class BatchNodes:
+  """A run of a batch's nodes in columns: node `first + i` is (strs[op[i]], strs[dtype[i]], strs[arg[i]]) over the
+  `nsrc[i]` ids of `src` after those of the nodes before it. `strs` is the reader's string table (it only grows
+  while one reader reads, so a code means the same string in every run of that reader)."""
+  __slots__ = ("first", "strs", "op", "dtype", "arg", "nsrc", "src")
+
+  def __init__(self, first: int, strs: list[str], op: array, dtype: array, arg: array, nsrc: array,
+               src: array) -> None:
+    self.first, self.strs, self.op, self.dtype, self.arg, self.nsrc, self.src = first, strs, op, dtype, arg, nsrc, src
+
+  def __len__(self) -> int:
+    return len(self.op)
+
+  def records(self) -> Iterator[dict]:
+    """The run as `node` records."""
+    table, src, pos = self.strs, self.src, 0
+    for i, (o, d, a, k) in enumerate(zip(self.op, self.dtype, self.arg, self.nsrc)):
+      yield {"t": "node", "id": self.first + i, "op": table[o], "dtype": table[d], "arg": table[a],
+             "src": src[pos:pos + k].tolist()}
+      pos += k
+
+
+class BatchMatches:
+  """A run of a batch's matches in columns (match i is rw[i], pat[i], before[i], after[i], dt[i]; none raised)."""
+  __slots__ = ("rw", "pat", "before", "after", "dt")
+
+  def __init__(self, rw: array, pat: array, before: array, after: array, dt: array) -> None:
+    self.rw, self.pat, self.before, self.after, self.dt = rw, pat, before, after, dt
+
+  def __len__(self) -> int:
+    return len(self.rw)
+
+  def records(self) -> Iterator[dict]:
+    """The run as `match` records."""
+    for rw, p, b, a, dt in zip(self.rw, self.pat, self.before, self.after, self.dt):
+      yield {"t": "match", "rw": rw, "pat": p, "before": b, "after": a, "dt": dt}
+
+
+Item = dict | BatchNodes | BatchMatches  # what the columns=True readers yield
+
+
 class _Expansion:
   """A batch's records, made one by one each time they are iterated (a batch of 2**20 nodes as dicts at once took
-  ~400 MB): `n` records, `ends` whether one is an `end` record."""
+  ~400 MB), or as runs of columns: `n` records, `ends` whether one is an `end` record."""
   __slots__ = ("make", "n", "ends")
 
-  def __init__(self, make: Callable[[], Iterator[dict]], n: int, ends: bool) -> None:
+  def __init__(self, make: Callable[[bool], Iterator[Item]], n: int, ends: bool) -> None:
     self.make, self.n, self.ends = make, n, ends
 
   def __iter__(self) -> Iterator[dict]:
-    return self.make()
+    return self.make(False)  # type: ignore[return-value]
 
 
-def _flat(items: list) -> Iterator[dict]:
+def _flat(items: list, columns: bool = False) -> Iterator[Item]:
   for x in items:
     if type(x) is dict:
       yield x
     else:
-      yield from x
+      yield from x.make(columns)
 
 
 class _Damage(Exception):
@@ -180,6 +228,10 @@ class TraceReader:
   # ---- reading
   def __iter__(self) -> Iterator[dict]:
     """Yield every remaining record; an incomplete frame at the end of the file counts as damage (truncation)."""
+    return self.read_to_end()  # type: ignore[return-value]
+
+  def read_to_end(self, columns: bool = False) -> Iterator[Item]:
+    """Every remaining record, as iteration gives them; columns: a batch's nodes and matches as runs of columns."""
     if self._f.closed:
       return
     self._header(final=True)
@@ -187,7 +239,7 @@ class TraceReader:
       recs = self._frame(final=True)
       if recs is None:
         return
-      yield from _flat(recs)
+      yield from _flat(recs, columns)
 
   def poll(self, max_records: int | None = None) -> list[dict]:
     """The records of the frames completed since the last call (live tailing; cheap when nothing is new).
@@ -205,8 +257,9 @@ class TraceReader:
       self._check_shrunk()
     return out
 
-  def tail(self) -> Iterator[dict]:
-    """poll() made as it is consumed: a batch's records are made one by one, not all at once."""
+  def tail(self, columns: bool = False) -> Iterator[Item]:
+    """poll() made as it is consumed: a batch's records are made one by one, not all at once (columns: its nodes
+    and matches as runs of columns)."""
     if self.damaged or self._f.closed or not self._header(final=False):
       return
     got = False
@@ -215,7 +268,7 @@ class TraceReader:
       if recs is None:
         break
       got = got or bool(recs)
-      yield from _flat(recs)
+      yield from _flat(recs, columns)
     if not got and not self.damaged and self._own:
       self._check_shrunk()
 
@@ -395,29 +448,37 @@ class TraceReader:
         raise _Damage(f"'batch' record: record {j} is a 'batch' record")
     self.skipped_unknown += known.count(False)
     table = self._strs = strs + batch["strs"]  # only now: a damaged batch leaves the table as it was
-    starts = array("Q", [0]) * (n + 1)
-    for i in range(n):
-      starts[i + 1] = starts[i] + nsrc[i]
+    starts = array("Q", accumulate(nsrc, initial=0))
+
+    def node_runs(lo: int, hi: int) -> Iterator[BatchNodes]:
+      for a in range(lo, hi, COLUMN_RUN):
+        b = min(a + COLUMN_RUN, hi)
+        yield BatchNodes(first + a, table, ops[a:b], dts[a:b], args[a:b], nsrc[a:b], src[starts[a]:starts[b]])
+
+    def match_runs(lo: int, hi: int) -> Iterator[BatchMatches]:
+      for a in range(lo, hi, COLUMN_RUN):
+        b = min(a + COLUMN_RUN, hi)
+        yield BatchMatches(*(c[a:b] for c in mcols))
 
     def nodes(lo: int, hi: int) -> Iterator[dict]:
-      for i in range(lo, hi):
-        yield {"t": "node", "id": first + i, "op": table[ops[i]], "dtype": table[dts[i]], "arg": table[args[i]],
-               "src": src[starts[i]:starts[i + 1]].tolist()}
+      for run in node_runs(lo, hi):
+        yield from run.records()
 
     def matches(lo: int, hi: int) -> Iterator[dict]:
-      for rw, p, b, a, dt in zip(*(c[lo:hi] for c in mcols)):
-        yield {"t": "match", "rw": rw, "pat": p, "before": b, "after": a, "dt": dt}
+      for run in match_runs(lo, hi):
+        yield from run.records()
 
-    def expanded() -> Iterator[dict]:
+    def expanded(columns: bool) -> Iterator[Item]:
+      node_part, match_part = (node_runs, match_runs) if columns else (nodes, matches)
       ni = mi = 0
       for j, rec in enumerate(recs):
-        yield from nodes(ni, at[2 * j])
-        yield from matches(mi, at[2 * j + 1])
+        yield from node_part(ni, at[2 * j])
+        yield from match_part(mi, at[2 * j + 1])
         ni, mi = at[2 * j], at[2 * j + 1]
         if known[j]:
           yield rec
-      yield from nodes(ni, n)
-      yield from matches(mi, m)
+      yield from node_part(ni, n)
+      yield from match_part(mi, m)
     ends = any(k and rec["t"] == "end" for k, rec in zip(known, recs))
     return _Expansion(expanded, n + m + sum(known), ends)
 
