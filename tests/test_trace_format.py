@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from proc_helpers import wait_until
 
 from vztrace import format as fmt
+from vztrace import reader as reader_mod
 from vztrace import writer as writer_mod
 from vztrace.format import (
   FRAME_HEADER,
@@ -30,7 +31,7 @@ from vztrace.format import (
   unpack_column,
   validate_record,
 )
-from vztrace.reader import TraceReader
+from vztrace.reader import BatchMatches, BatchNodes, TraceReader
 from vztrace.writer import TraceWriter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -454,6 +455,22 @@ def test_batch_expands_in_order(tmp_path):
   assert r.records == len(got) and not r.damaged and r.complete
   live = TraceReader(p)  # polling keeps the string table across calls
   assert live.poll(max_records=1) == BATCH_RECORDS and live.poll() == got[len(BATCH_RECORDS):]
+
+
+def test_batch_as_columns_holds_its_records_in_order(tmp_path, monkeypatch):
+  monkeypatch.setattr(reader_mod, "COLUMN_RUN", 2)  # runs of at most 2 rows: node 2 alone after nodes 3 and 4
+  p = tmp_path / "t.vztrace"
+  later = batch(3, ["MUL"], [(5, 2, 4, [2, 1]), (5, 2, 4, [3, 3]), (0, 2, 3, [])],
+                [(0, 0, 2, 3, 7), (0, 0, 3, 4, 8), (0, 0, 4, 5, 9)], [])
+  write_trace(p, [[BATCH], [later, SAMPLES["end"]]])
+  want = list(TraceReader(p))
+  for items in (list(TraceReader(p).read_to_end(columns=True)), TraceReader(p).tail(columns=True)):
+    items = list(items)
+    assert [r for x in items for r in ([x] if type(x) is dict else x.records())] == want
+    runs = [(type(x).__name__, len(x)) for x in items if type(x) is not dict]
+    assert runs == [("BatchNodes", 2), ("BatchNodes", 1), ("BatchMatches", 1), ("BatchNodes", 2), ("BatchNodes", 1),
+                    ("BatchMatches", 2), ("BatchMatches", 1)]
+    assert all(type(x) in (dict, BatchNodes, BatchMatches) for x in items)
 
 
 def test_batch_skips_unknown_records_inside():
