@@ -11,6 +11,7 @@ from compiler.dtype import DType, dtypes, least_upper_dtype
 from compiler.runtime.buffer import buffer_of, new_buffer_uop
 from compiler.schedule.shape import shape_of
 from compiler.tensor_mixins import AutogradMixin, CreationMixin, ElementwiseMixin, IndexingMixin, NnMixin, ReduceMixin
+from compiler.tensor_mixins.autograd import SHARED_BUFFERS, buffer_of_view
 from compiler.tensor_mixins.elementwise import _expm1
 from compiler.uop import Ops, UOp
 
@@ -20,6 +21,8 @@ _LN2 = math.log(2)
 
 # tensor nodes already computed -> views of their buffers (weak keys: an entry lives while some graph uses the node)
 _realized: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+# buffer -> the first tensor that realizing gave it to (a second one makes it one of SHARED_BUFFERS)
+_given: weakref.WeakKeyDictionary[UOp, weakref.ref] = weakref.WeakKeyDictionary()
 
 
 def to_dtype(dt: Any) -> DType | None:
@@ -197,7 +200,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
   def _realize_all(tensors: Sequence[Tensor]) -> None:
     from compiler.realize import run_schedule
     from compiler.schedule import create_schedule
-    todo = [t for t in tensors if not _is_view(t.uop)]
+    todo = [t for t in tensors if buffer_of_view(t.uop) is None]
     if not todo:
       return
     uops = [t.uop for t in todo]  # read first: a tensor listed twice is rebound on its first visit
@@ -205,6 +208,12 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     run_schedule(schedule)
     for t, u in zip(todo, uops):
       t.uop = becomes[u]
+      if (buf := buffer_of_view(t.uop)) is not None:
+        first = _given.setdefault(buf, weakref.ref(t))()
+        if first is not None and first is not t:  # equal graphs, one buffer: two tensors now hold it
+          SHARED_BUFFERS.add(buf)
+        elif first is None:
+          _given[buf] = weakref.ref(t)
       # a graph of constants only is not remembered: its nodes are shared with every graph using those constants
       # (hash-consing), which would then read a buffer instead of folding them, and two such tensors one buffer
       if any(x.op is Ops.BUFFER for x in u.toposort()):
@@ -1257,7 +1266,3 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     return avg_pool2d(self, kernel_size, stride, dilation, padding, ceil_mode, count_include_pad)
 
 
-def _is_view(u: UOp) -> bool:
-  while u.op is Ops.RESHAPE:
-    u = u.src[0]
-  return u.op is Ops.BUFFER

@@ -9,11 +9,17 @@ from compiler.dtype import dtypes
 from compiler.gradient import compute_gradient
 from compiler.uop import Ops, UOp, toposort
 
+# buffers that realizing gave to more than one tensor: equal graphs (hash-consed to one node) realized in one schedule,
+# or a graph realized again that an earlier realize remembered. Writing one in place would change the other tensors
+# too, so `assign` gives the tensor a buffer of its own instead (copy on write).
+SHARED_BUFFERS: weakref.WeakSet[UOp] = weakref.WeakSet()
 
-def _is_buffer_view(u: UOp) -> bool:
+
+def buffer_of_view(u: UOp) -> UOp | None:
+  """The BUFFER node u is a view of (reshapes of a buffer), or None."""
   while u.op is Ops.RESHAPE:
     u = u.src[0]
-  return u.op is Ops.BUFFER
+  return u if u.op is Ops.BUFFER else None
 
 
 class AutogradMixin:
@@ -26,7 +32,7 @@ class AutogradMixin:
     """Mark this tensor so that `backward()` fills its `.grad` (floats only, as torch)."""
     if requires_grad and not dtypes.is_float(self.dtype):
       raise RuntimeError(f"Tensor.requires_grad_: only floating point tensors can require gradients, got {self.dtype}")
-    if requires_grad and not _is_buffer_view(self.uop):
+    if requires_grad and buffer_of_view(self.uop) is None:
       # a lazy or constant tensor is hash-consed with every equal node (its CONST 2.0 is every 2.0 in any graph), and
       # gradients are per node: a parameter's values go into a buffer of its own
       self.uop = type(self)(self.numpy(), dtype=self.dtype).uop
@@ -47,8 +53,10 @@ class AutogradMixin:
       raise ValueError(f"Tensor.assign: a {x.dtype} tensor of shape {x.shape} into a {self.dtype} tensor of shape "
                        f"{self.shape}")
     # a realized tensor is written in place (the scheduler orders the reads of its old values first); a lazy one
-    # has no buffer yet and just takes the new graph
-    self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop)) if _is_buffer_view(self.uop) else x.uop
+    # has no buffer yet, and one whose buffer other tensors share gets its own: both just take the new graph
+    buf = buffer_of_view(self.uop)
+    in_place = buf is not None and buf not in SHARED_BUFFERS
+    self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop)) if in_place else x.uop
     return self
 
   def gradient(self, *targets: Any, gradient: Any = None, materialize_grads: bool = False) -> list:
