@@ -68,7 +68,7 @@ def test_work_stops_when_the_client_goes(tmp_path, monkeypatch):
   import threading
 
   from viz_server.__main__ import bind
-  from viz_server.graphview import TURNS
+  from viz_server.graphview import REQUEST_GATE
   monkeypatch.setattr(api, "MAX_STEPS", 10 ** 6)
   monkeypatch.setattr(store_mod, "INDEX_FLOOR", 400_000)
   app, _, views = _app(H.many_matches(tmp_path / "m.vztrace", 300_000))
@@ -81,7 +81,7 @@ def test_work_stops_when_the_client_goes(tmp_path, monkeypatch):
                 .encode())
       wait_until(lambda: len(views.get(tr, tr.rewrites[0]).replay.roots) >= 100, "the request to be at work")
     # the request ends (it would take minutes to finish its 300,000 steps)
-    wait_until(lambda: not TURNS.serving, "the request to stop once its client went")
+    wait_until(lambda: not REQUEST_GATE.serving, "the request to stop once its client went")
     assert len(views.get(tr, tr.rewrites[0]).replay.roots) < 100_000
   finally:
     srv.shutdown()

@@ -9,7 +9,7 @@ import pytest
 from test_server_helpers import apply_delta, recording, write_noisy_simplify
 
 from viz_server import graphview
-from viz_server.graphview import BLOCK, MASSIVE, GraphView, Turns, _Derived
+from viz_server.graphview import BLOCK, MASSIVE, RequestGate, StepGraphs, _Derived
 from viz_server.layout import NODE_GAP, mean_displacement
 from viz_server.replay import Replay
 from viz_server.store import TraceStore
@@ -17,7 +17,7 @@ from viz_server.views import Views
 
 
 def _view(tr, rw):
-  return GraphView(tr, rw, Replay(tr, rw))
+  return StepGraphs(tr, rw, Replay(tr, rw))
 
 
 @pytest.fixture(scope="module")
@@ -233,28 +233,28 @@ class _WatchedCondition(threading.Condition):
 
 
 def test_background_work_gives_way_to_requests():
-  turns = Turns()
-  turns.cv = _WatchedCondition()
+  gate = RequestGate()
+  gate.cv = _WatchedCondition()
   resumed = []
 
   def background():
-    turns.pause()
+    gate.pause()
     resumed.append(time.monotonic())
-  with turns.request():
+  with gate.request():
     t = threading.Thread(target=background)
     t.start()
-    assert turns.cv.waited.wait(60)  # the background reached its pause while a request is served
+    assert gate.cv.waited.wait(60)  # the background reached its pause while a request is served
     assert not resumed
     ended = time.monotonic()
   t.join(60)
-  assert resumed and resumed[0] >= ended + turns.IDLE_S * 0.9  # and then not before requests stop for a while
+  assert resumed and resumed[0] >= ended + gate.IDLE_S * 0.9  # and then not before requests stop for a while
   resumed.clear()
-  turns.cv.waited.clear()
-  with turns.request():
+  gate.cv.waited.clear()
+  with gate.request():
     t = threading.Thread(target=background)
     t.start()
-    assert turns.cv.waited.wait(60)
-    with turns.wait_for_background():  # a request waits for the background: it goes on at once
+    assert gate.cv.waited.wait(60)
+    with gate.wait_for_background():  # a request waits for the background: it goes on at once
       t.join(60)
     assert resumed
 

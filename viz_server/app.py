@@ -12,7 +12,7 @@ from werkzeug.routing import BaseConverter
 
 from viz_server import gone, live
 from viz_server.api import bp as api_bp
-from viz_server.graphview import TURNS
+from viz_server.graphview import REQUEST_GATE
 from viz_server.highlight import stylesheet
 from viz_server.share import bp as share_bp
 from viz_server.store import TraceStore
@@ -131,7 +131,7 @@ def _guard_requests(app: Flask, hosts: set[str] | None, max_upload: int) -> None
 
   @app.before_request
   def _check_host() -> Any:
-    TURNS.begin()  # background layout work waits while requests are served
+    REQUEST_GATE.begin()  # background layout work waits while requests are served
     g.tinyviz_turn = True
     gone.start(request.environ.get("werkzeug.socket"))  # long work stops once the client has gone
     if hosts is not None and _host_only(request.host).lower() not in hosts:
@@ -142,7 +142,7 @@ def _guard_requests(app: Flask, hosts: set[str] | None, max_upload: int) -> None
   def _end_turn(_exc: BaseException | None) -> None:
     gone.stop()
     if g.pop("tinyviz_turn", False):
-      TURNS.end()
+      REQUEST_GATE.end()
 
   @app.errorhandler(gone.ClientGone)
   def _client_gone(_e: gone.ClientGone) -> Any:

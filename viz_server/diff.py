@@ -23,7 +23,7 @@ from viz_server.nodes import Node
 from viz_server.place import Bands, Rows
 
 NodeGetter = Callable[[int], "Node | None"]
-# the main view's layout of B's graph with its row index and bands (GraphView.reusable), or None; asked only when
+# the main view's layout of B's graph with its row index and bands (StepGraphs.reusable), or None; asked only when
 # a drawing is needed and not cached
 BaseGetter = Callable[[], "tuple[Layout, Rows, Bands] | None"]
 HASH_CHARS = 8

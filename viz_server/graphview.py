@@ -1,5 +1,5 @@
 """What the browser draws for a step of a rewrite: nodes with labels, colors and positions, edges with routes, and
-the delta between two steps. Layouts are cached per (rewrite, step) and derived deterministically (see GraphView)."""
+the delta between two steps. Layouts are cached per (rewrite, step) and derived deterministically (see StepGraphs)."""
 from __future__ import annotations
 
 import contextlib
@@ -78,7 +78,8 @@ def node_json(nid: int, node: tuple[str, str, str, tuple[int, ...]]) -> dict:
           "src": list(src)}
 
 
-def _r(v: float) -> float:
+def _px(v: float) -> float:
+  """A coordinate as answers send it: to a tenth of a pixel (deltas compare coordinates so rounded)."""
   return round(v, 1)
 
 
@@ -147,7 +148,7 @@ LAYOUTS = _LayoutCache(LAYOUT_CACHE_NODES)
 _views = itertools.count()
 
 
-class Turns:
+class RequestGate:
   """Background layout work gives way to requests: it pauses between chunks of work while a request is being served
   and until requests have stopped coming for IDLE_S (Python runs one thread at a time, so sharing would slow every
   request down), unless a request is waiting for that very work."""
@@ -200,11 +201,12 @@ class Turns:
         self.cv.wait(self.IDLE_S - quiet if not self.serving and quiet > 0 else self.IDLE_S)
 
 
-TURNS = Turns()
+REQUEST_GATE = RequestGate()
 
 
-class GraphView:
-  """Graphs and deltas of one rewrite.
+class StepGraphs:
+  """The graphs of one rewrite's steps, laid out, and the deltas between them (static/graph.js's GraphView draws
+  them).
 
   Layouts: step 0 gets a full layout_graph; every later step's layout is made from the step before it, so the
   nodes a step leaves alone never move (the viewer's stability promise, tested on real rewrites). Usually it is
@@ -257,7 +259,7 @@ class GraphView:
     return (lay, *self._index(lay))
 
   def layout(self, k: int, pause: Callable[[], None] | None = None) -> Layout:
-    """The layout of step k; pause: see layout_graph (background callers pass TURNS.pause)."""
+    """The layout of step k; pause: see layout_graph (background callers pass REQUEST_GATE.pause)."""
     got = self._get(k)
     if got is not None:
       return got
@@ -283,7 +285,7 @@ class GraphView:
         if ev is None:
           ev = self._busy[k] = threading.Event()
           break
-      with TURNS.wait_for_background():
+      with REQUEST_GATE.wait_for_background():
         ev.wait()  # another thread computes it; then it is cached (or was evicted at once: compute it here)
     try:
       lay = self._make(k, pause)
@@ -456,7 +458,7 @@ class GraphView:
     node = self.replay.node(nid)
     d = node_json(nid, node)  # type: ignore[arg-type]
     x, y = lay.pos[nid]
-    d["x"], d["y"] = _r(x), _r(y)
+    d["x"], d["y"] = _px(x), _px(y)
     if consts is None:
       d["consts"] = [s for s in node[3] if self.replay.node(s)[0] == "CONST"]  # type: ignore[index]
     else:
@@ -466,7 +468,7 @@ class GraphView:
 
   def _edges(self, nid: int, lay: Layout) -> list[dict]:
     src = self.replay.node(nid)[3]  # type: ignore[index]
-    return [{"src": s, "dst": nid, "index": i, "points": [[_r(x), _r(y)] for x, y in lay.edges.get((s, nid), ())]}
+    return [{"src": s, "dst": nid, "index": i, "points": [[_px(x), _px(y)] for x, y in lay.edges.get((s, nid), ())]}
             for i, s in enumerate(src)]
 
   def _is_const(self, members: frozenset[int]) -> dict[int, bool]:
@@ -487,8 +489,8 @@ class GraphView:
         gone_nodes.append(self._node(n, prev, k - 1))
         gone_edges.extend(self._edges(n, prev))
     return {"rewrite": self.rw.id, "step": k, "nodes": [self._node(n, lay, k, consts) for n in order],
-            "edges": [e for n in order for e in self._edges(n, lay)], "width": _r(lay.width),
-            "height": _r(lay.height), **marks, "match": self._match(k), "removed_nodes": gone_nodes,
+            "edges": [e for n in order for e in self._edges(n, lay)], "width": _px(lay.width),
+            "height": _px(lay.height), **marks, "match": self._match(k), "removed_nodes": gone_nodes,
             "removed_edges": gone_edges}
 
   def delta(self, j: int, k: int, compact: bool = False) -> dict:
@@ -518,8 +520,8 @@ class GraphView:
         if n in added_set:
           continue
         a, b = lj.pos[n], lk.pos[n]
-        if _r(a[0]) != _r(b[0]) or _r(a[1]) != _r(b[1]):
-          moved[n] = [_r(b[0]), _r(b[1])]
+        if _px(a[0]) != _px(b[0]) or _px(a[1]) != _px(b[1]):
+          moved[n] = [_px(b[0]), _px(b[1])]
       kept_changed = sorted(n for n in mk if n not in added_set)
       consts = self._is_const(mk)
     edges_added = []
@@ -537,14 +539,14 @@ class GraphView:
           continue
         e = {"src": s, "dst": n, "index": i}
         if not compact or len(pts) != 2:
-          e["points"] = [[_r(x), _r(y)] for x, y in pts]
+          e["points"] = [[_px(x), _px(y)] for x, y in pts]
         edges_added.append(e)
     nodes_added = []
     for n in added:
       old = like.get(n)
       if old is not None:
         x, y = lk.pos[n]
-        nodes_added.append({"id": n, "like": old, "src": list(rp.node(n)[3]), "x": _r(x), "y": _r(y),  # type: ignore[index]
+        nodes_added.append({"id": n, "like": old, "src": list(rp.node(n)[3]), "x": _px(x), "y": _px(y),  # type: ignore[index]
                             "created": rp.created(n, k)})
       else:
         nodes_added.append(self._node(n, lk, k, consts))
@@ -554,5 +556,5 @@ class GraphView:
         edges_removed.extend([s, n, i] for i, s in enumerate(rp.node(n)[3]))  # type: ignore[index]
     return {"from": j, "to": k, "nodes_added": nodes_added, "nodes_removed": removed,
             "nodes_moved": {str(n): xy for n, xy in sorted(moved.items())}, "edges_added": edges_added,
-            "edges_removed": edges_removed, "width": _r(lk.width), "height": _r(lk.height), **self._marks(k),
+            "edges_removed": edges_removed, "width": _px(lk.width), "height": _px(lk.height), **self._marks(k),
             "match": self._match(k)}

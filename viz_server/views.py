@@ -5,7 +5,7 @@ import threading
 from collections import OrderedDict
 
 from viz_server.diff import DrawnCache
-from viz_server.graphview import BLOCK, LAYOUTS, TURNS, GraphView, checkpoint
+from viz_server.graphview import BLOCK, LAYOUTS, REQUEST_GATE, StepGraphs, checkpoint
 from viz_server.replay import Replay
 from viz_server.store import Rewrite, Trace, TraceStore
 
@@ -15,16 +15,16 @@ AHEAD = 2  # next block boundaries whose layouts (and the steps up to them) are 
 
 
 class Views:
-  """GraphView per (trace, rewrite), LRU-bounded; a live rewrite's view is rebuilt when it went stale."""
+  """StepGraphs per (trace, rewrite), LRU-bounded; a live rewrite's view is rebuilt when it went stale."""
 
   def __init__(self, store: TraceStore, max_views: int = MAX_VIEWS, prefetch: int = PREFETCH) -> None:
     self.store = store
     self.max_views = max_views
     self.prefetch_steps = prefetch
-    self._views: OrderedDict[tuple[int, int], GraphView] = OrderedDict()
+    self._views: OrderedDict[tuple[int, int], StepGraphs] = OrderedDict()
     self.drawn = DrawnCache()  # drawn diffs between points of ended traces (the ids here are this store's)
     self._lock = threading.Lock()
-    self._want: tuple[GraphView, list[int]] | None = None  # the latest prefetch wish: (view, steps in order)
+    self._want: tuple[StepGraphs, list[int]] | None = None  # the latest prefetch wish: (view, steps in order)
     self._wake = threading.Condition()
     self._worker: threading.Thread | None = None
     if store is not None:  # (tests make views of a trace without a store)
@@ -36,7 +36,7 @@ class Views:
         for key in [k for k in self._views if k[0] == data["trace"]]:
           LAYOUTS.drop(self._views.pop(key).key)
 
-  def prefetch(self, view: GraphView, k: int) -> None:
+  def prefetch(self, view: StepGraphs, k: int) -> None:
     """Compute in the background the layouts that stepping on from k in the direction of travel will need: the next
     step, the layouts of the next block boundaries (kept for good), then the next PREFETCH steps (a newer wish
     replaces an older one; a layout being computed is finished first)."""
@@ -70,8 +70,8 @@ class Views:
         step = wish[0]
         self._want = (view, wish[1:]) if len(wish) > 1 else None
       try:
-        TURNS.pause()
-        view.layout(step, pause=TURNS.pause)
+        REQUEST_GATE.pause()
+        view.layout(step, pause=REQUEST_GATE.pause)
       except Exception:  # a prefetch is only a guess; the request that needs the step will report the error
         pass
 
@@ -84,7 +84,7 @@ class Views:
       return v.replay
     return Replay(tr, rw)
 
-  def get(self, tr: Trace, rw: Rewrite) -> GraphView:
+  def get(self, tr: Trace, rw: Rewrite) -> StepGraphs:
     key = (tr.id, rw.id)
     with self._lock:
       v = self._views.get(key)
@@ -93,7 +93,7 @@ class Views:
         return v
       if v is not None:
         LAYOUTS.drop(v.key)
-    view = GraphView(tr, rw, Replay(tr, rw))
+    view = StepGraphs(tr, rw, Replay(tr, rw))
     with self._lock:
       self._views[key] = view
       self._views.move_to_end(key)
@@ -103,7 +103,7 @@ class Views:
     return view
 
 
-def _current(v: GraphView | None, rw: Rewrite) -> bool:
+def _current(v: StepGraphs | None, rw: Rewrite) -> bool:
   """Whether a cached view still shows its rewrite as the store has it (a live rewrite grows; one that has ended
   since the view was made needs its last rows)."""
   return v is not None and not v.replay.stale and not (v.replay.max_row is None and rw.ended)
