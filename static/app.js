@@ -1,20 +1,16 @@
 // The page controller: owns the view state (trace, context, rewrite, step, node, panel), wires the panels, the
 // keyboard, deep links and live updates.
 import {api} from "./api.js";
-import {DiffPanel} from "./diff.js";
 import {$, $$, debounce, fmtNs, h, put} from "./dom.js";
 import {CATEGORIES, GraphView, renderLegend} from "./graph.js";
-import {KernelPanel} from "./kernel.js";
 import {startLive} from "./live.js";
 import {NodeCard} from "./nodecard.js";
-import {PANELS, Router} from "./router.js";
-import {RunsPanel} from "./runs.js";
+import {PANEL_PARAMS, PANELS, panelSpec} from "./panels.js";
+import {Router} from "./router.js";
 import {Sidebar} from "./sidebar.js";
-import {SourcePanel} from "./source.js";
-import {StepPanel} from "./step.js";
-import {TimelinePanel} from "./timeline.js";
 
-const state = {trace: null, ctx: null, rw: null, step: 0, node: null, panel: "step", a: "", b: ""};
+const state = {trace: null, ctx: null, rw: null, step: 0, node: null, panel: "step",
+  ...Object.fromEntries(PANEL_PARAMS.map((k) => [k, ""]))};
 const data = {traces: [], contexts: [], ctxById: new Map(), rw: null, rwTrace: null, shown: null};
 // timings read by bench/bench_ui.py: ms since navigation start to the first painted graph; the last update split into
 // waiting for the server and building the DOM
@@ -27,28 +23,20 @@ const sidebar = new Sidebar({
   onContext: (c) => selectContext(c, {push: true}),
   onRewrite: (r) => selectRewrite(r, {push: true}),
 });
-const stepPanel = new StepPanel($("#panel-step"), {
-  onNode: (id) => selectNode(id, {center: true}),
-  onStep: (k) => setStep(k),
-});
-const kernelPanel = new KernelPanel($("#panel-kernel"), {onPick: (c) => selectContext(c, {push: true})});
-const sourcePanel = new SourcePanel($("#panel-source"), {onPick: (c) => selectContext(c, {push: true})});
-const runsPanel = new RunsPanel($("#panel-runs"), {
-  onJump: (c) => { selectContext(c, {push: true}); openPanel("kernel"); },
-  ctxInfo: (c) => data.ctxById.get(c),
-});
-// a click on the timeline opens the context or rewrite in the graph and keeps the timeline in view
-const timelinePanel = new TimelinePanel($("#panel-timeline"), {
-  onJumpContext: (c) => selectContext(c, {push: true}),
-  onJumpRewrite: (c, r) => selectContext(c, {rw: r, push: true}),
-  selection: () => ({ctx: state.ctx, rw: state.rw}),
-});
-const diffPanel = new DiffPanel($("#panel-diff"), {
-  cur: () => ({trace: state.trace, rw: state.rw, step: state.step, ctx: state.ctx}),
-  traces: () => data.traces,
-  onChange: (a, b) => { state.a = a; state.b = b; syncUrl(true); },  // a new pair of points: a history entry
-  onNode: (id) => selectNode(id, {center: true}),
-});
+// what the panels' hooks (static/panels.js) may read and call
+const app = {
+  state, data,
+  ctx: () => (state.ctx === null ? null : data.ctxById.get(state.ctx) || null),
+  rwCurrent: () => rwCurrent(),
+  node: (id) => graph.node(id) ?? graph.ghostNode(id),
+  afterPaint: (fn) => afterPaint(fn),
+  selectContext: (c, opts) => selectContext(c, opts),
+  selectNode: (id, opts) => selectNode(id, opts),
+  setStep: (k) => setStep(k),
+  openPanel: (p) => openPanel(p),
+  setParams: (params) => { Object.assign(state, params); syncUrl(true); },
+};
+const panels = buildPanels();
 const nodeCard = new NodeCard($("#node-card"), {
   onNode: (id) => selectNode(id, {center: true}),
   onStep: (k) => setStep(k),
@@ -77,7 +65,7 @@ function renderTraces() {
   if (!opts.length) opts.push(h("option", {value: ""}, "no traces yet — open a file"));
   put(sel, ...opts);
   sel.value = state.trace === null ? "" : String(state.trace);
-  diffPanel.tracesChanged();
+  panelHook("onTraces", {all: true});
   renderStatus();
 }
 
@@ -157,7 +145,7 @@ async function selectTrace(t, {ctx = null, rw = null, step = null, node = null, 
     return;
   }
   await selectContext(ctx, {rw, step, node, push, gen});
-  if (gen === navGen && state.panel !== "step") refreshPanel();
+  if (gen === navGen) panelHook("onTrace");
 }
 
 function setContexts(list) {
@@ -183,14 +171,14 @@ async function selectContext(c, {rw = null, step = null, node = null, push = fal
     rw = pick ? pick.id : null;
   }
   sidebar.setSelection(c, rw);
-  timelinePanel.redraw();
-  if (changed && (state.panel === "kernel" || state.panel === "source")) refreshPanel();
+  panelHook("onSelection", {all: true});
+  if (changed) panelHook("onContext");
   if (rw === null) {
     state.rw = null;
     state.step = 0;
     clearGraph(ctx.kind === "kernel" ? "This kernel has no rewrites; see the Kernel and Source panels."
       : "No rewrites in this context.");
-    if (state.panel === "step") stepPanel.empty("No rewrite selected.");
+    panelHook("onStep");
     syncUrl(push);
     return;
   }
@@ -202,7 +190,7 @@ async function selectRewrite(r, {step = null, node = null, push = false, gen = n
   state.rw = r;
   state.node = null;
   sidebar.setSelection(state.ctx, r);
-  timelinePanel.redraw();
+  panelHook("onSelection", {all: true});
   let detail;
   const moves = stepMoves;
   // a step's graph never changes (showGraph caches it): ask for it now, beside the rewrite's steps, not after them
@@ -226,8 +214,8 @@ async function selectRewrite(r, {step = null, node = null, push = false, gen = n
   await showGraph({fit: true});
   if (gen !== navGen) return;
   if (node !== null) selectNode(node, {center: true, push: false});
-  afterPaint(renderStepPanel);
-  if (state.panel === "diff" && !(diffPanel.a && diffPanel.b)) diffPanel.ensureDefaults();
+  afterPaint(() => panelHook("onStep"));
+  panelHook("onRewrite");
   syncUrl(push);
 }
 
@@ -249,7 +237,7 @@ async function setStep(k, {push = false} = {}) {
   syncUrl(push);
   await showGraph({});
   // after the frame that shows the new step: the panel's DOM work must not delay it
-  if (state.step === k) afterPaint(() => { if (state.step === k) renderStepPanel(); });
+  if (state.step === k) afterPaint(() => { if (state.step === k) panelHook("onStep"); });
 }
 
 function setSlider() {
@@ -417,40 +405,46 @@ function setRelatives(mode) {
 
 // ---------------------------------------------------------------- panels
 
+/** The panels' tabs, containers and help line, from the registry; id -> the panel object. */
+function buildPanels() {
+  const tabs = $("#panel-tabs");
+  const made = new Map();
+  for (const spec of PANELS) {
+    tabs.appendChild(h("button", {type: "button", role: "tab", "data-panel": spec.id}, spec.label));
+    const el = h("div", {id: `panel-${spec.id}`, class: "panel", "data-panel": spec.id, hidden: true});
+    $("#panels").appendChild(el);
+    made.set(spec.id, spec.create(el, app));
+  }
+  put($("#panel-keys"), h("td", null, ...PANELS.flatMap((p, i) => [i ? " " : null, h("kbd", null, p.key)])),
+    h("td", null, `${PANELS.map((p) => p.label).join(", ")} panel`));
+  return made;
+}
+
+/** Run hook `name` of the open panel (every panel's, with all) where it has one. */
+function panelHook(name, {all = false} = {}) {
+  for (const spec of PANELS) {
+    if ((all || spec.id === state.panel) && spec[name]) spec[name](panels.get(spec.id), app);
+  }
+}
+
 function openPanel(p, {push = true} = {}) {
-  if (!PANELS.includes(p)) return;
+  const spec = panelSpec(p);
+  if (!spec) return;
   state.panel = p;
   for (const b of $$("#panel-tabs button")) b.classList.toggle("active", b.dataset.panel === p);
   for (const el of $$("#panels .panel")) el.hidden = el.dataset.panel !== p;
-  $("#layout").dataset.panel = p;  // tables that need room widen the panel (style.css), unless the user resized it
+  $("#layout").dataset.panel = p;
+  // tables that need room widen the panel (style.css), unless the user resized it
+  $("#layout").dataset.width = spec.width || "";
   refreshPanel();
   syncUrl(push);
 }
 
-function refreshPanel() {
-  const ctx = state.ctx === null ? null : data.ctxById.get(state.ctx) || null;
-  switch (state.panel) {
-    case "step": renderStepPanel(); break;
-    case "diff":
-      if (state.a && state.b && (diffPanel.a !== state.a || diffPanel.b !== state.b)) {
-        diffPanel.setBoth(state.a, state.b, {notify: false});
-      } else diffPanel.ensureDefaults();
-      break;
-    case "kernel": kernelPanel.show(state.trace, ctx); break;
-    case "source": sourcePanel.show(state.trace, ctx); break;
-    case "runs": runsPanel.show(state.trace); break;
-    case "timeline": timelinePanel.show(state.trace); break;
-  }
-}
+const refreshPanel = () => panelHook("show");
 
 /** data.rw is the selected rewrite's (not still the one before while the next one loads). */
-const rwCurrent = () => data.rw !== null && data.rw.id === state.rw && data.rwTrace === state.trace;
-
-function renderStepPanel() {
-  if (state.panel !== "step") return;
-  if (!data.rw || state.rw === null) { stepPanel.empty("No rewrite selected."); return; }
-  if (!rwCurrent()) return;  // the selection changed: the new rewrite's panel comes when it has loaded
-  stepPanel.show(state.trace, data.rw, state.step, (id) => graph.node(id) ?? graph.ghostNode(id));
+function rwCurrent() {
+  return data.rw !== null && data.rw.id === state.rw && data.rwTrace === state.trace;
 }
 
 // ---------------------------------------------------------------- URL
@@ -469,7 +463,10 @@ function syncUrl(push = false) {
 /** Restore a view from the URL (back/forward, a pasted link). */
 async function applyView(v) {
   if (v.panel && v.panel !== state.panel) openPanel(v.panel, {push: false});
-  if (v.a || v.b) { state.a = v.a; state.b = v.b; if (state.panel === "diff") refreshPanel(); }
+  if (PANEL_PARAMS.some((k) => v[k])) {
+    for (const k of PANEL_PARAMS) state[k] = v[k];
+    if (panelSpec(state.panel).params) refreshPanel();
+  }
   if (v.trace === null) return;
   const inside = {rw: v.rw, step: v.step, node: v.node};
   if (v.trace !== state.trace) { await selectTrace(v.trace, {ctx: v.ctx, ...inside, push: false}); return; }
@@ -500,9 +497,9 @@ const refreshLive = debounce(async () => {
     try { data.rw = await api.rewrite(t, state.rw); } catch { return; }
     data.rwTrace = t;
     setSlider();
-    renderStepPanel();
+    panelHook("onStep");
   }
-  if (["runs", "timeline", "kernel", "source"].includes(state.panel)) refreshPanel();
+  panelHook("onLive");
 }, 200);
 
 function onLiveEvent(ev) {
@@ -619,10 +616,9 @@ function onKey(ev) {
       const modes = ["ancestors", "descendants", "both", "none"];
       setRelatives(modes[(modes.indexOf(graph.relMode) + 1) % 4]);
     },
-    1: () => openPanel("step"), 2: () => openPanel("diff"), 3: () => openPanel("kernel"), 4: () => openPanel("source"),
-    5: () => openPanel("runs"), 6: () => openPanel("timeline"),
   };
-  const fn = keys[ev.key];
+  const panel = PANELS.find((p) => p.key === ev.key);
+  const fn = keys[ev.key] || (panel && (() => openPanel(panel.id)));
   if (!fn) return;
   ev.preventDefault();
   fn();
@@ -705,8 +701,7 @@ const hasFiles = (ev) => ev.dataTransfer && Array.from(ev.dataTransfer.types || 
 async function main() {
   wire();
   const v = router.initial();
-  state.a = v.a;
-  state.b = v.b;
+  for (const k of PANEL_PARAMS) state[k] = v[k];
   openPanel(v.panel || "step", {push: false});
   const forcePoll = new URLSearchParams(location.search).get("live") === "poll";
   // one round trip: the trace list, and the answers the first view's requests below will ask for (api.boot primes
@@ -740,5 +735,5 @@ async function main() {
 }
 
 // for tests and bench/bench_ui.py: the view state and a few entry points
-window.__viz = {state, data, perf, graph, diffPanel, timelinePanel, setStep, selectNode, selectRewrite, selectContext,
-  openPanel, ready: main().catch((e) => { toast(`Start-up failed: ${e.message}`, "error"); throw e; })};
+window.__viz = {state, data, perf, graph, panels, diffPanel: panels.get("diff"), timelinePanel: panels.get("timeline"),
+  setStep, selectNode, selectRewrite, selectContext, openPanel, ready: main().catch((e) => { toast(`Start-up failed: ${e.message}`, "error"); throw e; })};

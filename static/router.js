@@ -1,22 +1,20 @@
 // Deep links: the view lives in the URL hash (#t=1&c=3&r=5&s=2&n=17&p=kernel&a=..&b=..); back/forward restore it.
+// `p` is one of the panel registry's ids (static/panels.js), and the keys after it are the parameters its panels keep.
+import {PANEL_IDS, PANEL_PARAMS, panelSpec} from "./panels.js";
 
 const INT_KEYS = {t: "trace", c: "ctx", r: "rw", s: "step", n: "node"};
-const STR_KEYS = {p: "panel", a: "a", b: "b"};
-export const PANELS = ["step", "diff", "kernel", "source", "runs", "timeline"];
 
-/** The view described by a hash string (missing or malformed parts are null). */
+/** The view described by a hash string (missing or malformed parts are null; a panel's parameters ""). */
 export function parseHash(hash) {
   const q = new URLSearchParams(String(hash).replace(/^#/, ""));
-  const out = {trace: null, ctx: null, rw: null, step: null, node: null, panel: null, a: "", b: ""};
+  const out = {trace: null, ctx: null, rw: null, step: null, node: null, panel: null};
   for (const [k, name] of Object.entries(INT_KEYS)) {
     const v = q.get(k);
     if (v !== null && /^\d+$/.test(v)) out[name] = Number(v);
   }
-  for (const [k, name] of Object.entries(STR_KEYS)) {
-    const v = q.get(k);
-    if (v !== null) out[name] = v;
-  }
-  if (!PANELS.includes(out.panel)) out.panel = null;
+  const p = q.get("p");
+  if (PANEL_IDS.includes(p)) out.panel = p;
+  for (const k of PANEL_PARAMS) out[k] = q.get(k) ?? "";
   return out;
 }
 
@@ -26,8 +24,7 @@ export function formatHash(v) {
     if (v[name] !== null && v[name] !== undefined) q.set(k, String(v[name]));
   }
   if (v.panel) q.set("p", v.panel);
-  if (v.panel === "diff" && v.a) q.set("a", v.a);
-  if (v.panel === "diff" && v.b) q.set("b", v.b);
+  for (const k of panelSpec(v.panel)?.params || []) if (v[k]) q.set(k, v[k]);
   return `#${q.toString().replace(/%3A/gi, ":")}`;
 }
 

@@ -23,3 +23,20 @@ def test_index_preloads_every_module_app_imports():
   assert '<script type="module" src="/static/app.js"></script>' in html
   want = reachable("app.js") - {"app.js"}
   assert len(want) > 10 and preloaded == want
+
+
+PANEL_ENTRY = re.compile(r'^\s*id: "([\w-]+)", label: "[^"]*", key: "[^"]*"', re.M)
+
+
+def test_every_panel_class_has_a_registry_entry():
+  """static/panels.js imports each module's *Panel class (a panel module nobody registers is never shown), and the
+  page template writes no panel of its own: tabs and containers come from the registry."""
+  registry = (ROOT / "static" / "panels.js").read_text()
+  classes = {m.group(1): f.name for f in (ROOT / "static").glob("*.js")
+             for m in re.finditer(r"^export class (\w+Panel)\b", f.read_text(), re.M)}
+  imported = set(re.findall(r'^import \{(\w+Panel)\} from "\./[\w-]+\.js";', registry, re.M))
+  assert len(classes) >= 6 and imported == set(classes)
+  ids = PANEL_ENTRY.findall(registry)
+  assert len(ids) == len(classes) == len(set(ids))
+  html = (ROOT / "templates" / "index.html").read_text()
+  assert not re.search(r"<[^>]*\bdata-panel\b", html) and 'id="panel-tabs"' in html
