@@ -1,8 +1,11 @@
-"""Expansion of UPCAST/UNROLL axes.
+"""Expansion of UPCAST/UNROLL axes, and vectorization of the lanes it makes.
 
-`pm_expand`: a store that depends on UPCAST (or free UNROLL) ranges becomes one store per lane (the ranges
-substituted by constants); a REDUCE over UNROLL (or UPCAST) ranges accumulates the per-lane values of its
-input in order: `REDUCE(CONTRACT(v0, v1, ...), *loop ranges)`, or just `v0 op v1 op ...` when no loop is left.
+`pm_expand`, node by node (each rule's match is a step of the trace): an UPCAST or UNROLL RANGE becomes
+`UNROLL(0, 1, ..., n-1)` (its lanes, arg `((axis, n),)`); a node with UNROLL sources becomes an UNROLL of its
+lanes, one copy per combination of their axes (row-major in axis-id order), each copy reading the matching lane
+of every source; a REDUCE over UNROLL ranges accumulates the lanes of its input over those axes in order:
+`REDUCE(CONTRACT(v0, v1, ...), *loop ranges)`, or just `v0 op v1 op ...` when no loop is left; the SINK takes the
+lanes of its UNROLL sources as stores of their own. No UNROLL is left once the SINK is rewritten.
 
 `pm_vectorize`: lane stores to consecutive addresses become one vector store of `VECTORIZE(values)`; then
 VECTORIZE is pushed down through ops that are the same in every lane, so contiguous loads become vector
@@ -10,6 +13,7 @@ loads, lanes of a REDUCE one vector accumulator, a value shared by all lanes a b
 per-lane scalars (a gather)."""
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -23,41 +27,79 @@ from compiler.uop import GroupOp, Ops, UOp, toposort
 MAX_LANES = 4096  # per store: more than this many unrolled copies is a runaway opt, not a kernel
 MAX_VEC = 16  # widest vector codegen forms
 
+Axes = tuple[tuple[int, int], ...]  # an UNROLL's (axis id, size) per axis, in axis-id order
 
-def _sizes(kname: str, rngs: list[UOp]) -> list[int]:
-  out = []
+
+def _check_lanes(kname: str, rngs: list[UOp]) -> None:
+  sizes = []
   for r in rngs:
     n = const_size(r)
     if n is None:
       raise CodegenError(kname, f"{axis_type(r).name} axis needs a constant size", r)
-    out.append(n)
-  if math.prod(out) > MAX_LANES:
-    raise CodegenError(kname, f"expanding {math.prod(out)} lanes (more than {MAX_LANES})", rngs[0])
-  return out
+    sizes.append(n)
+  if math.prod(sizes) > MAX_LANES:
+    raise CodegenError(kname, f"expanding {math.prod(sizes)} lanes (more than {MAX_LANES})", rngs[0])
 
 
-def _lanes(kname: str, rngs: list[UOp]) -> list[dict[UOp, UOp]]:
-  sizes = _sizes(kname, rngs)
-  combos = itertools.product(*(range(n) for n in sizes))
-  return [{r: UOp.const(r.dtype, i) for r, i in zip(rngs, idx)} for idx in combos]
+def check_expansion(kname: str, sink: UOp) -> None:
+  """Every store's and every reduce's lanes have constant sizes and are at most MAX_LANES, checked before any copy
+  is made (a runaway opt fails at once instead of building its lanes first)."""
+  free = free_ranges(sink)
+  for st in sink.src:
+    _check_lanes(kname, sorted((r for r in free[st] if axis_type(r) in EXPAND_AXES), key=lambda r: r.arg[0]))
+  for u in toposort(sink):
+    if u.op is Ops.REDUCE:
+      unr = [r for r in u.src[1:] if axis_type(r) in EXPAND_AXES]
+      if unr:
+        _check_lanes(kname, unr)
 
 
-def substitute_lanes(root: UOp, lanes: list[dict[UOp, UOp]]) -> list[UOp]:
-  """root with each lane's substitution applied; one graph walk, and only nodes that depend on the ranges rebuilt."""
-  rngs = set(lanes[0]) if lanes else set()
-  order = [u for u in toposort(root, gate=lambda x: x.op is not Ops.RANGE)]
-  dep: set[UOp] = set()
-  for u in order:
-    if u in rngs or any(s in dep for s in u.src):
-      dep.add(u)
-  todo = [u for u in order if u in dep and u not in rngs]
+def _combos(axes: Axes) -> list[dict[int, int]]:
+  return [dict(zip((a for a, _ in axes), idx)) for idx in itertools.product(*(range(n) for _, n in axes))]
+
+
+@functools.cache
+def _lane_of(sub: Axes, axes: Axes) -> tuple[int, ...]:
+  """For each lane of `axes` (row-major), the lane of an UNROLL over the axes `sub` (a subset) that it reads."""
   out = []
-  for lane in lanes:
-    new = dict(lane)
-    for u in todo:
-      new[u] = u.replace(src=tuple(new.get(s, s) for s in u.src))
-    out.append(new.get(root, root))
-  return out
+  for combo in _combos(axes):
+    i = 0
+    for a, n in sub:
+      i = i * n + combo[a]
+    out.append(i)
+  return tuple(out)
+
+
+def _unroll(lanes: list[UOp], axes: Axes) -> UOp:
+  return UOp(Ops.UNROLL, lanes[0].dtype, tuple(lanes), axes)
+
+
+def _lanes_over(u: UOp, axes: Axes) -> list[UOp]:
+  """u's value in each lane of `axes`: its own lanes where it is an UNROLL, else itself in every lane."""
+  if u.op is not Ops.UNROLL:
+    return [u] * math.prod(n for _, n in axes)
+  return [u.src[i] for i in _lane_of(u.arg, axes)]
+
+
+def _union(srcs: tuple[UOp, ...]) -> Axes:
+  return tuple(sorted({ax for s in srcs if s.op is Ops.UNROLL for ax in s.arg}))
+
+
+def range_lanes(ctx: dict, r: UOp) -> UOp | None:
+  """An UPCAST/UNROLL RANGE: its iterations as constant lanes."""
+  if axis_type(r) not in EXPAND_AXES:
+    return None
+  n = const_size(r)
+  if n is None:
+    raise CodegenError(ctx["kname"], f"{axis_type(r).name} axis needs a constant size", r)
+  return _unroll([UOp.const(r.dtype, i) for i in range(n)], ((r.arg[0], n),))
+
+
+def expand_node(x: UOp) -> UOp:
+  """A node with UNROLL sources: one copy per lane of their axes, each reading its lane of every source."""
+  axes = _union(x.src)
+  per_src = [_lanes_over(s, axes) for s in x.src]
+  return _unroll([x.replace(src=srcs) for srcs in zip(*per_src)], axes)
 
 
 def chain(op: Ops, vals: list[UOp]) -> UOp:
@@ -67,38 +109,43 @@ def chain(op: Ops, vals: list[UOp]) -> UOp:
   return out
 
 
-def expand_sink(ctx: dict, sink: UOp) -> UOp | None:
-  kname = ctx["kname"]
-  free = free_ranges(sink)
-  new: list[UOp] = []
-  changed = False
-  for st in sink.src:
-    ex = sorted((r for r in free[st] if axis_type(r) in EXPAND_AXES), key=lambda r: r.arg[0])
-    if not ex:
-      new.append(st)
-      continue
-    changed = True
-    new.extend(substitute_lanes(st, _lanes(kname, ex)))
-  return sink.replace(src=tuple(new)) if changed else None
-
-
-def expand_reduce(ctx: dict, red: UOp) -> UOp | None:
-  unr = [r for r in red.src[1:] if axis_type(r) in EXPAND_AXES]
+def contract_reduce(red: UOp) -> UOp | None:
+  """A REDUCE over UNROLL ranges: per lane of the axes it keeps, its input's lanes over the reduced ones in order."""
+  unr = [r for r in red.src[1:] if r.op is Ops.UNROLL]
   if not unr:
     return None
-  loops = tuple(r for r in red.src[1:] if r not in unr)
+  loops = tuple(r for r in red.src[1:] if r.op is not Ops.UNROLL)
   v = red.src[0]
-  vals = substitute_lanes(v, _lanes(ctx["kname"], unr))
-  if v.op is Ops.CONTRACT:  # already unrolled over other axes: keep one flat list of values
-    vals = [x for c in vals for x in c.src]
-  if not loops:
-    return chain(red.arg, vals)
-  return UOp(Ops.REDUCE, red.dtype, (UOp(Ops.CONTRACT, v.dtype, tuple(vals)), *loops), red.arg)
+  reduced = tuple(ax for r in unr for ax in r.arg)  # in the REDUCE's order: the order values accumulate in
+  kept = tuple(ax for ax in (v.arg if v.op is Ops.UNROLL else ()) if ax not in reduced)
+  all_lanes = _lanes_over(v, kept + reduced)  # kept axes outer: each kept lane's values are consecutive
+  per = math.prod(n for _, n in reduced)
+  # `kept + reduced` is not in axis-id order: _lane_of maps its lanes to v's own
+  out = []
+  for k in range(len(all_lanes) // per):
+    vals = all_lanes[k * per:(k + 1) * per]
+    dt = vals[0].dtype
+    if vals[0].op is Ops.CONTRACT:  # already unrolled over other axes: keep one flat list of values
+      vals = [x for c in vals for x in c.src]
+    out.append(chain(red.arg, vals) if not loops else
+               UOp(Ops.REDUCE, red.dtype, (UOp(Ops.CONTRACT, dt, tuple(vals)), *loops), red.arg))
+  return out[0] if not kept else _unroll(out, kept)
+
+
+def sink_lanes(sink: UOp) -> UOp:
+  """The SINK: each UNROLL source's lanes become stores of their own, in lane order."""
+  return sink.replace(src=tuple(x for s in sink.src for x in (s.src if s.op is Ops.UNROLL else (s,))))
+
+
+def _has_unroll(u: UOp) -> bool:
+  return any(s.op is Ops.UNROLL for s in u.src)
 
 
 pm_expand = PatternMatcher([
-  (UPat(Ops.SINK, name="sink"), expand_sink),
-  (UPat(Ops.REDUCE, name="red"), expand_reduce),
+  (UPat(Ops.RANGE, name="r"), range_lanes),
+  (UPat(Ops.REDUCE, custom=_has_unroll, name="red"), contract_reduce),
+  (UPat(Ops.SINK, custom=_has_unroll, name="sink"), sink_lanes),
+  (UPat(custom=_has_unroll, name="x"), expand_node),
 ], name="expand")
 
 
@@ -215,5 +262,8 @@ pm_vectorize = PatternMatcher([
 ], name="vectorize")
 
 
-def expand_ctx(ast: UOp) -> dict:
-  return {"kname": kernel_name(ast)}
+def expand_ctx(sink: UOp) -> dict:
+  """The context of the expand and vectorize passes on a simplified kernel (its lanes checked first)."""
+  kname = kernel_name(sink)
+  check_expansion(kname, sink)
+  return {"kname": kname}

@@ -90,10 +90,10 @@ def eval_int(u: UOp, var_vals: dict[str, int]) -> int:
 def lower_ast(ast: UOp) -> UOp:
   """The codegen passes on a kernel AST up to the graph the linearizer takes ("View Output AST")."""
   verify_ast(ast)
-  ctx = expand_ctx(ast)
   sink = track_graph(ast, "View Base AST")
   sink = simplify(sink)  # the full simplifier runs before expansion multiplies the graph by the lane count
-  sink = graph_rewrite(sink, pm_expand, ctx=ctx, name="expand")
+  ctx = expand_ctx(sink)
+  sink = graph_rewrite(sink, pm_expand, ctx=ctx, name="expand", bottom_up=True)
   sink = graph_rewrite(sink, pm_fold, name="index_fold")
   sink = graph_rewrite(sink, pm_vectorize, ctx=ctx, name="vectorize")
   sink = graph_rewrite(sink, pm_lower, ctx=lower_ctx(sink, ctx["kname"]), name="lower")

@@ -1,6 +1,8 @@
 """Splitting the bufferized tensor graph into kernels: each BUFFERIZE becomes a kernel AST that STOREs one buffer."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from compiler.dtype import DType, dtypes
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
 from compiler.runtime.buffer import new_buffer_uop
@@ -83,10 +85,28 @@ def narrow_index(ast: UOp) -> UOp:
   return substitute(ast, mapping)
 
 
-def build_kernel(x: UOp, out_buf: UOp) -> tuple[UOp, list[UOp]]:
-  """The kernel AST computing tensor node x into out_buf, and the buffers it reads (in slot order after 0)."""
-  shape = shape_of(x)
-  idt = index_dtype(x, out_buf)
+@dataclass(frozen=True)
+class ReadOrder:
+  """A DEFINE_GLOBAL's arg until "number globals": when its buffer was first met (0: the output). Simplification
+  may drop every read of a buffer; the globals left get consecutive slots in this order."""
+  n: int
+
+  def __repr__(self) -> str:
+    return f"read {self.n}"
+
+
+class _KernelBuild(KernelContext):
+  """Rangeify's context with the globals left unnumbered (ReadOrder): renumbering numbered ones in a rewrite would
+  make a renumbered global equal another one's old node."""
+
+  def define_global(self, buf: UOp) -> UOp:
+    order = ReadOrder(self.slots.setdefault(buf, len(self.slots)))
+    return UOp(Ops.DEFINE_GLOBAL, buf.dtype.ptr(buf_size(buf)), (), order)
+
+
+def open_kernel(ctx: _KernelBuild, b: UOp, x: UOp) -> UOp:
+  """STORE(buffer, value) -> a store at every element: a LOOP range per dim of size > 1, the value indexed there."""
+  shape, idt = shape_of(x), ctx.idx
   rngs, idxs = [], []
   for s in shape:
     if s > 1:
@@ -95,22 +115,46 @@ def build_kernel(x: UOp, out_buf: UOp) -> tuple[UOp, list[UOp]]:
       idxs.append(r)
     else:
       idxs.append(iconst(0, idt))
-  ctx = KernelContext(next_axis=len(rngs), idx=idt)
-  out = ctx.define_global(out_buf)
-  ast = UOp.sink(out.index(flat_index(idxs, shape, idt)).store(tindex(x, idxs)))
-  ast = graph_rewrite(ast, pm_rangeify, ctx=ctx, name="rangeify")
+  ctx.next_axis = len(rngs)
+  return ctx.define_global(b).index(flat_index(idxs, shape, idt)).store(tindex(x, idxs))
+
+
+# the kernel's first step, then rangeify's: one rewrite, so it never walks the tensor graph below the value
+pm_build_kernel = PatternMatcher([
+  (UPat(Ops.STORE, src=(UPat((Ops.BUFFER, Ops.AFTER), name="b"), UPat(name="x"))), open_kernel),
+  *((r.pat, r.fn) for r in pm_rangeify.rules),
+], name="build kernel")
+
+
+def number_global(ctx: dict[int, int], g: UOp) -> UOp:
+  return g.replace(arg=ctx[g.arg.n])
+
+
+def name_kernel(sink: UOp) -> UOp:
+  return sink.replace(arg=KernelInfo(name=kernel_name(sink)))
+
+
+# bottom-up: the SINK is named last, from its numbered AST
+pm_number_globals = PatternMatcher([
+  (UPat(Ops.DEFINE_GLOBAL, custom=lambda g: isinstance(g.arg, ReadOrder), name="g"), number_global),
+  (UPat(Ops.SINK, custom=lambda s: s.arg is None, name="sink"), name_kernel),
+], name="number globals")
+
+
+def build_kernel(x: UOp, out_buf: UOp) -> tuple[UOp, list[UOp]]:
+  """The kernel AST computing tensor node x into out_buf, and the buffers it reads (in slot order after 0)."""
+  idt = index_dtype(x, out_buf)
+  ctx = _KernelBuild(next_axis=0, idx=idt)
+  # "rangeify" (the pass's name in traces and tests) starts from the tensor-level store of x
+  ast = graph_rewrite(UOp.sink(UOp(Ops.STORE, dtypes.void, (out_buf, x))), pm_build_kernel, ctx=ctx, name="rangeify")
   ast = simplify_kernel(ast)
   if idt is not dtypes.index:
     ast = narrow_index(ast)
   bufs = sorted(ctx.slots, key=lambda b: ctx.slots[b])
-  live = {u.arg: u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL}
-  if sorted(live) != list(range(len(bufs))):  # simplify dropped every read of an input (e.g. all of it was padding)
-    order = sorted(live)
-    # one simultaneous substitution: a renumbered global may equal another one's old node
-    ast = substitute(ast, {live[old]: live[old].replace(arg=new) for new, old in enumerate(order)})
-    bufs = [bufs[old] for old in order]
-  ast = ast.replace(arg=KernelInfo(name=kernel_name(ast)))
-  return ast, bufs[1:]
+  live = sorted({u.arg.n for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL})
+  ast = graph_rewrite(ast, pm_number_globals, ctx={old: new for new, old in enumerate(live)}, name="number globals",
+                      bottom_up=True)
+  return ast, [bufs[old] for old in live[1:]]
 
 
 def _split_bufferize(b: UOp) -> UOp:
