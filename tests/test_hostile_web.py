@@ -3,6 +3,7 @@ security headers; route ids and query ints take ASCII digits only; `subscribe` a
 from __future__ import annotations
 
 import http.client
+import socket
 import threading
 
 import hostile_traces as H
@@ -85,3 +86,29 @@ def test_ids_and_query_ints_take_ascii_digits_only(tmp_path):
   assert c.get("/api/diff?a=0:0:0&b=0:0:end").status_code == 200
   for bad in ("0:0:1_0", "0: 0:0", "\u0660:0:0", "0:0:-1"):
     assert c.get("/api/diff", query_string={"a": bad, "b": "0:0:0"}).status_code == 400, bad
+
+
+def test_the_websocket_handshake_carries_the_security_headers(server):
+  """The 101 answer is written by the websocket library straight to the socket; it gets the headers too, and the
+  connection still works after it (an engine.io open packet arrives as the first frame)."""
+  port = server
+  ws = {"Host": f"127.0.0.1:{port}", "Upgrade": "websocket", "Connection": "Upgrade",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version": "13"}
+  with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+    s.sendall(("GET /socket.io/?EIO=4&transport=websocket HTTP/1.1\r\n"
+               + "".join(f"{k}: {v}\r\n" for k, v in ws.items()) + "\r\n").encode())
+    got = b""
+    while b"\r\n\r\n" not in got:
+      chunk = s.recv(4096)
+      assert chunk, got
+      got += chunk
+    head, _, rest = got.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    assert lines[0].startswith("HTTP/1.1 101"), lines
+    headers = {k.lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:])}
+    assert headers["x-content-type-options"] == "nosniff" and headers["x-frame-options"] == "DENY"
+    assert headers["referrer-policy"] == "no-referrer" and headers["upgrade"].lower() == "websocket"
+    while len(rest) < 5:  # the first frame: a text frame (0x81) holding engine.io's open packet "0{...}"
+      rest += s.recv(4096)
+    start = {126: 4, 127: 10}.get(rest[1] & 0x7F, 2)  # after the 16- or 64-bit length, if any
+    assert rest[0] == 0x81 and rest[start:start + 1] == b"0", rest

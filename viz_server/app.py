@@ -58,6 +58,27 @@ class AsciiInt(BaseConverter):
     return str(int(value))
 
 
+class _HandshakeHeaders:
+  """The client socket of a websocket request, adding the security headers to the handshake's 101 answer: the
+  websocket library writes that answer straight to the socket, past the WSGI headers. Everything else passes through."""
+
+  def __init__(self, sock: Any) -> None:
+    self._sock = sock
+    self._first = True
+
+  def send(self, data: bytes, *args: Any) -> int:
+    if self._first and data.startswith(b"HTTP/1.1 101"):
+      self._first = False
+      head, sep, rest = data.partition(b"\r\n\r\n")
+      extra = b"".join(f"\r\n{k}: {v}".encode() for k, v in SECURITY_HEADERS if k.lower().encode() not in head.lower())
+      self._sock.sendall(head + extra + sep + rest, *args)
+      return len(data)
+    return self._sock.send(data, *args)
+
+  def __getattr__(self, name: str) -> Any:
+    return getattr(self._sock, name)
+
+
 def guard_socketio(wsgi_app: Any, hosts: set[str] | None, prefix: str = "/socket.io") -> Any:
   """The HTTP routes' checks for socket.io, which Flask-SocketIO answers before Flask sees a request: a loopback
   Host (DNS rebinding) and no foreign Origin, on every transport (polling requests and the websocket handshake),
@@ -78,6 +99,9 @@ def guard_socketio(wsgi_app: Any, hosts: set[str] | None, prefix: str = "/socket
       start_response("403 FORBIDDEN", [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
                                        *SECURITY_HEADERS])
       return [body]
+
+    if environ.get("HTTP_UPGRADE", "").lower() == "websocket" and "werkzeug.socket" in environ:
+      environ["werkzeug.socket"] = _HandshakeHeaders(environ["werkzeug.socket"])
 
     def start(status: str, headers: list, exc_info: Any = None) -> Any:
       have = {k.lower() for k, _ in headers}
