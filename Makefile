@@ -8,7 +8,7 @@ PORT ?= $(or $(VIZ_PORT),8000)
 .PHONY: demo test venv node chromium lint bench clean
 
 venv: $(VENV)/.stamp
-$(VENV)/.stamp: pyproject.toml setup.py compiler/trace/_speedups.c
+$(VENV)/.stamp: pyproject.toml setup.py
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'

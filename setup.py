@@ -1,9 +1,7 @@
-"""The optional C extension (compiler/trace/_speedups.c: a trace flush's node columns) and the socket.io browser client
-copied into the wheel; everything else about the package is in pyproject.toml. Where no C compiler is found, the build
-goes on without the extension and the trace writer uses its Python reference (compiler/trace/columns.py)."""
+"""The socket.io browser client copied into the wheel; everything else about the package is in pyproject.toml."""
 from pathlib import Path
 
-from setuptools import Extension, setup
+from setuptools import setup
 from setuptools.command.build_py import build_py
 
 SOCKETIO_PACKAGE = Path(__file__).resolve().parent / "node_modules" / "socket.io-client"
@@ -27,5 +25,4 @@ class build_py_with_client(build_py):
     self.copy_file(str(SOCKETIO_PACKAGE / "LICENSE"), str(out / "socket.io-client.LICENSE"))
 
 
-setup(ext_modules=[Extension("compiler.trace._speedups", ["compiler/trace/_speedups.c"], optional=True)],
-      cmdclass={"build_py": build_py_with_client})
+setup(cmdclass={"build_py": build_py_with_client})

@@ -1,5 +1,6 @@
 """What tracing costs: the same rewrite-heavy workloads with VIZ off vs recording to a file, run alternately in one
-process, and graph_rewrite with VIZ off vs a copy of it with the tracing hooks removed. Prints a table of ratios."""
+process, and graph_rewrite with VIZ off vs a copy of it with the tracing hooks removed. Prints a table of ratios, and
+the memory a recording holds while it runs."""
 from __future__ import annotations
 
 import argparse
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,7 +22,7 @@ from bench.bench_symbolic import random_index_exprs  # noqa: E402
 from bench.table import format_table  # noqa: E402
 from compiler import rewrite  # noqa: E402
 from compiler.symbolic import symbolic  # noqa: E402
-from compiler.trace import native, recorder  # noqa: E402
+from compiler.trace import recorder  # noqa: E402
 from compiler.uop import UOp  # noqa: E402
 from vztrace.reader import TraceReader  # noqa: E402
 
@@ -56,7 +58,7 @@ def compile_workloads() -> Callable[[], None]:
   kernel. LLVM's own compile is left out: tracing does not touch it, and it would only dilute the ratio."""
   from bench.workloads import WORKLOADS
   from compiler.codegen import get_program, program
-  from compiler.runtime.compiled import optimize
+  from compiler.engine import optimize
   workloads = [make() for make in WORKLOADS.values()]
 
   def run() -> None:
@@ -76,9 +78,9 @@ def timed(fn: Callable[[], None]) -> float:
 def alternate(fn: Callable[[], None], rounds: int, tmp: Path) -> dict[str, Any]:
   """Run fn with VIZ off and recording alternately; the min of each is robust to noise from the other core.
   `on` counts fn and the last flush (what the background writer had not written yet when fn returned): the trace is
-  then complete on disk. `free` (shown, not counted) is the rest of recorder.disable(): dropping the UOps the trace
-  kept alive, which the VIZ-off run does inside fn, as each graph dies. The same pair is also run with Python's cycle
-  collector disabled, to show how much of the cost is collections caused by the UOps the trace keeps alive."""
+  then complete on disk. `free` (shown, not counted) is the rest of recorder.disable(): dropping what the recording
+  held. The same pair is also run with Python's cycle collector disabled, to show how much of the cost is
+  collections caused by what the recording holds."""
   t: dict[str, list[float]] = {"off": [], "on": [], "off_nogc": [], "on_nogc": [], "free": []}
   sizes, matches = [], []
   for i in range(rounds):
@@ -99,7 +101,28 @@ def alternate(fn: Callable[[], None], rounds: int, tmp: Path) -> dict[str, Any]:
   best = {k: min(v) for k, v in t.items()}
   return {**best, "ratio": best["on"] / best["off"], "ratio_nogc": best["on_nogc"] / best["off_nogc"],
           "med_ratio": statistics.median(t["on"]) / statistics.median(t["off"]), "bytes": sizes[-1],
-          "matches": matches[-1]}
+          "matches": matches[-1], "nodes": sum(1 for r in TraceReader(path) if r["t"] == "node"),
+          "held": held_bytes(fn, tmp / "held.vztrace")}
+
+
+def held_bytes(fn: Callable[[], None], path: Path) -> int:
+  """The memory a recording of fn still holds when fn has returned and the trace is flushed (Python allocations, by
+  tracemalloc; not timed): what recording adds over the same run with VIZ off."""
+  tracemalloc.start()
+  try:
+    fn()
+    gc.collect()
+    base = tracemalloc.get_traced_memory()[0]
+    writer = recorder.enable(path, announce=False).writer
+    fn()
+    writer.flush()
+    del writer
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - base
+  finally:
+    recorder.disable()
+    tracemalloc.stop()
+  return held
 
 
 def measure(workload: str, exprs: int, rounds: int) -> dict[str, Any]:
@@ -131,27 +154,24 @@ def main() -> None:
     print(json.dumps(measure(args.workload, args.exprs, args.rounds)))
     return
   # each workload in a fresh process: how often the cycle collector runs depends on the heap that earlier work left
-  # and, where the C extension is built, again with the recorder's per-node loops in Python (VIZ_NATIVE=0)
   rows = []
-  variants = [("", {})] + ([(" (Python loops)", {"VIZ_NATIVE": "0"})] if native.IMPLEMENTATION == "C" else [])
   for key, name in WORKLOADS.items():
-    for label, env in variants:
-      out = subprocess.run([sys.executable, __file__, "--workload", key, "--rounds", str(args.rounds), "--exprs",
-                            str(args.exprs)], check=True, capture_output=True, text=True,
-                           env={**os.environ, **env}).stdout
-      rows.append((name + label, json.loads(out.splitlines()[-1])))
+    out = subprocess.run([sys.executable, __file__, "--workload", key, "--rounds", str(args.rounds), "--exprs",
+                          str(args.exprs)], check=True, capture_output=True, text=True).stdout
+    rows.append((name, json.loads(out.splitlines()[-1])))
   cols = [("workload", "<36"), ("VIZ off s", ">10.4f"), ("VIZ on s", ">10.4f"), ("ratio", ">7"), ("median", ">7"),
           ("no GC", ">7"), ("free ms", ">8.1f"), ("matches", ">9"), ("bytes", ">10"), ("B/match", ">8.1f"),
-          ("KB/1k matches", ">14.1f")]
+          ("KB/1k matches", ">14.1f"), ("nodes", ">7"), ("held KB", ">8.0f"), ("B/node", ">7.0f")]
   table = []
   for name, r in rows:
     per = r["bytes"] / max(1, r["matches"])
     table.append((name, r["off"], r["on"], f"{r['ratio']:.3f}x", f"{r['med_ratio']:.3f}x", f"{r['ratio_nogc']:.3f}x",
-                  r["free"] * 1e3, r["matches"], r["bytes"], per, per * 1000 / 1024))
+                  r["free"] * 1e3, r["matches"], r["bytes"], per, per * 1000 / 1024, r["nodes"], r["held"] / 1024,
+                  r["held"] / max(1, r["nodes"])))
   print(format_table(cols, table))
   print("ratio: best VIZ on (incl. the last flush) / best VIZ off; median: the same of medians; no GC: both with "
-        "Python's cycle collector disabled\n(each row runs in a process of its own; the recorder's per-node loops ran "
-        f"in {native.IMPLEMENTATION}{', and in Python where the row says so' if len(variants) > 1 else ''})")
+        "Python's cycle collector disabled;\nheld: the Python memory a finished, flushed recording still holds "
+        "(tracemalloc; B/node: per node in the trace)\n(each row runs in a process of its own)")
   # disabled cost: hooks present (VIZ off) vs hooks removed, alternately
   recorder.disable()
   exprs = random_index_exprs(args.exprs, seed=0)

@@ -181,11 +181,8 @@ def _as_uop(x: Any, dtype: DType) -> UOp:
 
 class UOp(metaclass=UOpMetaClass):
   # _mm: the cached (vmin, vmax), a slot: most nodes get their bounds asked and nothing else cached, and a __dict__
-  # for them would be one more object per node for memory and the cycle collector (a traced run keeps every node)
+  # for them would be one more object per node for memory and the cycle collector
   __slots__ = ("op", "dtype", "src", "arg", "_mm", "__weakref__", "__dict__")
-  # a trace's id for a node it does not keep alive (compiler.trace.nodes), in the instance __dict__ of those few: a
-  # slot would make every UOp 16 bytes bigger (it crosses an allocation size class)
-  _tid: tuple[object, int] | None = None
 
   def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None):
     object.__setattr__(self, "op", op)

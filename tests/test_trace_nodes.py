@@ -1,16 +1,25 @@
-"""Trace ids (compiler.trace.nodes): a trace keeps the nodes it named alive, except buffers and the nodes above them,
-so recording never keeps a program's data; an equal node made again gets its old id either way."""
+"""Trace ids (compiler.trace.nodes): a node's id follows its structure, so an equal node made after the first one
+died gets the first one's id, and the trace keeps no UOp alive (nor a Buffer, nor a program's input data); ids are
+dense and sources-first, however deep the graph."""
 import gc
+import itertools
+import math
 import weakref
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compiler import Ops, UOp, dtypes
 from compiler.rewrite import track_graph
 from compiler.runtime.buffer import buffer_of, new_buffer_uop
 from compiler.tensor import Tensor
 from compiler.trace import recorder
+from compiler.trace.nodes import TraceIds
+from compiler.uop import cons_key
 from vztrace.reader import TraceReader
+
+_fresh = itertools.count()
 
 
 def _nodes(path) -> list[dict]:
@@ -21,7 +30,89 @@ def _roots(path) -> list[int]:
   return [r["root"] for r in TraceReader(path) if r["t"] == "rw_begin"]
 
 
-def test_recording_keeps_no_buffer_and_no_node_above_one_alive(trace):
+# ---- TraceIds on random graphs
+
+_args = st.one_of(st.none(), st.integers(-3, 3), st.sampled_from([0.0, -0.0, 1.5, math.inf, math.nan]),
+                  st.text(max_size=3), st.tuples(st.integers(0, 2), st.integers(0, 2)), st.booleans())
+_dtypes = st.sampled_from([dtypes.int32, dtypes.float32, dtypes.bool, dtypes.float32.vec(4), dtypes.index])
+
+
+@st.composite
+def _specs(draw) -> list[tuple]:
+  """A random DAG as (op, dtype, arg, source positions) per node; node 0 is a variable named by the test (one no
+  other example uses, so that the nodes over it die when the test drops them)."""
+  specs: list[tuple] = [(Ops.DEFINE_VAR, dtypes.int32, None, ())]
+  for _ in range(draw(st.integers(1, 30))):
+    if draw(st.integers(0, 5)) == 0:
+      specs.append((draw(st.sampled_from([Ops.BUFFER, Ops.CONST])), draw(_dtypes), draw(st.integers(0, 4)), ()))
+    else:
+      srcs = tuple(draw(st.lists(st.integers(0, len(specs) - 1), min_size=1, max_size=3)))
+      specs.append((draw(st.sampled_from([Ops.ADD, Ops.MUL, Ops.SINK, Ops.WHERE])), draw(_dtypes), draw(_args), srcs))
+  return specs
+
+
+def _build(specs: list[tuple], var: str) -> list[UOp]:
+  made: list[UOp] = []
+  for op, dtype, arg, srcs in specs:
+    made.append(UOp(op, dtype, tuple(made[i] for i in srcs), (var, 0, 9) if op is Ops.DEFINE_VAR else arg))
+  return made
+
+
+def _name(ids: TraceIds, specs: list[tuple], var: str, order: list[int]) -> tuple[dict[int, int], weakref.ref]:
+  """Build the graph, name its nodes in `order`; the nodes die on return (a weak reference to the variable shows)."""
+  made = _build(specs, var)
+  return {i: ids.id_of(made[i]) for i in order}, weakref.ref(made[0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(_specs(), st.randoms(use_true_random=False))
+def test_ids_follow_structure_whether_or_not_the_first_node_still_lives(specs, rnd):
+  rows: list[tuple] = []
+  ids = TraceIds(rows.append)
+  var = f"v{next(_fresh)}"
+  some = rnd.sample(range(len(specs)), rnd.randint(1, len(specs)))
+  first, gone = _name(ids, specs, var, some)
+  gc.collect()
+  assert gone() is None  # the table kept no node alive
+  assert all(r() is not None for r in ids.live.values())  # and forgot those that died
+  made = _build(specs, var)
+  order = list(range(len(specs)))
+  rnd.shuffle(order)
+  again = {i: ids.id_of(made[i]) for i in order}
+  assert all(again[i] == t for i, t in first.items())  # rebuilt after they died: the same ids
+  # one id per distinct node (hash-consing: a distinct structure is a distinct object), dense, in the order of rows
+  assert len(set(again.values())) == len({id(u) for u in made}) == len(rows)
+  for i, u in enumerate(made):
+    key = rows[again[i]]
+    assert key == cons_key(u.op, u.dtype, tuple(ids.get(s) for s in u.src), u.arg)
+    assert all(s < again[i] for s in key[2])  # sources first
+
+
+def test_a_walk_numbers_depth_first_with_sources_in_order():
+  a, b = UOp.variable(f"a{next(_fresh)}", 0, 3), UOp.variable(f"b{next(_fresh)}", 0, 3)
+  left, right = a * 2, b + a
+  top = UOp.sink(right, left, right * left)
+  rows: list[tuple] = []
+  ids = TraceIds(rows.append)
+  want = [b, a, right, UOp.const(dtypes.index, 2), left, right * left, top]
+  assert ids.id_of(top) == len(want) - 1
+  assert [ids.get(u) for u in want] == list(range(len(want)))
+
+
+def test_a_100k_deep_chain_is_named_without_recursion():
+  x = UOp.variable(f"deep{next(_fresh)}", 0, 3)
+  one = UOp.const(dtypes.index, 1)
+  for _ in range(100_000):
+    x = x + one
+  rows: list[tuple] = []
+  ids = TraceIds(rows.append)
+  assert ids.id_of(x) == 100_001 and len(rows) == 100_002
+  assert all(max(k[2], default=-1) < i for i, k in enumerate(rows))
+
+
+# ---- what a recording keeps
+
+def test_recording_keeps_no_uop_no_buffer_and_no_input_data_alive(trace):
   data = np.arange(1 << 16, dtype=np.float32)
   t = (Tensor(data) * 2 + 1).sum()
   t.schedule()  # the scheduler's rewrites name the buffer and everything above it
@@ -29,69 +120,62 @@ def test_recording_keeps_no_buffer_and_no_node_above_one_alive(trace):
   while leaf.src:
     leaf = leaf.src[0]
   assert leaf.op is Ops.BUFFER
-  buf = weakref.ref(buffer_of(leaf))
-  top, const = weakref.ref(t.uop), UOp.const(dtypes.float32, 2.0)
-  assert recorder.RECORDER.nodes.get(t.uop) is not None and recorder.RECORDER.nodes.get(leaf) is not None
-  del t, leaf
-  recorder.RECORDER.writer.flush()  # the flush lets go of the nodes it wrote
-  gc.disable()
+  plain = UOp.variable(f"kept{next(_fresh)}", 0, 9) * 3  # no buffer below it
+  track_graph(plain, "plain")
+  refs = [weakref.ref(x) for x in (data, buffer_of(leaf), t.uop, leaf, plain, plain.src[0])]
+  assert recorder.RECORDER.ids.get(t.uop) is not None and recorder.RECORDER.ids.get(plain) is not None
+  del data, t, leaf, plain
+  gc.disable()  # not flushed yet, and freed by reference counting alone: nothing in the recorder holds them
   try:
-    assert buf() is None and top() is None  # freed by reference counting: nothing in the trace holds them
+    assert [r for r in refs if r() is not None] == []
   finally:
     gc.enable()
-  assert const in recorder.RECORDER.node_ids  # a node without a buffer below it stays (its id by identity)
   recorder.disable()
   ops = [n["op"] for n in _nodes(trace)]
-  assert "BUFFER" in ops and "REDUCE_AXIS" in ops
+  assert "BUFFER" in ops and "REDUCE_AXIS" in ops and "DEFINE_VAR" in ops
 
 
-def test_a_transient_node_made_again_after_it_died_gets_its_old_id(trace):
+def test_equal_nodes_made_after_the_first_died_get_its_id(trace):
   b = new_buffer_uop(dtypes.float32, 16)
-  x = UOp(Ops.RESHAPE, dtypes.float32, (b,), (4, 4))
-  track_graph(x, "first")
-  first = recorder.RECORDER.node_id(x)
-  gone = weakref.ref(x)
-  del x
-  recorder.RECORDER.writer.flush()
-  assert gone() is None  # dead: the next one is another object
-  y = UOp(Ops.RESHAPE, dtypes.float32, (b,), (4, 4))
-  track_graph(y, "again")
-  z = UOp(Ops.RESHAPE, dtypes.float32, (b,), (2, 8))
-  track_graph(z, "other")
-  assert recorder.RECORDER.node_id(y) == first and recorder.RECORDER.node_id(z) != first
+  var = f"again{next(_fresh)}"
+  roots = []
+  for _ in range(2):  # a node over a buffer, and one over a variable; each dies before the next is made
+    x = UOp(Ops.RESHAPE, dtypes.float32, (b,), (4, 4))
+    y = UOp.variable(var, 0, 9) * 5
+    track_graph(x, "reshape")
+    track_graph(y, "product")
+    roots.append((weakref.ref(x), weakref.ref(y)))
+    del x, y
+    assert [r() for r in roots[-1]] == [None, None]
+  track_graph(UOp(Ops.RESHAPE, dtypes.float32, (b,), (2, 8)), "other")
   recorder.disable()
   nodes = _nodes(trace)
-  assert [n["op"] for n in nodes] == ["BUFFER", "RESHAPE", "RESHAPE"]  # written once each
-  assert _roots(trace) == [first, first, nodes[2]["id"]]
+  assert [n["op"] for n in nodes] == ["BUFFER", "RESHAPE", "DEFINE_VAR", "CONST", "MUL", "RESHAPE"]  # each once
+  assert _roots(trace) == [1, 4, 1, 4, 5]
 
 
-def test_floats_that_hash_consing_tells_apart_stay_apart(trace):
+def test_args_that_hash_consing_tells_apart_stay_apart(trace):
   b = new_buffer_uop(dtypes.float32, 1)
-  for v in (0.0, -0.0, 0.0, -0.0):  # (a made-up float arg on a node above a buffer; each dies before the next)
+  for v in (0.0, -0.0, 0.0, -0.0, 1, True, 1, True):  # (each node dies before the next)
     track_graph(UOp(Ops.MUL, dtypes.float32, (b,), v), "mul")
-    recorder.RECORDER.writer.flush()
   recorder.disable()
   roots = _roots(trace)
-  assert roots[0] == roots[2] != roots[1] == roots[3]
+  assert roots[0] == roots[2] != roots[1] == roots[3] and roots[4] == roots[6] != roots[5] == roots[7]
+  assert len(set(roots)) == 4
 
 
-def test_a_deep_graph_over_a_buffer_is_numbered_sources_first(trace):
+def test_a_deep_graph_over_a_buffer_is_recorded_sources_first(trace):
   x = new_buffer_uop(dtypes.int32, 1)
-  chain = [x]
-  for i in range(5000):  # deeper than the recursion limit: the stack fallback
+  for i in range(5000):  # deeper than the recursion limit
     x = UOp(Ops.ADD, dtypes.int32, (x, UOp.const(dtypes.int32, i)))
-    chain.append(x)
   track_graph(x, "deep")
-  ids = [recorder.RECORDER.node_id(u) for u in chain]
-  assert ids == sorted(ids) and len(set(ids)) == len(ids)
-  assert not any(u in recorder.RECORDER.node_ids for u in chain)  # all above a buffer: none kept
   recorder.disable()
-  nodes = {n["id"]: n for n in _nodes(trace)}
-  assert all(s < n["id"] for n in nodes.values() for s in n["src"])
-  assert nodes[ids[-1]]["src"][0] == ids[-2]
+  nodes = _nodes(trace)
+  assert [n["id"] for n in nodes] == list(range(len(nodes))) == list(range(1 + 2 * 5000))
+  assert all(s < n["id"] for n in nodes for s in n["src"]) and _roots(trace) == [len(nodes) - 1]
 
 
-def test_a_new_trace_does_not_take_ids_left_on_nodes_by_an_earlier_one(tmp_path):
+def test_a_new_trace_does_not_take_ids_from_an_earlier_one(tmp_path):
   b = new_buffer_uop(dtypes.float32, 4)
   x = UOp(Ops.RESHAPE, dtypes.float32, (b,), (2, 2))
   for name in ("a", "b"):
@@ -100,3 +184,18 @@ def test_a_new_trace_does_not_take_ids_left_on_nodes_by_an_earlier_one(tmp_path)
     recorder.disable()
   assert _nodes(tmp_path / "a.vztrace") == _nodes(tmp_path / "b.vztrace")
   assert len(_nodes(tmp_path / "b.vztrace")) == 2
+
+
+def test_an_ended_trace_lets_go_of_its_table():
+  rows: list[tuple] = []
+  ids = TraceIds(rows.append)
+  x = UOp.variable(f"end{next(_fresh)}", 0, 9) + 1
+  ids.id_of(x)
+  forget = weakref.ref(ids._forget)  # the callback of the table's references, which holds the table
+  ids.close()
+  del ids
+  gc.disable()  # (the table, its references and their callback are a cycle until close() clears the table)
+  try:
+    assert forget() is None
+  finally:
+    gc.enable()

@@ -1,21 +1,18 @@
 """The node columns of a batch record: for each node its op, dtype code, arg code, number of sources and its sources'
-trace ids, as little-endian u32 bytes (format.py, "batch").
+trace ids, as little-endian u32 bytes (format.py, "batch"), made from the nodes' keys (compiler.trace.nodes:
+`cons_key(op, dtype, source ids, arg)`), so that a flush reads no UOp.
 
-A flush makes them for every node the trace names, which was much of what recording costs: in Python it is a dozen
-passes over nodes that left the cache long ago. So the C extension (compiler.trace.native) makes them in one pass
-where it is built; `node_columns_py` is the reference, and the fallback, and tests check that both give the same
-bytes."""
+A flush makes them for every node the trace names: each column is one `map` over the keys, in C, and the codes of
+dtypes and args are looked up by object identity, so a text is made once per object."""
 from __future__ import annotations
 
 import itertools
 import operator
 from typing import Any, Callable
 
-from compiler.trace.native import SPEEDUPS
-from compiler.uop import UOp
 from vztrace.format import column_bytes
 
-_OP, _DTYPE, _ARG, _SRC, _TID = (operator.attrgetter(f) for f in ("op", "dtype", "arg", "src", "_tid"))
+_OP, _DTYPE, _SRC, _ARG = (operator.itemgetter(i) for i in range(4))  # cons_key's order
 
 Columns = tuple[bytes, bytes, bytes, bytes, bytes]
 
@@ -38,30 +35,13 @@ def codes(objs: list, by_id: dict[int, int], code: Callable[[Any], int]) -> list
   return out
 
 
-def src_ids(ids: dict[UOp, int], srcs: list[UOp]) -> list[int]:
-  """The trace ids of nodes that have one: a kept node's in `ids`, a transient one's on it (compiler.trace.nodes)."""
-  out = list(map(ids.get, srcs))
-  if None in out:
-    i = -1
-    for _ in range(out.count(None)):
-      i = out.index(None, i + 1)
-      t = _TID(srcs[i])
-      if t is None:
-        raise ValueError("a source node has no trace id")
-      out[i] = t[1]
-  return out
-
-
-def node_columns_py(nodes: list[UOp], ids: dict[UOp, int], dtype_ids: dict[int, int], arg_ids: dict[int, int],
-                    dtype_code: Callable[[Any], int], arg_code: Callable[[Any], int]) -> Columns:
-  """(op, dtype, arg, nsrc, src) of nodes, whose sources all have trace ids; dtypes and args get their codes through
-  the by-id tables, and dtype_code/arg_code for one not seen before."""
-  srcs = list(map(_SRC, nodes))
-  cols = (list(map(_OP, nodes)), codes(list(map(_DTYPE, nodes)), dtype_ids, dtype_code),
-          codes(list(map(_ARG, nodes)), arg_ids, arg_code), list(map(len, srcs)),
-          src_ids(ids, list(itertools.chain.from_iterable(srcs))))
+def node_columns(keys: list[tuple], dtype_ids: dict[int, int], arg_ids: dict[int, int],
+                 dtype_code: Callable[[Any], int], arg_code: Callable[[Any], int]) -> Columns:
+  """(op, dtype, arg, nsrc, src) of the nodes with these keys; dtypes and args get their codes through the by-id
+  tables (whose objects the caller keeps alive, so that no id is reused), and dtype_code/arg_code for one not seen
+  before."""
+  srcs = list(map(_SRC, keys))
+  cols = (list(map(_OP, keys)), codes(list(map(_DTYPE, keys)), dtype_ids, dtype_code),
+          codes(list(map(_ARG, keys)), arg_ids, arg_code), list(map(len, srcs)),
+          list(itertools.chain.from_iterable(srcs)))
   return tuple(map(column_bytes, cols))  # type: ignore[return-value]
-
-
-node_columns_c: Callable[..., Columns] | None = SPEEDUPS.node_columns if SPEEDUPS is not None else None
-node_columns: Callable[..., Columns] = node_columns_c or node_columns_py

@@ -6,7 +6,6 @@ import atexit
 import contextlib
 import functools
 import getpass
-import itertools
 import os
 import platform
 import socket
@@ -15,7 +14,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from compiler.trace.gcfreeze import HeapFreezer
 from vztrace.paths import trace_dir
 
 if TYPE_CHECKING:
@@ -31,25 +29,23 @@ def default_trace_path() -> Path:
   return trace_dir() / f"trace-{stamp}-{os.getpid()}.vztrace"
 
 
-class _Buffer:
+class RecordQueue:
   """What the recorder wrote since the last flush: the writer's `Deferred` tail.
 
-  The recording thread only appends: a node (the UOp, which the ids dict keeps alive anyway) when the walk gives it
-  its id, a match row (five ints), or another record (the dict, and in `at` how many nodes and matches came before
-  it). A flush, in whichever thread, under the writer's lock, turns what was appended so far into `batch` records:
-  columns made in C (fields read from the nodes, texts through the trace's string table, sources through the node
-  ids), and the records with their positions, so a reader restores the exact order. Only the recording thread
-  removes drained rows (compact(), under the lock)."""
+  The recording thread only appends: a node's key (compiler.trace.nodes: its op, dtype, source ids and arg) when it
+  gets its id, a match row (five ints), or another record (the dict, and in `at` how many nodes and matches came
+  before it). A flush, in whichever thread, under the writer's lock, turns what was appended so far into `batch`
+  records: the node columns (texts through the trace's string table) and the records with their positions, so a
+  reader restores the exact order. Only the recording thread removes drained rows (compact(), under the lock)."""
 
   def __init__(self, lock: Any) -> None:
     from compiler.trace.columns import node_columns
-    from compiler.trace.nodes import NodeTable
+    from compiler.trace.nodes import TraceIds
     from vztrace.format import pack_bytes, pack_column
     from vztrace.writer import encode_json, nested_record_bytes
     self.lock = lock
-    self.rows: list[UOp | None] = []  # the nodes in id order (their fields are read at the flush, in C); None once
-    # drained, so that a node the trace does not keep alive (compiler.trace.nodes) is not kept by this list either
-    self.nodes = NodeTable(self.rows.append)
+    self.rows: list[tuple] = []  # the nodes' keys in id order
+    self.ids = TraceIds(self.rows.append)
     self.pack, self.pack_bytes, self.json, self.record_bytes = pack_column, pack_bytes, encode_json, nested_record_bytes
     self.node_columns = node_columns
     # the string table: text -> code, and the texts in order; it starts with the op names at their values, so an op
@@ -61,7 +57,7 @@ class _Buffer:
       self.strs[op] = op.name
     self.str_codes: dict[str, int] = {s: c for c, s in enumerate(self.strs)}
     # object id -> code, one table per field (an arg may be a dtype: the same object, another text); every object
-    # belongs to a UOp the recorder keeps alive, so no id is reused
+    # is in a key of TraceIds.keys, which lives as long as this queue, so no id is reused
     self.dtype_ids: dict[int, int] = {}
     self.arg_ids: dict[int, int] = {}
     self.arg_values: dict[Any, int] = {}  # (types, arg) -> code: equal args that are different objects
@@ -157,12 +153,7 @@ class _Buffer:
       # nodes first (no matches yet); once they fit, matches: each names nodes made before it, all in this batch
       nb, mb = (na + cap, ma) if nb - na > cap else (nb, min(mb, ma + cap))
     pack, raw = self.pack, self.pack_bytes
-    nodes = self.rows[na:nb]
-    self.rows[na:nb] = itertools.repeat(None, nb - na)  # same length: positions stay, for the recording thread
-    # the sources' ids are looked up here: a node's sources have ids before it is appended
-    node_cols = self.node_columns(nodes, self.nodes.ids, self.dtype_ids, self.arg_ids, self._dtype_code,
-                                  self._arg_code)
-    del nodes  # (the last reference to a transient node: freed here, under the lock, rather than in _batch's caller)
+    node_cols = self.node_columns(self.rows[na:nb], self.dtype_ids, self.arg_ids, self._dtype_code, self._arg_code)
     rows = self.matches[5 * ma:5 * mb]
     cols = (("rw", rows[0::5]), ("pat", rows[1::5]), ("before", rows[2::5]), ("after", rows[3::5]),
             ("at", [x - (ma if i & 1 else na) for i, x in enumerate(at[2 * ra:2 * rb])]))
@@ -180,66 +171,54 @@ class _Buffer:
 BATCH_ROWS = 1 << 17  # nodes, and matches, per batch at most; with BATCH_BYTES (+ a record) far below the frame limit
 BATCH_BYTES = 16 << 20
 COMPACT_AT = 1 << 16  # drained rows kept before the recording thread drops them
-FREEZE_NODES = 1024  # new nodes in the trace before a record or a flush freezes the heap again
 FLUSH_AT = 1 << 22  # nodes and match fields (5 a match) queued before the recording thread flushes itself
 
 
 _NODE_COLUMNS = (b"op", b"dtype", b"arg", b"nsrc", b"src")  # what columns.node_columns makes, in its order
 
 
-def _flushed(buf: _Buffer, heap: HeapFreezer) -> None:
-  """After a flush: freeze the heap if the trace grew (see gcfreeze; not for a few nodes, nor for an idle trace,
-  whose process's other objects need not be frozen)."""
-  if buf.next_id - heap.nodes >= FREEZE_NODES:
-    heap.freeze(buf.next_id)
-
-
 class Recorder:
   """Turns compiler events into trace records; each UOp and each rule is written once and then referenced by id.
 
-  Everything goes into a `_Buffer`, which the writer turns into `batch` records when it flushes (every 100 ms in its
-  background thread, and on flush/close): recording a match or a new node costs an append."""
+  Everything goes into a `RecordQueue`, which the writer turns into `batch` records when it flushes (every 100 ms in
+  its background thread, and on flush/close): recording a match or a new node costs an append. The trace keeps no
+  UOp alive (compiler.trace.nodes)."""
 
   def __init__(self, path: str | os.PathLike):
     from vztrace.writer import TraceWriter
     self.path = Path(path)
     self.writer = TraceWriter(self.path, background=True)  # an idle process still shows its last records
     self.pattern_ids: dict[Any, int] = {}
-    self._buf = self.writer.tail = _Buffer(self.writer.lock)
-    self.nodes = self._buf.nodes
-    self.node_ids = self.nodes.ids  # the nodes the trace keeps alive, by identity
-    self._heap = HeapFreezer()
-    # not a bound method: the writer would hold the recorder, a cycle that only a (frozen-out) collection ends
-    self.writer.on_flush = functools.partial(_flushed, self._buf, self._heap)
-    self._matches = self._buf.matches
+    self._queue = self.writer.tail = RecordQueue(self.writer.lock)
+    self.ids = self._queue.ids
+    self._live = self.ids.live  # the fast path of match(): TraceIds.id_of's first lookup, inlined
+    self._matches = self._queue.matches
     self.ctx_stack: list[int] = [0]
     self.next_ctx = 1
     self.next_rw = 0
     self.closed = False
-    self._w({"t": "meta", "version": TRACE_FORMAT_VERSION, "argv": list(sys.argv), "host": socket.gethostname(),
-             "pid": os.getpid(), "python": platform.python_version(), "started": time.time(), "cwd": os.getcwd(),
-             "user": _user()})
-    self._w({"t": "ctx_begin", "id": 0, "parent": None, "name": "default", "kind": "default", "ts": time.time()})
+    self._enqueue({"t": "meta", "version": TRACE_FORMAT_VERSION, "argv": list(sys.argv),
+                   "host": socket.gethostname(), "pid": os.getpid(), "python": platform.python_version(),
+                   "started": time.time(), "cwd": os.getcwd(), "user": _user()})
+    self._enqueue({"t": "ctx_begin", "id": 0, "parent": None, "name": "default", "kind": "default",
+                   "ts": time.time()})
 
-  def _w(self, rec: dict) -> None:
+  def _enqueue(self, rec: dict) -> None:
     """Queue a record after the nodes and matches recorded so far."""
     if self.closed:
       raise ValueError("write to a closed Recorder")
-    b = self._buf
+    b = self._queue
     if b.n_done > COMPACT_AT or b.m_done > COMPACT_AT:
       b.compact()
     elif len(b.rows) + len(b.matches) > FLUSH_AT:  # the background thread is not keeping up (or gone: a fork)
       self.writer.flush()
     b.recs.append(rec)
     b.at.extend((len(b.rows), len(b.matches) // 5))
-    n = b.next_id + len(b.rows) - b.n_done  # nodes in the trace (written or queued)
-    if n - self._heap.nodes >= FREEZE_NODES:  # here, not only after a flush: every 100 ms lets the collector rescan
-      self._heap.freeze(n)  # tens of thousands of new kept nodes before they are frozen
 
   # ---- nodes and patterns
   def node_id(self, u: UOp) -> int:
     """The id of u, giving u and every node below it without one an id (sources first)."""
-    return self.nodes.id_of(u)
+    return self.ids.id_of(u)
 
   def pattern_id(self, rule: Any) -> int:
     pid = self.pattern_ids.get(rule)
@@ -251,7 +230,7 @@ class Recorder:
       file, line = rule.location
       info = _RULE_INFO[rule] = {"file": file, "line": line, "src": rule.source, "pat": repr(rule.pat),
                                  "name": rule.fn_name}
-    self._w({"t": "pattern", "id": pid, **info})
+    self._enqueue({"t": "pattern", "id": pid, **info})
     return pid
 
   # ---- contexts
@@ -262,7 +241,7 @@ class Recorder:
   def ctx_begin(self, name: str, kind: str = "context") -> int:
     cid = self.next_ctx
     self.next_ctx += 1
-    self._w({"t": "ctx_begin", "id": cid, "parent": self.ctx_stack[-1], "name": str(name), "kind": kind,
+    self._enqueue({"t": "ctx_begin", "id": cid, "parent": self.ctx_stack[-1], "name": str(name), "kind": kind,
              "ts": time.time()})
     self.ctx_stack.append(cid)
     return cid
@@ -271,7 +250,7 @@ class Recorder:
     rec = {"t": "ctx_end", "id": cid, "ts": time.time()}
     if error is not None:
       rec["error"] = error
-    self._w(rec)
+    self._enqueue(rec)
     if cid in self.ctx_stack:
       del self.ctx_stack[self.ctx_stack.index(cid):]
 
@@ -279,25 +258,23 @@ class Recorder:
   def rewrite_begin(self, name: str, file: str, line: int, bottom_up: bool, root: UOp) -> int:
     rid = self.next_rw
     self.next_rw += 1
-    self._w({"t": "rw_begin", "id": rid, "ctx": self.ctx_stack[-1], "name": name, "file": file, "line": line,
+    self._enqueue({"t": "rw_begin", "id": rid, "ctx": self.ctx_stack[-1], "name": name, "file": file, "line": line,
              "bottom_up": bottom_up, "root": self.node_id(root), "ts": time.time()})
     return rid
 
   def match(self, rw: int, rule: Any, before: UOp, after: UOp, dt_ns: int) -> None:
-    ids = self.node_ids
-    b = ids.get(before)
-    if b is None:
-      b = self.nodes.id_of(before)
-    a = ids.get(after)
-    if a is None:
-      a = self.nodes.id_of(after)
+    live = self._live
+    ref = live.get(id(before))
+    b = ref.tid if ref is not None else self.ids.id_of(before)
+    ref = live.get(id(after))
+    a = ref.tid if ref is not None else self.ids.id_of(after)
     p = self.pattern_ids.get(rule)
     if p is None:
       p = self.pattern_id(rule)
     self._matches.extend((rw, p, b, a, dt_ns))
 
   def match_error(self, rw: int, rule: Any, before: UOp, exc: BaseException) -> None:
-    self._w({"t": "match", "rw": rw, "pat": self.pattern_id(rule), "before": self.node_id(before), "after": None,
+    self._enqueue({"t": "match", "rw": rw, "pat": self.pattern_id(rule), "before": self.node_id(before), "after": None,
              "dt": 0, "error": f"{type(exc).__name__}: {exc}"})
 
   def rewrite_end(self, rw: int, root: UOp | None, dt_ns: int, matches: int, error: str | None = None) -> None:
@@ -305,24 +282,24 @@ class Recorder:
            "matches": matches}
     if error is not None:
       rec["error"] = error
-    self._w(rec)
+    self._enqueue(rec)
 
   # ---- kernels
   def record(self, t: str, **fields: Any) -> None:
     """Write an opt/beam/source/run/error record into the current context."""
     fields.setdefault("ctx", self.ctx_stack[-1])
-    self._w({"t": t, **fields})
+    self._enqueue({"t": t, **fields})
 
   def close(self) -> None:
     if self.closed:
       return
-    self._w({"t": "ctx_end", "id": 0, "ts": time.time()})
-    self._w({"t": "end", "ts": time.time()})
+    self._enqueue({"t": "ctx_end", "id": 0, "ts": time.time()})
+    self._enqueue({"t": "end", "ts": time.time()})
     self.closed = True
     try:
       self.writer.close()
     finally:
-      self._heap.release()
+      self.ids.close()
 
 
 def _user() -> str:

@@ -1,0 +1,77 @@
+"""A flush's node columns (compiler.trace.columns), made from the nodes' keys: each field spelled out, each text made
+once per object, and values that do not fit a column are an error, not a wrong number."""
+import struct
+
+import pytest
+
+from compiler import UOp
+from compiler.trace.columns import node_columns
+from compiler.trace.nodes import TraceIds
+
+
+class _Codes:
+  """A code table as the recorder keeps one: an object's code is the index of its text among the texts seen."""
+
+  def __init__(self) -> None:
+    self.texts: list[str] = []
+    self.by_id: dict[int, int] = {}
+    self.calls = 0
+
+  def __call__(self, obj) -> int:
+    self.calls += 1
+    text = repr(obj)
+    if text not in self.texts:
+      self.texts.append(text)
+    return self.texts.index(text)
+
+
+def _u32(raw: bytes) -> list[int]:
+  return list(struct.unpack(f"<{len(raw) // 4}I", raw))
+
+
+def _keys(*roots: UOp) -> tuple[list[tuple], TraceIds]:
+  rows: list[tuple] = []
+  ids = TraceIds(rows.append)
+  for r in roots:
+    ids.id_of(r)
+  return rows, ids
+
+
+def test_columns_spell_out_each_node():
+  a = UOp.variable("a", 0, 9)
+  x = (a * 4 + 3) // 4
+  rows, ids = _keys(x)
+  nodes = x.toposort()
+  assert [ids.get(u) for u in nodes] == list(range(len(rows)))
+  dt, ar = _Codes(), _Codes()
+  op, dtype, arg, nsrc, src = node_columns(rows, dt.by_id, ar.by_id, dt, ar)
+  assert _u32(op) == [int(u.op) for u in nodes]
+  assert [dt.texts[c] for c in _u32(dtype)] == [repr(u.dtype) for u in nodes]
+  assert [ar.texts[c] for c in _u32(arg)] == [repr(u.arg) for u in nodes]
+  assert _u32(nsrc) == [len(u.src) for u in nodes]
+  assert _u32(src) == [ids.get(s) for u in nodes for s in u.src]
+
+
+def test_the_code_of_an_object_seen_before_is_looked_up_not_made_again():
+  x = UOp.variable("a", 0, 9) + 1
+  rows, _ = _keys(x)
+  dt, ar = _Codes(), _Codes()
+  for _ in range(2):
+    node_columns(rows, dt.by_id, ar.by_id, dt, ar)
+  assert dt.calls == len({id(k[1]) for k in rows}) and ar.calls == len({id(k[3]) for k in rows})
+
+
+@pytest.mark.parametrize("bad", [1 << 32, -1])
+def test_a_source_id_outside_u32_is_an_overflow(bad):
+  rows, _ = _keys(UOp.variable("a", 0, 3) + 1)
+  op, dtype, src, arg = rows[-1][:4]
+  with pytest.raises(OverflowError):
+    node_columns([(op, dtype, (bad,) + src[1:], arg)], {}, {}, _Codes(), _Codes())
+
+
+def test_an_error_in_a_code_callback_propagates():
+  def boom(obj):
+    raise RuntimeError("no code for you")
+  rows, _ = _keys(UOp.variable("a", 0, 3))
+  with pytest.raises(RuntimeError, match="no code for you"):
+    node_columns(rows, {}, {}, boom, boom)
