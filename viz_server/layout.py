@@ -670,6 +670,28 @@ def _layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, 
     wh = np.array([sizes.get(v, DEFAULT_SIZE) for v in ids], dtype=np.float64).reshape(n, 2)
     keys = list(dict.fromkeys((s, d) for s, d in edges))
     ek = [k for k in keys if k[0] != k[1]]
+    rev, us, ud, e_of_key = _acyclic(n, ek, index)
+    _pause()
+    lay = _demote(n, us, ud, _assign_layers(n, us, ud))
+    _pause()
+    P, pcomp = _proper(n, lay, us, ud, wh[:, 0], _components(n, us, ud))
+    _pause()
+    pos = _order(P, pcomp)
+    _pause()
+    x, width = _x_coords(P, pos, us, ud)
+    y, height = _y_coords(P, lay, wh[:, 1])
+    _pause()
+    xl, yl = x.tolist(), y.tolist()
+    pos_out = {v: (xl[i], yl[i]) for i, v in enumerate(ids)}
+    routes = _edge_routes(P, xl, yl, us, ud, ek, e_of_key, rev)
+    width = _self_loops(routes, keys, pos_out, wh, index, width)
+    return Layout(pos_out, dict(zip(ids, lay.tolist())), routes, width, height)
+
+
+def _acyclic(n: int, ek: list[tuple[int, int]], index: dict[int, int]
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Pass 1, cycles: the edges (not self-loops) as rows, a cycle's back edges reversed, duplicates merged:
+    (reversed per edge, sources and targets of the unique edges, the unique edge of each edge)."""
     src = np.array([index[s] for s, _ in ek], dtype=np.int64)
     dst = np.array([index[d] for _, d in ek], dtype=np.int64)
     rev = np.zeros(len(ek), dtype=bool)
@@ -677,54 +699,61 @@ def _layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, 
         rev[_back_edges(n, src, dst)] = True
     us, ud = np.where(rev, dst, src), np.where(rev, src, dst)
     uniq, e_of_key = np.unique(us * n + ud, return_inverse=True)
-    e_of_key = e_of_key.reshape(-1)
-    us, ud = uniq // n, uniq % n
-    _pause()
+    return rev, uniq // n, uniq % n, e_of_key.reshape(-1)
 
-    lay = _demote(n, us, ud, _assign_layers(n, us, ud))
-    _pause()
-    P, pcomp = _proper(n, lay, us, ud, wh[:, 0], _components(n, us, ud))
-    _pause()
+
+def _order(P: _Proper, pcomp: np.ndarray) -> np.ndarray:
+    """Pass 4, order: each node's position in its layer, with fewer crossings (a cut-down search on big graphs)."""
     O = _Orderer(P, pcomp)
     if len(P.up) > BIG_EDGES:
         O.best_c, O.best = _search(O, STARTS[:1], BIG_SWEEPS)
-        pos = _finish(O, BIG_WORK, 4)
-    else:
-        O.best_c, O.best = _search(O, STARTS)
-        pos = _finish(O)
+        return _finish(O, BIG_WORK, 4)
+    O.best_c, O.best = _search(O, STARTS)
+    return _finish(O)
 
-    _pause()
+
+def _x_coords(P: _Proper, pos: np.ndarray, us: np.ndarray, ud: np.ndarray) -> tuple[np.ndarray, float]:
+    """Pass 5, x: node centers (proper nodes, dummies included) from the order, and the width."""
     rows = _rows(P, pos)
     x = _coordinates(P, rows, [_seps(P, r) for r in rows], us, ud, COORD_ITERS)
     half = P.width * 0.5
     x -= float((x - half).min())
-    width = float((x + half).max())
+    return x, float((x + half).max())
 
+
+def _y_coords(P: _Proper, lay: np.ndarray, heights: np.ndarray) -> tuple[np.ndarray, float]:
+    """Pass 6, y: node centers, each layer a band as tall as its tallest node, and the height."""
     lh = np.zeros(P.L)
-    np.maximum.at(lh, lay, wh[:, 1])
+    np.maximum.at(lh, lay, heights)
     top = np.concatenate([[0.0], np.cumsum(lh + LAYER_GAP)[:-1]])
-    yl = top + lh * 0.5
-    y = yl[P.layer]
-    height = float(top[-1] + lh[-1]) if P.L else 0.0
+    y = (top + lh * 0.5)[P.layer]
+    return y, float(top[-1] + lh[-1]) if P.L else 0.0
 
-    _pause()
-    xl, yl_ = x.tolist(), y.tolist()
-    pos_out = {v: (xl[i], yl_[i]) for i, v in enumerate(ids)}
-    layer_out = dict(zip(ids, lay.tolist()))
+
+def _edge_routes(P: _Proper, xl: list[float], yl: list[float], us: np.ndarray, ud: np.ndarray,
+                 ek: list[tuple[int, int]], e_of_key: np.ndarray, rev: np.ndarray
+                 ) -> dict[tuple[int, int], tuple[tuple[float, float], ...]]:
+    """Each edge's polyline: its source's center, its dummies', its target's (a reversed edge's the other way)."""
     dstart, span = P.dstart.tolist(), P.span.tolist()
-    out_edges: dict[tuple[int, int], tuple[tuple[float, float], ...]] = {}
+    out: dict[tuple[int, int], tuple[tuple[float, float], ...]] = {}
     usl, udl = us.tolist(), ud.tolist()
     for k, key in enumerate(ek):
         e = int(e_of_key[k])
         a, ds, sp = usl[e], dstart[e], span[e]
-        pts = [(xl[a], yl_[a])] + [(xl[j], yl_[j]) for j in range(ds, ds + sp - 1)] + [(xl[udl[e]], yl_[udl[e]])]
-        out_edges[key] = tuple(pts[::-1] if rev[k] else pts)
+        pts = [(xl[a], yl[a])] + [(xl[j], yl[j]) for j in range(ds, ds + sp - 1)] + [(xl[udl[e]], yl[udl[e]])]
+        out[key] = tuple(pts[::-1] if rev[k] else pts)
+    return out
+
+
+def _self_loops(routes: dict, keys: list[tuple[int, int]], pos: dict[int, tuple[float, float]], wh: np.ndarray,
+                index: dict[int, int], width: float) -> float:
+    """Add each self-loop's route (a small loop right of its node) to routes; the width that makes room for them."""
     for key in keys:
         if key[0] == key[1]:
-            cx, cy = pos_out[key[0]]
+            cx, cy = pos[key[0]]
             w, h = wh[index[key[0]]]
             r = cx + w / 2
             r2 = r + DUMMY_GAP
-            out_edges[key] = ((r, cy - h / 4), (r2, cy - h / 4), (r2, cy + h / 4), (r, cy + h / 4))
+            routes[key] = ((r, cy - h / 4), (r2, cy - h / 4), (r2, cy + h / 4), (r, cy + h / 4))
             width = max(width, r + DUMMY_GAP)
-    return Layout(pos_out, layer_out, out_edges, width, height)
+    return width

@@ -204,7 +204,19 @@ def derive(base: Layout, rows: Rows, bands: Bands, new: list[int], removed: Iter
   base it rebuilds (same look, it takes that one's place if it can). Returns pos, layer, edges, width, height, rows
   and bands of the new layout."""
   pos, layer, edges = dict(base.pos), dict(base.layer), dict(base.edges)
-  rows = rows.copy()
+  rows, bands = rows.copy(), bands.copy()
+  _drop_removed(removed, pos, layer, edges, rows, src, size)
+  order = sorted(new, key=lambda n: (level(n), n))
+  reserved = _hold_old_places(order, old_of, base, rows, size)
+  goal = _goals(order, _new_users(order, src), reserved)
+  width, height = _place_new(order, base, old_of, reserved, goal, pos, layer, rows, bands, src, size)
+  _route_new(order, base, old_of, pos, edges, src)
+  return pos, layer, edges, width, height, rows, bands
+
+
+def _drop_removed(removed: Iterable[int], pos: dict, layer: dict, edges: dict, rows: Rows,
+                  src: Callable[[int], tuple[int, ...]], size: Callable[[int], tuple[float, float]]) -> None:
+  """Take the nodes the step dropped, with their in-edges, out of the layout being made."""
   for r in removed:
     p = pos.pop(r, None)
     if p is not None:
@@ -212,25 +224,41 @@ def derive(base: Layout, rows: Rows, bands: Bands, new: list[int], removed: Iter
       layer.pop(r, None)
       for s in src(r):
         edges.pop((s, r), None)
-  order = sorted(new, key=lambda n: (level(n), n))
+
+
+def _new_users(order: list[int], src: Callable[[int], tuple[int, ...]]) -> dict[int, list[int]]:
+  """new node -> the new nodes that use it."""
   newset = set(order)
   users: dict[int, list[int]] = {}
   for n in order:
     for s in src(n):
       if s in newset:
         users.setdefault(s, []).append(n)
+  return users
+
+
+def _hold_old_places(order: list[int], old_of: dict[int, int], base: Layout, rows: Rows,
+                     size: Callable[[int], tuple[float, float]]) -> dict[int, tuple[float, float]]:
+  """Hold the old places of rebuilt nodes (one new node each), so that nodes placed earlier do not take them:
+  new node -> the place it holds."""
   reserved: dict[int, tuple[float, float]] = {}
-  held_by: dict[int, int] = {}  # old id -> the new node holding its place (one each)
-  for n in order:  # hold the old places, so that nodes placed earlier do not take them
+  held_by: dict[int, int] = {}  # old id -> the new node holding its place
+  for n in order:
     o = old_of.get(n)
     if o is not None and o not in held_by:
       held_by[o] = n
       ox, oy = reserved[n] = base.pos[o]
       w, h = size(o)
       rows.add(n, ox, oy, w, h)
-  # per node, the held places it should stay above (its paired users', or those its unpaired users should stay
-  # above) and how many unpaired nodes chain below it before such a place: that many rows are left free for them
-  goal: dict[int, tuple[float, int, list[tuple[float, float]]]] = {}  # n -> (y limit, depth, places)
+  return reserved
+
+
+def _goals(order: list[int], users: dict[int, list[int]], reserved: dict[int, tuple[float, float]]
+           ) -> dict[int, tuple[float, int, list[tuple[float, float]]]]:
+  """Per node, the held places it should stay above (its paired users', or those its unpaired users should stay
+  above) and how many unpaired nodes chain below it before such a place (that many rows are left free for them):
+  n -> (y limit, depth, places)."""
+  goal: dict[int, tuple[float, int, list[tuple[float, float]]]] = {}
   for n in reversed(order):
     lim, depth, places = float("inf"), 0, []
     for u in users.get(n, ()):
@@ -245,7 +273,14 @@ def derive(base: Layout, rows: Rows, bands: Bands, new: list[int], removed: Iter
           lim = min(lim, ulim)
           depth = max(depth, udepth + 1)
     goal[n] = (lim, depth, list(dict.fromkeys(places))[:MAX_PLACES])
-  bands = bands.copy()
+  return goal
+
+
+def _place_new(order: list[int], base: Layout, old_of: dict[int, int], reserved: dict[int, tuple[float, float]],
+               goal: dict, pos: dict, layer: dict, rows: Rows, bands: Bands, src: Callable[[int], tuple[int, ...]],
+               size: Callable[[int], tuple[float, float]]) -> tuple[float, float]:
+  """Place the new nodes in order, sources first: a rebuilt node in its held place when that is still free and
+  below its sources, the others at a free spot; returns the new layout's width and height."""
   width, height = base.width, base.height
   for n in order:
     w, h = size(n)
@@ -271,6 +306,12 @@ def derive(base: Layout, rows: Rows, bands: Bands, new: list[int], removed: Iter
     rows.add(n, x, y, w, h)
     layer[n] = bands.layer_at(y)
     width, height = max(width, x + w / 2), max(height, y + h / 2)
+  return width, height
+
+
+def _route_new(order: list[int], base: Layout, old_of: dict[int, int], pos: dict, edges: dict,
+               src: Callable[[int], tuple[int, ...]]) -> None:
+  """The in-edges of the new nodes: the old version's route where both ends are where they were, else straight."""
   for d in order:
     od = old_of.get(d, d)
     pd = pos[d]
@@ -278,7 +319,6 @@ def derive(base: Layout, rows: Rows, bands: Bands, new: list[int], removed: Iter
       ps = pos[s]
       pts = base.edges.get((old_of.get(s, s), od))
       edges[(s, d)] = pts if pts is not None and pts[0] == ps and pts[-1] == pd else (ps, pd)
-  return pos, layer, edges, width, height, rows, bands
 
 
 def _spot(w: float, h: float, srcs: tuple[int, ...], above: float, goal: tuple[float, int, list],
