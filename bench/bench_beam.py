@@ -25,8 +25,8 @@ from table import format_table  # noqa: E402
 
 def _kernels(w, amt: int, rounds: int) -> tuple[list, list, list, float]:
   """(heuristic runners, BEAM runners, buffers, search seconds) for the kernels of one workload's schedule."""
+  from compiler.engine import beam_search
   from compiler.opt import Kernel, hand_coded_optimizations
-  from compiler.opt.search import beam_search
   from compiler.runtime.compiled import compile_kernel
   from compiler.schedule import create_schedule
   sched, _ = create_schedule([w.lazy().uop])

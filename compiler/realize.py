@@ -1,8 +1,8 @@
 """Running a schedule: every kernel on a pluggable backend, each inside a "kernel" trace context.
 
 A backend is a factory `ast -> runner`, where `runner(bufs)` runs the kernel on the Buffers in slot order. "llvm"
-(the default) optimizes, compiles and runs with compiler.runtime; "interp" is the numpy reference interpreter.
-`BACKEND` (env) picks the default; other backends can be added with `register_backend`.
+(the default) optimizes, compiles and runs through compiler.engine (the driver); "interp" is the numpy reference
+interpreter. `BACKEND` (env) picks the default; other backends can be added with `register_backend`.
 """
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ def _interp_factory() -> BackendFactory:
 
 
 def _llvm_factory() -> BackendFactory:
-  """The LLVM backend: optimize, compile and run (`compiler.runtime.compiled.get_runner`)."""
-  from compiler.runtime.compiled import get_runner  # lazy: loads llvmlite only when a kernel runs on it
+  """The LLVM backend: optimize, compile and run (`compiler.engine.get_runner`, the driver)."""
+  from compiler.engine import get_runner  # lazy: loads llvmlite only when a kernel runs on it
   return get_runner
 
 

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from test_opt_helpers import buffers_for, elementwise_ast, evaluate, matmul_ast, sum_ast
 
+from compiler import engine
+from compiler.engine import optimize_kernel
 from compiler.opt import Kernel, Opt, OptOps, Target, hand_coded_optimizations
-from compiler.opt.search import beam_search, get_kernel_actions, optimize_kernel
+from compiler.opt.search import beam_search, get_kernel_actions
 from compiler.trace import recorder
 from compiler.uop import AxisType, UOp
 from vztrace.reader import TraceReader
@@ -218,6 +220,8 @@ def test_bad_arguments():
     beam_search(k, amt=1, evaluate=modelled_cost)
   with pytest.raises(RuntimeError, match="failed to compile or run"):
     beam_search(Kernel(matmul_ast(8, 8, 8), CPU), amt=1, evaluate=lambda a: 1 / 0, use_cache=False, progress=False)
+  with pytest.raises(ValueError, match="needs evaluate= or evaluator="):  # the optimizer compiles nothing itself
+    beam_search(Kernel(matmul_ast(8, 8, 8), CPU), amt=1, use_cache=False, progress=False)
 
 
 def test_beam_with_compiled_kernels_checks_every_candidate(tmp_path):
@@ -228,7 +232,7 @@ def test_beam_with_compiled_kernels_checks_every_candidate(tmp_path):
   recorder.enable(path, announce=False)
   try:
     with recorder.trace_context("kernel", kind="kernel"):
-      k = beam_search(Kernel(ast, Target(threads=2)), amt=2, use_cache=False, progress=False, workers=2)
+      k = engine.beam_search(Kernel(ast, Target(threads=2)), amt=2, use_cache=False, progress=False, workers=2)
   finally:
     recorder.disable()
   beams = [r for r in TraceReader(path) if r["t"] == "beam"]
@@ -252,14 +256,14 @@ def test_the_candidates_machine_code_is_freed_when_the_search_ends(monkeypatch):
   made = []
   orig = LLVMJit.scratch
   monkeypatch.setattr(LLVMJit, "scratch", lambda self: made.append(orig(self)) or made[-1])
-  beam_search(Kernel(matmul_ast(16, 24, 32), CPU), amt=2, use_cache=False, progress=False, workers=1)
+  engine.beam_search(Kernel(matmul_ast(16, 24, 32), CPU), amt=2, use_cache=False, progress=False, workers=1)
   assert len(made) == 1 and made[0].closed
   with pytest.raises(RuntimeError, match="closed"):
     made[0].add_object(b"", "x")
 
 
 def test_a_candidate_kernel_refuses_to_run_once_its_code_is_freed():
-  from compiler.opt.timing import load_candidate, prepare_candidate
+  from compiler.runtime.candidates import load_candidate, prepare_candidate
   from compiler.runtime.llvm import get_jit
   ast = matmul_ast(8, 8, 8)
   scratch = get_jit().scratch()

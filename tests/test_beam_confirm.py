@@ -8,7 +8,7 @@ from test_opt_helpers import matmul_ast, sum_ast
 
 from compiler.opt import Kernel, hand_coded_optimizations
 from compiler.opt.search import beam_search
-from compiler.opt.timing import RuntimeEvaluator, prepare_candidate
+from compiler.runtime.candidates import RuntimeEvaluator, prepare_candidate
 from compiler.uop import UOp
 
 
@@ -43,7 +43,7 @@ def test_a_winner_that_is_faster_stays():
 
 def test_runtime_evaluator_takes_the_median_of_steady_runs():
   k = hand_coded_optimizations(Kernel(matmul_ast(32, 32, 32), CPU))
-  ev = RuntimeEvaluator(k, None)
+  ev = RuntimeEvaluator(k.get_optimized_ast(), None)
   try:
     prepared = prepare_candidate(k.get_optimized_ast())
     t = ev(prepared)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -76,3 +77,138 @@ def test_compiler_never_imports_the_viewer():
   viewer = {"viz_server", "flask", "flask_socketio", "werkzeug", "socketio", "engineio"}
   bad = {str(f.relative_to(ROOT)): sorted(_imported(f) & viewer) for f in (ROOT / "compiler").rglob("*.py")}
   assert {f: names for f, names in bad.items() if names} == {}
+
+
+# The compiler's pipeline (docs/architecture.md, "Direction of imports"): which layer may import which, function-level
+# imports included. Data flows tensor -> schedule -> opt -> codegen -> runtime; compiler.engine, the driver, is the one
+# module that puts opt, codegen and runtime together (it reads NOOPT/BEAM, optimizes, gives BEAM the runtime's
+# evaluator, compiles), and compiler.realize runs a schedule's kernels on it. The optimizer compiles and runs nothing
+# itself, the runtime knows no optimizer; the runtime compiles codegen's Program (as tinygrad's device its renderer).
+# Modules outside these layers (uop, dtype, rewrite, symbolic, trace, debug: the IR and its tools) are free to import.
+PIPELINE_MAY_IMPORT = {
+  "realize": {"engine", "schedule", "runtime"},
+  "engine": {"opt", "codegen", "runtime"},
+  "schedule": {"runtime"},  # runtime.buffer: the Buffers a schedule's kernels read and write
+  "opt": set(),
+  "codegen": set(),
+  "runtime": {"codegen"},
+}
+FRONT_END = ("tensor", "tensor_index", "tensor_nn", "tensor_trig", "tensor_mixins", "nn", "gradient")
+
+
+def _module_name(root: Path, f: Path) -> str:
+  parts = list(f.relative_to(root).with_suffix("").parts)
+  return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def compiler_imports(root: Path) -> dict[str, set[str]]:
+  """{compiler module: the compiler modules it imports}, function-level imports included; `from pkg import name`
+  names the module pkg.name when there is one (the package's __init__ itself is not counted as imported then)."""
+  files = {_module_name(root, f): f for f in (root / "compiler").rglob("*.py")}
+  graph: dict[str, set[str]] = {}
+  for mod, f in files.items():
+    pkg = mod if f.name == "__init__.py" else mod.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(f.read_text(), str(f))):
+      if isinstance(node, ast.Import):
+        out |= {a.name for a in node.names if a.name in files}
+      elif isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:  # relative: from the package this file is in (or one above it per extra dot)
+          up = pkg.split(".")[:len(pkg.split(".")) - node.level + 1]
+          base = ".".join(up + ([base] if base else []))
+        subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in files]
+        if subs:
+          out |= set(subs)
+        if len(subs) < len(node.names) and base in files:
+          out.add(base)
+    graph[mod] = out - {mod}
+  return graph
+
+
+def pipeline_layer(mod: str) -> str | None:
+  """The pipeline layer of a compiler module ('front end' for the Tensor side), None for the IR and its tools."""
+  parts = mod.split(".")
+  if len(parts) < 2:
+    return None
+  if parts[1] in PIPELINE_MAY_IMPORT:
+    return parts[1]
+  return "front end" if parts[1] in FRONT_END else None
+
+
+def layering_violations(graph: dict[str, set[str]]) -> list[str]:
+  """Imports between pipeline layers that PIPELINE_MAY_IMPORT does not allow (and any of the front end)."""
+  bad = []
+  for mod, deps in sorted(graph.items()):
+    layer = pipeline_layer(mod)
+    if layer is None or layer == "front end":
+      continue
+    for dep in sorted(deps):
+      other = pipeline_layer(dep)
+      if other is not None and other != layer and other not in PIPELINE_MAY_IMPORT[layer]:
+        bad.append(f"{mod} ({layer}) imports {dep} ({other})")
+  return bad
+
+
+def import_cycles(graph: dict[str, set[str]], keep: Callable[[str], bool]) -> list[list[str]]:
+  """The cycles (strongly connected components of more than one module) among the modules `keep` selects."""
+  nodes = [m for m in graph if keep(m)]
+  index: dict[str, int] = {}
+  low: dict[str, int] = {}
+  stack: list[str] = []
+  on: set[str] = set()
+  out: list[list[str]] = []
+  for start in nodes:  # Tarjan's algorithm, iterative
+    if start in index:
+      continue
+    work = [(start, iter(sorted(d for d in graph[start] if keep(d))))]
+    index[start] = low[start] = len(index)
+    stack.append(start)
+    on.add(start)
+    while work:
+      v, it = work[-1]
+      w = next(it, None)
+      if w is None:
+        work.pop()
+        if work:
+          low[work[-1][0]] = min(low[work[-1][0]], low[v])
+        if low[v] == index[v]:
+          comp = []
+          while True:
+            x = stack.pop()
+            on.discard(x)
+            comp.append(x)
+            if x == v:
+              break
+          if len(comp) > 1:
+            out.append(sorted(comp))
+      elif w not in index:
+        index[w] = low[w] = len(index)
+        stack.append(w)
+        on.add(w)
+        work.append((w, iter(sorted(d for d in graph[w] if keep(d)))))
+      elif w in on:
+        low[v] = min(low[v], index[w])
+  return out
+
+
+def _in_pipeline(mod: str) -> bool:
+  return pipeline_layer(mod) not in (None, "front end")
+
+
+def test_pipeline_imports_run_one_way():
+  graph = compiler_imports(ROOT)
+  assert "compiler.engine" in graph and graph["compiler.realize"] >= {"compiler.engine"}
+  assert layering_violations(graph) == []
+  assert import_cycles(graph, _in_pipeline) == []
+
+
+def test_the_import_checks_can_fail():
+  # a made-up tree with the two imports this layering forbids most: BEAM's timing reaching into the runtime, and the
+  # runtime asking the optimizer (function-level, as the old code did), which also make a cycle
+  graph = {"compiler.opt.search": {"compiler.runtime.compiled"}, "compiler.runtime.compiled": {"compiler.opt.search"},
+           "compiler.uop": set()}
+  assert layering_violations(graph) == [
+    "compiler.opt.search (opt) imports compiler.runtime.compiled (runtime)",
+    "compiler.runtime.compiled (runtime) imports compiler.opt.search (opt)"]
+  assert import_cycles(graph, _in_pipeline) == [["compiler.opt.search", "compiler.runtime.compiled"]]

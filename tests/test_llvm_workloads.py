@@ -12,7 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from workloads import WORKLOADS  # noqa: E402
 
-from compiler.runtime.compiled import compile_kernel, optimize  # noqa: E402
+from compiler.engine import optimize  # noqa: E402
+from compiler.runtime.compiled import compile_kernel  # noqa: E402
 from compiler.runtime.interpreter import interpret  # noqa: E402
 from compiler.schedule import create_schedule  # noqa: E402
 

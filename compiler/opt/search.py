@@ -4,6 +4,9 @@ each candidate for real, keep the best `amt`, and repeat until a round brings no
 Candidates are prepared (compiled) in worker processes and timed one at a time in this process, so the timings
 do not compete with compiles for the cores. Every candidate goes into the trace as a `beam` record; the result is
 cached on disk (JSON) keyed by the kernel AST and the machine, and reused by later runs.
+
+The search knows nothing of how a candidate is compiled or run: its caller passes `evaluate` (and `prepare`), or an
+`evaluator` factory that makes them (compiler.engine passes the runtime's, which compiles and times on real buffers).
 """
 from __future__ import annotations
 
@@ -68,6 +71,9 @@ def get_kernel_actions(k: Kernel, include_0: bool = True) -> dict[int, Kernel]:
 
 Prepare = Callable[[UOp], Any]
 Evaluate = Callable[[Any], float]
+# (kernel, buffers) -> (prepare, evaluate), made only when the search runs (not on a cache hit); an evaluate with a
+# close() method is closed when the search ends (e.g. to free the candidates' machine code)
+EvaluatorFactory = Callable[[Kernel, Sequence[Any] | None], tuple[Prepare | None, Evaluate]]
 
 
 @dataclass
@@ -241,14 +247,18 @@ class _Progress:
 # ---- the search
 
 def beam_search(k: Kernel, bufs: Sequence[Any] | None = None, amt: int = 2, *, evaluate: Evaluate | None = None,
-                prepare: Prepare | None = None, workers: int | None = None, use_cache: bool | None = None,
-                progress: bool | None = None, max_rounds: int = MAX_ROUNDS) -> Kernel:
+                prepare: Prepare | None = None, evaluator: EvaluatorFactory | None = None, workers: int | None = None,
+                use_cache: bool | None = None, progress: bool | None = None, max_rounds: int = MAX_ROUNDS) -> Kernel:
   """Return k with the opts of the fastest kernel BEAM found (applied to k itself, so they are traced).
 
   `evaluate(x) -> seconds` times a candidate where x is `prepare(ast)` (run in worker processes when workers > 1;
-  a module-level function so it can be sent there) or the optimized AST when prepare is None. Without either,
-  candidates are compiled with compiler.runtime and run on copies of `bufs` (or on random buffers).
+  a module-level function so it can be sent there) or the optimized AST when prepare is None. Without evaluate,
+  `evaluator(k, bufs)` makes (prepare, evaluate) once the disk cache missed (compiler.engine.beam_search passes the
+  runtime's: candidates compiled and run on copies of `bufs`, or on random buffers).
   """
+  if evaluate is None and evaluator is None:
+    raise ValueError("beam_search needs evaluate= or evaluator= (compiler.engine.beam_search times candidates for "
+                     "real)")
   if amt < 1:
     raise ValueError(f"BEAM width must be at least 1, got {amt}")
   if k.applied_opts:
@@ -266,13 +276,15 @@ def beam_search(k: Kernel, bufs: Sequence[Any] | None = None, amt: int = 2, *, e
       return k.apply_opts(hit[0])
 
   if evaluate is None:
-    from compiler.opt.timing import runtime_evaluator
+    assert evaluator is not None
     with untraced():  # compiling the reference kernel is not part of this kernel's story
-      prepare, evaluate = runtime_evaluator(k, bufs)
+      prepare, evaluate = evaluator(k, bufs)
     try:
       return _search(k, amt, evaluate, prepare, workers, progress, max_rounds, key if use_cache else None)
     finally:
-      evaluate.close()  # type: ignore[attr-defined]  # the candidates' machine code
+      close = getattr(evaluate, "close", None)
+      if close is not None:
+        close()
   return _search(k, amt, evaluate, prepare, workers, progress, max_rounds, key if use_cache else None)
 
 
@@ -355,20 +367,3 @@ def _ident(k: Kernel) -> tuple:
   """Kernels that only differ in axis ids (two SWAPs, opts in another order) are one candidate: time it once."""
   canon = {r: r.replace(arg=(i, r.arg[1])) for i, r in enumerate(k.rngs)}
   return (k.ast.replace(arg=None).substitute(canon), k.dont_use_locals)
-
-
-def beam_width() -> int:
-  """The BEAM env var (0: no search)."""
-  try:
-    return int(os.environ.get("BEAM", "0") or 0)
-  except ValueError:
-    raise ValueError(f"BEAM must be an integer, got {os.environ.get('BEAM')!r}") from None
-
-
-def optimize_kernel(k: Kernel, bufs: Sequence[Any] | None = None) -> Kernel:
-  """What the realize path calls: NOOPT=1 leaves k as is, BEAM=n searches, else the hand-coded heuristics."""
-  if os.environ.get("NOOPT", "0") not in ("", "0"):
-    return k
-  if (amt := beam_width()) >= 1:
-    return beam_search(k, bufs, amt)
-  return hand_coded_optimizations(k)

@@ -299,24 +299,3 @@ def compile_kernel(ast: UOp) -> CompiledKernel:
     recorder.record("source", kind="opt_ir", text=jf.opt_ir, compile_s=compile_s, ts=ts)
     recorder.record("source", kind="asm", text=jf.asm, compile_s=compile_s, ts=ts)
   return CompiledKernel(prg, jf.address, compile_s, ctx)
-
-
-def optimize(ast: UOp) -> UOp:
-  """The kernel with opts applied (traced): BEAM=n searches, NOOPT=1 applies none, else the hand-coded heuristics."""
-  if os.environ.get("NOOPT", "0") not in ("", "0"):
-    return ast
-  from compiler.opt import Kernel, KernelOptError
-  from compiler.opt.search import optimize_kernel
-  try:
-    k = Kernel(ast)
-  except KernelOptError:  # e.g. a kernel with no ranges: nothing to optimize
-    return ast
-  return optimize_kernel(k).get_optimized_ast()
-
-
-def get_runner(ast: UOp) -> CompiledKernel:
-  """The realize backend's runner: optimize (heuristics), compile, and return the kernel (`runner(bufs)`)."""
-  opt = optimize(ast)
-  ck = compile_kernel(opt)
-  ck.opts = getattr(opt.arg, "opts", ())  # the applied Opts, which DEBUG=3 prints (compiler/debug.py)
-  return ck

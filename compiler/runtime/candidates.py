@@ -1,5 +1,8 @@
 """How BEAM times a candidate for real: codegen in a worker process, LLVM JIT and timed runs in this one, on
-private copies of the kernel's buffers, with every candidate's output checked against the unoptimized kernel's."""
+private copies of the kernel's buffers, with every candidate's output checked against the reference kernel's.
+
+This is the runtime's half of BEAM: it knows kernel ASTs, Programs and machine code, never the optimizer's Kernel.
+The driver (compiler.engine) hands `runtime_evaluator` to compiler.opt.search, which only sees (prepare, evaluate)."""
 from __future__ import annotations
 
 import itertools
@@ -10,8 +13,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from compiler.opt.kernel import Kernel
-from compiler.uop import Ops, UOp, toposort
+from compiler.codegen import Program, get_program
+from compiler.runtime.compiled import CompiledKernel, as_array
+from compiler.runtime.llvm import ScratchJit, get_jit
+from compiler.uop import KernelInfo, Ops, UOp, toposort
 
 # timing one candidate: at least MIN_REPS runs (the first also checks the output) and MIN_TIME seconds, at most
 # MAX_REPS runs; its time is the median of the runs after the first (steady on a loaded machine, where a minimum
@@ -19,16 +24,8 @@ from compiler.uop import Ops, UOp, toposort
 MIN_REPS, MAX_REPS, MIN_TIME, CUTOFF = 4, 15, 3e-3, 2.0
 
 
-def prepare_program(ast: UOp) -> Any:
-  """The Python half of compiling (lowering, linearizing, rendering LLVM IR): a codegen Program."""
-  from compiler.codegen import get_program
-  return get_program(ast)
-
-
-def load_program(prg: Any) -> Any:
-  """The LLVM half of compiling, in this process: a CompiledKernel for a Program from prepare_program."""
-  from compiler.runtime.compiled import CompiledKernel
-  from compiler.runtime.llvm import get_jit
+def load_program(prg: Program) -> CompiledKernel:
+  """The LLVM half of compiling, in this process: a CompiledKernel for a codegen Program."""
   jf, _ = get_jit().compile(prg.src, prg.fname, want_text=False)
   return CompiledKernel(prg, jf.address, jf.compile_s, None)
 
@@ -39,46 +36,46 @@ _symbols = itertools.count()
 def prepare_candidate(ast: UOp) -> tuple[str, Any]:
   """Runs in a BEAM worker: codegen and the whole LLVM compile (the slow part) down to object code, which this
   process's JIT then only links. ("obj", (program, symbol, object bytes)), or ("ir", program) if that fails."""
-  prg = prepare_program(ast)
+  prg = get_program(ast)
   try:
-    from compiler.runtime.llvm import get_jit
     symbol = f"{prg.fname}_beam{os.getpid()}_{next(_symbols)}"  # unique in the parent's engine
     return "obj", (prg, symbol, get_jit().object_code(prg.src, prg.fname, symbol))
-  except (ImportError, RuntimeError):  # no JIT here, or LLVM refused: the parent compiles the IR (and says why)
+  except RuntimeError:  # LLVM refused: the parent compiles the IR (and says why)
     return "ir", prg
 
 
-def load_candidate(prepared: tuple[str, Any], scratch: Any = None) -> Any:
+def load_candidate(prepared: tuple[str, Any], scratch: ScratchJit | None = None) -> CompiledKernel:
   """The CompiledKernel of what prepare_candidate made: its object code linked into `scratch` (a ScratchJit, whose
   close() frees it), or into the process's JIT for good."""
   kind, payload = prepared
   if kind == "ir":
     return load_program(payload)
-  from compiler.runtime.compiled import CompiledKernel
-  from compiler.runtime.llvm import get_jit
   prg, symbol, obj = payload
   if scratch is None:
     return CompiledKernel(prg, get_jit().add_object(obj, symbol), 0.0, None)
   return CompiledKernel(prg, scratch.add_object(obj, symbol), 0.0, None, engine=scratch)
 
 
-def beam_buffers(k: Kernel, bufs: Sequence[Any] | None, seed: int = 0) -> list[np.ndarray]:
-  """Private arrays for every DEFINE_GLOBAL slot: copies of `bufs` when given, else random data."""
-  gl = {u.arg: u for u in toposort(k.ast) if u.op is Ops.DEFINE_GLOBAL}
+def _name(ast: UOp) -> str:
+  return ast.arg.name if isinstance(ast.arg, KernelInfo) else "kernel"
+
+
+def beam_buffers(ast: UOp, bufs: Sequence[Any] | None, seed: int = 0) -> list[np.ndarray]:
+  """Private arrays for every DEFINE_GLOBAL slot of a kernel AST: copies of `bufs` when given, else random data."""
+  gl = {u.arg: u for u in toposort(ast) if u.op is Ops.DEFINE_GLOBAL}
   n = max(gl, default=-1) + 1
   if bufs is not None:
     if len(bufs) != n:
-      raise ValueError(f"kernel {k.name} has {n} buffers, got {len(bufs)}")
-    from compiler.runtime.compiled import as_array
+      raise ValueError(f"kernel {_name(ast)} has {n} buffers, got {len(bufs)}")
     return [np.array(as_array(b), copy=True) for b in bufs]
   rng = np.random.default_rng(seed)
   out = []
   for slot in range(n):
     if slot not in gl:
-      raise ValueError(f"kernel {k.name} skips buffer slot {slot}")
+      raise ValueError(f"kernel {_name(ast)} skips buffer slot {slot}")
     dt, size = gl[slot].dtype.base, gl[slot].dtype.size
     if size < 0:
-      raise ValueError(f"kernel {k.name}: buffer {slot} has no size")
+      raise ValueError(f"kernel {_name(ast)}: buffer {slot} has no size")
     npdt = dt.np
     if npdt.kind == "f":
       out.append(rng.standard_normal(size).astype(npdt))
@@ -89,25 +86,25 @@ def beam_buffers(k: Kernel, bufs: Sequence[Any] | None, seed: int = 0) -> list[n
   return out
 
 
-def _var_vals(k: Kernel) -> dict[str, int]:
+def _var_vals(ast: UOp) -> dict[str, int]:
   # the largest value of each variable: the buffers are sized for it
-  return {v.arg[0]: v.arg[2] for v in k.vars}
+  return {v.arg[0]: v.arg[2] for v in toposort(ast) if v.op is Ops.DEFINE_VAR}
 
 
 class RuntimeEvaluator:
-  """`evaluate(prepared) -> seconds` for beam_search; checks each candidate's output first (`check`). The candidates'
-  code goes into an engine of its own, freed by close() (beam_search calls it when it made the evaluator)."""
+  """`evaluate(prepared) -> seconds` for beam_search; checks each candidate's output against the reference kernel
+  `ast`'s first (`check`). The candidates' code goes into an engine of its own, freed by close() (beam_search calls it
+  when it made the evaluator)."""
 
-  def __init__(self, k: Kernel, bufs: Sequence[Any] | None, check: bool = True):
-    from compiler.runtime.llvm import get_jit
+  def __init__(self, ast: UOp, bufs: Sequence[Any] | None, check: bool = True):
     self.scratch = get_jit().scratch()
-    self.arrays = beam_buffers(k, bufs)
-    self.var_vals = _var_vals(k)
-    self.outs = sorted({s.src[0].src[0].arg for s in k.stores})
+    self.arrays = beam_buffers(ast, bufs)
+    self.var_vals = _var_vals(ast)
+    self.outs = sorted({s.src[0].src[0].arg for s in ast.src})
     self.best = float("inf")
     self.want: list[np.ndarray] | None = None
     if check:
-      ref = load_candidate(prepare_candidate(k.get_optimized_ast()), self.scratch)
+      ref = load_candidate(prepare_candidate(ast), self.scratch)
       self._poison()
       ref(self.arrays, self.var_vals)
       self.want = [self.arrays[i].copy() for i in self.outs]
@@ -149,7 +146,8 @@ class RuntimeEvaluator:
         raise ValueError(f"wrong result: {int(np.sum(~close))} of {w.size} elements of buffer {i} differ")
 
 
-def runtime_evaluator(k: Kernel, bufs: Sequence[Any] | None, check: bool = True) -> tuple[
-    Callable[[UOp], Any], Callable[[Any], float]]:
-  """(prepare, evaluate) that compile with compiler.codegen + compiler.runtime and time on real buffers."""
-  return prepare_candidate, RuntimeEvaluator(k, bufs, check)
+def runtime_evaluator(ast: UOp, bufs: Sequence[Any] | None, check: bool = True) -> tuple[
+    Callable[[UOp], Any], RuntimeEvaluator]:
+  """(prepare, evaluate) that compile with compiler.codegen + compiler.runtime and time on real buffers; `ast` is the
+  reference kernel every candidate's output is checked against."""
+  return prepare_candidate, RuntimeEvaluator(ast, bufs, check)
