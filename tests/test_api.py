@@ -440,7 +440,8 @@ def _separately(client, t, ctx, rw, step):
   """What the page's first view gathers with one request per endpoint, for the view (t, ctx, rw, step)."""
   return {"traces": _get(client, "/api/traces"), "trace": t, "contexts": _get(client, f"/api/traces/{t}/contexts"),
           "ctx": ctx, "rw": rw, "rewrite": _get(client, f"/api/traces/{t}/rewrites/{rw}"), "step": step,
-          "graph": _get(client, f"/api/traces/{t}/rewrites/{rw}/graph?step={step}")}
+          "graph": _get(client, f"/api/traces/{t}/rewrites/{rw}/graph?step={step}"),
+          "metrics": _get(client, "/api/metrics")}
 
 
 @pytest.fixture(scope="module")
@@ -491,4 +492,5 @@ def test_boot_for_a_trace_not_served_gives_the_default_view(client):
 def test_boot_without_traces(tmp_path):
   c = create_app([], follow=False).test_client()
   assert _get(c, "/api/boot?t=0") == {"traces": [], "trace": None, "contexts": None, "ctx": None, "rw": None,
-                                      "rewrite": None, "step": None, "graph": None}
+                                      "rewrite": None, "step": None, "graph": None,
+                                      "metrics": _get(c, "/api/metrics")}

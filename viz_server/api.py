@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 from flask import Blueprint, current_app, jsonify, request
 
 from viz_server.diff import BaseGetter, DiffError, diff_graphs
-from viz_server.graphview import BLOCK, label
+from viz_server.graphview import BLOCK, label, label_metrics
 from viz_server.highlight import highlight
 from viz_server.peer import peer_uid
 from viz_server.store import Context, Rewrite, Trace, TraceStore, context_entry, kname_colors, run_entry
@@ -107,6 +107,12 @@ def _check_size(view: Any, k: int) -> None:
 @bp.get("/ping")
 def ping() -> Any:
   return jsonify({"app": APP_NAME, "version": 1, "pid": os.getpid()})
+
+
+@bp.get("/metrics")
+def metrics() -> Any:
+  """The label metrics node boxes are sized by and the layout's gaps (also in /api/boot)."""
+  return jsonify(label_metrics())
 
 
 @bp.get("/traces")
@@ -287,7 +293,7 @@ def boot() -> Any:
   linked = t in ids  # the page keeps the rest of the link only for a trace it serves
   t = t if linked else (ids[-1] if ids else None)
   out: dict[str, Any] = {"traces": entries, "trace": t, "contexts": None, "ctx": None, "rw": None, "rewrite": None,
-                         "step": None, "graph": None}
+                         "step": None, "graph": None, "metrics": label_metrics()}
   tr = _store().get(t) if t is not None else None
   if tr is None:
     return jsonify(out)

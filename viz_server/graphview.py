@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from viz_server import gone, place
-from viz_server.layout import LAYER_GAP, Layout, layout_graph
+from viz_server.layout import LAYER_GAP, NODE_GAP, Layout, layout_graph
 from viz_server.place import Bands, Rows
 from viz_server.replay import Replay
 from viz_server.store import Rewrite, Trace
 
-CHAR_W, LINE_H, PAD_W, PAD_H = 6.6, 13.0, 16.0, 10.0  # label metrics, matched to static/graph.js
+CHAR_W, LINE_H, PAD_W, PAD_H = 6.6, 13.0, 16.0, 10.0  # label metrics (sent in /api/boot: static/graph.js draws by them)
 MAX_ARG_CHARS = 40
 MAX_FIELD_CHARS = 4096  # of a node's op, dtype or arg in graph and diff answers (a MB-sized one froze the UI for s)
 LAYOUT_CACHE_NODES = 600_000  # node positions kept in cached layouts (~270 bytes each with edge routes)
@@ -55,7 +55,15 @@ def label(op: str, dtype: str, arg: str) -> str:
   return f"{short_arg(op)}\n{second}" if second else short_arg(op)
 
 
+def label_metrics() -> dict[str, float]:
+  """The label metrics the layouts size boxes by (node_size), and the layout's gaps, for the UI to draw with
+  (GET /api/boot's `metrics`)."""
+  return {"char_w": CHAR_W, "line_h": LINE_H, "pad_w": PAD_W, "pad_h": PAD_H, "max_arg_chars": MAX_ARG_CHARS,
+          "node_gap": NODE_GAP, "layer_gap": LAYER_GAP}
+
+
 def node_size(text: str) -> tuple[float, float]:
+  """A box's (width, height) for a label: its longest line's characters and its lines by the label metrics."""
   lines = text.split("\n")
   return (round(max(len(s) for s in lines) * CHAR_W + PAD_W, 1), round(len(lines) * LINE_H + PAD_H, 1))
 
