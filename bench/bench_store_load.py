@@ -52,7 +52,7 @@ def bench(paths: list[tuple[str, Path]], repeat: int) -> None:
     before, after = statistics.median(dicts), statistics.median(cols)
     rows.append((name, path.stat().st_size / 1e6, nodes, matches, before, after, after / before))
   print(f"\n== opening a trace in the store, median of {repeat} (dicts: a dict per node and match, as before)")
-  print(format_table([("trace", "<10"), ("MB", ">6.2f"), ("nodes", ">8"), ("matches", ">8"), ("dicts s", ">8.3f"),
+  print(format_table([("trace", "<16"), ("MB", ">6.2f"), ("nodes", ">8"), ("matches", ">8"), ("dicts s", ">8.3f"),
                       ("columns s", ">9.3f"), ("ratio", ">6.2f")], rows))
 
 
