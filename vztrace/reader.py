@@ -184,6 +184,30 @@ def _flat(items: list, columns: bool = False) -> Iterator[Item]:
       yield from x.make(columns)
 
 
+def _check_positions(at: array, nrecs: int, n: int, m: int) -> None:
+  """A batch's positions of its records among its n nodes and m matches: two each, never going back, within."""
+  if len(at) != 2 * nrecs:
+    raise _Damage(f"'batch' record: {len(at)} positions for {nrecs} records")
+  for i in range(2, len(at)):
+    if at[i] < at[i - 2]:
+      raise _Damage("'batch' record: positions go back")
+  if at and (at[-2] > n or at[-1] > m):
+    raise _Damage("'batch' record: a position past the nodes or matches")
+
+
+def _known_records(recs: list[dict]) -> list[bool]:
+  """Whether each of a batch's other records is of a known type; damage if one is invalid or is a batch."""
+  known = []
+  for j, rec in enumerate(recs):
+    try:
+      known.append(validate_record(rec, bounds=False))  # the batch's own check covered what it holds
+    except TraceFormatError as e:
+      raise _Damage(f"'batch' record: record {j}: {e.reason}") from None
+    if rec["t"] == "batch":
+      raise _Damage(f"'batch' record: record {j} is a 'batch' record")
+  return known
+
+
 class _Damage(Exception):
   """Internal: the frame being read is damaged; carries the reason and the records of the frame before it."""
 
@@ -428,24 +452,11 @@ class TraceReader:
     if any(len(c) != m for c in mcols):
       raise _Damage("'batch' record: match columns of different lengths")
     at, recs = _column(batch, "at"), batch["recs"]
-    if len(at) != 2 * len(recs):
-      raise _Damage(f"'batch' record: {len(at)} positions for {len(recs)} records")
-    for i in range(2, len(at)):
-      if at[i] < at[i - 2]:
-        raise _Damage("'batch' record: positions go back")
-    if at and (at[-2] > n or at[-1] > m):
-      raise _Damage("'batch' record: a position past the nodes or matches")
+    _check_positions(at, len(recs), n, m)
     first = batch["id"]
     if first + n > MAX_INT:
       raise _Damage(f"'batch' record: node ids {first}.. outside int64")
-    known = []
-    for j, rec in enumerate(recs):
-      try:
-        known.append(validate_record(rec, bounds=False))  # the batch's own check covered what it holds
-      except TraceFormatError as e:
-        raise _Damage(f"'batch' record: record {j}: {e.reason}") from None
-      if rec["t"] == "batch":
-        raise _Damage(f"'batch' record: record {j} is a 'batch' record")
+    known = _known_records(recs)
     self.skipped_unknown += known.count(False)
     table = self._strs = strs + batch["strs"]  # only now: a damaged batch leaves the table as it was
     starts = array("Q", accumulate(nsrc, initial=0))
