@@ -485,8 +485,22 @@ export class GraphView {
     this._raf = requestAnimationFrame(() => { this._raf = 0; this.draw(); });
   }
 
-  /** Draw now. */
+  /** Draw now: the passes below, back to front. */
   draw() {
+    const f = this._begin();
+    const fadeLeft = this._drawGhosts(f);
+    this._drawEdges(f);
+    this._drawSelectedEdges(f);
+    this._drawNodes(f);
+    this._drawMarks(f);
+    this.frames++;
+    // a few redraws while the ghosts fade, not one per frame: each full redraw costs real time on big graphs
+    clearTimeout(this._fadeTimer);
+    if (fadeLeft > 0) this._fadeTimer = setTimeout(() => this.redraw(), Math.min(300, fadeLeft));
+  }
+
+  /** Clear the canvas, set the view's transform; what the passes share: the zoom, the visible region and tests. */
+  _begin() {
     const {ctx, dpr, colors} = this;
     const {x, y, k} = this.view;
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
@@ -499,39 +513,43 @@ export class GraphView {
     // boxes widened by inlined constants may reach further than the margin
     const visible = !this.collapse ? near : (n) => n.y >= vy0 && n.y <= vy1
       && Math.abs(n.x - (vx0 + vx1) / 2) <= (vx1 - vx0) / 2 + Math.max(0, this._boxW(n) / 2 - 200);
-    const focus = this._focus();
-    const hidden = (n) => this.collapse && n.d.cat === "const";
-    // 1 device pixel: Skia strokes hairlines on a much faster path than wider lines
-    const hair = 1 / (k * dpr);
-    const rounded = k * 20 >= 8;  // corners too small to see are not worth their cost
+    return {
+      ctx, colors, k, vx0, vy0, vx1, vy1, visible,
+      focus: this._focus(),
+      hidden: (n) => this.collapse && n.d.cat === "const",
+      hair: 1 / (k * dpr),  // 1 device pixel: Skia strokes hairlines on a much faster path than wider lines
+      rounded: k * 20 >= 8,  // corners too small to see are not worth their cost
+    };
+  }
 
-    // ghosts of the last step's removed nodes, fading
-    let fadeLeft = 0;
-    if (this.ghosts) {
-      const age = (performance.now() - this.ghosts.t0) / FADE_MS;
-      fadeLeft = Math.max(0, 1 - age) * FADE_MS;
-      ctx.globalAlpha = GHOST_FROM + (GHOST_TO - GHOST_FROM) * Math.min(1, age);
-      // dash lengths in screen pixels: in graph units a zoomed-out edge would be thousands of dashes
-      const s = 1 / Math.min(k, 1);
-      ctx.setLineDash([4 * s, 3 * s]);
-      ctx.strokeStyle = colors.del;
-      ctx.lineWidth = 1.2 * s;
-      for (const e of this.ghosts.edges) if (!(this.collapse && e.fromConst)) ctx.stroke(e.path);
-      ctx.fillStyle = "#2a1216";
-      const p = new Path2D();
-      const shown = this.ghosts.nodes.filter((n) => visible(n) && !hidden(n));
-      for (const n of shown) p.roundRect(n.x - this._boxW(n) / 2, n.y - n.h / 2, this._boxW(n), this._boxH(n), 4);
-      ctx.fill(p);
-      ctx.stroke(p);
-      ctx.setLineDash([]);
-      if (k >= TEXT_MIN_SCALE) {
-        ctx.fillStyle = colors.del;
-        this._labels(shown);
-      }
-      ctx.globalAlpha = 1;
+  /** Ghosts of the last step's removed nodes, fading; returns the ms of fading left. */
+  _drawGhosts({ctx, colors, k, visible, hidden}) {
+    if (!this.ghosts) return 0;
+    const age = (performance.now() - this.ghosts.t0) / FADE_MS;
+    ctx.globalAlpha = GHOST_FROM + (GHOST_TO - GHOST_FROM) * Math.min(1, age);
+    // dash lengths in screen pixels: in graph units a zoomed-out edge would be thousands of dashes
+    const s = 1 / Math.min(k, 1);
+    ctx.setLineDash([4 * s, 3 * s]);
+    ctx.strokeStyle = colors.del;
+    ctx.lineWidth = 1.2 * s;
+    for (const e of this.ghosts.edges) if (!(this.collapse && e.fromConst)) ctx.stroke(e.path);
+    ctx.fillStyle = "#2a1216";
+    const p = new Path2D();
+    const shown = this.ghosts.nodes.filter((n) => visible(n) && !hidden(n));
+    for (const n of shown) p.roundRect(n.x - this._boxW(n) / 2, n.y - n.h / 2, this._boxW(n), this._boxH(n), 4);
+    ctx.fill(p);
+    ctx.stroke(p);
+    ctx.setLineDash([]);
+    if (k >= TEXT_MIN_SCALE) {
+      ctx.fillStyle = colors.del;
+      this._labels(shown);
     }
+    ctx.globalAlpha = 1;
+    return Math.max(0, 1 - age) * FADE_MS;
+  }
 
-    // edges: one batch (only the visible ones when zoomed in), then the highlighted ones on top
+  /** Edges in one batch (only the visible ones when zoomed in), dimmed while some nodes are in focus. */
+  _drawEdges({ctx, colors, k, vx0, vy0, vx1, vy1, focus, hair}) {
     ctx.globalAlpha = focus ? 0.18 : 1;
     ctx.strokeStyle = colors.edge;
     ctx.fillStyle = colors.edge;
@@ -552,65 +570,75 @@ export class GraphView {
       ctx.fill(arrows);
     }
     ctx.globalAlpha = 1;
-    if (this.selected !== null) {
-      const on = this.rel ? new Set(this.rel).add(this.selected) : null;
-      const hl = new Path2D(), ha = new Path2D();
-      for (const e of this.edges.values()) {
-        const yes = on ? on.has(e.d.src) && on.has(e.d.dst) : e.d.src === this.selected || e.d.dst === this.selected;
-        if (yes && !(this.collapse && e.fromConst)) { hl.addPath(e.path); ha.addPath(e.arrow); }
-      }
-      ctx.strokeStyle = colors.accent;
-      ctx.fillStyle = colors.accent;
-      ctx.lineWidth = 2 / k;
-      ctx.stroke(hl);
-      ctx.fill(ha);
-    }
+  }
 
-    // nodes, one path per category (few state changes), dimmed ones first
+  /** The selected node's edges (or those among its highlighted relatives) on top of the others. */
+  _drawSelectedEdges({ctx, colors, k}) {
+    if (this.selected === null) return;
+    const on = this.rel ? new Set(this.rel).add(this.selected) : null;
+    const hl = new Path2D(), ha = new Path2D();
+    for (const e of this.edges.values()) {
+      const yes = on ? on.has(e.d.src) && on.has(e.d.dst) : e.d.src === this.selected || e.d.dst === this.selected;
+      if (yes && !(this.collapse && e.fromConst)) { hl.addPath(e.path); ha.addPath(e.arrow); }
+    }
+    ctx.strokeStyle = colors.accent;
+    ctx.fillStyle = colors.accent;
+    ctx.lineWidth = 2 / k;
+    ctx.stroke(hl);
+    ctx.fill(ha);
+  }
+
+  /** Nodes, one path per category (few state changes), dimmed ones first; counts the drawn ones in this.drawn. */
+  _drawNodes(f) {
     const dim = [], lit = [];
     let drawn = 0;
     for (const n of this.nodes.values()) {
-      if (hidden(n) || !visible(n)) continue;
+      if (f.hidden(n) || !f.visible(n)) continue;
       drawn++;
-      (focus && !focus.has(n.d.id) ? dim : lit).push(n);
+      (f.focus && !f.focus.has(n.d.id) ? dim : lit).push(n);
     }
     this.drawn = drawn;
-    for (const [group, alpha] of [[dim, 0.25], [lit, 1]]) {
-      if (!group.length) continue;
-      ctx.globalAlpha = alpha;
-      const byCat = new Map();
-      for (const n of group) {
-        const c = this.colors.cat[n.d.cat] ? n.d.cat : "other";
-        if (!byCat.has(c)) byCat.set(c, new Path2D());
-        const bw = this._boxW(n), bh = this._boxH(n);
-        if (rounded) byCat.get(c).roundRect(n.x - bw / 2, n.y - n.h / 2, bw, bh, 4);
-        else byCat.get(c).rect(n.x - bw / 2, n.y - n.h / 2, bw, bh);
-      }
-      ctx.lineWidth = rounded ? Math.max(hair, 1.2) : hair;
-      const tiny = k * 20 < 4;  // boxes of a few pixels: a solid fill in the category color reads best
-      for (const [c, p] of byCat) {
-        ctx.fillStyle = tiny ? colors.cat[c] : colors.fill[c];
-        ctx.fill(p);
-        if (!tiny) { ctx.strokeStyle = colors.cat[c]; ctx.stroke(p); }
-      }
-      if (alpha === 1 && this.hits.length) {  // search hits: a fill under the labels
-        ctx.fillStyle = colors.hit;
-        const p = new Path2D();
-        for (const n of group) {
-          if (!this.hitSet.has(n.d.id)) continue;
-          const bw = this._boxW(n);
-          p.roundRect(n.x - bw / 2, n.y - n.h / 2, bw, this._boxH(n), 4);
-        }
-        ctx.fill(p);
-      }
-      if (k >= TEXT_MIN_SCALE) {
-        ctx.fillStyle = colors.fg;
-        this._labels(group);
-      }
-    }
-    ctx.globalAlpha = 1;
+    if (dim.length) this._drawBoxes(f, dim, 0.25);
+    if (lit.length) this._drawBoxes(f, lit, 1);
+    f.ctx.globalAlpha = 1;
+  }
 
-    // marks on top: search hits, added, changed, related, selected
+  /** One group of nodes at one opacity: boxes, search hits' fill (opaque group only), labels. */
+  _drawBoxes({ctx, colors, k, hair, rounded}, group, alpha) {
+    ctx.globalAlpha = alpha;
+    const byCat = new Map();
+    for (const n of group) {
+      const c = colors.cat[n.d.cat] ? n.d.cat : "other";
+      if (!byCat.has(c)) byCat.set(c, new Path2D());
+      const bw = this._boxW(n), bh = this._boxH(n);
+      if (rounded) byCat.get(c).roundRect(n.x - bw / 2, n.y - n.h / 2, bw, bh, 4);
+      else byCat.get(c).rect(n.x - bw / 2, n.y - n.h / 2, bw, bh);
+    }
+    ctx.lineWidth = rounded ? Math.max(hair, 1.2) : hair;
+    const tiny = k * 20 < 4;  // boxes of a few pixels: a solid fill in the category color reads best
+    for (const [c, p] of byCat) {
+      ctx.fillStyle = tiny ? colors.cat[c] : colors.fill[c];
+      ctx.fill(p);
+      if (!tiny) { ctx.strokeStyle = colors.cat[c]; ctx.stroke(p); }
+    }
+    if (alpha === 1 && this.hits.length) {  // search hits: a fill under the labels
+      ctx.fillStyle = colors.hit;
+      const p = new Path2D();
+      for (const n of group) {
+        if (!this.hitSet.has(n.d.id)) continue;
+        const bw = this._boxW(n);
+        p.roundRect(n.x - bw / 2, n.y - n.h / 2, bw, this._boxH(n), 4);
+      }
+      ctx.fill(p);
+    }
+    if (k >= TEXT_MIN_SCALE) {
+      ctx.fillStyle = colors.fg;
+      this._labels(group);
+    }
+  }
+
+  /** Rings on top: search hits, added, changed, related, selected. */
+  _drawMarks({ctx, colors, k, visible, hidden}) {
     const ring = (ids, color, width, dash) => {
       const p = new Path2D();
       let any = false;
@@ -633,10 +661,6 @@ export class GraphView {
     ring(this.marked.changed, colors.chg, 3, [6, 3]);
     if (this.rel) ring(this.rel, colors.accent, 2);
     if (this.selected !== null) ring([this.selected], "#ffffff", 3);
-    this.frames++;
-    // a few redraws while the ghosts fade, not one per frame: each full redraw costs real time on big graphs
-    clearTimeout(this._fadeTimer);
-    if (fadeLeft > 0) this._fadeTimer = setTimeout(() => this.redraw(), Math.min(300, fadeLeft));
   }
 
   _boxW(n) {

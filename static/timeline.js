@@ -362,11 +362,21 @@ export class TimelinePanel {
 
   // ------------------------------------------------------------ drawing
 
+  /** Draw now: the passes below, back to front. */
   draw() {
+    const f = this._begin();
+    if (!f) return;
+    this._drawAxis(f);
+    this._drawSpans(f);
+    this._drawLanes(f);
+  }
+
+  /** Size the canvas and clear it; what the passes share: sizes, colors, the time -> x map. Null while hidden. */
+  _begin() {
     const cv = this.canvas;
-    if (!cv || !this.wrap) return;
+    if (!cv || !this.wrap) return null;
     const W = this.wrap.clientWidth;
-    if (!W) return;  // hidden: the resize observer draws when the panel shows again
+    if (!W) return null;  // hidden: the resize observer draws when the panel shows again
     const H = this.height;
     const dpr = window.devicePixelRatio || 1;
     if (this.cssW !== W || this.cssH !== H || this.dpr !== dpr) {
@@ -378,27 +388,28 @@ export class TimelinePanel {
     }
     const css = getComputedStyle(this.el);
     const v = (name, dflt) => css.getPropertyValue(name).trim() || dflt;
-    const bg = v("--bg", "#0d1117"), bg1 = v("--bg1", "#131922"), line = v("--line", "#2b3544");
-    const fg = v("--fg", "#d5dde7"), dim = v("--fg-dim", "#8592a3"), accent = v("--accent", "#58a6ff");
+    const colors = {bg: v("--bg", "#0d1117"), bg1: v("--bg1", "#131922"), line: v("--line", "#2b3544"),
+      fg: v("--fg", "#d5dde7"), dim: v("--fg-dim", "#8592a3"), accent: v("--accent", "#58a6ff")};
     const g = cv.getContext("2d");
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
-    g.fillStyle = bg;
+    g.fillStyle = colors.bg;
     g.fillRect(0, 0, W, H);
     g.font = FONT;
     g.textBaseline = "middle";
-    const charW = g.measureText("0").width || 6.6;
     const {t0, t1} = this.view;
     const plot = this._plotW();
     const k = plot / (t1 - t0);
-    const X = (t) => LABEL_W + (t - t0) * k;
-    const right = LABEL_W + plot;
+    return {g, W, H, colors, t0, t1, plot, charW: g.measureText("0").width || 6.6, X: (t) => LABEL_W + (t - t0) * k,
+      right: LABEL_W + plot};
+  }
 
-    // axis: ticks about every 90 px, grid lines through the lanes
+  /** The time axis: ticks about every 90 px, grid lines through the lanes. */
+  _drawAxis({g, W, H, colors, t0, t1, plot, charW, X}) {
     const step = niceStep((t1 - t0) / Math.max(2, plot / 90));
     const mag = Math.max(Math.abs(t0), Math.abs(t1));
-    g.fillStyle = bg1;
+    g.fillStyle = colors.bg1;
     g.fillRect(0, 0, W, AXIS_H);
-    g.strokeStyle = line;
+    g.strokeStyle = colors.line;
     g.lineWidth = 1;
     g.beginPath();
     g.moveTo(0, AXIS_H - 0.5);
@@ -412,10 +423,12 @@ export class TimelinePanel {
       ticks.push([x, fmtTick(i * step, step, mag)]);
     }
     g.stroke();
-    g.fillStyle = dim;
+    g.fillStyle = colors.dim;
     for (const [x, label] of ticks) if (x + 3 + label.length * charW <= W) g.fillText(label, x + 3, AXIS_H / 2);
+  }
 
-    // spans, clipped to the plot
+  /** The spans, clipped to the plot, then outlines of the selection and the hovered span; keeps them in this.hits. */
+  _drawSpans({g, H, colors, charW, X, right}) {
     g.save();
     g.beginPath();
     g.rect(LABEL_W, AXIS_H, right - LABEL_W, H - AXIS_H);
@@ -458,17 +471,19 @@ export class TimelinePanel {
       g.lineWidth = 1.5;
       g.strokeRect(x.x0 + 0.75, x.y0 + 0.75, Math.max(1, x.x1 - x.x0 - 1.5), x.y1 - x.y0 - 1.5);
     };
-    for (const x of marked) outline(x, accent);
+    for (const x of marked) outline(x, colors.accent);
     const hv = this.hover && hits.find((x) => x.span === this.hover.span);
     if (hv) outline(hv, "#ffffff");
     g.restore();
     this.hits = hits;
     if (this.hover) this.hover = hv || null;
+  }
 
-    // lane labels over their column
-    g.fillStyle = bg1;
+  /** The lane labels over their column, lines between lanes, and the view's width in time. */
+  _drawLanes({g, W, H, colors, t0, t1}) {
+    g.fillStyle = colors.bg1;
     g.fillRect(0, AXIS_H, LABEL_W, H - AXIS_H);
-    g.strokeStyle = line;
+    g.strokeStyle = colors.line;
     g.beginPath();
     g.moveTo(LABEL_W - 0.5, 0);
     g.lineTo(LABEL_W - 0.5, H);
@@ -482,10 +497,10 @@ export class TimelinePanel {
       prev = row.lane;
     }
     g.stroke();
-    g.fillStyle = fg;
+    g.fillStyle = colors.fg;
     g.textAlign = "left";
     for (const row of this.rows) if (row.label) g.fillText(row.label, 6, row.y + ROW_H / 2);
-    g.fillStyle = dim;
+    g.fillStyle = colors.dim;
     g.fillText(fmtSeconds(t1 - t0), 6, AXIS_H / 2);  // the width of the view
   }
 }
