@@ -216,3 +216,12 @@ def test_every_opt_kernel_still_expands(tmp_path):
       assert _expand(opt) is _lanes_by_substitution(simplify(opt))
       n += 1
   assert n == 48
+
+
+def test_index_math_narrows_to_int32_node_by_node(tmp_path, fresh_schedules):
+  big = Tensor([1.0, 2.0, 3.0]).pad(((2**31, 0),))[2**31:]  # an int64 view whose kernel indexes [0, 3)
+  (si,), recs = _trace(tmp_path / "n.vztrace", big.schedule)
+  (rules,) = _rule_names(recs, "narrow index")
+  assert len(rules) > 1 and set(rules) == {"to_int32"}
+  assert not any(u.dtype == dtypes.int64 for u in toposort(si.ast))
+  assert any(u.op is Ops.RANGE and u.dtype == dtypes.int32 for u in toposort(si.ast))

@@ -1,4 +1,8 @@
-"""Splitting the bufferized tensor graph into kernels: each BUFFERIZE becomes a kernel AST that STOREs one buffer."""
+"""Splitting the bufferized tensor graph into kernels: each BUFFERIZE becomes a kernel AST that STOREs one buffer.
+
+The AST is formed by named rewrites, each step visible in the trace: "rangeify" (its first step opens the store over
+the output's elements, the others turn movement ops into index math), "simplify", "narrow index" (int64 index math to
+int32 where bounds allow) and "number globals" (the globals left get slots 0..n-1, then the kernel its name)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,7 +14,7 @@ from compiler.schedule.assign import assign_target, writes_in_place
 from compiler.schedule.rangeify import KernelContext, buf_size, flat_index, iconst, pm_rangeify, tindex
 from compiler.schedule.shape import prod, shape_of
 from compiler.schedule.simplify import simplify_kernel
-from compiler.uop import AxisType, GroupOp, KernelInfo, Ops, UOp, substitute, toposort
+from compiler.uop import AxisType, GroupOp, KernelInfo, Ops, UOp, toposort
 
 # kernel name -> the (nameless) ASTs that got it, so a different AST with the same shape gets "n1", "n2", ...
 # (strong keys: nameless ASTs are transient; the table is bounded instead)
@@ -62,27 +66,36 @@ def _pure_index_math(nodes: list[UOp]) -> set[UOp]:
   return pure
 
 
-def narrow_index(ast: UOp) -> UOp:
-  """An int64-indexed kernel in int32 where, after simplification, vmin/vmax prove all its index math and buffers
-  fit (`pad(((2**31, 0),))[2**31:]` indexes [0, 3)); unchanged if any is wider, or if index math is used as a
-  value (stored, cast, or compared with loaded data): only INDEX, REDUCE and comparisons may read it."""
+def narrowable(ast: UOp) -> bool:
+  """Whether an int64-indexed kernel may run in int32: after simplification, vmin/vmax prove all its index math and
+  buffers fit (`pad(((2**31, 0),))[2**31:]` indexes [0, 3)), and index math is never used as a value (stored, cast,
+  or compared with loaded data): only INDEX, REDUCE and comparisons read it."""
   nodes = toposort(ast)
   pure = _pure_index_math(nodes)
   if not pure or any(u.op is Ops.DEFINE_GLOBAL and u.dtype.size > INT32_MAX for u in nodes):
-    return ast
+    return False
   if any(not (-INT32_MAX - 1 <= u.vmin and u.vmax <= INT32_MAX) for u in pure):
-    return ast
+    return False
   for u in nodes:
     if u not in pure and any(s in pure for s in u.src):
       compare = u.op in GroupOp.Comparison and all(s in pure for s in u.src)
       closes = u.op is Ops.REDUCE and u.src[0] not in pure  # a REDUCE reading index math as its value keeps int64
       if not (compare or closes or u.op is Ops.INDEX):
-        return ast
-  mapping: dict[UOp, UOp] = {}
-  for u in nodes:
-    if u in pure:
-      mapping[u] = u.replace(dtype=dtypes.int32, src=tuple(mapping.get(s, s) for s in u.src))
-  return substitute(ast, mapping)
+        return False
+  return True
+
+
+def to_int32(x: UOp) -> UOp:
+  return x.replace(dtype=dtypes.int32)
+
+
+# bottom-up on a narrowable kernel: every int64 RANGE and constant, then the int64 math over them (its sources are
+# int32 by then), which is all its index math (`_pure_index_math`)
+pm_narrow_index = PatternMatcher([
+  (UPat((Ops.RANGE, Ops.CONST), custom=lambda x: x.dtype == dtypes.int64, name="x"), to_int32),
+  (UPat(GroupOp.ALU, custom=lambda x: x.dtype == dtypes.int64 and all(s.dtype == dtypes.int32 for s in x.src),
+        name="x"), to_int32),
+], name="narrow index")
 
 
 @dataclass(frozen=True)
@@ -148,8 +161,8 @@ def build_kernel(x: UOp, out_buf: UOp) -> tuple[UOp, list[UOp]]:
   # "rangeify" (the pass's name in traces and tests) starts from the tensor-level store of x
   ast = graph_rewrite(UOp.sink(UOp(Ops.STORE, dtypes.void, (out_buf, x))), pm_build_kernel, ctx=ctx, name="rangeify")
   ast = simplify_kernel(ast)
-  if idt is not dtypes.index:
-    ast = narrow_index(ast)
+  if idt is not dtypes.index and narrowable(ast):
+    ast = graph_rewrite(ast, pm_narrow_index, name="narrow index", bottom_up=True)
   bufs = sorted(ctx.slots, key=lambda b: ctx.slots[b])
   live = sorted({u.arg.n for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL})
   ast = graph_rewrite(ast, pm_number_globals, ctx={old: new for new, old in enumerate(live)}, name="number globals",
