@@ -24,7 +24,7 @@ from compiler.dtype import DType, PtrDType, dtypes
 from compiler.rewrite import PatternMatcher, UPat
 from compiler.uop import GroupOp, Ops, UOp, toposort
 
-MAX_LANES = 4096  # per store: more than this many unrolled copies is a runaway opt, not a kernel
+MAX_LANES = 4096  # per store and per reduce: more than this many unrolled copies is a runaway opt, not a kernel
 MAX_VEC = 16  # widest vector codegen forms
 
 Axes = tuple[tuple[int, int], ...]  # an UNROLL's (axis id, size) per axis, in axis-id order
@@ -118,9 +118,9 @@ def contract_reduce(red: UOp) -> UOp | None:
   v = red.src[0]
   reduced = tuple(ax for r in unr for ax in r.arg)  # in the REDUCE's order: the order values accumulate in
   kept = tuple(ax for ax in (v.arg if v.op is Ops.UNROLL else ()) if ax not in reduced)
-  all_lanes = _lanes_over(v, kept + reduced)  # kept axes outer: each kept lane's values are consecutive
+  # kept axes outer, so each kept lane's values are consecutive (_lane_of maps this order to v's own)
+  all_lanes = _lanes_over(v, kept + reduced)
   per = math.prod(n for _, n in reduced)
-  # `kept + reduced` is not in axis-id order: _lane_of maps its lanes to v's own
   out = []
   for k in range(len(all_lanes) // per):
     vals = all_lanes[k * per:(k + 1) * per]
