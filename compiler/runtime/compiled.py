@@ -20,6 +20,7 @@ import numpy as np
 
 from compiler.codegen import Program, format_uops, get_program
 from compiler.codegen.llvmir import bufs_in_array
+from compiler.runtime import sources
 from compiler.runtime.llvm import get_jit
 from compiler.trace import recorder
 from compiler.uop import UOp
@@ -30,8 +31,6 @@ MIN_WORK_PER_THREAD = 1 << 20
 # and handing the GIL back and forth took 0.1-0.3 ms on a busy 2-core machine, so softmax's 25-80 us kernels ran
 # slower on 2 threads (0.76x) than on one (decided from the kernel's measured runs, with hysteresis)
 PARALLEL_MIN_S = 3e-4
-TRACE_EXTRA_REPS = 9  # re-runs of an idempotent kernel while tracing, for min/median ...
-TRACE_REPS_BUDGET_S = 0.05  # ... as long as they take about this long
 
 
 def default_threads() -> int:
@@ -179,20 +178,15 @@ class CompiledKernel:
     if recorder.RECORDER is None:
       self._run(arrs, vals, var_vals, threads)
       return
-    # while tracing, every run is timed; a kernel whose outputs overlap no input can be re-run for a steadier
-    # figure (within a small time budget), the first, real run is always among the times
+    # while tracing, the run the program makes is timed and recorded (no extra runs: what the trace costs a program
+    # is what it costs to record, bench/bench_viz_program.py); ck.time() measures steadier figures on request
+    sources.record_ready()
     plan = self._plan(arrs, vals, var_vals, threads)
-    times: list[float] = []
-    reps = 1
     ts = time.time()
-    while len(times) < reps:
-      t0 = time.perf_counter()
-      self._run(arrs, vals, var_vals, threads, plan)
-      times.append(time.perf_counter() - t0)
-      if len(times) == 1 and plan[0] is self.fxn and not set(self.program.ins) & set(self.program.outs):
-        reps = 1 + min(TRACE_EXTRA_REPS, int(TRACE_REPS_BUDGET_S / max(times[0], 1e-9)))
-    self._record(KernelTiming(self.name, tuple(times), min(times), statistics.median(times),
-                              self.program.flops(var_vals), self.nbytes(arrs)), ts)
+    t0 = time.perf_counter()
+    self._run(arrs, vals, var_vals, threads, plan)
+    dt = time.perf_counter() - t0
+    self._record(KernelTiming(self.name, (dt,), dt, dt, self.program.flops(var_vals), self.nbytes(arrs)), ts)
 
   def _chunks(self, var_vals: Mapping[str, int] | None, arrs: list[np.ndarray], threads: int | None) -> list:
     prg = self.program
@@ -259,6 +253,7 @@ class CompiledKernel:
     """Run `warmup` + `reps` times; the timing of the reps (min, median, FLOPs, bytes) also goes into the trace."""
     if reps < 1:
       raise ValueError("reps must be >= 1")
+    sources.record_ready(wait=True)  # (and LLVM's text thread does not compete with the timed runs)
     arrs = self._arrays(bufs)
     vals = self._vars(var_vals)
     self._check_bounds(arrs, var_vals)
@@ -286,9 +281,12 @@ class CompiledKernel:
 
 def compile_kernel(ast: UOp) -> CompiledKernel:
   """Codegen (traced passes) + LLVM JIT of a kernel AST. Sources and compile time go into the current trace
-  context; later `time()` runs are recorded into the same context."""
+  context (the optimized IR and assembly once LLVM's text thread made them: compiler.runtime.sources); later runs
+  are recorded into the same context."""
   prg = get_program(ast)
   tracing = recorder.RECORDER is not None
+  if tracing:
+    sources.record_ready()
   ts = time.time()  # when the LLVM compile began (with compile_s, its span on the viewer's timeline)
   jf, cached = get_jit().compile(prg.src, prg.fname, want_text=tracing)
   compile_s = 0.0 if cached else jf.compile_s
@@ -296,6 +294,6 @@ def compile_kernel(ast: UOp) -> CompiledKernel:
   if tracing:
     recorder.record("source", kind="uops", text=format_uops(prg.uops), compile_s=0.0, ts=ts)
     recorder.record("source", kind="llvm_ir", text=prg.src, compile_s=compile_s, ts=ts)
-    recorder.record("source", kind="opt_ir", text=jf.opt_ir, compile_s=compile_s, ts=ts)
-    recorder.record("source", kind="asm", text=jf.asm, compile_s=compile_s, ts=ts)
+    assert jf.texts is not None and ctx is not None
+    sources.defer(ctx, jf.texts, compile_s, ts)
   return CompiledKernel(prg, jf.address, compile_s, ctx)

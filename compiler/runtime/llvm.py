@@ -1,13 +1,17 @@
 """The LLVM JIT (llvmlite): parse, verify, optimize with the new pass manager, and run machine code in-process.
 
 One MCJIT engine for the process (created on first use, for the host CPU's name and features); every kernel is
-a module added to it under a unique symbol. Compiles are cached by IR text. Thread-safe (one lock)."""
+a module added to it under a unique symbol. Compiles are cached by IR text. Thread-safe (one lock).
+
+The texts a trace shows (optimized IR, assembly) are made off the caller's path: the assembly costs a second run of
+LLVM's code generator, so a thread of its own emits it while the program goes on (`JitFunction.texts`)."""
 from __future__ import annotations
 
 import itertools
 import os
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
@@ -21,12 +25,19 @@ class LLVMCompileError(RuntimeError):
 
 @dataclass(frozen=True)
 class JitFunction:
-  """A compiled kernel function in the engine."""
+  """A compiled kernel function in the engine; `texts` (when asked for) resolves to (optimized IR, assembly)."""
   symbol: str
   address: int
-  opt_ir: str
-  asm: str
   compile_s: float
+  texts: Future[tuple[str, str]] | None = None
+
+  @property
+  def opt_ir(self) -> str:
+    return self.texts.result()[0] if self.texts is not None else ""
+
+  @property
+  def asm(self) -> str:
+    return self.texts.result()[1] if self.texts is not None else ""
 
 
 class LLVMJit:
@@ -42,6 +53,8 @@ class LLVMJit:
     self.lock = threading.Lock()
     self.cache: dict[str, JitFunction] = {}
     self.counter = itertools.count()
+    self._text_tm: llvm.TargetMachine | None = None  # the text thread's own (the engine's is the engine's)
+    self._text_pool: ThreadPoolExecutor | None = None
 
   def target_machine(self) -> llvm.TargetMachine:
     """A target machine for the host CPU (an engine owns the one it is made with)."""
@@ -73,39 +86,60 @@ class LLVMJit:
     with self.lock:
       return _link(self.engine, obj, symbol)
 
-  def _optimize(self, mod: llvm.ModuleRef) -> None:
+  def _optimize(self, mod: llvm.ModuleRef, tm: llvm.TargetMachine | None = None) -> None:
     pto = llvm.create_pipeline_tuning_options(speed_level=min(OPT_LEVEL, 3))
     pto.loop_vectorization = OPT_LEVEL >= 2
     pto.slp_vectorization = OPT_LEVEL >= 2
     pto.loop_unrolling = OPT_LEVEL >= 2
-    pb = llvm.create_pass_builder(self.tm, pto)
+    pb = llvm.create_pass_builder(tm or self.tm, pto)
     pm = pb.getModulePassManager()
     pm.run(mod, pb)
 
   def compile(self, ir: str, fname: str, want_text: bool = True) -> tuple[JitFunction, bool]:
-    """The function `fname` of `ir`, compiled (or from the cache): (function, was_cached)."""
+    """The function `fname` of `ir`, compiled (or from the cache): (function, was_cached). With want_text its
+    `texts` are being made (in the text thread: wait on the future, or poll it, before reading them)."""
     with self.lock:
       hit = self.cache.get(ir)
       if hit is not None:
-        if want_text and not hit.asm:  # first compiled while tracing was off: make the texts now
-          mod = llvm.parse_assembly(ir)
-          self._optimize(mod)
-          hit = self.cache[ir] = JitFunction(hit.symbol, hit.address, str(mod), self.tm.emit_assembly(mod),
-                                             hit.compile_s)
+        if want_text and hit.texts is None:  # first compiled while tracing was off: make the texts now
+          hit = self.cache[ir] = JitFunction(hit.symbol, hit.address, hit.compile_s,
+                                             self._texts_pool().submit(self._texts_of_ir, ir))
         return hit, True
       t0 = time.perf_counter()
       symbol = f"{fname}_{next(self.counter)}"
       mod = self._module(ir, fname, symbol)
-      opt_ir = str(mod) if want_text else ""
-      asm = self.tm.emit_assembly(mod) if want_text else ""
-      self.engine.add_module(mod)
+      # with want_text the engine gets a copy: the assembly is emitted from `mod` itself, the optimized module in
+      # the very state its text shows (a module parsed back from that text, or a clone, differs in use-list order,
+      # and so may be given other registers)
+      jit_mod = mod.clone() if want_text else mod
+      self.engine.add_module(jit_mod)
       self.engine.finalize_object()
       addr = self.engine.get_function_address(symbol)
       if not addr:
         raise LLVMCompileError(f"kernel {fname!r}: symbol {symbol} not found after JIT")
-      jf = JitFunction(symbol, addr, opt_ir, asm, time.perf_counter() - t0)
+      compile_s = time.perf_counter() - t0
+      # only now: llvmlite runs one LLVM call at a time (a global lock), so the text thread's code generation would
+      # hold up this JIT's if it began before
+      texts = self._texts_pool().submit(self._texts_of_module, mod, str(mod)) if want_text else None
+      jf = JitFunction(symbol, addr, compile_s, texts)
       self.cache[ir] = jf
       return jf, False
+
+  # ---- the texts a trace shows, made in the text thread
+  def _texts_pool(self) -> ThreadPoolExecutor:
+    if self._text_pool is None:  # (under self.lock)
+      self._text_tm = self.target_machine()
+      self._text_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llvm-texts")
+    return self._text_pool
+
+  def _texts_of_module(self, mod: llvm.ModuleRef, opt_ir: str) -> tuple[str, str]:
+    assert self._text_tm is not None
+    return opt_ir, self._text_tm.emit_assembly(mod)
+
+  def _texts_of_ir(self, ir: str) -> tuple[str, str]:
+    mod = llvm.parse_assembly(ir)
+    self._optimize(mod, self._text_tm)
+    return self._texts_of_module(mod, str(mod))
 
 
 def _link(engine: llvm.ExecutionEngine, obj: bytes, symbol: str) -> int:
