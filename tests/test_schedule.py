@@ -101,6 +101,19 @@ def test_softmax_at_most_three_kernels():
   assert [si.name[0] for si in sched] == ["r", "r", "E"]
 
 
+def test_big_softmax_computes_exp_once():
+  # exp(x - max) is read by the sum and by the division: past MIN_SHARED_EXPENSIVE elements it gets a buffer
+  x = randt(64, 512)
+  sched = kernels(x.softmax())
+  assert [si.name[0] for si in sched] == ["r", "E", "r", "E"]
+  assert sum(len(ops_in(si.ast, Ops.EXP2)) for si in sched) == 1
+  e = np.exp(x.numpy() - x.numpy().max(-1, keepdims=True))
+  np.testing.assert_allclose(x.softmax().numpy(), e / e.sum(-1, keepdims=True), rtol=1e-6, atol=1e-7)
+  # an exp that only reductions read stays inlined into them (they share one kernel)
+  e2 = x.exp()
+  assert len(kernels(e2.sum() + e2.max())) == 1
+
+
 def test_matmul_is_one_kernel():
   sched = kernels(randt(16, 32) @ randt(32, 8))
   assert len(sched) == 1 and named(sched[0], "r_16_8_32")

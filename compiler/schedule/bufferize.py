@@ -4,7 +4,8 @@ A BUFFERIZE(x) in the tensor graph means "x gets its own buffer, written by its 
 where inlining could recompute work: outputs, `.contiguous()`, nodes read by more than one consumer or through an
 EXPAND (read many times per element), and reductions that would otherwise be nested inside another reduction.
 `pm_remove_bufferize` then drops the removable ones whose recomputation is cheap (like the reference's
-`remove_bufferize`): no reduction inside, few buffers read and a small expression.
+`remove_bufferize`): no reduction inside, few buffers read and a small expression. Unlike the reference, a big shared
+node computing an exp or a log that a reduction and another kernel read is kept (softmax computes exp once).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 from compiler.dtype import dtypes
 from compiler.rewrite import PatternMatcher, UPat
-from compiler.schedule.shape import shape_of
+from compiler.schedule.shape import prod, shape_of
 from compiler.uop import GroupOp, Ops, UOp, toposort
 
 # a removable candidate that reads more buffers than this is kept (recomputing it costs as many extra reads)
@@ -20,14 +21,20 @@ MAX_INLINE_BUFFERS = 3
 # ... or that computes more ops than this when every use of a shared node is counted (inlining copies each use that
 # reads it at another index, so chains like stencils would grow exponentially)
 MAX_INLINE_OPS = 64
+# ops that cost several memory passes' worth per element (the inline exp2 and log2 are ~10 vector instructions)
+EXPENSIVE_OPS = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.POW}
+# ... so a node computing one, read by a reduction and by another kernel, is computed once into a buffer when it has
+# at least this many elements (below it the extra kernel's call costs more than the recomputation saves)
+MIN_SHARED_EXPENSIVE = 16384
 
 
 @dataclass(frozen=True)
 class BufferizeOpts:
-  removable: bool = True  # False: the user asked (contiguous/realize) or it is an output
+  removable: bool = True  # False: the user asked (contiguous/realize), it is an output, or the cost rule says so
+  why: str = ""  # what keeps a buffer the user did not ask for (shown in the trace)
 
   def __repr__(self) -> str:
-    return f"BufferizeOpts(removable={self.removable})"
+    return f"BufferizeOpts(removable={self.removable}{', ' + self.why if self.why else ''})"
 
 
 def is_buffer_view(u: UOp) -> bool:
@@ -140,6 +147,7 @@ def bufferize_candidates(sink: UOp) -> dict[UOp, BufferizeOpts]:
     consumers = {c for c, _ in uses[u]}
     if len(consumers) > 1 or any(ex for _, ex in uses[u]):
       multi.add(u)
+  shared_expensive = _shared_expensive(nodes, uses, multi)
   # a reduction whose value flows (through single-use elementwise ops) into another reduction is materialized, so
   # reductions never nest; the flow stops at nodes that are buffered anyway
   stops = outputs | multi
@@ -151,8 +159,29 @@ def bufferize_candidates(sink: UOp) -> dict[UOp, BufferizeOpts]:
   for u in nodes:
     if u in outputs or u.op in (Ops.CONTIGUOUS, Ops.ASSIGN):  # an in-place write always gets its kernel
       ret[u] = BufferizeOpts(removable=False)
+    elif u in shared_expensive:
+      ret[u] = BufferizeOpts(removable=False, why="computed once")
     elif u in multi or (u.op is Ops.REDUCE_AXIS and feeds_reduce[u]):
       ret[u] = BufferizeOpts(removable=True)
+  return ret
+
+
+def _shared_expensive(nodes: list[UOp], uses: dict[UOp, set[tuple[UOp, bool]]], multi: set[UOp]) -> set[UOp]:
+  """The shared nodes whose expression computes an EXPENSIVE_OPS op and that a reduction and another consumer read
+  (softmax's exp(x - max), read by the sum and by the division): inlined, both kernels would compute it. Writing it
+  once costs a store per element; the other kernel reads it instead of what it is computed from."""
+  expensive: dict[UOp, bool] = {}
+  for u in nodes:  # sources first; a reduction or a buffer is computed in a kernel of its own
+    expensive[u] = u.op in EXPENSIVE_OPS or any(expensive.get(s, False) for s in u.src
+                                                if s.op not in (Ops.REDUCE_AXIS, Ops.BUFFER, Ops.AFTER))
+  ret = set()
+  for u in multi:
+    consumers = {c for c, _ in uses[u]}
+    # (two sibling reductions share one kernel: a buffer would cost them a kernel and a pass to save one exp)
+    reduces = any(c.op is Ops.REDUCE_AXIS for c in consumers)
+    if expensive[u] and reduces and any(c.op is not Ops.REDUCE_AXIS for c in consumers) and \
+        prod(shape_of(u)) >= MIN_SHARED_EXPENSIVE:
+      ret.add(u)
   return ret
 
 
