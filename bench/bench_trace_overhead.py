@@ -69,9 +69,12 @@ def compile_workloads() -> Callable[[], None]:
   return run
 
 
-def timed(fn: Callable[[], None]) -> float:
-  t = time.perf_counter()
+def timed(fn: Callable[[], None], cpu: list[float] | None = None) -> float:
+  """fn's wall time; with `cpu`, also appends the CPU time the process (all its threads) spent meanwhile."""
+  t, c = time.perf_counter(), time.process_time()
   fn()
+  if cpu is not None:
+    cpu.append(time.process_time() - c)
   return time.perf_counter() - t
 
 
@@ -81,17 +84,21 @@ def alternate(fn: Callable[[], None], rounds: int, tmp: Path) -> dict[str, Any]:
   then complete on disk. `free` (shown, not counted) is the rest of recorder.disable(): dropping what the recording
   held. The same pair is also run with Python's cycle collector disabled, to show how much of the cost is
   collections caused by what the recording holds."""
-  t: dict[str, list[float]] = {"off": [], "on": [], "off_nogc": [], "on_nogc": [], "free": []}
+  t: dict[str, list[float]] = {"off": [], "on": [], "off_nogc": [], "on_nogc": [], "free": [], "off_cpu": [],
+                               "on_cpu": []}
   sizes, matches = [], []
   for i in range(rounds):
     for suffix in ("", "_nogc"):
       if suffix:
         gc.disable()
       try:
-        t["off" + suffix].append(timed(fn))
+        t["off" + suffix].append(timed(fn, None if suffix else t["off_cpu"]))
         path = tmp / f"overhead-{i}{suffix}.vztrace"
         writer = recorder.enable(path, announce=False).writer
-        t["on" + suffix].append(timed(fn) + timed(writer.flush))
+        cpu: list[float] = []
+        t["on" + suffix].append(timed(fn, cpu) + timed(writer.flush, cpu))
+        if not suffix:
+          t["on_cpu"].append(sum(cpu))
         del writer
         t["free"].append(timed(recorder.disable))
       finally:
@@ -100,6 +107,7 @@ def alternate(fn: Callable[[], None], rounds: int, tmp: Path) -> dict[str, Any]:
     matches.append(sum(1 for r in TraceReader(path) if r["t"] == "match"))
   best = {k: min(v) for k, v in t.items()}
   return {**best, "ratio": best["on"] / best["off"], "ratio_nogc": best["on_nogc"] / best["off_nogc"],
+          "cpu_ratio": best["on_cpu"] / best["off_cpu"],
           "med_ratio": statistics.median(t["on"]) / statistics.median(t["off"]), "bytes": sizes[-1],
           "matches": matches[-1], "nodes": sum(1 for r in TraceReader(path) if r["t"] == "node"),
           "held": held_bytes(fn, tmp / "held.vztrace")}
@@ -159,18 +167,20 @@ def main() -> None:
     out = subprocess.run([sys.executable, __file__, "--workload", key, "--rounds", str(args.rounds), "--exprs",
                           str(args.exprs)], check=True, capture_output=True, text=True).stdout
     rows.append((name, json.loads(out.splitlines()[-1])))
-  cols = [("workload", "<36"), ("VIZ off s", ">10.4f"), ("VIZ on s", ">10.4f"), ("ratio", ">7"), ("median", ">7"),
-          ("no GC", ">7"), ("free ms", ">8.1f"), ("matches", ">9"), ("bytes", ">10"), ("B/match", ">8.1f"),
-          ("KB/1k matches", ">14.1f"), ("nodes", ">7"), ("held KB", ">8.0f"), ("B/node", ">7.0f")]
+  cols = [("workload", "<20"), ("VIZ off s", ">10.4f"), ("VIZ on s", ">10.4f"), ("ratio", ">7"), ("median", ">7"),
+          ("CPU", ">7"), ("no GC", ">7"), ("free ms", ">8.1f"), ("matches", ">9"), ("bytes", ">10"),
+          ("B/match", ">8.1f"), ("KB/1k matches", ">14.1f"), ("nodes", ">7"), ("held KB", ">8.0f"), ("B/node", ">7.0f")]
   table = []
   for name, r in rows:
     per = r["bytes"] / max(1, r["matches"])
-    table.append((name, r["off"], r["on"], f"{r['ratio']:.3f}x", f"{r['med_ratio']:.3f}x", f"{r['ratio_nogc']:.3f}x",
+    table.append((name, r["off"], r["on"], f"{r['ratio']:.3f}x", f"{r['med_ratio']:.3f}x", f"{r['cpu_ratio']:.3f}x",
+                  f"{r['ratio_nogc']:.3f}x",
                   r["free"] * 1e3, r["matches"], r["bytes"], per, per * 1000 / 1024, r["nodes"], r["held"] / 1024,
                   r["held"] / max(1, r["nodes"])))
   print(format_table(cols, table))
-  print("ratio: best VIZ on (incl. the last flush) / best VIZ off; median: the same of medians; no GC: both with "
-        "Python's cycle collector disabled;\nheld: the Python memory a finished, flushed recording still holds "
+  print("ratio: best VIZ on (incl. the last flush) / best VIZ off; median: the same of medians; CPU: the same of the "
+        "CPU time\nof the process (all threads; less sensitive to a loaded machine); no GC: both with Python's cycle "
+        "collector disabled;\nheld: the Python memory a finished, flushed recording still holds "
         "(tracemalloc; B/node: per node in the trace)\n(each row runs in a process of its own)")
   # disabled cost: hooks present (VIZ off) vs hooks removed, alternately
   recorder.disable()

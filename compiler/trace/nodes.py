@@ -6,22 +6,17 @@ the key `cons_key(op, dtype, src, arg)`, here with the sources' trace ids for th
 to its id for the whole recording, so a node made again after the first one died finds its id there, and the trace
 keeps no UOp alive (nor, through a BUFFER node, a Buffer).
 
-Finding a key needs the sources' ids, so a node named before is found by identity instead, in O(1): `live` maps
-id(u) to a weak reference that carries u's trace id, and the reference's callback drops the entry when u dies (before
-its memory, and so its id(), can be reused)."""
+Finding a key needs the sources' ids, so a node named before is found by identity instead, in O(1): `live` maps a weak
+reference to u to u's trace id. A live reference hashes and compares as its object, a dead one only equals itself, so
+an entry never answers for another object; and it is u's plain reference (no callback), which `weakref.ref(u)` hands
+back instead of making one, so a lookup allocates nothing. Entries of dead nodes are swept out when the dict has
+doubled since the last sweep."""
 from __future__ import annotations
 
-import itertools
-import weakref
-from _weakref import _remove_dead_weakref  # delete a key only if its value is a dead reference (in C, atomically)
 from typing import Callable
+from weakref import ref
 
 from compiler.uop import UOp, cons_key
-
-
-class _Named(weakref.ref):
-  """A weak reference to a named UOp, with its trace id and its id() (the key of its entry in TraceIds.live)."""
-  __slots__ = ("tid", "uid")
 
 
 class TraceIds:
@@ -30,58 +25,69 @@ class TraceIds:
 
   def __init__(self, add: Callable[[tuple], None]) -> None:
     self.keys: dict[tuple, int] = {}  # every node named so far, by structure
-    self.live: dict[int, _Named] = {}  # the named nodes still alive, by identity
+    self.live: dict[ref, int] = {}  # the named nodes, by identity (and dead ones until the next sweep)
+    self.sweep_at = SWEEP_AT
     self.add = add
-    self.new_id = itertools.count().__next__
-    live = self.live
-    # (a closure over the dict, not a method: what it holds is this dict only; close() clears it, which ends the
-    # cycle dict -> reference -> callback -> dict)
-    self._forget: Callable[[_Named], None] = lambda ref: _remove_dead_weakref(live, ref.uid)
 
   def get(self, u: UOp) -> int | None:
     """u's id if u was named (and, being alive, is the node that was)."""
-    ref = self.live.get(id(u))
-    return None if ref is None else ref.tid
+    return self.live.get(ref(u))
 
   def id_of(self, u: UOp) -> int:
     """The id of u, giving u and every node below it without one an id (sources first)."""
     live = self.live
-    ref = live.get(id(u))
-    if ref is not None:
-      return ref.tid
+    tid = live.get(ref(u))
+    if tid is not None:
+      return tid
     try:  # the usual case: a node made by a rewrite, over nodes it named already
-      src = tuple([live[id(s)].tid for s in u.src])
+      src = tuple([live[ref(s)] for s in u.src])
     except KeyError:
       return self._name_below(u)
     return self._name(u, src)
 
   def _name(self, u: UOp, src: tuple) -> int:
     """The id of u, whose sources have the ids src: an equal node's, or a new one."""
-    key = cons_key(u.op, u.dtype, src, u.arg)
-    tid = self.keys.get(key)
-    if tid is None:
-      tid = self.keys[key] = self.new_id()
+    arg = u.arg
+    t = type(arg)  # cons_key, inlined for the args it leaves as they are
+    key = (u.op, u.dtype, src, arg) if arg is None or t is int or t is tuple else cons_key(u.op, u.dtype, src, arg)
+    keys = self.keys
+    new = len(keys)  # ids are dense: the next one is the number of keys
+    tid = keys.setdefault(key, new)
+    if tid == new:
       self.add(key)
-    ref = _Named(u, self._forget)
-    ref.tid, ref.uid = tid, id(u)
-    self.live[ref.uid] = ref
+    live = self.live
+    live[ref(u)] = tid
+    if len(live) >= self.sweep_at:
+      self._sweep()
     return tid
 
-  def _name_below(self, root: UOp) -> int:
-    """Name root and the nodes below it without an id in the order of a depth-first walk over sources in order,
-    each after its sources, with a stack (a graph may be far deeper than the recursion limit)."""
-    live, stack = self.live, [root]
-    while stack:
-      x = stack[-1]
-      unnamed = [s for s in x.src if id(s) not in live]
-      if unnamed:
-        stack.extend(reversed(unnamed))
-        continue
-      stack.pop()
-      if id(x) not in live:  # (a node reached twice, through a diamond, is named at its first visit)
-        self._name(x, tuple([live[id(s)].tid for s in x.src]))
-    return live[id(root)].tid
+  def _sweep(self) -> None:
+    """Drop the entries of nodes that died (O(entries), once the dict doubled: O(1) a node)."""
+    live = self.live
+    for r in [r for r in live if r() is None]:
+      del live[r]
+    self.sweep_at = max(SWEEP_AT, 2 * len(live))
 
-  def close(self) -> None:
-    """Drop the identity cache (recording ended): what it holds then is garbage for reference counting alone."""
-    self.live.clear()
+  def _name_below(self, root: UOp) -> int:
+    """Name root and the nodes below it without an id, each after its sources, in the order of a depth-first walk
+    over sources in order; with a stack of (node, its sources still to look at, the ids of those looked at), since a
+    graph may be far deeper than the recursion limit. (A node is never on the stack twice: that would be a cycle.)"""
+    live = self.live
+    stack = [(root, iter(root.src), [])]
+    while True:
+      x, todo, src = stack[-1]
+      for s in todo:
+        tid = live.get(ref(s))
+        if tid is None:
+          stack.append((s, iter(s.src), []))
+          break
+        src.append(tid)
+      else:
+        stack.pop()
+        tid = self._name(x, tuple(src))
+        if not stack:
+          return tid
+        stack[-1][2].append(tid)
+
+
+SWEEP_AT = 1 << 12  # entries before the first sweep of dead ones

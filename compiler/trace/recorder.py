@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
+from weakref import ref as _ref
 
 from vztrace.paths import trace_dir
 
@@ -263,11 +264,13 @@ class Recorder:
     return rid
 
   def match(self, rw: int, rule: Any, before: UOp, after: UOp, dt_ns: int) -> None:
-    live = self._live
-    ref = live.get(id(before))
-    b = ref.tid if ref is not None else self.ids.id_of(before)
-    ref = live.get(id(after))
-    a = ref.tid if ref is not None else self.ids.id_of(after)
+    live, ref = self._live, _ref
+    b = live.get(ref(before))
+    if b is None:
+      b = self.ids.id_of(before)
+    a = live.get(ref(after))
+    if a is None:
+      a = self.ids.id_of(after)
     p = self.pattern_ids.get(rule)
     if p is None:
       p = self.pattern_id(rule)
@@ -296,10 +299,7 @@ class Recorder:
     self._enqueue({"t": "ctx_end", "id": 0, "ts": time.time()})
     self._enqueue({"t": "end", "ts": time.time()})
     self.closed = True
-    try:
-      self.writer.close()
-    finally:
-      self.ids.close()
+    self.writer.close()
 
 
 def _user() -> str:
