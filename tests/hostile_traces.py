@@ -182,3 +182,26 @@ GENERATORS: dict[str, Callable[[str | os.PathLike], Path]] = {
   "header_only": header_only, "killed": killed, "junk": junk_after_header, "many_matches": many_matches,
   "chain": chain, "tiny_records": tiny_records, "big_kernel": big_kernel, "long_strings": long_strings,
 }
+
+
+def mem(op: str, buf, nbytes, ts=1.7e9 + 0.5, **more) -> dict:
+  return {"t": "mem", "ctx": 0, "op": op, "buf": buf, "bytes": nbytes, "ts": ts, **more}
+
+
+# bad_memory's records the timeline must skip, and what the good ones peak at (buffer 7: 300 + 500 bytes in use)
+BAD_MEMORY_SKIPPED = 6
+BAD_MEMORY_PEAK = {"bytes": 800, "buf": 7}
+
+
+def bad_memory(path: str | os.PathLike, schema_break: bool = False) -> Path:
+  """Schema-valid mem records that make no sense (a free of a buffer never allocated, a second allocation of a live
+  buffer, a double free, negative bytes, an unknown op, no time) among good ones; schema_break: then one whose bytes
+  is a string (damage: the reader stops there)."""
+  recs: list[Record] = [meta(), ctx(0),
+                        mem("free", 99, 10), mem("alloc", 3, 300, ts=1.7e9 + 0.1), mem("alloc", 3, 5000),
+                        mem("alloc", 7, 500, ts=1.7e9 + 0.2, dtype="float32", size=125), mem("alloc", 8, -40),
+                        mem("grow", 7, 1 << 62), mem("alloc", 9, 1 << 40, ts=None), mem("free", 7, 1, ts=1.7e9 + 0.3),
+                        mem("free", 7, 500, ts=1.7e9 + 0.4), mem("alloc", 10, 100, ts=1.7e9 + 0.6, dtype="<b>x</b>")]
+  if schema_break:
+    recs.append(mem("alloc", 11, "lots"))
+  return write(path, [recs, [END]])

@@ -55,6 +55,7 @@ SAMPLES: dict[str, dict] = {
              "compile_s": 0.01},
   "run": {"t": "run", "ctx": 2, "kname": "r_4", "times": [1e-5, 2e-5], "min": 1e-5, "median": 1.5e-5, "flops": 100,
           "bytes": 64, "gflops": 10.0, "gbs": 6.4},
+  "mem": {"t": "mem", "ctx": 2, "op": "alloc", "buf": 5, "bytes": 4000, "ts": 2.5, "dtype": "float32", "size": 1000},
   "error": {"t": "error", "ctx": 2, "text": "Traceback ..."},
   "end": {"t": "end", "ts": 3.0},
 }

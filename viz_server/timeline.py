@@ -1,10 +1,11 @@
 """Where a traced program's time went, on one axis: its contexts, the graph_rewrite passes inside them, each kernel's
-LLVM compile and each kernel run, as spans in seconds since the trace's first event (GET /api/traces/<t>/timeline,
-drawn by static/timeline.js)."""
+LLVM compile and each kernel run, as spans in seconds since the trace's first event, and the bytes of buffers in use
+(viz_server.memory) (GET /api/traces/<t>/timeline, drawn by static/timeline.js and static/memlane.js)."""
 from __future__ import annotations
 
 from typing import Any
 
+from viz_server.memory import memory_lane
 from viz_server.store import Trace
 
 
@@ -18,7 +19,8 @@ def timeline(tr: Trace) -> dict:
   """The spans of a trace (call under the store's lock). Rewrites come as columns: a trace can hold many."""
   starts = [ts for c in tr.contexts.values() if (ts := _num(c.ts)) is not None]
   if not starts:
-    return {"t0": None, "end": 0.0, "contexts": [], "rewrites": _columns([], {}), "compiles": [], "runs": []}
+    return {"t0": None, "end": 0.0, "contexts": [], "rewrites": _columns([], {}), "compiles": [], "runs": [],
+            "memory": memory_lane(tr, None)}
   t0 = min(starts)
 
   def rel(ts: Any) -> float | None:
@@ -54,8 +56,10 @@ def timeline(tr: Trace) -> dict:
       runs.append({"ctx": r.get("ctx"), "kname": r.get("kname"), "start": start, "dur": dur})
   ends = [c["end"] if c["end"] is not None else c["start"] for c in contexts]
   ends += [r[3] + r[4] for r in rws] + [x["start"] + x["dur"] for x in compiles + runs]
+  memory = memory_lane(tr, t0)
+  ends += memory["t"][-1:]  # (in time order: the last is the latest)
   return {"t0": t0, "end": max(ends, default=0.0), "contexts": contexts, "rewrites": _columns(rws, names),
-          "compiles": compiles, "runs": runs}
+          "compiles": compiles, "runs": runs, "memory": memory}
 
 
 def _columns(rws: list[tuple], names: dict[str, int]) -> dict:

@@ -115,6 +115,9 @@ RECORDS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
   "source": ({"ctx": "int", "kind": "str", "text": "str", "compile_s": "num"}, {"ts": "num"}),
   "run": ({"ctx": "int", "kname": "str", "times": "list[num]", "min": "num", "median": "num", "flops": "num",
            "bytes": "num", "gflops": "num", "gbs": "num"}, {"ts": "num"}),
+  # a buffer's memory taken (op "alloc") or released ("free"), `bytes` of it, at `ts` (epoch s); `buf` names the
+  # buffer (a BUFFER UOp's id), dtype and size (elements) say what it holds; the viewer's timeline draws bytes in use
+  "mem": ({"ctx": "int", "op": "str", "buf": "int", "bytes": "int", "ts": "num"}, {"dtype": "str", "size": "int"}),
   "error": ({"ctx": "int?", "text": "str"}, {}),
   "end": ({"ts": "num"}, {}),
   # version 2: what the recorder wrote between two flushes, in columns (see pack_column); the reader expands it.

@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any
 
 from vztrace.format import HEADER, MAGIC, TraceFormatError
+from vztrace.memory import MAX_EVENTS, MemoryProfile, event
 from vztrace.reader import STALE_S, TraceReader, unfinished
 
 KERNEL_RECORDS = ("opt", "beam", "source", "run")
@@ -24,6 +25,7 @@ def summarize(path: str, top: int = 10) -> dict[str, Any]:
   rw_ns: dict[int, float] = {}
   compile_s = run_s = 0.0
   kernel_ctxs: set[int] = set()
+  mem: list[tuple] = []
   meta = None
   with TraceReader(path) as r:
     for rec in (r if not no_header_yet(path) else ()):  # an empty file: a trace with no records yet (no_header_yet)
@@ -45,6 +47,9 @@ def summarize(path: str, top: int = 10) -> dict[str, Any]:
           compile_s += _seconds(rec["compile_s"])
         elif t == "run":
           run_s += sum(map(_seconds, rec["times"]))
+      elif t == "mem":
+        if len(mem) < MAX_EVENTS and (e := event(rec, counts[t])) is not None:
+          mem.append(e)
       elif t == "meta" and meta is None:
         meta = rec
     size = os.path.getsize(path)
@@ -65,6 +70,7 @@ def summarize(path: str, top: int = 10) -> dict[str, Any]:
     "opts": counts["opt"], "beam": counts["beam"], "sources": counts["source"], "runs": counts["run"],
     "errors": counts["error"], "types": dict(counts), "top_rewrites": top_rw,
     "time": {"rewrites_s": sum(rw_ns.values()) / 1e9, "compile_s": compile_s, "runs_s": run_s},
+    "memory": MemoryProfile(mem).summary(),
     "damaged": r.damaged, "stopped_at": r.stopped_at, "stopped_frame": r.frames if r.damaged else None,
     "stopped_record": r.stopped_record, "reason": r.reason, "complete": r.complete,
   }
@@ -133,10 +139,20 @@ def _print_info(s: dict[str, Any]) -> None:
     f"time      rewrites {_ms(s['time']['rewrites_s'])}, LLVM compiles {_ms(s['time']['compile_s'])}, "
     f"kernel runs {_ms(s['time']['runs_s'])}",
   ]
+  if s["memory"]["allocs"]:
+    lines.append(_memory_line(s["memory"]))
   if s["top_rewrites"]:
     lines += ["", "top rewrites by matches:", f"{'matches':>9} {'calls':>7} {'time':>10}  name"]
     lines += [f"{r['matches']:>9} {r['calls']:>7} {_ms(r['time_s']):>10}  {r['name']}" for r in s["top_rewrites"]]
   print("\n".join(lines))
+
+
+def _memory_line(m: dict[str, Any]) -> str:
+  p = m["peak"]
+  what = f"{p['dtype']} x{p['size']}" if p["dtype"] is not None and p["size"] is not None else _size(p["buf_bytes"])
+  ctx = f", context #{p['ctx']}" if p["ctx"] is not None else ""
+  return (f"memory    peak {_size(p['bytes'])} ({p['bytes']} B) at buffer {p['buf']}'s allocation ({what}{ctx}); "
+          f"{m['allocs']} allocs, {m['frees']} frees, {_size(m['end_bytes'])} in use at the end")
 
 
 def cmd_info(args: argparse.Namespace) -> int:
