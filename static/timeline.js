@@ -4,6 +4,7 @@
 // open its context or rewrite. Trace strings reach the page only as canvas text and tooltip textContent.
 import {api} from "./api.js";
 import {fmtSeconds, h, put} from "./dom.js";
+import {MemoryLane} from "./memlane.js";
 
 const LABEL_W = 92;  // the lane labels' column
 const PAD_R = 8;
@@ -64,6 +65,7 @@ export class TimelinePanel {
     this.hover = null;
     this.frame = 0;
     this.canvas = null;
+    this.memLane = new MemoryLane(LABEL_W, ROW_H);  // static/memlane.js: bytes in use, below the other lanes
     this.resizer = typeof ResizeObserver === "function" ? new ResizeObserver(() => this.redraw()) : null;
   }
 
@@ -106,7 +108,12 @@ export class TimelinePanel {
   /** Draw on the next frame (several changes in one frame draw once). */
   redraw() {
     if (this.frame || !this.canvas) return;
-    this.frame = requestAnimationFrame(() => { this.frame = 0; this.draw(); });
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      const hv = this.hover;  // the memory lane's hovered span, which the panel's own passes do not keep
+      this.draw();
+      this.memLane.draw(this, hv);
+    });
   }
 
   // ------------------------------------------------------------ model
@@ -170,6 +177,7 @@ export class TimelinePanel {
       rows.push({lane: "runs", label: "runs", spans: simple(runs, "run", RUN_COLOR,
         (x) => String(x.kname ?? named(x.ctx)))});
     }
+    rows.push(...this.memLane.model(d));
     let y = AXIS_H + 2;
     let prev = null;
     for (const r of rows) {
@@ -334,6 +342,7 @@ export class TimelinePanel {
     const when = `start ${fmtSeconds(sp.s)} · duration ${dur}`;
     const ctxName = () => { const c = this.ctxById.get(sp.ctx); return c ? ` ${c.name}` : ""; };
     switch (sp.kind) {
+      case "memory": return this.memLane.describe(sp);
       case "context": return [sp.name, `${sp.ckind} context #${sp.ctx}`, when];
       case "pass": return [sp.name, `pass (rewrite #${sp.rw}) in context #${sp.ctx}${ctxName()}`, when,
         `${sp.matches ?? "?"} match${sp.matches === 1 ? "" : "es"}`];
