@@ -98,6 +98,8 @@ export const api = {
   // after the first view: a boot answer nobody asked for would be stale later (a live trace grows)
   unprime() { primed.clear(); },
   traces: () => request("/api/traces"),
+  // the label metrics the server sizes node boxes by (also in the boot answer)
+  metrics: () => request("/api/metrics"),
   upload(file) {
     const form = new FormData();
     form.append("file", file, file.name);

@@ -2,7 +2,7 @@
 // keyboard, deep links and live updates.
 import {api} from "./api.js";
 import {$, $$, debounce, fmtNs, h, put} from "./dom.js";
-import {CATEGORIES, GraphView, renderLegend} from "./graph.js";
+import {CATEGORIES, GraphView, labelMetrics, renderLegend, setLabelMetrics} from "./graph.js";
 import {startLive} from "./live.js";
 import {NodeCard} from "./nodecard.js";
 import {PANEL_PARAMS, PANELS, panelSpec} from "./panels.js";
@@ -709,11 +709,15 @@ async function main() {
   let list = [];
   try {
     const b = await api.boot(v).catch(() => null);
-    if (b) list = b.traces;
-    else {
+    if (b) {
+      list = b.traces;
+      setLabelMetrics(b.metrics);
+    } else {
       const listing = api.traces();
+      const metrics = api.metrics();
       if (v.trace !== null) api.contexts(v.trace, {reuse: true}).catch(() => {});
       list = await listing;
+      setLabelMetrics(await metrics);
     }
   } catch (e) { toast(`Cannot list traces: ${e.message}`, "error"); }
   data.traces = list;
@@ -735,5 +739,6 @@ async function main() {
 }
 
 // for tests and bench/bench_ui.py: the view state and a few entry points
-window.__viz = {state, data, perf, graph, panels, diffPanel: panels.get("diff"), timelinePanel: panels.get("timeline"),
-  setStep, selectNode, selectRewrite, selectContext, openPanel, ready: main().catch((e) => { toast(`Start-up failed: ${e.message}`, "error"); throw e; })};
+window.__viz = {state, data, perf, graph, panels, labelMetrics, diffPanel: panels.get("diff"),
+  timelinePanel: panels.get("timeline"), setStep, selectNode, selectRewrite, selectContext, openPanel,
+  ready: main().catch((e) => { toast(`Start-up failed: ${e.message}`, "error"); throw e; })};

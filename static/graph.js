@@ -7,19 +7,32 @@ import {h, put} from "./dom.js";
 export const CATEGORIES = ["const", "buffer", "alu", "load", "store", "range", "reduce", "movement", "sink", "cast",
   "index", "other"];
 
-const LINE_H = 13;      // label line height, the server's layout uses the same metrics
-const CHAR_W = 6.6;     // width of one label character at FONT
-const FONT_PX = 11;
+// the label metrics the server sizes boxes by (GET /api/metrics, also in /api/boot): line height, width of one
+// character at FONT_PX, a box's padding, the cut of an inlined constant's text, and the layout's NODE_GAP (the gap
+// collapsed boxes keep unless they had less); set by the page before the first graph is drawn
+let LINE_H = 0, CHAR_W = 0, PAD_W = 0, MAX_ARG = 0, CLEAR = 0;
+const FONT_PX = 11;     // the font the server's char_w was measured at
 const TEXT_MIN_SCALE = 0.45;  // below this zoom labels are unreadable: skip drawing them
 const OVERVIEW_MIN = 0.2;  // a whole graph fitted below this zoom is a smear: the automatic view shows the change
 const FOCUS_SCALE = 0.8;   // the zoom the automatic view centers a step's result at when the change is too big
-const PAD_W = 16;        // label padding in a box, as the server's layout
-const MAX_ARG = 40;      // an inlined constant's text is cut like a label's arg
-const CLEAR = 24;        // the server layout's NODE_GAP: the gap collapsed boxes keep (unless they had less)
 const BIN = 4;           // respacing: rows of this height in graph units
 const FADE_MS = 1200;
 const GHOST_FROM = 0.9, GHOST_TO = 0.22;
 const edgeKey = (src, dst, index) => `${src}>${dst}>${index}`;
+
+/** Take the server's label metrics (the /api/metrics answer); a GraphView draws only once they are set. */
+export function setLabelMetrics(m) {
+  const num = (k) => {
+    const v = m && m[k];
+    if (typeof v !== "number" || !(v > 0)) throw new Error(`label metrics: ${k} is not a positive number`);
+    return v;
+  };
+  [LINE_H, CHAR_W, PAD_W, MAX_ARG, CLEAR] = ["line_h", "char_w", "pad_w", "max_arg_chars", "node_gap"].map(num);
+}
+
+/** The label metrics in use (for tests: they are the server's). */
+export const labelMetrics = () => ({line_h: LINE_H, char_w: CHAR_W, pad_w: PAD_W, max_arg_chars: MAX_ARG,
+  node_gap: CLEAR});
 
 export class GraphView {
   /** host: an empty element; onSelect(id|null) when a node (or the background) is clicked. */

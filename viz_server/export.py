@@ -312,6 +312,7 @@ def collect(api: OfflineApi, names: list[str] | None = None, redact: Iterable[st
   answers[f"{base}/timeline"] = _timeline(api.trace_get("timeline"), full)
   entry = api.get("/api/traces")[0]
   answers["/api/traces"] = [{**entry, "meta": red.meta(entry["meta"])}]
+  answers["/api/metrics"] = api.get("/api/metrics")  # the page sizes collapsed boxes by them
   answers = {k: red.answer(v) for k, v in answers.items()}
   graphs = {k: red.answer(v) for k, v in graphs.items()}
   nodes = {}  # the trace's nodes that no graph holds (the others' fields are in pack.statics)

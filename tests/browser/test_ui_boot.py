@@ -38,6 +38,9 @@ def test_default_view_is_one_request(new_page, server):
   assert (s["trace"], s["ctx"], s["rw"], s["step"]) == (boot["trace"], boot["ctx"], boot["rw"], 0)
   n = page.evaluate("() => window.__viz.graph.ids().length")
   assert n == len(boot["graph"]["nodes"]) > 0
+  # the label metrics are the server's (it sizes the boxes), not a copy in the page
+  want = {k: boot["metrics"][k] for k in ("line_h", "char_w", "pad_w", "max_arg_chars", "node_gap")}
+  assert page.evaluate("() => window.__viz.labelMetrics()") == want
 
 
 def test_deep_link_is_one_request(new_page, server):

@@ -34,9 +34,10 @@ def test_deep_link_restores_view(new_page, server):
   assert {k: got[k] for k in ("trace", "ctx", "rw", "step", "node", "panel")} == \
     {k: want[k] for k in ("trace", "ctx", "rw", "step", "node", "panel")} == \
     {"trace": t, "ctx": kernel["id"], "rw": rw["id"], "step": 2, "node": node["id"], "panel": "kernel"}
-  assert second.locator("#node-card [data-field=op]").inner_text() == "LOAD"
+  # the node card and the kernel panel fill in from their own requests: wait for them, not for a moment
+  second.wait_for_function("() => document.querySelector('#node-card [data-field=op]')?.textContent === 'LOAD'")
   assert second.locator("#panel-tabs [data-panel=kernel]").get_attribute("class") == "active"
-  assert second.locator("#panel-kernel .opts").is_visible()
+  second.wait_for_selector("#panel-kernel .opts", state="visible")
   assert "selected" in second.locator(f"#rewrites li[data-rw='{rw['id']}']").get_attribute("class")
   shot(second, "deep-link")
 

@@ -68,6 +68,8 @@ def test_views_show_the_apis_data_and_nothing_is_requested(page, demo_export):
   requests = open_export(page, demo_export, f"#t={t}&c={sched['id']}&r={rw['id']}&s=0")
   wait_graph(page, t, rw["id"], 0)
   assert "Read-only export of demo.vztrace" in page.locator("#export-note").inner_text()
+  metrics = page.evaluate("() => window.__viz.labelMetrics()")
+  assert metrics["char_w"] > 0 and metrics["line_h"] > 0  # the export carries the server's label metrics
   # contexts and rewrites
   for c in contexts:
     if c["rewrites"] or c["kind"] == "kernel":  # (the sidebar leaves out an empty default context)
