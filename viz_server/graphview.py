@@ -32,7 +32,7 @@ for _cat, _ops in {
          "WHERE MULACC",
   "load": "LOAD", "store": "STORE ASSIGN", "range": "RANGE END SPECIAL", "reduce": "REDUCE REDUCE_AXIS",
   "movement": "RESHAPE PERMUTE EXPAND PAD SHRINK FLIP", "sink": "SINK", "cast": "CAST BITCAST",
-  "index": "INDEX GEP VECTORIZE",
+  "index": "INDEX GEP VECTORIZE UNROLL CONTRACT",
 }.items():
   for _op in _ops.split():
     _CATEGORY[_op] = _cat
