@@ -34,10 +34,24 @@ const tinyvizExport = (() => {
     return {src, dst, index, points};
   }
 
+  /** Packed edges: as given, or (viz_server/export.py, leave_out_derived_edges) the in-edges of the packed nodes,
+   * source by source, with the points of the `bent` ones. */
+  function packedEdges(data, R, holder, key, nodes) {
+    if (holder[key]) return holder[key];
+    const out = [];
+    for (const [id] of nodes) {
+      const src = (id >= 2 ** 40 ? R.fresh[id] : data.statics[id])[7];
+      src.forEach((s, i) => out.push([s, id, i]));
+    }
+    for (const [k, points] of holder.bent) out[k] = [...out[k], points];
+    return out;
+  }
+
   function stateOf(data, R) {
     const g = data.g0[R.g0];
     const nodes = new Map(g.nodes.map((n) => [n[0], unpackNode(data, R, n)]));
-    const edges = new Map(g.edges.map((e) => [edgeKey(e[0], e[1], e[2]), unpackEdge(nodes, e)]));
+    const edges = new Map(packedEdges(data, R, g, "edges", g.nodes)
+      .map((e) => [edgeKey(e[0], e[1], e[2]), unpackEdge(nodes, e)]));
     return {nodes, edges, width: g.width, height: g.height, added: g.added, changed: g.changed, removed: g.removed,
             match: g.match, removed_nodes: g.removed_nodes, removed_edges: g.removed_edges};
   }
@@ -67,7 +81,9 @@ const tinyvizExport = (() => {
       if (n) st.nodes.set(n.id, {...n, x, y});
     }
     for (const [s, dst, i] of d.edges_removed) st.edges.delete(edgeKey(s, dst, i));
-    for (const e of d.edges_added) st.edges.set(edgeKey(e[0], e[1], e[2]), unpackEdge(st.nodes, e));
+    for (const e of packedEdges(data, R, d, "edges_added", d.nodes_added)) {
+      st.edges.set(edgeKey(e[0], e[1], e[2]), unpackEdge(st.nodes, e));
+    }
     for (const k of ["width", "height", "added", "changed"]) st[k] = d[k];
     st.removed = d.removed ?? d.nodes_removed;
     st.match = d.match && !d.match.rule ? {...d.match, rule: ruleOf(data, d.match.pattern)} : d.match;
@@ -111,8 +127,10 @@ const tinyvizExport = (() => {
     const a = stateAt(data, R, j), b = stateAt(data, R, k);
     if (k === j + 1) {  // the API's own delta, unpacked
       const d = R.deltas[k - 1];
-      return [200, copy({...d, nodes_added: d.nodes_added.map((n) => b.nodes.get(n[0])),
-        edges_added: d.edges_added.map((e) => b.edges.get(edgeKey(e[0], e[1], e[2]))),
+      const {bent: _, ...api} = d;  // (bent: the packing's, not the API's)
+      return [200, copy({...api, nodes_added: d.nodes_added.map((n) => b.nodes.get(n[0])),
+        edges_added: packedEdges(data, R, d, "edges_added", d.nodes_added)
+          .map((e) => b.edges.get(edgeKey(e[0], e[1], e[2]))),
         edges_removed: [...b.removedIn.map((e) => [e.src, e.dst, e.index]), ...d.edges_removed],
         removed: b.removed, match: b.match})];
     }

@@ -1,0 +1,57 @@
+"""The export leaves out the graph edges its page derives from the nodes' sources (viz_server/export.py,
+leave_out_derived_edges; the page's rebuilt graphs are compared with the API's in tests/browser/test_ui_export.py)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from viz_server import export
+from viz_server.offline import OfflineApi
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from trace_tools_helpers import record_small  # noqa: E402
+
+FRESH = export.FRESH_BASE
+
+
+def _fixed(src: list[int]) -> list:
+  return ["ADD", "int", "None", "ADD\nint", "alu", 40.0, 30.0, src, []]
+
+
+def _data(g0_edges: list, delta_edges: list) -> dict:
+  statics = {1: _fixed([]), 2: _fixed([]), 3: _fixed([1, 2])}
+  g0 = {"nodes": [[1, 0, 0, 0], [2, 50, 0, 0], [3, 25, 80, 0]], "edges": g0_edges}
+  delta = {"nodes_added": [[FRESH, 25, 160, 1]], "edges_added": delta_edges}
+  rewrite = {"g0": 0, "deltas": [delta], "fresh": {FRESH: _fixed([3, 1])}}
+  return {"statics": statics, "g0": [g0], "graphs": {"0": rewrite}}
+
+
+def test_in_edges_in_source_order_are_left_out_with_the_bent_ones_points():
+  bend = [[0, 0], [10, 40], [25, 80]]
+  data = export.leave_out_derived_edges(_data([[1, 3, 0, bend], [2, 3, 1]], [[3, FRESH, 0], [1, FRESH, 1, bend]]))
+  g0, d = data["g0"][0], data["graphs"]["0"]["deltas"][0]
+  assert "edges" not in g0 and g0["bent"] == [[0, bend]]
+  assert "edges_added" not in d and d["bent"] == [[1, bend]]  # (a replay-made node's sources from its rewrite's)
+
+
+@pytest.mark.parametrize("g0_edges", [[[2, 3, 1], [1, 3, 0]], [[1, 3, 0]], [[1, 3, 0], [2, 3, 1], [1, 2, 0]]],
+                         ids=["other order", "one missing", "one more"])
+def test_edges_in_any_other_form_are_kept_as_they_are(g0_edges):
+  data = export.leave_out_derived_edges(_data([list(e) for e in g0_edges], []))
+  assert data["g0"][0]["edges"] == g0_edges and "bent" not in data["g0"][0]
+
+
+def test_a_real_exports_graphs_carry_no_derivable_edge_and_the_page_is_smaller(trace):
+  path = record_small(trace)
+  with OfflineApi(path) as api:
+    data = export.collect(api, derive_edges=False)
+  full = len(export.render(data, "x"))
+  kept = sum(len(g["edges"]) for g in data["g0"]) + sum(len(d["edges_added"]) for r in data["graphs"].values()
+                                                         for d in r["deltas"])
+  assert kept > 20
+  lean = export.leave_out_derived_edges(data)
+  assert not any("edges" in g for g in lean["g0"])
+  assert not any("edges_added" in d for r in lean["graphs"].values() for d in r["deltas"])
+  assert len(export.render(lean, "x")) < full
