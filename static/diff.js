@@ -1,7 +1,8 @@
 // The diff panel: two points A and B, each picked with controls (trace, context, rewrite with its match count and a
 // step, or a context's final AST) or typed as t:r:k / t:r:end / t:c; the unified text diff and the graph diff (the
 // union of both graphs laid out by the server, drawn by graph.js: B's nodes, only-B ringed, only-A ghosted) side by
-// side, with the only-A / only-B node lists under the drawing.
+// side, with the only-A / only-B node lists under the drawing. "first divergence" compares two traces (GET /api/compare):
+// A and B go to where they first diverge, and the kernels that differ are listed, each a way to their final ASTs.
 import {api} from "./api.js";
 import {h, put} from "./dom.js";
 import {GraphView} from "./graph.js";
@@ -286,6 +287,7 @@ export class DiffPanel {
     const here = () => this.cur();
     this.result = h("div", {class: "diff-result"});
     this.note = h("div", {class: "diff-divergence small"});  // what compare found (first divergence)
+    this.kernelList = h("div", {class: "diff-kernels small"});  // and the kernels that differ
     const row = (which, input, pick) => h("div", {class: `diff-point point-${which}`},
       h("div", {class: "point-line"}, h("b", {class: which === "a" ? "pa" : "pb"}, which.toUpperCase()), input,
         btn("here", `${which.toUpperCase()} = the current step`, () => this.setHere(which))),
@@ -310,9 +312,11 @@ export class DiffPanel {
         btn("swap", "swap A and B", () => this.setBoth(this.b, this.a)),
         h("button", {type: "button", class: "first-divergence", onclick: () => this.firstDivergence(),
           hidden: document.documentElement.dataset.export === "yes",  // an export has one trace and no server
-          title: "Compare A's trace with B's (pick B's trace above): A and B become where they first diverge"},
+          title: "Compare A's trace with B's (pick B's trace above): A and B become where they first diverge; "
+            + "the kernels that differ are listed"},
         "first divergence")),
       this.note,
+      this.kernelList,
       this.result);
   }
 
@@ -335,16 +339,19 @@ export class DiffPanel {
     // stale: a newer request, or the user chose another trace for A or B meanwhile
     const stale = () => gen !== this.divGen || String(this._pair()) !== String([ta, tb]);
     put(this.note, h("p", {class: "muted small"}, `comparing traces ${ta} and ${tb}…`));
+    put(this.kernelList);
+    delete this.kernelList.dataset.compared;
     let rep;
     try { rep = await api.compare(ta, tb); } catch (e) {
       if (!stale()) put(this.note, h("div", {class: "error-text"}, e.message));
       return;
     }
     if (stale()) return;
+    this._showKernels(rep, ta, tb);
     const d = rep.first_divergence;
     if (!d) {
       put(this.note, h("p", {class: "muted"}, rep.same ? "The traces do not differ." :
-        "No rewrite differs; see the kernels (the Kernel panel or `compare` on the files)."));
+        "No rewrite differs; see the kernels below."));
       return;
     }
     put(this.note, divergenceText(d));
@@ -357,6 +364,39 @@ export class DiffPanel {
     // after the differing match (a trace with fewer matches: its last), else the inputs, else the results
     const k = (x) => (d.step ? Math.min(d.step.k, x.matches) : d.input_differs ? 0 : "end");
     this.setBoth(`${ta}:${d.a.id}:${k(d.a)}`, `${tb}:${d.b.id}:${k(d.b)}`);
+  }
+
+  /** The compare report's kernels that differ and those in one trace only, each with a button that diffs the two
+   * final ASTs (t:c points) and a link to the kernel panel (a deep link: it may be in another trace than the main
+   * view's). Names are text nodes: they come from traces. */
+  _showKernels(rep, ta, tb) {
+    const rows = differingKernels(rep);
+    const total = (rep.kernels || []).length;
+    const final = (t, c) => (c === null ? "" : `${t}:${c}`);
+    const item = (r) => {
+      const [pa, pb] = [final(ta, r.a), final(tb, r.b)];
+      const diffBoth = () => (r.a !== null && r.b !== null ? this.setBoth(pa, pb) : this.set(pa ? "a" : "b", pa || pb));
+      const [lt, lc, side] = r.a !== null ? [ta, r.a, "A"] : [tb, r.b, "B"];
+      return h("li", {class: "diff-kernel", dataset: {kernel: r.name, kinds: r.kinds.join(" "),
+        ratio: r.ratio === null ? "" : ratioText(r.ratio), a: pa, b: pb}},
+      h("span", {class: "mono kname"}, r.name),
+      r.bName !== r.name ? h("span", {class: "muted"}, " → ", h("span", {class: "mono"}, r.bName)) : null,
+      ...r.kinds.map((k) => h("span", {class: `kdiff kdiff-${k}`}, kindLabel(k, r))),
+      r.ratio === null ? null : h("span", {class: "kratio", title: "best run time of B / A"},
+        `B/A ${ratioText(r.ratio)}×`),
+      h("button", {type: "button", class: "kernel-asts", onclick: diffBoth,
+        title: pa && pb ? "A and B = the two kernels' final ASTs" : `${side} = this kernel's final AST`},
+      pa && pb ? "diff final ASTs" : `${side}: final AST`),
+      h("a", {class: "kernel-link", href: `#t=${lt}&c=${lc}&p=kernel`, title: `${side}'s kernel in the Kernel panel`},
+        `${side}'s kernel`));
+    };
+    const only = rows.filter((r) => r.a === null || r.b === null).length;
+    put(this.kernelList,
+      h("div", null, h("b", null, "kernels: "),
+        `${rows.length - only} of ${total} in both traces differ in opts, source, beam or runtime`,
+        only ? `; ${only} in one trace only` : ""),
+      rows.length ? h("ul", {class: "kernel-diffs"}, ...rows.map(item)) : null);
+    this.kernelList.dataset.compared = `${ta} ${tb}`;  // tests wait for it
   }
 
   /** The served traces changed (names, new ones): refresh the trace pickers. */
@@ -517,6 +557,32 @@ export class DiffPanel {
     const where = n.side === "both" ? "in A and B" : "only in B";
     put(this.picked, nodeChip({...n, id: n.node}), ` ${where} · ${n.hash}`);
   }
+}
+
+/** The kernels of a compare report that differ ({name, bName, a, b, kinds, ratio, sources}; a, b: context ids, null
+ * on the side a kernel is missing from) in report order, then those in one trace only. */
+function differingKernels(rep) {
+  const rows = (rep.kernels || []).filter((k) => k.differs).map((k) => ({
+    name: k.a.name, bName: k.b.name, a: k.a.id, b: k.b.id, ratio: typeof k.ratio === "number" ? k.ratio : null,
+    sources: k.sources_differ || [],
+    kinds: [k.opts_differ && "opts", (k.sources_differ || []).length && "source", k.runtime_differs && "runtime",
+      k.beam_a !== k.beam_b && "beam"].filter(Boolean),
+  }));
+  for (const side of ["a", "b"]) {
+    for (const c of (rep.contexts || {})[`only_${side}`] || []) {
+      if (c.kind !== "kernel") continue;
+      rows.push({name: c.name, bName: c.name, a: side === "a" ? c.id : null, b: side === "b" ? c.id : null,
+        ratio: null, sources: [], kinds: [`only_${side}`]});
+    }
+  }
+  return rows;
+}
+
+const ratioText = (r) => r.toFixed(2);
+
+function kindLabel(k, r) {
+  if (k === "source") return `source (${r.sources.join(", ")})`;
+  return {only_a: "only in A", only_b: "only in B"}[k] ?? k;
 }
 
 /** The first divergence in words (every name as a text node: they come from traces). */

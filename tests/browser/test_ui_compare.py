@@ -1,11 +1,12 @@
 """The Diff panel's "first divergence": B's trace picked with its control, the button sets A and B to where the
-two traces first diverge as GET /api/compare reports it, shows them side by side and says what differs."""
+two traces first diverge as GET /api/compare reports it, shows them side by side and says what differs; it lists the
+kernels that differ (and those in one trace only), each a button to diff their final ASTs and a link to the kernel."""
 from __future__ import annotations
 
 import pytest
 import tracegen
-from conftest import Server, open_page
-from test_ui_diff import choose, wait_diff
+from conftest import Server, open_page, shot
+from test_ui_diff import check_text, choose, wait_diff
 
 from compiler.trace import recorder
 
@@ -34,12 +35,36 @@ def write_without_rule(path):
     recorder.disable()
 
 
+def write_tuned(path):
+  """The demo's program with E_32 made another way (one op more, other opts, one source, about twice as slow) and a
+  kernel E_8 more: every kind of kernel difference the compare report has but beam."""
+  recorder.enable(path, announce=False)
+  try:
+    with recorder.trace_context("schedule 1", kind="schedule"):
+      tracegen.graph_rewrite(tracegen.schedule_graph(), tracegen.simplify_pm, name="early simplify")
+    tracegen.record_kernel("r_16_4", 16)
+    with recorder.trace_context("E_32", kind="kernel"):
+      ast = tracegen.track_graph(tracegen.kernel_ast("E_32", 32, 3), "View Base AST")
+      tracegen.graph_rewrite(ast, tracegen.simplify_pm, name="simplify")
+      recorder.record("opt", op="UPCAST", axis=0, arg=8, ok=True, reason=None, shape=[4, 8], colors=["cyan", "green"],
+                      kname="E_32_8")
+      recorder.record("source", kind="llvm_ir", text="define void @E_32() {\n  ret void\n}", compile_s=0.01)
+      times = [8.0e-6, 8.2e-6, 8.4e-6]  # the demo's E_32 best is 3.8e-6: B/A 2.11, not near a rounding edge
+      recorder.record("run", kname="E_32", times=times, min=min(times), median=times[1], flops=64.0, bytes=256.0,
+                      gflops=64.0 / times[1] / 1e9, gbs=256.0 / times[1] / 1e9)
+    tracegen.record_kernel("E_8", 8)
+  finally:
+    recorder.disable()
+
+
 @pytest.fixture(scope="module")
 def pair_server(tmp_path_factory):
   d = tmp_path_factory.mktemp("pair")
   tracegen.write_demo(d / "base.vztrace")
   write_variant(d / "variant.vztrace")
   write_without_rule(d / "norule.vztrace")
+  write_tuned(d / "tuned.vztrace")
+  tracegen.write_evil(d / "evil.vztrace")
   srv = Server(d, tmp_path_factory.mktemp("log") / "pair_server.log")
   yield srv
   srv.stop()
@@ -106,3 +131,99 @@ def test_first_divergence_needs_another_trace(page, pair_server):
   page.click("#panel-diff button.first-divergence")
   page.wait_for_function("() => document.querySelector('#panel-diff .diff-divergence').textContent"
                          ".includes('Pick another trace for B')")
+
+
+KERNEL_ROWS = """els => els.map(e => ({kernel: e.dataset.kernel, kinds: e.dataset.kinds, ratio: e.dataset.ratio,
+  a: e.dataset.a, b: e.dataset.b, name: e.querySelector('.kname').textContent, text: e.textContent}))"""
+
+
+def want_kernels(rep: dict, ta: int, tb: int) -> list[dict]:
+  """The rows the list should show: the report's kernels that differ (their differences by kind, the ratio B/A to two
+  places), then its kernel contexts in one trace only, each with the t:c points of its final ASTs."""
+  rows = []
+  for k in rep["kernels"]:
+    if not k["differs"]:
+      continue
+    kinds = [n for n, d in (("opts", k["opts_differ"]), ("source", k["sources_differ"]),
+                            ("runtime", k["runtime_differs"]), ("beam", k["beam_a"] != k["beam_b"])) if d]
+    rows.append({"kernel": k["a"]["name"], "kinds": " ".join(kinds),
+                 "ratio": "" if k["ratio"] is None else f"{k['ratio']:.2f}",
+                 "a": f"{ta}:{k['a']['id']}", "b": f"{tb}:{k['b']['id']}"})
+  for side, t in (("a", ta), ("b", tb)):
+    for c in rep["contexts"][f"only_{side}"]:
+      if c["kind"] == "kernel":
+        rows.append({"kernel": c["name"], "kinds": f"only_{side}", "ratio": "", "a": f"{t}:{c['id']}" * (side == "a"),
+                     "b": f"{t}:{c['id']}" * (side == "b")})
+  return rows
+
+
+def compare_in_page(page, srv, a_name: str, b_name: str) -> tuple[int, int, dict, list[dict]]:
+  """Open the Diff panel on trace a_name, pick b_name for B, run compare: the ids, the API's report, the rows."""
+  ta, tb = srv.trace_id(a_name), srv.trace_id(b_name)
+  rep = srv.api(f"/api/compare?a={ta}&b={tb}")
+  open_page(page, srv, f"#t={ta}&p=diff")
+  choose(page, "b", "trace", b_name)
+  page.click("#panel-diff button.first-divergence")
+  page.wait_for_function("(want) => document.querySelector('#panel-diff .diff-kernels').dataset.compared === want",
+                         arg=f"{ta} {tb}")
+  return ta, tb, rep, page.eval_on_selector_all("#panel-diff .diff-kernel", KERNEL_ROWS)
+
+
+def wait_kernel_panel(page, ctx: int) -> None:
+  """The Kernel panel shows context ctx (its title is the kernel's name after its opts, so read the context line)."""
+  page.locator("#panel-kernel .panel-head .sub").filter(has_text=f"context #{ctx} ").wait_for()
+
+
+def test_kernels_that_differ_are_listed(page, pair_server):
+  srv = pair_server
+  ta, tb, rep, rows = compare_in_page(page, srv, "base.vztrace", "tuned.vztrace")
+  want = want_kernels(rep, ta, tb)
+  assert [{k: r[k] for k in ("kernel", "kinds", "ratio", "a", "b")} for r in rows] == want
+  # what the fixture made: E_32 differs in every way but beam (r_16_4 does not), E_8 is in B only
+  assert [(r["kernel"], r["kinds"], r["ratio"]) for r in want] == [("E_32", "opts source runtime", "2.11"),
+                                                                    ("E_8", "only_b", "")]
+  assert [r["name"] for r in rows] == ["E_32", "E_8"]
+  assert "B/A 2.11×" in rows[0]["text"] and "only in B" in rows[1]["text"]
+  e32 = rep["kernels"][[k["a"]["name"] for k in rep["kernels"]].index("E_32")]
+  assert ", ".join(e32["sources_differ"]) in rows[0]["text"]
+  # the button: A and B become the two kernels' final ASTs, and the diff shows what /api/diff answers for them
+  a, b = want[0]["a"], want[0]["b"]
+  page.click("#panel-diff .diff-kernel[data-kernel=E_32] button.kernel-asts")
+  wait_diff(page, a, b)
+  assert page.evaluate("() => [window.__viz.diffPanel.a, window.__viz.diffPanel.b]") == [a, b]
+  got = srv.api(f"/api/diff?a={a}&b={b}")
+  assert any(ln["kind"] == "+" for ln in got["lines"])  # tuned's E_32 has one op more
+  check_text(page, got)
+  shot(page, "diff-kernels")
+  # the link: A's kernel in the Kernel panel
+  page.click("#panel-diff .diff-kernel[data-kernel=E_32] a.kernel-link")
+  page.wait_for_function("(c) => window.__viz.state.panel === 'kernel' && window.__viz.state.ctx === c",
+                         arg=e32["a"]["id"])
+  assert page.evaluate("() => window.__viz.state.trace") == ta
+  wait_kernel_panel(page, e32["a"]["id"])
+
+
+def test_a_kernel_in_one_trace_only(page, pair_server):
+  srv = pair_server
+  ta, tb, rep, rows = compare_in_page(page, srv, "base.vztrace", "tuned.vztrace")
+  e8 = next(r for r in rows if r["kernel"] == "E_8")
+  assert e8["a"] == "" and e8["b"].startswith(f"{tb}:")
+  before = page.evaluate("() => window.__viz.diffPanel.a")
+  page.click("#panel-diff .diff-kernel[data-kernel=E_8] button.kernel-asts")
+  wait_diff(page, before, e8["b"])  # B only: A stays
+  # its link opens the kernel in B's trace, which the main view was not showing
+  page.click("#panel-diff .diff-kernel[data-kernel=E_8] a.kernel-link")
+  page.wait_for_function("([t, c]) => window.__viz.state.trace === t && window.__viz.state.ctx === c"
+                         " && window.__viz.state.panel === 'kernel'", arg=[tb, int(e8["b"].split(":")[1])])
+  wait_kernel_panel(page, int(e8["b"].split(":")[1]))
+
+
+def test_hostile_kernel_names_are_text(page, pair_server):
+  srv = pair_server
+  ta, tb, rep, rows = compare_in_page(page, srv, "evil.vztrace", "base.vztrace")
+  assert [{k: r[k] for k in ("kernel", "kinds", "ratio", "a", "b")} for r in rows] == want_kernels(rep, ta, tb)
+  evil = f"k_{tracegen.XSS}"
+  assert evil in [r["name"] for r in rows]
+  assert evil in page.text_content("#panel-diff .diff-kernels")
+  assert page.evaluate("() => window.__pwned") is None
+  assert page.evaluate("() => document.querySelectorAll('img, script:not([type=module])').length") == 0
