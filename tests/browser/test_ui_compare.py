@@ -102,6 +102,10 @@ def test_first_divergence_sets_the_points(page, pair_server):
   assert any(ln["kind"] == "+" for ln in want["lines"])
   added = page.eval_on_selector_all(".diff-text .dl.add", "els => els.map(e => e.lastChild.textContent)")
   assert added == [ln["text"] for ln in want["lines"] if ln["kind"] == "+"]
+  # the demo's kernel sources and runs depend on the name and size only: no kernel differs in opts, source or runtime
+  assert want_kernels(rep, ta, tb) == [] and page.locator("#panel-diff .diff-kernel").count() == 0
+  assert page.get_attribute("#panel-diff .diff-kernels", "data-compared") == f"{ta} {tb}"
+  assert "0 of 2 in both traces differ" in page.text_content("#panel-diff .diff-kernels")
 
 
 def test_first_divergence_at_a_differing_match(page, pair_server):
