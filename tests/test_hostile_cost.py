@@ -6,7 +6,7 @@ import hostile_traces as H
 import pytest
 from proc_helpers import wait_until
 
-from viz_server import api
+from viz_server import api, cut
 from viz_server import store as store_mod
 from viz_server.app import create_app
 
@@ -36,14 +36,21 @@ def test_far_steps_of_a_rewrite_with_300k_matches_cost_at_most_max_steps(tmp_pat
   assert len(info.data) < 300 * 200
 
 
-def test_a_100k_node_chain_is_refused_before_it_is_laid_out(tmp_path):
+def test_a_100k_node_chain_is_sent_cut_without_laying_it_out_whole(tmp_path):
   path = H.chain(tmp_path / "c.vztrace", 100_000)
   assert path.stat().st_size < 600 << 10
   app, c, views = _app(path)
   res = c.get("/api/traces/0/rewrites/0/graph?step=0")
-  assert res.status_code == 413 and "100000 nodes" in res.get_json()["error"] and len(res.data) < 1000
+  assert res.status_code == 200
+  g = res.get_json()
+  assert g["cut"]["shown"] == len(g["nodes"]) == cut.CUT_NODES and g["cut"]["total"] == 100_000
+  first = 100_000 - cut.CUT_NODES
+  assert g["cut"]["around"] == [99_999] and {n["id"] for n in g["nodes"]} == set(range(first, 100_000))
+  assert g["cut"]["stubs"] == {str(first): [1, 0]}  # the chain goes on below the last one shown
+  assert len(res.data) < 600 * cut.CUT_NODES  # bounded by the cut, not by the graph
   tr = app.extensions["tinyviz"]["store"].get(0)
-  assert views.get(tr, tr.rewrites[0]).stats == {"full": 0, "derived": 0}
+  view = views.get(tr, tr.rewrites[0])
+  assert view.stats == {"full": 0, "derived": 0} and view.cuts == 1  # one layout of the cut, none of the whole
   d = c.get("/api/diff?a=0:0:0&b=0:0:end")
   assert d.status_code == 400 and "more than" in d.get_json()["error"]
   assert c.get("/api/traces/0/nodes/99999").status_code == 200

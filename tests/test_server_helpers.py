@@ -147,7 +147,7 @@ def apply_delta(graph: dict, d: dict) -> tuple[dict, dict]:
       n = {**like, **n}
     nodes[n["id"]] = n
   for n in nodes.values():
-    n["consts"] = [s for s in n["src"] if nodes[s]["op"] == "CONST"]
+    n["consts"] = [s for s in n["src"] if s in nodes and nodes[s]["op"] == "CONST"]  # a cut graph: s not shown
   for nid, xy in d["nodes_moved"].items():
     nodes[int(nid)]["x"], nodes[int(nid)]["y"] = xy
   for e in d["edges_added"]:

@@ -76,9 +76,9 @@ def ascii_int(s: str) -> int | None:
 
 # Cost bounds per request (issue 14): replaying a step costs every step before it, laying a graph out grows with its
 # nodes, and highlighting with its text; past these a request is refused with 413 and says why, or the answer is cut
-# and says so, so that no request on a small hostile file costs more than a few seconds.
+# and says so, so that no request on a small hostile file costs more than a few seconds. (A graph of more than
+# viz_server.cut.MAX_GRAPH_NODES nodes is sent cut to the CUT_NODES nodes around the step's change.)
 MAX_STEPS = 20_000  # the steps of a rewrite the viewer replays (~0.1 ms each on a small graph, incl. its layout)
-MAX_GRAPH_NODES = 20_000  # nodes of one graph it lays out and sends (~250 bytes each as JSON)
 MAX_SOURCE_CHARS = 256 << 10  # of one source text sent and highlighted (the html is ~10x the text)
 MAX_KERNEL_CHARS = 1 << 20  # of all the source texts of one kernel answer
 MAX_LIST = 10_000  # opts, beam candidates, runs and errors of one kernel answer
@@ -94,12 +94,6 @@ def _check_step(rw: Any, k: int) -> None:
 def _last_step(rw: Rewrite) -> int:
   """What `end` means for a step: the last one the viewer replays."""
   return min(rw.matches, MAX_STEPS)
-
-
-def _check_size(view: Any, k: int) -> None:
-  n = len(view.replay.members(k))
-  if n > MAX_GRAPH_NODES:
-    fail(413, f"the graph at step {k} has {n} nodes; the viewer lays out at most {MAX_GRAPH_NODES}")
 
 
 # ---- traces
@@ -248,7 +242,6 @@ def rewrite(t: int, r: int) -> Any:
 def _graph_at(tr: Trace, rw: Rewrite, k: int) -> dict:
   _check_step(rw, k)
   view = _views().get(tr, rw)
-  _check_size(view, k)
   view.last_step = k  # no prefetch yet: opening a graph is not stepping (the page asks for the neighbours itself)
   return view.graph(k)
 
@@ -308,7 +301,7 @@ def boot() -> Any:
     out["step"] = min((_opt_int("step") if linked else None) or 0, _last_step(rw))
     try:
       out["graph"] = _graph_at(tr, rw, out["step"])
-    except ApiError:  # too big, say: the page asks for it and shows the error as it would without this answer
+    except ApiError:  # too many steps, say: the page asks for it and shows the error as it would without this answer
       pass
   return jsonify(out)
 
@@ -323,8 +316,6 @@ def delta(t: int, r: int) -> Any:
   _check_step(rw, k)
   compact = request.args.get("compact", "0") not in ("0", "", "false")
   view = _views().get(tr, rw)
-  _check_size(view, j)
-  _check_size(view, k)
   out = jsonify(view.delta(j, k, compact=compact))
   _views().prefetch(view, k)
   return out

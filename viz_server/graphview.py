@@ -10,7 +10,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from viz_server import gone, place
+from viz_server import cut, gone, place
 from viz_server.layout import LAYER_GAP, NODE_GAP, Layout, layout_graph
 from viz_server.place import Bands, Rows
 from viz_server.replay import Replay
@@ -153,6 +153,7 @@ class _LayoutCache:
 
 
 LAYOUTS = _LayoutCache(LAYOUT_CACHE_NODES)
+Shown = tuple[Layout, frozenset[int], "cut.CutLayout | None"]  # a step's layout, the nodes shown, its cut if cut
 _views = itertools.count()
 
 
@@ -237,6 +238,7 @@ class StepGraphs:
     self._kept: dict[int, Layout] = {}  # the layouts of block boundaries (never evicted)
     self._sizes: dict[int, tuple[float, float]] = {}
     self.stats = {"full": 0, "derived": 0}
+    self.cuts = 0  # layouts of cut graphs made
     self.last_step = 0  # the step last served (views.Views.prefetch looks ahead of it in the direction of travel)
 
   def size(self, nid: int) -> tuple[float, float]:
@@ -252,11 +254,25 @@ class StepGraphs:
     return got if got is not None else LAYOUTS.get(self.key + (k,))
 
   def cached(self, k: int) -> bool:
-    return self._get(k) is not None
+    return self._get(k) is not None or LAYOUTS.get(self.key + ("cut", k)) is not None
+
+  def prepare(self, k: int, pause: Callable[[], None] | None = None) -> None:
+    """Compute what showing step k needs (its layout, or its cut's), for the background."""
+    if self.big(k):
+      self._cut(k, pause)
+    else:
+      self.layout(k, pause)
+
+  def big(self, k: int) -> bool:
+    """Whether the graph at step k is too big to lay out whole (it is shown cut, viz_server.cut)."""
+    return cut.too_big(self.replay.size(k))
 
   def reusable(self, k: int, chain: int) -> tuple[Layout, Rows, Bands] | None:
     """Step k's layout with its row index and bands (viz_server.diff places another graph's nodes into it), or None
-    when more than `chain` steps' layouts would have to be computed first (far from every step shown so far)."""
+    when more than `chain` steps' layouts would have to be computed first (far from every step shown so far) or the
+    graph is cut."""
+    if self.big(k):
+      return None
     if self._get(k) is None:
       start = k
       while start > 0 and self._get(start - 1) is None:
@@ -267,12 +283,13 @@ class StepGraphs:
     return (lay, *self._index(lay))
 
   def layout(self, k: int, pause: Callable[[], None] | None = None) -> Layout:
-    """The layout of step k; pause: see layout_graph (background callers pass REQUEST_GATE.pause)."""
+    """The layout of step k, whole (for a graph that is not cut); pause: see layout_graph (background callers pass
+    REQUEST_GATE.pause). The chain of layouts it derives from starts after the last step that is cut."""
     got = self._get(k)
     if got is not None:
       return got
     start = k
-    while start > 0 and self._get(start - 1) is None:
+    while start > 0 and self._get(start - 1) is None and not self.big(start - 1):
       start -= 1
     lay = None
     for s in range(start, k + 1):
@@ -309,8 +326,8 @@ class StepGraphs:
     return lay
 
   def _make(self, k: int, pause: Callable[[], None] | None) -> Layout:
-    if k == 0:
-      return self._full(0, pause)
+    if k == 0 or self.big(k - 1):  # nothing laid out whole before it
+      return self._full(k, pause)
     base = self._get(k - 1)
     if base is None:  # layout() computed it just before, but another thread's layouts pushed it out of the LRU
       base = self.layout(k - 1, pause)
@@ -365,6 +382,38 @@ class StepGraphs:
     width = max(max(x + self.size(n)[0] / 2 for n, (x, _) in pos.items()), base.width)
     height = max(y + self.size(n)[1] / 2 for n, (_, y) in pos.items())
     return _Full(pos, layer, edges, width, height)
+
+  def shown(self, k: int, pause: Callable[[], None] | None = None) -> Shown:
+    """What step k shows: its layout and nodes, the whole graph's, or for a graph too big the cut's (then also its
+    CutLayout)."""
+    if not self.big(k):
+      return self.layout(k, pause), self.replay.members(k), None
+    lay = self._cut(k, pause)
+    return lay, lay.shown, lay
+
+  def _cut(self, k: int, pause: Callable[[], None] | None = None) -> cut.CutLayout:
+    """The layout of step k's graph cut to the nodes nearest its root and what the step added or changed (a full
+    layout of them: a cut graph's layout depends only on its step)."""
+    got = LAYOUTS.get(self.key + ("cut", k))
+    if isinstance(got, cut.CutLayout):
+      return got
+    rp = self.replay
+    members, info = rp.members(k), rp.step(k)
+    seeds = [rp.root(k)]
+    if info is not None:
+      seeds += [*info.changed, *info.added, *([info.by] if info.by is not None else [])]
+    src = lambda n: rp.node(n)[3]  # type: ignore[index]  # noqa: E731
+    order, stubs = cut.window(members, seeds, src, cut.limit())
+    shown = frozenset(order)
+    if pause is not None:
+      pause()
+    lay = layout_graph({n: self.size(n) for n in sorted(shown)},
+                       [(s, n) for n in sorted(shown) for s in src(n) if s in shown], pause=pause)
+    self.cuts += 1
+    out = cut.CutLayout(lay.pos, lay.layer, lay.edges, lay.width, lay.height, shown=shown, total=len(members),
+                        around=[n for n in dict.fromkeys(seeds) if n in shown], stubs=stubs)
+    LAYOUTS.put(self.key + ("cut", k), out)
+    return out
 
   def _index(self, lay: Layout) -> tuple[Rows, Bands]:
     """The row index and bands of a layout (built once for a full layout; a derived one carries its own)."""
@@ -456,11 +505,15 @@ class StepGraphs:
     m["note"] = info.note if info is not None else None
     return m
 
-  def _marks(self, k: int) -> dict:
+  def _marks(self, k: int, shown: frozenset[int] | None = None) -> dict:
+    """The nodes step k added, changed and removed (added and changed: those shown, for a cut graph)."""
     info = self.replay.step(k)
     if info is None:
       return {"added": [], "changed": [], "removed": []}
-    return {"added": list(info.added), "changed": list(info.changed), "removed": list(info.removed)}
+    if shown is None:
+      return {"added": list(info.added), "changed": list(info.changed), "removed": list(info.removed)}
+    return {"added": [n for n in info.added if n in shown], "changed": [n for n in info.changed if n in shown],
+            "removed": list(info.removed)}
 
   def _node(self, nid: int, lay: Layout, k: int, consts: dict[int, bool] | None = None) -> dict:
     node = self.replay.node(nid)
@@ -474,32 +527,39 @@ class StepGraphs:
     d["created"] = self.replay.created(nid, k)
     return d
 
-  def _edges(self, nid: int, lay: Layout) -> list[dict]:
+  def _edges(self, nid: int, lay: Layout, shown: frozenset[int] | None = None) -> list[dict]:
+    """A node's in-edges (of a cut graph: those from shown nodes; the others are its stubs)."""
     src = self.replay.node(nid)[3]  # type: ignore[index]
     return [{"src": s, "dst": nid, "index": i, "points": [[_px(x), _px(y)] for x, y in lay.edges.get((s, nid), ())]}
-            for i, s in enumerate(src)]
+            for i, s in enumerate(src) if shown is None or s in shown]
 
   def _is_const(self, members: frozenset[int]) -> dict[int, bool]:
     return {nid: self.replay.node(nid)[0] == "CONST" for nid in members}  # type: ignore[index]
 
   def graph(self, k: int) -> dict:
     """The full graph after k matches, with the nodes step k removed as they were at step k-1 (and their in-edges),
-    so that a view opened at step k can show what went away."""
-    members = self.replay.members(k)
-    lay = self.layout(k)
+    so that a view opened at step k can show what went away. A graph too big is cut (viz_server.cut): only the
+    nodes shown and the edges between them are sent, `cut` says how many of how many, around what, with the stubs."""
+    lay, members, cut_lay = self.shown(k)
+    shown = None if cut_lay is None else members
     consts = self._is_const(members)
     order = sorted(members)
-    marks = self._marks(k)
+    marks = self._marks(k, shown)
     gone_nodes, gone_edges = [], []
     if marks["removed"]:
-      prev = self.layout(k - 1)
+      prev, before, prev_cut = self.shown(k - 1)
+      if prev_cut is not None:
+        marks["removed"] = [n for n in marks["removed"] if n in before]
       for n in sorted(marks["removed"]):
         gone_nodes.append(self._node(n, prev, k - 1))
-        gone_edges.extend(self._edges(n, prev))
-    return {"rewrite": self.rw.id, "step": k, "nodes": [self._node(n, lay, k, consts) for n in order],
-            "edges": [e for n in order for e in self._edges(n, lay)], "width": _px(lay.width),
-            "height": _px(lay.height), **marks, "match": self._match(k), "removed_nodes": gone_nodes,
-            "removed_edges": gone_edges}
+        gone_edges.extend(self._edges(n, prev, None if prev_cut is None else before))
+    out = {"rewrite": self.rw.id, "step": k, "nodes": [self._node(n, lay, k, consts) for n in order],
+           "edges": [e for n in order for e in self._edges(n, lay, shown)], "width": _px(lay.width),
+           "height": _px(lay.height), **marks, "match": self._match(k), "removed_nodes": gone_nodes,
+           "removed_edges": gone_edges}
+    if cut_lay is not None:
+      out["cut"] = cut_lay.info()
+    return out
 
   def delta(self, j: int, k: int, compact: bool = False) -> dict:
     """What turns the graph at step j into the graph at step k.
@@ -509,21 +569,30 @@ class StepGraphs:
     created} and its in-edges are like's unless edges_added lists them; edges of removed nodes are not listed in
     edges_removed; a straight edge (two points, center to center) comes without points. When every step between j
     and k was derived from the one before, nodes in both keep their places and in-edges, so only the nodes that
-    came and went are looked at."""
+    came and went are looked at. Between graphs of which one is cut, a node is added or removed also where it comes
+    into or leaves what is shown, with its edges to kept nodes; none is sent as `like` (its old in-edges could lead
+    to nodes no longer shown)."""
     rp = self.replay
-    lj, lk = self.layout(j), self.layout(k)
-    chain = self.is_chain(j, k)
+    cj, ck = (self._cut(s) if self.big(s) else None for s in (j, k))
+    lj, lk = cj or self.layout(j), ck or self.layout(k)
+    cutting = cj is not None or ck is not None
+    chain = not cutting and self.is_chain(j, k)
     added_set, removed_set, reborn = self.changes(j, k)
+    mj = mk = frozenset()  # the nodes shown at j and k, where needed (a chain delta looks only at what changed)
+    if cutting or not chain:
+      mj, mk = (c.shown if c is not None else rp.members(s) for c, s in ((cj, j), (ck, k)))
+    if cutting:
+      added_set = {n for n in mk if n not in mj or n in added_set}
+      removed_set = {n for n in mj if n not in mk or n in removed_set}
     added, removed = sorted(added_set), sorted(removed_set)
     like: dict[int, int] = {}
-    if compact:
+    if compact and not cutting:
       like = {n: o for n, o in self.aliases(j, k).items() if n in added_set and o in removed_set}
       like.update((n, n) for n in reborn)
     moved = {}
     kept_changed: list[int] = []  # kept nodes whose in-edges may have new routes
     consts = None
     if not chain:
-      mk = rp.members(k)
       for n in mk:
         if n in added_set:
           continue
@@ -538,6 +607,8 @@ class StepGraphs:
       old = like.get(n)
       old_src = rp.node(old)[3] if old is not None else ()  # type: ignore[index]
       for i, s in enumerate(src):
+        if cutting and s not in mk:
+          continue
         pts = lk.edges.get((s, n), ())
         if old is not None:  # the client gives a rebuilt node the old node's in-edge routes, index by index; one
           # with more sources than the old node has nothing to inherit past the old node's last source
@@ -561,8 +632,15 @@ class StepGraphs:
     edges_removed = []
     if not compact:
       for n in removed:
-        edges_removed.extend([s, n, i] for i, s in enumerate(rp.node(n)[3]))  # type: ignore[index]
-    return {"from": j, "to": k, "nodes_added": nodes_added, "nodes_removed": removed,
-            "nodes_moved": {str(n): xy for n, xy in sorted(moved.items())}, "edges_added": edges_added,
-            "edges_removed": edges_removed, "width": _px(lk.width), "height": _px(lk.height), **self._marks(k),
-            "match": self._match(k)}
+        edges_removed.extend([s, n, i] for i, s in enumerate(rp.node(n)[3])  # type: ignore[index]
+                             if not cutting or s in mj)
+    if cutting:  # a kept node's edges from sources no longer shown (the client drops only removed nodes' in-edges)
+      for n in kept_changed:
+        edges_removed.extend([s, n, i] for i, s in enumerate(rp.node(n)[3]) if s in mj and s not in mk)  # type: ignore[index]
+    out = {"from": j, "to": k, "nodes_added": nodes_added, "nodes_removed": removed,
+           "nodes_moved": {str(n): xy for n, xy in sorted(moved.items())}, "edges_added": edges_added,
+           "edges_removed": edges_removed, "width": _px(lk.width), "height": _px(lk.height),
+           **self._marks(k, mk if ck is not None else None), "match": self._match(k)}
+    if ck is not None:
+      out["cut"] = ck.info()
+    return out

@@ -46,6 +46,7 @@ class Replay:
     self.fresh: dict[int, Node] = {}
     self.fresh_key: dict[Node, int] = {}
     self.roots: list[int] = []
+    self.sizes: list[int] = []  # per step computed: the nodes of its graph (what `members` would count)
     self.steps: list[StepInfo | None] = [None]
     self.lock = threading.RLock()
     self._level: dict[int, int] = {}
@@ -67,6 +68,7 @@ class Replay:
       root = self._resolve(rw.root) if rw.root in self.table else rw.root
       self.roots.append(root)
       self._move_root(root)
+      self.sizes.append(len(self._ref))
 
   @property
   def stale(self) -> bool:
@@ -312,6 +314,7 @@ class Replay:
     root = self._resolve(rw.root) if rw.root in self.table else rw.root
     added, removed = self._move_root(root)
     self.roots.append(root)
+    self.sizes.append(len(self._ref))
     new, gone = set(added), set(removed)
     pairs, changed = [], []
     for z, v in old.items():
@@ -347,6 +350,11 @@ class Replay:
       self.ensure(k)
       self._goto(k)
       return frozenset(self._ref)
+
+  def size(self, k: int) -> int:
+    """The number of nodes of the graph at step k (without copying its members)."""
+    self.ensure(k)
+    return self.sizes[k]
 
   def step(self, k: int) -> StepInfo | None:
     self.ensure(k)

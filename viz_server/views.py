@@ -71,7 +71,7 @@ class Views:
         self._want = (view, wish[1:]) if len(wish) > 1 else None
       try:
         REQUEST_GATE.pause()
-        view.layout(step, pause=REQUEST_GATE.pause)
+        view.prepare(step, pause=REQUEST_GATE.pause)
       except Exception:  # a prefetch is only a guess; the request that needs the step will report the error
         pass
 
