@@ -32,8 +32,8 @@ def test_in_edges_in_source_order_are_left_out_with_the_bent_ones_points():
   bend = [[0, 0], [10, 40], [25, 80]]
   data = export.leave_out_derived_edges(_data([[1, 3, 0, bend], [2, 3, 1]], [[3, FRESH, 0], [1, FRESH, 1, bend]]))
   g0, d = data["g0"][0], data["graphs"]["0"]["deltas"][0]
-  assert "edges" not in g0 and g0["bent"] == [[0, bend]]
-  assert "edges_added" not in d and d["bent"] == [[1, bend]]  # (a replay-made node's sources from its rewrite's)
+  assert "edges" not in g0 and g0["bent"] == [[0, 0]] and data["routes"] == [bend]
+  assert "edges_added" not in d and d["bent"] == [[1, 0]]  # (a replay-made node's sources from its rewrite's)
 
 
 @pytest.mark.parametrize("g0_edges", [[[2, 3, 1], [1, 3, 0]], [[1, 3, 0]], [[1, 3, 0], [2, 3, 1], [1, 2, 0]]],

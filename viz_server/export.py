@@ -332,9 +332,15 @@ def collect(api: OfflineApi, names: list[str] | None = None, redact: Iterable[st
 def leave_out_derived_edges(data: dict) -> dict:
   """Where a graph's edges (a step-0 graph's, or those a step added) are exactly the in-edges of its nodes (those the
   step added), source by source, as they always are, leave them out: the shim makes them from the nodes' `src`, and
-  `bent` keeps the points of those that do not run straight, by position ([k, points]). They were about half the
-  graphs' compressed bytes: the demo's page went from 13.4 to 8.5 times its trace (bench/bench_export_size.py)."""
+  `bent` keeps those that do not run straight, by position: [k, r], their points `routes[r]` (one route is often
+  drawn again in later steps and rewrites, further apart than deflate's 32 KB window reaches). The edges were about
+  half the graphs' compressed bytes: the demo's page went from 13.4 to 7.9 times its trace
+  (bench/bench_export_size.py)."""
   statics = data["statics"]
+  routes: dict[str, int] = {}
+
+  def route(points: list) -> int:
+    return routes.setdefault(json.dumps(points, separators=(",", ":")), len(routes))
 
   def strip(holder: dict, key: str, fresh: dict) -> None:
     edges, nodes = holder[key], holder["nodes" if key == "edges" else "nodes_added"]
@@ -346,13 +352,14 @@ def leave_out_derived_edges(data: dict) -> dict:
       derived += ([s, n[0], i] for i, s in enumerate(fixed[STATIC.index("src")]))
     if derived == [e[:3] for e in edges]:
       del holder[key]
-      holder["bent"] = [[k, e[3]] for k, e in enumerate(edges) if len(e) > 3]
+      holder["bent"] = [[k, route(e[3])] for k, e in enumerate(edges) if len(e) > 3]
 
   for g in data["g0"]:  # (a step-0 graph holds trace nodes only: replay makes the others at later steps)
     strip(g, "edges", {})
   for r in data["graphs"].values():
     for d in r["deltas"]:
       strip(d, "edges_added", r["fresh"])
+  data["routes"] = [json.loads(k) for k in routes]
   return data
 
 

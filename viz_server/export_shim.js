@@ -35,7 +35,7 @@ const tinyvizExport = (() => {
   }
 
   /** Packed edges: as given, or (viz_server/export.py, leave_out_derived_edges) the in-edges of the packed nodes,
-   * source by source, with the points of the `bent` ones. */
+   * source by source, with the route (points) of the `bent` ones. */
   function packedEdges(data, R, holder, key, nodes) {
     if (holder[key]) return holder[key];
     const out = [];
@@ -43,7 +43,7 @@ const tinyvizExport = (() => {
       const src = (id >= 2 ** 40 ? R.fresh[id] : data.statics[id])[7];
       src.forEach((s, i) => out.push([s, id, i]));
     }
-    for (const [k, points] of holder.bent) out[k] = [...out[k], points];
+    for (const [k, r] of holder.bent) out[k] = [...out[k], data.routes[r]];  // (never changed: shared safely)
     return out;
   }
 
