@@ -241,6 +241,16 @@ class Rule:
     return getattr(self.fn, "__name__", type(self.fn).__name__)
 
 
+def _admits_src0(pat: UPat, src0_op: Ops | None) -> bool:
+  """False only where pat surely fails on a node whose first source has op src0_op (None: a node with no sources)."""
+  if pat.src_kind != 1 or not pat.src:  # a permutation, a repeated pattern or no sources: no first source to check
+    return True
+  if src0_op is None:  # an ordered pattern of n >= 1 sources needs at least n
+    return False
+  first = pat.src[0].op  # UPat.any's op is the union of its alternatives' (None when one takes any op)
+  return first is None or src0_op in first
+
+
 class PatternMatcher:
   """Rules indexed by op, tried in order; compose matchers with `+`."""
 
@@ -257,6 +267,17 @@ class PatternMatcher:
     if self.wildcard:  # keep rule order: wildcard rules interleave with the op-indexed ones
       for op in list(self.pdict):
         self.pdict[op] = sorted(set(self.pdict[op]) | set(self.wildcard), key=self.rules.index)
+    # (op, first source's op) -> the rules of pdict that can match such a node, in order: a matcher whose rules share
+    # their root op (the "gradient" markers) is otherwise tried rule by rule on every node
+    self._by_src0: dict[tuple, tuple[Rule, ...]] = {}
+
+  def rules_for(self, u: UOp) -> tuple[Rule, ...]:
+    """The rules that may match u, in order: those of u's op whose pattern admits u's first source's op."""
+    key = (u.op, u.src[0].op if u.src else None)
+    got = self._by_src0.get(key)
+    if got is None:
+      got = self._by_src0[key] = tuple(r for r in self.pdict.get(u.op, self.wildcard) if _admits_src0(r.pat, key[1]))
+    return got
 
   def __add__(self, other: PatternMatcher) -> PatternMatcher:
     return PatternMatcher([(r.pat, r.fn) for r in self.rules + other.rules])
@@ -266,7 +287,7 @@ class PatternMatcher:
 
   def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
     """The first rule's result for u, or None when no rule matches."""
-    for rule in self.pdict.get(u.op, self.wildcard):
+    for rule in self.rules_for(u):
       for caps in rule.pat.match(u, {}):
         ret = rule.fn(ctx=ctx, **caps) if rule.takes_ctx else rule.fn(**caps)
         if ret is not None and ret is not u:
@@ -290,28 +311,40 @@ class _Rewriter:
     self.rw_id, self.matches, self.replace, self.last_rule = 0, 0, {}, None
 
   def _apply(self, u: UOp) -> tuple[UOp | None, Rule | None]:
-    ctx, rec = self.ctx, self.rec
-    for rule in self.pm.pdict.get(u.op, self.pm.wildcard):
-      for caps in rule.pat.match(u, {}):
-        if rec is None:
+    rec = self.rec
+    if rec is None:  # the hot path when not recording: no clock, no bookkeeping
+      ctx = self.ctx
+      for rule in self.pm.rules_for(u):
+        for caps in rule.pat.match(u, {}):
           ret = rule.fn(ctx=ctx, **caps) if rule.takes_ctx else rule.fn(**caps)
-        else:
-          t0 = perf_counter_ns()
-          try:
-            ret = rule.fn(ctx=ctx, **caps) if rule.takes_ctx else rule.fn(**caps)
-          except Exception as e:
-            rec.match_error(self.rw_id, rule, u, e)
-            raise
+          if ret is not None and ret is not u:
+            return self._matched(rule, ret)
+      return None, None
+    return self._apply_recorded(u, rec)
+
+  def _apply_recorded(self, u: UOp, rec: Any) -> tuple[UOp | None, Rule | None]:
+    ctx = self.ctx
+    for rule in self.pm.rules_for(u):
+      for caps in rule.pat.match(u, {}):
+        t0 = perf_counter_ns()
+        try:
+          ret = rule.fn(ctx=ctx, **caps) if rule.takes_ctx else rule.fn(**caps)
+        except Exception as e:
+          rec.match_error(self.rw_id, rule, u, e)
+          raise
         if ret is not None and ret is not u:
-          if not isinstance(ret, UOp):
-            raise TypeError(f"rule {rule.fn_name} at {_loc(rule)} in pass {self.name!r} returned "
-                            f"{type(ret).__name__}, not a UOp")
-          if rec is not None:
-            rec.match(self.rw_id, rule, u, ret, perf_counter_ns() - t0)
-          self.matches += 1
-          self.last_rule = rule
+          self._matched(rule, ret)
+          rec.match(self.rw_id, rule, u, ret, perf_counter_ns() - t0)
           return ret, rule
     return None, None
+
+  def _matched(self, rule: Rule, ret: Any) -> tuple[UOp, Rule]:
+    if not isinstance(ret, UOp):
+      raise TypeError(f"rule {rule.fn_name} at {_loc(rule)} in pass {self.name!r} returned "
+                      f"{type(ret).__name__}, not a UOp")
+    self.matches += 1
+    self.last_rule = rule
+    return ret, rule
 
   def _fixed_point(self, u: UOp) -> UOp:
     seen: set[UOp] = {u}
@@ -361,8 +394,9 @@ class _Rewriter:
           if s not in replace:
             stack.append((s, 0, s, 0))
       elif stage == 1:
-        new_src = tuple([replace[s] for s in new_n.src])
-        if all(a is b for a, b in zip(new_src, new_n.src)):
+        src = new_n.src
+        new_src = tuple([replace[s] for s in src])
+        if new_src == src:  # UOp has no __eq__: element identity, compared in C
           if bottom_up:
             new, rule = self._apply(new_n)
             if new is not None:
