@@ -11,9 +11,11 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+from compiler import gradient_cache
 from compiler.dtype import dtypes
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
 from compiler.schedule.shape import shape_of
+from compiler.trace import recorder
 from compiler.trace.recorder import trace_context
 from compiler.uop import GroupOp, Ops, UOp, toposort
 
@@ -183,12 +185,27 @@ def _path_to_targets(root: UOp, targets: set[UOp]) -> list[UOp]:
   return [u for u in order if on_path[u] and u.src and u.op is not Ops.DETACH]
 
 
-def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
-  """Gradients of root (weighted by root_grad) for every node between root and targets, by the "gradient" rewrite."""
+def _rewrite_gradients(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
   grads: dict[UOp, UOp] = {root: root_grad}
   prev = UOp(Ops.GROUP, dtypes.void, ())
   for u in reversed(_path_to_targets(root, targets)):
     prev = UOp(Ops.NOOP, dtypes.void, (u, prev), _MARK)
   with trace_context("gradient", kind="gradient"):
     graph_rewrite(UOp.sink(prev), pm_gradient, ctx=grads, name="gradient", bottom_up=True)
+  return {t: grads[t] for t in targets if t in grads}
+
+
+def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
+  """The gradients of root (weighted by root_grad) for the targets it depends on, by the "gradient" rewrite; while
+  not recording, a loss of a structure differentiated before reuses that rewrite's result (gradient_cache)."""
+  if recorder.RECORDER is not None or not gradient_cache.GRADIENTS.enabled():
+    return _rewrite_gradients(root, root_grad, targets)
+  key, order = gradient_cache.loss_structure(root, root_grad, targets)
+  hit = gradient_cache.GRADIENTS.get(key)
+  if hit is not None:
+    return gradient_cache.replay(order, *hit)
+  grads = _rewrite_gradients(root, root_grad, targets)
+  made = gradient_cache.record(order, grads)
+  if made is not None:
+    gradient_cache.GRADIENTS.put(key, made)
   return grads
