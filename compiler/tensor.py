@@ -25,6 +25,21 @@ _realized: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 _given: weakref.WeakKeyDictionary[UOp, weakref.ref] = weakref.WeakKeyDictionary()
 
 
+def _reads_buffer(u: UOp) -> bool:
+  """Whether u's graph has a BUFFER: a walk that stops at the first one (a training step's graphs reach one within a
+  few nodes, where a full toposort of each output cost more than the rest of remembering it)."""
+  seen, stack = {u}, [u]
+  while stack:
+    x = stack.pop()
+    if x.op is Ops.BUFFER:
+      return True
+    for s in x.src:
+      if s not in seen:
+        seen.add(s)
+        stack.append(s)
+  return False
+
+
 def to_dtype(dt: Any) -> DType | None:
   """A DType from a DType, its name, or anything numpy accepts as a dtype; None stays None."""
   if dt is None or isinstance(dt, DType):
@@ -216,7 +231,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
           _given[buf] = weakref.ref(t)
       # a graph of constants only is not remembered: its nodes are shared with every graph using those constants
       # (hash-consing), which would then read a buffer instead of folding them, and two such tensors one buffer
-      if any(x.op is Ops.BUFFER for x in u.toposort()):
+      if _reads_buffer(u):
         _realized[u] = t.uop
 
   def realize(self, *others: Tensor) -> Tensor:
