@@ -306,8 +306,23 @@ async function runPump() {
   afterGraph();
 }
 
+// a graph too big to show whole comes cut to the nodes around the step's change (the answers' `cut`): say so
+const cutNote = h("div", {id: "cut-note", class: "cut-note", role: "status"});
+cutNote.hidden = true;
+$("#graph-wrap").append(cutNote);
+
+function updateCutNote() {
+  const c = graph.cut;
+  cutNote.hidden = !c;
+  if (c) {
+    cutNote.textContent = `showing ${c.shown.toLocaleString("en")} of ${c.total.toLocaleString("en")} nodes around `
+      + "the change (dashed stubs: edges to nodes not shown)";
+  }
+}
+
 function afterGraph() {
   const s = data.shown;
+  updateCutNote();
   document.body.dataset.graph = `${s.trace}:${s.rw}:${s.step}`;
   if (perf.firstGraphMs === null) {
     // rAF, then a task: runs after the frame with the graph was painted
@@ -331,6 +346,7 @@ function prefetch() {
 
 function clearGraph(msg) {
   graph.setData({nodes: [], edges: [], width: 0, height: 0});
+  updateCutNote();
   data.shown = null;
   delete document.body.dataset.graph;
   const empty = $("#graph-empty");

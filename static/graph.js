@@ -17,6 +17,7 @@ const OVERVIEW_MIN = 0.2;  // a whole graph fitted below this zoom is a smear: t
 const FOCUS_SCALE = 0.8;   // the zoom the automatic view centers a step's result at when the change is too big
 const BIN = 4;           // respacing: rows of this height in graph units
 const FADE_MS = 1200;
+const STUB_PX = 14;      // a cut graph's stub: the drawn length of an edge to a node not shown
 const GHOST_FROM = 0.9, GHOST_TO = 0.22;
 const edgeKey = (src, dst, index) => `${src}>${dst}>${index}`;
 
@@ -43,6 +44,7 @@ export class GraphView {
     this.edges = new Map();  // key -> {d, path, arrow, fromConst}
     this.marked = {added: new Set(), changed: new Set(), result: null};
     this.ghosts = null;      // {nodes: [...], edges: [...], t0} removed by the last step, drawn fading
+    this.cut = null;         // the answer's `cut` when the graph is too big to show whole: {shown, total, around, stubs}
     this.usersCache = null;
     this.edgeBatch = null;   // combined Path2Ds of all edges, rebuilt when edges change
     this.selected = null;
@@ -75,7 +77,7 @@ export class GraphView {
     this.colors = {bg: v("--bg", "#0d1117"), fg: v("--fg", "#d5dde7"), edge: "#4a5668",
       accent: v("--accent", "#58a6ff"),
       add: v("--add", "#3fb950"), chg: v("--chg", "#d29922"), del: v("--del", "#f85149"), hit: "#6b5412",
-      consts: "#c9a2ff", cat: {}, fill: {}};
+      consts: "#c9a2ff", stub: v("--fg-dim", "#8b949e"), cat: {}, fill: {}};
     for (const c of CATEGORIES) {
       const col = v(`--c-${c}`, "#768390");
       this.colors.cat[c] = col;
@@ -111,6 +113,7 @@ export class GraphView {
       this.ghosts = {nodes: [...gone.values()], edges, t0: performance.now()};
     }
     this._refreshConsts(null);
+    this.cut = g.cut || null;
     this.size = {width: g.width || 0, height: g.height || 0};
     this.spaced = null;  // the entries are new: nothing of them was respaced
     this._respace();
@@ -177,6 +180,7 @@ export class GraphView {
     for (const e of d.edges_added) { this._addEdge(e); touched.add(e.dst); }
     this._refreshConsts(touched);
     this.ghosts = ghosts.nodes.length || ghosts.edges.length ? ghosts : null;
+    this.cut = d.cut || null;  // a delta to a cut graph carries its cut (stubs included); to a whole one, none
     this.size = {width: d.width || this.size.width, height: d.height || this.size.height};
     this._respace();
     this._changed();
@@ -674,6 +678,35 @@ export class GraphView {
     ring(this.marked.changed, colors.chg, 3, [6, 3]);
     if (this.rel) ring(this.rel, colors.accent, 2);
     if (this.selected !== null) ring([this.selected], "#ffffff", 3);
+    if (this.cut) this._drawStubs({ctx, colors, k, visible, hidden});
+  }
+
+  /** A cut graph's edges to nodes not shown: a dashed stub above a box per hidden source (sources are drawn above
+   * their users), below it per hidden user, with the count when zoomed in enough to read it. */
+  _drawStubs({ctx, colors, k, visible, hidden}) {
+    const p = new Path2D(), texts = [];
+    const len = STUB_PX / Math.min(k, 1);
+    for (const [id, [srcs, users]] of Object.entries(this.cut.stubs || {})) {
+      const n = this.nodes.get(Number(id));
+      if (!n || hidden(n) || !visible(n)) continue;
+      const top = n.y - n.h / 2, bottom = top + this._boxH(n);
+      if (srcs) { p.moveTo(n.x, top); p.lineTo(n.x, top - len); texts.push([`+${srcs}`, n.x + 3, top - len / 2]); }
+      if (users) {
+        p.moveTo(n.x, bottom); p.lineTo(n.x, bottom + len);
+        texts.push([`+${users}`, n.x + 3, bottom + len / 2]);
+      }
+    }
+    ctx.setLineDash([3 / Math.min(k, 1), 3 / Math.min(k, 1)]);
+    ctx.strokeStyle = colors.stub;
+    ctx.lineWidth = 1.5 / Math.min(k, 1);
+    ctx.stroke(p);
+    ctx.setLineDash([]);
+    if (k < TEXT_MIN_SCALE) return;
+    ctx.fillStyle = colors.stub;
+    ctx.font = `${FONT_PX - 2}px ${getMonoFont()}`;
+    ctx.textAlign = "left";
+    ctx.textBaseline = "middle";
+    for (const [t, x, y] of texts) ctx.fillText(t, x, y);
   }
 
   _boxW(n) {
