@@ -58,7 +58,7 @@ class Buffer:
 
   def __del__(self) -> None:
     if self._traced and self._np is not None:
-      rec = recorder.RECORDER
+      rec = getattr(recorder, "RECORDER", None)  # (at interpreter exit the module may be torn down already)
       if id(rec) == self._traced:  # still the trace its allocation went to (a deque's append is thread-safe)
         _freed.append((time.time(), rec.current_ctx, self.nbytes, self.uid, self._traced))
 
