@@ -1,9 +1,9 @@
-"""One training step of the bench MLP (batch 64): forward + backward + SGD update, tinyviz vs hand-written numpy.
+"""One training step of the bench MLP (batch 64): forward + backward + SGD or Adam update, tinyviz vs numpy by hand.
 
-Columns: kernels per step, the median time per step (building the graph, the gradient rewrite, scheduling, compiled
-kernels) and its parts, and time/numpy, where numpy is a hand-written forward + backward + update of the same model
-(float32, same math) run in the same process, the two alternating step by step. The first steps (compiling) are
-warm-up and not timed.
+Columns: kernels per step (forward, backward and the optimizer's update), the median time per step (building the
+graph, the gradient rewrite, scheduling, compiled kernels) and its parts, numpy's time and time/numpy, where numpy is
+a hand-written forward + backward + update of the same model (float32, same math) run in the same process, the two
+alternating step by step. The first steps (compiling) are warm-up and not timed.
 """
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ def _labels(n: int, seed: int = 1) -> np.ndarray:
   return np.random.default_rng(seed).integers(0, 10, n).astype(np.int32)
 
 
-def numpy_step(x: np.ndarray, y: np.ndarray, w1: np.ndarray, w2: np.ndarray) -> float:
-  """Forward, backward of the mean cross-entropy of log_softmax(relu(x @ w1) @ w2), and w -= lr * grad, in place."""
+def numpy_grads(x: np.ndarray, y: np.ndarray, w1: np.ndarray, w2: np.ndarray) -> tuple[float, list[np.ndarray]]:
+  """Forward and backward of the mean cross-entropy of log_softmax(relu(x @ w1) @ w2): the loss and (dw1, dw2)."""
   h = x @ w1
   a = np.maximum(h, 0)
   z = a @ w2
@@ -47,12 +47,38 @@ def numpy_step(x: np.ndarray, y: np.ndarray, w1: np.ndarray, w2: np.ndarray) -> 
   da = dz @ w2.T
   da *= h > 0
   dw1 = x.T @ da
-  w1 -= LR * dw1
-  w2 -= LR * dw2
-  return loss
+  return loss, [dw1, dw2]
 
 
-def tinyviz_step(x: Tensor, y: Tensor, w1: Tensor, w2: Tensor, opt: nn.optim.SGD) -> tuple[Tensor, list]:
+class NumpySGD:
+  """w -= lr * grad, in place."""
+
+  def __init__(self, ws: list[np.ndarray]):
+    self.ws = ws
+
+  def update(self, grads: list[np.ndarray]) -> None:
+    for w, g in zip(self.ws, grads):
+      w -= LR * g
+
+
+class NumpyAdam:
+  """Adam (b1 0.9, b2 0.999, eps 1e-8) in float32, in place: the update tinyviz's nn.optim.Adam computes."""
+
+  def __init__(self, ws: list[np.ndarray]):
+    self.ws, self.t = ws, 0
+    self.m, self.v = [np.zeros_like(w) for w in ws], [np.zeros_like(w) for w in ws]
+
+  def update(self, grads: list[np.ndarray]) -> None:
+    self.t += 1
+    for w, g, m, v in zip(self.ws, grads, self.m, self.v):
+      m *= 0.9
+      m += 0.1 * g
+      v *= 0.999
+      v += 0.001 * g * g
+      w -= LR * (m / (1 - 0.9 ** self.t)) / (np.sqrt(v / (1 - 0.999 ** self.t)) + 1e-8)
+
+
+def tinyviz_step(x: Tensor, y: Tensor, w1: Tensor, w2: Tensor, opt: nn.optim.Optimizer) -> tuple[Tensor, list]:
   """Build the step's graph (forward, the gradient rewrite, the update); returns the loss and what to realize."""
   opt.zero_grad()
   loss = (x @ w1).relu().matmul(w2).sparse_categorical_crossentropy(y)
@@ -60,45 +86,55 @@ def tinyviz_step(x: Tensor, y: Tensor, w1: Tensor, w2: Tensor, opt: nn.optim.SGD
   return loss, [loss, *opt.schedule_step()]
 
 
-def main(argv: list[str] | None = None) -> None:
-  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--steps", type=int, default=15)
-  ap.add_argument("--warmup", type=int, default=3)
-  args = ap.parse_args(argv)
+def measure(name: str, steps: int, warmup: int) -> tuple[int, float, float, float]:
+  """One optimizer's training run: kernels per step and the median ms per step (all, graph+grad) and numpy's."""
   wl = mlp()
   x_np, w1_np, w2_np = wl.inputs
   y_np = _labels(len(x_np))
   x, y = Tensor(x_np), Tensor(y_np)
   w1, w2 = Tensor(w1_np.copy(), requires_grad=True), Tensor(w2_np.copy(), requires_grad=True)
-  opt = nn.optim.SGD([w1, w2], lr=LR)
-  ref_w1, ref_w2 = w1_np.copy(), w2_np.copy()
+  opt = nn.optim.SGD([w1, w2], lr=LR) if name == "SGD" else nn.optim.Adam([w1, w2], lr=LR)
+  ref_ws = [w1_np.copy(), w2_np.copy()]
+  ref_opt = NumpySGD(ref_ws) if name == "SGD" else NumpyAdam(ref_ws)
   times, builds, ref_times, kernels, losses, ref_losses = [], [], [], 0, [], []
   # the two steps alternate, so a machine's changing load reaches both alike
-  for i in range(args.warmup + args.steps):
+  for i in range(warmup + steps):
     t0 = time.perf_counter()
     loss, outs = tinyviz_step(x, y, w1, w2, opt)
     t1 = time.perf_counter()
     if i == 0:
-      kernels = len(create_schedule([t.uop for t in outs], _realized)[0])
+      kernels = len(create_schedule([t.uop for t in outs], dict(_realized))[0])
     Tensor.realize(*outs)
     t2 = time.perf_counter()
     losses.append(loss.item())
     t3 = time.perf_counter()
-    ref_losses.append(numpy_step(x_np, y_np, ref_w1, ref_w2))
+    ref_loss, grads = numpy_grads(x_np, y_np, *ref_ws)
+    ref_opt.update(grads)
+    ref_losses.append(ref_loss)
     t4 = time.perf_counter()
-    if i >= args.warmup:
+    if i >= warmup:
       times.append(t2 - t0)
       builds.append(t1 - t0)
       ref_times.append(t4 - t3)
   # the same model trained the same way: the losses agree step by step
   np.testing.assert_allclose(losses, ref_losses, rtol=1e-3)
-  t, b, r = statistics.median(times), statistics.median(builds), statistics.median(ref_times)
-  cols = [("step", "<26"), ("kernels", ">7"), ("ms/step", ">9.2f"), ("graph+grad ms", ">13.2f"),
-          ("schedule+run ms", ">15.2f"), ("vs numpy", ">8.2f")]
-  rows = [("tinyviz MLP SGD batch 64", kernels, t * 1e3, b * 1e3, (t - b) * 1e3, t / r),
-          ("numpy by hand", "-", r * 1e3, 0.0, r * 1e3, 1.0)]
+  print(f"{name}: losses agree over {len(losses)} steps: {losses[0]:.4f} -> {losses[-1]:.4f}")
+  return kernels, statistics.median(times), statistics.median(builds), statistics.median(ref_times)
+
+
+def main(argv: list[str] | None = None) -> None:
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--steps", type=int, default=15)
+  ap.add_argument("--warmup", type=int, default=3)
+  ap.add_argument("--opt", default="SGD,Adam", help="the optimizers to measure")
+  args = ap.parse_args(argv)
+  cols = [("step", "<27"), ("kernels", ">7"), ("ms/step", ">9.2f"), ("graph+grad ms", ">13.2f"),
+          ("schedule+run ms", ">15.2f"), ("numpy ms", ">9.2f"), ("vs numpy", ">8.2f")]
+  rows = []
+  for name in args.opt.split(","):
+    kernels, t, b, r = measure(name, args.steps, args.warmup)
+    rows.append((f"tinyviz MLP {name} batch 64", kernels, t * 1e3, b * 1e3, (t - b) * 1e3, r * 1e3, t / r))
   print(format_table(cols, rows))
-  print(f"losses agree over {len(losses)} steps: {losses[0]:.4f} -> {losses[-1]:.4f}")
 
 
 if __name__ == "__main__":

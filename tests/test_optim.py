@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 
 from compiler import Tensor, nn
+from compiler.runtime.buffer import buffer_of
+from compiler.uop import Ops
 
 
 @pytest.fixture(autouse=True)
@@ -93,3 +95,57 @@ def test_optimizer_marks_params_and_keeps_buffers():
   p, frozen = Tensor(W0.copy()), Tensor(B0.copy()).requires_grad_(False)
   opt = nn.optim.Adam([p, frozen])
   assert p.requires_grad is True and opt.params == [p] and opt.buffers == [frozen]
+
+
+def _buffer(t: Tensor):
+  """The Buffer a realized tensor reads."""
+  u = t.uop
+  while u.op is Ops.RESHAPE:
+    u = u.src[0]
+  return buffer_of(u)
+
+
+def _np_mlp_grads(x, y, ps):
+  """d/dp of mean((relu(x @ w1 + b1) @ w2 + b2 - y)**2), in float64."""
+  w1, b1, w2, b2 = ps
+  h = x @ w1 + b1
+  a = np.maximum(h, 0)
+  err = a @ w2 + b2 - y
+  dz = 2 * err / err.size
+  da = dz @ w2.T * (h > 0)
+  return [x.T @ da, da.sum(0), a.T @ dz, dz.sum(0)]
+
+
+@pytest.mark.parametrize("backend", ["interp", "llvm"])
+def test_adam_step_is_one_fused_kernel_per_parameter(monkeypatch, backend):
+  """Issue 15: the step's kernels (forward, backward, update) are at most one per parameter plus a few; each
+  parameter's gradient, m, v and weight are stored by one kernel, the weights in their own buffers."""
+  monkeypatch.setenv("BACKEND", backend)
+  rng = np.random.default_rng(1)
+  x_np, y_np = rng.standard_normal((8, 6)).astype(np.float32), rng.standard_normal((8, 3)).astype(np.float32)
+  init = [rng.standard_normal(s).astype(np.float32) for s in [(6, 5), (5,), (5, 3), (3,)]]
+  ps = [Tensor(a.copy(), requires_grad=True) for a in init]
+  opt = nn.optim.Adam(ps, lr=0.01)
+  x, y = Tensor(x_np), Tensor(y_np)
+  bufs = [_buffer(p) for p in ps]
+  want = [a.astype(np.float64) for a in init]
+  m, v = [np.zeros_like(w) for w in want], [np.zeros_like(w) for w in want]
+  for t in range(1, 4):
+    opt.zero_grad()
+    ((x @ ps[0] + ps[1]).relu() @ ps[2] + ps[3] - y).square().mean().backward()
+    outs = opt.schedule_step()
+    sched = outs[0].schedule(*outs[1:])
+    writers = [si for si in sched for b in bufs if b in si.bufs[:len(si.ast.src)]]
+    assert len(writers) == len(ps) and len(set(map(id, writers))) == len(ps)
+    for si in writers:
+      assert len(si.ast.src) == 4  # the gradient, m, v and the weight
+    # + the 3 kernels of the hidden layer's forward and backward (h, the output error, da) and b1**t, b2**t
+    assert len(sched) <= len(ps) + 5
+    Tensor.realize(*outs)
+    for i, g in enumerate(_np_mlp_grads(x_np.astype(np.float64), y_np, want)):
+      m[i] = 0.9 * m[i] + 0.1 * g
+      v[i] = 0.999 * v[i] + 0.001 * g * g
+      want[i] = want[i] - 0.01 * (m[i] / (1 - 0.9 ** t)) / (np.sqrt(v[i] / (1 - 0.999 ** t)) + 1e-8)
+    for p, w in zip(ps, want):
+      np.testing.assert_allclose(p.numpy(), w, rtol=2e-5, atol=2e-6)
+    assert [_buffer(p) for p in ps] == bufs  # updated in place

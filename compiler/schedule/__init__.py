@@ -2,7 +2,8 @@
 
 Phases (in the style of the reference's rangeify): "View Tensor Graph" snapshot, "replace realized", "earliest
 rewrites", "add bufferize", "remove bufferize" (the cost rule), "split kernels" (per kernel: "rangeify" turning
-movement ops into index math over RANGEs, then "simplify"), and a "View Kernel Graph" snapshot.
+movement ops into index math over RANGEs, then "simplify"), a "View Kernel Graph" snapshot, then "fuse kernels" (an
+in-place write reading other kernels' outputs where it stores joins them: one kernel with several STOREs).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from compiler.schedule.bufferize import (
   pm_remove_bufferize,
 )
 from compiler.schedule.cache import SCHEDULES, CachedSchedule, structure_key
+from compiler.schedule.fuse import fuse_kernels, kernel_outputs
 from compiler.schedule.kernel import pm_split_kernels
 from compiler.schedule.shape import prod, shape_of
 from compiler.trace.recorder import trace_context
@@ -79,13 +81,14 @@ def create_schedule(outputs: list[UOp], realized: Mapping[UOp, UOp] | None = Non
       if made is not None:
         SCHEDULES.put(key, made)
   if realized and isinstance(realized, MutableMapping):  # Tensor.assign overwrote buffers: their old values are gone
-    forget_overwritten(realized, {bufs[0] for _, bufs in kernels})
+    forget_overwritten(realized, {b for k in kernels for b in kernel_outputs(k)})
   schedule = [ScheduleItem(ast, tuple(buffer_of(b) for b in bufs)) for ast, bufs in kernels]
   return schedule, dict(zip(outputs, views))
 
 
 def _schedule(sink: UOp) -> tuple[list[tuple[UOp, tuple[UOp, ...]]], list[UOp]]:
   """The scheduler's passes: kernels as (ast, BUFFER nodes in slot order) in dependency order, the outputs' views."""
+  in_place = {u for u in toposort(sink) if u.op is Ops.BUFFER}  # an assign's target is one; a kernel's output is not
   sink = graph_rewrite(sink, earliest_rewrites, name="earliest rewrites")
   sink = graph_rewrite(sink, pm_add_bufferize, ctx=bufferize_candidates(sink), name="add bufferize")
   sink = graph_rewrite(sink, pm_remove_bufferize, bottom_up=True, name="remove bufferize")
@@ -98,6 +101,7 @@ def _schedule(sink: UOp) -> tuple[list[tuple[UOp, tuple[UOp, ...]]], list[UOp]]:
       kernel = u.src[1]
       ins = tuple(b.src[0] if b.op is Ops.AFTER else b for b in kernel.src[1:])
       kernels.append((kernel.src[0], (u.src[0], *ins)))
+  kernels = fuse_kernels(kernels, in_place)
   views = []
   for s in sink.src:
     view = _to_view(s)

@@ -1,0 +1,205 @@
+"""Multi-output kernels: an in-place write that reads another kernel's output at the element it stores joins it.
+
+The kernels (in run order) come as (ast, buffers in slot order). A kernel K that writes in place (Tensor.assign: its
+outputs are buffers of the tensor graph) joins the earlier kernels G whose output it reads when all of them store at
+the same index (the same LOOP ranges, so the same element per iteration) and K reads G's outputs only there: the
+fused kernel keeps every STORE, and K's loads of G's outputs become the values G stores ("fuse kernels" pass). Other
+kernels keep their boundaries (a `.contiguous()` stays a kernel of its own). An optimizer step is then one kernel per
+parameter: the gradient, m, v and the weight stored side by side (the gradient's REDUCE closes inside the iteration
+that stores it).
+
+What keeps the result equal to running the kernels one after another:
+- every load of a buffer the fused kernel writes is at the stored index, and a load of the old contents is a source
+  of the value stored there (so it runs before the store);
+- the group moves to K's place in the run order only past kernels that neither read what it writes nor write what it
+  reads or writes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
+from compiler.schedule.kernel import kernel_name
+from compiler.uop import AxisType, KernelInfo, Ops, UOp, substitute, toposort
+
+Kernel = tuple[UOp, tuple[UOp, ...]]  # (ast, BUFFER nodes in slot order: outputs first)
+
+# a fused kernel reads and writes at most this many buffers (each is an argument of the compiled function)
+MAX_FUSED_BUFFERS = 16
+
+
+@dataclass(frozen=True)
+class BufferRef:
+  """A DEFINE_GLOBAL's arg while kernels are fused: the buffer's place in the group, and whether the load reads what
+  an earlier kernel of the group stored (`fresh`)."""
+  n: int
+  fresh: bool = False
+
+  def __repr__(self) -> str:
+    return f"buf {self.n}{' (stored above)' if self.fresh else ''}"
+
+
+def n_outputs(ast: UOp) -> int:
+  return len(ast.src)
+
+
+def kernel_outputs(k: Kernel) -> tuple[UOp, ...]:
+  return k[1][:n_outputs(k[0])]
+
+
+def kernel_inputs(k: Kernel) -> tuple[UOp, ...]:
+  return k[1][n_outputs(k[0]):]
+
+
+def _store_index(ast: UOp) -> UOp | None:
+  """The index every STORE of the kernel writes at (None if they differ or one is gated)."""
+  if any(len(st.src[0].src) != 2 for st in ast.src):
+    return None
+  idxs = {st.src[0].src[1] for st in ast.src}
+  return next(iter(idxs)) if len(idxs) == 1 else None
+
+
+def _loads(ast: UOp) -> list[tuple[int, UOp]]:
+  """(slot, INDEX) of every LOAD of a global."""
+  return [(u.src[0].src[0].arg, u.src[0]) for u in toposort(ast) if u.op is Ops.LOAD]
+
+
+def _safe_group(members: list[Kernel]) -> bool:
+  """The members (in run order) can run as one kernel: see the module docstring."""
+  idx = _store_index(members[0][0])
+  if idx is None or any(_store_index(k[0]) is not idx for k in members):
+    return False
+  writer: dict[UOp, tuple[int, UOp]] = {}  # buffer -> (member, the value it stores)
+  for i, (ast, bufs) in enumerate(members):
+    for st in ast.src:
+      writer[bufs[st.src[0].src[0].arg]] = (i, st.src[1])
+  if len(writer) != sum(n_outputs(k[0]) for k in members):
+    return False
+  if len(set(writer) | {b for k in members for b in kernel_inputs(k)}) > MAX_FUSED_BUFFERS:
+    return False
+  for i, (ast, bufs) in enumerate(members):
+    if _nests_reduce(ast, bufs, writer, i):
+      return False
+    for slot, ix in _loads(ast):
+      w = writer.get(bufs[slot])
+      if w is None:
+        continue
+      if ix.src[1] is not idx or len(ix.src) != 2:
+        return False  # another element of a buffer the kernel writes
+      if w[0] > i:  # reads old contents a later member overwrites: must be read by that store
+        later_ast, later_bufs = members[w[0]]
+        old = {later_bufs[s]: u for s, u in _loads(later_ast)}
+        if bufs[slot] not in old:
+          return False
+  return True
+
+
+def _nests_reduce(ast: UOp, bufs: tuple[UOp, ...], writer: dict[UOp, tuple[int, UOp]], i: int) -> bool:
+  """Member i reads, inside one of its REDUCEs, what an earlier member stores from a REDUCE: fused, the REDUCEs
+  would nest (softmax's sum of exp(x - max) stays a kernel of its own)."""
+  for red in (u for u in toposort(ast) if u.op is Ops.REDUCE):
+    for slot, _ in _loads(red.src[0]):
+      w = writer.get(bufs[slot])
+      if w is not None and w[0] < i and any(u.op is Ops.REDUCE for u in toposort(w[1])):
+        return True
+  return False
+
+
+def _can_move(k: Kernel, past: list[Kernel]) -> bool:
+  """Running k after the kernels `past` instead of before them computes the same."""
+  outs, ins = set(kernel_outputs(k)), set(kernel_inputs(k))
+  for x in past:
+    if outs & set(kernel_inputs(x)) or (outs | ins) & set(kernel_outputs(x)):
+      return False
+  return True
+
+
+def _refs(members: list[Kernel]) -> tuple[list[UOp], UOp]:
+  """The members' STOREs with globals as BufferRefs (the group's buffers numbered in order), and their SINK."""
+  order: dict[UOp, int] = {}
+  written: set[UOp] = set()
+  stores: list[UOp] = []
+  for ast, bufs in members:
+    mapping = {}
+    for g in (u for u in toposort(ast) if u.op is Ops.DEFINE_GLOBAL):
+      b = bufs[g.arg]
+      is_out = g.arg < n_outputs(ast)
+      mapping[g] = g.replace(arg=BufferRef(order.setdefault(b, len(order)), fresh=b in written and not is_out))
+    stores.extend(substitute(st, mapping) for st in ast.src)
+    written.update(kernel_outputs((ast, bufs)))
+  return list(order), UOp.sink(*stores)
+
+
+def _renumber_reduce_ranges(members: list[Kernel]) -> list[Kernel]:
+  """Each member's REDUCE ranges get axis ids after those of the members before it (ids are unique in a kernel)."""
+  out, nxt = [], None
+  for ast, bufs in members:
+    rngs = sorted({u for u in toposort(ast) if u.op is Ops.RANGE}, key=lambda r: r.arg[0])
+    loops = [r for r in rngs if r.arg[1] is AxisType.LOOP]
+    if nxt is None:
+      nxt = len(loops)
+    mapping = {}
+    for r in rngs:
+      if r.arg[1] is AxisType.REDUCE:
+        mapping[r] = r.replace(arg=(nxt, r.arg[1]))
+        nxt += 1
+    out.append((substitute(ast, mapping) if mapping else ast, bufs))
+  return out
+
+
+def _fresh_value(ctx: dict[int, UOp], ld: UOp, g: UOp) -> UOp | None:
+  return ctx.get(g.arg.n) if g.arg.fresh else None
+
+
+pm_fuse_kernels = PatternMatcher([
+  (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, src=(UPat(Ops.DEFINE_GLOBAL, custom=lambda g: isinstance(g.arg, BufferRef),
+                                                 name="g"), UPat())),), name="ld"), _fresh_value),
+], name="fuse kernels")
+
+
+def fuse_group(members: list[Kernel]) -> Kernel:
+  """One kernel computing every member's stores (members checked by _safe_group, in run order)."""
+  bufs, sink = _refs(_renumber_reduce_ranges(members))
+  stored = {st.src[0].src[0].arg.n: st.src[1] for st in sink.src}
+  sink = graph_rewrite(sink, pm_fuse_kernels, ctx=stored, name="fuse kernels")
+  outs = [st.src[0].src[0].arg.n for st in sink.src]
+  ins = [g.arg.n for g in toposort(sink) if g.op is Ops.DEFINE_GLOBAL and g.arg.n not in outs]
+  slot = {n: i for i, n in enumerate(dict.fromkeys(outs + ins))}
+  globals_ = {g: g.replace(arg=slot[g.arg.n]) for g in toposort(sink) if g.op is Ops.DEFINE_GLOBAL}
+  sink = substitute(sink, globals_)
+  ast = sink.replace(arg=KernelInfo(name=kernel_name(sink)))
+  return ast, tuple(bufs[n] for n in sorted(slot, key=slot.__getitem__))
+
+
+def fuse_kernels(kernels: list[Kernel], in_place: set[UOp]) -> list[Kernel]:
+  """The kernels with each in-place writer (its outputs are all in `in_place`, the buffers of the tensor graph) fused
+  into the writers of what it reads at its stored element (see the module docstring)."""
+  groups: list[list[Kernel]] = []  # run order; each a list of original kernels
+  fused: list[Kernel] = []
+  for k in kernels:
+    idx, ins = _store_index(k[0]), set(kernel_inputs(k))
+    cands = [] if idx is None or not set(kernel_outputs(k)) <= in_place else \
+      [i for i, g in enumerate(fused) if _store_index(g[0]) is idx and set(kernel_outputs(g)) & ins]
+    joined = _join(groups, fused, cands, k)
+    if joined is None:
+      groups.append([k])
+      fused.append(k)
+  return fused
+
+
+def _join(groups: list[list[Kernel]], fused: list[Kernel], cands: list[int], k: Kernel) -> bool | None:
+  """Fuse k with the candidate groups (all of them, else the latest that works); True when it did."""
+  for pick in ([cands] if len(cands) > 1 else []) + [[c] for c in reversed(cands)]:
+    members = [m for i in pick for m in groups[i]] + [k]
+    rest = [i for i in range(min(pick), len(fused)) if i not in pick]
+    if not all(_can_move(fused[i], [fused[j] for j in rest if j > i]) for i in pick):
+      continue
+    if not _safe_group(members):
+      continue
+    new = fuse_group(members)
+    for i in sorted(pick, reverse=True):
+      del groups[i], fused[i]
+    groups.append(members)
+    fused.append(new)
+    return True
+  return None
