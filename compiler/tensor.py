@@ -415,10 +415,18 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     return x.cast(dt)._broadcast_to(shape), y.cast(dt)._broadcast_to(shape)
 
   def _broadcast_to(self, shape: Shape) -> Tensor:
-    if self.shape == shape:
+    own = self.shape
+    if own == shape:
       return self
     nd = len(shape)
-    x = self if self.ndim == nd else self.reshape((1,) * (nd - self.ndim) + self.shape)
+    src = (1,) * (nd - len(own)) + own
+    fits = type(shape) is tuple and len(src) == nd
+    if fits and all(type(n) is int and n >= 0 and (s == n or s == 1) for s, n in zip(src, shape)):
+      # the usual case, shapes that broadcast (binary ops checked them): the nodes without reshape's and expand's
+      # argument checks, which were a seventh of building a training step's forward graph
+      u = self.uop if src == own else UOp(Ops.RESHAPE, self.dtype, (self.uop,), src)
+      return Tensor(u if src == shape else UOp(Ops.EXPAND, u.dtype, (u,), shape))
+    x = self if self.ndim == nd else self.reshape(src)
     return x.expand(shape)
 
   # arithmetic
