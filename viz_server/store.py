@@ -17,6 +17,8 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 from viz_server.nodes import NodeColumns
 from vztrace.format import TraceFormatError
+from vztrace.memory import MAX_EVENTS
+from vztrace.memory import event as mem_event
 from vztrace.reader import STALE_S, BatchMatches, BatchNodes, Item, TraceReader, unfinished, writer_alive
 
 TRACE_SUFFIX = ".vztrace"
@@ -161,6 +163,8 @@ class Trace:
     self.kernels: dict[int, None] = {}  # ctx ids of kernel contexts, in order of appearance
     self.runs: list[dict] = []
     self.errors: list[dict] = []
+    self.mem_events: list[tuple] = []  # `mem` records as vztrace.memory events (at most MAX_EVENTS), for the timeline
+    self.mem_seen = 0  # mem records read (kept or not)
     self.anomalies: list[str] = []  # records that broke the trace's own consistency (kept out of the index)
     self.match_count = 0
     self.indexed = 0  # records applied (bounded by MAX_INDEX_RECORDS)
@@ -441,12 +445,18 @@ class Trace:
   def _on_end(self, rec: dict, events: Any, touched: Any) -> None:
     self.ended = True
 
+  def _on_mem(self, rec: dict, events: Any, touched: Any) -> None:
+    self.mem_seen += 1
+    if len(self.mem_events) < MAX_EVENTS and (e := mem_event(rec, self.mem_seen)) is not None:
+      self.mem_events.append(e)
+
 
 _HANDLERS: dict[str, Callable] = {
   "meta": Trace._on_meta, "node": Trace._on_node, "pattern": Trace._on_pattern, "ctx_begin": Trace._on_ctx_begin,
   "ctx_end": Trace._on_ctx_end, "rw_begin": Trace._on_rw_begin, "match": Trace._on_match,
   "rw_end": Trace._on_rw_end, "opt": Trace._on_kernel_record, "beam": Trace._on_kernel_record,
   "source": Trace._on_kernel_record, "run": Trace._on_kernel_record, "error": Trace._on_error, "end": Trace._on_end,
+  "mem": Trace._on_mem,
 }
 _RUN_HANDLERS: dict[type, Callable] = {BatchNodes: Trace._on_node_run, BatchMatches: Trace._on_match_run}
 
