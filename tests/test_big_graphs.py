@@ -93,6 +93,22 @@ def test_deltas_between_cut_steps_give_the_cut_graphs(noisy, small_cap, compact)
                                                                     graphs[k]["added"], graphs[k].get("cut"))
 
 
+def test_cut_steps_derived_from_the_step_before_move_nothing_both_show(noisy, small_cap):
+  _, tr = noisy
+  rw = _longest(tr)
+  view = StepGraphs(tr, rw, Replay(tr, rw))
+  derived = 0
+  for k in range(1, rw.matches + 1):
+    if not view.big(k):
+      continue
+    lay, prev = view._cut(k), view.shown(k - 1)[0]
+    assert set(lay.pos) == lay.shown and set(lay.edges) <= {(s, n) for n in lay.shown for s in view.replay.node(n)[3]}
+    if lay.base == k - 1:
+      derived += 1
+      assert all(lay.pos[n] == prev.pos[n] for n in lay.shown & prev.pos.keys()), k
+  assert derived > 10
+
+
 def test_the_api_answers_a_big_graph_cut(noisy, small_cap):
   path, _ = noisy
   c = create_app([path], follow=False).test_client()

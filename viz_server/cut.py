@@ -32,6 +32,7 @@ class CutLayout(Layout):
   total: int = 0  # the nodes of the whole graph
   around: list[int] = field(default_factory=list)  # the nodes the window grew from (root, then the step's nodes)
   stubs: dict[int, tuple[int, int]] = field(default_factory=dict)  # shown node -> (sources, users) left out
+  base: int = -1  # the step it was derived from (-1: a layout of its own)
 
   def info(self) -> dict:
     """The `cut` entry of graph and delta answers."""

@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 from viz_server import cut, gone, place
 from viz_server.layout import LAYER_GAP, NODE_GAP, Layout, layout_graph
 from viz_server.place import Bands, Rows
-from viz_server.replay import Replay
+from viz_server.replay import Replay, StepInfo
 from viz_server.store import Rewrite, Trace
 
 CHAR_W, LINE_H, PAD_W, PAD_H = 6.6, 13.0, 16.0, 10.0  # label metrics (sent in /api/boot: static/graph.js draws by them)
@@ -392,12 +392,15 @@ class StepGraphs:
     return lay, lay.shown, lay
 
   def _cut(self, k: int, pause: Callable[[], None] | None = None) -> cut.CutLayout:
-    """The layout of step k's graph cut to the nodes nearest its root and what the step added or changed (a full
-    layout of them: a cut graph's layout depends only on its step)."""
+    """The layout of step k's graph cut to the nodes nearest its root and what the step added or changed. Like the
+    whole graphs' layouts it is derived from the step before (nothing shown at both moves) within a block of BLOCK
+    steps; at a block boundary, after a step that was not cut, or when the window moved too far, it is a full layout
+    of the window, so a far step costs at most BLOCK - 1 derivations and one layout of CUT_NODES nodes."""
     got = LAYOUTS.get(self.key + ("cut", k))
     if isinstance(got, cut.CutLayout):
       return got
     rp = self.replay
+    base = self._cut(k - 1, pause) if k % BLOCK and self.big(k - 1) else None
     members, info = rp.members(k), rp.step(k)
     seeds = [rp.root(k)]
     if info is not None:
@@ -407,13 +410,36 @@ class StepGraphs:
     shown = frozenset(order)
     if pause is not None:
       pause()
-    lay = layout_graph({n: self.size(n) for n in sorted(shown)},
-                       [(s, n) for n in sorted(shown) for s in src(n) if s in shown], pause=pause)
+    lay = self._derive_cut(base, shown, info) if base is not None else None
+    derived_from = k - 1 if lay is not None else -1
+    if lay is None:
+      lay = layout_graph({n: self.size(n) for n in sorted(shown)},
+                         [(s, n) for n in sorted(shown) for s in src(n) if s in shown], pause=pause)
     self.cuts += 1
     out = cut.CutLayout(lay.pos, lay.layer, lay.edges, lay.width, lay.height, shown=shown, total=len(members),
-                        around=[n for n in dict.fromkeys(seeds) if n in shown], stubs=stubs)
+                        around=[n for n in dict.fromkeys(seeds) if n in shown], stubs=stubs, base=derived_from)
     LAYOUTS.put(self.key + ("cut", k), out)
     return out
+
+  def _derive_cut(self, base: cut.CutLayout, shown: frozenset[int], info: StepInfo | None) -> Layout | None:
+    """The layout of window `shown` from the step before's (base), moving nothing both show (viz_server.place);
+    None when too much of it is new."""
+    rp = self.replay
+    new = sorted(shown - base.shown)
+    old_of = {n: o for o, n in (info.pairs if info is not None else ()) if o in base.pos and n in shown}
+    if sum(n not in old_of for n in new) > max(MASSIVE, len(base.pos) // 4):
+      return None
+    # a node's sources as far as they are laid out: those shown now, for a node that left, those shown before
+    src = lambda n: tuple(s for s in rp.node(n)[3] if s in (shown if n in shown else base.shown))  # type: ignore[index]  # noqa: E731
+    rows, bands = Rows.of(base.pos, self.size), Bands.of(base)
+    pos, layer, edges, width, height, _, _ = place.derive(base, rows, bands, new, sorted(base.shown - shown), old_of,
+                                                          src, self.size, rp.level)
+    for n in shown:  # an edge from a node that came into view to one shown before: straight (nodes never get sources)
+      for s in src(n):
+        if (s, n) not in edges:
+          edges[(s, n)] = (pos[s], pos[n])
+    edges = {e: pts for e, pts in edges.items() if e[0] in shown and e[1] in shown}
+    return Layout(pos, layer, edges, width, height)
 
   def _index(self, lay: Layout) -> tuple[Rows, Bands]:
     """The row index and bands of a layout (built once for a full layout; a derived one carries its own)."""
