@@ -1,4 +1,4 @@
-"""Where a training step's time goes: cProfile over bench_train's step (the MLP, batch 64), per step, VIZ unset.
+"""Where a training step's time goes: cProfile over bench_train's step (the MLP, batch 64, SGD or Adam), per step.
 
 Prints the top functions by own time and by cumulative time, in ms per step, after warm-up steps (compiling) that
 are not profiled. The phases (graph, gradient rewrite, schedule, run) are timed without the profiler too.
@@ -20,15 +20,15 @@ from bench.workloads import mlp  # noqa: E402
 from compiler import Tensor, nn  # noqa: E402
 
 
-def _setup() -> tuple:
+def _setup(opt: str = "SGD") -> tuple:
   wl = mlp()
   x_np, w1_np, w2_np = wl.inputs
   x, y = Tensor(x_np), Tensor(_labels(len(x_np)))
   w1, w2 = Tensor(w1_np.copy(), requires_grad=True), Tensor(w2_np.copy(), requires_grad=True)
-  return x, y, w1, w2, nn.optim.SGD([w1, w2], lr=LR)
+  return x, y, w1, w2, (nn.optim.SGD if opt == "SGD" else nn.optim.Adam)([w1, w2], lr=LR)
 
 
-def _step(x: Tensor, y: Tensor, w1: Tensor, w2: Tensor, opt: nn.optim.SGD) -> list[float]:
+def _step(x: Tensor, y: Tensor, w1: Tensor, w2: Tensor, opt: nn.optim.Optimizer) -> list[float]:
   """One step; returns the times of its phases (forward graph, backward, update graph, realize) in seconds."""
   t0 = time.perf_counter()
   opt.zero_grad()
@@ -58,8 +58,9 @@ def main(argv: list[str] | None = None) -> None:
   ap.add_argument("--steps", type=int, default=30)
   ap.add_argument("--warmup", type=int, default=3)
   ap.add_argument("--top", type=int, default=25)
+  ap.add_argument("--opt", default="SGD", choices=("SGD", "Adam"))
   args = ap.parse_args(argv)
-  model = _setup()
+  model = _setup(args.opt)
   for _ in range(args.warmup):
     _step(*model)
   phases = [_step(*model) for _ in range(args.steps)]
