@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from conftest import ROOT, Server, graph_ids, open_page, wait_graph
+from conftest import ROOT, Server, graph_ids, open_page, shot, wait_graph
 
 sys.path.insert(0, str(ROOT / "tests"))
 from test_server_helpers import mini, recording  # noqa: E402
@@ -48,6 +48,7 @@ def test_a_cut_graph_is_drawn_with_a_note_and_steps(page, bigserver):
   page.wait_for_function("() => window.__viz.graph.frames > 0")
   assert page.evaluate("() => window.__viz.graph.drawn") > 0
   assert page.evaluate("() => Object.keys(window.__viz.graph.cut.stubs).length") > 0
+  shot(page, "big-graph-cut")
   page.keyboard.press("ArrowRight")
   wait_graph(page, t, rw["id"], 1)
   g1 = bigserver.api(f"/api/traces/{t}/rewrites/{rw['id']}/graph?step=1")
