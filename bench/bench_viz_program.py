@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -26,18 +27,23 @@ DEMO = ROOT / "examples" / "demo.py"
 UNSET = ("VIZ", "VIZ_TRACE", "DEBUG", "NOOPT", "BEAM")
 
 
-def run_demo(args: list[str], trace: Path | None) -> float:
-  """Wall time (s) of one fresh `python examples/demo.py args`, recording to `trace` when given."""
+def _children_cpu() -> float:
+  ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return ru.ru_utime + ru.ru_stime
+
+
+def run_demo(args: list[str], trace: Path | None) -> tuple[float, float]:
+  """(wall, CPU) seconds of one fresh `python examples/demo.py args`, recording to `trace` when given."""
   env = {k: v for k, v in os.environ.items() if k not in UNSET}
   env["PYTHONPATH"] = str(ROOT)
   if trace is not None:
     env.update(VIZ="-1", VIZ_TRACE=str(trace))
-  t0 = time.perf_counter()
+  c0, t0 = _children_cpu(), time.perf_counter()
   p = subprocess.run([sys.executable, str(DEMO), *args], env=env, cwd=ROOT, capture_output=True, text=True)
-  dt = time.perf_counter() - t0
+  dt, cpu = time.perf_counter() - t0, _children_cpu() - c0
   if p.returncode != 0:
     raise SystemExit(f"demo failed ({'VIZ=-1' if trace else 'VIZ off'}):\n{p.stdout}\n{p.stderr}")
-  return dt
+  return dt, cpu
 
 
 def trace_contents(path: Path) -> dict[str, int]:
@@ -56,7 +62,7 @@ def trace_contents(path: Path) -> dict[str, int]:
 
 def whole_program(pairs: int, demo_args: list[str], tmp: Path) -> dict:
   """`pairs` alternating (off, on) pairs of fresh runs; ratios on/off per pair."""
-  off, on, ratios = [], [], []
+  off, on, ratios, cpu_ratios = [], [], [], []
   run_demo(demo_args, None)  # warm the file cache (bytecode, llvmlite's library) for both sides
   trace = tmp / "demo.vztrace"
   for i in range(pairs):
@@ -64,10 +70,11 @@ def whole_program(pairs: int, demo_args: list[str], tmp: Path) -> dict:
       t_off, t_on = run_demo(demo_args, None), run_demo(demo_args, trace)
     else:
       t_on, t_off = run_demo(demo_args, trace), run_demo(demo_args, None)
-    off.append(t_off)
-    on.append(t_on)
-    ratios.append(t_on / t_off)
-  return {"off": off, "on": on, "ratios": ratios, "trace": trace_contents(trace)}
+    off.append(t_off[0])
+    on.append(t_on[0])
+    ratios.append(t_on[0] / t_off[0])
+    cpu_ratios.append(t_on[1] / t_off[1])
+  return {"off": off, "on": on, "ratios": ratios, "cpu": cpu_ratios, "trace": trace_contents(trace)}
 
 
 def old_bench(quick: bool) -> str:
@@ -94,12 +101,14 @@ def main() -> None:
     r = whole_program(pairs, demo_args, Path(d))
   ratios = sorted(r["ratios"])
   q = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [ratios[0]] * 3
-  cols = [("measure", "<44"), ("VIZ off s", ">10.3f"), ("VIZ=-1 s", ">10.3f"), ("ratio", ">8"), ("spread", ">17")]
+  cols = [("measure", "<44"), ("VIZ off s", ">10.3f"), ("VIZ=-1 s", ">10.3f"), ("ratio", ">8"), ("spread", ">12"),
+          ("CPU ratio", ">10")]
   rows = [(f"examples/demo.py --scale {args.scale}, {pairs} pairs", statistics.median(r["off"]),
-           statistics.median(r["on"]), f"{statistics.median(ratios):.3f}x", f"{ratios[0]:.2f}-{ratios[-1]:.2f}x")]
+           statistics.median(r["on"]), f"{statistics.median(ratios):.3f}x", f"{ratios[0]:.2f}-{ratios[-1]:.2f}x",
+           f"{statistics.median(r['cpu']):.3f}x")]
   print(format_table(cols, rows))
-  print(f"ratio: median of the per-pair ratios (VIZ=-1 / off, fresh processes, alternating order); spread: min-max, "
-        f"quartiles {q[0]:.3f}x-{q[2]:.3f}x")
+  print(f"ratio: median of the per-pair wall-time ratios (VIZ=-1 / off, fresh processes, alternating order); spread: "
+        f"min-max, quartiles {q[0]:.3f}x-{q[2]:.3f}x; CPU ratio: the same of the processes' CPU time (all threads)")
   print("per pair: " + " ".join(f"{x:.3f}" for x in r["ratios"]))
   print("last trace: " + ", ".join(f"{k} {v}" for k, v in r["trace"].items()))
   if not args.no_old:

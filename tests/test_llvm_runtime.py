@@ -415,3 +415,31 @@ def test_a_kernel_compiled_just_before_exit_has_its_texts(tmp_path):
   assert p.returncode == 0, p.stderr
   got = _sources_by_ctx(path)
   assert got and all([k for k, _ in kinds] == ["uops", "llvm_ir", "opt_ir", "asm"] for kinds in got.values()), got
+
+
+def _object_code_in_child(ir: str, fname: str) -> None:
+  from compiler.runtime.llvm import get_jit
+  get_jit().object_code(ir, fname, fname + "_child")
+
+
+def test_a_fork_waits_until_the_text_thread_is_idle(tmp_path, monkeypatch):
+  # llvmlite's one lock: a BEAM worker forked while the text thread emits assembly would hang at its first compile
+  import multiprocessing
+
+  from compiler.runtime import llvm, sources
+  monkeypatch.setenv("VIZ", "-1")
+  recorder.enable(tmp_path / "f.vztrace", announce=False)
+  try:
+    with recorder.trace_context("mm", kind="kernel"):
+      ck = compile_kernel(split(matmul(64, 64, 64), 1, 4, UP))
+    texts = llvm.get_jit()._last_text
+    assert texts is not None
+    child = multiprocessing.get_context("fork").Process(target=_object_code_in_child,
+                                                        args=(ck.program.src, ck.program.fname))
+    child.start()  # (os.fork runs llvm._before_fork first)
+    assert texts.done()
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    sources.record_ready(wait=True)
+  finally:
+    recorder.disable()

@@ -11,8 +11,9 @@ import itertools
 import os
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import llvmlite.binding as llvm
 
@@ -55,6 +56,7 @@ class LLVMJit:
     self.counter = itertools.count()
     self._text_tm: llvm.TargetMachine | None = None  # the text thread's own (the engine's is the engine's)
     self._text_pool: ThreadPoolExecutor | None = None
+    self._last_text: Future | None = None  # the pool runs its jobs in order: when this one is done, all are
 
   def target_machine(self) -> llvm.TargetMachine:
     """A target machine for the host CPU (an engine owns the one it is made with)."""
@@ -103,7 +105,7 @@ class LLVMJit:
       if hit is not None:
         if want_text and hit.texts is None:  # first compiled while tracing was off: make the texts now
           hit = self.cache[ir] = JitFunction(hit.symbol, hit.address, hit.compile_s,
-                                             self._texts_pool().submit(self._texts_of_ir, ir))
+                                             self._submit_texts(self._texts_of_ir, ir))
         return hit, True
       t0 = time.perf_counter()
       symbol = f"{fname}_{next(self.counter)}"
@@ -120,21 +122,31 @@ class LLVMJit:
       compile_s = time.perf_counter() - t0
       # only now: llvmlite runs one LLVM call at a time (a global lock), so the text thread's code generation would
       # hold up this JIT's if it began before
-      texts = self._texts_pool().submit(self._texts_of_module, mod, str(mod)) if want_text else None
+      texts = self._submit_texts(self._texts_of_module, mod, str(mod)) if want_text else None
       jf = JitFunction(symbol, addr, compile_s, texts)
       self.cache[ir] = jf
       return jf, False
 
   # ---- the texts a trace shows, made in the text thread
-  def _texts_pool(self) -> ThreadPoolExecutor:
+  def _submit_texts(self, fn: Callable[..., tuple[str, str]], *args: Any) -> Future[tuple[str, str]]:
     if self._text_pool is None:  # (under self.lock)
       self._text_tm = self.target_machine()
       self._text_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llvm-texts")
-    return self._text_pool
+    fut = self._last_text = self._text_pool.submit(fn, *args)
+    return fut
+
+  def wait_texts(self) -> None:
+    """Until the text thread is idle (and so holds no LLVM lock)."""
+    last = self._last_text
+    if last is not None:
+      wait([last])
 
   def _texts_of_module(self, mod: llvm.ModuleRef, opt_ir: str) -> tuple[str, str]:
     assert self._text_tm is not None
-    return opt_ir, self._text_tm.emit_assembly(mod)
+    try:
+      return opt_ir, self._text_tm.emit_assembly(mod)
+    finally:
+      mod.close()  # here, not when the pool drops the job's arguments after its future is done (see _before_fork)
 
   def _texts_of_ir(self, ir: str) -> tuple[str, str]:
     mod = llvm.parse_assembly(ir)
@@ -179,6 +191,17 @@ class ScratchJit:
 
 _JIT: LLVMJit | None = None
 _JIT_LOCK = threading.Lock()
+
+
+def _before_fork() -> None:
+  # llvmlite runs one LLVM call at a time under a process-wide lock: a child forked while the text thread holds it
+  # (BEAM's workers are forked) would inherit it held by a thread it does not have, and hang at its first compile
+  if _JIT is not None:
+    _JIT.wait_texts()
+
+
+if hasattr(os, "register_at_fork"):
+  os.register_at_fork(before=_before_fork)
 
 
 def get_jit() -> LLVMJit:
