@@ -48,6 +48,17 @@ def test_kernels_that_write_no_assign_target_keep_their_boundaries():
   assert len(a.schedule(b)) == 2
 
 
+def test_in_place_writes_of_one_shape_share_a_kernel():
+  a0, b0 = np.float32([2.0]), np.float32([3.0])
+  a, b = Tensor(a0.copy()).contiguous().realize(), Tensor(b0.copy()).contiguous().realize()
+  a.assign(a * 0.5)
+  b.assign(b * 0.25)
+  sched = a.schedule(b)
+  assert len(sched) == 1 and n_stores(sched[0]) == 2
+  Tensor.realize(a, b)
+  np.testing.assert_allclose([a.item(), b.item()], [1.0, 0.75])
+
+
 def test_reader_of_other_elements_stays_a_kernel_of_its_own():
   x, w = randt(6, 7), realized(6, 7)
   a = (x + 1).contiguous()

@@ -4,9 +4,9 @@ The kernels (in run order) come as (ast, buffers in slot order). A kernel K that
 outputs are buffers of the tensor graph) joins the earlier kernels G whose output it reads when all of them store at
 the same index (the same LOOP ranges, so the same element per iteration) and K reads G's outputs only there: the
 fused kernel keeps every STORE, and K's loads of G's outputs become the values G stores ("fuse kernels" pass). Other
-kernels keep their boundaries (a `.contiguous()` stays a kernel of its own). An optimizer step is then one kernel per
-parameter: the gradient, m, v and the weight stored side by side (the gradient's REDUCE closes inside the iteration
-that stores it).
+kernels keep their boundaries (a `.contiguous()` stays a kernel of its own); in-place writes without a reduction that
+store at the same index share a kernel too. An optimizer step is then one kernel per parameter: the gradient, m, v
+and the weight stored side by side (the gradient's REDUCE closes inside the iteration that stores it).
 
 What keeps the result equal to running the kernels one after another:
 - every load of a buffer the fused kernel writes is at the stored index, and a load of the old contents is a source
@@ -100,7 +100,7 @@ def _nests_reduce(ast: UOp, bufs: tuple[UOp, ...], writer: dict[UOp, tuple[int, 
   for red in (u for u in toposort(ast) if u.op is Ops.REDUCE):
     for slot, _ in _loads(red.src[0]):
       w = writer.get(bufs[slot])
-      if w is not None and w[0] < i and any(u.op is Ops.REDUCE for u in toposort(w[1])):
+      if w is not None and w[0] < i and _has_reduce(w[1]):
         return True
   return False
 
@@ -178,13 +178,25 @@ def fuse_kernels(kernels: list[Kernel], in_place: set[UOp]) -> list[Kernel]:
   fused: list[Kernel] = []
   for k in kernels:
     idx, ins = _store_index(k[0]), set(kernel_inputs(k))
-    cands = [] if idx is None or not set(kernel_outputs(k)) <= in_place else \
-      [i for i, g in enumerate(fused) if _store_index(g[0]) is idx and set(kernel_outputs(g)) & ins]
+    cands = []
+    if idx is not None and set(kernel_outputs(k)) <= in_place:
+      for i, g in enumerate(fused):
+        if _store_index(g[0]) is idx and (set(kernel_outputs(g)) & ins or _in_place_sibling(g, k, in_place)):
+          cands.append(i)
     joined = _join(groups, fused, cands, k)
     if joined is None:
       groups.append([k])
       fused.append(k)
   return fused
+
+
+def _has_reduce(ast: UOp) -> bool:
+  return any(u.op is Ops.REDUCE for u in toposort(ast))
+
+
+def _in_place_sibling(g: Kernel, k: Kernel, in_place: set[UOp]) -> bool:
+  """g and k both write in place, elementwise: one loop for both (Adam's b1**t and b2**t)."""
+  return set(kernel_outputs(g)) <= in_place and not _has_reduce(g[0]) and not _has_reduce(k[0])
 
 
 def _join(groups: list[list[Kernel]], fused: list[Kernel], cands: list[int], k: Kernel) -> bool | None:
