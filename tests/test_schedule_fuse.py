@@ -5,7 +5,9 @@ import pytest
 
 from compiler import Tensor
 from compiler.schedule.cache import SCHEDULES
+from compiler.trace import recorder
 from compiler.uop import Ops
+from vztrace.reader import TraceReader
 
 rng = np.random.default_rng(5)
 
@@ -122,3 +124,25 @@ def test_a_fused_schedule_is_cached_and_bound_to_new_buffers():
   for xv, av, wv in outs:
     np.testing.assert_allclose(av, xv * 3, rtol=1e-6)
     np.testing.assert_allclose(wv, xv * 3 - 1, rtol=1e-6)
+
+
+def test_trace_shows_the_fuse_kernels_pass(tmp_path, backend):
+  SCHEDULES.clear()
+  path = tmp_path / "fuse.vztrace"
+  recorder.enable(path, announce=False)
+  try:
+    x, w = randt(4, 3), realized(4, 3)
+    a = (x + 2).contiguous()
+    w.assign(a * a)
+    names = [si.name for si in a.schedule(w)]
+    Tensor.realize(a, w)
+  finally:
+    recorder.disable()
+  recs = list(TraceReader(path))
+  # the schedules of realized(), of a.schedule(w), and realize's (a cache hit)
+  sched_ctx = [r["id"] for r in recs if r["t"] == "ctx_begin" and r["kind"] == "schedule"][1]
+  passes = [r["name"] for r in recs if r["t"] == "rw_begin" and r["ctx"] == sched_ctx]
+  assert passes.count("fuse kernels") == 1 and passes.index("fuse kernels") > passes.index("View Kernel Graph")
+  assert [r["name"] for r in recs if r["t"] == "ctx_begin" and r["kind"] == "kernel"][-1:] == names
+  assert len(names) == 1
+  assert all(r.get("error") is None for r in recs if r["t"] == "rw_end")
