@@ -15,7 +15,7 @@ from compiler.rewrite import track_graph
 from compiler.runtime.buffer import buffer_of, new_buffer_uop
 from compiler.tensor import Tensor
 from compiler.trace import recorder
-from compiler.trace.nodes import SWEEP_AT, TraceIds
+from compiler.trace.nodes import TraceIds
 from compiler.uop import cons_key
 from vztrace.reader import TraceReader
 
@@ -74,8 +74,7 @@ def test_ids_follow_structure_whether_or_not_the_first_node_still_lives(specs, r
   first, gone = _name(ids, specs, var, some)
   gc.collect()
   assert gone() is None  # the table kept no node alive
-  ids._sweep()
-  assert all(r() is not None for r in ids.live)  # and forgets those that died
+  assert all(r() is not None for r in ids.live.values())  # and forgot those that died
   made = _build(specs, var)
   order = list(range(len(specs)))
   rnd.shuffle(order)
@@ -187,11 +186,26 @@ def test_a_new_trace_does_not_take_ids_from_an_earlier_one(tmp_path):
   assert len(_nodes(tmp_path / "b.vztrace")) == 2
 
 
-def test_the_identity_table_sweeps_out_nodes_that_died():
+def test_the_identity_table_drops_each_node_as_it_dies():
   rows: list[tuple] = []
   ids = TraceIds(rows.append)
-  var = f"swept{next(_fresh)}"
-  for i in range(3 * SWEEP_AT):
-    ids.id_of(UOp.variable(var, 0, 9) + i)  # three nodes, which die at once
-  assert len(rows) == 1 + 2 * 3 * SWEEP_AT  # (the variable made again is the variable named first)
-  assert len(ids.live) <= 2 * SWEEP_AT
+  var = f"dropped{next(_fresh)}"
+  for i in range(3000):
+    ids.id_of(UOp.variable(var, 0, 9) + (10**9 + i))  # three nodes no other test makes, which die at once
+  assert len(rows) == 1 + 2 * 3000  # (the variable made again is the variable named first)
+  assert len(ids.live) == 0
+
+
+def test_an_ended_trace_lets_go_of_its_table():
+  rows: list[tuple] = []
+  ids = TraceIds(rows.append)
+  x = UOp.variable(f"end{next(_fresh)}", 0, 9) + 1
+  ids.id_of(x)
+  forget = weakref.ref(ids._forget)  # the callback of the table's references, which holds the table
+  ids.close()
+  del ids
+  gc.disable()  # (the table, its references and their callback are a cycle until close() clears the table)
+  try:
+    assert forget() is None
+  finally:
+    gc.enable()

@@ -6,17 +6,22 @@ the key `cons_key(op, dtype, src, arg)`, here with the sources' trace ids for th
 to its id for the whole recording, so a node made again after the first one died finds its id there, and the trace
 keeps no UOp alive (nor, through a BUFFER node, a Buffer).
 
-Finding a key needs the sources' ids, so a node named before is found by identity instead, in O(1): `live` maps a weak
-reference to u to u's trace id. A live reference hashes and compares as its object, a dead one only equals itself, so
-an entry never answers for another object; and it is u's plain reference (no callback), which `weakref.ref(u)` hands
-back instead of making one, so a lookup allocates nothing. Entries of dead nodes are swept out when the dict has
-doubled since the last sweep."""
+Finding a key needs the sources' ids, so a node named before is found by identity instead, in O(1): `live` maps id(u)
+to a weak reference to u that carries u's trace id, and the reference's callback drops the entry when u dies, before
+its memory, and so its id(), can be reused. (Keyed by id(), a lookup makes no object but an int; an entry of a dead
+node must not stay, or a new node at its address would find it.)"""
 from __future__ import annotations
 
+from _weakref import _remove_dead_weakref  # delete a key only if its value is a dead reference (in C, atomically)
 from typing import Callable
 from weakref import ref
 
 from compiler.uop import UOp, cons_key
+
+
+class _Named(ref):
+  """A weak reference to a named UOp that carries its trace id, and its id() for the callback."""
+  __slots__ = ("tid", "uid")
 
 
 class TraceIds:
@@ -25,22 +30,25 @@ class TraceIds:
 
   def __init__(self, add: Callable[[tuple], None]) -> None:
     self.keys: dict[tuple, int] = {}  # every node named so far, by structure
-    self.live: dict[ref, int] = {}  # the named nodes, by identity (and dead ones until the next sweep)
-    self.sweep_at = SWEEP_AT
+    self.live: dict[int, _Named] = {}  # the named nodes still alive, by id()
+    live = self.live
+    # (a cycle dict -> reference -> callback -> dict, which close() ends)
+    self._forget: Callable[[_Named], None] = lambda r: _remove_dead_weakref(live, r.uid)
     self.add = add
 
   def get(self, u: UOp) -> int | None:
     """u's id if u was named (and, being alive, is the node that was)."""
-    return self.live.get(ref(u))
+    r = self.live.get(id(u))
+    return None if r is None else r.tid
 
   def id_of(self, u: UOp) -> int:
     """The id of u, giving u and every node below it without one an id (sources first)."""
     live = self.live
-    tid = live.get(ref(u))
-    if tid is not None:
-      return tid
+    r = live.get(id(u))
+    if r is not None:
+      return r.tid
     try:  # the usual case: a node made by a rewrite, over nodes it named already
-      src = tuple([live[ref(s)] for s in u.src])
+      src = tuple([live[id(s)].tid for s in u.src])
     except KeyError:
       return self._name_below(u)
     return self._name(u, src)
@@ -55,18 +63,11 @@ class TraceIds:
     tid = keys.setdefault(key, new)
     if tid == new:
       self.add(key)
-    live = self.live
-    live[ref(u)] = tid
-    if len(live) >= self.sweep_at:
-      self._sweep()
+    r = _Named(u, self._forget)
+    r.tid = tid
+    r.uid = uid = id(u)
+    self.live[uid] = r
     return tid
-
-  def _sweep(self) -> None:
-    """Drop the entries of nodes that died (O(entries), once the dict doubled: O(1) a node)."""
-    live = self.live
-    for r in [r for r in live if r() is None]:
-      del live[r]
-    self.sweep_at = max(SWEEP_AT, 2 * len(live))
 
   def _name_below(self, root: UOp) -> int:
     """Name root and the nodes below it without an id, each after its sources, in the order of a depth-first walk
@@ -77,11 +78,11 @@ class TraceIds:
     while True:
       x, todo, src = stack[-1]
       for s in todo:
-        tid = live.get(ref(s))
-        if tid is None:
+        r = live.get(id(s))
+        if r is None:
           stack.append((s, iter(s.src), []))
           break
-        src.append(tid)
+        src.append(r.tid)
       else:
         stack.pop()
         tid = self._name(x, tuple(src))
@@ -89,5 +90,6 @@ class TraceIds:
           return tid
         stack[-1][2].append(tid)
 
-
-SWEEP_AT = 1 << 12  # entries before the first sweep of dead ones
+  def close(self) -> None:
+    """Drop the identity table (recording ended), which ends its cycle: what it held is freed by reference counting."""
+    self.live.clear()

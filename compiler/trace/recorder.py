@@ -13,7 +13,6 @@ import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
-from weakref import ref as _ref
 
 from vztrace.paths import trace_dir
 
@@ -264,13 +263,11 @@ class Recorder:
     return rid
 
   def match(self, rw: int, rule: Any, before: UOp, after: UOp, dt_ns: int) -> None:
-    live, ref = self._live, _ref
-    b = live.get(ref(before))
-    if b is None:
-      b = self.ids.id_of(before)
-    a = live.get(ref(after))
-    if a is None:
-      a = self.ids.id_of(after)
+    live = self._live
+    r = live.get(id(before))
+    b = r.tid if r is not None else self.ids.id_of(before)
+    r = live.get(id(after))
+    a = r.tid if r is not None else self.ids.id_of(after)
     p = self.pattern_ids.get(rule)
     if p is None:
       p = self.pattern_id(rule)
@@ -299,7 +296,10 @@ class Recorder:
     self._enqueue({"t": "ctx_end", "id": 0, "ts": time.time()})
     self._enqueue({"t": "end", "ts": time.time()})
     self.closed = True
-    self.writer.close()
+    try:
+      self.writer.close()
+    finally:
+      self.ids.close()
 
 
 def _user() -> str:
