@@ -1,0 +1,68 @@
+"""PatternMatcher.rules_for, the rules graph_rewrite tries on a node: every rule that matches the node is among them,
+in the matcher's order (the first source's op only ever rules out patterns that cannot match)."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from compiler.dtype import dtypes
+from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
+from compiler.uop import Ops, UOp
+
+c1, c2 = UOp.const(dtypes.int32, 1), UOp.const(dtypes.int32, 2)
+r = UOp.range(4, 0)
+LEAVES = [c1, c2, r, -r]
+# nodes of every op here over every pair (and single, and no) sources: first sources of each op, and none
+NODES = [*LEAVES, UOp(Ops.SINK, dtypes.void, ()), *(UOp(Ops.SINK, dtypes.void, (a,)) for a in LEAVES),
+         *(UOp(op, dtypes.int32, (a, b)) for op in (Ops.ADD, Ops.MUL) for a, b in itertools.product(LEAVES, repeat=2)),
+         *(UOp(Ops.SINK, dtypes.void, (a, b, c1)) for a, b in itertools.product(LEAVES, repeat=2))]
+
+PATTERNS = [
+  UPat(Ops.ADD, src=(UPat(Ops.CONST), UPat())),                          # ordered
+  UPat(Ops.ADD, src=[UPat(Ops.CONST), UPat(Ops.RANGE)]),                 # permutations: either source may be first
+  UPat(Ops.ADD, src=(UPat.any(UPat(Ops.NEG), UPat(Ops.RANGE)), UPat())),  # an any: the union of its ops
+  UPat(Ops.ADD, src=(UPat.any(UPat(Ops.NEG), UPat()), UPat())),           # an any with a wildcard: every op
+  UPat(None, src=(UPat(Ops.CONST), UPat())),                             # a wildcard op
+  UPat(None),                                                            # a wildcard with no sources
+  UPat(Ops.SINK, src=UPat(Ops.CONST)),                                   # repeated: an empty SINK matches
+  UPat(Ops.SINK, src=(UPat(Ops.RANGE),), allow_any_len=True),            # a prefix of the sources
+  UPat(Ops.SINK, src=()),                                                # no sources at all
+  UPat(Ops.MUL, src=(UPat(Ops.NEG, src=(UPat(Ops.RANGE),)), UPat.var("y"))),
+  UPat(Ops.MUL, src=(UPat.var("x"), UPat.var("x"))),                     # the same node twice
+]
+
+
+def _pm() -> PatternMatcher:
+  return PatternMatcher([(p, lambda **kw: None) for p in PATTERNS], name="dispatch test")
+
+
+@pytest.mark.parametrize("node", NODES, ids=lambda u: f"{u.op.name}{[s.op.name for s in u.src]}")
+def test_every_matching_rule_is_tried_in_order(node):
+  pm = _pm()
+  matching = [rule for rule in pm.rules if next(rule.pat.match(node, {}), None) is not None]
+  tried = pm.rules_for(node)
+  assert [rule for rule in tried if rule in matching] == matching
+  assert list(tried) == sorted(tried, key=pm.rules.index)
+
+
+def test_rules_that_cannot_match_are_left_out():
+  pm = _pm()
+  add_c = UOp(Ops.ADD, dtypes.int32, (c1, r))
+  add_r = UOp(Ops.ADD, dtypes.int32, (r, c1))
+  names = {rule.index for rule in pm.rules_for(add_c)}
+  assert 2 not in names and {0, 1, 3, 4, 5} <= names  # NEG-or-RANGE first: not for a CONST first
+  assert 0 not in {rule.index for rule in pm.rules_for(add_r)}
+
+
+def test_graph_rewrite_picks_the_first_rule_that_returns_a_node():
+  # rules on one root op told apart by their first source's op, as the gradient markers; the first matching rule
+  # in order wins also where a later, more specific one would match too
+  pm = PatternMatcher([
+    (UPat(Ops.ADD, src=(UPat(Ops.RANGE), UPat.cvar("c"))), lambda c: c),
+    (UPat(Ops.ADD, src=(UPat(Ops.CONST, name="c"), UPat())), lambda c: UOp.const(c.dtype, c.arg + 10)),
+    (UPat(Ops.ADD, src=(UPat(), UPat()), name="x"), lambda x: x.src[1]),
+  ], name="first wins")
+  assert graph_rewrite(UOp(Ops.ADD, dtypes.int32, (r, c2)), pm) is c2
+  assert graph_rewrite(UOp(Ops.ADD, dtypes.int32, (c1, r)), pm).arg == 11
+  assert graph_rewrite(UOp(Ops.ADD, dtypes.int32, (-r, r)), pm) is r
