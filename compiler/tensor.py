@@ -168,9 +168,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
       dt = dt or to_dtype(arr.dtype)
     else:
       raise TypeError(f"Tensor: can't make a tensor from {type(data).__name__}")
-    with np.errstate(all="ignore"):
-      arr = arr.astype(dt.np)
-    self.uop = Tensor._from_np(arr, dt)
+    self.uop = Tensor._from_np(arr, dt)  # the buffer casts while it copies: one pass over the data, not two
 
   @staticmethod
   def _from_np(arr: np.ndarray, dt: DType) -> UOp:

@@ -71,7 +71,8 @@ class Buffer:
     return self.size * self.dtype.itemsize
 
   def copyin(self, data: np.ndarray) -> Buffer:
-    arr = np.array(data, dtype=self.dtype.np, order="C").reshape(-1)  # always a private copy
+    with np.errstate(all="ignore"):  # a cast out of range wraps as numpy's astype does (the caller checked ranges)
+      arr = np.array(data, dtype=self.dtype.np, order="C").reshape(-1)  # always a private copy
     if arr.size != self.size:
       raise ValueError(f"Buffer.copyin: {arr.size} elements into a buffer of {self.size}")
     fresh, self._np = self._np is None, arr
