@@ -383,3 +383,47 @@ def test_big_graph_takes_the_cut_search_and_stays_valid(monkeypatch):
     ((n_proper, starts),) = seen
     assert n_proper > L.BIG_EDGES and starts == L.STARTS[:1]
     assert count_crossings(lay) <= swept[0]
+
+
+def _isotonic_reference(y: np.ndarray, w: np.ndarray, first: np.ndarray) -> np.ndarray:
+  """Plain sequential pool-adjacent-violators, run by run: the fit _isotonic must match."""
+  out = np.empty(len(y))
+  bounds = list(np.flatnonzero(first)) + [len(y)]
+  for a, b in zip(bounds[:-1], bounds[1:]):
+    blocks: list[list[float]] = []  # [weighted sum, weight, count]
+    for i in range(a, b):
+      blocks.append([y[i] * w[i], float(w[i]), 1])
+      while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+        s, ws, k = blocks.pop()
+        blocks[-1][0] += s
+        blocks[-1][1] += ws
+        blocks[-1][2] += k
+    i = a
+    for s, ws, k in blocks:
+      out[i:i + k] = s / ws
+      i += k
+  return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_isotonic_warm_start_gives_the_exact_fit(seed):
+  """Issue 18: the coordinate steps start each isotonic fit from the previous fit's blocks; blocks that no longer
+  hold (a prefix below the block's mean) must be split, so the fit is the one from scratch, for any start blocks."""
+  from viz_server.layout import _isotonic
+  rng = np.random.default_rng(seed)
+  n = 400
+  first = np.zeros(n, dtype=bool)
+  first[np.sort(rng.choice(np.arange(1, n), 12, replace=False))] = True
+  first[0] = True
+  w = rng.choice([1.0, 2.0, 9.0], n)
+  y = np.cumsum(rng.normal(0, 1, n)) + rng.normal(0, 3, n)
+  ref = _isotonic_reference(y, w, first)
+  cold, blocks = _isotonic(y, w, first)
+  np.testing.assert_allclose(cold, ref, atol=1e-9)
+  # from the blocks of a fit of a nearby y (the case the coordinate steps are in), and of an unrelated y
+  for other in (y + rng.normal(0, 0.5, n), rng.normal(0, 5, n)[::-1].cumsum()):
+    starts = _isotonic(other, w, first)[1]
+    warm, _ = _isotonic(y, w, first, starts)
+    np.testing.assert_allclose(warm, ref, atol=1e-9)
+  # the blocks returned are where the fit is constant: starting from them is a no-op
+  np.testing.assert_allclose(_isotonic(y, w, first, blocks)[0], ref, atol=1e-9)

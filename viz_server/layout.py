@@ -585,12 +585,22 @@ def _seps(P: _Proper, row: np.ndarray) -> np.ndarray:
     return (w[1:] + w[:-1]) * 0.5 + gap
 
 
-def _isotonic(y: np.ndarray, w: np.ndarray, first: np.ndarray) -> np.ndarray:
+def _isotonic(y: np.ndarray, w: np.ndarray, first: np.ndarray, starts: np.ndarray | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
     """Weighted least-squares fit of y that is non-decreasing within each run that `first` starts (pool adjacent
-    violators; every violating run is pooled in the same pass, valid since pooling order does not matter)."""
+    violators; every violating run is pooled in the same pass, valid since pooling order does not matter), and the
+    starts of its blocks (the fit is constant on each).
+
+    starts: blocks to begin from (those of a fit of a nearby y): a block whose own fit is constant (every prefix's
+    mean at least the block's) is constant in the whole fit too, so such blocks are kept pooled and the rest split
+    into single nodes; the answer is the same, in far fewer passes when few blocks change."""
     n = len(y)
     s, ws = y * w, w.astype(np.float64)
-    starts = np.arange(n)
+    if starts is None or len(starts) == 0:
+        starts = np.arange(n)
+    else:
+        starts = _solid_blocks(s, ws, starts)
+        s, ws = np.add.reduceat(s, starts), np.add.reduceat(ws, starts)
     while len(s) > 1:
         m = s / ws
         viol = (m[:-1] > m[1:]) & ~first[starts[1:]]
@@ -600,7 +610,30 @@ def _isotonic(y: np.ndarray, w: np.ndarray, first: np.ndarray) -> np.ndarray:
         starts = starts[keep]
         s = np.add.reduceat(s, keep)
         ws = np.add.reduceat(ws, keep)
-    return np.repeat(s / ws, np.diff(np.append(starts, n)))
+    return np.repeat(s / ws, np.diff(np.append(starts, n))), starts
+
+
+def _solid_blocks(s: np.ndarray, ws: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The given block starts, each block whose own isotonic fit is not constant split into single nodes."""
+    n = len(s)
+    size = np.diff(np.append(starts, n))
+    cs, cw = np.cumsum(s), np.cumsum(ws)
+    base = np.repeat(starts, size)
+    s0 = np.where(base > 0, cs[base - 1], 0.0)
+    w0 = np.where(base > 0, cw[base - 1], 0.0)
+    ps, pw = cs - s0, cw - w0                      # each node's prefix sums within its block
+    last = np.append(starts[1:], n) - 1
+    bm = np.repeat(ps[last] / pw[last], size)      # the block's mean
+    # a tolerance: a prefix whose mean ties the block's only by rounding does not break the block
+    bad = ps / pw < bm - 1e-9 * (np.abs(bm) + 1.0)
+    bad_block = np.zeros(len(starts), dtype=bool)
+    bad_block[np.repeat(np.arange(len(starts)), size)[bad]] = True
+    if not bad_block.any():
+        return starts
+    split = np.repeat(bad_block, size)
+    is_start = np.zeros(n, dtype=bool)
+    is_start[starts] = True
+    return np.flatnonzero(is_start | split)
 
 
 def _coordinates(P: _Proper, rows: list[np.ndarray], seps: list[np.ndarray], us: np.ndarray, ud: np.ndarray,
@@ -629,6 +662,7 @@ def _coordinates(P: _Proper, rows: list[np.ndarray], seps: list[np.ndarray], us:
     n = P.n_real
     e = P.edge_of[n:]
     frac = (P.layer[n:] - P.layer[us[e]]) / P.span[e]
+    blocks = None
     for _ in range(iters):
         _pause()
         d = np.bincount(P.inc_node, weights=ew * x[P.inc_nbr], minlength=P.N)
@@ -636,7 +670,8 @@ def _coordinates(P: _Proper, rows: list[np.ndarray], seps: list[np.ndarray], us:
         a, b = x[us[e]], x[ud[e]]
         d[n:] = DUMMY_LINE * (a + (b - a) * frac) + (1 - DUMMY_LINE) * d[n:]
         t = 0.5 * (x + d)
-        x[flat] = _isotonic(t[flat] - c, nw[flat], first) + c
+        fit, blocks = _isotonic(t[flat] - c, nw[flat], first, blocks)
+        x[flat] = fit + c
     return x
 
 
