@@ -82,10 +82,13 @@ def test_ids_follow_structure_whether_or_not_the_first_node_still_lives(specs, r
   assert all(again[i] == t for i, t in first.items())  # rebuilt after they died: the same ids
   # one id per distinct node (hash-consing: a distinct structure is a distinct object), dense, in the order of rows
   assert len(set(again.values())) == len({id(u) for u in made}) == len(rows)
+  gc.collect()
+  gc.collect()  # (a tuple is let go of once what it holds is: the arg inside the key at the first, the key at the next)
   for i, u in enumerate(made):
-    key = rows[again[i]]
-    assert key == cons_key(u.op, u.dtype, tuple(ids.get(s) for s in u.src), u.arg)
+    key, src = rows[again[i]], tuple(ids.get(s) for s in u.src)
+    assert (Ops(key[0]), ids.dtypes[key[1]], *key[2:]) == cons_key(u.op, u.dtype, src, u.arg)
     assert all(s < again[i] for s in key[2])  # sources first
+    assert not gc.is_tracked(key)  # plain values: the collector stopped tracking it (at the collections above)
 
 
 def test_a_walk_numbers_depth_first_with_sources_in_order():

@@ -2,8 +2,8 @@
 trace ids, as little-endian u32 bytes (format.py, "batch"), made from the nodes' keys (compiler.trace.nodes:
 `cons_key(op, dtype, source ids, arg)`), so that a flush reads no UOp.
 
-A flush makes them for every node the trace names: each column is one `map` over the keys, in C, and the codes of
-dtypes and args are looked up by object identity, so a text is made once per object."""
+A flush makes them for every node the trace names: each column is one `map` over the keys, in C; a dtype's code is
+looked up by its number, an arg's by object identity, so a text is made once per object."""
 from __future__ import annotations
 
 import itertools
@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from vztrace.format import column_bytes
 
-_OP, _DTYPE, _SRC, _ARG = (operator.itemgetter(i) for i in range(4))  # cons_key's order
+_OP, _DTYPE, _SRC, _ARG = (operator.itemgetter(i) for i in range(4))  # a key's order (compiler.trace.nodes)
 
 Columns = tuple[bytes, bytes, bytes, bytes, bytes]
 
@@ -35,13 +35,13 @@ def codes(objs: list, by_id: dict[int, int], code: Callable[[Any], int]) -> list
   return out
 
 
-def node_columns(keys: list[tuple], dtype_ids: dict[int, int], arg_ids: dict[int, int],
-                 dtype_code: Callable[[Any], int], arg_code: Callable[[Any], int]) -> Columns:
-  """(op, dtype, arg, nsrc, src) of the nodes with these keys; dtypes and args get their codes through the by-id
-  tables (whose objects the caller keeps alive, so that no id is reused), and dtype_code/arg_code for one not seen
-  before."""
+def node_columns(keys: list[tuple], dtype_codes: list[int], arg_ids: dict[int, int],
+                 arg_code: Callable[[Any], int]) -> Columns:
+  """(op, dtype, arg, nsrc, src) of the nodes with these keys; a dtype's code is dtype_codes[its number in the key],
+  an arg's is looked up in the by-id table (whose objects the caller keeps alive, so that no id is reused), and
+  arg_code makes the code of one not seen before."""
   srcs = list(map(_SRC, keys))
-  cols = (list(map(_OP, keys)), codes(list(map(_DTYPE, keys)), dtype_ids, dtype_code),
+  cols = (list(map(_OP, keys)), list(map(dtype_codes.__getitem__, map(_DTYPE, keys))),
           codes(list(map(_ARG, keys)), arg_ids, arg_code), list(map(len, srcs)),
           list(itertools.chain.from_iterable(srcs)))
   return tuple(map(column_bytes, cols))  # type: ignore[return-value]

@@ -4,7 +4,9 @@ A UOp gets its id the first time a record names it (its sources first), and an e
 same one, or the viewer would show two nodes where the compiler had one. "Equal" is what hash-consing means by it:
 the key `cons_key(op, dtype, src, arg)`, here with the sources' trace ids for the sources. `keys` maps each such key
 to its id for the whole recording, so a node made again after the first one died finds its id there, and the trace
-keeps no UOp alive (nor, through a BUFFER node, a Buffer).
+keeps no UOp alive (nor, through a BUFFER node, a Buffer). In a key the op is a plain int and the dtype the number of
+its first appearance (`dtypes`), so that a key of plain values is one the cycle collector stops tracking: the keys
+live as long as the recording, and a key of objects would be scanned again at every full collection.
 
 Finding a key needs the sources' ids, so a node named before is found by identity instead, in O(1): `live` maps id(u)
 to a weak reference to u that carries u's trace id, and the reference's callback drops the entry when u dies, before
@@ -16,6 +18,7 @@ from _weakref import _remove_dead_weakref  # delete a key only if its value is a
 from typing import Callable
 from weakref import ref
 
+from compiler.dtype import DType
 from compiler.uop import UOp, cons_key
 
 
@@ -26,10 +29,14 @@ class _Named(ref):
 
 class TraceIds:
   """The trace ids of one recording; `add` receives the key of each node given a new id, in id order (sources
-  first): the key is all a record of the node needs, (op, dtype, source ids, arg, ...) as cons_key orders it."""
+  first): the key is all a record of the node needs: (op, dtype number, source ids, arg[, what cons_key adds])."""
 
   def __init__(self, add: Callable[[tuple], None]) -> None:
     self.keys: dict[tuple, int] = {}  # every node named so far, by structure
+    self.dtypes: list[DType] = []  # a key's dtype number -> the dtype
+    self._dtype_numbers: dict[DType, int] = {}  # by equality (a dtype hashes in Python: asked once per object)
+    self._dtype_by_id: dict[int, int] = {}  # by identity (every dtype object seen is kept alive in `_seen`)
+    self._seen: list[DType] = []
     self.live: dict[int, _Named] = {}  # the named nodes still alive, by id()
     live = self.live
     # (a cycle dict -> reference -> callback -> dict, which close() ends)
@@ -55,9 +62,14 @@ class TraceIds:
 
   def _name(self, u: UOp, src: tuple) -> int:
     """The id of u, whose sources have the ids src: an equal node's, or a new one."""
+    dtype = u.dtype
+    d = self._dtype_by_id.get(id(dtype))
+    if d is None:
+      d = self._dtype_number(dtype)
     arg = u.arg
     t = type(arg)  # cons_key, inlined for the args it leaves as they are
-    key = (u.op, u.dtype, src, arg) if arg is None or t is int or t is tuple else cons_key(u.op, u.dtype, src, arg)
+    key = (int(u.op), d, src, arg) if arg is None or t is int or t is tuple else \
+      (int(u.op), d, src, *cons_key(u.op, dtype, src, arg)[3:])
     keys = self.keys
     new = len(keys)  # ids are dense: the next one is the number of keys
     tid = keys.setdefault(key, new)
@@ -68,6 +80,14 @@ class TraceIds:
     r.uid = uid = id(u)
     self.live[uid] = r
     return tid
+
+  def _dtype_number(self, dtype: DType) -> int:
+    d = self._dtype_numbers.setdefault(dtype, len(self.dtypes))
+    if d == len(self.dtypes):
+      self.dtypes.append(dtype)
+    self._seen.append(dtype)
+    self._dtype_by_id[id(dtype)] = d
+    return d
 
   def _name_below(self, root: UOp) -> int:
     """Name root and the nodes below it without an id, each after its sources, in the order of a depth-first walk

@@ -56,9 +56,9 @@ class RecordQueue:
     for op in Ops:
       self.strs[op] = op.name
     self.str_codes: dict[str, int] = {s: c for c, s in enumerate(self.strs)}
-    # object id -> code, one table per field (an arg may be a dtype: the same object, another text); every object
-    # is in a key of TraceIds.keys, which lives as long as this queue, so no id is reused
-    self.dtype_ids: dict[int, int] = {}
+    self.dtype_codes: list[int] = []  # a key's dtype number -> the code of its text
+    # arg object id -> code; every arg is in a key of TraceIds.keys, which lives as long as this queue, so no id is
+    # reused
     self.arg_ids: dict[int, int] = {}
     self.arg_values: dict[Any, int] = {}  # (types, arg) -> code: equal args that are different objects
     self.matches: list[int] = []  # rw, pat, before, after, dt per match
@@ -81,9 +81,6 @@ class RecordQueue:
       self.n_done = self.m_done = self.r_done = 0
 
   # ---- a flush (under the lock)
-  def _dtype_code(self, dtype: Any) -> int:
-    return self._code(str(dtype))
-
   def _code(self, s: str) -> int:
     c = self.str_codes.get(s)
     if c is None:
@@ -153,7 +150,9 @@ class RecordQueue:
       # nodes first (no matches yet); once they fit, matches: each names nodes made before it, all in this batch
       nb, mb = (na + cap, ma) if nb - na > cap else (nb, min(mb, ma + cap))
     pack, raw = self.pack, self.pack_bytes
-    node_cols = self.node_columns(self.rows[na:nb], self.dtype_ids, self.arg_ids, self._dtype_code, self._arg_code)
+    dts = self.dtype_codes
+    dts.extend(self._code(str(dt)) for dt in self.ids.dtypes[len(dts):])  # the dtypes named since the last batch
+    node_cols = self.node_columns(self.rows[na:nb], dts, self.arg_ids, self._arg_code)
     rows = self.matches[5 * ma:5 * mb]
     cols = (("rw", rows[0::5]), ("pat", rows[1::5]), ("before", rows[2::5]), ("after", rows[3::5]),
             ("at", [x - (ma if i & 1 else na) for i, x in enumerate(at[2 * ra:2 * rb])]))
