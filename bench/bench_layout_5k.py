@@ -68,6 +68,28 @@ def best_ms(fn, g: Graph, repeat: int):
   return min(times), lay
 
 
+def server_answers(old, repeat: int) -> tuple[list[float], list[float]]:
+  """ms of the server's whole cold answer (GET .../graph?step=0 of a 5,000-node rewrite never laid out, in-process
+  through the Flask test client), with the old layout and the new one, alternating."""
+  from viz_server.app import create_app
+  with tempfile.TemporaryDirectory() as tmp:
+    trace = Path(tmp) / "cold.vztrace"
+    write_trace(trace, [(f"cold{i}", 5000) for i in range(2 * repeat)])
+    client = create_app([trace], follow=False, allowed_hosts=None).test_client()
+    tid = client.get("/api/traces").get_json()[0]["id"]
+    rids = [c["rewrites"][0]["id"] for c in client.get(f"/api/traces/{tid}/contexts").get_json() if c["rewrites"]]
+    real, out = graphview.layout_graph, ([], [])
+    try:
+      for i, rid in enumerate(rids):
+        graphview.layout_graph = old.layout_graph if i % 2 == 0 else real
+        t = time.perf_counter()
+        assert client.get(f"/api/traces/{tid}/rewrites/{rid}/graph?step=0").status_code == 200
+        out[i % 2].append((time.perf_counter() - t) * 1000)
+    finally:
+      graphview.layout_graph = real
+  return out
+
+
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--old", help="path of the old layout.py to compare against")
@@ -104,6 +126,10 @@ def main() -> None:
         same = f"differs: crossings old {new_layout.count_crossings(ref)} new {new_layout.count_crossings(lay)}"
     print(f"{name[:40]:<40} {len(g[0]):>6} {len(g[1]):>6} {old_ms:>8.1f} {new_ms:>8.1f} {new_ms / old_ms:>6.2f}  "
           f"{same}", flush=True)
+  if old is not None:
+    o, n = server_answers(old, args.repeat)
+    print(f"server's cold answer, 5,000-node graph (in-process, best of {args.repeat}): old {min(o):.1f} ms, "
+          f"new {min(n):.1f} ms")
   if args.profile:
     g = max(graphs, key=lambda ng: len(ng[1][0]))[1]
     prof = cProfile.Profile()

@@ -771,12 +771,16 @@ def _edge_routes(P: _Proper, xl: list[float], yl: list[float], us: np.ndarray, u
     """Each edge's polyline: its source's center, its dummies', its target's (a reversed edge's the other way)."""
     dstart, span = P.dstart.tolist(), P.span.tolist()
     out: dict[tuple[int, int], tuple[tuple[float, float], ...]] = {}
-    usl, udl = us.tolist(), ud.tolist()
-    for k, key in enumerate(ek):
-        e = int(e_of_key[k])
-        a, ds, sp = usl[e], dstart[e], span[e]
-        pts = [(xl[a], yl[a])] + [(xl[j], yl[j]) for j in range(ds, ds + sp - 1)] + [(xl[udl[e]], yl[udl[e]])]
-        out[key] = tuple(pts[::-1] if rev[k] else pts)
+    usl, udl, el, rl = us.tolist(), ud.tolist(), e_of_key.tolist(), rev.tolist()
+    pt = list(zip(xl, yl))  # one point tuple per proper node, shared by the routes through it
+    for key, e, r in zip(ek, el, rl):
+        sp = span[e]
+        if sp == 1:  # most edges: no dummies
+            pts = (pt[usl[e]], pt[udl[e]])
+        else:
+            ds = dstart[e]
+            pts = (pt[usl[e]], *pt[ds:ds + sp - 1], pt[udl[e]])
+        out[key] = pts[::-1] if r else pts
     return out
 
 
