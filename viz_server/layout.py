@@ -444,7 +444,7 @@ class _Orderer:
             e = np.flatnonzero(par == lp)
             node = P.inc_node[e]
             self._tp.append((node, P.inc_nbr[e], P.inc_side[e], P.lptr[P.layer[node]], lw[P.layer[node]]))
-        self._M = int(lw.max()) + 2
+        self._mb = (int(lw.max()) + 1).bit_length()  # bits of a neighbour's position in a sort key
         self.at = np.empty(P.N, dtype=np.int64)
 
     def _round_entries(self, lp: int, dirty: np.ndarray | None):
@@ -459,7 +459,7 @@ class _Orderer:
         return node[k], nbr[k], side[k], lstart[k], lw[k]
 
     def _transpose_phase(self, ent, sh: int, allow_equal: bool) -> np.ndarray | None:
-        P, pos, at, M = self.P, self.pos, self.at, self._M
+        P, pos, at, mb = self.P, self.pos, self.at, self._mb
         node, nbr, side, lstart, lw = ent
         p = pos[node]
         r = p - sh
@@ -473,11 +473,12 @@ class _Orderer:
         if len(sel) < 2:
             return None
         rl, pid = role[sel], pid[sel]
-        grp = pid * 2 + side[sel]
-        q = grp * M + pos[nbr[sel]]
-        # one sort: by neighbour position inside each (pair, side) group, left entries first on ties
-        o = np.argsort(q * 2 + rl)
-        qs, rs, gs = q[o], rl[o], grp[o]
+        # one sort of packed keys (pair, side, neighbour position, role): by neighbour position inside each
+        # (pair, side) group, left entries first on ties; the fields are read back from the sorted keys
+        key = np.sort((((((pid << 1) | side[sel]) << mb) | pos[nbr[sel]]) << 1) | rl)
+        rs = key & 1
+        qs = key >> 1
+        gs = qs >> mb
         n = len(qs)
         idx = np.arange(n)
         right_before = np.cumsum(rs) - rs
@@ -493,7 +494,7 @@ class _Orderer:
         qid = np.cumsum(qstart) - 1
         gt = rtot - lt - np.bincount(qid, weights=rs)[qid]
         isl = rs == 0
-        lpid = pid[o][isl]
+        lpid = gs[isl] >> 1
         if len(lpid) == 0:
             return None
         # per pair (compressed): crossings among its two nodes' edges if kept, and if swapped
