@@ -100,10 +100,10 @@ def _inversions(g: np.ndarray, a: np.ndarray, b: np.ndarray) -> int:
     total = 0
     # radix over the bits of b: at each level, pairs that agree above `bit` and differ at it are compared once
     for bit in range(kb - 1, -1, -1):
-        grp = (gs << kb) | (bs >> (bit + 1))
-        o = np.argsort((grp << ki) | idx)
-        bits = (bs[o] >> bit) & 1
-        gg = grp[o]
+        # sorting packed (group, index) keys is an argsort by group that keeps index order, read back from the keys
+        key = np.sort((((gs << kb) | (bs >> (bit + 1))) << ki) | idx)
+        bits = (bs[key & ((1 << ki) - 1)] >> bit) & 1
+        gg = key >> ki
         before = np.cumsum(bits) - bits
         start = np.empty(n, dtype=bool)
         start[0] = True
@@ -594,7 +594,7 @@ def _isotonic(y: np.ndarray, w: np.ndarray, first: np.ndarray, starts: np.ndarra
 
     starts: blocks to begin from (those of a fit of a nearby y): a block whose own fit is constant (every prefix's
     mean at least the block's) is constant in the whole fit too, so such blocks are kept pooled and the rest split
-    into single nodes; the answer is the same, in far fewer passes when few blocks change."""
+    into such blocks; the answer is the same, in far fewer passes when few blocks change."""
     n = len(y)
     s, ws = y * w, w.astype(np.float64)
     if starts is None or len(starts) == 0:
@@ -614,27 +614,38 @@ def _isotonic(y: np.ndarray, w: np.ndarray, first: np.ndarray, starts: np.ndarra
     return np.repeat(s / ws, np.diff(np.append(starts, n))), starts
 
 
-def _solid_blocks(s: np.ndarray, ws: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """The given block starts, each block whose own isotonic fit is not constant split into single nodes."""
+def _solid_blocks(s: np.ndarray, ws: np.ndarray, starts: np.ndarray, rounds: int = 6) -> np.ndarray:
+    """The given block starts, each block whose own isotonic fit is not constant split into blocks whose fit is:
+    its fit's level sets, cut off one per round from the front (the prefix of least mean is one, and its own fit
+    is constant: none of its prefixes has a lower mean); what is still not constant after `rounds` becomes single
+    nodes."""
     n = len(s)
-    size = np.diff(np.append(starts, n))
     cs, cw = np.cumsum(s), np.cumsum(ws)
-    base = np.repeat(starts, size)
-    s0 = np.where(base > 0, cs[base - 1], 0.0)
-    w0 = np.where(base > 0, cw[base - 1], 0.0)
-    ps, pw = cs - s0, cw - w0                      # each node's prefix sums within its block
-    last = np.append(starts[1:], n) - 1
-    bm = np.repeat(ps[last] / pw[last], size)      # the block's mean
-    # a tolerance: a prefix whose mean ties the block's only by rounding does not break the block
-    bad = ps / pw < bm - 1e-9 * (np.abs(bm) + 1.0)
-    bad_block = np.zeros(len(starts), dtype=bool)
-    bad_block[np.repeat(np.arange(len(starts)), size)[bad]] = True
-    if not bad_block.any():
-        return starts
-    split = np.repeat(bad_block, size)
-    is_start = np.zeros(n, dtype=bool)
-    is_start[starts] = True
-    return np.flatnonzero(is_start | split)
+    for r in range(rounds + 1):
+        size = np.diff(np.append(starts, n))
+        bid = np.repeat(np.arange(len(starts)), size)
+        base = starts[bid]
+        s0 = np.where(base > 0, cs[base - 1], 0.0)
+        w0 = np.where(base > 0, cw[base - 1], 0.0)
+        pm = (cs - s0) / (cw - w0)                     # each node's prefix mean within its block
+        bm = pm[np.append(starts[1:], n) - 1][bid]     # the block's mean
+        # a tolerance: a prefix whose mean ties the block's only by rounding does not break the block
+        bad = pm < bm - 1e-9 * (np.abs(bm) + 1.0)
+        if not bad.any():
+            return starts
+        bad_block = np.zeros(len(starts), dtype=bool)
+        bad_block[bid[bad]] = True
+        is_start = np.zeros(n, dtype=bool)
+        is_start[starts] = True
+        if r == rounds:
+            return np.flatnonzero(is_start | bad_block[bid])
+        at_min = (pm <= np.minimum.reduceat(pm, starts)[bid]) & bad_block[bid]
+        cut = np.flatnonzero(at_min)
+        cb = bid[cut]
+        first_cut = cut[np.concatenate([[True], cb[1:] != cb[:-1]])]  # the least-mean prefix ends there
+        is_start[first_cut + 1] = True  # never a block's last node: the whole block's mean is above the least
+        starts = np.flatnonzero(is_start)
+    return starts
 
 
 def _coordinates(P: _Proper, rows: list[np.ndarray], seps: list[np.ndarray], us: np.ndarray, ud: np.ndarray,
