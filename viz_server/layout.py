@@ -21,7 +21,8 @@ Pipeline (numpy throughout; Python loops only where a step is inherently sequent
 5. x: rows start packed and centered; each step moves nodes halfway to the weighted mean of their neighbours (dot's
    weights: 1 / 2 / 8 for real-real / real-dummy / dummy-dummy edges), dummies partly toward the straight line of
    their edge, then projects all rows exactly back onto their order and separations (weighted isotonic
-   regression, all rows in one vectorized pool-adjacent-violators);
+   regression, all rows in one vectorized pool-adjacent-violators, each step's started from the blocks of the
+   step before: the same fit in a few passes);
 6. y: each layer is a band as tall as its tallest node, bands LAYER_GAP apart.
 A step's layout is derived from the one before it elsewhere (viz_server/place.py); this module lays a graph out
 from scratch.
