@@ -477,34 +477,34 @@ class _Orderer:
         # one sort of packed keys (pair, side, neighbour position, role): by neighbour position inside each
         # (pair, side) group, left entries first on ties; the fields are read back from the sorted keys
         key = np.sort((((((pid << 1) | side[sel]) << mb) | pos[nbr[sel]]) << 1) | rl)
+        n = len(key)
         rs = key & 1
-        qs = key >> 1
-        gs = qs >> mb
-        n = len(qs)
-        idx = np.arange(n)
-        right_before = np.cumsum(rs) - rs
+        gs = key >> (mb + 1)
         gstart = np.empty(n, dtype=bool)
         gstart[0] = True
         np.not_equal(gs[1:], gs[:-1], out=gstart[1:])
-        lt = right_before - right_before[np.maximum.accumulate(np.where(gstart, idx, 0))]
+        cs = np.cumsum(rs)
+        right_before = cs - rs
+        gbeg = np.flatnonzero(gstart)
         gid = np.cumsum(gstart) - 1
-        rtot = np.bincount(gid, weights=rs)[gid]
-        qstart = np.empty(n, dtype=bool)
-        qstart[0] = True
-        np.not_equal(qs[1:], qs[:-1], out=qstart[1:])
-        qid = np.cumsum(qstart) - 1
-        gt = rtot - lt - np.bincount(qid, weights=rs)[qid]
-        isl = rs == 0
-        lpid = gs[isl] >> 1
-        if len(lpid) == 0:
+        isl = np.flatnonzero(rs == 0)
+        if len(isl) == 0:
             return None
+        # for each left entry: the group's right entries before it (crossings if kept), after it and not at the same
+        # neighbour (crossings if swapped; at most one right entry shares its neighbour, sorted just after it)
+        g_l = gid[isl]
+        lt = right_before[isl] - right_before[gbeg][g_l]
+        rtot = (cs[np.append(gbeg[1:], n) - 1] - right_before[gbeg])[g_l]
+        same = np.append(key[1:], -1)[isl] == key[isl] + 1
+        gt = rtot - lt - same
+        lpid = gs[isl] >> 1
         # per pair (compressed): crossings among its two nodes' edges if kept, and if swapped
         first = np.empty(len(lpid), dtype=bool)
         first[0] = True
         np.not_equal(lpid[1:], lpid[:-1], out=first[1:])  # sorted by pair already
         up_, inv = lpid[first], np.cumsum(first) - 1
-        keep = np.bincount(inv, weights=lt[isl])
-        swap = np.bincount(inv, weights=gt[isl])
+        keep = np.bincount(inv, weights=lt)
+        swap = np.bincount(inv, weights=gt)
         do = swap < keep
         if allow_equal:
             do |= (swap == keep) & (keep > 0)
