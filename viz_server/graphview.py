@@ -587,6 +587,33 @@ class StepGraphs:
       out["cut"] = cut_lay.info()
     return out
 
+  def _edges_added(self, nodes: list[int], added_set: set[int], like: dict[int, int], lj: Layout, lk: Layout,
+                   shown: frozenset[int] | None, compact: bool) -> list[dict]:
+    """The in-edges of `nodes` at k (layout lk) that the client does not have from j (layout lj): an added node's,
+    a kept node's whose route changed, a rebuilt node's (`like`) that its old node's route at that index does not
+    give; only from sources in `shown` where the graph is cut."""
+    rp = self.replay
+    out = []
+    for n in nodes:
+      src = rp.node(n)[3]  # type: ignore[index]
+      old = like.get(n)
+      old_src = rp.node(old)[3] if old is not None else ()  # type: ignore[index]
+      for i, s in enumerate(src):
+        if shown is not None and s not in shown:
+          continue
+        pts = lk.edges.get((s, n), ())
+        if old is not None:  # the client gives a rebuilt node the old node's in-edge routes, index by index; one
+          # with more sources than the old node has nothing to inherit past the old node's last source
+          if i < len(old_src) and lj.edges.get((old_src[i], old)) == pts:
+            continue
+        elif n not in added_set and lj.edges.get((s, n)) == pts:
+          continue
+        e = {"src": s, "dst": n, "index": i}
+        if not compact or len(pts) != 2:
+          e["points"] = [[_px(x), _px(y)] for x, y in pts]
+        out.append(e)
+    return out
+
   def delta(self, j: int, k: int, compact: bool = False) -> dict:
     """What turns the graph at step j into the graph at step k.
 
@@ -627,25 +654,8 @@ class StepGraphs:
           moved[n] = [_px(b[0]), _px(b[1])]
       kept_changed = sorted(n for n in mk if n not in added_set)
       consts = self._is_const(mk)
-    edges_added = []
-    for n in sorted([*added, *kept_changed]):
-      src = rp.node(n)[3]  # type: ignore[index]
-      old = like.get(n)
-      old_src = rp.node(old)[3] if old is not None else ()  # type: ignore[index]
-      for i, s in enumerate(src):
-        if cutting and s not in mk:
-          continue
-        pts = lk.edges.get((s, n), ())
-        if old is not None:  # the client gives a rebuilt node the old node's in-edge routes, index by index; one
-          # with more sources than the old node has nothing to inherit past the old node's last source
-          if i < len(old_src) and lj.edges.get((old_src[i], old)) == pts:
-            continue
-        elif n not in added_set and lj.edges.get((s, n)) == pts:
-          continue
-        e = {"src": s, "dst": n, "index": i}
-        if not compact or len(pts) != 2:
-          e["points"] = [[_px(x), _px(y)] for x, y in pts]
-        edges_added.append(e)
+    edges_added = self._edges_added(sorted([*added, *kept_changed]), added_set, like, lj, lk,
+                                    mk if cutting else None, compact)
     nodes_added = []
     for n in added:
       old = like.get(n)
