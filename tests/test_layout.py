@@ -427,3 +427,25 @@ def test_isotonic_warm_start_gives_the_exact_fit(seed):
     np.testing.assert_allclose(warm, ref, atol=1e-9)
   # the blocks returned are where the fit is constant: starting from them is a no-op
   np.testing.assert_allclose(_isotonic(y, w, first, blocks)[0], ref, atol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_transpose_keeps_its_crossing_count_exact(seed):
+  """Issue 18: transpose rounds update the crossing count from each swapped pair's own count (kept vs swapped,
+  ties at a shared neighbour excluded); after every run it must equal a recount, and never rise above the start."""
+  from viz_server.layout import _assign_layers, _components, _Orderer, _proper
+  edges = uop_like(300, seed)
+  n = 1 + max(v for e in edges for v in e)
+  us = np.array([s for s, _ in edges], dtype=np.int64)
+  ud = np.array([d for _, d in edges], dtype=np.int64)
+  lay = _assign_layers(n, us, ud)
+  P, pcomp = _proper(n, lay, us, ud, np.full(n, 40.0), _components(n, us, ud))
+  O = _Orderer(P, pcomp)
+  rng = np.random.default_rng(seed)
+  for m in P.members:  # a shuffled order: many crossings, many swaps
+    O.pos[m] = rng.permutation(len(m))
+  start = O.crossings()
+  for eq in (0, 1, 3):
+    O.transpose(6, equal_every=eq)
+    assert O.count == O.crossings()
+    assert O.best_c == O.crossings(O.best) <= start
