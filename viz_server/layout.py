@@ -101,8 +101,9 @@ def _inversions(g: np.ndarray, a: np.ndarray, b: np.ndarray) -> int:
     total = 0
     # radix over the bits of b: at each level, pairs that agree above `bit` and differ at it are compared once
     for bit in range(kb - 1, -1, -1):
-        # sorting packed (group, index) keys is an argsort by group that keeps index order, read back from the keys
-        key = np.sort((((gs << kb) | (bs >> (bit + 1))) << ki) | idx)
+        # sorting packed (group, index) keys is an argsort by group that keeps index order, read back from the keys;
+        # a stable (merge) sort, fast on these keys: runs already sorted by g and, each level, by the bits above
+        key = np.sort((((gs << kb) | (bs >> (bit + 1))) << ki) | idx, kind="stable")
         bits = (bs[key & ((1 << ki) - 1)] >> bit) & 1
         gg = key >> ki
         before = np.cumsum(bits) - bits
@@ -475,8 +476,9 @@ class _Orderer:
             return None
         rl, pid = role[sel], pid[sel]
         # one sort of packed keys (pair, side, neighbour position, role): by neighbour position inside each
-        # (pair, side) group, left entries first on ties; the fields are read back from the sorted keys
-        key = np.sort((((((pid << 1) | side[sel]) << mb) | pos[nbr[sel]]) << 1) | rl)
+        # (pair, side) group, left entries first on ties; the fields are read back from the sorted keys (a stable
+        # sort: the entries come in layer order, so the keys are in long sorted runs)
+        key = np.sort((((((pid << 1) | side[sel]) << mb) | pos[nbr[sel]]) << 1) | rl, kind="stable")
         n = len(key)
         rs = key & 1
         gs = key >> (mb + 1)
