@@ -633,3 +633,15 @@ def test_tanh_keeps_relative_precision_near_zero():
   got, want = Tensor(x).tanh().numpy(), np.tanh(x.astype(np.float64)).astype(np.float32)
   np.testing.assert_allclose(got, want, rtol=3e-7, atol=0)
   assert np.signbit(got[9])
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_elu_family_where_exp_is_subnormal(dt):
+  """expm1's Kahan form (u - 1) * x / log(u) needs a u = exp(x) with all its bits; a subnormal u has few, and float32
+  selu(-101.36) came out as -1.75857 instead of -1.75809 (found by the fuzz)."""
+  x = np.array([-101.36, -95.0, -88.7, -87.5, -745.0, -720.0, -20.0, -6.1156, -1.0, -0.5, -1e-8], dt)
+  want = np.expm1(x.astype(np.float64))
+  got = {"selu": Tensor(x).selu().numpy(), "elu": Tensor(x).elu().numpy(), "celu": Tensor(x).celu().numpy()}
+  np.testing.assert_allclose(got["selu"], 1.0507 * 1.67326 * want, rtol=4e-7 if dt is np.float32 else 1e-12)
+  np.testing.assert_allclose(got["elu"], want, rtol=4e-7 if dt is np.float32 else 1e-12)
+  np.testing.assert_allclose(got["celu"], want, rtol=4e-7 if dt is np.float32 else 1e-12)

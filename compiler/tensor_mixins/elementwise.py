@@ -31,10 +31,12 @@ def _poly(x: Any, coeffs: tuple[float, ...]) -> Any:
 
 
 def _expm1(x: Any) -> Any:
-  """exp(x) - 1 without the cancellation near 0 (Kahan: (u - 1) * x / log(u), u = exp(x)); keeps -0.0."""
+  """exp(x) - 1 without the cancellation near 0 (Kahan: (u - 1) * x / log(u), u = exp(x)); keeps -0.0. Below x = -1
+  there is no cancellation to avoid, and the trick would be wrong where u is subnormal (few significant bits, so
+  log(u) is not x: float32 selu(-101.36) was off by 3e-4): there it is plain u - 1."""
   u = x.exp()
   r = (u - 1) * x / u.log()
-  r = (u == 1).where(x, (u == 0).where(-1.0, r))
+  r = (u == 1).where(x, (x < -1).where(u - 1, r))
   return (x == math.inf).where(math.inf, r)
 
 
