@@ -14,6 +14,9 @@ from proc_helpers import alive, get_json, ping, wait_until
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ("import faulthandler, signal\n"
           "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"  # its stacks, should it hang (_stop_by_ctrl_c)
+          # Ctrl-C as in a terminal's shell, whatever this test inherited (a shell's background job ignores SIGINT,
+          # and its children inherit that)
+          "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
           "from compiler import UOp, graph_rewrite, PatternMatcher\n"
           "graph_rewrite(UOp.variable('x', 0, 3) + 0, PatternMatcher([], name='noop'), name='one')\n")
 
@@ -102,3 +105,24 @@ def test_without_a_terminal_the_script_exits_and_the_viewer_stays(tmp_path):
     subprocess.run([sys.executable, "-m", "viz_server", "--stop", "--port", str(port)], env=env, cwd=ROOT,
                    capture_output=True, timeout=120)
     wait_until(lambda: not alive(viewer), "the viewer to stop")
+
+
+def test_in_a_terminal_ignoring_sigint_the_script_does_not_wait(tmp_path):
+  """A script that ignores SIGINT (a shell's background job does, and its children inherit it) could never be stopped
+  by Ctrl-C: it leaves the viewer serving and exits, as without a terminal."""
+  port, env = _viz_env(tmp_path)
+  master, slave = pty.openpty()
+  script = SCRIPT.replace("signal.default_int_handler)", "signal.SIG_IGN)")
+  assert script != SCRIPT
+  try:
+    p = subprocess.run([sys.executable, "-c", script], stdin=slave, capture_output=True, text=True, env=env,
+                       timeout=120)
+  finally:
+    os.close(slave)
+    os.close(master)
+  assert p.returncode == 0, p.stderr
+  assert "keeps serving" in p.stderr and "Press Ctrl-C" not in p.stderr, p.stderr
+  viewer = wait_until(lambda: ping(f"http://127.0.0.1:{port}"), "the viewer")["pid"]
+  subprocess.run([sys.executable, "-m", "viz_server", "--stop", "--port", str(port)], env=env, cwd=ROOT,
+                 capture_output=True, timeout=120)
+  wait_until(lambda: not alive(viewer), "the viewer to stop")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -165,8 +166,11 @@ def _start(path: str, port: int, instead_of: int | None) -> str | None:
 
 
 def wants_wait() -> bool:
-  """Whether a script that started the viewer waits for Ctrl-C at its end: in a terminal, unless VIZ_WAIT=0."""
+  """Whether a script that started the viewer waits for Ctrl-C at its end: in a terminal, unless VIZ_WAIT=0 or the
+  process ignores SIGINT (started in the background by a script, say: Ctrl-C could never end the wait)."""
   if os.environ.get("VIZ_WAIT", "") not in ("", "1"):
+    return False
+  if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     return False
   try:
     return sys.stdin is not None and sys.stdin.isatty()
