@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 import pytest
+from proc_helpers import wait_until
 from test_server_helpers import apply_delta, recording, write_noisy_simplify
 
 from viz_server import graphview
@@ -290,9 +291,7 @@ def test_prefetch_computes_the_next_block_boundary(big):
   view.layout(3)
   assert not view.cached(BLOCK)
   views.prefetch(view, 3)
-  deadline = time.monotonic() + 120
-  while not (view.cached(BLOCK) and view.cached(4 + views.prefetch_steps - 1)) and time.monotonic() < deadline:
-    time.sleep(0.02)
+  wait_until(lambda: view.cached(BLOCK) and view.cached(4 + views.prefetch_steps - 1), "the prefetch")
   assert view.cached(BLOCK) and view.cached(4) and view.cached(3 + views.prefetch_steps)
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 
 from conftest import ROOT, open_page, shot
+from proc_helpers import wait_until
 
 # ctx "live ctx": a rewrite that changes the graph, one that does not, then one whose rule waits for a gate file
 # (the recorder's background thread flushes meanwhile, so the viewer sees the rewrite begun but not ended)
@@ -45,14 +45,13 @@ def _rows(page) -> dict[str, dict]:
 
 
 def _wait_api(server, t: int, pred, what: str, timeout: float = 120) -> list:
-  deadline = time.time() + timeout
-  while True:
-    ctxs = server.api(f"/api/traces/{t}/contexts")
-    if pred(ctxs):
-      return ctxs
-    if time.time() > deadline:
-      raise AssertionError(f"timed out waiting for {what}: {ctxs}")
-    time.sleep(0.1)
+  got: list = []
+
+  def ready() -> bool:
+    got[:] = [server.api(f"/api/traces/{t}/contexts")]
+    return pred(got[0])
+  wait_until(ready, what, timeout)
+  return got[0]
 
 
 def _rewrites(ctxs) -> dict[str, dict]:
