@@ -164,10 +164,6 @@ def write_live(path: str | Path, n_kernels: int = 3, gate: str | Path | None = N
       graph_rewrite(schedule_graph(), simplify_pm, name="early simplify")
     recorder.RECORDER.writer.flush()
     for i in range(n_kernels):
-      if i > 1:
-        # spacing, not synchronization: the timeline test needs each kernel in a pixel column of its own when the
-        # whole trace (the gate's wait included) is fitted to the view
-        time.sleep(0.3)
       record_kernel(f"live_kernel_{i}", 16, beam=False)
       recorder.RECORDER.writer.flush()
       if i == 0 and gate is not None:
