@@ -81,12 +81,20 @@ function shared(path) {
 
 /** The first view in one round trip: the trace list and, for the view the URL names (defaults resolved by the server
  * as app.js resolves them), its trace's contexts, its rewrite's steps and graph. The later requests of the usual flow
- * for those paths are answered from it. A single-file export has no boot answer: null, and the page asks as usual. */
-async function boot(v) {
-  if (globalThis.tinyvizOffline) return null;
+ * for those paths are answered from it. A single-file export has no boot answer: null, and the page asks as usual.
+ * static/boot.js asks as soon as it arrives, while the other modules still load; app.js's ask for the same view then
+ * gets that request's answer (asked once per view: a second ask for it is the first one's promise). */
+function boot(v) {
+  if (globalThis.tinyvizOffline) return Promise.resolve(null);
   const q = [["t", v.trace], ["ctx", v.ctx], ["rw", v.rw], ["step", v.step]].filter(([, x]) => x !== null)
-    .map(([k, x]) => `${k}=${enc(x)}`).join("&");
-  const b = await request(`/api/boot${q ? `?${q}` : ""}`);
+    .map(([k, x]) => `${k}=${enc(x)}`).concat(["compact=1"]).join("&");
+  if (!booting.has(q)) booting.set(q, request(`/api/boot?${q}`).then(prime));
+  return booting.get(q);
+}
+
+const booting = new Map();  // query -> the boot answer's promise
+
+function prime(b) {
   if (b.trace !== null && b.contexts) primed.set(`/api/traces/${enc(b.trace)}/contexts`, b.contexts);
   if (b.rewrite) primed.set(`/api/traces/${enc(b.trace)}/rewrites/${enc(b.rw)}`, b.rewrite);
   if (b.graph) primed.set(graphPath(b.trace, b.rw, b.step), b.graph);
@@ -96,7 +104,7 @@ async function boot(v) {
 export const api = {
   boot,
   // after the first view: a boot answer nobody asked for would be stale later (a live trace grows)
-  unprime() { primed.clear(); },
+  unprime() { primed.clear(); booting.clear(); },
   traces: () => request("/api/traces"),
   // the label metrics the server sizes node boxes by (also in the boot answer)
   metrics: () => request("/api/metrics"),
@@ -130,7 +138,8 @@ export const api = {
   forget() { cache.clear(); },
 };
 
-const graphPath = (t, r, k) => `/api/traces/${enc(t)}/rewrites/${enc(r)}/graph?step=${enc(k)}`;
+// compact graphs: a straight edge (center to center) comes without points, as in compact deltas
+const graphPath = (t, r, k) => `/api/traces/${enc(t)}/rewrites/${enc(r)}/graph?step=${enc(k)}&compact=1`;
 // compact deltas (docs/architecture.md, "Deltas"): a rebuilt node refers to the one it replaces, see graph.js
 const deltaPath = (t, r, j, k) =>
   `/api/traces/${enc(t)}/rewrites/${enc(r)}/delta?from=${enc(j)}&to=${enc(k)}&compact=1`;

@@ -23,6 +23,9 @@ def test_index_preloads_every_module_app_imports():
   assert '<script type="module" src="/static/app.js"></script>' in html
   want = reachable("app.js") - {"app.js"}
   assert len(want) > 10 and preloaded == want
+  # boot.js (the early /api/boot, an async module of its own) imports only preloaded modules
+  assert '<script type="module" async src="/static/boot.js"></script>' in html
+  assert reachable("boot.js") - {"boot.js"} <= preloaded
 
 
 PANEL_ENTRY = re.compile(r'^\s*id: "([\w-]+)", label: "[^"]*", key: "[^"]*"', re.M)

@@ -239,18 +239,22 @@ def rewrite(t: int, r: int) -> Any:
     return jsonify(_rewrite_detail(_rewrite(tr, r)))
 
 
-def _graph_at(tr: Trace, rw: Rewrite, k: int) -> dict:
+def _graph_at(tr: Trace, rw: Rewrite, k: int, compact: bool = False) -> dict:
   _check_step(rw, k)
   view = _views().get(tr, rw)
   view.last_step = k  # no prefetch yet: opening a graph is not stepping (the page asks for the neighbours itself)
-  return view.graph(k)
+  return view.graph(k, compact=compact)
+
+
+def _compact() -> bool:
+  return request.args.get("compact", "0") not in ("0", "", "false")
 
 
 @bp.get("/traces/<int:t>/rewrites/<int:r>/graph")
 def graph(t: int, r: int) -> Any:
   tr = _trace(t)
   rw = _rewrite(tr, r)
-  return jsonify(_graph_at(tr, rw, _int_arg("step", 0, allow_end=_last_step(rw))))
+  return jsonify(_graph_at(tr, rw, _int_arg("step", 0, allow_end=_last_step(rw)), _compact()))
 
 
 # ---- the first view in one round trip
@@ -300,7 +304,7 @@ def boot() -> Any:
   if rw is not None:
     out["step"] = min((_opt_int("step") if linked else None) or 0, _last_step(rw))
     try:
-      out["graph"] = _graph_at(tr, rw, out["step"])
+      out["graph"] = _graph_at(tr, rw, out["step"], _compact())
     except ApiError:  # too many steps, say: the page asks for it and shows the error as it would without this answer
       pass
   return jsonify(out)
@@ -314,9 +318,8 @@ def delta(t: int, r: int) -> Any:
   k = _int_arg("to", allow_end=_last_step(rw))
   _check_step(rw, j)
   _check_step(rw, k)
-  compact = request.args.get("compact", "0") not in ("0", "", "false")
   view = _views().get(tr, rw)
-  out = jsonify(view.delta(j, k, compact=compact))
+  out = jsonify(view.delta(j, k, compact=_compact()))
   _views().prefetch(view, k)
   return out
 

@@ -12,6 +12,7 @@ from typing import Callable, Iterator
 
 from viz_server import cut, gone, place
 from viz_server.layout import LAYER_GAP, NODE_GAP, Layout, layout_graph
+from viz_server.nodes import Node
 from viz_server.place import Bands, Rows
 from viz_server.replay import Replay, StepInfo
 from viz_server.store import Rewrite, Trace
@@ -62,10 +63,17 @@ def label_metrics() -> dict[str, float]:
           "node_gap": NODE_GAP, "layer_gap": LAYER_GAP}
 
 
+_BOXES: dict[tuple[int, int], tuple[float, float]] = {}  # (longest line, lines) -> box size; labels are cut, so few
+
+
 def node_size(text: str) -> tuple[float, float]:
   """A box's (width, height) for a label: its longest line's characters and its lines by the label metrics."""
-  lines = text.split("\n")
-  return (round(max(len(s) for s in lines) * CHAR_W + PAD_W, 1), round(len(lines) * LINE_H + PAD_H, 1))
+  lines = text.count("\n") + 1
+  key = (len(text) if lines == 1 else max(map(len, text.split("\n"))), lines)
+  got = _BOXES.get(key)
+  if got is None:
+    got = _BOXES[key] = (round(key[0] * CHAR_W + PAD_W, 1), round(lines * LINE_H + PAD_H, 1))
+  return got
 
 
 def clip_fields(op: str, dtype: str, arg: str) -> dict:
@@ -78,10 +86,18 @@ def clip_fields(op: str, dtype: str, arg: str) -> dict:
   return out
 
 
-def node_json(nid: int, node: tuple[str, str, str, tuple[int, ...]]) -> dict:
+def node_json(nid: int, node: tuple[str, str, str, tuple[int, ...]], look: tuple[str, tuple[float, float]] | None = None
+              ) -> dict:
+  """A node as graph answers send it; look: its label and box size where the caller has them already."""
   op, dtype, arg, src = node
-  lab = label(op, dtype, arg)
-  w, h = node_size(lab)
+  if look is None:
+    lab = label(op, dtype, arg)
+    w, h = node_size(lab)
+  else:
+    lab, (w, h) = look
+  if len(op) <= MAX_FIELD_CHARS and len(dtype) <= MAX_FIELD_CHARS and len(arg) <= MAX_FIELD_CHARS:
+    return {"id": nid, "op": op, "dtype": dtype, "arg": arg, "label": lab, "cat": category(op), "w": w, "h": h,
+            "src": list(src)}
   return {"id": nid, **clip_fields(op, dtype, arg), "label": lab, "cat": category(op), "w": w, "h": h,
           "src": list(src)}
 
@@ -237,16 +253,24 @@ class StepGraphs:
     self._derived: dict[int, bool] = {}  # step -> whether its layout is derived from the step before (never evicted)
     self._kept: dict[int, Layout] = {}  # the layouts of block boundaries (never evicted)
     self._sizes: dict[int, tuple[float, float]] = {}
+    self._labels: dict[int, str] = {}  # (a label is made once: the layout sizes its box, the answers send it)
     self.stats = {"full": 0, "derived": 0}
     self.cuts = 0  # layouts of cut graphs made
     self.last_step = 0  # the step last served (views.Views.prefetch looks ahead of it in the direction of travel)
 
   def size(self, nid: int) -> tuple[float, float]:
     got = self._sizes.get(nid)
+    return got if got is not None else self._look(nid, self.replay.node(nid))[1]  # type: ignore[arg-type]
+
+  def _look(self, nid: int, node: tuple[str, str, str, tuple[int, ...]]) -> tuple[str, tuple[float, float]]:
+    """A node's label and box size, made once per view."""
+    lab = self._labels.get(nid)
+    if lab is None:
+      lab = self._labels[nid] = label(node[0], node[1], node[2])
+    got = self._sizes.get(nid)
     if got is None:
-      node = self.replay.node(nid)
-      got = self._sizes[nid] = node_size(label(node[0], node[1], node[2]))  # type: ignore[index]
-    return got
+      got = self._sizes[nid] = node_size(lab)
+    return lab, got
 
   # ---- layout
   def _get(self, k: int) -> Layout | None:
@@ -341,9 +365,12 @@ class StepGraphs:
     self.stats["full"] += 1
     rp = self.replay
     sizes, edges = {}, []
+    known = self._sizes
     for nid in sorted(rp.members(k)):
-      sizes[nid] = self.size(nid)
-      edges.extend((s, nid) for s in rp.node(nid)[3])  # type: ignore[index]
+      node = rp.node(nid)
+      got = known.get(nid)
+      sizes[nid] = got if got is not None else self._look(nid, node)[1]  # type: ignore[arg-type]
+      edges.extend((s, nid) for s in node[3])  # type: ignore[index]
     if pause is not None:
       pause()
     lay = layout_graph(sizes, edges, pause=pause)
@@ -541,35 +568,55 @@ class StepGraphs:
     return {"added": [n for n in info.added if n in shown], "changed": [n for n in info.changed if n in shown],
             "removed": list(info.removed)}
 
-  def _node(self, nid: int, lay: Layout, k: int, consts: dict[int, bool] | None = None) -> dict:
-    node = self.replay.node(nid)
-    d = node_json(nid, node)  # type: ignore[arg-type]
+  def _node(self, nid: int, lay: Layout, k: int, consts: dict[int, bool] | None = None, node: Node | None = None
+            ) -> dict:
+    rp = self.replay
+    if node is None:
+      node = rp.node(nid)
+    d = node_json(nid, node, self._look(nid, node))  # type: ignore[arg-type]
     x, y = lay.pos[nid]
-    d["x"], d["y"] = _px(x), _px(y)
+    d["x"], d["y"] = round(x, 1), round(y, 1)  # (_px, inlined: this runs for every node of a graph answer)
     if consts is None:
-      d["consts"] = [s for s in node[3] if self.replay.node(s)[0] == "CONST"]  # type: ignore[index]
+      d["consts"] = [s for s in node[3] if rp.node(s)[0] == "CONST"]  # type: ignore[index]
     else:
       d["consts"] = [s for s in node[3] if consts.get(s)]  # type: ignore[index]
-    d["created"] = self.replay.created(nid, k)
+    d["created"] = rp.created(nid, k)
     return d
 
-  def _edges(self, nid: int, lay: Layout, shown: frozenset[int] | None = None) -> list[dict]:
-    """A node's in-edges (of a cut graph: those from shown nodes; the others are its stubs)."""
-    src = self.replay.node(nid)[3]  # type: ignore[index]
-    return [{"src": s, "dst": nid, "index": i, "points": [[_px(x), _px(y)] for x, y in lay.edges.get((s, nid), ())]}
-            for i, s in enumerate(src) if shown is None or s in shown]
+  def _edges(self, nid: int, lay: Layout, shown: frozenset[int] | None = None, compact: bool = False,
+             src: tuple[int, ...] | None = None) -> list[dict]:
+    """A node's in-edges (of a cut graph: those from shown nodes; the others are its stubs); compact: a straight edge
+    (two points, from its source's center to nid's) without its points, as compact deltas send it. src: nid's
+    sources where the caller has them."""
+    if src is None:
+      src = self.replay.node(nid)[3]  # type: ignore[index]
+    routes, pos = lay.edges, lay.pos
+    out = []
+    for i, s in enumerate(src):
+      if shown is not None and s not in shown:
+        continue
+      pts = routes.get((s, nid), ())
+      if compact and len(pts) == 2 and pts[0] == pos.get(s) and pts[1] == pos[nid]:
+        out.append({"src": s, "dst": nid, "index": i})
+      else:
+        out.append({"src": s, "dst": nid, "index": i, "points": [[round(x, 1), round(y, 1)] for x, y in pts]})
+    return out
 
   def _is_const(self, members: frozenset[int]) -> dict[int, bool]:
     return {nid: self.replay.node(nid)[0] == "CONST" for nid in members}  # type: ignore[index]
 
-  def graph(self, k: int) -> dict:
+  def graph(self, k: int, compact: bool = False) -> dict:
     """The full graph after k matches, with the nodes step k removed as they were at step k-1 (and their in-edges),
     so that a view opened at step k can show what went away. A graph too big is cut (viz_server.cut): only the
-    nodes shown and the edges between them are sent, `cut` says how many of how many, around what, with the stubs."""
+    nodes shown and the edges between them are sent, `cut` says how many of how many, around what, with the stubs.
+    compact: its straight edges come without points (docs: JSON API; most edges are straight: a quarter of the
+    answer, less to build, send and parse); the removed nodes' edges always have theirs."""
     lay, members, cut_lay = self.shown(k)
     shown = None if cut_lay is None else members
-    consts = self._is_const(members)
     order = sorted(members)
+    rp = self.replay
+    got: dict[int, Node] = {n: rp.node(n) for n in order}  # type: ignore[misc]  # (each node is looked up once)
+    consts = {n: node[0] == "CONST" for n, node in got.items()}
     marks = self._marks(k, shown)
     gone_nodes, gone_edges = [], []
     if marks["removed"]:
@@ -579,8 +626,9 @@ class StepGraphs:
       for n in sorted(marks["removed"]):
         gone_nodes.append(self._node(n, prev, k - 1))
         gone_edges.extend(self._edges(n, prev, None if prev_cut is None else before))
-    out = {"rewrite": self.rw.id, "step": k, "nodes": [self._node(n, lay, k, consts) for n in order],
-           "edges": [e for n in order for e in self._edges(n, lay, shown)], "width": _px(lay.width),
+    out = {"rewrite": self.rw.id, "step": k, "nodes": [self._node(n, lay, k, consts, got[n]) for n in order],
+           "edges": [e for n in order for e in self._edges(n, lay, shown, compact, got[n][3])],
+           "width": _px(lay.width),
            "height": _px(lay.height), **marks, "match": self._match(k), "removed_nodes": gone_nodes,
            "removed_edges": gone_edges}
     if cut_lay is not None:

@@ -32,8 +32,8 @@ def test_default_view_is_one_request(new_page, server):
   before, seen = _first_view(page, server, "")
   boot = server.api("/api/boot")
   wait_graph(page, boot["trace"], boot["rw"], 0)
-  assert before == ["/api/boot"]
-  assert any("/api/boot" in u for u in seen)
+  assert before == ["/api/boot?compact=1"]
+  assert sum("/api/boot" in u for u in seen) == 1  # boot.js asked it early; app.js took that answer
   s = state(page)
   assert (s["trace"], s["ctx"], s["rw"], s["step"]) == (boot["trace"], boot["ctx"], boot["rw"], 0)
   n = page.evaluate("() => window.__viz.graph.ids().length")
@@ -50,6 +50,6 @@ def test_deep_link_is_one_request(new_page, server):
   page = new_page()
   before, _ = _first_view(page, server, f"#t={t}&c={kernel['id']}&r={rw['id']}&s=2")
   wait_graph(page, t, rw["id"], 2)
-  assert before == [f"/api/boot?t={t}&ctx={kernel['id']}&rw={rw['id']}&step=2"]
+  assert before == [f"/api/boot?t={t}&ctx={kernel['id']}&rw={rw['id']}&step=2&compact=1"]
   # the steps came with it: the slider knows them without asking
   assert page.locator("#step-slider").get_attribute("max") == str(rw["matches"])
