@@ -15,7 +15,7 @@ from compiler.runtime.buffer import Buffer
 from compiler.schedule import ScheduleItem
 from compiler.trace import recorder
 from compiler.trace.recorder import trace_context
-from compiler.uop import UOp
+from compiler.uop import AxisType, Ops, UOp
 
 Runner = Callable[[Sequence[Buffer]], None]
 BackendFactory = Callable[[UOp], Runner]
@@ -60,6 +60,12 @@ def default_backend() -> str:
 
 def get_runner(ast: UOp, backend: str | None = None) -> Runner:
   """The runner for a kernel AST on a backend (compiled once per AST)."""
+  return _runner(ast, backend)[0]
+
+
+def _runner(ast: UOp, backend: str | None) -> tuple[Runner, float | None]:
+  """The runner, and the seconds its making took when it was made now (optimize + compile; None: cached)."""
+  made_s = None
   name = backend or default_backend()
   key = (name, ast)
   hit = _runners.pop(key, None)
@@ -71,19 +77,75 @@ def get_runner(ast: UOp, backend: str | None = None) -> Runner:
       if name not in _loaders:
         raise ValueError(f"unknown backend {name!r} (known: {', '.join(backend_names())})")
       factory = _factories[name] = _loaders[name]()
+    t0 = debug.clock()
     runner = factory(ast)
+    made_s = debug.clock() - t0
     tracing = recorder.RECORDER  # (a pending recorder became a real one at the first traced event)
   _runners[key] = (runner, None if tracing is None else weakref.ref(tracing))
   if len(_runners) > RUNNER_CACHE_SIZE:
     del _runners[next(iter(_runners))]
-  return runner
+  return runner, made_s
+
+
+def _strides(idx: UOp) -> list[tuple[int, int]] | None:
+  """(stride, size) of each LOOP range of an index that is a sum of `range * const` terms; None for any other form."""
+  terms, stack = [], [idx]
+  while stack:
+    u = stack.pop()
+    if u.op is Ops.ADD:
+      stack.extend(u.src)
+      continue
+    r, c = (u.src if u.op is Ops.MUL else (u, None))
+    if c is not None and r.op is Ops.CONST:
+      r, c = c, r
+    if r.op is not Ops.RANGE or r.arg[1] is not AxisType.LOOP or r.src[0].op is not Ops.CONST or \
+        (c is not None and c.op is not Ops.CONST):
+      return None
+    terms.append((1 if c is None else c.arg, r.src[0].arg, r))
+  if len({t[2] for t in terms}) != len(terms):
+    return None
+  return [(stride, size) for stride, size, _ in terms]
+
+
+def whole_outputs(ast: UOp) -> frozenset[int]:
+  """The output slots the kernel writes every element of (an ungated store at a row-major index over all of them):
+  those need no zeros before it runs. Remembered on the AST."""
+  got = ast.__dict__.get("_whole_outputs")
+  if got is not None:
+    return got
+  whole = set()
+  for st in ast.src if ast.op is Ops.SINK else ():
+    if st.op is not Ops.STORE or len(st.src) != 2 or st.src[0].op is not Ops.INDEX or len(st.src[0].src) != 2:
+      continue
+    glob, idx = st.src[0].src
+    size = getattr(glob.dtype, "size", -1)
+    terms = [] if idx.op is Ops.CONST and idx.arg == 0 else _strides(idx)
+    if glob.op is not Ops.DEFINE_GLOBAL or terms is None:
+      continue
+    expect = 1  # the strides of a row-major walk: each the product of the sizes inside it
+    for stride, n in sorted(terms):
+      if stride != expect:
+        break
+      expect *= n
+    else:
+      if expect == size:
+        whole.add(glob.arg)
+  ast.__dict__["_whole_outputs"] = got = frozenset(whole)
+  return got
 
 
 def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> None:
   """Run every kernel of the schedule in order."""
   debug.on_schedule(len(schedule))
+  level = debug.level()
   for si in schedule:
-    for b in si.bufs:
-      b.ensure_allocated()  # outputs are allocated on first use
-    with trace_context(si.name, kind="kernel"):
-      debug.run_kernel(si.name, get_runner(si.ast, backend), si.bufs)
+    bufs = si.bufs
+    whole = whole_outputs(si.ast)
+    for i, b in enumerate(bufs):  # allocated on first use; an output the kernel writes whole is not zeroed first
+      b.ensure_allocated(zero=i not in whole or bufs.count(b) > 1)
+    if recorder.RECORDER is None and level < 2:
+      get_runner(si.ast, backend)(bufs)
+      continue
+    with trace_context(si.name, kind="kernel"):  # (a compile's passes and sources go into the kernel's context)
+      runner, made_s = _runner(si.ast, backend)
+      debug.run_kernel(si.name, runner, bufs, made_s)

@@ -21,6 +21,7 @@ import numpy as np
 from compiler.codegen import Program, format_uops, get_program
 from compiler.codegen.llvmir import bufs_in_array
 from compiler.runtime import sources
+from compiler.runtime.buffer import Buffer, array_address
 from compiler.runtime.llvm import get_jit
 from compiler.trace import recorder
 from compiler.uop import UOp
@@ -84,10 +85,6 @@ def as_array(b: Any) -> np.ndarray:
   raise TypeError(f"kernel buffers must be numpy arrays or Buffers, got {type(b).__name__}")
 
 
-def _address(a: np.ndarray) -> int:
-  return a.__array_interface__["data"][0]  # cheaper than a.ctypes.data, which builds a ctypes object
-
-
 class CompiledKernel:
   """A kernel compiled to machine code. Call it with buffers in slot order (numpy arrays or Buffers)."""
 
@@ -102,6 +99,13 @@ class CompiledKernel:
     # overlap checks or chunking); weak references, so a cached kernel keeps no buffer alive
     self._last: tuple | None = None
     self._serial = False  # its runs were measured too short to be worth splitting across threads
+    self.last_s = 0.0  # how long the last run took (the kernel's code only: no checks, no planning)
+    # the scheduler's Buffers, in a kernel without variables: what each slot needs ((dtype, elements), None where
+    # no check applies), checked against the Buffer's own dtype and size; and the last such call's plan by the
+    # buffers' addresses and sizes (ints: nothing kept alive, and an equal address of a new array is the same plan)
+    self._needs: list[tuple[Any, int]] | None = None
+    self._fast: tuple | None = None
+    self._static: tuple[int | None, int] | None = None  # (parallel loop's extent, flops) of a kernel without variables
 
   def _cfunc(self, address: int) -> Any:
     prg = self.program
@@ -114,7 +118,7 @@ class CompiledKernel:
   def _fxn_for(self, arrs: list[np.ndarray], addrs: list[int] | None = None) -> Any:
     """The compiled function; a variant without `noalias` when an output overlaps another buffer (in-place)."""
     if addrs is None:
-      addrs = [_address(a) for a in arrs]
+      addrs = [array_address(a) for a in arrs]
     spans = [(p, p + a.nbytes) for p, a in zip(addrs, arrs)]
 
     def overlaps(i: int, j: int) -> bool:
@@ -168,10 +172,43 @@ class CompiledKernel:
         raise IndexError(f"kernel {self.name!r}: buffer {slot} has {arrs[slot].size} elements, the kernel "
                          f"accesses [{lo}, {hi}]")
 
+  def _buffer_needs(self) -> list[tuple[Any, int]] | None:
+    """Per slot (dtype, least size) a Buffer must have to pass _arrays and _check_bounds; None if a bound is < 0."""
+    if self._needs is None:
+      bounds = self.program.index_bounds(None)
+      if any(lo < 0 for lo, _ in bounds.values()):
+        return None
+      self._needs = [(dt, bounds[i][1] + 1 if i in bounds else 0) for i, dt in enumerate(self.program.buf_dtypes)]
+    return self._needs
+
+  def _buffer_plan(self, bufs: Sequence[Any]) -> tuple | None:
+    """The plan of a plain call on allocated Buffers (whose arrays are their own: 1-D, C-contiguous, writable),
+    checked as _arrays and _check_bounds would; None where the general path must decide (and raise)."""
+    needs = self._needs if self._needs is not None else self._buffer_needs()
+    if needs is None or len(bufs) != len(needs) or (self.engine is not None and self.engine.closed):
+      return None
+    for b, (dt, least) in zip(bufs, needs):
+      if type(b) is not Buffer or not b.addr or b.size < least or (dt is not None and b.dtype is not dt and
+                                                                     b.dtype.np != dt.np):
+        return None
+    addrs = [b.addr for b in bufs]
+    key = tuple(addrs + [b.size for b in bufs])
+    fast = self._fast
+    if fast is not None and fast[0] == key:
+      return fast[1]
+    plan = self._plan([b.np for b in bufs], [], None, None, addrs=addrs)
+    self._fast = (key, plan)
+    return plan
+
   # ---- running
   def __call__(self, bufs: Sequence[Any], var_vals: Mapping[str, int] | None = None,
                threads: int | None = None) -> None:
     """Run the kernel once on `bufs` (slot order); `threads` caps the cores used (default: all)."""
+    if var_vals is None and threads is None and not self.program.vars and recorder.RECORDER is None:
+      plan = self._buffer_plan(bufs)
+      if plan is not None:
+        self._run(None, [], None, None, plan)
+        return
     arrs = self._arrays(bufs)
     vals = self._vars(var_vals)
     self._check_bounds(arrs, var_vals)
@@ -190,12 +227,17 @@ class CompiledKernel:
 
   def _chunks(self, var_vals: Mapping[str, int] | None, arrs: list[np.ndarray], threads: int | None) -> list:
     prg = self.program
-    n = prg.par_extent(var_vals)
+    if prg.vars:
+      n, flops = prg.par_extent(var_vals), prg.flops(var_vals)
+    else:  # (a walk of the loop's size expression and a cache lookup, once, not every call)
+      if self._static is None:
+        self._static = (prg.par_extent(None), prg.flops(None))
+      n, flops = self._static
     if n is None:
       return [(0, 1)]
     if n <= 0:
       return []
-    work = prg.flops(var_vals) + self._nbytes(arrs)
+    work = flops + self._nbytes(arrs)
     t = 1 if self._serial else min(threads or self.threads, n, max(1, work // MIN_WORK_PER_THREAD))
     bounds = [n * i // t for i in range(t + 1)]
     return [(bounds[i], bounds[i + 1]) for i in range(t) if bounds[i] < bounds[i + 1]]
@@ -212,29 +254,35 @@ class CompiledKernel:
       fxn(*args, *chunks[0])
       for f in futs:
         f.result()
-    self._observe(time.perf_counter() - t0, len(chunks))
+    self.last_s = dt = time.perf_counter() - t0
+    self._observe(dt, len(chunks))
 
   def _observe(self, dt: float, nchunks: int) -> None:
     """Decide from a run's duration whether later runs split across threads (the plan is made anew on a change)."""
     cpu = dt * max(1, nchunks)  # about the CPU time of the whole run
     serial = cpu < (2 * PARALLEL_MIN_S if self._serial else PARALLEL_MIN_S)
     if serial != self._serial and (nchunks > 1 or self._serial):
-      self._serial, self._last = serial, None
+      self._serial, self._last, self._fast = serial, None, None
 
   def _plan(self, arrs: list[np.ndarray], vals: list[int], var_vals: Mapping[str, int] | None,
-            threads: int | None) -> tuple:
+            threads: int | None, addrs: list[int] | None = None) -> tuple:
     """(function, leading arguments, (start, end) chunks) of one run; the last one is reused for the same arrays
-    (an ndarray's address and size never change, and a dead array's weak reference no longer matches)."""
+    (an ndarray's address and size never change, and a dead array's weak reference no longer matches). Given the
+    arrays' addresses (Buffers know theirs), made anew and not remembered here (the Buffer path keeps its own)."""
     key = (tuple(vals), threads)
     last = self._last
-    if last is not None and last[0] == key and len(last[1]) == len(arrs) and \
+    keep = addrs is None
+    if keep and last is not None and last[0] == key and len(last[1]) == len(arrs) and \
         all(r() is a for r, a in zip(last[1], arrs)):
       return last[2]
-    addrs = [_address(a) for a in arrs]
+    if addrs is None:
+      addrs = [array_address(a) for a in arrs]
     ptrs: Any = addrs
     if bufs_in_array(self.program.nbufs):  # one array of pointers (the tuple keeps it alive while the plan runs)
       ptrs = [(ctypes.c_void_p * len(ptrs))(*ptrs)]
     plan = (self._fxn_for(arrs, addrs), (*ptrs, *vals), self._chunks(var_vals, arrs, threads))
+    if not keep:
+      return plan
     try:
       self._last = (key, tuple(weakref.ref(a) for a in arrs), plan)
     except TypeError:  # an array type without weak references: no reuse

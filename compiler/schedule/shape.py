@@ -43,8 +43,15 @@ def _shape_one(u: UOp) -> Shape | None:
 
 def shape_of(u: UOp) -> Shape:
   """The shape of a tensor-level UOp; raises ValueError for nodes that have none (kernel-level nodes)."""
-  got = u.__dict__.get(_KEY)
+  d = u.__dict__
+  got = d.get(_KEY)
   if got is not None:
+    return got
+  # the usual case, a node just built on sources whose shapes are known: its own rule, no walk (a training step
+  # asks ~200 times a step, and the walk with its gate was most of that)
+  got = _shape_one(u)
+  if got is not None:
+    d[_KEY] = got
     return got
   for x in toposort(u, gate=lambda y: _KEY not in y.__dict__ and y.op not in (Ops.BUFFER, Ops.KERNEL)):
     if _KEY in x.__dict__:
