@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -348,3 +349,41 @@ def test_where_a_flush_falls_changes_only_what_the_format_leaves_open(tmp_path):
   raw = [[{k: v for k, v in r.items() if k not in RUN_TO_RUN} for r in rs] for rs in runs]
   assert raw[0] != raw[1]  # the rule's flushes moved nodes past matches
   assert promised_order(runs[0]) == promised_order(runs[1])
+
+
+def test_a_rules_texts_are_read_by_the_flush_not_by_the_rewrite(trace, monkeypatch):
+  # reading a rule's source (inspect, tokenize) was a third of what recording cost the compiling thread; the
+  # pattern record is queued without its texts and the flush (the writer's thread, or a flush() call) fills them in
+  from compiler.rewrite import Rule
+  monkeypatch.setattr(recorder, "_RULE_INFO", {})
+  reads, rewriting = [], [False]
+  real = Rule.source
+  monkeypatch.setattr(Rule, "source", property(lambda r: reads.append((threading.get_ident(), rewriting[0])) or
+                                               real.fget(r)))
+  pm = fold_add0 + mul1
+  for n in (4, 5):  # the second rewrite meets both rules again
+    rewriting[0] = True
+    graph_rewrite(_expr(n), pm, name=f"rewrite {n}")
+    rewriting[0] = False
+    recorder.RECORDER.writer.flush()
+  recorder.disable()
+  assert (threading.get_ident(), True) not in reads  # not by the recording thread while it rewrote
+  assert len(reads) == 2  # once per rule
+  patterns = {r["src"]: r for r in _records(trace) if r["t"] == "pattern"}
+  assert len(patterns) == 2
+  for rule in pm.rules:
+    p = patterns[real.fget(rule)]
+    assert p == {"t": "pattern", "id": p["id"], "file": rule.location[0], "line": rule.location[1], "src": p["src"],
+                 "pat": repr(rule.pat), "name": rule.fn_name}
+
+
+def test_a_rule_whose_texts_fail_is_written_saying_so(trace, monkeypatch):
+  from compiler.rewrite import Rule
+  monkeypatch.setattr(recorder, "_RULE_INFO", {})
+  monkeypatch.setattr(Rule, "source", property(lambda r: 1 / 0))
+  graph_rewrite(_expr(2), fold_add0, name="no source")
+  recorder.disable()
+  recs = _records(trace)
+  (p,) = [r for r in recs if r["t"] == "pattern"]
+  assert p["src"].startswith("# source not available: ZeroDivisionError") and p["pat"] == repr(fold_add0.rules[0].pat)
+  assert recs[-1]["t"] == "end"  # the flush went on

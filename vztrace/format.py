@@ -96,6 +96,12 @@ class TraceFormatError(ValueError):
     self.offset = offset
 
 
+# The columns of a `batch` record, in the order the writer writes them and the reader takes them: the nodes' (u32s),
+# the matches' (u32s, then dt as i64s), and `at`, the positions of its other records (u32s).
+NODE_COLUMNS = ("op", "dtype", "arg", "nsrc", "src")
+MATCH_COLUMNS = ("rw", "pat", "before", "after")
+MATCH_DT = "dt"
+
 # t -> (required fields, optional fields)
 RECORDS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
   "meta": ({"version": "int|str|list", "argv": "list[str]", "host": "str", "pid": "int", "python": "str",
@@ -125,8 +131,7 @@ RECORDS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
   # the trace's string table after appending this batch's `strs`; match i is (rw[i], pat[i], before[i], after[i],
   # dt[i]); recs are other records, recs[j] coming after the first at[2j] nodes and at[2j+1] matches of the batch;
   # the batch's nodes and then its matches after the last of them.
-  "batch": ({"id": "int", "strs": "list[str]", "op": "u32s", "dtype": "u32s", "arg": "u32s", "nsrc": "u32s",
-             "src": "u32s", "rw": "u32s", "pat": "u32s", "before": "u32s", "after": "u32s", "dt": "i64s",
+  "batch": ({"id": "int", "strs": "list[str]", **dict.fromkeys(NODE_COLUMNS + MATCH_COLUMNS, "u32s"), MATCH_DT: "i64s",
              "at": "u32s", "recs": "list[dict]"}, {}),
 }
 

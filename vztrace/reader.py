@@ -30,11 +30,14 @@ from vztrace.format import (
   FRAME_MAGIC,
   HEADER,
   MAGIC,
+  MATCH_COLUMNS,
+  MATCH_DT,
   MAX_BATCH_ROWS,
   MAX_DEPTH,
   MAX_INT,
   MAX_PAYLOAD_LEN,
   MAX_RAW_LEN,
+  NODE_COLUMNS,
   READ_MAJORS,
   RECORD_LEN,
   VERSION,
@@ -437,7 +440,7 @@ class TraceReader:
   def _expand(self, batch: dict) -> _Expansion:
     """The records of a batch, in their order, made as they are consumed (all or nothing: an inconsistent batch is
     damage, found before the first of its records is made)."""
-    ops, dts, args, nsrc, src = (_column(batch, k) for k in ("op", "dtype", "arg", "nsrc", "src"))
+    ops, dts, args, nsrc, src = (_column(batch, k) for k in NODE_COLUMNS)
     n = len(ops)
     if len(dts) != n or len(args) != n or len(nsrc) != n:
       raise _Damage("'batch' record: node columns of different lengths")
@@ -447,7 +450,7 @@ class TraceReader:
     size = len(strs) + len(batch["strs"])
     if n and max(max(ops), max(dts), max(args)) >= size:
       raise _Damage(f"'batch' record: a node names a string outside the table of {size}")
-    mcols = [_column(batch, k) for k in ("rw", "pat", "before", "after")] + [_column(batch, "dt", "i64s")]
+    mcols = [_column(batch, k) for k in MATCH_COLUMNS] + [_column(batch, MATCH_DT, "i64s")]
     m = len(mcols[0])
     if any(len(c) != m for c in mcols):
       raise _Damage("'batch' record: match columns of different lengths")

@@ -41,13 +41,16 @@ class RecordQueue:
   def __init__(self, lock: Any) -> None:
     from compiler.trace.columns import node_columns
     from compiler.trace.nodes import TraceIds
-    from vztrace.format import pack_bytes, pack_column
+    from vztrace.format import MATCH_COLUMNS, MATCH_DT, NODE_COLUMNS, pack_bytes, pack_column
     from vztrace.writer import encode_json, nested_record_bytes
     self.lock = lock
     self.rows: list[tuple] = []  # the nodes' keys in id order
     self.ids = TraceIds(self.rows.append)
     self.pack, self.pack_bytes, self.json, self.record_bytes = pack_column, pack_bytes, encode_json, nested_record_bytes
     self.node_columns = node_columns
+    # a batch's column names (one table, vztrace.format); node_columns makes the node columns in NODE_COLUMNS' order
+    self.node_keys, self.match_keys = (tuple(k.encode() for k in ks) for ks in (NODE_COLUMNS, MATCH_COLUMNS))
+    self.dt_key = MATCH_DT.encode()
     # the string table: text -> code, and the texts in order; it starts with the op names at their values, so an op
     # (an IntEnum) is its own code
     from compiler.uop import Ops, arg_str
@@ -63,6 +66,7 @@ class RecordQueue:
     self.arg_values: dict[Any, int] = {}  # (types, arg) -> code: equal args that are different objects
     self.matches: list[int] = []  # rw, pat, before, after, dt per match
     self.recs: list[dict] = []
+    self.patterns_due: list[tuple[dict, Any]] = []  # pattern records (queued in recs) whose texts a flush makes
     self.at: list[int] = []  # per record: the nodes and matches before it (positions in the lists above)
     self.n_done = self.m_done = self.r_done = self.t_done = 0  # drained prefixes (t: strs)
     self.next_id = 0  # id of the next node to drain
@@ -104,7 +108,25 @@ class RecordQueue:
         self.arg_values[key] = c
     return c
 
+  def pattern_record(self, pid: int, rule: Any) -> dict:
+    """The `pattern` record of a rule first met: its texts (the source, read from its file; the pattern's repr) are
+    made by the flush, in the writer's thread, and then kept for the process (_RULE_INFO)."""
+    rec = {"t": "pattern", "id": pid, "file": None, "line": None, "src": None, "pat": "", "name": None}
+    self.patterns_due.append((rec, rule))  # before the record is queued: a flush that sees it fills it in
+    return rec
+
+  def _fill_patterns(self) -> None:
+    due = self.patterns_due
+    n = len(due)
+    for rec, rule in due[:n]:
+      info = _RULE_INFO.get(rule)
+      if info is None:
+        info = _RULE_INFO[rule] = _rule_info(rule)
+      rec.update(info)
+    del due[:n]
+
   def drain(self) -> list[bytes]:
+    self._fill_patterns()
     # records, then matches, then nodes: what a row needs was appended before the row is counted
     r = len(self.at) // 2
     m = len(self.matches) // 5
@@ -153,18 +175,33 @@ class RecordQueue:
     dts = self.dtype_codes
     dts.extend(self._code(str(dt)) for dt in self.ids.dtypes[len(dts):])  # the dtypes named since the last batch
     node_cols = self.node_columns(self.rows[na:nb], dts, self.arg_ids, self._arg_code)
-    rows = self.matches[5 * ma:5 * mb]
-    cols = (("rw", rows[0::5]), ("pat", rows[1::5]), ("before", rows[2::5]), ("after", rows[3::5]),
-            ("at", [x - (ma if i & 1 else na) for i, x in enumerate(at[2 * ra:2 * rb])]))
+    rows = self.matches[5 * ma:5 * mb]  # the match columns are its every 5th value (rw, pat, before, after, dt)
+    positions = [x - (ma if i & 1 else na) for i, x in enumerate(at[2 * ra:2 * rb])]
     # spliced by hand: base64 needs no escaping, and json would scan every character of it
     data = (b'{"t":"batch","id":%d,"strs":%s' % (self.next_id, self.json(self.strs[self.t_done:])) +
-            b"".join(b',"%s":"%s"' % (name, raw(v)) for name, v in zip(_NODE_COLUMNS, node_cols)) +
-            b"".join(b',"%s":"%s"' % (name.encode(), pack(v)) for name, v in cols) +
-            b',"dt":"%s","recs":[%s]}' % (pack(rows[4::5], "i64s"), b",".join(parts)))
+            b"".join(b',"%s":"%s"' % (name, raw(v)) for name, v in zip(self.node_keys, node_cols)) +
+            b"".join(b',"%s":"%s"' % (name, pack(rows[i::5])) for i, name in enumerate(self.match_keys)) +
+            b',"%s":"%s","at":"%s","recs":[%s]}' % (self.dt_key, pack(rows[4::5], "i64s"), pack(positions),
+                                                     b",".join(parts)))
     self.t_done = len(self.strs)
     self.next_id += nb - na
     self.n_done, self.m_done, self.r_done = nb, mb, rb
     return data
+
+
+def _rule_info(rule: Any) -> dict:
+  """A rule's pattern record fields (reading its source file); a text that cannot be made says why instead (this
+  runs in the flush: a failure must not stop it)."""
+  file, line = rule.location
+  return {"file": file, "line": line, "src": _text(lambda: rule.source, "# source not available: "),
+          "pat": _text(lambda: repr(rule.pat), "<pattern not available: "), "name": rule.fn_name}
+
+
+def _text(make: Callable[[], str], why: str) -> str:
+  try:
+    return make()
+  except Exception as e:
+    return f"{why}{type(e).__name__}: {e}" + (">" if why.startswith("<") else "")
 
 
 BATCH_ROWS = 1 << 17  # nodes, and matches, per batch at most; with BATCH_BYTES (+ a record) far below the frame limit
@@ -173,7 +210,6 @@ COMPACT_AT = 1 << 16  # drained rows kept before the recording thread drops them
 FLUSH_AT = 1 << 22  # nodes and match fields (5 a match) queued before the recording thread flushes itself
 
 
-_NODE_COLUMNS = (b"op", b"dtype", b"arg", b"nsrc", b"src")  # what columns.node_columns makes, in its order
 
 
 class Recorder:
@@ -225,11 +261,7 @@ class Recorder:
       return pid
     pid = self.pattern_ids[rule] = len(self.pattern_ids)
     info = _RULE_INFO.get(rule)
-    if info is None:  # reading source files is slow: once per process, not once per trace
-      file, line = rule.location
-      info = _RULE_INFO[rule] = {"file": file, "line": line, "src": rule.source, "pat": repr(rule.pat),
-                                 "name": rule.fn_name}
-    self._enqueue({"t": "pattern", "id": pid, **info})
+    self._enqueue({"t": "pattern", "id": pid, **info} if info is not None else self._queue.pattern_record(pid, rule))
     return pid
 
   # ---- contexts
