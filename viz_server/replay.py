@@ -21,6 +21,7 @@ from viz_server.store import Rewrite, Trace
 
 # Ids of nodes that replay builds and the trace never names: far above any id a trace uses, exact in JSON numbers.
 FRESH_BASE = 1 << 40
+NEAR = 8  # steps within which members() moves the cursor; farther it walks the graph from the step's root
 
 
 class StepInfo:
@@ -290,6 +291,8 @@ class Replay:
   # ---- steps
   def ensure(self, k: int) -> None:
     """Compute steps up to k (k <= n)."""
+    if k < len(self.steps):  # computed (steps[k] is appended last): no lock, which a far cursor move may hold for ms
+      return
     with self.lock:
       while len(self.roots) <= k:
         gone.check()  # between two steps (the state is whole): stop if the request asking has gone
@@ -346,10 +349,24 @@ class Replay:
 
   def members(self, k: int) -> frozenset[int]:
     """Ids of the nodes of the graph at step k."""
-    with self.lock:
-      self.ensure(k)
+    self.ensure(k)
+    if abs(k - self.cur) > NEAR:  # (read without the lock: it only picks the cheaper way)
+      return self._reachable(self.roots[k])  # walking the graph costs less than a far move, and takes no lock
+    with self.lock:  # moving the cursor costs what the steps between changed
       self._goto(k)
       return frozenset(self._ref)
+
+  def _reachable(self, root: int) -> frozenset[int]:
+    """The nodes reachable from root (what the cursor's reference counts hold with root as its root)."""
+    if root not in self.table and root not in self.fresh:
+      return frozenset()
+    seen, stack, src_of = set(), [root], self._src
+    while stack:
+      x = stack.pop()
+      if x not in seen:
+        seen.add(x)
+        stack.extend(src_of(x))
+    return frozenset(seen)
 
   def size(self, k: int) -> int:
     """The number of nodes of the graph at step k (without copying its members)."""
