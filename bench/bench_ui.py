@@ -1,6 +1,9 @@
 """UI speed in the real browser (Debian's chromium via Playwright) against a viz_server subprocess.
 
-Measures, against the budgets of the "Browser UI" issue (50 ms per step, 1 s per first render):
+Measures, against the budgets of issue 18 ("The viewer feels instant on a slow 2-core machine": a first graph in
+300 ms for the default view and 500 ms for a ~2,000-node graph, a step in 30 ms median and 50 ms p95 including the
+server's answer, a 5,000-node graph never laid out in 500 ms with the server's answer in 400 ms, no long animation
+frame over 50 ms while stepping or while a live trace grows):
 - time from navigation to the first painted graph on the compiler's trace of the five bench workloads (recorded by
   running examples/demo.py with VIZ=-1): the page's default view and the trace's largest graph (deep-linked), each on
   a fresh server (nothing parsed or laid out yet) and on a server that has laid it out already; every load in a
@@ -9,9 +12,11 @@ Measures, against the budgets of the "Browser UI" issue (50 ms per step, 1 s per
   prefetch), and end to end;
 - the first render of a ~5,000-node graph: cold (a graph the server never laid out: server layout + transfer +
   draw) and warm (the server's layout cached, the browser's not), each split into the server answer and the
-  model + draw + paint.
-Each row gives the number of samples, their min and median (ms), the budget, and the ratio of the median to the
-budget (< 1 is within budget).
+  model + draw + paint;
+- long animation frames (over 50 ms) at page load, while stepping, and while a live trace grows: a writer subprocess
+  records kernels into a trace for a few seconds while the page shows it (socket.io events, the sidebar growing).
+Each row gives the number of samples, their min, median and p95 (ms), the budget, and the ratio of the median to the
+budget (< 1 is within budget); a row whose budget is a p95 says so, and its ratio is the p95's.
 
   python bench/bench_ui.py [--quick] [--repeat N] [--scale S]
 """
@@ -134,16 +139,25 @@ def wait_first_graph(page) -> None:
 
 
 # long animation frames (Chromium's 'long-animation-frame' entries) since the page began, kept in window.__longFrames
+# as [duration, what its longest script ran (file, function, invoker), that script's forced style and layout]
 WATCH_FRAMES = """(() => {
   window.__longFrames = [];
+  const what = (e) => {
+    const s = [...(e.scripts || [])].sort((a, b) => b.duration - a.duration)[0];
+    if (!s) return ["(no script: style, layout, paint)", 0];
+    const file = String(s.sourceURL || "").split("/").pop();
+    return [`${file}:${s.sourceFunctionName || "?"} (${s.invoker}, ${Math.round(s.duration)} ms)`,
+            Math.round(s.forcedStyleAndLayoutDuration || 0)];
+  };
   try {
-    new PerformanceObserver((l) => { for (const e of l.getEntries()) window.__longFrames.push(e.duration); })
-      .observe({type: "long-animation-frame", buffered: true});
+    new PerformanceObserver((l) => {
+      for (const e of l.getEntries()) window.__longFrames.push([e.duration, ...what(e)]);
+    }).observe({type: "long-animation-frame", buffered: true});
   } catch (e) { window.__longFrames = null; }
 })();"""
-LONG_MS = 50.0  # the issue's bound: no frame longer than this while stepping
-LONG = f"() => window.__longFrames === null ? null : window.__longFrames.filter((d) => d > {LONG_MS})"
-long_frames: dict[str, list[float]] = {}  # where -> durations (ms) of the frames over LONG_MS seen there
+LONG_MS = 50.0  # the issue's bound: no frame longer than this while stepping or while a live trace grows
+LONG = f"() => window.__longFrames === null ? null : window.__longFrames.filter((f) => f[0] > {LONG_MS})"
+long_frames: dict[str, list[list]] = {}  # where -> the frames over LONG_MS seen there ([ms, what, forced layout ms])
 
 
 def note_long_frames(page, where: str) -> None:
@@ -200,7 +214,10 @@ OPEN_RW = """async ([ctx, rw]) => {
           nodes: window.__viz.graph.nodes.size};
 }"""
 
-Row = tuple[str, list[float], float]  # measure, samples (ms), budget (ms)
+Row = tuple[str, list[float], float]  # measure, samples (ms), budget (ms); "p95" in the measure: the budget is a p95
+FIRST_MS, FIRST_BIG_MS = 300.0, 500.0  # first graph after page load: the default view, a ~2,000-node graph
+STEP_MS, STEP_P95_MS = 30.0, 50.0  # a step change including the server's answer: median, p95
+RENDER_MS, RENDER_SERVER_MS = 500.0, 400.0  # first render of a 5,000-node graph never laid out: total, server
 
 
 def bench_workloads(browser, tmp: Path, scale: float, repeat: int) -> list[Row]:
@@ -231,13 +248,13 @@ def bench_workloads(browser, tmp: Path, scale: float, repeat: int) -> list[Row]:
   nd, nb = cold_default[0][1], cold_big[0][1]
   return [
     (f"first graph after page load, workloads trace, default view ({nd} nodes), fresh server",
-     [ms for ms, _ in cold_default], 1000.0),
+     [ms for ms, _ in cold_default], FIRST_MS),
     (f"first graph after page load, workloads trace, default view ({nd} nodes), server warm",
-     [ms for ms, _ in warm_default], 1000.0),
+     [ms for ms, _ in warm_default], FIRST_MS),
     (f"first graph after page load, workloads trace, largest graph ({nb} nodes), fresh server",
-     [ms for ms, _ in cold_big], 1000.0),
+     [ms for ms, _ in cold_big], FIRST_BIG_MS),
     (f"first graph after page load, workloads trace, largest graph ({nb} nodes), server warm",
-     [ms for ms, _ in warm_big], 1000.0),
+     [ms for ms, _ in warm_big], FIRST_BIG_MS),
   ]
 
 
@@ -259,7 +276,7 @@ def bench_synthetic(browser, tmp: Path, repeat: int, reps: int) -> list[Row]:
     n2 = len(g2["nodes"])
     # 1. first graph after page load (the 2,000-node rewrite, deep-linked; its layout cached)
     firsts = [first_graph(browser, f"{url}/#t={tid}&c={c2}&r={r2}&s=0")[0] for _ in range(repeat)]
-    rows.append((f"first graph after page load, synthetic {n2}-node graph, server warm", firsts, 1000.0))
+    rows.append((f"first graph after page load, synthetic {n2}-node graph, server warm", firsts, FIRST_BIG_MS))
     page = browser.new_context(viewport=VIEWPORT).new_page()
     page.add_init_script(WATCH_FRAMES)
     page.goto(f"{url}/#t={tid}&c={c2}&r={r2}&s=0")
@@ -279,8 +296,9 @@ def bench_synthetic(browser, tmp: Path, repeat: int, reps: int) -> list[Row]:
       page.evaluate(PAINTED)
       cold.append(page.evaluate(STEP, k))
     note_long_frames(page, f"stepping, {n2}-node graph")
-    rows.append((f"step change, {n2}-node graph, answer in the browser", warm, 50.0))
-    rows.append((f"step change, {n2}-node graph, incl. server answer", cold, 50.0))
+    rows.append((f"step change, {n2}-node graph, answer in the browser", warm, STEP_MS))
+    rows.append((f"step change, {n2}-node graph, incl. server answer", cold, STEP_MS))
+    rows.append((f"step change, {n2}-node graph, incl. server answer, p95", cold, STEP_P95_MS))
     # 3. first render of a 5,000-node graph, switching from the 2,000-node one (whose answer the browser holds):
     # cold, a graph the server never laid out; warm, the server's layout cached but not the browser's answer
     opens_cold, opens_warm = [], []
@@ -296,25 +314,93 @@ def bench_synthetic(browser, tmp: Path, repeat: int, reps: int) -> list[Row]:
     page.context.close()
     for which, opens in (("cold (never laid out)", opens_cold), ("warm (server layout cached)", opens_warm)):
       n5 = opens[0]["nodes"]
-      rows.append((f"first render, {n5}-node graph, {which}: total", [o["total"] for o in opens], 1000.0))
-      rows.append((f"first render, {n5}-node graph, {which}: server answer", [o["fetch"] for o in opens], 1000.0))
+      rows.append((f"first render, {n5}-node graph, {which}: total", [o["total"] for o in opens], RENDER_MS))
+      rows.append((f"first render, {n5}-node graph, {which}: server answer", [o["fetch"] for o in opens],
+                   RENDER_SERVER_MS))
       rows.append((f"first render, {n5}-node graph, {which}: model + draw + paint",
-                   [o["total"] - o["fetch"] for o in opens], 1000.0))
+                   [o["total"] - o["fetch"] for o in opens], RENDER_MS - RENDER_SERVER_MS))
   finally:
     stop_server(proc)
   return rows
 
 
+def p95(samples: list[float]) -> float:
+  """The 95th percentile (nearest rank: of fewer than 20 samples, the largest)."""
+  ordered = sorted(samples)
+  return ordered[max(0, -(-len(ordered) * 95 // 100) - 1)]
+
+
+LIVE_S = 6.0  # how long the writer grows the live trace
+
+
+def grow_trace(path: Path, seconds: float) -> None:
+  """The live writer (run as `bench_ui.py --grow PATH SECONDS`): records kernels into path for `seconds`, each a
+  kernel context with a rewrite of a 60-100-node kernel, as a compile writes them; the recorder flushes every
+  ~100 ms, so the viewer sees a few contexts a flush."""
+  recorder.enable(path, announce=False)
+  try:
+    end, i = time.monotonic() + seconds, 0
+    while time.monotonic() < end:
+      with recorder.trace_context(f"live_{i}", kind="kernel"):
+        graph_rewrite(big_kernel(60 + i % 40, f"live_{i}"), bench_pm, name=f"drop *1 ({i})")
+      i += 1
+      time.sleep(0.002)
+  finally:
+    recorder.disable()
+
+
+def bench_live(browser, tmp: Path) -> None:
+  """Long animation frames while a live trace grows: the page shows the trace a writer subprocess is recording (the
+  sidebar grows, socket.io events arrive every flush) until the writer ends and the page has the last contexts."""
+  trace = tmp / "live.vztrace"
+  writer = subprocess.Popen([sys.executable, __file__, "--grow", str(trace), str(LIVE_S)], cwd=ROOT,
+                            env={**os.environ, "VIZ": "0", "PYTHONPATH": str(ROOT)})
+  try:
+    deadline = time.time() + 60
+    while not (trace.exists() and trace.stat().st_size > 64):  # the header and a first frame
+      if writer.poll() is not None or time.time() > deadline:
+        raise RuntimeError("the live writer wrote no trace")
+      time.sleep(0.05)
+    proc, url = start_server(trace, tmp / "server-live.log")
+    try:
+      tid = get_json(url + "/api/traces")[0]["id"]
+      ctx = browser.new_context(viewport=VIEWPORT)
+      page = ctx.new_page()
+      page.add_init_script(WATCH_FRAMES)
+      page.goto(url + "/")
+      wait_first_graph(page)
+      note_long_frames(page, "page load, live trace")
+      writer.wait(LIVE_S + 60)
+      page.wait_for_function(f"() => window.__viz.data.traces.some((t) => t.id === {tid} && t.status !== 'live')",
+                             timeout=60_000)
+      want = len(get_json(f"{url}/api/traces/{tid}/contexts"))
+      page.wait_for_function(f"() => window.__viz.data.contexts.length >= {want}", timeout=60_000)
+      page.evaluate(PAINTED)
+      note_long_frames(page, f"live trace growing ({want} contexts in {LIVE_S:.0f} s)")
+      ctx.close()
+    finally:
+      stop_server(proc)
+  finally:
+    if writer.poll() is None:
+      writer.kill()
+      writer.wait()
+
+
 def print_table(rows: list[Row]) -> None:
-  w = max(len(r[0]) for r in rows)
-  print(f"{'measure':<{w}}  {'n':>3}  {'min ms':>9}  {'median ms':>9}  {'budget':>7}  {'ratio':>6}")
+  w = max([len(r[0]) for r in rows] + [len("measure")])
+  print(f"{'measure':<{w}}  {'n':>3}  {'min ms':>9}  {'median ms':>9}  {'p95 ms':>9}  {'budget':>7}  {'ratio':>6}")
   for name, samples, budget in rows:
-    med = statistics.median(samples)
-    print(f"{name:<{w}}  {len(samples):3d}  {min(samples):9.1f}  {med:9.1f}  {budget:7.0f}  {med / budget:6.2f}")
-  print("ratio: median / budget (< 1 is within budget)")
+    med, top = statistics.median(samples), p95(samples)
+    judged = top if name.endswith("p95") else med
+    print(f"{name:<{w}}  {len(samples):3d}  {min(samples):9.1f}  {med:9.1f}  {top:9.1f}  {budget:7.0f}  "
+          f"{judged / budget:6.2f}")
+  print("ratio: median / budget, or p95 / budget for a p95 row (< 1 is within budget)")
   if long_frames:
-    print(f"long animation frames (> {LONG_MS:.0f} ms): " + "; ".join(
-      f"{where}: {len(d)}" + (f" (longest {max(d):.0f} ms)" if d else "") for where, d in long_frames.items()))
+    print(f"long animation frames (> {LONG_MS:.0f} ms), and what the longest one's longest script ran:")
+    for where, frames in long_frames.items():
+      top = max(frames, default=None)
+      print(f"  {where}: {len(frames)}" + (f", longest {top[0]:.0f} ms: {top[1]}, forced style and layout {top[2]} ms"
+                                             if top else ""))
 
 
 def main() -> None:
@@ -323,7 +409,14 @@ def main() -> None:
   ap.add_argument("--repeat", type=int, default=None,
                   help="page loads and first renders per row (default 3 with --quick, else 7)")
   ap.add_argument("--scale", type=float, default=1.0, help="workload size for the recorded trace (1.0: bench size)")
+  ap.add_argument("--only", default="workloads,synthetic,live",
+                  help="parts to run, comma-separated: workloads, synthetic, live (default: all)")
+  ap.add_argument("--grow", nargs=2, metavar=("TRACE", "SECONDS"), help=argparse.SUPPRESS)  # the live writer
   args = ap.parse_args()
+  if args.grow:
+    grow_trace(Path(args.grow[0]), float(args.grow[1]))
+    return
+  parts = set(args.only.split(","))
   repeat = max(1, args.repeat or (3 if args.quick else 7))
   reps = 5 if args.quick else 20  # step changes per row
   if not os.path.exists(CHROMIUM):
@@ -334,8 +427,13 @@ def main() -> None:
   with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
     browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
     try:
-      rows = bench_workloads(browser, Path(tmp), args.scale, repeat)
-      rows += bench_synthetic(browser, Path(tmp), repeat, reps)
+      rows: list[Row] = []
+      if "workloads" in parts:
+        rows += bench_workloads(browser, Path(tmp), args.scale, repeat)
+      if "synthetic" in parts:
+        rows += bench_synthetic(browser, Path(tmp), repeat, reps)
+      if "live" in parts:
+        bench_live(browser, Path(tmp))
     finally:
       browser.close()
   print_table(rows)

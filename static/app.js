@@ -101,13 +101,17 @@ function renderStatus() {
 }
 
 function onTraceList(list) {
-  const before = new Map(data.traces.map((t) => [t.id, t.status]));
+  const before = new Map(data.traces.map((t) => [t.id, t]));
   data.traces = list;
   for (const t of list) {
-    if (before.get(t.id) === "live" && t.status !== "live" && t.id === state.trace) {
+    const was = before.get(t.id);
+    if (was && was.status === "live" && t.status !== "live" && t.id === state.trace) {
       const msg = t.status === "ended" ? "The writing process ended; the trace is complete." : "The trace is damaged.";
       toast(msg, t.status);
     }
+    // the shown trace grew where no event said so (records that came between the first view and socket.io's
+    // connecting, whose fresh trace list this is): its contexts are asked again
+    if (booted && was && t.id === state.trace && JSON.stringify(was.counts) !== JSON.stringify(t.counts)) refreshLive();
   }
   renderTraces();
   if (booted && state.trace === null && list.length) selectTrace(pickDefaultTrace(list), {push: false});

@@ -18,6 +18,9 @@ export class Sidebar {
     this.ctx = null;
     this.rw = null;
     this._scrollPending = false;
+    this._scrolledTo = null;  // the selection last scrolled into view
+    this.rows = new Map();  // context id -> {sig, li}: the tree's rows, kept while unchanged (render)
+    this.rwRows = new Map();  // rewrite id -> {sig, li}: the same for the rewrites list
     this.live = true;  // whether the trace's writer still runs: a rewrite without an end is running, else cut off
     this.filterEl.addEventListener("input", () => this.render());
     this.hideEl.addEventListener("change", () => this.renderRewrites());
@@ -100,42 +103,68 @@ export class Sidebar {
 
   render() {
     const rows = this.visibleContexts();
+    // a live trace re-renders the tree every few hundred ms: rows that did not change are kept (with their layout),
+    // so a refresh costs what it adds, not a rebuild and relayout of every row (a long frame at hundreds of rows)
+    const made = new Map();
     const items = rows.map(({c, depth, n}) => {
-      const name = c.kind === "kernel" ? coloredName(c.name, c.kname_colors) : h("span", {class: "cname"}, c.name);
-      const twisty = n ? h("span", {class: "twisty"}, this.collapsed.has(c.id) ? "▸" : "▾")
-        : h("span", {class: "twisty none"});
-      const li = h("li", {class: `ctx kind-${c.kind}${c.ended ? "" : " running"}${c.error ? " error" : ""}`,
-        dataset: {ctx: c.id}, role: "treeitem", title: `${c.kind} #${c.id}: ${c.name}`},
-      twisty, h("span", {class: "kind"}, KIND_ICON[c.kind] ?? String(c.kind).slice(0, 1).toUpperCase()), name,
-      h("span", {class: "count muted"}, c.rewrites.length ? String(c.rewrites.length) : ""));
-      li.style.paddingLeft = `${4 + depth * 12}px`;
+      const sig = JSON.stringify([c.name, c.kind, c.ended, c.error, c.kname_colors, c.rewrites.length, depth, n,
+        n && this.collapsed.has(c.id)]);
+      const old = this.rows.get(c.id);
+      const li = old && old.sig === sig ? old.li : this._contextRow(c, depth, n);
+      made.set(c.id, {sig, li});
       return li;
     });
-    put(this.treeEl, ...items);
+    this.rows = made;
+    reconcile(this.treeEl, items);
     const real = this.contexts.filter((c) => !(c.kind === "default" && !c.rewrites.length));
     put($("#contexts-count"), String(real.length));
     this.renderRewrites();
   }
 
+  _contextRow(c, depth, n) {
+    const name = c.kind === "kernel" ? coloredName(c.name, c.kname_colors) : h("span", {class: "cname"}, c.name);
+    const twisty = n ? h("span", {class: "twisty"}, this.collapsed.has(c.id) ? "▸" : "▾")
+      : h("span", {class: "twisty none"});
+    const li = h("li", {class: `ctx kind-${c.kind}${c.ended ? "" : " running"}${c.error ? " error" : ""}`,
+      dataset: {ctx: c.id}, role: "treeitem", title: `${c.kind} #${c.id}: ${c.name}`},
+    twisty, h("span", {class: "kind"}, KIND_ICON[c.kind] ?? String(c.kind).slice(0, 1).toUpperCase()), name,
+    h("span", {class: "count muted"}, c.rewrites.length ? String(c.rewrites.length) : ""));
+    li.style.paddingLeft = `${4 + depth * 12}px`;
+    return li;
+  }
+
   renderRewrites() {
     const c = this.byId.get(this.ctx);
     const list = this.visibleRewrites();
+    const made = new Map();
+    const items = list.map((r) => {
+      const sig = JSON.stringify([r.name, r.file, r.line, r.bottom_up, r.ended, r.changed, r.error, r.matches, r.dt,
+        this.live]);
+      const old = this.rwRows.get(r.id);
+      const li = old && old.sig === sig ? old.li : this._rewriteRow(r);
+      made.set(r.id, {sig, li});
+      return li;
+    });
+    this.rwRows = made;
+    if (!c) items.push(h("li", {class: "empty-row muted"}, "pick a context"));
+    else if (!list.length) {
+      items.push(h("li", {class: "empty-row muted"}, c.rewrites.length ? "all hidden" : "no rewrites"));
+    }
+    reconcile(this.rwEl, items);
+    put($("#rewrites-count"), c ? `${list.length}/${c.rewrites.length}` : "");
+    this._markSelection();
+  }
+
+  _rewriteRow(r) {
     const open = this.live ? [" running", " (in progress)", "running…"]
       : [" cut error", " (never ended: the writing process stopped first)", "cut off"];
-    const items = list.map((r) => h("li", {
+    return h("li", {
       class: `rw${!r.ended ? open[0] : r.changed ? "" : " unchanged"}${r.error ? " error" : ""}`,
       dataset: {rw: r.id},
       title: `${r.name} (${r.file}:${r.line})${r.bottom_up ? " bottom-up" : ""}${r.ended ? "" : open[1]}`},
     h("span", {class: "rname"}, r.name),
     h("span", {class: "matches", title: "matches"}, String(r.matches ?? 0)),
-    h("span", {class: "dt muted"}, r.ended ? fmtNs(r.dt) : open[2])));
-    if (!c) items.push(h("li", {class: "empty-row muted"}, "pick a context"));
-    else if (!list.length) {
-      items.push(h("li", {class: "empty-row muted"}, c.rewrites.length ? "all hidden" : "no rewrites"));
-    }
-    put(this.rwEl, ...items);
-    put($("#rewrites-count"), c ? `${list.length}/${c.rewrites.length}` : "");
-    this._markSelection();
+    h("span", {class: "dt muted"}, r.ended ? fmtNs(r.dt) : open[2]));
   }
 
   _markSelection() {
@@ -146,7 +175,9 @@ export class Sidebar {
     const rli = this.rwEl.querySelector(`li[data-rw="${this.rw}"]`);
     if (rli) rli.classList.add("selected");
     // scrolling forces a layout (~30 ms of the first view on a slow machine, once per call): do it once, in the
-    // next frame, where the layout is computed anyway
+    // next frame, where the layout is computed anyway, and only for a selection not scrolled to yet (a live refresh
+    // keeps the selection: it must not force a layout, nor take the list back from where the user scrolled it)
+    if (`${this.ctx}:${this.rw}` === this._scrolledTo) return;
     if (!this._scrollPending) {
       this._scrollPending = true;
       requestAnimationFrame(() => { this._scrollPending = false; this._scrollToSelection(); });
@@ -154,8 +185,23 @@ export class Sidebar {
   }
 
   _scrollToSelection() {
-    for (const li of [this.treeEl.querySelector("li.selected"), this.rwEl.querySelector("li.selected")]) {
-      if (li) li.scrollIntoView({block: "nearest"});
-    }
+    const [cli, rli] = [this.treeEl.querySelector("li.selected"), this.rwEl.querySelector("li.selected")];
+    for (const li of [cli, rli]) if (li) li.scrollIntoView({block: "nearest"});
+    if (cli && (rli || this.rw === null)) this._scrolledTo = `${this.ctx}:${this.rw}`;
+  }
+}
+
+/** Make el's children exactly `items` (elements, in order), moving only what is out of place: appending rows to a
+ * list touches only the new ones. */
+function reconcile(el, items) {
+  let at = el.firstChild;
+  for (const item of items) {
+    if (item === at) { at = at.nextSibling; continue; }
+    el.insertBefore(item, at);
+  }
+  while (at) {
+    const next = at.nextSibling;
+    at.remove();
+    at = next;
   }
 }

@@ -1,0 +1,105 @@
+"""The sidebar while a live trace grows (issue 18): a refresh keeps the rows that did not change (no rebuild and
+relayout of every row, which was a long frame at hundreds of contexts) and leaves the list where the user scrolled it;
+records that arrive between the first view and socket.io's connecting are shown too."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from conftest import ROOT, open_page
+from proc_helpers import wait_until
+
+# contexts "a 0".."a N-1", flushed; then, once the gate file exists, "b 0".."b M-1" and the end of the trace
+WRITER = textwrap.dedent("""
+  import os, sys, time
+  from compiler import Ops, PatternMatcher, UOp, UPat, graph_rewrite
+  from compiler.trace import recorder
+
+  path, gate, n, m = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+  recorder.enable(path, announce=False)
+  add0 = PatternMatcher([(UPat(Ops.ADD, src=[UPat.var("x"), UPat.const(None, 0)]), lambda x: x)], name="add0")
+  x = UOp.variable("x", 0, 10)
+  def contexts(prefix, count):
+    for i in range(count):
+      with recorder.trace_context(f"{prefix} {i}", kind="schedule"):
+        graph_rewrite((x + 0) * (i + 2), add0, name="changes")
+  contexts("a", n)
+  recorder.RECORDER.writer.flush()
+  while not os.path.exists(gate):
+    time.sleep(0.02)
+  contexts("b", m)
+  recorder.disable()
+""")
+
+ROWS = "() => document.querySelectorAll('#contexts li[data-ctx]').length"
+
+
+def _writer(path, gate, n: int, m: int) -> subprocess.Popen:
+  return subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(gate), str(n), str(m)], cwd=ROOT,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+
+
+def _contexts(server, t: int, n: int) -> None:
+  wait_until(lambda: len([c for c in server.api(f"/api/traces/{t}/contexts") if c["rewrites"]]) >= n,
+             f"{n} contexts with rewrites on the server", 120)
+
+
+def test_a_live_refresh_keeps_unchanged_rows_and_the_scroll(new_page, server, tmp_path):
+  path, gate = server.dir / "sidebar-rows.vztrace", tmp_path / "gate"
+  proc = _writer(path, gate, 80, 5)
+  try:
+    t = server.trace_id(path.name)
+    _contexts(server, t, 80)
+    page = new_page()
+    open_page(page, server, f"#t={t}")
+    page.wait_for_function(f"() => ({ROWS})() >= 80")
+    # mark the rows on screen, and scroll the list away from the selection (the first context)
+    page.evaluate("""() => {
+      for (const li of document.querySelectorAll('#contexts li[data-ctx]')) li.dataset.seen = 'yes';
+      document.querySelector('#contexts').scrollTop = 600;
+    }""")
+    top = page.evaluate("() => document.querySelector('#contexts').scrollTop")
+    assert top > 0
+    gate.touch()
+    assert proc.wait(60) == 0
+    page.wait_for_function(f"() => ({ROWS})() >= 85", timeout=60_000)
+    got = page.eval_on_selector_all("#contexts li[data-ctx]", "els => els.map(e => [e.title, e.dataset.seen || ''])")
+    old = [seen for title, seen in got if ": a " in title]
+    new = [seen for title, seen in got if ": b " in title]
+    assert len(old) == 80 and all(old)  # the same elements: not rebuilt
+    assert len(new) == 5 and not any(new)
+    # a refresh keeps the selection, so it does not scroll back to it
+    page.evaluate("() => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)))")
+    assert page.evaluate("() => document.querySelector('#contexts').scrollTop") == top
+  finally:
+    gate.touch()
+    if proc.poll() is None:
+      proc.kill()
+
+
+def test_records_written_before_socketio_connects_are_shown(new_page, server, tmp_path):
+  path, gate = server.dir / "sidebar-early.vztrace", tmp_path / "gate"
+  proc = _writer(path, gate, 2, 3)
+  held = []
+  try:
+    t = server.trace_id(path.name)
+    _contexts(server, t, 2)
+    page = new_page()
+    # the socket.io client waits until the trace has grown and ended: no event tells the page about what came
+    page.route("**/vendor/socket.io.esm.min.js", lambda route: held.append(route))
+    open_page(page, server, f"#t={t}")
+    page.wait_for_function("() => document.body.dataset.graph")
+    assert page.evaluate(ROWS) == 2
+    gate.touch()
+    assert proc.wait(60) == 0
+    wait_until(lambda: next(x for x in server.api("/api/traces") if x["id"] == t)["status"] == "ended",
+               "the trace to end", 60)
+    # (a call into the page lets Playwright run the route handler)
+    wait_until(lambda: page.evaluate("() => true") and held, "the page to ask for the socket.io client", 60)
+    held[0].continue_()
+    page.wait_for_function(f"() => ({ROWS})() === 5", timeout=60_000)
+  finally:
+    gate.touch()
+    if proc.poll() is None:
+      proc.kill()
