@@ -65,3 +65,30 @@ def test_a_kernel_measured_too_short_for_threads_runs_on_one_and_back():
   np.testing.assert_array_equal(out, np.full(1 << 20, 3, np.float32))
   ck._observe(1.0, 1)  # a long run on one thread: split again
   assert not ck._serial and len(ck._chunks(None, [out, a, b], 2)) == 2
+
+
+def test_a_split_slower_by_the_clock_than_one_thread_is_dropped_and_tried_again_later():
+  from compiler.opt import Kernel, Opt, OptOps, Target
+  from compiler.runtime.compiled import SPLIT_RETRY
+  k = Kernel(elementwise_ast(1024, 1024), Target(threads=2))
+  k.apply_opt(Opt(OptOps.THREAD, 0, 2))
+  ck = compile_kernel(k.get_optimized_ast())
+  a, b, out = np.ones(1 << 20, np.float32), np.full(1024, 2, np.float32), np.zeros(1 << 20, np.float32)
+  chunks = lambda: len(ck._chunks(None, [out, a, b], 2))  # noqa: E731
+  ck._observe(5e-3, 2)  # a split run with the work for two threads (10 ms of CPU): the next tries one thread
+  assert ck._serial and chunks() == 1
+  ck._observe(1e-3, 1)  # one thread took 1 ms, the split 5 ms (a loaded machine): one thread it is
+  assert ck._serial
+  for _ in range(SPLIT_RETRY - 3):
+    ck._observe(1e-3, 1)
+  assert ck._serial
+  ck._observe(1e-3, 1)  # the SPLIT_RETRY-th: a split again, to see
+  assert not ck._serial and chunks() == 2
+  ck._observe(3e-4, 2)  # the load went away: 0.3 ms split, but the older split run still weighs in the median
+  assert ck._serial
+  for _ in range(SPLIT_RETRY - 1):
+    ck._observe(1e-3, 1)
+  ck._observe(3e-4, 2)  # a second fast split: split from now on
+  assert not ck._serial and chunks() == 2
+  ck([out, a, b], threads=2)
+  np.testing.assert_array_equal(out, np.full(1 << 20, 3, np.float32))

@@ -207,12 +207,11 @@ def test_threads_give_identical_results(threads):
   ast = split(matmul(n, n, n), 1, 4, UP)
   a, b = rng.standard_normal(n * n).astype(np.float32), rng.standard_normal(n * n).astype(np.float32)
   ck = compile_kernel(ast)
-  ref = np.zeros(n * n, np.float32)
+  ref, out = np.zeros(n * n, np.float32), np.zeros(n * n, np.float32)
+  chunks = ck._chunks(None, [out, a, b], threads)  # (before runs: later ones follow the measured times)
   ck([ref, a, b], threads=1)
-  out = np.zeros(n * n, np.float32)
   ck([out, a, b], threads=threads)
   np.testing.assert_array_equal(out, ref)
-  chunks = ck._chunks(None, [out, a, b], threads)
   assert len(chunks) == min(threads, 2 * n ** 3 // MIN_WORK_PER_THREAD)  # big enough for 4 threads, no more
   assert chunks[0][0] == 0 and chunks[-1][1] == n and all(x[1] == y[0] for x, y in zip(chunks, chunks[1:]))
 

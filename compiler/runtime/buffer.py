@@ -15,7 +15,6 @@ import ctypes
 import itertools
 import sys
 import time
-import weakref
 from collections import deque
 
 import numpy as np
@@ -175,23 +174,25 @@ def write_frees() -> None:
       recorder.record("mem", op="free", buf=uid, bytes=nbytes, ts=ts, ctx=ctx)
 
 
-# BUFFER UOps carry (id, size) in their arg; the Buffer lives as long as its UOp does
-_buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
+# BUFFER UOps carry (id, size) in their arg; the Buffer lives as long as its UOp does: it is kept in the UOp's own
+# __dict__ (a weak-keyed map's lookups were Python code, and a schedule run looks up every kernel's buffers)
+_BUFFER_KEY = "_buffer"
 
 
 def new_buffer_uop(dtype: DType, size: int, data: np.ndarray | None = None) -> UOp:
   """A fresh BUFFER UOp (1-D, `size` elements) with its Buffer."""
   uid = next(_next_id)
   u = UOp(Ops.BUFFER, dtype, (), (uid, size))
-  _buffers[u] = Buffer(dtype, size, data, uid)
+  u.__dict__[_BUFFER_KEY] = Buffer(dtype, size, data, uid)
   return u
 
 
 def buffer_of(u: UOp) -> Buffer:
   """The Buffer a BUFFER UOp names."""
+  buf = u.__dict__.get(_BUFFER_KEY)
+  if buf is not None:
+    return buf
   if u.op is not Ops.BUFFER:
     raise TypeError(f"buffer_of needs a BUFFER UOp, got {u.op}")
-  buf = _buffers.get(u)
-  if buf is None:
-    buf = _buffers[u] = Buffer(u.dtype, u.arg[1], uid=u.arg[0])
+  buf = u.__dict__[_BUFFER_KEY] = Buffer(u.dtype, u.arg[1], uid=u.arg[0])
   return buf

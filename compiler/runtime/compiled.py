@@ -12,6 +12,7 @@ import statistics
 import threading
 import time
 import weakref
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -32,6 +33,11 @@ MIN_WORK_PER_THREAD = 1 << 20
 # and handing the GIL back and forth took 0.1-0.3 ms on a busy 2-core machine, so softmax's 25-80 us kernels ran
 # slower on 2 threads (0.76x) than on one (decided from the kernel's measured runs, with hysteresis)
 PARALLEL_MIN_S = 3e-4
+# ... and one with the work whose split runs measure slower by the clock than its runs on one thread (a loaded
+# machine: waking a pool thread that then waited for a core took 2 ms a submit) runs on one; every SPLIT_RETRY-th
+# run goes the other way, so the medians of the RECENT_RUNS last runs of each way follow the machine's load
+SPLIT_RETRY = 32
+RECENT_RUNS = 3
 
 
 def default_threads() -> int:
@@ -98,7 +104,9 @@ class CompiledKernel:
     # the plan of the last run, reused while the same arrays come back (a repeat call costs no pointer reads,
     # overlap checks or chunking); weak references, so a cached kernel keeps no buffer alive
     self._last: tuple | None = None
-    self._serial = False  # its runs were measured too short to be worth splitting across threads
+    self._serial = False  # its runs were measured too short, or its split runs slower, to be split across threads
+    self._walls: tuple[deque, deque] = (deque(maxlen=RECENT_RUNS), deque(maxlen=RECENT_RUNS))  # (split, one thread)
+    self._runs = 0  # runs with enough work to split (every SPLIT_RETRY-th goes the way not chosen)
     self.last_s = 0.0  # how long the last run took (the kernel's code only: no checks, no planning)
     # the scheduler's Buffers, in a kernel without variables: what each slot needs ((dtype, elements), None where
     # no check applies), checked against the Buffer's own dtype and size; and the last such call's plan by the
@@ -258,9 +266,19 @@ class CompiledKernel:
     self._observe(dt, len(chunks))
 
   def _observe(self, dt: float, nchunks: int) -> None:
-    """Decide from a run's duration whether later runs split across threads (the plan is made anew on a change)."""
+    """Decide from a run's duration whether later runs split across threads (the plan is made anew on a change):
+    not when the work is too little, nor while split runs take longer by the clock than runs on one thread."""
+    split, single = self._walls
+    (split if nchunks > 1 else single).append(dt)
+    if nchunks <= 1 and not self._serial:
+      return  # a run on one thread of a kernel not made serial: nothing to decide (a sample for when it splits)
     cpu = dt * max(1, nchunks)  # about the CPU time of the whole run
     serial = cpu < (2 * PARALLEL_MIN_S if self._serial else PARALLEL_MIN_S)
+    if not serial:  # enough work to split: the way that measured faster, and now and then the other way once
+      serial = bool(split and single) and statistics.median(single) < statistics.median(split)
+      self._runs += 1
+      if not single or self._runs % SPLIT_RETRY == 0:
+        serial = not serial
     if serial != self._serial and (nchunks > 1 or self._serial):
       self._serial, self._last, self._fast = serial, None, None
 

@@ -29,15 +29,17 @@ def structure_key(sink: UOp) -> tuple[tuple, list[UOp]]:
 
   A tuple of node rows, not a UOp graph: a key made of the graph's own nodes would keep them alive, and with them
   the tensor front end's record of which nodes were realized (a realized constant would stay a buffer read)."""
-  index: dict[UOp, int] = {}
-  rows, bufs = [], []
-  for u in toposort(sink):
-    index[u] = len(rows)
-    if u.op is Ops.BUFFER:
-      rows.append((Ops.BUFFER, u.dtype, u.arg[1], len(bufs)))
+  order = toposort(sink)
+  index = {u: i for i, u in enumerate(order)}
+  rows: list[tuple] = []
+  bufs: list[UOp] = []
+  buffer = Ops.BUFFER
+  for u in order:  # (a hit's cost is this loop: lists, not generators)
+    if u.op is buffer:
+      rows.append((buffer, u.dtype, u.arg[1], len(bufs)))
       bufs.append(u)
     else:  # cons_key: equal args of different kinds (0.0 and -0.0, 1 and True) stay different
-      rows.append(cons_key(u.op, u.dtype, tuple(index[s] for s in u.src), u.arg))
+      rows.append(cons_key(u.op, u.dtype, tuple([index[s] for s in u.src]), u.arg))
   return tuple(rows), bufs
 
 
@@ -47,6 +49,7 @@ class CachedSchedule:
   kernels: tuple[tuple[UOp, tuple[UOp, ...]], ...]
   views: tuple[UOp, ...]
   created: tuple[UOp, ...]
+  inputs: tuple[UOp, ...]  # the placeholders of structure_key's buffers, in its order
 
   @staticmethod
   def of(kernels: list[tuple[UOp, tuple[UOp, ...]]], views: list[UOp], inputs: list[UOp]) -> CachedSchedule | None:
@@ -63,13 +66,16 @@ class CachedSchedule:
     if any(b.op is Ops.BUFFER and b.arg[0] not in ("in", "new") for v in views for b in toposort(v)):
       return None
     return CachedSchedule(tuple((ast, tuple(to_ph[b] for b in bufs)) for ast, bufs in kernels), tuple(views),
-                          tuple(created))
+                          tuple(created), tuple(to_ph[b] for b in inputs))
 
   def bind(self, inputs: list[UOp]) -> tuple[list[tuple[UOp, tuple[UOp, ...]]], list[UOp]]:
     """The kernels and output views for this call's buffers, with fresh buffers for the ones the schedule creates."""
-    real = {_placeholder("in", i, b): b for i, b in enumerate(inputs)}
-    real.update({ph: new_buffer_uop(ph.dtype, ph.arg[2]) for ph in self.created})
-    return ([(ast, tuple(real[b] for b in bufs)) for ast, bufs in self.kernels],
+    if len(inputs) != len(self.inputs):
+      raise ValueError(f"schedule cache: {len(inputs)} buffers bound to a schedule of {len(self.inputs)}")
+    real = dict(zip(self.inputs, inputs))
+    for ph in self.created:
+      real[ph] = new_buffer_uop(ph.dtype, ph.arg[2])
+    return ([(ast, tuple([real[b] for b in bufs])) for ast, bufs in self.kernels],
             [substitute(v, real) for v in self.views])
 
 
