@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
-import json.encoder
 import math
 import os
 import threading
@@ -60,15 +58,17 @@ def _sanitize(o: Any, depth: int = 0) -> Any:
 
 
 def _make_encoder() -> Any:
-  """obj -> JSON str (compact, ASCII, NaN rejected): the C encoder called directly is ~2x faster than json.dumps."""
+  """obj -> JSON str (compact, ASCII, NaN rejected): the C encoder called directly is ~2x faster than json.dumps (and
+  taken from _json, the json package's C part, it spares a recording program importing the package)."""
   try:  # a private CPython API: use it only if it exists and behaves
-    it = json.encoder.c_make_encoder(None, _default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False,
-                                     False)
+    from _json import encode_basestring_ascii, make_encoder
+    it = make_encoder(None, _default, encode_basestring_ascii, None, ":", ",", False, False, False)
     enc = lambda o: "".join(it(o, 0))  # noqa: E731
     if enc({"t": "x", "a": [1, 2.5, None, True, "\u00e9"]}) == '{"t":"x","a":[1,2.5,null,true,"\\u00e9"]}':
       return enc
   except Exception:
     pass
+  import json
   return json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_default).encode
 
 
@@ -165,6 +165,7 @@ class TraceWriter:
     if self._closed:
       raise ValueError("write to a closed TraceWriter")
     if self.validate:
+      import json
       validate_record(json.loads(encode_record(rec)))
     b = self._batch
     b.append(rec)
