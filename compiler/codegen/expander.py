@@ -10,7 +10,9 @@ lanes of its UNROLL sources as stores of their own. No UNROLL is left once the S
 `pm_vectorize`: lane stores to consecutive addresses become one vector store of `VECTORIZE(values)`; then
 VECTORIZE is pushed down through ops that are the same in every lane, so contiguous loads become vector
 loads, lanes of a REDUCE one vector accumulator, a value shared by all lanes a broadcast. Anything else stays
-per-lane scalars (a gather)."""
+per-lane scalars (a gather). A scalar REDUCE over unrolled values that are contiguous loads (a row's max or sum,
+unrolled by the optimizer) accumulates them in vectors of up to 16 lanes, combined across lanes after the loop
+(`vector_accumulators`, `horizontal`)."""
 from __future__ import annotations
 
 import functools
@@ -256,9 +258,72 @@ def push_vectorize(vec: UOp) -> UOp | None:
   return None
 
 
+def vector_of(lanes: tuple[UOp, ...]) -> UOp | None:
+  """The lanes as one vector value built by vector ops down to vector loads, broadcasts and constants; None when
+  some source would have to be gathered lane by lane."""
+  s0 = lanes[0]
+  vec = UOp(Ops.VECTORIZE, s0.dtype.vec(len(lanes)), lanes)
+  if all(s is s0 for s in lanes) or all(s.op is Ops.CONST for s in lanes):
+    return vec
+  if s0.op is Ops.REDUCE:
+    return None
+  step = push_vectorize(vec)
+  if step is None or step.op is Ops.LOAD:
+    return step
+  srcs = []
+  for s in step.src:
+    v = vector_of(s.src) if s.op is Ops.VECTORIZE else s
+    if v is None:
+      return None
+    srcs.append(v)
+  return step.replace(src=tuple(srcs))
+
+
+def horizontal(op: Ops, v: UOp) -> UOp:
+  """The lanes of vector v combined by op, halving the width each step (a log-depth tree of vector ops). A float
+  max combines with `a < b ? b : a` (one instruction) and is NaN where any lane is NaN (or-ed lane masks)."""
+  if op is Ops.MAX and dtypes.is_float(v.dtype):
+    fast = _tree(v, lambda a, b: (a < b).where(b, a))
+    return _tree(v.ne(v), lambda a, b: a.alu(Ops.OR, b)).where(UOp.const(fast.dtype, math.nan), fast)
+  return _tree(v, lambda a, b: a.alu(op, b))
+
+
+def _tree(v: UOp, combine) -> UOp:
+  n = v.dtype.count
+  while n > 1:
+    half = n // 2
+    lo, hi = (UOp(Ops.GEP, v.dtype.scalar().vec(half) if half > 1 else v.dtype.scalar(), (v,),
+                  tuple(range(k, k + half)) if half > 1 else k) for k in (0, half))
+    v, n = combine(lo, hi), half
+  return v
+
+
+VECTOR_ACC = (16, 8, 4)  # lanes of a vector accumulator, widest first
+
+
+def vector_accumulators(red: UOp) -> UOp | None:
+  """A scalar REDUCE(CONTRACT(v0..vn-1)) over an unrolled axis whose values are contiguous loads (a row's max or
+  sum): REDUCE(CONTRACT(vector(v0..vw-1), vector(vw..)), ...) of w-lane vector accumulators, combined across their
+  lanes after the loop. Unrolling such a reduce otherwise gives one scalar chain per value."""
+  c = red.src[0]
+  if red.dtype.count != 1 or c.op is not Ops.CONTRACT or red.dtype.scalar() == dtypes.bool:
+    return None
+  n = len(c.src)
+  w = next((w for w in VECTOR_ACC if n % w == 0 and w <= MAX_VEC), None)
+  if w is None:
+    return None
+  vecs = [vector_of(c.src[k:k + w]) for k in range(0, n, w)]
+  if any(v is None or v.op is Ops.VECTORIZE for v in vecs):
+    return None
+  vdt = red.dtype.vec(w)
+  acc = UOp(Ops.REDUCE, vdt, (UOp(Ops.CONTRACT, vdt, tuple(vecs)), *red.src[1:]), red.arg)
+  return horizontal(red.arg, acc)
+
+
 pm_vectorize = PatternMatcher([
   (UPat(Ops.SINK, name="sink"), group_stores),
   (UPat(Ops.VECTORIZE, name="vec"), push_vectorize),
+  (UPat(Ops.REDUCE, name="red"), vector_accumulators),
 ], name="vectorize")
 
 

@@ -16,6 +16,7 @@ one element was inf, not nan). Never `nnan`/`ninf` (kernels see inf and nan). In
 guarded so division by zero gives 0 and INT_MIN // -1 wraps, as in the interpreter, instead of trapping."""
 from __future__ import annotations
 
+import functools
 import math
 import re
 import struct
@@ -342,7 +343,12 @@ class _Renderer:
       return self._vectorize(u)
     if u.op is Ops.GEP:
       out = self.fresh()
-      self.emit(f"{out} = extractelement {self.tv(u.src[0])}, i32 {u.arg}")
+      if isinstance(u.arg, tuple):  # lanes of a vector as a vector (a horizontal reduce's halves)
+        mask = ", ".join(f"i32 {i}" for i in u.arg)
+        self.emit(f"{out} = shufflevector {self.tv(u.src[0])}, {ltype(u.src[0].dtype)} poison, "
+                  f"<{len(u.arg)} x i32> <{mask}>")
+      else:
+        self.emit(f"{out} = extractelement {self.tv(u.src[0])}, i32 {u.arg}")
       return out
     if u.op is Ops.CAST:
       return self._cast(u)
@@ -512,9 +518,10 @@ class _Renderer:
     return out
 
   def _exp2(self, x: str, dt: DType) -> str:
-    """exp2 inline for float32 (and half, computed in float32), so loops of it vectorize: 2^round(x) built from
-    exponent bits (in two factors, so results down to denormals and up to inf round once) times a degree-7
-    polynomial of the remainder in [-0.5, 0.5] (Taylor series of e^(f ln 2), error < 1e-8 before rounding)."""
+    """exp2 inline for float32 (and half, computed in float32), so loops of it vectorize: 2^round(x) times a
+    degree-7 polynomial of the remainder in [-0.5, 0.5] (Taylor series of e^(f ln 2), error < 1e-8 before
+    rounding), the product rounded once (results down to denormals and up to inf). With AVX-512 that product is
+    one `vscalefps` (p * 2^n) of a 4/8/16-lane vector: 12 instructions a vector instead of 23."""
     if dt.scalar() == dtypes.float16:
       ft = dtypes.float32.vec(dt.count)
       w, out = self.fresh(), self.fresh()
@@ -522,23 +529,47 @@ class _Renderer:
       r = self._exp2(w, ft)
       self.emit(f"{out} = fptrunc {ltype(ft)} {r} to {ltype(dt)}")
       return out
+    scalef = _scalef_intrinsic(dt)
+    if scalef is None:
+      return self._exp2_bits(x, dt)
+    t, bt = ltype(dt), ltype(dtypes.bool.vec(dt.count))
+    # clamped so that inf - rint(inf) is no NaN; `x > 130 ? 130 : x` keeps a NaN x (one min instruction)
+    hi, lo, xh, xc = (self.fresh() for _ in range(4))
+    self.emit(f"{hi} = fcmp ogt {t} {x}, {self.const_like(130.0, dt)}")
+    self.emit(f"{xh} = select {bt} {hi}, {t} {self.const_like(130.0, dt)}, {t} {x}")
+    self.emit(f"{lo} = fcmp olt {t} {xh}, {self.const_like(-160.0, dt)}")
+    self.emit(f"{xc} = select {bt} {lo}, {t} {self.const_like(-160.0, dt)}, {t} {xh}")
+    n = self.intrinsic("rint", dt, [xc])
+    p = self._exp2_poly(xc, n, dt)
+    mask = f"i{max(8, dt.count)}"  # all lanes; the 512-bit form also takes the rounding, 4: the current mode
+    rnd = (", i32", ", i32 4") if dt.count == 16 else ("", "")
+    self.decls.add(f"declare {t} {scalef}({t}, {t}, {t}, {mask}{rnd[0]})")
+    out = self.fresh()  # p * 2^n rounded once (down to denormals, up to inf), NaN kept
+    self.emit(f"{out} = call {t} {scalef}({t} {p}, {t} {n}, {t} poison, {mask} -1{rnd[1]})")
+    return out
+
+  def _exp2_poly(self, xc: str, n: str, dt: DType) -> str:
+    """The polynomial of exp2's remainder f = xc - n, by Horner's rule (fused multiply-adds)."""
+    t = ltype(dt)
+    f, p = self.fresh(), self.const_like(math.log(2) ** 7 / math.factorial(7), dt)
+    self.emit(f"{f} = fsub {t} {xc}, {n}")
+    for k in range(6, -1, -1):
+      m, q = self.fresh(), self.fresh()
+      self.emit(f"{m} = fmul contract {t} {p}, {f}")
+      self.emit(f"{q} = fadd contract {t} {m}, {self.const_like(math.log(2) ** k / math.factorial(k), dt)}")
+      p = q
+    return p
+
+  def _exp2_bits(self, x: str, dt: DType) -> str:
+    """exp2's 2^n from exponent bits, in two factors (so a result down to denormals rounds once); a NaN x is
+    selected back at the end (the clamps turn it into a number)."""
     t, it = ltype(dt), ltype(dtypes.int32.vec(dt.count))
     c = lambda v: self.const_like(v, dt)  # noqa: E731
     ci = lambda v: self.const_like(v, dtypes.int32.vec(dt.count))  # noqa: E731
     lo = self.intrinsic("minnum", dt, [x, c(130.0)])
     xc = self.intrinsic("maxnum", dt, [lo, c(-160.0)])
     n = self.intrinsic("rint", dt, [xc])
-    f, p = self.fresh(), None
-    self.emit(f"{f} = fsub {t} {xc}, {n}")
-    for k in range(7, -1, -1):
-      coef = c(math.log(2) ** k / math.factorial(k))
-      if p is None:
-        p = coef
-        continue
-      m, q = self.fresh(), self.fresh()
-      self.emit(f"{m} = fmul contract {t} {p}, {f}")
-      self.emit(f"{q} = fadd contract {t} {m}, {coef}")
-      p = q
+    p = self._exp2_poly(xc, n, dt)
     ni, n1, n2, s1, s2, b1, b2, e1, e2, r1, r, isnan, out = (self.fresh() for _ in range(13))
     self.emit(f"{ni} = fptosi {t} {n} to {it}")
     self.emit(f"{n1} = ashr {it} {ni}, {ci(1)}")
@@ -607,6 +638,26 @@ class _Renderer:
     else:
       self.emit(f"{out} = select {ct} {big}, {t} {self.const_like(0, dt)}, {t} {raw}")
     return out
+
+
+@functools.lru_cache(None)
+def host_features() -> frozenset[str]:
+  """The host CPU's features as LLVM names them ("+avx512f", ...): the JIT compiles every kernel for this CPU."""
+  try:
+    import llvmlite.binding as llvm
+    return frozenset(llvm.get_host_cpu_features().flatten().split(","))
+  except Exception:  # no llvmlite: IR for no particular CPU
+    return frozenset()
+
+
+def _scalef_intrinsic(dt: DType) -> str | None:
+  """AVX-512's p * 2^n (vscalefps) for a float32 vector of 16 lanes (8 and 4 with AVX-512VL) on a host with it."""
+  feats = host_features()
+  if dt.scalar() != dtypes.float32 or "+avx512f" not in feats:
+    return None
+  if dt.count == 16 or (dt.count in (4, 8) and "+avx512vl" in feats):
+    return f"@llvm.x86.avx512.mask.scalef.ps.{32 * dt.count}"
+  return None
 
 
 def render_llvm(kname: str, fname: str, lin: Linear, nbufs: int, vars_: list[UOp]) -> str:

@@ -1,7 +1,10 @@
 """Lowering to what the linearizer places in blocks: masked loads that never read out of bounds, gated stores,
 and REDUCE as an accumulator (DEFINE_ACC) updated by a PHI inside the loops over its reduce ranges; an unrolled
-REDUCE(CONTRACT(v0..vn)) gets one accumulator per value when registers allow, combined after the loop."""
+REDUCE(CONTRACT(v0..vn)) gets one accumulator per value when registers allow, combined after the loop. A float
+vector max accumulates with compare-and-select next to a mask of the lanes that saw a NaN (`_max_with_nan_flag`)."""
 from __future__ import annotations
+
+import math
 
 from compiler.codegen.expander import chain
 from compiler.dtype import DType, dtypes
@@ -48,12 +51,45 @@ def lower_reduce(ctx: dict, red: UOp) -> UOp:
   v = red.src[0]
   vals = list(v.src) if v.op is Ops.CONTRACT else [v]
   split = len(vals) > 1 and ctx["n_reduce"] * len(vals) <= ACC_REGISTERS
+  groups = [[x] for x in vals] if split else [vals]
+  if red.arg is Ops.MAX and dtypes.is_float(red.dtype) and red.dtype.count > 1:
+    return _max_with_nan_flag(ctx, red, groups)
   phis = []
-  for group in ([[x] for x in vals] if split else [vals]):
-    acc = UOp(Ops.DEFINE_ACC, red.dtype, (identity(red.arg, red.dtype), *red.src[1:]), ctx["acc"])
-    ctx["acc"] += 1
+  for group in groups:
+    acc = _define_acc(ctx, red, identity(red.arg, red.dtype))
     phis.append(UOp(Ops.PHI, red.dtype, (acc, chain(red.arg, [acc, *group]))))
   return chain(red.arg, phis)
+
+
+def _define_acc(ctx: dict, red: UOp, init: UOp) -> UOp:
+  acc = UOp(Ops.DEFINE_ACC, init.dtype, (init, *red.src[1:]), ctx["acc"])
+  ctx["acc"] += 1
+  return acc
+
+
+def _select_max(a: UOp, b: UOp) -> UOp:
+  return (a < b).where(b, a)
+
+
+def _max_with_nan_flag(ctx: dict, red: UOp, groups: list[list[UOp]]) -> UOp:
+  """A float vector max accumulator (one per group of values) as two: `acc < x ? x : acc` (x86's max instruction,
+  where IEEE maximum, which keeps a NaN from either side and orders -0 below +0, takes five or six; it drops a NaN
+  x) and a mask of the lanes that have seen a NaN (`x != x`, or-ed); after the loop a flagged lane is NaN. So a
+  NaN anywhere still gives NaN. The sign of a max of zeros of both signs is left open (numpy's reduce keeps the
+  first zero's, LLVM's maximum gives +0)."""
+  tops, flags = [], []
+  for vals in groups:
+    acc = _define_acc(ctx, red, identity(Ops.MAX, red.dtype))
+    top: UOp = acc
+    for x in vals:
+      top = _select_max(top, x)
+    tops.append(UOp(Ops.PHI, red.dtype, (acc, top)))
+    flag = _define_acc(ctx, red, UOp.const(dtypes.bool.vec(red.dtype.count), False))
+    flags.append(UOp(Ops.PHI, flag.dtype, (flag, chain(Ops.OR, [flag, *(x.ne(x) for x in vals)]))))
+  top = tops[0]
+  for t in tops[1:]:
+    top = _select_max(top, t)
+  return chain(Ops.OR, flags).where(UOp.const(red.dtype, math.nan), top)
 
 
 def lower_ctx(sink: UOp, kname: str) -> dict:
