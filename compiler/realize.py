@@ -138,6 +138,7 @@ def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> No
   """Run every kernel of the schedule in order."""
   debug.on_schedule(len(schedule))
   level = debug.level()
+  backend = backend or default_backend()  # (the environment read once a schedule, not once a kernel)
   for si in schedule:
     bufs = si.bufs
     whole = whole_outputs(si.ast)

@@ -185,3 +185,20 @@ def test_buffers_at_a_reused_address_give_their_own_values():
     addrs.add(tuple(x.addr for x in bufs))
     del bufs
   assert len(addrs) <= 2  # (out and a may trade arrays)
+
+
+def test_the_plan_of_buffers_at_the_same_addresses_but_other_sizes_is_made_anew():
+  # out grows over the start of `a` at the very same addresses: the remembered no-alias plan would be wrong
+  ck = _ck()
+  block = np.zeros(200, np.float32)
+  b = Buffer(dtypes.float32, 16, np.full(16, 2, np.float32))
+
+  def view(start: int, n: int) -> Buffer:
+    buf = Buffer(dtypes.float32, n)
+    buf._set(block[start:start + n])
+    return buf
+  a = view(64, 64)
+  ck([view(0, 64), a, b])
+  assert ck._fast[1][0] is ck.fxn
+  ck([view(0, 80), a, b])
+  assert ck._fast[1][0] is ck._alias_fxn
