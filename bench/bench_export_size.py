@@ -1,23 +1,31 @@
-"""Size of `python -m compiler.trace export`'s page against its trace: every graph edge embedded as it was (before)
-and with the edges the page derives from the nodes' sources left out (after, viz_server/export.py's
-leave_out_derived_edges), from one collection of the API's answers.
+"""Size of `python -m compiler.trace export`'s page against its trace, and what each part of it costs: the page's
+scripts (the UI's bundle and the export's own), and the embedded data as collect() makes it (deflated and base64,
+as the export embedded it before viz_server/export_pack.py) and as it is embedded now (packed, deflated, base 85),
+part by part (each part deflated alone).
 
-  python bench/bench_export_size.py [TRACE ...]   (default: the demo's workloads recorded at --scale, --only)
+  python bench/bench_export_size.py [TRACE ...] [--open N]   (default: the demo's workloads recorded at --scale, --only)
+
+--open N: also open each page N times from file:// in headless Chromium and report the median time from navigation
+start to the first graph on screen (the page's own clock).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
+import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.table import format_table  # noqa: E402
-from viz_server import export  # noqa: E402
+from viz_server import export, export_pack  # noqa: E402
+from viz_server.app import package_dir  # noqa: E402
 from viz_server.offline import OfflineApi  # noqa: E402
 
 
@@ -29,13 +37,46 @@ def record_demo(path: Path, scale: float, only: list[str]) -> Path:
   return path
 
 
-def sizes(trace: Path) -> tuple[int, int, int]:
-  """(trace bytes, page bytes before, page bytes after)."""
+def deflated(obj) -> int:
+  return len(zlib.compress(json.dumps(obj, separators=(",", ":")).encode("utf-8"), 9))
+
+
+def measure(trace: Path) -> tuple[tuple, list[tuple]]:
+  """(the trace's row, its parts' rows)."""
   with OfflineApi(trace) as api:
-    data = export.collect(api, derive_edges=False)
-  before = len(export.render(data, trace.name).encode("utf-8"))
-  after = len(export.render(export.leave_out_derived_edges(data), trace.name).encode("utf-8"))
-  return trace.stat().st_size, before, after
+    data = export.collect(api)
+  page = len(export.render(data, trace.name).encode("utf-8"))
+  script = sum(len(p.read_text(encoding="utf-8").encode("utf-8")) + 1 for p in export.SHIM)
+  script += len(export.bundle(package_dir("static")).encode("utf-8"))
+  unpacked = -(-deflated(data) // 3) * 4  # (base64's length)
+  packed = export_pack.pack(data)
+  now = len(export.payload(data)["data"])
+  tb = trace.stat().st_size
+  before = page - now + unpacked
+  row = (trace.name, tb, page, page / tb, before, before / tb, script, now)
+  parts = [(trace.name, k, deflated(data[k]) if k in data else 0, deflated(v)) for k, v in packed.items()
+           if k not in ("format", "trace", "redacted", "contexts_only")]
+  parts += [(trace.name, f"deltas.{k}", 0, deflated(v)) for k, v in packed["deltas"].items()]
+  return row, parts
+
+
+def first_graph_ms(trace: Path, rounds: int) -> float:
+  """Median ms from navigation start to the first graph drawn, opening trace's export from file:// in Chromium."""
+  from playwright.sync_api import sync_playwright
+  with tempfile.TemporaryDirectory() as d:
+    html = Path(d) / "x.html"
+    export.export(trace, html)
+    times = []
+    with sync_playwright() as p:
+      browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
+      for _ in range(rounds):
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(html.as_uri())
+        page.wait_for_function("() => document.body.dataset.graph", polling="raf", timeout=120_000)
+        times.append(page.evaluate("() => performance.now()"))
+        page.close()
+      browser.close()
+  return statistics.median(times)
 
 
 def main() -> None:
@@ -43,15 +84,22 @@ def main() -> None:
   ap.add_argument("traces", nargs="*", type=Path)
   ap.add_argument("--scale", type=float, default=0.25, help="the demo's --scale when no trace is given")
   ap.add_argument("--only", nargs="*", default=["elementwise", "softmax"], help="the demo's --only")
+  ap.add_argument("--open", type=int, default=0, metavar="N", help="time the first graph on opening, N rounds")
   args = ap.parse_args()
   with tempfile.TemporaryDirectory() as d:
     traces = args.traces or [record_demo(Path(d) / "demo.vztrace", args.scale, args.only)]
-    rows = []
+    rows, parts = [], []
     for t in traces:
-      tb, before, after = sizes(t)
-      rows.append((t.name, tb, before, before / tb, after, after / tb, after / before))
-  print(format_table([("trace", "<24"), ("trace B", ">9"), ("before B", ">10"), ("ratio", ">6.2f"),
-                      ("after B", ">10"), ("ratio", ">6.2f"), ("after/before", ">12.2f")], rows))
+      row, p = measure(t)
+      rows.append(row)
+      parts += p
+      if args.open:
+        print(f"{t.name}: first graph {first_graph_ms(t, args.open):.0f} ms after opening (median of {args.open}; "
+              f"load {os.getloadavg()[0]:.1f})")
+  print(format_table([("trace", "<24"), ("trace B", ">9"), ("page B", ">9"), ("ratio", ">6.2f"),
+                      ("unpacked B", ">10"), ("ratio", ">6.2f"), ("scripts B", ">9"), ("data B", ">9")], rows))
+  print("\neach part deflated alone (unpacked: as collect() makes it; 0 where the packing made the part)")
+  print(format_table([("trace", "<24"), ("part", "<14"), ("unpacked B", ">10"), ("packed B", ">9")], parts))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """`export FILE -o out.html`: one self-contained HTML file showing a trace read-only, opened from disk with no server.
 
 The file holds the viewer's own UI (static/*.js bundled into one inline module, static/style.css inline) and the API
-answers the UI asks for, precomputed through the API itself (viz_server/offline.py) and embedded deflated and base64
-encoded in a <script type="application/json"> block (no `<` can appear in it, so no trace string can end the block).
-A shim (viz_server/export_shim.js) answers static/api.js's requests from that data: a rewrite's graph at any step is
-rebuilt from its step-0 graph and one delta per step. A Content-Security-Policy meta tag allows only the page's own
-inline script and style (by hash) and no connection at all. See "Trace tools" in docs/architecture.md."""
+answers the UI asks for, precomputed through the API itself (viz_server/offline.py), packed (viz_server/export_pack.py)
+and embedded deflated and base-85 encoded in a <script type="application/json"> block (no `<`, `>` or `&` can appear
+in it, so no trace string can end the block). A shim (viz_server/export_shim.js, after export_hash.js and
+export_unpack.js) answers static/api.js's requests from that data: a rewrite's graph at any step is rebuilt from its
+step-0 graph and one delta per step; diffs are printed with structural hashes the page computes. A
+Content-Security-Policy meta tag allows only the page's own inline script and style (by hash) and no connection at all.
+See "Trace tools" in docs/architecture.md."""
 from __future__ import annotations
 
 import base64
@@ -20,12 +22,17 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from viz_server.app import package_dir
-from viz_server.diff import HASH_CHARS, structural_hashes, toposort
+from viz_server.export_pack import FIELDS as STATIC
+from viz_server.export_pack import FRESH_BASE
+from viz_server.export_pack import pack as pack_data
 from viz_server.graphview import label
 from viz_server.offline import OfflineApi, OfflineError
 
 REDACTABLE = ("paths", "source", "argv", "host")
-SHIM = Path(__file__).resolve().parent / "export_shim.js"
+# the page's own scripts, before the UI's bundle: the structural hash, the data's decoder, the API's answers
+SHIM = tuple(Path(__file__).resolve().parent / f"export_{name}.js" for name in ("hash", "unpack", "shim"))
+# RFC 1924's base-85 digits, with the four a page would have to escape swapped for unused ones (export_unpack.js)
+_B85 = str.maketrans("&<>`", ",./:")
 # static/*.js import forms the bundler understands (anything else in a module is an error, not a silent miss)
 _IMPORT = re.compile(r'^import \{([^}]*)\} from "\./([a-z_]+)\.js";\s*$', re.M)
 _EXPORT = re.compile(r"^export (async function|function|class|const|let) ([A-Za-z_$][\w$]*)", re.M)
@@ -159,10 +166,6 @@ class Redactor:
 
 # ---- compact graphs (the shim rebuilds the API's answers)
 
-FRESH_BASE = 1 << 40  # viz_server.replay's ids for nodes a rewrite's replay made: their meaning is per rewrite
-STATIC = ("op", "dtype", "arg", "label", "cat", "w", "h", "src", "consts")  # a graph node's fields fixed by its id
-
-
 class GraphPacker:
   """A graph node as [id, x, y, created] with its fixed fields once per id (per rewrite for replay-made ids), an edge
   as [src, dst, index] when it runs straight from center to center, else [src, dst, index, points]."""
@@ -216,35 +219,7 @@ class GraphPacker:
       if m is not None and m.get("rule") == rules.get(m.get("pattern")):
         packed["match"] = {k: v for k, v in m.items() if k != "rule"}
       out.append(packed)
-    return {"g0": index, "deltas": out, "fresh": fresh, "fresh_hash": self._hashes(fresh)}
-
-  def _hashes(self, fresh: dict[int, list]) -> dict[int, str]:
-    """The Diff panel's 8-hex structural hash of each replay-made node (its sources are trace or replay-made nodes)."""
-    get = self._getter(fresh)
-    out: dict[int, str] = {}
-    for nid in fresh:
-      if nid not in out:
-        order = toposort(nid, get)
-        out.update((x, h[:HASH_CHARS]) for x, h in structural_hashes(order, get).items() if x in fresh)
-    return out
-
-  def _getter(self, fresh: dict[int, list]) -> Any:
-    def get(nid: int) -> tuple | None:
-      f = fresh.get(nid) or self.statics.get(nid)
-      if f is not None:
-        return (f[0], f[1], f[2], tuple(f[7]))
-      return self.nodes(nid)
-    return get
-
-  def hashes(self) -> dict[int, str]:
-    """The 8-hex structural hash of every trace node in the graphs."""
-    get = self._getter({})
-    out: dict[int, str] = {}
-    for nid in self.statics:
-      if nid not in out:
-        order = toposort(nid, get)
-        out.update((x, h[:HASH_CHARS]) for x, h in structural_hashes(order, get).items())
-    return {nid: out[nid] for nid in self.statics}
+    return {"g0": index, "deltas": out, "fresh": fresh}
 
 
 # ---- collecting the answers
@@ -323,8 +298,7 @@ def collect(api: OfflineApi, names: list[str] | None = None, redact: Iterable[st
       op, dtype, arg, src = tr.nodes.get(nid)  # type: ignore[misc]
       nodes[nid] = [op, dtype, arg, list(src), label(op, dtype, arg)]
   data = {"format": 1, "trace": t, "answers": answers, "graphs": graphs, "g0": red.answer(pack.graphs),
-          "statics": red.answer(pack.statics), "hashes": pack.hashes(),
-          "nodes": nodes,
+          "statics": red.answer(pack.statics), "nodes": nodes,
           "redacted": sorted(red.what), "contexts_only": sorted(names) if names else None}
   return leave_out_derived_edges(data) if derive_edges else data
 
@@ -391,7 +365,7 @@ def render(data: dict, source_name: str) -> str:
   """The HTML page for collected data."""
   static = package_dir("static")
   page = (package_dir("templates") / "index.html").read_text(encoding="utf-8")
-  script = SHIM.read_text(encoding="utf-8") + "\n" + bundle(static)
+  script = "\n".join(p.read_text(encoding="utf-8") for p in SHIM) + "\n" + bundle(static)
   css = (static / "style.css").read_text(encoding="utf-8")
   if "</style" in css.lower():
     raise ExportError("static/style.css contains '</style', which cannot be inlined")
@@ -399,8 +373,7 @@ def render(data: dict, source_name: str) -> str:
   csp = (f"default-src 'none'; script-src {_sha256(script)}; style-src {_sha256(css)}; img-src data:; "
          "connect-src 'none'; font-src 'none'; media-src 'none'; frame-src 'none'; worker-src 'none'; "
          "object-src 'none'; base-uri 'none'; form-action 'none'")
-  payload = base64.b64encode(zlib.compress(json.dumps(data, separators=(",", ":")).encode("utf-8"), 9)).decode()
-  blob = _script_json({"format": 1, "encoding": "deflate+base64", "data": payload})
+  blob = _script_json(payload(data))
   head = re.search(r'<meta http-equiv="Content-Security-Policy"\s+content="[^"]*">', page)
   if head is None:
     raise ExportError("templates/index.html: no Content-Security-Policy meta tag to replace")
@@ -429,6 +402,13 @@ def render(data: dict, source_name: str) -> str:
   if left:
     raise ExportError(f"templates/index.html loads {left.group()}: the export would not be self-contained")
   return page
+
+
+def payload(data: dict) -> dict:
+  """The embedded block: collect()'s data packed (export_pack.py), deflated and written in base-85 digits."""
+  raw = zlib.compress(json.dumps(pack_data(data), separators=(",", ":")).encode("utf-8"), 9)
+  return {"format": 2, "encoding": "deflate+base85", "n": len(raw),
+          "data": base64.b85encode(raw, pad=True).decode("ascii").translate(_B85)}
 
 
 def note(data: dict, source_name: str) -> str:

@@ -1,16 +1,15 @@
 // The server of a single-file export (viz_server/export.py): static/api.js asks globalThis.tinyvizOffline(path)
 // instead of fetch and gets [status, body]. Answers come from the data embedded in the page; a rewrite's graph at
 // step k is its step-0 graph with the deltas of steps 1..k applied, from the nearest graph built before; a delta
-// between any two steps is the difference of their graphs. Nothing here makes a request.
+// between any two steps is the difference of their graphs. The data is decoded by export_unpack.js and the diffs'
+// structural hashes come from export_hash.js (both before this in the page). Nothing here makes a request.
 const tinyvizExport = (() => {
   const KEEP_EVERY = 32;  // a built graph kept every 32 steps, so a far step is at most 31 deltas away
   const ready = (async () => {
     const block = JSON.parse(document.getElementById("tinyviz-export").textContent);
-    const bin = atob(block.data);
-    const bytes = new Uint8Array(bin.length);
-    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    const bytes = tinyvizUnpack.base85(block.data, block.n);
     const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
-    return JSON.parse(await new Response(stream).text());
+    return tinyvizUnpack.unpack(JSON.parse(await new Response(stream).text()));
   })();
 
   const edgeKey = (s, d, i) => `${s},${d},${i}`;
@@ -180,7 +179,7 @@ const tinyvizExport = (() => {
     }
     if (k === null) return null;
     const st = stateAt(data, R, k);
-    const hash = (id) => (id >= 2 ** 40 ? R.fresh_hash[id] : data.hashes[id]);
+    const hash = hashOf(data, R);
     const root = rootOf(st), order = [], done = new Set(), stack = [[root, false]];
     while (stack.length) {
       const [x, expanded] = stack.pop();
@@ -191,6 +190,18 @@ const tinyvizExport = (() => {
       for (let i = src.length - 1; i >= 0; i--) if (!done.has(src[i])) stack.push([src[i], false]);
     }
     return {order, nodes: st.nodes, hash};
+  }
+
+  /** The 8-hex structural hash of a node of rewrite R's graphs (viz_server/export_hash.js; memoized). */
+  function hashOf(data, R) {
+    data.traceDigests = data.traceDigests || new Map();
+    R.hash = R.hash || tinyvizHash.hasher((id) => {
+      const f = (id >= 2 ** 40 ? R.fresh : data.statics)[id];
+      if (f) return [f[0], f[1], f[2], f[7]];
+      const [op, dtype, arg, src] = data.nodes[id];
+      return [op, dtype, arg, src];
+    }, data.traceDigests);
+    return R.hash;
   }
 
   function printGraph(p) {
