@@ -41,7 +41,7 @@ export class GraphView {
     this.host = host;
     this.onSelect = onSelect || (() => {});
     this.nodes = new Map();  // id -> {d, x, y, w, h, lines, consts}
-    this.edges = new Map();  // key -> {d, path, arrow, fromConst}
+    this.edges = new Map();  // key -> Edge {d, pts, box, path, arrow, fromConst}
     this.marked = {added: new Set(), changed: new Set(), result: null};
     this.ghosts = null;      // {nodes: [...], edges: [...], t0} removed by the last step, drawn fading
     this.cut = null;         // the answer's `cut` when the graph is too big to show whole: {shown, total, around, stubs}
@@ -206,7 +206,7 @@ export class GraphView {
     if (!routed && !(a && b)) return null;
     // a straight edge runs between the layout's centers (not where the boxes are drawn when respaced)
     const d = routed ? e : {...e, points: [[a.d.x, a.d.y], [b.d.x, b.d.y]]};
-    return this._route({d, fromConst: a ? a.d.cat === "const" : false}, d.points, a, b);
+    return this._route(new Edge(d, a ? a.d.cat === "const" : false), d.points, a, b);
   }
 
   /** Give edge entry obj the route pts, ended at the boxes of node entries a and b as they are drawn. */
@@ -223,7 +223,7 @@ export class GraphView {
       x1 = Math.max(x1, px);
       y1 = Math.max(y1, py);
     }
-    return Object.assign(obj, {pts, path: pathOf(pts), arrow: arrowOf(pts), box: [x0, y0, x1, y1]});
+    return obj.set(pts, [x0, y0, x1, y1]);
   }
 
   /** Collapsed constants widen their users' boxes and add a line below their labels, where the server's layout
@@ -817,6 +817,30 @@ export class GraphView {
     }, {passive: false});
     c.addEventListener("dblclick", () => this.fit());
   }
+}
+
+/** The model entry of an edge: its answer d, its drawn route pts and their bounds; the curve and the arrow head
+ * (two Path2Ds) are made when first drawn: a graph seen whole at a far zoom draws its edges as one batch of
+ * segments, and thousands of curves nobody draws cost more than the rest of the model. */
+class Edge {
+  constructor(d, fromConst) {
+    this.d = d;
+    this.fromConst = fromConst;
+    this.pts = null;
+    this.box = null;
+    this._path = this._arrow = null;
+  }
+
+  set(pts, box) {
+    this.pts = pts;
+    this.box = box;
+    this._path = this._arrow = null;
+    return this;
+  }
+
+  get path() { return this._path ?? (this._path = pathOf(this.pts)); }
+
+  get arrow() { return this._arrow ?? (this._arrow = arrowOf(this.pts)); }
 }
 
 /** The model entry of a node answer. */
