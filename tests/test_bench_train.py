@@ -16,7 +16,7 @@ from bench import bench_train  # noqa: E402
 
 def test_sixty_adam_steps_agree_with_numpy(capsys):
   kernels, *_ = bench_train.measure("Adam", steps=60, warmup=3)
-  assert kernels == 17
+  assert kernels == 15  # forward, backward and the fused updates (17 with a 0 * mean term in the loss)
   assert "Adam: losses agree over 63 steps" in capsys.readouterr().out
 
 

@@ -83,12 +83,17 @@ class NnMixin:
     if self.shape[:-1] != Y.shape:
       raise ValueError(f"Tensor.sparse_categorical_crossentropy: logits {self.shape} don't match labels {Y.shape}")
     log_probs = self.log_softmax(-1)
-    keep = (Y != ignore_index) if ignore_index != -1 else Y.full_like(True, dtypes.bool)
-    y = _one_hot_along(Y, self.shape[-1], -1) & keep.unsqueeze(-1)
-    smooth = label_smoothing * (log_probs.mean(-1) * keep)
-    unreduced = (1 - label_smoothing) * y.where(log_probs, 0).sum(-1) + smooth
+    y = _one_hot_along(Y, self.shape[-1], -1)
+    keep, count = None, Y.numel()  # without an ignore_index every label counts: no mask in the graph
+    if ignore_index != -1:
+      keep = Y != ignore_index
+      y, count = y & keep.unsqueeze(-1), keep.sum()
+    unreduced = y.where(log_probs, 0).sum(-1)
+    if label_smoothing:  # (only then: 0 * the mean of log-probs would make a -inf logit's loss nan, unlike torch's)
+      smooth = log_probs.mean(-1) if keep is None else log_probs.mean(-1) * keep
+      unreduced = (1 - label_smoothing) * unreduced + label_smoothing * smooth
     if reduction == "mean":
-      return -unreduced.sum() / keep.sum()
+      return -unreduced.sum() / count
     return -unreduced._do_reduction(reduction)
 
   def cross_entropy(self, Y: Any, reduction: str = "mean", label_smoothing: float = 0.0) -> Any:
