@@ -70,12 +70,13 @@ class Server:
   def api(self, path: str):
     return get_json(self.url + path)
 
-  def trace_id(self, name: str, timeout: float = 60) -> int:
-    """The id of the served trace whose name contains `name` (waits for the directory scan to find it)."""
+  def trace_id(self, name: str, timeout: float = 60, ended: bool = False) -> int:
+    """The id of the served trace whose name contains `name` (waits for the directory scan to find it; with `ended`,
+    also for the store to have read it to its end record)."""
     deadline = time.time() + timeout
     while True:
       for t in self.api("/api/traces"):
-        if name in t["name"]:
+        if name in t["name"] and (not ended or t["status"] == "ended"):
           return t["id"]
       if time.time() > deadline:
         raise AssertionError(f"trace {name} not served: {self.api('/api/traces')}")

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import ROOT, Server, open_page, shot, state, wait_graph
+from proc_helpers import wait_until
 
 from compiler.trace import recorder
 
@@ -50,16 +51,32 @@ def canvas_box(page) -> dict:
 
 def open_timeline(page, srv) -> tuple[int, dict]:
   """Open the trace, then the panel with key 6; wait until it has drawn. -> (trace id, the API's timeline)."""
-  t = srv.trace_id("timed.vztrace")
+  t = srv.trace_id("timed.vztrace", ended=True)
+  tl = srv.api(f"/api/traces/{t}/timeline")
   open_page(page, srv, f"#t={t}")
   assert state(page)["panel"] == "step"
   page.keyboard.press("6")
   page.locator("#panel-timeline canvas").wait_for()
-  page.wait_for_function("() => window.__viz.timelinePanel.hits.length > 0")
+  page.wait_for_function("(n) => window.__viz.timelinePanel.hits.length > 0 && "
+                         "window.__viz.timelinePanel.data?.rewrites?.id?.length === n", arg=len(tl["rewrites"]["id"]))
   assert state(page)["panel"] == "timeline"
   assert page.locator("#panel-tabs button.active").inner_text() == "Timeline"
   assert page.locator("#panel-step").is_hidden()
-  return t, srv.api(f"/api/traces/{t}/timeline")
+  settle(page)
+  return t, tl
+
+
+def settle(page) -> None:
+  """Wait until the canvas's place and what it draws stay the same over two frames: tests that point at a span read
+  its place from the hits, and a late layout change on a loaded machine (the page still filling in) would move it."""
+  seen = None
+  def same() -> bool:
+    nonlocal seen
+    page.evaluate(FRAME)
+    now = (canvas_box(page), page.evaluate(HITS))
+    was, seen = seen, now
+    return was == now
+  wait_until(same, "the timeline to stop changing", timeout=60)
 
 
 def spans_of(tl: dict) -> list[tuple]:
@@ -158,7 +175,7 @@ def test_timeline_hover_click_zoom(page, timed):
   tip = page.locator("#panel-timeline .timeline-tip")
   tip.wait_for()
   text = tip.inner_text()
-  assert text.splitlines()[0] == rw["names"][rw["name"][i]]
+  assert text.splitlines()[0] == rw["names"][rw["name"][i]], (wide, "hits unchanged:", page.evaluate(HITS) == hits)
   matches = rw["matches"][i]
   assert f"{matches} match{'' if matches == 1 else 'es'}" in text and f"rewrite #{wide['rw']}" in text
   shot(page, "panel-timeline")
