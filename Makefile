@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # the viewer's port for `make demo`: PORT=, or VIZ_PORT= as the scripts take it (make's command line or environment)
 PORT ?= $(or $(VIZ_PORT),8000)
 
-.PHONY: demo test venv node chromium lint bench clean
+.PHONY: demo test venv node chromium firefox lint bench clean
 
 venv: $(VENV)/.stamp
 $(VENV)/.stamp: pyproject.toml setup.py
@@ -23,10 +23,14 @@ node_modules/.stamp: package.json package-lock.json
 chromium:
 	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
+# Debian's Firefox ESR opens the export in tests/browser/test_export_firefox.py (driven over WebDriver BiDi).
+firefox:
+	@test -x /usr/bin/firefox-esr || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq firefox-esr; }
+
 demo: venv node
 	VIZ=1 VIZ_PORT=$(PORT) $(PY) examples/demo.py
 
-test: venv node chromium
+test: venv node chromium firefox
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q -n 2 --dist loadfile -p no:cacheprovider
 
