@@ -9,10 +9,13 @@ ws://127.0.0.1:PORT/session, JSON commands with ids and the events they subscrib
     ff.requests                                 # every request the page's context sent (network.beforeRequestSent)
     ff.errors                                   # console errors and uncaught exceptions in the page
 
-Firefox (its whole process group) is killed on every way out of the `with`, and on a failed start.
+Firefox (its whole process group) is killed on every way out of the `with`, on a failed start, at the interpreter's
+exit, and by the kernel when the process that started it dies without either (PR_SET_PDEATHSIG).
 """
 from __future__ import annotations
 
+import atexit
+import ctypes
 import json
 import os
 import queue
@@ -42,6 +45,14 @@ PREFS = {
   "network.dns.disablePrefetch": True, "browser.ping-centre.telemetry": False, "app.normandy.enabled": False,
   "messaging-system.rsexperimentloader.enabled": False, "services.settings.server": "data:,",
 }
+
+
+_PR_SET_PDEATHSIG = 1
+_prctl = ctypes.CDLL(None, use_errno=True).prctl  # (looked up before any fork: the child only calls it)
+
+
+def _die_with_parent() -> None:
+  _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class BidiError(RuntimeError):
@@ -84,7 +95,9 @@ class Firefox:
     self.proc = subprocess.Popen([FIREFOX, "--headless", "--no-remote", "--remote-debugging-port=0", "--profile",
                                   str(self.profile), "about:blank"], stdin=subprocess.DEVNULL,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                 start_new_session=True, env={**os.environ, "MOZ_CRASHREPORTER_DISABLE": "1"})
+                                 start_new_session=True, preexec_fn=_die_with_parent,
+                                 env={**os.environ, "MOZ_CRASHREPORTER_DISABLE": "1"})
+    atexit.register(self.close)
     threading.Thread(target=self._read_stderr, daemon=True).start()
     url = self._wait_listening()
     self.ws = websocket.create_connection(url + "/session", timeout=COMMAND_S, suppress_origin=True)
@@ -118,6 +131,7 @@ class Firefox:
 
   def close(self) -> None:
     """End the session and kill Firefox's process group (safe to call twice and after a failed start)."""
+    atexit.unregister(self.close)
     self._closed = True
     if self.ws is not None:
       try:
