@@ -27,7 +27,8 @@ class DType:
     # dtypes are interned, so identity decides almost always; the field compare covers hand-made instances
     if self is other:
       return True
-    return type(self) is type(other) and self._key() == other._key()
+    # equal dtypes hash alike (the hash is of fields the key has): unequal hashes answer without building the keys
+    return type(self) is type(other) and self._hash == other._hash and self._key() == other._key()
 
   def _key(self) -> tuple:
     return (self.priority, self.itemsize, self.name, self.fmt, self.count, self._scalar, getattr(self, "base", None),
