@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import tracegen
 from bidi import Firefox
 from proc_helpers import wait_until
 from test_ui_export import norm_graph
@@ -129,3 +130,33 @@ def test_csp_holds_and_no_request_leaves_the_page(opened):
   csp = ff.call("() => document.querySelector('meta[http-equiv=Content-Security-Policy]').content")
   assert "default-src 'none'" in csp and "connect-src 'none'" in csp and "'unsafe" not in csp
   ff.errors.clear()  # (the refusals above are reported as errors on purpose)
+
+
+def test_hostile_trace_export_injects_nothing(trace_dir, tmp_path):
+  html = tmp_path / "evil.html"
+  export.export(trace_dir / "evil.vztrace", html)
+  with OfflineApi(trace_dir / "evil.vztrace") as api:
+    ctxs = api.trace_get("contexts")
+  sched = next(c for c in ctxs if c["kind"] == "schedule")
+  kernel = next(c for c in ctxs if c["kind"] == "kernel")
+  rw = sched["rewrites"][0]
+  injected = """() => ({pwned: window.__pwned ?? null, scripts: document.querySelectorAll('script').length,
+    elements: document.querySelectorAll('img, iframe, object, embed').length,
+    on: [...document.querySelectorAll('*')].some(e => [...e.attributes].some(a => a.name.startsWith('on')))})"""
+  clean = {"pwned": None, "scripts": 2, "elements": 0, "on": False}  # (2 scripts: the data block and the module)
+  with Firefox() as ff:
+    ff.navigate(f"{html.resolve().as_uri()}#t=0&c={sched['id']}&r={rw['id']}&s=1")
+    ff.wait(GRAPH, f"0:{rw['id']}:1")
+    assert tracegen.XSS in ff.call(TEXT, f"#contexts li[data-ctx='{sched['id']}']")
+    assert tracegen.XSS in ff.call(TEXT, f"#rewrites li[data-rw='{rw['id']}']")
+    assert ff.call(injected) == clean
+    ff.call(CLICK, f"#contexts li[data-ctx='{kernel['id']}']")
+    for panel in ("kernel", "runs", "timeline", "diff", "step", "source"):
+      ff.call(CLICK, f"#panel-tabs [data-panel={panel}]")
+      ff.wait("(p) => !document.querySelector('#panel-' + p).hidden", panel)
+      assert ff.call(injected) == clean, panel
+    src = ff.wait("() => { const e = document.querySelector('#panel-source pre.source'); return e && e.textContent; }")
+    assert tracegen.XSS in src
+    assert ff.call(injected) == clean
+    assert all(u.startswith("data:") or u.startswith("file://") for u in ff.requests), ff.requests
+    assert ff.errors == []
