@@ -69,6 +69,8 @@ def _check_shape(shape: Shape, name: str) -> Shape:
 
 def broadcast_shape(*shapes: Shape, op: str = "broadcast") -> Shape:
   """numpy broadcasting of shapes; ValueError naming the op and the shapes when they don't broadcast."""
+  if len(shapes) == 2 and shapes[0] == shapes[1] and type(shapes[0]) is tuple:
+    return shapes[0]  # the usual case of a binary op: nothing to broadcast
   nd = max((len(s) for s in shapes), default=0)
   padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
   out = []
@@ -104,9 +106,15 @@ def _in_range(v: Scalar, dt: DType, op: str) -> Scalar:
     if not dtypes.min(dt) <= v <= dtypes.max(dt):
       raise OverflowError(f"{op}: the value {v} is out of range for {dt} [{dtypes.min(dt)}, {dtypes.max(dt)}]")
     return int(v)
-  if math.isfinite(v) and abs(v) > float(np.finfo(dt.np).max):
+  top = _FLOAT_MAX.get(dt)
+  if top is None:
+    top = _FLOAT_MAX[dt] = float(np.finfo(dt.np).max)  # (np.finfo each call was most of a constant's making)
+  if math.isfinite(v) and abs(v) > top:
     raise OverflowError(f"{op}: the value {v} overflows {dt}")
   return float(v)
+
+
+_FLOAT_MAX: dict[DType, float] = {}
 
 
 class ArgumentError(RuntimeError, ValueError):
