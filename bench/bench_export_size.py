@@ -3,7 +3,7 @@ scripts (the UI's bundle and the export's own), and the embedded data as collect
 as the export embedded it before viz_server/export_pack.py) and as it is embedded now (packed, deflated, base 85),
 part by part (each part deflated alone).
 
-  python bench/bench_export_size.py [TRACE ...] [--open N]   (default: the demo's workloads recorded at --scale, --only)
+  python bench/bench_export_size.py [TRACE ...] [--open N]   (default: the full demo, examples/demo.py, recorded here)
 
 --open N: also open each page N times from file:// in headless Chromium and report the median time from navigation
 start to the first graph on screen (the page's own clock).
@@ -82,8 +82,8 @@ def first_graph_ms(trace: Path, rounds: int) -> float:
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("traces", nargs="*", type=Path)
-  ap.add_argument("--scale", type=float, default=0.25, help="the demo's --scale when no trace is given")
-  ap.add_argument("--only", nargs="*", default=["elementwise", "softmax"], help="the demo's --only")
+  ap.add_argument("--scale", type=float, default=1.0, help="the demo's --scale when no trace is given")
+  ap.add_argument("--only", nargs="*", default=[], help="the demo's --only (default: every workload)")
   ap.add_argument("--open", type=int, default=0, metavar="N", help="time the first graph on opening, N rounds")
   args = ap.parse_args()
   with tempfile.TemporaryDirectory() as d:

@@ -1,7 +1,9 @@
-"""The export leaves out the graph edges its page derives from the nodes' sources (viz_server/export.py,
+"""The export's size: it leaves out the graph edges its page derives from the nodes' sources (viz_server/export.py,
 leave_out_derived_edges; the page's rebuilt graphs are compared with the API's in tests/browser/test_ui_export.py)."""
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pytest
 from viz_server import export
 from viz_server.offline import OfflineApi
 
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from trace_tools_helpers import record_small  # noqa: E402
 
@@ -55,3 +58,15 @@ def test_a_real_exports_graphs_carry_no_derivable_edge_and_the_page_is_smaller(t
   assert not any("edges" in g for g in lean["g0"])
   assert not any("edges_added" in d for r in lean["graphs"].values() for d in r["deltas"])
   assert len(export.render(lean, "x")) < full
+
+
+@pytest.mark.slow
+def test_the_full_demos_page_is_at_most_3x_its_trace(tmp_path):
+  """Issue 17's size goal, on the trace it names: examples/demo.py as `make demo` runs it."""
+  trace = tmp_path / "demo.vztrace"
+  env = {**os.environ, "VIZ": "-1", "VIZ_TRACE": str(trace), "PYTHONPATH": str(ROOT)}
+  subprocess.run([sys.executable, str(ROOT / "examples" / "demo.py")], env=env, cwd=ROOT, check=True,
+                 capture_output=True, timeout=240)
+  got = export.export(trace, tmp_path / "demo.html")
+  assert got["trace_bytes"] > 100_000  # (the whole demo: the page's scripts alone are about 190 KB)
+  assert got["bytes"] <= 3 * got["trace_bytes"], got
