@@ -10,7 +10,9 @@ PAYLOAD_BITS = ["<img src=x onerror=", "<script>window.__pwned=2</script>"]
 def no_injection(page):
   assert page.evaluate("() => window.__pwned") is None
   assert page.evaluate("() => document.querySelectorAll('img, iframe, object, embed').length") == 0
-  assert page.evaluate("() => document.querySelectorAll('script').length") == 1  # our module, nothing else
+  # our modules (the early /api/boot and the app), nothing else
+  scripts = "() => [...document.querySelectorAll('script')].map(s => new URL(s.src, location.href).pathname)"
+  assert page.evaluate(scripts) == ["/static/boot.js", "/static/app.js"]
   handlers = "() => [...document.querySelectorAll('*')].some(e => [...e.attributes].some(a => a.name.startsWith('on')))"
   assert page.evaluate(handlers) is False
 
