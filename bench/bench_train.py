@@ -4,10 +4,16 @@ Columns: kernels per step (forward, backward and the optimizer's update), the me
 graph, the gradient rewrite, scheduling, compiled kernels) and its parts, numpy's time and time/numpy, where numpy is
 a hand-written forward + backward + update of the same model (float32, same math) run in the same process, the two
 alternating step by step. The first steps (compiling) are warm-up and not timed.
+
+Both sides run on `--threads` cores (ours: THREADS; numpy's BLAS: threadpoolctl), 1 by default, timed by CPU time
+(process_time) so that other load on the machine does not skew the ratio; with more threads, by the clock. (With
+its BLAS unlimited on the loaded 2-core machine, numpy's step took 90 ms instead of 1.5: its threads waited for
+cores, and spun on ours.)
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -96,8 +102,9 @@ def tinyviz_step(x: Tensor, y: Tensor, w1: Tensor, w2: Tensor, opt: nn.optim.Opt
   return loss, [loss, *opt.schedule_step()]
 
 
-def measure(name: str, steps: int, warmup: int) -> tuple[int, float, float, float]:
-  """One optimizer's training run: kernels per step and the median ms per step (all, graph+grad) and numpy's."""
+def measure(name: str, steps: int, warmup: int, clock=time.perf_counter) -> tuple[int, float, float, float]:
+  """One optimizer's training run: kernels per step and the median seconds per step (all, graph+grad) and numpy's,
+  by `clock`."""
   wl = mlp()
   x_np, w1_np, w2_np = wl.inputs
   y_np = _labels(len(x_np))
@@ -109,19 +116,19 @@ def measure(name: str, steps: int, warmup: int) -> tuple[int, float, float, floa
   times, builds, ref_times, kernels, losses, ref_losses = [], [], [], 0, [], []
   # the two steps alternate, so a machine's changing load reaches both alike
   for i in range(warmup + steps):
-    t0 = time.perf_counter()
+    t0 = clock()
     loss, outs = tinyviz_step(x, y, w1, w2, opt)
-    t1 = time.perf_counter()
+    t1 = clock()
     if i == 0:
       kernels = len(create_schedule([t.uop for t in outs], dict(_realized))[0])
     Tensor.realize(*outs)
-    t2 = time.perf_counter()
+    t2 = clock()
     losses.append(loss.item())
-    t3 = time.perf_counter()
+    t3 = clock()
     ref_loss, grads = numpy_grads(x_np, y_np, *ref_ws)
     ref_opt.update(grads)
     ref_losses.append(ref_loss)
-    t4 = time.perf_counter()
+    t4 = clock()
     if i >= warmup:
       times.append(t2 - t0)
       builds.append(t1 - t0)
@@ -141,12 +148,18 @@ def main(argv: list[str] | None = None) -> None:
   ap.add_argument("--steps", type=int, default=15)
   ap.add_argument("--warmup", type=int, default=3)
   ap.add_argument("--opt", default="SGD,Adam", help="the optimizers to measure")
+  ap.add_argument("--threads", type=int, default=1, help="cores for each side (1: timed by CPU time)")
   args = ap.parse_args(argv)
+  from threadpoolctl import threadpool_limits
+  os.environ["THREADS"] = str(args.threads)  # (read when a kernel is compiled: none is yet)
+  threadpool_limits(args.threads)
+  clock = time.process_time if args.threads == 1 else time.perf_counter
+  print(f"{args.threads} thread{'s' if args.threads > 1 else ''} each, by {clock.__name__}")
   cols = [("step", "<27"), ("kernels", ">7"), ("ms/step", ">9.2f"), ("graph+grad ms", ">13.2f"),
           ("schedule+run ms", ">15.2f"), ("numpy ms", ">9.2f"), ("vs numpy", ">8.2f")]
   rows = []
   for name in args.opt.split(","):
-    kernels, t, b, r = measure(name, args.steps, args.warmup)
+    kernels, t, b, r = measure(name, args.steps, args.warmup, clock)
     rows.append((f"tinyviz MLP {name} batch 64", kernels, t * 1e3, b * 1e3, (t - b) * 1e3, r * 1e3, t / r))
   print(format_table(cols, rows))
 
