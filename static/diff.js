@@ -500,16 +500,18 @@ export class DiffPanel {
     const text = h("div", {class: "diff-text code"}, ...d.lines.map((l) => h("div", {class: `dl ${kindClass(l.kind)}`},
       h("span", {class: "mark"}, l.kind === "@" ? "@" : l.kind), l.text)));
     const g = d.graph || {only_a: [], only_b: [], both: 0};
+    const sum = d.summary;  // graphs too big to diff whole: the nodes nearest the roots (see summaryNote)
+    const count = (side, nodes) => sum ? `${num(nodes.length)} of ${num(sum[side].only)}` : `${nodes.length}`;
     const list = (nodes, cls) => h("ul", {class: `node-list ${cls}`}, ...nodes.map((n) => h("li", null, nodeChip(n))));
     this.picked = h("div", {class: "diff-picked small muted"}, "click a node for its details");
     const graph = h("div", {class: "diff-graph"},
       slot,
-      h("div", {class: "diff-key small"}, h("span", {class: "key-b"}, `only B (${g.only_b.length})`),
+      h("div", {class: "diff-key small"}, h("span", {class: "key-b"}, `only B (${count("b", g.only_b)})`),
         h("span", {class: "key-both"}, `in both: ${g.both}`),
-        h("span", {class: "key-a"}, `only A (${g.only_a.length})`)),
+        h("span", {class: "key-a"}, `only A (${count("a", g.only_a)})`)),
       this.picked,
-      h("h3", null, h("span", {class: "pa"}, `only A (${g.only_a.length})`)), list(g.only_a, "only-a"),
-      h("h3", null, h("span", {class: "pb"}, `only B (${g.only_b.length})`)), list(g.only_b, "only-b"),
+      h("h3", null, h("span", {class: "pa"}, `only A (${count("a", g.only_a)})`)), list(g.only_a, "only-a"),
+      h("h3", null, h("span", {class: "pb"}, `only B (${count("b", g.only_b)})`)), list(g.only_b, "only-b"),
       h("h3", null, `in both: ${g.both}`));
     graph.addEventListener("click", (ev) => {
       const chip = ev.target.closest("[data-node]");
@@ -519,6 +521,7 @@ export class DiffPanel {
       h("div", {class: "diff-summary small"}, h("span", {class: "pb"}, `+${plus}`), " ",
         h("span", {class: "pa"}, `−${minus}`),
         h("span", {class: "muted"}, ` lines · ${d.a} → ${d.b}`)),
+      ...(sum ? [h("p", {class: "diff-cut-note small muted", role: "status"}, summaryNote(sum, g.both))] : []),
       h("div", {class: "diff-cols"},
         h("div", {class: "diff-left"}, d.lines.length ? text : h("p", {class: "muted"}, "identical")), graph));
   }
@@ -561,6 +564,16 @@ export class DiffPanel {
 
 /** The kernels of a compare report that differ ({name, bName, a, b, kinds, ratio, sources}; a, b: context ids, null
  * on the side a kernel is missing from) in report order, then those in one trace only. */
+const num = (n) => n.toLocaleString("en");
+
+/** What a summarized diff (graphs over the server's whole-diff bound) shows of what. */
+function summaryNote(sum, both) {
+  const side = (x) => `the ${num(x.shown)} of ${num(x.only)}`;
+  return `Big graphs (A: ${num(sum.a.nodes)} nodes, B: ${num(sum.b.nodes)}): showing ${side(sum.a)} nodes only in A `
+    + `and ${side(sum.b)} only in B nearest the roots (at most ${num(sum.limit)} each), with their sources; `
+    + `${num(both)} are in both.`;
+}
+
 function differingKernels(rep) {
   const rows = (rep.kernels || []).filter((k) => k.differs).map((k) => ({
     name: k.a.name, bName: k.b.name, a: k.a.id, b: k.b.id, ratio: typeof k.ratio === "number" ? k.ratio : null,

@@ -205,3 +205,14 @@ def bad_memory(path: str | os.PathLike, schema_break: bool = False) -> Path:
   if schema_break:
     recs.append(mem("alloc", 11, "lots"))
   return write(path, [recs, [END]])
+
+
+def chain_under_sink(path: str | os.PathLike, n: int = 100_000, arg: str = "1") -> Path:
+  """A SINK of a chain of n nodes (CONSTs `arg`, then NEGs) and a CONST 2, and one match replacing the CONST 2 by a
+  CONST 3: the two steps' graphs share the whole chain and differ in two nodes (a big graph, a small change)."""
+  strs = ["CONST", "dtypes.int", arg, "NEG", "2", "3", "SINK", "None"]
+  ops, args = [0] + [3] * (n - 1) + [0, 0, 6, 6], [2] * n + [4, 5, 7, 7]
+  nsrc, src = [0] + [1] * (n - 1) + [0, 0, 2, 2], list(range(n - 1)) + [n - 1, n, n - 1, n + 1]
+  b = _batch(0, strs, ops, args, nsrc, src, ([0], [0], [n], [n + 1], [1]),
+             recs=[meta(), ctx(0), PATTERN, rw_begin(0, n + 2)], at=[0, 0, 0, 0, 0, 0, n + 4, 0])
+  return write(path, [[b], [rw_end(0, n + 3, 1), END]])

@@ -8,7 +8,7 @@ import random
 import pytest
 from test_server_helpers import apply_delta, write_noisy_simplify
 
-from viz_server import cut
+from viz_server import cut, diff, gone
 from viz_server.app import create_app
 from viz_server.graphview import StepGraphs
 from viz_server.replay import Replay
@@ -122,3 +122,109 @@ def test_the_api_answers_a_big_graph_cut(noisy, small_cap):
   assert d.status_code == 200 and d.get_json()["cut"]["total"] > CAP
   boot = c.get(f"/api/boot?t=0&rw={rw['id']}&step=2").get_json()
   assert boot["graph"]["cut"]["shown"] == SHOWN
+
+
+# ---- diffs of graphs too big to diff whole: summarized around the roots (viz_server.diff)
+
+DIFF_CAP, DIFF_SHOWN = 150, 12
+
+
+@pytest.fixture
+def small_diff_cap(monkeypatch):
+  monkeypatch.setattr(diff, "MAX_DIFF_NODES", DIFF_CAP)
+  monkeypatch.setattr(diff, "SUMMARY_NODES", DIFF_SHOWN)
+
+
+def _point(rp, k, name):
+  return rp.root(k), rp.node, name
+
+
+def test_a_diff_of_graphs_over_the_cap_is_summarized_around_the_roots(noisy, monkeypatch):
+  _, tr = noisy
+  rw = _longest(tr)
+  rp = Replay(tr, rw)
+  n = rw.matches
+  rng = random.Random(5)
+  pairs = [(0, n), (n, 0), (0, 1), (n - 1, n)] + [(rng.randint(0, n), rng.randint(0, n)) for _ in range(12)]
+  whole = {p: diff.diff_graphs(_point(rp, p[0], "A"), _point(rp, p[1], "B"), draw=True) for p in pairs}
+  monkeypatch.setattr(diff, "MAX_DIFF_NODES", DIFF_CAP)
+  monkeypatch.setattr(diff, "SUMMARY_NODES", DIFF_SHOWN)
+  summarized = 0
+  for (j, k), full in whole.items():
+    got = diff.diff_graphs(_point(rp, j, "A"), _point(rp, k, "B"), draw=True)
+    assert full["summary"] is None
+    if max(rp.size(j), rp.size(k)) <= DIFF_CAP:
+      assert got == full
+      continue
+    summarized += 1
+    s, g = got["summary"], got["graph"]
+    assert g["both"] == full["graph"]["both"]
+    for side, order_k in (("a", j), ("b", k)):
+      only = full["graph"][f"only_{side}"]
+      shown = g[f"only_{side}"]
+      assert s[side] == {"nodes": rp.size(order_k), "only": len(only), "shown": min(len(only), DIFF_SHOWN)}
+      assert len(shown) == s[side]["shown"] and all(x in only for x in shown)
+      # nearest the root: the root (if it differs), then only nodes that a node shown uses
+      ids = {x["id"] for x in shown}
+      root = rp.root(order_k)
+      assert not ids or root in ids
+      assert all(x == root or any(x in rp.node(u)[3] for u in ids) for x in ids)
+    for mark, side in (("-", "only_a"), ("+", "only_b")):
+      marked = {ln["text"][:diff.HASH_CHARS] for ln in got["lines"] if ln["kind"] == mark}
+      listed = {x["hash"] for x in g[side]}
+      assert listed <= marked  # each node shown is a line of the text diff
+      assert all(h in listed or h not in {x["hash"] for x in full["graph"][side]} for h in marked)  # no other
+    assert sum(ln["kind"] != "@" for ln in got["lines"]) <= 4 * DIFF_SHOWN  # shown nodes and their sources
+  assert summarized >= 8
+
+
+def test_a_summarized_diff_draws_the_nodes_shown_with_their_sources(noisy, small_diff_cap):
+  _, tr = noisy
+  rw = _longest(tr)
+  rp = Replay(tr, rw)
+  got = diff.diff_graphs(_point(rp, 0, "A"), _point(rp, rw.matches, "B"), draw=True)
+  drawn = got["graph"]["drawn"]
+  assert got["summary"] is not None and drawn is not None
+  side = {s: {x["node"] for x in drawn["nodes"] if x["side"] == s} for s in ("a", "b", "both")}
+  assert side["a"] == {x["id"] for x in got["graph"]["only_a"]}
+  assert side["b"] == {x["id"] for x in got["graph"]["only_b"]}
+  assert len(side["both"]) <= DIFF_SHOWN  # the context: sources of the nodes shown
+  ids = {x["id"] for x in drawn["nodes"]}
+  assert all(e["src"] in ids and e["dst"] in ids for e in drawn["edges"])
+  assert {(e["src"], e["dst"]) for e in drawn["edges"]} == {(s, x["id"]) for x in drawn["nodes"] for s in x["src"]}
+
+
+def test_the_api_answers_a_big_diff_summarized_and_refuses_one_past_the_walk_bound(noisy, small_diff_cap,
+                                                                                    monkeypatch):
+  path, tr = noisy
+  rw = _longest(tr)
+  c = create_app([path], follow=False).test_client()
+  q = f"/api/diff?a=0:{rw.id}:0&b=0:{rw.id}:end"
+  for url in (q, q + "&draw=1"):
+    res = c.get(url)
+    assert res.status_code == 200
+    body = res.get_json()
+    assert body["summary"]["limit"] == DIFF_SHOWN and len(body["graph"]["only_a"]) <= DIFF_SHOWN
+  monkeypatch.setattr(diff, "MAX_WALK_NODES", 50)
+  res = c.get(q)
+  assert res.status_code == 413 and "more than 50 nodes" in res.get_json()["error"]
+
+
+def test_a_big_diff_stops_when_the_client_goes(noisy, small_diff_cap, monkeypatch):
+  import socket
+
+  _, tr = noisy
+  rw = _longest(tr)
+  rp = Replay(tr, rw)
+  rp.ensure(rw.matches)
+  monkeypatch.setattr(gone, "EVERY_S", 0.0)
+  monkeypatch.setattr(diff, "CHECK_EVERY", 16)
+  ours, theirs = socket.socketpair()
+  theirs.close()  # the client went
+  gone.start(ours)
+  try:
+    with pytest.raises(gone.ClientGone):
+      diff.diff_graphs(_point(rp, 0, "A"), _point(rp, rw.matches, "B"))
+  finally:
+    gone.stop()
+    ours.close()

@@ -6,7 +6,7 @@ import hostile_traces as H
 import pytest
 from proc_helpers import wait_until
 
-from viz_server import api, cut
+from viz_server import api, cut, diff
 from viz_server import store as store_mod
 from viz_server.app import create_app
 
@@ -51,9 +51,44 @@ def test_a_100k_node_chain_is_sent_cut_without_laying_it_out_whole(tmp_path):
   tr = app.extensions["tinyviz"]["store"].get(0)
   view = views.get(tr, tr.rewrites[0])
   assert view.stats == {"full": 0, "derived": 0} and view.cuts == 1  # one layout of the cut, none of the whole
-  d = c.get("/api/diff?a=0:0:0&b=0:0:end")
-  assert d.status_code == 400 and "more than" in d.get_json()["error"]
+  d = c.get("/api/diff?a=0:0:0&b=0:0:end")  # (no match: both are the whole chain) summarized, not refused
+  assert d.status_code == 200 and d.get_json()["lines"] == [] and d.get_json()["graph"]["both"] == 100_000
+  assert d.get_json()["summary"]["a"] == {"nodes": 100_000, "only": 0, "shown": 0}
   assert c.get("/api/traces/0/nodes/99999").status_code == 200
+
+
+def test_a_diff_of_a_100k_node_graph_shows_what_changed_and_counts_the_rest(tmp_path):
+  path = H.chain_under_sink(tmp_path / "s.vztrace", 100_000)
+  assert path.stat().st_size < 600 << 10
+  _, c, _ = _app(path)
+  for q in ("a=0:0:0&b=0:0:1", "a=0:0:0&b=0:0:end&draw=1"):
+    res = c.get(f"/api/diff?{q}")
+    assert res.status_code == 200
+    d = res.get_json()
+    assert d["summary"]["a"] == d["summary"]["b"] == {"nodes": 100_002, "only": 2, "shown": 2}
+    assert d["graph"]["both"] == 100_000
+    assert sorted(n["op"] for n in d["graph"]["only_a"]) == ["CONST", "SINK"]
+    assert [n["arg"] for n in d["graph"]["only_b"] if n["op"] == "CONST"] == ["3"]
+    # the two changed nodes and their sources (the chain's top, in both), not the chain
+    assert sum(ln["kind"] == "-" for ln in d["lines"]) == 2 and len(d["lines"]) < 10
+    assert len(res.data) < 16 << 10
+  drawn = d["graph"]["drawn"]
+  assert sorted(n["side"] for n in drawn["nodes"]) == ["a", "a", "b", "b", "both"]
+
+
+def test_a_diff_of_two_big_graphs_that_share_nothing_is_cut_to_the_summary(tmp_path):
+  a = H.chain_under_sink(tmp_path / "a.vztrace", 25_000)
+  b = H.chain_under_sink(tmp_path / "b.vztrace", 25_000, arg="7")  # every node differs but the CONST 2
+  c = create_app([a, b], follow=False).test_client()
+  res = c.get("/api/diff?a=0:0:0&b=1:0:0&draw=1")
+  assert res.status_code == 200
+  d = res.get_json()
+  shown = diff.SUMMARY_NODES
+  assert d["summary"]["a"] == d["summary"]["b"] == {"nodes": 25_002, "only": 25_001, "shown": shown}
+  assert len(d["graph"]["only_a"]) == len(d["graph"]["only_b"]) == shown and d["graph"]["both"] == 1
+  assert sum(ln["kind"] != "@" for ln in d["lines"]) == 2 * shown + 1  # and the CONST 2, their context
+  assert d["graph"]["drawn"] is None  # more than diff.MAX_DRAW_NODES to draw
+  assert len(res.data) < 400 * shown
 
 
 @pytest.mark.parametrize("sources,size", [(8, 2 << 20), (3000, 1 << 10)])

@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 
 from flask import Blueprint, current_app, jsonify, request
 
-from viz_server.diff import BaseGetter, DiffError, diff_graphs
+from viz_server.diff import BaseGetter, DiffError, DiffTooBig, diff_graphs
 from viz_server.graphview import BLOCK, label, label_metrics
 from viz_server.highlight import highlight
 from viz_server.peer import peer_uid
@@ -449,6 +449,8 @@ def diff() -> Any:
   cache = (_views().drawn, (a[4], b[4])) if a[5] and b[5] else None  # ended traces: the drawing cannot change
   try:
     out = diff_graphs(a[:3], b[:3], draw=draw, base=b[3], cache=cache)
+  except DiffTooBig as e:
+    fail(413, str(e))
   except DiffError as e:
     fail(400, str(e))
   return jsonify({"a": request.args["a"], "b": request.args["b"], **out})

@@ -55,3 +55,24 @@ def test_a_cut_graph_is_drawn_with_a_note_and_steps(page, bigserver):
   assert page.evaluate("() => window.__viz.perf.lastKind") == "delta"
   assert graph_ids(page) == {n["id"] for n in g1["nodes"]}  # the delta gave the page the cut graph of step 1
   assert _note(page).startswith(f"showing {g1['cut']['shown']:,} of {g1['cut']['total']:,} nodes")
+
+
+def test_the_diff_panel_says_a_diff_of_big_graphs_is_summarized(page, bigserver):
+  t = bigserver.trace_id("big")
+  ctx = next(c for c in bigserver.api(f"/api/traces/{t}/contexts") if c["rewrites"])
+  rw = ctx["rewrites"][0]
+  a, b = f"{t}:{rw['id']}:0", f"{t}:{rw['id']}:1"
+  want = bigserver.api(f"/api/diff?a={a}&b={b}")
+  s = want["summary"]
+  assert s["a"]["nodes"] > 20_000 and s["a"]["shown"] == len(want["graph"]["only_a"]) > 0
+  open_page(page, bigserver, f"#t={t}&c={ctx['id']}&r={rw['id']}&s=0&p=diff&a={a}&b={b}")
+  page.wait_for_function("(want) => document.querySelector('#panel-diff .diff-result').dataset.shown === want",
+                         arg=f"{a} {b}")
+  note = page.locator("#panel-diff .diff-cut-note").inner_text()
+  assert note.startswith(f"Big graphs (A: {s['a']['nodes']:,} nodes, B: {s['b']['nodes']:,}): showing the "
+                         f"{s['a']['shown']:,} of {s['a']['only']:,} nodes only in A")
+  removed = page.eval_on_selector_all(".diff-text .dl.del", "els => els.map(e => e.lastChild.textContent)")
+  assert removed == [ln["text"] for ln in want["lines"] if ln["kind"] == "-"]
+  assert page.locator("#panel-diff .diff-key .key-a").inner_text() == \
+    f"only A ({s['a']['shown']:,} of {s['a']['only']:,})"
+  shot(page, "big-graph-diff")
