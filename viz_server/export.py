@@ -306,17 +306,25 @@ def collect(api: OfflineApi, names: list[str] | None = None, redact: Iterable[st
 def leave_out_derived_edges(data: dict) -> dict:
   """Where a graph's edges (a step-0 graph's, or those a step added) are exactly the in-edges of its nodes (those the
   step added), source by source, as they always are, leave them out: the shim makes them from the nodes' `src`, and
-  `bent` keeps those that do not run straight, by position: [k, r], their points `routes[r]` (one route is often
-  drawn again in later steps and rewrites, further apart than deflate's 32 KB window reaches). The edges were about
-  half the graphs' compressed bytes: the demo's page went from 13.4 to 7.9 times its trace
-  (bench/bench_export_size.py)."""
+  `bent` keeps those that do not run straight, by position: [k, r], their points between the two nodes' centers
+  `routes[r]` (one route is often drawn again in later steps and rewrites, further apart than deflate's 32 KB window
+  reaches). The edges were about half the graphs' compressed bytes: the demo's page went from 13.4 to 7.9 times its
+  trace (bench/bench_export_size.py)."""
   statics = data["statics"]
   routes: dict[str, int] = {}
 
   def route(points: list) -> int:
     return routes.setdefault(json.dumps(points, separators=(",", ":")), len(routes))
 
-  def strip(holder: dict, key: str, fresh: dict) -> None:
+  def bend(k: int, e: list, pos: dict) -> list[int]:
+    """[k, r]: edge k's points are its source's center, routes[r], its user's center, as they nearly always are;
+    else [k, r, 1]: its points are routes[r]."""
+    pts = e[3]
+    if len(pts) >= 2 and pts[0] == pos.get(e[0]) and pts[-1] == pos.get(e[1]):
+      return [k, route(pts[1:-1])]
+    return [k, route(pts), 1]
+
+  def strip(holder: dict, key: str, fresh: dict, pos: dict) -> None:
     edges, nodes = holder[key], holder["nodes" if key == "edges" else "nodes_added"]
     derived = []
     for n in nodes:
@@ -326,13 +334,18 @@ def leave_out_derived_edges(data: dict) -> dict:
       derived += ([s, n[0], i] for i, s in enumerate(fixed[STATIC.index("src")]))
     if derived == [e[:3] for e in edges]:
       del holder[key]
-      holder["bent"] = [[k, route(e[3])] for k, e in enumerate(edges) if len(e) > 3]
+      holder["bent"] = [bend(k, e, pos) for k, e in enumerate(edges) if len(e) > 3]
 
   for g in data["g0"]:  # (a step-0 graph holds trace nodes only: replay makes the others at later steps)
-    strip(g, "edges", {})
+    strip(g, "edges", {}, {n[0]: [n[1], n[2]] for n in g["nodes"]})
   for r in data["graphs"].values():
-    for d in r["deltas"]:
-      strip(d, "edges_added", r["fresh"])
+    pos = {n[0]: [n[1], n[2]] for n in data["g0"][r["g0"]]["nodes"]}
+    for d in r["deltas"]:  # (the places at the step, as GraphPacker.rewrite tracks them)
+      for nid in d["nodes_removed"]:
+        pos.pop(nid, None)
+      pos.update((n[0], [n[1], n[2]]) for n in d["nodes_added"])
+      pos.update((int(nid), list(xy)) for nid, xy in d["nodes_moved"].items())
+      strip(d, "edges_added", r["fresh"], pos)
   data["routes"] = [json.loads(k) for k in routes]
   return data
 

@@ -116,10 +116,11 @@ class Bends:
 
   def pack(self, bent: list[list[int]]) -> list[list[int]]:
     rel = []
-    for _, r in bent:
-      rel.append(self.top + 1 - r)
-      self.top = max(self.top, r)
-    return [_diffs([k for k, _ in bent]), rel]
+    for b in bent:
+      rel.append(self.top + 1 - b[1])
+      self.top = max(self.top, b[1])
+    full = [j for j, b in enumerate(bent) if len(b) > 2]  # (export.leave_out_derived_edges: [k, r, 1])
+    return [_diffs([b[0] for b in bent]), rel, *([full] if full else [])]
 
   def unpack(self, packed: list[list[int]]) -> list[list[int]]:
     out = []
@@ -127,6 +128,8 @@ class Bends:
       r = self.top + 1 - rel
       self.top = max(self.top, r)
       out.append([k, r])
+    for j in packed[2] if len(packed) > 2 else []:
+      out[j].append(1)
     return out
 
 

@@ -26,15 +26,15 @@ const tinyvizExport = (() => {
     return Object.assign(n, {x, y, created});
   }
   function unpackEdge(nodes, [src, dst, index, points]) {
-    if (points === undefined) {
+    if (points === undefined || points.between) {  // (between: the points between the two nodes' centers)
       const a = nodes.get(src), b = nodes.get(dst);
-      points = [[a.x, a.y], [b.x, b.y]];
+      points = [[a.x, a.y], ...(points ? points.between : []), [b.x, b.y]];
     }
     return {src, dst, index, points};
   }
 
   /** Packed edges: as given, or (viz_server/export.py, leave_out_derived_edges) the in-edges of the packed nodes,
-   * source by source, with the route (points) of the `bent` ones. */
+   * source by source, with the route of the `bent` ones: [k, r] its points between its nodes, [k, r, 1] all. */
   function packedEdges(data, R, holder, key, nodes) {
     if (holder[key]) return holder[key];
     const out = [];
@@ -42,7 +42,9 @@ const tinyvizExport = (() => {
       const src = (id >= 2 ** 40 ? R.fresh[id] : data.statics[id])[7];
       src.forEach((s, i) => out.push([s, id, i]));
     }
-    for (const [k, r] of holder.bent) out[k] = [...out[k], data.routes[r]];  // (never changed: shared safely)
+    for (const [k, r, all] of holder.bent) {  // (routes are never changed: shared safely)
+      out[k] = [...out[k], all ? data.routes[r] : {between: data.routes[r]}];
+    }
     return out;
   }
 

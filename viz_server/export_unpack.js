@@ -28,11 +28,15 @@ const tinyvizUnpack = (() => {
 
   /** Bent edges (export_pack.Bends): route numbers counted over every graph in packing order. */
   function bends(top = -1) {
-    return ([ks, rels]) => sums(ks).map((k, j) => {
-      const r = top + 1 - rels[j];
-      top = Math.max(top, r);
-      return [k, r];
-    });
+    return ([ks, rels, full = []]) => {
+      const out = sums(ks).map((k, j) => {
+        const r = top + 1 - rels[j];
+        top = Math.max(top, r);
+        return [k, r];
+      });
+      for (const j of full) out[j].push(1);
+      return out;
+    };
   }
 
   function restOf(rest, k, flags, ids, bent) {
