@@ -140,8 +140,11 @@ class Buffer:
     arr = _take(dt, self.size)  # always a private copy: into a pooled array, or a new one
     if arr is None:
       arr = np.empty(self.size, dtype=dt)
-    with np.errstate(all="ignore"):  # a cast out of range wraps as numpy's astype does (the caller checked ranges)
-      np.copyto(arr.reshape(src.shape), src, casting="unsafe")
+    if src.dtype == dt:  # a plain copy (no cast to mind: errstate and copyto's dispatch were most of a small one)
+      (arr if src.ndim == 1 else arr.reshape(src.shape))[...] = src
+    else:
+      with np.errstate(all="ignore"):  # a cast out of range wraps as numpy's astype does (the caller checked ranges)
+        np.copyto(arr.reshape(src.shape), src, casting="unsafe")
     fresh = self._np is None
     self._set(arr)
     if fresh and recorder.RECORDER is not None:
