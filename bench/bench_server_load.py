@@ -1,13 +1,16 @@
 """A bounded loopback load on the viewer (issue 14): `python -m viz_server DIR` in its own process serving the
 `sort sums` trace of bench_server.py (~1000 steps on ~500 nodes), and N clients (threads, each its own connection per
 request, 127.0.0.1 only) asking graph / compact delta / diff of random steps of its largest rewrite for S seconds,
-R rounds in a row. Per round: requests, req/s, latency p50/p95/p99/max, errors, and the viewer's RSS before and after
-(the issue's figures: 27.5 req/s, p95 368 ms, p99 2.7 s, RSS 65 -> 191 MB; the goal: p99 under 250 ms and flat RSS).
-Each client stops at the deadline or after --max-requests. --quick: 2 s rounds. Run from the repo root."""
+R rounds in a row. Per round: requests, req/s, latency p50/p95/p99/max, errors, the viewer's RSS before and after
+and their ratio, and the machine's load average over the last minute at the round's end (other processes share the
+CPUs: figures taken under load are not comparable with quiet ones). The issue's figures: 27.5 req/s, p95 368 ms,
+p99 2.7 s, RSS 65 -> 191 MB; the goal: p99 under 250 ms and flat RSS. Each client stops at the deadline or after
+--max-requests. --quick: 2 s rounds. Run from the repo root."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import tempfile
@@ -93,17 +96,19 @@ def main() -> None:
         th.join()
       took = time.perf_counter() - start
       lat = [x for x, _, _ in results] or [float("nan")]
+      after = rss_mb(proc.pid)
       rows.append((rnd, len(results), len(results) / took, pct(lat, 0.5) * 1e3, pct(lat, 0.95) * 1e3,
-                   pct(lat, 0.99) * 1e3, max(lat) * 1e3, sum(not ok for _, ok, _ in results), before, rss_mb(proc.pid)))
+                   pct(lat, 0.99) * 1e3, max(lat) * 1e3, sum(not ok for _, ok, _ in results), before, after,
+                   after / before, os.getloadavg()[0]))
       every += results
   finally:
     proc.terminate()
     proc.wait(timeout=30)
   print(f"{args.clients} clients x {seconds:g} s x {args.rounds} rounds on 127.0.0.1: graph / delta / diff of random "
-        f"steps of '{rw['name']}' ({rw['matches']} steps)")
+        f"steps of '{rw['name']}' ({rw['matches']} steps); {os.cpu_count()} CPUs")
   print(format_table([("round", ">5"), ("reqs", ">6"), ("req/s", ">7.1f"), ("p50 ms", ">7.1f"), ("p95 ms", ">7.1f"),
-                      ("p99 ms", ">7.1f"), ("max ms", ">7.0f"), ("errors", ">6"), ("RSS before", ">10.0f"),
-                      ("RSS after", ">9.0f")], rows))
+                      ("p99 ms", ">7.1f"), ("max ms", ">7.0f"), ("errors", ">6"), ("RSS before MB", ">13.0f"),
+                      ("RSS after MB", ">12.0f"), ("after/before", ">12.2f"), ("load 1 min", ">10.2f")], rows))
   kinds = []
   for kind in ("graph", "delta", "diff"):
     lat = [x for x, _, k in every if k == kind] or [float("nan")]
