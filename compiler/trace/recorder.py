@@ -5,10 +5,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import getpass
 import os
-import platform
-import socket
 import sys
 import time
 from pathlib import Path
@@ -220,6 +217,9 @@ class Recorder:
   UOp alive (compiler.trace.nodes)."""
 
   def __init__(self, path: str | os.PathLike):
+    import platform  # (here: a program that never records does not import what the meta record needs)
+    import socket
+
     from vztrace.writer import TraceWriter
     self.path = Path(path)
     self.writer = TraceWriter(self.path, background=True)  # an idle process still shows its last records
@@ -334,6 +334,7 @@ class Recorder:
 
 
 def _user() -> str:
+  import getpass
   try:
     return getpass.getuser()
   except Exception:
