@@ -131,7 +131,7 @@ class LLVMJit:
       compile_s = time.perf_counter() - t0
       # only now: llvmlite runs one LLVM call at a time (a global lock), so the text thread's code generation would
       # hold up this JIT's if it began before
-      texts = self._submit_texts(self._texts_of_module, mod, str(mod)) if want_text else None
+      texts = self._submit_texts(self._texts_of_module, mod) if want_text else None
       jf = JitFunction(symbol, addr, compile_s, texts)
       self.cache[ir] = jf
       self._hold.compiling(False)
@@ -156,11 +156,13 @@ class LLVMJit:
       self.hurry_texts()
       wait([last])
 
-  def _texts_of_module(self, mod: llvm.ModuleRef, opt_ir: str) -> tuple[str, str]:
+  def _texts_of_module(self, mod: llvm.ModuleRef) -> tuple[str, str]:
+    """(optimized IR, assembly) of an optimized module no one else uses: the IR's text first, since code generation
+    changes the module."""
     assert self._text_tm is not None
     try:
       self._hold.wait()
-      return opt_ir, self._text_tm.emit_assembly(mod)
+      return str(mod), self._text_tm.emit_assembly(mod)
     finally:
       mod.close()  # here, not when the pool drops the job's arguments after its future is done (see _before_fork)
 
@@ -168,7 +170,7 @@ class LLVMJit:
     self._hold.wait()
     mod = llvm.parse_assembly(ir)
     self._optimize(mod, self._text_tm)
-    return self._texts_of_module(mod, str(mod))
+    return self._texts_of_module(mod)
 
 
 class TextHold:
