@@ -295,6 +295,25 @@ def test_prefetch_computes_the_next_block_boundary(big):
   assert view.cached(BLOCK) and view.cached(4) and view.cached(3 + views.prefetch_steps)
 
 
+def test_prefetch_computes_far_block_boundaries_within_a_node_budget(big, monkeypatch):
+  """Stepping prefetches the block boundaries ahead while their graphs hold views.FAR_NODES nodes, so a far jump is
+  at most BLOCK - 1 derivations away (issue 18); the next steps come last, and past the budget nothing more."""
+  from viz_server import views as views_mod
+  rw = max(big.rewrites.values(), key=lambda r: r.matches)
+  far = list(range(3 * BLOCK, rw.matches + 1, BLOCK))
+  assert len(far) >= 2
+  for budget, want in ((10**9, far), (1, far[:1])):
+    monkeypatch.setattr(views_mod, "FAR_NODES", budget * max(1, _view(big, rw).replay.size(0)))
+    views = Views(None)  # type: ignore[arg-type]  # prefetch needs no store
+    view = _view(big, rw)
+    view.layout(3)
+    views.prefetch(view, 3)
+    # once the worker took up the wish's last step (a next step: the chains to the boundaries made it already),
+    # everything before it in the wish is done
+    wait_until(lambda: not views.pending() and all(view.cached(c) for c in want), "the prefetch")  # noqa: B023
+    assert [c for c in far if view.cached(c)] == want, budget
+
+
 def test_real_compiler_passes_replay_to_their_recorded_results(tmp_path):
   tensor = pytest.importorskip("compiler.tensor")
   path = tmp_path / "c.vztrace"

@@ -11,7 +11,10 @@ from viz_server.store import Rewrite, Trace, TraceStore
 
 MAX_VIEWS = 64  # rewrites with a live replay state; an evicted one is rebuilt (deterministically) on demand
 PREFETCH = 12  # layouts computed ahead of the step last asked for, in the background (stepping is sequential)
-AHEAD = 2  # next block boundaries whose layouts (and the steps up to them) are computed in the background
+AHEAD = 2  # next block boundaries whose layouts (and the steps up to them) are computed in the background first
+FAR_NODES = 50_000  # then further boundaries while their graphs hold this many nodes in all: a jump far ahead (End,
+# the slider) is then at most BLOCK - 1 derivations from a kept layout (issue 18: the first far jump of a 2,000-node
+# rewrite took ~0.9 s on a loaded 2-core machine)
 
 
 class Views:
@@ -38,8 +41,10 @@ class Views:
 
   def prefetch(self, view: StepGraphs, k: int) -> None:
     """Compute in the background the layouts that stepping on from k in the direction of travel will need: the next
-    step, the layouts of the next block boundaries (kept for good), then the next PREFETCH steps (a newer wish
-    replaces an older one; a layout being computed is finished first)."""
+    step, the layouts of the next AHEAD block boundaries (kept for good), further boundaries ahead while their graphs
+    hold FAR_NODES nodes in all, then the next PREFETCH steps (last: the most recent in the LRU of derived layouts,
+    which the chains to far boundaries go through; a newer wish replaces an older one; a layout being computed is
+    finished first)."""
     if self.prefetch_steps <= 0:
       return
     n = view.rw.matches
@@ -49,8 +54,8 @@ class Views:
       wish = [s for s in range(k - 1, max(-1, k - 1 - self.prefetch_steps), -1)]
     else:
       near = list(range(k + 1, min(n, k + self.prefetch_steps) + 1))
-      ahead = [c for c in range(checkpoint(k) + BLOCK, n + 1, BLOCK)][:AHEAD]
-      wish = near[:1] + ahead + near[1:]
+      ahead = list(range(checkpoint(k) + BLOCK, n + 1, BLOCK))
+      wish = near[:1] + ahead[:AHEAD] + self._far(view, ahead[AHEAD:]) + near[1:]
     wish = [s for s in wish if not view.cached(s)]
     if not wish:
       return
@@ -60,6 +65,18 @@ class Views:
         self._worker = threading.Thread(target=self._run, name="tinyviz-prefetch", daemon=True)
         self._worker.start()
       self._wake.notify()
+
+  def pending(self) -> list[int]:
+    """The steps of the latest prefetch wish that the worker has not taken up yet."""
+    with self._wake:
+      return [] if self._want is None else list(self._want[1])
+
+  @staticmethod
+  def _far(view: StepGraphs, boundaries: list[int]) -> list[int]:
+    """The first of `boundaries` whose graphs (as big as the last one computed, a guess that costs nothing) hold
+    FAR_NODES nodes in all."""
+    per = max(1, view.replay.sizes[-1])
+    return boundaries[:FAR_NODES // per]
 
   def _run(self) -> None:
     while True:
