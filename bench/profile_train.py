@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
 import statistics
 import sys
@@ -59,7 +60,9 @@ def main(argv: list[str] | None = None) -> None:
   ap.add_argument("--warmup", type=int, default=3)
   ap.add_argument("--top", type=int, default=25)
   ap.add_argument("--opt", default="SGD", choices=("SGD", "Adam"))
+  ap.add_argument("--threads", type=int, default=1, help="kernel threads (THREADS), as bench_train's default")
   args = ap.parse_args(argv)
+  os.environ["THREADS"] = str(args.threads)  # (read when a kernel is compiled: none is yet)
   model = _setup(args.opt)
   for _ in range(args.warmup):
     _step(*model)
