@@ -26,7 +26,7 @@ class _Clock:
 
 def _held(clock: _Clock, in_compile: bool) -> llvm.TextHold:
   hold = llvm.TextHold()
-  hold.compiling(in_compile)
+  hold.note(in_compile)
   hold.mark = (clock, clock.now, hold.mark[2])
   return hold
 
@@ -48,8 +48,16 @@ def test_the_hold_ends_when_hurried_until_the_next_compile():
   hold = _held(clock, False)
   hold.hurry.set()
   assert hold.left() <= 0
-  hold.compiling(True)
+  hold.note(True)
   assert hold.left() > 0
+
+
+def test_a_compile_that_fails_ends_its_hold():
+  hold = llvm.TextHold()
+  with pytest.raises(llvm.LLVMCompileError), hold.compiling():  # (as LLVM rejecting a kernel's IR does)
+    assert hold.in_compile
+    raise llvm.LLVMCompileError("rejected")
+  assert not hold.in_compile
 
 
 def test_the_hold_ends_after_its_wall_time_or_with_the_compiling_thread():

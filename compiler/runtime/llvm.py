@@ -7,13 +7,14 @@ The texts a trace shows (optimized IR, assembly) are made off the caller's path:
 LLVM's code generator, so a thread of its own emits it while the program goes on (`JitFunction.texts`)."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import llvmlite.binding as llvm
 
@@ -116,25 +117,24 @@ class LLVMJit:
                                              self._submit_texts(self._texts_of_ir, ir))
         return hit, True
       t0 = time.perf_counter()
-      self._hold.compiling(True)
-      symbol = f"{fname}_{next(self.counter)}"
-      mod = self._module(ir, fname, symbol)
-      # with want_text the engine gets a copy: the assembly is emitted from `mod` itself, the optimized module in
-      # the very state its text shows (a module parsed back from that text, or a clone, differs in use-list order,
-      # and so may be given other registers)
-      jit_mod = mod.clone() if want_text else mod
-      self.engine.add_module(jit_mod)
-      self.engine.finalize_object()
-      addr = self.engine.get_function_address(symbol)
-      if not addr:
-        raise LLVMCompileError(f"kernel {fname!r}: symbol {symbol} not found after JIT")
-      compile_s = time.perf_counter() - t0
-      # only now: llvmlite runs one LLVM call at a time (a global lock), so the text thread's code generation would
-      # hold up this JIT's if it began before
-      texts = self._submit_texts(self._texts_of_module, mod) if want_text else None
-      jf = JitFunction(symbol, addr, compile_s, texts)
-      self.cache[ir] = jf
-      self._hold.compiling(False)
+      with self._hold.compiling():
+        symbol = f"{fname}_{next(self.counter)}"
+        mod = self._module(ir, fname, symbol)
+        # with want_text the engine gets a copy: the assembly is emitted from `mod` itself, the optimized module in
+        # the very state its text shows (a module parsed back from that text, or a clone, differs in use-list order,
+        # and so may be given other registers)
+        jit_mod = mod.clone() if want_text else mod
+        self.engine.add_module(jit_mod)
+        self.engine.finalize_object()
+        addr = self.engine.get_function_address(symbol)
+        if not addr:
+          raise LLVMCompileError(f"kernel {fname!r}: symbol {symbol} not found after JIT")
+        compile_s = time.perf_counter() - t0
+        # only now: llvmlite runs one LLVM call at a time (a global lock), so the text thread's code generation would
+        # hold up this JIT's if it began before
+        texts = self._submit_texts(self._texts_of_module, mod) if want_text else None
+        jf = JitFunction(symbol, addr, compile_s, texts)
+        self.cache[ir] = jf
       return jf, False
 
   def hurry_texts(self) -> None:
@@ -175,18 +175,28 @@ class LLVMJit:
 
 class TextHold:
   """When the text thread may call LLVM: not while kernels are being compiled one after another (see TEXT_HOLD_S).
-  `compiling(True/False)` marks a compile's start and end (in the compiling thread), `hurry` ends the hold until the
-  next compile, `wait()` (in the text thread) returns when the hold is over."""
+  `compiling()` goes around a compile (in the compiling thread), `hurry` ends the hold until the next compile,
+  `wait()` (in the text thread) returns when the hold is over."""
 
   def __init__(self) -> None:
     self.hurry = threading.Event()
     self.in_compile = False
     self.mark: tuple[Callable[[], float], float, float] = (time.monotonic, 0.0, 0.0)  # (CPU clock, reading, wall)
 
-  def compiling(self, now: bool) -> None:
+  @contextlib.contextmanager
+  def compiling(self) -> Iterator[None]:
+    """Around a compile (in the compiling thread)."""
+    self.note(True)
+    try:
+      yield
+    finally:
+      self.note(False)
+
+  def note(self, in_compile: bool) -> None:
+    """A compile begins (True) or ends (False) now."""
     clock = thread_clock()
     self.mark = (clock, clock(), time.monotonic())
-    self.in_compile = now
+    self.in_compile = in_compile
     self.hurry.clear()
 
   def left(self) -> float:
