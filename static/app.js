@@ -752,9 +752,11 @@ async function main() {
     else await selectTrace(t, {push: false});
   } finally {
     api.unprime();
-    // after the first view: loading and starting the socket.io client took ~100 ms of main thread before it; on
-    // connecting, it asks for the trace list again, so nothing that happened meanwhile is missed
-    startLive({onTraces: onTraceList, onEvent: onLiveEvent, onMode: (m) => put($("#live-mode"), m), forcePoll});
+    // after the first view is painted: loading and starting the socket.io client took ~100 ms of main thread before
+    // it (its module's compile must not land between the first graph and its frame); on connecting, it asks for the
+    // trace list again, so nothing that happened meanwhile is missed
+    afterPaint(() => startLive({onTraces: onTraceList, onEvent: onLiveEvent, onMode: (m) => put($("#live-mode"), m),
+      forcePoll}));
   }
 }
 
