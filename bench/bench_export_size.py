@@ -1,7 +1,7 @@
 """Size of `python -m compiler.trace export`'s page against its trace, and what each part of it costs: the page's
-scripts (the UI's bundle and the export's own), and the embedded data as collect() makes it (deflated and base64,
-as the export embedded it before viz_server/export_pack.py) and as it is embedded now (packed, deflated, base 85),
-part by part (each part deflated alone).
+scripts (the UI's bundle and the export's own: as embedded, deflated in base 85), and the embedded data as collect()
+makes it (deflated and base64, as the export embedded it before viz_server/export_pack.py, with the module inline as
+text: the `unpacked` page) and as it is embedded now (packed, deflated, base 85), part by part (each deflated alone).
 
   python bench/bench_export_size.py [TRACE ...] [--open N]   (default: the full demo, examples/demo.py, recorded here)
 
@@ -25,7 +25,6 @@ sys.path.insert(0, str(ROOT))
 
 from bench.table import format_table  # noqa: E402
 from viz_server import export, export_pack  # noqa: E402
-from viz_server.app import package_dir  # noqa: E402
 from viz_server.offline import OfflineApi  # noqa: E402
 
 
@@ -46,13 +45,13 @@ def measure(trace: Path) -> tuple[tuple, list[tuple]]:
   with OfflineApi(trace) as api:
     data = export.collect(api)
   page = len(export.render(data, trace.name).encode("utf-8"))
-  script = sum(len(p.read_text(encoding="utf-8").encode("utf-8")) + 1 for p in export.SHIM)
-  script += len(export.bundle(package_dir("static")).encode("utf-8"))
+  ui = export.ui_module()
+  block = export.payload(data, ui)
+  script, now = len(export.BOOT.read_bytes()) + len(block["ui"]["data"]), len(block["data"]["data"])
   unpacked = -(-deflated(data) // 3) * 4  # (base64's length)
   packed = export_pack.pack(data)
-  now = len(export.payload(data)["data"])
   tb = trace.stat().st_size
-  before = page - now + unpacked
+  before = page - script - now + len(ui.encode("utf-8")) + unpacked  # (the module inline, the data base64)
   row = (trace.name, tb, page, page / tb, before, before / tb, script, now)
   parts = [(trace.name, k, deflated(data[k]) if k in data else 0, deflated(v)) for k, v in packed.items()
            if k not in ("format", "trace", "redacted", "contexts_only")]

@@ -27,13 +27,19 @@ def small_trace(trace):
   return record_small(trace)
 
 
-def embedded(page: str) -> dict:
-  """The page's data as collect() made it (decoded as viz_server/export_unpack.js decodes it)."""
+def inflated(page: str, part: str) -> str:
+  """A part ("ui", "data") of the page's embedded block as text (as viz_server/export_boot.js inflates it)."""
   m = re.search(r'<script type="application/json" id="tinyviz-export">(.*?)</script>', page, re.S)
   block = json.loads(m.group(1))
   assert block["encoding"] == "deflate+base85"
-  raw = base64.b85decode(block["data"].translate(str.maketrans(",./:", "&<>`")))[:block["n"]]
-  return export_pack.unpack(json.loads(zlib.decompress(raw)))
+  got = block[part]
+  raw = base64.b85decode(got["data"].translate(str.maketrans(",./:", "&<>`")))[:got["n"]]
+  return zlib.decompress(raw).decode("utf-8")
+
+
+def embedded(page: str) -> dict:
+  """The page's data as collect() made it (decoded as viz_server/export_unpack.js decodes it)."""
+  return export_pack.unpack(json.loads(inflated(page, "data")))
 
 
 def test_answers_are_the_apis(small_trace, tmp_path):
@@ -69,10 +75,12 @@ def test_page_is_self_contained_with_a_strict_csp(small_trace, tmp_path):
   assert "default-src 'none'" in csp and "connect-src 'none'" in csp and "'unsafe" not in csp
   scripts = re.findall(r"<script([^>]*)>(.*?)</script>", page, re.S)
   assert [a for a, _ in scripts] == [' type="application/json" id="tinyviz-export"', ' type="module"']
-  digest = export._sha256(scripts[1][1])
-  assert f"script-src {digest};" in csp
+  # the policy allows the boot script and the UI's module it inflates and inserts, by their hashes, and nothing else
+  ui = inflated(page, "ui")
+  assert f"script-src {export._sha256(scripts[1][1])} {export._sha256(ui)};" in csp
+  assert scripts[1][1] == export.BOOT.read_text()
   assert not re.search(r'\b(src|href)="(?!data:)', page)  # nothing loaded from anywhere
-  assert "modules.app = " in scripts[1][1] and "tinyvizOffline" in scripts[1][1]
+  assert "modules.app = " in ui and "tinyvizOffline" in ui
 
 
 def test_script_end_in_a_trace_string_cannot_break_out(tmp_path):

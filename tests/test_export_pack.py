@@ -121,11 +121,12 @@ def test_the_pages_structural_hash_is_diff_pys(real_data):
 
 def test_the_embedded_block_is_the_packed_data_in_digits_a_page_need_not_escape(real_data):
   data, _ = real_data
-  block = export.payload(copy.deepcopy(data))
-  assert set(block["data"]) <= set(export_pack_digits()) and not set(block["data"]) & set("<>&\"'\\`")
-  assert len(block["data"]) == -(-block["n"] // 4) * 5
+  block = export.payload(copy.deepcopy(data), export.ui_module())
+  for part in (block["data"], block["ui"]):
+    assert set(part["data"]) <= set(export_pack_digits()) and not set(part["data"]) & set("<>&\"'\\`")
+    assert len(part["data"]) == -(-part["n"] // 4) * 5
 
 
 def export_pack_digits() -> str:
-  js = (JS / "export_unpack.js").read_text()
+  js = (JS / "export_boot.js").read_text()
   return js.split('const DIGITS = "', 1)[1].split('"', 1)[0]

@@ -29,9 +29,11 @@ from viz_server.graphview import label
 from viz_server.offline import OfflineApi, OfflineError
 
 REDACTABLE = ("paths", "source", "argv", "host")
-# the page's own scripts, before the UI's bundle: the structural hash, the data's decoder, the API's answers
+# the page's own scripts, before the UI's bundle in its module: the structural hash, the data's decoder, the API's
+# answers; and the one script the page starts with (it inflates the module and runs it)
 SHIM = tuple(Path(__file__).resolve().parent / f"export_{name}.js" for name in ("hash", "unpack", "shim"))
-# RFC 1924's base-85 digits, with the four a page would have to escape swapped for unused ones (export_unpack.js)
+BOOT = Path(__file__).resolve().parent / "export_boot.js"
+# RFC 1924's base-85 digits, with the four a page would have to escape swapped for unused ones (export_boot.js)
 _B85 = str.maketrans("&<>`", ",./:")
 # static/*.js import forms the bundler understands (anything else in a module is an error, not a silent miss)
 _IMPORT = re.compile(r'^import \{([^}]*)\} from "\./([a-z_]+)\.js";\s*$', re.M)
@@ -374,19 +376,25 @@ def _script_json(obj: Any) -> str:
   return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+def ui_module() -> str:
+  """The text of the page's module: the export's scripts, then the UI's bundle."""
+  return "\n".join(p.read_text(encoding="utf-8") for p in SHIM) + "\n" + bundle(package_dir("static"))
+
+
 def render(data: dict, source_name: str) -> str:
   """The HTML page for collected data."""
   static = package_dir("static")
   page = (package_dir("templates") / "index.html").read_text(encoding="utf-8")
-  script = "\n".join(p.read_text(encoding="utf-8") for p in SHIM) + "\n" + bundle(static)
+  script = ui_module()
+  boot = BOOT.read_text(encoding="utf-8")
   css = (static / "style.css").read_text(encoding="utf-8")
   if "</style" in css.lower():
     raise ExportError("static/style.css contains '</style', which cannot be inlined")
   icon = _FAVICON + base64.b64encode((static / "favicon.svg").read_bytes()).decode()
-  csp = (f"default-src 'none'; script-src {_sha256(script)}; style-src {_sha256(css)}; img-src data:; "
+  csp = (f"default-src 'none'; script-src {_sha256(boot)} {_sha256(script)}; style-src {_sha256(css)}; img-src data:; "
          "connect-src 'none'; font-src 'none'; media-src 'none'; frame-src 'none'; worker-src 'none'; "
          "object-src 'none'; base-uri 'none'; form-action 'none'")
-  blob = _script_json(payload(data))
+  blob = _script_json(payload(data, script))
   head = re.search(r'<meta http-equiv="Content-Security-Policy"\s+content="[^"]*">', page)
   if head is None:
     raise ExportError("templates/index.html: no Content-Security-Policy meta tag to replace")
@@ -400,7 +408,7 @@ def render(data: dict, source_name: str) -> str:
     ('<script type="module" async src="/static/boot.js"></script>', ""),  # (the page's early /api/boot: none here)
     ('<script type="module" src="/static/app.js"></script>',
      f'<script type="application/json" id="tinyviz-export">{blob}</script>\n'
-     f'  <script type="module">{script}</script>'),
+     f'  <script type="module">{boot}</script>'),
     ("<title>tinyviz</title>", f"<title>{html.escape(source_name)} - tinyviz export</title>"),
     ('<div id="banner" class="banner" hidden></div>',
      f'<div id="export-note" class="banner">{html.escape(note(data, source_name))}</div>\n'
@@ -417,11 +425,17 @@ def render(data: dict, source_name: str) -> str:
   return page
 
 
-def payload(data: dict) -> dict:
-  """The embedded block: collect()'s data packed (export_pack.py), deflated and written in base-85 digits."""
-  raw = zlib.compress(json.dumps(pack_data(data), separators=(",", ":")).encode("utf-8"), 9)
-  return {"format": 2, "encoding": "deflate+base85", "n": len(raw),
-          "data": base64.b85encode(raw, pad=True).decode("ascii").translate(_B85)}
+def _digits(text: str) -> dict:
+  """UTF-8 text deflated and written in base-85 digits (export_boot.js inflates it)."""
+  raw = zlib.compress(text.encode("utf-8"), 9)
+  return {"n": len(raw), "data": base64.b85encode(raw, pad=True).decode("ascii").translate(_B85)}
+
+
+def payload(data: dict, ui: str) -> dict:
+  """The embedded block: the UI's module (its hash in the page's policy) and collect()'s data packed
+  (export_pack.py), each deflated and in base-85 digits (the UI's 190 KB of script take 60 KB so)."""
+  return {"format": 2, "encoding": "deflate+base85", "ui": _digits(ui),
+          "data": _digits(json.dumps(pack_data(data), separators=(",", ":")))}
 
 
 def note(data: dict, source_name: str) -> str:

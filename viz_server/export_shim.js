@@ -1,15 +1,14 @@
 // The server of a single-file export (viz_server/export.py): static/api.js asks globalThis.tinyvizOffline(path)
 // instead of fetch and gets [status, body]. Answers come from the data embedded in the page; a rewrite's graph at
 // step k is its step-0 graph with the deltas of steps 1..k applied, from the nearest graph built before; a delta
-// between any two steps is the difference of their graphs. The data is decoded by export_unpack.js and the diffs'
-// structural hashes come from export_hash.js (both before this in the page). Nothing here makes a request.
+// between any two steps is the difference of their graphs. The data is inflated by export_boot.js (which ran this
+// script), decoded by export_unpack.js, and the diffs' structural hashes come from export_hash.js (both before this
+// in the module). Nothing here makes a request.
 const tinyvizExport = (() => {
   const KEEP_EVERY = 32;  // a built graph kept every 32 steps, so a far step is at most 31 deltas away
   const ready = (async () => {
-    const block = JSON.parse(document.getElementById("tinyviz-export").textContent);
-    const bytes = tinyvizUnpack.base85(block.data, block.n);
-    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
-    return tinyvizUnpack.unpack(JSON.parse(await new Response(stream).text()));
+    const block = tinyvizBoot.block;  // (export_boot.js: the embedded block, and the inflate it ran this script with)
+    return tinyvizUnpack.unpack(JSON.parse(await tinyvizBoot.inflate(block.data)));
   })();
 
   const edgeKey = (s, d, i) => `${s},${d},${i}`;

@@ -139,21 +139,5 @@ const tinyvizUnpack = (() => {
     return {...rest, format: 1, statics, g0, graphs, routes};
   }
 
-  // the base-85 text of the deflated bytes: RFC 1924's digits with & < > ` as , . / : (nothing to escape in a page)
-  const DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%,()*+-;.=/?@^_:{|}~";
-
-  /** The bytes of base-85 text (5 digits per 4 bytes, big-endian), the first n of them. */
-  function base85(text, n) {
-    const value = new Uint8Array(128);
-    for (let i = 0; i < DIGITS.length; i++) value[DIGITS.charCodeAt(i)] = i;
-    const out = new Uint8Array(Math.ceil(text.length / 5) * 4);
-    for (let i = 0, o = 0; i < text.length; i += 5, o += 4) {
-      let x = 0;
-      for (let j = 0; j < 5; j++) x = x * 85 + value[text.charCodeAt(i + j)];
-      out[o] = x >>> 24; out[o + 1] = (x >>> 16) & 255; out[o + 2] = (x >>> 8) & 255; out[o + 3] = x & 255;
-    }
-    return out.subarray(0, n);
-  }
-
-  return {unpack, base85, DIGITS};
+  return {unpack};
 })();

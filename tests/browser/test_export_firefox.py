@@ -143,7 +143,7 @@ def test_hostile_trace_export_injects_nothing(trace_dir, tmp_path):
   injected = """() => ({pwned: window.__pwned ?? null, scripts: document.querySelectorAll('script').length,
     elements: document.querySelectorAll('img, iframe, object, embed').length,
     on: [...document.querySelectorAll('*')].some(e => [...e.attributes].some(a => a.name.startsWith('on')))})"""
-  clean = {"pwned": None, "scripts": 2, "elements": 0, "on": False}  # (2 scripts: the data block and the module)
+  clean = {"pwned": None, "scripts": 3, "elements": 0, "on": False}  # (the data block, the boot script, the UI's)
   with Firefox() as ff:
     ff.navigate(f"{html.resolve().as_uri()}#t=0&c={sched['id']}&r={rw['id']}&s=1")
     ff.wait(GRAPH, f"0:{rw['id']}:1")

@@ -164,7 +164,7 @@ def test_hostile_trace_export_injects_nothing(page, trace_dir, tmp_path):
   def no_injection():
     assert page.evaluate("() => window.__pwned") is None
     assert page.evaluate("() => document.querySelectorAll('img, iframe, object, embed').length") == 0
-    assert page.evaluate("() => document.querySelectorAll('script').length") == 2  # the data block and our module
+    assert page.evaluate("() => document.querySelectorAll('script').length") == 3  # data block, boot script, the UI
     on = "() => [...document.querySelectorAll('*')].some(e => [...e.attributes].some(a => a.name.startsWith('on')))"
     assert page.evaluate(on) is False
 
