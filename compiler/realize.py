@@ -22,6 +22,8 @@ BackendFactory = Callable[[UOp], Runner]
 
 DEFAULT_BACKEND = "llvm"
 RUNNER_CACHE_SIZE = 512
+# the kernels run while a TinyJit captures (compiler.jit sets and clears it): (name, runner, bufs) per kernel run
+capturing: list[tuple[str, Runner, Sequence[Buffer]]] | None = None
 
 
 def _interp_factory() -> BackendFactory:
@@ -145,8 +147,11 @@ def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> No
     for i, b in enumerate(bufs):  # allocated on first use; an output the kernel writes whole is not zeroed first
       b.ensure_allocated(zero=i not in whole or bufs.count(b) > 1)
     if recorder.RECORDER is None and level < 2:
-      get_runner(si.ast, backend)(bufs)
-      continue
-    with trace_context(si.name, kind="kernel"):  # (a compile's passes and sources go into the kernel's context)
-      runner, made_s = _runner(si.ast, backend)
-      debug.run_kernel(si.name, runner, bufs, made_s)
+      runner = get_runner(si.ast, backend)
+      runner(bufs)
+    else:
+      with trace_context(si.name, kind="kernel"):  # (a compile's passes and sources go into the kernel's context)
+        runner, made_s = _runner(si.ast, backend)
+        debug.run_kernel(si.name, runner, bufs, made_s)
+    if capturing is not None:
+      capturing.append((si.name, runner, bufs))

@@ -93,7 +93,7 @@ PIPELINE_MAY_IMPORT = {
   "codegen": set(),
   "runtime": {"codegen"},
 }
-FRONT_END = ("tensor", "tensor_index", "tensor_nn", "tensor_trig", "tensor_mixins", "nn", "gradient")
+FRONT_END = ("tensor", "tensor_index", "tensor_nn", "tensor_trig", "tensor_mixins", "nn", "gradient", "jit")
 
 
 def _module_name(root: Path, f: Path) -> str:

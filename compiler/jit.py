@@ -1,0 +1,190 @@
+"""TinyJit (tinygrad's name and behaviour): capture the kernels a function runs, then replay them on new inputs.
+
+The first call runs the function as it is (compiling its kernels); the second runs it again while
+`compiler.realize.run_schedule` reports every kernel it runs (its runner and its Buffers in slot order); later calls
+build no graph and schedule nothing: the captured kernels run in order, with the call's input Buffers (the realized
+Tensor arguments, positional and keyword) in the slots where the capture's inputs were, found by buffer identity.
+
+As in tinygrad, a replay returns the capture's own return value: its Tensors are bound to the captured output buffers,
+which the next call overwrites (copy what must outlive it, e.g. `.numpy()`). The jit holds every Buffer the capture
+used, so intermediates are never handed back to the buffer pool while it lives; weights and optimizer state written
+in place (assign, `opt.step()`) are the same buffers every call, so a replay updates them as the function would.
+Anything the function does besides running kernels (Python values, host reads, numpy random numbers) is frozen at
+the capture. `JIT=0` runs the function every call. While recording (VIZ), a replay is one trace context
+"jit replay N kernels" (kind "kernel") holding each kernel's run; a recording started (or restarted) after the
+capture makes the next call capture again, so the trace gets the kernels' passes and sources."""
+from __future__ import annotations
+
+import functools
+import os
+import time
+import weakref
+from typing import Any, Callable, Generic, Sequence, TypeVar
+
+from compiler import debug, realize
+from compiler.runtime.buffer import Buffer, buffer_of
+from compiler.tensor import Tensor
+from compiler.tensor_mixins.autograd import buffer_of_view
+from compiler.trace import recorder
+from compiler.trace.recorder import trace_context
+from vztrace.debuglines import run_line
+
+ReturnType = TypeVar("ReturnType")
+
+
+class JitError(Exception):
+  """A call a TinyJit cannot replay (tinygrad's JitError)."""
+
+
+def _input_tensors(args: tuple, kwargs: dict) -> tuple[list[int | str], list[Tensor]]:
+  """The Tensor arguments and their names (position, or keyword in sorted order), as tinygrad finds them."""
+  named = [(n, t) for n, t in [*enumerate(args), *sorted(kwargs.items())] if isinstance(t, Tensor)]
+  return [n for n, _ in named], [t for _, t in named]
+
+
+def _input_buffers(names: list[int | str], tensors: list[Tensor]) -> list[Buffer]:
+  """The Buffer of each input (lazy inputs are realized first); JitError for a constant or a repeated buffer."""
+  lazy = [t for t in tensors if buffer_of_view(t.uop) is None]
+  if lazy:
+    Tensor.realize(*lazy)
+  bufs = []
+  for n, t in zip(names, tensors):
+    b = buffer_of_view(t.uop)
+    if b is None:
+      raise JitError(f"TinyJit: argument {n!r} (shape {t.shape}) is not a buffer; make one with .contiguous()")
+    bufs.append(buffer_of(b))
+  if len({id(b) for b in bufs}) != len(bufs):
+    raise JitError(f"TinyJit: duplicate inputs (arguments {names} share a buffer)")
+  return bufs
+
+
+def _returned_tensors(ret: Any) -> list[Tensor]:
+  """The Tensors of a return value (a Tensor, None, or tuples/lists/dicts of them); JitError for anything else,
+  since a replay returns the capture's value as it is."""
+  if ret is None:
+    return []
+  if isinstance(ret, Tensor):
+    return [ret]
+  if isinstance(ret, (tuple, list, dict)):
+    return [t for x in (ret.values() if isinstance(ret, dict) else ret) for t in _returned_tensors(x)]
+  raise JitError(f"TinyJit: the function returned a {type(ret).__name__}; a jitted function returns Tensors")
+
+
+class _Capture:
+  """The kernels of one capture, with the slots where each input's buffer goes."""
+  __slots__ = ("ret", "names", "info", "calls", "slots", "recorder")
+
+  def __init__(self, ret: Any, names: list[int | str], tensors: list[Tensor], inputs: list[Buffer],
+               runs: list[tuple[str, Any, Sequence[Buffer]]]):
+    self.ret, self.names = ret, names
+    self.info = [(t.shape, t.dtype) for t in tensors]
+    where = {id(b): i for i, b in enumerate(inputs)}
+    self.calls: list[tuple[str, Any, list[Buffer | None]]] = []
+    self.slots: list[tuple[list, int, int]] = []  # (a call's buffer list, slot, input index)
+    for name, runner, bufs in runs:
+      bufs = list(bufs)  # holds the intermediates and outputs for the jit's life
+      for s, b in enumerate(bufs):
+        if (i := where.get(id(b))) is not None:
+          self.slots.append((bufs, s, i))
+          bufs[s] = None  # (this call's inputs are not kept)
+      self.calls.append((name, runner, bufs))
+    rec = recorder.RECORDER
+    self.recorder = None if rec is None else weakref.ref(rec)
+
+  def check(self, names: list[int | str], tensors: list[Tensor]) -> None:
+    """JitError unless the call's Tensor arguments are the capture's, with the same shapes and dtypes."""
+    if names != self.names:
+      raise JitError(f"TinyJit: the call's Tensor arguments {names} differ from the capture's {self.names}")
+    for n, t, (shape, dtype) in zip(names, tensors, self.info):
+      if t.shape != shape or t.dtype != dtype:
+        raise JitError(f"TinyJit: argument {n!r} has shape {t.shape} {t.dtype.name}, the capture had shape {shape} "
+                       f"{dtype.name}")
+
+  def stale(self) -> bool:
+    """Whether a recording started since the capture (its runners were compiled outside it)."""
+    rec = recorder.RECORDER
+    return rec is not None and (self.recorder is None or self.recorder() is not rec)
+
+  def replay(self, inputs: list[Buffer]) -> Any:
+    for bufs, s, i in self.slots:
+      bufs[s] = inputs[i]
+    if recorder.RECORDER is not None:
+      with trace_context(f"jit replay {len(self.calls)} kernels", kind="kernel"):
+        for name, runner, bufs in self.calls:
+          _traced_run(name, runner, bufs)
+    elif debug.level() >= 2:
+      for name, runner, bufs in self.calls:
+        debug.run_kernel(name, runner, bufs)
+    else:
+      for _, runner, bufs in self.calls:
+        runner(bufs)
+    return self.ret
+
+
+def _traced_run(name: str, runner: Any, bufs: list) -> None:
+  """Run a kernel and record its run into the current context (the replay's): a compiled kernel's own record would
+  go to the context it was compiled in."""
+  ts, t0 = time.time(), debug.clock()
+  with recorder.untraced():
+    runner(bufs)
+  dt = debug.clock() - t0
+  prg = getattr(runner, "program", None)
+  flops = prg.flops() if prg is not None and not prg.vars else 0
+  nbytes = runner.nbytes(bufs) if hasattr(runner, "nbytes") else sum(b.nbytes for b in bufs)
+  recorder.record("run", kname=name, times=[dt], min=dt, median=dt, flops=flops, bytes=nbytes,
+                  gflops=flops / dt / 1e9 if dt > 0 else 0.0, gbs=nbytes / dt / 1e9 if dt > 0 else 0.0, ts=ts)
+  if debug.level() >= 2:
+    print(run_line(name, dt, flops or None, nbytes), flush=True)
+
+
+class TinyJit(Generic[ReturnType]):
+  """`@TinyJit` on a function of Tensors: the second call captures its kernels, later calls replay them."""
+
+  def __init__(self, fxn: Callable[..., ReturnType]):
+    self.fxn = fxn
+    self.cnt = 0
+    self.captured: _Capture | None = None
+    functools.update_wrapper(self, fxn)
+
+  def reset(self) -> None:
+    """Drop the capture: the next call runs the function, the one after captures again."""
+    self.cnt, self.captured = 0, None
+
+  def __get__(self, obj: Any, objtype: Any = None) -> Callable[..., ReturnType]:
+    return self if obj is None else functools.partial(self.__call__, obj)  # methods
+
+  def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
+    names, tensors = _input_tensors(args, kwargs)
+    inputs = _input_buffers(names, tensors)
+    if os.environ.get("JIT", "1") == "0" or self.cnt == 0:
+      ret = self._run(args, kwargs)
+    elif self.captured is None or self.captured.stale():
+      ret = self._capture(args, kwargs, names, tensors, inputs)
+    else:
+      self.captured.check(names, tensors)
+      ret = self.captured.replay(inputs)
+    self.cnt += 1
+    return ret
+
+  def _run(self, args: tuple, kwargs: dict) -> Any:
+    ret = self.fxn(*args, **kwargs)
+    if outs := _returned_tensors(ret):
+      Tensor.realize(*outs)
+    return ret
+
+  def _capture(self, args: tuple, kwargs: dict, names: list[int | str], tensors: list[Tensor],
+               inputs: list[Buffer]) -> Any:
+    if realize.capturing is not None:
+      raise RuntimeError("TinyJit: a TinyJit inside another TinyJit's capture is not supported")
+    runs: list[tuple[str, Any, Sequence[Buffer]]] = []
+    realize.capturing = runs
+    try:
+      ret = self._run(args, kwargs)
+    finally:
+      realize.capturing = None
+    if not runs:
+      raise JitError(f"TinyJit: {getattr(self.fxn, '__name__', 'the function')} ran no kernel while capturing")
+    self.captured = _Capture(ret, names, tensors, inputs, runs)
+    if debug.level() >= 1:
+      print(f"JIT captured {len(runs)} kernels with {len(inputs)} inputs", flush=True)
+    return ret

@@ -1,0 +1,153 @@
+"""TinyJit: capture on the second call, replay after; the same numbers as the function run plainly."""
+import gc
+
+import numpy as np
+import pytest
+
+from bench.workloads import WORKLOADS
+from compiler import Tensor, nn
+from compiler.jit import JitError, TinyJit
+from compiler.trace import recorder
+from vztrace.reader import TraceReader
+
+
+def _counting(fn):
+  """fn, and a list that gets one entry per time its Python body runs (a replay runs none)."""
+  calls = []
+
+  def body(*args, **kwargs):
+    calls.append(1)
+    return fn(*args, **kwargs)
+  return body, calls
+
+
+@pytest.mark.parametrize("name", ["elementwise", "matmul", "softmax", "conv2d", "mlp"])
+def test_replay_matches_the_plain_function_on_new_data(name):
+  w = WORKLOADS[name](scale=0.1)
+  body, calls = _counting(w.build)
+  jitted = TinyJit(body)
+  rng = np.random.default_rng(3)
+  for i in range(5):
+    arrays = [rng.standard_normal(a.shape).astype(a.dtype) for a in w.inputs]
+    got = jitted(*[Tensor(a) for a in arrays]).numpy()
+    want = w.build(*[Tensor(a) for a in arrays]).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"call {i}")
+    np.testing.assert_allclose(got, w.reference(*arrays), rtol=1e-3, atol=1e-4)
+  assert len(calls) == 2  # the plain call and the capture; calls 3-5 replayed
+
+
+def test_keyword_inputs_are_swapped_in():
+  jitted = TinyJit(lambda a, *, b: a * 2 + b)
+  for i in range(4):
+    a, b = np.full(8, i, np.float32), np.arange(8, dtype=np.float32) * (i + 1)
+    np.testing.assert_array_equal(jitted(Tensor(a), b=Tensor(b)).numpy(), a * 2 + b)
+
+
+def _train(opt_name: str, jit: bool, steps: int = 5) -> list[np.ndarray]:
+  w = WORKLOADS["mlp"](scale=0.1)
+  x_np, w1_np, w2_np = w.inputs
+  rng = np.random.default_rng(7)
+  w1, w2 = Tensor(w1_np.copy(), requires_grad=True), Tensor(w2_np.copy(), requires_grad=True)
+  opt = nn.optim.SGD([w1, w2], lr=0.1, momentum=0.9) if opt_name == "SGD" else nn.optim.Adam([w1, w2], lr=0.01)
+
+  def step(x: Tensor, y: Tensor) -> Tensor:
+    opt.zero_grad()
+    loss = (x @ w1).relu().matmul(w2).sparse_categorical_crossentropy(y)
+    loss.backward()
+    opt.step()
+    return loss
+  run = TinyJit(step) if jit else step
+  losses = []
+  for _ in range(steps):
+    x = rng.standard_normal(x_np.shape).astype(np.float32)
+    y = rng.integers(0, 10, len(x_np)).astype(np.int32)
+    losses.append(run(Tensor(x), Tensor(y)).numpy().copy())
+  return [w1.numpy(), w2.numpy(), np.array(losses)]
+
+
+@pytest.mark.parametrize("opt_name", ["SGD", "Adam"])
+def test_jitted_training_step_gives_the_plain_weights(opt_name):
+  plain, jitted = _train(opt_name, jit=False), _train(opt_name, jit=True)
+  for p, j in zip(plain, jitted):
+    np.testing.assert_allclose(j, p, rtol=1e-5, atol=1e-6)
+  assert not np.allclose(plain[2][0], plain[2][-1])  # the steps did train
+
+
+def test_shape_mismatch_raises_naming_the_argument_and_shapes():
+  jitted = TinyJit(lambda a, b: a + b)
+  for _ in range(3):
+    jitted(Tensor(np.ones((2, 3), np.float32)), Tensor(np.ones((2, 3), np.float32)))
+  with pytest.raises(JitError, match=r"argument 1 has shape \(3, 3\) float32, the capture had shape \(2, 3\)"):
+    jitted(Tensor(np.ones((2, 3), np.float32)), Tensor(np.ones((3, 3), np.float32)))
+  with pytest.raises(JitError, match="int32"):
+    jitted(Tensor(np.ones((2, 3), np.int32)), Tensor(np.ones((2, 3), np.float32)))
+
+
+def test_function_running_no_kernel_raises_and_reset_drops_the_capture():
+  with pytest.raises(JitError, match="ran no kernel"):
+    jitted = TinyJit(lambda a: None)
+    for _ in range(2):
+      jitted(Tensor(np.ones(4, np.float32)))
+  jitted = TinyJit(lambda a: a + 1)
+  for _ in range(3):
+    jitted(Tensor(np.ones(4, np.float32)))
+  jitted.reset()
+  assert jitted.captured is None
+  np.testing.assert_array_equal(jitted(Tensor(np.ones(5, np.float32))).numpy(), np.full(5, 2))  # a new shape: fine
+
+
+def test_intermediates_and_outputs_stay_the_jits_while_other_buffers_come_and_go():
+  jitted = TinyJit(lambda a, b: ((a * b).contiguous() + a).exp2().sum(axis=0))
+  rng = np.random.default_rng(5)
+  before: list = []
+  for i in range(6):
+    a, b = rng.standard_normal((64, 32)).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
+    out = jitted(Tensor(a), Tensor(b))
+    for t, want in before:  # the last call's other tensors: the replay wrote none of their buffers
+      np.testing.assert_array_equal(t.numpy(), want)
+    before = []
+    gc.collect()  # buffers that died now give their arrays to the pool, and the tensors below take them
+    vals = [rng.standard_normal((64, 32)).astype(np.float32) for _ in range(3)] + [np.full(32, k, np.float32)
+                                                                                   for k in range(3)]
+    before.extend(((Tensor(v) * 1).realize(), v) for v in vals)
+    np.testing.assert_allclose(out.numpy(), np.exp2(a * b + a).sum(0), rtol=1e-4, err_msg=f"call {i}")
+
+
+def test_returned_tensors_are_the_captured_outputs_overwritten_by_the_next_call():
+  jitted = TinyJit(lambda a: a * 3)
+  outs = [jitted(Tensor(np.full(4, i, np.float32))) for i in range(4)]
+  assert outs[2] is outs[3]
+  np.testing.assert_array_equal(outs[3].numpy(), np.full(4, 9))
+
+
+def test_replay_is_one_trace_context_with_each_kernel_run(trace):
+  x = Tensor(np.ones((16, 16), np.float32))
+  jitted = TinyJit(lambda a: (a @ x).relu() + 1)
+  for i in range(4):
+    np.testing.assert_allclose(jitted(Tensor(np.full((16, 16), i, np.float32))).numpy(), np.full((16, 16), 16 * i + 1))
+  kernels = [name for name, _, _ in jitted.captured.calls]
+  recorder.disable()
+  recs = list(TraceReader(trace))
+  replays = [r for r in recs if r["t"] == "ctx_begin" and r["name"].startswith("jit replay")]
+  assert [(r["name"], r["kind"]) for r in replays] == [(f"jit replay {len(kernels)} kernels", "kernel")] * 2
+  for ctx in replays:
+    runs = [r for r in recs if r["t"] == "run" and r["ctx"] == ctx["id"]]
+    assert [r["kname"] for r in runs] == kernels and all(r["min"] >= 0 for r in runs)
+
+
+def test_recording_started_after_the_capture_captures_again(tmp_path):
+  jitted = TinyJit(lambda a: a + 1)
+  for i in range(3):
+    jitted(Tensor(np.full(4, i, np.float32)))
+  first = jitted.captured
+  path = tmp_path / "late.vztrace"
+  recorder.enable(path, announce=False)
+  try:
+    np.testing.assert_array_equal(jitted(Tensor(np.full(4, 7, np.float32))).numpy(), np.full(4, 8))
+    assert jitted.captured is not first
+    np.testing.assert_array_equal(jitted(Tensor(np.full(4, 1, np.float32))).numpy(), np.full(4, 2))
+  finally:
+    recorder.disable()
+  recs = list(TraceReader(path))
+  assert any(r["t"] == "ctx_begin" and r["name"] == "jit replay 1 kernels" for r in recs)
+  assert any(r["t"] == "source" for r in recs)  # the re-capture compiled its kernel for this trace
