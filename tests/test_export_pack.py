@@ -34,6 +34,11 @@ def as_json(data: dict) -> dict:
   return out
 
 
+UNPACK = (JS / "export_unpack.js").read_text() + """
+  let text = ""; process.stdin.on("data", (c) => { text += c; });
+  process.stdin.on("end", () => process.stdout.write(JSON.stringify(tinyvizUnpack.unpack(JSON.parse(text)))));"""
+
+
 def node_run(script: str, stdin: str) -> str:
   p = subprocess.run(["node", "-e", script], input=stdin, capture_output=True, text=True, timeout=120)
   assert p.returncode == 0, p.stderr
@@ -54,16 +59,14 @@ def test_a_real_exports_data_decodes_to_what_collect_made(real_data):
   assert sum(len(g["deltas"]) for g in data["graphs"].values()) > 5
   assert as_json(export_pack.unpack(packed)) == as_json(data)
   # the page's decoder gives the same (node stands in for the page: the decoder is plain script)
-  script = (JS / "export_unpack.js").read_text() + """
-    let text = ""; process.stdin.on("data", (c) => { text += c; });
-    process.stdin.on("end", () => process.stdout.write(JSON.stringify(tinyvizUnpack.unpack(JSON.parse(text)))));"""
-  assert as_json(json.loads(node_run(script, json.dumps(packed)))) == as_json(data)
+  assert as_json(json.loads(node_run(UNPACK, json.dumps(packed)))) == as_json(data)
 
 
 def _one_rewrite(fresh_fields: list, nodes_added: list, step: dict) -> dict:
   statics = {"1": ["ADD", "int", "None", "ADD\nint", "alu", 40.0, 30.0, [], []],
              "2": ["MUL", "int", "None", "MUL\nint", "alu", 40.0, 30.0, [1], []]}
-  g0 = {"step": 0, "nodes": [[1, 0.0, 0.0, 0], [2, 50.25, 10.0, 0]], "width": 90.0, "height": 40.0}
+  g0 = {"step": 0, "nodes": [[1, 0.0, 0.0, 0], [2, 50.25, 10.0, 0]], "width": 90.0, "height": 40.0,
+        "bent": [[0, 0], [3, 0, 1]]}  # (a route between two centers, and one with all its points)
   delta = {"from": 0, "to": 1, "nodes_added": nodes_added, "nodes_removed": [2], "nodes_moved": {},
            "edges_removed": [], "width": 90.0, "height": 40.0, "removed": None, "match": {"k": 1, "pattern": 0},
            **step}
@@ -88,6 +91,7 @@ def test_what_a_step_does_not_repeat_is_rebuilt_and_anything_else_kept(case):
   assert packed["routes"]["x"] == {"r": [0.0, 1e-7]}
   assert ("added" in d["rest"][0]) == (case == "odd lists")
   assert as_json(export_pack.unpack(packed)) == as_json(data)
+  assert as_json(json.loads(node_run(UNPACK, json.dumps(packed)))) == as_json(data)  # and the page's decoder
 
 
 def test_the_pages_structural_hash_is_diff_pys(real_data):
