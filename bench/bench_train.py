@@ -3,7 +3,8 @@
 Columns: kernels per step (forward, backward and the optimizer's update), the median time per step (building the
 graph, the gradient rewrite, scheduling, compiled kernels) and its parts, numpy's time and time/numpy, where numpy is
 a hand-written forward + backward + update of the same model (float32, same math) run in the same process, the two
-alternating step by step. The first steps (compiling) are warm-up and not timed.
+alternating step by step. The first steps (compiling) are warm-up and not timed. `--jit` adds a row per optimizer
+with the step a `TinyJit` (timed on the replays: no graph, gradient or schedule built; "schedule+run" is the replay).
 
 Both sides run on `--threads` cores (ours: THREADS; numpy's BLAS: threadpoolctl), 1 by default, timed by CPU time
 (process_time) so that other load on the machine does not skew the ratio; with more threads, by the clock. (With
@@ -25,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.table import format_table  # noqa: E402
 from bench.workloads import mlp  # noqa: E402
-from compiler import Tensor, nn  # noqa: E402
+from compiler import Tensor, TinyJit, nn  # noqa: E402
 from compiler.schedule import create_schedule  # noqa: E402
 from compiler.tensor import _realized  # noqa: E402
 
@@ -102,9 +103,20 @@ def tinyviz_step(x: Tensor, y: Tensor, w1: Tensor, w2: Tensor, opt: nn.optim.Opt
   return loss, [loss, *opt.schedule_step()]
 
 
-def measure(name: str, steps: int, warmup: int, clock=time.perf_counter) -> tuple[int, float, float, float]:
+def jitted_step(w1: Tensor, w2: Tensor, opt: nn.optim.Optimizer) -> TinyJit:
+  """The step as a tinygrad user jits it: after two calls, a call replays the captured kernels."""
+  @TinyJit
+  def step(x: Tensor, y: Tensor) -> Tensor:
+    loss, outs = tinyviz_step(x, y, w1, w2, opt)
+    Tensor.realize(*outs)
+    return loss
+  return step
+
+
+def measure(name: str, steps: int, warmup: int, clock=time.perf_counter,
+            jit: bool = False) -> tuple[int, float, float, float]:
   """One optimizer's training run: kernels per step and the median seconds per step (all, graph+grad) and numpy's,
-  by `clock`."""
+  by `clock`. jit: the step is a TinyJit (its first 2 calls, plain and capture, are warm-up: `warmup` >= 2)."""
   wl = mlp()
   x_np, w1_np, w2_np = wl.inputs
   y_np = _labels(len(x_np))
@@ -114,14 +126,20 @@ def measure(name: str, steps: int, warmup: int, clock=time.perf_counter) -> tupl
   ref_ws = [w1_np.copy(), w2_np.copy()]
   ref_opt = NumpySGD(ref_ws) if name == "SGD" else NumpyAdam(ref_ws)
   times, builds, ref_times, kernels, losses, ref_losses = [], [], [], 0, [], []
+  step = jitted_step(w1, w2, opt) if jit else None
+  warmup = max(warmup, 2) if jit else warmup
   # the two steps alternate, so a machine's changing load reaches both alike
   for i in range(warmup + steps):
     t0 = clock()
-    loss, outs = tinyviz_step(x, y, w1, w2, opt)
-    t1 = clock()
-    if i == 0:
-      kernels = len(create_schedule([t.uop for t in outs], dict(_realized))[0])
-    Tensor.realize(*outs)
+    if step is not None:  # no graph or gradient built, after the capture
+      loss = step(x, y)
+      t1 = t0
+    else:
+      loss, outs = tinyviz_step(x, y, w1, w2, opt)
+      t1 = clock()
+      if i == 0:
+        kernels = len(create_schedule([t.uop for t in outs], dict(_realized))[0])
+      Tensor.realize(*outs)
     t2 = clock()
     losses.append(loss.item())
     t3 = clock()
@@ -139,7 +157,9 @@ def measure(name: str, steps: int, warmup: int, clock=time.perf_counter) -> tupl
     np.testing.assert_allclose(w.numpy(), ref, rtol=0, atol=1e-3 * np.abs(ref).max())
   exact = [loss64(x_np, y_np, *ws) for ws in ([w1.numpy(), w2.numpy()], ref_ws)]
   np.testing.assert_allclose(exact[0], exact[1], rtol=1e-3)
-  print(f"{name}: losses agree over {len(losses)} steps: {losses[0]:.4f} -> {losses[-1]:.3g}")
+  if step is not None:
+    kernels = len(step.captured.calls)
+  print(f"{name}{' jit' if jit else ''}: losses agree over {len(losses)} steps: {losses[0]:.4f} -> {losses[-1]:.3g}")
   return kernels, statistics.median(times), statistics.median(builds), statistics.median(ref_times)
 
 
@@ -149,6 +169,7 @@ def main(argv: list[str] | None = None) -> None:
   ap.add_argument("--warmup", type=int, default=3)
   ap.add_argument("--opt", default="SGD,Adam", help="the optimizers to measure")
   ap.add_argument("--threads", type=int, default=1, help="cores for each side (1: timed by CPU time)")
+  ap.add_argument("--jit", action="store_true", help="also a row per optimizer with the step a TinyJit")
   args = ap.parse_args(argv)
   from threadpoolctl import threadpool_limits
   os.environ["THREADS"] = str(args.threads)  # (read when a kernel is compiled: none is yet)
@@ -161,6 +182,9 @@ def main(argv: list[str] | None = None) -> None:
   for name in args.opt.split(","):
     kernels, t, b, r = measure(name, args.steps, args.warmup, clock)
     rows.append((f"tinyviz MLP {name} batch 64", kernels, t * 1e3, b * 1e3, (t - b) * 1e3, r * 1e3, t / r))
+    if args.jit:
+      kernels, t, b, r = measure(name, args.steps, args.warmup, clock, jit=True)
+      rows.append((f"  {name} TinyJit (replay)", kernels, t * 1e3, b * 1e3, (t - b) * 1e3, r * 1e3, t / r))
   print(format_table(cols, rows))
 
 
