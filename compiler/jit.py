@@ -8,7 +8,9 @@ Tensor arguments, positional and keyword) in the slots where the capture's input
 As in tinygrad, a replay returns the capture's own return value: its Tensors are bound to the captured output buffers,
 which the next call overwrites (copy what must outlive it, e.g. `.numpy()`). The jit holds every Buffer the capture
 used, so intermediates are never handed back to the buffer pool while it lives; weights and optimizer state written
-in place (assign, `opt.step()`) are the same buffers every call, so a replay updates them as the function would.
+in place (assign, `opt.step()`) are the same buffers every call, so a replay updates them as the function would; an
+assign the scheduler gives a fresh buffer (its value reads the target at other elements) rebinds its tensor, so the
+capture raises JitError rather than replay reads of the old buffer.
 Anything the function does besides running kernels (Python values, host reads, numpy random numbers) is frozen at
 the capture. `JIT=0` runs the function every call. While recording (VIZ), a replay is one trace context
 "jit replay N kernels" (kind "kernel") holding each kernel's run; a recording started (or restarted) after the
@@ -16,12 +18,15 @@ capture makes the next call capture again, so the trace gets the kernels' passes
 from __future__ import annotations
 
 import functools
+import gc
 import os
+import sys
 import time
 import weakref
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
 from compiler import debug, realize
+from compiler.dtype import dtypes
 from compiler.runtime.buffer import Buffer, buffer_of
 from compiler.tensor import Tensor
 from compiler.tensor_mixins.autograd import buffer_of_view
@@ -70,6 +75,33 @@ def _returned_tensors(ret: Any) -> list[Tensor]:
   raise JitError(f"TinyJit: the function returned a {type(ret).__name__}; a jitted function returns Tensors")
 
 
+def _fresh_uid() -> int:
+  """A buffer id: every Buffer made after this call has a larger one (BUFFER UOps and Buffers share one counter)."""
+  return Buffer(dtypes.uint8, 0).uid
+
+
+def _stale_reads(calls: list[tuple[str, Any, list[Buffer | None]]], first_uid: int) -> list[tuple[str, Buffer]]:
+  """Buffers made before the capture that its kernels only read and that nothing but the jit holds now: their
+  tensor was rebound during the capture (an assign into a fresh buffer), so a replay would read the old contents.
+  (A kernel whose outputs are unknown is taken to write all its buffers.)"""
+  written: set[int] = set()
+  read: dict[int, tuple[str, Buffer]] = {}
+  held: dict[int, int] = {}
+  for name, runner, bufs in calls:
+    outs = getattr(getattr(runner, "program", None), "outs", None)
+    for s, b in enumerate(bufs):
+      if b is None:
+        continue
+      held[id(b)] = held.get(id(b), 0) + 1
+      if outs is None or s in outs:
+        written.add(id(b))
+      elif b.uid < first_uid:
+        read.setdefault(id(b), (name, b))
+  gc.collect()  # (dead graphs in cycles still holding a buffer's UOp)
+  # references: the jit's slots, `read`'s tuple, `pair`, getrefcount's argument (b is an element of pair)
+  return [pair for k, pair in read.items() if k not in written and sys.getrefcount(pair[1]) <= held[k] + 3]
+
+
 class _Capture:
   """The kernels of one capture, with the slots where each input's buffer goes."""
   __slots__ = ("ret", "names", "info", "calls", "slots", "recorder")
@@ -90,6 +122,7 @@ class _Capture:
       self.calls.append((name, runner, bufs))
     rec = recorder.RECORDER
     self.recorder = None if rec is None else weakref.ref(rec)
+    runs.clear()  # (the scheduler's tuples of the capture's buffers, for _stale_reads' counts)
 
   def check(self, names: list[int | str], tensors: list[Tensor]) -> None:
     """JitError unless the call's Tensor arguments are the capture's, with the same shapes and dtypes."""
@@ -177,6 +210,7 @@ class TinyJit(Generic[ReturnType]):
     if realize.capturing is not None:
       raise RuntimeError("TinyJit: a TinyJit inside another TinyJit's capture is not supported")
     runs: list[tuple[str, Any, Sequence[Buffer]]] = []
+    first_uid = _fresh_uid()
     realize.capturing = runs
     try:
       ret = self._run(args, kwargs)
@@ -184,7 +218,13 @@ class TinyJit(Generic[ReturnType]):
       realize.capturing = None
     if not runs:
       raise JitError(f"TinyJit: {getattr(self.fxn, '__name__', 'the function')} ran no kernel while capturing")
-    self.captured = _Capture(ret, names, tensors, inputs, runs)
+    captured = _Capture(ret, names, tensors, inputs, runs)
+    if stale := _stale_reads(captured.calls, first_uid):
+      name, b = stale[0]
+      raise JitError(f"TinyJit: kernel {name} reads a buffer ({b.dtype.name} x{b.size}) that no tensor holds after the "
+                     "capture: an assign went to a fresh buffer (its value reads the target at other elements), so a "
+                     "replay would read stale values; assign a .contiguous() value instead")
+    self.captured = captured
     if debug.level() >= 1:
       print(f"JIT captured {len(runs)} kernels with {len(inputs)} inputs", flush=True)
     return ret

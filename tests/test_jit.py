@@ -151,3 +151,27 @@ def test_recording_started_after_the_capture_captures_again(tmp_path):
   recs = list(TraceReader(path))
   assert any(r["t"] == "ctx_begin" and r["name"] == "jit replay 1 kernels" for r in recs)
   assert any(r["t"] == "source" for r in recs)  # the re-capture compiled its kernel for this trace
+
+
+def _flip_step(w: Tensor, contiguous: bool):
+  def step(x: Tensor) -> Tensor:
+    v = w.flip(0)
+    w.assign((v.contiguous() if contiguous else v) + x).realize()  # a flip reads the target at other elements
+    return w.sum()
+  return step
+
+
+def test_an_assign_in_place_replays_exactly():
+  plain_w, jit_w = (Tensor(np.arange(4, dtype=np.float32)) for _ in range(2))
+  plain, jitted = _flip_step(plain_w, True), TinyJit(_flip_step(jit_w, True))
+  for i in range(5):
+    x = np.full(4, i, np.float32)
+    assert jitted(Tensor(x)).item() == plain(Tensor(x)).item()
+    np.testing.assert_array_equal(jit_w.numpy(), plain_w.numpy())
+
+
+def test_an_assign_into_a_fresh_buffer_raises_rather_than_replaying_stale_values():
+  jitted = TinyJit(_flip_step(Tensor(np.arange(4, dtype=np.float32)), False))
+  jitted(Tensor(np.ones(4, np.float32)))
+  with pytest.raises(JitError, match=r"reads a buffer \(float32 x4\) that no tensor holds"):
+    jitted(Tensor(np.ones(4, np.float32)))
