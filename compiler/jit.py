@@ -8,13 +8,15 @@ Tensor arguments, positional and keyword) in the slots where the capture's input
 As in tinygrad, a replay returns the capture's own return value: its Tensors are bound to the captured output buffers,
 which the next call overwrites (copy what must outlive it, e.g. `.numpy()`). The jit holds every Buffer the capture
 used, so intermediates are never handed back to the buffer pool while it lives; weights and optimizer state written
-in place (assign, `opt.step()`) are the same buffers every call, so a replay updates them as the function would; an
-assign the scheduler gives a fresh buffer (its value reads the target at other elements) rebinds its tensor, so the
-capture raises JitError rather than replay reads of the old buffer.
-Anything the function does besides running kernels (Python values, host reads, numpy random numbers) is frozen at
-the capture. `JIT=0` runs the function every call. While recording (VIZ), a replay is one trace context
-"jit replay N kernels" (kind "kernel") holding each kernel's run; a recording started (or restarted) after the
-capture makes the next call capture again, so the trace gets the kernels' passes and sources."""
+in place (assign, `opt.step()`) are the same buffers every call, so a replay updates them as the function would. An
+assign the scheduler gives a fresh buffer (its value reads the target at other elements) rebinds its tensor: such a
+capture raises JitError rather than replay reads of the old buffer. Anything the function does besides running
+kernels (Python values, host reads, numpy random numbers) is frozen at the capture, and work it leaves lazy (an
+assign nothing realizes inside it) is not captured: realize it inside. `JIT=0` runs the function every call.
+
+While recording (VIZ), a replay is one trace context "jit replay N kernels" (kind "kernel") holding each kernel's
+run; a recording started (or restarted) after the capture makes the next call capture again, so the trace gets the
+kernels' passes and sources."""
 from __future__ import annotations
 
 import functools

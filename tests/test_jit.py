@@ -175,3 +175,69 @@ def test_an_assign_into_a_fresh_buffer_raises_rather_than_replaying_stale_values
   jitted(Tensor(np.ones(4, np.float32)))
   with pytest.raises(JitError, match=r"reads a buffer \(float32 x4\) that no tensor holds"):
     jitted(Tensor(np.ones(4, np.float32)))
+
+
+class _CNN:
+  def __init__(self):
+    self.c1, self.bn, self.l1 = nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm(8), nn.Linear(8 * 4 * 4, 10)
+    self.bn.num_batches_tracked.requires_grad_(False)  # (state the optimizer realizes with each step)
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return self.l1(self.bn(self.c1(x.reshape(-1, 1, 8, 8))).relu().max_pool2d(2).flatten(1))
+
+
+def _train_cnn(jit: bool) -> list[np.ndarray]:
+  Tensor.manual_seed(3)
+  model = _CNN()
+  opt = nn.optim.AdamW(nn.state.get_parameters(model), lr=0.01)
+
+  def step(x: Tensor, y: Tensor) -> Tensor:
+    with Tensor.train():
+      opt.zero_grad()
+      loss = model(x).sparse_categorical_crossentropy(y)
+      loss.backward()
+      Tensor.realize(loss, *opt.schedule_step())
+    return loss
+  run = TinyJit(step) if jit else step
+  rng = np.random.default_rng(0)
+  losses = [run(Tensor(rng.standard_normal((16, 64)).astype(np.float32)),
+                Tensor(rng.integers(0, 10, 16).astype(np.int32))).item() for _ in range(5)]
+  return [np.array(losses), *(p.numpy() for p in nn.state.get_parameters(model))]
+
+
+def test_jitted_cnn_step_with_batchnorm_gives_the_plain_weights_and_running_stats():
+  plain, jitted = _train_cnn(False), _train_cnn(True)
+  assert len(plain) == len(jitted) > 5
+  for p, j in zip(plain, jitted):
+    np.testing.assert_allclose(j, p, rtol=1e-5, atol=1e-6)
+  assert [p.tolist() for p in plain if p.dtype == np.int32] == [[5]]  # num_batches_tracked: every step counted
+
+
+def test_jit_off_nesting_returns_and_methods(monkeypatch):
+  body, calls = _counting(lambda a: a + 1)
+  monkeypatch.setenv("JIT", "0")
+  plain = TinyJit(body)
+  for _ in range(4):
+    plain(Tensor(np.ones(3, np.float32)))
+  assert len(calls) == 4
+  monkeypatch.delenv("JIT")
+  inner = TinyJit(lambda a: a * 2)
+  outer = TinyJit(lambda a: inner(a) + 1)
+  outer(Tensor(np.ones(3, np.float32)))
+  with pytest.raises(RuntimeError, match="inside another TinyJit"):  # the second call: both would capture
+    outer(Tensor(np.ones(3, np.float32)))
+  with pytest.raises(JitError, match="returned a float"):
+    bad = TinyJit(lambda a: (a + 1).sum().item())
+    for _ in range(2):
+      bad(Tensor(np.ones(3, np.float32)))
+
+  class Model:
+    def __init__(self):
+      self.w = Tensor(np.full(3, 2, np.float32))
+
+    @TinyJit
+    def __call__(self, x: Tensor) -> Tensor:
+      return x * self.w
+  m = Model()
+  for i in range(4):
+    np.testing.assert_array_equal(m(Tensor(np.full(3, i, np.float32))).numpy(), np.full(3, 2 * i))
