@@ -284,6 +284,21 @@ def test_background_work_gives_way_to_requests():
     assert resumed
 
 
+def test_background_work_can_ask_for_a_longer_quiet():
+  """pause(idle): far prefetches wait until no request came for `idle` s (views.FAR_IDLE_S), not only IDLE_S."""
+  gate = RequestGate()
+  gate.cv = _WatchedCondition()
+  idle = 20 * gate.IDLE_S
+  resumed = []
+  with gate.request():
+    t = threading.Thread(target=lambda: (gate.pause(idle), resumed.append(time.monotonic())))
+    t.start()
+    assert gate.cv.waited.wait(60)
+    ended = time.monotonic()
+  t.join(60)
+  assert resumed and resumed[0] >= ended + idle * 0.9
+
+
 def test_prefetch_computes_the_next_block_boundary(big):
   rw = max(big.rewrites.values(), key=lambda r: r.matches)
   views = Views(None)  # type: ignore[arg-type]  # prefetch needs no store

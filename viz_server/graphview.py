@@ -215,15 +215,16 @@ class RequestGate:
       with self.cv:
         self.waiting -= 1
 
-  def pause(self) -> None:
-    """Called by background work between chunks: returns once no request has been served for IDLE_S, or when a
-    request waits for the background."""
+  def pause(self, idle: float | None = None) -> None:
+    """Called by background work between chunks: returns once no request has been served for `idle` seconds
+    (default IDLE_S), or when a request waits for the background."""
+    need = self.IDLE_S if idle is None else idle
     with self.cv:
       while not self.waiting:
         quiet = time.monotonic() - self.last
-        if not self.serving and quiet >= self.IDLE_S:
+        if not self.serving and quiet >= need:
           return
-        self.cv.wait(self.IDLE_S - quiet if not self.serving and quiet > 0 else self.IDLE_S)
+        self.cv.wait(need - quiet if not self.serving and quiet > 0 else need)
 
 
 REQUEST_GATE = RequestGate()

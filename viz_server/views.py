@@ -15,6 +15,8 @@ AHEAD = 2  # next block boundaries whose layouts (and the steps up to them) are 
 FAR_NODES = 50_000  # then further boundaries while their graphs hold this many nodes in all: a jump far ahead (End,
 # the slider) is then at most BLOCK - 1 derivations from a kept layout (issue 18: the first far jump of a 2,000-node
 # rewrite took ~0.9 s on a loaded 2-core machine)
+FAR_IDLE_S = 0.1  # ... computed only once no request came for this long: while the user steps (key repeat: ~30 a
+# second) the browser drawing each step gets the CPU, and a pause to read lets the background go on
 
 
 class Views:
@@ -27,7 +29,8 @@ class Views:
     self._views: OrderedDict[tuple[int, int], StepGraphs] = OrderedDict()
     self.drawn = DrawnCache()  # drawn diffs between points of ended traces (the ids here are this store's)
     self._lock = threading.Lock()
-    self._want: tuple[StepGraphs, list[int]] | None = None  # the latest prefetch wish: (view, steps in order)
+    self._want: tuple[StepGraphs, list[int], set[int]] | None = None  # the latest prefetch wish: (view, steps in
+    # order, the far ones among them)
     self._wake = threading.Condition()
     self._worker: threading.Thread | None = None
     if store is not None:  # (tests make views of a trace without a store)
@@ -42,9 +45,9 @@ class Views:
   def prefetch(self, view: StepGraphs, k: int) -> None:
     """Compute in the background the layouts that stepping on from k in the direction of travel will need: the next
     step, the layouts of the next AHEAD block boundaries (kept for good), further boundaries ahead while their graphs
-    hold FAR_NODES nodes in all, then the next PREFETCH steps (last: the most recent in the LRU of derived layouts,
-    which the chains to far boundaries go through; a newer wish replaces an older one; a layout being computed is
-    finished first)."""
+    hold FAR_NODES nodes in all (each once no request came for FAR_IDLE_S), then the next PREFETCH steps (last: the
+    most recent in the LRU of derived layouts, which the chains to far boundaries go through; a newer wish replaces
+    an older one; a layout being computed is finished first)."""
     if self.prefetch_steps <= 0:
       return
     n = view.rw.matches
@@ -55,12 +58,13 @@ class Views:
     else:
       near = list(range(k + 1, min(n, k + self.prefetch_steps) + 1))
       ahead = list(range(checkpoint(k) + BLOCK, n + 1, BLOCK))
-      wish = near[:1] + ahead[:AHEAD] + self._far(view, ahead[AHEAD:]) + near[1:]
+      far = self._far(view, ahead[AHEAD:])
+      wish = near[:1] + ahead[:AHEAD] + far + near[1:]
     wish = [s for s in wish if not view.cached(s)]
     if not wish:
       return
     with self._wake:
-      self._want = (view, wish)
+      self._want = (view, wish, set() if back else set(far))
       if self._worker is None:
         self._worker = threading.Thread(target=self._run, name="tinyviz-prefetch", daemon=True)
         self._worker.start()
@@ -83,12 +87,13 @@ class Views:
       with self._wake:
         while self._want is None:
           self._wake.wait()
-        view, wish = self._want
+        view, wish, far = self._want
         step = wish[0]
-        self._want = (view, wish[1:]) if len(wish) > 1 else None
+        self._want = (view, wish[1:], far) if len(wish) > 1 else None
       try:
-        REQUEST_GATE.pause()
-        view.prepare(step, pause=REQUEST_GATE.pause)
+        idle = FAR_IDLE_S if step in far else None
+        REQUEST_GATE.pause(idle)
+        view.prepare(step, pause=lambda: REQUEST_GATE.pause(idle))  # noqa: B023
       except Exception:  # a prefetch is only a guess; the request that needs the step will report the error
         pass
 
