@@ -44,8 +44,18 @@ class JitError(Exception):
 
 
 def _input_tensors(args: tuple, kwargs: dict) -> tuple[list[int | str], list[Tensor]]:
-  """The Tensor arguments and their names (position, or keyword in sorted order), as tinygrad finds them."""
-  named = [(n, t) for n, t in [*enumerate(args), *sorted(kwargs.items())] if isinstance(t, Tensor)]
+  """The Tensor arguments and their names (position, or keyword in sorted order), then, as tinygrad, the Tensors
+  directly inside list, tuple and dict arguments (named "arg[key]"; not deeper, so a model passed in is no input)."""
+  named: list[tuple[int | str, Tensor]] = []
+  inner: list[tuple[int | str, Tensor]] = []
+  for n, x in [*enumerate(args), *sorted(kwargs.items())]:
+    if isinstance(x, Tensor):
+      named.append((n, x))
+    elif isinstance(x, (list, tuple, dict)):
+      items = x.items() if isinstance(x, dict) else enumerate(x)
+      inner += [(f"{n}[{k!r}]", t) for k, t in items if isinstance(t, Tensor)]
+  seen = {id(t) for _, t in named}
+  named += [(n, t) for n, t in inner if id(t) not in seen and not seen.add(id(t))]
   return [n for n, _ in named], [t for _, t in named]
 
 

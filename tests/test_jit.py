@@ -36,11 +36,13 @@ def test_replay_matches_the_plain_function_on_new_data(name):
   assert len(calls) == 2  # the plain call and the capture; calls 3-5 replayed
 
 
-def test_keyword_inputs_are_swapped_in():
-  jitted = TinyJit(lambda a, *, b: a * 2 + b)
+def test_keyword_and_container_inputs_are_swapped_in():
+  jitted = TinyJit(lambda a, pair, *, b: a * 2 + b + pair[0] * pair[1])
   for i in range(4):
     a, b = np.full(8, i, np.float32), np.arange(8, dtype=np.float32) * (i + 1)
-    np.testing.assert_array_equal(jitted(Tensor(a), b=Tensor(b)).numpy(), a * 2 + b)
+    c = np.full(8, 3 - i, np.float32)
+    np.testing.assert_array_equal(jitted(Tensor(a), [Tensor(c), Tensor(a)], b=Tensor(b)).numpy(), a * 2 + b + c * a)
+  assert jitted.captured.names == [0, "b", "1[0]", "1[1]"]
 
 
 def _train(opt_name: str, jit: bool, steps: int = 5) -> list[np.ndarray]:
