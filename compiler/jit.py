@@ -238,5 +238,5 @@ class TinyJit(Generic[ReturnType]):
                      "replay would read stale values; assign a .contiguous() value instead")
     self.captured = captured
     if debug.level() >= 1:
-      print(f"JIT captured {len(runs)} kernels with {len(inputs)} inputs", flush=True)
+      print(f"JIT captured {len(captured.calls)} kernels with {len(inputs)} inputs", flush=True)
     return ret

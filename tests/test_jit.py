@@ -243,3 +243,15 @@ def test_jit_off_nesting_returns_and_methods(monkeypatch):
   m = Model()
   for i in range(4):
     np.testing.assert_array_equal(m(Tensor(np.full(3, i, np.float32))).numpy(), np.full(3, 2 * i))
+
+
+def test_debug_lines_of_a_capture_and_a_replay(monkeypatch, capsys):
+  jitted = TinyJit(lambda a: (a * 2).sum())
+  jitted(Tensor(np.ones(16, np.float32)))
+  monkeypatch.setenv("DEBUG", "2")
+  capsys.readouterr()
+  jitted(Tensor(np.ones(16, np.float32)))
+  assert "JIT captured 1 kernels with 1 inputs" in capsys.readouterr().out
+  jitted(Tensor(np.ones(16, np.float32)))
+  out = capsys.readouterr().out
+  assert "scheduled" not in out and len([ln for ln in out.splitlines() if ln.startswith("*** r_16")]) == 1
