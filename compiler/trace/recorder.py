@@ -123,11 +123,13 @@ class RecordQueue:
     del due[:n]
 
   def drain(self) -> list[bytes]:
-    self._fill_patterns()
     # records, then matches, then nodes: what a row needs was appended before the row is counted
     r = len(self.at) // 2
     m = len(self.matches) // 5
     k = len(self.rows)
+    # after the counts: a pattern record is put in patterns_due before it is queued, so every one counted is filled
+    # (filled first, one queued meanwhile by the recording thread went out with no name, file or source)
+    self._fill_patterns()
     out = []
     while self.r_done < r or self.n_done < k or self.m_done < m:
       out.append(self._batch(r, m, k))
