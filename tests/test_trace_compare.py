@@ -132,6 +132,21 @@ def test_symbolic_rule_disabled(base, tmp_path):
   assert any(line["kind"] == "-" for line in first["diff"])
 
 
+def test_nesting_follows_record_order_not_clocks(base):
+  """A rewrite run inside another (a rule's own graph_rewrite) is found inside it by record order, whatever the
+  timestamps say: on a loaded machine a parent's begin time plus its duration (two clocks, read at different moments)
+  ended before its child began, and the parent was reported instead of the rewrite that actually diverged."""
+  ta = load(base)
+  rws = list(ta.rewrites.values())
+  child = next(rw for rw in rws if any(ta.patterns[p]["name"] == "fold_sum" for p in rw.pat))
+  parent = next(rw for rw in reversed(rws[:rws.index(child)]) if rw.order_at_end > child.order)
+  assert parent.ctx == child.ctx and parent.ended
+  parent.dt, child.ts = 0, parent.ts + 1.0  # clocks that disagree
+  assert compare.innermost([(parent, parent), (child, child)]) == (child, child)
+  after = next(rw for rw in rws if rw.order > parent.order_at_end)
+  assert compare.innermost([(parent, parent), (after, after)]) == (parent, parent), "one begun after it ended is not"
+
+
 def test_one_op_changed(base, tmp_path):
   mul = record(tmp_path / "mul.vztrace", TEST_OP="mul")
   rep = compare.compare_files(str(base), str(mul))

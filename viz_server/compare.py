@@ -239,10 +239,9 @@ def innermost(pairs: list[tuple[Rewrite | None, Rewrite | None]]) -> tuple[Rewri
 
 
 def _inside(child: Rewrite, parent: Rewrite) -> bool:
-  nums = (child.ts, parent.ts, parent.dt)
-  if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in nums) or not parent.ended:
-    return False
-  return parent.ts <= child.ts <= parent.ts + parent.dt / 1e9 and child.id > parent.id  # type: ignore[operator]
+  """The child began while the parent ran: between the parent's begin and end records (not by timestamps: the
+  parent's duration is timed from just after its begin record, so on a loaded machine the clocks disagree)."""
+  return parent.order_at_end is not None and parent.order < child.order < parent.order_at_end
 
 
 def divergence(a: Side, b: Side, p: Rewrite | None, q: Rewrite | None) -> dict:

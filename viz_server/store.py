@@ -78,7 +78,7 @@ class Context:
 class Rewrite:
   """One graph_rewrite call; its matches are parallel arrays (pattern, before, after, dt) plus sparse errors."""
   __slots__ = ("id", "ctx", "name", "file", "line", "bottom_up", "root", "ts", "end_root", "dt", "error", "ended",
-               "pat", "before", "after", "mdt", "merr", "nodes_at_end")
+               "pat", "before", "after", "mdt", "merr", "nodes_at_end", "order", "order_at_end")
 
   def __init__(self, rec: dict) -> None:
     self.id: int = rec["id"]
@@ -99,6 +99,10 @@ class Rewrite:
     self.mdt = array("d")
     self.merr: dict[int, str] = {}  # step k -> error text
     self.nodes_at_end: int | None = None  # node table size at rw_end: replay names nodes only from this prefix
+    # rewrites begun before this one began and before it ended: one that began in between ran inside it (a rule's
+    # own graph_rewrite), which record order says exactly where timestamps on a loaded machine may not
+    self.order = 0
+    self.order_at_end: int | None = None
 
   @property
   def matches(self) -> int:
@@ -366,6 +370,7 @@ class Trace:
       self._anomaly(f"rewrite {rec['id']} begins twice")
       return
     rw = Rewrite(rec)
+    rw.order = len(self.rewrites)
     self.rewrites[rw.id] = rw
     self._ctx(rw.ctx).rewrites.append(rw.id)
     if events is not None:
@@ -410,7 +415,7 @@ class Trace:
       self._anomaly(f"end of {'unknown' if rw is None else 'ended'} rewrite {rec['id']}")
       return
     rw.ended, rw.end_root, rw.dt, rw.error = True, rec["root"], rec["dt"], rec.get("error")
-    rw.nodes_at_end = len(self.nodes)
+    rw.nodes_at_end, rw.order_at_end = len(self.nodes), len(self.rewrites)
     if events is not None:
       events.append(("rewrite", {"trace": self.id, "ctx": rw.ctx, "rewrite": rewrite_entry(rw)}))
 
