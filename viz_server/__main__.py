@@ -268,7 +268,8 @@ def serve(app: object, srv: BaseWSGIServer, args: argparse.Namespace, local: boo
       signal.signal(s, signal.SIG_IGN)
     stop()
   handle = threading.current_thread() is threading.main_thread()  # (signal handlers can only be set from there)
-  for s in STOP_SIGNALS if handle else ():
+  before = {s: signal.getsignal(s) for s in STOP_SIGNALS} if handle else {}
+  for s in before:
     signal.signal(s, on_signal)
   try:
     if local:  # on another host the control endpoints stay off (and loopback-only anyway)
@@ -290,6 +291,8 @@ def serve(app: object, srv: BaseWSGIServer, args: argparse.Namespace, local: boo
       remove_token(srv.port, token)
     store.stop()  # also removes the upload folder
     srv.server_close()
+    for s, h in before.items():  # the clean-up is done: a program that serves in-process gets its handlers back
+      signal.signal(s, h if h is not None else signal.SIG_DFL)
   print("tinyviz: viewer stopped", flush=True)
   return 0
 
