@@ -98,6 +98,18 @@ def test_upcast_output_max_keeps_nan_in_its_vector_accumulator():
   assert np.array_equal(out, a.max(0), equal_nan=True), (out, a.max(0))
 
 
+@pytest.mark.timeout(120, method="thread")  # the hang was inside LLVM, where a signal cannot interrupt it
+@pytest.mark.parametrize("k,unroll,upcast", [(256, 32, 4), (256, 32, 2), (1024, 32, 8), (64, 32, 4)])
+def test_upcast_rows_with_a_long_unrolled_max_compile_quickly_and_right(k: int, unroll: int, upcast: int):
+  # rows as vector lanes, 32 unrolled (gathered) values each: once accumulated as a chain of 32 selects, which LLVM
+  # unrolled 8 times and then took minutes to simplify; the values now combine pairwise before the accumulator
+  ast = split(split(reduce_rows(8, k, Ops.MAX), 1, unroll, UN), 0, upcast, UP)
+  a = _specials(_rows(12, k))[4:]
+  a[0, 5] = np.nan
+  out = run(ast, np.zeros(8, np.float32), a.reshape(-1))[0]
+  assert np.array_equal(out, a.max(1), equal_nan=True), (out, a.max(1))
+
+
 def test_strided_unrolled_reduce_stays_scalar_and_right():
   # the unrolled values are a column apart: a vector of them would be a gather, so they stay scalar chains
   ast = split(reduce_cols(8, 64), 1, 16, UN)

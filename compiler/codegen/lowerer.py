@@ -79,17 +79,22 @@ def _max_with_nan_flag(ctx: dict, red: UOp, groups: list[list[UOp]]) -> UOp:
   first zero's, LLVM's maximum gives +0)."""
   tops, flags = [], []
   for vals in groups:
+    # the group's values combined pairwise first, then into the accumulator: one select a value on the loop's
+    # dependency chain, and no long select-of-compare chain (LLVM's instcombine took minutes on 256 of them)
     acc = _define_acc(ctx, red, identity(Ops.MAX, red.dtype))
-    top: UOp = acc
-    for x in vals:
-      top = _select_max(top, x)
-    tops.append(UOp(Ops.PHI, red.dtype, (acc, top)))
+    tops.append(UOp(Ops.PHI, red.dtype, (acc, _select_max(acc, _pairwise(_select_max, vals)))))
     flag = _define_acc(ctx, red, UOp.const(dtypes.bool.vec(red.dtype.count), False))
-    flags.append(UOp(Ops.PHI, flag.dtype, (flag, chain(Ops.OR, [flag, *(x.ne(x) for x in vals)]))))
-  top = tops[0]
-  for t in tops[1:]:
-    top = _select_max(top, t)
-  return chain(Ops.OR, flags).where(UOp.const(red.dtype, math.nan), top)
+    seen = _pairwise(lambda a, b: a.alu(Ops.OR, b), [x.ne(x) for x in vals])
+    flags.append(UOp(Ops.PHI, flag.dtype, (flag, flag.alu(Ops.OR, seen))))
+  top = _pairwise(_select_max, tops)
+  return _pairwise(lambda a, b: a.alu(Ops.OR, b), flags).where(UOp.const(red.dtype, math.nan), top)
+
+
+def _pairwise(combine, vals: list[UOp]) -> UOp:
+  """vals combined as a balanced tree (a NaN a select drops on the way is in the NaN mask)."""
+  while len(vals) > 1:
+    vals = [combine(vals[i], vals[i + 1]) if i + 1 < len(vals) else vals[i] for i in range(0, len(vals), 2)]
+  return vals[0]
 
 
 def lower_ctx(sink: UOp, kname: str) -> dict:
