@@ -329,6 +329,19 @@ def test_prefetch_computes_far_block_boundaries_within_a_node_budget(big, monkey
     assert [c for c in far if view.cached(c)] == want, budget
 
 
+def test_a_step_with_nothing_ahead_drops_the_older_prefetch_wish(big):
+  """Jumping to the last step leaves nothing to prefetch: the wish made at the step before (far boundaries the
+  worker would still lay out, competing with the browser for the CPU) is dropped."""
+  rw = max(big.rewrites.values(), key=lambda r: r.matches)
+  views = Views(None)  # type: ignore[arg-type]  # prefetch needs no store
+  view = _view(big, rw)
+  view.layout(3)
+  views.prefetch(view, 3)
+  assert views.pending()
+  views.prefetch(view, rw.matches)  # (a step past the last block boundary: no boundary and no step ahead)
+  assert views.pending() == []
+
+
 def test_real_compiler_passes_replay_to_their_recorded_results(tmp_path):
   tensor = pytest.importorskip("compiler.tensor")
   path = tmp_path / "c.vztrace"

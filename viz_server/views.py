@@ -15,8 +15,8 @@ AHEAD = 2  # next block boundaries whose layouts (and the steps up to them) are 
 FAR_NODES = 50_000  # then further boundaries while their graphs hold this many nodes in all: a jump far ahead (End,
 # the slider) is then at most BLOCK - 1 derivations from a kept layout (issue 18: the first far jump of a 2,000-node
 # rewrite took ~0.9 s on a loaded 2-core machine)
-FAR_IDLE_S = 0.1  # ... computed only once no request came for this long: while the user steps (key repeat: ~30 a
-# second) the browser drawing each step gets the CPU, and a pause to read lets the background go on
+FAR_IDLE_S = 0.3  # ... computed only once no request came for this long: while the user steps the browser drawing
+# each step gets the CPU (on the loaded 2-core machine it lost it), and a pause to read lets the background go on
 
 
 class Views:
@@ -61,7 +61,9 @@ class Views:
       far = self._far(view, ahead[AHEAD:])
       wish = near[:1] + ahead[:AHEAD] + far + near[1:]
     wish = [s for s in wish if not view.cached(s)]
-    if not wish:
+    if not wish:  # nothing ahead of k: an older wish (from where the user was) is dropped, not finished
+      with self._wake:
+        self._want = None
       return
     with self._wake:
       self._want = (view, wish, set() if back else set(far))
