@@ -9,7 +9,8 @@ number, so inserting or removing a node changes only the lines of that node and 
 subgraph prints the same in any trace, rewrite or kernel.
 
 A graph of more than MAX_DIFF_NODES nodes is diffed summarized (like viz_server.cut for /graph): both graphs are
-walked and hashed whole (linear, ~1-2 us a node), but what is printed, listed and drawn is each side's SUMMARY_NODES
+walked and hashed whole (linear: two 100,000-node graphs in ~0.8 s of CPU on a loaded 2-core machine, where the whole
+diff took 1.4 s and answered up to 39 MB), but what is printed, listed and drawn is each side's SUMMARY_NODES
 nodes not in the other graph nearest its root (what differs is always a part around the root: a node above one that
 differs differs too), with their sources as context, and the answer says how many of how many.
 """
@@ -291,8 +292,10 @@ class _Side:
     for x in shown:
       for s in self.nodes[x][3]:
         d = self.digests[s]
-        if len(out) < limit and d in other.has:
+        if d in other.has:
           out.add(d)
+          if len(out) >= limit:
+            return out
     return out
 
   def listed(self, ids: list[int]) -> list[dict]:
