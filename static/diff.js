@@ -578,8 +578,8 @@ function differingKernels(rep) {
   const rows = (rep.kernels || []).filter((k) => k.differs).map((k) => ({
     name: k.a.name, bName: k.b.name, a: k.a.id, b: k.b.id, ratio: typeof k.ratio === "number" ? k.ratio : null,
     sources: k.sources_differ || [],
-    kinds: [k.opts_differ && "opts", (k.sources_differ || []).length && "source", k.runtime_differs && "runtime",
-      k.beam_a !== k.beam_b && "beam"].filter(Boolean),
+    kinds: [k.opts_differ && "opts", (k.sources_differ || []).length && "source", k.ast_differs && "final AST",
+      k.runtime_differs && "runtime", k.beam_a !== k.beam_b && "beam"].filter(Boolean),
   }));
   for (const side of ["a", "b"]) {
     for (const c of (rep.contexts || {})[`only_${side}`] || []) {

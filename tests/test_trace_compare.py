@@ -187,3 +187,21 @@ def test_cli(base):
                      capture_output=True, text=True, timeout=120)
   assert p.returncode == 0, p.stderr
   assert "no rewrite differs" in p.stdout
+
+
+def test_a_final_ast_that_differs_with_no_source_change(tmp_path):
+  """A kernel whose final AST differs is a kernel difference even where no source text does (none is recorded here)."""
+  def trace(path, arg):
+    return ht.write(path, [[ht.meta(), ht.ctx(0), ht.ctx(1, "kernel", 0, "E_4"), ht.node(0), ht.node(1, "ADD", [0, 0]),
+                            ht.node(2, arg=arg), ht.PATTERN, ht.rw_begin(0, 1, 1),
+                            {"t": "match", "rw": 0, "pat": 0, "before": 1, "after": 2, "dt": 5}, ht.rw_end(0, 2, 1),
+                            {"t": "ctx_end", "id": 1, "ts": 1.7e9}, ht.END]])
+  a, b = trace(tmp_path / "a.vztrace", "2"), trace(tmp_path / "b.vztrace", "3")
+  rep = compare.compare_files(str(a), str(b))
+  (k,) = rep["kernels"]
+  assert k["ast_differs"] and k["differs"] and not k["sources_differ"] and not k["opts_differ"] and not rep["same"]
+  text = io.StringIO()
+  assert compare.run(argparse.Namespace(a=str(a), b=str(b), json=False, tolerance=1.25), text) == 1
+  assert "E_4: final AST differs" in text.getvalue()
+  rep = compare.compare_files(str(a), str(a))
+  assert not rep["kernels"][0]["ast_differs"] and rep["same"]

@@ -428,17 +428,8 @@ def _point(spec: str | None, which: str) -> tuple[int, Any, str, BaseGetter | No
 
 
 def _final_ast(tr: Trace, ctx: Context) -> Rewrite | None:
-  """The last finished rewrite in a context or its sub-contexts (its end_root is the context's final AST)."""
   with _store().lock:
-    inside = {ctx.id}
-    for c in tr.contexts.values():  # record order: a parent begins before its children
-      if c.parent in inside:
-        inside.add(c.id)
-    best = None
-    for rw in tr.rewrites.values():
-      if rw.ctx in inside and rw.ended and rw.end_root is not None and rw.end_root in tr.nodes:
-        best = rw
-    return best
+    return tr.final_ast(ctx)
 
 
 @bp.get("/diff")

@@ -88,6 +88,7 @@ class Side:
 
   def __init__(self, tr: Trace) -> None:
     self.tr, self.hash = tr, Hasher(tr)
+    self.finals: dict[int, Rewrite] | None = None  # context id -> its final AST's rewrite (made when first asked)
 
   def rw_info(self, rw: Rewrite) -> dict:
     c = self.tr.contexts.get(rw.ctx)
@@ -179,7 +180,14 @@ def _opts(c: Context) -> list[list]:
   return [[o.get("op"), o.get("axis"), o.get("arg")] for o in c.opts if o.get("ok")]
 
 
-def kernel_diff(x: Context, y: Context, tolerance: float) -> dict:
+def _final_hash(side: Side, c: Context) -> str | None:
+  if side.finals is None:
+    side.finals = side.tr.final_asts()
+  rw = side.finals.get(c.id)
+  return None if rw is None else side.hash(rw.end_root)
+
+
+def kernel_diff(a: Side, x: Context, b: Side, y: Context, tolerance: float) -> dict:
   sa = {s["kind"]: s["text"] for s in x.sources}
   sb = {s["kind"]: s["text"] for s in y.sources}
   ta, tb = _best(x), _best(y)
@@ -188,8 +196,9 @@ def kernel_diff(x: Context, y: Context, tolerance: float) -> dict:
          "sources_differ": sorted(k for k in sa.keys() | sb.keys() if sa.get(k) != sb.get(k)),
          "beam_a": len(x.beam), "beam_b": len(y.beam), "time_a": ta, "time_b": tb, "ratio": ratio}
   out["opts_differ"] = out["opts_a"] != out["opts_b"]
+  out["ast_differs"] = _final_hash(a, x) != _final_hash(b, y)  # (a final AST can change with no source change)
   out["runtime_differs"] = ratio is not None and abs(math.log(ratio)) > math.log(tolerance)
-  out["differs"] = (out["opts_differ"] or bool(out["sources_differ"]) or out["runtime_differs"]
+  out["differs"] = (out["opts_differ"] or bool(out["sources_differ"]) or out["ast_differs"] or out["runtime_differs"]
                     or out["beam_a"] != out["beam_b"])
   return out
 
@@ -221,9 +230,9 @@ def compare(ta: Trace, tb: Trace, tolerance: float = RUNTIME_TOLERANCE) -> dict:
     if x.name != y.name:
       contexts["renamed"].append({"a": _ctx_info(x), "b": _ctx_info(y)})
     if x.is_kernel or y.is_kernel:
-      kernels.append(kernel_diff(x, y, tolerance))
+      kernels.append(kernel_diff(a, x, b, y, tolerance))
   return {"a": _trace_info(ta), "b": _trace_info(tb), "same": first is None and not any(
-            k["opts_differ"] or k["sources_differ"] or k["beam_a"] != k["beam_b"] for k in kernels)
+            k["opts_differ"] or k["sources_differ"] or k["ast_differs"] or k["beam_a"] != k["beam_b"] for k in kernels)
           and not any(contexts.values()),
           "first_divergence": first, "rewrites": rewrites, "contexts": contexts, "kernels": kernels}
 
@@ -335,6 +344,8 @@ def report_lines(rep: dict, paint: Painter, max_diff: int = 40) -> Iterator[str]
       parts.append(f"opts A {_opt_list(k['opts_a'])} | B {_opt_list(k['opts_b'])}")
     if k["sources_differ"]:
       parts.append("sources differ: " + ", ".join(safe(s) for s in k["sources_differ"]))
+    if k["ast_differs"]:
+      parts.append("final AST differs")
     if k["beam_a"] != k["beam_b"]:
       parts.append(f"beam candidates A {k['beam_a']} B {k['beam_b']}")
     if k["ratio"] is not None:

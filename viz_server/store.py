@@ -187,6 +187,22 @@ class Trace:
       f.close()
       raise
 
+  def final_asts(self) -> dict[int, Rewrite]:
+    """Context id -> the last finished rewrite in it or its sub-contexts (its end_root is the context's final AST);
+    the caller holds the store's lock while the trace is live."""
+    best: dict[int, Rewrite] = {}
+    for rw in self.rewrites.values():
+      if not rw.ended or rw.end_root is None or rw.end_root not in self.nodes:
+        continue
+      c, seen = self.contexts.get(rw.ctx), 0
+      while c is not None and seen <= len(self.contexts):  # (a hostile trace's parents may loop)
+        best[c.id] = rw
+        c, seen = self.contexts.get(c.parent) if c.parent is not None else None, seen + 1
+    return best
+
+  def final_ast(self, ctx: Context) -> Rewrite | None:
+    return self.final_asts().get(ctx.id)
+
   # ---- status
   @property
   def status(self) -> str:

@@ -102,10 +102,12 @@ def test_first_divergence_sets_the_points(page, pair_server):
   assert any(ln["kind"] == "+" for ln in want["lines"])
   added = page.eval_on_selector_all(".diff-text .dl.add", "els => els.map(e => e.lastChild.textContent)")
   assert added == [ln["text"] for ln in want["lines"] if ln["kind"] == "+"]
-  # the demo's kernel sources and runs depend on the name and size only: no kernel differs in opts, source or runtime
-  assert want_kernels(rep, ta, tb) == [] and page.locator("#panel-diff .diff-kernel").count() == 0
+  # the demo's kernel sources and runs depend on the name and size only: E_32 differs by its final AST alone (one op)
+  assert [(r["kernel"], r["kinds"]) for r in want_kernels(rep, ta, tb)] == [("E_32", "final AST")]
+  page.locator("#panel-diff .diff-kernel").first.wait_for()
+  assert page.locator("#panel-diff .diff-kernel").count() == 1
   assert page.get_attribute("#panel-diff .diff-kernels", "data-compared") == f"{ta} {tb}"
-  assert "0 of 2 in both traces differ" in page.text_content("#panel-diff .diff-kernels")
+  assert "1 of 2 in both traces differ" in page.text_content("#panel-diff .diff-kernels")
 
 
 def test_first_divergence_at_a_differing_match(page, pair_server):
@@ -149,7 +151,8 @@ def want_kernels(rep: dict, ta: int, tb: int) -> list[dict]:
     if not k["differs"]:
       continue
     kinds = [n for n, d in (("opts", k["opts_differ"]), ("source", k["sources_differ"]),
-                            ("runtime", k["runtime_differs"]), ("beam", k["beam_a"] != k["beam_b"])) if d]
+                            ("final AST", k["ast_differs"]), ("runtime", k["runtime_differs"]),
+                            ("beam", k["beam_a"] != k["beam_b"])) if d]
     rows.append({"kernel": k["a"]["name"], "kinds": " ".join(kinds),
                  "ratio": "" if k["ratio"] is None else f"{k['ratio']:.2f}",
                  "a": f"{ta}:{k['a']['id']}", "b": f"{tb}:{k['b']['id']}"})
@@ -184,7 +187,7 @@ def test_kernels_that_differ_are_listed(page, pair_server):
   want = want_kernels(rep, ta, tb)
   assert [{k: r[k] for k in ("kernel", "kinds", "ratio", "a", "b")} for r in rows] == want
   # what the fixture made: E_32 differs in every way but beam (r_16_4 does not), E_8 is in B only
-  assert [(r["kernel"], r["kinds"], r["ratio"]) for r in want] == [("E_32", "opts source runtime", "2.11"),
+  assert [(r["kernel"], r["kinds"], r["ratio"]) for r in want] == [("E_32", "opts source final AST runtime", "2.11"),
                                                                     ("E_8", "only_b", "")]
   assert [r["name"] for r in rows] == ["E_32", "E_8"]
   assert "B/A 2.11×" in rows[0]["text"] and "only in B" in rows[1]["text"]
