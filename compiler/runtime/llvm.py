@@ -7,25 +7,17 @@ The texts a trace shows (optimized IR, assembly) are made off the caller's path:
 LLVM's code generator, so a thread of its own emits it while the program goes on (`JitFunction.texts`)."""
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import llvmlite.binding as llvm
 
 OPT_LEVEL = int(os.environ.get("LLVM_OPT", "3"))
-# A kernel's texts are emitted once the thread that compiles has run TEXT_HOLD_S of CPU time since its last compile
-# ended (or TEXT_HOLD_MAX_S have passed, or someone waits for them): llvmlite runs one LLVM call at a time, and a
-# program compiles a schedule's kernels 3-8 ms apart, so texts emitted at once held up each next compile for as long
-# as they took (the demo's main thread waited on them 10-13 times a run); held, they are emitted after the schedule's
-# compiles, while the program does other things
-TEXT_HOLD_S = 0.015
-TEXT_HOLD_MAX_S = 1.0
 
 
 class LLVMCompileError(RuntimeError):
@@ -65,7 +57,6 @@ class LLVMJit:
     self._text_tm: llvm.TargetMachine | None = None  # the text thread's own (the engine's is the engine's)
     self._text_pool: ThreadPoolExecutor | None = None
     self._last_text: Future | None = None  # the pool runs its jobs in order: when this one is done, all are
-    self._hold = TextHold()
 
   def target_machine(self) -> llvm.TargetMachine:
     """A target machine for the host CPU (an engine owns the one it is made with)."""
@@ -117,29 +108,24 @@ class LLVMJit:
                                              self._submit_texts(self._texts_of_ir, ir))
         return hit, True
       t0 = time.perf_counter()
-      with self._hold.compiling():
-        symbol = f"{fname}_{next(self.counter)}"
-        mod = self._module(ir, fname, symbol)
-        # with want_text the engine gets a copy: the assembly is emitted from `mod` itself, the optimized module in
-        # the very state its text shows (a module parsed back from that text, or a clone, differs in use-list order,
-        # and so may be given other registers)
-        jit_mod = mod.clone() if want_text else mod
-        self.engine.add_module(jit_mod)
-        self.engine.finalize_object()
-        addr = self.engine.get_function_address(symbol)
-        if not addr:
-          raise LLVMCompileError(f"kernel {fname!r}: symbol {symbol} not found after JIT")
-        compile_s = time.perf_counter() - t0
-        # only now: llvmlite runs one LLVM call at a time (a global lock), so the text thread's code generation would
-        # hold up this JIT's if it began before
-        texts = self._submit_texts(self._texts_of_module, mod) if want_text else None
-        jf = JitFunction(symbol, addr, compile_s, texts)
-        self.cache[ir] = jf
+      symbol = f"{fname}_{next(self.counter)}"
+      mod = self._module(ir, fname, symbol)
+      # with want_text the engine gets a copy: the assembly is emitted from `mod` itself, the optimized module in
+      # the very state its text shows (a module parsed back from that text, or a clone, differs in use-list order,
+      # and so may be given other registers)
+      jit_mod = mod.clone() if want_text else mod
+      self.engine.add_module(jit_mod)
+      self.engine.finalize_object()
+      addr = self.engine.get_function_address(symbol)
+      if not addr:
+        raise LLVMCompileError(f"kernel {fname!r}: symbol {symbol} not found after JIT")
+      compile_s = time.perf_counter() - t0
+      # only now: llvmlite runs one LLVM call at a time (a global lock), so the text thread's code generation would
+      # hold up this JIT's if it began before
+      texts = self._submit_texts(self._texts_of_module, mod) if want_text else None
+      jf = JitFunction(symbol, addr, compile_s, texts)
+      self.cache[ir] = jf
       return jf, False
-
-  def hurry_texts(self) -> None:
-    """Someone waits for the texts: the text thread makes them now, not once the compiles pause."""
-    self._hold.hurry.set()
 
   # ---- the texts a trace shows, made in the text thread
   def _submit_texts(self, fn: Callable[..., tuple[str, str]], *args: Any) -> Future[tuple[str, str]]:
@@ -153,7 +139,6 @@ class LLVMJit:
     """Until the text thread is idle (and so holds no LLVM lock)."""
     last = self._last_text
     if last is not None:
-      self.hurry_texts()
       wait([last])
 
   def _texts_of_module(self, mod: llvm.ModuleRef) -> tuple[str, str]:
@@ -161,68 +146,14 @@ class LLVMJit:
     changes the module."""
     assert self._text_tm is not None
     try:
-      self._hold.wait()
       return str(mod), self._text_tm.emit_assembly(mod)
     finally:
       mod.close()  # here, not when the pool drops the job's arguments after its future is done (see _before_fork)
 
   def _texts_of_ir(self, ir: str) -> tuple[str, str]:
-    self._hold.wait()
     mod = llvm.parse_assembly(ir)
     self._optimize(mod, self._text_tm)
     return self._texts_of_module(mod)
-
-
-class TextHold:
-  """When the text thread may call LLVM: not while kernels are being compiled one after another (see TEXT_HOLD_S).
-  `compiling()` goes around a compile (in the compiling thread), `hurry` ends the hold until the next compile,
-  `wait()` (in the text thread) returns when the hold is over."""
-
-  def __init__(self) -> None:
-    self.hurry = threading.Event()
-    self.in_compile = False
-    self.mark: tuple[Callable[[], float], float, float] = (time.monotonic, 0.0, 0.0)  # (CPU clock, reading, wall)
-
-  @contextlib.contextmanager
-  def compiling(self) -> Iterator[None]:
-    """Around a compile (in the compiling thread)."""
-    self.note(True)
-    try:
-      yield
-    finally:
-      self.note(False)
-
-  def note(self, in_compile: bool) -> None:
-    """A compile begins (True) or ends (False) now."""
-    clock = thread_clock()
-    self.mark = (clock, clock(), time.monotonic())
-    self.in_compile = in_compile
-    self.hurry.clear()
-
-  def left(self) -> float:
-    """Seconds the hold still lasts at least (<= 0: over)."""
-    if self.hurry.is_set():
-      return 0.0
-    clock, cpu, t = self.mark
-    try:
-      ran = 0.0 if self.in_compile else clock() - cpu
-    except OSError:  # the compiling thread ended
-      return 0.0
-    return min(TEXT_HOLD_S - ran, TEXT_HOLD_MAX_S - (time.monotonic() - t))
-
-  def wait(self) -> None:
-    while (left := self.left()) > 0:
-      self.hurry.wait(max(left, 0.001))  # (CPU time passes no faster than wall time: look again after `left`)
-
-
-def thread_clock() -> Callable[[], float]:
-  """The calling thread's CPU clock, readable from any thread (time.monotonic where there is none)."""
-  try:
-    clk = time.pthread_getcpuclockid(threading.get_ident())
-    time.clock_gettime(clk)
-  except (AttributeError, OSError):
-    return time.monotonic
-  return lambda: time.clock_gettime(clk)
 
 
 def _link(engine: llvm.ExecutionEngine, obj: bytes, symbol: str) -> int:

@@ -43,9 +43,6 @@ def settle() -> None:
 
 def record_ready(wait: bool = False) -> None:
   """Record the queued texts that are ready, in order (all of them, waiting, when `wait`)."""
-  if wait and _PENDING:
-    from compiler.runtime.llvm import get_jit
-    get_jit().hurry_texts()  # (LLVM's text thread holds off while kernels are being compiled one after another)
   while _PENDING:
     rec, ctx, texts, compile_s, ts = _PENDING[0]
     if not wait and not texts.done():
