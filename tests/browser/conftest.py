@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tracegen  # noqa: E402
+from proc_helpers import wait_until  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -55,17 +55,17 @@ class Server:
     self.proc = subprocess.Popen([sys.executable, "-m", "viz_server", str(trace_dir), "--port", str(self.port),
                                   "--host", "127.0.0.1"], cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
                                  env={**os.environ, "VIZ": "0", "PYTHONPATH": str(ROOT)})
-    deadline = time.time() + 120
-    while True:
+    def up() -> bool:
       if self.proc.poll() is not None:
         raise RuntimeError(f"viz_server exited with {self.proc.returncode}: {log.read_text()[-2000:]}")
       try:
-        get_json(self.url + "/api/traces")
-        break
+        return get_json(self.url + "/api/traces") is not None
       except OSError:
-        if time.time() > deadline:
-          raise RuntimeError(f"viz_server did not start: {log.read_text()[-2000:]}") from None
-        time.sleep(0.1)
+        return False
+    try:
+      wait_until(up, "viz_server to start", timeout=120)
+    except AssertionError:
+      raise RuntimeError(f"viz_server did not start: {log.read_text()[-2000:]}") from None
 
   def api(self, path: str):
     return get_json(self.url + path)
@@ -73,14 +73,13 @@ class Server:
   def trace_id(self, name: str, timeout: float = 60, ended: bool = False) -> int:
     """The id of the served trace whose name contains `name` (waits for the directory scan to find it; with `ended`,
     also for the store to have read it to its end record)."""
-    deadline = time.time() + timeout
-    while True:
-      for t in self.api("/api/traces"):
-        if name in t["name"] and (not ended or t["status"] == "ended"):
-          return t["id"]
-      if time.time() > deadline:
-        raise AssertionError(f"trace {name} not served: {self.api('/api/traces')}")
-      time.sleep(0.1)
+    def served() -> int | None:
+      return next((t["id"] + 1 for t in self.api("/api/traces")
+                   if name in t["name"] and (not ended or t["status"] == "ended")), None)
+    try:
+      return wait_until(served, f"trace {name}", timeout=timeout) - 1  # (+1: id 0 is a truthy answer)
+    except AssertionError:
+      raise AssertionError(f"trace {name} not served: {self.api('/api/traces')}") from None
 
   def stop(self):
     self.proc.terminate()
