@@ -23,7 +23,7 @@ from compiler.schedule.bufferize import (
 )
 from compiler.schedule.cache import SCHEDULES, CachedSchedule, structure_key
 from compiler.schedule.fuse import fuse_kernels, kernel_outputs
-from compiler.schedule.kernel import pm_split_kernels
+from compiler.schedule.rangeify import pm_split_kernels
 from compiler.schedule.shape import prod, shape_of
 from compiler.trace.recorder import trace_context
 from compiler.uop import Ops, UOp, substitute, toposort

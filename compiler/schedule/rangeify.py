@@ -1,8 +1,12 @@
-"""Movement ops become index math: `pm_rangeify` pushes a tensor-level INDEX down the tensor graph of one kernel.
+"""Rangeify: each BUFFERIZE of the tensor graph becomes a kernel AST storing one buffer; movement ops, index math.
+
+The AST is formed by named rewrites, each step visible in the trace: "rangeify" (its first step opens the store over
+the output's elements, the others push tensor-level INDEXes down the graph), "simplify", "narrow index" (int64 index
+math to int32 where bounds allow) and "number globals" (the globals left get slots 0..n-1, then the kernel its name).
 
 A tensor-level INDEX is `INDEX(x, gate, *idxs)`: the value of tensor node `x` at the element `idxs` (one int
-expression per dimension of x), read only where the bool `gate` holds. It is pushed through movement ops (which
-rewrite the idxs), ALU ops (which it distributes over), REDUCE_AXIS (which opens REDUCE ranges) and stops at
+expression per dimension of x), read only where the bool `gate` holds. `pm_rangeify` pushes it through movement ops
+(which rewrite the idxs), ALU ops (which it distributes over), REDUCE_AXIS (which opens REDUCE ranges) and stops at
 buffers, where it becomes `LOAD(INDEX(DEFINE_GLOBAL(slot), flat_idx[, gate]))`.
 """
 from __future__ import annotations
@@ -10,9 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from compiler.dtype import DType, dtypes
-from compiler.rewrite import PatternMatcher, UPat
-from compiler.schedule.shape import Shape, shape_of, strides_for
-from compiler.uop import AxisType, GroupOp, Ops, UOp
+from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
+from compiler.runtime.buffer import new_buffer_uop
+from compiler.schedule.assign import assign_target, writes_in_place
+from compiler.schedule.shape import Shape, prod, shape_of, strides_for
+from compiler.schedule.simplify import simplify_kernel
+from compiler.uop import AxisType, GroupOp, KernelInfo, Ops, UOp, toposort
 
 TRUE = UOp.const(dtypes.bool, True)
 
@@ -192,3 +199,181 @@ pm_rangeify = PatternMatcher([
   (UPat(Ops.INDEX, src=(UPat(Ops.CONST, name="c"), UPat())), _idx_const),
   (_tidx(UPat((Ops.CONTIGUOUS, Ops.DETACH), name="x")), _idx_passthrough),
 ], name="rangeify")
+
+
+# kernel name -> the (nameless) ASTs that got it, so a different AST with the same shape gets "n1", "n2", ...
+# (strong keys: nameless ASTs are transient; the table is bounded instead)
+_names: dict[str, dict[UOp, int]] = {}
+_MAX_NAMED = 20000
+
+
+def kernel_name(ast: UOp) -> str:
+  """`E_`/`r_` + the range sizes in axis-id order (the reference's style), unique per distinct AST."""
+  nodes = toposort(ast)
+  rngs = sorted((u for u in nodes if u.op is Ops.RANGE), key=lambda r: r.arg[0])
+  prefix = "r" if any(u.op is Ops.REDUCE for u in nodes) else "E"
+  base = f"{prefix}_" + ("_".join(str(r.src[0].arg) for r in rngs) or "1")
+  if sum(len(v) for v in _names.values()) > _MAX_NAMED:
+    _names.clear()
+  seen = _names.setdefault(base, {})
+  if ast not in seen:
+    seen[ast] = max(seen.values(), default=-1) + 1
+  n = seen[ast]
+  return base if n == 0 else f"{base}n{n}"
+
+
+INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
+
+
+def index_dtype(x: UOp, out_buf: UOp) -> DType:
+  """int32 when every node of the kernel's tensor graph and every buffer it touches has at most 2**31-1 elements,
+  else int64. That bound proves int32 enough: each index expression rangeify builds (a flat index, a pad's
+  shifted index and bounds, a flip, a reshape's div/mod, a range) lies in [-n, n] for n the element count of the
+  node it indexes into."""
+  out = dtypes.int64 if buf_size(out_buf) > INT32_MAX else dtypes.index
+  for u in toposort(x, gate=lambda y: y.op not in (Ops.BUFFER, Ops.AFTER)):
+    n = buf_size(u) if u.op in (Ops.BUFFER, Ops.AFTER) else prod(shape_of(u))
+    if n > INT64_MAX:  # its index math would wrap even in int64: refuse before anything is compiled
+      what = f"buffer of {n} elements" if u.op in (Ops.BUFFER, Ops.AFTER) else f"{u.op.name} of shape {shape_of(u)}"
+      raise ValueError(f"{what}: {n} elements, more than 64-bit index math can address (2**63-1)")
+    if n > INT32_MAX:
+      out = dtypes.int64
+  return out
+
+
+def _pure_index_math(nodes: list[UOp]) -> set[UOp]:
+  """The int64 nodes computed from RANGEs and constants alone (sources before users in `nodes`)."""
+  pure: set[UOp] = set()
+  for u in nodes:
+    if u.dtype == dtypes.int64 and (u.op in (Ops.RANGE, Ops.CONST) or
+                                    (u.op in GroupOp.ALU and all(s in pure for s in u.src))):
+      pure.add(u)
+  return pure
+
+
+def narrowable(ast: UOp) -> bool:
+  """Whether an int64-indexed kernel may run in int32: after simplification, vmin/vmax prove all its index math and
+  buffers fit (`pad(((2**31, 0),))[2**31:]` indexes [0, 3)), and index math is never used as a value (stored, cast,
+  or compared with loaded data): only INDEX, REDUCE and comparisons read it."""
+  nodes = toposort(ast)
+  pure = _pure_index_math(nodes)
+  if not pure or any(u.op is Ops.DEFINE_GLOBAL and u.dtype.size > INT32_MAX for u in nodes):
+    return False
+  if any(not (-INT32_MAX - 1 <= u.vmin and u.vmax <= INT32_MAX) for u in pure):
+    return False
+  for u in nodes:
+    if u not in pure and any(s in pure for s in u.src):
+      compare = u.op in GroupOp.Comparison and all(s in pure for s in u.src)
+      closes = u.op is Ops.REDUCE and u.src[0] not in pure  # a REDUCE reading index math as its value keeps int64
+      if not (compare or closes or u.op is Ops.INDEX):
+        return False
+  return True
+
+
+def to_int32(x: UOp) -> UOp:
+  return x.replace(dtype=dtypes.int32)
+
+
+# bottom-up on a narrowable kernel: every int64 RANGE and constant, then the int64 math over them (its sources are
+# int32 by then), which is all its index math (`_pure_index_math`)
+pm_narrow_index = PatternMatcher([
+  (UPat((Ops.RANGE, Ops.CONST), custom=lambda x: x.dtype == dtypes.int64, name="x"), to_int32),
+  (UPat(GroupOp.ALU, custom=lambda x: x.dtype == dtypes.int64 and all(s.dtype == dtypes.int32 for s in x.src),
+        name="x"), to_int32),
+], name="narrow index")
+
+
+@dataclass(frozen=True)
+class ReadOrder:
+  """A DEFINE_GLOBAL's arg until "number globals": when its buffer was first met (0: the output). Simplification
+  may drop every read of a buffer; the globals left get consecutive slots in this order."""
+  n: int
+
+  def __repr__(self) -> str:
+    return f"read {self.n}"
+
+
+class _KernelBuild(KernelContext):
+  """Rangeify's context with the globals left unnumbered (ReadOrder): renumbering numbered ones in a rewrite would
+  make a renumbered global equal another one's old node."""
+
+  def define_global(self, buf: UOp) -> UOp:
+    order = ReadOrder(self.slots.setdefault(buf, len(self.slots)))
+    return UOp(Ops.DEFINE_GLOBAL, buf.dtype.ptr(buf_size(buf)), (), order)
+
+
+def open_kernel(ctx: _KernelBuild, b: UOp, x: UOp) -> UOp:
+  """STORE(buffer, value) -> a store at every element: a LOOP range per dim of size > 1, the value indexed there."""
+  shape, idt = shape_of(x), ctx.idx
+  rngs, idxs = [], []
+  for s in shape:
+    if s > 1:
+      r = UOp.range(s, len(rngs), AxisType.LOOP, idt)
+      rngs.append(r)
+      idxs.append(r)
+    else:
+      idxs.append(iconst(0, idt))
+  ctx.next_axis = len(rngs)
+  return ctx.define_global(b).index(flat_index(idxs, shape, idt)).store(tindex(x, idxs))
+
+
+# the kernel's first step, then rangeify's: one rewrite, so it never walks the tensor graph below the value
+pm_build_kernel = PatternMatcher([
+  (UPat(Ops.STORE, src=(UPat((Ops.BUFFER, Ops.AFTER), name="b"), UPat(name="x"))), open_kernel),
+  *((r.pat, r.fn) for r in pm_rangeify.rules),
+], name="build kernel")
+
+
+def number_global(ctx: dict[int, int], g: UOp) -> UOp:
+  return g.replace(arg=ctx[g.arg.n])
+
+
+def name_kernel(sink: UOp) -> UOp:
+  return sink.replace(arg=KernelInfo(name=kernel_name(sink)))
+
+
+# bottom-up: the SINK is named last, from its numbered AST
+pm_number_globals = PatternMatcher([
+  (UPat(Ops.DEFINE_GLOBAL, custom=lambda g: isinstance(g.arg, ReadOrder), name="g"), number_global),
+  (UPat(Ops.SINK, custom=lambda s: s.arg is None, name="sink"), name_kernel),
+], name="number globals")
+
+
+def build_kernel(x: UOp, out_buf: UOp) -> tuple[UOp, list[UOp]]:
+  """The kernel AST computing tensor node x into out_buf, and the buffers it reads (in slot order after 0)."""
+  idt = index_dtype(x, out_buf)
+  ctx = _KernelBuild(next_axis=0, idx=idt)
+  # "rangeify" (the pass's name in traces and tests) starts from the tensor-level store of x
+  ast = graph_rewrite(UOp.sink(UOp(Ops.STORE, dtypes.void, (out_buf, x))), pm_build_kernel, ctx=ctx, name="rangeify")
+  ast = simplify_kernel(ast)
+  if idt is not dtypes.index and narrowable(ast):
+    ast = graph_rewrite(ast, pm_narrow_index, name="narrow index", bottom_up=True)
+  bufs = sorted(ctx.slots, key=lambda b: ctx.slots[b])
+  live = sorted({u.arg.n for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL})
+  ast = graph_rewrite(ast, pm_number_globals, ctx={old: new for new, old in enumerate(live)}, name="number globals",
+                      bottom_up=True)
+  return ast, [bufs[old] for old in live[1:]]
+
+
+def _split_bufferize(b: UOp) -> UOp:
+  x = b.src[0]
+  if x.op is Ops.CONTIGUOUS:
+    x = x.src[0]
+  shape = shape_of(b)
+  size = prod(shape)
+  target = assign_target(x)
+  if x.op is Ops.ASSIGN:
+    x = x.src[1]
+  ast, inputs = build_kernel(x, target) if target is not None else (None, [])
+  out_buf = target
+  if ast is None or not writes_in_place(ast):  # reading other elements of the target: write a fresh buffer
+    out_buf = new_buffer_uop(b.dtype, size)
+    ast, inputs = build_kernel(x, out_buf)
+  kernel = UOp(Ops.KERNEL, dtypes.void, (ast, *inputs), ast.arg.name)
+  after = UOp(Ops.AFTER, b.dtype, (out_buf, kernel))
+  return after if shape == (size,) else UOp(Ops.RESHAPE, b.dtype, (after,), shape)
+
+
+pm_split_kernels = PatternMatcher([
+  (UPat(Ops.BUFFERIZE, name="b"), _split_bufferize),
+], name="split kernels")
