@@ -9,7 +9,6 @@ import struct
 import subprocess
 import sys
 import textwrap
-import time
 import zlib
 
 import pytest
@@ -588,19 +587,20 @@ def test_follow_a_subprocess_writer(tmp_path):
   env = {k: v for k, v in os.environ.items() if k not in ("VIZ", "VIZ_TRACE")}
   proc = subprocess.Popen([sys.executable, "-c", WRITER_SCRIPT, str(p), str(n), str(seen)], cwd=ROOT, env=env)
   try:
-    deadline = time.monotonic() + 120
-    while not p.exists() and time.monotonic() < deadline:
-      time.sleep(0.005)
+    wait_until(p.exists, "the writer to create the trace")
     r = TraceReader(p)
     polls = 0
     got: list[dict] = []
-    while not r.complete and time.monotonic() < deadline:
+
+    def read_on() -> bool:
+      nonlocal polls
       new = r.poll()
       polls += bool(new)
-      got += new
+      got.extend(new)
       if got and not seen.exists():
         seen.touch()
-      time.sleep(0.003)
+      return r.complete
+    wait_until(read_on, "the reader to reach the trace's end")
     assert proc.wait(120) == 0
   finally:
     proc.kill()
