@@ -73,11 +73,11 @@ class Server:
   def trace_id(self, name: str, timeout: float = 60, ended: bool = False) -> int:
     """The id of the served trace whose name contains `name` (waits for the directory scan to find it; with `ended`,
     also for the store to have read it to its end record)."""
-    def served() -> int | None:
-      return next((t["id"] + 1 for t in self.api("/api/traces")
+    def served() -> tuple[int] | None:  # (a 1-tuple: trace id 0 is a falsy answer for wait_until)
+      return next(((t["id"],) for t in self.api("/api/traces")
                    if name in t["name"] and (not ended or t["status"] == "ended")), None)
     try:
-      return wait_until(served, f"trace {name}", timeout=timeout) - 1  # (+1: id 0 is a truthy answer)
+      return wait_until(served, f"trace {name}", timeout=timeout)[0]
     except AssertionError:
       raise AssertionError(f"trace {name} not served: {self.api('/api/traces')}") from None
 
