@@ -206,7 +206,11 @@ def test_timeline_hover_click_zoom(page, timed):
   page.locator("#panel-timeline .timeline-fit").click()
   page.wait_for_function("() => { const p = window.__viz.timelinePanel; return p.view.t1 === p.extent[1]; }")
   page.evaluate(FRAME)
+  _zoom_pan_and_fit(page, box, hits, tl)
 
+
+def _zoom_pan_and_fit(page, box: dict, hits: list, tl: dict) -> None:
+  """From the fitted view whose spans are `hits`: the wheel, a drag and a double click on the axis."""
   # the wheel zooms in around the pointer: the time under it stays there
   v0 = page.evaluate(VIEW)
   left, plot = plot_of(hits, tl)
