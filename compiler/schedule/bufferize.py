@@ -5,7 +5,10 @@ where inlining could recompute work: outputs, `.contiguous()`, nodes read by mor
 EXPAND (read many times per element), and reductions that would otherwise be nested inside another reduction.
 `pm_remove_bufferize` then drops the removable ones whose recomputation is cheap (like the reference's
 `remove_bufferize`): no reduction inside, few buffers read and a small expression. Unlike the reference, a big shared
-node computing an exp or a log that a reduction and another kernel read is kept (softmax computes exp once).
+node computing an exp or a log that a reduction and another kernel read is kept (softmax computes exp once). A
+reduction that one elementwise consumer reads broadcast along its trailing dims ("row reduction", `row_reduces`) is
+removed by its own rule (`_inline_row_reduce`) and computed inside that consumer's kernel, once per row: softmax is
+two kernels, exp(x - max) with the max and the division with the sum.
 """
 from __future__ import annotations
 
@@ -32,9 +35,11 @@ MIN_SHARED_EXPENSIVE = 16384
 class BufferizeOpts:
   removable: bool = True  # False: the user asked (contiguous/realize), it is an output, or the cost rule says so
   why: str = ""  # what keeps a buffer the user did not ask for (shown in the trace)
+  row_reduce: bool = False  # a reduction its one reader computes once per row: inlined there (`row_reduces`)
 
   def __repr__(self) -> str:
-    return f"BufferizeOpts(removable={self.removable}{', ' + self.why if self.why else ''})"
+    extra = ", row reduce" if self.row_reduce else ""
+    return f"BufferizeOpts(removable={self.removable}{', ' + self.why if self.why else ''}{extra})"
 
 
 def is_buffer_view(u: UOp) -> bool:
@@ -163,7 +168,73 @@ def bufferize_candidates(sink: UOp) -> dict[UOp, BufferizeOpts]:
       ret[u] = BufferizeOpts(removable=False, why="computed once")
     elif u in multi or (u.op is Ops.REDUCE_AXIS and feeds_reduce[u]):
       ret[u] = BufferizeOpts(removable=True)
+  for u in row_reduces(nodes, ret, children, outputs):
+    ret[u] = BufferizeOpts(removable=True, row_reduce=True)
   return ret
+
+
+def _trailing_broadcast(u: UOp, children: dict[UOp, list[UOp]], ret: dict[UOp, BufferizeOpts]) -> UOp | None:
+  """The one consumer of reduction u when u reaches it through a chain of RESHAPEs and elementwise ops at u's
+  elements (a sum's log) and one EXPAND that broadcasts trailing dims only: at the consumer's element (c_0, .., c_n),
+  u's element is the row-major one of (c_0, .., c_p), p >= 1 (softmax's max, read as (rows, 1) -> (rows, cols)).
+  None otherwise, or when a node of the chain is read twice or gets a buffer of its own."""
+  n = prod(shape_of(u))
+  c = u
+  while True:
+    if len(children[c]) != 1:
+      return None
+    c = children[c][0]
+    if c in ret:
+      return None
+    if c.op is Ops.EXPAND:
+      break
+    if c.op is not Ops.RESHAPE and c.op not in GroupOp.ALU | {Ops.CAST}:
+      return None
+  src, dst = shape_of(c.src[0]), tuple(c.arg)
+  p = next((d for d in range(len(src)) if src[d] != dst[d]), len(src))
+  if p == 0 or any(s != 1 for s in src[p:]) or prod(src[:p]) != n or len(children[c]) != 1:
+    return None
+  cons = children[c][0]
+  return cons if cons.op in GroupOp.ALU | {Ops.CAST} else None
+
+
+def _same_kernel(c: UOp, children: dict[UOp, list[UOp]], ret: dict[UOp, BufferizeOpts], outputs: set[UOp]) -> bool:
+  """Every node that c's value flows into up to its kernel's store is elementwise at c's shape (so that kernel's
+  loops are c's dims in order, and a value that depends on the leading dims only is hoisted out of the inner ones)."""
+  shape, seen, todo = shape_of(c), set(), [c]
+  while todo:
+    u = todo.pop()
+    if u in seen:
+      continue
+    seen.add(u)
+    if u in outputs or (u in ret and not ret[u].removable) or u.op is Ops.SINK:
+      if u.op is Ops.ASSIGN:
+        return False  # an in-place write may store elsewhere than at its element
+      continue  # a kernel of its own at this shape: its store is where its value is
+    if u is not c and (u.op not in GroupOp.ALU | {Ops.CAST} or shape_of(u) != shape):
+      return False
+    todo.extend(children[u])
+  return True
+
+
+def row_reduces(nodes: list[UOp], ret: dict[UOp, BufferizeOpts], children: dict[UOp, list[UOp]],
+                outputs: set[UOp]) -> list[UOp]:
+  """The removable reductions that one elementwise consumer reads broadcast along its trailing dims, in a kernel
+  whose loops follow that consumer's dims: inlined there, the linearizer places the REDUCE loop inside the loops
+  of the leading dims and before those of the broadcast ones, so it runs once per row, as its own kernel would,
+  and the row it reads is still in L1 when the consumer reads it again. Softmax's max joins exp(x - max) and its
+  sum joins the division: two kernels where there were four, and half the passes over memory."""
+  reduces: dict[UOp, bool] = {}  # u computes a reduction in its kernel (other candidates are buffers)
+  for u in nodes:
+    reduces[u] = u.op is Ops.REDUCE_AXIS or any(reduces.get(s, False) and s not in ret for s in u.src)
+  found = []
+  for u, opts in ret.items():
+    if not opts.removable or u in outputs or u.op in GroupOp.Movement or not reduces[u]:
+      continue
+    cons = _trailing_broadcast(u, children, ret)
+    if cons is not None and _same_kernel(cons, children, ret, outputs):
+      found.append(u)
+  return found
 
 
 def _shared_expensive(nodes: list[UOp], uses: dict[UOp, set[tuple[UOp, bool]]], multi: set[UOp]) -> set[UOp]:
@@ -222,7 +293,13 @@ def _remove_bufferize(b: UOp, src: UOp) -> UOp | None:
 _COUNTED = GroupOp.ALU | {Ops.CAST, Ops.BITCAST}
 
 
+def _inline_row_reduce(b: UOp, src: UOp) -> UOp | None:
+  """A row reduction (`row_reduces`) joins the kernel of its one reader."""
+  return src if b.arg.row_reduce else None
+
+
 pm_remove_bufferize = PatternMatcher([
+  (UPat(Ops.BUFFERIZE, src=(UPat.var("src"),), name="b"), _inline_row_reduce),
   (UPat(Ops.BUFFERIZE, src=(UPat.var("src"),), name="b"), _remove_bufferize),
 ], name="remove bufferize")
 
