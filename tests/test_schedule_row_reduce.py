@@ -121,3 +121,16 @@ def test_the_rule_is_named_in_the_trace(tmp_path):
   rws = {r["id"] for r in recs if r["t"] == "rw_begin" and r["name"] == "remove bufferize"}
   fired = [pats[m["pat"]] for m in recs if m["t"] == "match" and m["rw"] in rws]
   assert fired.count("_inline_row_reduce") == 1  # the sum (the max feeds the sum's reduce: a kernel of its own)
+
+
+@pytest.mark.parametrize("target", [SSE, AVX2, AVX512], ids=["sse", "avx2", "avx512"])
+def test_heuristic_does_not_tile_a_row_reduction_kernel(target):
+  """A joined row reduction does not depend on the row's own axis: no register tile over the rows (a bias read
+  along them made the reference's rule tile them), and the store is vectors of the target's width next to the
+  reduce's unrolled loads."""
+  x, w = Tensor(_rand(256, 1024)), Tensor(_rand(1024, seed=3))
+  sched = (x.layernorm(-1) * w + w).schedule()
+  k = hand_coded_optimizations(Kernel(sched[-1].ast, target))
+  ups = [(o.axis, o.arg) for o in k.applied_opts if o.op.name == "UPCAST"]
+  assert len(ups) == 1 and ups[0][0] == 1 and ups[0][1] % target.vector_floats == 0
+  assert any(o.op.name == "UNROLL" for o in k.applied_opts)
