@@ -1,11 +1,13 @@
-"""The five workloads end to end jitted (TinyJit replays) vs not vs kernel only, and numpy, in one process.
+"""The five workloads end to end, plain and jitted (TinyJit replays), vs kernel only and numpy, in one process.
 
 1 thread (THREADS=1, numpy's BLAS limited to 1 thread with threadpoolctl), timed by CPU time (process_time) so that
-other load on the machine does not skew the ratios. Per round: bench_kernels' measurement (first run, end to end,
-kernel only and numpy, interleaved), then the jitted call `jit(*fresh input tensors).numpy()` (what end to end does,
-on a TinyJit of the workload's function), the replay alone (`jit(*the same tensors)`: no copy in or out) and numpy
-again, interleaved; each the minimum of `--reps`. The table has the median over `--rounds` rounds; "replay/kernel" is
-what a replay costs over the kernels alone (1.0: nothing), "numpy/jit" > 1: the jitted call beats numpy.
+other load on the machine does not skew the ratios. Per round and workload, interleaved, each the minimum of
+`--reps`: kernel only (the compiled kernels of one schedule run back to back), end to end plain
+(`build(*[Tensor(a) ...]).numpy()`: graph, schedule cache, copy in, kernels; .numpy() is a view), the same with
+`Tensor.from_numpy` inputs (no copy in: "shared"), the jitted call `jit(*[Tensor(a) ...]).numpy()` and with shared
+inputs, the replay alone (`jit(*the same tensors)`) and numpy. The table has the median over `--rounds` rounds of
+each ratio to kernel only (1.0: the call costs nothing over its kernels); "numpy/jit" > 1: the jitted call beats
+numpy.
 
   .venv/bin/python bench/bench_jit.py [--scale 1.0] [--reps 10] [--rounds 3] [--only matmul,mlp]
 """
@@ -25,29 +27,50 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from bench.bench_kernels import _measure  # noqa: E402
 from bench.table import format_table  # noqa: E402
 from bench.workloads import WORKLOADS, Workload  # noqa: E402
-from compiler import TinyJit  # noqa: E402
+from compiler import Tensor, TinyJit, realize  # noqa: E402
 
 
-def measure_jit(w: Workload, reps: int, clock) -> dict:
-  """The jitted end to end call and numpy's, interleaved (min of reps each), after its plain and capture calls."""
+def _kernel_only(w: Workload):
+  """The kernels one realize of the workload ran (its compiled runners on its buffers), run back to back."""
+  runs: list = []
+  realize.capturing = runs  # (what TinyJit listens to: every kernel run_schedule runs)
+  try:
+    w.lazy().realize()
+  finally:
+    realize.capturing = None
+  kernels = [(runner, bufs) for _, runner, bufs, _ in runs]
+
+  def run() -> None:
+    for fn, bufs in kernels:
+      fn(bufs)
+  return run
+
+
+def measure(w: Workload, reps: int, clock) -> dict:
+  """Every way of calling the workload, interleaved (min of reps each), after its first calls; and whether each
+  result is numpy's."""
   jitted = TinyJit(w.build)
+  shared = lambda: [Tensor.from_numpy(a) for a in w.inputs]  # noqa: E731
+  outs = [w.lazy().numpy()]
   for _ in range(3):  # plain, capture, first replay
-    got = jitted(*w.tensors()).numpy()
+    outs.append(jitted(*w.tensors()).numpy())
   ts = w.tensors()
-  fns = {"jit": lambda: jitted(*w.tensors()).numpy(), "replay": lambda: jitted(*ts),
-         "numpy": lambda: w.reference(*w.inputs)}
+  fns = {"kernel": _kernel_only(w), "e2e": lambda: w.lazy().numpy(), "plain_shared": lambda: w.build(*shared()).numpy(),
+         "jit": lambda: jitted(*w.tensors()).numpy(), "shared": lambda: jitted(*shared()).numpy(),
+         "replay": lambda: jitted(*ts), "numpy": lambda: w.reference(*w.inputs)}
   best = dict.fromkeys(fns, float("inf"))
+  for fn in fns.values():  # warm up
+    fn()
   for _ in range(reps):
     for key, fn in fns.items():
       t0 = clock()
       fn()
       best[key] = min(best[key], clock() - t0)
-  ok = bool(np.allclose(got, w.expected(), rtol=w.rtol, atol=w.rtol))
-  return {"jit_ok": ok, "jit_kernels": len(jitted.captured.calls), "jit": best["jit"], "replay": best["replay"],
-          "numpy_jit": best["numpy"]}
+  outs += [w.build(*shared()).numpy(), jitted(*shared()).numpy()]
+  ok = all(np.allclose(o, w.expected(), rtol=w.rtol, atol=w.rtol) for o in outs)
+  return {"ok": ok, "jit_kernels": len(jitted.captured.calls), **best}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -65,20 +88,23 @@ def main(argv: list[str] | None = None) -> None:
   for _ in range(args.rounds):
     for n in names:
       w = WORKLOADS[n](scale=args.scale)
-      rounds[n].append({**_measure(w, args.reps, clock), **measure_jit(w, args.reps, clock)})
+      rounds[n].append(measure(w, args.reps, clock))
   print(f"1 thread, CPU time; median of {args.rounds} rounds of min of {args.reps}; scale {args.scale}; "
         f"load {os.getloadavg()[0]:.1f}")
-  cols = [("workload", "<12"), ("ok", "<4"), ("kernels", ">7"), ("e2e ms", ">9.3f"), ("jit ms", ">9.3f"),
-          ("replay ms", ">10.3f"), ("kernel ms", ">10.3f"), ("numpy ms", ">9.3f"), ("e2e/jit", ">8.2f"),
-          ("replay/kernel", ">14.2f"), ("numpy/jit", ">10.2f")]
+  cols = [("workload", "<12"), ("ok", "<4"), ("kernels", ">7"), ("kernel ms", ">10.3f"), ("numpy ms", ">9.3f"),
+          ("e2e/kernel", ">11.2f"), ("e2e shared/kernel", ">18.2f"), ("jit/kernel", ">11.2f"),
+          ("jit shared/kernel", ">18.2f"), ("replay/kernel", ">14.2f"), ("numpy/jit", ">10.2f"),
+          ("numpy/jit shared", ">17.2f")]
   rows = []
   for n in names:
-    keys = ("e2e", "jit", "replay", "kernel", "numpy", "numpy_jit")
-    med = {k: statistics.median(r[k] for r in rounds[n]) for k in keys}
-    ok = all(r["ok"] and r["jit_ok"] for r in rounds[n])
-    rows.append((n, "yes" if ok else "NO", rounds[n][0]["jit_kernels"], med["e2e"] * 1e3, med["jit"] * 1e3,
-                 med["replay"] * 1e3, med["kernel"] * 1e3, med["numpy"] * 1e3, med["e2e"] / med["jit"],
-                 med["replay"] / med["kernel"], med["numpy_jit"] / med["jit"]))
+    rs = rounds[n]
+
+    def med(key: str, base: str = "kernel", rs: list[dict] = rs) -> float:
+      return statistics.median(r[key] / r[base] for r in rs)
+    rows.append((n, "yes" if all(r["ok"] for r in rs) else "NO", rs[0]["jit_kernels"],
+                 statistics.median(r["kernel"] for r in rs) * 1e3, statistics.median(r["numpy"] for r in rs) * 1e3,
+                 med("e2e"), med("plain_shared"), med("jit"), med("shared"), med("replay"), 1 / med("jit", "numpy"),
+                 1 / med("shared", "numpy")))
   print(format_table(cols, rows))
 
 

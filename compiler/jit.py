@@ -6,7 +6,9 @@ build no graph and schedule nothing: the captured kernels run in order, with the
 Tensor arguments, positional and keyword) in the slots where the capture's inputs were, found by buffer identity.
 
 As in tinygrad, a replay returns the capture's own return value: its Tensors are bound to the captured output buffers,
-which the next call overwrites (copy what must outlive it, e.g. `.numpy()`). The jit holds every Buffer the capture
+which the next call writes again; an array `.numpy()` gave out of an earlier call keeps its values (a replay moves an
+output whose memory a caller still reads to other memory before writing it). A replay reads its inputs where they
+are (no copy; `Tensor.from_numpy` inputs are the caller's arrays). The jit holds every Buffer the capture
 used, so intermediates are never handed back to the buffer pool while it lives; weights and optimizer state written
 in place (assign, `opt.step()`) are the same buffers every call, so a replay updates them as the function would. An
 assign the scheduler gives a fresh buffer (its value reads the target at other elements) rebinds its tensor: such a
@@ -92,20 +94,22 @@ def _fresh_uid() -> int:
   return Buffer(dtypes.uint8, 0).uid
 
 
-def _stale_reads(calls: list[tuple[str, Any, list[Buffer | None]]], first_uid: int) -> list[tuple[str, Buffer]]:
+Call = tuple[str, Any, list["Buffer | None"], tuple[tuple[int, bool], ...]]  # (name, runner, bufs, output slots)
+
+
+def _stale_reads(calls: list[Call], first_uid: int) -> list[tuple[str, Buffer]]:
   """Buffers made before the capture that its kernels only read and that nothing but the jit holds now: their
-  tensor was rebound during the capture (an assign into a fresh buffer), so a replay would read the old contents.
-  (A kernel whose outputs are unknown is taken to write all its buffers.)"""
+  tensor was rebound during the capture (an assign into a fresh buffer), so a replay would read the old contents."""
   written: set[int] = set()
   read: dict[int, tuple[str, Buffer]] = {}
   held: dict[int, int] = {}
-  for name, runner, bufs in calls:
-    outs = getattr(getattr(runner, "program", None), "outs", None)
+  for name, _, bufs, outs in calls:
+    out_slots = {s for s, _ in outs}
     for s, b in enumerate(bufs):
       if b is None:
         continue
       held[id(b)] = held.get(id(b), 0) + 1
-      if outs is None or s in outs:
+      if s in out_slots:
         written.add(id(b))
       elif b.uid < first_uid:
         read.setdefault(id(b), (name, b))
@@ -116,22 +120,25 @@ def _stale_reads(calls: list[tuple[str, Any, list[Buffer | None]]], first_uid: i
 
 class _Capture:
   """The kernels of one capture, with the slots where each input's buffer goes."""
-  __slots__ = ("ret", "names", "info", "calls", "slots", "recorder")
+  __slots__ = ("ret", "names", "info", "calls", "slots", "recorder", "own")
 
   def __init__(self, ret: Any, names: list[int | str], tensors: list[Tensor], inputs: list[Buffer],
-               runs: list[tuple[str, Any, Sequence[Buffer]]]):
+               runs: list[tuple[str, Any, Sequence[Buffer], tuple[tuple[int, bool], ...]]]):
     self.ret, self.names = ret, names
     self.info = [(t.shape, t.dtype) for t in tensors]
     where = {id(b): i for i, b in enumerate(inputs)}
-    self.calls: list[tuple[str, Any, list[Buffer | None]]] = []
+    self.calls: list[Call] = []
     self.slots: list[tuple[list, int, int]] = []  # (a call's buffer list, slot, input index)
-    for name, runner, bufs in runs:
+    for name, runner, bufs, outs in runs:
+      # an output written whole but also read at another slot of the call keeps its contents (copied if moved)
+      outs = tuple((s, whole and list(bufs).count(bufs[s]) == 1) for s, whole in outs)
       bufs = list(bufs)  # holds the intermediates and outputs for the jit's life
       for s, b in enumerate(bufs):
         if (i := where.get(id(b))) is not None:
           self.slots.append((bufs, s, i))
-          bufs[s] = None  # (this call's inputs are not kept)
-      self.calls.append((name, runner, bufs))
+          bufs[s] = None  # (a call's inputs are not kept: set for a replay, cleared after it)
+      self.calls.append((name, runner, bufs, outs))
+    self.own = {id(b) for _, _, bufs, _ in self.calls for b in bufs if b is not None}
     rec = recorder.RECORDER
     self.recorder = None if rec is None else weakref.ref(rec)
     runs.clear()  # (the scheduler's tuples of the capture's buffers, for _stale_reads' counts)
@@ -151,19 +158,35 @@ class _Capture:
     return rec is not None and (self.recorder is None or self.recorder() is not rec)
 
   def replay(self, inputs: list[Buffer]) -> Any:
+    """Run the captured kernels on the inputs. An input that is one of the capture's own buffers (a previous
+    replay's output passed back in) is copied first: the kernels write those buffers while reading the input. An
+    output whose memory a caller still reads (a `.numpy()` of an earlier call) moves to memory of its own first, so
+    an earlier result never changes."""
+    own = self.own
     for bufs, s, i in self.slots:
-      bufs[s] = inputs[i]
-    if recorder.RECORDER is not None:
-      with trace_context(f"jit replay {len(self.calls)} kernels", kind="kernel"):
-        for name, runner, bufs in self.calls:
-          _traced_run(name, runner, bufs)
-    elif debug.level() >= 2:
-      for name, runner, bufs in self.calls:
-        debug.run_kernel(name, runner, bufs)
-    else:
-      for _, runner, bufs in self.calls:
-        runner(bufs)
+      b = inputs[i]
+      bufs[s] = b if id(b) not in own else Buffer(b.dtype, b.size, b.np)
+    try:
+      if recorder.RECORDER is not None:
+        with trace_context(f"jit replay {len(self.calls)} kernels", kind="kernel"):
+          self._run_calls(_traced_run)
+      elif debug.level() >= 2:
+        self._run_calls(debug.run_kernel)
+      else:
+        for _, runner, bufs, outs in self.calls:
+          for o, whole in outs:
+            bufs[o].prepare_write(whole)
+          runner(bufs)
+    finally:
+      for bufs, s, _ in self.slots:  # (the jit keeps no input alive, and the next call's input can take its memory)
+        bufs[s] = None
     return self.ret
+
+  def _run_calls(self, run: Callable[[str, Any, list], None]) -> None:
+    for name, runner, bufs, outs in self.calls:
+      for o, whole in outs:
+        bufs[o].prepare_write(whole)
+      run(name, runner, bufs)
 
 
 def _traced_run(name: str, runner: Any, bufs: list) -> None:
@@ -221,7 +244,7 @@ class TinyJit(Generic[ReturnType]):
                inputs: list[Buffer]) -> Any:
     if realize.capturing is not None:
       raise RuntimeError("TinyJit: a TinyJit inside another TinyJit's capture is not supported")
-    runs: list[tuple[str, Any, Sequence[Buffer]]] = []
+    runs: list[tuple[str, Any, Sequence[Buffer], tuple[tuple[int, bool], ...]]] = []
     first_uid = _fresh_uid()
     realize.capturing = runs
     try:

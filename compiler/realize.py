@@ -15,15 +15,16 @@ from compiler.runtime.buffer import Buffer
 from compiler.schedule import ScheduleItem
 from compiler.trace import recorder
 from compiler.trace.recorder import trace_context
-from compiler.uop import AxisType, Ops, UOp
+from compiler.uop import AxisType, Ops, UOp, toposort
 
 Runner = Callable[[Sequence[Buffer]], None]
 BackendFactory = Callable[[UOp], Runner]
 
 DEFAULT_BACKEND = "llvm"
 RUNNER_CACHE_SIZE = 512
-# the kernels run while a TinyJit captures (compiler.jit sets and clears it): (name, runner, bufs) per kernel run
-capturing: list[tuple[str, Runner, Sequence[Buffer]]] | None = None
+# the kernels run while a TinyJit captures (compiler.jit sets and clears it): (name, runner, bufs, output_slots)
+# per kernel run
+capturing: list[tuple[str, Runner, Sequence[Buffer], tuple[tuple[int, bool], ...]]] | None = None
 
 
 def _interp_factory() -> BackendFactory:
@@ -136,6 +137,50 @@ def whole_outputs(ast: UOp) -> frozenset[int]:
   return got
 
 
+def _read_slots(ast: UOp) -> set[int]:
+  """The slots the kernel may read: every global used other than as the address of a store."""
+  users: dict[UOp, list[UOp]] = {}
+  for u in toposort(ast):
+    for x in u.src:
+      users.setdefault(x, []).append(u)
+  read = set()
+  for g in users:
+    if g.op is not Ops.DEFINE_GLOBAL:
+      continue
+    for i in users[g]:
+      if i.op is not Ops.INDEX or i.src[0] is not g or \
+          any(st.op is not Ops.STORE or st.src[0] is not i or i in st.src[1:] for st in users.get(i, [])):
+        read.add(g.arg)
+        break
+  return read
+
+
+def output_slots(ast: UOp) -> tuple[tuple[int, bool], ...]:
+  """(slot, written whole) of each buffer the kernel stores to: whole when its store covers every element and the
+  kernel never reads that slot (an in-place update reads the old values). Every slot, none whole, for a kernel not
+  of the scheduler's form (a SINK of stores to indexed globals): taking an input for an output costs a copy at
+  most, missing an output would let it change an array a caller holds. Remembered on the AST."""
+  got = ast.__dict__.get("_output_slots")
+  if got is None:
+    stores = list(ast.src) if ast.op is Ops.SINK else []
+    if stores and all(st.op is Ops.STORE and st.src[0].op is Ops.INDEX and st.src[0].src[0].op is Ops.DEFINE_GLOBAL
+                      for st in stores):
+      whole, read = whole_outputs(ast), _read_slots(ast)
+      got = tuple((s, s in whole and s not in read) for s in sorted({st.src[0].src[0].arg for st in stores}))
+    else:
+      got = tuple((u.arg, False) for u in toposort(ast) if u.op is Ops.DEFINE_GLOBAL)
+    ast.__dict__["_output_slots"] = got
+  return got
+
+
+def prepare_outputs(outs: tuple[tuple[int, bool], ...], bufs: Sequence[Buffer]) -> None:
+  """Before a kernel runs: an output whose memory someone else still reads (an array `.numpy()` handed out, a
+  caller's borrowed array) moves to memory of its own, so a kernel never changes an array a caller holds."""
+  for i, whole in outs:
+    b = bufs[i]
+    b.prepare_write(whole and bufs.count(b) == 1)
+
+
 def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> None:
   """Run every kernel of the schedule in order."""
   debug.on_schedule(len(schedule))
@@ -143,9 +188,11 @@ def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> No
   backend = backend or default_backend()  # (the environment read once a schedule, not once a kernel)
   for si in schedule:
     bufs = si.bufs
-    whole = whole_outputs(si.ast)
+    outs = output_slots(si.ast)
+    whole = {s for s, w in outs if w}
     for i, b in enumerate(bufs):  # allocated on first use; an output the kernel writes whole is not zeroed first
       b.ensure_allocated(zero=i not in whole or bufs.count(b) > 1)
+    prepare_outputs(outs, bufs)
     if recorder.RECORDER is None and level < 2:
       runner = get_runner(si.ast, backend)
       runner(bufs)
@@ -154,4 +201,4 @@ def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> No
         runner, made_s = _runner(si.ast, backend)
         debug.run_kernel(si.name, runner, bufs, made_s)
     if capturing is not None:
-      capturing.append((si.name, runner, bufs))
+      capturing.append((si.name, runner, bufs, outs))

@@ -179,9 +179,18 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     self.uop = Tensor._from_np(arr, dt)  # the buffer casts while it copies: one pass over the data, not two
 
   @staticmethod
-  def _from_np(arr: np.ndarray, dt: DType) -> UOp:
-    buf = new_buffer_uop(dt, arr.size, arr)
+  def _from_np(arr: np.ndarray, dt: DType, share: bool = False) -> UOp:
+    buf = new_buffer_uop(dt, arr.size, arr, share)
     return buf if arr.ndim == 1 else UOp(Ops.RESHAPE, dt, (buf,), tuple(arr.shape))
+
+  @staticmethod
+  def from_numpy(arr: np.ndarray, dtype: Any = None) -> Tensor:
+    """A tensor that reads arr's own memory (no copy) where kernels can: a C-contiguous, aligned array of the
+    tensor's dtype (default: arr's). Later changes to arr show in the tensor, as with torch.from_numpy; the tensor
+    never writes arr (an assign gives it memory of its own first). Any other array is copied, as by Tensor(arr)."""
+    if not isinstance(arr, np.ndarray):
+      raise TypeError(f"Tensor.from_numpy: needs a numpy array, got {type(arr).__name__}")
+    return Tensor(Tensor._from_np(arr, to_dtype(dtype) or to_dtype(arr.dtype), share=True))
 
   # ---- properties
   @property

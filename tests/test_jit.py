@@ -127,7 +127,7 @@ def test_replay_is_one_trace_context_with_each_kernel_run(trace):
   jitted = TinyJit(lambda a: (a @ x).relu() + 1)
   for i in range(4):
     np.testing.assert_allclose(jitted(Tensor(np.full((16, 16), i, np.float32))).numpy(), np.full((16, 16), 16 * i + 1))
-  kernels = [name for name, _, _ in jitted.captured.calls]
+  kernels = [call[0] for call in jitted.captured.calls]
   recorder.disable()
   recs = list(TraceReader(trace))
   replays = [r for r in recs if r["t"] == "ctx_begin" and r["name"].startswith("jit replay")]

@@ -8,12 +8,19 @@ next buffer operation of the program writes the queued frees, each with its own 
 Memory comes from a pool of released arrays: a Buffer that dies while nothing else holds its array gives the array
 back, and the next Buffer of that dtype and size takes it instead of fresh pages from the OS (a 16 MB output's page
 faults cost about as much as the kernel that fills it). A kernel's output that the kernel writes whole is not
-zeroed first (`ensure_allocated(zero=False)`); every other first use still reads zeros."""
+zeroed first (`ensure_allocated(zero=False)`); every other first use still reads zeros.
+
+No copies out or in where none is needed: `numpy()` is a read-only view of the buffer's memory, and `copyin(share=True)`
+(Tensor.from_numpy) keeps a caller's array as the buffer's memory when a kernel can read it (its dtype, C-contiguous,
+aligned). Memory someone else reads is never written: before a kernel writes a buffer (compiler.realize, TinyJit's
+replay), `prepare_write` moves a buffer whose memory is exposed (a view handed out, a caller's array) to memory of its
+own, and the pool gives an array to a new buffer only once no view of it is left."""
 from __future__ import annotations
 
 import ctypes
 import itertools
 import sys
+import threading
 import time
 from collections import deque
 
@@ -28,31 +35,44 @@ _freed: deque[tuple[float, int, int, int, int]] = deque()  # (ts, ctx, bytes, bu
 
 POOL_BYTES = 256 << 20  # released arrays kept for reuse, in all
 POOL_PER_KIND = 8  # ... and of one (dtype, size)
-# (numpy dtype, size) -> released arrays. Only list appends and pops (atomic under the GIL): a release runs in
-# __del__, which may come in any thread, inside a garbage collection, while the pool is being taken from
+# (numpy dtype, size) -> released arrays. A release runs in __del__, which may come in any thread or inside a
+# garbage collection while the pool is being taken from (the same thread: the lock is reentrant)
 _pool: dict[tuple[np.dtype, int], list[np.ndarray]] = {}
 _pool_bytes = [0]
+_POOL_LOCK = threading.RLock()
 
 
 def _take(dt: np.dtype, size: int) -> np.ndarray | None:
-  """A released array of this dtype and size, or None (its contents are what its last Buffer left)."""
+  """A released array of this dtype and size that nothing else holds now, or None (its contents are what its last
+  Buffer left). A pooled array may still be held by views handed out of its Buffer (`Buffer.numpy`): it is taken
+  only once they are gone, so a later buffer never writes memory a caller still reads."""
   free = _pool.get((dt, size))
-  try:
-    arr = free.pop() if free else None
-  except IndexError:  # another thread took the last one between the test and the pop
+  if not free:
     return None
-  if arr is not None:
-    _pool_bytes[0] -= arr.nbytes
-  return arr
+  with _POOL_LOCK:
+    for i in range(len(free) - 1, -1, -1):  # (appends from a __del__ meanwhile leave lower indices in place)
+      arr = free[i]
+      if sys.getrefcount(arr) <= 3:  # the pool's list, `arr`, getrefcount's argument
+        del free[i]
+        _pool_bytes[0] -= arr.nbytes
+        return arr
+  return None
 
 
 def _give(arr: np.ndarray) -> None:
-  if _pool_bytes[0] + arr.nbytes > POOL_BYTES:
+  """Keep an array that owns its memory for reuse (views of it may still be alive: _take waits for them). A full
+  kind first drops the arrays a caller still holds (kept, they would only stop free ones from being pooled)."""
+  if arr.base is not None or not arr.size:
     return
-  free = _pool.setdefault((arr.dtype, arr.size), [])
-  if len(free) < POOL_PER_KIND:
-    _pool_bytes[0] += arr.nbytes
-    free.append(arr)
+  with _POOL_LOCK:
+    free = _pool.setdefault((arr.dtype, arr.size), [])
+    if len(free) >= POOL_PER_KIND or _pool_bytes[0] + arr.nbytes > POOL_BYTES:
+      for i in range(len(free) - 1, -1, -1):
+        if sys.getrefcount(free[i]) > 2:  # (the list, getrefcount's argument)
+          _pool_bytes[0] -= free.pop(i).nbytes
+    if len(free) < POOL_PER_KIND and _pool_bytes[0] + arr.nbytes <= POOL_BYTES:
+      _pool_bytes[0] += arr.nbytes
+      free.append(arr)
 
 
 def clear_pool() -> None:
@@ -116,9 +136,9 @@ class Buffer:
       rec = getattr(recorder, "RECORDER", None)  # (at interpreter exit the module may be torn down already)
       if id(rec) == self._traced:  # still the trace its allocation went to (a deque's append is thread-safe)
         _freed.append((time.time(), rec.current_ctx, self.nbytes, self.uid, self._traced))
-    # pooled only when nothing else holds the array (this slot, `arr` and getrefcount's argument): a view of it or
-    # a caller that kept `.np` would see the next buffer's values
-    if sys.getrefcount(arr) == 3 and arr.base is None and arr.size:
+    # pooled even while a view handed out (`numpy`) or a caller that kept `.np` still holds it: _take gives it to
+    # another buffer only once they are gone (an array borrowed from a caller is not ours to pool)
+    if arr.base is None:
       try:
         _give(arr)
       except Exception:  # at interpreter exit the pool may be gone
@@ -132,19 +152,25 @@ class Buffer:
   def nbytes(self) -> int:
     return self.size * self.dtype.itemsize
 
-  def copyin(self, data: np.ndarray) -> Buffer:
+  def copyin(self, data: np.ndarray, share: bool = False) -> Buffer:
+    """Give the buffer data's values: a private copy, or (share, where data is an ndarray of this dtype, C-contiguous
+    and aligned) data's own memory, which the buffer then only reads (a kernel writing it gets memory of its own
+    first: `prepare_write`)."""
     src = np.asarray(data)
     if src.size != self.size:
       raise ValueError(f"Buffer.copyin: {src.size} elements into a buffer of {self.size}")
     dt = self.dtype.np
-    arr = _take(dt, self.size)  # always a private copy: into a pooled array, or a new one
-    if arr is None:
-      arr = np.empty(self.size, dtype=dt)
-    if src.dtype == dt:  # a plain copy (no cast to mind: errstate and copyto's dispatch were most of a small one)
-      (arr if src.ndim == 1 else arr.reshape(src.shape))[...] = src
+    if share and can_share(src, dt):
+      arr = src.reshape(-1)  # a view: its base is the caller's array, so it is never pooled and always renamed
     else:
-      with np.errstate(all="ignore"):  # a cast out of range wraps as numpy's astype does (the caller checked ranges)
-        np.copyto(arr.reshape(src.shape), src, casting="unsafe")
+      arr = _take(dt, self.size)  # a private copy: into a pooled array, or a new one
+      if arr is None:
+        arr = np.empty(self.size, dtype=dt)
+      if src.dtype == dt:  # a plain copy (no cast to mind: errstate and copyto's dispatch were most of a small one)
+        (arr if src.ndim == 1 else arr.reshape(src.shape))[...] = src
+      else:
+        with np.errstate(all="ignore"):  # a cast out of range wraps as numpy's astype does (the caller checked ranges)
+          np.copyto(arr.reshape(src.shape), src, casting="unsafe")
     fresh = self._np is None
     self._set(arr)
     if fresh and recorder.RECORDER is not None:
@@ -152,8 +178,33 @@ class Buffer:
     return self
 
   def numpy(self) -> np.ndarray:
-    """A copy of the contents."""
-    return self.np.copy()
+    """The contents as a read-only view of the buffer's memory (no copy). The buffer never writes memory such a view
+    still reads: a kernel writing the buffer later gets other memory first (`prepare_write`), and the memory goes
+    back to the pool only once the view is gone."""
+    v = self.np.view()
+    v.flags.writeable = False
+    return v
+
+  def exposed(self) -> bool:
+    """Whether someone besides this buffer reads its memory: a view handed out, a caller that kept `.np`, or an
+    array it borrowed (copyin share)."""
+    arr = self._np
+    return arr is not None and (arr.base is not None or sys.getrefcount(arr) > 3)  # (the slot, `arr`, the argument)
+
+  def prepare_write(self, whole: bool) -> None:
+    """Before a kernel writes the buffer: when its memory is exposed, move to memory of its own (a pooled array or
+    a new one), with the old contents copied unless the kernel writes every element (`whole`), so that arrays
+    handed out keep their values. Memory nobody else reads is written in place."""
+    old = self._np
+    if old is None or not (old.base is not None or sys.getrefcount(old) > 3):  # (the slot, `old`, the argument)
+      return
+    arr = _take(old.dtype, self.size)
+    if arr is None:
+      arr = np.empty(self.size, dtype=old.dtype)
+    if not whole:
+      arr[...] = old
+    self._set(arr)
+    _give(old)
 
   def __repr__(self) -> str:
     return f"<Buffer {self.dtype} x{self.size}{'' if self.allocated else ' (unallocated)'}>"
@@ -166,6 +217,12 @@ def array_address(a: np.ndarray) -> int:
     return ctypes.addressof(ctypes.c_char.from_buffer(a))
   except (TypeError, ValueError, BufferError):  # read-only, empty, or not one contiguous block
     return a.__array_interface__["data"][0]
+
+
+def can_share(a: np.ndarray, dt: np.dtype) -> bool:
+  """Whether a kernel can read `a`'s memory as a buffer of dtype dt: the very dtype (byte order included),
+  C-contiguous, aligned to its elements, not empty."""
+  return a.dtype == dt and a.flags.c_contiguous and a.flags.aligned and a.size > 0
 
 
 def write_frees() -> None:
@@ -182,11 +239,14 @@ def write_frees() -> None:
 _BUFFER_KEY = "_buffer"
 
 
-def new_buffer_uop(dtype: DType, size: int, data: np.ndarray | None = None) -> UOp:
-  """A fresh BUFFER UOp (1-D, `size` elements) with its Buffer."""
+def new_buffer_uop(dtype: DType, size: int, data: np.ndarray | None = None, share: bool = False) -> UOp:
+  """A fresh BUFFER UOp (1-D, `size` elements) with its Buffer (holding a copy of data, or with share its memory
+  where it can: Buffer.copyin)."""
   uid = next(_next_id)
   u = UOp(Ops.BUFFER, dtype, (), (uid, size))
-  u.__dict__[_BUFFER_KEY] = Buffer(dtype, size, data, uid)
+  b = u.__dict__[_BUFFER_KEY] = Buffer(dtype, size, None, uid)
+  if data is not None:
+    b.copyin(data, share)
   return u
 
 

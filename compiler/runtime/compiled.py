@@ -38,6 +38,7 @@ PARALLEL_MIN_S = 3e-4
 # run goes the other way, so the medians of the RECENT_RUNS last runs of each way follow the machine's load
 SPLIT_RETRY = 32
 RECENT_RUNS = 3
+FAST_PLANS = 4  # plans of Buffer calls kept per kernel (by the buffers' addresses)
 
 
 def default_threads() -> int:
@@ -109,10 +110,12 @@ class CompiledKernel:
     self._runs = 0  # runs with enough work to split (every SPLIT_RETRY-th goes the way not chosen)
     self.last_s = 0.0  # how long the last run took (the kernel's code only: no checks, no planning)
     # the scheduler's Buffers, in a kernel without variables: what each slot needs ((dtype, elements), None where
-    # no check applies), checked against the Buffer's own dtype and size; and the last such call's plan by the
-    # buffers' addresses and sizes (ints: nothing kept alive, and an equal address of a new array is the same plan)
+    # no check applies), checked against the Buffer's own dtype and size; and the last FAST_PLANS such calls' plans
+    # by the buffers' addresses and sizes (ints: nothing kept alive, and an equal address of a new array is the same
+    # plan; more than one: two pooled arrays of one kind trade places between an intermediate and an output from one
+    # call to the next, as the order their buffers die in changes)
     self._needs: list[tuple[Any, int]] | None = None
-    self._fast: tuple | None = None
+    self._fast: dict[tuple, tuple] = {}
     self._static: tuple[int | None, int] | None = None  # (parallel loop's extent, flops) of a kernel without variables
 
   def _cfunc(self, address: int) -> Any:
@@ -202,10 +205,13 @@ class CompiledKernel:
     addrs = [b.addr for b in bufs]
     key = tuple(addrs + [b.size for b in bufs])
     fast = self._fast
-    if fast is not None and fast[0] == key:
-      return fast[1]
+    plan = fast.get(key)
+    if plan is not None:
+      return plan
     plan = self._plan([b.np for b in bufs], [], None, None, addrs=addrs)
-    self._fast = (key, plan)
+    if len(fast) >= FAST_PLANS:
+      del fast[next(iter(fast))]
+    fast[key] = plan
     return plan
 
   # ---- running
@@ -280,7 +286,8 @@ class CompiledKernel:
       if not single or self._runs % SPLIT_RETRY == 0:
         serial = not serial
     if serial != self._serial and (nchunks > 1 or self._serial):
-      self._serial, self._last, self._fast = serial, None, None
+      self._serial, self._last = serial, None
+      self._fast.clear()
 
   def _plan(self, arrs: list[np.ndarray], vals: list[int], var_vals: Mapping[str, int] | None,
             threads: int | None, addrs: list[int] | None = None) -> tuple:
