@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from test_server_helpers import apply_delta, write_noisy_simplify
+from test_server_helpers import apply_delta, longest_rewrite, write_noisy_simplify
 
 from viz_server import cut, diff, gone
 from viz_server.app import create_app
@@ -31,17 +31,13 @@ def small_cap(monkeypatch):
   monkeypatch.setattr(cut, "CUT_NODES", SHOWN)
 
 
-def _longest(tr):
-  return max(tr.rewrites.values(), key=lambda r: r.matches)
-
-
 def _edge_map(g):
   return {(e["src"], e["dst"], e["index"]): e for e in g["edges"]}
 
 
 def test_a_cut_graph_shows_at_most_the_cap_around_the_change(noisy, small_cap):
   _, tr = noisy
-  rw = _longest(tr)
+  rw = longest_rewrite(tr)
   view = StepGraphs(tr, rw, Replay(tr, rw))
   cut_steps = 0
   for k in range(rw.matches + 1):
@@ -76,7 +72,7 @@ def test_a_cut_graph_shows_at_most_the_cap_around_the_change(noisy, small_cap):
 @pytest.mark.parametrize("compact", [False, True])
 def test_deltas_between_cut_steps_give_the_cut_graphs(noisy, small_cap, compact):
   _, tr = noisy
-  rw = _longest(tr)
+  rw = longest_rewrite(tr)
   view = StepGraphs(tr, rw, Replay(tr, rw))
   n = rw.matches
   rng = random.Random(7)
@@ -95,7 +91,7 @@ def test_deltas_between_cut_steps_give_the_cut_graphs(noisy, small_cap, compact)
 
 def test_cut_steps_derived_from_the_step_before_move_nothing_both_show(noisy, small_cap):
   _, tr = noisy
-  rw = _longest(tr)
+  rw = longest_rewrite(tr)
   view = StepGraphs(tr, rw, Replay(tr, rw))
   derived = 0
   for k in range(1, rw.matches + 1):
@@ -141,7 +137,7 @@ def _point(rp, k, name):
 
 def test_a_diff_of_graphs_over_the_cap_is_summarized_around_the_roots(noisy, monkeypatch):
   _, tr = noisy
-  rw = _longest(tr)
+  rw = longest_rewrite(tr)
   rp = Replay(tr, rw)
   n = rw.matches
   rng = random.Random(5)
@@ -180,7 +176,7 @@ def test_a_diff_of_graphs_over_the_cap_is_summarized_around_the_roots(noisy, mon
 
 def test_a_summarized_diff_draws_the_nodes_shown_with_their_sources(noisy, small_diff_cap):
   _, tr = noisy
-  rw = _longest(tr)
+  rw = longest_rewrite(tr)
   rp = Replay(tr, rw)
   got = diff.diff_graphs(_point(rp, 0, "A"), _point(rp, rw.matches, "B"), draw=True)
   drawn = got["graph"]["drawn"]
@@ -197,7 +193,7 @@ def test_a_summarized_diff_draws_the_nodes_shown_with_their_sources(noisy, small
 def test_the_api_answers_a_big_diff_summarized_and_refuses_one_past_the_walk_bound(noisy, small_diff_cap,
                                                                                     monkeypatch):
   path, tr = noisy
-  rw = _longest(tr)
+  rw = longest_rewrite(tr)
   c = create_app([path], follow=False).test_client()
   q = f"/api/diff?a=0:{rw.id}:0&b=0:{rw.id}:end"
   for url in (q, q + "&draw=1"):
@@ -214,7 +210,7 @@ def test_a_big_diff_stops_when_the_client_goes(noisy, small_diff_cap, monkeypatc
   import socket
 
   _, tr = noisy
-  rw = _longest(tr)
+  rw = longest_rewrite(tr)
   rp = Replay(tr, rw)
   rp.ensure(rw.matches)
   monkeypatch.setattr(gone, "EVERY_S", 0.0)

@@ -6,11 +6,14 @@ import contextlib
 import functools
 import random
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from compiler import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
 from compiler.trace import recorder
 from compiler.uop import arg_str, toposort
+
+if TYPE_CHECKING:
+  from viz_server.store import Rewrite, Trace
 
 XSS = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "\"'><svg onload=alert(1)>", "a&b</pre>"]
 
@@ -192,3 +195,8 @@ def write_noisy_simplify(path: Path, kernel: str | None = None) -> Path:
       graph_rewrite(sink, symbolic, name="simplify")
       graph_rewrite(sink, symbolic, name="simplify", bottom_up=True)
   return path
+
+
+def longest_rewrite(tr: Trace) -> Rewrite:
+  """The trace's rewrite with the most matches (the one whose steps a server test walks)."""
+  return max(tr.rewrites.values(), key=lambda r: r.matches)

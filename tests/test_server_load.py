@@ -9,7 +9,7 @@ import random
 import threading
 
 import pytest
-from test_server_helpers import write_noisy_simplify
+from test_server_helpers import longest_rewrite, write_noisy_simplify
 
 from viz_server import replay as replay_mod
 from viz_server.__main__ import GC_THRESHOLDS, tune_gc
@@ -25,13 +25,9 @@ def noisy(tmp_path_factory):
   return path, tr
 
 
-def _longest(tr):
-  return max(tr.rewrites.values(), key=lambda r: r.matches)
-
-
 def test_computed_steps_are_read_while_another_thread_holds_the_replay_lock(noisy):
   _, tr = noisy
-  rw = _longest(tr)
+  rw = longest_rewrite(tr)
   rp = Replay(tr, rw)
   rp.ensure(rw.matches)
   far = rw.matches // 2
@@ -56,7 +52,7 @@ def test_computed_steps_are_read_while_another_thread_holds_the_replay_lock(nois
 
 def test_far_members_are_the_graph_at_that_step_and_leave_the_cursor(noisy):
   _, tr = noisy
-  rw = _longest(tr)
+  rw = longest_rewrite(tr)
   forward = Replay(tr, rw)
   graphs = [forward.members(k) for k in range(rw.matches + 1)]  # each a cursor move of one step
   jumpy = Replay(tr, rw)
@@ -78,7 +74,7 @@ def test_far_members_are_the_graph_at_that_step_and_leave_the_cursor(noisy):
 
 def test_serving_graph_answers_triggers_no_full_collection(noisy):
   path, tr = noisy
-  rw = _longest(tr)
+  rw = longest_rewrite(tr)
   app = create_app([path], follow=False)
   client = app.test_client()
   tid = next(iter(app.extensions["tinyviz"]["store"].traces))

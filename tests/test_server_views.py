@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 from proc_helpers import wait_until
-from test_server_helpers import apply_delta, recording, write_noisy_simplify
+from test_server_helpers import apply_delta, longest_rewrite, recording, write_noisy_simplify
 
 from viz_server import graphview
 from viz_server.graphview import BLOCK, MASSIVE, RequestGate, StepGraphs, _Derived
@@ -75,7 +75,7 @@ def test_only_step_0_gets_a_full_layout_when_steps_change_little(big):
 
 
 def test_unchanged_nodes_stay_put_between_steps(big):
-  rw = max(big.rewrites.values(), key=lambda r: r.matches)
+  rw = longest_rewrite(big)
   view = _view(big, rw)
   moved, kept = 0, 0
   for k in range(1, rw.matches + 1):
@@ -189,7 +189,7 @@ def test_a_step_with_many_new_nodes_keeps_the_rest_and_lays_them_out_below(at_on
 
 
 def test_layouts_do_not_depend_on_the_order_steps_are_asked_for(big, monkeypatch):
-  rw = max(big.rewrites.values(), key=lambda r: r.matches)
+  rw = longest_rewrite(big)
   seq = _view(big, rw)
   want = {k: seq.layout(k) for k in range(rw.matches + 1)}
   monkeypatch.setattr(graphview, "LAYOUTS", graphview._LayoutCache(budget=12 * len(want[0].pos)))  # evicts a lot
@@ -209,7 +209,7 @@ def test_layouts_do_not_depend_on_the_order_steps_are_asked_for(big, monkeypatch
 def test_deltas_between_any_steps(big, compact):
   """Applied to the graph at j, the delta j -> k gives the graph at k, positions, routes and creation steps
   included, also across block boundaries and for nodes that a step between removed and another brought back."""
-  rw = max(big.rewrites.values(), key=lambda r: r.matches)
+  rw = longest_rewrite(big)
   view = _view(big, rw)
   n = rw.matches
   rng = random.Random(4)
@@ -230,7 +230,7 @@ def test_deltas_between_any_steps(big, compact):
 
 
 def test_two_threads_share_one_layout(big):
-  rw = max(big.rewrites.values(), key=lambda r: r.matches)
+  rw = longest_rewrite(big)
   view = _view(big, rw)
   start = threading.Barrier(4)
 
@@ -300,7 +300,7 @@ def test_background_work_can_ask_for_a_longer_quiet():
 
 
 def test_prefetch_computes_the_next_block_boundary(big):
-  rw = max(big.rewrites.values(), key=lambda r: r.matches)
+  rw = longest_rewrite(big)
   views = Views(None)  # type: ignore[arg-type]  # prefetch needs no store
   view = _view(big, rw)
   view.layout(3)
@@ -314,7 +314,7 @@ def test_prefetch_computes_far_block_boundaries_within_a_node_budget(big, monkey
   """Stepping prefetches the block boundaries ahead while their graphs hold views.FAR_NODES nodes, so a far jump is
   at most BLOCK - 1 derivations away (issue 18); the next steps come last, and past the budget nothing more."""
   from viz_server import views as views_mod
-  rw = max(big.rewrites.values(), key=lambda r: r.matches)
+  rw = longest_rewrite(big)
   far = list(range(3 * BLOCK, rw.matches + 1, BLOCK))
   assert len(far) >= 2
   for budget, want in ((10**9, far), (1, far[:1])):
@@ -332,7 +332,7 @@ def test_prefetch_computes_far_block_boundaries_within_a_node_budget(big, monkey
 def test_a_step_with_nothing_ahead_drops_the_older_prefetch_wish(big):
   """Jumping to the last step leaves nothing to prefetch: the wish made at the step before (far boundaries the
   worker would still lay out, competing with the browser for the CPU) is dropped."""
-  rw = max(big.rewrites.values(), key=lambda r: r.matches)
+  rw = longest_rewrite(big)
   views = Views(None)  # type: ignore[arg-type]  # prefetch needs no store
   view = _view(big, rw)
   view.layout(3)
