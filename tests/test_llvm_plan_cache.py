@@ -50,12 +50,18 @@ def test_the_cached_plan_keeps_no_buffer_alive():
   np.testing.assert_array_equal(out, np.full(64, 4, np.float32))
 
 
-def test_a_kernel_measured_too_short_for_threads_runs_on_one_and_back():
+def _split_kernel():
+  """A kernel split across two threads (out = a * b + 1 over 1024 x 1024) and its arrays: (kernel, a, b, out)."""
   from compiler.opt import Kernel, Opt, OptOps, Target
   k = Kernel(elementwise_ast(1024, 1024), Target(threads=2))
   k.apply_opt(Opt(OptOps.THREAD, 0, 2))
   ck = compile_kernel(k.get_optimized_ast())
   a, b, out = np.ones(1 << 20, np.float32), np.full(1024, 2, np.float32), np.zeros(1 << 20, np.float32)
+  return ck, a, b, out
+
+
+def test_a_kernel_measured_too_short_for_threads_runs_on_one_and_back():
+  ck, a, b, out = _split_kernel()
   assert len(ck._chunks(None, [out, a, b], 2)) == 2  # enough work for two threads by the static estimate
   ck._observe(1e-6, 2)  # a run that took a microsecond on two threads: not worth waking one
   assert ck._serial and ck._last is None and len(ck._chunks(None, [out, a, b], 2)) == 1
@@ -68,12 +74,8 @@ def test_a_kernel_measured_too_short_for_threads_runs_on_one_and_back():
 
 
 def test_a_split_slower_by_the_clock_than_one_thread_is_dropped_and_tried_again_later():
-  from compiler.opt import Kernel, Opt, OptOps, Target
   from compiler.runtime.compiled import SPLIT_RETRY
-  k = Kernel(elementwise_ast(1024, 1024), Target(threads=2))
-  k.apply_opt(Opt(OptOps.THREAD, 0, 2))
-  ck = compile_kernel(k.get_optimized_ast())
-  a, b, out = np.ones(1 << 20, np.float32), np.full(1024, 2, np.float32), np.zeros(1 << 20, np.float32)
+  ck, a, b, out = _split_kernel()
   chunks = lambda: len(ck._chunks(None, [out, a, b], 2))  # noqa: E731
   ck._observe(5e-3, 2)  # a split run with the work for two threads (10 ms of CPU): the next tries one thread
   assert ck._serial and chunks() == 1
