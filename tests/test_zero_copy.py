@@ -161,7 +161,7 @@ def test_a_replays_output_passed_back_in_gives_the_plain_result():
   # y is the capture's own output buffer: the kernel writing it must not read it at other elements
   jitted = TinyJit(lambda x: (x.flip(0) + 1).contiguous())
   for i in range(4):
-    x = np.arange(16, dtype=np.float32) * (i + 1)
+    x = np.arange(4096, dtype=np.float32) * (i + 1)
     y = jitted(Tensor(x))
     first = y.numpy()
     z = jitted(y).numpy()
