@@ -310,6 +310,15 @@ def test_prefetch_computes_the_next_block_boundary(big):
   assert view.cached(BLOCK) and view.cached(4) and view.cached(3 + views.prefetch_steps)
 
 
+def _prefetching(tr, rw) -> tuple[Views, StepGraphs]:
+  """Fresh views of rw with step 3 laid out, asked to prefetch from step 3 (the worker starts on it at once)."""
+  views = Views(None)  # type: ignore[arg-type]  # prefetch needs no store
+  view = _view(tr, rw)
+  view.layout(3)
+  views.prefetch(view, 3)
+  return views, view
+
+
 def test_prefetch_computes_far_block_boundaries_within_a_node_budget(big, monkeypatch):
   """Stepping prefetches the block boundaries ahead while their graphs hold views.FAR_NODES nodes, so a far jump is
   at most BLOCK - 1 derivations away (issue 18); the next steps come last, and past the budget nothing more."""
@@ -319,10 +328,7 @@ def test_prefetch_computes_far_block_boundaries_within_a_node_budget(big, monkey
   assert len(far) >= 2
   for budget, want in ((10**9, far), (1, far[:1])):
     monkeypatch.setattr(views_mod, "FAR_NODES", budget * max(1, _view(big, rw).replay.size(0)))
-    views = Views(None)  # type: ignore[arg-type]  # prefetch needs no store
-    view = _view(big, rw)
-    view.layout(3)
-    views.prefetch(view, 3)
+    views, view = _prefetching(big, rw)
     # once the worker took up the wish's last step (a next step: the chains to the boundaries made it already),
     # everything before it in the wish is done
     wait_until(lambda: not views.pending() and all(view.cached(c) for c in want), "the prefetch")  # noqa: B023
@@ -333,10 +339,7 @@ def test_a_step_with_nothing_ahead_drops_the_older_prefetch_wish(big):
   """Jumping to the last step leaves nothing to prefetch: the wish made at the step before (far boundaries the
   worker would still lay out, competing with the browser for the CPU) is dropped."""
   rw = longest_rewrite(big)
-  views = Views(None)  # type: ignore[arg-type]  # prefetch needs no store
-  view = _view(big, rw)
-  view.layout(3)
-  views.prefetch(view, 3)
+  views, view = _prefetching(big, rw)
   assert views.pending()
   views.prefetch(view, rw.matches)  # (a step past the last block boundary: no boundary and no step ahead)
   assert views.pending() == []
