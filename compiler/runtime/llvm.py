@@ -3,17 +3,19 @@
 One MCJIT engine for the process (created on first use, for the host CPU's name and features); every kernel is
 a module added to it under a unique symbol. Compiles are cached by IR text. Thread-safe (one lock).
 
-The texts a trace shows (optimized IR, assembly) are made off the caller's path: the assembly costs a second run of
-LLVM's code generator, so a thread of its own emits it while the program goes on (`JitFunction.texts`)."""
+The texts a trace shows (optimized IR, assembly) cost one run of LLVM's code generator, the one that makes the code:
+a traced compile emits the assembly, and the engine assembles that text (a module of `module asm` lines: LLVM's own
+assembler, a tenth of the code generator's time) into the code that runs. So the assembly shown is the code run,
+and no second code generation (which took a thread of its own, and held llvmlite's lock against the program's next
+compiles) is needed."""
 from __future__ import annotations
 
 import itertools
 import os
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable
 
 import llvmlite.binding as llvm
 
@@ -26,7 +28,8 @@ class LLVMCompileError(RuntimeError):
 
 @dataclass(frozen=True)
 class JitFunction:
-  """A compiled kernel function in the engine; `texts` (when asked for) resolves to (optimized IR, assembly)."""
+  """A compiled kernel function in the engine; `texts` (when asked for) is a done future of (optimized IR, assembly)
+  (a future for compiled.compile_kernel, which records them through runtime.sources)."""
   symbol: str
   address: int
   compile_s: float
@@ -45,6 +48,7 @@ class LLVMJit:
   def __init__(self) -> None:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    llvm.initialize_native_asmparser()  # (a traced compile's code is assembled from its assembly)
     target = llvm.Target.from_triple(llvm.get_process_triple())
     self.cpu = llvm.get_host_cpu_name()
     self.features = llvm.get_host_cpu_features().flatten()
@@ -54,9 +58,6 @@ class LLVMJit:
     self.lock = threading.Lock()
     self.cache: dict[str, JitFunction] = {}
     self.counter = itertools.count()
-    self._text_tm: llvm.TargetMachine | None = None  # the text thread's own (the engine's is the engine's)
-    self._text_pool: ThreadPoolExecutor | None = None
-    self._last_text: Future | None = None  # the pool runs its jobs in order: when this one is done, all are
 
   def target_machine(self) -> llvm.TargetMachine:
     """A target machine for the host CPU (an engine owns the one it is made with)."""
@@ -99,61 +100,50 @@ class LLVMJit:
 
   def compile(self, ir: str, fname: str, want_text: bool = True) -> tuple[JitFunction, bool]:
     """The function `fname` of `ir`, compiled (or from the cache): (function, was_cached). With want_text its
-    `texts` are being made (in the text thread: wait on the future, or poll it, before reading them)."""
+    `texts` are made too."""
     with self.lock:
       hit = self.cache.get(ir)
       if hit is not None:
         if want_text and hit.texts is None:  # first compiled while tracing was off: make the texts now
-          hit = self.cache[ir] = JitFunction(hit.symbol, hit.address, hit.compile_s,
-                                             self._submit_texts(self._texts_of_ir, ir))
+          texts = self._texts(self._module(ir, fname, hit.symbol))  # (the same module, so the same code)
+          hit = self.cache[ir] = JitFunction(hit.symbol, hit.address, hit.compile_s, _done(texts))
         return hit, True
       t0 = time.perf_counter()
       symbol = f"{fname}_{next(self.counter)}"
       mod = self._module(ir, fname, symbol)
-      # with want_text the engine gets a copy: the assembly is emitted from `mod` itself, the optimized module in
-      # the very state its text shows (a module parsed back from that text, or a clone, differs in use-list order,
-      # and so may be given other registers)
-      jit_mod = mod.clone() if want_text else mod
-      self.engine.add_module(jit_mod)
+      texts = None
+      if want_text:
+        texts = self._texts(mod)
+        mod = llvm.parse_assembly(_assembly_module(texts[1], self.tm))
+      self.engine.add_module(mod)
       self.engine.finalize_object()
       addr = self.engine.get_function_address(symbol)
       if not addr:
         raise LLVMCompileError(f"kernel {fname!r}: symbol {symbol} not found after JIT")
-      compile_s = time.perf_counter() - t0
-      # only now: llvmlite runs one LLVM call at a time (a global lock), so the text thread's code generation would
-      # hold up this JIT's if it began before
-      texts = self._submit_texts(self._texts_of_module, mod) if want_text else None
-      jf = JitFunction(symbol, addr, compile_s, texts)
+      jf = JitFunction(symbol, addr, time.perf_counter() - t0, None if texts is None else _done(texts))
       self.cache[ir] = jf
       return jf, False
 
-  # ---- the texts a trace shows, made in the text thread
-  def _submit_texts(self, fn: Callable[..., tuple[str, str]], *args: Any) -> Future[tuple[str, str]]:
-    if self._text_pool is None:  # (under self.lock)
-      self._text_tm = self.target_machine()
-      self._text_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llvm-texts")
-    fut = self._last_text = self._text_pool.submit(fn, *args)
-    return fut
-
-  def wait_texts(self) -> None:
-    """Until the text thread is idle (and so holds no LLVM lock)."""
-    last = self._last_text
-    if last is not None:
-      wait([last])
-
-  def _texts_of_module(self, mod: llvm.ModuleRef) -> tuple[str, str]:
-    """(optimized IR, assembly) of an optimized module no one else uses: the IR's text first, since code generation
-    changes the module."""
-    assert self._text_tm is not None
+  def _texts(self, mod: llvm.ModuleRef) -> tuple[str, str]:
+    """(optimized IR, assembly) of an optimized module, which code generation uses up: the IR's text first."""
     try:
-      return str(mod), self._text_tm.emit_assembly(mod)
+      return str(mod), self.tm.emit_assembly(mod)
     finally:
-      mod.close()  # here, not when the pool drops the job's arguments after its future is done (see _before_fork)
+      mod.close()
 
-  def _texts_of_ir(self, ir: str) -> tuple[str, str]:
-    mod = llvm.parse_assembly(ir)
-    self._optimize(mod, self._text_tm)
-    return self._texts_of_module(mod)
+
+def _assembly_module(asm: str, tm: llvm.TargetMachine) -> str:
+  """The IR of a module that is the assembly `asm` (module-level inline assembly, for the target machine `tm`): code
+  generation of it is LLVM's assembler, and gives the machine code `asm` was printed from (the same bytes)."""
+  esc = asm.replace("\\", "\\5C").replace('"', "\\22").splitlines()
+  return f'target triple = "{tm.triple}"\ntarget datalayout = "{tm.target_data}"\n' + \
+    "".join(f'module asm "{line}"\n' for line in esc)
+
+
+def _done(texts: tuple[str, str]) -> Future[tuple[str, str]]:
+  fut: Future[tuple[str, str]] = Future()
+  fut.set_result(texts)
+  return fut
 
 
 def _link(engine: llvm.ExecutionEngine, obj: bytes, symbol: str) -> int:
@@ -193,17 +183,6 @@ class ScratchJit:
 
 _JIT: LLVMJit | None = None
 _JIT_LOCK = threading.Lock()
-
-
-def _before_fork() -> None:
-  # llvmlite runs one LLVM call at a time under a process-wide lock: a child forked while the text thread holds it
-  # (BEAM's workers are forked) would inherit it held by a thread it does not have, and hang at its first compile
-  if _JIT is not None:
-    _JIT.wait_texts()
-
-
-if hasattr(os, "register_at_fork"):
-  os.register_at_fork(before=_before_fork)
 
 
 def get_jit() -> LLVMJit:
