@@ -219,7 +219,17 @@ class TinyJit(Generic[ReturnType]):
     self.cnt, self.captured = 0, None
 
   def __get__(self, obj: Any, objtype: Any = None) -> Callable[..., ReturnType]:
-    return self if obj is None else functools.partial(self.__call__, obj)  # methods
+    """A method's TinyJit per instance: one capture shared by two instances would replay the first one's weights."""
+    if obj is None:
+      return self
+    try:
+      jits = obj.__dict__
+    except AttributeError:
+      raise JitError(f"TinyJit on the method {self.fxn.__qualname__} needs instances with a __dict__") from None
+    key = f"__tinyjit_{self.fxn.__name__}_{id(self)}"
+    if (jit := jits.get(key)) is None:
+      jit = jits[key] = TinyJit(functools.partial(self.fxn, obj))
+    return jit
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
     names, tensors = _input_tensors(args, kwargs)

@@ -245,6 +245,30 @@ def test_jit_off_nesting_returns_and_methods(monkeypatch):
     np.testing.assert_array_equal(m(Tensor(np.full(3, i, np.float32))).numpy(), np.full(3, 2 * i))
 
 
+def test_a_jitted_method_replays_each_instance_with_its_own_weights():
+  class Scale:
+    def __init__(self, k: float):
+      self.w = Tensor(np.full(3, k, np.float32))
+
+    @TinyJit
+    def __call__(self, x: Tensor) -> Tensor:
+      return x * self.w
+  a, b = Scale(2), Scale(5)
+  for i in range(3):
+    np.testing.assert_array_equal(a(Tensor(np.full(3, i, np.float32))).numpy(), np.full(3, 2 * i))
+  for i in range(3):  # a's capture replayed with b would read a's weights: [2, 2, 2]
+    np.testing.assert_array_equal(b(Tensor(np.full(3, i + 1, np.float32))).numpy(), np.full(3, 5 * (i + 1)))
+  assert a(Tensor(np.ones(3, np.float32))).numpy().tolist() == [2, 2, 2]
+  with pytest.raises(JitError, match="needs instances with a __dict__"):
+    class Slotted:
+      __slots__ = ()
+
+      @TinyJit
+      def f(self, x: Tensor) -> Tensor:
+        return x + 1
+    Slotted().f(Tensor(np.ones(3, np.float32)))
+
+
 def test_debug_lines_of_a_capture_and_a_replay(monkeypatch, capsys):
   jitted = TinyJit(lambda a: (a * 2).sum())
   jitted(Tensor(np.ones(16, np.float32)))
