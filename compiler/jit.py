@@ -14,7 +14,10 @@ in place (assign, `opt.step()`) are the same buffers every call, so a replay upd
 assign the scheduler gives a fresh buffer (its value reads the target at other elements) rebinds its tensor: such a
 capture raises JitError rather than replay reads of the old buffer. Anything the function does besides running
 kernels (Python values, host reads, numpy random numbers) is frozen at the capture, and work it leaves lazy (an
-assign nothing realizes inside it) is not captured: realize it inside. `JIT=0` runs the function every call.
+assign nothing realizes inside it) is not captured: realize it inside. A Tensor the function reads from outside (a
+weight held by `self`) is read from the buffer it had at the capture: rebinding the attribute to another Tensor later
+is not seen, writing it in place is. A jitted method has a capture per instance. `JIT=0` runs the function every
+call.
 
 While recording (VIZ), a replay is one trace context "jit replay N kernels" (kind "kernel") holding each kernel's
 run; a recording started (or restarted) after the capture makes the next call capture again, so the trace gets the
