@@ -230,7 +230,7 @@ def truncate(dt: DType, x: Any) -> Any:
     return v
   if dtypes.is_float(dt):
     # remembered: numpy's rounding (and its errstate) took ~5 us a constant, a dozen times a training step
-    key = (dt, type(x), x, math.copysign(1.0, x) if isinstance(x, float) else 0)
+    key = (dt, x, math.copysign(1.0, x) if isinstance(x, (float, np.floating)) else 0)  # equal values round alike
     got = _ROUNDED.get(key)
     if got is None:
       with np.errstate(over="ignore", invalid="ignore"):
@@ -242,7 +242,7 @@ def truncate(dt: DType, x: Any) -> Any:
   return x
 
 
-_ROUNDED: dict[tuple, float] = {}  # (dtype, type, value, sign) -> the value rounded to that float dtype
+_ROUNDED: dict[tuple, float] = {}  # (dtype, value, sign) -> the value rounded to that float dtype
 
 
 def least_upper_dtype(*ts: DType) -> DType:

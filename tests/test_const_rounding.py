@@ -13,7 +13,8 @@ def _numpy(dt, v):
 
 
 def test_remembered_values_are_each_constants_own():
-  values = [0.1, -0.0, 0.0, 65520.0, 1e39, -1e39, math.inf, float("nan"), 3, True, np.float32(0.1), 2 ** 70]
+  values = [0.1, -0.0, 0.0, 65520.0, 1e39, -1e39, math.inf, float("nan"), 3, True, np.float32(0.1), 2 ** 70, 0,
+            np.float32(-0.0), np.float64(-0.0), np.float32(0.0)]  # numpy's -0.0 equals 0 but keeps its sign
   for _ in range(2):  # the second round is answered from the memo
     for v in values:
       for dt in (dtypes.float16, dtypes.float32, dtypes.float64):
