@@ -3,6 +3,11 @@
 A backend is a factory `ast -> runner`, where `runner(bufs)` runs the kernel on the Buffers in slot order. "llvm"
 (the default) optimizes, compiles and runs through compiler.engine (the driver); "interp" is the numpy reference
 interpreter. `BACKEND` (env) picks the default; other backends can be added with `register_backend`.
+
+Before a kernel runs, each buffer it stores to (`output_slots`) is prepared: allocated on first use (not zeroed when
+the kernel writes it whole and never reads it), and moved to memory of its own when someone else still reads its
+memory (a `.numpy()` view handed out, a caller's array from Tensor.from_numpy: `Buffer.prepare_write`), so a kernel
+never changes an array a caller holds.
 """
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import weakref
 from typing import Callable, Sequence
 
 from compiler import debug
-from compiler.runtime.buffer import Buffer
+from compiler.runtime.buffer import Buffer, _freed
 from compiler.schedule import ScheduleItem
 from compiler.trace import recorder
 from compiler.trace.recorder import trace_context
@@ -189,9 +194,9 @@ def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> No
   for si in schedule:
     bufs = si.bufs
     outs = output_slots(si.ast)
-    whole = {s for s, w in outs if w}
-    for i, b in enumerate(bufs):  # allocated on first use; an output the kernel writes whole is not zeroed first
-      b.ensure_allocated(zero=i not in whole or bufs.count(b) > 1)
+    for i, b in enumerate(bufs):  # allocated on first use; an output written whole (and not read) is not zeroed
+      if not b.allocated or _freed:
+        b.ensure_allocated(zero=(i, True) not in outs or bufs.count(b) > 1)
     prepare_outputs(outs, bufs)
     if recorder.RECORDER is None and level < 2:
       runner = get_runner(si.ast, backend)
