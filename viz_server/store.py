@@ -178,6 +178,7 @@ class Trace:
     self.updated = time.monotonic()
     self.version = 0  # bumped on every batch; caches of derived data compare it
     self._final: os.stat_result | None = None
+    self._final_asts: tuple[int, dict[int, Rewrite]] = (-1, {})  # (version, final_asts()) of the last answer
     f = open(path, "rb", buffering=0)
     try:
       self.inode = os.fstat(f.fileno()).st_ino
@@ -189,7 +190,9 @@ class Trace:
 
   def final_asts(self) -> dict[int, Rewrite]:
     """Context id -> the last finished rewrite in it or its sub-contexts (its end_root is the context's final AST);
-    the caller holds the store's lock while the trace is live."""
+    the caller holds the store's lock while the trace is live. Kept until the next batch (a diff asks twice)."""
+    if self._final_asts[0] == self.version:
+      return self._final_asts[1]
     best: dict[int, Rewrite] = {}
     for rw in self.rewrites.values():
       if not rw.ended or rw.end_root is None or rw.end_root not in self.nodes:
@@ -198,6 +201,7 @@ class Trace:
       while c is not None and seen <= len(self.contexts):  # (a hostile trace's parents may loop)
         best[c.id] = rw
         c, seen = self.contexts.get(c.parent) if c.parent is not None else None, seen + 1
+    self._final_asts = (self.version, best)
     return best
 
   def final_ast(self, ctx: Context) -> Rewrite | None:
