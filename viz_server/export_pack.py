@@ -17,6 +17,7 @@ The demo's page went from 7.9x to under 3x its trace (bench/bench_export_size.py
 longer embedded (the page computes them: viz_server/export_hash.js)."""
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from viz_server.replay import FRESH_BASE  # (the ids of nodes a rewrite's replay made: their meaning is per rewrite)
@@ -35,19 +36,11 @@ def dec_id(e: int) -> int:
 
 
 def _diffs(xs: list[int]) -> list[int]:
-  out, prev = [], 0
-  for x in xs:
-    out.append(x - prev)
-    prev = x
-  return out
+  return [b - a for a, b in itertools.pairwise([0, *xs])]
 
 
 def _sums(ds: list[int]) -> list[int]:
-  out, acc = [], 0
-  for d in ds:
-    acc += d
-    out.append(acc)
-  return out
+  return list(itertools.accumulate(ds))
 
 
 def ids_col(ids: list[int]) -> list[int]:
