@@ -40,7 +40,7 @@ def _kernel_only(w: Workload):
     w.lazy().realize()
   finally:
     realize.capturing = None
-  kernels = [(runner, bufs) for _, runner, bufs, _ in runs]
+  kernels = [(r[1], r[2]) for r in runs]
 
   def run() -> None:
     for fn, bufs in kernels:

@@ -40,16 +40,24 @@ def _reads_buffer(u: UOp) -> bool:
   return False
 
 
+_NP_DTYPES: dict[np.dtype, DType] = {}  # numpy dtype -> DType (dtypes.from_np walks every dtype: 5 us a tensor)
+
+
 def to_dtype(dt: Any) -> DType | None:
   """A DType from a DType, its name, or anything numpy accepts as a dtype; None stays None."""
   if dt is None or isinstance(dt, DType):
     return dt
+  if isinstance(dt, np.dtype) and (known := _NP_DTYPES.get(dt)) is not None:
+    return known
   if isinstance(dt, str) and (named := dtypes.from_str(dt)) is not None:
     return named  # before numpy's reading, where 'int' is int64 and 'float' float64
   try:
-    return dtypes.from_np(dt)
+    got = dtypes.from_np(dt)
   except TypeError as e:
     raise TypeError(f"unsupported dtype {dt!r}") from e
+  if isinstance(dt, np.dtype):
+    _NP_DTYPES[dt] = got
+  return got
 
 
 def _shape_arg(shape: tuple, name: str) -> Shape:
