@@ -86,4 +86,4 @@ def _installed_viewer_serves_the_client(wheel: Path, tmp_path: Path) -> None:
 def test_without_npm_the_wheel_leaves_the_client_out(tmp_path):
   names = _names(_wheel(tmp_path))
   assert CLIENT not in names  # (built without npm's package: the page polls)
-  assert "compiler/trace/columns.py" in names
+  assert "compiler/trace/recorder.py" in names

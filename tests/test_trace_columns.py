@@ -1,12 +1,11 @@
-"""A flush's node columns (compiler.trace.columns), made from the nodes' keys: each field spelled out, each text made
-once per object, and values that do not fit a column are an error, not a wrong number."""
+"""A flush's node columns (compiler.trace.recorder.node_columns), made from the nodes' keys: each field spelled out,
+each text made once per object, and values that do not fit a column are an error, not a wrong number."""
 import struct
 
 import pytest
 
 from compiler import UOp
-from compiler.trace.columns import node_columns
-from compiler.trace.nodes import TraceIds
+from compiler.trace.recorder import TraceIds, node_columns
 
 
 class _Codes:

@@ -1,6 +1,6 @@
-"""Trace ids (compiler.trace.nodes): a node's id follows its structure, so an equal node made after the first one
-died gets the first one's id, and the trace keeps no UOp alive (nor a Buffer, nor a program's input data); ids are
-dense and sources-first, however deep the graph."""
+"""Trace ids (compiler.trace.recorder.TraceIds): a node's id follows its structure, so an equal node made after the
+first one died gets the first one's id, and the trace keeps no UOp alive (nor a Buffer, nor a program's input data);
+ids are dense and sources-first, however deep the graph."""
 import gc
 import itertools
 import math
@@ -16,7 +16,7 @@ from compiler.rewrite import track_graph
 from compiler.runtime.buffer import buffer_of, new_buffer_uop
 from compiler.tensor import Tensor
 from compiler.trace import recorder
-from compiler.trace.nodes import TraceIds
+from compiler.trace.recorder import TraceIds
 from compiler.uop import cons_key
 from vztrace.reader import TraceReader
 

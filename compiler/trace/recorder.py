@@ -1,23 +1,184 @@
-"""The global trace recorder, switched by the VIZ env var. With VIZ unset or 0, `RECORDER` is None and
-graph_rewrite does one None check per call and per match."""
+"""The global trace recorder, switched by the VIZ env var: it turns compiler events (a rewrite, a match, a kernel's
+opt, source or run) into the records of a trace file, whose format, writer and reader are the vztrace package's.
+With VIZ unset or 0, `RECORDER` is None and graph_rewrite does one None check per call and per match.
+
+In the order a node takes through this file: `TraceIds` gives each UOp a record names its trace id (by structure),
+`node_columns` turns the nodes' keys into a batch's columns, `RecordQueue` holds what was recorded until the writer's
+flush makes `batch` records of it, and `Recorder` is what the compiler calls."""
 from __future__ import annotations
 
 import atexit
 import contextlib
 import functools
+import itertools
+import operator
 import os
 import sys
 import time
+from _weakref import _remove_dead_weakref  # delete a key only if its value is a dead reference (in C, atomically)
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, Iterator
+from weakref import ref
 
+from compiler.dtype import DType
+from compiler.uop import Ops, UOp, arg_str, cons_key
 from vztrace.paths import trace_dir
-
-if TYPE_CHECKING:
-  from compiler.uop import UOp
 
 TRACE_FORMAT_VERSION = "2.1"
 _RULE_INFO: dict = {}  # Rule -> its pattern record fields
+
+
+# ---- trace ids
+
+class _Named(ref):
+  """A weak reference to a named UOp that carries its trace id, and its id() for the callback."""
+  __slots__ = ("tid", "uid")
+
+
+class TraceIds:
+  """The trace ids of one recording, given by structure; `add` receives the key of each node given a new id, in id
+  order (sources first): the key is all a record of the node needs: (op, dtype number, source ids, arg[, what
+  cons_key adds]).
+
+  A UOp gets its id the first time a record names it (its sources first), and an equal UOp made later must get the
+  same one, or the viewer would show two nodes where the compiler had one. "Equal" is what hash-consing means by it:
+  the key `cons_key(op, dtype, src, arg)`, here with the sources' trace ids for the sources. `keys` maps each such key
+  to its id for the whole recording, so a node made again after the first one died finds its id there, and the trace
+  keeps no UOp alive (nor, through a BUFFER node, a Buffer). In a key the op is a plain int and the dtype the number of
+  its first appearance (`dtypes`), so that a key of plain values is one the cycle collector stops tracking: the keys
+  live as long as the recording, and a key of objects would be scanned again at every full collection.
+
+  Finding a key needs the sources' ids, so a node named before is found by identity instead, in O(1): `live` maps id(u)
+  to a weak reference to u that carries u's trace id, and the reference's callback drops the entry when u dies, before
+  its memory, and so its id(), can be reused. (Keyed by id(), a lookup makes no object but an int; an entry of a dead
+  node must not stay, or a new node at its address would find it.)"""
+
+  def __init__(self, add: Callable[[tuple], None]) -> None:
+    self.keys: dict[tuple, int] = {}  # every node named so far, by structure
+    self.dtypes: list[DType] = []  # a key's dtype number -> the dtype
+    self._dtype_numbers: dict[DType, int] = {}  # by equality (a dtype hashes in Python: asked once per object)
+    self._dtype_by_id: dict[int, int] = {}  # by identity (every dtype object seen is kept alive in `_seen`)
+    self._seen: list[DType] = []
+    self.live: dict[int, _Named] = {}  # the named nodes still alive, by id()
+    live = self.live
+    # (a cycle dict -> reference -> callback -> dict, which close() ends)
+    self._forget: Callable[[_Named], None] = lambda r: _remove_dead_weakref(live, r.uid)
+    self.add = add
+
+  def get(self, u: UOp) -> int | None:
+    """u's id if u was named (and, being alive, is the node that was)."""
+    r = self.live.get(id(u))
+    return None if r is None else r.tid
+
+  def id_of(self, u: UOp) -> int:
+    """The id of u, giving u and every node below it without one an id (sources first)."""
+    live = self.live
+    r = live.get(id(u))
+    if r is not None:
+      return r.tid
+    try:  # the usual case: a node made by a rewrite, over nodes it named already
+      src = tuple([live[id(s)].tid for s in u.src])
+    except KeyError:
+      return self._name_below(u)
+    return self._name(u, src)
+
+  def _name(self, u: UOp, src: tuple) -> int:
+    """The id of u, whose sources have the ids src: an equal node's, or a new one."""
+    dtype = u.dtype
+    d = self._dtype_by_id.get(id(dtype))
+    if d is None:
+      d = self._dtype_number(dtype)
+    arg = u.arg
+    t = type(arg)  # cons_key, inlined for the args it leaves as they are
+    key = (int(u.op), d, src, arg) if arg is None or t is int or t is tuple else \
+      (int(u.op), d, src, *cons_key(u.op, dtype, src, arg)[3:])
+    keys = self.keys
+    new = len(keys)  # ids are dense: the next one is the number of keys
+    tid = keys.setdefault(key, new)
+    if tid == new:
+      self.add(key)
+    r = _Named(u, self._forget)
+    r.tid = tid
+    r.uid = uid = id(u)
+    self.live[uid] = r
+    return tid
+
+  def _dtype_number(self, dtype: DType) -> int:
+    d = self._dtype_numbers.setdefault(dtype, len(self.dtypes))
+    if d == len(self.dtypes):
+      self.dtypes.append(dtype)
+    self._seen.append(dtype)
+    self._dtype_by_id[id(dtype)] = d
+    return d
+
+  def _name_below(self, root: UOp) -> int:
+    """Name root and the nodes below it without an id, each after its sources, in the order of a depth-first walk
+    over sources in order; with a stack of (node, its sources still to look at, the ids of those looked at), since a
+    graph may be far deeper than the recursion limit. (A node is never on the stack twice: that would be a cycle.)"""
+    live = self.live
+    stack = [(root, iter(root.src), [])]
+    while True:
+      x, todo, src = stack[-1]
+      for s in todo:
+        r = live.get(id(s))
+        if r is None:
+          stack.append((s, iter(s.src), []))
+          break
+        src.append(r.tid)
+      else:
+        stack.pop()
+        tid = self._name(x, tuple(src))
+        if not stack:
+          return tid
+        stack[-1][2].append(tid)
+
+  def close(self) -> None:
+    """Drop the identity table (recording ended), which ends its cycle: what it held is freed by reference counting."""
+    self.live.clear()
+
+
+# ---- a batch's node columns
+# The node columns of a batch record: for each node its op, dtype code, arg code, number of sources and its sources'
+# trace ids, as little-endian u32 bytes (format.py, "batch"), made from the nodes' keys (TraceIds:
+# `cons_key(op, dtype, source ids, arg)`), so that a flush reads no UOp.
+#
+# A flush makes them for every node the trace names: each column is one `map` over the keys, in C; a dtype's code is
+# looked up by its number, an arg's by object identity, so a text is made once per object.
+
+_OP, _DTYPE, _SRC, _ARG = (operator.itemgetter(i) for i in range(4))  # a key's order (TraceIds)
+
+Columns = tuple[bytes, bytes, bytes, bytes, bytes]
+
+
+def codes(objs: list, by_id: dict[int, int], code: Callable[[Any], int]) -> list[int]:
+  """The codes of objs, looked up by object id in `by_id`; code(o) for an object not seen before (then kept there)."""
+  out = list(map(by_id.get, map(id, objs), itertools.repeat(-1)))
+  new = out.count(-1)
+  if new * 8 > len(out):  # many (a first batch): each distinct object once (deduplicated in C), then all again
+    for k, o in dict(zip(map(id, objs), objs)).items():
+      if k not in by_id:
+        by_id[k] = code(o)
+    return list(map(by_id.__getitem__, map(id, objs)))
+  i = -1
+  for _ in range(new):  # a few: found by searches in C
+    i = out.index(-1, i + 1)
+    o = objs[i]
+    c = by_id.get(id(o))  # seen earlier in objs
+    out[i] = by_id[id(o)] = code(o) if c is None else c
+  return out
+
+
+def node_columns(keys: list[tuple], dtype_codes: list[int], arg_ids: dict[int, int],
+                 arg_code: Callable[[Any], int]) -> Columns:
+  """(op, dtype, arg, nsrc, src) of the nodes with these keys; a dtype's code is dtype_codes[its number in the key],
+  an arg's is looked up in the by-id table (whose objects the caller keeps alive, so that no id is reused), and
+  arg_code makes the code of one not seen before."""
+  srcs = list(map(_SRC, keys))
+  cols = (list(map(_OP, keys)), list(map(dtype_codes.__getitem__, map(_DTYPE, keys))),
+          codes(list(map(_ARG, keys)), arg_ids, arg_code), list(map(len, srcs)),
+          list(itertools.chain.from_iterable(srcs)))
+  from vztrace.format import column_bytes  # (imported once recording starts, as the rest of the format)
+  return tuple(map(column_bytes, cols))  # type: ignore[return-value]
 
 
 def default_trace_path() -> Path:
@@ -29,15 +190,13 @@ def default_trace_path() -> Path:
 class RecordQueue:
   """What the recorder wrote since the last flush: the writer's `Deferred` tail.
 
-  The recording thread only appends: a node's key (compiler.trace.nodes: its op, dtype, source ids and arg) when it
+  The recording thread only appends: a node's key (TraceIds: its op, dtype, source ids and arg) when it
   gets its id, a match row (five ints), or another record (the dict, and in `at` how many nodes and matches came
   before it). A flush, in whichever thread, under the writer's lock, turns what was appended so far into `batch`
   records: the node columns (texts through the trace's string table) and the records with their positions, so a
   reader restores the exact order. Only the recording thread removes drained rows (compact(), under the lock)."""
 
   def __init__(self, lock: Any) -> None:
-    from compiler.trace.columns import node_columns
-    from compiler.trace.nodes import TraceIds
     from vztrace.format import MATCH_COLUMNS, MATCH_DT, NODE_COLUMNS, pack_bytes, pack_column
     from vztrace.writer import encode_json, nested_record_bytes
     self.lock = lock
@@ -50,7 +209,6 @@ class RecordQueue:
     self.dt_key = MATCH_DT.encode()
     # the string table: text -> code, and the texts in order; it starts with the op names at their values, so an op
     # (an IntEnum) is its own code
-    from compiler.uop import Ops, arg_str
     self.arg_str = arg_str
     self.strs: list[str] = [""] * (max(Ops) + 1)
     for op in Ops:
@@ -209,14 +367,12 @@ COMPACT_AT = 1 << 16  # drained rows kept before the recording thread drops them
 FLUSH_AT = 1 << 22  # nodes and match fields (5 a match) queued before the recording thread flushes itself
 
 
-
-
 class Recorder:
   """Turns compiler events into trace records; each UOp and each rule is written once and then referenced by id.
 
   Everything goes into a `RecordQueue`, which the writer turns into `batch` records when it flushes (every 100 ms in
   its background thread, and on flush/close): recording a match or a new node costs an append. The trace keeps no
-  UOp alive (compiler.trace.nodes)."""
+  UOp alive (TraceIds)."""
 
   def __init__(self, path: str | os.PathLike):
     import platform  # (here: a program that never records does not import what the meta record needs)
