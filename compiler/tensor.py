@@ -268,6 +268,8 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     return create_schedule([t.uop for t in (self, *others)], _realized)[0]
 
   def numpy(self) -> np.ndarray:
+    """The values, as a read-only view of the tensor's buffer (no copy; `.copy()` it to write): it keeps its values
+    whatever runs later, since a kernel about to write that buffer moves it to other memory first."""
     self.realize()
     u = self.uop
     while u.op is Ops.RESHAPE:
