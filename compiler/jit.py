@@ -51,6 +51,8 @@ class JitError(Exception):
 def _input_tensors(args: tuple, kwargs: dict) -> tuple[list[int | str], list[Tensor]]:
   """The Tensor arguments and their names (position, or keyword in sorted order), then, as tinygrad, the Tensors
   directly inside list, tuple and dict arguments (named "arg[key]"; not deeper, so a model passed in is no input)."""
+  if not kwargs and all(isinstance(x, Tensor) for x in args):  # the usual call, at once
+    return list(range(len(args))), list(args)
   named: list[tuple[int | str, Tensor]] = []
   inner: list[tuple[int | str, Tensor]] = []
   for n, x in [*enumerate(args), *sorted(kwargs.items())]:

@@ -270,7 +270,8 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
   def numpy(self) -> np.ndarray:
     """The values, as a read-only view of the tensor's buffer (no copy; `.copy()` it to write): it keeps its values
     whatever runs later, since a kernel about to write that buffer moves it to other memory first."""
-    self.realize()
+    if buffer_of_view(self.uop) is None:  # (a realized tensor: no realize call, a repeat call's result)
+      self.realize()
     u = self.uop
     while u.op is Ops.RESHAPE:
       u = u.src[0]
