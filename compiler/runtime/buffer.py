@@ -99,7 +99,8 @@ class Buffer:
 
   @property
   def np(self) -> np.ndarray:
-    """The backing 1-D numpy array (writable, C-contiguous)."""
+    """The backing 1-D numpy array (C-contiguous; writable unless borrowed). Ask again after a kernel ran: one that
+    writes the buffer while this array is still held elsewhere moves the buffer to other memory (prepare_write)."""
     return self.ensure_allocated()._np
 
   def ensure_allocated(self, zero: bool = True) -> Buffer:
@@ -185,16 +186,11 @@ class Buffer:
     v.flags.writeable = False
     return v
 
-  def exposed(self) -> bool:
-    """Whether someone besides this buffer reads its memory: a view handed out, a caller that kept `.np`, or an
-    array it borrowed (copyin share)."""
-    arr = self._np
-    return arr is not None and (arr.base is not None or sys.getrefcount(arr) > 3)  # (the slot, `arr`, the argument)
-
   def prepare_write(self, whole: bool) -> None:
-    """Before a kernel writes the buffer: when its memory is exposed, move to memory of its own (a pooled array or
-    a new one), with the old contents copied unless the kernel writes every element (`whole`), so that arrays
-    handed out keep their values. Memory nobody else reads is written in place."""
+    """Before a kernel writes the buffer: when someone besides this buffer reads its memory (a view handed out, a
+    caller that kept `.np`, an array borrowed by copyin share), move to memory of its own (a pooled array or a new
+    one), with the old contents copied unless the kernel writes every element and reads none (`whole`), so that
+    arrays handed out keep their values. Memory nobody else reads is written in place."""
     old = self._np
     if old is None or not (old.base is not None or sys.getrefcount(old) > 3):  # (the slot, `old`, the argument)
       return
