@@ -7,10 +7,10 @@ import json
 import os
 from typing import Any, NoReturn
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, Response, current_app, jsonify, request
 
 from viz_server.diff import BaseGetter, DiffError, DiffTooBig, diff_graphs
-from viz_server.graphview import BLOCK, label, label_metrics
+from viz_server.graphview import BLOCK, dumps, label, label_metrics
 from viz_server.highlight import highlight
 from viz_server.peer import peer_uid
 from viz_server.store import Context, Rewrite, Trace, TraceStore, context_entry, kname_colors, run_entry
@@ -239,11 +239,16 @@ def rewrite(t: int, r: int) -> Any:
     return jsonify(_rewrite_detail(_rewrite(tr, r)))
 
 
-def _graph_at(tr: Trace, rw: Rewrite, k: int, compact: bool = False) -> dict:
+def _graph_at(tr: Trace, rw: Rewrite, k: int, compact: bool = False) -> bytes:
+  """The graph answer at step k, encoded (kept by graphview once the rewrite has ended)."""
   _check_step(rw, k)
   view = _views().get(tr, rw)
   view.last_step = k  # no prefetch yet: opening a graph is not stepping (the page asks for the neighbours itself)
-  return view.graph(k, compact=compact)
+  return view.graph_json(k, compact=compact)
+
+
+def _json(raw: bytes) -> Response:
+  return Response(raw, mimetype="application/json")
 
 
 def _compact() -> bool:
@@ -254,7 +259,7 @@ def _compact() -> bool:
 def graph(t: int, r: int) -> Any:
   tr = _trace(t)
   rw = _rewrite(tr, r)
-  return jsonify(_graph_at(tr, rw, _int_arg("step", 0, allow_end=_last_step(rw)), _compact()))
+  return _json(_graph_at(tr, rw, _int_arg("step", 0, allow_end=_last_step(rw)), _compact()))
 
 
 # ---- the first view in one round trip
@@ -290,10 +295,10 @@ def boot() -> Any:
   linked = t in ids  # the page keeps the rest of the link only for a trace it serves
   t = t if linked else (ids[-1] if ids else None)
   out: dict[str, Any] = {"traces": entries, "trace": t, "contexts": None, "ctx": None, "rw": None, "rewrite": None,
-                         "step": None, "graph": None, "metrics": label_metrics()}
+                         "step": None, "metrics": label_metrics()}
   tr = _store().get(t) if t is not None else None
   if tr is None:
-    return jsonify(out)
+    return _json(_with_graph(out, None))
   with _store().lock:
     out["contexts"] = [context_entry(tr, c) for c in list(tr.contexts.values())]
     out["ctx"], out["rw"] = _default_view(out["contexts"], _opt_int("ctx") if linked else None,
@@ -301,13 +306,20 @@ def boot() -> Any:
     rw = tr.rewrites.get(out["rw"]) if out["rw"] is not None else None
     if rw is not None:
       out["rewrite"] = _rewrite_detail(rw)
+  graph = None
   if rw is not None:
     out["step"] = min((_opt_int("step") if linked else None) or 0, _last_step(rw))
     try:
-      out["graph"] = _graph_at(tr, rw, out["step"], _compact())
+      graph = _graph_at(tr, rw, out["step"], _compact())
     except ApiError:  # too many steps, say: the page asks for it and shows the error as it would without this answer
       pass
-  return jsonify(out)
+  return _json(_with_graph(out, graph))
+
+
+def _with_graph(out: dict, graph: bytes | None) -> bytes:
+  """The boot answer's JSON: out's, then "graph": the graph answer as kept encoded (null without one), spliced in
+  rather than decoded and encoded again."""
+  return dumps(out)[:-1] + b',"graph":' + (graph if graph is not None else b"null") + b"}"
 
 
 @bp.get("/traces/<int:t>/rewrites/<int:r>/delta")

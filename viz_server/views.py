@@ -5,7 +5,7 @@ import threading
 from collections import OrderedDict
 
 from viz_server.diff import DrawnCache
-from viz_server.graphview import BLOCK, LAYOUTS, REQUEST_GATE, StepGraphs, checkpoint
+from viz_server.graphview import BLOCK, REQUEST_GATE, StepGraphs, checkpoint, forget_view
 from viz_server.replay import Replay
 from viz_server.store import Rewrite, Trace, TraceStore
 
@@ -40,7 +40,7 @@ class Views:
     if event == "removed":  # a trace the store let go: its views go too
       with self._lock:
         for key in [k for k in self._views if k[0] == data["trace"]]:
-          LAYOUTS.drop(self._views.pop(key).key)
+          forget_view(self._views.pop(key).key)
 
   def prefetch(self, view: StepGraphs, k: int) -> None:
     """Compute in the background the layouts that stepping on from k in the direction of travel will need: the next
@@ -116,14 +116,14 @@ class Views:
         self._views.move_to_end(key)
         return v
       if v is not None:
-        LAYOUTS.drop(v.key)
+        forget_view(v.key)
     view = StepGraphs(tr, rw, Replay(tr, rw))
     with self._lock:
       self._views[key] = view
       self._views.move_to_end(key)
       while len(self._views) > self.max_views:
         _, old = self._views.popitem(last=False)
-        LAYOUTS.drop(old.key)
+        forget_view(old.key)
     return view
 
 
