@@ -22,9 +22,14 @@ async function request(path, opts = {}) {
     if (status !== 200) throw new ApiError(status, body.error);
     return body;
   }
+  return answer(fetch(path, {headers: {Accept: "application/json"}, ...opts}));
+}
+
+/** The JSON body of a pending fetch's response; errors (none, not JSON, not ok) become ApiError. */
+async function answer(pending) {
   let res;
   try {
-    res = await fetch(path, {headers: {Accept: "application/json"}, ...opts});
+    res = await pending;
   } catch (e) {
     throw new ApiError(0, `server unreachable (${e.message})`);
   }
@@ -82,14 +87,22 @@ function shared(path) {
 /** The first view in one round trip: the trace list and, for the view the URL names (defaults resolved by the server
  * as app.js resolves them), its trace's contexts, its rewrite's steps and graph. The later requests of the usual flow
  * for those paths are answered from it. A single-file export has no boot answer: null, and the page asks as usual.
- * static/boot.js asks as soon as it arrives, while the other modules still load; app.js's ask for the same view then
+ * static/boot.js asks as soon as it arrives, while the modules still load; app.js's ask for the same view then
  * gets that request's answer (asked once per view: a second ask for it is the first one's promise). */
 function boot(v) {
   if (globalThis.tinyvizOffline) return Promise.resolve(null);
   const q = [["t", v.trace], ["ctx", v.ctx], ["rw", v.rw], ["step", v.step]].filter(([, x]) => x !== null)
     .map(([k, x]) => `${k}=${enc(x)}`).concat(["compact=1"]).join("&");
-  if (!booting.has(q)) booting.set(q, request(`/api/boot?${q}`).then(prime));
+  if (!booting.has(q)) booting.set(q, early(`/api/boot?${q}`).then(prime));
   return booting.get(q);
+}
+
+/** The answer to boot.js's request where it asked for path (once), else a request. */
+function early(path) {
+  const b = globalThis.tinyvizBoot;
+  if (!b || b.path !== path) return request(path);
+  globalThis.tinyvizBoot = null;
+  return answer(b.response);
 }
 
 const booting = new Map();  // query -> the boot answer's promise

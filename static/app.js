@@ -337,11 +337,15 @@ function afterGraph() {
   if (state.node !== null) showNodeCard(state.node);
   const q = $("#node-search").value;
   if (q) put($("#search-count"), hitText(graph.search(q)));
-  prefetch();
+  // a rewrite's first graph: the neighbours' requests, and the layouts the server computes in the background after
+  // them, wait for the frame that shows it (on 2 shared cores they took the CPU from drawing it: issue 18); after a
+  // step they go at once, to be there for the next key press
+  if (perf.lastKind === "graph") afterPaint(prefetch); else prefetch();
 }
 
 function prefetch() {
   // neighbouring steps are the likely next request: fetch their deltas while the user looks
+  if (!data.shown) return;  // (cleared meanwhile)
   const {trace, rw, step} = data.shown;
   const n = data.rw ? data.rw.steps.length : 0;
   // step - 1 first: the server's background layout goes on from the last step asked for, and forward is likelier

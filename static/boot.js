@@ -1,9 +1,14 @@
-// The page's first request, sent as soon as this small module (and api.js) has arrived, while the other modules are
-// still loading: /api/boot for the view the URL hash names (templates/index.html runs it as an async module before
-// app.js). app.js asks api.boot for the same view, and gets this request's answer (docs: "JSON API", /api/boot).
-import {api} from "./api.js";
-
-// the hash's view keys as static/router.js reads them (an id is digits only; anything else is no id)
-const q = new URLSearchParams(location.hash.replace(/^#/, ""));
-const id = (k) => (/^\d+$/.test(q.get(k) ?? "") ? Number(q.get(k)) : null);
-api.boot({trace: id("t"), ctx: id("c"), rw: id("r"), step: id("s")}).catch(() => {});
+// The page's first request: /api/boot for the view the URL hash names (docs: "JSON API", /api/boot), sent while the
+// page's modules load. A classic script that blocks the parser (templates/index.html): it runs as soon as it
+// arrives, where an async module waited for a free main thread. It imports nothing; api.boot takes the response
+// when it asks for the same path (a single-file export has no boot.js: its page asks nothing).
+"use strict";
+(() => {
+  // the hash's view keys as static/router.js reads them (an id is digits only; anything else is no id), in the
+  // query api.boot writes for them
+  const q = new URLSearchParams(location.hash.replace(/^#/, ""));
+  const keys = [["t", "t"], ["ctx", "c"], ["rw", "r"], ["step", "s"]];
+  const args = keys.filter(([, k]) => /^\d+$/.test(q.get(k) ?? "")).map(([a, k]) => `${a}=${Number(q.get(k))}`);
+  const path = `/api/boot?${args.concat(["compact=1"]).join("&")}`;
+  globalThis.tinyvizBoot = {path, response: fetch(path, {headers: {Accept: "application/json"}})};
+})();

@@ -405,7 +405,7 @@ def render(data: dict, source_name: str) -> str:
     ('<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">',
      f'<link rel="icon" href="{icon}" type="image/svg+xml">'),
     ('<link rel="stylesheet" href="/static/style.css">', f"<style>{css}</style>"),
-    ('<script type="module" async src="/static/boot.js"></script>', ""),  # (the page's early /api/boot: none here)
+    ('<script src="/static/boot.js"></script>', ""),  # (the page's early /api/boot: none here)
     ('<script type="module" src="/static/app.js"></script>',
      f'<script type="application/json" id="tinyviz-export">{blob}</script>\n'
      f'  <script type="module">{boot}</script>'),
@@ -418,7 +418,7 @@ def render(data: dict, source_name: str) -> str:
     if old not in page:
       raise ExportError(f"templates/index.html: {old!r} not found")
     page = page.replace(old, new, 1)
-  page = re.sub(r'\s*<link rel="modulepreload" href="[^"]*">', "", page)  # the modules are inline
+  page = re.sub(r'\s*<link rel="modulepreload" href="[^"]*"[^>]*>', "", page)  # the modules are inline
   left = re.search(r'\b(?:src|href)="(?!data:)[^"]*"', page)
   if left:
     raise ExportError(f"templates/index.html loads {left.group()}: the export would not be self-contained")

@@ -53,3 +53,39 @@ def test_deep_link_is_one_request(new_page, server):
   assert before == [f"/api/boot?t={t}&ctx={kernel['id']}&rw={rw['id']}&step=2&compact=1"]
   # the steps came with it: the slider knows them without asking
   assert page.locator("#step-slider").get_attribute("max") == str(rw["matches"])
+
+
+def test_neighbours_are_asked_after_the_first_graph_is_painted(new_page, server):
+  """The prefetch of the first graph's neighbouring steps waits for the frame that shows it (their requests, and the
+  layouts the server computes after them, took the CPU from drawing it on a 2-core machine)."""
+  t = server.trace_id("demo.vztrace")
+  kernel = next(c for c in server.api(f"/api/traces/{t}/contexts") if c["name"] == "E_32")
+  rw = next(r for r in kernel["rewrites"] if r["name"] == "simplify")
+  page = new_page()
+  open_page(page, server, f"#t={t}&c={kernel['id']}&r={rw['id']}&s=2")
+  wait_graph(page, t, rw["id"], 2)
+  page.wait_for_function("() => window.__viz.perf.firstGraphMs !== null"
+                         " && performance.getEntriesByType('resource').some((e) => e.name.includes('/delta?'))")
+  asked = page.evaluate("() => performance.getEntriesByType('resource').filter((e) => e.name.includes('/delta?'))"
+                        ".map((e) => [new URL(e.name).search, e.startTime])")
+  painted = page.evaluate("() => window.__viz.perf.firstGraphMs")
+  assert {q for q, _ in asked} >= {"?from=2&to=1&compact=1", "?from=2&to=3&compact=1"}
+  assert all(start >= painted for _, start in asked), (asked, painted)
+
+
+def test_the_boot_request_goes_before_the_modules(new_page, server):
+  """boot.js asks /api/boot as soon as it arrives, at a higher priority than the preloaded modules: the browser gives
+  it the next free connection ahead of the modules still waiting for one (six per server), where it had waited
+  behind them."""
+  page = new_page()
+  cdp = page.context.new_cdp_session(page)
+  prio: dict[str, str] = {}
+  cdp.on("Network.requestWillBeSent", lambda e: prio.setdefault(e["request"]["url"].split("/", 3)[-1],
+                                                                e["request"]["initialPriority"]))
+  cdp.send("Network.enable")
+  open_page(page, server, "")
+  page.wait_for_function("() => document.body.dataset.graph")
+  modules = {p for p in prio if p.startswith("static/") and p.endswith(".js")} - {"static/boot.js", "static/app.js"}
+  assert len(modules) > 10 and {prio[m] for m in modules} == {"Low"}
+  assert prio["api/boot?compact=1"] == "High"
+  assert page.evaluate("() => globalThis.tinyvizBoot") is None  # app.js took its answer
