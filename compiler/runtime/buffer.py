@@ -99,8 +99,9 @@ class Buffer:
 
   @property
   def np(self) -> np.ndarray:
-    """The backing 1-D numpy array (C-contiguous; writable unless borrowed). Ask again after a kernel ran: one that
-    writes the buffer while this array is still held elsewhere moves the buffer to other memory (prepare_write)."""
+    """The backing 1-D numpy array (C-contiguous; a borrowed one, copyin share, is the caller's memory: not to be
+    written). Ask again after a kernel ran: one that writes the buffer while this array is still held elsewhere
+    moves the buffer to other memory (prepare_write)."""
     return self.ensure_allocated()._np
 
   def ensure_allocated(self, zero: bool = True) -> Buffer:
