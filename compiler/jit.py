@@ -68,16 +68,16 @@ def _input_tensors(args: tuple, kwargs: dict) -> tuple[list[int | str], list[Ten
 
 def _input_buffers(names: list[int | str], tensors: list[Tensor]) -> list[Buffer]:
   """The Buffer of each input (lazy inputs are realized first); JitError for a constant or a repeated buffer."""
-  lazy = [t for t in tensors if buffer_of_view(t.uop) is None]
-  if lazy:
-    Tensor.realize(*lazy)
+  views = [buffer_of_view(t.uop) for t in tensors]
+  if None in views:
+    Tensor.realize(*[t for t, v in zip(tensors, views) if v is None])
+    views = [buffer_of_view(t.uop) for t in tensors]
   bufs = []
-  for n, t in zip(names, tensors):
-    b = buffer_of_view(t.uop)
+  for n, t, b in zip(names, tensors, views):
     if b is None:
       raise JitError(f"TinyJit: argument {n!r} (shape {t.shape}) is not a buffer; make one with .contiguous()")
     bufs.append(buffer_of(b))
-  if len({id(b) for b in bufs}) != len(bufs):
+  if len(bufs) > 1 and len({id(b) for b in bufs}) != len(bufs):
     raise JitError(f"TinyJit: duplicate inputs (arguments {names} share a buffer)")
   return bufs
 
