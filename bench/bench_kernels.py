@@ -3,7 +3,10 @@
 Two tables, each from its own child process so that the thread count is fixed before anything loads:
 - 1 thread (THREADS=1, numpy's BLAS limited to 1 thread with threadpoolctl), timed by CPU time (process_time), so
   that other load on the machine does not skew the ratios;
-- 2 threads (THREADS=2, BLAS 2 threads), timed by wall clock, with the speed-up over 1 thread.
+- 2 threads (THREADS=2, BLAS 2 threads), timed by wall clock, with the speed-up over 1 thread: the 1-thread table's
+  kernel time over this one's, and "paired": the same compiled kernels' own run times (CompiledKernel.time, without
+  the call's overhead) capped to one thread over those split across the threads, by wall clock, repetitions
+  interleaved in this process, which a change in the machine's load between the two child processes does not skew.
 Each row: the first run (schedule + optimize + compile + run, in that process), end to end (a later call of the same
 program on fresh tensors: graph building, scheduling, caches, kernels, the copy out), kernel only (the compiled
 kernels of one schedule run back to back), numpy's time for the same computation, and the ratios numpy/ours (> 1: we
@@ -46,15 +49,16 @@ def _child(scale: float, reps: int, only: set[str], threads: int) -> dict:
   rows = []
   for name, make in WORKLOADS.items():
     if not only or name in only:
-      rows.append({"name": name, **_measure(make(scale=scale), reps, clock)})
+      rows.append({"name": name, **_measure(make(scale=scale), reps, clock, threads)})
   spin0, wall0 = time.process_time(), time.perf_counter()
   time.sleep(0.5)  # nothing runs: CPU time burnt now is idle threads spinning
   spin = (time.process_time() - spin0) / (time.perf_counter() - wall0)
   return {"threads": threads, "rows": rows, "blas": blas, "spin_ms_per_s": spin * 1e3, "cpu": get_jit().cpu}
 
 
-def _measure(w, reps: int, clock) -> dict:
-  """One workload: its first run, then ours (kernel only, end to end) and numpy's, repetitions interleaved."""
+def _measure(w, reps: int, clock, threads: int) -> dict:
+  """One workload: its first run, then ours (kernel only, end to end) and numpy's, repetitions interleaved; with
+  threads > 1 also the kernels' own run times capped to one thread and split ("own1", "ownT", for the pair)."""
   import numpy as np
 
   from compiler.realize import get_runner
@@ -73,7 +77,10 @@ def _measure(w, reps: int, clock) -> dict:
   def kernel_only():
     for run, bufs in kernels:
       run(bufs)
+  def own(cap: int | None) -> float:
+    return sum(run.time(bufs, reps=1, warmup=0, threads=cap, record=False).min for run, bufs in kernels)
   fns = {"kernel": kernel_only, "e2e": lambda: w.lazy().numpy(), "numpy": lambda: w.reference(*w.inputs)}
+  own_best = {"own1": float("inf"), "ownT": float("inf")}
   best = dict.fromkeys(fns, float("inf"))
   for fn in fns.values():  # warm up
     fn()
@@ -82,7 +89,10 @@ def _measure(w, reps: int, clock) -> dict:
       t0 = clock()
       fn()
       best[key] = min(best[key], clock() - t0)
-  return {"ok": ok, "kernels": len(kernels), "first_s": first, **best}
+    if threads > 1:
+      own_best["own1"] = min(own_best["own1"], own(1))
+      own_best["ownT"] = min(own_best["ownT"], own(None))
+  return {"ok": ok, "kernels": len(kernels), "first_s": first, **best, **(own_best if threads > 1 else {})}
 
 
 def _run_child(args: argparse.Namespace, threads: int) -> dict:
@@ -105,7 +115,7 @@ def _print(res: dict, one: dict | None) -> None:
           ("kernel ms", ">10.3f"), ("numpy ms", ">9.3f"), ("numpy/e2e", ">10.2f"), ("numpy/kernel", ">13.2f"),
           ("e2e/kernel", ">11.2f")]
   if one is not None:
-    cols.append(("vs 1 thread (kernel)", ">21.2f"))
+    cols += [("vs 1 thread (kernel)", ">21.2f"), ("paired", ">7.2f")]
   base = {r["name"]: r for r in one["rows"]} if one is not None else {}
   rows = []
   for r in res["rows"]:
@@ -113,6 +123,7 @@ def _print(res: dict, one: dict | None) -> None:
            r["numpy"] * 1e3, r["numpy"] / r["e2e"], r["numpy"] / r["kernel"], r["e2e"] / r["kernel"]]
     if one is not None:
       row.append(base[r["name"]]["kernel"] / r["kernel"] if r["name"] in base else float("nan"))
+      row.append(r["own1"] / r["ownT"] if "own1" in r else float("nan"))
     rows.append(row)
   print(format_table(cols, rows))
 
