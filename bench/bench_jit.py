@@ -2,7 +2,8 @@
 
 1 thread (THREADS=1, numpy's BLAS limited to 1 thread with threadpoolctl), timed by CPU time (process_time) so that
 other load on the machine does not skew the ratios. Per round and workload, interleaved, each the minimum of
-`--reps`: kernel only (the compiled kernels of one schedule run back to back), end to end plain
+`--reps` timed calls (each after an untimed call of the same way, so that each is timed warm): kernel only (the
+compiled kernels of one schedule run back to back), end to end plain
 (`build(*[Tensor(a) ...]).numpy()`: graph, schedule cache, copy in, kernels; .numpy() is a view), the same with
 `Tensor.from_numpy` inputs (no copy in: "shared"), the jitted call `jit(*[Tensor(a) ...]).numpy()` and with shared
 inputs, the replay alone (`jit(*the same tensors)`) and numpy. The table has the median over `--rounds` rounds of
@@ -65,7 +66,8 @@ def measure(w: Workload, reps: int, clock) -> dict:
     fn()
   for _ in range(reps):
     for key, fn in fns.items():
-      t0 = clock()
+      fn()  # (each timed call follows one of its own: every way is timed with its data in the caches, not the
+      t0 = clock()  # caches the way before it left; kernel only after numpy's reference measured 10-25% slower)
       fn()
       best[key] = min(best[key], clock() - t0)
   outs += [w.build(*shared()).numpy(), jitted(*shared()).numpy()]
