@@ -7,17 +7,19 @@ Tensor arguments, positional and keyword) in the slots where the capture's input
 
 As in tinygrad, a replay returns the capture's own return value: its Tensors are bound to the captured output buffers,
 which the next call writes again; an array `.numpy()` gave out of an earlier call keeps its values (a replay moves an
-output whose memory a caller still reads to other memory before writing it). A replay reads its inputs where they
-are (no copy; `Tensor.from_numpy` inputs are the caller's arrays). The jit holds every Buffer the capture
-used, so intermediates are never handed back to the buffer pool while it lives; weights and optimizer state written
-in place (assign, `opt.step()`) are the same buffers every call, so a replay updates them as the function would. An
-assign the scheduler gives a fresh buffer (its value reads the target at other elements) rebinds its tensor: such a
-capture raises JitError rather than replay reads of the old buffer. Anything the function does besides running
-kernels (Python values, host reads, numpy random numbers) is frozen at the capture, and work it leaves lazy (an
-assign nothing realizes inside it) is not captured: realize it inside. A Tensor the function reads from outside (a
-weight held by `self`) is read from the buffer it had at the capture: rebinding the attribute to another Tensor later
-is not seen, writing it in place is. A jitted method has a capture per instance. `JIT=0` runs the function every
-call.
+output whose memory a caller still reads to other memory before writing it). A replay reads its inputs where they are
+(no copy; `Tensor.from_numpy` inputs are the caller's arrays). A numpy array argument (positional or keyword) is an
+input too: the function is given `Tensor.from_numpy(arr)`, and a replay reads the array in place (copied only where a
+kernel cannot read it: strided, unaligned) with no Tensor made at all; it is never written. The jit holds every Buffer
+the capture used, so intermediates are never handed back to the buffer pool while it lives; weights and optimizer
+state written in place (assign, `opt.step()`) are the same buffers every call, so a replay updates them as the
+function would. An assign the scheduler gives a fresh buffer (its value reads the target at other elements) rebinds
+its tensor: such a capture raises JitError rather than replay reads of the old buffer. Anything the function does
+besides running kernels (Python values, host reads, numpy random numbers) is frozen at the capture, and work it leaves
+lazy (an assign nothing realizes inside it) is not captured: realize it inside. A Tensor the function reads from
+outside (a weight held by `self`) is read from the buffer it had at the capture: rebinding the attribute to another
+Tensor later is not seen, writing it in place is. A jitted method has a capture per instance. `JIT=0` runs the
+function every call.
 
 While recording (VIZ), a replay is one trace context "jit replay N kernels" (kind "kernel") holding each kernel's
 run; a recording started (or restarted) after the capture makes the next call capture again, so the trace gets the
@@ -32,10 +34,12 @@ import time
 import weakref
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
+import numpy as np
+
 from compiler import debug, realize
 from compiler.dtype import dtypes
 from compiler.runtime.buffer import Buffer, buffer_of
-from compiler.tensor import Tensor
+from compiler.tensor import Tensor, to_dtype
 from compiler.tensor_mixins.autograd import buffer_of_view
 from compiler.trace import recorder
 from compiler.trace.recorder import trace_context
@@ -48,15 +52,16 @@ class JitError(Exception):
   """A call a TinyJit cannot replay (tinygrad's JitError)."""
 
 
-def _input_tensors(args: tuple, kwargs: dict) -> tuple[list[int | str], list[Tensor]]:
-  """The Tensor arguments and their names (position, or keyword in sorted order), then, as tinygrad, the Tensors
-  directly inside list, tuple and dict arguments (named "arg[key]"; not deeper, so a model passed in is no input)."""
-  if not kwargs and all(isinstance(x, Tensor) for x in args):  # the usual call, at once
+def _input_tensors(args: tuple, kwargs: dict) -> tuple[list[int | str], list[Tensor | np.ndarray]]:
+  """The Tensor (and numpy array) arguments and their names (position, or keyword in sorted order), then, as
+  tinygrad, the Tensors directly inside list, tuple and dict arguments (named "arg[key]"; not deeper, so a model
+  passed in is no input)."""
+  if not kwargs and all(isinstance(x, (Tensor, np.ndarray)) for x in args):  # the usual call, at once
     return list(range(len(args))), list(args)
-  named: list[tuple[int | str, Tensor]] = []
-  inner: list[tuple[int | str, Tensor]] = []
+  named: list[tuple[int | str, Tensor | np.ndarray]] = []
+  inner: list[tuple[int | str, Tensor | np.ndarray]] = []
   for n, x in [*enumerate(args), *sorted(kwargs.items())]:
-    if isinstance(x, Tensor):
+    if isinstance(x, (Tensor, np.ndarray)):
       named.append((n, x))
     elif isinstance(x, (list, tuple, dict)):
       items = x.items() if isinstance(x, dict) else enumerate(x)
@@ -66,17 +71,28 @@ def _input_tensors(args: tuple, kwargs: dict) -> tuple[list[int | str], list[Ten
   return [n for n, _ in named], [t for _, t in named]
 
 
-def _input_buffers(names: list[int | str], tensors: list[Tensor]) -> list[Buffer]:
-  """The Buffer of each input (lazy inputs are realized first); JitError for a constant or a repeated buffer."""
-  views = [buffer_of_view(t.uop) for t in tensors]
-  if None in views:
+def _arrays_as_tensors(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+  """The arguments with each numpy array (positional or keyword) a Tensor reading it in place (Tensor.from_numpy)."""
+  def conv(x: Any) -> Any:
+    return Tensor.from_numpy(x) if isinstance(x, np.ndarray) else x
+  return tuple(conv(x) for x in args), {k: conv(v) for k, v in kwargs.items()}
+
+
+def _input_buffers(names: list[int | str], tensors: list[Tensor | np.ndarray]) -> list[Buffer]:
+  """The Buffer of each input (lazy inputs are realized first; a numpy array's reads it in place where a kernel
+  can, else holds a copy); JitError for a constant or a repeated buffer."""
+  views = [x if isinstance(x, np.ndarray) else buffer_of_view(x.uop) for x in tensors]
+  if any(v is None for v in views):
     Tensor.realize(*[t for t, v in zip(tensors, views) if v is None])
-    views = [buffer_of_view(t.uop) for t in tensors]
+    views = [x if isinstance(x, np.ndarray) else buffer_of_view(x.uop) for x in tensors]
   bufs = []
   for n, t, b in zip(names, tensors, views):
     if b is None:
       raise JitError(f"TinyJit: argument {n!r} (shape {t.shape}) is not a buffer; make one with .contiguous()")
-    bufs.append(buffer_of(b))
+    if isinstance(b, np.ndarray):
+      bufs.append(Buffer(to_dtype(b.dtype), b.size).copyin(b, share=True))
+    else:
+      bufs.append(buffer_of(b))
   if len(bufs) > 1 and len({id(b) for b in bufs}) != len(bufs):
     raise JitError(f"TinyJit: duplicate inputs (arguments {names} share a buffer)")
   return bufs
@@ -148,12 +164,12 @@ class _Capture:
     self.recorder = None if rec is None else weakref.ref(rec)
     runs.clear()  # (the scheduler's tuples of the capture's buffers, for _stale_reads' counts)
 
-  def check(self, names: list[int | str], tensors: list[Tensor]) -> None:
+  def check(self, names: list[int | str], tensors: list[Tensor | np.ndarray]) -> None:
     """JitError unless the call's Tensor arguments are the capture's, with the same shapes and dtypes."""
     if names != self.names:
       raise JitError(f"TinyJit: the call's Tensor arguments {names} differ from the capture's {self.names}")
     for n, t, (shape, dtype) in zip(names, tensors, self.info):
-      if t.shape != shape or t.dtype != dtype:
+      if t.shape != shape or to_dtype(t.dtype) != dtype:
         raise JitError(f"TinyJit: argument {n!r} has shape {t.shape} {t.dtype.name}, the capture had shape {shape} "
                        f"{dtype.name}")
 
@@ -238,14 +254,16 @@ class TinyJit(Generic[ReturnType]):
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
     names, tensors = _input_tensors(args, kwargs)
-    inputs = _input_buffers(names, tensors)
-    if os.environ.get("JIT", "1") == "0" or self.cnt == 0:
-      ret = self._run(args, kwargs)
-    elif self.captured is None or self.captured.stale():
-      ret = self._capture(args, kwargs, names, tensors, inputs)
+    plain = os.environ.get("JIT", "1") == "0" or self.cnt == 0
+    if plain or self.captured is None or self.captured.stale():
+      if any(isinstance(t, np.ndarray) for t in tensors):  # the function itself is given Tensors
+        args, kwargs = _arrays_as_tensors(args, kwargs)
+        names, tensors = _input_tensors(args, kwargs)
+      inputs = _input_buffers(names, tensors)
+      ret = self._run(args, kwargs) if plain else self._capture(args, kwargs, names, tensors, inputs)
     else:
       self.captured.check(names, tensors)
-      ret = self.captured.replay(inputs)
+      ret = self.captured.replay(_input_buffers(names, tensors))
     self.cnt += 1
     return ret
 

@@ -198,3 +198,33 @@ def test_array_address_of_a_read_only_view():
   v = a.view()
   v.flags.writeable = False
   assert array_address(v) == _address(a)
+
+
+def test_a_jitted_function_takes_numpy_arrays_and_never_writes_them(backend):
+  @TinyJit
+  def f(x: Tensor, scale: Tensor) -> Tensor:
+    assert isinstance(x, Tensor) and isinstance(scale, Tensor)  # the function itself is given Tensors
+    x.assign(x * scale).realize()  # (writes its argument: never the caller's array)
+    return (x + 1).contiguous()
+  rng = np.random.default_rng(1)
+  kept = []
+  for i in range(6):
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    x_before = x.copy()
+    arg = x if i % 3 else x[:, ::-1]  # a strided array is copied, not read in place
+    s = np.full((4, 8), i, np.float32)
+    kept.append((np.ascontiguousarray(arg) * i + 1, f(arg, scale=s).numpy()))
+    np.testing.assert_array_equal(x, x_before)
+  for want, got in kept:
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_a_numpy_argument_of_another_shape_or_dtype_is_an_error():
+  from compiler.jit import JitError
+  f = TinyJit(lambda x: (x * 2).contiguous())
+  for _ in range(3):
+    f(np.ones((2, 3), np.float32))
+  with pytest.raises(JitError, match="shape"):
+    f(np.ones((3, 2), np.float32))
+  with pytest.raises(JitError, match="int32"):
+    f(np.ones((2, 3), np.int32))
