@@ -7,7 +7,7 @@ DEFINE_ACC before the accumulator's loops, the update inside them and itself las
 PHI stands for the accumulated value; accumulators over the same ranges inside the same loops share one loop nest.
 The outer loops are the stores' free ranges, THREAD first, then by axis id; stores share the loops they have in
 common and get their own after them (a peeled remainder's); the parallel one (the THREAD range, else the
-outermost one every store depends on) gets its bounds from the kernel's (start, end) arguments."""
+outermost one every store depends on, opened first) gets its bounds from the kernel's (start, end) arguments."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -179,10 +179,8 @@ class _Linearizer:
   def _parallel(self, outer: list[UOp], stores: list[UOp]) -> UOp | None:
     thread = [r for r in outer if axis_type(r) is AxisType.THREAD]
     cands = thread or [r for r in outer if const_size(r) != 1]
-    if not cands:
-      return None
-    r = cands[0]
-    return r if all(r in self.free[s] for s in stores) else None
+    # the outermost one every store loops over (a peeled remainder's store may not loop over the first)
+    return next((r for r in cands if all(r in self.free[s] for s in stores)), None)
 
 
 def linearize(sink: UOp, kname: str) -> Linear:

@@ -82,9 +82,12 @@ def _unroll_vectors(k: Kernel, axis: int) -> None:
   s, line, vec = k.full_shape[axis], k.target.line_floats, k.target.vector_floats
   if axis in masked_axes(k):
     return
-  amt = next((a for a in (2 * line, line, vec) if a <= MAX_UNROLL and s % a == 0), None)
+  amts = [a for a in (2 * line, line, vec) if a <= MAX_UNROLL]
+  amt = next((a for a in amts if s % a == 0), None)
   if amt is not None:
     k.apply_opt(Opt(OptOps.UNROLL, axis - k.first_reduce, amt))
+  elif (amt := next((a for a in amts if a < s), None)) is not None:  # none divides: the remainder peeled
+    k.apply_opt(Opt(OptOps.PEEL, axis, amt))
 
 
 def _prod(xs) -> int:
@@ -118,7 +121,7 @@ def _register_tile(k: Kernel) -> None:
       if not any(st[axis] == 0 and not any(x == 0 for x in st[k.first_upcast:]) for st in strides):
         continue
       budget = max(1, regs - col_vectors - 1)
-      amt = next((a for a in (8, 6, 4, 3, 2) if size % a == 0 and accumulators() * a <= budget), None)
+      amt = _row_amount(size, [a for a in (8, 6, 4, 3, 2) if accumulators() * a <= budget])
       if amt is None:
         continue
       pos = sum(1 for st in strides if st[axis] != 0)
@@ -128,15 +131,33 @@ def _register_tile(k: Kernel) -> None:
       break
     _, _, amt, axis = min(choices)
     upcasted.add(k.rngs[axis].arg[0])
-    k.apply_opt(Opt(OptOps.UPCAST, axis, -amt))
+    _upcast_or_peel(k, axis, -amt)
   if cols is None:
     return
   # a second set of column vectors (the outer part kept the axis id) if the accumulators still fit
   axis = next((i for i, r in enumerate(k.rngs) if r.arg[0] == cols[0]), None)
   if axis is not None and accumulators() * 2 <= regs - 2 * col_vectors - 1 and \
-      isinstance(size := k.full_shape[axis], int) and size % 2 == 0 and size > 2:
-    k.apply_opt(Opt(OptOps.UPCAST, axis, 2))
+      isinstance(size := k.full_shape[axis], int) and size > 2:
+    _upcast_or_peel(k, axis, 2)
   _panel_order(k, cols[0])
+
+
+def _row_amount(size: int, fits: list[int]) -> int | None:
+  """Rows of a register tile: the largest amount that fits the registers if it divides the axis, else the largest
+  that divides and is at least half of it (no remainder: the rows' loop stays one a THREAD split can take), else the
+  largest, its remainder peeled (a prime number of rows)."""
+  if not fits or size < 2:
+    return None
+  best = next((a for a in fits if a <= size), None)
+  if best is None:
+    return None
+  return next((a for a in fits if size % a == 0 and 2 * a >= best), best)
+
+
+def _upcast_or_peel(k: Kernel, axis: int, amt: int) -> None:
+  """UPCAST by amt when it divides the axis, else PEEL (the remainder as its own copy of the work)."""
+  size = k.full_shape[axis]
+  k.apply_opt(Opt(OptOps.UPCAST if isinstance(size, int) and size % amt == 0 else OptOps.PEEL, axis, amt))
 
 
 def _tile_columns(k: Kernel, want: int) -> tuple[int, int] | None:
@@ -151,10 +172,11 @@ def _tile_columns(k: Kernel, want: int) -> tuple[int, int] | None:
       continue
     if all(st[axis] == 1 for st in stores) and all(st[axis] in (0, 1) for st in loads) and \
         any(st[axis] == 0 for st in loads):
-      amt = next((a for a in (want, vec, 8, 4) if a <= MAX_UPCAST and size % a == 0), None)
+      # the line-wide tile, its remainder peeled when it does not divide; else a vector that divides
+      amt = next((a for a in (want, vec, 8, 4) if a <= MAX_UPCAST and (size % a == 0 or a == want < size)), None)
       if amt is not None:
         rid = k.rngs[axis].arg[0]
-        k.apply_opt(Opt(OptOps.UPCAST, axis, amt))
+        _upcast_or_peel(k, axis, amt)
         return rid, amt
   return None
 
@@ -200,6 +222,10 @@ def _vectorize_store(k: Kernel, vector_loop: bool) -> None:
         return
     if 4 < s <= min(MAX_UPCAST, room):  # a short axis no vector divides (a layer of 10 outputs): all of it
       k.apply_opt(Opt(OptOps.UPCAST, axis, 0))
+      return
+    vec = k.target.vector_floats
+    if vec < s and vec <= min(16, room):  # a long one: vectors, the remainder peeled
+      k.apply_opt(Opt(OptOps.PEEL, axis, vec))
       return
 
 
