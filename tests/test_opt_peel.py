@@ -12,6 +12,7 @@ import pytest
 from test_opt_helpers import buffers_for, elementwise_ast, matmul_ast, run_ast, sum_ast, two_store_ast
 from test_opt_tiles import row_reduce_ast
 
+from compiler.codegen import get_program
 from compiler.opt import Kernel, hand_coded_optimizations
 from compiler.opt.kernel import KernelOptError, Opt, OptOps
 from compiler.opt.search import get_kernel_actions, kernel_actions
@@ -133,6 +134,27 @@ def test_an_output_peel_is_a_second_store_and_a_reduce_peel_a_second_reduce():
 
 def range_end(r: UOp) -> int:
   return r.src[0].arg
+
+
+@pytest.mark.parametrize("peels", [[(1, AMT)], [(1, AMT), (0, 4)], [(1, AMT), (0, 4), (2, AMT)]])
+def test_each_part_runs_in_its_own_loops_only(peels):
+  # the remainder's store is not nested in the main part's loops (it would be redone there), nor the reverse:
+  # every loop open at a store is one its address or value loops over, and the work is the unpeeled kernel's
+  base = Kernel(matmul_ast(18, 19, 20), AVX512)
+  k, applied = _peeled(matmul_ast(18, 19, 20), peels)
+  assert applied == len(peels)
+  prg = get_program(k.get_optimized_ast())
+  open_loops: list[UOp] = []
+  for u in prg.uops:
+    if u.op is Ops.RANGE:
+      open_loops.append(u)
+    elif u.op is Ops.END:
+      open_loops.pop()
+    elif u.op is Ops.STORE:
+      assert set(open_loops) <= set(u.ranges), (k.name, open_loops)
+  assert sum(u.op is Ops.STORE for u in prg.uops) > 1
+  # (a peeled reduce adds its main and remainder parts: one add per output)
+  assert 0 <= prg.flops() - get_program(base.get_optimized_ast()).flops() <= (18 * 19 if len(peels) > 2 else 0)
 
 
 def test_a_remainder_of_one_is_the_element_itself():
