@@ -110,7 +110,10 @@ def _register_tile(k: Kernel) -> None:
   cols = _tile_columns(k, max(vec, tgt.line_floats))
   col_vectors = -(-cols[1] // vec) if cols is not None else 1
   upcasted: set[int] = {cols[0]} if cols is not None else set()  # axis ids: a split keeps its id
-  while _prod(k.full_shape[:k.first_reduce]) >= 1024:
+  # rows while the tile positions are many; with peeled columns (whose positions do not count the remainder's)
+  # at least one row axis, as a smaller column tile that divides would have had
+  peeled = bool(k.applied_opts) and k.applied_opts[-1].op is OptOps.PEEL
+  while _prod(k.full_shape[:k.first_reduce]) >= 1024 or (peeled and len(upcasted) == 1):
     strides = [access_strides(k, a) for a in k.accesses]
     choices = []
     for axis in range(k.first_reduce):
