@@ -82,7 +82,8 @@ def _loads(ast: UOp) -> int:
 
 
 def _has_masks(ast: UOp) -> bool:
-  return any((u.op is Ops.INDEX and len(u.src) > 2) or u.op is Ops.WHERE for u in toposort(ast))
+  """A masked load or a select: what padding would add to the inner loop (a store's gate is outside the loops)."""
+  return any((u.op is Ops.LOAD and len(u.src[0].src) > 2) or u.op is Ops.WHERE for u in toposort(ast))
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -189,17 +190,32 @@ def test_peel_refusals_leave_the_kernel_unchanged(opt: Opt, reason: str):
   assert (k.ast, k.name, k.applied_opts, k.remainders) == (*before, [])
 
 
-def test_peel_refuses_upcasted_and_thread_axes_and_thread_refuses_a_remainders_missing_axis():
+def test_peel_refuses_upcasted_and_thread_axes():
   k = Kernel(matmul_ast(20, 20, 8), AVX512)
   k.apply_opt(Opt(OptOps.THREAD, 0, 2))
   with pytest.raises(KernelOptError, match="THREAD"):
     k.apply_opt(Opt(OptOps.PEEL, 0, 3))
-  k2 = Kernel(matmul_ast(20, 20, 8), AVX512)
-  k2.apply_opt(Opt(OptOps.PEEL, 0, 8))  # rows 16 + 4: the remainder's store does not loop over the main rows
-  with pytest.raises(KernelOptError, match="every store"):
-    k2.apply_opt(Opt(OptOps.THREAD, 0, 2))
+  k.apply_opt(Opt(OptOps.UPCAST, 2, 4))
   with pytest.raises(KernelOptError, match="not UPCAST"):
-    k2.apply_opt(Opt(OptOps.PEEL, k2.first_upcast, 3))
+    k.apply_opt(Opt(OptOps.PEEL, k.first_upcast, 3))
+
+
+@pytest.mark.parametrize("rows", [AMT + 1, 2 * AMT + 3, 37])
+def test_threads_over_peeled_rows_store_the_remainder_once(rows: int, monkeypatch):
+  # rows peeled (main rows and a remainder's), then a THREAD split of the main rows: the remainder's stores do
+  # not loop over them, so thread 0 alone stores them (a gate outside their loops), the others skip the store
+  monkeypatch.setattr(compiled, "MIN_WORK_PER_THREAD", 1)
+  ast = matmul_ast(rows, 2 * AMT + 3, 9)
+  k = Kernel(ast, AVX512)
+  k.apply_opt(Opt(OptOps.PEEL, 1, AMT))
+  k.apply_opt(Opt(OptOps.PEEL, 0, 4))
+  k.apply_opt(Opt(OptOps.THREAD, 0, 2 if k.full_shape[0] % 2 == 0 else k.full_shape[0]))
+  gated = [st for st in k.stores if len(st.src[0].src) > 2]
+  assert len(gated) == 2 and len(k.stores) == 4  # the remainder rows' two stores
+  prg = get_program(k.get_optimized_ast())
+  assert prg.par_size is not None and prg.par_size.arg == k.full_shape[0]
+  for threads in (1, 2, 3):
+    _compare(ast, k, threads=threads)
 
 
 def test_peel_is_traced(tmp_path):

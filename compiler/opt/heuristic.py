@@ -233,14 +233,18 @@ def _vectorize_store(k: Kernel, vector_loop: bool) -> None:
 
 
 def thread_outer_axis(k: Kernel) -> bool:
-  """Split the outermost global axis that the core count divides into a THREAD axis, if the kernel is big enough."""
+  """Split the outermost global axis that the core count divides into a THREAD axis, if the kernel is big enough
+  (one every store loops over first)."""
   n = k.target.threads
   if n <= 1 or any(t is AxisType.THREAD for t in k.axis_types):
     return False
   work = math.prod(s for s in k.full_shape if isinstance(s, int))
   if work < THREAD_MIN_WORK:
     return False
-  for axis in range(k.global_dims):
+  # an axis every store loops over first: else the stores of a peeled remainder that does not are gated to one
+  # thread, and each thread computes them
+  common = [a for a in range(k.global_dims) if all(k.rngs[a] in st.ranges for st in k.stores)]
+  for axis in common + [a for a in range(k.global_dims) if a not in common]:
     s = k.full_shape[axis]
     if isinstance(s, int) and s % n == 0 and s >= n:
       try:

@@ -106,6 +106,9 @@ class _OptSub:
   ranges: dict[UOp, UOp] = field(default_factory=dict)  # old RANGE -> its replacement expression
   reduce: dict[UOp, tuple[UOp, ...]] = field(default_factory=dict)  # old RANGE -> the RANGEs a REDUCE loops over
   guards: dict[UOp, UOp] = field(default_factory=dict)  # padded old RANGE -> (old RANGE < old size)
+  # a THREAD split of `thread[0]` into the THREAD range `thread[1]`: the stores that do not loop over the split
+  # axis (a peeled remainder's) are stored by thread 0 alone
+  thread: tuple[UOp, UOp] | None = None
 
 
 def _conjuncts(valid: UOp) -> list[UOp]:
@@ -145,7 +148,18 @@ def _guard_index(ctx: _OptSub, idx: UOp) -> UOp | None:
   return idx.replace(src=(idx.src[0], idx.src[1], valid))
 
 
+def _thread_gate(ctx: _OptSub, st: UOp) -> UOp | None:
+  """A store that does not loop over the axis a THREAD splits runs in every thread: only thread 0 stores it (the
+  gate is outside its loops: a remainder's handful of values is computed by each thread, stored by one)."""
+  if ctx.thread is None or ctx.thread[0] in st.ranges or ctx.thread[1] in st.ranges:
+    return None
+  ix, gate = st.src[0], ctx.thread[1].eq(0)
+  valid = ix.src[2] & gate if len(ix.src) > 2 else gate
+  return st.replace(src=(ix.replace(src=(ix.src[0], ix.src[1], valid)), *st.src[1:]))
+
+
 pm_apply_opt = PatternMatcher([
+  (UPat(Ops.STORE, name="st"), _thread_gate),
   (UPat(Ops.REDUCE, name="red"), _reduce_ranges),
   (UPat(Ops.INDEX, name="idx"), _guard_index),
   (UPat(Ops.RANGE, name="r"), _subst_range),
@@ -441,8 +455,7 @@ class Kernel:
       check(tgt.threads > 1 or tgt.max_threads > 1, f"target {tgt.name} runs no threads")
       check(kind in (AxisType.GLOBAL, AxisType.LOOP), "threads are for global axes")
       check(not any(r.arg[1] is AxisType.THREAD for r in self.rngs), "the kernel already has a THREAD axis")
-      check(all(rng in st.ranges for st in self.stores), "a THREAD axis must be one every store loops over "
-            "(a peeled remainder does not)")
+      check(any(rng in st.ranges for st in self.stores), "a THREAD axis must be one some store loops over")
       check(amt <= tgt.max_threads, f"don't use more than {tgt.max_threads} threads")
     elif op is OptOps.PADTO:
       return self._padto(axis, amt, opt), self.dont_use_locals
@@ -469,7 +482,8 @@ class Kernel:
       outer = UOp.range(size // amt, rng.arg[0], rng.arg[1], rng.dtype)
       expr = new * (size // amt) + outer if top else outer * amt + new
       parts = (outer, new)
-    return self._rewrite(_OptSub(ranges={rng: expr}, reduce={rng: parts}), opt)
+    thread = (rng, new) if kind is AxisType.THREAD else None
+    return self._rewrite(_OptSub(ranges={rng: expr}, reduce={rng: parts}, thread=thread), opt)
 
   def _swap(self, a: int, b: int, opt: Opt) -> UOp:
     # loop order is axis-id order: renumber the axes of this kind with fresh ids in the swapped order
