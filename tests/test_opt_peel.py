@@ -235,6 +235,22 @@ def test_peel_is_traced(tmp_path):
   assert Opt.from_json(Opt(OptOps.PEEL, 1, AMT).to_json()) == Opt(OptOps.PEEL, 1, AMT)
 
 
+@pytest.mark.parametrize("rows,n", [(9, 2), (19, 4), (31, 3), (5, 4)])
+def test_a_thread_split_the_threads_do_not_divide_peels_the_rest(rows: int, n: int, monkeypatch):
+  # thread t takes rows t*q..t*q+q-1 (q = rows // n); the rows % n left are a loop of their own, stored by thread 0
+  monkeypatch.setattr(compiled, "MIN_WORK_PER_THREAD", 1)
+  ast = matmul_ast(rows, 2 * AMT + 3, 9)
+  k = Kernel(ast, AVX512)
+  k.apply_opt(Opt(OptOps.PEEL, 1, AMT))
+  k.apply_opt(Opt(OptOps.THREAD, 0, n))
+  assert k.axis_types[0] is AxisType.THREAD and k.full_shape[0] == n
+  assert [range_end(r) for r in k.remainders] == ([rows % n] if rows % n > 1 else []) + [3]
+  assert len(k.stores) == 4 and sum(len(st.src[0].src) > 2 for st in k.stores) == 2  # the rest's, gated
+  assert get_program(k.get_optimized_ast()).par_size.arg == n
+  for threads in (1, 2, n):
+    _compare(ast, k, threads=threads)
+
+
 # ---- the heuristic and BEAM
 
 @pytest.mark.parametrize("tname", TARGETS)

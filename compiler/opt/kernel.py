@@ -151,11 +151,10 @@ def _guard_index(ctx: _OptSub, idx: UOp) -> UOp | None:
 def _thread_gate(ctx: _OptSub, st: UOp) -> UOp | None:
   """A store that does not loop over the axis a THREAD splits runs in every thread: only thread 0 stores it (the
   gate is outside its loops: a remainder's handful of values is computed by each thread, stored by one)."""
-  if ctx.thread is None or ctx.thread[0] in st.ranges or ctx.thread[1] in st.ranges:
+  if ctx.thread is None or ctx.thread[0] in st.ranges:
     return None
-  ix, gate = st.src[0], ctx.thread[1].eq(0)
-  valid = ix.src[2] & gate if len(ix.src) > 2 else gate
-  return st.replace(src=(ix.replace(src=(ix.src[0], ix.src[1], valid)), *st.src[1:]))
+  out = _gate_to_thread0(st, ctx.thread[1])
+  return None if out is st else out
 
 
 pm_apply_opt = PatternMatcher([
@@ -176,6 +175,7 @@ class _Peel:
   main_parts: tuple[UOp, ...]
   tail_parts: tuple[UOp, ...]
   reduce: bool
+  thread: UOp | None = None  # the THREAD range of a THREAD split the axis does not divide (see _thread_peel)
 
 
 def _peel_stores(ctx: _Peel, sink: UOp) -> UOp | None:
@@ -184,7 +184,18 @@ def _peel_stores(ctx: _Peel, sink: UOp) -> UOp | None:
     return None
   mains = [substitute(st, {ctx.rng: ctx.main}) for st in sink.src]
   tails = [substitute(st, {ctx.rng: ctx.tail}) for st in sink.src if ctx.rng in st.ranges]
+  if ctx.thread is not None:  # a THREAD split: what does not loop over the threads is stored by thread 0
+    mains = [_gate_to_thread0(st, ctx.thread) for st in mains]
+    tails = [_gate_to_thread0(st, ctx.thread) for st in tails]
   return sink.replace(src=(*mains, *tails))
+
+
+def _gate_to_thread0(st: UOp, thread: UOp) -> UOp:
+  if thread in st.ranges:
+    return st
+  ix, gate = st.src[0], thread.eq(0)
+  valid = ix.src[2] & gate if len(ix.src) > 2 else gate
+  return st.replace(src=(ix.replace(src=(ix.src[0], ix.src[1], valid)), *st.src[1:]))
 
 
 def _peel_reduce(ctx: _Peel, red: UOp) -> UOp | None:
@@ -430,7 +441,7 @@ class Kernel:
     check(amt > 1, f"{op.name} of amount {amt} is meaningless")
     if op is OptOps.PEEL:
       return self._peel(axis, amt, opt), self.dont_use_locals
-    if op is not OptOps.PADTO:
+    if op not in (OptOps.PADTO, OptOps.THREAD):
       check(size % amt == 0, f"{op.name}: {amt} does not divide the axis of size {size}")
     kind = rng.arg[1]
 
@@ -457,6 +468,9 @@ class Kernel:
       check(not any(r.arg[1] is AxisType.THREAD for r in self.rngs), "the kernel already has a THREAD axis")
       check(any(rng in st.ranges for st in self.stores), "a THREAD axis must be one some store loops over")
       check(amt <= tgt.max_threads, f"don't use more than {tgt.max_threads} threads")
+      if size % amt != 0:
+        check(amt < size, f"THREAD: {amt} threads for an axis of size {size}")
+        return self._thread_peel(rng, amt, opt), self.dont_use_locals
     elif op is OptOps.PADTO:
       return self._padto(axis, amt, opt), self.dont_use_locals
     else:
@@ -541,6 +555,23 @@ class Kernel:
                 tuple(r for r in (outer, inner) if r is not None), (rest,) if rest is not None else (), reduce)
     out = graph_rewrite(self.ast, pm_peel, ctx=ctx, name=f"apply {opt.short()}")
     self._new_peeled = frozenset({rest.arg[0]} if rest is not None else ())  # taken by apply_opt on success
+    return out
+
+  def _thread_peel(self, rng: UOp, n: int, opt: Opt) -> UOp:
+    """A THREAD split of an axis n does not divide: thread t takes the block t*q..t*q+q-1 (q = size // n), and the
+    size % n left is a loop of its own (peeled: a remainder, out of the axes opts address) that thread 0 stores."""
+    size = range_size(rng)
+    assert isinstance(size, int)
+    q, rem = divmod(size, n)
+    nid = self._next_axis_id()
+    t = UOp.range(n, nid, AxisType.THREAD, rng.dtype)
+    inner = UOp.range(q, rng.arg[0], rng.arg[1], rng.dtype) if q > 1 else None
+    rest = UOp.range(rem, nid + 1, rng.arg[1], rng.dtype) if rem > 1 else None
+    start = UOp.const(rng.dtype, q * n)
+    ctx = _Peel(rng, t * q + inner if inner is not None else t, start + rest if rest is not None else start,
+                (), (), False, thread=t)
+    out = graph_rewrite(self.ast, pm_peel, ctx=ctx, name=f"apply {opt.short()}")
+    self._new_peeled = frozenset({rest.arg[0]} if rest is not None else ())
     return out
 
   # ---- output
