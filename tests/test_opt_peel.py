@@ -274,6 +274,17 @@ def test_heuristic_register_tiles_on_sizes_they_do_not_divide(tname: str, n: int
     assert sum(o.op is OptOps.PEEL for o in k.applied_opts) >= 2
 
 
+def test_heuristic_threads_of_peeled_kernels():
+  # rows 8 | 1000: every store loops over the row tiles (125, odd): no THREAD, the runtime splits that loop itself
+  k = hand_coded_optimizations(Kernel(matmul_ast(1000, 1000, 64), replace(AVX512, threads=2)))
+  assert OptOps.THREAD not in [o.op for o in k.applied_opts]
+  assert get_program(k.get_optimized_ast()).par_size.arg == 125
+  # 499 rows and columns both peeled: no loop is every store's, so a THREAD split, the remainders gated to thread 0
+  k = hand_coded_optimizations(Kernel(matmul_ast(499, 499, 64), replace(AVX512, threads=2)))
+  assert k.axis_types[0] is AxisType.THREAD and any(len(st.src[0].src) > 2 for st in k.stores)
+  assert get_program(k.get_optimized_ast()).par_size.arg == 2
+
+
 @pytest.mark.parametrize("tname", TARGETS)
 @pytest.mark.parametrize("m,n,kk", [(37, 41, 29), (65, 67, 17), (19, 130, 9), (131, 23, 66)])
 def test_heuristic_peeled_tiles_are_exact(tname: str, m: int, n: int, kk: int, monkeypatch):

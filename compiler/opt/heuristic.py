@@ -228,22 +228,24 @@ def _vectorize_store(k: Kernel, vector_loop: bool) -> None:
 
 
 def thread_outer_axis(k: Kernel) -> bool:
-  """Split the outermost global axis that the core count divides (else any, the rest peeled) into a THREAD axis,
-  if the kernel is big enough (one every store loops over first)."""
+  """Split the outermost global axis that the core count divides into a THREAD axis, if the kernel is big enough
+  (with peeled remainders: see below)."""
   n = k.target.threads
   if n <= 1 or any(t is AxisType.THREAD for t in k.axis_types):
     return False
   work = math.prod(s for s in k.full_shape if isinstance(s, int))
   if work < THREAD_MIN_WORK:
     return False
-  # an axis every store loops over first: else the stores of a peeled remainder that does not are gated to one
-  # thread, and each thread computes them; then one the threads do not divide, its rest peeled (with at least 4
-  # blocks a thread, so the imbalance stays small)
-  common = [a for a in range(k.global_dims) if all(k.rngs[a] in st.ranges for st in k.stores)]
-  order = common + [a for a in range(k.global_dims) if a not in common]
-  sizes = {a: s for a in order if isinstance(s := k.full_shape[a], int)}
+  # an axis every store loops over that the threads divide; when some store loops over an axis but none of those
+  # divide, no THREAD: the runtime splits the outermost such loop into uneven chunks itself. Only when no axis is
+  # every store's (peeled rows and columns) one that is not, its remainder's stores gated to thread 0 (each thread
+  # computes them), the rest of an axis the threads do not divide peeled (at least 4 blocks a thread)
+  sizes = {a: s for a in range(k.global_dims) if isinstance(s := k.full_shape[a], int)}
+  common = [a for a in sizes if all(k.rngs[a] in st.ranges for st in k.stores)]
   even = [a for a in sizes if sizes[a] % n == 0 and sizes[a] >= n]
-  for axis in even + [a for a in sizes if a not in even and sizes[a] >= 4 * n]:
+  order = [a for a in even if a in common] if common else even + [a for a in sizes if a not in even and
+                                                                   sizes[a] >= 4 * n]
+  for axis in order:
     try:
       k.apply_opt(Opt(OptOps.THREAD, axis, n))
       return True
