@@ -545,33 +545,33 @@ class Kernel:
     if reduce:
       ops = {r.arg for r in self.reduceops if rng in r.src[1:]}
       check(ops <= {Ops.ADD, Ops.MAX, Ops.MUL}, f"PEEL: can't combine {sorted(o.name for o in ops)} reduces")
-    q, rem = divmod(size, amt)
     nid = self._next_axis_id()
     inner = UOp.range(amt, nid, tile, rng.dtype)
-    outer = UOp.range(q, rng.arg[0], kind, rng.dtype) if q > 1 else None
-    rest = UOp.range(rem, nid + 1, tile, rng.dtype) if rem > 1 else None
-    start = UOp.const(rng.dtype, q * amt)
-    ctx = _Peel(rng, outer * amt + inner if outer is not None else inner, start + rest if rest is not None else start,
-                tuple(r for r in (outer, inner) if r is not None), (rest,) if rest is not None else (), reduce)
-    out = graph_rewrite(self.ast, pm_peel, ctx=ctx, name=f"apply {opt.short()}")
-    self._new_peeled = frozenset({rest.arg[0]} if rest is not None else ())  # taken by apply_opt on success
-    return out
+    return self._split_rest(rng, amt, inner, lambda outer: outer * amt + inner, tile, reduce, None, opt)
 
   def _thread_peel(self, rng: UOp, n: int, opt: Opt) -> UOp:
     """A THREAD split of an axis n does not divide: thread t takes the block t*q..t*q+q-1 (q = size // n), and the
     size % n left is a loop of its own (peeled: a remainder, out of the axes opts address) that thread 0 stores."""
-    size = range_size(rng)
-    assert isinstance(size, int)
-    q, rem = divmod(size, n)
     nid = self._next_axis_id()
     t = UOp.range(n, nid, AxisType.THREAD, rng.dtype)
-    inner = UOp.range(q, rng.arg[0], rng.arg[1], rng.dtype) if q > 1 else None
-    rest = UOp.range(rem, nid + 1, rng.arg[1], rng.dtype) if rem > 1 else None
-    start = UOp.const(rng.dtype, q * n)
-    ctx = _Peel(rng, t * q + inner if inner is not None else t, start + rest if rest is not None else start,
-                (), (), False, thread=t)
+    q = range_size(rng) // n
+    return self._split_rest(rng, n, t, lambda inner: t * q + inner, rng.arg[1], False, t, opt)
+
+  def _split_rest(self, rng: UOp, amt: int, new: UOp, main: Any, rest_kind: AxisType, reduce: bool,
+                  thread: UOp | None, opt: Opt) -> UOp:
+    """rng (size s) as its first floor(s/amt)*amt elements, `main(outer)` with `outer` the axis of s // amt keeping
+    rng's id (just `new` when that is 1), and the s % amt left: q*amt + a RANGE of `rest_kind` over them (the id
+    after `new`'s; none for one element)."""
+    size = range_size(rng)
+    assert isinstance(size, int)
+    q, rem = divmod(size, amt)
+    outer = UOp.range(q, rng.arg[0], rng.arg[1], rng.dtype) if q > 1 else None
+    tail = UOp.range(rem, new.arg[0] + 1, rest_kind, rng.dtype) if rem > 1 else None
+    start = UOp.const(rng.dtype, q * amt)
+    ctx = _Peel(rng, main(outer) if outer is not None else new, start + tail if tail is not None else start,
+                (outer, new) if outer is not None else (new,), (tail,) if tail is not None else (), reduce, thread)
     out = graph_rewrite(self.ast, pm_peel, ctx=ctx, name=f"apply {opt.short()}")
-    self._new_peeled = frozenset({rest.arg[0]} if rest is not None else ())
+    self._new_peeled = frozenset({tail.arg[0]} if tail is not None else ())  # taken by apply_opt on success
     return out
 
   # ---- output
