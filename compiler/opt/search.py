@@ -367,5 +367,5 @@ def _confirm(heuristic: Candidate, best: Candidate, evaluate: Evaluate,
 
 def _ident(k: Kernel) -> tuple:
   """Kernels that only differ in axis ids (two SWAPs, opts in another order) are one candidate: time it once."""
-  canon = {r: r.replace(arg=(i, r.arg[1])) for i, r in enumerate(k.rngs)}
+  canon = {r: r.replace(arg=(i, r.arg[1])) for i, r in enumerate(k.rngs + k.remainders)}  # (PEEL's remainders)
   return (k.ast.replace(arg=None).substitute(canon), k.dont_use_locals)
