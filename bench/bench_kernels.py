@@ -17,6 +17,7 @@ OPENBLAS_L2_SIZE are unset in the children (they slow a current numpy; see the R
 printed.
 
   .venv/bin/python bench/bench_kernels.py [--scale 1.0] [--reps 20] [--only matmul,elementwise] [--threads 1,2]
+      [--odd]  (adds the workloads of sizes the tiles do not divide: bench/workloads.py ODD_WORKLOADS)
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ from table import format_table  # noqa: E402
 def _child(scale: float, reps: int, only: set[str], threads: int) -> dict:
   """Measure every workload at this process's thread count; returns what the parent prints."""
   from threadpoolctl import threadpool_info, threadpool_limits
-  from workloads import WORKLOADS
+  from workloads import ODD_WORKLOADS, WORKLOADS
 
   from compiler.runtime.llvm import get_jit
 
@@ -47,8 +48,8 @@ def _child(scale: float, reps: int, only: set[str], threads: int) -> dict:
   blas = next((f"{i['internal_api']} {i.get('version', '')} {i.get('architecture', '')}, {i['num_threads']} threads"
                for i in threadpool_info() if i["user_api"] == "blas"), "no BLAS found")
   rows = []
-  for name, make in WORKLOADS.items():
-    if not only or name in only:
+  for name, make in {**WORKLOADS, **ODD_WORKLOADS}.items():
+    if (not only and name in WORKLOADS) or name in only:
       rows.append({"name": name, **_measure(make(scale=scale), reps, clock, threads)})
   spin0, wall0 = time.process_time(), time.perf_counter()
   time.sleep(0.5)  # nothing runs: CPU time burnt now is idle threads spinning
@@ -134,9 +135,15 @@ def main() -> None:
   ap.add_argument("--reps", type=int, default=20)
   ap.add_argument("--only", default="")
   ap.add_argument("--threads", default="1,2", help="the thread counts to measure, one child process each")
+  ap.add_argument("--odd", action="store_true", help="also the sizes tiles do not divide (matmul 500/499/1000, "
+                  "conv2d 33x33 with 30 channels)")
   ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
   args = ap.parse_args()
   only = set(filter(None, args.only.split(",")))
+  if args.odd:
+    from workloads import ODD_WORKLOADS, WORKLOADS
+    args.only = ",".join(sorted(only or set(WORKLOADS)) + sorted(ODD_WORKLOADS))
+    only = set(args.only.split(","))
   if args.child is not None:
     print(json.dumps(_child(args.scale, args.reps, only, args.child)))
     return

@@ -101,3 +101,26 @@ def conv2d(scale: float = 1.0, seed: int = 0) -> Workload:
 WORKLOADS: dict[str, Callable[..., Workload]] = {
   "elementwise": elementwise, "matmul": matmul, "softmax": softmax, "mlp": mlp, "conv2d": conv2d,
 }
+
+
+def _matmul_n(n: int) -> Callable[..., Workload]:
+  def make(scale: float = 1.0, seed: int = 0) -> Workload:
+    w = matmul(scale=n / 512 * scale, seed=seed)
+    w.name = f"matmul{n}"
+    return w
+  make.__doc__ = f"{n}x{n} @ {n}x{n} float32: no 16 divides {n}."
+  return make
+
+
+def conv2d_odd(scale: float = 1.0, seed: int = 0) -> Workload:
+  """conv2d of (8,16,33,33) with (30,16,3,3): 31x31 outputs and 30 channels, sizes no vector divides."""
+  rng = np.random.default_rng(seed)
+  bs, cin, hw, cout = _dim(8, scale), _dim(16, scale), _dim(33, scale, lo=3), _dim(30, scale)
+  return Workload("conv2d_odd", [_rand(rng, bs, cin, hw, hw), _rand(rng, cout, cin, 3, 3)],
+                  lambda x, w: x.conv2d(w), _np_conv2d)
+
+
+# sizes the register tiles do not divide (their remainders peeled): `bench_kernels.py --odd`
+ODD_WORKLOADS: dict[str, Callable[..., Workload]] = {
+  "matmul500": _matmul_n(500), "matmul499": _matmul_n(499), "matmul1000": _matmul_n(1000), "conv2d_odd": conv2d_odd,
+}

@@ -24,12 +24,12 @@ def tile(k: Kernel) -> dict[int, int]:
 
 
 def test_matmul_gets_a_register_tile_of_vectors_and_threads():
-  # AVX2-like: 8-float vectors, 16 registers: one 64-byte line of columns (2 vectors) x 4 rows = 8 accumulators
-  # (6 rows, 12 accumulators, when 6 divides the rows); column tiles outside row tiles, threads over the columns
+  # AVX2-like: 8-float vectors, 16 registers: one 64-byte line of columns (2 vectors) x 6 rows = 12 accumulators,
+  # the 512 % 6 rows left peeled; column tiles outside row tiles, threads over the columns
   k = hand_coded_optimizations(Kernel(matmul_ast(512, 512, 512), CPU2))
-  assert tile(k) == {1: 16, 512: 4}
+  assert tile(k) == {1: 16, 512: 6}
   assert k.axis_types[0] is A.THREAD and k.full_shape[0] == 2
-  assert k.applied_opts == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.SWAP, 0, 1),
+  assert k.applied_opts == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.PEEL, 0, 6), Opt(OptOps.SWAP, 0, 1),
                             Opt(OptOps.THREAD, 0, 2)]
   # AVX-512-like: 16-float vectors, 32 registers: 8 rows x two vectors = 16 accumulators
   k = hand_coded_optimizations(Kernel(matmul_ast(512, 512, 512), Target(threads=2, vector_floats=16, vector_regs=32)))
@@ -41,12 +41,14 @@ def test_matmul_gets_a_register_tile_of_vectors_and_threads():
 
 
 def test_tile_sizes_follow_divisibility():
+  # columns: one line (16 floats) whether or not it divides them, the remainder peeled (not 8 or 4 that divide);
+  # rows: the most the registers hold (6), peeled where 6 does not divide them (256)
   k = hand_coded_optimizations(Kernel(matmul_ast(256, 40, 64), CPU2))
-  assert tile(k) == {1: 8, 40: 8}
+  assert tile(k) == {1: 16, 40: 6} and k.applied_opts[:2] == [Opt(OptOps.PEEL, 1, 16), Opt(OptOps.PEEL, 0, 6)]
   k = hand_coded_optimizations(Kernel(matmul_ast(144, 36, 64), CPU2))
-  assert tile(k) == {1: 4, 36: 8}
+  assert tile(k) == {1: 16, 36: 6}
   k = hand_coded_optimizations(Kernel(matmul_ast(162, 36, 64), CPU2))
-  assert tile(k) == {1: 4, 36: 6}
+  assert tile(k) == {1: 16, 36: 6}
   # too small to tile: the output has fewer than 1024 elements
   assert tile(hand_coded_optimizations(Kernel(matmul_ast(16, 32, 64), CPU2))) == {1: 8}
 

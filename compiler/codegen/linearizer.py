@@ -4,9 +4,10 @@ A RANGE in the list opens a loop and END(range) closes it; IF(gate)/ENDIF wrap a
 placed inside exactly the loops it depends on (its free ranges): before a loop opens, everything that does not
 depend on it is emitted ("hoisted"), so loop-invariant loads and math run once. A PHI(acc, update) places its
 DEFINE_ACC before the accumulator's loops, the update inside them and itself last inside; after the loops the
-PHI stands for the accumulated value. The outer loops are the union of the stores' free ranges, nested THREAD
-first, then by axis id; the parallel one (the THREAD range, else the outermost one every store depends on)
-gets its bounds from the kernel's (start, end) arguments."""
+PHI stands for the accumulated value; accumulators over the same ranges inside the same loops share one loop nest.
+The outer loops are the stores' free ranges, THREAD first, then by axis id; stores share the loops they have in
+common and get their own after them (a peeled remainder's); the parallel one (the THREAD range, else the
+outermost one every store depends on, opened first) gets its bounds from the kernel's (start, end) arguments."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -96,10 +97,9 @@ class _Linearizer:
     """Emit phi together with every other ready accumulator over the same ranges: one loop nest for all of them
     (register blocking: the lanes of an upcast reduce share the loop)."""
     rset = frozenset(phi.src[0].src[1:])
-    avail = frozenset(self.open)
     group = [phi]
     for p in self.phis:
-      if p is phi or p in self.depth_of or frozenset(p.src[0].src[1:]) != rset or not self.free[p] <= avail:
+      if p is phi or p in self.depth_of or frozenset(p.src[0].src[1:]) != rset or self.free[p] != self.free[phi]:
         continue
       if not any(g in self._ancestors(p) or p in self._ancestors(g) for g in group):
         group.append(p)
@@ -145,24 +145,42 @@ class _Linearizer:
         raise CodegenError(self.kname, f"{axis_type(r).name} range is not closed by a REDUCE", r)
     par = self._parallel(outer, stores)
     if par is not None:
-      outer.remove(par)
-      outer.insert(0, par)
-    for r in outer:
       self.hoist(stores)
-      self.open_loop(r)
-    for st in stores:
-      self.store(st)
+      self.open_loop(par)
+    self.place(stores)
     while self.open:
       self.close_loop()
     return Linear(self.out, par)
 
+  def place(self, stores: list[UOp]) -> None:
+    """Emit stores inside the open loops: consecutive stores whose next loop (in loop order) is the same share
+    it, the others get loops of their own after it (a peeled remainder's store is not nested in the main
+    part's loops); a store with no loop left is emitted here."""
+    self.hoist(stores)
+    i = 0
+    while i < len(stores):
+      nxt = self._next_loop(stores[i])
+      j = i + 1
+      while j < len(stores) and self._next_loop(stores[j]) is nxt:
+        j += 1
+      if nxt is None:
+        for st in stores[i:j]:
+          self.store(st)
+      else:
+        self.open_loop(nxt)
+        self.place(stores[i:j])
+        self.close_loop()
+      i = j
+
+  def _next_loop(self, st: UOp) -> UOp | None:
+    left = [r for r in self.free[st] if r not in self.depth_of]
+    return min(left, key=loop_key) if left else None
+
   def _parallel(self, outer: list[UOp], stores: list[UOp]) -> UOp | None:
     thread = [r for r in outer if axis_type(r) is AxisType.THREAD]
     cands = thread or [r for r in outer if const_size(r) != 1]
-    if not cands:
-      return None
-    r = cands[0]
-    return r if all(r in self.free[s] for s in stores) else None
+    # the outermost one every store loops over (a peeled remainder's store may not loop over the first)
+    return next((r for r in cands if all(r in self.free[s] for s in stores)), None)
 
 
 def linearize(sink: UOp, kname: str) -> Linear:

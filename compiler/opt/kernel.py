@@ -17,12 +17,12 @@ from compiler.opt.target import Target, host_target
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
 from compiler.symbolic import linear_form
 from compiler.trace import recorder
-from compiler.uop import AxisType, KernelInfo, Ops, UOp, toposort
+from compiler.uop import AxisType, KernelInfo, Ops, UOp, substitute, toposort
 
 
 class OptOps(Enum):
   UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); GROUP = auto(); GROUPTOP = auto()  # noqa: E702
-  PADTO = auto(); SWAP = auto(); NOLOCALS = auto(); THREAD = auto()  # noqa: E702
+  PADTO = auto(); SWAP = auto(); NOLOCALS = auto(); THREAD = auto(); PEEL = auto()  # noqa: E702
 
   def __lt__(self, x: OptOps) -> bool:
     return self.value < x.value
@@ -106,6 +106,9 @@ class _OptSub:
   ranges: dict[UOp, UOp] = field(default_factory=dict)  # old RANGE -> its replacement expression
   reduce: dict[UOp, tuple[UOp, ...]] = field(default_factory=dict)  # old RANGE -> the RANGEs a REDUCE loops over
   guards: dict[UOp, UOp] = field(default_factory=dict)  # padded old RANGE -> (old RANGE < old size)
+  # a THREAD split of `thread[0]` into the THREAD range `thread[1]`: the stores that do not loop over the split
+  # axis (a peeled remainder's) are stored by thread 0 alone
+  thread: tuple[UOp, UOp] | None = None
 
 
 def _conjuncts(valid: UOp) -> list[UOp]:
@@ -145,11 +148,73 @@ def _guard_index(ctx: _OptSub, idx: UOp) -> UOp | None:
   return idx.replace(src=(idx.src[0], idx.src[1], valid))
 
 
+def _thread_gate(ctx: _OptSub, st: UOp) -> UOp | None:
+  """A store that does not loop over the axis a THREAD splits runs in every thread: only thread 0 stores it (the
+  gate is outside its loops: a remainder's handful of values is computed by each thread, stored by one)."""
+  if ctx.thread is None or ctx.thread[0] in st.ranges:
+    return None
+  out = _gate_to_thread0(st, ctx.thread[1])
+  return None if out is st else out
+
+
 pm_apply_opt = PatternMatcher([
+  (UPat(Ops.STORE, name="st"), _thread_gate),
   (UPat(Ops.REDUCE, name="red"), _reduce_ranges),
   (UPat(Ops.INDEX, name="idx"), _guard_index),
   (UPat(Ops.RANGE, name="r"), _subst_range),
 ], name="apply opt")
+
+
+@dataclass(frozen=True)
+class _Peel:
+  """A PEEL of `rng`: its main part (`main`: outer * amt + tile) and its remainder (`tail`: q * amt + rest),
+  with the RANGEs each part's REDUCE loops over in place of `rng`."""
+  rng: UOp
+  main: UOp
+  tail: UOp
+  main_parts: tuple[UOp, ...]
+  tail_parts: tuple[UOp, ...]
+  reduce: bool
+  thread: UOp | None = None  # the THREAD range of a THREAD split the axis does not divide (see _thread_peel)
+
+
+def _peel_stores(ctx: _Peel, sink: UOp) -> UOp | None:
+  """An output axis: every store over it once for the main part, then once more for the remainder."""
+  if ctx.reduce or not any(ctx.rng in st.ranges for st in sink.src):
+    return None
+  mains = [substitute(st, {ctx.rng: ctx.main}) for st in sink.src]
+  tails = [substitute(st, {ctx.rng: ctx.tail}) for st in sink.src if ctx.rng in st.ranges]
+  if ctx.thread is not None:  # a THREAD split: what does not loop over the threads is stored by thread 0
+    mains = [_gate_to_thread0(st, ctx.thread) for st in mains]
+    tails = [_gate_to_thread0(st, ctx.thread) for st in tails]
+  return sink.replace(src=(*mains, *tails))
+
+
+def _gate_to_thread0(st: UOp, thread: UOp) -> UOp:
+  if thread in st.ranges:
+    return st
+  ix, gate = st.src[0], thread.eq(0)
+  valid = ix.src[2] & gate if len(ix.src) > 2 else gate
+  return st.replace(src=(ix.replace(src=(ix.src[0], ix.src[1], valid)), *st.src[1:]))
+
+
+def _peel_reduce(ctx: _Peel, red: UOp) -> UOp | None:
+  """A reduce axis: the REDUCE over the main part combined (by the reduce's own op) with one over the remainder."""
+  if not ctx.reduce or ctx.rng not in red.src[1:]:
+    return None
+  others = [s for s in red.src[1:] if s is not ctx.rng]
+
+  def part(expr: UOp, parts: tuple[UOp, ...]) -> UOp:
+    v = substitute(red.src[0], {ctx.rng: expr})
+    rngs = sorted([*others, *parts], key=axis_key)
+    return UOp(Ops.REDUCE, red.dtype, (v, *rngs), red.arg) if rngs else v
+  return part(ctx.main, ctx.main_parts).alu(red.arg, part(ctx.tail, ctx.tail_parts))
+
+
+pm_peel = PatternMatcher([
+  (UPat(Ops.SINK, name="sink"), _peel_stores),
+  (UPat(Ops.REDUCE, name="red"), _peel_reduce),
+], name="peel")
 
 
 def _zero_preserving(value: UOp, padded: UOp) -> bool:
@@ -190,6 +255,9 @@ class Kernel:
     self.info: KernelInfo = ast.arg if isinstance(ast.arg, KernelInfo) else KernelInfo()
     self.applied_opts: list[Opt] = []
     self.dont_use_locals: bool = not self.target.has_local
+    # axis ids of the remainder RANGEs PEEL made: in the AST, not among the axes opts address (see _peel)
+    self.peeled: frozenset[int] = frozenset()
+    self._new_peeled: frozenset[int] = frozenset()
     self._set_ast(_normalize(ast))
     # the scheduler tells apart different kernels of the same shape with a suffix (r_64_64n1): keep it
     rest = self.info.name[len(self.name):] if self.info.name.startswith(self.name) else ""
@@ -204,7 +272,10 @@ class Kernel:
   def _set_ast(self, ast: UOp) -> None:
     self.ast = ast
     nodes = toposort(ast)
-    self.rngs: list[UOp] = sorted((u for u in nodes if u.op is Ops.RANGE), key=axis_key)
+    every = sorted((u for u in nodes if u.op is Ops.RANGE), key=axis_key)
+    self.rngs: list[UOp] = [r for r in every if r.arg[0] not in self.peeled]
+    self.remainders: list[UOp] = [r for r in every if r.arg[0] in self.peeled]
+    self._max_axis_id = max((r.arg[0] for r in every), default=-1)
     self.reduceops: list[UOp] = [u for u in nodes if u.op is Ops.REDUCE]
     self.stores: list[UOp] = list(ast.src)
     self.bufs: list[UOp] = sorted({u for u in nodes if u.op is Ops.DEFINE_GLOBAL}, key=lambda b: b.arg)
@@ -280,13 +351,16 @@ class Kernel:
   @property
   def name(self) -> str:
     """tinygrad style: r_64_4_128 (r: has a reduce, E: elementwise), one number per axis."""
-    return "_".join([self.kernel_type, *(self.shape_strs() or ["1"])]) + getattr(self, "suffix", "")
+    rest = [f"p{range_size(r)}" for r in getattr(self, "remainders", [])]
+    return "_".join([self.kernel_type, *(self.shape_strs() or ["1"]), *rest]) + getattr(self, "suffix", "")
 
   def colored_name(self) -> list[tuple[str, str | None]]:
     """The name as (text, color) pieces, each axis size in its axis color (None: uncolored)."""
     out: list[tuple[str, str | None]] = [(self.kernel_type, None)]
     for text, color in self.colored_shape():
       out += [("_", "BLACK"), (text, color)]
+    for r in self.remainders:  # a peeled remainder: p<size>, in the color of its tile
+      out += [("_", "BLACK"), (f"p{range_size(r)}", AXIS_COLORS[r.arg[1]])]
     return out + ([(self.suffix, "BLACK")] if self.suffix else [])
 
   def __repr__(self) -> str:
@@ -311,6 +385,7 @@ class Kernel:
     except KernelOptError as e:
       self._record(opt, ok=False, reason=str(e))
       raise
+    self.peeled, self._new_peeled = self.peeled | self._new_peeled, frozenset()
     if new_ast is not self.ast:
       self._set_ast(new_ast)
     self.dont_use_locals = dont_use_locals
@@ -364,7 +439,9 @@ class Kernel:
       raise KernelOptError(f"{op.name}: can't change the symbolic axis {size.render()}")
     amt = opt.arg if opt.arg != 0 else size
     check(amt > 1, f"{op.name} of amount {amt} is meaningless")
-    if op is not OptOps.PADTO:
+    if op is OptOps.PEEL:
+      return self._peel(axis, amt, opt), self.dont_use_locals
+    if op not in (OptOps.PADTO, OptOps.THREAD):
       check(size % amt == 0, f"{op.name}: {amt} does not divide the axis of size {size}")
     kind = rng.arg[1]
 
@@ -389,7 +466,11 @@ class Kernel:
       check(tgt.threads > 1 or tgt.max_threads > 1, f"target {tgt.name} runs no threads")
       check(kind in (AxisType.GLOBAL, AxisType.LOOP), "threads are for global axes")
       check(not any(r.arg[1] is AxisType.THREAD for r in self.rngs), "the kernel already has a THREAD axis")
+      check(any(rng in st.ranges for st in self.stores), "a THREAD axis must be one some store loops over")
       check(amt <= tgt.max_threads, f"don't use more than {tgt.max_threads} threads")
+      if size % amt != 0:
+        check(amt < size, f"THREAD: {amt} threads for an axis of size {size}")
+        return self._thread_peel(rng, amt, opt), self.dont_use_locals
     elif op is OptOps.PADTO:
       return self._padto(axis, amt, opt), self.dont_use_locals
     else:
@@ -399,7 +480,7 @@ class Kernel:
 
   # ---- AST changes
   def _next_axis_id(self) -> int:
-    return max((r.arg[0] for r in self.rngs), default=-1) + 1
+    return self._max_axis_id + 1
 
   def _rewrite(self, sub: _OptSub, opt: Opt) -> UOp:
     return graph_rewrite(self.ast, pm_apply_opt, ctx=sub, name=f"apply {opt.short()}")
@@ -415,7 +496,8 @@ class Kernel:
       outer = UOp.range(size // amt, rng.arg[0], rng.arg[1], rng.dtype)
       expr = new * (size // amt) + outer if top else outer * amt + new
       parts = (outer, new)
-    return self._rewrite(_OptSub(ranges={rng: expr}, reduce={rng: parts}), opt)
+    thread = (rng, new) if kind is AxisType.THREAD else None
+    return self._rewrite(_OptSub(ranges={rng: expr}, reduce={rng: parts}, thread=thread), opt)
 
   def _swap(self, a: int, b: int, opt: Opt) -> UOp:
     # loop order is axis-id order: renumber the axes of this kind with fresh ids in the swapped order
@@ -444,6 +526,53 @@ class Kernel:
     new = UOp.range(padded, rng.arg[0], rng.arg[1], rng.dtype)
     sub = _OptSub(ranges={rng: new}, reduce={rng: (new,)}, guards={rng: rng < size})
     return self._rewrite(sub, opt)
+
+  def _peel(self, axis: int, amt: int, opt: Opt) -> UOp:
+    """Tile the axis by `amt` (UPCAST an output axis, UNROLL a reduce axis) over its first floor(size/amt)*amt
+    elements, and handle the size % amt left by a copy of the work over just them, tiled by that remainder: an
+    output axis gets a second STORE of each store over it, a reduce axis a second REDUCE combined with the first.
+    No masks: both parts are exact. The remainder's RANGE stays out of the axes later opts address."""
+    rng = self.rngs[axis]
+    size, kind = range_size(rng), rng.arg[1]
+    assert isinstance(size, int)
+    check(kind in (AxisType.GLOBAL, AxisType.LOOP, AxisType.REDUCE), f"PEEL is for global and reduce axes, not "
+          f"{kind.name}")
+    reduce = kind is AxisType.REDUCE
+    tile, most = (AxisType.UNROLL, MAX_UNROLL) if reduce else (AxisType.UPCAST, MAX_UPCAST)
+    check(amt <= most, f"don't peel more than {most}")
+    check(amt < size, f"PEEL: a tile of {amt} does not fit in the axis of size {size}")
+    check(size % amt != 0, f"PEEL: {amt} divides the axis of size {size}: use {'UNROLL' if reduce else 'UPCAST'}")
+    if reduce:
+      ops = {r.arg for r in self.reduceops if rng in r.src[1:]}
+      check(ops <= {Ops.ADD, Ops.MAX, Ops.MUL}, f"PEEL: can't combine {sorted(o.name for o in ops)} reduces")
+    nid = self._next_axis_id()
+    inner = UOp.range(amt, nid, tile, rng.dtype)
+    return self._split_rest(rng, amt, inner, lambda outer: outer * amt + inner, tile, reduce, None, opt)
+
+  def _thread_peel(self, rng: UOp, n: int, opt: Opt) -> UOp:
+    """A THREAD split of an axis n does not divide: thread t takes the block t*q..t*q+q-1 (q = size // n), and the
+    size % n left is a loop of its own (peeled: a remainder, out of the axes opts address) that thread 0 stores."""
+    nid = self._next_axis_id()
+    t = UOp.range(n, nid, AxisType.THREAD, rng.dtype)
+    q = range_size(rng) // n
+    return self._split_rest(rng, n, t, lambda inner: t * q + inner, rng.arg[1], False, t, opt)
+
+  def _split_rest(self, rng: UOp, amt: int, new: UOp, main: Any, rest_kind: AxisType, reduce: bool,
+                  thread: UOp | None, opt: Opt) -> UOp:
+    """rng (size s) as its first floor(s/amt)*amt elements, `main(outer)` with `outer` the axis of s // amt keeping
+    rng's id (just `new` when that is 1), and the s % amt left: q*amt + a RANGE of `rest_kind` over them (the id
+    after `new`'s; none for one element)."""
+    size = range_size(rng)
+    assert isinstance(size, int)
+    q, rem = divmod(size, amt)
+    outer = UOp.range(q, rng.arg[0], rng.arg[1], rng.dtype) if q > 1 else None
+    tail = UOp.range(rem, new.arg[0] + 1, rest_kind, rng.dtype) if rem > 1 else None
+    start = UOp.const(rng.dtype, q * amt)
+    ctx = _Peel(rng, main(outer) if outer is not None else new, start + tail if tail is not None else start,
+                (outer, new) if outer is not None else (new,), (tail,) if tail is not None else (), reduce, thread)
+    out = graph_rewrite(self.ast, pm_peel, ctx=ctx, name=f"apply {opt.short()}")
+    self._new_peeled = frozenset({tail.arg[0]} if tail is not None else ())  # taken by apply_opt on success
+    return out
 
   # ---- output
   def get_optimized_ast(self, name_override: str | None = None) -> UOp:

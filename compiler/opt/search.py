@@ -36,7 +36,7 @@ CONFIRM_ROUNDS, CONFIRM_MARGIN = 3, 0.02
 
 
 def kernel_actions(k: Kernel) -> list[Opt]:
-  """The opts BEAM tries on each kernel of the beam (the reference's list, with THREAD instead of locals)."""
+  """The opts BEAM tries on each kernel of the beam (the reference's list, with THREAD instead of locals, and PEEL)."""
   acts = [Opt(OptOps.UPCAST, axis, amt) for amt in (0, 2, 3, 4, 5, 6, 7, 8, 16) for axis in range(6)]
   acts += [Opt(OptOps.UNROLL, axis, amt) for amt in (0, 4, 7) for axis in range(5)]
   acts += [Opt(OptOps.PADTO, axis, 32) for axis in range(7)]
@@ -47,6 +47,8 @@ def kernel_actions(k: Kernel) -> list[Opt]:
   if k.target.has_local:
     acts += [Opt(OptOps.LOCAL, axis, amt) for amt in (2, 4, 8, 16) for axis in range(6)]
     acts += [Opt(OptOps.GROUPTOP, axis, amt) for amt in (13, 16, 28, 29, 32, 49, 64, 256) for axis in range(3)]
+  # tiles of sizes they do not divide, the remainder peeled (last: the indices of the others stay as they were)
+  acts += [Opt(OptOps.PEEL, axis, amt) for amt in (4, 6, 8, 16, 32) for axis in range(7)]
   return acts
 
 
@@ -365,5 +367,5 @@ def _confirm(heuristic: Candidate, best: Candidate, evaluate: Evaluate,
 
 def _ident(k: Kernel) -> tuple:
   """Kernels that only differ in axis ids (two SWAPs, opts in another order) are one candidate: time it once."""
-  canon = {r: r.replace(arg=(i, r.arg[1])) for i, r in enumerate(k.rngs)}
+  canon = {r: r.replace(arg=(i, r.arg[1])) for i, r in enumerate(k.rngs + k.remainders)}  # (PEEL's remainders)
   return (k.ast.replace(arg=None).substitute(canon), k.dont_use_locals)
