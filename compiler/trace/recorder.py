@@ -356,6 +356,7 @@ def _rule_info(rule: Any) -> dict:
           "pat": _text(lambda: repr(rule.pat), "<pattern not available: "), "name": rule.fn_name}
 
 
+_END_LINE = operator.itemgetter(1)  # of a code position (None for code with no line)
 _DEF_LINE = re.compile(r'^(\s*def\s)|(\s*async\s+def\s)|(.*(?<!\w)lambda(:|\s))|^(\s*@)')  # inspect.findsource's
 
 
@@ -375,7 +376,7 @@ def _rule_source(rule: Any) -> str:
   stack, last = [code], 0
   while stack:  # the code of nested functions and comprehensions too
     c = stack.pop()
-    last = max([last, *(end for _, end, _, _ in c.co_positions() if end is not None)])
+    last = max(last, max(filter(None, map(_END_LINE, c.co_positions())), default=0))
     stack.extend(k for k in c.co_consts if hasattr(k, "co_positions"))
   if not 0 <= start < last <= len(lines):
     return rule.source
