@@ -41,6 +41,7 @@ SHAPES = {
   "multi-line tail": "def f(x):\n  return max(\n    x,\n    1)\nY = 1\n",
   "docstring, nested": 'def f(x):\n  """doc"""\n  def g(y):\n    return [y for _ in range(2)]\n  return g(x)\n',
   "comment after": "def f(x):\n  return x\n  # the end\n\nY = 1\n",
+  "comments out": "def f(x):\n  return x\n\n# out\n#\nY = 1\n",
   "comments out, in": "def f(x):\n  return x\n# out\n  # in\nY = 1\n",
   "comment in": "def f(x):\n  # first\n  y = x\n  # second\n  return y\n",
   "dead code": "def f(x):\n  return x\n  print(x)\nY = 1\n",

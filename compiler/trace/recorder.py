@@ -363,8 +363,8 @@ _DEF_LINE = re.compile(r'^(\s*def\s)|(\s*async\s+def\s)|(.*(?<!\w)lambda(:|\s))|
 def _rule_source(rule: Any) -> str:
   """rule.source (inspect.getsource of the rule's function, stripped), for a plain `def` without the tokenizer, which
   was ~12 ms of the demo's flushes for 36 rules: from its `def` (or first decorator) line to the last line any of its
-  code covers. inspect's answer where that could differ: a lambda, a wrapped function, comment lines right after the
-  body (inspect keeps those indented as the body), or a line after it still indented past the `def`."""
+  code covers. inspect's answer where that could differ: a lambda, a wrapped function, or a line after that one (before
+  the next line of code) indented past the `def`: a comment inspect may keep, or code no instruction covers."""
   fn = rule.fn
   code = getattr(fn, "__code__", None)
   if code is None or code.co_name == "<lambda>" or hasattr(fn, "__wrapped__") or not hasattr(code, "co_positions"):
@@ -381,9 +381,12 @@ def _rule_source(rule: Any) -> str:
   if not 0 <= start < last <= len(lines):
     return rule.source
   indent = len(lines[start]) - len(lines[start].lstrip())
-  after = next((t for t in lines[last:] if t.strip()), "")
-  if after.lstrip().startswith("#") or len(after) - len(after.lstrip()) > indent:
-    return rule.source
+  for t in lines[last:]:  # up to the next line of code: what inspect could count in the block (or code: dead code)
+    text = t.lstrip()
+    if text and len(t) - len(text) > indent:  # (a comment at or left of the def's column it leaves out)
+      return rule.source
+    if text and not text.startswith("#"):
+      break
   return "".join(lines[start:last]).strip()
 
 
