@@ -30,26 +30,48 @@ import functools
 import gc
 import os
 import sys
-import time
 import weakref
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
 import numpy as np
 
 from compiler import debug, realize
-from compiler.dtype import dtypes
-from compiler.runtime.buffer import Buffer, buffer_of
+from compiler.runtime.buffer import Buffer, buffer_of, can_share, fresh_id
 from compiler.tensor import Tensor, to_dtype
 from compiler.tensor_mixins.autograd import buffer_of_view
 from compiler.trace import recorder
 from compiler.trace.recorder import trace_context
-from vztrace.debuglines import run_line
+from compiler.uop import Ops
 
 ReturnType = TypeVar("ReturnType")
 
 
 class JitError(Exception):
   """A call a TinyJit cannot replay (tinygrad's JitError)."""
+
+
+_ENV_KEYS: dict[str, Any] = {}
+
+
+def _environ(name: str) -> str | None:
+  """os.environ.get(name), read from the environment's own dict (what os.environ[...] = and monkeypatch.setenv
+  write) without Mapping.get's encode and decode: a replay reads JIT and DEBUG every call, and the two reads cost
+  more than a small kernel's launch."""
+  env = os.environ
+  data = getattr(env, "_data", None)
+  encode = getattr(env, "encodekey", None)
+  if type(data) is not dict or encode is None:  # (not CPython's os._Environ: the plain way)
+    return env.get(name)
+  key = _ENV_KEYS.get(name)
+  if key is None:
+    key = _ENV_KEYS[name] = encode(name)
+  raw = data.get(key)
+  return None if raw is None else env.decodevalue(raw)
+
+
+def _debug_level() -> int:
+  """debug.level(), read the quick way (no DEBUG set, the usual replay: no parse)."""
+  return 0 if _environ("DEBUG") is None else debug.level()
 
 
 def _input_tensors(args: tuple, kwargs: dict) -> tuple[list[int | str], list[Tensor | np.ndarray]]:
@@ -84,7 +106,8 @@ def _input_buffers(names: list[int | str], tensors: list[Tensor | np.ndarray]) -
   views = [x if isinstance(x, np.ndarray) else buffer_of_view(x.uop) for x in tensors]
   if any(v is None for v in views):
     Tensor.realize(*[t for t, v in zip(tensors, views) if v is None])
-    views = [x if isinstance(x, np.ndarray) else buffer_of_view(x.uop) for x in tensors]
+    views = [x if isinstance(x, np.ndarray) else v if v is not None else buffer_of_view(x.uop)
+             for x, v in zip(tensors, views)]
   bufs = []
   for n, t, b in zip(names, tensors, views):
     if b is None:
@@ -108,11 +131,6 @@ def _returned_tensors(ret: Any) -> list[Tensor]:
   if isinstance(ret, (tuple, list, dict)):
     return [t for x in (ret.values() if isinstance(ret, dict) else ret) for t in _returned_tensors(x)]
   raise JitError(f"TinyJit: the function returned a {type(ret).__name__}; a jitted function returns Tensors")
-
-
-def _fresh_uid() -> int:
-  """A buffer id: every Buffer made after this call has a larger one (BUFFER UOps and Buffers share one counter)."""
-  return Buffer(dtypes.uint8, 0).uid
 
 
 Call = tuple[str, Any, list["Buffer | None"], tuple[tuple[int, bool], ...]]  # (name, runner, bufs, output slots)
@@ -141,7 +159,7 @@ def _stale_reads(calls: list[Call], first_uid: int) -> list[tuple[str, Buffer]]:
 
 class _Capture:
   """The kernels of one capture, with the slots where each input's buffer goes."""
-  __slots__ = ("ret", "names", "info", "calls", "slots", "recorder", "own")
+  __slots__ = ("ret", "names", "info", "calls", "slots", "recorder", "own", "launches", "plain", "seen")
 
   def __init__(self, ret: Any, names: list[int | str], tensors: list[Tensor], inputs: list[Buffer],
                runs: list[tuple[str, Any, Sequence[Buffer], tuple[tuple[int, bool], ...]]]):
@@ -160,6 +178,12 @@ class _Capture:
           bufs[s] = None  # (a call's inputs are not kept: set for a replay, cleared after it)
       self.calls.append((name, runner, bufs, outs))
     self.own = {id(b) for _, _, bufs, _ in self.calls for b in bufs if b is not None}
+    # each call's launch (a compiled kernel's fewest-steps run, else the runner), buffers and outputs
+    self.launches = [(getattr(runner, "launch", runner), bufs, outs) for _, runner, bufs, outs in self.calls]
+    # the usual call, every argument positional: (shape, dtype, numpy dtype) per argument, for quick_inputs
+    self.plain = [(shape, dtype, dtype.np) for shape, dtype in self.info] if names == list(range(len(names))) \
+        else None
+    self.seen: list[tuple[weakref.ref, int] | None] = [None] * len(names)  # per argument: (array, its address)
     rec = recorder.RECORDER
     self.recorder = None if rec is None else weakref.ref(rec)
     runs.clear()  # (the scheduler's tuples of the capture's buffers, for _stale_reads' counts)
@@ -172,6 +196,41 @@ class _Capture:
       if t.shape != shape or to_dtype(t.dtype) != dtype:
         raise JitError(f"TinyJit: argument {n!r} has shape {t.shape} {t.dtype.name}, the capture had shape {shape} "
                        f"{dtype.name}")
+
+  def quick_inputs(self, args: tuple) -> list[Buffer] | None:
+    """The input Buffers of the usual call (positional arguments only, each a realized Tensor's buffer or a numpy
+    array a kernel reads in place, with the capture's shapes and dtypes, no buffer twice) in the fewest steps;
+    None for any other call: `check` and `_input_buffers` decide it (and raise)."""
+    plain = self.plain
+    if plain is None or len(args) != len(plain):
+      return None
+    bufs = []
+    seen = self.seen
+    for i, (x, (shape, dtype, npdt)) in enumerate(zip(args, plain)):
+      if type(x) is np.ndarray:
+        if x.shape != shape or x.dtype != npdt or not can_share(x, npdt):
+          return None
+        # the address of the array the last call gave here, if it is this one (an array's memory never moves while
+        # its shape stays; a weak reference: no argument kept alive, and a dead one's id reused does not match)
+        last = seen[i]
+        if last is not None and last[0]() is x:
+          bufs.append(Buffer.borrow(dtype, x, last[1]))
+        else:
+          b = Buffer.borrow(dtype, x)
+          seen[i] = (weakref.ref(x), b.addr)
+          bufs.append(b)
+        continue
+      if not isinstance(x, Tensor):
+        return None
+      u = x.uop
+      while u.op is Ops.RESHAPE:
+        u = u.src[0]
+      if u.op is not Ops.BUFFER or u.dtype is not dtype or x.shape != shape:
+        return None
+      bufs.append(buffer_of(u))
+    if len(bufs) > 1 and len({id(b) for b in bufs}) != len(bufs):
+      return None
+    return bufs
 
   def stale(self) -> bool:
     """Whether a recording started since the capture (its runners were compiled outside it)."""
@@ -189,41 +248,29 @@ class _Capture:
       bufs[s] = b if id(b) not in own else Buffer(b.dtype, b.size, b.np)
     try:
       if recorder.RECORDER is not None:
-        with trace_context(f"jit replay {len(self.calls)} kernels", kind="kernel"):
-          self._run_calls(_traced_run)
-      elif debug.level() >= 2:
-        self._run_calls(debug.run_kernel)
+        from compiler.runtime.compiled import runs_recorded_here
+        # each compiled kernel records its run into the replay's context (this thread's only), as run_schedule's
+        # kernels do into theirs
+        with trace_context(f"jit replay {len(self.calls)} kernels", kind="kernel"), runs_recorded_here():
+          self._run_calls()
+      elif _debug_level() >= 2:
+        self._run_calls()
       else:
-        for _, runner, bufs, outs in self.calls:
+        for launch, bufs, outs in self.launches:
           for o, whole in outs:
             bufs[o].prepare_write(whole)
-          runner(bufs)
+          launch(bufs)
     finally:
       for bufs, s, _ in self.slots:  # (the jit keeps no input alive, and the next call's input can take its memory)
         bufs[s] = None
     return self.ret
 
-  def _run_calls(self, run: Callable[[str, Any, list], None]) -> None:
+  def _run_calls(self) -> None:
+    """Every kernel, each by debug.run_kernel (its DEBUG=2 line; a compiled kernel records its run itself)."""
     for name, runner, bufs, outs in self.calls:
       for o, whole in outs:
         bufs[o].prepare_write(whole)
-      run(name, runner, bufs)
-
-
-def _traced_run(name: str, runner: Any, bufs: list) -> None:
-  """Run a kernel and record its run into the current context (the replay's): a compiled kernel's own record would
-  go to the context it was compiled in."""
-  ts, t0 = time.time(), debug.clock()
-  with recorder.untraced():
-    runner(bufs)
-  dt = debug.clock() - t0
-  prg = getattr(runner, "program", None)
-  flops = prg.flops() if prg is not None and not prg.vars else 0
-  nbytes = runner.nbytes(bufs) if hasattr(runner, "nbytes") else sum(b.nbytes for b in bufs)
-  recorder.record("run", kname=name, times=[dt], min=dt, median=dt, flops=flops, bytes=nbytes,
-                  gflops=flops / dt / 1e9 if dt > 0 else 0.0, gbs=nbytes / dt / 1e9 if dt > 0 else 0.0, ts=ts)
-  if debug.level() >= 2:
-    print(run_line(name, dt, flops or None, nbytes), flush=True)
+      debug.run_kernel(name, runner, bufs)
 
 
 class TinyJit(Generic[ReturnType]):
@@ -253,8 +300,14 @@ class TinyJit(Generic[ReturnType]):
     return jit
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
+    cap = self.captured
+    if cap is not None and not kwargs and _environ("JIT") != "0" and not cap.stale():  # the usual replay, at once
+      inputs = cap.quick_inputs(args)
+      if inputs is not None:
+        self.cnt += 1
+        return cap.replay(inputs)
     names, tensors = _input_tensors(args, kwargs)
-    plain = os.environ.get("JIT", "1") == "0" or self.cnt == 0
+    plain = _environ("JIT") == "0" or self.cnt == 0
     if plain or self.captured is None or self.captured.stale():
       if any(isinstance(t, np.ndarray) for t in tensors):  # the function itself is given Tensors
         args, kwargs = _arrays_as_tensors(args, kwargs)
@@ -278,7 +331,7 @@ class TinyJit(Generic[ReturnType]):
     if realize.capturing is not None:
       raise RuntimeError("TinyJit: a TinyJit inside another TinyJit's capture is not supported")
     runs: list[tuple[str, Any, Sequence[Buffer], tuple[tuple[int, bool], ...]]] = []
-    first_uid = _fresh_uid()
+    first_uid = fresh_id()
     realize.capturing = runs
     try:
       ret = self._run(args, kwargs)

@@ -127,8 +127,8 @@ def test_replay_is_one_trace_context_with_each_kernel_run(trace):
   jitted = TinyJit(lambda a: (a @ x).relu() + 1)
   for i in range(4):
     np.testing.assert_allclose(jitted(Tensor(np.full((16, 16), i, np.float32))).numpy(), np.full((16, 16), 16 * i + 1))
-  kernels = [call[0] for call in jitted.captured.calls]
-  recorder.disable()
+  kernels = [call[1].name for call in jitted.captured.calls]  # (a run record names the compiled kernel, as
+  recorder.disable()  # run_schedule's do)
   recs = list(TraceReader(trace))
   replays = [r for r in recs if r["t"] == "ctx_begin" and r["name"].startswith("jit replay")]
   assert [(r["name"], r["kind"]) for r in replays] == [(f"jit replay {len(kernels)} kernels", "kernel")] * 2
@@ -279,3 +279,26 @@ def test_debug_lines_of_a_capture_and_a_replay(monkeypatch, capsys):
   jitted(Tensor(np.ones(16, np.float32)))
   out = capsys.readouterr().out
   assert "scheduled" not in out and len([ln for ln in out.splitlines() if ln.startswith("*** r_16")]) == 1
+
+
+def test_switches_set_after_the_capture_and_array_arguments_each_call(monkeypatch, capsys):
+  body, calls = _counting(lambda a: a * 2)
+  jitted = TinyJit(body)
+  a, b = np.arange(4, dtype=np.float32), np.full(4, 5, np.float32)
+  for x in (a, b, a):  # plain, capture, replay
+    jitted(x)
+  assert len(calls) == 2
+  a[0] = 7  # the same array again, changed in place, then another one, then a dead one's successor
+  np.testing.assert_array_equal(jitted(a).numpy(), [14, 2, 4, 6])
+  np.testing.assert_array_equal(jitted(b).numpy(), np.full(4, 10))
+  del a
+  np.testing.assert_array_equal(jitted(np.full(4, 3, np.float32)).numpy(), np.full(4, 6))
+  with pytest.raises(JitError, match="shape"):
+    jitted(np.ones(5, np.float32))
+  monkeypatch.setenv("DEBUG", "2")  # read every replay, not once a capture
+  capsys.readouterr()
+  jitted(b)
+  assert len([ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("***")]) == 1
+  monkeypatch.setenv("JIT", "0")
+  jitted(b)
+  assert len(calls) == 3

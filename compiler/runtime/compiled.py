@@ -6,6 +6,7 @@ thread pool (ctypes releases the GIL), one chunk per core. Small kernels run on 
 `THREADS=n` caps the thread count (default: the CPUs this process may use), as for the optimizer."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import statistics
@@ -15,7 +16,7 @@ import weakref
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -39,6 +40,21 @@ PARALLEL_MIN_S = 3e-4
 SPLIT_RETRY = 32
 RECENT_RUNS = 3
 FAST_PLANS = 4  # plans of Buffer calls kept per kernel (by the buffers' addresses)
+# .on: this thread's compiled kernels record their runs into the current trace context, not the one they were compiled
+# in (runs_recorded_here; per thread, so another thread's kernels keep recording where they did)
+_RUNS_HERE = threading.local()
+
+
+@contextlib.contextmanager
+def runs_recorded_here() -> Iterator[None]:
+  """Within (this thread): a compiled kernel's run records go to the current trace context (a TinyJit replay's,
+  which holds its kernels' runs), not the context the kernel was compiled in."""
+  prev = getattr(_RUNS_HERE, "on", False)
+  _RUNS_HERE.on = True
+  try:
+    yield
+  finally:
+    _RUNS_HERE.on = prev
 
 
 def default_threads() -> int:
@@ -113,8 +129,9 @@ class CompiledKernel:
     # no check applies), checked against the Buffer's own dtype and size; and the last FAST_PLANS such calls' plans
     # by the buffers' addresses and sizes (ints: nothing kept alive, and an equal address of a new array is the same
     # plan; more than one: two pooled arrays of one kind trade places between an intermediate and an output from one
-    # call to the next, as the order their buffers die in changes)
-    self._needs: list[tuple[Any, int]] | None = None
+    # call to the next, as the order their buffers die in changes). False: a bound below 0, no Buffer plan ever
+    self._needs: list[tuple[Any, int]] | bool | None = None
+    self._plain = not prg.vars  # (read once: a launch tests it every run)
     self._fast: dict[tuple, tuple] = {}
     self._static: tuple[int | None, int] | None = None  # (parallel loop's extent, flops) of a kernel without variables
 
@@ -183,27 +200,30 @@ class CompiledKernel:
         raise IndexError(f"kernel {self.name!r}: buffer {slot} has {arrs[slot].size} elements, the kernel "
                          f"accesses [{lo}, {hi}]")
 
-  def _buffer_needs(self) -> list[tuple[Any, int]] | None:
-    """Per slot (dtype, least size) a Buffer must have to pass _arrays and _check_bounds; None if a bound is < 0."""
+  def _buffer_needs(self) -> list[tuple[Any, int]] | bool:
+    """Per slot (dtype, least size) a Buffer must have to pass _arrays and _check_bounds; False (remembered, so a
+    call does not redo the bounds) if a bound is < 0: the general path checks every such call."""
     if self._needs is None:
       bounds = self.program.index_bounds(None)
       if any(lo < 0 for lo, _ in bounds.values()):
-        return None
-      self._needs = [(dt, bounds[i][1] + 1 if i in bounds else 0) for i, dt in enumerate(self.program.buf_dtypes)]
+        self._needs = False
+      else:
+        self._needs = [(dt, bounds[i][1] + 1 if i in bounds else 0) for i, dt in enumerate(self.program.buf_dtypes)]
     return self._needs
 
   def _buffer_plan(self, bufs: Sequence[Any]) -> tuple | None:
     """The plan of a plain call on allocated Buffers (whose arrays are their own: 1-D, C-contiguous, writable),
     checked as _arrays and _check_bounds would; None where the general path must decide (and raise)."""
     needs = self._needs if self._needs is not None else self._buffer_needs()
-    if needs is None or len(bufs) != len(needs) or (self.engine is not None and self.engine.closed):
+    if not needs or len(bufs) != len(needs) or (self.engine is not None and self.engine.closed):
       return None
+    addrs = []
     for b, (dt, least) in zip(bufs, needs):
       if type(b) is not Buffer or not b.addr or b.size < least or (dt is not None and b.dtype is not dt and
                                                                      b.dtype.np != dt.np):
         return None
-    addrs = [b.addr for b in bufs]
-    key = tuple(addrs + [b.size for b in bufs])
+      addrs.append(b.addr)
+    key = (*addrs, *[b.size for b in bufs])
     fast = self._fast
     plan = fast.get(key)
     if plan is not None:
@@ -218,10 +238,10 @@ class CompiledKernel:
   def __call__(self, bufs: Sequence[Any], var_vals: Mapping[str, int] | None = None,
                threads: int | None = None) -> None:
     """Run the kernel once on `bufs` (slot order); `threads` caps the cores used (default: all)."""
-    if var_vals is None and threads is None and not self.program.vars and recorder.RECORDER is None:
+    if var_vals is None and threads is None and self._plain and recorder.RECORDER is None:
       plan = self._buffer_plan(bufs)
       if plan is not None:
-        self._run(None, [], None, None, plan)
+        self._run_plan(plan)
         return
     arrs = self._arrays(bufs)
     vals = self._vars(var_vals)
@@ -256,9 +276,22 @@ class CompiledKernel:
     bounds = [n * i // t for i in range(t + 1)]
     return [(bounds[i], bounds[i + 1]) for i in range(t) if bounds[i] < bounds[i + 1]]
 
+  def launch(self, bufs: Sequence[Any]) -> None:
+    """`self(bufs)` (no variable values, no thread cap) in the fewest Python steps: Buffers at addresses seen
+    before run their remembered plan at once (TinyJit's replay launches every kernel this way)."""
+    if self._plain and recorder.RECORDER is None:
+      plan = self._buffer_plan(bufs)
+      if plan is not None:
+        self._run_plan(plan)
+        return
+    self(bufs)
+
   def _run(self, arrs: list[np.ndarray], vals: list[int], var_vals: Mapping[str, int] | None,
            threads: int | None, plan: tuple | None = None) -> None:
-    fxn, args, chunks = plan if plan is not None else self._plan(arrs, vals, var_vals, threads)
+    self._run_plan(plan if plan is not None else self._plan(arrs, vals, var_vals, threads))
+
+  def _run_plan(self, plan: tuple) -> None:
+    fxn, args, chunks = plan
     t0 = time.perf_counter()
     if len(chunks) <= 1:
       for s, e in chunks:
@@ -269,7 +302,10 @@ class CompiledKernel:
       for f in futs:
         f.result()
     self.last_s = dt = time.perf_counter() - t0
-    self._observe(dt, len(chunks))
+    if len(chunks) > 1 or self._serial:
+      self._observe(dt, len(chunks))
+    else:  # (what _observe does with such a run, without the call)
+      self._walls[1].append(dt)
 
   def _observe(self, dt: float, nchunks: int) -> None:
     """Decide from a run's duration whether later runs split across threads (the plan is made anew on a change):
@@ -347,7 +383,7 @@ class CompiledKernel:
 
   def _record(self, tm: KernelTiming, ts: float) -> None:
     """A `run` record of the timed runs that began at `ts` (epoch seconds: the viewer's timeline places them)."""
-    fields = {"ctx": self.ctx} if self.ctx is not None else {}
+    fields = {"ctx": self.ctx} if self.ctx is not None and not getattr(_RUNS_HERE, "on", False) else {}
     recorder.record("run", kname=self.name, times=list(tm.times), min=tm.min, median=tm.median, flops=tm.flops,
                     bytes=tm.bytes, gflops=tm.gflops, gbs=tm.gbs, ts=ts, **fields)
 
