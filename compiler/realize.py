@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 from compiler import debug
 from compiler.runtime.buffer import Buffer, _freed
 from compiler.schedule import ScheduleItem
+from compiler.symbolic import linear_form
 from compiler.trace import recorder
 from compiler.trace.recorder import trace_context
 from compiler.uop import AxisType, Ops, UOp, toposort
@@ -96,23 +97,13 @@ def _runner(ast: UOp, backend: str | None) -> tuple[Runner, float | None]:
 
 
 def _strides(idx: UOp) -> list[tuple[int, int]] | None:
-  """(stride, size) of each LOOP range of an index that is a sum of `range * const` terms; None for any other form."""
-  terms, stack = [], [idx]
-  while stack:
-    u = stack.pop()
-    if u.op is Ops.ADD:
-      stack.extend(u.src)
-      continue
-    r, c = (u.src if u.op is Ops.MUL else (u, None))
-    if c is not None and r.op is Ops.CONST:
-      r, c = c, r
-    if r.op is not Ops.RANGE or r.arg[1] is not AxisType.LOOP or r.src[0].op is not Ops.CONST or \
-        (c is not None and c.op is not Ops.CONST):
-      return None
-    terms.append((1 if c is None else c.arg, r.src[0].arg, r))
-  if len({t[2] for t in terms}) != len(terms):
+  """(stride, size) of each LOOP range of an index that is a sum of `range * const` terms over ranges with constant
+  ends and no constant part (linear_form's view of it); None for any other form."""
+  terms, k = linear_form(idx)
+  if k != 0 or any(r.op is not Ops.RANGE or r.arg[1] is not AxisType.LOOP or r.src[0].op is not Ops.CONST
+                   for r in terms):
     return None
-  return [(stride, size) for stride, size, _ in terms]
+  return [(stride, r.src[0].arg) for r, stride in terms.items()]
 
 
 def whole_outputs(ast: UOp) -> frozenset[int]:
@@ -127,7 +118,7 @@ def whole_outputs(ast: UOp) -> frozenset[int]:
       continue
     glob, idx = st.src[0].src
     size = getattr(glob.dtype, "size", -1)
-    terms = [] if idx.op is Ops.CONST and idx.arg == 0 else _strides(idx)
+    terms = _strides(idx)
     if glob.op is not Ops.DEFINE_GLOBAL or terms is None:
       continue
     expect = 1  # the strides of a row-major walk: each the product of the sizes inside it

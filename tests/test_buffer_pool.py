@@ -207,3 +207,17 @@ def test_the_plan_of_buffers_at_the_same_addresses_but_other_sizes_is_made_anew(
   assert _last_plan(ck)[0] is ck.fxn
   ck([view(0, 80), a, b])
   assert _last_plan(ck)[0] is ck._alias_fxn
+
+
+def test_strides_of_a_store_index_read_by_its_linear_form():
+  from compiler.dtype import dtypes
+  from compiler.realize import _strides
+  from compiler.uop import AxisType, Ops, UOp
+  c = lambda v: UOp.const(dtypes.int32, v)  # noqa: E731
+  r0, r1 = (UOp(Ops.RANGE, dtypes.int32, (c(n),), (i, AxisType.LOOP)) for i, n in ((0, 8), (1, 4)))
+  assert sorted(_strides(r0 * c(4) + r1)) == [(1, 4), (4, 8)]
+  assert _strides(c(0)) == []
+  assert _strides(r0 * c(4) + r1 + c(1)) is None  # an offset: not from element 0
+  assert _strides(r0 * r1) is None
+  up = UOp(Ops.RANGE, dtypes.int32, (c(4),), (2, AxisType.UPCAST))
+  assert _strides(r0 * c(4) + up) is None
