@@ -302,3 +302,23 @@ def test_switches_set_after_the_capture_and_array_arguments_each_call(monkeypatc
   monkeypatch.setenv("JIT", "0")
   jitted(b)
   assert len(calls) == 3
+
+
+def test_a_replay_while_recording_leaves_the_recorder_on_for_everyone(trace, monkeypatch):
+  from compiler import realize
+  from compiler.runtime.interpreter import InterpretedKernel
+  seen = []
+
+  def spy(ast):
+    k = InterpretedKernel(ast)
+
+    def run(bufs):  # (another thread recording meanwhile writes to the recorder this sees)
+      seen.append(recorder.RECORDER)
+      k(bufs)
+    return run
+  realize.register_backend("jit_spy", spy)
+  monkeypatch.setenv("BACKEND", "jit_spy")
+  jitted = TinyJit(lambda a: a + 1)
+  for i in range(3):
+    np.testing.assert_array_equal(jitted(Tensor(np.full(4, i, np.float32))).numpy(), np.full(4, i + 1))
+  assert len(seen) == 3 and all(r is not None and r is seen[0] for r in seen)
