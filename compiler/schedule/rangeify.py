@@ -369,6 +369,10 @@ def _split_bufferize(b: UOp) -> UOp:
   if ast is None or not writes_in_place(ast):  # reading other elements of the target: write a fresh buffer
     out_buf = new_buffer_uop(b.dtype, size)
     ast, inputs = build_kernel(x, out_buf)
+    if target is not None:  # an assign keeps its target's buffer (as tinygrad): a second kernel copies the value in
+      tmp = UOp(Ops.AFTER, b.dtype, (out_buf, UOp(Ops.KERNEL, dtypes.void, (ast, *inputs), ast.arg.name)))
+      out_buf = target
+      ast, inputs = build_kernel(tmp if shape == (size,) else UOp(Ops.RESHAPE, b.dtype, (tmp,), shape), target)
   kernel = UOp(Ops.KERNEL, dtypes.void, (ast, *inputs), ast.arg.name)
   after = UOp(Ops.AFTER, b.dtype, (out_buf, kernel))
   return after if shape == (size,) else UOp(Ops.RESHAPE, b.dtype, (after,), shape)
