@@ -12,9 +12,9 @@ output whose memory a caller still reads to other memory before writing it). A r
 input too: the function is given `Tensor.from_numpy(arr)`, and a replay reads the array in place (copied only where a
 kernel cannot read it: strided, unaligned) with no Tensor made at all; it is never written. The jit holds every Buffer
 the capture used, so intermediates are never handed back to the buffer pool while it lives; weights and optimizer
-state written in place (assign, `opt.step()`) are the same buffers every call, so a replay updates them as the
-function would. An assign the scheduler gives a fresh buffer (its value reads the target at other elements) rebinds
-its tensor: such a capture raises JitError rather than replay reads of the old buffer. Anything the function does
+state written in place (assign, `opt.step()`; an assign whose value reads the target at other elements too: the
+scheduler computes it into a temporary and copies it in) are the same buffers every call, so a replay updates them
+as the function would. Anything the function does
 besides running kernels (Python values, host reads, numpy random numbers) is frozen at the capture, and work it leaves
 lazy (an assign nothing realizes inside it) is not captured: realize it inside. A Tensor the function reads from
 outside (a weight held by `self`) is read from the buffer it had at the capture: rebinding the attribute to another
@@ -27,16 +27,14 @@ kernels' passes and sources."""
 from __future__ import annotations
 
 import functools
-import gc
 import os
-import sys
 import weakref
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
 import numpy as np
 
 from compiler import debug, realize
-from compiler.runtime.buffer import Buffer, buffer_of, can_share, fresh_id
+from compiler.runtime.buffer import Buffer, buffer_of, can_share
 from compiler.tensor import Tensor, to_dtype
 from compiler.tensor_mixins.autograd import buffer_of_view
 from compiler.trace import recorder
@@ -136,27 +134,6 @@ def _returned_tensors(ret: Any) -> list[Tensor]:
 Call = tuple[str, Any, list["Buffer | None"], tuple[tuple[int, bool], ...]]  # (name, runner, bufs, output slots)
 
 
-def _stale_reads(calls: list[Call], first_uid: int) -> list[tuple[str, Buffer]]:
-  """Buffers made before the capture that its kernels only read and that nothing but the jit holds now: their
-  tensor was rebound during the capture (an assign into a fresh buffer), so a replay would read the old contents."""
-  written: set[int] = set()
-  read: dict[int, tuple[str, Buffer]] = {}
-  held: dict[int, int] = {}
-  for name, _, bufs, outs in calls:
-    out_slots = {s for s, _ in outs}
-    for s, b in enumerate(bufs):
-      if b is None:
-        continue
-      held[id(b)] = held.get(id(b), 0) + 1
-      if s in out_slots:
-        written.add(id(b))
-      elif b.uid < first_uid:
-        read.setdefault(id(b), (name, b))
-  gc.collect()  # (dead graphs in cycles still holding a buffer's UOp)
-  # references: the jit's slots, `read`'s tuple, `pair`, getrefcount's argument (b is an element of pair)
-  return [pair for k, pair in read.items() if k not in written and sys.getrefcount(pair[1]) <= held[k] + 3]
-
-
 class _Capture:
   """The kernels of one capture, with the slots where each input's buffer goes."""
   __slots__ = ("ret", "names", "info", "calls", "slots", "recorder", "own", "launches", "plain", "seen")
@@ -186,7 +163,7 @@ class _Capture:
     self.seen: list[tuple[weakref.ref, int] | None] = [None] * len(names)  # per argument: (array, its address)
     rec = recorder.RECORDER
     self.recorder = None if rec is None else weakref.ref(rec)
-    runs.clear()  # (the scheduler's tuples of the capture's buffers, for _stale_reads' counts)
+    runs.clear()  # (the scheduler's tuples of the capture's buffers)
 
   def check(self, names: list[int | str], tensors: list[Tensor | np.ndarray]) -> None:
     """JitError unless the call's Tensor arguments are the capture's, with the same shapes and dtypes."""
@@ -331,7 +308,6 @@ class TinyJit(Generic[ReturnType]):
     if realize.capturing is not None:
       raise RuntimeError("TinyJit: a TinyJit inside another TinyJit's capture is not supported")
     runs: list[tuple[str, Any, Sequence[Buffer], tuple[tuple[int, bool], ...]]] = []
-    first_uid = fresh_id()
     realize.capturing = runs
     try:
       ret = self._run(args, kwargs)
@@ -340,11 +316,6 @@ class TinyJit(Generic[ReturnType]):
     if not runs:
       raise JitError(f"TinyJit: {getattr(self.fxn, '__name__', 'the function')} ran no kernel while capturing")
     captured = _Capture(ret, names, tensors, inputs, runs)
-    if stale := _stale_reads(captured.calls, first_uid):
-      name, b = stale[0]
-      raise JitError(f"TinyJit: kernel {name} reads a buffer ({b.dtype.name} x{b.size}) that no tensor holds after the "
-                     "capture: an assign went to a fresh buffer (its value reads the target at other elements), so a "
-                     "replay would read stale values; assign a .contiguous() value instead")
     self.captured = captured
     if debug.level() >= 1:
       print(f"JIT captured {len(captured.calls)} kernels with {len(inputs)} inputs", flush=True)

@@ -222,11 +222,6 @@ class Buffer:
     return f"<Buffer {self.dtype} x{self.size}{'' if self.allocated else ' (unallocated)'}>"
 
 
-def fresh_id() -> int:
-  """A buffer id no BUFFER UOp or Buffer has: every one made after this call has a larger one."""
-  return next(_next_id)
-
-
 def array_address(a: np.ndarray) -> int:
   """The address of an array's first byte (ctypes reads a writable array's in under a microsecond; the array
   interface's dict took ~5)."""
