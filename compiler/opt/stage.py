@@ -1,0 +1,141 @@
+"""STAGE: the CPU's counterpart of a GPU's local (shared) memory. A tile of one input that a row loop reads again
+and again (for a matmul C[i, j] += A[i, k] * B[k, j] with the column tiles outside the row tiles: B's strip
+B[k, j-tile]) is copied once into a contiguous scratch buffer, and every row tile reads the scratch instead:
+contiguous vector loads from a few pages in L1/L2 instead of half a cache line per k with a row-sized stride.
+
+`Opt(STAGE, axis, amt)` on the reduce axis `axis` (counted among the reduce axes, like UNROLL) with a block of `amt`
+(0: the whole axis). The AST after it, built by one rewrite ("apply STAGE(axis, amt)"):
+- the reduce axis k becomes `k_blk * amt + k_in`: k_in stays the REDUCE's range, k_blk is a BLOCK axis looped
+  outside the rows (the globals after the last one the tile depends on get new ids after k_blk, so loop order,
+  which is axis-id order, puts k_blk between them);
+- the staged LOAD becomes `LOAD(INDEX(AFTER(DEFINE_LOCAL, fill), scratch index))`, where `fill` is
+  `END(STORE(INDEX(DEFINE_LOCAL, c-index), the load at the copy ranges), *copy ranges)`: loops over the tile's
+  axes (its reduce axes, k_in's block, and the upcast/unrolled axes it depends on) that copy it, laid out in the
+  load's own memory order (the unit-stride axis innermost, so the row tiles' reads stay vector loads); a masked
+  load copies its zeros, so the reads need no mask;
+- with more than one block the output accumulates across blocks: `STORE(C, LOAD(C, valid=k_blk > 0) + REDUCE)`
+  (the first block stores, later ones add; the masked load reads nothing in the first block).
+The codegen places the fill where its free ranges (the loops outside the rows) are open, so each (column tile,
+block) fills the scratch once and every row tile reuses it; the scratch is an `alloca` of the kernel function, so
+every thread of a THREAD split has its own. Only THREAD may follow a STAGE (the fill is built from the axes as they
+are); the block axis is never the parallel loop (its iterations accumulate into the same outputs).
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from compiler.dtype import dtypes
+from compiler.rewrite import PatternMatcher, UPat
+from compiler.uop import AxisType, Ops, UOp, toposort
+
+# the kinds of axis a staged tile may span inside the fill: the reduce's own and the lanes of the register tile
+TILE_KINDS = frozenset({AxisType.REDUCE, AxisType.UNROLL, AxisType.UPCAST})
+
+
+class StageRefused(Exception):
+  """STAGE does not apply; the message says why (the kernel turns it into a KernelOptError)."""
+
+
+def _need(cond: bool, msg: str) -> None:
+  if not cond:
+    raise StageRefused(msg)
+
+
+def _size(r: UOp) -> int:
+  end = r.src[0]
+  _need(end.op is Ops.CONST, "symbolic axis")
+  return end.arg
+
+
+def pick_load(rngs: list[UOp], n_outer: int, red: UOp, k: UOp) -> tuple[UOp, int] | None:
+  """The load to stage and how many of the outer loops (THREAD and globals, in loop order) it depends on: a LOAD of
+  a buffer under the reduce that reads along k, depends on no outer loop after the last one it needs, and is read
+  again by at least one loop after that (the rows). Of several, the one the most row iterations reuse."""
+  outer = rngs[:n_outer]
+  best: tuple[int, int, UOp] | None = None
+  for u in toposort(red.src[0]):
+    if u.op is not Ops.LOAD or u.src[0].src[0].op is not Ops.DEFINE_GLOBAL or k not in u.ranges:
+      continue
+    deps = set(u.ranges)
+    need = max([i + 1 for i, r in enumerate(outer) if r in deps or r.arg[1] is AxisType.THREAD], default=0)
+    rows = outer[need:]
+    if not rows or any(r in deps for r in rows) or any(r.arg[1] not in TILE_KINDS for r in deps - set(outer)):
+      continue
+    reuse = math.prod(_size(r) for r in rows)
+    if best is None or reuse > best[0]:
+      best = (reuse, need, u)
+  return None if best is None else (best[2], best[1])
+
+
+def staged_store(rngs: list[UOp], n_outer: int, ast: UOp, k: UOp, amt: int, next_id: int, max_bytes: int,
+                 stride: Callable[[UOp, UOp], int | None]) -> dict[UOp, UOp]:
+  """{old STORE: its staged version} for STAGE of reduce range k by blocks of amt (see the module doc).
+  `stride(idx, r)`: how an index moves along r (None: not affine); `max_bytes`: the largest scratch allowed."""
+  _need(len(ast.src) == 1, "one store only")
+  st = ast.src[0]
+  reds = [u for u in toposort(st) if u.op is Ops.REDUCE]
+  _need(len(reds) == 1 and k in reds[0].src[1:], "one reduce only, over the staged axis")
+  red = reds[0]
+  size = _size(k)
+  blocks = size // amt
+  if blocks > 1:  # the output accumulates across blocks: only a sum that is stored as it is
+    _need(red.arg is Ops.ADD and st.src[1] is red, "blocks of a reduce need the sum stored as it is")
+    _need(len(st.src[0].src) == 2, "blocks of a reduce need an ungated store")
+    _need(st.src[0].src[0].dtype.base == red.dtype, "blocks accumulate in the output's dtype")
+  picked = pick_load(rngs, n_outer, red, k)
+  _need(picked is not None, "no load of the reduce is read again by a loop after the ones it depends on")
+  assert picked is not None
+  ld, need = picked
+  outer = rngs[:n_outer]
+  nid = next_id
+  sub: dict[UOp, UOp] = {}
+  blk = None
+  if blocks > 1:
+    blk = UOp.range(blocks, nid, AxisType.BLOCK, k.dtype)
+    k_in = UOp.range(amt, k.arg[0], k.arg[1], k.dtype)
+    sub[k] = blk * amt + k_in
+    nid += 1
+    for r in outer[need:]:  # the rows go after the block axis: new ids (loop order is axis-id order)
+      sub[r] = r.replace(arg=(nid, r.arg[1]))
+      nid += 1
+  else:
+    k_in = k
+  # the tile's axes, in the load's memory order: the largest stride outermost, unit stride innermost
+  idx = ld.src[0].src[1]
+  tile = sorted((r for r in ld.ranges if r not in outer),
+                key=lambda r: (-(s if (s := stride(idx, r)) is not None else 1 << 60), r.arg[0]))
+  new_of = {r: (k_in if r is k else r) for r in tile}
+  sizes = [amt if r is k else _size(r) for r in tile]
+  elems = math.prod(sizes)
+  nbytes = elems * ld.dtype.itemsize
+  _need(nbytes <= max_bytes, f"a scratch of {nbytes} bytes exceeds {max_bytes}")
+  _need(elems >= 2, "a tile of one element")
+  strides = [math.prod(sizes[i + 1:]) for i in range(len(sizes))]
+  copy = [UOp.range(n, nid + i, AxisType.LOCAL, k.dtype) for i, n in enumerate(sizes)]
+  local = UOp(Ops.DEFINE_LOCAL, ld.dtype.ptr(elems), (), 0)
+
+  def flat(rs: list[UOp]) -> UOp:
+    return sum((r * s for r, s in zip(rs[1:], strides[1:])), rs[0] * strides[0])
+
+  # the copy: the load with each tile axis replaced by its copy range (k by the block's offset + the copy range)
+  fill_sub = {r: (blk * amt + c if blk is not None and r is k else c) for r, c in zip(tile, copy)}
+  fill_val = ld.substitute(fill_sub)
+  fill_st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, local.dtype, (local, flat(copy))), fill_val))
+  fill = UOp(Ops.END, dtypes.void, (fill_st, *copy))
+  read = UOp(Ops.LOAD, ld.dtype, (UOp(Ops.INDEX, local.dtype, (UOp(Ops.AFTER, local.dtype, (local, fill)),
+                                                               flat([new_of[r] for r in tile]))),))
+  value = red.src[0].substitute({**sub, ld: read})
+  new_red = UOp(Ops.REDUCE, red.dtype, (value, *(k_in if r is k else r for r in red.src[1:])), red.arg)
+  if blk is None:
+    return {st: st.substitute({red: new_red})}
+  ix = st.src[0].substitute(sub)
+  acc = UOp(Ops.LOAD, red.dtype, (UOp(Ops.INDEX, ix.dtype, (*ix.src, blk > 0)),))
+  return {st: UOp(Ops.STORE, st.dtype, (ix, acc + new_red))}
+
+
+def _swap_store(ctx: dict[UOp, UOp], st: UOp) -> UOp | None:
+  return ctx.get(st)
+
+
+pm_stage = PatternMatcher([(UPat(Ops.STORE, name="st"), _swap_store)], name="stage")
