@@ -5,10 +5,14 @@ import math
 import os
 
 from compiler.opt.kernel import MAX_UNROLL, MAX_UPCAST, Kernel, KernelOptError, Opt, OptOps, access_strides, masked_axes
+from compiler.opt.stage import stage_choice
 from compiler.uop import AxisType
 
 # a kernel does at least this many loop iterations before it is worth splitting across threads
 THREAD_MIN_WORK = 1 << 16
+# a staged tile is reused by at least this many row iterations, and a block of it spans at least this much of the
+# reduce (shorter blocks load and store the outputs more often than they save)
+STAGE_MIN_REUSE, STAGE_MIN_BLOCK = 8, 32
 
 
 def hand_coded_optimizations(k: Kernel) -> Kernel:
@@ -50,6 +54,8 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   # float vectors: upcast the axis the store walks with stride 1 if every load is contiguous or broadcast along it
   _vectorize_store(k, vector_loop and k.first_reduce < k.first_upcast)
 
+  if os.environ.get("NOSTAGE", "0") in ("", "0"):
+    stage_panel(k)
   if os.environ.get("NOTHREAD", "0") in ("", "0"):
     thread_outer_axis(k)
   return k
@@ -225,6 +231,33 @@ def _vectorize_store(k: Kernel, vector_loop: bool) -> None:
     if vec < s and vec <= min(16, room):  # a long one: vectors, the remainder peeled
       k.apply_opt(Opt(OptOps.PEEL, axis, vec))
       return
+
+
+def stage_panel(k: Kernel) -> bool:
+  """STAGE the first reduce axis of a register-tiled reduce (compiler.opt.stage): the input tile its row loop reads
+  again (a matmul's B strip) copied once to a contiguous scratch, in one block if the scratch fits in a quarter of
+  L2, else in the largest blocks that do. Only where at least STAGE_MIN_REUSE row iterations reuse the tile (the
+  copy costs about one row tile's loads) and the strip is larger than L1 (one that fits stays there across the rows
+  anyway: matmul 256 and 384 were 2% slower staged). Measured on Zen 5 (AVX-512, 48 KiB L1, 1 MiB L2), one core,
+  GFLOP/s: matmul 512 159 -> 167, 768 109 -> 209, 1024 126 -> 212, 2048 82 -> 220, 512x1024x256 48 -> 221."""
+  if not k.reduceops or k.upcasted == 0 or k.first_reduce >= k.first_upcast or k.vars:
+    return False
+  rng = k.rngs[k.first_reduce]
+  size = k.full_shape[k.first_reduce]
+  choice = stage_choice(k.rngs, k.global_dims, k.ast, rng)
+  if choice is None or not isinstance(size, int) or choice[0] < STAGE_MIN_REUSE:
+    return False
+  if choice[1] * size <= k.target.l1_bytes:  # the whole strip stays in L1 across the rows without a copy
+    return False
+  budget = k.target.l2_bytes // 4
+  amt = next((a for a in range(size, 0, -1) if size % a == 0 and a * choice[1] <= budget), 1)
+  if amt < STAGE_MIN_BLOCK and amt != size:
+    return False
+  try:
+    k.apply_opt(Opt(OptOps.STAGE, 0, amt))
+  except KernelOptError:
+    return False
+  return True
 
 
 def thread_outer_axis(k: Kernel) -> bool:

@@ -68,6 +68,20 @@ def pick_load(rngs: list[UOp], n_outer: int, red: UOp, k: UOp) -> tuple[UOp, int
   return None if best is None else (best[2], best[1])
 
 
+def stage_choice(rngs: list[UOp], n_outer: int, ast: UOp, k: UOp) -> tuple[int, int] | None:
+  """For STAGE of reduce range k: (row iterations that reuse the tile, scratch bytes per element of k), or None
+  when no load can be staged. What a heuristic sizes the blocks by."""
+  reds = [u for u in toposort(ast) if u.op is Ops.REDUCE and k in u.src[1:]]
+  if len(reds) != 1 or any(r.src[0].op is not Ops.CONST for r in rngs):
+    return None
+  picked = pick_load(rngs, n_outer, reds[0], k)
+  if picked is None:
+    return None
+  ld, need = picked
+  per_k = math.prod(_size(r) for r in ld.ranges if r not in rngs[:n_outer] and r is not k)
+  return math.prod(_size(r) for r in rngs[need:n_outer]), per_k * ld.dtype.itemsize
+
+
 def staged_store(rngs: list[UOp], n_outer: int, ast: UOp, k: UOp, amt: int, next_id: int, max_bytes: int,
                  stride: Callable[[UOp, UOp], int | None]) -> dict[UOp, UOp]:
   """{old STORE: its staged version} for STAGE of reduce range k by blocks of amt (see the module doc).
