@@ -163,6 +163,9 @@ def test_refusals():
     k.copy().apply_opt(Opt(OptOps.STAGE, 0, 24))
   with pytest.raises(KernelOptError, match="exceeds"):  # a scratch beyond half of L2
     Kernel(ast, replace(CPU, l2_bytes=2048)).apply_opts(k.applied_opts + [Opt(OptOps.STAGE, 0, 0)])
+  big_ast, big = tiled_matmul(16, 64, 1 << 16)  # a 2 MiB strip: beyond any stack's scratch, however large L2 is
+  with pytest.raises(KernelOptError, match="exceeds 1048576"):
+    Kernel(big_ast, replace(CPU, l2_bytes=64 << 20)).apply_opts(big.applied_opts + [Opt(OptOps.STAGE, 0, 0)])
   with pytest.raises(KernelOptError, match="no load"):  # a row sum: nothing is read again
     Kernel(sum_ast(64, 64), CPU).apply_opt(Opt(OptOps.STAGE, 0, 16))
   staged = k.copy()

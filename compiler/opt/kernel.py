@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum, auto
 from typing import Any
 
-from compiler.opt.stage import StageRefused, pm_stage, staged_store
+from compiler.opt.stage import MAX_SCRATCH, StageRefused, pm_stage, staged_store
 from compiler.opt.target import Target, host_target
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
 from compiler.symbolic import linear_form
@@ -527,7 +527,7 @@ class Kernel:
     check(not self.vars, "STAGE does not work with symbolic shapes")
     try:
       new = staged_store(self.rngs, self.global_dims, self.ast, rng, amt, self._next_axis_id(),
-                         self.target.l2_bytes // 2, axis_stride)
+                         min(self.target.l2_bytes // 2, MAX_SCRATCH), axis_stride)
     except StageRefused as e:
       raise KernelOptError(f"STAGE: {e}") from None
     return graph_rewrite(self.ast, pm_stage, ctx=new, name=f"apply {opt.short()}")

@@ -29,6 +29,9 @@ from compiler.dtype import dtypes
 from compiler.rewrite import PatternMatcher, UPat
 from compiler.uop import AxisType, Ops, UOp, toposort
 
+# the scratch lives on the stack of the thread that runs the kernel (Linux gives a thread 8 MiB by default): however
+# large L2 is, a scratch stays within this
+MAX_SCRATCH = 1 << 20
 # the kinds of axis a staged tile may span inside the fill: the reduce's own and the lanes of the register tile
 TILE_KINDS = frozenset({AxisType.REDUCE, AxisType.UNROLL, AxisType.UPCAST})
 
