@@ -267,3 +267,17 @@ def test_random_opts_with_stage_keep_results_compiled(ast, seq):
   compile_kernel(k.get_optimized_ast())(bufs, threads=2)
   for x, y in zip(evaluate(ast), [bufs[i] for i in outputs_of(ast)], strict=True):
     np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-4, err_msg=str(k.applied_opts))
+
+
+@pytest.mark.parametrize("tname,m,n,kk", [("sse", 97, 384, 333), ("avx2", 97, 384, 333), ("avx2", 130, 768, 200),
+                                          ("avx512", 130, 768, 200), ("sse", 200, 96, 1031)])
+def test_heuristic_stages_odd_sizes_right(tname: str, m: int, n: int, kk: int):
+  # sizes no tile divides (odd reduce lengths, rows of 97 and 130): the whole reduce is staged, tiles shrink
+  tgt = {"sse": SSE, "avx2": AVX2, "avx512": AVX512}[tname]
+  ast = matmul_ast(m, n, kk)
+  k = hand_coded_optimizations(Kernel(ast, replace(tgt, threads=2, l1_bytes=16 << 10)))
+  assert Opt(OptOps.STAGE, 0, kk) in k.applied_opts
+  bufs = buffers_for(ast, seed=2)
+  compile_kernel(k.get_optimized_ast())(bufs, threads=2)
+  want = bufs[1].reshape(m, kk).astype(np.float64) @ bufs[2].reshape(kk, n)
+  np.testing.assert_allclose(bufs[0].reshape(m, n), want, rtol=1e-4, atol=1e-3)
