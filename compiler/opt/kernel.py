@@ -416,7 +416,7 @@ class Kernel:
     """(the AST after `opt`, dont_use_locals after it); raises KernelOptError and changes nothing."""
     op, tgt = opt.op, self.target
     if op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.NOLOCALS):
-      check(tgt.has_local, f"{op.name}: target {tgt.name} has no local memory")
+      check(tgt.has_local, f"{op.name}: target {tgt.name} has no local memory (STAGE stages a tile on a CPU)")
       check(op is OptOps.NOLOCALS or not self.dont_use_locals, f"{op.name}: not using locals (NOLOCALS)")
     if op is OptOps.NOLOCALS:
       check(opt.axis is None and opt.arg is None, "NOLOCALS takes no axis or arg")
