@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from test_opt_fuzz import kernels
 from test_opt_helpers import buf, buffers_for, evaluate, matmul_ast, outputs_of, sink, sum_ast
 
+from compiler.dtype import dtypes
 from compiler.opt import Kernel, KernelOptError, Opt, OptOps, Target, hand_coded_optimizations
 from compiler.opt.search import get_kernel_actions, kernel_actions
 from compiler.opt.target import AVX2, AVX512, SSE
@@ -281,3 +282,20 @@ def test_heuristic_stages_odd_sizes_right(tname: str, m: int, n: int, kk: int):
   compile_kernel(k.get_optimized_ast())(bufs, threads=2)
   want = bufs[1].reshape(m, kk).astype(np.float64) @ bufs[2].reshape(kk, n)
   np.testing.assert_allclose(bufs[0].reshape(m, n), want, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("dt", [dtypes.int32, dtypes.float64, dtypes.float16], ids=str)
+def test_other_dtypes_stage_and_accumulate(dt):
+  m = n = kk = 32
+  i, j, r = UOp.range(m, 0, G), UOp.range(n, 1, G), UOp.range(kk, 2, R)
+  a, w = buf(1, m * kk, dt).index(i * kk + r).load(), buf(2, kk * n, dt).index(r * n + j).load()
+  ast = sink(buf(0, m * n, dt).index(i * n + j).store((a * w).reduce(r)))
+  k = Kernel(ast, CPU).apply_opts([Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.SWAP, 0, 1),
+                                   Opt(OptOps.STAGE, 0, 8)])
+  assert _local(k).dtype.base == dt
+  bufs = [(x * 3).astype(dt.np) for x in buffers_for(ast, seed=1)]
+  want = [x.copy() for x in bufs]
+  interpret(ast, want)
+  compile_kernel(k.get_optimized_ast())(bufs, threads=2)
+  tol = 0.05 if dt == dtypes.float16 else 1e-9  # half: each block's partial sum is rounded to half once more
+  np.testing.assert_allclose(bufs[0].astype(np.float64), want[0].astype(np.float64), rtol=tol, atol=tol * 10)
