@@ -213,12 +213,12 @@ def _heuristic(tgt: Target, m: int, n: int, kk: int) -> Kernel:
 
 
 @pytest.mark.parametrize("tgt", [SSE, AVX2, AVX512], ids=["sse", "avx2", "avx512"])
-def test_heuristic_stages_strips_larger_than_l1(tgt: Target):
+def test_heuristic_stages_strips_larger_than_half_of_l1(tgt: Target):
   k = _heuristic(tgt, 1024, 1024, 1024)
   stage = [o for o in k.applied_opts if o.op is OptOps.STAGE]
   assert len(stage) == 1
   scratch = _local(k).dtype.size * 4
-  assert tgt.l1_bytes < 1024 * scratch // (stage[0].arg or 1024) and scratch <= tgt.l2_bytes // 4
+  assert tgt.l1_bytes < 2 * 1024 * scratch // (stage[0].arg or 1024) and scratch <= tgt.l2_bytes // 4
   small = _heuristic(tgt, 128, 128, 128)  # B's strip (128 x tile columns) stays in L1: nothing to copy
   assert not any(o.op is OptOps.STAGE for o in small.applied_opts)
 

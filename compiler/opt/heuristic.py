@@ -237,9 +237,10 @@ def stage_panel(k: Kernel) -> bool:
   """STAGE the first reduce axis of a register-tiled reduce (compiler.opt.stage): the input tile its row loop reads
   again (a matmul's B strip) copied once to a contiguous scratch, in one block if the scratch fits in a quarter of
   L2, else in the largest blocks that do. Only where at least STAGE_MIN_REUSE row iterations reuse the tile (the
-  copy costs about one row tile's loads) and the strip is larger than L1 (one that fits stays there across the rows
-  anyway: matmul 256 and 384 were 2% slower staged). Measured on Zen 5 (AVX-512, 48 KiB L1, 1 MiB L2), one core,
-  GFLOP/s: matmul 512 159 -> 167, 768 109 -> 209, 1024 126 -> 212, 2048 82 -> 220, 512x1024x256 48 -> 221."""
+  copy costs about one row tile's loads) and the strip is larger than half of L1 (a smaller one stays in L1 across
+  the rows next to A's rows anyway: matmul 128 and 192 were 2-5% slower staged, 256 the same, 384 4% faster).
+  Measured on Zen 5 (AVX-512, 48 KiB L1, 1 MiB L2), one core, GFLOP/s: matmul 512 159 -> 167, 768 109 -> 209,
+  1024 126 -> 212, 2048 82 -> 220, 512x1024x256 48 -> 221, 256x1024x8192 (blocks of 2048) 86 -> 192."""
   if not k.reduceops or k.upcasted == 0 or k.first_reduce >= k.first_upcast or k.vars:
     return False
   rng = k.rngs[k.first_reduce]
@@ -247,7 +248,7 @@ def stage_panel(k: Kernel) -> bool:
   choice = stage_choice(k.rngs, k.global_dims, k.ast, rng)
   if choice is None or not isinstance(size, int) or choice[0] < STAGE_MIN_REUSE:
     return False
-  if choice[1] * size <= k.target.l1_bytes:  # the whole strip stays in L1 across the rows without a copy
+  if choice[1] * size * 2 <= k.target.l1_bytes:  # the strip stays in L1 across the rows without a copy
     return False
   budget = k.target.l2_bytes // 4
   amt = next((a for a in range(size, 0, -1) if size % a == 0 and a * choice[1] <= budget), 1)
