@@ -65,9 +65,12 @@ def test_staged_matmul_matches(m: int, n: int, kk: int, amt: int, threads: int):
   k.apply_opt(Opt(OptOps.STAGE, 0, amt))
   if threads > 1:
     k.apply_opt(Opt(OptOps.THREAD, 0, 2))  # each thread its own scratch (the column tiles split between them)
-  assert _staged_slot(k) == 2  # B's strip, which the row tiles reuse
+  # B's strip, which the row tiles reuse; A's rows where more column tiles than row tiles reuse them (the loops
+  # are reordered: A's rows outside the column tiles)
+  slot = 2 if m // 4 >= n // 8 else 1
+  assert _staged_slot(k) == slot
   assert (AxisType.BLOCK in k.axis_types) == (amt not in (0, kk))
-  assert _local(k).dtype.size == (amt or kk) * 8
+  assert _local(k).dtype.size == (amt or kk) * (8 if slot == 2 else 4)
   _run(k, ast, threads, kk)
 
 
@@ -101,6 +104,19 @@ def batched_matmul_ast(b: int, m: int, n: int, kk: int) -> UOp:
   a = buf(1, b * m * kk).index(z * (m * kk) + i * kk + r).load()
   w = buf(2, b * kk * n).index(z * (kk * n) + r * n + j).load()
   return sink(buf(0, b * m * n).index(z * (m * n) + i * n + j).store((a * w).reduce(r)), name="bmm")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batched_matmul_in_the_heuristics_loop_order(threads: int):
+  # the heuristic's order [column tiles, rows, batch]: B's strip depends on the batch, which STAGE moves outside the
+  # rows ([columns, batch, block, rows])
+  ast = batched_matmul_ast(4, 64, 64, 48)
+  k = Kernel(ast, CPU).apply_opts([Opt(OptOps.UPCAST, 2, 8), Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.SWAP, 0, 2),
+                                   Opt(OptOps.STAGE, 0, 16)])
+  assert _staged_slot(k) == 2 and k.full_shape[:4] == (8, 4, 3, 16)
+  if threads > 1:
+    k.apply_opt(Opt(OptOps.THREAD, 0, 2))
+  _run(k, ast, threads, 48)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -164,7 +180,7 @@ def test_refusals():
     k.copy().apply_opt(Opt(OptOps.STAGE, 0, 24))
   with pytest.raises(KernelOptError, match="exceeds"):  # a scratch beyond half of L2
     Kernel(ast, replace(CPU, l2_bytes=2048)).apply_opts(k.applied_opts + [Opt(OptOps.STAGE, 0, 0)])
-  big_ast, big = tiled_matmul(16, 64, 1 << 16)  # a 2 MiB strip: beyond any stack's scratch, however large L2 is
+  big_ast, big = tiled_matmul(64, 16, 1 << 16)  # a 2 MiB strip: beyond any stack's scratch, however large L2 is
   with pytest.raises(KernelOptError, match="exceeds 1048576"):
     Kernel(big_ast, replace(CPU, l2_bytes=64 << 20)).apply_opts(big.applied_opts + [Opt(OptOps.STAGE, 0, 0)])
   with pytest.raises(KernelOptError, match="no load"):  # a row sum: nothing is read again

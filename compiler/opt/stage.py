@@ -6,8 +6,9 @@ contiguous vector loads from a few pages in L1/L2 instead of half a cache line p
 `Opt(STAGE, axis, amt)` on the reduce axis `axis` (counted among the reduce axes, like UNROLL) with a block of `amt`
 (0: the whole axis). The AST after it, built by one rewrite ("apply STAGE(axis, amt)"):
 - the reduce axis k becomes `k_blk * amt + k_in`: k_in stays the REDUCE's range, k_blk is a BLOCK axis looped
-  outside the rows (the globals after the last one the tile depends on get new ids after k_blk, so loop order,
-  which is axis-id order, puts k_blk between them);
+  outside the rows: the outer loops the tile depends on, then k_blk, then the rows (the outer loops it does not
+  depend on) get new ids in that order, as loop order is axis-id order (a batched matmul's [columns, rows, batch]
+  becomes [columns, batch, k_blk, rows]; loop order never changes what a kernel computes);
 - the staged LOAD becomes `LOAD(INDEX(AFTER(DEFINE_LOCAL, fill), scratch index))`, where `fill` is
   `END(STORE(INDEX(DEFINE_LOCAL, c-index), the load at the copy ranges), *copy ranges)`: loops over the tile's
   axes (its reduce axes, k_in's block, and the upcast/unrolled axes it depends on) that copy it, laid out in the
@@ -51,24 +52,25 @@ def _size(r: UOp) -> int:
   return end.arg
 
 
-def pick_load(rngs: list[UOp], n_outer: int, red: UOp, k: UOp) -> tuple[UOp, int] | None:
-  """The load to stage and how many of the outer loops (THREAD and globals, in loop order) it depends on: a LOAD of
-  a buffer under the reduce that reads along k, depends on no outer loop after the last one it needs, and is read
-  again by at least one loop after that (the rows). Of several, the one the most row iterations reuse."""
+def pick_load(rngs: list[UOp], n_outer: int, red: UOp, k: UOp) -> tuple[UOp, list[UOp], list[UOp]] | None:
+  """(the load to stage, the outer loops it depends on, the rows) of a reduce over k: a LOAD of a buffer under the
+  reduce that reads along k and does not depend on at least one outer (THREAD or global) loop, the rows, which read
+  it again. Its outer loops go first (THREAD always does), then the rows. Of several, the one the most row
+  iterations reuse, then the one whose loops are in that order already."""
   outer = rngs[:n_outer]
-  best: tuple[int, int, UOp] | None = None
+  best: tuple[int, UOp, list[UOp], list[UOp]] | None = None
   for u in toposort(red.src[0]):
     if u.op is not Ops.LOAD or u.src[0].src[0].op is not Ops.DEFINE_GLOBAL or k not in u.ranges:
       continue
     deps = set(u.ranges)
-    need = max([i + 1 for i, r in enumerate(outer) if r in deps or r.arg[1] is AxisType.THREAD], default=0)
-    rows = outer[need:]
-    if not rows or any(r in deps for r in rows) or any(r.arg[1] not in TILE_KINDS for r in deps - set(outer)):
+    if any(r.arg[1] not in TILE_KINDS for r in deps - set(outer)):
       continue
-    reuse = math.prod(_size(r) for r in rows)
-    if best is None or reuse > best[0]:
-      best = (reuse, need, u)
-  return None if best is None else (best[2], best[1])
+    need = [r for r in outer if r in deps or r.arg[1] is AxisType.THREAD]
+    rows = [r for r in outer if r not in need]
+    score = (math.prod(_size(r) for r in rows), outer == need + rows)  # ties: the one that keeps the loop order
+    if rows and (best is None or score > best[0]):
+      best = (score, u, need, rows)
+  return None if best is None else best[1:]
 
 
 def stage_choice(rngs: list[UOp], n_outer: int, ast: UOp, k: UOp) -> tuple[int, int] | None:
@@ -80,9 +82,9 @@ def stage_choice(rngs: list[UOp], n_outer: int, ast: UOp, k: UOp) -> tuple[int, 
   picked = pick_load(rngs, n_outer, reds[0], k)
   if picked is None:
     return None
-  ld, need = picked
+  ld, _, rows = picked
   per_k = math.prod(_size(r) for r in ld.ranges if r not in rngs[:n_outer] and r is not k)
-  return math.prod(_size(r) for r in rngs[need:n_outer]), per_k * ld.dtype.itemsize
+  return math.prod(_size(r) for r in rows), per_k * ld.dtype.itemsize
 
 
 def staged_store(rngs: list[UOp], n_outer: int, ast: UOp, k: UOp, amt: int, next_id: int, max_bytes: int,
@@ -101,21 +103,29 @@ def staged_store(rngs: list[UOp], n_outer: int, ast: UOp, k: UOp, amt: int, next
     _need(len(st.src[0].src) == 2, "blocks of a reduce need an ungated store")
     _need(st.src[0].src[0].dtype.base == red.dtype, "blocks accumulate in the output's dtype")
   picked = pick_load(rngs, n_outer, red, k)
-  _need(picked is not None, "no load of the reduce is read again by a loop after the ones it depends on")
+  _need(picked is not None, "no load of the reduce is read again by an outer loop it does not depend on")
   assert picked is not None
-  ld, need = picked
+  ld, need, rows = picked
   outer = rngs[:n_outer]
   nid = next_id
   sub: dict[UOp, UOp] = {}
   blk = None
-  if blocks > 1:
-    blk = UOp.range(blocks, nid, AxisType.BLOCK, k.dtype)
-    k_in = UOp.range(amt, k.arg[0], k.arg[1], k.dtype)
-    sub[k] = blk * amt + k_in
-    nid += 1
-    for r in outer[need:]:  # the rows go after the block axis: new ids (loop order is axis-id order)
+  # loop order is axis-id order: the load's outer loops, the block axis and the rows get new ids in that order
+  # (THREAD stays outermost by its kind) unless they are in that order already and there are no blocks
+  if blocks > 1 or outer != need + rows:
+    for r in need:
+      if r.arg[1] is not AxisType.THREAD:
+        sub[r] = r.replace(arg=(nid, r.arg[1]))
+        nid += 1
+    if blocks > 1:
+      blk = UOp.range(blocks, nid, AxisType.BLOCK, k.dtype)
+      nid += 1
+    for r in rows:
       sub[r] = r.replace(arg=(nid, r.arg[1]))
       nid += 1
+  if blk is not None:
+    k_in = UOp.range(amt, k.arg[0], k.arg[1], k.dtype)
+    sub[k] = blk * amt + k_in
   else:
     k_in = k
   # the tile's axes, in the load's memory order: the largest stride outermost, unit stride innermost
@@ -137,7 +147,7 @@ def staged_store(rngs: list[UOp], n_outer: int, ast: UOp, k: UOp, amt: int, next
 
   # the copy: the load with each tile axis replaced by its copy range (k by the block's offset + the copy range)
   fill_sub = {r: (blk * amt + c if blk is not None and r is k else c) for r, c in zip(tile, copy)}
-  fill_val = ld.substitute(fill_sub)
+  fill_val = ld.substitute({**sub, **fill_sub})
   fill_st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, local.dtype, (local, flat(copy))), fill_val))
   fill = UOp(Ops.END, dtypes.void, (fill_st, *copy))
   read = UOp(Ops.LOAD, ld.dtype, (UOp(Ops.INDEX, local.dtype, (UOp(Ops.AFTER, local.dtype, (local, fill)),
@@ -145,7 +155,7 @@ def staged_store(rngs: list[UOp], n_outer: int, ast: UOp, k: UOp, amt: int, next
   value = red.src[0].substitute({**sub, ld: read})
   new_red = UOp(Ops.REDUCE, red.dtype, (value, *(k_in if r is k else r for r in red.src[1:])), red.arg)
   if blk is None:
-    return {st: st.substitute({red: new_red})}
+    return {st: st.substitute({**sub, red: new_red})}
   ix = st.src[0].substitute(sub)
   acc = UOp(Ops.LOAD, red.dtype, (UOp(Ops.INDEX, ix.dtype, (*ix.src, blk > 0)),))
   return {st: UOp(Ops.STORE, st.dtype, (ix, acc + new_red))}
