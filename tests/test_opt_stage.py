@@ -65,9 +65,9 @@ def test_staged_matmul_matches(m: int, n: int, kk: int, amt: int, threads: int):
   k.apply_opt(Opt(OptOps.STAGE, 0, amt))
   if threads > 1:
     k.apply_opt(Opt(OptOps.THREAD, 0, 2))  # each thread its own scratch (the column tiles split between them)
-  # B's strip, which the row tiles reuse; A's rows where more column tiles than row tiles reuse them (the loops
-  # are reordered: A's rows outside the column tiles)
-  slot = 2 if m // 4 >= n // 8 else 1
+  # B's strip (8 columns), which the row tiles reuse; A's rows (4 rows) where the column tiles read more of them
+  # (the loops are reordered: A's rows outside the column tiles)
+  slot = 2 if (m // 4) * 8 >= (n // 8) * 4 else 1
   assert _staged_slot(k) == slot
   assert (AxisType.BLOCK in k.axis_types) == (amt not in (0, kk))
   assert _local(k).dtype.size == (amt or kk) * (8 if slot == 2 else 4)
@@ -81,10 +81,19 @@ def test_thread_split_of_the_rows_after_stage():
   _run(k, ast, 2, 64)
 
 
-def test_without_the_swap_a_row_strip_of_a_is_staged():
+def test_without_the_swap_the_loops_are_reordered_for_the_staged_strip():
   ast = matmul_ast(32, 64, 48)
   k = Kernel(ast, CPU).apply_opts([Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.STAGE, 0, 16)])
-  assert _staged_slot(k) == 1  # rows outside the column tiles: A's rows are what the column loop reads again
+  # rows were outside the column tiles: B's strip (8 rows x 8 columns read, against A's 8 x 4) is staged and the
+  # column tiles move outside, then the blocks, then the rows
+  assert _staged_slot(k) == 2 and k.full_shape[:3] == (8, 3, 8)
+  _run(k, ast, 2, 48)
+
+
+def test_a_row_strip_of_a_is_staged_where_the_columns_read_more_of_it():
+  ast = matmul_ast(32, 256, 48)
+  k = Kernel(ast, CPU).apply_opts([Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.STAGE, 0, 16)])
+  assert _staged_slot(k) == 1  # 32 column tiles read A's rows, 8 row tiles B's columns
   _run(k, ast, 2, 48)
 
 
@@ -158,20 +167,13 @@ def _conv_ast(padding: int) -> UOp:
 @pytest.mark.parametrize("padding", [0, 1])
 def test_conv2d(padding: int, threads: int):
   ast = _conv_ast(padding)
-  k = hand_coded_optimizations(Kernel(ast, replace(AVX512, threads=1)))
-  stage = next(Opt(OptOps.STAGE, 0, a) for a in (4, 2, 0) if _try(k.copy(), Opt(OptOps.STAGE, 0, a)))
-  k.apply_opt(stage)
+  # 8 output channels x 2 output columns; the weights' strip (input channels x 3 x 3 x 8 channels) staged in blocks
+  # of 4 input channels, the channel tiles moved outside the batch and the rows
+  k = Kernel(ast, CPU).apply_opts([Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.UPCAST, 3, 2), Opt(OptOps.STAGE, 0, 4)])
+  assert _staged_slot(k) == 2 and AxisType.BLOCK in k.axis_types
   if threads > 1:
     k.apply_opt(Opt(OptOps.THREAD, 0, 2))
   _run(k, ast, threads, 72)
-
-
-def _try(k: Kernel, opt: Opt) -> bool:
-  try:
-    k.apply_opt(opt)
-  except KernelOptError:
-    return False
-  return True
 
 
 def test_refusals():

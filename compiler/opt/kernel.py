@@ -156,6 +156,8 @@ def _thread_gate(ctx: _OptSub, st: UOp) -> UOp | None:
   gate is outside its loops: a remainder's handful of values is computed by each thread, stored by one)."""
   if ctx.thread is None or ctx.thread[0] in st.ranges:
     return None
+  if st.src[0].src[0].op is not Ops.DEFINE_GLOBAL:  # a STAGE fill: every thread fills a scratch of its own
+    return None
   out = _gate_to_thread0(st, ctx.thread[1])
   return None if out is st else out
 

@@ -52,14 +52,14 @@ def _size(r: UOp) -> int:
   return end.arg
 
 
-def pick_load(rngs: list[UOp], n_outer: int, red: UOp, k: UOp) -> tuple[UOp, list[UOp], list[UOp]] | None:
-  """(the load to stage, the outer loops it depends on, the rows) of a reduce over k: a LOAD of a buffer under the
-  reduce that reads along k and does not depend on at least one outer (THREAD or global) loop, the rows, which read
-  it again. Its outer loops go first (THREAD always does), then the rows. Of several, the one the most row
-  iterations reuse, then the one whose loops are in that order already."""
+def pick_load(rngs: list[UOp], n_outer: int, reds: list[UOp], k: UOp) -> tuple[UOp, list[UOp], list[UOp]] | None:
+  """(the load to stage, the outer loops it depends on, the rows) of the reduces over k: a LOAD of a buffer under
+  them that reads along k and does not depend on at least one outer (THREAD or global) loop, the rows, which read
+  it again. Its outer loops go first (THREAD always does), then the rows. Of several, the one whose scratch the rows
+  read the most bytes of (row iterations x tile bytes per element of k), then the one whose loops are in order."""
   outer = rngs[:n_outer]
   best: tuple[int, UOp, list[UOp], list[UOp]] | None = None
-  for u in toposort(red.src[0]):
+  for u in toposort(UOp.sink(*(r.src[0] for r in reds))):
     if u.op is not Ops.LOAD or u.src[0].src[0].op is not Ops.DEFINE_GLOBAL or k not in u.ranges:
       continue
     deps = set(u.ranges)
@@ -67,19 +67,28 @@ def pick_load(rngs: list[UOp], n_outer: int, red: UOp, k: UOp) -> tuple[UOp, lis
       continue
     need = [r for r in outer if r in deps or r.arg[1] is AxisType.THREAD]
     rows = [r for r in outer if r not in need]
-    score = (math.prod(_size(r) for r in rows), outer == need + rows)  # ties: the one that keeps the loop order
+    # what the scratch serves: row iterations x the tile's bytes per element of k; ties: the one in loop order
+    per_k = math.prod(_size(r) for r in deps - set(outer) if r is not k) * u.dtype.itemsize
+    score = (math.prod(_size(r) for r in rows) * per_k, outer == need + rows)
     if rows and (best is None or score > best[0]):
       best = (score, u, need, rows)
   return None if best is None else best[1:]
+
+
+def _main_reduces(ast: UOp, reds: list[UOp], outer: list[UOp]) -> list[UOp]:
+  """The reduces of the stores that loop over every outer axis: the kernel's main part, not a peeled remainder's
+  store (whose loads, over a remainder of rows, would look reused by every loop)."""
+  main = [st for st in ast.src if all(r in st.ranges for r in outer)]
+  return [red for red in reds if any(red in toposort(st) for st in main)]
 
 
 def stage_choice(rngs: list[UOp], n_outer: int, ast: UOp, k: UOp) -> tuple[int, int] | None:
   """For STAGE of reduce range k: (row iterations that reuse the tile, scratch bytes per element of k), or None
   when no load can be staged. What a heuristic sizes the blocks by."""
   reds = [u for u in toposort(ast) if u.op is Ops.REDUCE and k in u.src[1:]]
-  if len(reds) != 1 or any(r.src[0].op is not Ops.CONST for r in rngs):
+  if not reds or any(r.src[0].op is not Ops.CONST for r in rngs):
     return None
-  picked = pick_load(rngs, n_outer, reds[0], k)
+  picked = pick_load(rngs, n_outer, _main_reduces(ast, reds, rngs[:n_outer]), k)
   if picked is None:
     return None
   ld, _, rows = picked
@@ -91,18 +100,18 @@ def staged_store(rngs: list[UOp], n_outer: int, ast: UOp, k: UOp, amt: int, next
                  stride: Callable[[UOp, UOp], int | None]) -> dict[UOp, UOp]:
   """{old STORE: its staged version} for STAGE of reduce range k by blocks of amt (see the module doc).
   `stride(idx, r)`: how an index moves along r (None: not affine); `max_bytes`: the largest scratch allowed."""
-  _need(len(ast.src) == 1, "one store only")
-  st = ast.src[0]
-  reds = [u for u in toposort(st) if u.op is Ops.REDUCE]
-  _need(len(reds) == 1 and k in reds[0].src[1:], "one reduce only, over the staged axis")
-  red = reds[0]
+  # the reduces over k: one per store of a kernel with peeled rows or columns (the rest a store of its own)
+  reds = [u for u in toposort(ast) if u.op is Ops.REDUCE and k in u.src[1:]]
+  _need(bool(reds), "no reduce over the staged axis")
   size = _size(k)
   blocks = size // amt
-  if blocks > 1:  # the output accumulates across blocks: only a sum that is stored as it is
-    _need(red.arg is Ops.ADD and st.src[1] is red, "blocks of a reduce need the sum stored as it is")
-    _need(len(st.src[0].src) == 2, "blocks of a reduce need an ungated store")
-    _need(st.src[0].src[0].dtype.base == red.dtype, "blocks accumulate in the output's dtype")
-  picked = pick_load(rngs, n_outer, red, k)
+  if blocks > 1:  # the outputs accumulate across blocks: only sums that are stored as they are
+    for st in ast.src:
+      red = st.src[1]
+      _need(red in reds and red.arg is Ops.ADD, "blocks of a reduce need the sum stored as it is, by each store")
+      _need(len(st.src[0].src) == 2, "blocks of a reduce need ungated stores")
+      _need(st.src[0].src[0].dtype.base == red.dtype, "blocks accumulate in the output's dtype")
+  picked = pick_load(rngs, n_outer, _main_reduces(ast, reds, rngs[:n_outer]), k)
   _need(picked is not None, "no load of the reduce is read again by an outer loop it does not depend on")
   assert picked is not None
   ld, need, rows = picked
@@ -152,13 +161,16 @@ def staged_store(rngs: list[UOp], n_outer: int, ast: UOp, k: UOp, amt: int, next
   fill = UOp(Ops.END, dtypes.void, (fill_st, *copy))
   read = UOp(Ops.LOAD, ld.dtype, (UOp(Ops.INDEX, local.dtype, (UOp(Ops.AFTER, local.dtype, (local, fill)),
                                                                flat([new_of[r] for r in tile]))),))
-  value = red.src[0].substitute({**sub, ld: read})
-  new_red = UOp(Ops.REDUCE, red.dtype, (value, *(k_in if r is k else r for r in red.src[1:])), red.arg)
+  new_reds = {red: UOp(Ops.REDUCE, red.dtype, (red.src[0].substitute({**sub, ld: read}),
+                                               *(k_in if r is k else r for r in red.src[1:])), red.arg) for red in reds}
   if blk is None:
-    return {st: st.substitute({**sub, red: new_red})}
-  ix = st.src[0].substitute(sub)
-  acc = UOp(Ops.LOAD, red.dtype, (UOp(Ops.INDEX, ix.dtype, (*ix.src, blk > 0)),))
-  return {st: UOp(Ops.STORE, st.dtype, (ix, acc + new_red))}
+    return {st: st.substitute({**sub, **new_reds}) for st in ast.src}
+  out = {}
+  for st in ast.src:
+    ix = st.src[0].substitute(sub)
+    acc = UOp(Ops.LOAD, st.src[1].dtype, (UOp(Ops.INDEX, ix.dtype, (*ix.src, blk > 0)),))
+    out[st] = UOp(Ops.STORE, st.dtype, (ix, acc + new_reds[st.src[1]]))
+  return out
 
 
 def _swap_store(ctx: dict[UOp, UOp], st: UOp) -> UOp | None:
