@@ -15,7 +15,10 @@ contiguous vector loads from a few pages in L1/L2 instead of half a cache line p
   load's own memory order (the unit-stride axis innermost, so the row tiles' reads stay vector loads); a masked
   load copies its zeros, so the reads need no mask;
 - with more than one block the output accumulates across blocks: `STORE(C, LOAD(C, valid=k_blk > 0) + REDUCE)`
-  (the first block stores, later ones add; the masked load reads nothing in the first block).
+  (the first block stores, later ones add; the masked load reads nothing in the first block);
+- a kernel with peeled rows or columns (PEEL: the remainder is a store of its own) picks the load from the main
+  part's reduce and stages it in every reduce that reads it (a peeled-rows remainder reads the same B strip); with
+  blocks every store accumulates its own outputs.
 The codegen places the fill where its free ranges (the loops outside the rows) are open, so each (column tile,
 block) fills the scratch once and every row tile reuses it; the scratch is an `alloca` of the kernel function, so
 every thread of a THREAD split has its own. Only THREAD may follow a STAGE (the fill is built from the axes as they
