@@ -63,6 +63,7 @@ class AxisType(Enum):
   """What a RANGE becomes in the kernel (its color in the UI: compiler.opt.kernel.AXIS_COLORS)."""
   GLOBAL = auto(); THREAD = auto(); LOCAL = auto(); LOOP = auto(); GROUP_REDUCE = auto()  # noqa: E702
   REDUCE = auto(); UPCAST = auto(); UNROLL = auto()  # noqa: E702
+  BLOCK = auto()  # a block of a reduce, looped outside the store: the output accumulates across blocks (STAGE)
 
   def __repr__(self) -> str:
     return f"AxisType.{self.name}"

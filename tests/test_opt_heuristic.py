@@ -25,12 +25,13 @@ def tile(k: Kernel) -> dict[int, int]:
 
 def test_matmul_gets_a_register_tile_of_vectors_and_threads():
   # AVX2-like: 8-float vectors, 16 registers: one 64-byte line of columns (2 vectors) x 6 rows = 12 accumulators,
-  # the 512 % 6 rows left peeled; column tiles outside row tiles, threads over the columns
+  # the 512 % 6 rows left peeled; column tiles outside row tiles, B's strip (512 x 16, over half of a 32 KiB L1)
+  # staged contiguous (issue 16's 6x16 tile with B contiguous), threads over the columns
   k = hand_coded_optimizations(Kernel(matmul_ast(512, 512, 512), CPU2))
   assert tile(k) == {1: 16, 512: 6}
   assert k.axis_types[0] is A.THREAD and k.full_shape[0] == 2
   assert k.applied_opts == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.PEEL, 0, 6), Opt(OptOps.SWAP, 0, 1),
-                            Opt(OptOps.THREAD, 0, 2)]
+                            Opt(OptOps.STAGE, 0, 512), Opt(OptOps.THREAD, 0, 2)]
   # AVX-512-like: 16-float vectors, 32 registers: 8 rows x two vectors = 16 accumulators
   k = hand_coded_optimizations(Kernel(matmul_ast(512, 512, 512), Target(threads=2, vector_floats=16, vector_regs=32)))
   assert tile(k) == {1: 16, 16: 2, 512: 8} and A.UNROLL not in k.axis_types  # columns j16 + 16*j2

@@ -82,6 +82,9 @@ class _Linearizer:
       if u.op is Ops.PHI:
         self.emit_reduce(u)
         continue
+      if u.op is Ops.END:
+        self.emit_fill(u)
+        continue
       if u.op is Ops.RANGE:
         raise CodegenError(self.kname, "range used outside of its loop", u)
       if u.op is Ops.DEFINE_ACC:
@@ -118,6 +121,18 @@ class _Linearizer:
       self.close_loop()
     for p in group:
       self._mark(p)
+
+  def emit_fill(self, end: UOp) -> None:
+    """END(STORE, *ranges) (a STAGE scratch's fill): its loops, in its order, around the store; what does not
+    depend on them is hoisted before."""
+    st = end.src[0]
+    self.hoist([st])
+    for r in end.src[1:]:
+      self.open_loop(r)
+    self.store(st)
+    for _ in end.src[1:]:
+      self.close_loop()
+    self._mark(end)
 
   def _ancestors(self, u: UOp) -> set[UOp]:
     if u not in self._anc:
@@ -179,8 +194,15 @@ class _Linearizer:
   def _parallel(self, outer: list[UOp], stores: list[UOp]) -> UOp | None:
     thread = [r for r in outer if axis_type(r) is AxisType.THREAD]
     cands = thread or [r for r in outer if const_size(r) != 1]
-    # the outermost one every store loops over (a peeled remainder's store may not loop over the first)
-    return next((r for r in cands if all(r in self.free[s] for s in stores)), None)
+    # the outermost one every store loops over (a peeled remainder's store may not loop over the first); never a
+    # STAGE block axis nor a loop inside one: its iterations add into the same outputs, and the parallel loop is
+    # moved outermost (a row loop there would refill the scratch for every row tile)
+    for r in cands:
+      if axis_type(r) is AxisType.BLOCK:
+        return None
+      if all(r in self.free[s] for s in stores):
+        return r
+    return None
 
 
 def linearize(sink: UOp, kname: str) -> Linear:

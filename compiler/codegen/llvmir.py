@@ -297,8 +297,8 @@ class _Renderer:
   # ---- memory
   def _addr(self, ix: UOp) -> str:
     buf, idx = ix.src[0], ix.src[1]
-    if buf.op is not Ops.DEFINE_GLOBAL:
-      raise self.err("INDEX of something other than a DEFINE_GLOBAL", ix)
+    if buf.op not in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.AFTER):
+      raise self.err("INDEX of something other than a buffer", ix)
     if len(ix.src) > 2:
       raise self.err("INDEX with a valid left after lowering", ix)
     if idx.dtype.count != 1 or not dtypes.is_int(idx.dtype):
@@ -362,6 +362,14 @@ class _Renderer:
       return self._alu(u)
     if u.op is Ops.INDEX:
       return self._addr(u)
+    if u.op is Ops.DEFINE_LOCAL:  # a STAGE scratch: the function's own, so each thread's call has one
+      if self.block != "entry":
+        raise self.err("a scratch must be allocated before the loops", u)
+      out = self.fresh("local")
+      self.emit(f"{out} = alloca [{u.dtype.size} x {ltype(u.dtype.base, mem=True)}], align 64")
+      return out
+    if u.op is Ops.AFTER:  # the scratch, read once its fill (the second source, placed before) is done
+      return self.val(u.src[0])
     raise self.err(f"unsupported op {u.op.name}", u)
 
   def _vectorize(self, u: UOp) -> str:
@@ -663,7 +671,7 @@ def _scalef_intrinsic(dt: DType) -> str | None:
 def render_llvm(kname: str, fname: str, lin: Linear, nbufs: int, vars_: list[UOp]) -> str:
   """LLVM IR text of one kernel function (see the module doc for the signature)."""
   for u in lin.uops:
-    if u.op not in (Ops.INDEX, Ops.DEFINE_GLOBAL) and u.dtype != dtypes.void:
+    if u.op not in (Ops.INDEX, Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.AFTER) and u.dtype != dtypes.void:
       try:
         ltype(u.dtype)
       except TypeError as e:

@@ -120,11 +120,12 @@ def get_program(ast: UOp) -> Program:
   nbufs = max(bufs) + 1
   fname = _sym(kname)
   src = render_llvm(kname, fname, lin, nbufs, list(vars_))
-  ins = tuple(sorted({u.src[0].src[0].arg for u in lin.uops if u.op is Ops.LOAD}))
-  outs = tuple(sorted({u.src[0].src[0].arg for u in lin.uops if u.op is Ops.STORE}))
+  glob = [u for u in lin.uops if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
+  ins = tuple(sorted({u.src[0].src[0].arg for u in glob if u.op is Ops.LOAD}))
+  outs = tuple(sorted({u.src[0].src[0].arg for u in glob if u.op is Ops.STORE}))
   gated = {u.src[0] for u in lin.uops if u.op is Ops.STORE and len(u.src) > 2}
   accesses = tuple((u.src[0].arg, u.src[1], u.dtype.base.count) for u in lin.uops
-                   if u.op is Ops.INDEX and u not in gated)
+                   if u.op is Ops.INDEX and u not in gated and u.src[0].op is Ops.DEFINE_GLOBAL)
   prg = Program(kname, fname, src, tuple(lin.uops), nbufs,
                 tuple(bufs[i].dtype.base if i in bufs else None for i in range(nbufs)), ins, outs, vars_,
                 None if lin.par is None else lin.par.src[0], flops_terms(lin), accesses)

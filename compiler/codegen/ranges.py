@@ -28,6 +28,8 @@ def free_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
       fs = fs - frozenset(u.src[1:])
     elif u.op is Ops.PHI:  # PHI(acc, update): the accumulator's loops end here
       fs = fs - frozenset(u.src[0].src[1:])
+    elif u.op is Ops.END:  # END(STORE, *ranges): the loops of a STAGE fill end here
+      fs = fs - frozenset(u.src[1:])
     out[u] = fs
   return out
 
@@ -40,7 +42,7 @@ def const_size(r: UOp) -> int | None:
 
 # nesting rank of loops (same rank: by axis id), as the optimizer orders axes
 _RANK = {AxisType.THREAD: 0, AxisType.GLOBAL: 1, AxisType.LOOP: 1, AxisType.LOCAL: 2, AxisType.GROUP_REDUCE: 3,
-         AxisType.REDUCE: 4, AxisType.UNROLL: 5, AxisType.UPCAST: 5}
+         AxisType.REDUCE: 4, AxisType.UNROLL: 5, AxisType.UPCAST: 5, AxisType.BLOCK: 1}
 
 
 def loop_key(r: UOp) -> tuple:

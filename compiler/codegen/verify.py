@@ -6,7 +6,8 @@ from compiler.dtype import PtrDType, dtypes
 from compiler.uop import AxisType, GroupOp, Ops, UOp, toposort
 
 _ALLOWED = GroupOp.ALU | {Ops.SINK, Ops.STORE, Ops.INDEX, Ops.LOAD, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.RANGE,
-                          Ops.CONST, Ops.REDUCE, Ops.CAST, Ops.BITCAST, Ops.VECTORIZE}
+                          Ops.CONST, Ops.REDUCE, Ops.CAST, Ops.BITCAST, Ops.VECTORIZE,
+                          Ops.DEFINE_LOCAL, Ops.AFTER, Ops.END}  # the last three: a STAGE scratch and its fill
 _SUPPORTED = set(dtypes.all) | {dtypes.void}
 
 
@@ -32,6 +33,8 @@ def verify_ast(ast: UOp) -> None:
       raise CodegenError(kname, "LOAD must be LOAD(INDEX(...))", u)
     if u.op is Ops.INDEX:
       _check_index(kname, u)
+    if u.op in (Ops.END, Ops.AFTER):
+      _check_stage(kname, u)
     if u.op is Ops.DEFINE_GLOBAL:
       if not isinstance(u.dtype, PtrDType) or not isinstance(u.arg, int) or u.arg < 0:
         raise CodegenError(kname, "DEFINE_GLOBAL needs a pointer dtype and a slot number >= 0", u)
@@ -54,8 +57,19 @@ def verify_ast(ast: UOp) -> None:
       raise CodegenError(kname, "a kernel's SINK takes only STOREs", st)
 
 
+def _check_stage(kname: str, u: UOp) -> None:
+  """A scratch is read as INDEX(AFTER(DEFINE_LOCAL, END(STORE(...), *ranges)), idx): the fill loops, then the reads."""
+  if u.op is Ops.END and (not u.src or u.src[0].op is not Ops.STORE or any(r.op is not Ops.RANGE for r in u.src[1:])):
+    raise CodegenError(kname, "END must be END(STORE, *RANGEs)", u)
+  if u.op is Ops.AFTER and (len(u.src) != 2 or u.src[0].op is not Ops.DEFINE_LOCAL or u.src[1].op is not Ops.END):
+    raise CodegenError(kname, "AFTER must be AFTER(DEFINE_LOCAL, END)", u)
+
+
+_BUFFERS = (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.AFTER)
+
+
 def _check_index(kname: str, u: UOp) -> None:
-  if len(u.src) not in (2, 3) or u.src[0].op is not Ops.DEFINE_GLOBAL:
+  if len(u.src) not in (2, 3) or u.src[0].op not in _BUFFERS:
     raise CodegenError(kname, "INDEX must be INDEX(DEFINE_GLOBAL, idx[, valid])", u)
   if not dtypes.is_int(u.src[1].dtype) or u.src[1].dtype.count != 1:
     raise CodegenError(kname, "index must be a scalar int expression", u)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum, auto
 from typing import Any
 
+from compiler.opt.stage import MAX_SCRATCH, StageRefused, pm_stage, staged_store
 from compiler.opt.target import Target, host_target
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
 from compiler.symbolic import linear_form
@@ -23,6 +24,7 @@ from compiler.uop import AxisType, KernelInfo, Ops, UOp, substitute, toposort
 class OptOps(Enum):
   UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); GROUP = auto(); GROUPTOP = auto()  # noqa: E702
   PADTO = auto(); SWAP = auto(); NOLOCALS = auto(); THREAD = auto(); PEEL = auto()  # noqa: E702
+  STAGE = auto()  # the CPU's counterpart of LOCAL memory: a reused tile of an input copied to a contiguous scratch
 
   def __lt__(self, x: OptOps) -> bool:
     return self.value < x.value
@@ -73,7 +75,7 @@ def check(cond: bool, msg: str) -> None:
 # where each kind of axis goes in the canonical order (same rank: ordered by axis id)
 AXIS_RANK: dict[AxisType, int] = {
   AxisType.THREAD: 0, AxisType.GLOBAL: 1, AxisType.LOOP: 1, AxisType.LOCAL: 2, AxisType.GROUP_REDUCE: 3,
-  AxisType.REDUCE: 4, AxisType.UNROLL: 5, AxisType.UPCAST: 5,
+  AxisType.REDUCE: 4, AxisType.UNROLL: 5, AxisType.UPCAST: 5, AxisType.BLOCK: 1,
 }
 REDUCE_KINDS = frozenset({AxisType.GROUP_REDUCE, AxisType.REDUCE, AxisType.UNROLL})
 # the reference's colors: global blue (threads bright blue), local cyan, group green, reduce red,
@@ -81,6 +83,7 @@ REDUCE_KINDS = frozenset({AxisType.GROUP_REDUCE, AxisType.REDUCE, AxisType.UNROL
 AXIS_COLORS: dict[AxisType, str] = {
   AxisType.THREAD: "BLUE", AxisType.GLOBAL: "blue", AxisType.LOOP: "blue", AxisType.LOCAL: "cyan",
   AxisType.GROUP_REDUCE: "green", AxisType.REDUCE: "red", AxisType.UNROLL: "magenta", AxisType.UPCAST: "yellow",
+  AxisType.BLOCK: "green",
 }
 OPT_AXIS_TYPE: dict[OptOps, AxisType] = {
   OptOps.UPCAST: AxisType.UPCAST, OptOps.UNROLL: AxisType.UNROLL, OptOps.LOCAL: AxisType.LOCAL,
@@ -152,6 +155,8 @@ def _thread_gate(ctx: _OptSub, st: UOp) -> UOp | None:
   """A store that does not loop over the axis a THREAD splits runs in every thread: only thread 0 stores it (the
   gate is outside its loops: a remainder's handful of values is computed by each thread, stored by one)."""
   if ctx.thread is None or ctx.thread[0] in st.ranges:
+    return None
+  if st.src[0].src[0].op is not Ops.DEFINE_GLOBAL:  # a STAGE fill: every thread fills a scratch of its own
     return None
   out = _gate_to_thread0(st, ctx.thread[1])
   return None if out is st else out
@@ -272,9 +277,11 @@ class Kernel:
   def _set_ast(self, ast: UOp) -> None:
     self.ast = ast
     nodes = toposort(ast)
+    # the loops that fill a STAGE scratch (closed by an END) are not axes of the kernel
+    self.stage_rngs: frozenset[UOp] = frozenset(r for u in nodes if u.op is Ops.END for r in u.src[1:])
     every = sorted((u for u in nodes if u.op is Ops.RANGE), key=axis_key)
-    self.rngs: list[UOp] = [r for r in every if r.arg[0] not in self.peeled]
-    self.remainders: list[UOp] = [r for r in every if r.arg[0] in self.peeled]
+    self.rngs: list[UOp] = [r for r in every if r.arg[0] not in self.peeled and r not in self.stage_rngs]
+    self.remainders: list[UOp] = [r for r in every if r.arg[0] in self.peeled and r not in self.stage_rngs]
     self._max_axis_id = max((r.arg[0] for r in every), default=-1)
     self.reduceops: list[UOp] = [u for u in nodes if u.op is Ops.REDUCE]
     self.stores: list[UOp] = list(ast.src)
@@ -370,7 +377,7 @@ class Kernel:
   def real_axis(self, opt: Opt) -> int:
     if opt.axis is None:
       return -1
-    if opt.op is OptOps.UNROLL:
+    if opt.op in (OptOps.UNROLL, OptOps.STAGE):
       return self.first_reduce + opt.axis
     if opt.op in (OptOps.GROUP, OptOps.GROUPTOP):
       return self.first_reduce + self.group_for_reduces + opt.axis
@@ -411,7 +418,7 @@ class Kernel:
     """(the AST after `opt`, dont_use_locals after it); raises KernelOptError and changes nothing."""
     op, tgt = opt.op, self.target
     if op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.NOLOCALS):
-      check(tgt.has_local, f"{op.name}: target {tgt.name} has no local memory")
+      check(tgt.has_local, f"{op.name}: target {tgt.name} has no local memory (STAGE stages a tile on a CPU)")
       check(op is OptOps.NOLOCALS or not self.dont_use_locals, f"{op.name}: not using locals (NOLOCALS)")
     if op is OptOps.NOLOCALS:
       check(opt.axis is None and opt.arg is None, "NOLOCALS takes no axis or arg")
@@ -420,6 +427,9 @@ class Kernel:
       return self.ast, True
 
     check(type(opt.axis) is int, f"{op.name} needs an int axis, got {opt.axis!r}")
+    # a staged kernel's scratch is filled from the axes as they are: only a THREAD split (of loops outside the
+    # fill, each thread its own scratch) may follow
+    check(not self.stage_rngs or op is OptOps.THREAD, f"{op.name}: only THREAD may follow STAGE")
     axis = self.real_axis(opt)
     check(0 <= opt.axis and axis < self.shape_len, f"invalid axis {opt.axis} for {op.name} on {self.shape_strs()}")
     rng = self.rngs[axis]
@@ -445,6 +455,9 @@ class Kernel:
       check(size % amt == 0, f"{op.name}: {amt} does not divide the axis of size {size}")
     kind = rng.arg[1]
 
+    if op is OptOps.STAGE:
+      check(kind is AxisType.REDUCE, "STAGE blocks a reduce axis (not an unrolled one)")
+      return self._stage(rng, amt, opt), self.dont_use_locals
     if op is OptOps.LOCAL:
       check(axis < self.global_dims and kind is not AxisType.THREAD, "local is for globals")
     elif op in (OptOps.GROUP, OptOps.GROUPTOP):
@@ -460,7 +473,7 @@ class Kernel:
       check(axis < self.first_upcast and kind in REDUCE_KINDS, "unroll is for reduce axes not already upcasted")
       check(amt <= MAX_UNROLL, f"don't unroll more than {MAX_UNROLL}")
     elif op is OptOps.UPCAST:
-      check(axis < self.first_reduce, "upcast is for non-reduce axes")
+      check(axis < self.first_reduce and kind is not AxisType.BLOCK, "upcast is for non-reduce axes")
       check(amt <= MAX_UPCAST, f"don't upcast more than {MAX_UPCAST}")
     elif op is OptOps.THREAD:
       check(tgt.threads > 1 or tgt.max_threads > 1, f"target {tgt.name} runs no threads")
@@ -470,6 +483,7 @@ class Kernel:
       check(amt <= tgt.max_threads, f"don't use more than {tgt.max_threads} threads")
       if size % amt != 0:
         check(amt < size, f"THREAD: {amt} threads for an axis of size {size}")
+        check(not self.stage_rngs, f"THREAD after STAGE: {amt} does not divide the axis of size {size}")
         return self._thread_peel(rng, amt, opt), self.dont_use_locals
     elif op is OptOps.PADTO:
       return self._padto(axis, amt, opt), self.dont_use_locals
@@ -509,6 +523,16 @@ class Kernel:
     nid = self._next_axis_id()
     mapping = {self.rngs[i]: self.rngs[i].replace(arg=(nid + j, self.rngs[i].arg[1])) for j, i in enumerate(order)}
     return self._rewrite(_OptSub(ranges=mapping, reduce={k: (v,) for k, v in mapping.items()}), opt)
+
+  def _stage(self, rng: UOp, amt: int, opt: Opt) -> UOp:
+    """STAGE (compiler.opt.stage): a reused tile of an input copied to a scratch at most half of L2 in size."""
+    check(not self.vars, "STAGE does not work with symbolic shapes")
+    try:
+      new = staged_store(self.rngs, self.global_dims, self.ast, rng, amt, self._next_axis_id(),
+                         min(self.target.l2_bytes // 2, MAX_SCRATCH), axis_stride)
+    except StageRefused as e:
+      raise KernelOptError(f"STAGE: {e}") from None
+    return graph_rewrite(self.ast, pm_stage, ctx=new, name=f"apply {opt.short()}")
 
   def _padto(self, axis: int, amt: int, opt: Opt) -> UOp:
     rng = self.rngs[axis]

@@ -44,6 +44,8 @@ def kernel_actions(k: Kernel) -> list[Opt]:
   threads = k.target.threads
   if threads > 1:
     acts += [Opt(OptOps.THREAD, axis, amt) for axis in range(3) for amt in sorted({threads, 2 * threads})]
+  # the CPU's local memory: a reused tile staged in a scratch, the whole reduce or blocks of it (compiler.opt.stage)
+  acts += [Opt(OptOps.STAGE, axis, amt) for amt in (0, 64, 128, 256, 512) for axis in range(2)]
   if k.target.has_local:
     acts += [Opt(OptOps.LOCAL, axis, amt) for amt in (2, 4, 8, 16) for axis in range(6)]
     acts += [Opt(OptOps.GROUPTOP, axis, amt) for amt in (13, 16, 28, 29, 32, 49, 64, 256) for axis in range(3)]
