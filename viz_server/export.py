@@ -418,7 +418,7 @@ def render(data: dict, source_name: str) -> str:
     if old not in page:
       raise ExportError(f"templates/index.html: {old!r} not found")
     page = page.replace(old, new, 1)
-  page = re.sub(r'\s*<link rel="modulepreload" href="[^"]*"[^>]*>', "", page)  # the modules are inline
+  page = re.sub(r'\s*<link rel="modulepreload" href="[^"]*">', "", page)  # the modules are inline
   left = re.search(r'\b(?:src|href)="(?!data:)[^"]*"', page)
   if left:
     raise ExportError(f"templates/index.html loads {left.group()}: the export would not be self-contained")
