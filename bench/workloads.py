@@ -90,11 +90,11 @@ def _np_conv2d(x: np.ndarray, w: np.ndarray) -> np.ndarray:
   return np.einsum("bchwij,ocij->bohw", cols, w, optimize=True).astype(np.float32).reshape(bs, cout, oh, ow)
 
 
-def conv2d(scale: float = 1.0, seed: int = 0) -> Workload:
-  """conv2d of (8,16,32,32) with (32,16,3,3), no padding, stride 1."""
+def conv2d(scale: float = 1.0, seed: int = 0, hw: int = 32, cout: int = 32, name: str = "conv2d") -> Workload:
+  """conv2d of (8,16,hw,hw) with (cout,16,3,3), no padding, stride 1 (default: 32, 32)."""
   rng = np.random.default_rng(seed)
-  bs, cin, hw, cout = _dim(8, scale), _dim(16, scale), _dim(32, scale, lo=3), _dim(32, scale)
-  return Workload("conv2d", [_rand(rng, bs, cin, hw, hw), _rand(rng, cout, cin, 3, 3)],
+  bs, cin, hw, cout = _dim(8, scale), _dim(16, scale), _dim(hw, scale, lo=3), _dim(cout, scale)
+  return Workload(name, [_rand(rng, bs, cin, hw, hw), _rand(rng, cout, cin, 3, 3)],
                   lambda x, w: x.conv2d(w), _np_conv2d)
 
 
@@ -114,10 +114,7 @@ def _matmul_n(n: int) -> Callable[..., Workload]:
 
 def conv2d_odd(scale: float = 1.0, seed: int = 0) -> Workload:
   """conv2d of (8,16,33,33) with (30,16,3,3): 31x31 outputs and 30 channels, sizes no vector divides."""
-  rng = np.random.default_rng(seed)
-  bs, cin, hw, cout = _dim(8, scale), _dim(16, scale), _dim(33, scale, lo=3), _dim(30, scale)
-  return Workload("conv2d_odd", [_rand(rng, bs, cin, hw, hw), _rand(rng, cout, cin, 3, 3)],
-                  lambda x, w: x.conv2d(w), _np_conv2d)
+  return conv2d(scale, seed, hw=33, cout=30, name="conv2d_odd")
 
 
 # sizes the register tiles do not divide (their remainders peeled): `bench_kernels.py --odd`
