@@ -64,8 +64,10 @@ def test_neighbours_are_asked_after_the_first_graph_is_painted(new_page, server)
   page = new_page()
   open_page(page, server, f"#t={t}&c={kernel['id']}&r={rw['id']}&s=2")
   wait_graph(page, t, rw["id"], 2)
-  page.wait_for_function("() => window.__viz.perf.firstGraphMs !== null"
-                         " && performance.getEntriesByType('resource').some((e) => e.name.includes('/delta?'))")
+  # a resource entry is added when its response has ended, so wait for both neighbours' entries, not the first one
+  page.wait_for_function("() => window.__viz.perf.firstGraphMs !== null && ['to=1&', 'to=3&'].every((q) =>"
+                         " performance.getEntriesByType('resource').some((e) => e.name.includes('/delta?')"
+                         " && e.name.includes(q)))")
   asked = page.evaluate("() => performance.getEntriesByType('resource').filter((e) => e.name.includes('/delta?'))"
                         ".map((e) => [new URL(e.name).search, e.startTime])")
   painted = page.evaluate("() => window.__viz.perf.firstGraphMs")
