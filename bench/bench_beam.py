@@ -28,7 +28,7 @@ def _kernels(w, amt: int, rounds: int) -> tuple[list, list, list, float]:
   from compiler.engine import beam_search
   from compiler.opt import Kernel, hand_coded_optimizations
   from compiler.runtime.compiled import compile_kernel
-  from compiler.schedule import create_schedule
+  from compiler.schedule.rangeify import create_schedule
   sched, _ = create_schedule([w.lazy().uop])
   heur, beam, bufs, search_s = [], [], [], 0.0
   for si in sched:

@@ -63,7 +63,7 @@ def _measure(w, reps: int, clock, threads: int) -> dict:
   import numpy as np
 
   from compiler.realize import get_runner
-  from compiler.schedule import create_schedule
+  from compiler.schedule.rangeify import create_schedule
   t0 = time.perf_counter()
   got = w.lazy().numpy()
   first = time.perf_counter() - t0

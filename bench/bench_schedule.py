@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.table import format_table  # noqa: E402
 from bench.workloads import WORKLOADS, Workload  # noqa: E402
-from compiler.schedule import create_schedule  # noqa: E402
+from compiler.schedule.rangeify import create_schedule  # noqa: E402
 from compiler.trace import recorder  # noqa: E402
 from compiler.uop import toposort  # noqa: E402
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.table import format_table  # noqa: E402
 from bench.workloads import mlp  # noqa: E402
 from compiler import Tensor, TinyJit, nn  # noqa: E402
-from compiler.schedule import create_schedule  # noqa: E402
+from compiler.schedule.rangeify import create_schedule  # noqa: E402
 from compiler.tensor import _realized  # noqa: E402
 
 LR = 0.01

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 from compiler import debug
 from compiler.runtime.buffer import Buffer, _freed
-from compiler.schedule import ScheduleItem
+from compiler.schedule.rangeify import ScheduleItem
 from compiler.symbolic import linear_form
 from compiler.trace import recorder
 from compiler.trace.recorder import trace_context

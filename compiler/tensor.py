@@ -237,7 +237,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
   @staticmethod
   def _realize_all(tensors: Sequence[Tensor]) -> None:
     from compiler.realize import run_schedule
-    from compiler.schedule import create_schedule
+    from compiler.schedule.rangeify import create_schedule
     todo = [t for t in tensors if buffer_of_view(t.uop) is None]
     if not todo:
       return
@@ -264,7 +264,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
 
   def schedule(self, *others: Tensor) -> list:
     """The kernels that would compute these tensors (nothing runs; the tensors stay lazy)."""
-    from compiler.schedule import create_schedule
+    from compiler.schedule.rangeify import create_schedule
     return create_schedule([t.uop for t in (self, *others)], _realized)[0]
 
   def numpy(self) -> np.ndarray:

@@ -14,7 +14,7 @@ from compiler.dtype import dtypes
 from compiler.realize import run_schedule, whole_outputs
 from compiler.runtime import buffer as bufmod
 from compiler.runtime.buffer import Buffer, array_address
-from compiler.schedule import create_schedule
+from compiler.schedule.rangeify import create_schedule
 from compiler.uop import AxisType, Ops, UOp
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from compiler import debug, realize
 from compiler.runtime.interpreter import InterpretedKernel
-from compiler.schedule import create_schedule
+from compiler.schedule.rangeify import create_schedule
 from compiler.tensor import Tensor
 
 COMPILE_S, RUN_S = 5.0, 2e-6

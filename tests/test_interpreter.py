@@ -10,7 +10,7 @@ from compiler import realize as realize_mod
 from compiler.runtime import interpreter
 from compiler.runtime.buffer import Buffer
 from compiler.runtime.interpreter import InterpretedKernel, InterpreterError, interpret
-from compiler.schedule import ScheduleItem
+from compiler.schedule.rangeify import ScheduleItem
 from compiler.uop import AxisType, KernelInfo, Ops, UOp, exec_alu
 
 

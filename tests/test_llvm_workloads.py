@@ -15,7 +15,7 @@ from workloads import WORKLOADS  # noqa: E402
 from compiler.engine import optimize  # noqa: E402
 from compiler.runtime.compiled import compile_kernel  # noqa: E402
 from compiler.runtime.interpreter import interpret  # noqa: E402
-from compiler.schedule import create_schedule  # noqa: E402
+from compiler.schedule.rangeify import create_schedule  # noqa: E402
 
 SCALES = {"elementwise": 0.01, "matmul": 0.1, "softmax": 0.1, "mlp": 0.1, "conv2d": 0.3}
 

@@ -20,7 +20,7 @@ from compiler.opt.target import AVX2, AVX512, SSE
 from compiler.runtime import compiled
 from compiler.runtime.compiled import compile_kernel
 from compiler.runtime.interpreter import interpret
-from compiler.schedule import create_schedule
+from compiler.schedule.rangeify import create_schedule
 from compiler.tensor import Tensor
 from compiler.trace import recorder
 from compiler.uop import AxisType, Ops, UOp, toposort

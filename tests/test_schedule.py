@@ -8,8 +8,8 @@ import pytest
 
 from compiler import Tensor, dtypes
 from compiler.realize import run_schedule
-from compiler.schedule import create_schedule
 from compiler.schedule.cache import SCHEDULES
+from compiler.schedule.rangeify import create_schedule
 from compiler.trace import recorder
 from compiler.uop import AxisType, Ops, UOp
 from vztrace.reader import TraceReader

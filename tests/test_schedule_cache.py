@@ -8,8 +8,8 @@ import pytest
 
 from compiler import Tensor
 from compiler.runtime.buffer import buffer_of
-from compiler.schedule import create_schedule
 from compiler.schedule.cache import SCHEDULES
+from compiler.schedule.rangeify import create_schedule
 from vztrace.reader import TraceReader
 
 rng = np.random.default_rng(0)

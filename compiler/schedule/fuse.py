@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
-from compiler.schedule.rangeify import kernel_name
+from compiler.schedule.naming import kernel_name
 from compiler.uop import AxisType, KernelInfo, Ops, UOp, substitute, toposort
 
 Kernel = tuple[UOp, tuple[UOp, ...]]  # (ast, BUFFER nodes in slot order: outputs first)

@@ -1,8 +1,15 @@
-"""Rangeify: each BUFFERIZE of the tensor graph becomes a kernel AST storing one buffer; movement ops, index math.
+"""The scheduler: tensor graph -> ordered kernels, each phase a named graph_rewrite in one "schedule N" context.
 
-The AST is formed by named rewrites, each step visible in the trace: "rangeify" (its first step opens the store over
-the output's elements, the others push tensor-level INDEXes down the graph), "simplify", "narrow index" (int64 index
-math to int32 where bounds allow) and "number globals" (the globals left get slots 0..n-1, then the kernel its name).
+`create_schedule` (at the end of this file) runs the phases, in the style of the reference's rangeify: "View Tensor
+Graph" snapshot, "replace realized", "earliest rewrites", "add bufferize", "remove bufferize" (the cost rule), "split
+kernels", a "View Kernel Graph" snapshot, then "fuse kernels" (an in-place write reading other kernels' outputs where
+it stores joins them: one kernel with several STOREs).
+
+"split kernels" makes each BUFFERIZE of the tensor graph a kernel AST storing one buffer, formed by named rewrites,
+each step visible in the trace: "rangeify" (its first step opens the store over the output's elements, the others
+push tensor-level INDEXes down the graph, turning movement ops into index math over RANGEs), "simplify", "narrow
+index" (int64 index math to int32 where bounds allow) and "number globals" (the globals left get slots 0..n-1, then
+the kernel its name).
 
 A tensor-level INDEX is `INDEX(x, gate, *idxs)`: the value of tensor node `x` at the element `idxs` (one int
 expression per dimension of x), read only where the bool `gate` holds. `pm_rangeify` pushes it through movement ops
@@ -11,15 +18,28 @@ buffers, where it becomes `LOAD(INDEX(DEFINE_GLOBAL(slot), flat_idx[, gate]))`.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
+from typing import Mapping, MutableMapping
 
 from compiler.dtype import DType, dtypes
-from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
-from compiler.runtime.buffer import new_buffer_uop
-from compiler.schedule.assign import assign_target, writes_in_place
+from compiler.rewrite import PatternMatcher, UPat, graph_rewrite, track_graph
+from compiler.runtime.buffer import Buffer, buffer_of, new_buffer_uop
+from compiler.schedule.assign import assign_target, forget_overwritten, kernel_order, writes_in_place
+from compiler.schedule.bufferize import (
+  bufferize_candidates,
+  earliest_rewrites,
+  is_buffer_view,
+  pm_add_bufferize,
+  pm_remove_bufferize,
+)
+from compiler.schedule.cache import SCHEDULES, CachedSchedule, structure_key
+from compiler.schedule.fuse import fuse_kernels, kernel_outputs
+from compiler.schedule.naming import kernel_name
 from compiler.schedule.shape import Shape, prod, shape_of, strides_for
 from compiler.schedule.simplify import simplify_kernel
-from compiler.uop import AxisType, GroupOp, KernelInfo, Ops, UOp, toposort
+from compiler.trace.recorder import trace_context
+from compiler.uop import AxisType, GroupOp, KernelInfo, Ops, UOp, substitute, toposort
 
 TRUE = UOp.const(dtypes.bool, True)
 
@@ -201,27 +221,6 @@ pm_rangeify = PatternMatcher([
 ], name="rangeify")
 
 
-# kernel name -> the (nameless) ASTs that got it, so a different AST with the same shape gets "n1", "n2", ...
-# (strong keys: nameless ASTs are transient; the table is bounded instead)
-_names: dict[str, dict[UOp, int]] = {}
-_MAX_NAMED = 20000
-
-
-def kernel_name(ast: UOp) -> str:
-  """`E_`/`r_` + the range sizes in axis-id order (the reference's style), unique per distinct AST."""
-  nodes = toposort(ast)
-  rngs = sorted((u for u in nodes if u.op is Ops.RANGE), key=lambda r: r.arg[0])
-  prefix = "r" if any(u.op is Ops.REDUCE for u in nodes) else "E"
-  base = f"{prefix}_" + ("_".join(str(r.src[0].arg) for r in rngs) or "1")
-  if sum(len(v) for v in _names.values()) > _MAX_NAMED:
-    _names.clear()
-  seen = _names.setdefault(base, {})
-  if ast not in seen:
-    seen[ast] = max(seen.values(), default=-1) + 1
-  n = seen[ast]
-  return base if n == 0 else f"{base}n{n}"
-
-
 INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
 
 
@@ -381,3 +380,85 @@ def _split_bufferize(b: UOp) -> UOp:
 pm_split_kernels = PatternMatcher([
   (UPat(Ops.BUFFERIZE, name="b"), _split_bufferize),
 ], name="split kernels")
+
+
+# ---- the scheduler's driver: its passes in order, in one "schedule N" context
+
+@dataclass(frozen=True)
+class ScheduleItem:
+  """One kernel to run: its AST and its buffers in DEFINE_GLOBAL slot order (outputs first)."""
+  ast: UOp
+  bufs: tuple[Buffer, ...]
+
+  @property
+  def name(self) -> str:
+    return self.ast.arg.name
+
+  def __repr__(self) -> str:
+    return f"ScheduleItem({self.name}, bufs={list(self.bufs)})"
+
+
+_schedule_count = itertools.count()
+
+pm_replace_realized = PatternMatcher([(UPat(name="x"), lambda ctx, x: ctx.get(x))], name="replace realized")
+
+
+def _to_view(u: UOp) -> UOp:
+  """The tensor-level view of a scheduled output: AFTER(buffer, kernel) becomes the plain buffer."""
+  afters = {x: x.src[0] for x in toposort(u, gate=lambda y: y.op is not Ops.AFTER) if x.op is Ops.AFTER}
+  return substitute(u, afters)
+
+
+def create_schedule(outputs: list[UOp], realized: Mapping[UOp, UOp] | None = None
+                    ) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+  """Kernels (in dependency order) that compute the tensor-level `outputs`, and the map output -> buffer view.
+
+  `realized` maps tensor nodes computed earlier to views of their buffers; they are read instead of recomputed. A
+  graph of a shape scheduled before reuses that schedule (compiler.schedule.cache), seen in the trace as a
+  "schedule cache hit" snapshot in place of the passes."""
+  with trace_context(f"schedule {next(_schedule_count)}", kind="schedule"):
+    empty = {o: UOp(Ops.RESHAPE, o.dtype, (new_buffer_uop(o.dtype, 0),), shape_of(o))
+             for o in outputs if prod(shape_of(o)) == 0}
+    sink = UOp.sink(*(empty.get(o, o) for o in outputs))
+    track_graph(sink, "View Tensor Graph")
+    if realized:
+      sink = graph_rewrite(sink, pm_replace_realized, ctx=realized, name="replace realized")
+    key, inputs = structure_key(sink) if SCHEDULES.enabled() else (None, [])
+    cached = SCHEDULES.get(key) if key is not None else None
+    if cached is not None:
+      track_graph(sink, "schedule cache hit")
+      kernels, views = cached.bind(inputs)
+    else:
+      kernels, views = _schedule(sink)
+      made = CachedSchedule.of(kernels, views, inputs) if key is not None else None
+      if made is not None:
+        SCHEDULES.put(key, made)
+  if realized and isinstance(realized, MutableMapping):  # Tensor.assign overwrote buffers: their old values are gone
+    forget_overwritten(realized, {b for k in kernels for b in kernel_outputs(k)})
+  schedule = [ScheduleItem(ast, tuple(buffer_of(b) for b in bufs)) for ast, bufs in kernels]
+  return schedule, dict(zip(outputs, views))
+
+
+def _schedule(sink: UOp) -> tuple[list[tuple[UOp, tuple[UOp, ...]]], list[UOp]]:
+  """The scheduler's passes: kernels as (ast, BUFFER nodes in slot order) in dependency order, the outputs' views."""
+  in_place = {u for u in toposort(sink) if u.op is Ops.BUFFER}  # an assign's target is one; a kernel's output is not
+  sink = graph_rewrite(sink, earliest_rewrites, name="earliest rewrites")
+  sink = graph_rewrite(sink, pm_add_bufferize, ctx=bufferize_candidates(sink), name="add bufferize")
+  sink = graph_rewrite(sink, pm_remove_bufferize, bottom_up=True, name="remove bufferize")
+  sink = graph_rewrite(sink, pm_split_kernels, bottom_up=True, name="split kernels")
+  track_graph(sink, "View Kernel Graph")
+  kernels = []
+  afters = [u for u in toposort(sink, gate=lambda y: y.op is not Ops.SINK or y is sink) if u.op is Ops.AFTER]
+  for u in kernel_order(afters):  # reads of a buffer before the in-place write that overwrites it
+    if u.op is Ops.AFTER:
+      kernel = u.src[1]
+      ins = tuple(b.src[0] if b.op is Ops.AFTER else b for b in kernel.src[1:])
+      kernels.append((kernel.src[0], (u.src[0], *ins)))
+  kernels = fuse_kernels(kernels, in_place)
+  views = []
+  for s in sink.src:
+    view = _to_view(s)
+    if not is_buffer_view(view):
+      raise RuntimeError(f"scheduler bug: an output became {view.op}, not a buffer view")
+    views.append(view)
+  return kernels, views
