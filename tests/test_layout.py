@@ -373,9 +373,10 @@ def test_big_graph_takes_the_cut_search_and_stays_valid(monkeypatch):
     import viz_server.layout as L
     seen = []
     search, finish = L._search, L._finish
-    monkeypatch.setattr(L, "_search", lambda O, starts, *a: seen.append((len(O.P.up), starts)) or search(O, starts, *a))
+    monkeypatch.setattr(L, "_search",
+                        lambda o, starts, *a: seen.append((len(o.graph.up), starts)) or search(o, starts, *a))
     swept = []
-    monkeypatch.setattr(L, "_finish", lambda O, *a: swept.append(O.best_c) or finish(O, *a))
+    monkeypatch.setattr(L, "_finish", lambda orderer, *a: swept.append(orderer.best_c) or finish(orderer, *a))
     edges = uop_like(5000, 2)
     sizes = sizes_for(nodes_of(edges), 2)
     lay = layout_graph(sizes, edges)

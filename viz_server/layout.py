@@ -278,7 +278,7 @@ def _demote(n: int, src: np.ndarray, dst: np.ndarray, lay: np.ndarray, cap: int 
 # ---------------------------------------------------------------- proper layered graph
 
 
-class _Proper:
+class _ProperGraph:
     """The layered graph with dummy nodes: every edge joins consecutive layers."""
 
     def __init__(self, n: int, lay: np.ndarray, src: np.ndarray, dst: np.ndarray, widths: np.ndarray):
@@ -288,7 +288,7 @@ class _Proper:
         self.dstart = n + np.cumsum(nd) - nd          # first dummy id of each DAG edge
         self.span = span
         tot = n + int(nd.sum())
-        self.N = tot
+        self.n_nodes = tot
         e_rep = np.repeat(np.arange(len(src)), span)
         k = np.arange(int(span.sum())) - np.repeat(np.cumsum(span) - span, span)
         up = np.where(k == 0, src[e_rep], self.dstart[e_rep] + k - 1)
@@ -306,15 +306,15 @@ class _Proper:
         o = np.lexsort((lo, layer[up]))
         self.up, self.lo = up[o], lo[o]
         self.gap = layer[self.up]
-        self.L = int(layer.max()) + 1 if tot else 0
-        gptr = np.zeros(self.L + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self.gap, minlength=self.L), out=gptr[1:])
+        self.n_layers = int(layer.max()) + 1 if tot else 0
+        gptr = np.zeros(self.n_layers + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.gap, minlength=self.n_layers), out=gptr[1:])
         self.gptr = gptr
         lo_order = np.argsort(layer, kind="stable")
-        lptr = np.zeros(self.L + 1, dtype=np.int64)
-        np.cumsum(np.bincount(layer, minlength=self.L), out=lptr[1:])
+        lptr = np.zeros(self.n_layers + 1, dtype=np.int64)
+        np.cumsum(np.bincount(layer, minlength=self.n_layers), out=lptr[1:])
         self.lptr = lptr
-        self.members = [lo_order[lptr[i]:lptr[i + 1]] for i in range(self.L)]
+        self.members = [lo_order[lptr[i]:lptr[i + 1]] for i in range(self.n_layers)]
         self.loc = np.empty(tot, dtype=np.int64)
         for m in self.members:
             self.loc[m] = np.arange(len(m))
@@ -333,10 +333,10 @@ class _Proper:
 class _Orderer:
     """Orders of the layers of a proper graph (pos: index of each node in its layer) and the search on them."""
 
-    def __init__(self, P: _Proper, comp: np.ndarray):
-        self.P = P
+    def __init__(self, graph: _ProperGraph, comp: np.ndarray):
+        self.graph = graph
         self.comp = comp.astype(np.float64)
-        self.pos = P.loc.astype(np.int64).copy()
+        self.pos = graph.loc.astype(np.int64).copy()
         self.single_comp = bool(len(comp) == 0 or comp.max() == comp.min())
         self._tp: list | None = None
         self.count: int | None = None      # crossings of the current order, when known
@@ -345,16 +345,16 @@ class _Orderer:
 
     def crossings(self, pos: np.ndarray | None = None) -> int:
         p = self.pos if pos is None else pos
-        return _inversions(self.P.gap, p[self.P.up], p[self.P.lo])
+        return _inversions(self.graph.gap, p[self.graph.up], p[self.graph.lo])
 
     def _sort_layer(self, l: int, key_nodes: np.ndarray, key_nbr_pos: np.ndarray, fixed_w: int, median: bool) -> None:
         """Sort layer l by the median or mean position of each node's neighbours in the fixed adjacent layer."""
-        P, pos = self.P, self.pos
-        mem = P.members[l]
+        graph, pos = self.graph, self.pos
+        mem = graph.members[l]
         w = len(mem)
         if w < 2:
             return
-        li = P.loc[key_nodes]
+        li = graph.loc[key_nodes]
         cnt = np.bincount(li, minlength=w)
         cur = pos[mem]
         if median and len(li):
@@ -377,30 +377,30 @@ class _Orderer:
 
     def sweep(self, down: bool, median: bool) -> None:
         self.count = None
-        P, pos = self.P, self.pos
-        rng = range(1, P.L) if down else range(P.L - 2, -1, -1)
+        graph, pos = self.graph, self.pos
+        rng = range(1, graph.n_layers) if down else range(graph.n_layers - 2, -1, -1)
         _pause()
         for l in rng:
             if down:
-                up, lo = P.gap_edges(l - 1)
-                self._sort_layer(l, lo, pos[up], len(P.members[l - 1]), median)
+                up, lo = graph.gap_edges(l - 1)
+                self._sort_layer(l, lo, pos[up], len(graph.members[l - 1]), median)
             else:
-                up, lo = P.gap_edges(l)
-                self._sort_layer(l, up, pos[lo], len(P.members[l + 1]), median)
+                up, lo = graph.gap_edges(l)
+                self._sort_layer(l, up, pos[lo], len(graph.members[l + 1]), median)
 
     def transpose(self, rounds: int, equal_every: int = 0) -> None:
         """Swap adjacent nodes when that lowers crossings, all non-interfering pairs at once: a round has four
         phases (even/odd layers x pairs starting at even/odd positions) whose pairs share no edge. Every
         `equal_every`-th round also swaps pairs whose crossings tie, to leave plateaus. Keeps the count current
         and the best order seen in self.best."""
-        P = self.P
-        if P.N < 2 or rounds <= 0:
+        graph = self.graph
+        if graph.n_nodes < 2 or rounds <= 0:
             return
         if self._tp is None:
             self._setup_transpose()
         if self.count is None:
             self.note(self.crossings())
-        self.at[P.lptr[P.layer] + self.pos] = np.arange(P.N)
+        self.at[graph.lptr[graph.layer] + self.pos] = np.arange(graph.n_nodes)
         dirty = None  # None: every pair is a candidate
         since = 0     # rounds since the best count last dropped
         for r in range(rounds):
@@ -421,12 +421,12 @@ class _Orderer:
             if not moved:
                 if eq or equal_every == 0:
                     break
-                dirty = np.zeros(P.N, dtype=bool)  # converged for strict swaps: only tie rounds remain
+                dirty = np.zeros(graph.n_nodes, dtype=bool)  # converged for strict swaps: only tie rounds remain
                 continue
             # a pair's crossings change only when one of its nodes or one of their neighbours moved
-            dirty = np.zeros(P.N, dtype=bool)
+            dirty = np.zeros(graph.n_nodes, dtype=bool)
             dirty[np.concatenate(moved)] = True
-            dirty[P.inc_nbr[dirty[P.inc_node]]] = True
+            dirty[graph.inc_nbr[dirty[graph.inc_node]]] = True
 
     def note(self, c: int) -> None:
         self.count = c
@@ -438,30 +438,31 @@ class _Orderer:
         self.count = self.best_c
 
     def _setup_transpose(self) -> None:
-        P = self.P
-        lw = np.diff(P.lptr)
-        par = P.layer[P.inc_node] & 1
+        graph = self.graph
+        lw = np.diff(graph.lptr)
+        par = graph.layer[graph.inc_node] & 1
         self._tp = []
         for lp in (0, 1):
             e = np.flatnonzero(par == lp)
-            node = P.inc_node[e]
-            self._tp.append((node, P.inc_nbr[e], P.inc_side[e], P.lptr[P.layer[node]], lw[P.layer[node]]))
+            node = graph.inc_node[e]
+            lay = graph.layer[node]
+            self._tp.append((node, graph.inc_nbr[e], graph.inc_side[e], graph.lptr[lay], lw[lay]))
         self._mb = (int(lw.max()) + 1).bit_length()  # bits of a neighbour's position in a sort key
-        self.at = np.empty(P.N, dtype=np.int64)
+        self.at = np.empty(graph.n_nodes, dtype=np.int64)
 
     def _round_entries(self, lp: int, dirty: np.ndarray | None):
         """Incidence entries of the layers of parity lp, only of pairs touching a dirty node when given."""
         node, nbr, side, lstart, lw = self._tp[lp]
         if dirty is None:
             return node, nbr, side, lstart, lw
-        slot = self.P.lptr[self.P.layer] + self.pos
-        N = self.P.N
+        slot = self.graph.lptr[self.graph.layer] + self.pos
+        N = self.graph.n_nodes
         near = dirty | dirty[self.at[np.maximum(slot - 1, 0)]] | dirty[self.at[np.minimum(slot + 1, N - 1)]]
         k = np.flatnonzero(near[node])
         return node[k], nbr[k], side[k], lstart[k], lw[k]
 
     def _transpose_phase(self, ent, sh: int, allow_equal: bool) -> np.ndarray | None:
-        P, pos, at, mb = self.P, self.pos, self.at, self._mb
+        graph, pos, at, mb = self.graph, self.pos, self.at, self._mb
         node, nbr, side, lstart, lw = ent
         p = pos[node]
         r = p - sh
@@ -469,7 +470,7 @@ class _Orderer:
         ok = (r >= 0) & ((role == 1) | (p + 1 < lw))
         pid = lstart + p - role                       # slot of the pair's left node
         if not self.single_comp:
-            partner = at[np.minimum(pid + 1 - role, P.N - 1)]
+            partner = at[np.minimum(pid + 1 - role, graph.n_nodes - 1)]
             ok &= self.comp[partner] == self.comp[node]
         sel = np.flatnonzero(ok)
         if len(sel) < 2:
@@ -537,54 +538,54 @@ def _components(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         lab = new
 
 
-def _search(O: _Orderer, starts: tuple[int, ...], sweeps: int = SWEEPS) -> tuple[int, np.ndarray]:
+def _search(orderer: _Orderer, starts: tuple[int, ...], sweeps: int = SWEEPS) -> tuple[int, np.ndarray]:
     """Best order from the given starts (0: a barycenter sweep up from the sink, 1: one down from the leaves then
     up), each refined by sweeps that alternate direction and median/barycenter, each followed by a short
     transpose."""
-    P = O.P
+    graph = orderer.graph
     found: list[tuple[int, int, np.ndarray]] = []
     for start in starts:
         if found and found[0][0] == 0:
             break
-        O.pos[:] = P.loc
-        O.count = O.best_c = None
+        orderer.pos[:] = graph.loc
+        orderer.count = orderer.best_c = None
         if start % 2 == 1:
-            O.sweep(down=True, median=False)
-        O.sweep(down=False, median=False)
-        O.note(O.crossings())
+            orderer.sweep(down=True, median=False)
+        orderer.sweep(down=False, median=False)
+        orderer.note(orderer.crossings())
         for it in range(sweeps):
-            if O.best_c == 0:
+            if orderer.best_c == 0:
                 break
-            O.sweep(down=it % 2 == 0, median=it % 4 < 2)
-            O.note(O.crossings())
-            O.transpose(SWEEP_ROUNDS, equal_every=3)
-        assert O.best_c is not None
-        found.append((O.best_c, start, O.best))
+            orderer.sweep(down=it % 2 == 0, median=it % 4 < 2)
+            orderer.note(orderer.crossings())
+            orderer.transpose(SWEEP_ROUNDS, equal_every=3)
+        assert orderer.best_c is not None
+        found.append((orderer.best_c, start, orderer.best))
     c, _, best = min(found, key=lambda f: (f[0], f[1]))
     return c, best
 
 
-def _finish(O: _Orderer, work: int = TRANSPOSE_WORK, least: int = 8) -> np.ndarray:
+def _finish(orderer: _Orderer, work: int = TRANSPOSE_WORK, least: int = 8) -> np.ndarray:
     """Long transpose runs with tie rounds from the best order found, which is where most of the gain is."""
-    P = O.P
-    O.restore()
-    if O.best_c:
+    graph = orderer.graph
+    orderer.restore()
+    if orderer.best_c:
         # rounds are capped by a work budget (rounds x edges) so that graphs with many dummies stay fast
-        O.transpose(int(np.clip(work // max(len(P.up), 1), least, FINAL_ROUNDS)), equal_every=3)
-    O.restore()
-    return O.pos
+        orderer.transpose(int(np.clip(work // max(len(graph.up), 1), least, FINAL_ROUNDS)), equal_every=3)
+    orderer.restore()
+    return orderer.pos
 
 
 # ---------------------------------------------------------------- coordinates
 
 
-def _rows(P: _Proper, pos: np.ndarray) -> list[np.ndarray]:
-    return [m[np.argsort(pos[m], kind="stable")] for m in P.members]
+def _rows(graph: _ProperGraph, pos: np.ndarray) -> list[np.ndarray]:
+    return [m[np.argsort(pos[m], kind="stable")] for m in graph.members]
 
 
-def _seps(P: _Proper, row: np.ndarray) -> np.ndarray:
+def _seps(graph: _ProperGraph, row: np.ndarray) -> np.ndarray:
     """Minimum center distance between consecutive nodes of a row."""
-    w, d = P.width[row], P.dummy[row]
+    w, d = graph.width[row], graph.dummy[row]
     gap = np.where(d[1:] | d[:-1], DUMMY_GAP, NODE_GAP)
     return (w[1:] + w[:-1]) * 0.5 + gap
 
@@ -651,14 +652,14 @@ def _solid_blocks(s: np.ndarray, ws: np.ndarray, starts: np.ndarray, rounds: int
     return starts
 
 
-def _coordinates(P: _Proper, rows: list[np.ndarray], seps: list[np.ndarray], us: np.ndarray, ud: np.ndarray,
+def _coordinates(graph: _ProperGraph, rows: list[np.ndarray], seps: list[np.ndarray], us: np.ndarray, ud: np.ndarray,
                  iters: int) -> np.ndarray:
     """x of every proper node. Rows start packed and centered; then each step moves every node halfway to the
     weighted mean x of its neighbours (edge weights 1 / 2 / 8 for real-real, real-dummy and dummy-dummy, as in
     dot) and every dummy halfway to the straight line between its edge's ends, and projects all rows at once back
     onto their orders and separations, exactly: a weighted isotonic regression in which heavier nodes move less."""
-    x = np.zeros(P.N)
-    if P.N == 0:
+    x = np.zeros(graph.n_nodes)
+    if graph.n_nodes == 0:
         return x
     flat = np.concatenate(rows)
     cum = [np.concatenate([[0.0], np.cumsum(sp)])[:len(r)] for r, sp in zip(rows, seps)]
@@ -669,18 +670,18 @@ def _coordinates(P: _Proper, rows: list[np.ndarray], seps: list[np.ndarray], us:
     first = np.zeros(len(flat), dtype=bool)
     starts = np.cumsum([0] + [len(r) for r in rows[:-1]])
     first[starts[starts < len(flat)]] = True
-    dm = P.dummy.astype(np.int64)
-    ew = (1 + dm[P.inc_node] + dm[P.inc_nbr]).astype(np.float64)
+    dm = graph.dummy.astype(np.int64)
+    ew = (1 + dm[graph.inc_node] + dm[graph.inc_nbr]).astype(np.float64)
     ew[ew == 3] = 8.0
-    wsum = np.bincount(P.inc_node, weights=ew, minlength=P.N)
+    wsum = np.bincount(graph.inc_node, weights=ew, minlength=graph.n_nodes)
     nw = np.maximum(wsum, 1.0)
-    n = P.n_real
-    e = P.edge_of[n:]
-    frac = (P.layer[n:] - P.layer[us[e]]) / P.span[e]
+    n = graph.n_real
+    e = graph.edge_of[n:]
+    frac = (graph.layer[n:] - graph.layer[us[e]]) / graph.span[e]
     blocks = None
     for _ in range(iters):
         _pause()
-        d = np.bincount(P.inc_node, weights=ew * x[P.inc_nbr], minlength=P.N)
+        d = np.bincount(graph.inc_node, weights=ew * x[graph.inc_nbr], minlength=graph.n_nodes)
         d = np.where(wsum > 0, d / np.maximum(wsum, 1e-12), x)
         a, b = x[us[e]], x[ud[e]]
         d[n:] = DUMMY_LINE * (a + (b - a) * frac) + (1 - DUMMY_LINE) * d[n:]
@@ -691,11 +692,11 @@ def _coordinates(P: _Proper, rows: list[np.ndarray], seps: list[np.ndarray], us:
 
 
 def _proper(n: int, lay: np.ndarray, us: np.ndarray, ud: np.ndarray, widths: np.ndarray,
-            comp: np.ndarray) -> tuple[_Proper, np.ndarray]:
+            comp: np.ndarray) -> tuple[_ProperGraph, np.ndarray]:
     """The proper layered graph, and the component of each of its nodes (numbered by their smallest member)."""
-    P = _Proper(n, lay, us, ud, widths)
-    pcomp = np.concatenate([comp, comp[us[P.edge_of[n:]]]]) if P.N > n else comp
-    return P, np.unique(pcomp, return_inverse=True)[1].reshape(-1)
+    graph = _ProperGraph(n, lay, us, ud, widths)
+    pcomp = np.concatenate([comp, comp[us[graph.edge_of[n:]]]]) if graph.n_nodes > n else comp
+    return graph, np.unique(pcomp, return_inverse=True)[1].reshape(-1)
 
 
 def layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, int]],
@@ -724,16 +725,16 @@ def _layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, 
     _pause()
     lay = _demote(n, us, ud, _assign_layers(n, us, ud))
     _pause()
-    P, pcomp = _proper(n, lay, us, ud, wh[:, 0], _components(n, us, ud))
+    graph, pcomp = _proper(n, lay, us, ud, wh[:, 0], _components(n, us, ud))
     _pause()
-    pos = _order(P, pcomp)
+    pos = _order(graph, pcomp)
     _pause()
-    x, width = _x_coords(P, pos, us, ud)
-    y, height = _y_coords(P, lay, wh[:, 1])
+    x, width = _x_coords(graph, pos, us, ud)
+    y, height = _y_coords(graph, lay, wh[:, 1])
     _pause()
     xl, yl = x.tolist(), y.tolist()
     pos_out = {v: (xl[i], yl[i]) for i, v in enumerate(ids)}
-    routes = _edge_routes(P, xl, yl, us, ud, ek, e_of_key, rev)
+    routes = _edge_routes(graph, xl, yl, us, ud, ek, e_of_key, rev)
     width = _self_loops(routes, keys, pos_out, wh, index, width)
     return Layout(pos_out, dict(zip(ids, lay.tolist())), routes, width, height)
 
@@ -752,39 +753,39 @@ def _acyclic(n: int, ek: list[tuple[int, int]], index: dict[int, int]
     return rev, uniq // n, uniq % n, e_of_key.reshape(-1)
 
 
-def _order(P: _Proper, pcomp: np.ndarray) -> np.ndarray:
+def _order(graph: _ProperGraph, pcomp: np.ndarray) -> np.ndarray:
     """Pass 4, order: each node's position in its layer, with fewer crossings (a cut-down search on big graphs)."""
-    O = _Orderer(P, pcomp)
-    if len(P.up) > BIG_EDGES:
-        O.best_c, O.best = _search(O, STARTS[:1], BIG_SWEEPS)
-        return _finish(O, BIG_WORK, 4)
-    O.best_c, O.best = _search(O, STARTS)
-    return _finish(O)
+    orderer = _Orderer(graph, pcomp)
+    if len(graph.up) > BIG_EDGES:
+        orderer.best_c, orderer.best = _search(orderer, STARTS[:1], BIG_SWEEPS)
+        return _finish(orderer, BIG_WORK, 4)
+    orderer.best_c, orderer.best = _search(orderer, STARTS)
+    return _finish(orderer)
 
 
-def _x_coords(P: _Proper, pos: np.ndarray, us: np.ndarray, ud: np.ndarray) -> tuple[np.ndarray, float]:
+def _x_coords(graph: _ProperGraph, pos: np.ndarray, us: np.ndarray, ud: np.ndarray) -> tuple[np.ndarray, float]:
     """Pass 5, x: node centers (proper nodes, dummies included) from the order, and the width."""
-    rows = _rows(P, pos)
-    x = _coordinates(P, rows, [_seps(P, r) for r in rows], us, ud, COORD_ITERS)
-    half = P.width * 0.5
+    rows = _rows(graph, pos)
+    x = _coordinates(graph, rows, [_seps(graph, r) for r in rows], us, ud, COORD_ITERS)
+    half = graph.width * 0.5
     x -= float((x - half).min())
     return x, float((x + half).max())
 
 
-def _y_coords(P: _Proper, lay: np.ndarray, heights: np.ndarray) -> tuple[np.ndarray, float]:
+def _y_coords(graph: _ProperGraph, lay: np.ndarray, heights: np.ndarray) -> tuple[np.ndarray, float]:
     """Pass 6, y: node centers, each layer a band as tall as its tallest node, and the height."""
-    lh = np.zeros(P.L)
+    lh = np.zeros(graph.n_layers)
     np.maximum.at(lh, lay, heights)
     top = np.concatenate([[0.0], np.cumsum(lh + LAYER_GAP)[:-1]])
-    y = (top + lh * 0.5)[P.layer]
-    return y, float(top[-1] + lh[-1]) if P.L else 0.0
+    y = (top + lh * 0.5)[graph.layer]
+    return y, float(top[-1] + lh[-1]) if graph.n_layers else 0.0
 
 
-def _edge_routes(P: _Proper, xl: list[float], yl: list[float], us: np.ndarray, ud: np.ndarray,
+def _edge_routes(graph: _ProperGraph, xl: list[float], yl: list[float], us: np.ndarray, ud: np.ndarray,
                  ek: list[tuple[int, int]], e_of_key: np.ndarray, rev: np.ndarray
                  ) -> dict[tuple[int, int], tuple[tuple[float, float], ...]]:
     """Each edge's polyline: its source's center, its dummies', its target's (a reversed edge's the other way)."""
-    dstart, span = P.dstart.tolist(), P.span.tolist()
+    dstart, span = graph.dstart.tolist(), graph.span.tolist()
     out: dict[tuple[int, int], tuple[tuple[float, float], ...]] = {}
     usl, udl, el, rl = us.tolist(), ud.tolist(), e_of_key.tolist(), rev.tolist()
     pt = list(zip(xl, yl))  # one point tuple per proper node, shared by the routes through it
