@@ -18,6 +18,8 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import operator
+from typing import Any, Callable
 
 from compiler.codegen.errors import CodegenError, kernel_name
 from compiler.codegen.ranges import EXPAND_AXES, axis_type, const_size, free_ranges
@@ -279,16 +281,33 @@ def vector_of(lanes: tuple[UOp, ...]) -> UOp | None:
   return step.replace(src=tuple(srcs))
 
 
+def select_max(a: UOp, b: UOp) -> UOp:
+  """`a < b ? b : a`: x86's max instruction (IEEE maximum, which keeps a NaN from either side and orders -0 below +0,
+  takes five or six); it drops a NaN b, so a float max built of it also combines NaN masks (`max_or_nan`)."""
+  return (a < b).where(b, a)
+
+
+Tree = Callable[[Callable[[UOp, UOp], UOp], Any], UOp]  # (combine, values) -> the values combined as a balanced tree
+
+
+def max_or_nan(tree: Tree, values: Any, seen: Any) -> UOp:
+  """The max of values by select_max, NaN where any of the NaN masks `seen` is set (so a NaN anywhere still gives
+  NaN); each combined by tree: `halves` for the lanes of one vector, lowerer's `pairwise` for a list of values."""
+  top = tree(select_max, values)
+  return tree(operator.or_, seen).where(UOp.const(top.dtype, math.nan), top)
+
+
 def horizontal(op: Ops, v: UOp) -> UOp:
   """The lanes of vector v combined by op, halving the width each step (a log-depth tree of vector ops). A float
-  max combines with `a < b ? b : a` (one instruction) and is NaN where any lane is NaN (or-ed lane masks)."""
+  max combines with select_max (one instruction) and is NaN where any lane is NaN (or-ed lane masks)."""
   if op is Ops.MAX and dtypes.is_float(v.dtype):
-    fast = _tree(v, lambda a, b: (a < b).where(b, a))
-    return _tree(v.ne(v), lambda a, b: a.alu(Ops.OR, b)).where(UOp.const(fast.dtype, math.nan), fast)
-  return _tree(v, lambda a, b: a.alu(op, b))
+    return max_or_nan(halves, v, v.ne(v))
+  return halves(lambda a, b: a.alu(op, b), v)
 
 
-def _tree(v: UOp, combine) -> UOp:
+def halves(combine: Callable[[UOp, UOp], UOp], v: UOp) -> UOp:
+  """The lanes of vector v (a power of two of them) combined as a tree: its low half with its high half, lane by
+  lane as vector ops, until one lane is left."""
   n = v.dtype.count
   while n > 1:
     half = n // 2

@@ -20,12 +20,14 @@ import functools
 import math
 import re
 import struct
+from typing import Callable
 
 import numpy as np
 
 from compiler.codegen.errors import CodegenError
 from compiler.codegen.linearizer import Linear
 from compiler.dtype import DType, dtypes
+from compiler.host import host_cpu
 from compiler.uop import GroupOp, Ops, UOp
 
 _SCALAR = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16", dtypes.uint16: "i16",
@@ -132,18 +134,22 @@ class _Renderer:
   def tv(self, u: UOp) -> str:
     return f"{ltype(u.dtype)} {self.val(u)}"
 
+  def in_float32(self, dt: DType, args: list[str], fn: Callable[[list[str], DType], str]) -> str:
+    """fn of half args computed in float32: the args extended, fn's result rounded back to half once."""
+    ft = dtypes.float32.vec(dt.count)
+    wide = []
+    for a in args:
+      w = self.fresh()
+      self.emit(f"{w} = fpext {ltype(dt)} {a} to {ltype(ft)}")
+      wide.append(w)
+    r = fn(wide, ft)
+    out = self.fresh()
+    self.emit(f"{out} = fptrunc {ltype(ft)} {r} to {ltype(dt)}")
+    return out
+
   def intrinsic(self, name: str, dt: DType, args: list[str], flags: str = "") -> str:
     if dt.scalar() == dtypes.float16:  # computed in float: half libcalls (fmaf16, ...) may not exist in the process
-      ft = dtypes.float32.vec(dt.count)
-      wide = []
-      for a in args:
-        w = self.fresh()
-        self.emit(f"{w} = fpext {ltype(dt)} {a} to {ltype(ft)}")
-        wide.append(w)
-      r = self.intrinsic(name, ft, wide, flags)
-      out = self.fresh()
-      self.emit(f"{out} = fptrunc {ltype(ft)} {r} to {ltype(dt)}")
-      return out
+      return self.in_float32(dt, args, lambda wide, ft: self.intrinsic(name, ft, wide, flags))
     t = ltype(dt)
     fn = f"@llvm.{name}.{_isuffix(dt)}"
     self.decls.add(f"declare {t} {fn}({', '.join([t] * len(args))})")
@@ -531,12 +537,7 @@ class _Renderer:
     rounding), the product rounded once (results down to denormals and up to inf). With AVX-512 that product is
     one `vscalefps` (p * 2^n) of a 4/8/16-lane vector: 12 instructions a vector instead of 23."""
     if dt.scalar() == dtypes.float16:
-      ft = dtypes.float32.vec(dt.count)
-      w, out = self.fresh(), self.fresh()
-      self.emit(f"{w} = fpext {ltype(dt)} {x} to {ltype(ft)}")
-      r = self._exp2(w, ft)
-      self.emit(f"{out} = fptrunc {ltype(ft)} {r} to {ltype(dt)}")
-      return out
+      return self.in_float32(dt, [x], lambda wide, ft: self._exp2(wide[0], ft))
     scalef = _scalef_intrinsic(dt)
     if scalef is None:
       return self._exp2_bits(x, dt)
@@ -651,11 +652,7 @@ class _Renderer:
 @functools.lru_cache(None)
 def host_features() -> frozenset[str]:
   """The host CPU's features as LLVM names them ("+avx512f", ...): the JIT compiles every kernel for this CPU."""
-  try:
-    import llvmlite.binding as llvm
-    return frozenset(llvm.get_host_cpu_features().flatten().split(","))
-  except Exception:  # no llvmlite: IR for no particular CPU
-    return frozenset()
+  return frozenset(f for f in host_cpu()[1].split(",") if f)
 
 
 def _scalef_intrinsic(dt: DType) -> str | None:

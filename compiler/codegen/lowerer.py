@@ -4,9 +4,10 @@ REDUCE(CONTRACT(v0..vn)) gets one accumulator per value when registers allow, co
 vector max accumulates with compare-and-select next to a mask of the lanes that saw a NaN (`_max_with_nan_flag`)."""
 from __future__ import annotations
 
-import math
+import operator
+from typing import Callable
 
-from compiler.codegen.expander import chain
+from compiler.codegen.expander import chain, max_or_nan, select_max
 from compiler.dtype import DType, dtypes
 from compiler.rewrite import PatternMatcher, UPat
 from compiler.uop import Ops, UOp, toposort
@@ -67,31 +68,25 @@ def _define_acc(ctx: dict, red: UOp, init: UOp) -> UOp:
   return acc
 
 
-def _select_max(a: UOp, b: UOp) -> UOp:
-  return (a < b).where(b, a)
-
-
 def _max_with_nan_flag(ctx: dict, red: UOp, groups: list[list[UOp]]) -> UOp:
-  """A float vector max accumulator (one per group of values) as two: `acc < x ? x : acc` (x86's max instruction,
-  where IEEE maximum, which keeps a NaN from either side and orders -0 below +0, takes five or six; it drops a NaN
-  x) and a mask of the lanes that have seen a NaN (`x != x`, or-ed); after the loop a flagged lane is NaN. So a
-  NaN anywhere still gives NaN. The sign of a max of zeros of both signs is left open (numpy's reduce keeps the
-  first zero's, LLVM's maximum gives +0)."""
+  """A float vector max accumulator (one per group of values) as two: `acc < x ? x : acc` (select_max, which drops
+  a NaN x) and a mask of the lanes that have seen a NaN (`x != x`, or-ed); after the loop a flagged lane is NaN
+  (max_or_nan). So a NaN anywhere still gives NaN. The sign of a max of zeros of both signs is left open (numpy's
+  reduce keeps the first zero's, LLVM's maximum gives +0)."""
   tops, flags = [], []
   for vals in groups:
     # the group's values combined pairwise first, then into the accumulator: one select a value on the loop's
     # dependency chain, and no long select-of-compare chain (LLVM's instcombine took minutes on 256 of them)
     acc = _define_acc(ctx, red, identity(Ops.MAX, red.dtype))
-    tops.append(UOp(Ops.PHI, red.dtype, (acc, _select_max(acc, _pairwise(_select_max, vals)))))
+    tops.append(UOp(Ops.PHI, red.dtype, (acc, select_max(acc, pairwise(select_max, vals)))))
     flag = _define_acc(ctx, red, UOp.const(dtypes.bool.vec(red.dtype.count), False))
-    seen = _pairwise(lambda a, b: a.alu(Ops.OR, b), [x.ne(x) for x in vals])
-    flags.append(UOp(Ops.PHI, flag.dtype, (flag, flag.alu(Ops.OR, seen))))
-  top = _pairwise(_select_max, tops)
-  return _pairwise(lambda a, b: a.alu(Ops.OR, b), flags).where(UOp.const(red.dtype, math.nan), top)
+    flags.append(UOp(Ops.PHI, flag.dtype, (flag, flag | pairwise(operator.or_, [x.ne(x) for x in vals]))))
+  return max_or_nan(pairwise, tops, flags)
 
 
-def _pairwise(combine, vals: list[UOp]) -> UOp:
-  """vals combined as a balanced tree (a NaN a select drops on the way is in the NaN mask)."""
+def pairwise(combine: Callable[[UOp, UOp], UOp], vals: list[UOp]) -> UOp:
+  """vals combined as a balanced tree, neighbours first (separate values: expander's `halves` folds one vector's
+  lanes)."""
   while len(vals) > 1:
     vals = [combine(vals[i], vals[i + 1]) if i + 1 < len(vals) else vals[i] for i in range(0, len(vals), 2)]
   return vals[0]

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import functools
 import os
-import platform
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from compiler.host import host_cpu
 
 CACHE_SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
 # what a cache we cannot read is assumed to be: today's common x86 core
@@ -106,18 +107,10 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
-def _llvm_host() -> tuple[str, str]:
-  try:
-    import llvmlite.binding as llvm
-    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-  except Exception:  # llvmlite missing or broken: the machine name still keys the caches
-    return platform.machine(), platform.processor()
-
-
 @functools.lru_cache(None)
 def host_target() -> Target:
   """The host CPU; THREADS=n overrides the number of cores used (THREADS=1 disables THREAD opts)."""
-  cpu, features = _llvm_host()
+  cpu, features = host_cpu()
   threads = int(os.environ.get("THREADS", "0") or 0) or _cores()
   line, l1, l2 = read_caches()
   return cpu_target(features, threads=threads, cpu=cpu, cache_line=line, l1_bytes=l1, l2_bytes=l2)

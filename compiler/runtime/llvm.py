@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
+from compiler.host import host_cpu
+
 OPT_LEVEL = int(os.environ.get("LLVM_OPT", "3"))
 
 
@@ -50,8 +52,7 @@ class LLVMJit:
     llvm.initialize_native_asmprinter()
     llvm.initialize_native_asmparser()  # (a traced compile's code is assembled from its assembly)
     target = llvm.Target.from_triple(llvm.get_process_triple())
-    self.cpu = llvm.get_host_cpu_name()
-    self.features = llvm.get_host_cpu_features().flatten()
+    self.cpu, self.features = host_cpu()
     self.target = target
     self.tm = self.target_machine()
     self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
