@@ -75,3 +75,14 @@ def test_the_routes_send_the_kept_answer(trace_path, answers):
   boot = c.get(f"/api/boot?t=0&ctx={ctx['id']}&rw={rw}&step=1&compact=1").get_json()
   assert boot["graph"] == one.get_json() and boot["rw"] == rw and boot["step"] == 1
   assert answers == [(rw, 1, True)]  # built once for the three answers
+
+
+def test_a_rewrites_routes_are_served_from_graphview():
+  """A rewrite's steps, graph and delta are answered where they are made (issue 13: one file fewer to follow from
+  Tensor.relu() to the drawn node); their errors are JSON too (tests/test_api.py)."""
+  app = create_app([], follow=False)
+  by_rule = {r.rule: r.endpoint for r in app.url_map.iter_rules()}
+  for tail in ("", "/graph", "/delta"):
+    endpoint = by_rule["/api/traces/<int:t>/rewrites/<int:r>" + tail]
+    assert endpoint.partition(".")[0] == graphview.bp.name == "graphview"
+    assert app.view_functions[endpoint].__module__ == "viz_server.graphview"

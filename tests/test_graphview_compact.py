@@ -47,3 +47,21 @@ def test_compact_keeps_the_points_of_a_two_point_route_that_is_not_center_to_cen
     assert e["points"] == [[round(pts[0][0] + 5.0, 1), round(pts[0][1], 1)], [round(pts[1][0], 1), round(pts[1][1], 1)]]
   finally:
     lay.edges[(s, d)] = pts
+
+
+def test_compact_delta_keeps_the_points_of_a_two_point_route_that_is_not_center_to_center(trace):
+  # the check graph answers make (graphview.straight), not just two points: the page would draw it center to center
+  view, k, e = next((v, k, e) for rw in trace.rewrites.values() for v in [StepGraphs(trace, rw, Replay(trace, rw))]
+                    for k in range(1, rw.matches + 1) for e in v.delta(k - 1, k, compact=True)["edges_added"]
+                    if "points" not in e)
+  lay = view.layout(k)
+  pts = lay.edges[(e["src"], e["dst"])]
+  assert len(pts) == 2
+  lay.edges[(e["src"], e["dst"])] = ((pts[0][0] + 5.0, pts[0][1]), pts[1])
+  try:
+    got = next(x for x in view.delta(k - 1, k, compact=True)["edges_added"]
+               if (x["src"], x["dst"], x["index"]) == (e["src"], e["dst"], e["index"]))
+    (x0, y0), (x1, y1) = pts
+    assert got["points"] == [[round(x0 + 5.0, 1), round(y0, 1)], [round(x1, 1), round(y1, 1)]]
+  finally:
+    lay.edges[(e["src"], e["dst"])] = pts

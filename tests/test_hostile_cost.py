@@ -6,7 +6,7 @@ import hostile_traces as H
 import pytest
 from proc_helpers import wait_until
 
-from viz_server import api, cut, diff
+from viz_server import api, cut, diff, request_args
 from viz_server import store as store_mod
 from viz_server.app import create_app
 
@@ -17,7 +17,7 @@ def _app(path):
 
 
 def test_far_steps_of_a_rewrite_with_300k_matches_cost_at_most_max_steps(tmp_path, monkeypatch):
-  monkeypatch.setattr(api, "MAX_STEPS", 300)
+  monkeypatch.setattr(request_args, "MAX_STEPS", 300)
   monkeypatch.setattr(store_mod, "INDEX_FLOOR", 400_000)  # index all its matches (a small file: 1 record a byte)
   path = H.many_matches(tmp_path / "m.vztrace", 300_000)
   assert path.stat().st_size < 64 << 10
@@ -111,7 +111,7 @@ def test_work_stops_when_the_client_goes(tmp_path, monkeypatch):
 
   from viz_server.__main__ import bind
   from viz_server.graphview import REQUEST_GATE
-  monkeypatch.setattr(api, "MAX_STEPS", 10 ** 6)
+  monkeypatch.setattr(request_args, "MAX_STEPS", 10 ** 6)
   monkeypatch.setattr(store_mod, "INDEX_FLOOR", 400_000)
   app, _, views = _app(H.many_matches(tmp_path / "m.vztrace", 300_000))
   srv = bind(app, "127.0.0.1", 0)

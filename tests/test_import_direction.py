@@ -101,10 +101,10 @@ def _module_name(root: Path, f: Path) -> str:
   return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def compiler_imports(root: Path) -> dict[str, set[str]]:
-  """{compiler module: the compiler modules it imports}, function-level imports included; `from pkg import name`
+def compiler_imports(root: Path, package: str = "compiler") -> dict[str, set[str]]:
+  """{module of package: the modules of package it imports}, function-level imports included; `from pkg import name`
   names the module pkg.name when there is one (the package's __init__ itself is not counted as imported then)."""
-  files = {_module_name(root, f): f for f in (root / "compiler").rglob("*.py")}
+  files = {_module_name(root, f): f for f in (root / package).rglob("*.py")}
   graph: dict[str, set[str]] = {}
   for mod, f in files.items():
     pkg = mod if f.name == "__init__.py" else mod.rpartition(".")[0]
@@ -212,3 +212,42 @@ def test_the_import_checks_can_fail():
     "compiler.opt.search (opt) imports compiler.runtime.compiled (runtime)",
     "compiler.runtime.compiled (runtime) imports compiler.opt.search (opt)"]
   assert import_cycles(graph, _in_pipeline) == [["compiler.opt.search", "compiler.runtime.compiled"]]
+
+
+# The viewer's layers that following one rewrite goes through (docs/architecture.md, "Following one rewrite"), each
+# importing only those below it: a rewrite's graph answers are served by graphview, which the API (its /api/boot) and
+# the views above it use; the request plumbing both blueprints share is below both.
+VIEWER_BELOW = {
+  "viz_server.request_args": {"viz_server.graphview", "viz_server.views", "viz_server.api", "viz_server.app"},
+  "viz_server.graphview": {"viz_server.views", "viz_server.api", "viz_server.app"},
+  "viz_server.views": {"viz_server.api", "viz_server.app"},
+  "viz_server.api": {"viz_server.app"},
+}
+
+
+def viewer_upward_imports(graph: dict[str, set[str]]) -> list[str]:
+  """Imports in graph from a module of VIEWER_BELOW to one of the modules it must stay below, directly or not."""
+  bad = []
+  for mod, above in VIEWER_BELOW.items():
+    seen, todo = set(), [mod]
+    while todo:
+      for dep in graph.get(todo.pop(), set()) - seen:
+        seen.add(dep)
+        todo.append(dep)
+    bad += [f"{mod} imports {dep}" for dep in sorted(seen & above)]
+  return bad
+
+
+def test_viewer_imports_run_one_way():
+  graph = compiler_imports(ROOT, "viz_server")
+  assert graph["viz_server.api"] >= {"viz_server.graphview", "viz_server.request_args"}
+  assert graph["viz_server.graphview"] >= {"viz_server.request_args"}
+  assert viewer_upward_imports(graph) == []
+  assert import_cycles(graph, lambda m: True) == []
+
+
+def test_the_viewer_import_check_can_fail():
+  # graphview reaching back into the API for its request plumbing, as the routes did before they moved
+  graph = {"viz_server.graphview": {"viz_server.api"}, "viz_server.api": {"viz_server.graphview"}}
+  assert viewer_upward_imports(graph) == ["viz_server.graphview imports viz_server.api"]
+  assert import_cycles(graph, lambda m: True) == [["viz_server.api", "viz_server.graphview"]]

@@ -5,17 +5,32 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, NoReturn
+from typing import Any
 
-from flask import Blueprint, Response, current_app, jsonify, request
+from flask import Blueprint, current_app, jsonify, request
 
+from viz_server import request_args
 from viz_server.diff import BaseGetter, DiffError, DiffTooBig, diff_graphs
-from viz_server.graphview import BLOCK, dumps, label, label_metrics
+from viz_server.graphview import BLOCK, dumps, graph_at, label, label_metrics, rewrite_detail
 from viz_server.highlight import highlight
 from viz_server.peer import peer_uid
-from viz_server.store import Context, Rewrite, Trace, TraceStore, context_entry, kname_colors, run_entry
+from viz_server.request_args import (
+  ApiError,
+  ascii_int,
+  check_step,
+  compact_arg,
+  fail,
+  get_rewrite,
+  get_trace,
+  int_arg,
+  json_answer,
+  last_step,
+  opt_int,
+  store,
+  views,
+)
+from viz_server.store import Context, Rewrite, Trace, context_entry, kname_colors, run_entry
 from viz_server.timeline import timeline
-from viz_server.views import Views
 from vztrace.control import HEADER as TOKEN_HEADER
 from vztrace.control import token_matches
 from vztrace.format import TraceFormatError
@@ -25,75 +40,13 @@ APP_NAME = "tinyviz"
 LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
 
 
-class ApiError(Exception):
-  def __init__(self, status: int, message: str) -> None:
-    super().__init__(message)
-    self.status, self.message = status, message
-
-
-def fail(status: int, message: str) -> NoReturn:
-  raise ApiError(status, message)
-
-
-@bp.errorhandler(ApiError)
-def _api_error(e: ApiError) -> Any:
-  return jsonify({"error": e.message}), e.status
-
-
-def _store() -> TraceStore:
-  return current_app.extensions["tinyviz"]["store"]
-
-
-def _views() -> Views:
-  return current_app.extensions["tinyviz"]["views"]
-
-
-def _trace(t: int) -> Trace:
-  tr = _store().get(t)
-  if tr is None:
-    fail(404, f"no trace {t}")
-  return tr
-
-
-def _int_arg(name: str, default: int | None = None, allow_end: int | None = None) -> int:
-  raw = request.args.get(name)
-  if raw is None:
-    if default is None:
-      fail(400, f"missing query parameter {name!r}")
-    return default
-  if raw == "end" and allow_end is not None:
-    return allow_end
-  v = ascii_int(raw)
-  if v is None:
-    fail(400, f"query parameter {name!r} must be an integer >= 0 (ASCII digits), got {raw[:40]!r}")
-  return v
-
-
-def ascii_int(s: str) -> int | None:
-  """s as an int if it is ASCII digits only (int() also takes '_', spaces, signs and other scripts' digits)."""
-  return int(s) if s.isascii() and s.isdigit() and len(s) <= 18 else None
-
-
-# Cost bounds per request (issue 14): replaying a step costs every step before it, laying a graph out grows with its
-# nodes, and highlighting with its text; past these a request is refused with 413 and says why, or the answer is cut
-# and says so, so that no request on a small hostile file costs more than a few seconds. (A graph of more than
+# Cost bounds per request (issue 14; the steps replayed: request_args.MAX_STEPS): laying a graph out grows with its
+# nodes, and highlighting with its text; past these a request is refused with 413 and says why, or the answer is
+# cut and says so, so that no request on a small hostile file costs more than a few seconds. (A graph of more than
 # viz_server.cut.MAX_GRAPH_NODES nodes is sent cut to the CUT_NODES nodes around the step's change.)
-MAX_STEPS = 20_000  # the steps of a rewrite the viewer replays (~0.1 ms each on a small graph, incl. its layout)
 MAX_SOURCE_CHARS = 256 << 10  # of one source text sent and highlighted (the html is ~10x the text)
 MAX_KERNEL_CHARS = 1 << 20  # of all the source texts of one kernel answer
 MAX_LIST = 10_000  # opts, beam candidates, runs and errors of one kernel answer
-
-
-def _check_step(rw: Any, k: int) -> None:
-  if k > rw.matches:
-    fail(404, f"rewrite {rw.id} has {rw.matches} steps, no step {k}")
-  if k > MAX_STEPS:
-    fail(413, f"rewrite {rw.id} has {rw.matches} steps; the viewer replays only the first {MAX_STEPS}")
-
-
-def _last_step(rw: Rewrite) -> int:
-  """What `end` means for a step: the last one the viewer replays."""
-  return min(rw.matches, MAX_STEPS)
 
 
 # ---- traces
@@ -114,7 +67,7 @@ def traces() -> Any:
   """Each entry encoded on its own: one trace that cannot be shown must not take the whole list down."""
   dumps = current_app.json.dumps
   parts = []
-  for e in _store().entries():
+  for e in store().entries():
     try:
       parts.append(dumps(e))
     except (TypeError, ValueError, RecursionError) as err:
@@ -154,10 +107,10 @@ def upload() -> Any:
   if f is None:
     fail(400, "expected a multipart upload with a field named 'file'")
   try:
-    tr = _store().add_upload(f.stream, f.filename or "")
+    tr = store().add_upload(f.stream, f.filename or "")
   except TraceFormatError as e:
     fail(400, f"not a trace file: {e}")
-  with _store().lock:
+  with store().lock:
     return jsonify(tr.entry()), 201
 
 
@@ -188,12 +141,12 @@ def follow() -> Any:
   if not os.path.isfile(path):
     fail(404, "no such file")
   try:
-    tr = _store().follow(path)
+    tr = store().follow(path)
   except TraceFormatError:  # no detail: the reader's message quotes the file's first bytes
     fail(400, "not a trace file")
   except OSError as e:
     fail(400, f"cannot read the file: {e.strerror}")
-  with _store().lock:
+  with store().lock:
     return jsonify(tr.entry())
 
 
@@ -208,66 +161,16 @@ def shutdown() -> Any:
   return resp
 
 
-# ---- contexts and rewrites
+# ---- contexts (a rewrite's steps, graphs and deltas: viz_server/graphview.py's routes)
 
 @bp.get("/traces/<int:t>/contexts")
 def contexts(t: int) -> Any:
-  tr = _trace(t)
-  with _store().lock:
+  tr = get_trace(t)
+  with store().lock:
     return jsonify([context_entry(tr, c) for c in list(tr.contexts.values())])
 
 
-def _rewrite(tr: Trace, r: int) -> Any:
-  rw = tr.rewrites.get(r)
-  if rw is None:
-    fail(404, f"no rewrite {r} in trace {tr.id}")
-  return rw
-
-
-def _rewrite_detail(rw: Rewrite) -> dict:
-  """A rewrite with its steps (the caller holds the store's lock)."""
-  steps = [rw.step(k) for k in range(1, _last_step(rw) + 1)]
-  return {"id": rw.id, "ctx": rw.ctx, "name": rw.name, "file": rw.file, "line": rw.line, "bottom_up": rw.bottom_up,
-          "dt": rw.dt, "error": rw.error, "ended": rw.ended, "root": rw.root, "end_root": rw.end_root,
-          "steps": steps, "steps_total": rw.matches}
-
-
-@bp.get("/traces/<int:t>/rewrites/<int:r>")
-def rewrite(t: int, r: int) -> Any:
-  tr = _trace(t)
-  with _store().lock:
-    return jsonify(_rewrite_detail(_rewrite(tr, r)))
-
-
-def _graph_at(tr: Trace, rw: Rewrite, k: int, compact: bool = False) -> bytes:
-  """The graph answer at step k, encoded (kept by graphview once the rewrite has ended)."""
-  _check_step(rw, k)
-  view = _views().get(tr, rw)
-  view.last_step = k  # no prefetch yet: opening a graph is not stepping (the page asks for the neighbours itself)
-  return view.graph_json(k, compact=compact)
-
-
-def _json(raw: bytes) -> Response:
-  return Response(raw, mimetype="application/json")
-
-
-def _compact() -> bool:
-  return request.args.get("compact", "0") not in ("0", "", "false")
-
-
-@bp.get("/traces/<int:t>/rewrites/<int:r>/graph")
-def graph(t: int, r: int) -> Any:
-  tr = _trace(t)
-  rw = _rewrite(tr, r)
-  return _json(_graph_at(tr, rw, _int_arg("step", 0, allow_end=_last_step(rw)), _compact()))
-
-
 # ---- the first view in one round trip
-
-def _opt_int(name: str) -> int | None:
-  raw = request.args.get(name, "")
-  return ascii_int(raw) if raw else None
-
 
 def _default_view(contexts: list[dict], ctx: int | None, r: int | None) -> tuple[int | None, int | None]:
   """(context, rewrite) the page shows for a link naming ctx and r (either may be missing or unknown), resolved over
@@ -291,29 +194,29 @@ def boot() -> Any:
   (else the last one) its contexts; for the view's rewrite its steps and the graph at the view's step."""
   entries = json.loads(traces().get_data())
   ids = [e["id"] for e in entries]
-  t = _opt_int("t")
+  t = opt_int("t")
   linked = t in ids  # the page keeps the rest of the link only for a trace it serves
   t = t if linked else (ids[-1] if ids else None)
   out: dict[str, Any] = {"traces": entries, "trace": t, "contexts": None, "ctx": None, "rw": None, "rewrite": None,
                          "step": None, "metrics": label_metrics()}
-  tr = _store().get(t) if t is not None else None
+  tr = store().get(t) if t is not None else None
   if tr is None:
-    return _json(_with_graph(out, None))
-  with _store().lock:
+    return json_answer(_with_graph(out, None))
+  with store().lock:
     out["contexts"] = [context_entry(tr, c) for c in list(tr.contexts.values())]
-    out["ctx"], out["rw"] = _default_view(out["contexts"], _opt_int("ctx") if linked else None,
-                                          _opt_int("rw") if linked else None)
+    out["ctx"], out["rw"] = _default_view(out["contexts"], opt_int("ctx") if linked else None,
+                                          opt_int("rw") if linked else None)
     rw = tr.rewrites.get(out["rw"]) if out["rw"] is not None else None
     if rw is not None:
-      out["rewrite"] = _rewrite_detail(rw)
+      out["rewrite"] = rewrite_detail(rw)
   graph = None
   if rw is not None:
-    out["step"] = min((_opt_int("step") if linked else None) or 0, _last_step(rw))
+    out["step"] = min((opt_int("step") if linked else None) or 0, last_step(rw))
     try:
-      graph = _graph_at(tr, rw, out["step"], _compact())
+      graph = graph_at(tr, rw, out["step"], compact_arg())
     except ApiError:  # too many steps, say: the page asks for it and shows the error as it would without this answer
       pass
-  return _json(_with_graph(out, graph))
+  return json_answer(_with_graph(out, graph))
 
 
 def _with_graph(out: dict, graph: bytes | None) -> bytes:
@@ -322,23 +225,11 @@ def _with_graph(out: dict, graph: bytes | None) -> bytes:
   return dumps(out)[:-1] + b',"graph":' + (graph if graph is not None else b"null") + b"}"
 
 
-@bp.get("/traces/<int:t>/rewrites/<int:r>/delta")
-def delta(t: int, r: int) -> Any:
-  tr = _trace(t)
-  rw = _rewrite(tr, r)
-  j = _int_arg("from", allow_end=_last_step(rw))
-  k = _int_arg("to", allow_end=_last_step(rw))
-  _check_step(rw, j)
-  _check_step(rw, k)
-  view = _views().get(tr, rw)
-  out = jsonify(view.delta(j, k, compact=_compact()))
-  _views().prefetch(view, k)
-  return out
-
+# ---- patterns and nodes
 
 @bp.get("/traces/<int:t>/patterns/<int:p>")
 def pattern(t: int, p: int) -> Any:
-  tr = _trace(t)
+  tr = get_trace(t)
   pat = tr.patterns.get(p)
   if pat is None:
     fail(404, f"no pattern {p} in trace {t}")
@@ -350,7 +241,7 @@ def pattern(t: int, p: int) -> Any:
 
 @bp.get("/traces/<int:t>/nodes/<int:n>")
 def node(t: int, n: int) -> Any:
-  tr = _trace(t)
+  tr = get_trace(t)
   got = tr.nodes.get(n)
   if got is None:
     fail(404, f"no node {n} in trace {t}")
@@ -365,21 +256,22 @@ ORIGIN_REWRITES = 64  # earlier rewrites searched for where a node was made (eac
 def origin(t: int, n: int) -> Any:
   """Where node n was made, for a node already in the input graph of rewrite `before`: the latest earlier rewrite
   (trace order) whose result holds n although its input did not, and the step of it that added n."""
-  tr = _trace(t)
+  tr = get_trace(t)
   if n not in tr.nodes:
     fail(404, f"no node {n} in trace {t}")
-  before = _int_arg("before", 0)
-  with _store().lock:
-    rws = sorted((rw for rw in tr.rewrites.values() if rw.id < before and rw.ended and 0 < rw.matches <= MAX_STEPS),
+  before = int_arg("before", 0)
+  with store().lock:
+    most = request_args.MAX_STEPS  # (the module's: the bound check_step applies, also where a test lowers it)
+    rws = sorted((rw for rw in tr.rewrites.values() if rw.id < before and rw.ended and 0 < rw.matches <= most),
                  key=lambda rw: rw.id, reverse=True)[:ORIGIN_REWRITES]
   total = 0  # steps replayed in all: searching costs at most what one far step does
   for i, rw in enumerate(rws):
     total += rw.matches
-    if total > MAX_STEPS:
+    if total > most:
       del rws[i:]
       break
   for rw in rws:
-    rp = _views().replay(tr, rw)
+    rp = views().replay(tr, rw)
     if n not in rp.members(rw.matches):
       continue
     k = rp.created(n, rw.matches)
@@ -399,8 +291,8 @@ DIFF_CHAIN = 4 * BLOCK  # B's layout is the main view's if computing it takes at
 
 def _base(tr: Trace, rw: Rewrite, k: int) -> BaseGetter:
   """The main view's layout of step k as the drawn diff's base (docs: "Drawn diff")."""
-  views = _views()
-  return lambda: views.get(tr, rw).reusable(k, DIFF_CHAIN)
+  all_views = views()
+  return lambda: all_views.get(tr, rw).reusable(k, DIFF_CHAIN)
 
 
 def _point(spec: str | None, which: str) -> tuple[int, Any, str, BaseGetter | None, tuple, bool]:
@@ -418,16 +310,16 @@ def _point(spec: str | None, which: str) -> tuple[int, Any, str, BaseGetter | No
     t, r, k = ints  # type: ignore[misc]
   else:
     t, c = ints  # type: ignore[misc]
-  tr = _trace(t)
+  tr = get_trace(t)
   if len(parts) == 3:
-    rw = _rewrite(tr, r)
+    rw = get_rewrite(tr, r)
     key = (t, r, k)
     if k is None and rw.ended and rw.end_root is not None and rw.end_root in tr.nodes:
       return (rw.end_root, tr.nodes.get, f"{tr.name} {rw.name} (rewrite {r}) end", _base(tr, rw, rw.matches), key,
               tr.ended)
     k = rw.matches if k is None else k
-    _check_step(rw, k)
-    rp = _views().get(tr, rw).replay
+    check_step(rw, k)
+    rp = views().get(tr, rw).replay
     return rp.root(k), rp.node, f"{tr.name} {rw.name} (rewrite {r}) step {k}", _base(tr, rw, k), key, tr.ended
   ctx = tr.contexts.get(c)
   if ctx is None:
@@ -440,7 +332,7 @@ def _point(spec: str | None, which: str) -> tuple[int, Any, str, BaseGetter | No
 
 
 def _final_ast(tr: Trace, ctx: Context) -> Rewrite | None:
-  with _store().lock:
+  with store().lock:
     return tr.final_ast(ctx)
 
 
@@ -449,7 +341,7 @@ def diff() -> Any:
   a = _point(request.args.get("a"), "a")
   b = _point(request.args.get("b"), "b")
   draw = request.args.get("draw", "0") not in ("0", "", "false")
-  cache = (_views().drawn, (a[4], b[4])) if a[5] and b[5] else None  # ended traces: the drawing cannot change
+  cache = (views().drawn, (a[4], b[4])) if a[5] and b[5] else None  # ended traces: the drawing cannot change
   try:
     out = diff_graphs(a[:3], b[:3], draw=draw, base=b[3], cache=cache)
   except DiffTooBig as e:
@@ -467,8 +359,8 @@ def _opt(o: dict) -> dict:
 
 @bp.get("/traces/<int:t>/kernels")
 def kernels(t: int) -> Any:
-  tr = _trace(t)
-  with _store().lock:
+  tr = get_trace(t)
+  with store().lock:
     out = []
     for cid in list(tr.kernels):
       c = tr.contexts[cid]
@@ -480,8 +372,8 @@ def kernels(t: int) -> Any:
 
 @bp.get("/traces/<int:t>/contexts/<int:c>/kernel")
 def kernel(t: int, c: int) -> Any:
-  tr = _trace(t)
-  with _store().lock:
+  tr = get_trace(t)
+  with store().lock:
     ctx = tr.contexts.get(c)
     if ctx is None:
       fail(404, f"no context {c} in trace {t}")
@@ -512,14 +404,14 @@ def _sources(sources: list[tuple[str, str, Any, int | None]]) -> list[dict]:
 
 @bp.get("/traces/<int:t>/runs")
 def runs(t: int) -> Any:
-  tr = _trace(t)
-  with _store().lock:
+  tr = get_trace(t)
+  with store().lock:
     return jsonify([run_entry(r) for r in tr.runs])
 
 
 @bp.get("/traces/<int:t>/timeline")
 def trace_timeline(t: int) -> Any:
-  tr = _trace(t)
-  with _store().lock:
+  tr = get_trace(t)
+  with store().lock:
     out = timeline(tr)
   return jsonify(out)

@@ -25,7 +25,7 @@ from viz_server.app import package_dir
 from viz_server.export_pack import FIELDS as STATIC
 from viz_server.export_pack import FRESH_BASE
 from viz_server.export_pack import pack as pack_data
-from viz_server.graphview import label
+from viz_server.graphview import label, straight
 from viz_server.offline import OfflineApi, OfflineError
 
 REDACTABLE = ("paths", "source", "argv", "host")
@@ -188,7 +188,7 @@ class GraphPacker:
   @staticmethod
   def _edge(e: dict, pos: dict[int, list]) -> list:
     pts = e["points"]
-    if len(pts) == 2 and pts[0] == pos.get(e["src"]) and pts[1] == pos.get(e["dst"]):
+    if straight(pts, pos.get(e["src"]), pos.get(e["dst"])):
       return [e["src"], e["dst"], e["index"]]
     return [e["src"], e["dst"], e["index"], pts]
 

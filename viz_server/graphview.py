@@ -1,5 +1,7 @@
 """What the browser draws for a step of a rewrite: nodes with labels, colors and positions, edges with routes, and
-the delta between two steps. Layouts are cached per (rewrite, step) and derived deterministically (see StepGraphs)."""
+the delta between two steps, and the routes that answer them (GET /api/traces/<t>/rewrites/<r>, its /graph and
+/delta; docs/architecture.md, "JSON API"). Layouts are cached per (rewrite, step) and derived deterministically (see
+StepGraphs)."""
 from __future__ import annotations
 
 import contextlib
@@ -9,13 +11,26 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
+
+from flask import Blueprint, jsonify
 
 from viz_server import cut, gone, place
 from viz_server.layout import LAYER_GAP, NODE_GAP, Layout, layout_graph
 from viz_server.nodes import Node
 from viz_server.place import Bands, Rows
 from viz_server.replay import Replay, StepInfo
+from viz_server.request_args import (
+  check_step,
+  compact_arg,
+  get_rewrite,
+  get_trace,
+  int_arg,
+  json_answer,
+  last_step,
+  store,
+  views,
+)
 from viz_server.store import Rewrite, Trace
 
 CHAR_W, LINE_H, PAD_W, PAD_H = 6.6, 13.0, 16.0, 10.0  # label metrics (sent in /api/boot: static/graph.js draws by them)
@@ -107,6 +122,13 @@ def node_json(nid: int, node: tuple[str, str, str, tuple[int, ...]], look: tuple
 def _px(v: float) -> float:
   """A coordinate as answers send it: to a tenth of a pixel (deltas compare coordinates so rounded)."""
   return round(v, 1)
+
+
+def straight(pts: Sequence, a: object, b: object) -> bool:
+  """Whether an edge's route runs straight from its source's center a to its user's center b (two points, as most
+  do): a compact answer sends such an edge without points, the page draws it between the two nodes' centers, and an
+  export packs it without them (viz_server/export.py)."""
+  return len(pts) == 2 and pts[0] == a and pts[1] == b
 
 
 def checkpoint(k: int) -> int:
@@ -648,7 +670,7 @@ class StepGraphs:
       if shown is not None and s not in shown:
         continue
       pts = routes.get((s, nid), ())
-      if compact and len(pts) == 2 and pts[0] == pos.get(s) and pts[1] == pos[nid]:
+      if compact and straight(pts, pos.get(s), pos[nid]):
         out.append({"src": s, "dst": nid, "index": i})
       else:
         out.append({"src": s, "dst": nid, "index": i, "points": [[round(x, 1), round(y, 1)] for x, y in pts]})
@@ -721,7 +743,7 @@ class StepGraphs:
         elif n not in added_set and lj.edges.get((s, n)) == pts:
           continue
         e = {"src": s, "dst": n, "index": i}
-        if not compact or len(pts) != 2:
+        if not compact or not straight(pts, lk.pos.get(s), lk.pos[n]):
           e["points"] = [[_px(x), _px(y)] for x, y in pts]
         out.append(e)
     return out
@@ -792,3 +814,52 @@ class StepGraphs:
     if ck is not None:
       out["cut"] = ck.info()
     return out
+
+
+# ---- the routes of one rewrite (in the JSON API, beside viz_server/api.py's; errors answered by request_args)
+
+bp = Blueprint("graphview", __name__, url_prefix="/api")
+
+
+def rewrite_detail(rw: Rewrite) -> dict:
+  """A rewrite with its steps (the caller holds the store's lock)."""
+  steps = [rw.step(k) for k in range(1, last_step(rw) + 1)]
+  return {"id": rw.id, "ctx": rw.ctx, "name": rw.name, "file": rw.file, "line": rw.line, "bottom_up": rw.bottom_up,
+          "dt": rw.dt, "error": rw.error, "ended": rw.ended, "root": rw.root, "end_root": rw.end_root,
+          "steps": steps, "steps_total": rw.matches}
+
+
+def graph_at(tr: Trace, rw: Rewrite, k: int, compact: bool = False) -> bytes:
+  """The graph answer at step k, encoded (kept in ANSWERS once the rewrite has ended); also /api/boot's."""
+  check_step(rw, k)
+  view: StepGraphs = views().get(tr, rw)
+  view.last_step = k  # no prefetch yet: opening a graph is not stepping (the page asks for the neighbours itself)
+  return view.graph_json(k, compact=compact)
+
+
+@bp.get("/traces/<int:t>/rewrites/<int:r>")
+def rewrite_answer(t: int, r: int) -> Any:
+  tr = get_trace(t)
+  with store().lock:
+    return jsonify(rewrite_detail(get_rewrite(tr, r)))
+
+
+@bp.get("/traces/<int:t>/rewrites/<int:r>/graph")
+def graph_answer(t: int, r: int) -> Any:
+  tr = get_trace(t)
+  rw = get_rewrite(tr, r)
+  return json_answer(graph_at(tr, rw, int_arg("step", 0, allow_end=last_step(rw)), compact_arg()))
+
+
+@bp.get("/traces/<int:t>/rewrites/<int:r>/delta")
+def delta_answer(t: int, r: int) -> Any:
+  tr = get_trace(t)
+  rw = get_rewrite(tr, r)
+  j = int_arg("from", allow_end=last_step(rw))
+  k = int_arg("to", allow_end=last_step(rw))
+  check_step(rw, j)
+  check_step(rw, k)
+  view: StepGraphs = views().get(tr, rw)
+  out = jsonify(view.delta(j, k, compact=compact_arg()))
+  views().prefetch(view, k)
+  return out
