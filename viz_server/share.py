@@ -17,11 +17,10 @@ from typing import Any
 
 from flask import Blueprint, current_app, jsonify, request
 
-from viz_server.api import ApiError, ascii_int, fail
-from viz_server.store import Trace, TraceStore
+from viz_server.request_args import ascii_int, fail, get_trace
+from viz_server.store import Trace
 
 bp = Blueprint("share", __name__, url_prefix="/api")
-bp.register_error_handler(ApiError, lambda e: (jsonify({"error": e.message}), e.status))
 REDACTABLE = ("paths", "source", "argv", "host")  # viz_server/export.py's REDACTABLE
 # What the tools are given: past these a request is refused with 413 (the export of the demo trace, ~2k matches,
 # takes a few seconds; the export's size and time grow with the matches, compare's with the nodes)
@@ -30,14 +29,6 @@ MAX_COMPARE_MATCHES = 200_000
 MAX_TRACE_BYTES = 64 << 20
 TOOL_TIMEOUT_S = 120
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _trace(t: int) -> Trace:
-  store: TraceStore = current_app.extensions["tinyviz"]["store"]
-  tr = store.get(t)
-  if tr is None:
-    fail(404, f"no trace {t}")
-  return tr
 
 
 def _file(tr: Trace, limit: int, what: str) -> str:
@@ -81,7 +72,7 @@ def download_name(tr: Trace, redacted: bool) -> str:
 
 @bp.get("/traces/<int:t>/export")
 def export(t: int) -> Any:
-  tr = _trace(t)
+  tr = get_trace(t)
   what = _redact_arg()
   path = _file(tr, MAX_EXPORT_MATCHES, "export")
   with tempfile.TemporaryDirectory(prefix="tinyviz-export-") as tmp:
@@ -103,7 +94,7 @@ def compare() -> Any:
     t = ascii_int(raw)
     if t is None:
       fail(400, f"query parameter {which!r} must be a trace id (ASCII digits), got {raw[:40]!r}")
-    traces.append(_trace(t))
+    traces.append(get_trace(t))
     paths.append(_file(traces[-1], MAX_COMPARE_MATCHES, "compare"))
   p = _tool(["compare", *paths, "--json"], "compare")
   if p.returncode not in (0, 1):
