@@ -2,7 +2,8 @@
 // keyboard, deep links and live updates.
 import {api} from "./api.js";
 import {$, $$, debounce, fmtNs, h, put} from "./dom.js";
-import {CATEGORIES, GraphView, labelMetrics, renderLegend, setLabelMetrics} from "./graph.js";
+import {afterPaint, StepGraphView} from "./graph.js";
+import {labelMetrics, setLabelMetrics} from "./graphgeom.js";
 import {startLive} from "./live.js";
 import {NodeCard} from "./nodecard.js";
 import {PANEL_PARAMS, PANELS, panelSpec} from "./panels.js";
@@ -11,14 +12,13 @@ import {Sidebar} from "./sidebar.js";
 
 const state = {trace: null, ctx: null, rw: null, step: 0, node: null, panel: "step",
   ...Object.fromEntries(PANEL_PARAMS.map((k) => [k, ""]))};
-const data = {traces: [], contexts: [], ctxById: new Map(), rw: null, rwTrace: null, shown: null};
-// timings read by bench/bench_ui.py: ms since navigation start to the first painted graph; the last update split into
-// waiting for the server and building the DOM
-const perf = {firstGraphMs: null, lastFetchMs: null, lastDomMs: null, lastKind: null};
+const data = {traces: [], contexts: [], ctxById: new Map(), rw: null, rwTrace: null};
 
 // ---------------------------------------------------------------- pieces
 
-const graph = new GraphView($("#graph"), {onSelect: (id) => selectNode(id)});
+// the graph view fetches and draws the step showStep names (static/graph.js); this page reacts to what it shows
+const graph = new StepGraphView($("#graph"), {wrap: $("#graph-wrap"), empty: $("#graph-empty"), legend: $("#legend"),
+  onSelect: (id) => selectNode(id), onShown: () => onGraphShown(), onCleared: () => { nodeCard.hide(); setSlider(); }});
 const sidebar = new Sidebar({
   onContext: (c) => selectContext(c, {push: true}),
   onRewrite: (r) => selectRewrite(r, {push: true}),
@@ -135,7 +135,7 @@ async function selectTrace(t, {ctx = null, rw = null, step = null, node = null, 
   try {
     contexts = await api.contexts(t, {reuse: true});
   } catch (e) {
-    if (gen === navGen) { toast(`Trace ${t}: ${e.message}`, "error"); clearGraph(e.message); }
+    if (gen === navGen) { toast(`Trace ${t}: ${e.message}`, "error"); graph.clear(e.message); }
     return;
   }
   if (gen !== navGen) return;
@@ -143,7 +143,7 @@ async function selectTrace(t, {ctx = null, rw = null, step = null, node = null, 
   if (ctx === null || !data.ctxById.has(ctx)) ctx = defaultContext();
   if (ctx === null) {
     sidebar.setSelection(null, null);
-    clearGraph("This trace has no rewrites yet.");
+    graph.clear("This trace has no rewrites yet.");
     refreshPanel();
     syncUrl(push);
     return;
@@ -180,7 +180,7 @@ async function selectContext(c, {rw = null, step = null, node = null, push = fal
   if (rw === null) {
     state.rw = null;
     state.step = 0;
-    clearGraph(ctx.kind === "kernel" ? "This kernel has no rewrites; see the Kernel and Source panels."
+    graph.clear(ctx.kind === "kernel" ? "This kernel has no rewrites; see the Kernel and Source panels."
       : "No rewrites in this context.");
     panelHook("onStep");
     syncUrl(push);
@@ -197,14 +197,13 @@ async function selectRewrite(r, {step = null, node = null, push = false, gen = n
   panelHook("onSelection", {all: true});
   let detail;
   const moves = stepMoves;
-  // a step's graph never changes (showGraph caches it): ask for it now, beside the rewrite's steps, not after them
-  if (data.ctxById.get(state.ctx)?.rewrites.some((x) => x.id === r)) {
-    api.graph(state.trace, r, Math.max(0, step ?? 0), true).catch(() => {});
-  }
+  // a step's graph never changes (api.js caches it): ask for it now, beside the rewrite's steps, not after them
+  const listed = data.ctxById.get(state.ctx)?.rewrites.some((x) => x.id === r);
+  if (listed) graph.preload(state.trace, r, Math.max(0, step ?? 0));
   try {
     detail = await api.rewrite(state.trace, r);
   } catch (e) {
-    if (gen === navGen) clearGraph(`Rewrite ${r}: ${e.message}`);
+    if (gen === navGen) graph.clear(`Rewrite ${r}: ${e.message}`);
     return;
   }
   if (gen !== navGen) return;
@@ -215,16 +214,13 @@ async function selectRewrite(r, {step = null, node = null, push = false, gen = n
   data.rwTrace = state.trace;
   state.step = clampStep(keep ? state.step : step ?? 0);
   setSlider();
-  await showGraph({fit: true});
+  await showStep({fit: true});
   if (gen !== navGen) return;
   if (node !== null) selectNode(node, {center: true, push: false});
   afterPaint(() => panelHook("onStep"));
   panelHook("onRewrite");
   syncUrl(push);
 }
-
-/** Run fn once the next frame has been painted. */
-const afterPaint = (fn) => requestAnimationFrame(() => setTimeout(fn, 0));
 
 const clampStep = (k) => Math.max(0, Math.min(k, data.rw ? data.rw.steps.length : 0));
 
@@ -235,11 +231,11 @@ async function setStep(k, {push = false} = {}) {
   if (!data.rw) return;
   stepMoves++;
   k = clampStep(k);
-  if (k === state.step && data.shown && data.shown.step === k) return;
+  if (k === state.step && graph.shown && graph.shown.step === k) return;
   state.step = k;
   setSlider();
   syncUrl(push);
-  await showGraph({});
+  await showStep({});
   // after the frame that shows the new step: the panel's DOM work must not delay it
   if (state.step === k) afterPaint(() => { if (state.step === k) panelHook("onStep"); });
 }
@@ -257,124 +253,19 @@ function setSlider() {
 
 // ---------------------------------------------------------------- graph
 
-let pump = null;  // the running graph update; updates are serialized so deltas always apply to what is on screen
-let wantFit = false;
-
-function showGraph({fit = false}) {
-  wantFit = wantFit || fit;
-  if (!pump) pump = runPump().finally(() => { pump = null; });
-  return pump;
+/** Show the state's step in the graph view (it fetches the graph or delta and draws it); resolves once shown. */
+function showStep({fit = false}) {
+  const steps = data.rw ? data.rw.steps.length : 0;
+  return graph.show({trace: state.trace, rw: state.rw, step: state.step, steps, fit});
 }
 
-async function runPump() {
-  for (;;) {
-    const want = {trace: state.trace, rw: state.rw, step: state.step};
-    const shown = data.shown;
-    if (want.rw === null) return;
-    if (shown && shown.trace === want.trace && shown.rw === want.rw && shown.step === want.step) break;
-    const t0 = performance.now();
-    let t1 = t0;
-    $("#graph-wrap").classList.add("loading");
-    try {
-      let done = false;
-      if (shown && shown.trace === want.trace && shown.rw === want.rw) {
-        const d = await api.delta(want.trace, want.rw, shown.step, want.step, true);
-        if (state.trace !== want.trace || state.rw !== want.rw) continue;
-        t1 = performance.now();
-        done = graph.applyDelta(d);
-        if (done) updateLegend(graph.ids().map((id) => graph.node(id)));
-        perf.lastKind = "delta";
-      }
-      if (!done) {
-        const g = await api.graph(want.trace, want.rw, want.step, true);
-        if (state.trace !== want.trace || state.rw !== want.rw) continue;
-        t1 = performance.now();
-        graph.setData(g);
-        perf.lastKind = "graph";
-        $("#graph-empty").hidden = true;
-        updateLegend(g.nodes);
-        wantFit = true;
-      }
-    } catch (e) {
-      $("#graph-wrap").classList.remove("loading");
-      data.shown = null;
-      clearGraph(`Cannot load the graph: ${e.message}`);
-      return;
-    }
-    data.shown = want;
-    if (wantFit) { graph.autoView(); wantFit = false; }
-    perf.lastFetchMs = t1 - t0;
-    perf.lastDomMs = performance.now() - t1;
-  }
-  $("#graph-wrap").classList.remove("loading");
-  afterGraph();
-}
-
-// a graph too big to show whole comes cut to the nodes around the step's change (the answers' `cut`): say so
-const cutNote = h("div", {id: "cut-note", class: "cut-note", role: "status"});
-cutNote.hidden = true;
-$("#graph-wrap").append(cutNote);
-
-function updateCutNote() {
-  const c = graph.cut;
-  cutNote.hidden = !c;
-  if (c) {
-    cutNote.textContent = `showing ${c.shown.toLocaleString("en")} of ${c.total.toLocaleString("en")} nodes around `
-      + "the change (dashed stubs: edges to nodes not shown)";
-  }
-}
-
-function afterGraph() {
-  const s = data.shown;
-  updateCutNote();
-  document.body.dataset.graph = `${s.trace}:${s.rw}:${s.step}`;
-  if (perf.firstGraphMs === null) {
-    // rAF, then a task: runs after the frame with the graph was painted
-    requestAnimationFrame(() => setTimeout(() => { perf.firstGraphMs = performance.now(); }, 0));
-  }
+/** The graph shows the step asked for: select the view's node in it (or drop it), and count the search's hits. */
+function onGraphShown() {
   if (state.node !== null && graph.node(state.node)) graph.select(state.node);
   else if (state.node !== null) { state.node = null; nodeCard.hide(); }
   if (state.node !== null) showNodeCard(state.node);
   const q = $("#node-search").value;
   if (q) put($("#search-count"), hitText(graph.search(q)));
-  // a rewrite's first graph: the neighbours' requests, and the layouts the server computes in the background after
-  // them, wait for the frame that shows it (on 2 shared cores they took the CPU from drawing it: issue 18); after a
-  // step they go at once, to be there for the next key press
-  if (perf.lastKind === "graph") afterPaint(prefetch); else prefetch();
-}
-
-function prefetch() {
-  // neighbouring steps are the likely next request: fetch their deltas while the user looks
-  if (!data.shown) return;  // (cleared meanwhile)
-  const {trace, rw, step} = data.shown;
-  const n = data.rw ? data.rw.steps.length : 0;
-  // step - 1 first: the server's background layout goes on from the last step asked for, and forward is likelier
-  for (const k of [step - 1, step + 1]) if (k >= 0 && k <= n) api.delta(trace, rw, step, k, true).catch(() => {});
-}
-
-function clearGraph(msg) {
-  graph.setData({nodes: [], edges: [], width: 0, height: 0});
-  updateCutNote();
-  data.shown = null;
-  delete document.body.dataset.graph;
-  const empty = $("#graph-empty");
-  empty.hidden = false;
-  empty.textContent = msg;
-  put($("#legend"));
-  nodeCard.hide();
-  setSlider();
-}
-
-let legendSig = "";
-
-/** The legend of the categories of `nodes` (node data), with counts; a step applied as a delta calls it too. */
-function updateLegend(nodes) {
-  const counts = Object.fromEntries(CATEGORIES.map((c) => [c, 0]));
-  for (const n of nodes) counts[n.cat in counts ? n.cat : "other"]++;
-  const sig = JSON.stringify(counts);
-  if (sig === legendSig && $("#legend").childElementCount) return;  // most steps change no count
-  legendSig = sig;
-  renderLegend($("#legend"), counts);
 }
 
 // ---------------------------------------------------------------- nodes
@@ -751,7 +642,7 @@ async function main() {
   if (v.trace !== null && t !== v.trace) toast(`Trace ${v.trace} is not served here.`, "error");
   booted = true;
   try {
-    if (t === null) clearGraph("No traces yet. Open a trace file (or drop one here).");
+    if (t === null) graph.clear("No traces yet. Open a trace file (or drop one here).");
     else if (t === v.trace) await selectTrace(t, {ctx: v.ctx, rw: v.rw, step: v.step, node: v.node, push: false});
     else await selectTrace(t, {push: false});
   } finally {
@@ -765,6 +656,6 @@ async function main() {
 }
 
 // for tests and bench/bench_ui.py: the view state and a few entry points
-window.__viz = {state, data, perf, graph, panels, labelMetrics, diffPanel: panels.get("diff"),
+window.__viz = {state, data, perf: graph.perf, graph, panels, labelMetrics, diffPanel: panels.get("diff"),
   timelinePanel: panels.get("timeline"), setStep, selectNode, selectRewrite, selectContext, openPanel,
   ready: main().catch((e) => { toast(`Start-up failed: ${e.message}`, "error"); throw e; })};

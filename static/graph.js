@@ -1,39 +1,18 @@
-// The graph view: the server's layout drawn on a <canvas>, with pan/zoom, highlights, search, collapsed constants and
-// incremental step updates. A canvas redraw of a few thousand boxes costs a few ms, where an SVG of the same size
-// pays style, layout, layerization and paint for every element on each change.
-// Nodes and edges are kept by id, so a step change (/delta) updates only the model entries that changed.
+// The main graph view: a rewrite's step, fetched through static/api.js (the step's graph, or the delta from the step
+// on screen) and drawn on a <canvas> with pan/zoom, highlights, search, collapsed constants and incremental updates.
+// A canvas redraw of a few thousand boxes costs a few ms, where an SVG of the same size pays style, layout,
+// layerization and paint for every element on each change. Nodes and edges are kept by id, so a step change (/delta)
+// updates only the model entries that changed. Geometry: static/graphgeom.js; the canvas passes: static/graphdraw.js.
+import {api} from "./api.js";
 import {h, put} from "./dom.js";
+import {CATEGORIES, paint, readColors, TEXT_MIN_SCALE} from "./graphdraw.js";
+import {boxH, boxW, constsLine, edgeKey, edgeObj, nodeObj, respace, unspace} from "./graphgeom.js";
 
-export const CATEGORIES = ["const", "buffer", "alu", "load", "store", "range", "reduce", "movement", "sink", "cast",
-  "index", "other"];
-
-// the label metrics the server sizes boxes by (GET /api/metrics, also in /api/boot): line height, width of one
-// character at FONT_PX, a box's padding, the cut of an inlined constant's text, and the layout's NODE_GAP (the gap
-// collapsed boxes keep unless they had less); set by the page before the first graph is drawn
-let LINE_H = 0, CHAR_W = 0, PAD_W = 0, MAX_ARG = 0, CLEAR = 0;
-const FONT_PX = 11;     // the font the server's char_w was measured at
-const TEXT_MIN_SCALE = 0.45;  // below this zoom labels are unreadable: skip drawing them
 const OVERVIEW_MIN = 0.2;  // a whole graph fitted below this zoom is a smear: the automatic view shows the change
 const FOCUS_SCALE = 0.8;   // the zoom the automatic view centers a step's result at when the change is too big
-const BIN = 4;           // respacing: rows of this height in graph units
-const FADE_MS = 1200;
-const STUB_PX = 14;      // a cut graph's stub: the drawn length of an edge to a node not shown
-const GHOST_FROM = 0.9, GHOST_TO = 0.22;
-const edgeKey = (src, dst, index) => `${src}>${dst}>${index}`;
 
-/** Take the server's label metrics (the /api/metrics answer); a GraphView draws only once they are set. */
-export function setLabelMetrics(m) {
-  const num = (k) => {
-    const v = m && m[k];
-    if (typeof v !== "number" || !(v > 0)) throw new Error(`label metrics: ${k} is not a positive number`);
-    return v;
-  };
-  [LINE_H, CHAR_W, PAD_W, MAX_ARG, CLEAR] = ["line_h", "char_w", "pad_w", "max_arg_chars", "node_gap"].map(num);
-}
-
-/** The label metrics in use (for tests: they are the server's). */
-export const labelMetrics = () => ({line_h: LINE_H, char_w: CHAR_W, pad_w: PAD_W, max_arg_chars: MAX_ARG,
-  node_gap: CLEAR});
+/** Run fn once the next frame has been painted (rAF, then a task). */
+export const afterPaint = (fn) => requestAnimationFrame(() => setTimeout(fn, 0));
 
 export class GraphView {
   /** host: an empty element; onSelect(id|null) when a node (or the background) is clicked. */
@@ -62,27 +41,13 @@ export class GraphView {
     this.drawn = 0;          // nodes drawn in the last frame (tests and bench read it)
     this.frames = 0;
     this._raf = 0;
-    this._readColors();
+    this.colors = readColors();
     this.canvas = h("canvas", {class: "graph-canvas", role: "img", "aria-label": "graph"});
     this.ctx = this.canvas.getContext("2d", {alpha: false});
     put(host, this.canvas);
     this._resize();
     new ResizeObserver(() => { this._resize(); this.redraw(); }).observe(host);
     this._wireInput();
-  }
-
-  _readColors() {
-    const css = getComputedStyle(document.documentElement);
-    const v = (name, dflt) => css.getPropertyValue(name).trim() || dflt;
-    this.colors = {bg: v("--bg", "#0d1117"), fg: v("--fg", "#d5dde7"), edge: "#4a5668",
-      accent: v("--accent", "#58a6ff"),
-      add: v("--add", "#3fb950"), chg: v("--chg", "#d29922"), del: v("--del", "#f85149"), hit: "#6b5412",
-      consts: "#c9a2ff", stub: v("--fg-dim", "#8b949e"), cat: {}, fill: {}};
-    for (const c of CATEGORIES) {
-      const col = v(`--c-${c}`, "#768390");
-      this.colors.cat[c] = col;
-      this.colors.fill[c] = mix(col, this.colors.bg, 0.16);
-    }
   }
 
   _resize() {
@@ -109,7 +74,8 @@ export class GraphView {
     if (g.removed_nodes && g.removed_nodes.length) {
       const gone = new Map(g.removed_nodes.map((n) => [n.id, nodeObj(n)]));
       const end = (id) => gone.get(id) || this.nodes.get(id);
-      const edges = (g.removed_edges || []).map((e) => this._edgeObj(e, end(e.src), end(e.dst))).filter((e) => e);
+      const edges = (g.removed_edges || []).map((e) => edgeObj(e, end(e.src), end(e.dst), this.collapse))
+        .filter((e) => e);
       this.ghosts = {nodes: [...gone.values()], edges, t0: performance.now()};
     }
     this._refreshConsts(null);
@@ -196,118 +162,25 @@ export class GraphView {
   }
 
   _addEdge(e) {
-    const obj = this._edgeObj(e, this.nodes.get(e.src), this.nodes.get(e.dst));
+    const obj = edgeObj(e, this.nodes.get(e.src), this.nodes.get(e.dst), this.collapse);
     if (obj) this.edges.set(edgeKey(e.src, e.dst, e.index), obj);
   }
 
-  /** The model entry of an edge answer between node entries a and b (points: its route; none: a straight line). */
-  _edgeObj(e, a, b) {
-    const routed = e.points && e.points.length >= 2;
-    if (!routed && !(a && b)) return null;
-    // a straight edge runs between the layout's centers (not where the boxes are drawn when respaced)
-    const d = routed ? e : {...e, points: [[a.d.x, a.d.y], [b.d.x, b.d.y]]};
-    return this._route(new Edge(d, a ? a.d.cat === "const" : false), d.points, a, b);
-  }
-
-  /** Give edge entry obj the route pts, ended at the boxes of node entries a and b as they are drawn. */
-  _route(obj, pts, a, b) {
-    // the layout routes edges center to center; end them at the boxes so the arrow head shows
-    pts = pts.slice();
-    if (a) pts[0] = clip(pts[0], pts[1], this._boxW(a), a.h / 2, this._boxH(a) - a.h / 2);
-    const z = pts.length - 1;
-    if (b) pts[z] = clip(pts[z], pts[z - 1], this._boxW(b), b.h / 2, this._boxH(b) - b.h / 2);
-    let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
-    for (const [px, py] of pts) {
-      x0 = Math.min(x0, px);
-      y0 = Math.min(y0, py);
-      x1 = Math.max(x1, px);
-      y1 = Math.max(y1, py);
-    }
-    return obj.set(pts, [x0, y0, x1, y1]);
-  }
-
-  /** Collapsed constants widen their users' boxes and add a line below their labels, where the server's layout
-   * (which sized the boxes for their own labels) packed boxes NODE_GAP apart. Shift the drawn boxes and the edges'
-   * bend points right, in order of x, so that boxes that overlap vertically keep at least min(CLEAR, the gap the
-   * layout gave them) between them (a box's new line is kept CLEAR from everything); edges follow their ends and
-   * bends. One sweep over rows of BIN units: O(nodes + bends). Without collapse everything is where the layout put
-   * it (and nothing is done when nothing was respaced). */
+  /** With collapsed constants, boxes (and edge bends) shifted right to keep clear of the boxes widened by their
+   * constants' line (graphgeom.js's respace); without, everything where the layout put it (and nothing is done when
+   * nothing was respaced). */
   _respace() {
-    if (!this.collapse) {
-      if (!this.spaced) return;
-      this.spaced = null;
-      for (const n of this.nodes.values()) n.x = n.d.x;
-      for (const e of this.edges.values()) this._route(e, e.d.points, this.nodes.get(e.d.src), this.nodes.get(e.d.dst));
-      return;
-    }
-    const items = [];
-    let ymin = Infinity, ymax = -Infinity;
-    const add = (it) => { items.push(it); ymin = Math.min(ymin, it.top); ymax = Math.max(ymax, it.bot); };
-    for (const n of this.nodes.values()) {
-      if (n.d.cat === "const") continue;
-      const top = n.d.y - n.h / 2;
-      add({n, x: n.d.x, half: n.w / 2, e: this._boxW(n) - n.w, top, mid: top + n.h, bot: top + this._boxH(n)});
-    }
-    for (const ed of this.edges.values()) {
-      if (ed.fromConst) continue;
-      const p = ed.d.points;
-      for (let i = 1; i < p.length - 1; i++) {
-        add({ed, i, x: p[i][0], half: 0, e: 0, top: p[i][1], mid: p[i][1], bot: p[i][1]});
-      }
-    }
-    items.sort((a, b) => a.x - b.x);
-    const nb = items.length ? Math.floor((ymax - ymin) / BIN) + 1 : 0;
-    const fill = () => new Float64Array(nb).fill(-Infinity);
-    // per row: the largest shift of a right edge so far, the rightmost right edge so far (layout extents), and the
-    // rightmost right edge of the boxes' and of the new lines' extents
-    const moved = fill(), right = fill(), rightAll = fill(), rightLine = fill();
-    const bin = (y) => Math.floor((y - ymin) / BIN);
-    const bends = new Map();
-    let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
-    for (const it of items) {
-      const b0 = bin(it.top), bm = bin(it.mid), b1 = bin(it.bot), line = it.bot > it.mid;
-      const l0 = it.x - it.half;
-      let need = -Infinity;
-      for (let b = b0; b <= bm; b++) need = Math.max(need, Math.min(l0 + moved[b], right[b] + CLEAR));
-      for (let b = b0; b <= b1; b++) need = Math.max(need, rightLine[b] + CLEAR);
-      if (line) for (let b = bm; b <= b1; b++) need = Math.max(need, rightAll[b] + CLEAR);
-      const dx = Math.max(0, need - (l0 - it.e / 2));
-      const r = it.x + dx + it.half + it.e / 2, shift = dx + it.e / 2;
-      for (let b = b0; b <= bm; b++) { moved[b] = Math.max(moved[b], shift); right[b] = Math.max(right[b], r); }
-      for (let b = b0; b <= b1; b++) rightAll[b] = Math.max(rightAll[b], r);
-      if (line) for (let b = bm; b <= b1; b++) rightLine[b] = Math.max(rightLine[b], r);
-      if (it.n) {
-        it.n.x = it.x + dx;
-        x0 = Math.min(x0, r - 2 * it.half - it.e);
-        x1 = Math.max(x1, r);
-        y0 = Math.min(y0, it.top);
-        y1 = Math.max(y1, it.bot);
-      } else {
-        if (!bends.has(it.ed)) bends.set(it.ed, it.ed.d.points.slice());
-        bends.get(it.ed)[it.i] = [it.x + dx, it.top];
-      }
-    }
-    for (const n of this.nodes.values()) if (n.d.cat === "const") n.x = n.d.x;
-    for (const e of this.edges.values()) {
-      const a = this.nodes.get(e.d.src), b = this.nodes.get(e.d.dst);
-      const pts = (bends.get(e) || e.d.points).slice();
-      const z = pts.length - 1;
-      if (a) pts[0] = [pts[0][0] + a.x - a.d.x, pts[0][1]];
-      if (b) pts[z] = [pts[z][0] + b.x - b.d.x, pts[z][1]];
-      this._route(e, pts, a, b);
-    }
-    this.spaced = {x0, y0, x1, y1};
+    if (this.collapse) { this.spaced = respace(this.nodes, this.edges); return; }
+    if (!this.spaced) return;
+    this.spaced = null;
+    unspace(this.nodes, this.edges);
   }
 
   /** Constant sources shown inside their users' labels when collapsed: recompute for `ids` (all when null). */
   _refreshConsts(ids) {
     for (const id of ids === null ? this.nodes.keys() : ids) {
       const n = this.nodes.get(id);
-      if (!n) continue;
-      n.consts = null;
-      if (n.d.cat === "const") continue;
-      const cs = (n.d.src || []).map((s) => this.nodes.get(s)).filter((x) => x && x.d.cat === "const");
-      if (cs.length) n.consts = `← ${cs.map((c) => cut(String(c.d.arg ?? c.d.label))).join(", ")}`;
+      if (n) n.consts = constsLine(n, this.nodes);
     }
   }
 
@@ -355,15 +228,16 @@ export class GraphView {
     if (!n) return null;
     const r = this.canvas.getBoundingClientRect();
     const {x, y, k} = this.view;
-    return {x: r.left + x + n.x * k, y: r.top + y + n.y * k, w: this._boxW(n) * k, h: this._boxH(n) * k};
+    const w = boxW(n, this.collapse), ht = boxH(n, this.collapse);
+    return {x: r.left + x + n.x * k, y: r.top + y + n.y * k, w: w * k, h: ht * k};
   }
 
   /** The box node id is drawn as, in graph coordinates ({x0, y0, x1, y1}), or null when it is not drawn. */
   box(id) {
     const n = this.nodes.get(id);
     if (!n || (this.collapse && n.d.cat === "const")) return null;
-    const w = this._boxW(n), top = n.y - n.h / 2;
-    return {x0: n.x - w / 2, y0: top, x1: n.x + w / 2, y1: top + this._boxH(n)};
+    const w = boxW(n, this.collapse), top = n.y - n.h / 2;
+    return {x0: n.x - w / 2, y0: top, x1: n.x + w / 2, y1: top + boxH(n, this.collapse)};
   }
 
   relatives(id, mode) {
@@ -502,260 +376,13 @@ export class GraphView {
     this._raf = requestAnimationFrame(() => { this._raf = 0; this.draw(); });
   }
 
-  /** Draw now: the passes below, back to front. */
+  /** Draw now (graphdraw.js's passes, back to front). */
   draw() {
-    const f = this._begin();
-    const fadeLeft = this._drawGhosts(f);
-    this._drawEdges(f);
-    this._drawSelectedEdges(f);
-    this._drawNodes(f);
-    this._drawMarks(f);
+    const fadeLeft = paint(this);
     this.frames++;
     // a few redraws while the ghosts fade, not one per frame: each full redraw costs real time on big graphs
     clearTimeout(this._fadeTimer);
     if (fadeLeft > 0) this._fadeTimer = setTimeout(() => this.redraw(), Math.min(300, fadeLeft));
-  }
-
-  /** Clear the canvas, set the view's transform; what the passes share: the zoom, the visible region and tests. */
-  _begin() {
-    const {ctx, dpr, colors} = this;
-    const {x, y, k} = this.view;
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.fillStyle = colors.bg;
-    ctx.fillRect(0, 0, this.cw, this.ch);
-    ctx.setTransform(dpr * k, 0, 0, dpr * k, dpr * x, dpr * y);
-    // visible region in graph coordinates, with a margin for boxes straddling the edge
-    const vx0 = -x / k - 200, vy0 = -y / k - 60, vx1 = (this.cw - x) / k + 200, vy1 = (this.ch - y) / k + 60;
-    const near = (n) => n.x >= vx0 && n.x <= vx1 && n.y >= vy0 && n.y <= vy1;
-    // boxes widened by inlined constants may reach further than the margin
-    const visible = !this.collapse ? near : (n) => n.y >= vy0 && n.y <= vy1
-      && Math.abs(n.x - (vx0 + vx1) / 2) <= (vx1 - vx0) / 2 + Math.max(0, this._boxW(n) / 2 - 200);
-    return {
-      ctx, colors, k, vx0, vy0, vx1, vy1, visible,
-      focus: this._focus(),
-      hidden: (n) => this.collapse && n.d.cat === "const",
-      hair: 1 / (k * dpr),  // 1 device pixel: Skia strokes hairlines on a much faster path than wider lines
-      rounded: k * 20 >= 8,  // corners too small to see are not worth their cost
-    };
-  }
-
-  /** Ghosts of the last step's removed nodes, fading; returns the ms of fading left. */
-  _drawGhosts({ctx, colors, k, visible, hidden}) {
-    if (!this.ghosts) return 0;
-    const age = (performance.now() - this.ghosts.t0) / FADE_MS;
-    ctx.globalAlpha = GHOST_FROM + (GHOST_TO - GHOST_FROM) * Math.min(1, age);
-    // dash lengths in screen pixels: in graph units a zoomed-out edge would be thousands of dashes
-    const s = 1 / Math.min(k, 1);
-    ctx.setLineDash([4 * s, 3 * s]);
-    ctx.strokeStyle = colors.del;
-    ctx.lineWidth = 1.2 * s;
-    for (const e of this.ghosts.edges) if (!(this.collapse && e.fromConst)) ctx.stroke(e.path);
-    ctx.fillStyle = "#2a1216";
-    const p = new Path2D();
-    const shown = this.ghosts.nodes.filter((n) => visible(n) && !hidden(n));
-    for (const n of shown) p.roundRect(n.x - this._boxW(n) / 2, n.y - n.h / 2, this._boxW(n), this._boxH(n), 4);
-    ctx.fill(p);
-    ctx.stroke(p);
-    ctx.setLineDash([]);
-    if (k >= TEXT_MIN_SCALE) {
-      ctx.fillStyle = colors.del;
-      this._labels(shown);
-    }
-    ctx.globalAlpha = 1;
-    return Math.max(0, 1 - age) * FADE_MS;
-  }
-
-  /** Edges in one batch (only the visible ones when zoomed in), dimmed while some nodes are in focus. */
-  _drawEdges({ctx, colors, k, vx0, vy0, vx1, vy1, focus, hair}) {
-    ctx.globalAlpha = focus ? 0.18 : 1;
-    ctx.strokeStyle = colors.edge;
-    ctx.fillStyle = colors.edge;
-    ctx.lineWidth = hair;
-    if (k < 0.15) {
-      // far out: straight segments, no arrow heads (they would be a fraction of a pixel)
-      const batch = this._edgeBatch();
-      ctx.stroke(this.collapse ? batch.flatNoConst : batch.flat);
-    } else {
-      const lines = new Path2D(), arrows = new Path2D();
-      for (const e of this.edges.values()) {
-        const [x0, y0, x1, y1] = e.box;
-        if (x1 < vx0 || x0 > vx1 || y1 < vy0 || y0 > vy1 || (this.collapse && e.fromConst)) continue;
-        lines.addPath(e.path);
-        arrows.addPath(e.arrow);
-      }
-      ctx.stroke(lines);
-      ctx.fill(arrows);
-    }
-    ctx.globalAlpha = 1;
-  }
-
-  /** The selected node's edges (or those among its highlighted relatives) on top of the others. */
-  _drawSelectedEdges({ctx, colors, k}) {
-    if (this.selected === null) return;
-    const on = this.rel ? new Set(this.rel).add(this.selected) : null;
-    const hl = new Path2D(), ha = new Path2D();
-    for (const e of this.edges.values()) {
-      const yes = on ? on.has(e.d.src) && on.has(e.d.dst) : e.d.src === this.selected || e.d.dst === this.selected;
-      if (yes && !(this.collapse && e.fromConst)) { hl.addPath(e.path); ha.addPath(e.arrow); }
-    }
-    ctx.strokeStyle = colors.accent;
-    ctx.fillStyle = colors.accent;
-    ctx.lineWidth = 2 / k;
-    ctx.stroke(hl);
-    ctx.fill(ha);
-  }
-
-  /** Nodes, one path per category (few state changes), dimmed ones first; counts the drawn ones in this.drawn. */
-  _drawNodes(f) {
-    const dim = [], lit = [];
-    let drawn = 0;
-    for (const n of this.nodes.values()) {
-      if (f.hidden(n) || !f.visible(n)) continue;
-      drawn++;
-      (f.focus && !f.focus.has(n.d.id) ? dim : lit).push(n);
-    }
-    this.drawn = drawn;
-    if (dim.length) this._drawBoxes(f, dim, 0.25);
-    if (lit.length) this._drawBoxes(f, lit, 1);
-    f.ctx.globalAlpha = 1;
-  }
-
-  /** One group of nodes at one opacity: boxes, search hits' fill (opaque group only), labels. */
-  _drawBoxes({ctx, colors, k, hair, rounded}, group, alpha) {
-    ctx.globalAlpha = alpha;
-    const byCat = new Map();
-    for (const n of group) {
-      const c = colors.cat[n.d.cat] ? n.d.cat : "other";
-      if (!byCat.has(c)) byCat.set(c, new Path2D());
-      const bw = this._boxW(n), bh = this._boxH(n);
-      if (rounded) byCat.get(c).roundRect(n.x - bw / 2, n.y - n.h / 2, bw, bh, 4);
-      else byCat.get(c).rect(n.x - bw / 2, n.y - n.h / 2, bw, bh);
-    }
-    ctx.lineWidth = rounded ? Math.max(hair, 1.2) : hair;
-    const tiny = k * 20 < 4;  // boxes of a few pixels: a solid fill in the category color reads best
-    for (const [c, p] of byCat) {
-      ctx.fillStyle = tiny ? colors.cat[c] : colors.fill[c];
-      ctx.fill(p);
-      if (!tiny) { ctx.strokeStyle = colors.cat[c]; ctx.stroke(p); }
-    }
-    if (alpha === 1 && this.hits.length) {  // search hits: a fill under the labels
-      ctx.fillStyle = colors.hit;
-      const p = new Path2D();
-      for (const n of group) {
-        if (!this.hitSet.has(n.d.id)) continue;
-        const bw = this._boxW(n);
-        p.roundRect(n.x - bw / 2, n.y - n.h / 2, bw, this._boxH(n), 4);
-      }
-      ctx.fill(p);
-    }
-    if (k >= TEXT_MIN_SCALE) {
-      ctx.fillStyle = colors.fg;
-      this._labels(group);
-    }
-  }
-
-  /** Rings on top: search hits, added, changed, related, selected. */
-  _drawMarks({ctx, colors, k, visible, hidden}) {
-    const ring = (ids, color, width, dash) => {
-      const p = new Path2D();
-      let any = false;
-      for (const id of ids) {
-        const n = this.nodes.get(id);
-        if (!n || hidden(n) || !visible(n)) continue;
-        const bw = this._boxW(n);
-        p.roundRect(n.x - bw / 2 - 1, n.y - n.h / 2 - 1, bw + 2, this._boxH(n) + 2, 5);
-        any = true;
-      }
-      if (!any) return;
-      ctx.setLineDash((dash || []).map((x) => x / Math.min(k, 1)));
-      ctx.strokeStyle = color;
-      ctx.lineWidth = width / Math.min(k, 1);
-      ctx.stroke(p);
-      ctx.setLineDash([]);
-    };
-    if (this.hits.length) ring(this.hits, "#f2cc60", 1.5);
-    ring(this.marked.added, colors.add, 3);
-    ring(this.marked.changed, colors.chg, 3, [6, 3]);
-    if (this.rel) ring(this.rel, colors.accent, 2);
-    if (this.selected !== null) ring([this.selected], "#ffffff", 3);
-    if (this.cut) this._drawStubs({ctx, colors, k, visible, hidden});
-  }
-
-  /** A cut graph's edges to nodes not shown: a dashed stub above a box per hidden source (sources are drawn above
-   * their users), below it per hidden user, with the count when zoomed in enough to read it. */
-  _drawStubs({ctx, colors, k, visible, hidden}) {
-    const p = new Path2D(), texts = [];
-    const len = STUB_PX / Math.min(k, 1);
-    for (const [id, [srcs, users]] of Object.entries(this.cut.stubs || {})) {
-      const n = this.nodes.get(Number(id));
-      if (!n || hidden(n) || !visible(n)) continue;
-      const top = n.y - n.h / 2, bottom = top + this._boxH(n);
-      if (srcs) { p.moveTo(n.x, top); p.lineTo(n.x, top - len); texts.push([`+${srcs}`, n.x + 3, top - len / 2]); }
-      if (users) {
-        p.moveTo(n.x, bottom); p.lineTo(n.x, bottom + len);
-        texts.push([`+${users}`, n.x + 3, bottom + len / 2]);
-      }
-    }
-    ctx.setLineDash([3 / Math.min(k, 1), 3 / Math.min(k, 1)]);
-    ctx.strokeStyle = colors.stub;
-    ctx.lineWidth = 1.5 / Math.min(k, 1);
-    ctx.stroke(p);
-    ctx.setLineDash([]);
-    if (k < TEXT_MIN_SCALE) return;
-    ctx.fillStyle = colors.stub;
-    ctx.font = `${FONT_PX - 2}px ${getMonoFont()}`;
-    ctx.textAlign = "left";
-    ctx.textBaseline = "middle";
-    for (const [t, x, y] of texts) ctx.fillText(t, x, y);
-  }
-
-  _boxW(n) {
-    return this.collapse && n.consts ? Math.max(n.w, n.consts.length * CHAR_W + PAD_W) : n.w;
-  }
-
-  _boxH(n) {
-    return this.collapse && n.consts ? n.h + LINE_H : n.h;
-  }
-
-  _labels(nodes) {
-    const ctx = this.ctx;
-    ctx.font = `${FONT_PX}px ${getMonoFont()}`;
-    ctx.textAlign = "center";
-    ctx.textBaseline = "middle";
-    const fg = ctx.fillStyle;
-    for (const n of nodes) {
-      const y0 = n.y - ((n.lines.length - 1) * LINE_H) / 2;
-      for (let i = 0; i < n.lines.length; i++) ctx.fillText(n.lines[i], n.x, y0 + i * LINE_H);
-      if (this.collapse && n.consts) {
-        ctx.fillStyle = this.colors.consts;
-        ctx.fillText(n.consts, n.x, y0 + n.lines.length * LINE_H);
-        ctx.fillStyle = fg;
-      }
-    }
-  }
-
-  _focus() {
-    if (this.rel) return new Set(this.rel).add(this.selected);
-    if (this.query) {
-      const f = new Set(this.hits);
-      if (this.selected !== null) f.add(this.selected);
-      return f;
-    }
-    return null;
-  }
-
-  _edgeBatch() {
-    if (!this.edgeBatch) {
-      const b = {flat: new Path2D(), flatNoConst: new Path2D()};
-      for (const e of this.edges.values()) {
-        for (const p of e.fromConst ? [b.flat] : [b.flat, b.flatNoConst]) {
-          p.moveTo(e.pts[0][0], e.pts[0][1]);
-          for (let i = 1; i < e.pts.length; i++) p.lineTo(e.pts[i][0], e.pts[i][1]);
-        }
-      }
-      this.edgeBatch = b;
-    }
-    return this.edgeBatch;
   }
 
   /** The node under a point in canvas CSS pixels, or null. */
@@ -765,8 +392,8 @@ export class GraphView {
     let best = null;
     for (const n of this.nodes.values()) {
       if (this.collapse && n.d.cat === "const") continue;
-      const bw = this._boxW(n);
-      if (Math.abs(gx - n.x) <= bw / 2 && gy >= n.y - n.h / 2 && gy <= n.y - n.h / 2 + this._boxH(n)) best = n;
+      const top = n.y - n.h / 2;
+      if (Math.abs(gx - n.x) <= boxW(n, this.collapse) / 2 && gy >= top && gy <= top + boxH(n, this.collapse)) best = n;
     }
     return best;
   }
@@ -819,94 +446,159 @@ export class GraphView {
   }
 }
 
-/** The model entry of an edge: its answer d, its drawn route pts and their bounds; the curve and the arrow head
- * (two Path2Ds) are made when first drawn: a graph seen whole at a far zoom draws its edges as one batch of
- * segments, and thousands of curves nobody draws cost more than the rest of the model. */
-class Edge {
-  constructor(d, fromConst) {
-    this.d = d;
-    this.fromConst = fromConst;
-    this.pts = null;
-    this.box = null;
-    this._path = this._arrow = null;
+/** The page's graph view: it shows the step of a rewrite it is told to (`show`), fetching through api.js the step's
+ * graph, or the delta from the step on screen when that is of the same rewrite. Updates run one at a time, so a delta
+ * always applies to what is on screen; a rewrite's first graph prefetches its neighbouring steps' deltas once it is
+ * painted, a step at once. Also the graph's empty text, legend, loading bar and cut note, and the first-graph marks. */
+export class StepGraphView extends GraphView {
+  /** els: the graph's container (`wrap`), its empty-state text (`empty`) and legend (`legend`); onShown(view) once
+   * the view asked for is on screen, onCleared() when the graph is emptied (cleared, or a step that failed to load). */
+  constructor(host, {wrap, empty, legend, onSelect, onShown, onCleared} = {}) {
+    super(host, {onSelect});
+    this.els = {wrap, empty, legend};
+    this.onShown = onShown || (() => {});
+    this.onCleared = onCleared || (() => {});
+    this.want = null;    // {trace, rw, step, steps} of the last show (null once cleared)
+    this.shown = null;   // {trace, rw, step} on screen
+    this.pump = null;    // the running update
+    this.wantFit = false;
+    this.legendSig = "";
+    // timings read by bench/bench_ui.py: ms since navigation start to the first painted graph; the last update split
+    // into waiting for the server and building the model and view
+    this.perf = {firstGraphMs: null, lastFetchMs: null, lastDomMs: null, lastKind: null};
+    // a graph too big to show whole comes cut to the nodes around the step's change (the answers' `cut`): say so
+    this.cutNote = h("div", {id: "cut-note", class: "cut-note", role: "status"});
+    this.cutNote.hidden = true;
+    wrap.append(this.cutNote);
   }
 
-  set(pts, box) {
-    this.pts = pts;
-    this.box = box;
-    this._path = this._arrow = null;
-    return this;
+  /** Show step `step` of rewrite `rw` of trace `trace` (`steps`: the rewrite's step count; `fit`: refit the view);
+   * resolves once the latest view asked for is on screen (or failed to load). */
+  show({trace, rw, step, steps = 0, fit = false}) {
+    this.want = {trace, rw, step, steps};
+    this.wantFit = this.wantFit || fit;
+    if (!this.pump) this.pump = this._pump().finally(() => { this.pump = null; });
+    return this.pump;
   }
 
-  get path() { return this._path ?? (this._path = pathOf(this.pts)); }
-
-  get arrow() { return this._arrow ?? (this._arrow = arrowOf(this.pts)); }
-}
-
-/** The model entry of a node answer. */
-function nodeObj(n) {
-  const lines = String(n.label ?? n.op ?? "").split("\n");
-  return {d: n, x: n.x, y: n.y, w: n.w || 60, h: n.h || 24, lines, consts: null};
-}
-
-/** An inlined constant's text, cut like the args in the server's labels. */
-function cut(s) {
-  return s.length <= MAX_ARG ? s : `${s.slice(0, MAX_ARG - 1)}…`;
-}
-
-let monoFont = null;
-
-function getMonoFont() {
-  if (monoFont === null) {
-    monoFont = getComputedStyle(document.documentElement).getPropertyValue("--mono").trim() || "monospace";
+  /** Ask for a step's graph ahead of `show` (it never changes, so show takes it from api.js's cache). */
+  preload(trace, rw, step) {
+    api.graph(trace, rw, step, true).catch(() => {});
   }
-  return monoFont;
-}
 
-/** The point where the segment from c toward p leaves the box around c: w wide, up above c and down below it. */
-function clip(c, p, w, up, down) {
-  const dx = p[0] - c[0], dy = p[1] - c[1];
-  if (!dx && !dy) return c;
-  const t = Math.min(dx ? w / 2 / Math.abs(dx) : Infinity, dy ? (dy < 0 ? up : down) / Math.abs(dy) : Infinity);
-  if (t >= 1) return c;  // the next point is inside the box: keep the route as it is
-  return [c[0] + dx * t, c[1] + dy * t];
-}
-
-/** A smooth curve through the layout's bend points: quadratic segments between midpoints. */
-function pathOf(pts) {
-  const p = new Path2D();
-  p.moveTo(pts[0][0], pts[0][1]);
-  if (pts.length === 2) { p.lineTo(pts[1][0], pts[1][1]); return p; }
-  for (let i = 1; i < pts.length - 1; i++) {
-    const [x, y] = pts[i], [nx, ny] = pts[i + 1];
-    const last = i === pts.length - 2;
-    p.quadraticCurveTo(x, y, last ? nx : (x + nx) / 2, last ? ny : (y + ny) / 2);
+  /** Empty the graph and show msg in its place. */
+  clear(msg) {
+    this.want = null;
+    this.shown = null;
+    this.setData({nodes: [], edges: [], width: 0, height: 0});
+    this._updateCutNote();
+    delete document.body.dataset.graph;
+    this.els.empty.hidden = false;
+    this.els.empty.textContent = msg;
+    put(this.els.legend);
+    this.onCleared();
   }
-  return p;
+
+  async _pump() {
+    const wrap = this.els.wrap;
+    for (;;) {
+      const want = this.want;
+      if (want === null || want.rw === null) break;  // (cleared meanwhile)
+      if (sameStep(this.shown, want)) {
+        wrap.classList.remove("loading");
+        this._afterShown(want.steps);
+        return;
+      }
+      wrap.classList.add("loading");
+      try {
+        await this._update(want);
+      } catch (e) {
+        wrap.classList.remove("loading");
+        this.clear(`Cannot load the graph: ${e.message}`);
+        return;
+      }
+    }
+    wrap.classList.remove("loading");
+  }
+
+  /** Bring the graph on screen to `want`: by the delta from the step shown when that is of the same rewrite (and the
+   * delta fits it), else by the step's graph. Changes nothing when another rewrite was asked for meanwhile. */
+  async _update(want) {
+    const shown = this.shown, perf = this.perf;
+    const moved = () => this.want === null || this.want.trace !== want.trace || this.want.rw !== want.rw;
+    const t0 = performance.now();
+    let t1 = t0, done = false;
+    if (shown && shown.trace === want.trace && shown.rw === want.rw) {
+      const d = await api.delta(want.trace, want.rw, shown.step, want.step, true);
+      if (moved()) return;
+      t1 = performance.now();
+      done = this.applyDelta(d);
+      if (done) this._legend(this.ids().map((id) => this.node(id)));
+      perf.lastKind = "delta";
+    }
+    if (!done) {
+      const g = await api.graph(want.trace, want.rw, want.step, true);
+      if (moved()) return;
+      t1 = performance.now();
+      this.setData(g);
+      perf.lastKind = "graph";
+      this.els.empty.hidden = true;
+      this._legend(g.nodes);
+      this.wantFit = true;
+    }
+    this.shown = {trace: want.trace, rw: want.rw, step: want.step};
+    if (this.wantFit) { this.autoView(); this.wantFit = false; }
+    perf.lastFetchMs = t1 - t0;
+    perf.lastDomMs = performance.now() - t1;
+  }
+
+  /** The view asked for is on screen: say so (body's data-graph, the cut note, the first graph's paint time, onShown),
+   * then prefetch the neighbouring steps. */
+  _afterShown(steps) {
+    const s = this.shown;
+    this._updateCutNote();
+    document.body.dataset.graph = `${s.trace}:${s.rw}:${s.step}`;
+    if (this.perf.firstGraphMs === null) afterPaint(() => { this.perf.firstGraphMs = performance.now(); });
+    this.onShown(s);
+    // a rewrite's first graph: the neighbours' requests, and the layouts the server computes in the background after
+    // them, wait for the frame that shows it (on 2 shared cores they took the CPU from drawing it: issue 18); after a
+    // step they go at once, to be there for the next key press
+    if (this.perf.lastKind === "graph") afterPaint(() => this._prefetch(s, steps)); else this._prefetch(s, steps);
+  }
+
+  /** Neighbouring steps are the likely next request: fetch their deltas while the user looks. */
+  _prefetch(s, steps) {
+    if (this.shown !== s) return;  // (cleared or moved on meanwhile: that view prefetches its own)
+    // step - 1 first: the server's background layout goes on from the last step asked for, and forward is likelier
+    for (const k of [s.step - 1, s.step + 1]) {
+      if (k >= 0 && k <= steps) api.delta(s.trace, s.rw, s.step, k, true).catch(() => {});
+    }
+  }
+
+  _updateCutNote() {
+    const c = this.cut;
+    this.cutNote.hidden = !c;
+    if (c) {
+      this.cutNote.textContent = `showing ${c.shown.toLocaleString("en")} of ${c.total.toLocaleString("en")} nodes `
+        + "around the change (dashed stubs: edges to nodes not shown)";
+    }
+  }
+
+  /** The legend of the categories of `nodes` (node data), with counts; a step applied as a delta calls it too. */
+  _legend(nodes) {
+    const counts = Object.fromEntries(CATEGORIES.map((c) => [c, 0]));
+    for (const n of nodes) counts[n.cat in counts ? n.cat : "other"]++;
+    const sig = JSON.stringify(counts);
+    if (sig === this.legendSig && this.els.legend.childElementCount) return;  // most steps change no count
+    this.legendSig = sig;
+    renderLegend(this.els.legend, counts);
+  }
 }
 
-function arrowOf(pts) {
-  const [tx, ty] = pts[pts.length - 1], [px, py] = pts[pts.length - 2];
-  const len = Math.hypot(tx - px, ty - py) || 1;
-  const ux = (tx - px) / len, uy = (ty - py) / len;
-  const p = new Path2D();
-  p.moveTo(tx, ty);
-  p.lineTo(tx - ux * 7 - uy * 3.5, ty - uy * 7 + ux * 3.5);
-  p.lineTo(tx - ux * 7 + uy * 3.5, ty - uy * 7 - ux * 3.5);
-  p.closePath();
-  return p;
-}
-
-/** `a` mixed into `b` with weight w (hex colors). */
-function mix(a, b, w) {
-  const p = (c) => [1, 3, 5].map((i) => parseInt(c.slice(i, i + 2), 16));
-  if (!/^#[0-9a-f]{6}$/i.test(a) || !/^#[0-9a-f]{6}$/i.test(b)) return b;
-  const [ca, cb] = [p(a), p(b)];
-  return `rgb(${ca.map((v, i) => Math.round(v * w + cb[i] * (1 - w))).join(",")})`;
-}
+const sameStep = (a, b) => a !== null && a.trace === b.trace && a.rw === b.rw && a.step === b.step;
 
 /** The category legend (CSS classes shared with the chips). */
-export function renderLegend(host, counts) {
+function renderLegend(host, counts) {
   const items = CATEGORIES.filter((c) => !counts || counts[c]).map((c) => h("span", {class: `legend-item cat-${c}`},
     h("i", {class: "swatch"}), c, counts ? h("span", {class: "muted"}, ` ${counts[c]}`) : null));
   put(host, ...items);

@@ -163,7 +163,7 @@ def test_upload(page, server, trace_dir, tmp_path):
   # the uploaded trace's graph is on screen (not still the one the page opened with)
   page.wait_for_function("() => document.querySelector('#trace-select').selectedOptions[0]?.textContent"
                          ".includes('demo') && window.__viz.state.rw !== null"
-                         " && window.__viz.data.shown?.trace === window.__viz.state.trace")
+                         " && window.__viz.graph.shown?.trace === window.__viz.state.trace")
   entries = server.api("/api/traces")
   t = state(page)["trace"]
   assert entries[-1]["id"] == t and entries[-1]["name"] == "demo.vztrace"
