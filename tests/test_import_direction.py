@@ -84,7 +84,8 @@ def test_compiler_never_imports_the_viewer():
 # module that puts opt, codegen and runtime together (it reads NOOPT/BEAM, optimizes, gives BEAM the runtime's
 # evaluator, compiles), and compiler.realize runs a schedule's kernels on it. The optimizer compiles and runs nothing
 # itself, the runtime knows no optimizer; the runtime compiles codegen's Program (as tinygrad's device its renderer).
-# Modules outside these layers (uop, dtype, rewrite, symbolic, trace, debug: the IR and its tools) are free to import.
+# Modules outside these layers (uop, dtype, rewrite, symbolic, trace, debug, host: the IR and its tools, the host CPU)
+# are free to import.
 PIPELINE_MAY_IMPORT = {
   "realize": {"engine", "schedule", "runtime"},
   "engine": {"opt", "codegen", "runtime"},
