@@ -29,8 +29,8 @@ import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from bench.table import format_table  # noqa: E402
-from bench.workloads import WORKLOADS, Workload  # noqa: E402
-from compiler import Tensor, TinyJit, realize  # noqa: E402
+from bench.workloads import WORKLOADS, Workload, jitted  # noqa: E402
+from compiler import Tensor, realize  # noqa: E402
 
 
 def _kernel_only(w: Workload):
@@ -52,16 +52,15 @@ def _kernel_only(w: Workload):
 def measure(w: Workload, reps: int, clock) -> dict:
   """Every way of calling the workload, interleaved (min of reps each), after its first calls; and whether each
   result is numpy's."""
-  jitted = TinyJit(w.build)
   shared = lambda: [Tensor.from_numpy(a) for a in w.inputs]  # noqa: E731
   outs = [w.lazy().numpy()]
-  for _ in range(3):  # plain, capture, first replay
-    outs.append(jitted(*w.tensors()).numpy())
+  jit, first = jitted(w)  # (plain, capture, first replay)
+  outs += first
   ts = w.tensors()
   fns = {"kernel": _kernel_only(w), "e2e": lambda: w.lazy().numpy(), "plain_shared": lambda: w.build(*shared()).numpy(),
-         "jit": lambda: jitted(*w.tensors()).numpy(), "shared": lambda: jitted(*shared()).numpy(),
-         "arrays": lambda: jitted(*w.inputs).numpy(),
-         "replay": lambda: jitted(*ts), "numpy": lambda: w.reference(*w.inputs)}
+         "jit": lambda: jit(*w.tensors()).numpy(), "shared": lambda: jit(*shared()).numpy(),
+         "arrays": lambda: jit(*w.inputs).numpy(),
+         "replay": lambda: jit(*ts), "numpy": lambda: w.reference(*w.inputs)}
   best = dict.fromkeys(fns, float("inf"))
   for fn in fns.values():  # warm up
     fn()
@@ -71,9 +70,9 @@ def measure(w: Workload, reps: int, clock) -> dict:
       t0 = clock()  # caches the way before it left; kernel only after numpy's reference measured 10-25% slower)
       fn()
       best[key] = min(best[key], clock() - t0)
-  outs += [w.build(*shared()).numpy(), jitted(*shared()).numpy(), jitted(*w.inputs).numpy()]
+  outs += [w.build(*shared()).numpy(), jit(*shared()).numpy(), jit(*w.inputs).numpy()]
   ok = all(np.allclose(o, w.expected(), rtol=w.rtol, atol=w.rtol) for o in outs)
-  return {"ok": ok, "jit_kernels": len(jitted.captured.calls), **best}
+  return {"ok": ok, "jit_kernels": len(jit.captured.calls), **best}
 
 
 def main(argv: list[str] | None = None) -> None:

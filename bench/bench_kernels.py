@@ -8,13 +8,14 @@ Two tables, each from its own child process so that the thread count is fixed be
   the call's overhead) capped to one thread over those split across the threads, by wall clock, repetitions
   interleaved in this process, which a change in the machine's load between the two child processes does not skew.
 Each row: the first run (schedule + optimize + compile + run, in that process), end to end (a later call of the same
-program on fresh tensors: graph building, scheduling, caches, kernels, the copy out), kernel only (the compiled
-kernels of one schedule run back to back), numpy's time for the same computation, and the ratios numpy/ours (> 1: we
-are faster). Repetitions of ours and numpy's are interleaved so that both see the same machine; OpenBLAS's idle
-threads are told to sleep at once (OPENBLAS_THREAD_TIMEOUT) so a spinning BLAS thread does not steal the second core
-from our kernels, and the CPU time burnt by BLAS while idle is printed as a check. OPENBLAS_CORETYPE and
-OPENBLAS_L2_SIZE are unset in the children (they slow a current numpy; see the README) and the BLAS kernel in use is
-printed.
+program on fresh tensors: graph building, scheduling, caches, kernels, the copy out), the jitted call end to end
+(TinyJit replaying, called with the numpy arrays: bench_jit.py's "jit arrays"), kernel only (the compiled kernels of
+one schedule run back to back), numpy's time for the same computation, and the ratios numpy/ours (> 1: we are
+faster) and end to end / kernel only (the repeat call's cost over its kernels: 1.0 costs nothing). Repetitions of
+ours and numpy's are interleaved so that both see the same machine; OpenBLAS's idle threads are told to sleep at once
+(OPENBLAS_THREAD_TIMEOUT) so a spinning BLAS thread does not steal the second core from our kernels, and the CPU time
+burnt by BLAS while idle is printed as a check. OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset in the children
+(they slow a current numpy; see the README) and the BLAS kernel in use is printed.
 
   .venv/bin/python bench/bench_kernels.py [--scale 1.0] [--reps 20] [--only matmul,elementwise] [--threads 1,2]
       [--odd]  (adds the workloads of sizes the tiles do not divide: bench/workloads.py ODD_WORKLOADS)
@@ -58,16 +59,19 @@ def _child(scale: float, reps: int, only: set[str], threads: int) -> dict:
 
 
 def _measure(w, reps: int, clock, threads: int) -> dict:
-  """One workload: its first run, then ours (kernel only, end to end) and numpy's, repetitions interleaved; with
-  threads > 1 also the kernels' own run times capped to one thread and split ("own1", "ownT", for the pair)."""
+  """One workload: its first run, then ours (kernel only, end to end, jitted end to end) and numpy's, repetitions
+  interleaved; with threads > 1 also the kernels' own run times capped to one thread and split ("own1", "ownT", for
+  the pair)."""
   import numpy as np
+  from workloads import jitted
 
   from compiler.realize import get_runner
   from compiler.schedule.rangeify import create_schedule
   t0 = time.perf_counter()
   got = w.lazy().numpy()
   first = time.perf_counter() - t0
-  ok = bool(np.allclose(got, w.expected(), rtol=w.rtol, atol=w.rtol))
+  jit, outs = jitted(w)
+  outs.append(got)
   sched, _ = create_schedule([w.lazy().uop])
   kernels = []
   for si in sched:
@@ -80,7 +84,8 @@ def _measure(w, reps: int, clock, threads: int) -> dict:
       run(bufs)
   def own(cap: int | None) -> float:
     return sum(run.time(bufs, reps=1, warmup=0, threads=cap, record=False).min for run, bufs in kernels)
-  fns = {"kernel": kernel_only, "e2e": lambda: w.lazy().numpy(), "numpy": lambda: w.reference(*w.inputs)}
+  fns = {"kernel": kernel_only, "e2e": lambda: w.lazy().numpy(), "jit": lambda: jit(*w.inputs).numpy(),
+         "numpy": lambda: w.reference(*w.inputs)}
   own_best = {"own1": float("inf"), "ownT": float("inf")}
   best = dict.fromkeys(fns, float("inf"))
   for fn in fns.values():  # warm up
@@ -93,6 +98,8 @@ def _measure(w, reps: int, clock, threads: int) -> dict:
     if threads > 1:
       own_best["own1"] = min(own_best["own1"], own(1))
       own_best["ownT"] = min(own_best["ownT"], own(None))
+  outs += [w.lazy().numpy(), jit(*w.inputs).numpy()]
+  ok = all(np.allclose(o, w.expected(), rtol=w.rtol, atol=w.rtol) for o in outs)
   return {"ok": ok, "kernels": len(kernels), "first_s": first, **best, **(own_best if threads > 1 else {})}
 
 
@@ -113,15 +120,16 @@ def _print(res: dict, one: dict | None) -> None:
   print(f"\n{t} thread{'s' if t > 1 else ''} ({clock}); BLAS: {res['blas']}; idle BLAS burnt "
         f"{res['spin_ms_per_s']:.1f} ms CPU/s")
   cols = [("workload", "<12"), ("ok", "<4"), ("kernels", ">7"), ("first s", ">8.3f"), ("e2e ms", ">9.3f"),
-          ("kernel ms", ">10.3f"), ("numpy ms", ">9.3f"), ("numpy/e2e", ">10.2f"), ("numpy/kernel", ">13.2f"),
-          ("e2e/kernel", ">11.2f")]
+          ("jit e2e ms", ">11.3f"), ("kernel ms", ">10.3f"), ("numpy ms", ">9.3f"), ("numpy/e2e", ">10.2f"),
+          ("numpy/kernel", ">13.2f"), ("e2e/kernel", ">11.2f"), ("jit e2e/kernel", ">15.2f")]
   if one is not None:
     cols += [("vs 1 thread (kernel)", ">21.2f"), ("paired", ">7.2f")]
   base = {r["name"]: r for r in one["rows"]} if one is not None else {}
   rows = []
   for r in res["rows"]:
-    row = [r["name"], "yes" if r["ok"] else "NO", r["kernels"], r["first_s"], r["e2e"] * 1e3, r["kernel"] * 1e3,
-           r["numpy"] * 1e3, r["numpy"] / r["e2e"], r["numpy"] / r["kernel"], r["e2e"] / r["kernel"]]
+    row = [r["name"], "yes" if r["ok"] else "NO", r["kernels"], r["first_s"], r["e2e"] * 1e3, r["jit"] * 1e3,
+           r["kernel"] * 1e3, r["numpy"] * 1e3, r["numpy"] / r["e2e"], r["numpy"] / r["kernel"],
+           r["e2e"] / r["kernel"], r["jit"] / r["kernel"]]
     if one is not None:
       row.append(base[r["name"]]["kernel"] / r["kernel"] if r["name"] in base else float("nan"))
       row.append(r["own1"] / r["ownT"] if "own1" in r else float("nan"))

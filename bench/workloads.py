@@ -1,7 +1,8 @@
 """The workloads used throughout the project: each builds lazy Tensors and has a numpy reference.
 
 `WORKLOADS[name]()` returns a `Workload`: `inputs` (numpy arrays), `build(*tensors) -> Tensor` and
-`reference(*arrays) -> np.ndarray`. `scale` shrinks the sizes (for tests); 1.0 is the benchmark size.
+`reference(*arrays) -> np.ndarray`. `scale` shrinks the sizes (for tests); 1.0 is the benchmark size. `jitted(w)`
+is the workload under TinyJit past its first calls, as bench_jit.py and bench_kernels.py time it.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Callable
 
 import numpy as np
 
+from compiler.jit import TinyJit
 from compiler.tensor import Tensor
 
 
@@ -30,6 +32,13 @@ class Workload:
 
   def expected(self) -> np.ndarray:
     return self.reference(*self.inputs)
+
+
+def jitted(w: Workload) -> tuple[TinyJit, list[np.ndarray]]:
+  """`TinyJit(w.build)` past its plain call, its capture and its first replay (each on fresh `Tensor(a)` inputs), so
+  that a later call replays; and those three calls' outputs (to check against `w.expected()`)."""
+  jit = TinyJit(w.build)
+  return jit, [jit(*w.tensors()).numpy() for _ in range(3)]
 
 
 def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:

@@ -179,8 +179,9 @@ def prepare_outputs(outs: tuple[tuple[int, bool], ...], bufs: Sequence[Buffer]) 
 
 def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> None:
   """Run every kernel of the schedule in order."""
-  debug.on_schedule(len(schedule))
   level = debug.level()
+  if level >= 1:
+    debug.on_schedule(len(schedule))
   backend = backend or default_backend()  # (the environment read once a schedule, not once a kernel)
   for si in schedule:
     bufs = si.bufs

@@ -13,7 +13,7 @@ from compiler.schedule.shape import shape_of
 from compiler.tensor_mixins import AutogradMixin, CreationMixin, ElementwiseMixin, IndexingMixin, NnMixin, ReduceMixin
 from compiler.tensor_mixins.autograd import SHARED_BUFFERS, buffer_of_view
 from compiler.tensor_mixins.elementwise import _expm1
-from compiler.uop import Ops, UOp
+from compiler.uop import GroupOp, Ops, UOp
 
 Shape = tuple[int, ...]
 Scalar = int | float | bool
@@ -28,6 +28,11 @@ _given: weakref.WeakKeyDictionary[UOp, weakref.ref] = weakref.WeakKeyDictionary(
 def _reads_buffer(u: UOp) -> bool:
   """Whether u's graph has a BUFFER: a walk that stops at the first one (a training step's graphs reach one within a
   few nodes, where a full toposort of each output cost more than the rest of remembering it)."""
+  x = u
+  while x.src:  # first down the first sources, where most graphs' inputs are (no set of nodes seen)
+    x = x.src[0]
+  if x.op is Ops.BUFFER:
+    return True
   seen, stack = {u}, [u]
   while stack:
     x = stack.pop()
@@ -64,6 +69,11 @@ def _shape_arg(shape: tuple, name: str) -> Shape:
   """Accept f(2, 3) and f((2, 3)) alike."""
   if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
     shape = tuple(shape[0])
+  for s in shape:  # the usual case, Python ints: nothing to check further or convert (a loop: all() of a generator
+    if type(s) is not int:  # was most of a reshape's own cost)
+      break
+  else:
+    return shape
   if not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in shape):
     raise TypeError(f"{name}: shape must be ints, got {shape!r}")
   return tuple(int(s) for s in shape)
@@ -77,8 +87,21 @@ def _check_shape(shape: Shape, name: str) -> Shape:
 
 def broadcast_shape(*shapes: Shape, op: str = "broadcast") -> Shape:
   """numpy broadcasting of shapes; ValueError naming the op and the shapes when they don't broadcast."""
-  if len(shapes) == 2 and shapes[0] == shapes[1] and type(shapes[0]) is tuple:
-    return shapes[0]  # the usual case of a binary op: nothing to broadcast
+  if len(shapes) == 2 and type(a := shapes[0]) is tuple and type(b := shapes[1]) is tuple:
+    if a == b:
+      return a  # the usual case of a binary op: nothing to broadcast
+    if len(a) != len(b):
+      a, b = (1,) * (len(b) - len(a)) + a, (1,) * (len(a) - len(b)) + b
+    out = []
+    for x, y in zip(a, b):  # (a binary op's broadcast, without the sets of the general rule below)
+      if x == y or y == 1:
+        out.append(x)
+      elif x == 1:
+        out.append(y)
+      else:
+        break
+    else:
+      return tuple(out)
   nd = max((len(s) for s in shapes), default=0)
   padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
   out = []
@@ -123,6 +146,10 @@ def _in_range(v: Scalar, dt: DType, op: str) -> Scalar:
 
 
 _FLOAT_MAX: dict[DType, float] = {}
+_ACC_DTYPES: dict[DType, DType] = {}
+SCALAR_NODES_SIZE = 512
+# (dtype, shape, kind, value, sign) -> a Python scalar's broadcast constant node (Tensor._scalar_to)
+_SCALAR_NODES: dict[tuple, UOp] = {}  # dtype -> its sum's accumulator (least_upper_dtype's walk, once a dtype)
 
 
 class ArgumentError(RuntimeError, ValueError):
@@ -151,6 +178,13 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     self._init(data, dtype)
     if requires_grad:
       self.requires_grad_()
+
+  @staticmethod
+  def _of(u: UOp) -> Tensor:
+    """Tensor(u) for a node the front end just built, without __init__'s dispatch on the kind of its argument."""
+    t = object.__new__(Tensor)
+    t.uop, t.requires_grad, t.grad = u, None, None
+    return t
 
   def _init(self, data: Any, dtype: Any) -> None:
     dt = to_dtype(dtype)
@@ -383,10 +417,12 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
 
   # ---- dtype
   def cast(self, dtype: Any) -> Tensor:
+    if dtype is self.uop.dtype:  # (the usual case: an op's operand already of its dtype)
+      return self
     dt = to_dtype(dtype)
     if dt is None:
       raise TypeError("Tensor.cast: dtype is required")
-    return self if dt == self.dtype else Tensor(UOp(Ops.CAST, dt, (self.uop,)))
+    return self if dt == self.dtype else Tensor._of(UOp(Ops.CAST, dt, (self.uop,)))
 
   def float(self) -> Tensor:
     return self.cast(dtypes.float32)
@@ -405,7 +441,13 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
 
   # ---- elementwise building blocks
   def _alu(self, op: Ops, *srcs: Tensor) -> Tensor:
-    return Tensor(self.uop.alu(op, *(s.uop for s in srcs)))
+    u = self.uop
+    if len(srcs) == 1 and op not in GroupOp.Comparison:  # a binary op of its operands' dtype (UOp.alu's rule)
+      out = UOp(op, u.dtype, (u, srcs[0].uop))
+    else:
+      out = u.alu(op, *[s.uop for s in srcs])
+    shape_of(out)  # known now from its operands' (asked later, a node whose source's is unknown costs a walk)
+    return Tensor._of(out)
 
   def _scalar_dtype(self, v: Scalar) -> DType:
     """The dtype of a Python scalar next to this tensor (a scalar never widens the tensor's kind, like numpy)."""
@@ -422,22 +464,40 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     if isinstance(v, int) and not isinstance(v, bool) and dtypes.is_int(dt) and \
         not dtypes.min(dt) <= v <= dtypes.max(dt):
       raise OverflowError(f"Tensor.{op}: the Python int {v} is out of range for {dt}")
-    return Tensor(UOp.const(dt, v))
+    return Tensor._of(UOp.const(dt, v))
+
+  @staticmethod
+  def _scalar_to(v: Scalar, dt: DType, op: str, shape: Shape) -> UOp:
+    """The constant v of dt broadcast to shape (Tensor._scalar's node, broadcast), remembered: a repeat call makes the
+    same few such nodes again, and kept alive here they are found (hash-consing) instead of made."""
+    key = (dt, shape, type(v), v, math.copysign(1.0, v) if isinstance(v, float) else 0.0)  # (0.0 and -0.0 differ)
+    u = _SCALAR_NODES.get(key)
+    if u is None:
+      if len(_SCALAR_NODES) >= SCALAR_NODES_SIZE:
+        _SCALAR_NODES.clear()
+      u = _SCALAR_NODES[key] = Tensor._scalar(v, dt, op)._broadcast_to(shape).uop
+    return u
 
   def _broadcasted(self, y: Tensor | Scalar, op: str, reverse: bool = False,
                    out_dtype: DType | None = None) -> tuple[Tensor, Tensor]:
     x: Tensor = self
     if isinstance(y, Tensor):
-      dt = out_dtype or least_upper_dtype(x.dtype, y.dtype)
+      xd, yd = x.uop.dtype, y.uop.dtype
+      dt = out_dtype or (xd if xd is yd else least_upper_dtype(xd, yd))
     elif _is_scalar(y):
       y = _py(y)
       dt = out_dtype or self._scalar_dtype(y)
-      y = Tensor._scalar(y, dt, op)
+      x = self.cast(dt)
+      c = Tensor._of(Tensor._scalar_to(y, dt, op, x.shape))  # (a scalar broadcasts to any shape)
+      return (c, x) if reverse else (x, c)
     else:
       raise TypeError(f"Tensor.{op}: unsupported operand {type(y).__name__}")
     if reverse:
       x, y = y, x
-    shape = broadcast_shape(x.shape, y.shape, op=f"Tensor.{op}")
+    xs, ys = x.shape, y.shape
+    if xs == ys:  # (no broadcast: the op's name is formatted only for broadcast_shape's error)
+      return x.cast(dt), y.cast(dt)
+    shape = broadcast_shape(xs, ys, op=f"Tensor.{op}")
     return x.cast(dt)._broadcast_to(shape), y.cast(dt)._broadcast_to(shape)
 
   def _broadcast_to(self, shape: Shape) -> Tensor:
@@ -450,8 +510,10 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     if fits and all(type(n) is int and n >= 0 and (s == n or s == 1) for s, n in zip(src, shape)):
       # the usual case, shapes that broadcast (binary ops checked them): the nodes without reshape's and expand's
       # argument checks, which were a seventh of building a training step's forward graph
-      u = self.uop if src == own else UOp(Ops.RESHAPE, self.dtype, (self.uop,), src)
-      return Tensor(u if src == shape else UOp(Ops.EXPAND, u.dtype, (u,), shape))
+      u = self.uop if src == own else UOp(Ops.RESHAPE, self.uop.dtype, (self.uop,), src)
+      if src != shape:
+        shape_of(u := UOp(Ops.EXPAND, u.dtype, (u,), shape))  # (known for the op on it: _alu)
+      return Tensor._of(u)
     x = self if self.ndim == nd else self.reshape(src)
     return x.expand(shape)
 
@@ -869,7 +931,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
 
   # ---- movement
   def _mop(self, op: Ops, arg: Any) -> Tensor:
-    return Tensor(UOp(op, self.dtype, (self.uop,), arg))
+    return Tensor._of(UOp(op, self.uop.dtype, (self.uop,), arg))
 
   def _axis(self, axis: int, name: str, ndim: int | None = None) -> int:
     nd = self.ndim if ndim is None else ndim
@@ -881,30 +943,39 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
 
   def reshape(self, *shape: Any) -> Tensor:
     shape = _shape_arg(shape, "Tensor.reshape")
+    own = self.shape
+    if shape == own:
+      return self
+    if min(shape, default=0) < 0:  # a -1 to infer, or an invalid size
+      shape = self._infer_dim(shape)
+    if math.prod(shape) != math.prod(own):
+      raise ValueError(f"Tensor.reshape: can't reshape {own} ({math.prod(own)} elements) to {shape}")
+    return self if shape == own else self._mop(Ops.RESHAPE, shape)
+
+  def _infer_dim(self, shape: Shape) -> Shape:
+    """A reshape's shape with its -1 replaced by the size that keeps the element count."""
     if sum(1 for s in shape if s == -1) > 1:
       raise ArgumentError(f"Tensor.reshape: only one dimension of {shape} can be -1 (reshaping {self.shape})")
     if any(s < -1 for s in shape):
       raise ValueError(f"Tensor.reshape: invalid shape {shape} for {self.shape}")
-    if -1 in shape:
-      rest = math.prod(s for s in shape if s != -1)
-      if rest == 0 or self.numel() % rest:
-        raise ValueError(f"Tensor.reshape: can't reshape {self.shape} to {shape}")
-      shape = tuple(self.numel() // rest if s == -1 else s for s in shape)
-    if math.prod(shape) != self.numel():
-      raise ValueError(f"Tensor.reshape: can't reshape {self.shape} ({self.numel()} elements) to {shape}")
-    return self if shape == self.shape else self._mop(Ops.RESHAPE, shape)
+    rest = math.prod(s for s in shape if s != -1)
+    if rest == 0 or self.numel() % rest:
+      raise ValueError(f"Tensor.reshape: can't reshape {self.shape} to {shape}")
+    return tuple(self.numel() // rest if s == -1 else s for s in shape)
 
   def view(self, *shape: Any) -> Tensor:
     return self.reshape(*shape)
 
   def permute(self, *order: Any) -> Tensor:
     order = _shape_arg(order, "Tensor.permute")
-    if len(order) != self.ndim:
+    axes = list(range(self.ndim))
+    if len(order) != len(axes):
       raise ArgumentError(f"Tensor.permute: order {order} doesn't match shape {self.shape}")
-    order = tuple(self._axis(o, "permute") for o in order)
-    if sorted(order) != list(range(self.ndim)):
-      raise ArgumentError(f"Tensor.permute: {order} is not a permutation of the axes of {self.shape}")
-    return self if order == tuple(range(self.ndim)) else self._mop(Ops.PERMUTE, order)
+    if sorted(order) != axes:  # (the usual case, a permutation of 0..n-1, has no negative axes to normalize)
+      order = tuple(self._axis(o, "permute") for o in order)
+      if sorted(order) != axes:
+        raise ArgumentError(f"Tensor.permute: {order} is not a permutation of the axes of {self.shape}")
+    return self if list(order) == axes else self._mop(Ops.PERMUTE, order)
 
   def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
     if self.ndim == 0:  # dims 0 and -1 of a 0-d tensor are the tensor itself (torch)
@@ -923,13 +994,15 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
 
   def expand(self, *shape: Any) -> Tensor:
     shape = _shape_arg(shape, "Tensor.expand")
-    if len(shape) < self.ndim:
-      raise ValueError(f"Tensor.expand: can't expand {self.shape} to fewer dims {shape}")
-    src = (1,) * (len(shape) - self.ndim) + self.shape
-    new = tuple(s if n == -1 else n for s, n in zip(src, shape))
-    if any(s != n and s != 1 for s, n in zip(src, new)) or any(n < 0 for n in new):
-      raise ValueError(f"Tensor.expand: can't expand {self.shape} to {shape}")
-    x = self if src == self.shape else self.reshape(src)
+    own = self.shape
+    if len(shape) < len(own):
+      raise ValueError(f"Tensor.expand: can't expand {own} to fewer dims {shape}")
+    src = (1,) * (len(shape) - len(own)) + own
+    new = tuple(s if n == -1 else n for s, n in zip(src, shape)) if -1 in shape else shape
+    for s, n in zip(src, new):
+      if (s != n and s != 1) or n < 0:
+        raise ValueError(f"Tensor.expand: can't expand {own} to {shape}")
+    x = self if src == own else self._mop(Ops.RESHAPE, src)  # (leading 1s: a reshape with nothing to check)
     return x if new == src else x._mop(Ops.EXPAND, new)
 
   def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
@@ -1055,12 +1128,16 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
 
   def shrink(self, arg: Sequence) -> Tensor:
     """Keep [start, end) per dim (None keeps the dim)."""
-    if len(arg) != self.ndim:
-      raise ValueError(f"Tensor.shrink: {len(arg)} ranges for shape {self.shape}")
-    pairs = tuple((0, s) if a is None else (int(a[0]), int(a[1])) for a, s in zip(arg, self.shape))
-    if any(not 0 <= b <= e <= s for (b, e), s in zip(pairs, self.shape)):
-      raise ValueError(f"Tensor.shrink: {pairs} out of range for shape {self.shape}")
-    return self if all(b == 0 and e == s for (b, e), s in zip(pairs, self.shape)) else self._mop(Ops.SHRINK, pairs)
+    own = self.shape
+    if len(arg) != len(own):
+      raise ValueError(f"Tensor.shrink: {len(arg)} ranges for shape {own}")
+    pairs = tuple((0, s) if a is None else (int(a[0]), int(a[1])) for a, s in zip(arg, own))
+    whole = True
+    for (b, e), s in zip(pairs, own):  # (one pass: in range, and whether it keeps everything)
+      if not 0 <= b <= e <= s:
+        raise ValueError(f"Tensor.shrink: {pairs} out of range for shape {own}")
+      whole = whole and b == 0 and e == s
+    return self if whole else self._mop(Ops.SHRINK, pairs)
 
   def flip(self, axis: int | Sequence[int] = None) -> Tensor:
     axes = range(self.ndim) if axis is None else ((axis,) if isinstance(axis, (int, np.integer)) else axis)
@@ -1138,6 +1215,8 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
 
   # ---- reductions
   def _axes(self, axis: int | Sequence[int] | None, name: str) -> tuple[int, ...]:
+    if type(axis) is int and -(nd := len(self.shape)) <= axis < nd:  # the usual case: one axis in range
+      return (axis % nd,)
     if axis is None:
       return tuple(range(self.ndim))
     if isinstance(axis, (int, np.integer)):
@@ -1159,11 +1238,23 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     axes = self._axes(axis, name)
     if not axes:
       return self
-    ret = Tensor(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes)))
-    return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+    ret = Tensor._of(UOp(Ops.REDUCE_AXIS, self.uop.dtype, (self.uop,), (op, axes)))
+    shape_of(ret.uop)  # (known now from its source's; see _alu)
+    # (dropping the reduced dims: a reshape to fewer dims of the same elements, with nothing to check)
+    return ret if keepdim else ret._mop(Ops.RESHAPE, tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
   @staticmethod
   def _acc_dtype(dt: DType) -> DType:
+    """The dtype a sum or product of dt accumulates in."""
+    acc = _ACC_DTYPES.get(dt)
+    if acc is None:
+      acc = Tensor._acc_rule(dt)
+      if dt != dtypes.bool:  # (bool's is dtypes.default_int, which a program may change)
+        _ACC_DTYPES[dt] = acc
+    return acc
+
+  @staticmethod
+  def _acc_rule(dt: DType) -> DType:
     if dt == dtypes.bool:
       return dtypes.default_int
     if dtypes.is_unsigned(dt):

@@ -18,3 +18,15 @@ def test_a_column_without_a_width_is_as_wide_as_its_values_and_trailing_blanks_g
 def test_a_row_of_the_wrong_length_is_an_error():
   with pytest.raises(ValueError, match="a row of 1 values for 2 columns"):
     format_table([("a", ""), ("b", "")], [(1,)])
+
+
+def test_bench_kernels_rows_have_the_jitted_call_next_to_the_plain_one(capsys):
+  import time
+
+  from bench import bench_kernels
+  from bench.workloads import WORKLOADS
+  row = bench_kernels._measure(WORKLOADS["softmax"](scale=0.05), reps=1, clock=time.process_time, threads=1)
+  assert row["ok"] and row["jit"] > 0 and row["e2e"] > 0  # ok: the jitted calls' answers are numpy's too
+  bench_kernels._print({"threads": 1, "blas": "", "spin_ms_per_s": 0.0, "rows": [{"name": "softmax", **row}]}, None)
+  header = capsys.readouterr().out.strip().splitlines()[1]
+  assert 0 < header.index("e2e ms") < header.index("jit e2e ms") and "jit e2e/kernel" in header

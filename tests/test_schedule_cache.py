@@ -120,11 +120,22 @@ def test_a_hit_is_in_the_trace(trace):
 
 def test_the_cache_keeps_no_graph_node_alive():
   # were the graph's own nodes the key, a realized constant would stay in the front end's record of realized nodes,
-  # and every later program using that constant would read it from a buffer
-  t = Tensor(_data(8)) * 5
+  # and every later program using that constant would read it from a buffer (a constant tensor: a Python scalar's
+  # broadcast node is kept on purpose, by Tensor._scalar_to, for repeat calls to find)
+  t = Tensor(_data(8)) * Tensor(5.0)
   const = next(u for u in t.uop.toposort() if u.op is u.op.CONST)
   users = [weakref.ref(u) for u in t.uop.toposort() if const in u.src]
   t.realize()
   del t, const
   gc.collect()
   assert SCHEDULES.entries and users and all(r() is None for r in users)
+
+
+def test_a_repeat_call_with_another_scalar_computes_with_that_scalar():
+  # a Python scalar's broadcast node is remembered for repeat calls (Tensor._scalar_to): 0.0 and -0.0 are equal and
+  # hash alike, but are different constants
+  x = np.abs(_data(8)) + 1
+  for s in (0.0, -0.0, 0.0, 2.0, -0.0):
+    got = (Tensor(x) * s).numpy()
+    np.testing.assert_array_equal(got, x * np.float32(s))
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(x * np.float32(s)))

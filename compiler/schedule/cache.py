@@ -9,8 +9,8 @@ scheduler's passes. `SCHEDULE_CACHE=0` turns it off.
 """
 from __future__ import annotations
 
+import itertools
 import os
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from compiler.runtime.buffer import new_buffer_uop
@@ -29,17 +29,31 @@ def structure_key(sink: UOp) -> tuple[tuple, list[UOp]]:
 
   A tuple of node rows, not a UOp graph: a key made of the graph's own nodes would keep them alive, and with them
   the tensor front end's record of which nodes were realized (a realized constant would stay a buffer read)."""
-  order = toposort(sink)
-  index = {u: i for i, u in enumerate(order)}
+  index: dict[UOp, int] = {}  # node -> its row: rows are numbered sources first (toposort's order)
   rows: list[tuple] = []
   bufs: list[UOp] = []
   buffer = Ops.BUFFER
-  for u in order:  # (a hit's cost is this loop: lists, not generators)
+  stack: list[tuple[UOp, bool]] = [(sink, False)]
+  while stack:  # (a hit's cost is this loop: toposort's walk writing each node's row as it is numbered)
+    u, expanded = stack.pop()
+    if u in index:
+      continue
+    if not expanded:
+      stack.append((u, True))
+      for s in reversed(u.src):
+        if s not in index:
+          stack.append((s, False))
+      continue
+    index[u] = len(rows)
     if u.op is buffer:
       rows.append((buffer, u.dtype, u.arg[1], len(bufs)))
       bufs.append(u)
-    else:  # cons_key: equal args of different kinds (0.0 and -0.0, 1 and True) stay different
-      rows.append(cons_key(u.op, u.dtype, tuple([index[s] for s in u.src]), u.arg))
+      continue
+    arg = u.arg
+    srcs = tuple([index[s] for s in u.src])
+    # cons_key: equal args of different kinds (0.0 and -0.0, 1 and True) stay different
+    rows.append(cons_key(u.op, u.dtype, srcs, arg) if isinstance(arg, float) or arg is True or arg is False
+                else (u.op, u.dtype, srcs, arg))
   return tuple(rows), bufs
 
 
@@ -75,8 +89,18 @@ class CachedSchedule:
     real = dict(zip(self.inputs, inputs))
     for ph in self.created:
       real[ph] = new_buffer_uop(ph.dtype, ph.arg[2])
-    return ([(ast, tuple([real[b] for b in bufs])) for ast, bufs in self.kernels],
-            [substitute(v, real) for v in self.views])
+    kernels = [(ast, tuple([real[b] for b in bufs])) for ast, bufs in self.kernels]
+    return kernels, [_bind_view(v, real) for v in self.views]
+
+
+def _bind_view(view: UOp, real: dict[UOp, UOp]) -> UOp:
+  """An output view over placeholders, over this call's buffers (the usual views, a buffer or a reshape of one,
+  without substitute's walk)."""
+  if view.op is Ops.BUFFER:
+    return real[view]
+  if view.op is Ops.RESHAPE and view.src[0].op is Ops.BUFFER:
+    return UOp(Ops.RESHAPE, view.dtype, (real[view.src[0]],), view.arg)
+  return substitute(view, real)
 
 
 class ScheduleCache:
@@ -84,7 +108,10 @@ class ScheduleCache:
 
   def __init__(self, size: int = SCHEDULE_CACHE_SIZE) -> None:
     self.size = size
-    self.entries: OrderedDict[tuple, CachedSchedule] = OrderedDict()
+    # key -> [value, the tick of its last use]: a hit notes its use in place, where moving the entry to an
+    # OrderedDict's end hashed the key (a tuple of every node's row, hashed anew each time) a second time
+    self.entries: dict[tuple, list] = {}
+    self._ticks = itertools.count()
     self.hits = self.misses = 0
 
   @staticmethod
@@ -96,15 +123,14 @@ class ScheduleCache:
     if hit is None:
       self.misses += 1
       return None
-    self.entries.move_to_end(key)
+    hit[1] = next(self._ticks)
     self.hits += 1
-    return hit
+    return hit[0]
 
   def put(self, key: tuple, value: CachedSchedule) -> None:
-    self.entries[key] = value
-    self.entries.move_to_end(key)
-    while len(self.entries) > self.size:
-      self.entries.popitem(last=False)
+    self.entries[key] = [value, next(self._ticks)]
+    while len(self.entries) > self.size:  # (the least recently used out: a walk of them, once a miss)
+      del self.entries[min(self.entries, key=lambda k: self.entries[k][1])]
 
   def clear(self) -> None:
     self.entries.clear()
