@@ -2,6 +2,8 @@
 import pytest
 from hypothesis import HealthCheck, settings
 
+from compiler.runtime import buffer as bufmod
+from compiler.schedule.cache import SCHEDULES
 from compiler.trace import recorder
 
 # hypothesis's per-example deadline and its too-slow health check measure wall-clock time, which a loaded machine
@@ -25,3 +27,14 @@ def trace(tmp_path):
   recorder.enable(path, announce=False)
   yield path
   recorder.disable()
+
+
+@pytest.fixture
+def fresh_caches():
+  """The buffer pool and the schedule cache empty before the test and after it: what it counts (an array reused, a
+  schedule hit) starts from nothing, and what it left behind does not reach the next test."""
+  bufmod.clear_pool()
+  SCHEDULES.clear()
+  yield
+  bufmod.clear_pool()
+  SCHEDULES.clear()

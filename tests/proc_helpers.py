@@ -1,28 +1,101 @@
 """Helpers of the tests that start viewers and scripts in other processes."""
+from __future__ import annotations
+
 import json
 import os
+import select
+import subprocess
+import sys
+import threading
 import time
 import urllib.request
+from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
+from typing import Any
+
+GATE_TIMEOUT = 300.0  # how long a writer waits at a gate before it gives up on the test (a hung test, not a slow one)
 
 
-def wait_until(pred, what: str, timeout: float = 120.0):
-  """pred()'s first truthy value, asked every 50 ms; AssertionError naming `what` after `timeout` seconds."""
+def wait_until(pred: Callable[[], Any], what: str, timeout: float = 120.0) -> Any:
+  """pred()'s first truthy value, asked every 50 ms; AssertionError naming `what` after `timeout` seconds.
+
+  For another process's state that sends this one no signal (a viewer's HTTP answers, a pid, a file): the only way to
+  see it change is to ask again. What a thread of this process or a pipe can tell goes through Events or a gate."""
   deadline = time.monotonic() + timeout
   while time.monotonic() < deadline:
     got = pred()
     if got:
       return got
-    time.sleep(0.05)
+    time.sleep(0.05)  # an interval between questions, not a wait for anything: pred decides
   raise AssertionError(f"timed out waiting for {what}")
 
 
-def get_json(url: str, timeout: float = 30):
+class Events:
+  """What callbacks on other threads (a socket.io client's) record, and a wait on it that wakes on each record."""
+
+  def __init__(self) -> None:
+    self.cond = threading.Condition()
+    self.items: list = []
+
+  def add(self, item: Any) -> None:
+    with self.cond:
+      self.items.append(item)
+      self.cond.notify_all()
+
+  def snapshot(self) -> list:
+    with self.cond:
+      return list(self.items)
+
+  def wait_for(self, pred: Callable[[list], Any], what: str, timeout: float = 120.0) -> Any:
+    """pred(items)'s first truthy value, asked again each time an item is added; AssertionError after `timeout`."""
+    with self.cond:
+      got = self.cond.wait_for(lambda: pred(self.items), timeout)
+    if not got:
+      raise AssertionError(f"timed out waiting for {what}")
+    return got
+
+
+def add_exit(proc: subprocess.Popen, events: Events) -> None:
+  """Add ("exit", returncode) to events once proc exits, so that a wait on events for what proc should make happen
+  ends as soon as proc is gone, not at its timeout."""
+  threading.Thread(target=lambda: events.add(("exit", proc.wait())), daemon=True).start()
+
+
+# ---- gates: a writer subprocess (started with stdin=subprocess.PIPE) stops at wait_at_gate until the test lets it on
+# with open_gate. A blocking wait on a pipe: it returns when the test writes, however the two are scheduled.
+
+def wait_at_gate(timeout: float = GATE_TIMEOUT) -> None:
+  """In the writer: block until the test opens the gate (one byte on stdin) or closes its end (stop_writer, or the
+  test is gone); SystemExit after `timeout` seconds, so a writer never outlives a hung test for long."""
+  ready, _, _ = select.select([sys.stdin.fileno()], [], [], timeout)
+  if not ready:
+    sys.exit(f"the test never opened the gate in {timeout:.0f} s")
+  os.read(sys.stdin.fileno(), 1)  # one byte a gate: the next wait does not pass on what this one was sent
+
+
+def open_gate(proc: subprocess.Popen) -> None:
+  """Let the writer pass one gate (now, or when it gets there); nothing happens to one that has exited."""
+  with suppress(BrokenPipeError, ValueError):  # exited already / all gates opened already
+    proc.stdin.write(b"\n")
+    proc.stdin.flush()
+
+
+def stop_writer(proc: subprocess.Popen) -> None:
+  """What a test's `finally` does with its gated writer: its stdin closed (every gate open) and, if it still runs,
+  killed, so a failed test leaves no writer behind."""
+  with suppress(BrokenPipeError):
+    proc.stdin.close()
+  if proc.poll() is None:
+    proc.kill()
+
+
+def get_json(url: str, timeout: float = 30) -> Any:
   with urllib.request.urlopen(url, timeout=timeout) as r:
     return json.loads(r.read().decode())
 
 
-def ping(url: str):
+def ping(url: str) -> dict | None:
   """A viewer's /api/ping answer, or None while nothing answers at url."""
   try:
     return get_json(url + "/api/ping", timeout=5)

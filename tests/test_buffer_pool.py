@@ -17,12 +17,7 @@ from compiler.runtime.buffer import Buffer, array_address
 from compiler.schedule.rangeify import create_schedule
 from compiler.uop import AxisType, Ops, UOp
 
-
-@pytest.fixture(autouse=True)
-def _empty_pool():
-  bufmod.clear_pool()
-  yield
-  bufmod.clear_pool()
+pytestmark = pytest.mark.usefixtures("fresh_caches")
 
 
 def test_a_released_array_is_taken_by_the_next_buffer_of_its_kind():

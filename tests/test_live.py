@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import socketio
-from proc_helpers import alive, get_json, ping, wait_until
+from proc_helpers import Events, add_exit, alive, get_json, open_gate, ping, stop_writer, wait_until
 
 from viz_server.__main__ import bind
 from viz_server.app import create_app
@@ -21,21 +21,19 @@ ROOT = Path(__file__).resolve().parents[1]
 RUN_FIELDS = ("ctx", "kname", "min", "median", "times", "flops", "bytes", "gflops", "gbs")  # a `run` event's run
 
 # argv: trace path, contexts, "kernels" (or "-") to also compile and run a real kernel of 8 * (i + 1) floats in context
-# i, and a viewer URL: after each context the writer waits until that viewer has read it, so the file grows in steps
-# the viewer sees one by one however loaded the machine is
+# i, and "gated": after each context the writer waits at a gate (proc_helpers) the test opens once its client was told
+# the viewer read that context, so the file grows in steps the viewer sees one by one however loaded the machine is
 WRITER = textwrap.dedent("""
-  import json, sys, time, urllib.request
+  import sys
   from compiler import Ops, PatternMatcher, UOp, UPat, graph_rewrite
   from compiler.trace import recorder
   kernels = sys.argv[3:4] == ["kernels"]
-  url = sys.argv[4] if len(sys.argv) > 4 else None
+  gated = sys.argv[4:5] == ["gated"]
   if kernels:
     import numpy as np
     from compiler.tensor import Tensor
-
-  def viewer_has(contexts):
-    with urllib.request.urlopen(url + "/api/traces", timeout=30) as r:
-      return any(t["counts"]["contexts"] >= contexts for t in json.loads(r.read()))
+  if gated:
+    from proc_helpers import wait_at_gate
 
   recorder.enable(sys.argv[1], announce=False)
   pm = PatternMatcher([(UPat(Ops.ADD, src=[UPat.var("x"), UPat.const(None, 0)]), lambda x: x)], name="add0")
@@ -46,10 +44,8 @@ WRITER = textwrap.dedent("""
       if kernels:
         (Tensor(np.arange(8 * (i + 1), dtype=np.float32)) + 1).numpy()
     recorder.RECORDER.writer.flush()
-    deadline = time.monotonic() + 120
-    while url and not viewer_has(1 + (i + 1) * (1 + kernels)):  # default, then ctx0..ctxi and their kernels
-      assert time.monotonic() < deadline, "the viewer never read context %d" % i
-      time.sleep(0.01)
+    if gated:
+      wait_at_gate()
   recorder.disable()
 """)
 
@@ -79,24 +75,33 @@ def server(tmp_path):
 
 def test_socketio_client_gets_contexts_of_a_trace_being_written(server):
   d, url = server
-  events = []
-  lock = threading.Lock()
+  events = Events()
   sio = socketio.Client()
   for ev in ("trace", "context", "rewrite", "kernel", "run"):
-    sio.on(ev, (lambda name: lambda data: (lock.acquire(), events.append((name, data)), lock.release()))(ev))
+    sio.on(ev, (lambda name: lambda data: events.add((name, data)))(ev))
   sio.connect(url, transports=["websocket"])
   try:
     assert sio.transport() == "websocket"
     assert sio.call("subscribe", {"trace": None}, timeout=30) == {"ok": True}
     n = 5
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(d / "run.vztrace"), str(n), "kernels", url],
-                              env=_env())
-    assert writer.wait(timeout=300) == 0
-    wait_until(lambda: any(e == "trace" and x["status"] == "ended" for e, x in events), "the trace to end")
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(d / "run.vztrace"), str(n), "kernels", "gated"],
+                              env=_env(PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")])),
+                              stdin=subprocess.PIPE)
+    add_exit(writer, events)
+    try:
+      for i in range(n):
+        has = 1 + (i + 1) * 2  # default, then ctx0..ctxi and their kernels
+        events.wait_for(lambda evs, has=has: any(e == "exit" or (e == "trace" and x["counts"]["contexts"] >= has)
+                                                 for e, x in evs), f"the viewer to read ctx{i}")
+        assert writer.poll() is None, f"the writer exited with {writer.returncode} before ctx{i} was read"
+        open_gate(writer)
+      assert writer.wait(timeout=300) == 0
+    finally:
+      stop_writer(writer)
+    events.wait_for(lambda evs: any(e == "trace" and x["status"] == "ended" for e, x in evs), "the trace to end")
   finally:
     sio.disconnect()
-  with lock:
-    seen = list(events)
+  seen = [(e, x) for e, x in events.snapshot() if e != "exit"]
   begun = [x["context"] for e, x in seen if e == "context" and not x["context"]["ended"]]
   assert [c["name"] for c in begun if c["parent"] in (None, 0)] == ["default"] + [f"ctx{i}" for i in range(n)]
   rewrites = [x["rewrite"]["name"] for e, x in seen if e == "rewrite" and x["rewrite"]["ended"]]
@@ -148,8 +153,9 @@ def test_subscribe_to_one_trace_only(server):
   sio.on("context", lambda data: got.append(data["trace"]))
   sio.connect(url, transports=["websocket"])
   everything = socketio.Client()  # subscribed to all traces: it sees the last context event the server sends
-  seen = []
-  everything.on("context", lambda data: seen.append(data["context"]["name"]))
+  seen = Events()
+  everything.on("context", lambda data: seen.add(("context", data["context"]["name"])))
+  everything.on("trace", lambda data: seen.add(("trace", (data["name"], data["status"]))))
   everything.connect(url, transports=["websocket"])
   try:
     assert everything.call("subscribe", {"trace": None}, timeout=30) == {"ok": True}
@@ -158,10 +164,9 @@ def test_subscribe_to_one_trace_only(server):
     for name in ("a", "b"):
       p = subprocess.run([sys.executable, "-c", WRITER, str(d / f"{name}.vztrace"), "1"], env=_env(), timeout=60)
       assert p.returncode == 0
-      wait_until(lambda name=name: any(t["name"] == f"{name}.vztrace" and t["status"] == "ended"
-                                       for t in get_json(url + "/api/traces")), f"trace {name}")
+      seen.wait_for(lambda evs, name=name: ("trace", (f"{name}.vztrace", "ended")) in evs, f"trace {name}")
     # once the other client got b's contexts, a round trip on ours comes back after anything sent to it before
-    wait_until(lambda: seen.count("ctx0") >= 2, "both traces' contexts")
+    seen.wait_for(lambda evs: evs.count(("context", "ctx0")) >= 2, "both traces' contexts")
     assert sio.call("subscribe", {"trace": 1}, timeout=30) == {"ok": True}
   finally:
     sio.disconnect()

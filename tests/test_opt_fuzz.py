@@ -65,17 +65,29 @@ def check_same(a: UOp, b: UOp, what: object) -> None:
     np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-5, err_msg=str(what))
 
 
+def apply_allowed(k: Kernel, seq: list[tuple[OptOps, int, int]]) -> Kernel:
+  """k with each (op, axis, arg) of seq applied that it accepts, the refused ones skipped (SWAP's arg: axis + 1)."""
+  for op, axis, arg in seq:
+    try:
+      k.apply_opt(Opt(op, axis, axis + 1 if op is OptOps.SWAP else arg))
+    except KernelOptError:
+      continue
+  return k
+
+
+def check_compiled(ast: UOp, k: Kernel, threads: int | None = None) -> None:
+  """k's optimized AST, JIT-compiled and run on `threads` cores (None: all), computes what the evaluator gives ast."""
+  from compiler.runtime import compile_kernel
+  bufs = buffers_for(ast)
+  compile_kernel(k.get_optimized_ast())(bufs, threads=threads)
+  for x, y in zip(evaluate(ast), [bufs[i] for i in outputs_of(ast)], strict=True):
+    np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-4, err_msg=str(k.applied_opts))
+
+
 @settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(kernels(), opts)
 def test_random_opts_keep_results(ast, seq):
-  k = Kernel(ast, CPU)
-  for op, axis, arg in seq:
-    if op is OptOps.SWAP:
-      arg = axis + 1
-    try:
-      k.apply_opt(Opt(op, axis, arg))
-    except KernelOptError:
-      continue
+  k = apply_allowed(Kernel(ast, CPU), seq)
   check_same(ast, k.get_optimized_ast(), k.applied_opts)
 
 
@@ -89,14 +101,4 @@ def test_heuristics_keep_results(ast):
 @settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(kernels(), opts)
 def test_random_opts_keep_results_compiled(ast, seq):
-  from compiler.runtime import compile_kernel
-  k = Kernel(ast, CPU)
-  for op, axis, arg in seq:
-    try:
-      k.apply_opt(Opt(op, axis, axis + 1 if op is OptOps.SWAP else arg))
-    except KernelOptError:
-      continue
-  bufs = buffers_for(ast)
-  compile_kernel(k.get_optimized_ast())(bufs)
-  for x, y in zip(evaluate(ast), [bufs[i] for i in outputs_of(ast)], strict=True):
-    np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-4, err_msg=str(k.applied_opts))
+  check_compiled(ast, apply_allowed(Kernel(ast, CPU), seq))

@@ -15,6 +15,7 @@ from test_opt_helpers import (
   sum_ast,
   two_reduce_ast,
 )
+from test_server_helpers import recording
 
 from compiler.opt import Kernel, KernelOptError, Opt, OptOps, Target
 from compiler.opt.kernel import access_strides, axis_stride
@@ -201,10 +202,15 @@ def test_locals_on_a_target_that_has_them():
 def test_invalid_opts_raise_and_leave_the_kernel_unchanged(opt, reason):
   k = K(matmul_ast(256, 32, 256))
   k.apply_opt(Opt(OptOps.UNROLL, 0, 2))
-  before = (k.ast, k.name, list(k.applied_opts), k.colors())
+  check_refused(k, opt, reason)
+
+
+def check_refused(k: Kernel, opt: Opt, reason: str) -> None:
+  """Applying opt raises a KernelOptError that says `reason`, and k is as it was: AST, name, opts, colors, peels."""
+  before = (k.ast, k.name, list(k.applied_opts), k.colors(), list(k.remainders))
   with pytest.raises(KernelOptError, match=reason):
     k.apply_opt(opt)
-  assert (k.ast, k.name, k.applied_opts, k.colors()) == before
+  assert (k.ast, k.name, k.applied_opts, k.colors(), k.remainders) == before
 
 
 def test_apply_opt_rejects_non_opts():
@@ -292,16 +298,11 @@ def test_masked_axes_results():
 
 
 def test_opts_are_traced(tmp_path):
-  path = tmp_path / "t.vztrace"
-  recorder.enable(path, announce=False)
-  try:
-    with recorder.trace_context("kernel r", kind="kernel") as cid:
-      k = K(matmul_ast(8, 8, 16))
-      k.apply_opt(Opt(OptOps.UPCAST, 0, 4))
-      with pytest.raises(KernelOptError):
-        k.apply_opt(Opt(OptOps.GROUPTOP, 0, 4))
-  finally:
-    recorder.disable()
+  with recording(tmp_path / "t.vztrace") as path, recorder.trace_context("kernel r", kind="kernel") as cid:
+    k = K(matmul_ast(8, 8, 16))
+    k.apply_opt(Opt(OptOps.UPCAST, 0, 4))
+    with pytest.raises(KernelOptError):
+      k.apply_opt(Opt(OptOps.GROUPTOP, 0, 4))
   recs = list(TraceReader(path))
   opts = [r for r in recs if r["t"] == "opt"]
   assert [(o["op"], o["axis"], o["arg"], o["ok"], o["ctx"]) for o in opts] == \

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_opt_fuzz import kernels
-from test_opt_helpers import buf, buffers_for, evaluate, matmul_ast, outputs_of, sink, sum_ast
+from test_opt_fuzz import apply_allowed, check_compiled, kernels
+from test_opt_helpers import buf, buffers_for, matmul_ast, outputs_of, sink, sum_ast
+from test_server_helpers import recording
 
 from compiler.dtype import dtypes
 from compiler.opt import Kernel, KernelOptError, Opt, OptOps, Target, hand_coded_optimizations
@@ -208,16 +209,11 @@ def test_blocks_need_the_sum_stored_as_it_is():
 
 
 def test_stage_is_traced(tmp_path):
-  path = tmp_path / "t.vztrace"
-  recorder.enable(path, announce=False)
-  try:
-    with recorder.trace_context("kernel r", kind="kernel"):
-      _, k = tiled_matmul(32, 32, 32)
-      k.apply_opt(Opt(OptOps.STAGE, 0, 16))
-      with pytest.raises(KernelOptError):
-        k.apply_opt(Opt(OptOps.UPCAST, 0, 2))
-  finally:
-    recorder.disable()
+  with recording(tmp_path / "t.vztrace") as path, recorder.trace_context("kernel r", kind="kernel"):
+    _, k = tiled_matmul(32, 32, 32)
+    k.apply_opt(Opt(OptOps.STAGE, 0, 16))
+    with pytest.raises(KernelOptError):
+      k.apply_opt(Opt(OptOps.UPCAST, 0, 2))
   recs = list(TraceReader(path))
   opts = [(r["op"], r["ok"]) for r in recs if r["t"] == "opt"]
   assert opts[-2:] == [("STAGE", True), ("UPCAST", False)]
@@ -276,16 +272,7 @@ stage_opts = st.lists(st.tuples(st.sampled_from([OptOps.UPCAST, OptOps.UNROLL, O
 @settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(kernels(), stage_opts)
 def test_random_opts_with_stage_keep_results_compiled(ast, seq):
-  k = Kernel(ast, CPU)
-  for op, axis, arg in seq:
-    try:
-      k.apply_opt(Opt(op, axis, axis + 1 if op is OptOps.SWAP else arg))
-    except KernelOptError:
-      continue
-  bufs = buffers_for(ast)
-  compile_kernel(k.get_optimized_ast())(bufs, threads=2)
-  for x, y in zip(evaluate(ast), [bufs[i] for i in outputs_of(ast)], strict=True):
-    np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-4, err_msg=str(k.applied_opts))
+  check_compiled(ast, apply_allowed(Kernel(ast, CPU), seq), threads=2)
 
 
 @pytest.mark.parametrize("tname,m,n,kk", [("sse", 97, 384, 333), ("avx2", 97, 384, 333), ("avx2", 130, 768, 200),

@@ -14,7 +14,7 @@ import zlib
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from proc_helpers import wait_until
+from proc_helpers import open_gate, stop_writer, wait_until
 
 from vztrace import format as fmt
 from vztrace import reader as reader_mod
@@ -560,10 +560,11 @@ def test_poll_notices_a_file_that_shrank(tmp_path):
   assert r.poll() == [] and r.damaged and "shrank" in r.reason
 
 
-# argv: path, nodes, a file that the reader creates once it has read something: the writer writes the first half,
-# then waits for it, so the reader sees the file grow however the two processes are scheduled
+# argv: path, nodes. The writer writes the first half, then waits at a gate the test opens once it has read
+# something, so the reader sees the file grow however the two processes are scheduled
 WRITER_SCRIPT = textwrap.dedent("""
-  import os, sys, time
+  import sys, time
+  from proc_helpers import wait_at_gate
   from vztrace.writer import TraceWriter
   n = int(sys.argv[2])
   with TraceWriter(sys.argv[1], flush_interval=0.005) as w:
@@ -573,37 +574,39 @@ WRITER_SCRIPT = textwrap.dedent("""
       w.write({"t": "node", "id": i, "op": "CONST", "dtype": "int", "arg": str(i), "src": []})
       if i == n // 2:
         w.flush()
-        deadline = time.monotonic() + 120
-        while not os.path.exists(sys.argv[3]):
-          assert time.monotonic() < deadline, "the reader never read the first half"
-          time.sleep(0.005)
+        wait_at_gate()
     w.write({"t": "end", "ts": time.time()})
 """)
 
 
 def test_follow_a_subprocess_writer(tmp_path):
-  p, seen = tmp_path / "live.vztrace", tmp_path / "seen"
+  p = tmp_path / "live.vztrace"
   n = 20000
   env = {k: v for k, v in os.environ.items() if k not in ("VIZ", "VIZ_TRACE")}
-  proc = subprocess.Popen([sys.executable, "-c", WRITER_SCRIPT, str(p), str(n), str(seen)], cwd=ROOT, env=env)
+  env["PYTHONPATH"] = os.pathsep.join([ROOT, os.path.join(ROOT, "tests")])
+  proc = subprocess.Popen([sys.executable, "-c", WRITER_SCRIPT, str(p), str(n)], cwd=ROOT, env=env,
+                          stdin=subprocess.PIPE)
   try:
-    wait_until(p.exists, "the writer to create the trace")
+    wait_until(p.exists, "the writer to create the trace")  # a file another process makes: nothing signals it
     r = TraceReader(p)
     polls = 0
     got: list[dict] = []
+    gated = True
 
     def read_on() -> bool:
-      nonlocal polls
+      nonlocal polls, gated
       new = r.poll()
       polls += bool(new)
       got.extend(new)
-      if got and not seen.exists():
-        seen.touch()
+      if got and gated:
+        assert not r.complete, "the writer passed the gate before the test opened it"
+        open_gate(proc)
+        gated = False
       return r.complete
     wait_until(read_on, "the reader to reach the trace's end")
     assert proc.wait(120) == 0
   finally:
-    proc.kill()
+    stop_writer(proc)
   assert r.complete and not r.damaged
   assert [g["id"] for g in got if g["t"] == "node"] == list(range(n))
   assert polls > 1, "the whole trace arrived in one poll: the test did not exercise a growing file"

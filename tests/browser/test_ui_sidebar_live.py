@@ -2,24 +2,26 @@
 neither dimmed nor hidden by "hide unchanged", and become an ordinary (here: unchanged) rewrite once it ends."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 
 from conftest import ROOT, open_page, shot
-from proc_helpers import wait_until
+from proc_helpers import open_gate, stop_writer, wait_until
 
-# ctx "live ctx": a rewrite that changes the graph, one that does not, then one whose rule waits for a gate file
-# (the recorder's background thread flushes meanwhile, so the viewer sees the rewrite begun but not ended)
+# ctx "live ctx": a rewrite that changes the graph, one that does not, then one whose rule waits at a gate the test
+# opens (proc_helpers; the recorder's background thread flushes meanwhile, so the viewer sees the rewrite begun but not
+# ended). argv: path, then "die" to die inside the blocked rewrite
 WRITER = textwrap.dedent("""
-  import os, sys, time
+  import os, sys
   from compiler import Ops, PatternMatcher, UOp, UPat, graph_rewrite
   from compiler.trace import recorder
+  from proc_helpers import wait_at_gate
 
   def wait_for_gate(x):
-    while not os.path.exists(sys.argv[2]):
-      time.sleep(0.02)
-    if sys.argv[3:] == ["die"]:  # the writer dies inside the rewrite: it never ends
+    wait_at_gate()
+    if sys.argv[2:] == ["die"]:  # the writer dies inside the rewrite: it never ends
       recorder.RECORDER.writer.flush()
       os._exit(3)
     return None
@@ -34,6 +36,11 @@ WRITER = textwrap.dedent("""
     graph_rewrite(x * 4, gate, name="blocked")
   recorder.disable()
 """)
+
+
+def _writer(path, *args: str) -> subprocess.Popen:
+  env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+  return subprocess.Popen([sys.executable, "-c", WRITER, str(path), *args], cwd=ROOT, env=env, stdin=subprocess.PIPE)
 
 
 def _rows(page) -> dict[str, dict]:
@@ -58,11 +65,9 @@ def _rewrites(ctxs) -> dict[str, dict]:
   return {r["name"]: r for c in ctxs for r in c["rewrites"]}
 
 
-def test_a_rewrite_cut_off_by_a_dead_writer_is_marked_so(page, server, tmp_path):
+def test_a_rewrite_cut_off_by_a_dead_writer_is_marked_so(page, server):
   path = server.dir / "sidebar-dead.vztrace"
-  gate = tmp_path / "gate"
-  proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(gate), "die"], cwd=ROOT,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+  proc = _writer(path, "die")
   try:
     t = server.trace_id(path.name)
     ctxs = _wait_api(server, t, lambda cs: "blocked" in _rewrites(cs), "the blocked rewrite to begin")
@@ -70,7 +75,7 @@ def test_a_rewrite_cut_off_by_a_dead_writer_is_marked_so(page, server, tmp_path)
     open_page(page, server, f"#t={t}&c={ctx}")
     page.wait_for_selector("#rewrites li[data-rw] >> text=blocked")
     assert _rows(page)["blocked"]["dt"] == "running…"
-    gate.touch()
+    open_gate(proc)
     assert proc.wait(30) == 3
     page.wait_for_function("() => document.querySelector('#trace-status').textContent === 'damaged'", timeout=60_000)
     page.wait_for_function("() => document.querySelector('#rewrites li.cut')")
@@ -80,16 +85,12 @@ def test_a_rewrite_cut_off_by_a_dead_writer_is_marked_so(page, server, tmp_path)
     page.wait_for_function("() => !document.querySelector('#rewrites li[data-rw][class~=unchanged]')")
     assert "blocked" in _rows(page)
   finally:
-    gate.touch()
-    if proc.poll() is None:
-      proc.kill()
+    stop_writer(proc)
 
 
-def test_a_running_rewrite_is_neither_dimmed_nor_hidden(page, server, tmp_path):
+def test_a_running_rewrite_is_neither_dimmed_nor_hidden(page, server):
   path = server.dir / "sidebar-live.vztrace"
-  gate = tmp_path / "gate"
-  proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(gate)], cwd=ROOT,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+  proc = _writer(path)
   try:
     t = server.trace_id(path.name)
     ctxs = _wait_api(server, t, lambda cs: "blocked" in _rewrites(cs), "the blocked rewrite to begin")
@@ -109,7 +110,7 @@ def test_a_running_rewrite_is_neither_dimmed_nor_hidden(page, server, tmp_path):
     assert set(_rows(page)) == {"changes", "blocked"}  # the running rewrite stays; the finished unchanged one goes
     shot(page, "sidebar-running-rewrite")
     # once it ends without a change it is an unchanged rewrite like any other: hidden, live, without a reload
-    gate.touch()
+    open_gate(proc)
     assert proc.wait(30) == 0
     page.wait_for_function("() => document.querySelector('#trace-status').textContent === 'ended'", timeout=60_000)
     page.wait_for_function("() => document.querySelectorAll('#rewrites li[data-rw]').length === 1")
@@ -120,6 +121,4 @@ def test_a_running_rewrite_is_neither_dimmed_nor_hidden(page, server, tmp_path):
     assert "unchanged" in rows["blocked"]["cls"].split() and "running" not in rows["blocked"]["cls"].split()
     assert rows["blocked"]["dt"] != "running…"
   finally:
-    gate.touch()
-    if proc.poll() is None:
-      proc.kill()
+    stop_writer(proc)

@@ -3,20 +3,22 @@ relayout of every row, which was a long frame at hundreds of contexts) and leave
 records that arrive between the first view and socket.io's connecting are shown too."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 
 from conftest import ROOT, open_page
-from proc_helpers import wait_until
+from proc_helpers import open_gate, stop_writer, wait_until
 
-# contexts "a 0".."a N-1", flushed; then, once the gate file exists, "b 0".."b M-1" and the end of the trace
+# contexts "a 0".."a N-1", flushed; then, once the test opens the gate (proc_helpers), "b 0".."b M-1" and the end
 WRITER = textwrap.dedent("""
-  import os, sys, time
+  import sys
   from compiler import Ops, PatternMatcher, UOp, UPat, graph_rewrite
   from compiler.trace import recorder
+  from proc_helpers import wait_at_gate
 
-  path, gate, n, m = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+  path, n, m = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
   recorder.enable(path, announce=False)
   add0 = PatternMatcher([(UPat(Ops.ADD, src=[UPat.var("x"), UPat.const(None, 0)]), lambda x: x)], name="add0")
   x = UOp.variable("x", 0, 10)
@@ -26,8 +28,7 @@ WRITER = textwrap.dedent("""
         graph_rewrite((x + 0) * (i + 2), add0, name="changes")
   contexts("a", n)
   recorder.RECORDER.writer.flush()
-  while not os.path.exists(gate):
-    time.sleep(0.02)
+  wait_at_gate()
   contexts("b", m)
   recorder.disable()
 """)
@@ -35,9 +36,10 @@ WRITER = textwrap.dedent("""
 ROWS = "() => document.querySelectorAll('#contexts li[data-ctx]').length"
 
 
-def _writer(path, gate, n: int, m: int) -> subprocess.Popen:
-  return subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(gate), str(n), str(m)], cwd=ROOT,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+def _writer(path, n: int, m: int) -> subprocess.Popen:
+  env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+  return subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(n), str(m)], cwd=ROOT, env=env,
+                          stdin=subprocess.PIPE)
 
 
 def _contexts(server, t: int, n: int) -> None:
@@ -45,9 +47,9 @@ def _contexts(server, t: int, n: int) -> None:
              f"{n} contexts with rewrites on the server", 120)
 
 
-def test_a_live_refresh_keeps_unchanged_rows_and_the_scroll(new_page, server, tmp_path):
-  path, gate = server.dir / "sidebar-rows.vztrace", tmp_path / "gate"
-  proc = _writer(path, gate, 80, 5)
+def test_a_live_refresh_keeps_unchanged_rows_and_the_scroll(new_page, server):
+  path = server.dir / "sidebar-rows.vztrace"
+  proc = _writer(path, 80, 5)
   try:
     t = server.trace_id(path.name)
     _contexts(server, t, 80)
@@ -60,8 +62,8 @@ def test_a_live_refresh_keeps_unchanged_rows_and_the_scroll(new_page, server, tm
       document.querySelector('#contexts').scrollTop = 600;
     }""")
     top = page.evaluate("() => document.querySelector('#contexts').scrollTop")
-    assert top > 0
-    gate.touch()
+    assert top > 0 and page.evaluate(ROWS) == 80  # the writer waits at the gate: no "b" context yet
+    open_gate(proc)
     assert proc.wait(60) == 0
     page.wait_for_function(f"() => ({ROWS})() >= 85", timeout=60_000)
     got = page.eval_on_selector_all("#contexts li[data-ctx]", "els => els.map(e => [e.title, e.dataset.seen || ''])")
@@ -73,14 +75,12 @@ def test_a_live_refresh_keeps_unchanged_rows_and_the_scroll(new_page, server, tm
     page.evaluate("() => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)))")
     assert page.evaluate("() => document.querySelector('#contexts').scrollTop") == top
   finally:
-    gate.touch()
-    if proc.poll() is None:
-      proc.kill()
+    stop_writer(proc)
 
 
-def test_records_written_before_socketio_connects_are_shown(new_page, server, tmp_path):
-  path, gate = server.dir / "sidebar-early.vztrace", tmp_path / "gate"
-  proc = _writer(path, gate, 2, 3)
+def test_records_written_before_socketio_connects_are_shown(new_page, server):
+  path = server.dir / "sidebar-early.vztrace"
+  proc = _writer(path, 2, 3)
   held = []
   try:
     t = server.trace_id(path.name)
@@ -91,7 +91,7 @@ def test_records_written_before_socketio_connects_are_shown(new_page, server, tm
     open_page(page, server, f"#t={t}")
     page.wait_for_function("() => document.body.dataset.graph")
     assert page.evaluate(ROWS) == 2
-    gate.touch()
+    open_gate(proc)
     assert proc.wait(60) == 0
     wait_until(lambda: next(x for x in server.api("/api/traces") if x["id"] == t)["status"] == "ended",
                "the trace to end", 60)
@@ -100,6 +100,4 @@ def test_records_written_before_socketio_connects_are_shown(new_page, server, tm
     held[0].continue_()
     page.wait_for_function(f"() => ({ROWS})() === 5", timeout=60_000)
   finally:
-    gate.touch()
-    if proc.poll() is None:
-      proc.kill()
+    stop_writer(proc)
