@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, open_page, shot
+from proc_helpers import open_gate, stop_writer
 from werkzeug.serving import make_server
 
 from viz_server.app import create_app
@@ -19,9 +20,9 @@ WRITER = Path(__file__).resolve().parent / "tracegen.py"
 @pytest.mark.parametrize("mode", ["socket.io", "polling"])
 def test_live_kernel_appears(page, server, mode):
   path = server.dir / f"live-{mode.replace('.', '')}.vztrace"
-  # three kernels flushed as they are written; the writer waits at the gate after the first until the page is open
-  gate = server.dir / f"gate-{mode.replace('.', '')}"
-  proc = subprocess.Popen([sys.executable, str(WRITER), "live", str(path), "3", str(gate)], cwd=ROOT)
+  # three kernels flushed as they are written; the writer waits at its gate (a read of its stdin) after the first
+  # until the page is open
+  proc = subprocess.Popen([sys.executable, str(WRITER), "live", str(path), "3", "-"], cwd=ROOT, stdin=subprocess.PIPE)
   try:
     t = server.trace_id(path.name)
     open_page(page, server, ("?live=poll" if mode == "polling" else "") + f"#t={t}")
@@ -30,7 +31,7 @@ def test_live_kernel_appears(page, server, mode):
     badge = page.locator("#trace-status")
     assert "live" in badge.inner_text()
     page.wait_for_selector("#contexts li[title*='live_kernel_0']", timeout=60_000)
-    gate.touch()
+    open_gate(proc)
     # the last kernel's context shows up in the sidebar, and its run in the runs panel
     page.wait_for_selector("#contexts li[title*='live_kernel_2']", timeout=60_000)
     proc.wait(120)
@@ -42,8 +43,7 @@ def test_live_kernel_appears(page, server, mode):
     page.wait_for_function("() => document.querySelectorAll('#panel-runs tbody tr').length === 3")
     shot(page, f"live-{mode.replace('.', '')}")
   finally:
-    if proc.poll() is None:
-      proc.kill()
+    stop_writer(proc)
 
 
 def test_damaged_trace_banner(page, server):

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import ROOT, Server, open_page, shot, state, wait_graph
-from proc_helpers import wait_until
+from proc_helpers import open_gate, stop_writer, wait_until
 
 from compiler.trace import recorder
 
@@ -312,8 +312,8 @@ def test_timeline_crisp_and_empty(page, timed):
 def test_timeline_follows_a_live_trace(page, timed):
   """New contexts appear while the trace is written; a zoomed view stays where the user put it."""
   path = timed.dir / "live-timeline.vztrace"
-  gate = timed.dir / "gate-timeline"  # the writer waits there after its first kernel, still recording
-  proc = subprocess.Popen([sys.executable, str(WRITER), "live", str(path), "3", str(gate)], cwd=ROOT)
+  # the writer waits at its gate (a read of its stdin) after its first kernel, still recording
+  proc = subprocess.Popen([sys.executable, str(WRITER), "live", str(path), "3", "-"], cwd=ROOT, stdin=subprocess.PIPE)
   try:
     t = timed.trace_id(path.name)
     open_page(page, timed, f"#t={t}&p=timeline")
@@ -328,7 +328,7 @@ def test_timeline_follows_a_live_trace(page, timed):
     end0 = page.evaluate("() => window.__viz.timelinePanel.extent[1]")
     page.evaluate("(e) => window.__viz.timelinePanel.setView(e * 0.25, e * 0.5)", end0)
     view = page.evaluate(VIEW)
-    gate.touch()
+    open_gate(proc)
     page.wait_for_function("() => window.__viz.timelinePanel.data.contexts.some(c => c.name === 'live_kernel_2')",
                            timeout=60_000)
     assert page.evaluate("() => window.__viz.timelinePanel.extent[1]") > end0
@@ -348,5 +348,4 @@ def test_timeline_follows_a_live_trace(page, timed):
     names = page.evaluate("() => window.__viz.timelinePanel.hits.filter(h => h.kind === 'context').map(h => h.name)")
     assert [n for n in names if n.startswith("live_kernel")] == ["live_kernel_1", "live_kernel_2"]
   finally:
-    if proc.poll() is None:
-      proc.kill()
+    stop_writer(proc)

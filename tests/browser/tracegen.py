@@ -5,7 +5,6 @@ test can watch the page pick the new records up while the writer is still runnin
 """
 from __future__ import annotations
 
-import os
 import random
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ for _p in (ROOT, ROOT / "tests"):  # the compiler, and the helpers the server te
   if str(_p) not in sys.path:
     sys.path.insert(0, str(_p))
 
-from proc_helpers import GATE_TIMEOUT, wait_at_gate, wait_until  # noqa: E402
+from proc_helpers import wait_at_gate  # noqa: E402
 from test_server_helpers import noisy  # noqa: E402
 
 from compiler.dtype import dtypes  # noqa: E402
@@ -154,10 +153,10 @@ def write_jumps(path: str | Path) -> Path:
   return Path(path)
 
 
-def write_live(path: str | Path, n_kernels: int = 3, gate: str | Path | None = None) -> None:
-  """Write kernels one by one, flushing after each, for the live tests. With a gate, the writer stops after the first
-  kernel until the test opens it, so a test sees the trace live (and its first kernel) however slowly the page opens,
-  then lets it grow and end. Gate "-": proc_helpers' gate on stdin (open_gate); a path: until that file exists."""
+def write_live(path: str | Path, n_kernels: int = 3, gated: bool = False) -> None:
+  """Write kernels one by one, flushing after each, for the live tests. Gated, the writer stops after the first kernel
+  until the test opens its gate (proc_helpers.open_gate: a byte on its stdin), so a test sees the trace live (and its
+  first kernel) however slowly the page opens, then lets it grow and end."""
   recorder.enable(path, announce=False)
   try:
     with recorder.trace_context("schedule live", kind="schedule"):
@@ -166,24 +165,20 @@ def write_live(path: str | Path, n_kernels: int = 3, gate: str | Path | None = N
     for i in range(n_kernels):
       record_kernel(f"live_kernel_{i}", 16, beam=False)
       recorder.RECORDER.writer.flush()
-      if i == 0 and gate == "-":
+      if i == 0 and gated:
         wait_at_gate()
-      elif i == 0 and gate is not None:
-        # a file the test touches sends no signal: asked again until it exists. For the callers that still pass a
-        # path (test_ui_live.py, test_ui_timeline.py); "-" is the gate that needs no polling
-        wait_until(lambda: os.path.exists(gate), "the test to open the gate", timeout=GATE_TIMEOUT)
   finally:
     recorder.disable()
 
 
 if __name__ == "__main__":
-  if len(sys.argv) >= 3 and sys.argv[1] == "live":  # live PATH [N_KERNELS [GATE]] (GATE: "-" for stdin, or a file)
+  if len(sys.argv) >= 3 and sys.argv[1] == "live":  # live PATH [N_KERNELS [-]] ("-": gated on stdin)
     write_live(sys.argv[2], n_kernels=int(sys.argv[3]) if len(sys.argv) > 3 else 3,
-               gate=sys.argv[4] if len(sys.argv) > 4 else None)
+               gated=len(sys.argv) > 4 and sys.argv[4] == "-")
   elif len(sys.argv) >= 3 and sys.argv[1] in ("demo", "evil", "jumps"):
     {"demo": write_demo, "evil": write_evil, "jumps": write_jumps}[sys.argv[1]](sys.argv[2])
   else:
-    sys.exit("usage: tracegen.py demo|evil|jumps|live PATH [n_kernels gate_file]")
+    sys.exit("usage: tracegen.py demo|evil|jumps|live PATH [n_kernels [-]]")
 
 
 def consts_graph(n: int = 6) -> UOp:
