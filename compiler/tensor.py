@@ -7,8 +7,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from compiler import tensor_nn
 from compiler.dtype import DType, dtypes, least_upper_dtype
+from compiler.realize import run_schedule
 from compiler.runtime.buffer import buffer_of, new_buffer_uop
+from compiler.schedule.rangeify import create_schedule
 from compiler.schedule.shape import shape_of
 from compiler.tensor_mixins import AutogradMixin, CreationMixin, ElementwiseMixin, IndexingMixin, NnMixin, ReduceMixin
 from compiler.tensor_mixins.autograd import SHARED_BUFFERS, buffer_of_view
@@ -270,8 +273,6 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
   # ---- realizing
   @staticmethod
   def _realize_all(tensors: Sequence[Tensor]) -> None:
-    from compiler.realize import run_schedule
-    from compiler.schedule.rangeify import create_schedule
     todo = [t for t in tensors if buffer_of_view(t.uop) is None]
     if not todo:
       return
@@ -298,7 +299,6 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
 
   def schedule(self, *others: Tensor) -> list:
     """The kernels that would compute these tensors (nothing runs; the tensors stay lazy)."""
-    from compiler.schedule.rangeify import create_schedule
     return create_schedule([t.uop for t in (self, *others)], _realized)[0]
 
   def numpy(self) -> np.ndarray:
@@ -1344,21 +1344,20 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     """Matrix product with numpy's rules for 1-d operands and broadcast batch dims."""
     if not isinstance(w, Tensor):
       raise TypeError(f"Tensor.matmul: operand must be a Tensor, got {type(w).__name__}")
-    n1, n2 = self.ndim, w.ndim
+    xs, ws = self.shape, w.shape
+    n1, n2 = len(xs), len(ws)
     if n1 == 0 or n2 == 0:
-      raise ValueError(f"Tensor.matmul: 0-d operand (shapes {self.shape} and {w.shape})")
-    if self.shape[-1] != w.shape[-min(n2, 2)]:
-      raise ValueError(f"Tensor.matmul: shapes {self.shape} and {w.shape} don't line up "
-                       f"({self.shape[-1]} != {w.shape[-min(n2, 2)]})")
+      raise ValueError(f"Tensor.matmul: 0-d operand (shapes {xs} and {ws})")
+    if xs[-1] != ws[-min(n2, 2)]:
+      raise ValueError(f"Tensor.matmul: shapes {xs} and {ws} don't line up ({xs[-1]} != {ws[-min(n2, 2)]})")
     if n1 > 2 or n2 > 2:
       try:
-        broadcast_shape(self.shape[:-2], w.shape[:-2])
+        broadcast_shape(xs[:-2], ws[:-2])
       except ValueError:
-        raise ValueError(f"Tensor.matmul: batch dims of shapes {self.shape} and {w.shape} can't be broadcast "
-                         "together") from None
+        raise ValueError(f"Tensor.matmul: batch dims of shapes {xs} and {ws} can't be broadcast together") from None
     k = min(n1 - 1, n2 - 1, 1)
-    x = self.reshape(self.shape[:-1] + (1,) * k + self.shape[-1:])
-    wt = w.reshape(w.shape[:-2] + (1,) * k + w.shape[-min(n2, 2):]).transpose(-1, -min(n2, 2))
+    x = self.reshape(xs[:-1] + (1,) * k + xs[-1:])
+    wt = w.reshape(ws[:-2] + (1,) * k + ws[-min(n2, 2):]).transpose(-1, -min(n2, 2))
     return (x * wt).sum(-1)
 
   def matmul(self, w: Tensor) -> Tensor:
@@ -1390,19 +1389,16 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
   def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Any = 1, dilation: Any = 1,
              padding: Any = 0) -> Tensor:
     """n-d convolution: the number of spatial dims is weight.ndim - 2 (conv1d, conv2d, conv3d, ...)."""
-    from compiler.tensor_nn import conv2d
-    return conv2d(self, weight, bias, groups, stride, dilation, padding)
+    return tensor_nn.conv2d(self, weight, bias, groups, stride, dilation, padding)
 
   def max_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0,
                  ceil_mode: bool = False) -> Tensor:
     """Max pooling over the last len(kernel_size) dims (n-d, as tinygrad's)."""
-    from compiler.tensor_nn import max_pool2d
-    return max_pool2d(self, kernel_size, stride, dilation, padding, ceil_mode)
+    return tensor_nn.max_pool2d(self, kernel_size, stride, dilation, padding, ceil_mode)
 
   def avg_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0,
                  ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
     """Average pooling over the last len(kernel_size) dims (n-d, as tinygrad's)."""
-    from compiler.tensor_nn import avg_pool2d
-    return avg_pool2d(self, kernel_size, stride, dilation, padding, ceil_mode, count_include_pad)
+    return tensor_nn.avg_pool2d(self, kernel_size, stride, dilation, padding, ceil_mode, count_include_pad)
 
 
