@@ -10,6 +10,7 @@ from compiler import Tensor
 from compiler.runtime.buffer import buffer_of
 from compiler.schedule.cache import SCHEDULES
 from compiler.schedule.rangeify import create_schedule
+from compiler.tensor import _SCALAR_NODES
 from vztrace.reader import TraceReader
 
 rng = np.random.default_rng(0)
@@ -29,7 +30,11 @@ def mlp_np(x, w1, w2):
   return e / e.sum(axis=1, keepdims=True)
 
 
-pytestmark = pytest.mark.usefixtures("fresh_caches")
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+  SCHEDULES.clear()
+  yield
+  SCHEDULES.clear()
 
 
 def test_a_repeat_call_hits_and_computes_the_new_data():
@@ -116,8 +121,10 @@ def test_a_hit_is_in_the_trace(trace):
 
 def test_the_cache_keeps_no_graph_node_alive():
   # were the graph's own nodes the key, a realized constant would stay in the front end's record of realized nodes,
-  # and every later program using that constant would read it from a buffer (a constant tensor: a Python scalar's
-  # broadcast node is kept on purpose, by Tensor._scalar_to, for repeat calls to find)
+  # and every later program using that constant would read it from a buffer. (A constant tensor, not a Python
+  # scalar, whose broadcast node Tensor._scalar_to keeps on purpose for repeat calls to find: an earlier 5.0 of this
+  # shape would be one, so those are dropped first.)
+  _SCALAR_NODES.clear()
   t = Tensor(_data(8)) * Tensor(5.0)
   const = next(u for u in t.uop.toposort() if u.op is u.op.CONST)
   users = [weakref.ref(u) for u in t.uop.toposort() if const in u.src]
