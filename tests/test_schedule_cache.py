@@ -30,11 +30,7 @@ def mlp_np(x, w1, w2):
   return e / e.sum(axis=1, keepdims=True)
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-  SCHEDULES.clear()
-  yield
-  SCHEDULES.clear()
+pytestmark = pytest.mark.usefixtures("fresh_caches")
 
 
 def test_a_repeat_call_hits_and_computes_the_new_data():
