@@ -453,3 +453,24 @@ def test_jit_optimizer_and_codegen_see_one_cpu():
   cpu = (llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
   assert host_cpu() == cpu == (get_jit().cpu, get_jit().features) == (host_target().cpu, host_target().features)
   assert host_features() == frozenset(cpu[1].split(",")) and any(f.startswith("+") for f in host_features())
+
+
+def test_a_kernel_made_serial_goes_back_to_split_runs_when_they_measured_faster():
+  # the way back from one thread compares like with like: a kernel of 0.4 ms on one thread (more than PARALLEL_MIN_S,
+  # less than twice it) whose split took 0.2 ms splits again; conv2d (0.28 ms) stayed on one thread for good once a
+  # noisy split had made it serial, when the way back asked for twice PARALLEL_MIN_S from a run on one thread
+  from compiler.runtime.compiled import PARALLEL_MIN_S
+  ck = compile_kernel(split(elementwise(1024, 1024), 0, 512, G, TH))
+  arrs = [np.zeros(1 << 20, np.float32), np.ones(1 << 20, np.float32), np.ones(1024, np.float32)]
+  assert len(ck._chunks(None, arrs, 2)) == 2
+  ck._observe(2e-4, 2)  # the first split run (0.4 ms of CPU): the next tries one thread, to compare
+  assert ck._serial
+  ck._observe(1.4 * PARALLEL_MIN_S, 1)
+  assert not ck._serial and len(ck._chunks(None, arrs, 2)) == 2
+
+
+def test_the_least_time_worth_splitting_is_the_pools_measured_hand_off_at_most_parallel_min_s():
+  from compiler.runtime.compiled import PARALLEL_MIN_S, _split_min_s
+  from compiler.runtime.threadpool import get_pool
+  assert _split_min_s(1) == min(PARALLEL_MIN_S, get_pool(1).split_min_s)
+  assert _split_min_s(0) == PARALLEL_MIN_S  # no workers: nothing is split

@@ -1,8 +1,9 @@
 """Compile a kernel AST and run it: `compile_kernel(ast) -> CompiledKernel`, called on numpy-backed buffers.
 
 Multi-core: the kernel function takes a (start, end) range of its parallel loop (the THREAD axis, else the
-outermost loop every store depends on); a call splits that range into contiguous chunks run by a persistent
-thread pool (ctypes releases the GIL), one chunk per core. Small kernels run on the calling thread only.
+outermost loop every store depends on); a call splits that range into contiguous chunks, one per core, that the
+calling thread and the native workers of compiler.runtime.threadpool claim and run. Small kernels, and kernels
+whose split runs measure slower than their runs on one thread, run on the calling thread only.
 `THREADS=n` caps the thread count (default: the CPUs this process may use), as for the optimizer."""
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import threading
 import time
 import weakref
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -25,18 +25,19 @@ from compiler.codegen.llvmir import bufs_in_array
 from compiler.runtime import sources
 from compiler.runtime.buffer import Buffer, array_address
 from compiler.runtime.llvm import get_jit
+from compiler.runtime.threadpool import MAX_JOB_WORDS, entry_for, get_pool, job_words, run_serial
 from compiler.trace import recorder
 from compiler.uop import UOp
 
-# a chunk should have at least this much work (flops + bytes moved) to be worth waking a thread (~10-30 us)
+# a chunk should have at least this much work (flops + bytes moved) to be worth a thread (~10-30 us)
 MIN_WORK_PER_THREAD = 1 << 20
-# ... and a kernel whose runs take less than this much CPU time in all runs on one thread: waking a pool thread
-# and handing the GIL back and forth took 0.1-0.3 ms on a busy 2-core machine, so softmax's 25-80 us kernels ran
-# slower on 2 threads (0.76x) than on one (decided from the kernel's measured runs, with hysteresis)
+# ... and a kernel whose runs take less CPU time than the pool's measured hand-off allows (threadpool.split_min_s:
+# a few hand-offs' worth), at most this much, runs on one thread (decided from the kernel's measured runs). The cap:
+# a pool that measured its hand-off on a momentarily loaded machine does not rule out splitting for good
 PARALLEL_MIN_S = 3e-4
 # ... and one with the work whose split runs measure slower by the clock than its runs on one thread (a loaded
-# machine: waking a pool thread that then waited for a core took 2 ms a submit) runs on one; every SPLIT_RETRY-th
-# run goes the other way, so the medians of the RECENT_RUNS last runs of each way follow the machine's load
+# machine: a worker that waited for a core) runs on one; every SPLIT_RETRY-th run goes the other way, so the
+# medians of the RECENT_RUNS last runs of each way follow the machine's load
 SPLIT_RETRY = 32
 RECENT_RUNS = 3
 FAST_PLANS = 4  # plans of Buffer calls kept per kernel (by the buffers' addresses)
@@ -65,18 +66,6 @@ def default_threads() -> int:
     return max(1, len(os.sched_getaffinity(0)))
   except AttributeError:  # not on Linux
     return max(1, os.cpu_count() or 1)
-
-
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _pool(n: int) -> ThreadPoolExecutor:
-  global _POOL
-  with _POOL_LOCK:
-    if _POOL is None or _POOL._max_workers < n:
-      _POOL = ThreadPoolExecutor(max_workers=max(n, default_threads()), thread_name_prefix="kernel")
-    return _POOL
 
 
 @dataclass(frozen=True)
@@ -291,17 +280,19 @@ class CompiledKernel:
     self._run_plan(plan if plan is not None else self._plan(arrs, vals, var_vals, threads))
 
   def _run_plan(self, plan: tuple) -> None:
-    fxn, args, chunks = plan
+    fxn, args, chunks, job, ran = plan
     t0 = time.perf_counter()
-    if len(chunks) <= 1:
-      for s, e in chunks:
-        fxn(*args, s, e)
-    else:
-      futs = [_pool(len(chunks)).submit(fxn, *args, s, e) for s, e in chunks[1:]]
+    if len(chunks) == 1:
       fxn(*args, *chunks[0])
-      for f in futs:
-        f.result()
+    elif job is None or not job[0].run(job[1]):  # (no workers, or another thread's job holds them: this thread)
+      run_serial(fxn, args, chunks)
     self.last_s = dt = time.perf_counter() - t0
+    # what says nothing about splitting is no sample: a plan's first run (its buffers' first touch, page faults: 0.37
+    # ms of softmax's 0.04 ms kernel), and a split run that had to wake a parked worker (a run after compiling, or
+    # after a while on one thread: 0.17 ms of mlp's 0.06; the next split run finds it spinning)
+    if not ran[0] or (job is not None and job[0].woke):
+      ran[0] = True
+      return
     if len(chunks) > 1 or self._serial:
       self._observe(dt, len(chunks))
     else:  # (what _observe does with such a run, without the call)
@@ -314,8 +305,9 @@ class CompiledKernel:
     (split if nchunks > 1 else single).append(dt)
     if nchunks <= 1 and not self._serial:
       return  # a run on one thread of a kernel not made serial: nothing to decide (a sample for when it splits)
-    cpu = dt * max(1, nchunks)  # about the CPU time of the whole run
-    serial = cpu < (2 * PARALLEL_MIN_S if self._serial else PARALLEL_MIN_S)
+    # about the CPU time of the whole run (a split run's overhead counted: the way back from one thread is harder)
+    cpu = dt * max(1, nchunks)
+    serial = cpu < _split_min_s(self.threads - 1)
     if not serial:  # enough work to split: the way that measured faster, and now and then the other way once
       serial = bool(split and single) and statistics.median(single) < statistics.median(split)
       self._runs += 1
@@ -324,10 +316,14 @@ class CompiledKernel:
     if serial != self._serial and (nchunks > 1 or self._serial):
       self._serial, self._last = serial, None
       self._fast.clear()
+      if not serial and self.threads > 1:  # the next run splits: workers parked since the last split start now
+        # (that run is measured without their wake-up)
+        get_pool(self.threads - 1).wake()
 
   def _plan(self, arrs: list[np.ndarray], vals: list[int], var_vals: Mapping[str, int] | None,
             threads: int | None, addrs: list[int] | None = None) -> tuple:
-    """(function, leading arguments, (start, end) chunks) of one run; the last one is reused for the same arrays
+    """(function, leading arguments, (start, end) chunks, the pool's job or None, [ran before]) of one run; the last
+    one is reused for the same arrays
     (an ndarray's address and size never change, and a dead array's weak reference no longer matches). Given the
     arrays' addresses (Buffers know theirs), made anew and not remembered here (the Buffer path keeps its own)."""
     key = (tuple(vals), threads)
@@ -341,7 +337,8 @@ class CompiledKernel:
     ptrs: Any = addrs
     if bufs_in_array(self.program.nbufs):  # one array of pointers (the tuple keeps it alive while the plan runs)
       ptrs = [(ctypes.c_void_p * len(ptrs))(*ptrs)]
-    plan = (self._fxn_for(arrs, addrs), (*ptrs, *vals), self._chunks(var_vals, arrs, threads))
+    fxn, chunks = self._fxn_for(arrs, addrs), self._chunks(var_vals, arrs, threads)
+    plan = (fxn, (*ptrs, *vals), chunks, self._job(fxn, ptrs, vals, chunks, threads), [False])  # [ran before]
     if not keep:
       return plan
     try:
@@ -349,6 +346,20 @@ class CompiledKernel:
     except TypeError:  # an array type without weak references: no reuse
       self._last = None
     return plan
+
+  def _job(self, fxn: Any, ptrs: list, vals: list[int], chunks: list, threads: int | None) -> tuple | None:
+    """(pool, job words) of a split run's chunks; None for one chunk, or without workers (THREADS=1)."""
+    workers = self.threads - 1
+    if len(chunks) <= 1 or workers < 1 or len(ptrs) + len(vals) > MAX_JOB_WORDS:
+      return None
+    pool = get_pool(workers)
+    prg = self.program
+    wide = prg.par_size is not None and prg.par_size.dtype.itemsize == 8
+    addrs = [p if isinstance(p, int) else ctypes.addressof(p) for p in ptrs]  # (an array of pointers: its address)
+    joiners = min(workers, (threads or self.threads) - 1, len(chunks) - 1)
+    entry = entry_for(len(addrs), len(vals), wide)
+    fn = ctypes.cast(fxn, ctypes.c_void_p).value
+    return pool, job_words(entry, fn, chunks[-1][1], len(chunks), joiners, [*addrs, *vals])
 
   def nbytes(self, bufs: Sequence[Any]) -> int:
     """Bytes moved by one run: sizes of the buffers read plus the buffers written."""
@@ -386,6 +397,11 @@ class CompiledKernel:
     fields = {"ctx": self.ctx} if self.ctx is not None and not getattr(_RUNS_HERE, "on", False) else {}
     recorder.record("run", kname=self.name, times=list(tm.times), min=tm.min, median=tm.median, flops=tm.flops,
                     bytes=tm.bytes, gflops=tm.gflops, gbs=tm.gbs, ts=ts, **fields)
+
+
+def _split_min_s(workers: int) -> float:
+  """The least CPU time of a run worth splitting: the pool's measured hand-off's worth, at most PARALLEL_MIN_S."""
+  return min(PARALLEL_MIN_S, get_pool(workers).split_min_s) if workers >= 1 else PARALLEL_MIN_S
 
 
 def compile_kernel(ast: UOp) -> CompiledKernel:
