@@ -120,6 +120,11 @@ def _register_tile(k: Kernel) -> None:
   # rows while the tile positions are many; with peeled columns (whose positions do not count the remainder's)
   # at least one row axis, as a smaller column tile that divides would have had
   peeled = bool(k.applied_opts) and k.applied_opts[-1].op is OptOps.PEEL
+  col_axis = next((i for i, r in enumerate(k.rngs) if cols is not None and r.arg[0] == cols[0]), None)
+  tiles = k.full_shape[col_axis] if col_axis is not None else 0
+  odd_tiles = isinstance(tiles, int) and tiles > 2 and tiles % 2 == 1
+  panel = _panel_too_big(k)
+  rows_peeled = False
   while _prod(k.full_shape[:k.first_reduce]) >= 1024 or (peeled and len(upcasted) == 1):
     strides = [access_strides(k, a) for a in k.accesses]
     choices = []
@@ -131,7 +136,13 @@ def _register_tile(k: Kernel) -> None:
       if not any(st[axis] == 0 and not any(x == 0 for x in st[k.first_upcast:]) for st in strides):
         continue
       budget = max(1, regs - col_vectors - 1)
-      amt = _row_amount(size, [a for a in (8, 6, 4, 3, 2) if accumulators() * a <= budget])
+      fits = [a for a in (8, 6, 4, 3, 2) if accumulators() * a <= budget]
+      amt = _row_amount(size, fits)
+      # peeled columns (now, or by the second set of column vectors below where it fits: an odd number of column
+      # tiles) whose tiles should go outside the rows: rows that do not divide (see _row_amount)
+      second = odd_tiles and accumulators() * (amt or 1) * 2 <= regs - 2 * col_vectors - 1
+      if panel and (peeled or second) and amt is not None:
+        amt = _row_amount(size, fits, budget // accumulators(), tgt.threads)
       if amt is None:
         continue
       pos = sum(1 for st in strides if st[axis] != 0)
@@ -142,21 +153,39 @@ def _register_tile(k: Kernel) -> None:
     _, _, amt, axis = min(choices)
     upcasted.add(k.rngs[axis].arg[0])
     _upcast_or_peel(k, axis, -amt)
+    rows_peeled = rows_peeled or k.applied_opts[-1].op is OptOps.PEEL
   if cols is None:
     return
-  # a second set of column vectors (the outer part kept the axis id) if the accumulators still fit
+  # a second set of column vectors (the outer part kept the axis id) if the accumulators still fit; not peeled
+  # where the rows divide and the column tiles should go outside them (the row loop would go outermost)
   axis = next((i for i, r in enumerate(k.rngs) if r.arg[0] == cols[0]), None)
   if axis is not None and accumulators() * 2 <= regs - 2 * col_vectors - 1 and \
-      isinstance(size := k.full_shape[axis], int) and size > 2:
+      isinstance(size := k.full_shape[axis], int) and size > 2 and \
+      not (size % 2 and not peeled and not rows_peeled and panel):
     _upcast_or_peel(k, axis, 2)
   _panel_order(k, cols[0])
 
 
-def _row_amount(size: int, fits: list[int]) -> int | None:
+def _row_amount(size: int, fits: list[int], peel_most: int = 0, threads: int = 1) -> int | None:
   """Rows of a register tile: the most that fit the registers (and the axis), peeled when they do not divide it.
   Measured (Zen 5, AVX-512, 1 thread): matmul 500 with 8 rows peeled (62 x 8 + 4) 1.36 ms, with 4 rows that divide
-  1.95 ms."""
-  return next((a for a in fits if a <= size), None) if size >= 2 else None
+  1.95 ms. peel_most > 0: rows that do not divide the axis, the most of `fits` that do not, else the fewest more up
+  to peel_most (what the registers hold); of those with at least as many rows, first one that leaves a number of
+  row tiles the threads divide (their THREAD split: with no loop every store's, no other loop splits). Why: with
+  peeled columns (a remainder store that does not loop over the column tiles), rows that divide make the row loop
+  the one loop every store loops over, which codegen opens first as the parallel loop
+  (compiler/codegen/linearizer.py): the column tiles, and B's staging, then run inside the row loop, once per row
+  tile. Matmul on AVX-512, 1 thread: 1000 (62 x 16 + 8 columns) with 8 rows that divide 18.1 ms, 7 rows peeled
+  8.4 ms (238 GFLOP/s; numpy 8.7 ms), as 992 (nothing peeled); 840 (2..8 divide it) 11.2 ms, 9 rows 5.2 ms."""
+  if size < 2 or not fits:
+    return None
+  if peel_most > 0:
+    amts = [a for a in [*range(min(fits[0], size), 1, -1), *range(fits[0] + 1, min(peel_most, size - 1) + 1)]
+            if size % a]
+    amt = next((a for a in amts if size // a % threads == 0 and a >= amts[0]), amts[0] if amts else None)
+    if amt is not None:
+      return amt
+  return next((a for a in fits if a <= size), None)
 
 
 def _upcast_or_peel(k: Kernel, axis: int, amt: int) -> None:
@@ -200,11 +229,16 @@ def _panel_order(k: Kernel, col_id: int) -> None:
   if axis is None or axis == 0 or axis >= k.global_dims or not isinstance(k.full_shape[axis], int) or \
       k.full_shape[axis] < 2:
     return
+  if _panel_too_big(k):
+    k.apply_opt(Opt(OptOps.SWAP, 0, axis))
+
+
+def _panel_too_big(k: Kernel) -> bool:
+  """Whether the inputs that do not depend on the rows (axis 0: a matmul's B) are too big to stay in L2 across the
+  row loop (more than half of it)."""
   stores = {s.src[0] for s in k.stores}
   row_free = {a.src[0] for a in k.accesses if a not in stores and access_strides(k, a)[0] == 0}
-  panel_bytes = sum(max(0, b.dtype.size) * b.dtype.base.itemsize for b in row_free)
-  if panel_bytes * 2 > k.target.l2_bytes:
-    k.apply_opt(Opt(OptOps.SWAP, 0, axis))
+  return sum(max(0, b.dtype.size) * b.dtype.base.itemsize for b in row_free) * 2 > k.target.l2_bytes
 
 
 def _vectorize_store(k: Kernel, vector_loop: bool) -> None:
