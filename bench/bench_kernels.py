@@ -53,7 +53,7 @@ def _child(scale: float, reps: int, only: set[str], threads: int) -> dict:
     if (not only and name in WORKLOADS) or name in only:
       rows.append({"name": name, **_measure(make(scale=scale), reps, clock, threads)})
   spin0, wall0 = time.process_time(), time.perf_counter()
-  time.sleep(0.5)  # nothing runs: CPU time burnt now is idle threads spinning
+  time.sleep(0.5)  # nothing runs: CPU time burnt now is idle threads spinning (BLAS's; our pool's for 2 ms)
   spin = (time.process_time() - spin0) / (time.perf_counter() - wall0)
   return {"threads": threads, "rows": rows, "blas": blas, "spin_ms_per_s": spin * 1e3, "cpu": get_jit().cpu}
 
@@ -117,8 +117,8 @@ def _run_child(args: argparse.Namespace, threads: int) -> dict:
 def _print(res: dict, one: dict | None) -> None:
   t = res["threads"]
   clock = "CPU time" if t == 1 else "wall clock"
-  print(f"\n{t} thread{'s' if t > 1 else ''} ({clock}); BLAS: {res['blas']}; idle BLAS burnt "
-        f"{res['spin_ms_per_s']:.1f} ms CPU/s")
+  print(f"\n{t} thread{'s' if t > 1 else ''} ({clock}); BLAS: {res['blas']}; idle threads burnt "
+        f"{res['spin_ms_per_s']:.1f} ms CPU/s (BLAS's, and our pool's 2 ms spin after the last kernel)")
   cols = [("workload", "<12"), ("ok", "<4"), ("kernels", ">7"), ("first s", ">8.3f"), ("e2e ms", ">9.3f"),
           ("jit e2e ms", ">11.3f"), ("kernel ms", ">10.3f"), ("numpy ms", ">9.3f"), ("numpy/e2e", ">10.2f"),
           ("numpy/kernel", ">13.2f"), ("e2e/kernel", ">11.2f"), ("jit e2e/kernel", ">15.2f")]
