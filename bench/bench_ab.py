@@ -15,20 +15,29 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# a row of bench_kernels.py's table: workload, ok, kernels, first s, e2e ms, kernel ms, numpy ms, ...
-ROW = re.compile(r"(\w+)\s+(yes|NO)\s+\d+\s+[\d.]+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+COLUMNS = ("e2e ms", "kernel ms", "numpy ms")  # read by header name, so a column added to the table moves nothing
+
+
+def _rows(out: str) -> dict[str, tuple[float, float, float]]:
+  """workload -> (e2e, kernel, numpy) ms from bench_kernels.py's table (the header's names are split on 2+ spaces)."""
+  rows: dict[str, tuple[float, float, float]] = {}
+  header: list[str] | None = None
+  for line in out.splitlines():
+    cells = re.split(r"\s{2,}", line.strip())
+    if cells[:2] == ["workload", "ok"]:
+      header = cells
+    elif header is not None and len(cells) == len(header):
+      if cells[1] != "yes":
+        raise SystemExit(f"wrong result: {line}")
+      rows[cells[0]] = tuple(float(cells[header.index(c)]) for c in COLUMNS)
+    else:
+      header = None
+  return rows
 
 
 def _run(env: dict[str, str], args: list[str]) -> dict[str, tuple[float, float, float]]:
   cmd = [sys.executable, str(ROOT / "bench" / "bench_kernels.py"), "--threads", "1", "--reps", "10", *args]
-  out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
-  rows = {}
-  for line in out.splitlines():
-    if (m := ROW.match(line)) is not None:
-      if m.group(2) != "yes":
-        raise SystemExit(f"wrong result: {line}")
-      rows[m.group(1)] = (float(m.group(3)), float(m.group(4)), float(m.group(5)))
-  return rows
+  return _rows(subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout)
 
 
 def main() -> None:

@@ -30,3 +30,11 @@ def test_bench_kernels_rows_have_the_jitted_call_next_to_the_plain_one(capsys):
   bench_kernels._print({"threads": 1, "blas": "", "spin_ms_per_s": 0.0, "rows": [{"name": "softmax", **row}]}, None)
   header = capsys.readouterr().out.strip().splitlines()[1]
   assert 0 < header.index("e2e ms") < header.index("jit e2e ms") and "jit e2e/kernel" in header
+
+
+def test_bench_ab_reads_bench_kernels_columns_by_name(capsys):
+  # bench_ab compares runs of bench_kernels: a column added to that table once made it read jit e2e as the kernel
+  from bench import bench_ab, bench_kernels
+  row = {"ok": True, "kernels": 2, "first_s": 0.25, "e2e": 3e-3, "jit": 2e-3, "kernel": 1e-3, "numpy": 4e-3}
+  bench_kernels._print({"threads": 1, "blas": "", "spin_ms_per_s": 0.0, "rows": [{"name": "softmax", **row}]}, None)
+  assert bench_ab._rows(capsys.readouterr().out) == {"softmax": (3.0, 1.0, 4.0)}
