@@ -50,7 +50,8 @@ _HI, _LO = -(1 << 32), (1 << 32) - 1
 _X86 = llvm.get_process_triple().startswith(("x86_64", "i386", "i686"))
 
 
-def _w(i: int) -> str:
+def _area_word(i: int) -> str:
+  """IR for the address of the shared area's word i."""
   return f"getelementptr inbounds i64, ptr %area, i64 {i}"
 
 
@@ -103,10 +104,10 @@ def _take(name: str, word: str, limit: str, taken: str, none: str) -> str:
 _WORKER = f"""{_PAUSE[0]}
 define i64 @tv_worker(ptr %area, i64 %seen0, i64 %spins, i64 %mask) {{
 entry:
-  %ypp = {_w(YIELD)}
-  %jp = {_w(JOIN)}
-  %capp = {_w(JOB + JOINERS)}
-  %ep = {_w(JOB + ENTRY)}
+  %ypp = {_area_word(YIELD)}
+  %jp = {_area_word(JOIN)}
+  %capp = {_area_word(JOB + JOINERS)}
+  %ep = {_area_word(JOB + ENTRY)}
   br label %loop
 loop:
   %seen = phi i64 [%seen0, %entry], [%seen, %spin.p], [%seen, %spin.y], [%g, %join], [%g, %run]
@@ -132,7 +133,7 @@ out:
 _POST = f"""
 define void @tv_post(ptr %area, ptr %job, i64 %words, i64 %g) {{
 entry:
-  %dst = {_w(JOB)}
+  %dst = {_area_word(JOB)}
   br label %copy
 copy:
   %k = phi i64 [0, %entry], [%k1, %body]
@@ -147,11 +148,11 @@ body:
   br label %copy
 publish:
   %hi = shl i64 %g, 32
-  %donep = {_w(DONE)}
+  %donep = {_area_word(DONE)}
   store atomic i64 0, ptr %donep monotonic, align 8
-  %jp = {_w(JOIN)}
+  %jp = {_area_word(JOIN)}
   store atomic i64 %hi, ptr %jp monotonic, align 8
-  %cp = {_w(CLAIM)}
+  %cp = {_area_word(CLAIM)}
   store atomic i64 %hi, ptr %cp release, align 8
   store atomic i64 %g, ptr %area seq_cst, align 8
   ret void
@@ -163,13 +164,13 @@ publish:
 _FINISH = f"""{_PAUSE[0]}
 define i64 @tv_finish(ptr %area, i64 %g, i64 %spins, i64 %mask, i64 %work) {{
 entry:
-  %ypp = {_w(YIELD)}
-  %donep = {_w(DONE)}
-  %tp = {_w(JOB + CHUNKS)}
+  %ypp = {_area_word(YIELD)}
+  %donep = {_area_word(DONE)}
+  %tp = {_area_word(JOB + CHUNKS)}
   %w = icmp ne i64 %work, 0
   br i1 %w, label %run, label %start
 run:
-  %ep = {_w(JOB + ENTRY)}
+  %ep = {_area_word(JOB + ENTRY)}
   %e = load atomic ptr, ptr %ep monotonic, align 8
   call void %e(ptr %area, i64 %g)
   br label %start
@@ -184,7 +185,7 @@ loop:
 close:
   %hi = shl i64 %g, 32
   %closed = or i64 %hi, {_LO}
-  %cp = {_w(CLAIM)}
+  %cp = {_area_word(CLAIM)}
   store atomic i64 %closed, ptr %cp release, align 8
   ret i64 1
 {_spin("spin", "loop", "out")}
@@ -203,10 +204,10 @@ def _entry_ir(ptrs: int, nvars: int, wide: bool) -> str:
   core = "i64" if wide else "i32"
   loads, params = [], []
   for j in range(ptrs):
-    loads.append(f"  %a{j}.p = {_w(JOB + ARGS + j)}\n  %a{j} = load ptr, ptr %a{j}.p, align 8")
+    loads.append(f"  %a{j}.p = {_area_word(JOB + ARGS + j)}\n  %a{j} = load ptr, ptr %a{j}.p, align 8")
     params.append(f"ptr %a{j}")
   for j in range(nvars):
-    loads.append(f"  %v{j}.p = {_w(JOB + ARGS + ptrs + j)}\n  %v{j}.w = load i64, ptr %v{j}.p, align 8\n"
+    loads.append(f"  %v{j}.p = {_area_word(JOB + ARGS + ptrs + j)}\n  %v{j}.w = load i64, ptr %v{j}.p, align 8\n"
                  f"  %v{j} = trunc i64 %v{j}.w to i32")
     params.append(f"i32 %v{j}")
   bounds = "" if wide else "  %s.c = trunc i64 %s to i32\n  %e.c = trunc i64 %e to i32\n"
@@ -215,18 +216,18 @@ def _entry_ir(ptrs: int, nvars: int, wide: bool) -> str:
   return f"""
 define void @tv_entry(ptr %area, i64 %g) {{
 entry:
-  %cp = {_w(CLAIM)}
-  %donep = {_w(DONE)}
-  %tp = {_w(JOB + CHUNKS)}
+  %cp = {_area_word(CLAIM)}
+  %donep = {_area_word(DONE)}
+  %tp = {_area_word(JOB + CHUNKS)}
   %hi = shl i64 %g, 32
   br label %claim
 {_take("claim", "%cp", "%tp", "work", "out")}
 work:
   %c = phi i64 [%claim.c, %claim.cas]
   %t = phi i64 [%claim.t, %claim.cas]
-  %fp = {_w(JOB + FN)}
+  %fp = {_area_word(JOB + FN)}
   %fn = load ptr, ptr %fp, align 8
-  %np = {_w(JOB + EXTENT)}
+  %np = {_area_word(JOB + EXTENT)}
   %n = load i64, ptr %np, align 8
 {body}
   %m0 = mul i64 %n, %c
