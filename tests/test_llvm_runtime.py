@@ -380,10 +380,9 @@ def _sources_by_ctx(path) -> dict[int, list[tuple[str, str]]]:
   return out
 
 
-def test_texts_made_after_the_compile_go_into_its_context(tmp_path, monkeypatch):
+def test_texts_of_the_compile_go_into_its_context(tmp_path, monkeypatch):
   # the optimized IR and assembly go into the kernel's context, after its own sources (with VIZ in the environment,
   # where the trace closes at exit, as with a trace the program enabled itself)
-  from compiler.runtime import sources
   monkeypatch.setenv("VIZ", "-1")
   path = tmp_path / "t.vztrace"
   recorder.enable(path, announce=False)
@@ -393,7 +392,6 @@ def test_texts_made_after_the_compile_go_into_its_context(tmp_path, monkeypatch)
       with recorder.trace_context(f"k{m}", kind="kernel") as cid:
         ctxs.append(cid)
         compile_kernel(elementwise(m, 8))
-    sources.record_ready(wait=True)
   finally:
     recorder.disable()
   got = _sources_by_ctx(path)
@@ -405,7 +403,7 @@ def test_texts_made_after_the_compile_go_into_its_context(tmp_path, monkeypatch)
 
 
 def test_a_kernel_compiled_just_before_exit_has_its_texts(tmp_path):
-  # the exit hook records what the text thread still makes, before the recorder's own hook closes the trace
+  # a program that exits right after its only compile still has that kernel's four texts in its trace
   import os
   import subprocess
   import sys
@@ -431,7 +429,6 @@ def test_a_child_forked_after_a_traced_compile_compiles(tmp_path, monkeypatch):
   # assembly after the compile) would hang at its first compile
   import multiprocessing
 
-  from compiler.runtime import sources
   monkeypatch.setenv("VIZ", "-1")
   recorder.enable(tmp_path / "f.vztrace", announce=False)
   try:
@@ -442,7 +439,6 @@ def test_a_child_forked_after_a_traced_compile_compiles(tmp_path, monkeypatch):
     child.start()
     child.join(timeout=60)
     assert child.exitcode == 0
-    sources.record_ready(wait=True)
   finally:
     recorder.disable()
 

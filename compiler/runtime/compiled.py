@@ -22,7 +22,6 @@ import numpy as np
 
 from compiler.codegen import Program, format_uops, get_program
 from compiler.codegen.llvmir import bufs_in_array
-from compiler.runtime import sources
 from compiler.runtime.buffer import Buffer, array_address
 from compiler.runtime.llvm import get_jit
 from compiler.runtime.threadpool import MAX_JOB_WORDS, entry_for, get_pool, job_words, run_serial
@@ -240,7 +239,6 @@ class CompiledKernel:
       return
     # while tracing, the run the program makes is timed and recorded (no extra runs: what the trace costs a program
     # is what it costs to record, bench/bench_viz_program.py); ck.time() measures steadier figures on request
-    sources.record_ready()
     plan = self._plan(arrs, vals, var_vals, threads)
     ts = time.time()
     t0 = time.perf_counter()
@@ -373,7 +371,6 @@ class CompiledKernel:
     """Run `warmup` + `reps` times; the timing of the reps (min, median, FLOPs, bytes) also goes into the trace."""
     if reps < 1:
       raise ValueError("reps must be >= 1")
-    sources.record_ready(wait=True)  # (and LLVM's text thread does not compete with the timed runs)
     arrs = self._arrays(bufs)
     vals = self._vars(var_vals)
     self._check_bounds(arrs, var_vals)
@@ -405,13 +402,11 @@ def _split_min_s(workers: int) -> float:
 
 
 def compile_kernel(ast: UOp) -> CompiledKernel:
-  """Codegen (traced passes) + LLVM JIT of a kernel AST. Sources and compile time go into the current trace
-  context (the optimized IR and assembly once LLVM's text thread made them: compiler.runtime.sources); later runs
-  are recorded into the same context."""
+  """Codegen (traced passes) + LLVM JIT of a kernel AST. Its sources (uops, LLVM IR, optimized IR, assembly: the
+  traced compile makes the last two, compiler.runtime.llvm) and compile time go into the current trace context;
+  later runs are recorded into the same context."""
   prg = get_program(ast)
   tracing = recorder.RECORDER is not None
-  if tracing:
-    sources.record_ready()
   ts = time.time()  # when the LLVM compile began (with compile_s, its span on the viewer's timeline)
   jf, cached = get_jit().compile(prg.src, prg.fname, want_text=tracing)
   compile_s = 0.0 if cached else jf.compile_s
@@ -419,6 +414,6 @@ def compile_kernel(ast: UOp) -> CompiledKernel:
   if tracing:
     recorder.record("source", kind="uops", text=format_uops(prg.uops), compile_s=0.0, ts=ts)
     recorder.record("source", kind="llvm_ir", text=prg.src, compile_s=compile_s, ts=ts)
-    assert jf.texts is not None and ctx is not None
-    sources.defer(ctx, jf.texts, compile_s, ts)
+    recorder.record("source", kind="opt_ir", text=jf.opt_ir, compile_s=compile_s, ts=ts)
+    recorder.record("source", kind="asm", text=jf.asm, compile_s=compile_s, ts=ts)
   return CompiledKernel(prg, jf.address, compile_s, ctx)

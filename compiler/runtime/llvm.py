@@ -14,7 +14,6 @@ import itertools
 import os
 import threading
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
@@ -30,20 +29,19 @@ class LLVMCompileError(RuntimeError):
 
 @dataclass(frozen=True)
 class JitFunction:
-  """A compiled kernel function in the engine; `texts` (when asked for) is a done future of (optimized IR, assembly)
-  (a future for compiled.compile_kernel, which records them through runtime.sources)."""
+  """A compiled kernel function in the engine; `texts` (when asked for): (optimized IR, assembly)."""
   symbol: str
   address: int
   compile_s: float
-  texts: Future[tuple[str, str]] | None = None
+  texts: tuple[str, str] | None = None
 
   @property
   def opt_ir(self) -> str:
-    return self.texts.result()[0] if self.texts is not None else ""
+    return self.texts[0] if self.texts is not None else ""
 
   @property
   def asm(self) -> str:
-    return self.texts.result()[1] if self.texts is not None else ""
+    return self.texts[1] if self.texts is not None else ""
 
 
 class LLVMJit:
@@ -107,7 +105,7 @@ class LLVMJit:
       if hit is not None:
         if want_text and hit.texts is None:  # first compiled while tracing was off: make the texts now
           texts = self._texts(self._module(ir, fname, hit.symbol))  # (the same module, so the same code)
-          hit = self.cache[ir] = JitFunction(hit.symbol, hit.address, hit.compile_s, _done(texts))
+          hit = self.cache[ir] = JitFunction(hit.symbol, hit.address, hit.compile_s, texts)
         return hit, True
       t0 = time.perf_counter()
       symbol = f"{fname}_{next(self.counter)}"
@@ -121,7 +119,7 @@ class LLVMJit:
       addr = self.engine.get_function_address(symbol)
       if not addr:
         raise LLVMCompileError(f"kernel {fname!r}: symbol {symbol} not found after JIT")
-      jf = JitFunction(symbol, addr, time.perf_counter() - t0, None if texts is None else _done(texts))
+      jf = JitFunction(symbol, addr, time.perf_counter() - t0, texts)
       self.cache[ir] = jf
       return jf, False
 
@@ -139,12 +137,6 @@ def _assembly_module(asm: str, tm: llvm.TargetMachine) -> str:
   esc = asm.replace("\\", "\\5C").replace('"', "\\22").splitlines()
   return f'target triple = "{tm.triple}"\ntarget datalayout = "{tm.target_data}"\n' + \
     "".join(f'module asm "{line}"\n' for line in esc)
-
-
-def _done(texts: tuple[str, str]) -> Future[tuple[str, str]]:
-  fut: Future[tuple[str, str]] = Future()
-  fut.set_result(texts)
-  return fut
 
 
 def _link(engine: llvm.ExecutionEngine, obj: bytes, symbol: str) -> int:
