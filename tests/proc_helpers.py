@@ -103,6 +103,44 @@ def ping(url: str) -> dict | None:
     return None
 
 
+def wait_exit(pid: int, what: str, timeout: float = 120.0) -> None:
+  """Block until process pid has ended: its pidfd turns readable when it exits (no polling); AssertionError naming
+  `what` after `timeout` seconds."""
+  try:
+    fd = os.pidfd_open(pid)
+  except ProcessLookupError:
+    return  # gone (and reaped) already
+  try:
+    ready, _, _ = select.select([fd], [], [], max(0.0, timeout))
+  finally:
+    os.close(fd)
+  if not ready:
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def group_members(pgid: int) -> list[int]:
+  """The pids of process group pgid that still run (not zombies), from /proc."""
+  out = []
+  for d in os.listdir("/proc"):
+    if d.isdigit():
+      try:  # after the command name (in parentheses, may hold spaces): state, ppid, pgrp
+        state, _, pgrp = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[:3]
+      except (OSError, ValueError):
+        continue  # exited meanwhile
+      if int(pgrp) == pgid and state != "Z":
+        out.append(int(d))
+  return out
+
+
+def wait_group_exit(pgid: int, what: str, timeout: float = 120.0) -> None:
+  """Block until every process of group pgid has ended, each waited for by its pidfd (a member that forks while
+  we wait is found when the group is listed again)."""
+  deadline = time.monotonic() + timeout
+  while members := group_members(pgid):
+    for pid in members:
+      wait_exit(pid, what, deadline - time.monotonic())
+
+
 def alive(pid: int) -> bool:
   """Whether process pid runs: an exited one its parent has not reaped yet (a zombie) counts as gone."""
   try:

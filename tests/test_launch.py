@@ -9,7 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
-from proc_helpers import alive, get_json, ping, wait_until
+from proc_helpers import alive, get_json, ping, wait_exit, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ("import faulthandler, signal\n"
@@ -82,7 +82,7 @@ def test_script_in_a_terminal_serves_until_ctrl_c(tmp_path):
     assert proc.poll() is None
     err = said + _stop_by_ctrl_c(proc, tmp_path / "cache" / "tinyviz" / f"viewer-{port}.log")
     assert "viewer stopped" in err, err
-    wait_until(lambda: not alive(viewer), "the viewer to stop")
+    wait_exit(viewer, "the viewer to stop")
     assert not token.exists()  # the viewer stopped by the script's SIGTERM cleaned up after itself
   finally:
     os.close(master)
@@ -104,7 +104,7 @@ def test_without_a_terminal_the_script_exits_and_the_viewer_stays(tmp_path):
   finally:
     subprocess.run([sys.executable, "-m", "viz_server", "--stop", "--port", str(port)], env=env, cwd=ROOT,
                    capture_output=True, timeout=120)
-    wait_until(lambda: not alive(viewer), "the viewer to stop")
+    wait_exit(viewer, "the viewer to stop")
 
 
 def test_in_a_terminal_ignoring_sigint_the_script_does_not_wait(tmp_path):
@@ -125,4 +125,4 @@ def test_in_a_terminal_ignoring_sigint_the_script_does_not_wait(tmp_path):
   viewer = wait_until(lambda: ping(f"http://127.0.0.1:{port}"), "the viewer")["pid"]
   subprocess.run([sys.executable, "-m", "viz_server", "--stop", "--port", str(port)], env=env, cwd=ROOT,
                  capture_output=True, timeout=120)
-  wait_until(lambda: not alive(viewer), "the viewer to stop")
+  wait_exit(viewer, "the viewer to stop")

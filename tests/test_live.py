@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import socketio
-from proc_helpers import Events, add_exit, alive, get_json, open_gate, ping, stop_writer, wait_until
+from proc_helpers import Events, add_exit, alive, get_json, open_gate, ping, stop_writer, wait_exit, wait_until
 
 from viz_server.__main__ import bind
 from viz_server.app import create_app
@@ -201,7 +201,7 @@ def test_viz_1_starts_a_detached_viewer_and_a_second_run_reuses_it(tmp_path):
                           env=_env(XDG_CACHE_HOME=str(tmp_path / "cache")),  # the token of the user who started it
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert stop.returncode == 0, stop.stderr
-    wait_until(lambda: not alive(pid), "the viewer to exit")
+    wait_exit(pid, "the viewer to exit")
     log = (tmp_path / "cache" / "tinyviz" / f"viewer-{port}.log").read_text()
     assert "serving 1 trace(s)" in log and "viewer stopped" in log, log
   finally:

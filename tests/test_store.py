@@ -7,7 +7,7 @@ import time
 from array import array
 
 import pytest
-from proc_helpers import wait_until
+from proc_helpers import Events
 from test_server_helpers import mini, recording, write_kernel_trace
 
 from compiler import UOp, graph_rewrite
@@ -147,11 +147,13 @@ def test_follow_thread_sees_new_records_quickly(tmp_path):
   w.flush()
   st = TraceStore(poll_interval=0.02)
   (tr,) = st.add_path(path)
+  events = Events()  # what the store tells its listeners (the socket.io feed) once it has read records
+  st.listeners.append(lambda name, data: events.add(name))
   st.start()
   try:
     w.write({"t": "ctx_begin", "id": 0, "parent": None, "name": "default", "kind": "default", "ts": 1.0})
     w.flush()
-    wait_until(lambda: tr.contexts, "the store to read the new record")
+    events.wait_for(lambda _: tr.contexts, "the store to read the new record")
     assert 0 in tr.contexts
   finally:
     st.stop()

@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from proc_helpers import alive, get_json, wait_until
+from proc_helpers import alive, get_json, wait_exit, wait_until
 
 from compiler.trace import launch
 from vztrace import control
@@ -53,7 +53,7 @@ def no_viewer_left(tmp_path):
     os.kill(pid, signal.SIGTERM)
   for pid in _viewers(str(tmp_path)):
     try:
-      wait_until(lambda pid=pid: not alive(pid), "a viewer to stop", timeout=60)
+      wait_exit(pid, "a viewer to stop", timeout=60)
     except AssertionError:
       os.kill(pid, signal.SIGKILL)
 

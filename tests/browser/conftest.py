@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import urllib.request
 from pathlib import Path
 
@@ -53,19 +54,23 @@ class Server:
     self.url = f"http://127.0.0.1:{self.port}"
     self.log = open(log, "w")
     self.proc = subprocess.Popen([sys.executable, "-m", "viz_server", str(trace_dir), "--port", str(self.port),
-                                  "--host", "127.0.0.1"], cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
+                                  "--host", "127.0.0.1"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                  env={**os.environ, "VIZ": "0", "PYTHONPATH": str(ROOT)})
-    def up() -> bool:
-      if self.proc.poll() is not None:
-        raise RuntimeError(f"viz_server exited with {self.proc.returncode}: {log.read_text()[-2000:]}")
-      try:
-        return get_json(self.url + "/api/traces") is not None
-      except OSError:
-        return False
-    try:
-      wait_until(up, "viz_server to start", timeout=120)
-    except AssertionError:
-      raise RuntimeError(f"viz_server did not start: {log.read_text()[-2000:]}") from None
+    self.serving = threading.Event()  # its "serving ... at URL" line (printed once it listens), or its output's end
+    self._tee_thread = threading.Thread(target=self._tee, daemon=True)
+    self._tee_thread.start()
+    if not self.serving.wait(120) or self.proc.poll() is not None:
+      self.log.flush()
+      raise RuntimeError(f"viz_server did not start: {log.read_text()[-2000:]}")
+
+  def _tee(self) -> None:
+    """Copy the viewer's output into its log, line by line, and say when it serves."""
+    for line in iter(self.proc.stdout.readline, b""):
+      self.log.write(line.decode(errors="replace"))
+      self.log.flush()
+      if line.startswith(b"tinyviz: serving "):
+        self.serving.set()
+    self.serving.set()
 
   def api(self, path: str):
     return get_json(self.url + path)
@@ -87,6 +92,7 @@ class Server:
       self.proc.wait(10)
     except subprocess.TimeoutExpired:
       self.proc.kill()
+    self._tee_thread.join(30)  # (its output ended with the process)
     self.log.close()
 
 

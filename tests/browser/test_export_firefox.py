@@ -3,12 +3,10 @@ the views show the API's data, the page's rebuilt graphs, deltas and diffs are t
 script and a connection, no request leaves the page, and Firefox is gone afterwards."""
 from __future__ import annotations
 
-import os
-
 import pytest
 import tracegen
 from bidi import Firefox
-from proc_helpers import wait_until
+from proc_helpers import wait_group_exit
 from test_ui_export import norm_graph
 
 from viz_server import export
@@ -44,15 +42,7 @@ def opened(trace_dir, tmp_path_factory):
     ff.wait(GRAPH, f"{want['t']}:{rw['id']}:0")
     yield ff, want, url, html
     pgid = ff.proc.pid
-  wait_until(lambda: not _alive(pgid), "Firefox's processes to end")
-
-
-def _alive(pgid: int) -> bool:
-  try:
-    os.killpg(pgid, 0)
-  except ProcessLookupError:
-    return False
-  return True
+  wait_group_exit(pgid, "Firefox's processes to end")
 
 
 def test_views_show_the_apis_data(opened):
