@@ -51,9 +51,9 @@ def structure_key(sink: UOp) -> tuple[tuple, list[UOp]]:
       continue
     arg = u.arg
     srcs = tuple([index[s] for s in u.src])
-    # cons_key: equal args of different kinds (0.0 and -0.0, 1 and True) stay different
-    rows.append(cons_key(u.op, u.dtype, srcs, arg) if isinstance(arg, float) or arg is True or arg is False
-                else (u.op, u.dtype, srcs, arg))
+    # cons_key (equal args of different kinds, 0.0 and -0.0, 1 and True, stay different), called for any arg but the
+    # kinds it leaves as they are (as the recorder's TraceIds does)
+    rows.append((u.op, u.dtype, srcs, arg) if arg is None or type(arg) is int else cons_key(u.op, u.dtype, srcs, arg))
   return tuple(rows), bufs
 
 
