@@ -6,6 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 from test_opt_helpers import elementwise_ast, evaluate, matmul_ast, stack_ast, sum_ast
+from test_opt_stage import loops_around_the_fill
 
 from compiler.opt import Kernel, Opt, OptOps, Target, hand_coded_optimizations
 from compiler.opt.kernel import axis_stride
@@ -101,47 +102,22 @@ def test_small_reduce_is_fully_unrolled_and_results_hold():
   np.testing.assert_allclose(evaluate(k.get_optimized_ast())[0], evaluate(ast)[0], rtol=1e-5)
 
 
-def _loops_around_the_fill(ast) -> tuple[list, object] | None:
-  """(the loops open where a STAGE fill stores into its scratch, that store) in the linearized kernel; None when
-  nothing is staged."""
-  from compiler.codegen import get_program
-  from compiler.uop import Ops
-  open_loops: list = []
-  for u in get_program(ast).uops:
-    if u.op is Ops.RANGE:
-      open_loops.append(u)
-    elif u.op is Ops.END:
-      open_loops.remove(u.src[0])
-    elif u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_LOCAL:
-      return open_loops, u
-  return None
-
-
-# where no row tile that fits the registers leaves a remainder (SSE's 2 rows; 840 rows on AVX2, which 2..6 divide),
-# the rows stay the one loop every store's: what would fix these is codegen's choice of the parallel loop (never a
-# loop that goes outside another one the stores' STAGE fill depends on), or a column tile that divides (which
-# test_opt_peel's line-wide tiles rule out): measured with those models on Zen 5, SSE 1000 62.9 -> 39.2 ms, AVX2 840
-# 17.6 -> 11.8 ms
-_ROWS_CANNOT_PEEL = {("SSE", 1000, 1), ("SSE", 840, 1), ("AVX2", 840, 1)}
-
-
 @pytest.mark.parametrize("target", [SSE, AVX2, AVX512], ids=["SSE", "AVX2", "AVX512"])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("n", [1000, 1008, 840])
-def test_b_is_staged_once_per_column_tile_where_the_columns_are_peeled(target, threads, n, request):
+def test_b_is_staged_once_per_column_tile_where_the_columns_are_peeled(target, threads, n):
   # peeled columns (a remainder store that does not loop over the column tiles) with rows that divide made the row
   # loop the one every store loops over, which codegen opens first: B's strip was copied again for every row tile
   # (matmul 1000, AVX-512, 1 thread: 18 ms; rows peeled too: 8.4 ms). Every loop around the copy, but a THREAD split
-  # (each thread has its own scratch), must be one the copied tile depends on
-  name = {SSE: "SSE", AVX2: "AVX2", AVX512: "AVX512"}[target]
-  if (name, n, threads) in _ROWS_CANNOT_PEEL:
-    request.applymarker(pytest.mark.xfail(strict=True, reason="no row tile that fits leaves a remainder"))
+  # (each thread has its own scratch), must be one the copied tile depends on: where no row tile that fits leaves a
+  # remainder (SSE's 2 rows; 840 rows on AVX2, which 2..6 divide) codegen keeps the row loop inside the column tiles
+  # (compiler/codegen/linearizer.py): 1 thread on Zen 5, SSE 1000 61.0 -> 14.6 ms, AVX2 840 16.5 -> 8.3 ms
   from compiler.codegen import get_program
   tgt = dataclasses.replace(target, threads=threads)
   k = hand_coded_optimizations(Kernel(matmul_ast(n, n, n), tgt))
   # (and on two threads something is split: a THREAD axis, or a loop every store loops over)
   assert threads == 1 or get_program(k.get_optimized_ast()).par_size is not None, k.applied_opts
-  found = _loops_around_the_fill(k.get_optimized_ast())
+  found = loops_around_the_fill(k.get_optimized_ast())
   assert found is not None or Opt(OptOps.STAGE, 0, n) not in k.applied_opts
   if found is not None:
     loops, fill = found

@@ -14,10 +14,12 @@ from test_opt_fuzz import apply_allowed, check_compiled, kernels
 from test_opt_helpers import buf, buffers_for, matmul_ast, outputs_of, sink, sum_ast
 from test_server_helpers import recording
 
+from compiler.codegen import get_program
 from compiler.dtype import dtypes
 from compiler.opt import Kernel, KernelOptError, Opt, OptOps, Target, hand_coded_optimizations
 from compiler.opt.search import get_kernel_actions, kernel_actions
 from compiler.opt.target import AVX2, AVX512, SSE
+from compiler.runtime import compiled
 from compiler.runtime.compiled import compile_kernel
 from compiler.runtime.interpreter import interpret
 from compiler.trace import recorder
@@ -107,6 +109,40 @@ def test_the_block_axis_is_never_the_parallel_loop():
   assert prg.par_size is None or all(u.arg[1] is not AxisType.BLOCK for u in prg.uops
                                      if u.op is Ops.RANGE and u.src[0] is prg.par_size)
   _run(k, ast, 2, 64)
+
+
+def loops_around_the_fill(ast: UOp) -> tuple[list[UOp], UOp] | None:
+  """(the loops open where a STAGE fill stores into its scratch, that store) in the linearized kernel; None when
+  nothing is staged."""
+  open_loops: list[UOp] = []
+  for u in get_program(ast).uops:
+    if u.op is Ops.RANGE:
+      open_loops.append(u)
+    elif u.op is Ops.END:
+      open_loops.remove(u.src[0])
+    elif u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_LOCAL:
+      return open_loops, u
+  return None
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_the_parallel_loop_opens_no_loop_around_a_fill_that_does_not_depend_on_it(threads: int, monkeypatch):
+  # columns peeled (the remainder's store does not loop over the column tiles) and rows that divide: the row loop
+  # is the one every store loops over, the parallel one, and B's strip does not depend on it. Opened first, around
+  # the column tiles, it copied the strip again for every row tile (SSE matmul 1000, 1 thread: 4x slower); it stays
+  # where the loop order puts it, in both nests (the main columns' and the remainder's), each bounded by the
+  # kernel's (start, end), so the runtime's split still covers every row once
+  monkeypatch.setattr(compiled, "MIN_WORK_PER_THREAD", 1)
+  ast = matmul_ast(64, 8 * 5 + 3, 48)
+  k = Kernel(ast, CPU).apply_opts([Opt(OptOps.PEEL, 1, 8), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.SWAP, 0, 1),
+                                   Opt(OptOps.STAGE, 0, 0)])
+  assert _staged_slot(k) == 2 and AxisType.THREAD not in k.axis_types
+  prg = get_program(k.get_optimized_ast())
+  loops, fill = loops_around_the_fill(k.get_optimized_ast())
+  assert loops and all(r in fill.ranges for r in loops)
+  rows = [u for u in prg.uops if u.op is Ops.RANGE and u.src[0] is prg.par_size]
+  assert prg.par_extent() == 16 and len(rows) == 2 and all(r not in fill.ranges for r in rows)
+  _run(k, ast, threads, 48)
 
 
 def batched_matmul_ast(b: int, m: int, n: int, kk: int) -> UOp:

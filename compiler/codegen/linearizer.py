@@ -7,7 +7,10 @@ DEFINE_ACC before the accumulator's loops, the update inside them and itself las
 PHI stands for the accumulated value; accumulators over the same ranges inside the same loops share one loop nest.
 The outer loops are the stores' free ranges, THREAD first, then by axis id; stores share the loops they have in
 common and get their own after them (a peeled remainder's); the parallel one (the THREAD range, else the
-outermost one every store depends on, opened first) gets its bounds from the kernel's (start, end) arguments."""
+outermost one every store depends on) gets its bounds from the kernel's (start, end) arguments. It opens first,
+around the other loops, unless a STAGE fill that does not depend on it would then lie inside it: then it opens where
+the loop order puts it, in every nest that has it (each bounded by (start, end): every store loops over it, so the
+runtime's split still stores each iteration once)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -159,7 +162,7 @@ class _Linearizer:
       if axis_type(r) in REDUCE_AXES:
         raise CodegenError(self.kname, f"{axis_type(r).name} range is not closed by a REDUCE", r)
     par = self._parallel(outer, stores)
-    if par is not None:
+    if par is not None and self._may_go_outermost(par, sink):
       self.hoist(stores)
       self.open_loop(par)
     self.place(stores)
@@ -191,12 +194,19 @@ class _Linearizer:
     left = [r for r in self.free[st] if r not in self.depth_of]
     return min(left, key=loop_key) if left else None
 
+  def _may_go_outermost(self, par: UOp, sink: UOp) -> bool:
+    """Whether the parallel loop may open first, around every other loop: a THREAD range (each thread fills its
+    own scratch), else one that no STAGE fill lies inside without depending on it (opened around a fill that does
+    not, the fill would run again for each of its iterations: matmul 1000's row loop around B's strip)."""
+    return axis_type(par) is AxisType.THREAD or \
+        all(par in self.free[u] or not self.free[u] for u in toposort(sink) if u.op is Ops.END)
+
   def _parallel(self, outer: list[UOp], stores: list[UOp]) -> UOp | None:
     thread = [r for r in outer if axis_type(r) is AxisType.THREAD]
     cands = thread or [r for r in outer if const_size(r) != 1]
     # the outermost one every store loops over (a peeled remainder's store may not loop over the first); never a
-    # STAGE block axis nor a loop inside one: its iterations add into the same outputs, and the parallel loop is
-    # moved outermost (a row loop there would refill the scratch for every row tile)
+    # STAGE block axis (its iterations add into the same outputs) nor a loop inside one (opened first it would refill
+    # the scratch for every iteration; split where the loop order puts it, inside the blocks, is not measured)
     for r in cands:
       if axis_type(r) is AxisType.BLOCK:
         return None
