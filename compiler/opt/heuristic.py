@@ -173,10 +173,9 @@ def _row_amount(size: int, fits: list[int], peel_most: int = 0, threads: int = 1
   to peel_most (what the registers hold); of those with at least as many rows, first one that leaves a number of
   row tiles the threads divide (their THREAD split: with no loop every store's, no other loop splits). Why: with
   peeled columns (a remainder store that does not loop over the column tiles), rows that divide make the row loop
-  the one loop every store loops over, which codegen opens first as the parallel loop
-  (compiler/codegen/linearizer.py): the column tiles, and B's staging, then run inside the row loop, once per row
-  tile. Matmul on AVX-512, 1 thread: 1000 (62 x 16 + 8 columns) with 8 rows that divide 18.1 ms, 7 rows peeled
-  8.4 ms (238 GFLOP/s; numpy 8.7 ms), as 992 (nothing peeled); 840 (2..8 divide it) 11.2 ms, 9 rows 5.2 ms."""
+  the parallel loop; codegen keeps it inside the column tiles and B's staging (compiler/codegen/linearizer.py), so
+  the peel buys only an even count of row tiles for the THREAD split (AVX-512 matmul 1000, 1 thread: 8 dividing
+  rows 8.4 ms, 7 peeled 8.3 ms; before that codegen rule, 18.1 vs 8.4 ms)."""
   if size < 2 or not fits:
     return None
   if peel_most > 0:
