@@ -5,18 +5,46 @@ This is the one module that decides how a kernel is optimized. It reads NOOPT an
 evaluator that compiles and times each candidate (compiler.runtime.candidates), then compiles the optimized AST
 (compiler.runtime.compile_kernel: codegen + LLVM JIT). Imports run one way from here: the optimizer never imports the
 runtime, the runtime never imports the optimizer (tests/test_import_direction.py). compiler.realize calls
-`get_runner` as its "llvm" backend.
+`get_runner` as its "llvm" backend, and `confirm_schedule` before it runs a schedule.
+
+With BEAM on, a schedule's kernels are confirmed in sequence before they run (`confirm_schedule`): BEAM's winner of
+each kernel, where it differs from the hand-coded kernel, is timed against it in its place in the schedule's run (on
+scratch copies of the buffers), and kept only where it wins there; the outcome goes into the BEAM disk cache
+("sequence") and, as the search's `beam` records, into the kernel's trace context when it is compiled.
 """
 from __future__ import annotations
 
+import functools
 import os
+import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from compiler.opt import Kernel, KernelOptError, hand_coded_optimizations
+from compiler.opt import Kernel, KernelOptError, Opt, hand_coded_optimizations
 from compiler.opt import beam_search as _beam_search
-from compiler.runtime.candidates import runtime_evaluator
+from compiler.opt.cache import cache_get, cache_key, cache_put
+from compiler.opt.search import (
+  CONFIRM_MAX_ROUNDS,
+  CONFIRM_MIN_S,
+  CONFIRM_ROUNDS,
+  beats,
+  cache_enabled,
+  confirm_records,
+  median_time,
+  opts_apply,
+  record_beam,
+)
+from compiler.opt.target import host_target
+from compiler.runtime.candidates import (
+  load_candidate,
+  prepare_candidate,
+  runtime_evaluator,
+  scratch_arrays,
+  time_in_sequence,
+)
 from compiler.runtime.compiled import CompiledKernel, compile_kernel
+from compiler.runtime.llvm import get_jit
+from compiler.trace.recorder import untraced
 from compiler.uop import UOp
 
 
@@ -37,9 +65,10 @@ class OptPolicy:
     return OptPolicy(noopt=os.environ.get("NOOPT", "0") not in ("", "0"), beam=beam)
 
 
-def _evaluator(k: Kernel, bufs: Sequence[Any] | None) -> tuple[Any, Any]:
-  """BEAM's evaluator: candidates compiled and timed by the runtime, checked against k's unoptimized output."""
-  return runtime_evaluator(k.get_optimized_ast(), bufs)
+def _evaluator(k: Kernel, bufs: Sequence[Any] | None, threads: int | None = None) -> tuple[Any, Any]:
+  """BEAM's evaluator: candidates compiled and timed by the runtime (on `threads` cores, default all), checked
+  against k's unoptimized output."""
+  return runtime_evaluator(k.get_optimized_ast(), bufs, threads=threads)
 
 
 def beam_search(k: Kernel, bufs: Sequence[Any] | None = None, amt: int = 2, **kw: Any) -> Kernel:
@@ -49,11 +78,15 @@ def beam_search(k: Kernel, bufs: Sequence[Any] | None = None, amt: int = 2, **kw
 
 
 def optimize_kernel(k: Kernel, bufs: Sequence[Any] | None = None, policy: OptPolicy | None = None) -> Kernel:
-  """k with the opts the policy (default: the environment's) gives it: none, BEAM's, or the heuristics'."""
+  """k with the opts the policy (default: the environment's) gives it: none, BEAM's (as confirm_schedule decided
+  them, its records traced here, in the kernel's context), or the heuristics'."""
   policy = OptPolicy.from_env() if policy is None else policy
   if policy.noopt:
     return k
   if policy.beam >= 1:
+    if not k.applied_opts and (got := _decided.get((k.ast, k.target.key, policy.beam))) is not None:
+      record_beam(got[1])
+      return k.apply_opts(got[0])
     return beam_search(k, bufs, policy.beam)
   return hand_coded_optimizations(k)
 
@@ -68,6 +101,128 @@ def optimize(ast: UOp, bufs: Sequence[Any] | None = None, policy: OptPolicy | No
   except KernelOptError:  # e.g. a kernel with no ranges: nothing to optimize
     return ast
   return optimize_kernel(k, bufs, policy).get_optimized_ast()
+
+
+# ---- confirming BEAM's opts in a schedule's sequence
+
+# (kernel AST, target key, beam width) -> (the opts confirm_schedule kept, the beam records of how): what
+# optimize_kernel applies and traces when the kernel is compiled to run
+_decided: dict[tuple[UOp, str, int], tuple[list[Opt], list[dict[str, Any]]]] = {}
+DECIDED_MAX = 4096
+# how confirm_schedule times the sequence (compiler.runtime.candidates.time_in_sequence; tests replace it)
+sequence_timer: Callable[..., list[list[list[float]]]] = time_in_sequence
+
+
+@dataclass
+class _Contest:
+  """A kernel whose BEAM winner differs from its hand-coded version: both, to time in the schedule's sequence."""
+  heur: Kernel
+  beam: Kernel
+  key: str
+  name: str
+  log: list[dict[str, Any]]
+
+
+def _decide(ast: UOp, target_key: str, amt: int, opts: list[Opt], log: list[dict[str, Any]]) -> None:
+  if len(_decided) >= DECIDED_MAX:
+    del _decided[next(iter(_decided))]
+  _decided[(ast, target_key, amt)] = (opts, log)
+
+
+def _search_unconfirmed(ast: UOp, amt: int, use_cache: bool, threads: int | None,
+                        search_kw: dict[str, Any]) -> _Contest | None:
+  """BEAM's unconfirmed winner for a kernel and its hand-coded version (a _Contest), or None where nothing is left
+  to confirm (decided here: a "sequence" cache entry, the same kernel either way, or nothing to optimize)."""
+  try:
+    k = Kernel(ast)
+  except KernelOptError:
+    return None
+  key = cache_key(ast, k.target, amt)
+  hit = cache_get(key) if use_cache else None
+  if hit is not None and hit.confirmed == "sequence" and opts_apply(k, hit.opts):
+    _decide(ast, k.target.key, amt, hit.opts, [])
+    return None
+  log: list[dict[str, Any]] = []
+  with untraced():  # the records go onto log, traced when the kernel is compiled (in its context)
+    # candidates timed as the schedule's kernels will run (threads)
+    evaluator = _evaluator if threads is None else functools.partial(_evaluator, threads=threads)
+    best = _beam_search(k.copy(), None, amt, evaluator=evaluator, use_cache=use_cache, confirm=False, log=log,
+                        **search_kw)
+    heur = hand_coded_optimizations(k.copy())
+  if best.get_optimized_ast() is heur.get_optimized_ast():
+    if use_cache:
+      cache_put(key, best.applied_opts, None, k.name, "sequence")
+    _decide(ast, k.target.key, amt, best.applied_opts, log)
+    return None
+  return _Contest(heur, best, key, k.name, log)
+
+
+def confirm_schedule(items: Sequence[tuple[UOp, Sequence[Any]]], policy: OptPolicy | None = None, *,
+                     use_cache: bool | None = None, threads: int | None = None,
+                     clock: Callable[[], float] = time.perf_counter, **search_kw: Any) -> dict[UOp, list[dict]]:
+  """With BEAM on: decide every kernel's opts of a schedule ((ast, buffers) in run order) before it runs. Each
+  kernel not decided yet is searched (BEAM's unconfirmed winner); where that differs from the hand-coded kernel,
+  both are timed in their place in the schedule's run (CONFIRM_ROUNDS each at least, alternating by round, on
+  scratch copies of the buffers, never the real ones) and BEAM's kept only where it `beats` the heuristics there.
+  `threads` and `clock`: how the kernels run and are timed (threads also in the search); `search_kw`: beam_search's
+  (workers, progress, max_rounds). Returns the confirmations' `beam` records (heuristic, beam) of each kernel
+  confirmed now."""
+  policy = OptPolicy.from_env() if policy is None else policy
+  if policy.noopt or policy.beam < 1:
+    return {}
+  amt, use_cache, target_key = policy.beam, cache_enabled() if use_cache is None else use_cache, host_target().key
+  contests: dict[UOp, _Contest] = {}
+  for ast, _ in items:
+    if ast in contests or (ast, target_key, amt) in _decided:
+      continue
+    if (c := _search_unconfirmed(ast, amt, use_cache, threads, search_kw)) is not None:
+      contests[ast] = c
+  return _confirm_in_sequence(items, contests, amt, use_cache, threads, clock) if contests else {}
+
+
+def _confirm_in_sequence(items: Sequence[tuple[UOp, Sequence[Any]]], contests: dict[UOp, _Contest], amt: int,
+                         use_cache: bool, threads: int | None,
+                         clock: Callable[[], float]) -> dict[UOp, list[dict[str, Any]]]:
+  """Time the contested kernels' two variants in the schedule's sequence, keep the winners, cache and log them."""
+  arrays = scratch_arrays([b for _, bufs in items for b in bufs])
+  with untraced():
+    scratch = get_jit().scratch()
+    try:
+      compiled: dict[UOp, list[CompiledKernel]] = {}
+      for ast, _ in items:
+        if ast in compiled:
+          continue
+        if (c := contests.get(ast)) is not None:  # (the loser's code is freed with the scratch engine)
+          compiled[ast] = [load_candidate(prepare_candidate(v.get_optimized_ast()), scratch) for v in (c.heur, c.beam)]
+        else:
+          compiled[ast] = [compile_kernel(optimize(ast, policy=OptPolicy(beam=amt)))]
+      steps = [[_step(ck, [arrays[id(b)] for b in bufs], threads) for ck in compiled[ast]] for ast, bufs in items]
+      times = sequence_timer(steps, CONFIRM_ROUNDS, clock, CONFIRM_MIN_S, CONFIRM_MAX_ROUNDS)
+    except Exception:  # timing failed (the real run will say why): the heuristics are the safe answer, not cached
+      for ast, c in contests.items():
+        _decide(ast, c.heur.target.key, amt, c.heur.applied_opts, c.log)
+      return {}
+    finally:
+      scratch.close()
+  out: dict[UOp, list[dict[str, Any]]] = {}
+  for (ast, _), t in zip(items, times):
+    if (c := contests.pop(ast, None)) is None:
+      continue  # (an uncontested kernel, or one run twice: timed at its first place)
+    t_heur, t_beam = t
+    won = beats(median_time(t_beam), median_time(t_heur))
+    kept = c.beam if won else c.heur
+    rnd = 1 + max((r["round"] for r in c.log), default=-1)
+    out[ast] = confirm_records(rnd, c.heur.applied_opts, t_heur, c.beam.applied_opts, t_beam, "sequence")
+    c.log.extend(out[ast])
+    if use_cache:
+      cache_put(c.key, kept.applied_opts, median_time(t_beam if won else t_heur), c.name, "sequence",
+                c.beam.applied_opts)
+    _decide(ast, kept.target.key, amt, kept.applied_opts, c.log)
+  return out
+
+
+def _step(ck: CompiledKernel, arrays: list[Any], threads: int | None) -> Callable[[], None]:
+  return lambda: ck(arrays, threads=threads)
 
 
 def get_runner(ast: UOp) -> CompiledKernel:

@@ -1,8 +1,10 @@
 """Running a schedule: every kernel on a pluggable backend, each inside a "kernel" trace context.
 
 A backend is a factory `ast -> runner`, where `runner(bufs)` runs the kernel on the Buffers in slot order. "llvm"
-(the default) optimizes, compiles and runs through compiler.engine (the driver); "interp" is the numpy reference
-interpreter. `BACKEND` (env) picks the default; other backends can be added with `register_backend`.
+(the default) optimizes, compiles and runs through compiler.engine (the driver), which with BEAM on first decides
+every kernel's opts of the schedule by timing them in the schedule's sequence (`engine.confirm_schedule`, on scratch
+copies of the buffers); "interp" is the numpy reference interpreter. `BACKEND` (env) picks the default; other
+backends can be added with `register_backend`.
 
 Before a kernel runs, each buffer it stores to (`output_slots`) is prepared: allocated on first use (not zeroed when
 the kernel writes it whole and never reads it), and moved to memory of its own when someone else still reads its
@@ -44,7 +46,15 @@ def _llvm_factory() -> BackendFactory:
   return get_runner
 
 
+def _llvm_confirm(items: list[tuple[UOp, Sequence[Buffer]]]) -> None:
+  """Before the LLVM backend runs a schedule: BEAM's opts confirmed in its sequence (nothing when BEAM is off)."""
+  from compiler.engine import confirm_schedule
+  confirm_schedule(items)
+
+
 _loaders: dict[str, Callable[[], BackendFactory]] = {"interp": _interp_factory, "llvm": _llvm_factory}
+# backend -> what it does with a whole schedule before its kernels run ((ast, buffers) in run order)
+_schedule_hooks: dict[str, Callable[[list[tuple[UOp, Sequence[Buffer]]]], None]] = {"llvm": _llvm_confirm}
 _factories: dict[str, BackendFactory] = {}
 # (runner, a weak reference to the recorder it was compiled under): a trace gets every kernel's passes and sources,
 # so a kernel compiled before it started (or for another trace) is compiled again, once, for it, and its runs name
@@ -55,6 +65,7 @@ _runners: dict[tuple[str, UOp], tuple[Runner, weakref.ref | None]] = {}
 def register_backend(name: str, factory: BackendFactory) -> None:
   """Make `name` a backend: `factory(ast)` returns a runner `runner(bufs)`."""
   _factories[name] = factory
+  _schedule_hooks.pop(name, None)  # (the hook belongs to the backend it replaces)
   for key in [k for k in _runners if k[0] == name]:
     del _runners[key]
 
@@ -183,6 +194,8 @@ def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> No
   if level >= 1:
     debug.on_schedule(len(schedule))
   backend = backend or default_backend()  # (the environment read once a schedule, not once a kernel)
+  if (hook := _schedule_hooks.get(backend)) is not None:
+    hook([(si.ast, si.bufs) for si in schedule])
   for si in schedule:
     bufs = si.bufs
     outs = output_slots(si.ast)

@@ -125,6 +125,7 @@ def test_results_are_cached_as_json_and_reused(tmp_path):
   assert len(files) == 1
   data = json.loads(files[0].read_text())
   assert data["opts"] == [o.to_json() for o in k1.applied_opts] and data["version"] == 1
+  assert data["confirmed"] == "pair" and data["beam_opts"]  # (BEAM's own winner, for a schedule to confirm again)
   n = len(calls)
   k2 = beam_search(Kernel(ast, CPU), amt=2, evaluate=cost, progress=False)
   assert len(calls) == n and k2.applied_opts == k1.applied_opts and k2.ast is k1.ast
@@ -146,6 +147,18 @@ HOSTILE_ENTRIES = [
   '{"version": 1, "key": KEY, "opts": [["UPCAST", -1, 2]], "time": 1}',
   '{"version": 1, "key": KEY, "opts": [], "time": "1"}',
 ]
+
+
+def test_an_entry_from_before_sequence_confirmation_reads_as_confirmed_in_pairs():
+  from compiler.opt.cache import cache_dir, cache_get, cache_key
+  key = cache_key(matmul_ast(8, 8, 8), CPU, 2)
+  cache_dir().mkdir(parents=True, exist_ok=True)
+  (cache_dir() / f"{key}.json").write_text(json.dumps({"version": 1, "key": key, "opts": [["UPCAST", 0, 2]],
+                                                       "time": 1.0}))
+  entry = cache_get(key)
+  assert entry is not None and entry.confirmed == "pair" and entry.opts == entry.beam_opts == [Opt(OptOps.UPCAST, 0, 2)]
+  (cache_dir() / f"{key}.json").write_text(json.dumps({"version": 1, "key": key, "opts": [], "confirmed": "maybe"}))
+  assert cache_get(key) is None
 
 
 @pytest.mark.parametrize("text", HOSTILE_ENTRIES)

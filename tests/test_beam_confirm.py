@@ -7,9 +7,11 @@ from test_beam import CPU, modelled_cost
 from test_opt_helpers import matmul_ast, sum_ast
 
 from compiler.opt import Kernel, hand_coded_optimizations
-from compiler.opt.search import beam_search
+from compiler.opt.search import CONFIRM_ROUNDS, beam_search
 from compiler.runtime.candidates import RuntimeEvaluator, prepare_candidate
+from compiler.trace import recorder
 from compiler.uop import UOp
+from vztrace.reader import TraceReader
 
 
 @pytest.fixture(autouse=True)
@@ -32,6 +34,22 @@ def test_a_winner_that_was_lucky_once_is_dropped_for_the_heuristics():
 
   k = beam_search(Kernel(ast, CPU), amt=2, evaluate=noisy, use_cache=False, progress=False)
   assert k.get_optimized_ast() is heur
+
+
+def test_the_lone_confirmation_is_traced_as_the_last_round(tmp_path):
+  ast = sum_ast(256, 64)
+  path = tmp_path / "t.vztrace"
+  recorder.enable(path, announce=False)
+  try:
+    with recorder.trace_context("kernel", kind="kernel"):
+      k = beam_search(Kernel(ast, CPU), amt=2, evaluate=modelled_cost, use_cache=False, progress=False)
+  finally:
+    recorder.disable()
+  beams = [r for r in TraceReader(path) if r["t"] == "beam"]
+  rows = [r for r in beams if r.get("confirm") == "pair"]
+  assert [r["variant"] for r in rows] == ["heuristic", "beam"] and rows[0]["round"] == max(r["round"] for r in beams)
+  assert all(len(r["times"]) == CONFIRM_ROUNDS for r in rows)
+  assert next(r for r in rows if r["chosen"])["opts"] == [o.to_json() for o in k.applied_opts]
 
 
 def test_a_winner_that_is_faster_stays():

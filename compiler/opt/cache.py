@@ -1,4 +1,9 @@
-"""The on-disk BEAM cache: one small JSON file per (kernel AST, target, beam width), never pickle."""
+"""The on-disk BEAM cache: one small JSON file per (kernel AST, target, beam width), never pickle.
+
+An entry holds the opts the kernel gets and how that choice was confirmed against the hand-coded kernel:
+"pair" (BEAM's winner re-timed alone in turns with it, compiler.opt.search) or "sequence" (each timed in its place in
+a schedule's run, compiler.engine.confirm_schedule). A "pair" entry also keeps BEAM's own winner (`beam_opts`), so a
+schedule can confirm it in sequence without searching again; a "sequence" entry is final."""
 from __future__ import annotations
 
 import contextlib
@@ -6,6 +11,7 @@ import hashlib
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +22,17 @@ from vztrace.paths import cache_dir as user_cache_dir
 
 CACHE_VERSION = 1
 MAX_ENTRY_BYTES = 1 << 16  # an entry is a few hundred bytes; anything far bigger was not written by cache_put
+CONFIRMED = ("pair", "sequence")
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+  """A cached BEAM result: the opts to apply, their time, how they were confirmed (CONFIRMED), and BEAM's own winner
+  (differs from opts where the confirmation kept the heuristics' opts)."""
+  opts: list[Opt]
+  time: float | None
+  confirmed: str
+  beam_opts: list[Opt]
 
 
 def cache_dir() -> Path:
@@ -32,8 +49,18 @@ def cache_key(ast: UOp, target: Target, amt: int) -> str:
   return h.hexdigest()
 
 
-def cache_get(key: str) -> tuple[list[Opt], float | None] | None:
-  """The cached (opts, time) for key, or None when absent, unreadable or not what this version wrote."""
+def _opts(raw: Any) -> list[Opt] | None:
+  if not isinstance(raw, list) or len(raw) > 64:
+    return None
+  try:
+    return [Opt.from_json(o) for o in raw]
+  except ValueError:
+    return None
+
+
+def cache_get(key: str) -> CacheEntry | None:
+  """The cached entry for key, or None when absent, unreadable or not what this version wrote (an entry without
+  `confirmed` was written before schedules confirmed in sequence: "pair")."""
   path = cache_dir() / f"{key}.json"
   try:
     with open(path, "rb") as f:
@@ -45,20 +72,23 @@ def cache_get(key: str) -> tuple[list[Opt], float | None] | None:
     return None
   if not isinstance(data, dict) or data.get("version") != CACHE_VERSION or data.get("key") != key:
     return None
-  raw, t = data.get("opts"), data.get("time")
-  if not isinstance(raw, list) or len(raw) > 64 or not (t is None or type(t) in (int, float)):
+  t, confirmed = data.get("time"), data.get("confirmed", "pair")
+  opts, beam_opts = _opts(data.get("opts")), _opts(data.get("beam_opts", data.get("opts")))
+  if opts is None or beam_opts is None or not (t is None or type(t) in (int, float)) or confirmed not in CONFIRMED:
     return None
-  try:
-    return [Opt.from_json(o) for o in raw], t
-  except ValueError:
-    return None
+  return CacheEntry(opts, t, confirmed, beam_opts)
 
 
-def cache_put(key: str, opts: list[Opt], time_s: float | None, kname: str = "") -> Path | None:
-  """Write the entry atomically (temp file + rename); returns its path, or None if the cache is not writable."""
+def cache_put(key: str, opts: list[Opt], time_s: float | None, kname: str = "", confirmed: str = "pair",
+              beam_opts: list[Opt] | None = None) -> Path | None:
+  """Write the entry atomically (temp file + rename); returns its path, or None if the cache is not writable.
+  `beam_opts`: BEAM's own winner where the confirmation kept other opts (default: opts)."""
+  if confirmed not in CONFIRMED:
+    raise ValueError(f"confirmed must be one of {CONFIRMED}, got {confirmed!r}")
   d = cache_dir()
   data = {"version": CACHE_VERSION, "key": key, "kname": kname, "opts": [o.to_json() for o in opts],
-          "time": time_s if time_s is not None and time_s == time_s and time_s != float("inf") else None}
+          "time": time_s if time_s is not None and time_s == time_s and time_s != float("inf") else None,
+          "confirmed": confirmed, "beam_opts": [o.to_json() for o in (opts if beam_opts is None else beam_opts)]}
   tmp = None
   try:
     d.mkdir(parents=True, exist_ok=True)

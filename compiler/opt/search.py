@@ -5,6 +5,10 @@ Candidates are prepared (compiled) in worker processes and timed one at a time i
 do not compete with compiles for the cores. Every candidate goes into the trace as a `beam` record; the result is
 cached on disk (JSON) keyed by the kernel AST and the machine, and reused by later runs.
 
+BEAM's winner is confirmed before it is kept: re-timed in turns with the hand-coded kernel (`_confirm`, a lone pair),
+or, when a schedule runs, by compiler.engine.confirm_schedule, each variant timed in its place in the schedule's
+sequence (beam_search(confirm=False) hands it the unconfirmed winner); `beats` is the rule both apply.
+
 The search knows nothing of how a candidate is compiled or run: its caller passes `evaluate` (and `prepare`), or an
 `evaluator` factory that makes them (compiler.engine passes the runtime's, which compiles and times on real buffers).
 """
@@ -33,6 +37,39 @@ BEAM_UPCAST_MAX = int(os.environ.get("BEAM_UPCAST_MAX", "256"))
 MAX_ROUNDS = 16
 # BEAM's best is timed again in turns with the hand-coded kernel and kept only when this much faster
 CONFIRM_ROUNDS, CONFIRM_MARGIN = 3, 0.02
+# in a schedule's sequence (compiler.engine.confirm_schedule) one round runs each kernel once: more rounds, up to
+# CONFIRM_MAX_ROUNDS, until each variant's runs add up to CONFIRM_MIN_S
+CONFIRM_MIN_S, CONFIRM_MAX_ROUNDS = 5e-3, 50
+
+
+def median_time(times: Sequence[float]) -> float:
+  """The (upper) median of a confirmation's times."""
+  return sorted(times)[len(times) // 2]
+
+
+def beats(t_beam: float, t_heur: float) -> bool:
+  """Whether BEAM's kernel is kept: its median time beats the hand-coded kernel's by CONFIRM_MARGIN."""
+  return t_beam < t_heur * (1 - CONFIRM_MARGIN)
+
+
+def confirm_records(rnd: int, heur_opts: Sequence[Opt], t_heur: Sequence[float], beam_opts: Sequence[Opt],
+                    t_beam: Sequence[float], how: str) -> list[dict[str, Any]]:
+  """The trace's `beam` records of a confirmation (round `rnd`, after the search's): each variant's median and its
+  times, `confirm` saying how it was timed ("pair", "sequence"), the variant kept `chosen`."""
+  won = beats(median_time(t_beam), median_time(t_heur))
+  variants = (("heuristic", heur_opts, t_heur, not won), ("beam", beam_opts, t_beam, won))
+  return [{"round": rnd, "opts": [o.to_json() for o in opts], "chosen": chosen, "time": median_time(ts),
+           "times": list(ts), "confirm": how, "variant": variant} for variant, opts, ts, chosen in variants]
+
+
+def record_beam(records: Sequence[dict[str, Any]], log: list[dict[str, Any]] | None = None) -> None:
+  """`beam` records into the trace's current context, or onto `log` for a caller that records them later (where
+  they belong: compiler.engine searches a schedule's kernels before their contexts open)."""
+  if log is not None:
+    log.extend(records)
+  elif recorder.RECORDER is not None:
+    for fields in records:
+      recorder.record("beam", **fields)
 
 
 def kernel_actions(k: Kernel) -> list[Opt]:
@@ -198,16 +235,18 @@ def _time_all(cands: list[Candidate], prepared: list[Any], evaluate: Evaluate, p
       progress.step_time()
 
 
-def _record_round(rnd: int, cands: list[Candidate], chosen: set[int]) -> None:
-  if recorder.RECORDER is None:
+def _record_round(rnd: int, cands: list[Candidate], chosen: set[int], log: list[dict[str, Any]] | None) -> None:
+  if recorder.RECORDER is None and log is None:
     return
+  records = []
   for i, c in enumerate(cands):
     fields: dict[str, Any] = {"round": rnd, "opts": [o.to_json() for o in c.kernel.applied_opts], "chosen": i in chosen}
     if c.error is not None:
       fields["error"] = c.error[:2000]
     else:
       fields["time"] = c.time
-    recorder.record("beam", **fields)
+    records.append(fields)
+  record_beam(records, log)
 
 
 class _Progress:
@@ -252,13 +291,18 @@ class _Progress:
 
 def beam_search(k: Kernel, bufs: Sequence[Any] | None = None, amt: int = 2, *, evaluate: Evaluate | None = None,
                 prepare: Prepare | None = None, evaluator: EvaluatorFactory | None = None, workers: int | None = None,
-                use_cache: bool | None = None, progress: bool | None = None, max_rounds: int = MAX_ROUNDS) -> Kernel:
+                use_cache: bool | None = None, progress: bool | None = None, max_rounds: int = MAX_ROUNDS,
+                confirm: bool = True, log: list[dict[str, Any]] | None = None) -> Kernel:
   """Return k with the opts of the fastest kernel BEAM found (applied to k itself, so they are traced).
 
   `evaluate(x) -> seconds` times a candidate where x is `prepare(ast)` (run in worker processes when workers > 1;
   a module-level function so it can be sent there) or the optimized AST when prepare is None. Without evaluate,
   `evaluator(k, bufs)` makes (prepare, evaluate) once the disk cache missed (compiler.engine.beam_search passes the
   runtime's: candidates compiled and run on copies of `bufs`, or on random buffers).
+
+  confirm=False: BEAM's winner unconfirmed and uncached, for a caller that confirms it in its schedule's sequence
+  and caches the outcome (compiler.engine.confirm_schedule); a cache hit then gives BEAM's own winner. `log`: the
+  `beam` records go there instead of into the trace (record_beam).
   """
   if evaluate is None and evaluator is None:
     raise ValueError("beam_search needs evaluate= or evaluator= (compiler.engine.beam_search times candidates for "
@@ -267,34 +311,46 @@ def beam_search(k: Kernel, bufs: Sequence[Any] | None = None, amt: int = 2, *, e
     raise ValueError(f"BEAM width must be at least 1, got {amt}")
   if k.applied_opts:
     raise ValueError(f"beam_search starts from an unoptimized kernel, this one has {k.applied_opts}")
-  if use_cache is None:
-    use_cache = os.environ.get("IGNORE_BEAM_CACHE", "0") in ("", "0")
+  use_cache = cache_enabled() if use_cache is None else use_cache
   key = cache_key(k.ast, k.target, amt)
   if use_cache and (hit := cache_get(key)) is not None:
-    try:
-      with untraced():
-        k.copy().apply_opts(hit[0])
-    except KernelOptError:
-      pass  # written by an older optimizer: search again
-    else:
-      return k.apply_opts(hit[0])
+    opts = hit.opts if confirm else hit.beam_opts
+    if opts_apply(k, opts):
+      return k.apply_opts(opts)
+  save_as = key if use_cache and confirm else None
 
   if evaluate is None:
     assert evaluator is not None
     with untraced():  # compiling the reference kernel is not part of this kernel's story
       prepare, evaluate = evaluator(k, bufs)
     try:
-      return _search(k, amt, evaluate, prepare, workers, progress, max_rounds, key if use_cache else None)
+      return _search(k, amt, evaluate, prepare, workers, progress, max_rounds, save_as, confirm, log)
     finally:
       close = getattr(evaluate, "close", None)
       if close is not None:
         close()
-  return _search(k, amt, evaluate, prepare, workers, progress, max_rounds, key if use_cache else None)
+  return _search(k, amt, evaluate, prepare, workers, progress, max_rounds, save_as, confirm, log)
+
+
+def cache_enabled() -> bool:
+  """Whether BEAM reads and writes its disk cache: unless IGNORE_BEAM_CACHE is set."""
+  return os.environ.get("IGNORE_BEAM_CACHE", "0") in ("", "0")
+
+
+def opts_apply(k: Kernel, opts: list[Opt]) -> bool:
+  """Whether cached opts still apply to k (an entry written by an older optimizer may not: search again)."""
+  try:
+    with untraced():
+      k.copy().apply_opts(opts)
+  except KernelOptError:
+    return False
+  return True
 
 
 def _search(k: Kernel, amt: int, evaluate: Evaluate, prepare: Prepare | None, workers: int | None,
-            progress: bool | None, max_rounds: int, save_as: str | None) -> Kernel:
-  """beam_search's rounds; the result goes into the disk cache under the key save_as (unless None)."""
+            progress: bool | None, max_rounds: int, save_as: str | None, confirm: bool,
+            log: list[dict[str, Any]] | None) -> Kernel:
+  """beam_search's rounds; the confirmed result goes into the disk cache under the key save_as (unless None)."""
   workers = _default_workers() if workers is None else workers
   bar = _Progress(progress if progress is not None else True, f"{amt} {k.name}")
 
@@ -311,13 +367,14 @@ def _search(k: Kernel, amt: int, evaluate: Evaluate, prepare: Prepare | None, wo
     seeds = seeds[:1]
   measure(0, seeds, math.inf)
   beam = sorted((c for c in seeds if c.error is None), key=lambda c: c.time)[:amt]
-  _record_round(0, seeds, {i for i, c in enumerate(seeds) if c in beam})
+  _record_round(0, seeds, {i for i, c in enumerate(seeds) if c in beam}, log)
   if not beam:
     errs = "; ".join(c.error or "" for c in seeds)
     raise RuntimeError(f"BEAM: the kernel {k.name} itself failed to compile or run: {errs}")
   bar.end_round(beam[0].time)
   seen: set[tuple] = {_ident(c.kernel) for c in seeds}
 
+  last = 0
   for rnd in range(1, max_rounds + 1):
     cands: list[Candidate] = []
     for b in beam:
@@ -327,26 +384,32 @@ def _search(k: Kernel, amt: int, evaluate: Evaluate, prepare: Prepare | None, wo
           cands.append(Candidate(k2))
     if not cands:
       break
+    last = rnd
     measure(rnd, cands, beam[0].time)
     ranked = sorted((c for c in cands if c.error is None), key=lambda c: c.time)
     improved = bool(ranked) and ranked[0].time < beam[0].time
     if improved:
       beam = ranked[:amt]
-    _record_round(rnd, cands, {i for i, c in enumerate(cands) if improved and c in beam})
+    _record_round(rnd, cands, {i for i, c in enumerate(cands) if improved and c in beam}, log)
     bar.end_round(beam[0].time)
     if not improved:
       break
 
-  best = _confirm(seeds[0], beam[0], evaluate, lambda cs: _prepare_all(cs, prepare, workers, _Progress(False, "")))
+  if not confirm:
+    return k.apply_opts(beam[0].kernel.applied_opts)
+  best = _confirm(seeds[0], beam[0], evaluate, lambda cs: _prepare_all(cs, prepare, workers, _Progress(False, "")),
+                  last + 1, log)
   if save_as is not None:
-    cache_put(save_as, best.kernel.applied_opts, best.time, k.name)
+    cache_put(save_as, best.kernel.applied_opts, best.time, k.name, "pair", beam[0].kernel.applied_opts)
   return k.apply_opts(best.kernel.applied_opts)
 
 
 def _confirm(heuristic: Candidate, best: Candidate, evaluate: Evaluate,
-             prepare_all: Callable[[list[Candidate]], list[Any]]) -> Candidate:
+             prepare_all: Callable[[list[Candidate]], list[Any]], rnd: int,
+             log: list[dict[str, Any]] | None) -> Candidate:
   """BEAM's winner only if it beats the hand-coded kernel again, timed in turns with it (CONFIRM_ROUNDS each,
-  medians compared, by CONFIRM_MARGIN): a search on a noisy machine must not end slower than the heuristics."""
+  medians compared, by CONFIRM_MARGIN): a search on a noisy machine must not end slower than the heuristics. The
+  outcome is traced as round `rnd` (confirm_records)."""
   if best is heuristic or heuristic.error is not None:
     return best
   pair = [Candidate(heuristic.kernel), Candidate(best.kernel)]
@@ -361,8 +424,10 @@ def _confirm(heuristic: Candidate, best: Candidate, evaluate: Evaluate,
           times[i].append(float(evaluate(prepared[i])))
     except Exception:  # re-timing failed: the heuristics are the safe answer
       return heuristic
-  t_heur, t_best = (sorted(t)[len(t) // 2] for t in times)
-  if t_best < t_heur * (1 - CONFIRM_MARGIN):
+  record_beam(confirm_records(rnd, heuristic.kernel.applied_opts, times[0], best.kernel.applied_opts, times[1],
+                              "pair"), log)
+  t_heur, t_best = median_time(times[0]), median_time(times[1])
+  if beats(t_best, t_heur):
     return Candidate(best.kernel, t_best)
   return Candidate(heuristic.kernel, t_heur)
 

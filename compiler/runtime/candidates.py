@@ -96,7 +96,8 @@ class RuntimeEvaluator:
   `ast`'s first (`check`). The candidates' code goes into an engine of its own, freed by close() (beam_search calls it
   when it made the evaluator)."""
 
-  def __init__(self, ast: UOp, bufs: Sequence[Any] | None, check: bool = True):
+  def __init__(self, ast: UOp, bufs: Sequence[Any] | None, check: bool = True, threads: int | None = None):
+    self.threads = threads  # the cores a candidate runs on (None: all, as a kernel runs by default)
     self.scratch = get_jit().scratch()
     self.arrays = beam_buffers(ast, bufs)
     self.var_vals = _var_vals(ast)
@@ -127,7 +128,7 @@ class RuntimeEvaluator:
       if not times and self.want is not None:
         self._poison()
       t0 = time.perf_counter()
-      ck(self.arrays, self.var_vals)
+      ck(self.arrays, self.var_vals, threads=self.threads)
       times.append(time.perf_counter() - t0)
       if len(times) == 1 and self.want is not None:
         self._check()
@@ -146,8 +147,51 @@ class RuntimeEvaluator:
         raise ValueError(f"wrong result: {int(np.sum(~close))} of {w.size} elements of buffer {i} differ")
 
 
-def runtime_evaluator(ast: UOp, bufs: Sequence[Any] | None, check: bool = True) -> tuple[
+def scratch_arrays(bufs: Sequence[Any]) -> dict[int, np.ndarray]:
+  """id(buffer) -> a private copy of each distinct buffer (zeros where it has no memory yet), for running a
+  schedule's kernels without touching the real buffers (an in-place update must run once, on real data)."""
+  out: dict[int, np.ndarray] = {}
+  for b in bufs:
+    if id(b) not in out:
+      out[id(b)] = np.array(b.np, copy=True) if b.allocated else np.zeros(b.size, dtype=b.dtype.np)
+  return out
+
+
+def time_in_sequence(steps: Sequence[Sequence[Callable[[], Any]]], rounds: int,
+                     clock: Callable[[], float] = time.perf_counter, min_time: float = 0.0,
+                     max_rounds: int = 0) -> list[list[list[float]]]:
+  """Run the steps in order, round after round, and time each variant of a step that has more than one in its place
+  in the sequence (after the steps before it, with the caches they leave). Round r runs variant r % n of each step of
+  n variants; the first rounds, one per variant, only warm up. times[i][v]: variant v of step i's times, `rounds`
+  of them, more (up to max_rounds) while some variant's add up to less than `min_time` seconds (one run of a short
+  kernel says little); empty for a step of one variant."""
+  n = max((len(vs) for vs in steps), default=1)
+  times: list[list[list[float]]] = [[[] for _ in vs] for vs in steps]
+
+  def run_round(r: int, timed: bool) -> None:
+    for i, variants in enumerate(steps):
+      if len(variants) == 1:
+        variants[0]()
+        continue
+      v = r % len(variants)
+      t0 = clock()
+      variants[v]()
+      t = clock() - t0
+      if timed:
+        times[i][v].append(t)
+
+  for r in range(n):  # warm-up: each variant once
+    run_round(r, False)
+  done = 0
+  while done < rounds or (done < max_rounds and any(sum(t) < min_time for ts in times if len(ts) > 1 for t in ts)):
+    for r in range(n):
+      run_round(r, True)
+    done += 1
+  return times
+
+
+def runtime_evaluator(ast: UOp, bufs: Sequence[Any] | None, check: bool = True, threads: int | None = None) -> tuple[
     Callable[[UOp], Any], RuntimeEvaluator]:
   """(prepare, evaluate) that compile with compiler.codegen + compiler.runtime and time on real buffers; `ast` is the
   reference kernel every candidate's output is checked against."""
-  return prepare_candidate, RuntimeEvaluator(ast, bufs, check)
+  return prepare_candidate, RuntimeEvaluator(ast, bufs, check, threads)
