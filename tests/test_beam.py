@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import os
 
 import numpy as np
@@ -13,7 +14,7 @@ from test_opt_helpers import buffers_for, elementwise_ast, evaluate, matmul_ast,
 from compiler import engine
 from compiler.engine import optimize_kernel
 from compiler.opt import Kernel, Opt, OptOps, Target, hand_coded_optimizations
-from compiler.opt.search import beam_search, get_kernel_actions
+from compiler.opt.search import beam_search, get_kernel_actions, shutdown_pool
 from compiler.trace import recorder
 from compiler.uop import AxisType, UOp
 from vztrace.reader import TraceReader
@@ -301,8 +302,29 @@ def test_spawned_workers_work_too(monkeypatch):
     beam_search(Kernel(matmul_ast(16, 16, 16), CPU), amt=1, evaluate=lambda p: (pids.append(p[0]), p[2])[1],
                 prepare=prepare_in_worker, workers=2, use_cache=False, progress=False)
   finally:
-    shutdown_pool()
+    shutdown_pool(wait=True)
   assert pids and os.getpid() not in pids
+
+
+def test_forked_workers_end_with_their_search_and_hold_no_pipe_open():
+  # a forked worker inherits the program's file descriptors: kept idle after the search, it held the write end of a
+  # pipe the program had open, so the reader never got EOF (the test suite's Playwright driver waited forever on it)
+  shutdown_pool(wait=True)
+  r, w = os.pipe()
+  try:
+    pids = []
+    beam_search(Kernel(matmul_ast(16, 16, 16), CPU), amt=1, evaluate=lambda p: (pids.append(p[0]), p[2])[1],
+                prepare=prepare_in_worker, workers=2, use_cache=False, progress=False)
+    assert pids and os.getpid() not in pids  # the candidates were compiled in forked workers
+    assert not {p.pid for p in multiprocessing.active_children()} & set(pids)  # the workers have exited
+    os.close(w)
+    w = -1
+    os.set_blocking(r, False)
+    assert os.read(r, 1) == b""  # EOF now: no process holds the write end (BlockingIOError if one did)
+  finally:
+    os.close(r)
+    if w >= 0:
+      os.close(w)
 
 
 _PARENT = os.getpid()

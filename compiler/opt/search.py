@@ -140,11 +140,13 @@ def _prepare_in_worker(prepare: Prepare, ast: UOp) -> tuple[bool, Any]:
 
 _POOL: cf.ProcessPoolExecutor | None = None
 _POOL_SIZE = 0
+_POOL_FORKED = False
 
 
 def _pool(n: int) -> cf.ProcessPoolExecutor | None:
-  """A process pool kept for the whole run (spawned workers are slow to start); None if one can't be made."""
-  global _POOL, _POOL_SIZE
+  """The process pool of a search (None if one can't be made). Spawned workers are slow to start, so their pool is
+  kept for the whole run; forked ones live for one search (release_forked_pool)."""
+  global _POOL, _POOL_SIZE, _POOL_FORKED
   if _POOL is not None and _POOL_SIZE >= n:
     return _POOL
   shutdown_pool()
@@ -152,19 +154,30 @@ def _pool(n: int) -> cf.ProcessPoolExecutor | None:
     # fork by default: a spawned (or forkserver) worker re-imports the user's __main__, running an unguarded
     # script's top level again; a forked one only compiles what it is sent
     default = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    ctx = multiprocessing.get_context(os.environ.get("BEAM_MP", default))
+    method = os.environ.get("BEAM_MP", default)
+    ctx = multiprocessing.get_context(method)
     _POOL, _POOL_SIZE = cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_worker_init), n
+    _POOL_FORKED = method == "fork"
   except (OSError, ValueError, NotImplementedError) as e:
     print(f"BEAM: no worker processes ({e}); compiling in this process", file=sys.stderr)
     _POOL = None
   return _POOL
 
 
-def shutdown_pool() -> None:
+def shutdown_pool(wait: bool = False) -> None:
   global _POOL
   if _POOL is not None:
-    _POOL.shutdown(wait=False, cancel_futures=True)
+    _POOL.shutdown(wait=wait, cancel_futures=True)
     _POOL = None
+
+
+def release_forked_pool() -> None:
+  """Ends a forked pool once its search is done. A forked worker holds a copy of every file descriptor the program
+  had open when it was forked: an idle one kept for later searches would keep the write end of the program's pipes
+  open, so a child process reading one (a driver told to stop by closing its stdin) would wait for an EOF that
+  never comes. Waits for the workers to exit, so none outlives the search."""
+  if _POOL is not None and _POOL_FORKED:
+    shutdown_pool(wait=True)
 
 
 def _sendable(prepare: Prepare) -> bool:
@@ -352,6 +365,15 @@ def _search(k: Kernel, amt: int, evaluate: Evaluate, prepare: Prepare | None, wo
             log: list[dict[str, Any]] | None) -> Kernel:
   """beam_search's rounds; the confirmed result goes into the disk cache under the key save_as (unless None)."""
   workers = _default_workers() if workers is None else workers
+  try:
+    return _rounds(k, amt, evaluate, prepare, workers, progress, max_rounds, save_as, confirm, log)
+  finally:
+    release_forked_pool()
+
+
+def _rounds(k: Kernel, amt: int, evaluate: Evaluate, prepare: Prepare | None, workers: int, progress: bool | None,
+            max_rounds: int, save_as: str | None, confirm: bool, log: list[dict[str, Any]] | None) -> Kernel:
+  """The search's rounds from the kernel and its hand-coded version, then the winner confirmed against the latter."""
   bar = _Progress(progress if progress is not None else True, f"{amt} {k.name}")
 
   def measure(rnd: int, cands: list[Candidate], best: float) -> None:
