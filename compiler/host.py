@@ -1,15 +1,32 @@
-"""The host CPU as LLVM names it. The one place that asks llvmlite, so the JIT's target machine, the optimizer's
-`Target` (compiler/opt/target.py) and the intrinsics codegen picks (compiler/codegen/llvmir.py) see the same CPU.
+"""The CPU kernels are compiled for, as LLVM names it. The one place that asks llvmlite, so the JIT's target machine,
+the optimizer's `Target` (compiler/opt/target.py) and the intrinsics codegen picks (compiler/codegen/llvmir.py) see
+the same CPU. TARGET_ISA=sse|avx2|avx512 compiles for an older x86 ISA than the host's (`ISA_PRESETS`), so one machine
+can run what an SSE or AVX2 machine would; `host` (the default) is the host CPU itself.
 Outside the pipeline's layers (tests/test_import_direction.py), so opt, codegen and runtime may all import it."""
 from __future__ import annotations
 
 import functools
+import os
 import platform
+
+# the features an ISA's code must not use: a CPU name implies features (skylake-avx512 has AVX-512; x86-64 on its
+# own is only SSE2 but LLVM may still be told more), so each preset turns off explicitly what is wider than it
+_NO_AVX512 = "-avx512f,-avx512vl,-avx512bw,-avx512dq,-avx512cd,-avx512vnni,-avx512bf16,-avx512fp16,-avx10.1,-avx10.2"
+_NO_AVX = "-avx,-avx2,-fma,-f16c,-avxvnni,-vaes,-vpclmulqdq," + _NO_AVX512
+
+# name -> (LLVM CPU name, LLVM feature string): the x86 machines the bench's targets must hold on
+ISA_PRESETS: dict[str, tuple[str, str]] = {
+  "sse": ("x86-64", "+sse,+sse2,+sse3,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16," + _NO_AVX),
+  "avx2": ("haswell", "+sse4.2,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+lzcnt,+movbe," + _NO_AVX512),
+  "avx512": ("skylake-avx512", "+sse4.2,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+lzcnt,+movbe,"
+                               "+avx512f,+avx512vl,+avx512bw,+avx512dq,+avx512cd,-avx512fp16,-avx10.1,-avx10.2"),
+}
+HOST = "host"
 
 
 @functools.lru_cache(None)
-def host_cpu() -> tuple[str, str]:
-  """(name, features) of the host CPU as LLVM names them: ("skylake-avx512", "+avx512f,+avx2,...")."""
+def _native_cpu() -> tuple[str, str]:
+  """(name, features) of the machine's own CPU as LLVM names them: ("znver5", "+avx512f,+avx2,...")."""
   try:
     import llvmlite.binding as llvm
   except ImportError:  # nothing compiles then, but the machine's name still keys the optimizer's caches
@@ -19,3 +36,24 @@ def host_cpu() -> tuple[str, str]:
   except RuntimeError:  # LLVM cannot list this CPU's features: code for its baseline
     features = ""
   return llvm.get_host_cpu_name(), features
+
+
+def enabled(features: str) -> frozenset[str]:
+  """The features a feature string turns on, without their "+" ("avx2", ...)."""
+  return frozenset(f[1:] for f in features.split(",") if f.startswith("+"))
+
+
+@functools.lru_cache(None)
+def host_cpu() -> tuple[str, str]:
+  """(name, features) of the CPU kernels are compiled for: the host's, or TARGET_ISA's preset, which the host must
+  be able to run (a ValueError names what it lacks, or the presets when TARGET_ISA names none)."""
+  isa = os.environ.get("TARGET_ISA", HOST).strip().lower() or HOST
+  if isa == HOST:
+    return _native_cpu()
+  if isa not in ISA_PRESETS:
+    raise ValueError(f"TARGET_ISA={isa!r} is not one of {', '.join([HOST, *ISA_PRESETS])}")
+  cpu, features = ISA_PRESETS[isa]
+  missing = enabled(features) - enabled(_native_cpu()[1])
+  if missing:
+    raise ValueError(f"TARGET_ISA={isa}: this CPU ({_native_cpu()[0]}) lacks {', '.join(sorted(missing))}")
+  return cpu, features

@@ -651,7 +651,8 @@ class _Renderer:
 
 @functools.lru_cache(None)
 def host_features() -> frozenset[str]:
-  """The host CPU's features as LLVM names them ("+avx512f", ...): the JIT compiles every kernel for this CPU."""
+  """The features of the CPU the JIT compiles every kernel for (host_cpu: the host's, or TARGET_ISA's), as LLVM
+  names them ("+avx512f", ...)."""
   return frozenset(f for f in host_cpu()[1].split(",") if f)
 
 

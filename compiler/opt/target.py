@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler.host import host_cpu
+from compiler.host import ISA_PRESETS, host_cpu
 
 CACHE_SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
 # what a cache we cannot read is assumed to be: today's common x86 core
@@ -63,9 +63,16 @@ def cpu_target(features: str, threads: int = 1, cpu: str = "", cache_line: int =
                 cache_line=cache_line, l1_bytes=l1_bytes, l2_bytes=l2_bytes)
 
 
-SSE = cpu_target("+sse,+sse2,+sse4.1,+sse4.2", cpu="x86-64")
-AVX2 = cpu_target("+sse4.2,+avx,+avx2,+fma", cpu="haswell", l2_bytes=256 << 10)
-AVX512 = cpu_target("+sse4.2,+avx,+avx2,+fma,+avx512f,+avx512vl", cpu="skylake-avx512", l2_bytes=1 << 20)
+def isa_target(isa: str, **kw: int) -> Target:
+  """The target of TARGET_ISA's preset `isa` (compiler/host.py), e.g. for tests tuning for an AVX2 machine."""
+  cpu, features = ISA_PRESETS[isa]
+  return cpu_target(features, cpu=cpu, **kw)
+
+
+# the machines of TARGET_ISA's presets, with their CPUs' typical L2 (the JIT compiles for the same presets)
+SSE = isa_target("sse")
+AVX2 = isa_target("avx2", l2_bytes=256 << 10)
+AVX512 = isa_target("avx512", l2_bytes=1 << 20)
 
 
 def _size(text: str) -> int | None:
@@ -109,11 +116,12 @@ def _cores() -> int:
 
 @functools.lru_cache(None)
 def host_target() -> Target:
-  """The host CPU; THREADS=n overrides the number of cores used (THREADS=1 disables THREAD opts)."""
+  """The host CPU (or TARGET_ISA's preset: compiler.host.host_cpu, the CPU the JIT compiles for); THREADS=n
+  overrides the number of cores used (THREADS=1 disables THREAD opts)."""
   cpu, features = host_cpu()
   threads = int(os.environ.get("THREADS", "0") or 0) or _cores()
   line, l1, l2 = read_caches()
   return cpu_target(features, threads=threads, cpu=cpu, cache_line=line, l1_bytes=l1, l2_bytes=l2)
 
 
-__all__ = ["Target", "cpu_target", "host_target", "read_caches", "vector_shape", "SSE", "AVX2", "AVX512"]
+__all__ = ["Target", "cpu_target", "host_target", "isa_target", "read_caches", "vector_shape", "SSE", "AVX2", "AVX512"]

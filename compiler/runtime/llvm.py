@@ -1,7 +1,8 @@
 """The LLVM JIT (llvmlite): parse, verify, optimize with the new pass manager, and run machine code in-process.
 
-One MCJIT engine for the process (created on first use, for the host CPU's name and features); every kernel is
-a module added to it under a unique symbol. Compiles are cached by IR text. Thread-safe (one lock).
+One MCJIT engine for the process (created on first use, for the CPU compiler.host.host_cpu names: the host's, or
+TARGET_ISA's preset); every kernel is a module added to it under a unique symbol. Compiles are cached by IR text.
+Thread-safe (one lock).
 
 The texts a trace shows (optimized IR, assembly) cost one run of LLVM's code generator, the one that makes the code:
 a traced compile emits the assembly, and the engine assembles that text (a module of `module asm` lines: LLVM's own
@@ -59,7 +60,7 @@ class LLVMJit:
     self.counter = itertools.count()
 
   def target_machine(self) -> llvm.TargetMachine:
-    """A target machine for the host CPU (an engine owns the one it is made with)."""
+    """A target machine for host_cpu()'s CPU and features (an engine owns the one it is made with)."""
     return self.target.create_target_machine(cpu=self.cpu, features=self.features, opt=min(OPT_LEVEL, 3),
                                              reloc="default", codemodel="jitdefault", jit=True)
 
