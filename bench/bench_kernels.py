@@ -15,10 +15,13 @@ faster) and end to end / kernel only (the repeat call's cost over its kernels: 1
 ours and numpy's are interleaved so that both see the same machine; OpenBLAS's idle threads are told to sleep at once
 (OPENBLAS_THREAD_TIMEOUT) so a spinning BLAS thread does not steal the second core from our kernels, and the CPU time
 burnt by BLAS while idle is printed as a check. OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset in the children
-(they slow a current numpy; see the README) and the BLAS kernel in use is printed.
+(a machine's leftover setting would measure another BLAS kernel than numpy picks) and the BLAS kernel in use is printed.
+--isa sse|avx2|avx512 measures what an older x86 machine gets, on this one: our kernels compiled and tuned for that ISA
+(TARGET_ISA, compiler/host.py) against numpy held to the same ISA, OpenBLAS's kernels by OPENBLAS_CORETYPE and numpy's
+own SIMD loops (exp, max, ...) by NPY_DISABLE_CPU_FEATURES (the caches stay this machine's).
 
   .venv/bin/python bench/bench_kernels.py [--scale 1.0] [--reps 20] [--only matmul,elementwise] [--threads 1,2]
-      [--odd]  (adds the workloads of sizes the tiles do not divide: bench/workloads.py ODD_WORKLOADS)
+      [--odd]  (adds the workloads of sizes the tiles do not divide: bench/workloads.py ODD_WORKLOADS) [--isa avx2]
 """
 from __future__ import annotations
 
@@ -48,6 +51,7 @@ def _child(scale: float, reps: int, only: set[str], threads: int) -> dict:
   clock = time.process_time if threads == 1 else time.perf_counter
   blas = next((f"{i['internal_api']} {i.get('version', '')} {i.get('architecture', '')}, {i['num_threads']} threads"
                for i in threadpool_info() if i["user_api"] == "blas"), "no BLAS found")
+  blas += f"; numpy's loops up to {_numpy_simd()}"
   rows = []
   for name, make in {**WORKLOADS, **ODD_WORKLOADS}.items():
     if (not only and name in WORKLOADS) or name in only:
@@ -56,6 +60,12 @@ def _child(scale: float, reps: int, only: set[str], threads: int) -> dict:
   time.sleep(0.5)  # nothing runs: CPU time burnt now is idle threads spinning (BLAS's; our pool's for 2 ms)
   spin = (time.process_time() - spin0) / (time.perf_counter() - wall0)
   return {"threads": threads, "rows": rows, "blas": blas, "spin_ms_per_s": spin * 1e3, "cpu": get_jit().cpu}
+
+
+def _numpy_simd() -> str:
+  """The widest of numpy's dispatched x86 loops it uses here (NPY_DISABLE_CPU_FEATURES turns some off)."""
+  from numpy._core._multiarray_umath import __cpu_features__
+  return next((f for f in ("AVX512_ICL", "X86_V4", "X86_V3", "X86_V2") if __cpu_features__.get(f)), "its baseline")
 
 
 def _measure(w, reps: int, clock, threads: int) -> dict:
@@ -103,9 +113,20 @@ def _measure(w, reps: int, clock, threads: int) -> dict:
   return {"ok": ok, "kernels": len(kernels), "first_s": first, **best, **(own_best if threads > 1 else {})}
 
 
+# numpy held to each TARGET_ISA preset: OpenBLAS's kernels for the newest core of that ISA it knows (Nehalem: SSE4.2,
+# no AVX), and numpy's dispatched loops above it turned off (X86_V3: AVX2 + FMA, X86_V4: AVX-512 as on Skylake-X)
+OPENBLAS_CORE = {"sse": "Nehalem", "avx2": "Haswell", "avx512": "SkylakeX"}
+NUMPY_OFF = {"sse": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR", "avx2": "X86_V4 AVX512_ICL AVX512_SPR",
+             "avx512": "AVX512_ICL AVX512_SPR"}
+
+
 def _run_child(args: argparse.Namespace, threads: int) -> dict:
-  env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "VIZ")}
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "VIZ", "TARGET_ISA", "NPY_DISABLE_CPU_FEATURES")}
   env.update(THREADS=str(threads), OPENBLAS_THREAD_TIMEOUT="4", PYTHONPATH=str(ROOT))
+  if args.isa != "host":
+    env.update(TARGET_ISA=args.isa, OPENBLAS_CORETYPE=OPENBLAS_CORE[args.isa],
+               NPY_DISABLE_CPU_FEATURES=NUMPY_OFF[args.isa])
   cmd = [sys.executable, __file__, "--child", str(threads), "--scale", str(args.scale), "--reps", str(args.reps),
          "--only", args.only]
   p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
@@ -145,6 +166,8 @@ def main() -> None:
   ap.add_argument("--threads", default="1,2", help="the thread counts to measure, one child process each")
   ap.add_argument("--odd", action="store_true", help="also the sizes tiles do not divide (matmul 500/499/1000, "
                   "conv2d 33x33 with 30 channels)")
+  ap.add_argument("--isa", default="host", choices=["host", *OPENBLAS_CORE],
+                  help="compile for an older x86 ISA than this machine's, against OpenBLAS's kernels for it")
   ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
   args = ap.parse_args()
   only = set(filter(None, args.only.split(",")))
@@ -156,7 +179,8 @@ def main() -> None:
     print(json.dumps(_child(args.scale, args.reps, only, args.child)))
     return
   results = [_run_child(args, int(t)) for t in args.threads.split(",")]
-  print(f"cpu {results[0]['cpu']}; min of {args.reps} interleaved repetitions; scale {args.scale}")
+  print(f"cpu {results[0]['cpu']} (TARGET_ISA={args.isa}); min of {args.reps} interleaved repetitions; "
+        f"scale {args.scale}")
   one = next((r for r in results if r["threads"] == 1), None)
   for res in results:
     _print(res, one if res["threads"] != 1 else None)
