@@ -57,3 +57,19 @@ def host_cpu() -> tuple[str, str]:
   if missing:
     raise ValueError(f"TARGET_ISA={isa}: this CPU ({_native_cpu()[0]}) lacks {', '.join(sorted(missing))}")
   return cpu, features
+
+
+def vector_shape(features: str) -> tuple[int, int]:
+  """(float32 lanes, vector registers) of a CPU from LLVM's feature string: AVX-512 has 32 registers of 16
+  lanes, AVX/AVX2 16 of 8, SSE 16 of 4 (8 on 32-bit x86, which we do not target); NEON 32 of 4."""
+  feats = set(features.split(","))
+  if "+avx512f" in feats:
+    return 16, 32
+  if "+avx" in feats:
+    return 8, 16
+  return 4, 32 if "+neon" in feats else 16
+
+
+def vector_bytes() -> int:
+  """The widest vector register of the CPU kernels are compiled for, in bytes (64 with AVX-512, 32 AVX, 16 SSE)."""
+  return 4 * vector_shape(host_cpu()[1])[0]

@@ -2,9 +2,11 @@
 (`lowerer._max_with_nan_flag`): results against numpy, NaN, infinities and zeros included, and the IR's shape."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
-from test_codegen_helpers import UN, UP, buf, reduce_cols, reduce_rows, run, sink, split
+from test_codegen_helpers import UN, UP, buf, matmul, reduce_cols, reduce_rows, run, sink, split
 
 from compiler.codegen import get_program
 from compiler.codegen.llvmir import host_features
@@ -222,3 +224,20 @@ def test_row_reductions_of_the_tensor_api_match_numpy(seed: int):
       assert np.array_equal(got, want, equal_nan=True), (name, got, want)
     else:
       _same_nan_and_close(got.astype(np.float64), np.asarray(want, np.float64), 1e-5 if name != "sum" else 1e-4)
+
+
+@pytest.mark.parametrize("vector_bytes,widths", [(16, {4, 2}), (32, {8, 2}), (64, {10})])
+def test_stores_not_a_power_of_two_wide_are_cut_into_registers(monkeypatch, vector_bytes, widths):
+  # a row of 10 outputs (MLP's logits) upcast whole: one <10 x float> accumulator fits an AVX-512 register (LLVM
+  # widens it with masks), while on AVX2 and SSE LLVM kept it one scalar register a lane across the loop, rebuilt
+  # every iteration: it is cut into registers' worth and the rest there
+  from compiler.codegen import expander, program
+  monkeypatch.setattr(expander, "vector_bytes", lambda: vector_bytes)
+  monkeypatch.setattr(program, "_PROGRAMS", type(program._PROGRAMS)())
+  ast = split(matmul(6, 10, 32), 1, 10, UP)
+  src = get_program(ast).src
+  accs = {int(n) for n in re.findall(r"%acc\d+\S* = phi <(\d+) x float>", src)}
+  assert accs == widths, src
+  a, b = _rows(6, 32), _rows(32, 10)
+  out = run(ast, np.zeros(60, np.float32), a.ravel(), b.ravel())[0]
+  np.testing.assert_allclose(out.reshape(6, 10), a @ b, rtol=1e-5, atol=1e-4)

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler.host import ISA_PRESETS, host_cpu
+from compiler.host import ISA_PRESETS, host_cpu, vector_shape
 
 CACHE_SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
 # what a cache we cannot read is assumed to be: today's common x86 core
@@ -42,17 +42,6 @@ class Target:
   def line_floats(self) -> int:
     """float32 elements in one cache line."""
     return max(1, self.cache_line // 4)
-
-
-def vector_shape(features: str) -> tuple[int, int]:
-  """(float32 lanes, vector registers) of a CPU from LLVM's feature string: AVX-512 has 32 registers of 16
-  lanes, AVX/AVX2 16 of 8, SSE 16 of 4 (8 on 32-bit x86, which we do not target); NEON 32 of 4."""
-  feats = set(features.split(","))
-  if "+avx512f" in feats:
-    return 16, 32
-  if "+avx" in feats:
-    return 8, 16
-  return 4, 32 if "+neon" in feats else 16
 
 
 def cpu_target(features: str, threads: int = 1, cpu: str = "", cache_line: int = DEFAULT_CACHE_LINE,
