@@ -41,9 +41,12 @@ def test_matmul_gets_a_register_tile_of_vectors_and_threads():
   k = hand_coded_optimizations(Kernel(matmul_ast(512, 512, 512), Target(threads=2, vector_floats=16, vector_regs=32)))
   assert tile(k) == {1: 16, 16: 2, 512: 8} and A.UNROLL not in k.axis_types  # columns j16 + 16*j2
   assert k.full_shape == (2, 8, 64, 512, 16, 8, 2)
-  # SSE-like: 4-float vectors: 4 vectors of columns leave room for 2 rows, and for unrolling the reduce by 4
+  # SSE-like: 4-float vectors: 4 vectors of columns leave room for 2 rows; 8 accumulators fill half the registers,
+  # so the reduce is not unrolled (4 times the B vectors live: 6.7 -> 10.4 ms with TARGET_ISA=sse on Zen 4)
   k = hand_coded_optimizations(Kernel(matmul_ast(512, 512, 512), Target(threads=1, vector_floats=4, vector_regs=16)))
-  assert tile(k) == {1: 16, 512: 2} and Opt(OptOps.UNROLL, 0, 4) in k.applied_opts
+  assert tile(k) == {1: 16, 512: 2} and A.UNROLL not in k.axis_types
+  assert k.applied_opts == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.SWAP, 0, 1),
+                            Opt(OptOps.STAGE, 0, 512)]
 
 
 def test_tile_sizes_follow_divisibility():
