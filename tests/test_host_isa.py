@@ -52,6 +52,21 @@ for name, (ast, arrs, want) in cases.items():
   CompiledKernel(prg, jf.address, 0.0, None)(arrs)
   out[name] = {"regs": sorted(set(re.findall(r"%([xyz]mm)\d+", jf.asm))), "err": float(np.abs(arrs[0] - want).max()),
                "scale": float(np.abs(want).max())}
+# half math: with F16C (AVX2, AVX-512) conversion instructions; without it (SSE) calls of compiler.runtime.libcalls,
+# which a process need not otherwise have (MCJIT ran such a kernel into address 0)
+from compiler import Tensor
+from compiler.dtype import dtypes
+h1, h2 = (rng.standard_normal(997) * 300).astype(np.float16), (rng.standard_normal(997) * 300).astype(np.float16)
+f32 = np.concatenate([rng.standard_normal(997).astype(np.float32) * 7e4, np.float32([65520, 6e-8, 3e-8, -0.0])])
+got_add = (Tensor(h1) * Tensor(h2) + Tensor(h1)).numpy()
+got_cast = Tensor(f32).cast(dtypes.float16).numpy()
+with np.errstate(over="ignore"):
+  want_add = (h1.astype(np.float32) * h2.astype(np.float32)).astype(np.float16).astype(np.float32) + h1
+  out["half"] = {"add": bool(np.array_equal(got_add, want_add.astype(np.float16), equal_nan=True)),
+                 "cast": bool(np.array_equal(got_cast, f32.astype(np.float16), equal_nan=True)),
+                 "libcalls": sorted(set(re.findall(r"__(?:extendhfsf2|truncsfhf2)", "".join(
+                   get_jit().compile(ir, re.search(r"define void @(\w+)", ir)[1], want_text=True)[0].asm
+                   for ir in list(get_jit().cache)))))}
 print(json.dumps(out))
 """
 
@@ -95,6 +110,9 @@ def test_kernels_compiled_for_a_preset_use_only_its_registers_and_are_right(isa)
     assert got[name]["err"] <= 1e-5 * got[name]["scale"], (name, got[name])
   # the kernels are vectorized to the preset's width: no narrower code passes for an SSE build by accident
   assert WIDEST[isa] in set(got["matmul"]["regs"]) | set(got["elementwise"]["regs"])
+  # half kernels are right, and only a CPU without F16C calls the conversion functions
+  assert got["half"]["add"] and got["half"]["cast"], got["half"]
+  assert bool(got["half"]["libcalls"]) == (isa == "sse"), got["half"]
 
 
 def test_an_unknown_isa_names_the_valid_ones(monkeypatch):

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 
 from compiler.host import host_cpu
+from compiler.runtime import libcalls
 
 OPT_LEVEL = int(os.environ.get("LLVM_OPT", "3"))
 
@@ -55,6 +56,7 @@ class LLVMJit:
     self.target = target
     self.tm = self.target_machine()
     self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
+    self.libcalls = libcalls.register(self.engine)  # (half conversions, which a CPU without F16C calls)
     self.lock = threading.Lock()
     self.cache: dict[str, JitFunction] = {}
     self.counter = itertools.count()
