@@ -5,12 +5,13 @@ import dataclasses
 
 import numpy as np
 import pytest
-from test_opt_helpers import elementwise_ast, evaluate, matmul_ast, stack_ast, sum_ast
+from test_opt_helpers import buffers_for, elementwise_ast, evaluate, matmul_ast, stack_ast, sum_ast
 from test_opt_stage import loops_around_the_fill
 
 from compiler.opt import Kernel, Opt, OptOps, Target, hand_coded_optimizations
 from compiler.opt.kernel import axis_stride
 from compiler.opt.target import AVX2, AVX512, SSE
+from compiler.runtime.compiled import compile_kernel
 from compiler.uop import AxisType
 
 A = AxisType
@@ -125,3 +126,30 @@ def test_b_is_staged_once_per_column_tile_where_the_columns_are_peeled(target, t
   if found is not None:
     loops, fill = found
     assert all(r in fill.ranges for r in loops if r.arg[1] is not A.THREAD), k.applied_opts
+
+
+@pytest.mark.parametrize("tgt,n,want", [
+  # AVX2: 6 peeled rows leave 83 row tiles and 31 column tiles (500 = 31 x 16 + 4), which two threads divide
+  # neither of: 5 rows that divide 500 (the row loop every store's), or for 499 4 peeled rows (124 row tiles)
+  (AVX2, 500, [Opt(OptOps.PEEL, 1, 16), Opt(OptOps.UPCAST, 0, 5), Opt(OptOps.SWAP, 0, 1), Opt(OptOps.STAGE, 0, 500),
+               Opt(OptOps.THREAD, 1, 2)]),
+  (AVX2, 499, [Opt(OptOps.PEEL, 1, 16), Opt(OptOps.PEEL, 0, 4), Opt(OptOps.SWAP, 0, 1), Opt(OptOps.STAGE, 0, 499),
+               Opt(OptOps.THREAD, 1, 2)]),
+  # SSE: only 2 rows fit, 249 row tiles and 31 column tiles: the split peels an axis' rest, which cannot follow
+  # STAGE, so the threads go first
+  (SSE, 499, [Opt(OptOps.PEEL, 1, 16), Opt(OptOps.PEEL, 0, 2), Opt(OptOps.SWAP, 0, 1), Opt(OptOps.THREAD, 0, 2),
+              Opt(OptOps.STAGE, 0, 499)]),
+])
+def test_odd_matmuls_still_split_across_threads(tgt: Target, n: int, want: list[Opt]):
+  # B (n x n floats) outgrows half of L2: column tiles outside the rows, with rows chosen so two threads split them
+  tgt = dataclasses.replace(tgt, threads=2, l2_bytes=512 << 10)
+  k = hand_coded_optimizations(Kernel(matmul_ast(n, n, n), tgt))
+  assert k.applied_opts == want
+  bufs = buffers_for(k.ast, seed=2)
+  compile_kernel(k.get_optimized_ast())(bufs, threads=2)
+  np.testing.assert_allclose(bufs[0].reshape(n, n), bufs[1].reshape(n, n) @ bufs[2].reshape(n, n), rtol=1e-4,
+                             atol=1e-3)
+  one = hand_coded_optimizations(Kernel(matmul_ast(n, n, n), dataclasses.replace(tgt, threads=1)))
+  assert not any(o.op is OptOps.THREAD for o in one.applied_opts)
+  if tgt.vector_floats == 8:  # one thread keeps the most rows the registers hold (6, peeled)
+    assert Opt(OptOps.PEEL, 0, 6) in one.applied_opts

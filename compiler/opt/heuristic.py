@@ -58,9 +58,16 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   # float vectors: upcast the axis the store walks with stride 1 if every load is contiguous or broadcast along it
   _vectorize_store(k, vector_loop and k.first_reduce < k.first_upcast)
 
-  if os.environ.get("NOSTAGE", "0") in ("", "0"):
+  stage, thread = (os.environ.get(v, "0") in ("", "0") for v in ("NOSTAGE", "NOTHREAD"))
+  # a THREAD split of an axis the threads do not divide peels its rest, which cannot follow STAGE: then the threads
+  # go first (SSE matmul 499, 2 threads: 6.3 ms on one thread, 3.4 ms split; no tile count the threads divide)
+  order = _thread_order(k) if thread else []
+  early = stage and bool(order) and all(k.full_shape[a] % k.target.threads for a in order)
+  if early:
+    thread_outer_axis(k)
+  if stage:
     stage_panel(k)
-  if os.environ.get("NOTHREAD", "0") in ("", "0"):
+  if thread and not early:
     thread_outer_axis(k)
   return k
 
@@ -186,7 +193,13 @@ def _row_amount(size: int, fits: list[int], peel_most: int = 0, threads: int = 1
   if peel_most > 0:
     amts = [a for a in [*range(min(fits[0], size), 1, -1), *range(fits[0] + 1, min(peel_most, size - 1) + 1)]
             if size % a]
-    amt = next((a for a in amts if size // a % threads == 0 and a >= amts[0]), amts[0] if amts else None)
+    amt = next((a for a in amts if size // a % threads == 0 and a >= amts[0]), None)
+    if amt is None and threads > 1:
+      # fewer rows, so that the threads still split the work: rows that divide (the row loop is then every store's,
+      # which THREAD or the runtime splits) or peeled rows in a count the threads divide. AVX2 matmul 500: 6 peeled
+      # rows (83 row tiles, 31 column tiles) ran on one thread, 2.29 ms; 5 rows 2.39 ms on one, 1.19 ms on two
+      amt = next((a for a in range(min(fits[0], size), 1, -1) if size % a == 0 or size // a % threads == 0), None)
+    amt = amt if amt is not None else amts[0] if amts else None
     if amt is not None:
       return amt
   return next((a for a in fits if a <= size), None)
@@ -307,13 +320,24 @@ def stage_panel(k: Kernel) -> bool:
 
 def thread_outer_axis(k: Kernel) -> bool:
   """Split the outermost global axis that the core count divides into a THREAD axis, if the kernel is big enough
-  (with peeled remainders: see below)."""
+  (with peeled remainders: see _thread_order)."""
+  for axis in _thread_order(k):
+    try:
+      k.apply_opt(Opt(OptOps.THREAD, axis, k.target.threads))
+      return True
+    except KernelOptError:
+      continue
+  return False
+
+
+def _thread_order(k: Kernel) -> list[int]:
+  """The axes a THREAD split is tried on, in order (none when the kernel is too small or has one already)."""
   n = k.target.threads
   if n <= 1 or any(t is AxisType.THREAD for t in k.axis_types):
-    return False
+    return []
   work = math.prod(s for s in k.full_shape if isinstance(s, int))
   if work < THREAD_MIN_WORK:
-    return False
+    return []
   # an axis every store loops over that the threads divide; when some store loops over an axis but none of those
   # divide, no THREAD: the runtime splits the outermost such loop into uneven chunks itself. Only when no axis is
   # every store's (peeled rows and columns) one that is not, its remainder's stores gated to thread 0 (each thread
@@ -321,12 +345,5 @@ def thread_outer_axis(k: Kernel) -> bool:
   sizes = {a: s for a in range(k.global_dims) if isinstance(s := k.full_shape[a], int)}
   common = [a for a in sizes if all(k.rngs[a] in st.ranges for st in k.stores)]
   even = [a for a in sizes if sizes[a] % n == 0 and sizes[a] >= n]
-  order = [a for a in even if a in common] if common else even + [a for a in sizes if a not in even and
+  return [a for a in even if a in common] if common else even + [a for a in sizes if a not in even and
                                                                    sizes[a] >= 4 * n]
-  for axis in order:
-    try:
-      k.apply_opt(Opt(OptOps.THREAD, axis, n))
-      return True
-    except KernelOptError:
-      continue
-  return False
