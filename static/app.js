@@ -393,12 +393,18 @@ async function applyView(v) {
 
 // ---------------------------------------------------------------- live updates
 
-const refreshLive = debounce(async () => {
+// the newest live refresh: answers come back in any order (a loaded server or machine), and an older refresh's
+// answer arriving after a newer one's would put back fewer contexts than the trace has, with no event left to fix it
+let liveSeq = 0;
+
+async function refreshContexts() {
   const t = state.trace;
   if (t === null) return;
+  const seq = ++liveSeq;
+  const current = () => t === state.trace && seq === liveSeq;
   let contexts;
   try { contexts = await api.contexts(t); } catch { return; }
-  if (t !== state.trace) return;
+  if (!current()) return;
   setContexts(contexts);
   if (state.ctx === null) {
     const c = defaultContext();
@@ -409,13 +415,18 @@ const refreshLive = debounce(async () => {
   const rwInfo = ctx && ctx.rewrites.find((r) => r.id === state.rw);
   if (state.rw === null && ctx && ctx.rewrites.length) { await selectContext(state.ctx, {}); return; }
   if (rwInfo && data.rw && rwInfo.matches !== (data.rw.steps_total ?? data.rw.steps.length)) {
-    try { data.rw = await api.rewrite(t, state.rw); } catch { return; }
+    let rw;
+    try { rw = await api.rewrite(t, state.rw); } catch { return; }
+    if (!current()) return;
+    data.rw = rw;
     data.rwTrace = t;
     setSlider();
     panelHook("onStep");
   }
   panelHook("onLive");
-}, 200);
+}
+
+const refreshLive = debounce(refreshContexts, 200);
 
 function onLiveEvent(ev) {
   if (ev.type === "trace") {
@@ -658,4 +669,5 @@ async function main() {
 // for tests and bench/bench_ui.py: the view state and a few entry points
 window.__viz = {state, data, perf: graph.perf, graph, panels, labelMetrics, diffPanel: panels.get("diff"),
   timelinePanel: panels.get("timeline"), setStep, selectNode, selectRewrite, selectContext, openPanel,
+  refreshContexts,
   ready: main().catch((e) => { toast(`Start-up failed: ${e.message}`, "error"); throw e; })};

@@ -101,3 +101,36 @@ def test_records_written_before_socketio_connects_are_shown(new_page, server):
     page.wait_for_function(f"() => ({ROWS})() === 5", timeout=60_000)
   finally:
     stop_writer(proc)
+
+
+def test_an_older_refresh_answered_last_does_not_take_rows_back(new_page, server):
+  # two live refreshes whose answers come back out of order (a loaded machine): the older one's fewer contexts must
+  # not replace the newer one's, since no later event would bring them back (seen once in a loaded CI-like run)
+  path = server.dir / "sidebar-order.vztrace"
+  proc = _writer(path, 85, 0)
+  held = []
+  try:
+    open_gate(proc)
+    assert proc.wait(60) == 0
+    t = server.trace_id(path.name)
+    _contexts(server, t, 85)
+    fresh = server.api(f"/api/traces/{t}/contexts")
+    stale = fresh[:80]
+    page = new_page()
+    open_page(page, server, f"#t={t}")
+    page.wait_for_function(f"() => ({ROWS})() === 85")
+
+    def answer(route):
+      if held:  # the newer request: answered by the server at once
+        route.continue_()
+      else:  # the older one: held, answered with the contexts it would have got earlier
+        held.append(route)
+    page.route(f"**/api/traces/{t}/contexts", answer)
+    page.evaluate("() => { window.__older = window.__viz.refreshContexts(); }")
+    page.evaluate("() => window.__viz.refreshContexts()")  # the newer refresh, to its end
+    assert len(held) == 1 and page.evaluate(ROWS) == 85
+    held[0].fulfill(json=stale)
+    page.evaluate("() => window.__older")  # the older refresh, to its end
+    assert page.evaluate(ROWS) == 85
+  finally:
+    stop_writer(proc)
