@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hostile_traces as H
 import pytest
-from proc_helpers import wait_until
 
 from viz_server import api, cut, diff, request_args
 from viz_server import store as store_mod
@@ -109,8 +108,17 @@ def test_work_stops_when_the_client_goes(tmp_path, monkeypatch):
   import socket
   import threading
 
+  from viz_server import gone
   from viz_server.__main__ import bind
   from viz_server.graphview import REQUEST_GATE
+  at_work, checks, check = threading.Event(), [], gone.check
+
+  def counted_check() -> None:  # the request's replay asks between two steps: 100 asks, 100 steps replayed
+    checks.append(1)
+    if len(checks) >= 100:
+      at_work.set()
+    check()
+  monkeypatch.setattr(gone, "check", counted_check)
   monkeypatch.setattr(request_args, "MAX_STEPS", 10 ** 6)
   monkeypatch.setattr(store_mod, "INDEX_FLOOR", 400_000)
   app, _, views = _app(H.many_matches(tmp_path / "m.vztrace", 300_000))
@@ -121,9 +129,10 @@ def test_work_stops_when_the_client_goes(tmp_path, monkeypatch):
     with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as s:
       s.sendall(f"GET /api/traces/0/rewrites/0/graph?step=299999 HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n\r\n"
                 .encode())
-      wait_until(lambda: len(views.get(tr, tr.rewrites[0]).replay.roots) >= 100, "the request to be at work")
+      assert at_work.wait(120), "the request never got to work"
     # the request ends (it would take minutes to finish its 300,000 steps)
-    wait_until(lambda: not REQUEST_GATE.serving, "the request to stop once its client went")
+    with REQUEST_GATE.cv:
+      assert REQUEST_GATE.cv.wait_for(lambda: not REQUEST_GATE.serving, 120), "the request went on without its client"
     assert len(views.get(tr, tr.rewrites[0]).replay.roots) < 100_000
   finally:
     srv.shutdown()

@@ -6,7 +6,6 @@ import time
 
 import numpy as np
 import pytest
-from proc_helpers import wait_until
 from test_server_helpers import apply_delta, longest_rewrite, recording, write_noisy_simplify
 
 from viz_server import graphview
@@ -306,7 +305,7 @@ def test_prefetch_computes_the_next_block_boundary(big):
   view.layout(3)
   assert not view.cached(BLOCK)
   views.prefetch(view, 3)
-  wait_until(lambda: view.cached(BLOCK) and view.cached(4 + views.prefetch_steps - 1), "the prefetch")
+  assert views.wait_idle(120), "the prefetch did not finish"
   assert view.cached(BLOCK) and view.cached(4) and view.cached(3 + views.prefetch_steps)
 
 
@@ -329,9 +328,7 @@ def test_prefetch_computes_far_block_boundaries_within_a_node_budget(big, monkey
   for budget, want in ((10**9, far), (1, far[:1])):
     monkeypatch.setattr(views_mod, "FAR_NODES", budget * max(1, _view(big, rw).replay.size(0)))
     views, view = _prefetching(big, rw)
-    # once the worker took up the wish's last step (a next step: the chains to the boundaries made it already),
-    # everything before it in the wish is done
-    wait_until(lambda: not views.pending() and all(view.cached(c) for c in want), "the prefetch")  # noqa: B023
+    assert views.wait_idle(120), "the prefetch did not finish"
     assert [c for c in far if view.cached(c)] == want, budget
 
 

@@ -9,6 +9,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import threading
 import zlib
 
 import pytest
@@ -248,11 +249,12 @@ def test_auto_flush_by_time_and_size(tmp_path, monkeypatch):
 
 def test_background_flush_of_an_idle_writer(tmp_path):
   p = tmp_path / "t.vztrace"
+  flushed = threading.Event()
   with TraceWriter(p, flush_interval=0.02, background=True) as w:
+    w.on_flush = flushed.set
     w.write(SAMPLES["meta"])
-    r = TraceReader(p)
-    got = wait_until(r.poll, "the background flush")
-    assert got == [SAMPLES["meta"]]
+    assert flushed.wait(120), "the background thread never flushed"
+    assert TraceReader(p).poll() == [SAMPLES["meta"]]
 
 
 def test_large_batches_split_into_frames(tmp_path, monkeypatch):

@@ -268,6 +268,7 @@ class RequestGate:
     with self.cv:
       self.serving -= 1
       self.last = time.monotonic()
+      self.cv.notify_all()  # (pausing work counts its quiet time from now; a waiter on `serving` sees it drop)
 
   @contextlib.contextmanager
   def request(self) -> Iterator[None]:

@@ -31,7 +31,8 @@ class Views:
     self._lock = threading.Lock()
     self._want: tuple[StepGraphs, list[int], set[int]] | None = None  # the latest prefetch wish: (view, steps in
     # order, the far ones among them)
-    self._wake = threading.Condition()
+    self._wake = threading.Condition()  # the worker waits on it for a wish; wait_idle for the worker to finish
+    self._working = False  # the worker is computing a step it took from the wish
     self._worker: threading.Thread | None = None
     if store is not None:  # (tests make views of a trace without a store)
       store.listeners.append(self._on_event)
@@ -70,12 +71,17 @@ class Views:
       if self._worker is None:
         self._worker = threading.Thread(target=self._run, name="tinyviz-prefetch", daemon=True)
         self._worker.start()
-      self._wake.notify()
+      self._wake.notify_all()
 
   def pending(self) -> list[int]:
     """The steps of the latest prefetch wish that the worker has not taken up yet."""
     with self._wake:
       return [] if self._want is None else list(self._want[1])
+
+  def wait_idle(self, timeout: float | None = None) -> bool:
+    """Block until the prefetch worker has computed every step wished for (False after `timeout` seconds)."""
+    with self._wake:
+      return self._wake.wait_for(lambda: self._want is None and not self._working, timeout)
 
   @staticmethod
   def _far(view: StepGraphs, boundaries: list[int]) -> list[int]:
@@ -92,12 +98,16 @@ class Views:
         view, wish, far = self._want
         step = wish[0]
         self._want = (view, wish[1:], far) if len(wish) > 1 else None
+        self._working = True
       try:
         idle = FAR_IDLE_S if step in far else None
         REQUEST_GATE.pause(idle)
         view.prepare(step, pause=lambda: REQUEST_GATE.pause(idle))  # noqa: B023
       except Exception:  # a prefetch is only a guess; the request that needs the step will report the error
         pass
+      with self._wake:
+        self._working = False
+        self._wake.notify_all()
 
   def replay(self, tr: Trace, rw: Rewrite) -> Replay:
     """A rewrite's replay for a one-off question: the cached view's if there is a current one, else a new one that is
