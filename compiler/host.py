@@ -1,7 +1,9 @@
 """The CPU kernels are compiled for, as LLVM names it. The one place that asks llvmlite, so the JIT's target machine,
 the optimizer's `Target` (compiler/opt/target.py) and the intrinsics codegen picks (compiler/codegen/llvmir.py) see
 the same CPU. TARGET_ISA=sse|avx2|avx512 compiles for an older x86 ISA than the host's (`ISA_PRESETS`), so one machine
-can run what an SSE or AVX2 machine would; `host` (the default) is the host CPU itself.
+can run what an SSE or AVX2 machine would; `host` (the default) is the host CPU itself. TARGET_ISA=avx512fp16 (alias
+sapphirerapids) is a CPU with native half instructions, which few hosts have: with COMPILE_ONLY=1 any host compiles
+for any preset (the kernels' IR and assembly can be made, running one is refused: compiler/runtime/llvm.py).
 Outside the pipeline's layers (tests/test_import_direction.py), so opt, codegen and runtime may all import it."""
 from __future__ import annotations
 
@@ -22,7 +24,14 @@ ISA_PRESETS: dict[str, tuple[str, str]] = {
   "avx2": ("haswell", "+sse4.2,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+lzcnt,+movbe," + _NO_AVX512),
   "avx512": ("skylake-avx512", "+sse4.2,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+lzcnt,+movbe,"
                                "+avx512f,+avx512vl,+avx512bw,+avx512dq,+avx512cd,-avx512fp16,-avx10.1,-avx10.2"),
+  # native half arithmetic and conversions (AVX512-FP16), whose half results must be every other CPU's
+  # (compiler/codegen/llvmir.py); the features its code may use are all listed, so a host that lacks one cannot run it
+  "avx512fp16": ("sapphirerapids", "+sse4.2,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+lzcnt,+movbe,+avx512f,+avx512vl,"
+                                   "+avx512bw,+avx512dq,+avx512cd,+avx512vbmi,+avx512vbmi2,+avx512bitalg,"
+                                   "+avx512vpopcntdq,+avx512ifma,+avx512vnni,+avx512bf16,+avx512fp16,+avxvnni,+gfni,"
+                                   "+vaes,+vpclmulqdq,-avx10.1,-avx10.2"),
 }
+ISA_ALIASES = {"sapphirerapids": "avx512fp16"}  # other names TARGET_ISA accepts for a preset
 HOST = "host"
 
 
@@ -45,19 +54,39 @@ def enabled(features: str) -> frozenset[str]:
   return frozenset(f[1:] for f in features.split(",") if f.startswith("+"))
 
 
+def preset(isa: str) -> tuple[str, str]:
+  """(LLVM CPU name, features) of TARGET_ISA's preset `isa` or its alias; a ValueError names the presets."""
+  isa = isa.strip().lower()
+  if ISA_ALIASES.get(isa, isa) not in ISA_PRESETS:
+    raise ValueError(f"TARGET_ISA={isa!r} is not one of {', '.join([HOST, *ISA_PRESETS, *ISA_ALIASES])}")
+  return ISA_PRESETS[ISA_ALIASES.get(isa, isa)]
+
+
+def cannot_run(isa: str) -> str | None:
+  """Why this machine cannot run code compiled for TARGET_ISA's preset `isa` (the features it lacks), or None."""
+  missing = enabled(preset(isa)[1]) - enabled(_native_cpu()[1])
+  if not missing:
+    return None
+  return f"TARGET_ISA={isa.strip().lower()}: this CPU ({_native_cpu()[0]}) lacks {', '.join(sorted(missing))}"
+
+
+def compile_only() -> bool:
+  """COMPILE_ONLY=1: kernels are compiled (their IR and assembly made) for TARGET_ISA's preset, whichever CPU this
+  is, and never run."""
+  return os.environ.get("COMPILE_ONLY", "").strip() not in ("", "0")
+
+
 @functools.lru_cache(None)
 def host_cpu() -> tuple[str, str]:
   """(name, features) of the CPU kernels are compiled for: the host's, or TARGET_ISA's preset, which the host must
-  be able to run (a ValueError names what it lacks, or the presets when TARGET_ISA names none)."""
+  be able to run unless COMPILE_ONLY=1 (a ValueError names what it lacks, or the presets when TARGET_ISA names none)."""
   isa = os.environ.get("TARGET_ISA", HOST).strip().lower() or HOST
   if isa == HOST:
     return _native_cpu()
-  if isa not in ISA_PRESETS:
-    raise ValueError(f"TARGET_ISA={isa!r} is not one of {', '.join([HOST, *ISA_PRESETS])}")
-  cpu, features = ISA_PRESETS[isa]
-  missing = enabled(features) - enabled(_native_cpu()[1])
-  if missing:
-    raise ValueError(f"TARGET_ISA={isa}: this CPU ({_native_cpu()[0]}) lacks {', '.join(sorted(missing))}")
+  cpu, features = preset(isa)
+  why = cannot_run(isa)
+  if why is not None and not compile_only():
+    raise ValueError(f"{why} (COMPILE_ONLY=1 compiles for it without running)")
   return cpu, features
 
 

@@ -11,8 +11,10 @@ import pytest
 from test_codegen_helpers import UP, broadcast, elementwise, matmul, pad1d, run, split
 from test_llvm_runtime import FLOAT_EXACT, INT_OPS, N, _inputs, alu_kernel, expected
 
+from compiler import Tensor
 from compiler.codegen import get_program
 from compiler.dtype import dtypes
+from compiler.host import ISA_PRESETS
 from compiler.runtime.compiled import CompiledKernel
 from compiler.runtime.llvm import _assembly_module, get_jit
 from compiler.uop import Ops, UOp, toposort
@@ -37,6 +39,35 @@ def test_assembled_code_is_the_code_generators(name):
   got, want = _text_sections(assembled), _text_sections(direct)
   assert want and any(want.values())
   assert got == want
+
+
+def _half_kernels() -> list[UOp]:
+  """Half kernels (casts to ints, arithmetic, a sum of products): native AVX512-FP16 instructions where it has them."""
+  a, b = Tensor(np.arange(64, dtype=np.float16)), Tensor(np.ones(64, np.float16))
+  return [si.ast for t in (a.cast(dtypes.int16), a * b + a, (a * b).sum()) for si in t.schedule()]
+
+
+@pytest.mark.parametrize("isa", sorted(ISA_PRESETS))
+def test_assembled_code_is_the_code_generators_for_every_preset(isa):
+  # compiled for each TARGET_ISA preset, whether this host can run it or not (nothing runs): the assembly's round trip
+  # holds for every preset's instructions, AVX512-FP16's (vaddph, vcvtph2psx, ...) too
+  jit = get_jit()
+  cpu, features = ISA_PRESETS[isa]
+  tm = jit.target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="default", codemodel="jitdefault",
+                                        jit=True)
+  for ast in [KERNELS["matmul"](), KERNELS["pad"](), *_half_kernels()]:
+    prg = get_program(ast)
+    objs = []
+    for assemble in (False, True):
+      mod = llvm.parse_assembly(prg.src)
+      mod.triple, mod.data_layout = tm.triple, str(tm.target_data)
+      with jit.lock:
+        jit._optimize(mod, tm)
+        if assemble:
+          mod = llvm.parse_assembly(_assembly_module(tm.emit_assembly(mod), tm))
+        objs.append(_text_sections(tm.emit_object(mod)))
+    assert objs[0] and any(objs[0].values())
+    assert objs[1] == objs[0], (isa, prg.fname)
 
 
 def test_assembly_module_escapes_quotes_and_backslashes():

@@ -13,7 +13,15 @@ may differ from the interpreter by that reordering and the products' roundings. 
 IEEE, the interpreter's result bit for bit: an fma outside a sum changes a*b - c by the rounding of a*b, all of
 the answer where c is that product rounded (a value stored by one kernel and recomputed by the next: std over
 one element was inf, not nan). Never `nnan`/`ninf` (kernels see inf and nan). Integer division and shifts are
-guarded so division by zero gives 0 and INT_MIN // -1 wraps, as in the interpreter, instead of trapping."""
+guarded so division by zero gives 0 and INT_MIN // -1 wraps, as in the interpreter, instead of trapping.
+Half means the same on every CPU, with or without native half instructions (AVX512-FP16, F16C, neither): each half
+op is rounded to half once, as if computed exactly (as numpy does: in float32, then rounded). For + - * / sqrt, the
+compares, max and the conversions from ints (exact in float32 wherever the half is finite) that is the correctly
+rounded half result, so LLVM may lower them natively (vaddsh) or in float32 alike. Half never gets `contract` (a
+half fma rounds once where the promoted code rounds twice), MULACC of halves is a product and a sum, each rounded
+(the interpreter's a * b + c), and half -> int casts go through float32 (exact) to the saturating conversion
+(LLVM 22 lowers `fptosi.sat.i16.f16` with AVX512-FP16 without its NaN check: NaN gave -32768). Transcendentals of
+half are computed in float32 and rounded; NaN payloads are not kept."""
 from __future__ import annotations
 
 import functools
@@ -407,9 +415,15 @@ class _Renderer:
     if dtypes.is_int(ts):
       if dtypes.is_float(fs):
         # plain fptosi/fptoui of NaN or an out-of-range value is poison; the saturating forms are defined (clamped,
-        # NaN -> 0), as the interpreter computes it
-        fn = f"@llvm.fpto{'u' if dtypes.is_unsigned(ts) else 's'}i.sat.{_isuffix(u.dtype)}.{_isuffix(x.dtype)}"
-        self.decls.add(f"declare {tt} {fn}({ltype(x.dtype)})")
+        # NaN -> 0), as the interpreter computes it. A half goes through float32 (exact): native half conversions
+        # are a lowering of their own, and LLVM's for half -> i16 loses the NaN check (see the module doc)
+        fdt = dtypes.float32.vec(x.dtype.count) if fs == dtypes.float16 else x.dtype
+        if fdt != x.dtype:
+          wide = self.fresh()
+          self.emit(f"{wide} = fpext {src} to {ltype(fdt)}")
+          src = f"{ltype(fdt)} {wide}"
+        fn = f"@llvm.fpto{'u' if dtypes.is_unsigned(ts) else 's'}i.sat.{_isuffix(u.dtype)}.{_isuffix(fdt)}"
+        self.decls.add(f"declare {tt} {fn}({ltype(fdt)})")
         self.emit(f"{out} = call {tt} {fn}({src})")
         return out
       else:
@@ -458,7 +472,9 @@ class _Renderer:
     t = ltype(sdt)
     a = [self.val(x) for x in srcs]
     out = self.fresh("alu")
-    fm = "reassoc contract " if u in self.accum_ops else "contract " if u in self.fused_muls else ""
+    # half never contracts: a half fma rounds once where CPUs without one round twice (see the module doc)
+    contract = "" if s == dtypes.float16 else "contract "
+    fm = f"reassoc {contract}" if u in self.accum_ops else contract if u in self.fused_muls else ""
     if op is Ops.WHERE:
       self.emit(f"{out} = select {self.tv(srcs[0])}, {self.tv(srcs[1])}, {self.tv(srcs[2])}")
       return out
@@ -521,6 +537,10 @@ class _Renderer:
       self.emit(f"{out} = fneg {t} {a[0]}")
     elif op is Ops.MAX:
       return self.intrinsic("maximum", dt, a, fm if u in self.accum_ops else "")
+    elif op is Ops.MULACC and dt.scalar() == dtypes.float16:  # each rounded to half, as the interpreter does
+      m = self.fresh()
+      self.emit(f"{m} = fmul {t} {a[0]}, {a[1]}")
+      self.emit(f"{out} = fadd {t} {m}, {a[2]}")
     elif op is Ops.MULACC:
       return self.intrinsic("fma", dt, a)
     elif op is Ops.EXP2 and dt.scalar() in (dtypes.float32, dtypes.float16):

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler.host import ISA_PRESETS, host_cpu, vector_shape
+from compiler.host import host_cpu, preset, vector_shape
 
 CACHE_SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
 # what a cache we cannot read is assumed to be: today's common x86 core
@@ -54,7 +54,7 @@ def cpu_target(features: str, threads: int = 1, cpu: str = "", cache_line: int =
 
 def isa_target(isa: str, **kw: int) -> Target:
   """The target of TARGET_ISA's preset `isa` (compiler/host.py), e.g. for tests tuning for an AVX2 machine."""
-  cpu, features = ISA_PRESETS[isa]
+  cpu, features = preset(isa)
   return cpu_target(features, cpu=cpu, **kw)
 
 
@@ -62,6 +62,7 @@ def isa_target(isa: str, **kw: int) -> Target:
 SSE = isa_target("sse")
 AVX2 = isa_target("avx2", l2_bytes=256 << 10)
 AVX512 = isa_target("avx512", l2_bytes=1 << 20)
+AVX512FP16 = isa_target("avx512fp16", l2_bytes=2 << 20)
 
 
 def _size(text: str) -> int | None:
@@ -113,4 +114,5 @@ def host_target() -> Target:
   return cpu_target(features, threads=threads, cpu=cpu, cache_line=line, l1_bytes=l1, l2_bytes=l2)
 
 
-__all__ = ["Target", "cpu_target", "host_target", "isa_target", "read_caches", "vector_shape", "SSE", "AVX2", "AVX512"]
+__all__ = ["Target", "cpu_target", "host_target", "isa_target", "read_caches", "vector_shape", "SSE", "AVX2", "AVX512",
+           "AVX512FP16"]

@@ -8,7 +8,10 @@ The texts a trace shows (optimized IR, assembly) cost one run of LLVM's code gen
 a traced compile emits the assembly, and the engine assembles that text (a module of `module asm` lines: LLVM's own
 assembler, a tenth of the code generator's time) into the code that runs. So the assembly shown is the code run,
 and no second code generation (which took a thread of its own, and held llvmlite's lock against the program's next
-compiles) is needed."""
+compiles) is needed.
+
+With COMPILE_ONLY=1 (compiler.host.compile_only: a TARGET_ISA preset this CPU may lack) `texts` still makes a kernel's
+IR and assembly, and whatever would give code to run (compile, add_object, scratch) raises a RuntimeError instead."""
 from __future__ import annotations
 
 import itertools
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
-from compiler.host import host_cpu
+from compiler.host import compile_only, host_cpu
 from compiler.runtime import libcalls
 
 OPT_LEVEL = int(os.environ.get("LLVM_OPT", "3"))
@@ -53,6 +56,7 @@ class LLVMJit:
     llvm.initialize_native_asmparser()  # (a traced compile's code is assembled from its assembly)
     target = llvm.Target.from_triple(llvm.get_process_triple())
     self.cpu, self.features = host_cpu()
+    self.compile_only = compile_only()
     self.target = target
     self.tm = self.target_machine()
     self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
@@ -68,7 +72,14 @@ class LLVMJit:
 
   def scratch(self) -> ScratchJit:
     """An engine of its own for code soon thrown away: BEAM's candidates."""
+    self._check_runs("a BEAM search")
     return ScratchJit(self.target_machine())
+
+  def _check_runs(self, what: str) -> None:
+    """Refuse to make code to run under COMPILE_ONLY=1 (it may be for a CPU this is not)."""
+    if self.compile_only:
+      raise RuntimeError(f"{what}: COMPILE_ONLY=1 compiles kernels for {self.cpu} without running them "
+                         "(LLVMJit.texts gives their IR and assembly)")
 
   def _module(self, ir: str, fname: str, symbol: str) -> llvm.ModuleRef:
     """Parse and verify `ir`, rename `fname` to `symbol`, and optimize it for this JIT's target machine."""
@@ -88,6 +99,7 @@ class LLVMJit:
 
   def add_object(self, obj: bytes, symbol: str) -> int:
     """Link object code from `object_code` into the engine for good; the address of `symbol`."""
+    self._check_runs(f"linking {symbol}")
     with self.lock:
       return _link(self.engine, obj, symbol)
 
@@ -103,6 +115,7 @@ class LLVMJit:
   def compile(self, ir: str, fname: str, want_text: bool = True) -> tuple[JitFunction, bool]:
     """The function `fname` of `ir`, compiled (or from the cache): (function, was_cached). With want_text its
     `texts` are made too."""
+    self._check_runs(f"kernel {fname!r}")
     with self.lock:
       hit = self.cache.get(ir)
       if hit is not None:
@@ -125,6 +138,12 @@ class LLVMJit:
       jf = JitFunction(symbol, addr, time.perf_counter() - t0, texts)
       self.cache[ir] = jf
       return jf, False
+
+  def texts(self, ir: str, fname: str) -> tuple[str, str]:
+    """(optimized IR, assembly) of the function `fname` of `ir`, compiled for this JIT's CPU and not added to the
+    engine: what a traced compile shows (the function keeps its name), also under COMPILE_ONLY=1."""
+    with self.lock:
+      return self._texts(self._module(ir, fname, fname))
 
   def _texts(self, mod: llvm.ModuleRef) -> tuple[str, str]:
     """(optimized IR, assembly) of an optimized module, which code generation uses up: the IR's text first."""
