@@ -58,7 +58,7 @@ let tracesSig = "";
 function renderTraces() {
   const sel = $("#trace-select");
   // polling calls this every second: rebuilding an open <select> would close it, so only rebuild on change
-  const sig = JSON.stringify([state.trace, data.traces.map((t) => [t.id, t.name, t.status, t.counts])]);
+  const sig = JSON.stringify([state.trace, data.traces.map((t) => [t.id, t.name, t.status, t.counts, t.exit?.text])]);
   if (sig === tracesSig) return;
   tracesSig = sig;
   const opts = data.traces.map((t) => h("option", {value: t.id}, `${traceLabel(t)} (${t.status})`));
@@ -90,14 +90,28 @@ function renderStatus() {
   const c = t.counts || {};
   put($("#trace-counts"), `${c.contexts ?? 0} contexts · ${c.rewrites ?? 0} rewrites · ${c.matches ?? 0} matches · `
     + `${c.kernels ?? 0} kernels · ${c.runs ?? 0} runs`);
-  if (t.status === "damaged") {
-    banner.hidden = false;
-    banner.className = "banner damaged";
-    const d = t.damage || {};
-    put(banner, h("b", null, "Trace damaged"), ` at byte ${d.offset ?? "?"}: ${d.reason ?? "unknown reason"}. `,
-      "Everything recorded before that point is shown.");
-  } else banner.hidden = true;
+  const d = t.damage || {};
+  const damaged = t.status === "damaged" && h("div", null, h("b", null, "Trace damaged"),
+    ` at byte ${d.offset ?? "?"}: ${d.reason ?? "unknown reason"}. `, "Everything recorded before that point is shown.");
+  banner.hidden = !damaged && !t.exit;
+  banner.className = `banner${damaged ? " damaged" : ""}${t.exit ? " exited" : ""}`;
+  put(banner, damaged, t.exit && exitBanner(t.exit));
+  if (t.exit) badge.title = `the program ${t.exit.text}`;
   document.title = `tinyviz — ${t.name}`;
+}
+
+const EXIT_HEADINGS = {exception: "Program error", interrupt: "Program interrupted", exit: "Program exited",
+  thread: "Error in a thread"};
+
+/** How the program ended where it did not end cleanly (a trace entry's `exit`: vztrace/format.py exit_summary): its
+ * line and, folded, its traceback; every text goes in as a text node, so markup in a message stays text. */
+function exitBanner(ex) {
+  const lines = (ex.traceback || []).flatMap((f) => [`  File "${f.file}", line ${f.line ?? "?"}, in ${f.function}`,
+    ...(f.text ? [`    ${f.text}`] : [])]);
+  if (ex.omitted) lines.unshift(`(${ex.omitted} earlier frames left out)`);
+  return h("div", {class: "exit", dataset: {kind: ex.kind}},
+    h("b", null, EXIT_HEADINGS[ex.kind] ?? "Program ended"), ` The program ${ex.text}.`,
+    lines.length ? h("details", null, h("summary", null, "traceback"), h("pre", null, lines.join("\n"))) : null);
 }
 
 function onTraceList(list) {
@@ -106,8 +120,9 @@ function onTraceList(list) {
   for (const t of list) {
     const was = before.get(t.id);
     if (was && was.status === "live" && t.status !== "live" && t.id === state.trace) {
-      const msg = t.status === "ended" ? "The writing process ended; the trace is complete." : "The trace is damaged.";
-      toast(msg, t.status);
+      const msg = t.status !== "ended" ? "The trace is damaged." : t.exit ? `The program ${t.exit.text}.`
+        : "The writing process ended; the trace is complete.";
+      toast(msg, t.exit ? "error" : t.status);
     }
     // the shown trace grew where no event said so (records that came between the first view and socket.io's
     // connecting, whose fresh trace list this is): its contexts are asked again

@@ -27,6 +27,7 @@ from viz_server.export_pack import FRESH_BASE
 from viz_server.export_pack import pack as pack_data
 from viz_server.graphview import label, straight
 from viz_server.offline import OfflineApi, OfflineError
+from vztrace.format import exit_text
 
 REDACTABLE = ("paths", "source", "argv", "host")
 # the page's own scripts, before the UI's bundle in its module: the structural hash, the data's decoder, the API's
@@ -152,6 +153,17 @@ class Redactor:
     elif "paths" in self.what and isinstance(m.get("cwd"), str):
       m["cwd"] = "."
     return m
+
+  def entry(self, entry: dict) -> dict:
+    """The trace's entry (/api/traces): its meta, and how the program ended (the traceback's source lines are the
+    user's source; its one-line text names the user's file, as a path the answers' walk redacts)."""
+    ex = entry.get("exit")
+    if ex is not None:
+      if "source" in self.what:
+        ex = {**ex, "traceback": [{**f, "text": None} for f in ex["traceback"]]}
+      if "paths" in self.what:  # (the walk of every answer redacts the fields named `file` themselves, later)
+        ex = {**ex, "text": exit_text(_walk_files(ex, lambda p: redact_path(p, self.cwd)))}
+    return {**entry, "meta": self.meta(entry["meta"]), "exit": ex}
 
   def pattern(self, pat: dict) -> dict:
     return {**pat, "src": None, "html": ""} if "source" in self.what else pat
@@ -290,7 +302,7 @@ def collect(api: OfflineApi, names: list[str] | None = None, redact: Iterable[st
   answers[f"{base}/runs"] = [r for r in api.trace_get("runs") if r["ctx"] in full]
   answers[f"{base}/timeline"] = _timeline(api.trace_get("timeline"), full)
   entry = api.get("/api/traces")[0]
-  answers["/api/traces"] = [{**entry, "meta": red.meta(entry["meta"])}]
+  answers["/api/traces"] = [red.entry(entry)]
   answers["/api/metrics"] = api.get("/api/metrics")  # the page sizes collapsed boxes by them
   answers = {k: red.answer(v) for k, v in answers.items()}
   graphs = {k: red.answer(v) for k, v in graphs.items()}

@@ -1,6 +1,7 @@
 """`show FILE`: a trace read in the terminal (for SSH sessions, CI logs and tools), from the viewer's own API.
 
-Without options it lists contexts with their rewrites and match counts; `--rewrite NAME|ID` prints every match of
+Without options it lists contexts with their rewrites and match counts, then how the program ended where it did not
+end cleanly (the error, the user's line, the traceback); `--rewrite NAME|ID` prints every match of
 those rewrites (the rule's file:line and source, and the unified diff of the graph text around it, as the Diff
 panel prints it); `--kernels` each kernel's opts, colored shape, runtime and GFLOP/s; `--source KIND` kernels'
 generated sources. `--json`: one JSON object per line (ASCII, so it is terminal-safe too)."""
@@ -13,6 +14,7 @@ from typing import IO, Any, Iterator
 from viz_server.offline import OfflineApi, OfflineError
 from viz_server.term import Painter, safe, safe_block, use_color
 from vztrace.debuglines import SOURCE_KIND, opts_line, run_line, schedule_line
+from vztrace.format import exit_traceback_lines
 
 DIFF_COLORS = {"+": "green", "-": "red", "@": "cyan"}
 
@@ -89,6 +91,15 @@ class Show:
         self.emit({"type": "rewrite", "ctx": c["id"], **{k: rw[k] for k in ("id", "name", "matches", "changed",
                                                                             "file", "line", "dt", "error")}},
                   f"{ind}  rw {rw['id']:<5} {count}  {safe(rw['name'])}  {where}")
+
+  def ending(self) -> None:
+    """How the program ended, where not cleanly (after its contexts, as it came): what ended it and its traceback."""
+    entry = next((e for e in self.api.get("/api/traces") if e["id"] == self.api.t), None)
+    ex = entry.get("exit") if entry else None
+    if ex is None:
+      return
+    self.emit({"type": "exit", "exit": ex}, "\n".join([self.paint(safe(f"the program {ex['text']}"), "red"),
+                                                 *(safe(line) for line in exit_traceback_lines(ex))]))
 
   def rewrites(self, which: str) -> int:
     contexts = self.api.trace_get("contexts")
@@ -223,4 +234,5 @@ def run(args: Any, out: IO[str] | None = None) -> int:
       sh.kernels(args.kernel)
       return 0
     sh.contexts()
+    sh.ending()
   return 0

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 from viz_server.nodes import NodeColumns
-from vztrace.format import TraceFormatError
+from vztrace.format import TraceFormatError, exit_summary
 from vztrace.memory import MAX_EVENTS
 from vztrace.memory import event as mem_event
 from vztrace.reader import STALE_S, BatchMatches, BatchNodes, Item, TraceReader, unfinished, writer_alive
@@ -174,6 +174,7 @@ class Trace:
     self.indexed = 0  # records applied (bounded by MAX_INDEX_RECORDS)
     self.text_kept = 0  # chars of source text kept (bounded by TEXT_BUDGET)
     self.ended = False
+    self.exit: dict | None = None  # how the program ended, where not cleanly (the end record's: format.exit_summary)
     self.damage: dict | None = None
     self.updated = time.monotonic()
     self.version = 0  # bumped on every batch; caches of derived data compare it
@@ -221,7 +222,7 @@ class Trace:
     return {"id": self.id, "name": self.name, "status": self.status, "damage": self.damage,
             "counts": {"contexts": len(self.contexts), "rewrites": len(self.rewrites), "matches": self.match_count,
                        "nodes": len(self.nodes), "kernels": len(self.kernels), "runs": len(self.runs)},
-            "meta": self.meta, "anomalies": len(self.anomalies)}
+            "meta": self.meta, "anomalies": len(self.anomalies), "exit": self.exit}
 
   # ---- reading
   def pull(self, final: bool = False) -> Iterable[list[Item]]:
@@ -469,6 +470,8 @@ class Trace:
 
   def _on_end(self, rec: dict, events: Any, touched: Any) -> None:
     self.ended = True
+    if "exit" in rec:
+      self.exit = exit_summary(rec["exit"])
 
   def _on_mem(self, rec: dict, events: Any, touched: Any) -> None:
     self.mem_seen += 1

@@ -24,7 +24,7 @@ from array import array
 from typing import Any
 
 MAGIC = b"VZTRACE\0"
-VERSION = (2, 1)  # (major, minor): a reader rejects a newer major and accepts any minor of the majors it reads
+VERSION = (2, 2)  # (major, minor): a reader rejects a newer major and accepts any minor of the majors it reads
 READ_MAJORS = (1, 2)  # version 1 has no batch records (a 1.x file that had them would be read all the same)
 HEADER = struct.Struct("<8sHH")
 FRAME_MAGIC = b"VZF1"
@@ -125,7 +125,8 @@ RECORDS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
   # buffer (a BUFFER UOp's id), dtype and size (elements) say what it holds; the viewer's timeline draws bytes in use
   "mem": ({"ctx": "int", "op": "str", "buf": "int", "bytes": "int", "ts": "num"}, {"dtype": "str", "size": "int"}),
   "error": ({"ctx": "int?", "text": "str"}, {}),
-  "end": ({"ts": "num"}, {}),
+  # exit (minor version 2): how the program ended where it did not end cleanly (EXIT_FIELDS); absent: it did
+  "end": ({"ts": "num"}, {"exit": "dict"}),
   # version 2: what the recorder wrote between two flushes, in columns (see pack_column); the reader expands it.
   # Node `id + i` is (strs[op[i]], strs[dtype[i]], strs[arg[i]]) over the next nsrc[i] ids of src, where strs is
   # the trace's string table after appending this batch's `strs`; match i is (rw[i], pat[i], before[i], after[i],
@@ -196,6 +197,87 @@ class _Check:
 _CHECKS = {t: _Check(req, opt) for t, (req, opt) in RECORDS.items()}
 
 
+# ---- how the program ended: the `exit` of an `end` record (minor version 2), written only where it did not end cleanly
+# kind: "exception" (uncaught in the main thread), "interrupt" (KeyboardInterrupt), "exit" (sys.exit with a status
+# other than 0: `status`), "thread" (uncaught in the thread named `thread`; the program went on); type and message: the
+# exception's; file, line, function: the innermost frame outside the compiler package (the user's code, null where
+# none is); traceback: frames outermost first (each EXIT_FRAME_FIELDS; `text` its source line), the innermost ones
+# only, `omitted` counting the others.
+EXIT_KINDS = ("exception", "interrupt", "exit", "thread")
+EXIT_FIELDS = ({"kind": "str", "type": "str", "message": "str", "file": "str?", "line": "int?", "function": "str?",
+                "traceback": "list[dict]"}, {"omitted": "int", "status": "int|str?", "thread": "str?"})
+EXIT_FRAME_FIELDS: tuple[dict[str, str], dict[str, str]] = (
+  {"file": "str", "line": "int?", "function": "str", "text": "str?"}, {})
+# What the recorder writes and a reader keeps (exit_summary): a hostile trace's MB-long message or million frames cost
+# their decoding, as any record's texts do, and no more than these after that.
+MAX_EXIT_MESSAGE = 2000  # chars of the message (and of a status that is a text)
+MAX_EXIT_TEXT = 300  # chars of a type name, a path, a function name, a source line
+MAX_EXIT_FRAMES = 20  # the innermost frames of a traceback
+_EXIT, _EXIT_FRAME = _Check(*EXIT_FIELDS), _Check(*EXIT_FRAME_FIELDS)
+
+
+def exit_problem(ex: dict) -> str | None:
+  """Why an `end` record's exit breaks the schema, or None. Only the frames exit_summary keeps are looked into (the
+  others are checked to be objects, in C): a million frames cost their decoding and no loop here."""
+  if not _EXIT.ok(ex):
+    return _EXIT.explain("end.exit", ex)
+  frames = ex["traceback"]
+  for i in range(max(0, len(frames) - MAX_EXIT_FRAMES), len(frames)):
+    if not _EXIT_FRAME.ok(frames[i]):
+      return _EXIT_FRAME.explain(f"end.exit.traceback[{i}]", frames[i])
+  return None
+
+
+def clip_text(s: str | None, n: int = MAX_EXIT_TEXT) -> str | None:
+  """s cut to n chars (the last one an ellipsis where it was cut)."""
+  return s if s is None or len(s) <= n else s[:n - 1] + "\u2026"
+
+
+def exit_summary(ex: dict) -> dict:
+  """A valid exit (exit_problem) as the tools and the viewer show it: its texts clipped, the innermost MAX_EXIT_FRAMES
+  frames (`omitted`: how many more), and `text`: how the program ended, in one line (exit_text)."""
+  frames = ex["traceback"]
+  kept = frames[max(0, len(frames) - MAX_EXIT_FRAMES):]
+  status = ex.get("status")
+  out = {"kind": clip_text(ex["kind"]), "type": clip_text(ex["type"]),
+         "message": clip_text(ex["message"], MAX_EXIT_MESSAGE), "file": clip_text(ex["file"]), "line": ex["line"],
+         "function": clip_text(ex["function"]), "thread": clip_text(ex.get("thread")),
+         "status": clip_text(status, MAX_EXIT_MESSAGE) if type(status) is str else status,
+         "traceback": [{"file": clip_text(f["file"]), "line": f["line"], "function": clip_text(f["function"]),
+                        "text": clip_text(f["text"])} for f in kept],
+         "omitted": min(MAX_INT, max(0, ex.get("omitted", 0)) + len(frames) - len(kept))}
+  out["text"] = exit_text(out)
+  return out
+
+
+def exit_text(ex: dict) -> str:
+  """How the program ended, to follow "the program": "ended with an error: ValueError: ... at x.py:12 in main"."""
+  line = f":{ex['line']}" if ex["line"] is not None else ""
+  where = f" at {ex['file']}{line} in {ex['function']}" if ex["file"] is not None else ""
+  what = f"{ex['type']}: {ex['message']}" if ex["message"] else ex["type"]
+  kind, status = ex["kind"], ex.get("status")
+  if kind == "exception":
+    return f"ended with an error: {what}{where}"
+  if kind == "interrupt":
+    return f"was interrupted: {what}{where}"
+  if kind == "exit":
+    return f"exited with status {status}{where}" if type(status) is int else f"exited with status 1: {status}{where}"
+  if kind == "thread":
+    return f"ended after an uncaught error in thread {ex.get('thread')!r}: {what}{where}"
+  return f"ended: {kind}: {what}{where}"  # a kind of a later minor version
+
+
+def exit_traceback_lines(ex: dict) -> list[str]:
+  """An exit_summary's traceback as Python prints one (for a terminal, each line still to be made safe)."""
+  more = f", {ex['omitted']} earlier frames left out" if ex["omitted"] else ""
+  out = [f"Traceback (most recent call last{more}):"] if ex["traceback"] else []
+  for f in ex["traceback"]:
+    out.append(f'  File "{f["file"]}", line {f["line"]}, in {f["function"]}')
+    if f["text"]:
+      out.append(f"    {f['text']}")
+  return out
+
+
 def validate_record(rec: Any, bounds: bool = True) -> bool:
   """Raise TraceFormatError unless rec is a valid record; return False for an unknown type (to be skipped).
   bounds=False skips the look at its ints and nesting (out_of_bounds), for a caller that knows they are fine."""
@@ -209,6 +291,8 @@ def validate_record(rec: Any, bounds: bool = True) -> bool:
     return False
   if not check.ok(rec):
     raise TraceFormatError(check.explain(t, rec))
+  if t == "end" and "exit" in rec and (why := exit_problem(rec["exit"])) is not None:
+    raise TraceFormatError(why)
   if bounds and (why := out_of_bounds(rec)) is not None:
     raise TraceFormatError(why)
   return True

@@ -9,9 +9,10 @@ import time
 from collections import Counter
 from typing import Any
 
-from vztrace.format import HEADER, MAGIC, TraceFormatError
+from vztrace.format import HEADER, MAGIC, TraceFormatError, exit_summary, exit_traceback_lines
 from vztrace.memory import MAX_EVENTS, MemoryProfile, event
 from vztrace.reader import STALE_S, TraceReader, unfinished
+from vztrace.term import safe
 
 KERNEL_RECORDS = ("opt", "beam", "source", "run")
 
@@ -26,7 +27,7 @@ def summarize(path: str, top: int = 10) -> dict[str, Any]:
   compile_s = run_s = 0.0
   kernel_ctxs: set[int] = set()
   mem: list[tuple] = []
-  meta = None
+  meta = ended = None
   with TraceReader(path) as r:
     for rec in (r if not no_header_yet(path) else ()):  # an empty file: a trace with no records yet (no_header_yet)
       t = rec["t"]
@@ -52,6 +53,8 @@ def summarize(path: str, top: int = 10) -> dict[str, Any]:
           mem.append(e)
       elif t == "meta" and meta is None:
         meta = rec
+      elif t == "end" and "exit" in rec:
+        ended = exit_summary(rec["exit"])
     size = os.path.getsize(path)
   calls: Counter[str] = Counter(rw_names.values())
   by_name: Counter[str] = Counter()
@@ -72,7 +75,7 @@ def summarize(path: str, top: int = 10) -> dict[str, Any]:
     "time": {"rewrites_s": sum(rw_ns.values()) / 1e9, "compile_s": compile_s, "runs_s": run_s},
     "memory": MemoryProfile(mem).summary(),
     "damaged": r.damaged, "stopped_at": r.stopped_at, "stopped_frame": r.frames if r.damaged else None,
-    "stopped_record": r.stopped_record, "reason": r.reason, "complete": r.complete,
+    "stopped_record": r.stopped_record, "reason": r.reason, "complete": r.complete, "exit": ended,
   }
 
 
@@ -117,7 +120,9 @@ def _status(s: dict[str, Any]) -> str:
     return f"DAMAGED {_damage(s['stopped_at'], s['stopped_frame'], s['reason'])}"
   if not s["version"]:
     return "no records: an empty file, no trace header yet (still being created, or the writer died)"
-  return "intact, ended cleanly" if s["complete"] else "intact, no end record (still being written, or the writer died)"
+  if not s["complete"]:
+    return "intact, no end record (still being written, or the writer died)"
+  return "intact, ended cleanly" if s["exit"] is None else f"intact, {s['exit']['text']}"
 
 
 def _print_info(s: dict[str, Any]) -> None:
@@ -141,10 +146,12 @@ def _print_info(s: dict[str, Any]) -> None:
   ]
   if s["memory"]["allocs"]:
     lines.append(_memory_line(s["memory"]))
+  if s["exit"] is not None:
+    lines += ["", *exit_traceback_lines(s["exit"])]
   if s["top_rewrites"]:
     lines += ["", "top rewrites by matches:", f"{'matches':>9} {'calls':>7} {'time':>10}  name"]
     lines += [f"{r['matches']:>9} {r['calls']:>7} {_ms(r['time_s']):>10}  {r['name']}" for r in s["top_rewrites"]]
-  print("\n".join(lines))
+  print("\n".join(map(safe, lines)))  # every line holds the trace's texts (a stranger's file)
 
 
 def _memory_line(m: dict[str, Any]) -> str:
@@ -169,12 +176,14 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-  meta = None
+  meta = ended = None
   try:
     with TraceReader(args.file) as r:
       for rec in (r if not no_header_yet(args.file) else ()):
         if meta is None and rec["t"] == "meta":
           meta = rec
+        elif rec["t"] == "end" and "exit" in rec:
+          ended = exit_summary(rec["exit"])
   except (TraceFormatError, OSError) as e:
     print(f"{args.file}: not a readable trace: {e}", file=sys.stderr)
     return 2
@@ -184,8 +193,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
   if r.damaged:
     print(f"{args.file}: DAMAGED {_damage(r.stopped_at, r.frames, r.reason)}; recovered {summary}")
     return 1
-  if r.complete:
-    print(f"{args.file}: OK: {summary}; ended cleanly")
+  if r.complete:  # (a program that ended with an error left an intact trace all the same)
+    how = "ended cleanly" if ended is None else f"the program {ended['text']}"
+    print(safe(f"{args.file}: OK: {summary}; {how}"))
     return 0
   if unfinished(args.file, meta):  # the viewer's rule too (docs/architecture.md, "Live viewing")
     print(f"{args.file}: UNFINISHED: {summary}; no end record, and the writer is gone or the file has not grown for "
@@ -199,7 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(prog="python -m compiler.trace", description="Inspect tinyviz trace files (.vztrace).")
   sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
   info = sub.add_parser("info", help="summarize a trace: meta, counts, damage, top rewrites",
-                        description="Summarize a trace. Exit status: 0 intact, 1 damaged, 2 not a readable trace.")
+                        description="Summarize a trace. Exit status: 0 intact (also where the program it recorded "
+                                    "ended with an error: the status line says so), 1 damaged, 2 not a readable "
+                                    "trace.")
   info.add_argument("file", metavar="FILE", help="a .vztrace file")
   info.add_argument("--json", action="store_true", help="print the summary as a JSON object")
   info.add_argument("--top", type=int, default=10, metavar="N", help="how many rewrites to list (default 10)")

@@ -26,7 +26,7 @@ from compiler.dtype import DType
 from compiler.uop import Ops, UOp, arg_str, cons_key
 from vztrace.paths import trace_dir
 
-TRACE_FORMAT_VERSION = "2.1"
+TRACE_FORMAT_VERSION = "2.2"
 _RULE_INFO: dict = {}  # Rule -> its pattern record fields
 
 
@@ -426,6 +426,7 @@ class Recorder:
     self.next_ctx = 1
     self.next_rw = 0
     self.closed = False
+    self.exit: dict | None = None  # how the program ended, where not cleanly (note_exit): the end record carries it
     self._enqueue({"t": "meta", "version": TRACE_FORMAT_VERSION, "argv": list(sys.argv),
                    "host": socket.gethostname(), "pid": os.getpid(), "python": platform.python_version(),
                    "started": time.time(), "cwd": os.getcwd(), "user": _user()})
@@ -515,16 +516,134 @@ class Recorder:
     fields.setdefault("ctx", self.ctx_stack[-1])
     self._enqueue({"t": t, **fields})
 
+  def note_exit(self, ex: dict) -> None:
+    """Say in the end record how the program ended (an `exit`, exit_record): the main thread's ending wins over an
+    error in another thread, and the first of each kind over later ones."""
+    if self.exit is None or (self.exit["kind"] == "thread" and ex["kind"] != "thread"):
+      self.exit = ex
+
   def close(self) -> None:
     if self.closed:
       return
     self._enqueue({"t": "ctx_end", "id": 0, "ts": time.time()})
-    self._enqueue({"t": "end", "ts": time.time()})
+    end: dict[str, Any] = {"t": "end", "ts": time.time()}
+    if self.exit is not None:
+      end["exit"] = self.exit
+    self._enqueue(end)
     self.closed = True
     try:
       self.writer.close()
     finally:
       self.ids.close()
+
+
+# ---- how the program ended
+# The `end` record says how the program ended where it did not end cleanly (vztrace.format.EXIT_FIELDS): the hooks
+# below note an uncaught exception (sys.excepthook; KeyboardInterrupt too), one in another thread (threading.excepthook)
+# or sys.exit with a status other than 0 on the recorder, and close() (at exit, after them) writes it. Each hook calls
+# the one it replaced, and is installed while recording only.
+
+_COMPILER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_SYSTEM_EXIT_CODE = SystemExit.code  # the member SystemExit keeps its status in
+_HOOKS: dict[str, tuple[Any, Any]] = {}  # "sys" / "threading" / "exit" -> (ours, the one it replaced)
+
+
+def exit_record(kind: str, exc: BaseException, frames: list[tuple[str, int | None, str]], **more: Any) -> dict:
+  """The end record's `exit` for exc raised through frames ((file, line, function), outermost first; `more`: status,
+  thread; vztrace.format.EXIT_FIELDS): the user's frame is the innermost one outside the compiler package, and the texts
+  are clipped as a reader clips them."""
+  import traceback
+
+  from vztrace.format import MAX_EXIT_FRAMES, MAX_EXIT_MESSAGE, clip_text
+  file, line, fn = next((f for f in reversed(frames) if not os.path.abspath(f[0]).startswith(_COMPILER_DIR)),
+                        (None, None, None))
+  kept = [traceback.FrameSummary(*f) for f in frames[len(frames) - min(len(frames), MAX_EXIT_FRAMES):]]
+  t = SystemExit if isinstance(exc, ProgramExit) else type(exc)
+  name = t.__qualname__ if t.__module__ in ("builtins", "__main__") else f"{t.__module__}.{t.__qualname__}"
+  return {"kind": kind, "type": clip_text(name),
+          "message": clip_text(_text(lambda: str(exc), "<message not available: "), MAX_EXIT_MESSAGE),
+          "file": clip_text(file), "line": line, "function": clip_text(fn),
+          "traceback": [{"file": clip_text(f.filename), "line": f.lineno, "function": clip_text(f.name),
+                         "text": clip_text(f.line or None)} for f in kept],
+          "omitted": len(frames) - len(kept), **more}
+
+
+def _note_exit(kind: str, exc: BaseException, frames: Any, **more: Any) -> None:
+  """Note on the recorder how the program ended; frames: a traceback, or (file, line, function) outermost first."""
+  rec = RECORDER
+  if not isinstance(rec, Recorder) or rec.closed:  # (VIZ set but nothing traced: there is no trace to end)
+    return
+  try:
+    if not isinstance(frames, list):
+      import traceback
+      frames = [(f.f_code.co_filename, n, f.f_code.co_name) for f, n in traceback.walk_tb(frames)]
+    rec.note_exit(exit_record(kind, exc, frames, **more))
+  except Exception as e:  # a hook that raised would print its own traceback over the program's
+    print(f"VIZ: could not record how the program ended: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+
+
+class ProgramExit(SystemExit):
+  """What sys.exit raises while recording. Python calls no hook for an uncaught SystemExit, but reads its `code` to
+  find the exit status, with no Python frame left on the stack (all unwound), as no `except` clause ever does: that
+  read notes the exit (a status other than 0) on the recorder. `frames`: where sys.exit was called (the traceback of
+  an uncaught exception is not on it then)."""
+  frames: list[tuple[str, int | None, str]] = []
+
+  @property  # type: ignore[override]
+  def code(self) -> Any:
+    status = _SYSTEM_EXIT_CODE.__get__(self)
+    if not (status is None or (isinstance(status, int) and status == 0)):
+      try:
+        sys._getframe(1)
+      except ValueError:  # read by the interpreter, ending the program
+        _note_exit("exit", self, self.frames, status=int(status) if isinstance(status, int) else
+                   _text(lambda: str(status), "<status not available: "))
+    return status
+
+  @code.setter
+  def code(self, value: Any) -> None:
+    _SYSTEM_EXIT_CODE.__set__(self, value)
+
+
+def _install_exit_hooks() -> None:
+  import threading
+  if _HOOKS:
+    return
+  prev_sys, prev_thread = sys.excepthook, threading.excepthook
+
+  def excepthook(tp: type[BaseException], value: BaseException, tb: Any) -> None:
+    if not hasattr(sys, "ps1"):  # (at the interactive prompt an error ends one statement, not the program)
+      _note_exit("interrupt" if issubclass(tp, KeyboardInterrupt) else "exception", value, tb)
+    prev_sys(tp, value, tb)
+
+  def thread_excepthook(args: Any) -> None:
+    if args.exc_value is not None and not issubclass(args.exc_type, SystemExit):  # (the default hook ignores those)
+      _note_exit("thread", args.exc_value, args.exc_traceback,
+                 thread=None if args.thread is None else str(args.thread.name))
+    prev_thread(args)
+
+  def exit(status: object = None) -> None:
+    e = ProgramExit(status)
+    f, e.frames = sys._getframe(1), []
+    while f is not None:  # (names and lines only: holding the frames would keep their locals alive)
+      e.frames.append((f.f_code.co_filename, f.f_lineno, f.f_code.co_name))
+      f = f.f_back
+    e.frames.reverse()
+    raise e
+  exit.__doc__ = sys.exit.__doc__
+
+  _HOOKS.update(sys=(excepthook, prev_sys), threading=(thread_excepthook, prev_thread), exit=(exit, sys.exit))
+  sys.excepthook, threading.excepthook, sys.exit = excepthook, thread_excepthook, exit
+
+
+def _uninstall_exit_hooks() -> None:
+  """Put back each hook ours replaced, where ours is still the one installed (one installed over it calls ours, which
+  then only passes on)."""
+  import threading
+  for holder, name, key in ((sys, "excepthook", "sys"), (threading, "excepthook", "threading"), (sys, "exit", "exit")):
+    ours, prev = _HOOKS.pop(key, (None, None))
+    if ours is not None and getattr(holder, name) is ours:
+      setattr(holder, name, prev)
 
 
 def _user() -> str:
@@ -562,6 +681,7 @@ def enable(path: str | os.PathLike | None = None, announce: bool = True) -> Reco
   target = Path(path or os.environ.get("VIZ_TRACE") or default_trace_path())
   RECORDER = Recorder(target)
   atexit.register(disable)
+  _install_exit_hooks()
   if announce:
     print(f"VIZ: recording trace to {target}", file=sys.stderr, flush=True)
   return RECORDER
@@ -589,6 +709,7 @@ def disable() -> Path | None:
   """Stop recording and close the file; returns its path."""
   global RECORDER
   rec, RECORDER = RECORDER, None
+  _uninstall_exit_hooks()
   if not isinstance(rec, Recorder):
     return None
   rec.close()

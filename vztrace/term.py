@@ -1,0 +1,27 @@
+"""Trace text made safe for a terminal, for every tool that prints it (`python -m compiler.trace info`, and the
+viewer's show and compare through viz_server.term).
+
+A trace comes from strangers: a string in it must not be able to send escape sequences (cursor moves, title changes,
+hyperlinks, clipboard writes) to the terminal, so control characters are shown as visible escapes."""
+from __future__ import annotations
+
+import re
+
+# C0 controls, DEL, C1 controls, and the bidirectional overrides that can make text display unlike what it is
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE_KEEP_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(m: re.Match) -> str:
+  c = ord(m.group())
+  return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def safe(s: object) -> str:
+  """One line of trace text for a terminal: every control character (newlines too) as a visible escape."""
+  return _UNSAFE.sub(_escape, str(s))
+
+
+def safe_block(s: object) -> str:
+  """Multi-line trace text (sources): newlines and tabs kept, every other control character escaped."""
+  return _UNSAFE_KEEP_LINES.sub(_escape, str(s))
