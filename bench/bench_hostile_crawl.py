@@ -2,8 +2,9 @@
 endpoint of every trace asked (the trace list, contexts, kernels, runs, timeline, each rewrite with its first and last
 step's graph and a delta, each kernel context, a node and its origin, a diff, and the file uploaded again). Prints a
 table per trace: file size, requests, the slowest request (wall and CPU), the largest answer, the statuses, and the
-process's RSS after it; then the peak RSS and how many requests took longer than --bound seconds. In-process (Flask's
-test client): no socket, so the figures are the server's own work. Run from the repo root."""
+process's RSS after it; then the peak RSS and how many requests took longer than --bound seconds. Then `compare` on
+trace pairs that once made it quadratic (issue 31): its time and counted steps at two sizes. In-process (Flask's test
+client): no socket, so the figures are the server's own work. Run from the repo root."""
 from __future__ import annotations
 
 import argparse
@@ -23,7 +24,44 @@ sys.path.insert(0, str(ROOT / "tests"))
 import hostile_traces as H  # noqa: E402
 
 from bench.table import format_table  # noqa: E402
+from viz_server import compare  # noqa: E402
 from viz_server.app import create_app  # noqa: E402
+from viz_server.store import TraceStore  # noqa: E402
+
+
+def highlight_texts(path: Path, size: int = 256 << 10) -> Path:
+  """A kernel whose LLVM IR and assembly, and a rule whose source, are texts Pygments took quadratic time on (issue
+  31: 29 s at 32 KiB), each `size` characters (what the API highlights at most)."""
+  text = {k: (u * size)[:size] for k, u in (("llvm_ir", "-x"), ("asm", "$/*"), ("python", " \n"))}
+  return H.write(path, [[H.meta(), {"t": "ctx_begin", "id": 0, "parent": None, "name": "r_4", "kind": "kernel",
+                                    "ts": 1.7e9},
+                         *({"t": "source", "ctx": 0, "kind": k, "text": text[k], "compile_s": 0.1}
+                           for k in ("llvm_ir", "asm")), {**H.PATTERN, "src": text["python"]}, H.END]])
+
+
+def same_key_contexts(path: Path, n: int, arg: str) -> Path:
+  """n contexts of one kind and name, each with a rewrite of CONST arg (difflib's worst case: every key equal)."""
+  recs: list[Any] = [H.meta(), H.ctx(0)]
+  for i in range(n):
+    recs += [H.ctx(i + 1, "schedule", 0, "schedule"), H.node(2 * i, arg=arg), H.node(2 * i + 1, "NEG", [2 * i]),
+             H.rw_begin(i, 2 * i + 1, i + 1), H.rw_end(i, 2 * i + 1, 0), {"t": "ctx_end", "id": i + 1, "ts": 1.7e9}]
+  return H.write(path, [[*recs, H.END]])
+
+
+def compare_rows(d: Path, sizes: list[int]) -> list[tuple]:
+  """`compare` of two same-key traces of n contexts (every rewrite differs): file sizes, wall ms, counted steps."""
+  rows = []
+  for n in sizes:
+    a, b = same_key_contexts(d / f"cmp_a{n}.vztrace", n, "1"), same_key_contexts(d / f"cmp_b{n}.vztrace", n, "2")
+    store = TraceStore()
+    try:
+      (ta,), (tb,) = store.add_path(a), store.add_path(b)
+      work = compare.Work()
+      _, wall, cpu = timed(lambda ta=ta, tb=tb, work=work: compare.compare(ta, tb, work=work))
+    finally:
+      store.stop()
+    rows.append(("same_key", n, (a.stat().st_size + b.stat().st_size) / 1024, wall * 1e3, cpu * 1e3, work.steps))
+  return rows
 
 # (name, generator) at the sizes of the issue; --quick uses smaller ones
 FULL: list[tuple[str, Callable[[Path], Path]]] = [
@@ -32,11 +70,13 @@ FULL: list[tuple[str, Callable[[Path], Path]]] = [
   ("killed", H.killed), ("junk", H.junk_after_header), ("many_matches", lambda p: H.many_matches(p, 300_000)),
   ("chain", lambda p: H.chain(p, 100_000)), ("tiny_records", lambda p: H.tiny_records(p, 1 << 20, 3)),
   ("big_kernel", lambda p: H.big_kernel(p, 40, 4 << 20)), ("long_strings", lambda p: H.long_strings(p, 2 << 20)),
+  ("highlight", highlight_texts),
 ]
 QUICK_SIZES = {"many_matches": lambda p: H.many_matches(p, 30_000), "chain": lambda p: H.chain(p, 30_000),
                "tiny_records": lambda p: H.tiny_records(p, 1 << 17, 2),
                "big_kernel": lambda p: H.big_kernel(p, 8, 1 << 20),
-               "long_strings": lambda p: H.long_strings(p, 1 << 20)}
+               "long_strings": lambda p: H.long_strings(p, 1 << 20),
+               "highlight": lambda p: highlight_texts(p, 32 << 10)}
 
 
 def rss_mb() -> float:
@@ -105,6 +145,9 @@ def main() -> None:
                       ("slowest", "<9"), ("max KB", ">8.0f"), ("statuses", "<22"), ("RSS MB", ">7.0f")], rows))
   print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB; requests over "
         f"{args.bound:g} s: {len(slow)}" + "".join(f"\n  {n} {u} {w:.1f} s" for n, u, w in slow))
+  print("compare of trace pairs (steps: compare.Work, linear in contexts)")
+  print(format_table([("pair", "<9"), ("contexts", ">9"), ("files KB", ">9.0f"), ("ms", ">8.0f"), ("cpu ms", ">8.0f"),
+                      ("steps", ">9")], compare_rows(d, [2000, 4000] if args.quick else [20_000, 40_000])))
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ export function put(el, ...children) {
 export const $ = (sel, root = document) => root.querySelector(sel);
 export const $$ = (sel, root = document) => Array.from(root.querySelectorAll(sel));
 
-// Pygments' HTML from the server is escaped already; as a second line of defence it is parsed inertly and only
+// The highlighter's HTML from the server is escaped already; as a second line of defence it is parsed inertly and only
 // <span>/<pre>/<div>/<code>/<br> elements with a class survive (no attributes other than class, no URLs, no handlers).
 const SAFE_TAGS = new Set(["SPAN", "PRE", "DIV", "CODE", "BR"]);
 

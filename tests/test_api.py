@@ -237,7 +237,7 @@ def test_hostile_strings_are_plain_in_json_and_escaped_in_html(client):
   detail = _get(client, f"/api/traces/1/contexts/{k['ctx']}/kernel")
   assert detail["sources"][0]["text"] == XSS[2] + "\n" + XSS[0]
   for src in detail["sources"]:
-    # the only markup is Pygments' spans; the text between them is the source, escaped
+    # the only markup is the highlighter's spans; the text between them is the source, escaped
     tags = set(re.findall(r"<[^>]*>", src["html"]))
     assert tags <= {"</span>"} | set(re.findall(r'<span class="[\w ]+">', src["html"]))
     assert html.unescape(re.sub(r"<[^>]*>", "", src["html"])).rstrip("\n") == src["text"]

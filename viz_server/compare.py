@@ -5,14 +5,21 @@ rewrites whose input graphs are structurally equal (the structural hashes of viz
 the report are the labels the Diff panel prints). Reported: the first rewrite (in trace order) whose input or output
 graph differs or that exists in one trace only, the first step in it whose match differs (rule, node), the kernels
 whose opts, sources or runtime differ (with the runtime ratio B/A), and everything found in only one trace. Nothing
-is replayed: a graph's identity is its root's structural hash, computed once per node of each trace."""
+is replayed: a graph's identity is its root's structural hash, computed once per node of each trace.
+
+Cost: O(N + E + (C + R) log(C + R) + M + S) for N nodes with E edges, C contexts, R rewrites, the matches M of the
+one diverging rewrite whose steps are compared, and S characters of kernel sources compared (plus diff_graphs'
+bounded diff of one pair of graphs). Alignment never pairs everything with everything (difflib was quadratic in
+contexts: 21-26 s on a 27 KB pair): see align(). `Work` counts the steps that grow with the input, which the tests
+bound by counting."""
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import math
 import sys
+from bisect import bisect_left
+from collections import deque
 from typing import IO, Any, Callable, Iterator, Sequence, TypeVar
 
 from viz_server.diff import HASH_CHARS, DiffError, diff_graphs
@@ -24,70 +31,153 @@ T = TypeVar("T")
 RUNTIME_TOLERANCE = 1.25  # a kernel whose best time changed by more than this factor (either way) is reported
 
 
-class Hasher:
-  """Structural hashes of one trace's nodes (the scheme of diff.structural_hashes), memoized across graphs."""
+class Work:
+  """Steps a comparison took where its cost grows with the input: nodes hashed, items aligned, anchors chained,
+  match steps compared. Tests check compare()'s bound by counting these, never by the clock."""
+  __slots__ = ("steps",)
 
-  def __init__(self, tr: Trace) -> None:
+  def __init__(self) -> None:
+    self.steps = 0
+
+
+class Hasher:
+  """Structural hashes of one trace's nodes (the scheme of diff.structural_hashes), memoized across graphs; a node
+  whose graph the trace does not define (a source it never wrote) is memoized as None too, so each node is hashed
+  once whatever asks."""
+
+  def __init__(self, tr: Trace, work: Work | None = None) -> None:
     self.tr = tr
-    self.memo: dict[int, bytes] = {}
+    self.memo: dict[int, bytes | None] = {}
+    self.work = work or Work()
 
   def __call__(self, root: int | None) -> str | None:
     """The hex hash of the graph under root, or None where the trace does not define it."""
     if root is None or root < 0:
       return None
-    memo, get = self.memo, self.tr.nodes.get
+    memo, get, work = self.memo, self.tr.nodes.get, self.work
     stack = [root]
     while stack:
       x = stack[-1]
+      work.steps += 1
       if x in memo:
         stack.pop()
         continue
       node = get(x)
       if node is None:
-        return None
+        memo[x] = None
+        stack.pop()
+        continue
       missing = [s for s in node[3] if s not in memo]
+      work.steps += len(node[3])
       if missing:
         stack.extend(missing)
         continue
       stack.pop()
+      if any(memo[s] is None for s in node[3]):
+        memo[x] = None
+        continue
       h = hashlib.blake2b(digest_size=16)
       for part in node[:3]:
         b = part.encode("utf-8", "surrogatepass")
         h.update(len(b).to_bytes(8, "little"))
         h.update(b)
       for s in node[3]:
-        h.update(memo[s])
+        h.update(memo[s])  # type: ignore[arg-type]
       memo[x] = h.digest()
-    return memo[root].hex()
+    got = memo[root]
+    return None if got is None else got.hex()
 
 
-def align(a: Sequence[T], b: Sequence[T], ka: list, kb: list, loose: Callable[[T], Any]) -> Iterator[tuple]:
-  """Pairs (x, y) in order: equal keys (ka[i] for a[i], kb[j] for b[j]) first, difflib's longest matching blocks,
-  then inside a differing stretch items with equal loose keys in order; (x, None) / (None, y) for what only one side
-  has."""
-  for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ka, kb, autojunk=False).get_opcodes():
-    if op == "equal":
-      yield from zip(a[i1:i2], b[j1:j2])
+def align(a: Sequence[T], b: Sequence[T], ka: list, kb: list, loose: Callable[[T], Any],
+          work: Work | None = None) -> Iterator[tuple]:
+  """Pairs (x, y) in order, (x, None) / (None, y) for what only one side has. Anchors first: the common start and
+  end by key (ka[i] for a[i], kb[j] for b[j]), and between them the n-th occurrence of a key in A paired with its n-th
+  in B, of those pairs the longest chain in both orders (patience sorting, O(n log n)); then inside each stretch
+  between two anchors, items with equal loose keys paired in order. O((n + m) log(n + m)) in all: never a pair of
+  every item with every other (difflib's matching blocks were quadratic in repeated keys)."""
+  w = work or Work()
+  n, m = len(a), len(b)
+  lo = 0
+  while lo < n and lo < m and ka[lo] == kb[lo]:
+    lo += 1
+  hi = 0
+  while hi < n - lo and hi < m - lo and ka[n - 1 - hi] == kb[m - 1 - hi]:
+    hi += 1
+  w.steps += lo + hi
+  middle = [(lo + i, lo + j) for i, j in _chain(ka[lo:n - hi], kb[lo:m - hi], w)]
+  anchors = [*((i, i) for i in range(lo)), *middle, *((n - hi + k, m - hi + k) for k in range(hi)), (n, m)]
+  i0 = j0 = 0
+  for i, j in anchors:
+    yield from _loose(a[i0:i], b[j0:j], loose, w)
+    if i < n:  # (n, m) only closes the last stretch
+      yield a[i], b[j]
+    i0, j0 = i + 1, j + 1
+
+
+def _chain(ka: list, kb: list, w: Work) -> list[tuple[int, int]]:
+  """The longest chain (increasing in both) of pairs (i, j) where ka[i] is the n-th occurrence of its key in ka and
+  kb[j] the n-th in kb."""
+  at: dict[Any, list[int]] = {}
+  for j, k in enumerate(kb):
+    at.setdefault(k, []).append(j)
+  used: dict[Any, int] = {}
+  cand: list[tuple[int, int]] = []
+  for i, k in enumerate(ka):
+    js, u = at.get(k), used.get(k, 0)
+    if js is not None and u < len(js):
+      cand.append((i, js[u]))
+      used[k] = u + 1
+  w.steps += len(ka) + len(kb) + len(cand)
+  tails: list[int] = []  # tails[p]: the smallest j ending a chain of p + 1 pairs so far
+  ends: list[int] = []  # the index in cand of that pair
+  back = [-1] * len(cand)
+  for c, (_, j) in enumerate(cand):
+    p = bisect_left(tails, j)
+    back[c] = ends[p - 1] if p else -1
+    if p == len(tails):
+      tails.append(j)
+      ends.append(c)
+    else:
+      tails[p], ends[p] = j, c
+  out, c = [], ends[-1] if ends else -1
+  while c >= 0:
+    out.append(cand[c])
+    c = back[c]
+  return out[::-1]
+
+
+def _loose(xs: Sequence[T], ys: Sequence[T], loose: Callable[[T], Any], w: Work) -> Iterator[tuple]:
+  """A stretch with no anchor: each x paired with the first y after the last partner with an equal loose key (B's
+  items before that partner come before it), found with a queue of positions per loose key: linear."""
+  w.steps += len(xs) + len(ys)
+  queues: dict[Any, deque[int]] = {}
+  if xs:
+    for j, y in enumerate(ys):
+      queues.setdefault(loose(y), deque()).append(j)
+  nxt = 0
+  for x in xs:
+    q = queues.get(loose(x))
+    while q and q[0] < nxt:  # each position leaves its queue once
+      q.popleft()
+      w.steps += 1
+    if not q:
+      yield x, None
       continue
-    rest_b = list(b[j1:j2])
-    for x in a[i1:i2]:
-      y = next((y for y in rest_b if loose(y) == loose(x)), None)
-      if y is None:
-        yield x, None
-        continue
-      for z in rest_b[:rest_b.index(y)]:  # B's items before the partner come before it
-        yield None, z
-      rest_b = rest_b[rest_b.index(y) + 1:]
-      yield x, y
-    for z in rest_b:
+    j = q.popleft()
+    for z in ys[nxt:j]:
       yield None, z
+    nxt = j + 1
+    yield x, ys[j]
+  for z in ys[nxt:]:
+    yield None, z
 
 
 class Side:
   """One trace with its hasher."""
 
-  def __init__(self, tr: Trace) -> None:
-    self.tr, self.hash = tr, Hasher(tr)
+  def __init__(self, tr: Trace, work: Work | None = None) -> None:
+    self.work = work or Work()
+    self.tr, self.hash = tr, Hasher(tr, self.work)
     self.finals: dict[int, Rewrite] | None = None  # context id -> its final AST's rewrite (made when first asked)
 
   def rw_info(self, rw: Rewrite) -> dict:
@@ -123,6 +213,7 @@ def _step_key(s: dict | None) -> Any:
 def first_step(a: Side, ra: Rewrite, b: Side, rb: Rewrite) -> dict | None:
   """The first step whose match differs (rule, node replaced, or result), or where one rewrite has no more."""
   for k in range(1, max(ra.matches, rb.matches) + 1):
+    a.work.steps += 1
     sa, sb = a.step(ra, k), b.step(rb, k)
     if _step_key(sa) != _step_key(sb):
       return {"k": k, "a": sa, "b": sb}
@@ -156,13 +247,13 @@ def rewrite_pairs(a: Side, b: Side) -> Iterator[tuple[Context | None, Context | 
     rb = [b.tr.rewrites[r] for r in y.rewrites] if y else []
     keys_a = [(rw.name, a.hash(rw.root)) for rw in ra]
     keys_b = [(rw.name, b.hash(rw.root)) for rw in rb]
-    for p, q in align(ra, rb, keys_a, keys_b, lambda rw: rw.name):
+    for p, q in align(ra, rb, keys_a, keys_b, lambda rw: rw.name, a.work):
       yield x, y, p, q
 
 
 def context_pairs(a: Side, b: Side) -> list[tuple[Context | None, Context | None]]:
   ca, cb = list(a.tr.contexts.values()), list(b.tr.contexts.values())
-  return list(align(ca, cb, [context_key(c) for c in ca], [context_key(c) for c in cb], lambda c: c.kind))
+  return list(align(ca, cb, [context_key(c) for c in ca], [context_key(c) for c in cb], lambda c: c.kind, a.work))
 
 
 def _ctx_info(c: Context) -> dict:
@@ -203,9 +294,10 @@ def kernel_diff(a: Side, x: Context, b: Side, y: Context, tolerance: float) -> d
   return out
 
 
-def compare(ta: Trace, tb: Trace, tolerance: float = RUNTIME_TOLERANCE) -> dict:
-  """The comparison report (see the module docstring) of two indexed traces."""
-  a, b = Side(ta), Side(tb)
+def compare(ta: Trace, tb: Trace, tolerance: float = RUNTIME_TOLERANCE, work: Work | None = None) -> dict:
+  """The comparison report (see the module docstring) of two indexed traces; `work` counts its steps."""
+  work = work or Work()
+  a, b = Side(ta, work), Side(tb, work)
   rewrites: dict[str, Any] = {"same": 0, "differ": 0, "only_a": [], "only_b": []}
   diverging: list[tuple[Rewrite | None, Rewrite | None]] = []  # in begin order
   for _, _, p, q in rewrite_pairs(a, b):

@@ -171,7 +171,7 @@ class Redactor:
   def kernel(self, body: dict) -> dict:
     if "source" in self.what:
       return {**body, "sources": []}
-    # the Source panel shows plain text where a source has no html: Pygments' markup would triple the export's size
+    # the Source panel shows plain text where a source has no html: its markup would triple the export's size
     return {**body, "sources": [{**src, "html": None} for src in body["sources"]]}
 
   def kernels(self, ks: list[dict]) -> list[dict]:

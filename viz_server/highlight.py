@@ -1,39 +1,235 @@
-"""Server-side syntax highlighting with Pygments: source text from a trace becomes escaped HTML spans."""
+"""Server-side syntax highlighting in linear time: source text from a trace becomes escaped HTML spans.
+
+Each language shown (LLVM IR, x86 assembly as LLVM prints it (GAS/AT&T), Python for rule sources) is one regex
+scanner: an alternation of token patterns tried in order at each position, the last one any single character, so a
+step consumes >= 1 character and the text is covered exactly. Every pattern is linear, which
+tests/test_highlight_bounds.py checks on the parsed patterns: an unbounded repeat is never nested in another repeat or
+a lookaround, and only items that always match (optional ones) follow it, so the engine never backtracks into a
+repeat and an alternative that fails does so within a bounded number of characters. Cost: at most len(text) steps,
+each O(its token + the patterns' bounded prefixes), so O(len(text)) in all for any text (Pygments' lexers were
+quadratic: 29 s on "-x" * 16384 as LLVM IR). Other kinds (the uops listing included) are escaped plain text. The
+scan stops once the request's client has gone (gone.check). Token classes are Pygments' short names, which
+static/style.css colours; the HTML is a flat list of `<span class="...">` elements and escaped text."""
 from __future__ import annotations
 
+import builtins
 import html
-from functools import lru_cache
+import keyword
+import re
+import threading
+from collections import OrderedDict
+from typing import Callable
 
-from pygments import highlight as _highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexer import Lexer
-from pygments.lexers import GasLexer, LlvmLexer, NasmLexer, PythonLexer, TextLexer
+from viz_server import gone
 
-MAX_HIGHLIGHT_CHARS = 2_000_000  # bigger texts are escaped, not highlighted (Pygments is slow on megabytes)
+MAX_HIGHLIGHT_CHARS = 2_000_000  # bigger texts are escaped, not highlighted (the html is ~10x the text)
+CACHE_CHARS = 64 << 20  # texts and html kept for repeat requests, in all
 CSS_CLASS = "hl"
+CHECK_EVERY = 4096  # scanner steps between two looks at the request's client
 
-_FORMATTER = HtmlFormatter(nowrap=True, cssclass=CSS_CLASS)
-
-
-def _lexer(kind: str, text: str) -> Lexer:
-  if kind in ("llvm_ir", "opt_ir", "llvm"):
-    return LlvmLexer()
-  if kind == "asm":
-    # Intel syntax (what `llc --x86-asm-syntax=intel` prints) reads better with NASM rules; AT&T with GAS
-    return NasmLexer() if ".intel_syntax" in text[:4000] else GasLexer()
-  if kind == "python":
-    return PythonLexer()
-  return TextLexer()
+Classifier = Callable[[str, str], "str | None"]  # (pattern name, token) -> css class or None for plain text
 
 
-@lru_cache(maxsize=256)
+def scanner(rules: list[tuple[str, str]]) -> re.Pattern:
+  """One regex of named alternatives, tried in order; a final catch-all makes every position match."""
+  return re.compile("|".join(f"(?P<{name}>{pat})" for name, pat in [*rules, ("other", r"[\s\S]")]))
+
+
+# ---- LLVM IR
+
+LLVM_RULES = [
+  ("ws", r"\s+"),
+  ("comment", r";[^\n]*"),
+  ("string", r'c?"[^"\n]*"?'),
+  ("qvar", r'[%@!]"[^"\n]*"?'),  # %"a name", @"...", !"metadata string"
+  ("var", r"[%@!][-\w$.]+"),
+  ("attr", r"#\d+"),
+  ("hex", r"-?0x[KLMHR]?[0-9A-Fa-f]+"),
+  ("num", r"-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?"),
+  ("word", r"[A-Za-z$._][\w$.]*:?"),
+  ("punct", r"[-=,()\[\]{}<>*|:!#@%]"),
+]
+LLVM_TYPES = frozenset("void half bfloat float double fp128 x86_fp80 ppc_fp128 x86_mmx x86_amx ptr label metadata "
+                       "token opaque".split())
+_LLVM_INT = re.compile(r"i\d{1,7}")
+_LLVM_FIXED = {"ws": None, "comment": "c", "string": "s", "attr": "vg", "hex": "m", "num": "m", "punct": "p",
+               "other": None}
+
+
+def llvm_classifier() -> Classifier:
+  def cls(kind: str, tok: str) -> str | None:
+    if kind in ("var", "qvar"):
+      return "vg" if tok[0] == "@" else "nv"
+    if kind == "word":
+      if tok[-1] == ":":
+        return "nl"
+      return "kt" if tok in LLVM_TYPES or _LLVM_INT.fullmatch(tok) else "k"
+    return _LLVM_FIXED[kind]
+  return cls
+
+
+# ---- x86 assembly, GAS/AT&T syntax (what LLVM prints)
+
+ASM_RULES = [
+  ("ws", r"\s+"),
+  ("comment", r"#[^\n]*"),
+  ("string", r'"(?:[^"\\\n]|\\.)*"?'),
+  ("reg", r"%[\w.]+"),
+  ("imm", r"\$-?[\w.$]*"),
+  ("at", r"@[\w.]+"),  # @progbits, @function, @PLT
+  ("num", r"-?(?:0[xX][0-9a-fA-F]+|\d+)"),
+  ("word", r"[A-Za-z_.$][\w.$]*:?"),
+  ("punct", r"[-(),{}\[\]+*/<>=:;!~&|^%@]"),
+]
+_ASM_FIXED = {"comment": "c1", "string": "s", "reg": "nv", "imm": "no", "at": "na", "num": "mi", "other": None}
+
+
+def asm_classifier() -> Classifier:
+  """A statement's first word is its mnemonic (nf) or directive (na); later words are symbols (no)."""
+  first = True
+
+  def cls(kind: str, tok: str) -> str | None:
+    nonlocal first
+    if kind == "ws":
+      first = first or "\n" in tok
+      return None
+    if kind == "punct":
+      first = first or tok == ";"
+      return "p"
+    if kind == "word":
+      if tok[-1] == ":":
+        first = True  # a label starts the line's statement
+        return "nl"
+      was, first = first, False
+      return ("na" if tok[0] == "." else "nf") if was else "no"
+    first = False
+    return _ASM_FIXED[kind]
+  return cls
+
+
+# ---- Python (rule sources)
+
+_PREFIX = "[rRbBuUfF]{0,2}"
+PYTHON_RULES = [
+  ("ws", r"\s+"),
+  ("comment", r"#[^\n]*"),
+  ("tdq", _PREFIX + r'"""(?:[^"\\]|\\[\s\S]?|"(?!""))*(?:""")?'),
+  ("tsq", _PREFIX + r"'''(?:[^'\\]|\\[\s\S]?|'(?!''))*(?:''')?"),
+  ("dq", _PREFIX + r'"(?:[^"\\\n]|\\[\s\S]?)*"?'),
+  ("sq", _PREFIX + r"'(?:[^'\\\n]|\\[\s\S]?)*'?"),
+  ("hex", r"0[xXoObB][0-9a-fA-F_]+"),
+  ("num", r"(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][-+]?\d[\d_]*)?[jJ]?"),
+  ("word", r"[^\W\d]\w*"),
+  ("op", r"[-+*/%@&|^~<>=!.]+"),
+  ("punct", r"[()\[\]{},:;]+"),
+]
+PY_CONSTANTS = frozenset(("True", "False", "None"))
+PY_WORD_OPS = frozenset(("and", "or", "not", "in", "is"))
+PY_IMPORTS = frozenset(("import", "from"))
+PY_KEYWORDS = frozenset(keyword.kwlist) - PY_CONSTANTS - PY_WORD_OPS - PY_IMPORTS
+PY_BUILTINS = frozenset(n for n in dir(builtins) if not n.startswith("_")) - PY_CONSTANTS
+_PY_FIXED = {"comment": "c1", "dq": "s2", "sq": "s1", "hex": "mh", "punct": "p", "other": None}
+
+
+def python_classifier() -> Classifier:
+  """Words by Python's keyword list and builtins; the name after def/class, and a decorator, by what came before."""
+  line_start, after = True, ""
+
+  def cls(kind: str, tok: str) -> str | None:
+    nonlocal line_start, after
+    if kind == "ws":
+      line_start = line_start or "\n" in tok
+      return None
+    was, line_start = line_start, False
+    if kind == "word":
+      named, after = after, tok if tok in ("def", "class") else ""
+      if named:
+        return {"def": "nf", "class": "nc", "@": "nd"}[named]
+      if tok in PY_KEYWORDS:
+        return "k"
+      if tok in PY_CONSTANTS:
+        return "kc"
+      if tok in PY_WORD_OPS:
+        return "ow"
+      if tok in PY_IMPORTS:
+        return "kn"
+      if tok in ("self", "cls"):
+        return "bp"
+      return "nb" if tok in PY_BUILTINS else "n"
+    after = "@" if was and tok == "@" else ""
+    if kind == "op":
+      return "nd" if after else "o"
+    if kind in ("tdq", "tsq"):
+      return "sd" if was else "s2"
+    if kind == "num":
+      return "mf" if any(c in tok for c in ".eEjJ") else "mi"
+    return _PY_FIXED[kind]
+  return cls
+
+
+# kind of source -> (scanner, a new classifier per text); kinds not here are plain text
+LANGS: dict[str, tuple[re.Pattern, Callable[[], Classifier]]] = {}
+for _kinds, _rules, _make in ((("llvm_ir", "opt_ir", "llvm"), LLVM_RULES, llvm_classifier),
+                              (("asm",), ASM_RULES, asm_classifier), (("python",), PYTHON_RULES, python_classifier)):
+  _rx = scanner(_rules)
+  LANGS.update((k, (_rx, _make)) for k in _kinds)
+
+
+def render(text: str, kind: str) -> tuple[str, int]:
+  """The HTML for `text` highlighted as `kind`, and the scanner steps it took (at most len(text)). Raises
+  gone.ClientGone once the request's client has gone."""
+  lang = LANGS.get(kind)
+  if lang is None or len(text) > MAX_HIGHLIGHT_CHARS:
+    return html.escape(text), 0
+  rx, make = lang
+  cls, esc, out, steps = make(), html.escape, [], 0
+  for m in rx.finditer(text):
+    steps += 1
+    if steps % CHECK_EVERY == 0:
+      gone.check()
+    tok = m.group()
+    c = cls(m.lastgroup, tok)  # type: ignore[arg-type]
+    out.append(esc(tok) if c is None else f'<span class="{c}">{esc(tok)}</span>')
+  return "".join(out), steps
+
+
+_cache: OrderedDict[tuple[str, str], str] = OrderedDict()
+_cache_chars = 0
+_lock = threading.Lock()
+
+
 def highlight(text: str, kind: str) -> str:
-  """HTML for `text` (every character escaped by Pygments or html.escape); classes are Pygments' short names."""
-  if len(text) > MAX_HIGHLIGHT_CHARS:
-    return html.escape(text)
-  return _highlight(text, _lexer(kind, text), _FORMATTER)
+  """HTML for `text` (every character escaped; the only markup is `<span class="...">`), kept in a cache of
+  CACHE_CHARS characters."""
+  global _cache_chars
+  key = (text, kind)
+  with _lock:
+    got = _cache.get(key)
+    if got is not None:
+      _cache.move_to_end(key)
+      return got
+  out, _ = render(text, kind)
+  size = len(text) + len(out)
+  if size <= CACHE_CHARS // 8:
+    with _lock:
+      if key not in _cache:
+        _cache[key] = out
+        _cache_chars += size
+        while _cache_chars > CACHE_CHARS:
+          (t, _), h = _cache.popitem(last=False)
+          _cache_chars -= len(t) + len(h)
+  return out
+
+
+# the colours of Pygments' "default" style for the classes above
+_COLORS = {"c c1": "color: #3D7B7B; font-style: italic", "k kc kn": "color: #008000; font-weight: bold",
+           "kt": "color: #B00040", "o m mf mh mi": "color: #666", "s s1 s2": "color: #BA2121",
+           "sd": "color: #BA2121; font-style: italic", "na": "color: #687822", "nb bp": "color: #008000",
+           "nc": "color: #00F; font-weight: bold", "no": "color: #800", "nd": "color: #A2F", "nf": "color: #00F",
+           "nl": "color: #767600", "nv vg": "color: #19177C", "ow": "color: #A2F; font-weight: bold"}
 
 
 def stylesheet() -> str:
   """CSS for the highlighted HTML (scoped under `.hl`)."""
-  return HtmlFormatter(style="default").get_style_defs(f".{CSS_CLASS}")
+  return "\n".join(", ".join(f".{CSS_CLASS} .{c}" for c in cs.split()) + f" {{ {style} }}"
+                   for cs, style in _COLORS.items()) + "\n"
