@@ -163,8 +163,6 @@ _NOFOLD = object()
 
 def _eval(op: Ops, dt: DType, in_dt: DType, vals: tuple) -> Any:
   """exec_alu with the cases C leaves undefined or Python can't do (huge shifts, complex powers) left unfolded."""
-  if op is Ops.MAX and any(isinstance(v, float) and math.isnan(v) for v in vals):
-    return _NOFOLD  # fmax and numpy's maximum disagree about NaN
   if dtypes.is_int(in_dt) and op in (Ops.SHL, Ops.SHR, Ops.POW):
     bits = 8 * in_dt.itemsize
     if op is Ops.POW:

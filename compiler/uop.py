@@ -118,6 +118,17 @@ def _fdiv(x, y):
   return math.copysign(math.inf, x) * math.copysign(1.0, y)
 
 
+def _fmax(x, y):
+  """MAX: IEEE 754-2019 maximum on floats (NaN if either is NaN, +0.0 above -0.0), as codegen's llvm.maximum and the
+  interpreter; Python's max keeps its first argument on a tie and on a NaN."""
+  if isinstance(x, float) or isinstance(y, float):
+    if x != x or y != y:
+      return math.nan
+    if x == y == 0:
+      return x if math.copysign(1.0, x) > 0 else y
+  return max(x, y)
+
+
 python_alu: dict[Ops, Callable] = {
   Ops.EXP2: _safe_exp2, Ops.LOG2: _safe_log2,
   Ops.SIN: lambda x: math.sin(x) if math.isfinite(x) else math.nan,
@@ -126,7 +137,7 @@ python_alu: dict[Ops, Callable] = {
   Ops.TRUNC: lambda x: math.copysign(float(math.trunc(x)), x) if math.isfinite(x) else x,  # trunc(-0.5) is -0.0
   Ops.ADD: lambda x, y: x + y, Ops.SUB: lambda x, y: x - y, Ops.MUL: lambda x, y: x * y,
   Ops.IDIV: lambda x, y: _cdiv(x, y) if y != 0 else 0, Ops.MOD: lambda x, y: _cmod(x, y) if y != 0 else 0,
-  Ops.FDIV: _fdiv, Ops.MAX: max, Ops.CMPLT: lambda x, y: x < y, Ops.CMPNE: lambda x, y: x != y,
+  Ops.FDIV: _fdiv, Ops.MAX: _fmax, Ops.CMPLT: lambda x, y: x < y, Ops.CMPNE: lambda x, y: x != y,
   Ops.CMPEQ: lambda x, y: x == y, Ops.AND: lambda x, y: x & y, Ops.OR: lambda x, y: x | y,
   Ops.XOR: lambda x, y: x ^ y, Ops.SHL: lambda x, y: x << y, Ops.SHR: lambda x, y: x >> y,
   Ops.POW: lambda x, y: x ** y, Ops.WHERE: lambda c, x, y: x if c else y, Ops.MULACC: lambda x, y, z: x * y + z,

@@ -112,8 +112,6 @@ def _reference(op: Ops, dt, args: tuple):
       return truncate(dt, float(np.power(np.float64(args[0]), np.float64(args[1]))))
   if op in (Ops.SHL, Ops.SHR) and not 0 <= args[1] < 8 * dt.itemsize:
     return None  # undefined in C
-  if op is Ops.MAX and any(isinstance(a, float) and math.isnan(a) for a in args):
-    return None  # fmax and numpy's maximum disagree
   return exec_alu(op, dtypes.bool if op in GroupOp.Comparison else dt, args)
 
 

@@ -299,25 +299,40 @@ def vector_of(lanes: tuple[UOp, ...]) -> UOp | None:
 
 def select_max(a: UOp, b: UOp) -> UOp:
   """`a < b ? b : a`: x86's max instruction (IEEE maximum, which keeps a NaN from either side and orders -0 below +0,
-  takes five or six); it drops a NaN b, so a float max built of it also combines NaN masks (`max_or_nan`)."""
+  takes five or six); it drops a NaN b and keeps a on a tie of zeros, so a float max built of it also combines NaN
+  masks and the values' bits (`max_or_nan`)."""
   return (a < b).where(b, a)
+
+
+_SIGNED = {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}
+
+
+def signed_bits(v: UOp) -> UOp:
+  """A float's bits as the signed int of its size (its sign bit the int's)."""
+  return v.bitcast(_SIGNED[v.dtype.scalar().itemsize].vec(v.dtype.count))
 
 
 Tree = Callable[[Callable[[UOp, UOp], UOp], Any], UOp]  # (combine, values) -> the values combined as a balanced tree
 
 
-def max_or_nan(tree: Tree, values: Any, seen: Any) -> UOp:
-  """The max of values by select_max, NaN where any of the NaN masks `seen` is set (so a NaN anywhere still gives
-  NaN); each combined by tree: `halves` for the lanes of one vector, lowerer's `pairwise` for a list of values."""
+def max_or_nan(tree: Tree, values: Any, seen: Any, bits: Any) -> UOp:
+  """The IEEE maximum of values from select_max: NaN where any of the NaN masks `seen` is set (so a NaN anywhere
+  still gives NaN), and a zero max's sign the sign bit of the AND of `bits` (the values' signed_bits, and-ed): +0.0
+  when a +0.0 was among them (a zero max means nothing positive was), else -0.0, whatever order select_max met the
+  zeros in. Each combined by tree: `halves` for the lanes of one vector, lowerer's `pairwise` for a list of values."""
   top = tree(select_max, values)
+  signs = tree(operator.and_, bits)
+  zero = (signs & dtypes.min(signs.dtype.scalar())).bitcast(top.dtype)
+  top = top.eq(0.0).where(zero, top)
   return tree(operator.or_, seen).where(UOp.const(top.dtype, math.nan), top)
 
 
 def horizontal(op: Ops, v: UOp) -> UOp:
   """The lanes of vector v combined by op, halving the width each step (a log-depth tree of vector ops). A float
-  max combines with select_max (one instruction) and is NaN where any lane is NaN (or-ed lane masks)."""
+  max combines with select_max (one instruction) and is NaN where any lane is NaN (or-ed lane masks), its zero's
+  sign from the lanes' bits (max_or_nan)."""
   if op is Ops.MAX and dtypes.is_float(v.dtype):
-    return max_or_nan(halves, v, v.ne(v))
+    return max_or_nan(halves, v, v.ne(v), signed_bits(v))
   return halves(lambda a, b: a.alu(op, b), v)
 
 

@@ -14,6 +14,10 @@ IEEE, the interpreter's result bit for bit: an fma outside a sum changes a*b - c
 the answer where c is that product rounded (a value stored by one kernel and recomputed by the next: std over
 one element was inf, not nan). Never `nnan`/`ninf` (kernels see inf and nan). Integer division and shifts are
 guarded so division by zero gives 0 and INT_MIN // -1 wraps, as in the interpreter, instead of trapping.
+A float MAX is `llvm.maximum`, IEEE 754-2019 maximum: NaN if either operand is NaN, +0.0 above -0.0 in either order
+(the interpreter's and the constant folder's MAX, torch.maximum's); not `maxnum`, which drops a NaN, nor fcmp and
+select, which keeps one operand's zero. Vector max reductions are built of such selects and fixed up to the same
+answer (compiler/codegen/lowerer.py).
 Half means the same on every CPU, with or without native half instructions (AVX512-FP16, F16C, neither): each half
 op is rounded to half once, as if computed exactly (as numpy does: in float32, then rounded). For + - * / sqrt, the
 compares, max and the conversions from ints (exact in float32 wherever the half is finite) that is the correctly

@@ -1,13 +1,14 @@
 """Lowering to what the linearizer places in blocks: masked loads that never read out of bounds, gated stores,
 and REDUCE as an accumulator (DEFINE_ACC) updated by a PHI inside the loops over its reduce ranges; an unrolled
 REDUCE(CONTRACT(v0..vn)) gets one accumulator per value when registers allow, combined after the loop. A float
-vector max accumulates with compare-and-select next to a mask of the lanes that saw a NaN (`_max_with_nan_flag`)."""
+vector max accumulates with compare-and-select next to a mask of the lanes that saw a NaN and the AND of the values'
+bits, which give the IEEE maximum after the loop (`_max_with_nan_flag`)."""
 from __future__ import annotations
 
 import operator
 from typing import Callable
 
-from compiler.codegen.expander import chain, max_or_nan, select_max
+from compiler.codegen.expander import chain, max_or_nan, select_max, signed_bits
 from compiler.dtype import DType, dtypes
 from compiler.rewrite import PatternMatcher, UPat
 from compiler.uop import Ops, UOp, toposort
@@ -69,11 +70,14 @@ def _define_acc(ctx: dict, red: UOp, init: UOp) -> UOp:
 
 
 def _max_with_nan_flag(ctx: dict, red: UOp, groups: list[list[UOp]]) -> UOp:
-  """A float vector max accumulator (one per group of values) as two: `acc < x ? x : acc` (select_max, which drops
-  a NaN x) and a mask of the lanes that have seen a NaN (`x != x`, or-ed); after the loop a flagged lane is NaN
-  (max_or_nan). So a NaN anywhere still gives NaN. The sign of a max of zeros of both signs is left open (numpy's
-  reduce keeps the first zero's, LLVM's maximum gives +0)."""
-  tops, flags = [], []
+  """A float vector max accumulator (one per group of values) as three: `acc < x ? x : acc` (select_max, which drops
+  a NaN x and keeps acc on a tie of zeros), a mask of the lanes that have seen a NaN (`x != x`, or-ed) and the AND of
+  the values' bits (signed_bits: its sign bit clear once a +0.0 was seen); after the loop a flagged lane is NaN and a
+  zero lane takes the sign of the bits (max_or_nan). So the IEEE maximum, as the MAX op: a NaN anywhere gives NaN,
+  and +0.0 and -0.0 give +0.0 in either order, for one AND a vector more (half of one with AVX-512's vpternlogd,
+  which ands two values into the accumulator) than a max that ignores the sign; LLVM's vector maximum took 6
+  instructions a vector (opt/heuristic.py's `_unroll_vectors`)."""
+  tops, flags, bits = [], [], []
   for vals in groups:
     # the group's values combined pairwise first, then into the accumulator: one select a value on the loop's
     # dependency chain, and no long select-of-compare chain (LLVM's instcombine took minutes on 256 of them)
@@ -81,7 +85,10 @@ def _max_with_nan_flag(ctx: dict, red: UOp, groups: list[list[UOp]]) -> UOp:
     tops.append(UOp(Ops.PHI, red.dtype, (acc, select_max(acc, pairwise(select_max, vals)))))
     flag = _define_acc(ctx, red, UOp.const(dtypes.bool.vec(red.dtype.count), False))
     flags.append(UOp(Ops.PHI, flag.dtype, (flag, flag | pairwise(operator.or_, [x.ne(x) for x in vals]))))
-  return max_or_nan(pairwise, tops, flags)
+    vbits = [signed_bits(x) for x in vals]
+    sign = _define_acc(ctx, red, UOp.const(vbits[0].dtype, -1))  # all bits set: the AND's identity
+    bits.append(UOp(Ops.PHI, sign.dtype, (sign, sign & pairwise(operator.and_, vbits))))
+  return max_or_nan(pairwise, tops, flags, bits)
 
 
 def pairwise(combine: Callable[[UOp, UOp], UOp], vals: list[UOp]) -> UOp:

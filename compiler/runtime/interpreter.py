@@ -50,17 +50,37 @@ def _shift(fn: Callable) -> Callable:
   return lambda a, b: fn(a, b.astype(a.dtype) if np.issubdtype(a.dtype, np.integer) else b)
 
 
+def _maximum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  """MAX: IEEE 754-2019 maximum on floats (NaN if either is NaN, +0.0 above -0.0), as codegen and the constant folder.
+  np.maximum propagates NaN but keeps either operand's zero (which one depends on the dtype)."""
+  out = np.maximum(a, b)
+  if out.dtype.kind != "f":
+    return out
+  # a zero maximum with an operand whose sign bit is clear: that operand is +0.0
+  return np.where((out == 0) & ~(np.signbit(a) & np.signbit(b)), np.zeros_like(out), out)
+
+
+def _max_reduce(val: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
+  """REDUCE MAX: the fold of _maximum, so +0.0 wherever the max is a zero and a +0.0 is among the values (np.max
+  keeps the first zero it meets)."""
+  out = np.max(val, axis=axis, keepdims=keepdims)
+  if out.dtype.kind != "f" or not (zero := out == 0).any():
+    return out
+  pos_zero = np.any((val == 0) & ~np.signbit(val), axis=axis, keepdims=keepdims)
+  return np.where(zero & pos_zero, np.zeros_like(out), out)
+
+
 ALU: dict[Ops, Callable[..., np.ndarray]] = {
   Ops.EXP2: np.exp2, Ops.LOG2: np.log2, Ops.SIN: np.sin, Ops.SQRT: np.sqrt, Ops.RECIP: lambda x: 1 / x,
   Ops.NEG: _neg, Ops.TRUNC: np.trunc,
   Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.IDIV: _c_idiv, Ops.MOD: _c_mod,
-  Ops.FDIV: np.true_divide, Ops.MAX: np.maximum, Ops.CMPLT: np.less, Ops.CMPNE: np.not_equal, Ops.CMPEQ: np.equal,
+  Ops.FDIV: np.true_divide, Ops.MAX: _maximum, Ops.CMPLT: np.less, Ops.CMPNE: np.not_equal, Ops.CMPEQ: np.equal,
   Ops.AND: np.bitwise_and, Ops.OR: np.bitwise_or, Ops.XOR: np.bitwise_xor, Ops.SHL: _shift(np.left_shift),
   Ops.SHR: _shift(np.right_shift), Ops.POW: np.power,
   Ops.WHERE: np.where, Ops.MULACC: lambda a, b, c: a * b + c,
 }
 
-REDUCE: dict[Ops, Callable[..., np.ndarray]] = {Ops.ADD: np.sum, Ops.MUL: np.prod, Ops.MAX: np.max}
+REDUCE: dict[Ops, Callable[..., np.ndarray]] = {Ops.ADD: np.sum, Ops.MUL: np.prod, Ops.MAX: _max_reduce}
 
 
 def _scalar_end(r: UOp, var_vals: dict[str, int]) -> int:
