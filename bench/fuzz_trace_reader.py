@@ -1,22 +1,37 @@
 """Fuzz the trace reader with random and mutated files; anything but TraceFormatError escaping is a crash.
 
   python bench/fuzz_trace_reader.py [CASES] [--seed N]
+
+Every 8th mutated case mutates a trace with a frame over INFLATE_WHOLE raw bytes (read a window at a time), and a
+reader must then decode its records as they are consumed (at most one record ahead of its consumer); every 16th
+case is a frame with a list field one past its bound (LIST_BOUNDS), which must be damage.
 """
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import random
 import sys
 import tempfile
 import time
 import traceback
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from vztrace.format import FRAME_MAGIC, HEADER, MAGIC, TraceFormatError, pack_column  # noqa: E402
-from vztrace.reader import TraceReader  # noqa: E402
+from vztrace.format import (  # noqa: E402
+  FRAME_HEADER,
+  FRAME_MAGIC,
+  HEADER,
+  LIST_BOUNDS,
+  MAGIC,
+  RECORD_LEN,
+  TraceFormatError,
+  pack_column,
+)
+from vztrace.reader import INFLATE_WHOLE, TraceReader  # noqa: E402
 from vztrace.writer import TraceWriter  # noqa: E402
 
 
@@ -57,6 +72,42 @@ def base_trace() -> tuple[bytes, list[dict]]:
   return data, [x for b in recs for r in b if r["t"] != "unknown_kind" for x in (BATCH_RECORDS if r is BATCH else [r])]
 
 
+def big_trace() -> tuple[bytes, list[dict]]:
+  """base_trace with a frame of error records over INFLATE_WHOLE raw bytes after its first frame."""
+  data, records = base_trace()
+  rec = {"t": "error", "ctx": None, "text": "x" * 30}
+  text = json.dumps(rec, separators=(",", ":")).encode()
+  n = INFLATE_WHOLE // (len(text) + RECORD_LEN.size) + 100
+  raw = (RECORD_LEN.pack(len(text)) + text) * n
+  payload = zlib.compress(raw, 1)
+  frame = FRAME_HEADER.pack(FRAME_MAGIC, len(payload), zlib.crc32(payload), len(raw)) + payload
+  first = HEADER.size + FRAME_HEADER.size + FRAME_HEADER.unpack_from(data, HEADER.size)[1]
+  return data[:first] + frame + data[first:], records[:2] + [rec] * n + records[2:]
+
+
+# a valid record of each type with a bounded list field (not batch: a million records in one costs a second)
+VALID = {"meta": {"t": "meta", "version": "1.0", "argv": ["a"], "host": "h", "pid": 1, "python": "3", "started": 1.0,
+                  "cwd": "/"},
+         "node": {"t": "node", "id": 1, "op": "CONST", "dtype": "int", "arg": "1", "src": []},
+         "opt": {"t": "opt", "ctx": 0, "op": "UPCAST", "axis": 0, "arg": 4, "ok": True, "reason": None, "shape": [4],
+                 "colors": ["blue"], "kname": "k"},
+         "beam": {"t": "beam", "ctx": 0, "round": 0, "opts": [], "chosen": True},
+         "run": {"t": "run", "ctx": 0, "kname": "k", "times": [1.0], "min": 1, "median": 1, "flops": 1, "bytes": 1,
+                 "gflops": 1, "gbs": 1}}
+ELEMENT = {"argv": "a", "src": 0, "shape": 4, "colors": "blue", "opts": ["UPCAST", 0, 4], "times": 1.0}
+
+
+def long_list(rng: random.Random) -> bytes:
+  """A header and a frame of a meta record and a record with one list field one element past its bound."""
+  t = rng.choice(sorted(VALID))
+  field, bound = rng.choice(sorted(LIST_BOUNDS[t].items()))
+  rec: dict = {**VALID[t], field: [ELEMENT[field]] * (bound + 1)}
+  raw = b"".join(RECORD_LEN.pack(len(x)) + x for x in (json.dumps(r).encode() for r in (VALID["meta"], rec)))
+  payload = zlib.compress(raw)
+  return HEADER.pack(MAGIC, 2, 2) + FRAME_HEADER.pack(FRAME_MAGIC, len(payload), zlib.crc32(payload), len(raw)) + \
+    payload
+
+
 def mutate(rng: random.Random, data: bytes) -> bytes:
   buf = bytearray(data)
   for _ in range(rng.randint(1, 4)):
@@ -89,15 +140,22 @@ def main() -> None:
   ap.add_argument("--seed", type=int, default=0)
   args = ap.parse_args()
   rng = random.Random(args.seed)
-  data, records = base_trace()
+  small, small_records = base_trace()
+  big, big_records = big_trace()
   stats = {"rejected": 0, "damaged": 0, "intact": 0, "crashes": 0, "wrong": 0}
   t0 = time.perf_counter()
   for i in range(args.cases):
-    case = mutate(rng, data) if i % 2 else random_case(rng)
+    data, records = (big, big_records) if i % 16 == 1 else (small, small_records)
+    case = long_list(rng) if i % 16 == 2 else mutate(rng, data) if i % 2 else random_case(rng)
     try:
       live = TraceReader(io.BytesIO(case)).poll()
       r = TraceReader(io.BytesIO(case))
-      got = list(r)
+      got = []
+      for rec in r:  # records are decoded as they are consumed: at most the rest of one batch (4 here) ahead
+        got.append(rec)
+        if r.records > len(got) + 4:
+          stats["wrong"] += 1
+          break
     except TraceFormatError:
       stats["rejected"] += 1
       continue
@@ -108,6 +166,8 @@ def main() -> None:
         print("case:", case.hex(), file=sys.stderr)
       continue
     stats["damaged" if r.damaged else "intact"] += 1
+    if i % 16 == 2 and not (r.damaged and "elements, more than" in (r.reason or "")):
+      stats["wrong"] += 1
     # what is read must be a prefix of what was written (for mutated files), and poll never reads past a full read
     if (i % 2 and got != records[:len(got)]) or got[:len(live)] != live:
       stats["wrong"] += 1

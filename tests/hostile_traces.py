@@ -216,3 +216,39 @@ def chain_under_sink(path: str | os.PathLike, n: int = 100_000, arg: str = "1") 
   b = _batch(0, strs, ops, args, nsrc, src, ([0], [0], [n], [n + 1], [1]),
              recs=[meta(), ctx(0), PATTERN, rw_begin(0, n + 2)], at=[0, 0, 0, 0, 0, 0, n + 4, 0])
   return write(path, [[b], [rw_end(0, n + 3, 1), END]])
+
+
+def many_rewrites(path: str | os.PathLike, rewrites: int = 24, n: int = 2000) -> Path:
+  """`rewrites` rewrites of one graph (a SINK over a chain of n nodes and a CONST 2), each with one match replacing
+  the CONST 2 by a CONST 3: a small file whose every rewrite, opened in the viewer, holds a view of n nodes."""
+  strs = ["CONST", "dtypes.int", "1", "NEG", "2", "3", "SINK", "None"]
+  ops, args = [0] + [3] * (n - 1) + [0, 0, 6, 6], [2] * n + [4, 5, 7, 7]
+  nsrc, src = [0] + [1] * (n - 1) + [0, 0, 2, 2], list(range(n - 1)) + [n - 1, n, n - 1, n + 1]
+  recs = [meta(), ctx(0), PATTERN]
+  b = _batch(0, strs, ops, args, nsrc, src, recs=recs, at=[0, 0] * len(recs))
+  frames: list[list[Record]] = [[b]]
+  for r in range(rewrites):
+    frames.append([rw_begin(r, n + 2), {"t": "match", "rw": r, "pat": 0, "before": n, "after": n + 1, "dt": 1},
+                   rw_end(r, n + 3, 1)])
+  frames.append([END])
+  return write(path, frames)
+
+
+def big_frame(path: str | os.PathLike, records: int = 300_000, text: str = "") -> Path:
+  """One frame of `records` error records (a small file: they compress to almost nothing), between two frames of a
+  meta and an end record."""
+  rec = json.dumps({"t": "error", "ctx": None, "text": text}, separators=(",", ":")).encode()
+  return write(path, [[meta()], [rec] * records, [END]])
+
+
+def long_lists(path: str | os.PathLike, field: str = "shape", n: int = 1 << 20) -> Path:
+  """A kernel context with an opt record whose `field` (shape or colors), or a run record whose times, hold n
+  elements (a small file: they compress to almost nothing)."""
+  k = {"t": "ctx_begin", "id": 1, "parent": 0, "name": "r_4", "kind": "kernel", "ts": 1.7e9}
+  if field == "times":
+    bad = {"t": "run", "ctx": 1, "kname": "r_4", "times": [1e-6] * n, "min": 1e-6, "median": 1e-6, "flops": 1,
+           "bytes": 1, "gflops": 1, "gbs": 1}
+  else:
+    bad = {"t": "opt", "ctx": 1, "op": "UPCAST", "axis": 0, "arg": 4, "ok": True, "reason": None, "shape": [4],
+           "colors": ["blue"], "kname": "r_4", field: [4 if field == "shape" else "blue"] * n}
+  return write(path, [[meta(), ctx(0), k], [bad], [END]])

@@ -333,6 +333,12 @@ class StepGraphs:
     self.cuts = 0  # layouts of cut graphs made
     self.last_step = 0  # the step last served (views.Views.prefetch looks ahead of it in the direction of travel)
 
+  def est_bytes(self) -> int:
+    """About the bytes this view holds (its replay's, labels and box sizes, kept layouts), from the sizes of its tables
+    when asked (it grows as steps are laid out): what views.Views budgets by. Derived layouts are LAYOUTS' own."""
+    kept = sum(len(lay.pos) for lay in list(self._kept.values()))
+    return self.replay.est_bytes() + 150 * len(self._labels) + 180 * len(self._sizes) + 400 * kept
+
   def size(self, nid: int) -> tuple[float, float]:
     got = self._sizes.get(nid)
     return got if got is not None else self._look(nid, self.replay.node(nid))[1]  # type: ignore[arg-type]

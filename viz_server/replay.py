@@ -71,6 +71,13 @@ class Replay:
       self._move_root(root)
       self.sizes.append(len(self._ref))
 
+  def est_bytes(self) -> int:
+    """About the bytes this replay holds, from the sizes of its tables (no walk; views.Views budgets by it): ~100
+    bytes an entry of an int table, more for those holding tuples and sets, ~300 a step."""
+    return (100 * (len(self._memo) + len(self._ref) + len(self._level) + len(self._born) + len(self._R)
+                   + len(self.roots) + len(self._chain_start) + len(self._hist))
+            + 130 * len(self._deps) + 300 * len(self._rdeps) + 250 * len(self.fresh) + 300 * len(self.steps))
+
   @property
   def stale(self) -> bool:
     """A live rewrite whose replay made up node ids that the trace may have named since."""

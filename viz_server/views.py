@@ -1,6 +1,8 @@
-"""The per-rewrite objects the API serves from (replay + layouts), cached with a bound on how many are kept."""
+"""The per-rewrite objects the API serves from (replay + layouts), cached with a bound on how many are kept and on
+the bytes they hold."""
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 
@@ -10,6 +12,10 @@ from viz_server.replay import Replay
 from viz_server.store import Rewrite, Trace, TraceStore
 
 MAX_VIEWS = 64  # rewrites with a live replay state; an evicted one is rebuilt (deterministically) on demand
+# ... and the bytes they hold at most, as StepGraphs.est_bytes estimates them: a view of an n-node graph holds ~2 KB a
+# node (a 530 KB trace's rewrites took ~190 MB each, 4.7 GB after 24 opened, when only their number was bounded).
+# TINYVIZ_VIEW_CACHE_MB sets it; the view being looked at is kept whatever its size.
+VIEW_CACHE_BYTES = int(os.environ.get("TINYVIZ_VIEW_CACHE_MB", "256")) << 20
 PREFETCH = 12  # layouts computed ahead of the step last asked for, in the background (stepping is sequential)
 AHEAD = 2  # next block boundaries whose layouts (and the steps up to them) are computed in the background first
 FAR_NODES = 50_000  # then further boundaries while their graphs hold this many nodes in all: a jump far ahead (End,
@@ -20,11 +26,14 @@ FAR_IDLE_S = 0.3  # ... computed only once no request came for this long: while 
 
 
 class Views:
-  """StepGraphs per (trace, rewrite), LRU-bounded; a live rewrite's view is rebuilt when it went stale."""
+  """StepGraphs per (trace, rewrite), an LRU bounded by their number and their estimated bytes (max_bytes, looked at
+on every get: a view grows as its steps are laid out); a live rewrite's view is rebuilt when it went stale."""
 
-  def __init__(self, store: TraceStore, max_views: int = MAX_VIEWS, prefetch: int = PREFETCH) -> None:
+  def __init__(self, store: TraceStore, max_views: int = MAX_VIEWS, prefetch: int = PREFETCH,
+               max_bytes: int = VIEW_CACHE_BYTES) -> None:
     self.store = store
     self.max_views = max_views
+    self.max_bytes = max_bytes
     self.prefetch_steps = prefetch
     self._views: OrderedDict[tuple[int, int], StepGraphs] = OrderedDict()
     self.drawn = DrawnCache()  # drawn diffs between points of ended traces (the ids here are this store's)
@@ -124,6 +133,7 @@ class Views:
       v = self._views.get(key)
       if _current(v, rw):
         self._views.move_to_end(key)
+        self._trim()
         return v
       if v is not None:
         forget_view(v.key)
@@ -131,10 +141,27 @@ class Views:
     with self._lock:
       self._views[key] = view
       self._views.move_to_end(key)
-      while len(self._views) > self.max_views:
-        _, old = self._views.popitem(last=False)
-        forget_view(old.key)
+      self._trim()
     return view
+
+  def held_bytes(self) -> int:
+    """The bytes the views kept hold, as StepGraphs.est_bytes estimates them now."""
+    with self._lock:
+      return sum(v.est_bytes() for v in self._views.values())
+
+  def __len__(self) -> int:
+    return len(self._views)
+
+  def _trim(self) -> None:
+    """Let the least recently used views go until at most max_views are kept, holding at most max_bytes (the most
+    recent one stays whatever its size). Called with the lock held; costs a few len() per view."""
+    sizes = [v.est_bytes() for v in self._views.values()]
+    total, i = sum(sizes), 0
+    while len(self._views) > self.max_views or (total > self.max_bytes and len(self._views) > 1):
+      _, old = self._views.popitem(last=False)
+      total -= sizes[i]
+      i += 1
+      forget_view(old.key)
 
 
 def _current(v: StepGraphs | None, rw: Rewrite) -> bool:

@@ -42,6 +42,15 @@ MAX_BATCH_ROWS = 1 << 20  # nodes, and matches, in one batch record (the recorde
 # JSON encoder (a record nested ~1,000 deep failed there, or in the decoder, depending on the caller's stack).
 MIN_INT, MAX_INT = -(1 << 63), (1 << 63) - 1  # every JSON integer of a record (int64)
 MAX_DEPTH = 100  # nesting of lists and objects in a record, the record being depth 1 (above the writer's cut, 66)
+# Lengths of list fields (LIST_BOUNDS), sized from what the compiler writes, so that a small file whose lists compress
+# well cannot make every consumer hold (and the viewer send) millions of elements per record: a longer list is damage.
+# The writer clips a list to its bound (clip_lists), so a program never writes damage.
+MAX_ARGV = 4096  # a program's argv (the viewer shows it in one line)
+MAX_SHAPE_DIMS = 256  # a kernel's shape (and its colors): its dims (numpy allows 64), one more per opt that splits one
+MAX_OPTS = 256  # opts of one kernel in a beam record (BEAM applies a few; a hand-written list a few dozen)
+MAX_OPT_FIELDS = 8  # of one opt of a beam record (Opt.to_json: op, axis, arg)
+MAX_TIMES = 1000  # timed runs of a run or beam record (CompiledKernel.time: 10 by default; a confirmation: <= 50)
+MAX_NODE_SRC = 1 << 20  # sources of a node record (a node's sources are nodes: as many as a batch's)
 
 
 # Columns of compact records: a JSON string, the base64 of the values as little-endian u32 ("u32s") or i64 ("i64s").
@@ -116,7 +125,9 @@ RECORDS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
   "rw_end": ({"id": "int", "root": "int?", "dt": "num", "matches": "int"}, {"error": "str?"}),
   "opt": ({"ctx": "int", "op": "str", "axis": "int?", "arg": "any", "ok": "bool", "reason": "str?",
            "shape": "list[int|str]", "colors": "list[str]", "kname": "str?"}, {}),
-  "beam": ({"ctx": "int", "round": "int", "opts": "list[list]", "chosen": "bool"}, {"time": "num", "error": "str?"}),
+  # times: a confirmation's timed runs of the variant (`time` their median)
+  "beam": ({"ctx": "int", "round": "int", "opts": "list[list]", "chosen": "bool"},
+           {"time": "num", "error": "str?", "times": "list[num]"}),
   # ts (minor version 1): epoch seconds when the LLVM compile began / the timed runs began
   "source": ({"ctx": "int", "kind": "str", "text": "str", "compile_s": "num"}, {"ts": "num"}),
   "run": ({"ctx": "int", "kname": "str", "times": "list[num]", "min": "num", "median": "num", "flops": "num",
@@ -135,6 +146,33 @@ RECORDS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
   "batch": ({"id": "int", "strs": "list[str]", **dict.fromkeys(NODE_COLUMNS + MATCH_COLUMNS, "u32s"), MATCH_DT: "i64s",
              "at": "u32s", "recs": "list[dict]"}, {}),
 }
+
+# record type -> list field -> its most elements (beam's "opts" also bounds each opt at MAX_OPT_FIELDS)
+LIST_BOUNDS: dict[str, dict[str, int]] = {
+  "meta": {"argv": MAX_ARGV}, "node": {"src": MAX_NODE_SRC}, "opt": {"shape": MAX_SHAPE_DIMS, "colors": MAX_SHAPE_DIMS},
+  "beam": {"opts": MAX_OPTS, "times": MAX_TIMES}, "run": {"times": MAX_TIMES},
+  "batch": {"strs": 3 * MAX_BATCH_ROWS, "recs": MAX_BATCH_ROWS},
+}
+INNER_BOUNDS: dict[str, dict[str, int]] = {"beam": {"opts": MAX_OPT_FIELDS}}  # of each element (a list) of the field
+
+
+def clip_lists(rec: dict) -> dict:
+  """rec with its list fields cut to LIST_BOUNDS (a copy where one was cut; the writer writes no longer ones)."""
+  t = rec.get("t")
+  bounds = LIST_BOUNDS.get(t) if type(t) is str else None
+  if bounds is None:
+    return rec
+  out = rec
+  for key, n in bounds.items():
+    v = rec.get(key)
+    inner = INNER_BOUNDS.get(t, {}).get(key)
+    if type(v) is list and (len(v) > n or (inner is not None and any(type(x) is list and len(x) > inner for x in v))):
+      if out is rec:
+        out = dict(rec)
+      v = v[:n]
+      out[key] = v if inner is None else [x[:inner] if type(x) is list else x for x in v]
+  return out
+
 
 # JSON-decoded values only ever have these exact types, so `type(v) in S` is both fast and bool-safe.
 _BASE: dict[str, tuple[type, ...]] = {"int": (int,), "num": (int, float, type(None)), "str": (str,), "bool": (bool,),
@@ -165,36 +203,51 @@ def _compile(spec: str) -> tuple[frozenset, frozenset | None]:
 class _Check:
   """One record type's schema, precompiled: (key, allowed types) pairs where an absent optional field is allowed."""
 
-  def __init__(self, required: dict[str, str], optional: dict[str, str]) -> None:
+  def __init__(self, required: dict[str, str], optional: dict[str, str], lengths: dict[str, int] | None = None,
+               inner: dict[str, int] | None = None) -> None:
     self.specs = {**required, **optional}
     compiled = {k: _compile(s) for k, s in self.specs.items()}
     self.pairs = tuple((k, types | {_Missing} if k in optional else types) for k, (types, _) in compiled.items())
     self.elems = tuple((k, e) for k, (_, e) in compiled.items() if e is not None)
+    self.lengths = tuple((lengths or {}).items())  # list field -> most elements (looked at before the elements)
+    self.inner = tuple((inner or {}).items())  # list-of-lists field -> most elements of each
 
   def ok(self, rec: dict) -> bool:
     get = rec.get
     for key, types in self.pairs:  # a plain loop measured faster than map()/all() chains on 3.11
       if type(get(key, _MISSING)) not in types:
         return False
+    for key, n in self.lengths:
+      v = get(key)
+      if type(v) is list and len(v) > n:
+        return False
     for key, etypes in self.elems:
       v = get(key)
       if type(v) is list and not etypes.issuperset(map(type, v)):
+        return False
+    for key, n in self.inner:
+      v = get(key)
+      if type(v) is list and max(map(len, v), default=0) > n:  # (elements are lists: checked just above)
         return False
     return True
 
   def explain(self, t: str, rec: dict) -> str:
     """Why ok() said no, for the error message."""
-    elems = dict(self.elems)
+    elems, lengths, inner = dict(self.elems), dict(self.lengths), dict(self.inner)
     for key, types in self.pairs:
       v = rec.get(key, _MISSING)
       if v is _MISSING and _Missing not in types:
         return f"{t!r} record lacks field {key!r}"
+      if type(v) is list and key in lengths and len(v) > lengths[key]:
+        return f"field {key!r} of {t!r} record has {len(v):,} elements, more than {lengths[key]:,}"
       if type(v) not in types or (key in elems and type(v) is list and not elems[key].issuperset(map(type, v))):
         return f"field {key!r} of {t!r} record must be {self.specs[key]}, got {_short(v)}"
+      if type(v) is list and key in inner and (m := max(map(len, v), default=0)) > inner[key]:
+        return f"an element of field {key!r} of {t!r} record has {m:,} elements, more than {inner[key]:,}"
     return f"invalid {t!r} record"
 
 
-_CHECKS = {t: _Check(req, opt) for t, (req, opt) in RECORDS.items()}
+_CHECKS = {t: _Check(req, opt, LIST_BOUNDS.get(t), INNER_BOUNDS.get(t)) for t, (req, opt) in RECORDS.items()}
 
 
 # ---- how the program ended: the `exit` of an `end` record (minor version 2), written only where it did not end cleanly

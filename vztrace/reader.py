@@ -10,6 +10,13 @@ keeps columns (the viewer's index) and need not make a dict per node.
 
 Only TraceFormatError (a ValueError) is raised for bad contents; damage after a valid header is reported in
 `damaged`/`stopped_at`/`reason` instead. Opening a path that cannot be read raises OSError as usual.
+
+Memory: a frame's records are decoded one at a time, as they are consumed, never a frame's worth at once (a 163 KB
+file of one frame of 3M records took 1.08 GB when they were). A reader holds the compressed frame being read (at most
+MAX_PAYLOAD_LEN, and never more than the file has), its raw bytes where they are at most INFLATE_WHOLE (every frame
+of several records the writer makes), else a window of INFLATE_WINDOW raw bytes plus the record being decoded, and
+that one record decoded: O(compressed frame + max(INFLATE_WHOLE, largest record) + the largest record's values).
+A consumer that stops in the middle of a frame gets the rest of it from its next call.
 """
 from __future__ import annotations
 
@@ -28,6 +35,7 @@ from typing import Any, BinaryIO, Callable, Iterator
 from vztrace.format import (
   FRAME_HEADER,
   FRAME_MAGIC,
+  FRAME_TARGET,
   HEADER,
   MAGIC,
   MATCH_COLUMNS,
@@ -48,6 +56,8 @@ from vztrace.format import (
 
 READ_CHUNK = 1 << 16
 MAX_READ = 1 << 20  # per read() call: a damaged header claiming a huge frame must not allocate that much per poll
+INFLATE_WHOLE = FRAME_TARGET  # a frame of at most this many raw bytes is inflated at once (the fast path)
+INFLATE_WINDOW = 1 << 16  # else raw bytes are inflated this many at a time (and compressed ones fed as many)
 
 
 def _reject_constant(name: str) -> Any:
@@ -212,10 +222,56 @@ def _known_records(recs: list[dict]) -> list[bool]:
 
 
 class _Damage(Exception):
-  """Internal: the frame being read is damaged; carries the reason and the records of the frame before it."""
+  """Internal: the frame being read is damaged (the records before the damage were given already)."""
 
-  def __init__(self, reason: str, good: list[dict] | None = None, index: int = 0) -> None:
-    self.reason, self.good, self.index = reason, good or [], index
+  def __init__(self, reason: str) -> None:
+    self.reason = reason
+
+
+class _Inflater:
+  """A frame's payload inflated piece by piece: read(limit) gives the next at most `limit` raw bytes (b"" at the
+  end), feeding zlib INFLATE_WINDOW compressed bytes at a time (a slice of the rest each call would copy it
+  quadratically)."""
+
+  def __init__(self, payload: bytes) -> None:
+    self._d = zlib.decompressobj()
+    self._in = memoryview(payload)
+    self._at = 0  # compressed bytes fed
+
+  def read(self, limit: int) -> bytes:
+    d = self._d
+    while True:
+      data = d.unconsumed_tail
+      if not data:
+        if d.eof or self._at >= len(self._in):
+          return b""
+        data = self._in[self._at:self._at + INFLATE_WINDOW]
+        self._at += len(data)
+      try:
+        out = d.decompress(data, limit)
+      except zlib.error as e:
+        raise _Damage(f"bad zlib data: {e}") from None
+      if out:
+        return out
+
+  @property
+  def eof(self) -> bool:
+    return self._d.eof
+
+  @property
+  def clean_end(self) -> bool:
+    """The stream ended and nothing follows it."""
+    return self._d.eof and not self._d.unused_data and self._at >= len(self._in)
+
+
+def _check_length(payload: bytes, raw_len: int) -> None:
+  """Damage unless the payload inflates to exactly raw_len bytes (inflated a window at a time and dropped)."""
+  inf, total = _Inflater(payload), 0
+  while total <= raw_len and (chunk := inf.read(INFLATE_WINDOW)):
+    total += len(chunk)
+  if total != raw_len or not inf.clean_end:
+    more = "+" if total > raw_len or not inf.eof else ""
+    raise _Damage(f"frame decompresses to {total}{more} bytes, header says {raw_len}")
 
 
 class TraceReader:
@@ -245,7 +301,7 @@ class TraceReader:
     self.reason: str | None = None
     self._seen = 0  # records decoded, unknown types included
     self._strs: list[str] = []  # the string table of compact `nodes` records
-    self._frame_count = 0
+    self._open: Iterator[dict | _Expansion] | None = None  # the rest of the frame being read
     try:
       self._header(final=False)
     except BaseException:
@@ -263,7 +319,7 @@ class TraceReader:
       return
     self._header(final=True)
     while not self.damaged:
-      recs = self._frame(final=True)
+      recs = self._items(final=True)
       if recs is None:
         return
       yield from _flat(recs, columns)
@@ -276,7 +332,7 @@ class TraceReader:
       return []
     out: list[dict] = []
     while not self.damaged and (max_records is None or len(out) < max_records):
-      recs = self._frame(final=False)
+      recs = self._items(final=False)
       if recs is None:
         break
       out.extend(_flat(recs))
@@ -291,11 +347,12 @@ class TraceReader:
       return
     got = False
     while not self.damaged:
-      recs = self._frame(final=False)
+      recs = self._items(final=False)
       if recs is None:
         break
-      got = got or bool(recs)
-      yield from _flat(recs, columns)
+      for rec in _flat(recs, columns):
+        got = True
+        yield rec
     if not got and not self.damaged and self._own:
       self._check_shrunk()
 
@@ -349,9 +406,16 @@ class TraceReader:
     self.offset = HEADER.size
     return True
 
-  def _frame(self, final: bool) -> list | None:
-    """The records of the next complete frame (batches as _Expansion), or None if there is none (yet). Damage sets
-    the damage fields."""
+  def _items(self, final: bool) -> Iterator[dict | _Expansion] | None:
+    """The rest of the frame being read, else the records of the next complete frame (batches as _Expansion), made
+    as they are consumed; None if there is none (yet)."""
+    if self._open is None:
+      self._open = self._frame(final)
+    return self._open
+
+  def _frame(self, final: bool) -> Iterator[dict | _Expansion] | None:
+    """The next complete frame's records, to be decoded as they are consumed (checksum and length checked first), or
+    None if there is none (yet) or it is damaged (which sets the damage fields)."""
     start = self.offset
     try:
       if not self._fill(FRAME_HEADER.size):
@@ -374,19 +438,23 @@ class TraceReader:
       payload = bytes(self._buf[FRAME_HEADER.size:end])
       if zlib.crc32(payload) != crc:
         raise _Damage("frame checksum mismatch (crc32)")
-      recs = self._records(self._inflate(payload, rlen))
+      if rlen <= INFLATE_WHOLE:
+        raw, src = self._inflate(payload, rlen), None
+      else:  # checked whole first (a frame's framing is right or none of it is read), then read a window at a time
+        _check_length(payload, rlen)
+        raw, src = bytearray(), _Inflater(payload)
     except _Damage as d:
-      self.damaged = True
-      self.stopped_at = start
-      self.stopped_record = self._seen + d.index
-      self.reason = d.reason
-      self._count(d.good, d.index)
-      return d.good
+      self._stop(start, d.reason)
+      return None
     del self._buf[:end]
     self.offset += end
-    self.frames += 1
-    self._count(recs, self._frame_count)
-    return recs
+    return self._frame_records(start, raw, src, rlen)
+
+  def _stop(self, start: int, reason: str) -> None:
+    self.damaged = True
+    self.offset = self.stopped_at = start
+    self.stopped_record = self._seen  # (records decoded so far: the index of the first one lost)
+    self.reason = reason
 
   @staticmethod
   def _inflate(payload: bytes, raw_len: int) -> bytes:
@@ -399,43 +467,73 @@ class TraceReader:
       raise _Damage(f"frame decompresses to {len(raw)}{'+' if not d.eof else ''} bytes, header says {raw_len}")
     return raw
 
-  def _records(self, raw: bytes) -> list:
-    """Decode and validate the records of one frame; unknown record types are counted and dropped."""
-    out: list = []  # records, and batches as _Expansion
-    pos, n, idx = 0, len(raw), 0
-    long_ints = _LONG_DIGITS.search(raw) is not None
-    while pos < n:
-      where = f"record {idx} of frame {self.frames}"
-      if pos + RECORD_LEN.size > n:
-        raise _Damage(f"{where}: length cut off", out, idx)
-      (size,) = RECORD_LEN.unpack_from(raw, pos)
-      pos += RECORD_LEN.size
-      if pos + size > n:
-        raise _Damage(f"{where}: length {size} overruns the frame", out, idx)
-      try:
-        rec = _decode(raw[pos:pos + size].decode("utf-8"))
-      except ValueError as e:
-        raise _Damage(f"{where}: bad JSON: {str(e)[:200]}", out, idx) from None
-      except RecursionError:  # nesting deeper than the stack allows, so far beyond MAX_DEPTH: the same damage
-        raise _Damage(f"{where}: bad JSON: values nested deeper than {MAX_DEPTH}", out, idx) from None
-      bounds = long_ints or raw.count(b"[", pos, pos + size) + raw.count(b"{", pos, pos + size) > MAX_DEPTH
-      pos += size
-      try:
-        known = validate_record(rec, bounds)
-      except TraceFormatError as e:
-        raise _Damage(f"{where}: {e.reason}", out, idx) from None
-      if not known:
-        self.skipped_unknown += 1
-      elif rec["t"] == "batch":
+  def _frame_records(self, start: int, raw: bytes | bytearray, src: _Inflater | None, rlen: int
+                     ) -> Iterator[dict | _Expansion]:
+    """Decode and validate one frame's records one at a time (unknown record types are counted and dropped); at
+    damage, stop where it is (the records before it were given). `raw`: the frame's raw bytes, or with `src` the
+    part of them inflated so far (a window: the bytes before `pos` are dropped as it moves)."""
+    pos = done = idx = 0  # pos: in raw; done: raw bytes of the frame before raw[0]
+    long_ints = src is None and _LONG_DIGITS.search(raw) is not None  # (streamed: looked for record by record)
+    try:
+      while done + pos < rlen:
+        where = f"record {idx} of frame {self.frames}"
+        if done + pos + RECORD_LEN.size > rlen:
+          raise _Damage(f"{where}: length cut off")
+        if src is not None and len(raw) - pos < RECORD_LEN.size:
+          raw, done, pos = self._refill(src, raw, pos, done, RECORD_LEN.size)
+        (size,) = RECORD_LEN.unpack_from(raw, pos)
+        pos += RECORD_LEN.size
+        if done + pos + size > rlen:
+          raise _Damage(f"{where}: length {size} overruns the frame")
+        if src is not None and len(raw) - pos < size:
+          raw, done, pos = self._refill(src, raw, pos, done, size)
+        end = pos + size
         try:
-          out.append(self._expand(rec))
-        except _Damage as d:
-          raise _Damage(f"{where}: {d.reason}", out, idx) from None
-      else:
-        out.append(rec)
-      idx += 1
-    self._frame_count = idx
-    return out
+          rec = _decode(raw[pos:end].decode("utf-8"))
+        except ValueError as e:
+          raise _Damage(f"{where}: bad JSON: {str(e)[:200]}") from None
+        except RecursionError:  # nesting deeper than the stack allows, so far beyond MAX_DEPTH: the same damage
+          raise _Damage(f"{where}: bad JSON: values nested deeper than {MAX_DEPTH}") from None
+        bounds = (long_ints or (src is not None and _LONG_DIGITS.search(raw, pos, end) is not None)
+                  or raw.count(b"[", pos, end) + raw.count(b"{", pos, end) > MAX_DEPTH)
+        pos = end
+        try:
+          known = validate_record(rec, bounds)
+        except TraceFormatError as e:
+          raise _Damage(f"{where}: {e.reason}") from None
+        if not known:
+          self.skipped_unknown += 1
+          item = None
+        elif rec["t"] == "batch":
+          try:
+            item = self._expand(rec)
+          except _Damage as d:
+            raise _Damage(f"{where}: {d.reason}") from None
+        else:
+          item = rec
+        self._seen += 1
+        idx += 1
+        if item is not None:
+          self._count(item)
+          yield item
+    except _Damage as d:
+      self._stop(start, d.reason)
+    else:
+      self.frames += 1
+    finally:
+      self._open = None
+
+  @staticmethod
+  def _refill(src: _Inflater, raw: bytes | bytearray, pos: int, done: int, need: int
+              ) -> tuple[bytearray, int, int]:
+    """The window moved to pos and grown to hold at least `need` bytes (and up to INFLATE_WINDOW more)."""
+    win = bytearray(raw[pos:])
+    while len(win) < need:
+      chunk = src.read(max(INFLATE_WINDOW, need - len(win)))
+      if not chunk:  # (the length was checked before: only a file changed under the reader gets here)
+        raise _Damage("frame decompresses to fewer bytes than on the first pass")
+      win += chunk
+    return win, done + pos, 0
 
   def _expand(self, batch: dict) -> _Expansion:
     """The records of a batch, in their order, made as they are consumed (all or nothing: an inconsistent batch is
@@ -496,11 +594,13 @@ class TraceReader:
     ends = any(k and rec["t"] == "end" for k, rec in zip(known, recs))
     return _Expansion(expanded, n + m + sum(known), ends)
 
-  def _count(self, recs: list, seen: int) -> None:
-    self._seen += seen
-    self.records += sum(1 if type(r) is dict else r.n for r in recs)
-    if recs and not self.complete:
-      self.complete = any(r["t"] == "end" if type(r) is dict else r.ends for r in recs)
+  def _count(self, item: dict | _Expansion) -> None:
+    if type(item) is dict:
+      self.records += 1
+      self.complete = self.complete or item["t"] == "end"
+    else:
+      self.records += item.n  # type: ignore[union-attr]
+      self.complete = self.complete or item.ends  # type: ignore[union-attr]
 
   def _check_shrunk(self) -> None:
     try:

@@ -2,8 +2,11 @@
 
 safetensors: u64 little-endian header length N, N bytes of JSON `{name: {"dtype", "shape", "data_offsets": [begin,
 end]}, "__metadata__": {str: str}}`, then the tensors' bytes (offsets relative to the end of the header). A file is
-validated before anything is read from it: a malformed one raises ValueError, never executes or allocates more than
-the file holds."""
+validated before its tensors are read: a malformed one raises ValueError naming the file and the problem, and never
+executes anything. Reading the header costs O(its bytes): at most MAX_HEADER bytes (the format's own limit), scanned
+for its nesting (at most HEADER_DEPTH deep) and its number of values (at most MAX_TOKENS) before json decodes it, so
+a hostile header costs about 2 bytes per header byte and 50 per value, never GBs; a name or field given twice is
+refused (other readers keep the first or the last: a file must not mean two things)."""
 from __future__ import annotations
 
 import json
@@ -22,7 +25,10 @@ _ST_DTYPES = {"F64": dtypes.float64, "F32": dtypes.float32, "F16": dtypes.float1
               "I32": dtypes.int32, "I16": dtypes.int16, "I8": dtypes.int8, "U64": dtypes.uint64, "U32": dtypes.uint32,
               "U16": dtypes.uint16, "U8": dtypes.uint8, "BOOL": dtypes.bool}
 _ST_NAMES = {dt: name for name, dt in _ST_DTYPES.items()}
-MAX_HEADER = 100 * 1024 * 1024  # the reference implementation's limit
+MAX_HEADER = 100 * 1024 * 1024  # the reference implementation's limit (its HeaderTooLarge)
+HEADER_DEPTH = 3  # the header object, a tensor's entry (or __metadata__), its shape and data_offsets lists
+MAX_TOKENS = 1 << 22  # values, keys and containers of a header (~17 a tensor: ~240k tensors; json takes ~50 bytes each)
+MAX_DIMS = 64  # of a tensor's shape (numpy's own limit)
 
 
 def get_state_dict(obj: Any, prefix: str = "") -> dict[str, Tensor]:
@@ -97,64 +103,121 @@ def safe_save(tensors: dict[str, Tensor], fn: str | os.PathLike, metadata: dict[
 
 
 def _reject_constant(name: str) -> Any:
-  raise ValueError(f"safe_load: {name} is not JSON")
+  raise ValueError(f"{name} is not JSON")
 
 
-def _parse_header(raw: bytes, data_len: int) -> tuple[dict[str, tuple], dict[str, str]]:
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+  """An object's pairs as a dict; ValueError for a key given twice (json.loads keeps the last, others the first)."""
+  out = dict(pairs)
+  if len(out) != len(pairs):
+    seen: set[str] = set()
+    for k, _ in pairs:
+      if k in seen:
+        raise ValueError(f"{k!r} is given twice")
+      seen.add(k)
+  return out
+
+
+_STRUCT = np.zeros(256, np.bool_)
+_STRUCT[list(b'"[]{}')] = True
+_OPENS = frozenset(b"[{")
+
+
+def scan_header(raw: bytes) -> tuple[int, int]:
+  """(values, depth) of a safetensors header's JSON, found in C-speed passes over its bytes before json decodes it:
+  `values` counts (over-counts: in strings too) keys, values and containers. ValueError past MAX_TOKENS or deeper
+  than HEADER_DEPTH. Costs the header's bytes once more (a mask) and 8 bytes per quote and bracket (<= MAX_TOKENS)."""
+  text = raw.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in raw else raw  # escapes cannot end a string
+  quotes, opens = text.count(b'"'), text.count(b"[") + text.count(b"{")
+  values = quotes // 2 + opens + text.count(b",") + text.count(b":") + 1
+  if values > MAX_TOKENS:
+    raise ValueError(f"header holds {values:,} values or more, over the limit of {MAX_TOKENS:,}")
+  b = np.frombuffer(text, np.uint8)
+  chars = b[np.flatnonzero(_STRUCT[b])]  # quotes and brackets, in order (at most ~2 MAX_TOKENS of them)
+  is_quote = chars == ord('"')
+  outside = (np.cumsum(is_quote) % 2 == 0) & ~is_quote  # brackets after an even number of quotes
+  br = chars[outside]
+  step = np.where(np.isin(br, list(_OPENS)), 1, -1).astype(np.int32)
+  depth = int(np.cumsum(step).max()) if len(step) else 0
+  if depth > HEADER_DEPTH:
+    raise ValueError(f"header nests {depth} deep; the format has {HEADER_DEPTH} levels")
+  return values, depth
+
+
+def _parse_header(raw: bytes, data_len: int, name: str) -> tuple[dict[str, tuple], dict[str, str]]:
+  def bad(why: str) -> ValueError:
+    return ValueError(f"safe_load: {name}: {why}")
   try:
-    header = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    scan_header(raw)
+  except ValueError as e:
+    raise bad(str(e)) from None
+  try:
+    header = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant, object_pairs_hook=_unique)
   except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-    raise ValueError(f"safe_load: header is not UTF-8 JSON ({e})") from None
+    raise bad(f"header is not UTF-8 JSON ({e})") from None
+  except ValueError as e:  # a NaN or Infinity (_reject_constant), or a key given twice (_unique)
+    raise bad(f"header: {e}") from None
   if not isinstance(header, dict):
-    raise ValueError("safe_load: header is not a JSON object")
+    raise bad("header is not a JSON object")
   metadata = header.pop("__metadata__", {})
   if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
-    raise ValueError("safe_load: __metadata__ must map str to str")
+    raise bad("__metadata__ must map str to str")
   entries: dict[str, tuple] = {}
-  for name, info in header.items():
+  for key, info in header.items():
     if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
-      raise ValueError(f"safe_load: {name!r}: an entry needs exactly dtype, shape and data_offsets")
+      raise bad(f"{key!r}: an entry needs exactly dtype, shape and data_offsets")
     dt, shape, offs = info["dtype"], info["shape"], info["data_offsets"]
     if not isinstance(dt, str) or dt not in _ST_DTYPES:
-      raise ValueError(f"safe_load: {name!r}: unsupported dtype {dt!r}")
+      raise bad(f"{key!r}: unsupported dtype {dt!r}")
     if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
-      raise ValueError(f"safe_load: {name!r}: shape {shape!r} is not a list of non-negative ints")
+      raise bad(f"{key!r}: shape {shape!r} is not a list of non-negative ints")
+    if len(shape) > MAX_DIMS:
+      raise bad(f"{key!r}: shape has {len(shape)} dims, over the limit of {MAX_DIMS}")
     if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int for o in offs)
             and 0 <= offs[0] <= offs[1] <= data_len):
-      raise ValueError(f"safe_load: {name!r}: data_offsets {offs!r} outside the {data_len} data bytes")
+      raise bad(f"{key!r}: data_offsets {offs!r} outside the {data_len} data bytes")
     if offs[1] - offs[0] != math.prod(shape) * _ST_DTYPES[dt].itemsize:
-      raise ValueError(f"safe_load: {name!r}: {offs[1] - offs[0]} bytes for a {dt} tensor of shape {shape}")
-    entries[name] = (_ST_DTYPES[dt], tuple(shape), offs[0], offs[1])
+      raise bad(f"{key!r}: {offs[1] - offs[0]} bytes for a {dt} tensor of shape {shape}")
+    entries[key] = (_ST_DTYPES[dt], tuple(shape), offs[0], offs[1])
   # the tensors tile the data exactly: no overlaps, no holes (as the format requires)
   end = 0
-  for name, (_, _, b, e) in sorted(entries.items(), key=lambda kv: (kv[1][2], kv[1][3])):
+  for key, (_, _, b, e) in sorted(entries.items(), key=lambda kv: (kv[1][2], kv[1][3])):
     if b != end:
-      raise ValueError(f"safe_load: {name!r} starts at byte {b}, expected {end} (overlap or hole)")
+      raise bad(f"{key!r} starts at byte {b}, expected {end} (overlap or hole)")
     end = e
   if end != data_len:
-    raise ValueError(f"safe_load: the tensors cover {end} of {data_len} data bytes")
+    raise bad(f"the tensors cover {end} of {data_len} data bytes")
   return entries, metadata
 
 
-def _parse(data: bytes) -> tuple[dict[str, tuple], dict[str, str], int]:
-  if len(data) < 8:
-    raise ValueError(f"safe_load: {len(data)} bytes is too short for a safetensors file")
-  (n,) = struct.unpack("<Q", data[:8])
-  if n > MAX_HEADER or 8 + n > len(data):
-    raise ValueError(f"safe_load: header length {n} doesn't fit the file ({len(data)} bytes)")
-  entries, metadata = _parse_header(data[8:8 + n], len(data) - 8 - n)
+def _read_header(f: Any, size: int, name: str) -> tuple[dict[str, tuple], dict[str, str], int]:
+  """(entries, metadata, data start) of an open safetensors file of `size` bytes; reads only the header."""
+  head = f.read(8)
+  if len(head) < 8:
+    raise ValueError(f"safe_load: {name}: {size} bytes is too short for a safetensors file")
+  (n,) = struct.unpack("<Q", head)
+  if n > MAX_HEADER or 8 + n > size:
+    why = f"over the format's limit of {MAX_HEADER} bytes" if n > MAX_HEADER else f"the file has {size} bytes"
+    raise ValueError(f"safe_load: {name}: header length {n} doesn't fit the file ({why})")
+  raw = f.read(n)
+  if len(raw) != n:
+    raise ValueError(f"safe_load: {name}: the file ended inside the header")
+  entries, metadata = _parse_header(raw, size - 8 - n, name)
   return entries, metadata, 8 + n
 
 
 def safe_load(fn: str | os.PathLike) -> dict[str, Tensor]:
-  """The tensors of a safetensors file (validated first)."""
+  """The tensors of a safetensors file (its header validated before the tensors' bytes are read)."""
   with open(fn, "rb") as f:
+    size = os.fstat(f.fileno()).st_size
+    entries, _, start = _read_header(f, size, os.fspath(fn))
     data = f.read()
-  entries, _, start = _parse(data)
+  if len(data) != size - start:
+    raise ValueError(f"safe_load: {os.fspath(fn)}: the file changed while being read")
   ret = {}
   for name, (dt, shape, b, _) in entries.items():
-    arr = np.frombuffer(data, dtype=dt.np.newbyteorder("<"), count=math.prod(shape), offset=start + b)
+    arr = np.frombuffer(data, dtype=dt.np.newbyteorder("<"), count=math.prod(shape), offset=b)
     if dt == dtypes.bool and arr.size and arr.view(np.uint8).max() > 1:
-      raise ValueError(f"safe_load: {name!r}: bool bytes other than 0 and 1")
+      raise ValueError(f"safe_load: {os.fspath(fn)}: {name!r}: bool bytes other than 0 and 1")
     ret[name] = Tensor(arr.astype(dt.np).reshape(shape), dtype=dt)
   return ret
