@@ -254,9 +254,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def serve(app: object, srv: BaseWSGIServer, args: argparse.Namespace, local: bool) -> int:
   """Serve until --stop, SIGTERM, SIGINT (Ctrl-C) or SIGHUP; every way out removes the control token and the upload
-  folder (a token left behind would be handed to whoever listens on the port next)."""
+  folder (a token left behind would be handed to whoever listens on the port next) and kills the export and compare
+  children (viz_server.share.Children)."""
   state = app.extensions["tinyviz"]  # type: ignore[attr-defined]
-  store = state["store"]
+  store, children = state["store"], state["children"]
   state["shutdown"] = stop = lambda: threading.Thread(target=srv.shutdown, daemon=True).start()
   token = None
 
@@ -266,6 +267,7 @@ def serve(app: object, srv: BaseWSGIServer, args: argparse.Namespace, local: boo
     # and the process hung on exit under load
     for s in STOP_SIGNALS:  # once: a second signal must not cut the clean-up short
       signal.signal(s, signal.SIG_IGN)
+    children.kill_all()  # at once: an export must not run on while the requests end
     stop()
   handle = threading.current_thread() is threading.main_thread()  # (signal handlers can only be set from there)
   before = {s: signal.getsignal(s) for s in STOP_SIGNALS} if handle else {}
@@ -287,6 +289,7 @@ def serve(app: object, srv: BaseWSGIServer, args: argparse.Namespace, local: boo
   finally:
     for s in STOP_SIGNALS if handle else ():
       signal.signal(s, signal.SIG_IGN)
+    children.kill_all()  # every way out (--stop, a signal, an error): no export or compare outlives the viewer
     if token is not None:
       remove_token(srv.port, token)
     store.stop()  # also removes the upload folder

@@ -26,6 +26,7 @@ from viz_server.request_args import (
   json_answer,
   last_step,
   opt_int,
+  same_origin,
   store,
   views,
 )
@@ -77,13 +78,6 @@ def traces() -> Any:
   return current_app.response_class("[" + ",".join(parts) + "]", mimetype="application/json")
 
 
-def _same_origin() -> None:
-  """Refuse a state-changing request that a page from another site made the browser send."""
-  origin = request.headers.get("Origin")
-  if origin is not None and origin.split("://", 1)[-1] != request.host:
-    fail(403, "cross-origin request refused")
-
-
 def _same_user() -> None:
   """Refuse an upload unless it comes with the control token or from a socket of the user running the viewer (the
   page in their browser): another user of the machine could otherwise fill this user's disk and memory."""
@@ -101,7 +95,7 @@ def _same_user() -> None:
 
 @bp.post("/traces")
 def upload() -> Any:
-  _same_origin()
+  same_origin()
   _same_user()
   f = request.files.get("file")
   if f is None:
@@ -125,7 +119,7 @@ def _local_json_request() -> dict:
     fail(404, "this server takes no control requests (only a viewer started by `python -m viz_server` does)")
   if not token_matches(expected, request.headers.get(TOKEN_HEADER)):
     fail(403, "wrong or missing control token (it is in the cache folder of the user who started the viewer)")
-  _same_origin()
+  same_origin()
   body = request.get_json(silent=True) if request.is_json else None
   if not isinstance(body, dict):
     fail(400, "expected a JSON object body (Content-Type: application/json)")
@@ -250,6 +244,9 @@ def node(t: int, n: int) -> Any:
 
 
 ORIGIN_REWRITES = 64  # earlier rewrites searched for where a node was made (each one searched is replayed)
+# the nodes of the searched rewrites' input graphs, in all (replaying one resolves its whole input graph first: 64
+# rewrites of a 100k-node graph once cost one request 73 s of CPU); the search stops after the rewrite that passes it
+ORIGIN_NODES = 200_000
 
 
 @bp.get("/traces/<int:t>/nodes/<int:n>/origin")
@@ -270,8 +267,12 @@ def origin(t: int, n: int) -> Any:
     if total > most:
       del rws[i:]
       break
-  for rw in rws:
+  nodes = 0
+  for searched, rw in enumerate(rws, 1):
+    if nodes > ORIGIN_NODES:  # the rest is not searched, and the answer says so
+      return jsonify({"rewrite": None, "searched": searched - 1, "cut": True})
     rp = views().replay(tr, rw)
+    nodes += rp.sizes[0]
     if n not in rp.members(rw.matches):
       continue
     k = rp.created(n, rw.matches)
@@ -281,7 +282,7 @@ def origin(t: int, n: int) -> Any:
     pat = tr.patterns.get(step["pattern"])
     return jsonify({"rewrite": rw.id, "ctx": rw.ctx, "name": rw.name, "step": k,
                     "rule": None if pat is None else pat["name"]})
-  return jsonify({"rewrite": None, "searched": len(rws)})
+  return jsonify({"rewrite": None, "searched": len(rws), "cut": False})
 
 
 # ---- diffs

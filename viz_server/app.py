@@ -1,6 +1,7 @@
 """The Flask app factory: JSON API, socket.io feed, the UI's page and static files."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any, Iterable
@@ -15,7 +16,9 @@ from viz_server.api import bp as api_bp
 from viz_server.graphview import REQUEST_GATE
 from viz_server.graphview import bp as graphview_bp
 from viz_server.highlight import stylesheet
+from viz_server.peer import OwnerCheck
 from viz_server.request_args import ApiError, api_error
+from viz_server.share import Children
 from viz_server.share import bp as share_bp
 from viz_server.store import TraceStore
 from viz_server.views import Views
@@ -113,6 +116,23 @@ def guard_socketio(wsgi_app: Any, hosts: set[str] | None, prefix: str = "/socket
   return app
 
 
+def owner_only(wsgi_app: Any, state: dict) -> Any:
+  """Every request of every route (the page, static files, the API, socket.io) from the user who started the
+  viewer, or with its control token (state["control_token"]); others are refused with 403 (viz_server/peer.py: on a
+  shared machine every user can reach loopback, and a trace holds argv, host, user, cwd and sources)."""
+  check = OwnerCheck()
+
+  def app(environ: dict, start_response: Any) -> Any:
+    why = check.refusal(environ, state.get("control_token"))
+    if why is None:
+      return wsgi_app(environ, start_response)
+    body = json.dumps({"error": why}).encode()
+    start_response("403 FORBIDDEN", [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
+                                     *SECURITY_HEADERS])
+    return [body]
+  return app
+
+
 def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, poll_interval: float = 0.05,
                max_upload: int = MAX_UPLOAD, allowed_hosts: Iterable[str] | None = LOCAL_HOSTS,
                store: TraceStore | None = None, socketio_client: Path | None = SOCKETIO_CLIENT) -> Flask:
@@ -121,7 +141,9 @@ def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, 
   follow: start the thread that tails live traces and watches directories (tests may poll by hand instead).
   allowed_hosts: accepted Host header names (guards a loopback server against DNS rebinding); None accepts any.
   socketio_client: the socket.io browser client served at /vendor/ (from npm; None or a missing file: the page polls).
-  The SocketIO object is `app.extensions["socketio"]`, the store `app.extensions["tinyviz"]["store"]`.
+  The SocketIO object is `app.extensions["socketio"]`, the store `app.extensions["tinyviz"]["store"]`, the tool
+  processes it runs `app.extensions["tinyviz"]["children"]` (viz_server.share.Children: whoever serves the app kills
+  them when it stops).
   """
   store = store or TraceStore(poll_interval=poll_interval)
   for p in paths:
@@ -136,7 +158,7 @@ def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, 
   app.config["JSON_SORT_KEYS"] = False
   app.json.sort_keys = False  # type: ignore[attr-defined]
   app.json.compact = True  # type: ignore[attr-defined]
-  app.extensions["tinyviz"] = {"store": store, "views": Views(store)}
+  app.extensions["tinyviz"] = {"store": store, "views": Views(store), "children": Children()}
   hosts = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
   app.register_blueprint(api_bp)
   app.register_blueprint(graphview_bp)  # a rewrite's steps, graph and delta
@@ -147,6 +169,7 @@ def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, 
   _page_routes(app, templates_dir, socketio_client)
   socketio = SocketIO(app, async_mode="threading")
   app.wsgi_app = guard_socketio(app.wsgi_app, hosts)  # type: ignore[method-assign]
+  app.wsgi_app = owner_only(app.wsgi_app, app.extensions["tinyviz"])  # type: ignore[method-assign]  # outermost
   live.attach(socketio, store)
   if follow:
     store.start()

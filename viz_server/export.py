@@ -281,7 +281,10 @@ def collect(api: OfflineApi, names: list[str] | None = None, redact: Iterable[st
   for c in contexts:
     for entry in c["rewrites"]:
       r = entry["id"]
-      detail = api.trace_get(f"rewrites/{r}")
+      try:
+        detail = api.trace_get(f"rewrites/{r}")
+      except OfflineError:  # one the viewer cannot serve either (a negative id, say): the page says so as it would
+        continue
       answers[f"{base}/rewrites/{r}"] = detail
       for p in {st["pattern"] for st in detail["steps"]} - patterns:
         patterns.add(p)

@@ -30,6 +30,20 @@ def api_error(e: ApiError) -> Any:
   return jsonify({"error": e.message}), e.status
 
 
+# what a browser says of a request's initiator (Fetch Metadata): a page of another site, or of another port here
+FOREIGN_SITES = ("cross-site", "same-site")
+
+
+def same_origin() -> None:
+  """Refuse (403) a request that a page of another origin made the browser send: a foreign Origin header, or Fetch
+  Metadata saying so (a plain GET carries no Origin; Sec-Fetch-Site comes with every request of today's browsers). For
+  the routes that change state or start work beyond one answer (uploads, control requests, export and compare)."""
+  origin = request.headers.get("Origin")
+  if (origin is not None and origin.split("://", 1)[-1] != request.host) or \
+     request.headers.get("Sec-Fetch-Site", "").lower() in FOREIGN_SITES:
+    fail(403, "cross-origin request refused")
+
+
 def store() -> TraceStore:
   return current_app.extensions["tinyviz"]["store"]
 

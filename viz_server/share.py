@@ -4,20 +4,31 @@ trace's single-file HTML export as a download, GET /api/compare?a=&b= the `compa
 Both run the trace tools (`python -m viz_server.tools export|compare`, viz_server/tools.py) in a child process on
 the served traces' files: the answer is byte for byte what the command writes, the tools' imports stay below the
 app's (export and compare read traces through viz_server/offline.py, which builds an app), and a slow or big job
-costs a bounded time (TOOL_TIMEOUT_S) and its own process's memory, never the server's lock."""
+costs a bounded time (TOOL_TIMEOUT_S) and its own process's memory, never the server's lock.
+
+The children are bounded and owned (issue 31): at most MAX_CHILDREN run at once (another request is refused with 503),
+a cross-site page cannot start one (request_args.same_origin), each sets its own CPU and address-space limits and asks
+the kernel to kill it when the viewer goes (viz_server/tools.py, `bound_child`: it stays bounded even where the viewer
+was SIGKILLed), and each runs in its own process group, which the viewer kills when the client goes, at the time
+limit and when the viewer stops (Children.kill_all, from viz_server/__main__.py's serve)."""
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from flask import Blueprint, current_app, jsonify, request
 
-from viz_server.request_args import ascii_int, fail, get_trace
+from viz_server import gone
+from viz_server.request_args import ascii_int, fail, get_trace, same_origin
 from viz_server.store import Trace
 
 bp = Blueprint("share", __name__, url_prefix="/api")
@@ -28,7 +39,87 @@ MAX_EXPORT_MATCHES = 50_000
 MAX_COMPARE_MATCHES = 200_000
 MAX_TRACE_BYTES = 64 << 20
 TOOL_TIMEOUT_S = 120
+# Each child's own limits (it sets them itself: viz_server/tools.py's bound_child): CPU seconds (the soft limit; the
+# kernel kills it with SIGKILL 5 s later) and address space. A cross-site page once had 6 exports of ~1.3 GB each
+# running at once: MAX_CHILDREN x CHILD_MEMORY is what the buttons can cost at most.
+MAX_CHILDREN = 2
+CHILD_CPU_S = TOOL_TIMEOUT_S
+CHILD_MEMORY = 3 << 30
+WAIT_S = 0.1  # how often a request waiting on its child looks whether its client has gone
 ROOT = Path(__file__).resolve().parents[1]
+
+
+class Children:
+  """The tool processes the viewer runs: at most `limit` at once, each in its own process group, all killed by
+  kill_all (the viewer stopping)."""
+
+  def __init__(self, limit: int = MAX_CHILDREN) -> None:
+    self.limit = limit
+    self.lock = threading.Lock()
+    self.running: set[subprocess.Popen] = set()
+    self.closed = False
+
+  def run(self, args: list[str], what: str) -> subprocess.CompletedProcess:
+    """`python -m viz_server.tools *args` in a child, its output captured; refused (503) past the limit, stopped
+    (413) past TOOL_TIMEOUT_S, killed when the client goes (gone.ClientGone) or the viewer stops."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    bounds = ["--child-of", str(os.getpid()), "--max-cpu-s", str(CHILD_CPU_S), "--max-memory", str(CHILD_MEMORY)]
+    with self.lock:
+      if self.closed:
+        fail(503, "the viewer is stopping")
+      if len(self.running) >= self.limit:
+        fail(503, f"{len(self.running)} exports or compares are running already (the viewer runs at most "
+                  f"{self.limit} at once); try again when one has finished")
+      # its own session and process group: killed as one, and no terminal's Ctrl-C reaches it past the viewer
+      proc = subprocess.Popen([sys.executable, "-m", "viz_server.tools", *bounds, *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env, cwd=str(ROOT),
+                              start_new_session=True)
+      self.running.add(proc)
+    try:
+      deadline = time.monotonic() + TOOL_TIMEOUT_S
+      while True:
+        try:
+          out, err = proc.communicate(timeout=WAIT_S)
+          break
+        except subprocess.TimeoutExpired:
+          gone.check()  # raises ClientGone once nobody waits for the answer
+          if time.monotonic() > deadline:
+            fail(413, f"{what} took more than {TOOL_TIMEOUT_S} s; use `python -m compiler.trace {what}` on the files")
+    finally:
+      self._kill(proc)
+      with self.lock:
+        self.running.discard(proc)
+    if proc.returncode < 0:  # killed: by its own limits, or by kill_all
+      fail(413, f"{what} was stopped ({signal.Signals(-proc.returncode).name}): it needed more than the viewer "
+                f"gives it ({CHILD_CPU_S} s of CPU, {CHILD_MEMORY >> 20} MiB); use `python -m compiler.trace {what}` "
+                "on the files")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+  @staticmethod
+  def _kill(proc: subprocess.Popen) -> None:
+    """Kill proc's process group where proc has not been reaped yet (until then its pid, the group's id, is not
+    reused), and reap it."""
+    if proc.returncode is not None:  # reaped by communicate: its pipes are closed too
+      return
+    if proc.poll() is None:
+      with suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()  # reads what is left and closes the pipes
+
+  def kill_all(self) -> None:
+    """Kill every running child's process group and start no more (the viewer is stopping); their requests answer
+    413 or are never read."""
+    with self.lock:
+      self.closed = True
+      procs = list(self.running)
+    for proc in procs:
+      if proc.poll() is None:
+        with suppress(ProcessLookupError, PermissionError):
+          os.killpg(proc.pid, signal.SIGKILL)
+
+
+def children() -> Children:
+  return current_app.extensions["tinyviz"]["children"]
 
 
 def _file(tr: Trace, limit: int, what: str) -> str:
@@ -47,12 +138,7 @@ def _file(tr: Trace, limit: int, what: str) -> str:
 
 
 def _tool(args: list[str], what: str) -> subprocess.CompletedProcess:
-  env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-  try:
-    return subprocess.run([sys.executable, "-m", "viz_server.tools", *args], capture_output=True, text=True,
-                          timeout=TOOL_TIMEOUT_S, env=env, cwd=str(ROOT), stdin=subprocess.DEVNULL)
-  except subprocess.TimeoutExpired:
-    fail(413, f"{what} took more than {TOOL_TIMEOUT_S} s; use `python -m compiler.trace {what}` on the files")
+  return children().run(args, what)
 
 
 def _redact_arg() -> list[str]:
@@ -72,6 +158,7 @@ def download_name(tr: Trace, redacted: bool) -> str:
 
 @bp.get("/traces/<int:t>/export")
 def export(t: int) -> Any:
+  same_origin()  # a GET, but one that starts a process: a page of another site must not
   tr = get_trace(t)
   what = _redact_arg()
   path = _file(tr, MAX_EXPORT_MATCHES, "export")
@@ -88,6 +175,7 @@ def export(t: int) -> Any:
 
 @bp.get("/compare")
 def compare() -> Any:
+  same_origin()  # as export
   paths, traces = [], []
   for which in ("a", "b"):
     raw = request.args.get(which, "")

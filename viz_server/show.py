@@ -17,6 +17,10 @@ from vztrace.debuglines import SOURCE_KIND, opts_line, run_line, schedule_line
 from vztrace.format import exit_traceback_lines
 
 DIFF_COLORS = {"+": "green", "-": "red", "@": "cyan"}
+# `--rewrite`'s bound (issue 31: each step's diff walks both graphs, so printing every step costs steps x graph size;
+# a 51 KB trace took 77 s and printed 67 MB): past these, in all the rewrites printed, the rest is cut and says so
+MAX_DIFF_NODES = 1_000_000  # graph nodes diffed (the graphs before and after each step printed), ~10 s
+MAX_DIFF_CHARS = 16 << 20  # diff text printed
 
 
 def depths(contexts: list[dict]) -> dict[int, int]:
@@ -53,6 +57,7 @@ class Show:
   def __init__(self, api: OfflineApi, out: IO[str], as_json: bool, color: bool) -> None:
     self.api, self.out, self.as_json, self.paint = api, out, as_json, Painter(color and not as_json)
     self._patterns: dict[int, dict | None] = {}
+    self.diffed = self.printed = 0  # graph nodes diffed and diff chars printed so far (MAX_DIFF_NODES, _CHARS)
 
   def emit(self, obj: dict, text: str | None = None) -> None:
     if self.as_json:
@@ -121,14 +126,28 @@ class Show:
               p(f"rewrite {rw['id']} {safe(rw['name'])} (context {rw['ctx']}): {n} matches", "bold"))
     for st in rw["steps"]:
       k = st["k"]
+      if self.diffed > MAX_DIFF_NODES or self.printed > MAX_DIFF_CHARS:
+        self._cut(r, k, n)
+        return
       pat = self.pattern(st["pattern"])
       d = self.api.get(f"/api/diff?a={self.api.t}:{r}:{k - 1}&b={self.api.t}:{r}:{k}")
+      rp = self.api.views.get(self.api.trace, self.api.trace.rewrites[r]).replay
+      rp.ensure(k)  # (done by the diff, unless its view was let go since)
+      self.diffed += rp.sizes[k - 1] + rp.sizes[k]
+      self.printed += sum(len(line["text"]) for line in d["lines"])
       rule = {key: pat.get(key) for key in ("file", "line", "name", "src", "pat")} if pat else None
       self.emit({"type": "match", "rewrite": r, "step": k, "before": st["before"], "after": st["after"],
                  "dt": st["dt"], "error": st["error"], "rule": rule, "diff": d["lines"]})
       if self.as_json:
         continue
       self.out.write("\n".join(self._match_lines(k, n, st, pat, d["lines"])) + "\n")
+
+  def _cut(self, r: int, k: int, n: int) -> None:
+    why = (f"show --rewrite prints at most {MAX_DIFF_NODES} graph nodes diffed and {MAX_DIFF_CHARS >> 20} MiB of "
+           "diffs in all")
+    self.emit({"type": "cut", "rewrite": r, "from_step": k, "steps": n, "reason": why},
+              self.paint(f"... cut: steps {k}-{n} of rewrite {r} not printed ({why}; the viewer shows every step)",
+                         "yellow"))
 
   def _match_lines(self, k: int, n: int, st: dict, pat: dict | None, lines: list[dict]) -> Iterator[str]:
     p = self.paint

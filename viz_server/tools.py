@@ -6,13 +6,36 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 from vztrace.format import TraceFormatError
+from vztrace.term import safe
+
+PR_SET_PDEATHSIG = 1  # prctl(2) option: a signal this process gets when the thread that started it ends
+
+
+def bound_child(parent: int, cpu_s: int, memory: int) -> None:
+  """This process as a child the viewer started (viz_server/share.py): its own CPU-time and address-space limits,
+  no core file, and SIGKILL from the kernel when the viewer goes, so that it stays bounded and ends even where the
+  viewer was SIGKILLed before it could kill it. Exits at once where the viewer is gone already."""
+  import resource
+  resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+  resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))  # soft: SIGXCPU; hard: SIGKILL
+  resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+  if sys.platform.startswith("linux"):
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+  if os.getppid() != parent:  # the viewer ended before the death signal was asked for
+    os._exit(3)
 
 
 def build_parser(prog: str = "python -m viz_server.tools") -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(prog=prog, description="Read, compare and share tinyviz traces (.vztrace).")
+  # the viewer's children (viz_server/share.py) bound themselves first thing: bound_child
+  p.add_argument("--child-of", type=int, metavar="PID", help=argparse.SUPPRESS)
+  p.add_argument("--max-cpu-s", type=int, default=0, help=argparse.SUPPRESS)
+  p.add_argument("--max-memory", type=int, default=0, help=argparse.SUPPRESS)
   sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
   show = sub.add_parser("show", help="print a trace in the terminal",
                         description="Print a trace: contexts and rewrites (default), the matches of rewrites, "
@@ -70,13 +93,16 @@ def _show(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
   args = build_parser(prog or "python -m viz_server.tools").parse_args(argv)
+  if args.child_of is not None:
+    bound_child(args.child_of, args.max_cpu_s, args.max_memory)
   try:
     return args.fn(args)
   except BrokenPipeError:  # `show ... | head`: stop quietly, and keep the interpreter's final flush quiet too
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
   except (TraceFormatError, OSError) as e:
-    print(f"{getattr(args, 'file', None) or f'{args.a} or {args.b}'}: not a readable trace: {e}", file=sys.stderr)
+    print(safe(f"{getattr(args, 'file', None) or f'{args.a} or {args.b}'}: not a readable trace: {e}"),
+          file=sys.stderr)  # (the reason quotes the file)
     return 2
 
 

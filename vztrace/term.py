@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import re
 
-# C0 controls, DEL, C1 controls, and the bidirectional overrides that can make text display unlike what it is
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_UNSAFE_KEEP_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# C0 controls, DEL, C1 controls, the bidirectional marks and overrides that can make text display unlike what it is
+# (U+061C, the Arabic letter mark, too), the line and paragraph separators (a line break to some terminals and
+# pagers), and lone surrogates (no terminal encoding can write one: printing it would end the output with an error)
+_OTHERS = "\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_UNSAFE = re.compile(f"[\x00-\x1f{_OTHERS}]")
+_UNSAFE_KEEP_LINES = re.compile(f"[\x00-\x08\x0b-\x1f{_OTHERS}]")
 
 
 def _escape(m: re.Match) -> str:

@@ -125,9 +125,19 @@ def _status(s: dict[str, Any]) -> str:
   return "intact, ended cleanly" if s["exit"] is None else f"intact, {s['exit']['text']}"
 
 
+def _when(ts: Any) -> str:
+  """A recorded wall-clock time as local date and time; "?" where it is none a clock could give (1e300, 2**62)."""
+  if not isinstance(ts, (int, float)) or isinstance(ts, bool) or not ts:
+    return "?"
+  try:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+  except (OverflowError, OSError, ValueError):
+    return "?"
+
+
 def _print_info(s: dict[str, Any]) -> None:
   m = s["meta"] or {}
-  started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(m["started"])) if m.get("started") else "?"
+  started = _when(m.get("started"))
   kinds = ", ".join(f"{k} {n}" for k, n in sorted(s["context_kinds"].items()))
   unknown = f" (+{s['skipped_unknown']} of unknown types skipped)" if s["skipped_unknown"] else ""
   lines = [
@@ -166,7 +176,7 @@ def cmd_info(args: argparse.Namespace) -> int:
   try:
     s = summarize(args.file, args.top)
   except (TraceFormatError, OSError) as e:
-    print(f"{args.file}: not a readable trace: {e}", file=sys.stderr)
+    print(safe(f"{args.file}: not a readable trace: {e}"), file=sys.stderr)  # (the reason quotes the file)
     return 2
   if args.json:
     print(json.dumps(s, indent=1))
@@ -185,23 +195,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
         elif rec["t"] == "end" and "exit" in rec:
           ended = exit_summary(rec["exit"])
   except (TraceFormatError, OSError) as e:
-    print(f"{args.file}: not a readable trace: {e}", file=sys.stderr)
+    print(safe(f"{args.file}: not a readable trace: {e}"), file=sys.stderr)
     return 2
   summary = f"{r.records} records in {r.frames} frame{'' if r.frames == 1 else 's'} ({r.offset} bytes)"
   if r.version is None:
     summary = "no records: an empty file, no trace header yet"
   if r.damaged:
-    print(f"{args.file}: DAMAGED {_damage(r.stopped_at, r.frames, r.reason)}; recovered {summary}")
+    print(safe(f"{args.file}: DAMAGED {_damage(r.stopped_at, r.frames, r.reason)}; recovered {summary}"))
     return 1
   if r.complete:  # (a program that ended with an error left an intact trace all the same)
     how = "ended cleanly" if ended is None else f"the program {ended['text']}"
     print(safe(f"{args.file}: OK: {summary}; {how}"))
     return 0
   if unfinished(args.file, meta):  # the viewer's rule too (docs/architecture.md, "Live viewing")
-    print(f"{args.file}: UNFINISHED: {summary}; no end record, and the writer is gone or the file has not grown for "
-          f"{STALE_S:.0f} s (truncated: the recording stopped without finishing the trace)")
+    print(safe(f"{args.file}: UNFINISHED: {summary}; no end record, and the writer is gone or the file has not grown "
+               f"for {STALE_S:.0f} s (truncated: the recording stopped without finishing the trace)"))
   else:
-    print(f"{args.file}: NOT FINISHED YET: {summary}; no end record yet (still being written)")
+    print(safe(f"{args.file}: NOT FINISHED YET: {summary}; no end record yet (still being written)"))
   return 1
 
 
@@ -243,4 +253,8 @@ def main(argv: list[str] | None = None) -> int:
   if argv and argv[0] in TOOLS:
     return run_tool(argv)
   args = build_parser().parse_args(argv)
-  return args.fn(args)
+  try:
+    return args.fn(args)
+  except BrokenPipeError:  # `info ... | head`: stop quietly, and keep the interpreter's final flush quiet too
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
