@@ -3,9 +3,10 @@
 This is the one module that decides how a kernel is optimized. It reads NOOPT and BEAM (once a kernel, in
 `OptPolicy.from_env`), runs the hand-coded heuristics or BEAM search (compiler.opt), giving BEAM the runtime's
 evaluator that compiles and times each candidate (compiler.runtime.candidates), then compiles the optimized AST
-(compiler.runtime.compile_kernel: codegen + LLVM JIT). Imports run one way from here: the optimizer never imports the
-runtime, the runtime never imports the optimizer (tests/test_import_direction.py). compiler.realize calls
-`get_runner` as its "llvm" backend, and `confirm_schedule` before it runs a schedule.
+(compiler.runtime.compile_kernel: codegen + LLVM JIT), and keeps what it compiled in the compile cache on disk
+(compiler.runtime.diskcache; `get_runner`), which a later process loads instead. Imports run one way from here: the
+optimizer never imports the runtime, the runtime never imports the optimizer (tests/test_import_direction.py).
+compiler.realize calls `get_runner` as its "llvm" backend, and `confirm_schedule` before it runs a schedule.
 
 With BEAM on, a schedule's kernels are confirmed in sequence before they run (`confirm_schedule`): BEAM's winner of
 each kernel, where it differs from the hand-coded kernel, is timed against it in its place in the schedule's run (on
@@ -14,12 +15,17 @@ scratch copies of the buffers), and kept only where it wins there; the outcome g
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
+import pickle
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from compiler.codegen.program import Program
+from compiler.host import compile_only
 from compiler.opt import Kernel, KernelOptError, Opt, hand_coded_optimizations
 from compiler.opt import beam_search as _beam_search
 from compiler.opt.cache import cache_get, cache_key, cache_put
@@ -35,6 +41,7 @@ from compiler.opt.search import (
   record_beam,
 )
 from compiler.opt.target import host_target
+from compiler.runtime import diskcache
 from compiler.runtime.candidates import (
   load_candidate,
   prepare_candidate,
@@ -42,8 +49,9 @@ from compiler.runtime.candidates import (
   scratch_arrays,
   time_in_sequence,
 )
-from compiler.runtime.compiled import CompiledKernel, compile_kernel
+from compiler.runtime.compiled import CompiledKernel, compile_for_disk, compile_kernel, load_kernel
 from compiler.runtime.llvm import get_jit
+from compiler.trace import recorder
 from compiler.trace.recorder import untraced
 from compiler.uop import UOp
 
@@ -225,9 +233,72 @@ def _step(ck: CompiledKernel, arrays: list[Any], threads: int | None) -> Callabl
   return lambda: ck(arrays, threads=threads)
 
 
+# ---- the realize backend, with the compile cache on disk
+
+COUNTS: Counter[str] = Counter()  # "compile": kernels optimized and compiled, "disk": kernels loaded from disk
+# the environment the heuristics and LLVM read besides the target (a different value is a different entry)
+KEY_ENV = ("NOSTAGE", "NOTHREAD", "LLVM_OPT", "THREADS", "TARGET_ISA")
+
+
+def _key_context(noopt: bool) -> bytes:
+  env = tuple(os.environ.get(v) for v in KEY_ENV)
+  return f"{host_target()!r}\n{get_jit().cpu} {get_jit().features}\nnoopt={noopt}\n{env}\n".encode()
+
+
+def disk_key(ast: UOp, policy: OptPolicy) -> str | None:
+  """The disk cache's name of what `ast` compiles to under `policy` on this target: a hash of the AST (its pickle:
+  ops, dtypes, args and constants exactly, the kernel's name too), the target, the policy and the knobs (KEY_ENV),
+  with diskcache's versions; None where the cache does not apply: turned off, tracing (a trace shows the kernel's
+  codegen rewrites and texts, made anew), BEAM (its own cache keeps its opts), COMPILE_ONLY, or an AST too deep
+  to pickle."""
+  if policy.beam >= 1 or recorder.RECORDER is not None or not diskcache.enabled() or compile_only():
+    return None
+  try:
+    text = pickle.dumps(ast, protocol=diskcache.PROTOCOL)
+  except (RecursionError, pickle.PicklingError):
+    return None
+  return diskcache.full_key(_key_context(policy.noopt) + text)
+
+
+def _load_runner(key: str) -> CompiledKernel | None:
+  """The kernel stored under `key` by get_runner, linked into the JIT; None where it is not there or not sound."""
+  got = diskcache.get(key)
+  try:
+    prg, opts, symbol, obj = got  # type: ignore[misc]
+    if not (isinstance(prg, Program) and isinstance(symbol, str) and isinstance(obj, bytes)):
+      raise TypeError("not a compiled kernel")
+    opts = tuple(Opt.from_json(o) for o in opts)
+  except (TypeError, ValueError):
+    if got is not None:  # (a sound file holding something else: as a corrupt one)
+      diskcache.STATS.ignored += 1
+    return None
+  ck = load_kernel(prg, symbol, obj)
+  ck.opts = opts
+  COUNTS["disk"] += 1
+  return ck
+
+
 def get_runner(ast: UOp) -> CompiledKernel:
-  """The realize backend's runner: optimize, compile, and return the kernel (`runner(bufs)`)."""
-  opt = optimize(ast)
-  ck = compile_kernel(opt)
-  ck.opts = getattr(opt.arg, "opts", ())  # the applied Opts, which DEBUG=3 prints (compiler/debug.py)
+  """The realize backend's runner: optimize, compile, and return the kernel (`runner(bufs)`). Untraced, without
+  BEAM, what a kernel compiles to (its Program, opts and object code) is kept on disk (compiler.runtime.diskcache),
+  and a later process loads it instead of optimizing and compiling again."""
+  policy = OptPolicy.from_env()
+  key = disk_key(ast, policy)
+  if key is not None and (ck := _load_runner(key)) is not None:
+    return ck
+  COUNTS["compile"] += 1
+  opt = optimize(ast, policy=policy)
+  opts = getattr(opt.arg, "opts", ())  # the applied Opts, which DEBUG=3 prints (compiler/debug.py)
+  if key is None:
+    ck = compile_kernel(opt)
+  else:
+    ck, symbol, obj = compile_for_disk(opt, key[:32])
+    if obj is not None:
+      prg = ck.program
+      if not prg.vars:  # what every run's checks need, worked out now (memoized in the Program) and stored with it
+        prg.index_bounds(None)
+        prg.flops(None)
+      # (without its linearized uops, which only a traced compile shows: a third of the entry, half its load)
+      diskcache.put(key, (dataclasses.replace(prg, uops=()), [o.to_json() for o in opts], symbol, obj))
+  ck.opts = opts
   return ck

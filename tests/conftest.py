@@ -1,4 +1,9 @@
 """Shared test set-up."""
+import atexit
+import os
+import shutil
+import tempfile
+
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -10,6 +15,11 @@ from compiler.trace import recorder
 # stretches: tests here never depend on timing (a test's own @settings still sets what it names)
 settings.register_profile("tinyviz", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("tinyviz")
+
+# the compile cache on disk (compiler/runtime/diskcache.py) of this test session is its own, made empty: the suite never
+# reads what another run (or the user's programs) left in the user's cache, nor writes there; subprocesses inherit it
+os.environ["TINYVIZ_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="tinyviz-compile-")
+atexit.register(shutil.rmtree, os.environ["TINYVIZ_COMPILE_CACHE"], ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

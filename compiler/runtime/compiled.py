@@ -401,6 +401,23 @@ def _split_min_s(workers: int) -> float:
   return min(PARALLEL_MIN_S, get_pool(workers).split_min_s) if workers >= 1 else PARALLEL_MIN_S
 
 
+def compile_for_disk(ast: UOp, tag: str) -> tuple[CompiledKernel, str, bytes | None]:
+  """compile_kernel untraced, through object code for the disk cache: (kernel, its symbol (the kernel's function
+  name and `tag`, the cache entry's name: unique to its code), its object code, None where the IR was compiled
+  before in this process)."""
+  prg = get_program(ast)
+  symbol = f"{prg.fname}_c{tag}"
+  jf, obj = get_jit().compile_object(prg.src, prg.fname, symbol)
+  return CompiledKernel(prg, jf.address, jf.compile_s if obj is not None else 0.0, None), jf.symbol, obj
+
+
+def load_kernel(prg: Program, symbol: str, obj: bytes) -> CompiledKernel:
+  """The kernel of a Program and its object code from the disk cache (compile_for_disk's), linked into the JIT."""
+  t0 = time.perf_counter()
+  address = get_jit().link_cached(obj, symbol)
+  return CompiledKernel(prg, address, time.perf_counter() - t0, None)
+
+
 def compile_kernel(ast: UOp) -> CompiledKernel:
   """Codegen (traced passes) + LLVM JIT of a kernel AST. Its sources (uops, LLVM IR, optimized IR, assembly: the
   traced compile makes the last two, compiler.runtime.llvm) and compile time go into the current trace context;

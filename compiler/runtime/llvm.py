@@ -2,7 +2,8 @@
 
 One MCJIT engine for the process (created on first use, for the CPU compiler.host.host_cpu names: the host's, or
 TARGET_ISA's preset); every kernel is a module added to it under a unique symbol. Compiles are cached by IR text.
-Thread-safe (one lock).
+Thread-safe (one lock). An untraced compile for the disk cache (compiler.runtime.diskcache) goes through object code
+(`compile_object`, the same code generation), which a later process links as it is (`link_cached`).
 
 The texts a trace shows (optimized IR, assembly) cost one run of LLVM's code generator, the one that makes the code:
 a traced compile emits the assembly, and the engine assembles that text (a module of `module asm` lines: LLVM's own
@@ -64,6 +65,9 @@ class LLVMJit:
     self.lock = threading.Lock()
     self.cache: dict[str, JitFunction] = {}
     self.counter = itertools.count()
+    # object code from the disk cache linked so far, by symbol (a symbol names one code: linked once, never twice)
+    self.linked: dict[str, int] = {}
+    self.compiles = 0  # LLVM compiles of kernels (optimize + code generation) in this process
 
   def target_machine(self) -> llvm.TargetMachine:
     """A target machine for host_cpu()'s CPU and features (an engine owns the one it is made with)."""
@@ -124,6 +128,7 @@ class LLVMJit:
           hit = self.cache[ir] = JitFunction(hit.symbol, hit.address, hit.compile_s, texts)
         return hit, True
       t0 = time.perf_counter()
+      self.compiles += 1
       symbol = f"{fname}_{next(self.counter)}"
       mod = self._module(ir, fname, symbol)
       texts = None
@@ -138,6 +143,31 @@ class LLVMJit:
       jf = JitFunction(symbol, addr, time.perf_counter() - t0, texts)
       self.cache[ir] = jf
       return jf, False
+
+  def compile_object(self, ir: str, fname: str, symbol: str) -> tuple[JitFunction, bytes | None]:
+    """compile() without texts, through object code kept for the disk cache: (function, the object code of `fname`
+    renamed to `symbol`, a name no other code has); no object code where `ir` was compiled before in this process."""
+    self._check_runs(f"kernel {fname!r}")
+    with self.lock:
+      if (hit := self.cache.get(ir)) is not None:
+        return hit, None
+      t0 = time.perf_counter()
+      self.compiles += 1
+      obj = self.tm.emit_object(self._module(ir, fname, symbol))
+      jf = JitFunction(symbol, self._link_once(obj, symbol), time.perf_counter() - t0)
+      self.cache[ir] = jf
+      return jf, obj
+
+  def link_cached(self, obj: bytes, symbol: str) -> int:
+    """Link object code from the disk cache (compile_object's) for good, once a symbol; the address of `symbol`."""
+    self._check_runs(f"linking {symbol}")
+    with self.lock:
+      return self._link_once(obj, symbol)
+
+  def _link_once(self, obj: bytes, symbol: str) -> int:
+    if (addr := self.linked.get(symbol)) is None:  # (a second copy of one symbol would shadow or break the first)
+      addr = self.linked[symbol] = _link(self.engine, obj, symbol)
+    return addr
 
   def texts(self, ir: str, fname: str) -> tuple[str, str]:
     """(optimized IR, assembly) of the function `fname` of `ir`, compiled for this JIT's CPU and not added to the
