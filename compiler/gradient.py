@@ -71,12 +71,14 @@ def _unbroadcast(g: UOp, shape: tuple[int, ...]) -> UOp:
 # ---- the derivative rules: each gets the forward node x and the gradient g flowing into it, returns its sources'
 
 def _max_grads(x: UOp, g: UOp) -> Grads:
+  """All of g to the larger source, half to each at a tie (torch's maximum); a where, not g times 0 or 1, which was
+  nan for an infinite g."""
   a, b = x.src
-  half = _c(g, 0.5)
   zero = _c(g, 0.0)
+  half = g * _c(g, 0.5)
   eq = a.eq(b)
-  return (g * _where(a.alu(Ops.CMPLT, b), zero, _where(eq, half, _c(g, 1.0))),
-          g * _where(b.alu(Ops.CMPLT, a), zero, _where(eq, half, _c(g, 1.0))))
+  return (_where(a.alu(Ops.CMPLT, b), zero, _where(eq, half, g)),
+          _where(b.alu(Ops.CMPLT, a), zero, _where(eq, half, g)))
 
 
 def _reduce_grads(x: UOp, g: UOp) -> Grads:
@@ -186,13 +188,17 @@ def _path_to_targets(root: UOp, targets: set[UOp]) -> list[UOp]:
 
 
 def _rewrite_gradients(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
+  """The gradients of the targets root reads; one read only through ops with no gradient (comparisons, as
+  copysign's sign or pow's special cases) gets zeros, as torch: a zero derivative is no missing one."""
   grads: dict[UOp, UOp] = {root: root_grad}
   prev = UOp(Ops.GROUP, dtypes.void, ())
-  for u in reversed(_path_to_targets(root, targets)):
+  path = _path_to_targets(root, targets)
+  for u in reversed(path):
     prev = UOp(Ops.NOOP, dtypes.void, (u, prev), _MARK)
   with trace_context("gradient", kind="gradient"):
     graph_rewrite(UOp.sink(prev), pm_gradient, ctx=grads, name="gradient", bottom_up=True)
-  return {t: grads[t] for t in targets if t in grads}
+  read = {s for u in path for s in u.src} | {root}
+  return {t: grads[t] if t in grads else _c(t, 0.0) for t in targets if t in grads or t in read}
 
 
 def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:

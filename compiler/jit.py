@@ -11,12 +11,20 @@ output whose memory a caller still reads to other memory before writing it). A r
 (no copy; `Tensor.from_numpy` inputs are the caller's arrays). A numpy array argument (positional or keyword) is an
 input too: the function is given `Tensor.from_numpy(arr)`, and a replay reads the array in place (copied only where a
 kernel cannot read it: strided, unaligned) with no Tensor made at all; it is never written. The jit holds every Buffer
-the capture used, so intermediates are never handed back to the buffer pool while it lives; weights and optimizer
+the capture used, so intermediates are never handed back to the buffer pool while it lives (the memory planner's
+shared intermediates are recorded as they ran: replays share that memory alike); weights and optimizer
 state written in place (assign, `opt.step()`; an assign whose value reads the target at other elements too: the
 scheduler computes it into a temporary and copies it in) are the same buffers every call, so a replay updates them
-as the function would. Anything the function does
-besides running kernels (Python values, host reads, numpy random numbers) is frozen at the capture, and work it leaves
-lazy (an assign nothing realizes inside it) is not captured: realize it inside. A Tensor the function reads from
+as the function would; a loss it builds before `opt.step()` and returns is computed by the step's schedule
+from the weights before the step (a lazy value means what it meant when it was built), so each replay returns it too.
+A lazy Tensor built outside the function before the capture whose inputs the capture writes in place is computed
+then, outside the captured kernels; a replay builds no graph, so one built later must be realized before the call.
+Random numbers (Tensor.rand, randn, randint and what is built on them: uniform, normal, the initializers) drawn
+inside the function are drawn anew by every replay: the capture notes each buffer the host RNG filled, in order, and
+a replay fills them again from the RNG before its kernels run, so a jitted run draws exactly the numbers a plain run
+with the same seed draws. Anything else the function does besides running kernels (Python values, host reads,
+numpy's own random numbers) is frozen at the capture, and work it leaves lazy (an assign nothing realizes inside it)
+is not captured: realize it inside. A Tensor the function reads from
 outside (a weight held by `self`) is read from the buffer it had at the capture: rebinding the attribute to another
 Tensor later is not seen, writing it in place is. A jitted method has a capture per instance. `JIT=0` runs the
 function every call.
@@ -36,7 +44,7 @@ import numpy as np
 from compiler import debug, realize
 from compiler.runtime.buffer import Buffer, buffer_of, can_share
 from compiler.tensor import Tensor, to_dtype
-from compiler.tensor_mixins.autograd import buffer_of_view
+from compiler.tensor_mixins.autograd import buffer_of_view, live_tensors
 from compiler.trace import recorder
 from compiler.trace.recorder import trace_context
 from compiler.uop import Ops
@@ -136,11 +144,13 @@ Call = tuple[str, Any, list["Buffer | None"], tuple[tuple[int, bool], ...]]  # (
 
 class _Capture:
   """The kernels of one capture, with the slots where each input's buffer goes."""
-  __slots__ = ("ret", "names", "info", "calls", "slots", "recorder", "own", "launches", "plain", "seen")
+  __slots__ = ("ret", "names", "info", "calls", "slots", "recorder", "own", "launches", "plain", "seen", "draws")
 
   def __init__(self, ret: Any, names: list[int | str], tensors: list[Tensor], inputs: list[Buffer],
-               runs: list[tuple[str, Any, Sequence[Buffer], tuple[tuple[int, bool], ...]]]):
+               runs: list[tuple[str, Any, Sequence[Buffer], tuple[tuple[int, bool], ...]]],
+               draws: Sequence[tuple[Buffer, Callable[[], np.ndarray]]] = ()):
     self.ret, self.names = ret, names
+    self.draws = list(draws)  # the host RNG's draws into buffers during the capture, in order: each replay's anew
     self.info = [(t.shape, t.dtype) for t in tensors]
     where = {id(b): i for i, b in enumerate(inputs)}
     self.calls: list[Call] = []
@@ -223,6 +233,10 @@ class _Capture:
     for bufs, s, i in self.slots:
       b = inputs[i]
       bufs[s] = b if id(b) not in own else Buffer(b.dtype, b.size, b.np)
+    for buf, draw in self.draws:  # the random numbers the function would draw now, in its order
+      values = draw()
+      buf.prepare_write(True)  # (an array `.numpy()` gave out of an earlier draw keeps its values)
+      np.copyto(buf.np, values.reshape(-1), casting="unsafe")
     try:
       if recorder.RECORDER is not None:
         from compiler.runtime.compiled import runs_recorded_here
@@ -308,14 +322,16 @@ class TinyJit(Generic[ReturnType]):
     if realize.capturing is not None:
       raise RuntimeError("TinyJit: a TinyJit inside another TinyJit's capture is not supported")
     runs: list[tuple[str, Any, Sequence[Buffer], tuple[tuple[int, bool], ...]]] = []
-    realize.capturing = runs
+    draws: list[tuple[Buffer, Callable[[], np.ndarray]]] = []
+    realize.capturing, realize.drawing = runs, draws
+    realize.before_capture = {id(t): weakref.ref(t) for t in live_tensors() if buffer_of_view(t.uop) is None}
     try:
       ret = self._run(args, kwargs)
     finally:
-      realize.capturing = None
+      realize.capturing = realize.drawing = realize.before_capture = None
     if not runs:
       raise JitError(f"TinyJit: {getattr(self.fxn, '__name__', 'the function')} ran no kernel while capturing")
-    captured = _Capture(ret, names, tensors, inputs, runs)
+    captured = _Capture(ret, names, tensors, inputs, runs, draws)
     self.captured = captured
     if debug.level() >= 1:
       print(f"JIT captured {len(captured.calls)} kernels with {len(inputs)} inputs", flush=True)

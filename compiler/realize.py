@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from compiler import debug
 from compiler.runtime.buffer import Buffer, _freed
@@ -33,6 +33,18 @@ RUNNER_CACHE_SIZE = 512
 # the kernels run while a TinyJit captures (compiler.jit sets and clears it): (name, runner, bufs, output_slots)
 # per kernel run
 capturing: list[tuple[str, Runner, Sequence[Buffer], tuple[tuple[int, bool], ...]]] | None = None
+# while a TinyJit captures (set and cleared with `capturing`): the buffers the host RNG filled (Tensor.rand, randn,
+# randint and what is built on them), in draw order, each with the draw that fills it again: a replay draws anew
+drawing: list[tuple[Buffer, Callable[[], Any]]] | None = None
+# while a TinyJit captures: the lazy Tensors alive when it began (weakly). One that an in-place write of the capture
+# overwrites the inputs of is computed first outside the capture: a replay would write its buffer again
+before_capture: dict[int, weakref.ref] | None = None  # id -> weak reference (a dead one's id may be reused)
+
+
+def note_draw(buf: Buffer, draw: Callable[[], Any]) -> None:
+  """A random creation function filled buf with `draw()` (noted while a TinyJit captures)."""
+  if drawing is not None:
+    drawing.append((buf, draw))
 
 
 def _interp_factory() -> BackendFactory:

@@ -3,18 +3,20 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from compiler import realize as realize_state
 from compiler import tensor_nn
-from compiler.dtype import DType, dtypes, least_upper_dtype
-from compiler.realize import run_schedule
+from compiler.dtype import DType, dtypes, least_upper_dtype, truncate
+from compiler.realize import note_draw, run_schedule
 from compiler.runtime.buffer import buffer_of, new_buffer_uop
+from compiler.schedule.assign import assign_target, assigns_run, stale_readers
 from compiler.schedule.rangeify import create_schedule
 from compiler.schedule.shape import shape_of
 from compiler.tensor_mixins import AutogradMixin, CreationMixin, ElementwiseMixin, IndexingMixin, NnMixin, ReduceMixin
-from compiler.tensor_mixins.autograd import SHARED_BUFFERS, buffer_of_view
+from compiler.tensor_mixins.autograd import PENDING_ASSIGNS, SHARED_BUFFERS, buffer_of_view, live_tensors, track
 from compiler.tensor_mixins.elementwise import _expm1
 from compiler.uop import GroupOp, Ops, UOp
 
@@ -51,8 +53,9 @@ def _reads_buffer(u: UOp) -> bool:
 _NP_DTYPES: dict[np.dtype, DType] = {}  # numpy dtype -> DType (dtypes.from_np walks every dtype: 5 us a tensor)
 
 
-def to_dtype(dt: Any) -> DType | None:
-  """A DType from a DType, its name, or anything numpy accepts as a dtype; None stays None."""
+def to_dtype(dt: Any, op: str = "to_dtype") -> DType | None:
+  """A DType from a DType, its name, or anything numpy accepts as a dtype; None stays None. op names the caller in
+  the error."""
   if dt is None or isinstance(dt, DType):
     return dt
   if isinstance(dt, np.dtype) and (known := _NP_DTYPES.get(dt)) is not None:
@@ -62,7 +65,9 @@ def to_dtype(dt: Any) -> DType | None:
   try:
     got = dtypes.from_np(dt)
   except TypeError as e:
-    raise TypeError(f"unsupported dtype {dt!r}") from e
+    if isinstance(dt, str):
+      raise DTypeNameError(f"{op}: unsupported dtype {dt!r}: not the name of a dtype") from e
+    raise TypeError(f"{op}: unsupported dtype {dt!r}") from e
   if isinstance(dt, np.dtype):
     _NP_DTYPES[dt] = got
   return got
@@ -163,6 +168,10 @@ class AxisError(IndexError, ValueError):
   """An axis out of range: IndexError as in tinygrad and torch, and a ValueError as numpy's AxisError is."""
 
 
+class DTypeNameError(AttributeError, TypeError):
+  """An unknown dtype name: AttributeError as in tinygrad (getattr(dtypes, name)), and the TypeError numpy raises."""
+
+
 def _is_scalar(x: Any) -> bool:
   return isinstance(x, (bool, int, float, np.bool_, np.integer, np.floating))
 
@@ -181,12 +190,14 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     self._init(data, dtype)
     if requires_grad:
       self.requires_grad_()
+    track(self)
 
   @staticmethod
   def _of(u: UOp) -> Tensor:
     """Tensor(u) for a node the front end just built, without __init__'s dispatch on the kind of its argument."""
     t = object.__new__(Tensor)
     t.uop, t.requires_grad, t.grad = u, None, None
+    track(t)
     return t
 
   def _init(self, data: Any, dtype: Any) -> None:
@@ -276,9 +287,15 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     todo = [t for t in tensors if buffer_of_view(t.uop) is None]
     if not todo:
       return
+    run: set[UOp] = set()
+    if PENDING_ASSIGNS:  # (no in-place write waiting, the usual realize: no walk)
+      todo, run = Tensor._with_stale_readers(todo)
     uops = [t.uop for t in todo]  # read first: a tensor listed twice is rebound on its first visit
     schedule, becomes = create_schedule(uops, _realized)
     run_schedule(schedule)
+    for a in run:  # an assign run inside a graph is read from its buffer from now on, never run again
+      _realized[a] = a.src[0]
+      PENDING_ASSIGNS.discard(a)
     for t, u in zip(todo, uops):
       t.uop = becomes[u]
       if (buf := buffer_of_view(t.uop)) is not None:
@@ -291,6 +308,35 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
       # (hash-consing), which would then read a buffer instead of folding them, and two such tensors one buffer
       if _reads_buffer(u):
         _realized[u] = t.uop
+
+  @staticmethod
+  def _with_stale_readers(todo: list[Tensor]) -> tuple[list[Tensor], set[UOp]]:
+    """todo and the live lazy tensors that read a buffer as it is before the in-place writes todo's graphs run (a
+    value means what it meant when it was built: `loss` read after `opt.step()` is the loss of the old weights),
+    so that the scheduler computes them first, in the same schedule; and the ASSIGN nodes it runs."""
+    uops = [t.uop for t in todo]
+    pending = set(PENDING_ASSIGNS)
+    outs = set(uops)
+    run = pending & outs if pending <= outs else assigns_run(uops, _realized, pending)  # (an optimizer's step: all)
+    if not run:
+      return todo, run
+    written = {assign_target(a) for a in run}
+    ids = {id(t) for t in todo}
+    lazy = [t for t in live_tensors() if id(t) not in ids and t.uop not in outs and buffer_of_view(t.uop) is None]
+    readers = [t for t, stale in zip(lazy, stale_readers([t.uop for t in lazy], _realized, written, run)) if stale]
+    if readers and (before := realize_state.before_capture):
+      outside = [t for t in readers if (r := before.get(id(t))) is not None and r() is t]
+      if outside:  # built before a TinyJit's capture: not part of it
+        capturing, realize_state.capturing = realize_state.capturing, None
+        try:
+          Tensor._realize_all(outside)
+        finally:
+          realize_state.capturing = capturing
+        done = {id(t) for t in outside}
+        readers = [t for t in readers if id(t) not in done]
+    if readers:  # (their graphs may hold other pending assigns, which run now too)
+      run |= assigns_run([t.uop for t in readers], _realized, pending)
+    return todo + readers, run
 
   def realize(self, *others: Tensor) -> Tensor:
     """Compute this tensor (and `others`, in the same schedule) into buffers."""
@@ -324,30 +370,31 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
 
   # ---- creation
   @staticmethod
-  def full(shape: Any, fill_value: Scalar, dtype: Any = None) -> Tensor:
+  def full(shape: Any, fill_value: Scalar, dtype: Any = None, requires_grad: bool | None = None) -> Tensor:
     shape = _check_shape(_shape_arg((shape,) if isinstance(shape, int) else tuple(shape), "Tensor.full"),
                          "Tensor.full")
     v = _py(fill_value)
     dt = to_dtype(dtype) or _fitting_int(dtypes.from_py(v), v, v, "Tensor.full")
     c = UOp.const(dt, _in_range(v, dt, "Tensor.full"))
     if not shape:
-      return Tensor(c)
-    return Tensor(UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape))).expand(shape)
+      return Tensor(c)._marked(requires_grad)
+    return Tensor(UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape))).expand(shape)._marked(requires_grad)
 
   @staticmethod
-  def zeros(*shape: Any, dtype: Any = None) -> Tensor:
-    return Tensor.full(_shape_arg(shape, "Tensor.zeros"), 0, to_dtype(dtype) or dtypes.default_float)
+  def zeros(*shape: Any, dtype: Any = None, requires_grad: bool | None = None) -> Tensor:
+    return Tensor.full(_shape_arg(shape, "Tensor.zeros"), 0, to_dtype(dtype) or dtypes.default_float, requires_grad)
 
   @staticmethod
-  def ones(*shape: Any, dtype: Any = None) -> Tensor:
-    return Tensor.full(_shape_arg(shape, "Tensor.ones"), 1, to_dtype(dtype) or dtypes.default_float)
+  def ones(*shape: Any, dtype: Any = None, requires_grad: bool | None = None) -> Tensor:
+    return Tensor.full(_shape_arg(shape, "Tensor.ones"), 1, to_dtype(dtype) or dtypes.default_float, requires_grad)
 
   @staticmethod
-  def empty(*shape: Any, dtype: Any = None) -> Tensor:
-    return Tensor.zeros(*shape, dtype=dtype)
+  def empty(*shape: Any, dtype: Any = None, requires_grad: bool | None = None) -> Tensor:
+    return Tensor.zeros(*shape, dtype=dtype, requires_grad=requires_grad)
 
   @staticmethod
-  def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: Any = None) -> Tensor:
+  def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: Any = None,
+             requires_grad: bool | None = None) -> Tensor:
     if stop is None:
       start, stop = 0, start
     start, stop, step = _py(start), _py(stop), _py(step)
@@ -361,59 +408,71 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     for v in (start, last):  # both ends in range: the values between are too (and nothing huge is allocated)
       _in_range(v, dt, "Tensor.arange")
     if is_float:
-      return Tensor((start + np.arange(n) * step).astype(dt.np), dt)
-    return Tensor((start + np.arange(n, dtype=np.int64) * step).astype(dt.np), dt)
+      return Tensor((start + np.arange(n) * step).astype(dt.np), dt, requires_grad)
+    return Tensor((start + np.arange(n, dtype=np.int64) * step).astype(dt.np), dt, requires_grad)
 
   @staticmethod
-  def eye(n: int, m: int | None = None, dtype: Any = None) -> Tensor:
+  def eye(n: int, m: int | None = None, dtype: Any = None, requires_grad: bool | None = None) -> Tensor:
     m = n if m is None else m
     if n < 0 or m < 0:
       raise ValueError(f"Tensor.eye: negative size ({n}, {m})")
     dt = to_dtype(dtype) or dtypes.default_float
-    return (Tensor.arange(n).reshape(n, 1) == Tensor.arange(m).reshape(1, m)).cast(dt)
+    return (Tensor.arange(n).reshape(n, 1) == Tensor.arange(m).reshape(1, m)).cast(dt)._marked(requires_grad)
 
   @staticmethod
   def manual_seed(seed: int = 0) -> None:
     Tensor._rng = np.random.default_rng(seed)
 
   @staticmethod
-  def rand(*shape: Any, dtype: Any = None) -> Tensor:
+  def _drawn(draw: Callable[[], np.ndarray], dt: DType, requires_grad: bool | None) -> Tensor:
+    """A tensor of the numbers `draw()` takes from the host RNG (Tensor._rng when called: manual_seed rebinds it);
+    its buffer is noted with the draw, so that a TinyJit replay draws new numbers into it as the function would."""
+    t = Tensor(draw(), dt, requires_grad)
+    note_draw(buffer_of(buffer_of_view(t.uop)), draw)
+    return t
+
+  @staticmethod
+  def rand(*shape: Any, dtype: Any = None, requires_grad: bool | None = None) -> Tensor:
     """Uniform in [0, 1)."""
     shape = _check_shape(_shape_arg(shape, "Tensor.rand"), "Tensor.rand")
     dt = to_dtype(dtype) or dtypes.default_float
-    return Tensor(Tensor._rng.random(shape, dtype=np.float64).astype(dt.np), dt)
+    return Tensor._drawn(lambda: Tensor._rng.random(shape, dtype=np.float64).astype(dt.np), dt, requires_grad)
 
   @staticmethod
-  def randn(*shape: Any, dtype: Any = None) -> Tensor:
+  def randn(*shape: Any, dtype: Any = None, requires_grad: bool | None = None) -> Tensor:
     """Standard normal."""
     shape = _check_shape(_shape_arg(shape, "Tensor.randn"), "Tensor.randn")
     dt = to_dtype(dtype) or dtypes.default_float
-    return Tensor(Tensor._rng.standard_normal(shape).astype(dt.np), dt)
+    return Tensor._drawn(lambda: Tensor._rng.standard_normal(shape).astype(dt.np), dt, requires_grad)
 
   @staticmethod
-  def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, dtype: Any = None) -> Tensor:
-    return Tensor.rand(*shape, dtype=dtype) * (high - low) + low
+  def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, dtype: Any = None,
+              requires_grad: bool | None = None) -> Tensor:
+    return (Tensor.rand(*shape, dtype=dtype) * (high - low) + low)._marked(requires_grad)
 
   @staticmethod
-  def randint(*shape: Any, low: int = 0, high: int = 10, dtype: Any = None) -> Tensor:
+  def randint(*shape: Any, low: int = 0, high: int = 10, dtype: Any = None,
+              requires_grad: bool | None = None) -> Tensor:
     shape = _check_shape(_shape_arg(shape, "Tensor.randint"), "Tensor.randint")
     dt = to_dtype(dtype) or dtypes.default_int
-    return Tensor(Tensor._rng.integers(low, high, shape).astype(dt.np), dt)
+    return Tensor._drawn(lambda: Tensor._rng.integers(low, high, shape).astype(dt.np), dt, requires_grad)
 
-  def full_like(self, fill_value: Scalar, dtype: Any = None) -> Tensor:
-    return Tensor.full(self.shape, fill_value, to_dtype(dtype) or self.dtype)
+  def full_like(self, fill_value: Scalar, dtype: Any = None, requires_grad: bool | None = None) -> Tensor:
+    return Tensor.full(self.shape, fill_value, to_dtype(dtype) or self.dtype, requires_grad)
 
-  def zeros_like(self, dtype: Any = None) -> Tensor:
-    return self.full_like(0, dtype)
+  def zeros_like(self, dtype: Any = None, requires_grad: bool | None = None) -> Tensor:
+    return self.full_like(0, dtype, requires_grad)
 
-  def ones_like(self, dtype: Any = None) -> Tensor:
-    return self.full_like(1, dtype)
+  def ones_like(self, dtype: Any = None, requires_grad: bool | None = None) -> Tensor:
+    return self.full_like(1, dtype, requires_grad)
 
-  def rand_like(self, dtype: Any = None) -> Tensor:
-    return Tensor.rand(self.shape, dtype=to_dtype(dtype) or (self.dtype if dtypes.is_float(self.dtype) else None))
+  def rand_like(self, dtype: Any = None, requires_grad: bool | None = None) -> Tensor:
+    return Tensor.rand(self.shape, dtype=to_dtype(dtype) or (self.dtype if dtypes.is_float(self.dtype) else None),
+                       requires_grad=requires_grad)
 
-  def randn_like(self, dtype: Any = None) -> Tensor:
-    return Tensor.randn(self.shape, dtype=to_dtype(dtype) or (self.dtype if dtypes.is_float(self.dtype) else None))
+  def randn_like(self, dtype: Any = None, requires_grad: bool | None = None) -> Tensor:
+    return Tensor.randn(self.shape, dtype=to_dtype(dtype) or (self.dtype if dtypes.is_float(self.dtype) else None),
+                        requires_grad=requires_grad)
 
   # ---- dtype
   def cast(self, dtype: Any) -> Tensor:
@@ -692,15 +751,17 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
 
   def _pow_by_squaring(self, n: int) -> Tensor:
     """self ** n for a Python int n: exact for ints, accurate for floats (a negative n only for floats)."""
-    ret, p, k = None, self, abs(n)
+    # a negative n squares 1 / self: its derivative at 0 and inf is -inf and 0, where 1 / self**|n|'s was 0 * inf
+    ret, p, k = None, self.reciprocal() if n < 0 else self, abs(n)
     while k:
       if k & 1:
         ret = p if ret is None else ret * p
       k >>= 1
       if k:
         p = p * p
-    ret = self.ones_like() if ret is None else ret
-    return ret.reciprocal() if n < 0 else ret
+    if ret is None:  # x**0 is 1 even for inf and nan; self stays in the graph, so its gradient is 0, not missing
+      return (self == self).where(1, 1).cast(self.dtype)
+    return ret
 
   def _int_pow(self, e: Tensor) -> Tensor:
     """Elementwise int ** int by squaring over e's bits; a negative e gives the truncated 1/self**|e| (as torch)."""
@@ -723,16 +784,26 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     if self.dtype != dtypes.float64:  # log2's rounding error grows with the result's exponent: float64 holds it
       return self.cast(dtypes.float64)._float_pow(b.cast(dtypes.float64)).cast(self.dtype)
     a = self
-    mag = (a.abs().log2() * b).exp2()
+    # log2|a| * b is nan for 0 * inf (x**0 at 0, inf, nan; 1**inf) and for nan; at a base of 0 or inf it is right
+    # but its derivatives are 0 * inf. There the formula gets safe inputs (its result is not used), so no nan reaches
+    # the gradient (which is 0 there: torch's b * a**(b - 1) is inf for a = 0, b < 1 and a = inf, b > 1); everywhere
+    # else the result is the formula's, so x**0 and 1**y have their derivatives (ln x and y)
+    bad = (a.abs().log2() * b) != (a.abs().log2() * b)
+    edge = (a == 0) | (a.abs() == math.inf)  # the power is 0 or inf (derivative: inf / inf or 0 * inf)
+    safe = bad | edge
+    mag = (safe.where(1.0, a).abs().log2() * safe.where(0.0, b)).exp2()
+    mag = edge.where((a == 0).where((b > 0).where(0.0, math.inf), (b > 0).where(math.inf, 0.0)), mag)
     neg_base = a._signbit()  # -0.0 is a negative base too
     b_int = b.trunc() == b  # false for nan, true for +-inf
     halved = b * 0.5
     b_odd = b_int & (halved.trunc() != halved)
-    # a negative base has a real power for integer exponents (odd ones negate it), and at -0 and -inf for any
-    real = b_int | (a == 0) | (a.abs() == math.inf)
-    ret = neg_base.where(b_odd.where(-mag, real.where(mag, math.nan)), mag)
-    ret = ((a == -1) & (b.abs() == math.inf)).where(1.0, ret)  # (-1)**inf is 1 (log2 gives 0 * inf)
-    return ((b == 0) | (a == 1)).where(1.0, ret)  # x**0 and 1**y are 1 even for inf and nan
+    # a negative base has a real power for integer exponents (odd ones negate it), and at -0 and -inf for any; a
+    # nan power has nan derivatives (as torch's): mag times nan, times 0 where it is not used (0 * nan is nan)
+    not_real = neg_base & (b_int | (a == 0) | (a.abs() == math.inf)).logical_not()
+    ret = not_real.where(mag * not_real.where(math.nan, 0.0), (neg_base & b_odd).where(-mag, mag))
+    # x**0, 1**y and (-1)**+-inf are 1 even for inf and nan
+    one = (b == 0) | (a == 1) | ((a == -1) & (b.abs() == math.inf))
+    return bad.where(one.where(1.0, math.nan), ret)
 
   def maximum(self, y: Tensor | Scalar) -> Tensor:
     a, b = self._broadcasted(y, "maximum")
@@ -748,13 +819,19 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
 
   def clip(self, min_: Tensor | Scalar | None = None, max_: Tensor | Scalar | None = None) -> Tensor:
     if min_ is None and max_ is None:
-      raise ValueError("Tensor.clip: give min_ or max_")
+      raise RuntimeError(f"Tensor.clip: give min_ or max_ (or both) to clip the tensor of shape {self.shape}")
     ret = self
     if min_ is not None:
       ret = ret.maximum(min_)
     if max_ is not None:
       ret = ret.minimum(max_)
-    return ret
+    if not dtypes.is_float(ret.dtype) or self.dtype == dtypes.bool:
+      return ret
+    # the gradient as torch's clamp: 1 to self within the bounds, the bounds included (maximum's tie would share it)
+    within = [c for c in ((self >= min_) if min_ is not None else None, (self <= max_) if max_ is not None else None)
+              if c is not None]
+    inside = within[0] if len(within) == 1 else within[0] & within[1]
+    return inside.where(self, ret)
 
   def where(self, x: Tensor | Scalar, y: Tensor | Scalar) -> Tensor:
     """x where self is true, else y (self is the condition)."""
@@ -786,6 +863,10 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
 
   # bitwise / logical
   def _bitop(self, op: Ops, y: Tensor | Scalar, name: str, reverse: bool = False) -> Tensor:
+    if dtypes.is_int(self.dtype) and isinstance(y, (int, np.integer)) and not isinstance(y, bool):
+      # a Python int takes the int tensor's dtype by wrapping, as tinygrad (int32 | 0xFFFFFFFF is -1): exact for
+      # and/or/xor, whose result's bits in the dtype depend only on the operands' bits in it
+      y = truncate(self.dtype, int(y))
     a, b = self._broadcasted(y, name, reverse)
     if dtypes.is_float(a.dtype):
       raise TypeError(f"Tensor.{name}: needs int or bool tensors, got {a.dtype}")
@@ -904,17 +985,26 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     return (self != self).where(self, ret) if dtypes.is_float(self.dtype) else ret  # sign(nan) is nan
 
   def relu(self) -> Tensor:
-    return self.maximum(0)
+    # not maximum(0), whose tie at 0 shares the gradient: relu'(0) is 0 (torch, tinygrad); nan stays nan
+    return self.maximum(0) if self.dtype == dtypes.bool else (self <= 0).where(0, self)
 
   def sigmoid(self) -> Tensor:
-    return self._via_float32(lambda x: (1 + (x * (-1 / _LN2)).exp2()).reciprocal())
+    # from e = exp(-|x|) <= 1: 1 / (1 + exp(-x)) overflowed below -88 (float32), and its gradient was inf * 0 = nan
+    def fn(x: Tensor) -> Tensor:
+      pos = x >= 0
+      e = (pos.where(-x, x) * (1 / _LN2)).exp2()
+      return pos.where(1 / (1 + e), e / (1 + e))
+    return self._via_float32(fn)
 
   def tanh(self) -> Tensor:
-    # t / (t + 2) with t = expm1(2|x|): 2 * sigmoid(2x) - 1 cancelled for small x (tanh(1e-30) gave 0)
+    # tanh|x| = -m / (2 + m) with m = expm1(-2|x|) in (-1, 0]: 2 * sigmoid(2x) - 1 cancelled for small x (tanh(1e-30)
+    # gave 0), and nothing overflows (expm1(2|x|) did past 44, a nan gradient). -|x| is a where, not abs, so that
+    # its derivative at 0 is 1 and tanh'(0) = 1
     def fn(x: Tensor) -> Tensor:
-      t = _expm1((2.0 * x).abs())
-      mag = (x.abs() > 20.0).where(1.0, t / (t + 2.0))  # past 20, tanh rounds to 1 (and t would overflow)
-      return x._signbit().where(-mag, mag)
+      pos = x > 0
+      m = _expm1(2.0 * pos.where(-x, x))
+      mag = -m / (2.0 + m)
+      return pos.where(mag, -mag)
     return self._via_float32(fn)
 
   def gelu(self, approximate: str = "tanh") -> Tensor:
@@ -927,7 +1017,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
 
   def leaky_relu(self, neg_slope: float = 0.01) -> Tensor:
-    return (self < 0).where(self * neg_slope, self)
+    return (self > 0).where(self, self * neg_slope)  # the slope at 0 is neg_slope, as torch's
 
   # ---- movement
   def _mop(self, op: Ops, arg: Any) -> Tensor:
@@ -942,7 +1032,17 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     return int(axis) % nd
 
   def reshape(self, *shape: Any) -> Tensor:
-    shape = _shape_arg(shape, "Tensor.reshape")
+    """The same elements in shape `shape`: one -1 is inferred, a None keeps that dim's size (tinygrad's)."""
+    try:
+      shape = _shape_arg(shape, "Tensor.reshape")
+    except TypeError:
+      shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+      if not any(s is None for s in shape):
+        raise
+      if any(s is None for s in shape[self.ndim:]):
+        raise AxisError(f"Tensor.reshape: a None keeps its dim, but {shape} has one past the dims of {self.shape}") \
+          from None
+      shape = _shape_arg(tuple(self.shape[i] if s is None else s for i, s in enumerate(shape)), "Tensor.reshape")
     own = self.shape
     if shape == own:
       return self
@@ -1085,13 +1185,14 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     return self.expand(tuple(n if i == d else s for i, s in enumerate(self.shape)))
 
   def _pad_circular(self, pairs: list[tuple[int, int]]) -> Tensor:
-    if any(b < 0 or a < 0 for b, a in pairs):
-      raise NotImplementedError(f"Tensor.pad: negative circular padding {pairs} is not supported")
-    if any(b > s or a > s for (b, a), s in zip(pairs, self.shape)):
-      raise ValueError(f"Tensor.pad: circular padding {pairs} wraps around shape {self.shape} more than once")
+    # a negative pad removes elements first, and the positive ones wrap around what is left (torch's)
+    core = self._pad_constant([(min(b, 0), min(a, 0)) for b, a in pairs], 0)
+    pairs = [(max(b, 0), max(a, 0)) for b, a in pairs]
+    if any(b > s or a > s for (b, a), s in zip(pairs, core.shape)):
+      raise ValueError(f"Tensor.pad: circular padding {pairs} wraps around shape {core.shape} more than once")
     # three copies side by side (where a dim is padded), then the window that starts b before the middle one
-    x = self.repeat(tuple(3 if b or a else 1 for b, a in pairs))
-    return x.shrink(tuple((s - b, 2 * s + a) if b or a else None for (b, a), s in zip(pairs, self.shape)))
+    x = core.repeat(tuple(3 if b or a else 1 for b, a in pairs))
+    return x.shrink(tuple((s - b, 2 * s + a) if b or a else None for (b, a), s in zip(pairs, core.shape)))
 
   def _pad_pairs(self, padding: Sequence) -> list[tuple[int, int]]:
     """(before, after) per dim from tinygrad's/torch's padding forms."""
@@ -1264,12 +1365,12 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     return least_upper_dtype(dt, dtypes.float32)
 
   def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
-    acc = to_dtype(dtype) or Tensor._acc_dtype(self.dtype)
+    acc = to_dtype(dtype, "Tensor.sum") or Tensor._acc_dtype(self.dtype)
     ret = self.cast(acc)._reduce(Ops.ADD, axis, keepdim, "sum")
     return ret.cast(self.dtype) if dtype is None and self.dtype == dtypes.float16 else ret
 
   def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
-    acc = to_dtype(dtype) or Tensor._acc_dtype(self.dtype)
+    acc = to_dtype(dtype, "Tensor.prod") or Tensor._acc_dtype(self.dtype)
     ret = self.cast(acc)._reduce(Ops.MUL, axis, keepdim, "prod")
     return ret.cast(self.dtype) if dtype is None and self.dtype == dtypes.float16 else ret
 
@@ -1347,14 +1448,14 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     xs, ws = self.shape, w.shape
     n1, n2 = len(xs), len(ws)
     if n1 == 0 or n2 == 0:
-      raise ValueError(f"Tensor.matmul: 0-d operand (shapes {xs} and {ws})")
+      raise ArgumentError(f"Tensor.matmul: 0-d operand (shapes {xs} and {ws})")
     if xs[-1] != ws[-min(n2, 2)]:
-      raise ValueError(f"Tensor.matmul: shapes {xs} and {ws} don't line up ({xs[-1]} != {ws[-min(n2, 2)]})")
+      raise ArgumentError(f"Tensor.matmul: shapes {xs} and {ws} don't line up ({xs[-1]} != {ws[-min(n2, 2)]})")
     if n1 > 2 or n2 > 2:
       try:
         broadcast_shape(xs[:-2], ws[:-2])
       except ValueError:
-        raise ValueError(f"Tensor.matmul: batch dims of shapes {xs} and {ws} can't be broadcast together") from None
+        raise ArgumentError(f"Tensor.matmul: batch dims of shapes {xs} and {ws} can't be broadcast together") from None
     k = min(n1 - 1, n2 - 1, 1)
     x = self.reshape(xs[:-1] + (1,) * k + xs[-1:])
     wt = w.reshape(ws[:-2] + (1,) * k + ws[-min(n2, 2):]).transpose(-1, -min(n2, 2))
@@ -1380,6 +1481,11 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     m = x - x.max(axis, keepdim=True)
     return m - m.exp().sum(axis, keepdim=True).log()
 
+  def softmin(self, axis: int = -1) -> Tensor:
+    """softmax(-self) (torch's softmin), negated as a float: an unsigned input would wrap around."""
+    self._axes(axis, "softmin")
+    return self._float().neg().softmax(axis)
+
   def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:
     """(x - mean) / sqrt(var + eps) over axis (biased variance), without affine parameters."""
     x = self._float()
@@ -1392,9 +1498,10 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     return tensor_nn.conv2d(self, weight, bias, groups, stride, dilation, padding)
 
   def max_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0,
-                 ceil_mode: bool = False) -> Tensor:
-    """Max pooling over the last len(kernel_size) dims (n-d, as tinygrad's)."""
-    return tensor_nn.max_pool2d(self, kernel_size, stride, dilation, padding, ceil_mode)
+                 ceil_mode: bool = False, return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """Max pooling over the last len(kernel_size) dims (n-d, as tinygrad's); return_indices: (values, flat indices
+    into those dims), as torch."""
+    return tensor_nn.max_pool2d(self, kernel_size, stride, dilation, padding, ceil_mode, return_indices)
 
   def avg_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0,
                  ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:

@@ -5,6 +5,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from compiler.tensor_mixins.indexing import check_count
+
 if TYPE_CHECKING:
   from compiler.tensor import Tensor
 
@@ -18,11 +20,8 @@ def getitem(t: Tensor, idx: Any) -> Tensor:
     if not (i is None or i is Ellipsis or isinstance(i, slice) or
             (isinstance(i, (int, np.integer)) and not isinstance(i, bool))):
       raise TypeError(f"Tensor indexing: unsupported index {type(i).__name__} (ints, slices, None, ... only)")
-  if sum(1 for i in items if i is Ellipsis) > 1:
-    raise IndexError("Tensor indexing: more than one Ellipsis")
+  check_count(list(items), t.shape)
   n_real = sum(1 for i in items if i is not None and i is not Ellipsis)
-  if n_real > t.ndim:
-    raise IndexError(f"Tensor indexing: {n_real} indices for a tensor of shape {t.shape}")
   if Ellipsis in items:
     k = items.index(Ellipsis)
     items = items[:k] + (slice(None),) * (t.ndim - n_real) + items[k + 1:]

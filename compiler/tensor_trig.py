@@ -93,8 +93,12 @@ def sin_cos(x: Tensor, cos: bool) -> Tensor:
   if dt == dtypes.float64:
     # outside float32's range a float64 x is split inexactly: the backend's SIN reduces it (sin(x + pi/2) would
     # round the quarter turn away at that size, hence cos(x) = sin(2x) / (2 sin(x)) or 1 - 2 sin(x/2)**2)
-    s1 = xd._alu(Ops.SIN)
-    half = (xd * 0.5)._alu(Ops.SIN)
-    big_cos = (s1.abs() > 0.5).where((xd * 2.0)._alu(Ops.SIN) / (2.0 * s1), 1.0 - 2.0 * half * half)
-    ret = (ax > _F32_MAX).where(big_cos if cos else s1, ret)
+    # (inputs where a branch is not used are 1, double where: a 1/0 there made the gradient nan)
+    big = ax > _F32_MAX
+    xb = big.where(xd, 1.0)
+    s1 = xb._alu(Ops.SIN)
+    half = (xb * 0.5)._alu(Ops.SIN)
+    by_sin2 = s1.abs() > 0.5
+    big_cos = by_sin2.where((xb * 2.0)._alu(Ops.SIN) / (2.0 * by_sin2.where(s1, 1.0)), 1.0 - 2.0 * half * half)
+    ret = big.where(big_cos if cos else s1, ret)
   return ret.cast(dt)

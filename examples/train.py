@@ -90,8 +90,8 @@ def train(name: str, model, data, epochs: int, batch: int, lr: float, max_steps:
         opt.zero_grad()
         loss = model(Tensor(x_train[idx])).sparse_categorical_crossentropy(Tensor(y_train[idx]))
         loss.backward()
-        Tensor.realize(loss, *opt.schedule_step())
-      losses.append(loss.item())
+        opt.step()
+      losses.append(loss.item())  # the loss of the weights before the step
       _progress(i, steps_per_epoch, losses[-1])
       step += 1
       if max_steps is not None and step >= max_steps:

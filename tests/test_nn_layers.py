@@ -99,3 +99,32 @@ def test_embedding_lookup_and_gradient():
   np.testing.assert_allclose(emb.weight.grad.numpy(), np.bincount(idx.ravel(), minlength=5)[:, None] * np.ones(3))
   with pytest.raises(TypeError, match="integer"):
     emb(Tensor(np.array([1.0])))
+
+
+def test_new_ops_gradients_against_finite_differences():
+  rng = np.random.default_rng(4)
+  x = rng.standard_normal((3, 5))
+  check_gradient(lambda t: t.softmin(1), x, rng=rng)
+  check_gradient(lambda t: t.normalize(), x, rng=rng)
+  check_gradient(lambda t: t.normalize(p=3.0, dim=0), x, rng=rng)
+  img = rng.standard_normal((2, 3, 6, 5))
+  check_gradient(lambda t, w: t.conv2d(w, padding=(-1, 1, 1, -2)), img, rng.standard_normal((4, 3, 2, 2)), rng=rng)
+  q, k, v = rng.standard_normal((1, 4, 3, 4)), rng.standard_normal((1, 2, 5, 4)), rng.standard_normal((1, 2, 5, 3))
+  check_gradient(lambda a, b, c: a.scaled_dot_product_attention(b, c, enable_gqa=True), q, k, v, rng=rng)
+  # unpooling the pooled maxima: a mask of the maxima (the indices are constants of the graph)
+  _, idx = Tensor(img).max_pool2d(return_indices=True)
+  check_gradient(lambda t: t.max_pool2d().max_unpool2d(idx, output_size=img.shape), img, rng=rng)
+
+
+def test_normalize_of_a_zero_vector_has_a_finite_gradient():
+  x = Tensor(np.zeros((2, 3)), requires_grad=True)
+  x.normalize().sum().backward()
+  np.testing.assert_array_equal(x.normalize().numpy(), np.zeros((2, 3)))
+  assert np.isfinite(x.grad.numpy()).all()
+
+
+def test_batchnorm_counter_is_not_a_parameter():
+  bn = nn.BatchNorm(2)
+  assert bn.num_batches_tracked.requires_grad is False and bn.running_mean.requires_grad is False
+  opt = nn.optim.SGD(nn.state.get_parameters(bn))
+  assert [id(p) for p in opt.params] == [id(bn.weight), id(bn.bias)]

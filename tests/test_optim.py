@@ -149,3 +149,50 @@ def test_adam_step_is_one_fused_kernel_per_parameter(monkeypatch, backend):
     for p, w in zip(ps, want):
       np.testing.assert_allclose(p.numpy(), w, rtol=2e-5, atol=2e-6)
     assert [_buffer(p) for p in ps] == bufs  # updated in place
+
+
+class _MnistShaped:
+  """beautiful_mnist's model, scaled down: convolutions, BatchNorm, max pooling and a Linear as a layer list."""
+
+  def __init__(self):
+    self.layers = [nn.Conv2d(1, 4, 3), Tensor.relu, nn.Conv2d(4, 4, 3), Tensor.relu, nn.BatchNorm(4),
+                   Tensor.max_pool2d, lambda x: x.flatten(1), nn.Linear(4 * 4 * 4, 10)]
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.sequential(self.layers)
+
+
+def test_beautiful_mnist_shaped_training_lowers_the_loss():
+  # nn.optim.Adam(nn.state.get_parameters(model)) on a model with a BatchNorm: its int32 num_batches_tracked is a
+  # buffer (updated with the step), not a parameter (requires_grad_ on it raised)
+  Tensor.manual_seed(0)
+  rng = np.random.default_rng(5)
+  model = _MnistShaped()
+  opt = nn.optim.Adam(nn.state.get_parameters(model), lr=0.01)
+  bn = model.layers[4]
+  assert id(bn.num_batches_tracked) in map(id, opt.buffers) and id(bn.num_batches_tracked) not in map(id, opt.params)
+  x, y = Tensor(rng.standard_normal((8, 1, 12, 12)).astype(np.float32)), Tensor(rng.integers(0, 10, 8).astype(np.int32))
+  losses = []
+  with Tensor.train():
+    for _ in range(6):
+      opt.zero_grad()
+      loss = model(x).sparse_categorical_crossentropy(y).backward()
+      opt.step()
+      losses.append(loss.item())
+  assert all(np.isfinite(losses)) and losses[-1] < 0.8 * losses[0], losses
+  assert bn.num_batches_tracked.numpy().tolist() == [6]
+
+
+@pytest.mark.parametrize("make", [lambda ps: nn.optim.SGD(ps, lr=0.01), lambda ps: nn.optim.SGD(ps, 0.01, 0.9),
+                                  lambda ps: nn.optim.Adam(ps), lambda ps: nn.optim.AdamW(ps)])
+def test_every_optimizer_takes_a_batchnorm_model(make):
+  bn = nn.BatchNorm(3)
+  opt = make(nn.state.get_parameters(bn))
+  assert set(map(id, opt.params)) == {id(bn.weight), id(bn.bias)}
+  assert {id(t) for t in opt.buffers} == {id(bn.running_mean), id(bn.running_var), id(bn.num_batches_tracked)}
+  x = Tensor(np.random.default_rng(2).standard_normal((4, 3, 2, 2)).astype(np.float32))
+  with Tensor.train():
+    opt.zero_grad()
+    (bn(x) + Tensor(np.arange(3, dtype=np.float32).reshape(1, 3, 1, 1))).square().sum().backward()
+    opt.step()
+  assert bn.num_batches_tracked.numpy().tolist() == [1] and not np.allclose(bn.weight.numpy(), 1)

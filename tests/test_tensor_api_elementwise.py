@@ -142,3 +142,125 @@ def test_dtype_min_max():
     assert (dt.min, dt.max) == (np.iinfo(np_dt).min, np.iinfo(np_dt).max)
   assert (dtypes.float32.min, dtypes.float16.max) == (-math.inf, math.inf)
   assert (dtypes.bool.min, dtypes.bool.max) == (False, True)
+
+
+EDGES = np.array([np.inf, -np.inf, np.nan, -0.0, 0.0, 1.0, -1.0, 3e38, -3e38, 1e-40, 2.5, -7.25], np.float32)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16])
+def test_isinf_isnan_isfinite(dt):
+  with np.errstate(over="ignore"):
+    x = EDGES.astype(dt)  # (3e38 is inf in half)
+  pairs = [(Tensor(x).isinf(), np.isinf(x)), (Tensor(x).isinf(detect_negative=False), np.isposinf(x)),
+           (Tensor(x).isinf(detect_positive=False), np.isneginf(x)),
+           (Tensor(x).isinf(False, False), np.zeros(x.shape, bool)),
+           (Tensor(x).isnan(), np.isnan(x)), (Tensor(x).isfinite(), np.isfinite(x)),
+           (Tensor(x.reshape(3, 4)).isfinite(), np.isfinite(x.reshape(3, 4)))]
+  check(*pairs, exact=True)
+  assert all(t.dtype == dtypes.bool for t, _ in pairs)
+
+
+def test_isinf_isnan_isfinite_ints_and_bools():
+  for a in (np.array([np.iinfo(np.int32).min, -1, 0, np.iinfo(np.int32).max], np.int32),
+            np.array([0, 255], np.uint8), np.array([np.iinfo(np.int64).max], np.int64), np.array([True, False])):
+    check((Tensor(a).isinf(), np.zeros(a.shape, bool)), (Tensor(a).isnan(), np.zeros(a.shape, bool)),
+          (Tensor(a).isfinite(), np.ones(a.shape, bool)), exact=True)
+
+
+def test_log10():
+  big = np.array([1, 10, 1000, 1e-30, 1e30, 3.4e38, 1e-40, 0.5, 7], np.float32)
+  with np.errstate(all="ignore"):
+    check((Tensor(EDGES).log10(), np.log10(EDGES.astype(np.float64))),
+          (Tensor(big).log10(), np.log10(big.astype(np.float64))),
+          (Tensor(big.astype(np.float64)).log10(), np.log10(big.astype(np.float64))),
+          (Tensor(np.array([1, 10, 100, 7], np.int32)).log10(), np.log10(np.array([1, 10, 100, 7], np.float64))),
+          rtol=3e-7, atol=0)
+    h = EDGES.astype(np.float16)
+    check((Tensor(h).log10(), np.log10(h)), rtol=1e-3, atol=0)
+  # the signed zeros and the infinities exactly; an int tensor's log10 is float32, a half's half
+  check((Tensor(np.array([0.0, -0.0, np.inf, 1.0], np.float32)).log10(), np.array([-np.inf, -np.inf, np.inf, 0.0],
+                                                                                   np.float32)), exact=True)
+  assert Tensor([1, 2]).log10().dtype == dtypes.float32 and Tensor(h).log10().dtype == dtypes.float16
+
+
+def test_logaddexp():
+  a = np.array([1000, -1000, 0, np.inf, -np.inf, np.inf, -np.inf, np.nan, 3, -0.0, 88, -88, 1e-30, 5, 20, -3e38],
+               np.float32)
+  b = np.array([1000, 0, -1000, np.inf, -np.inf, -np.inf, 2, 1, 3 + 1e-6, -0.0, 89, -200, 0, -60, 3e38, -3e38],
+               np.float32)
+  x, y = rng.standard_normal((3, 4)) * 30, rng.standard_normal((1, 4)) * 30
+  with np.errstate(all="ignore"):
+    check((Tensor(a).logaddexp(Tensor(b)), np.logaddexp(a.astype(np.float64), b.astype(np.float64))),
+          (Tensor(b).logaddexp(Tensor(a)), np.logaddexp(b.astype(np.float64), a.astype(np.float64))),
+          (Tensor(x).logaddexp(Tensor(y)), np.logaddexp(x, y)), (Tensor(a).logaddexp(2.0), np.logaddexp(a, 2.0)),
+          (Tensor(np.array([1, -5, 30], np.int32)).logaddexp(Tensor(np.array([1, 2, 0], np.int32))),
+           np.logaddexp(np.array([1, -5, 30.0]), np.array([1, 2, 0.0]))), rtol=2e-7, atol=0)
+    h = a.astype(np.float16)
+    check((Tensor(h).logaddexp(Tensor(b.astype(np.float16))), np.logaddexp(h, b.astype(np.float16))), rtol=1e-3,
+          atol=0)
+  # tiny terms keep their relative precision (log(1 + 9e-14) would be 0), to exp's (float32 exp(-30) is 1.2e-6 off)
+  check((Tensor(np.array([0.0, -30.0], np.float32)).logaddexp(Tensor(np.array([-30.0, -60.0], np.float32))),
+         np.logaddexp(np.array([0.0, -30.0]), np.array([-30.0, -60.0]))), rtol=3e-6, atol=0)
+  check((Tensor(np.array([0.0, -30.0])).logaddexp(Tensor(np.array([-30.0, -60.0]))),
+         np.logaddexp(np.array([0.0, -30.0]), np.array([-30.0, -60.0]))), rtol=1e-13, atol=0)
+  assert Tensor([1, 2]).logaddexp(1).dtype == dtypes.float32 and Tensor(h).logaddexp(1.0).dtype == dtypes.float16
+  with pytest.raises(ValueError, match=r"logaddexp.*\(2,\).*\(3,\)"):
+    Tensor([1.0, 2.0]).logaddexp(Tensor([1.0, 2.0, 3.0]))
+
+
+def test_logaddexp_log10_gradients():
+  # exact and finite far out: d/da logaddexp(a, b) is sigmoid(a - b), 1/2 at a tie however large
+  a = np.array([1000.0, -1000.0, 0.0, 5.0, -3e5, 1e6, 40.0])
+  b = np.array([1000.0, 0.0, -1000.0, 5.0, 1e5, 1e6, 0.0])
+  for dt in (np.float64, np.float32):
+    ta, tb = Tensor(a.astype(dt), requires_grad=True), Tensor(b.astype(dt), requires_grad=True)
+    ga, gb = ta.logaddexp(tb).sum().gradient(ta, tb)
+    check((ga, 1 / (1 + np.exp(np.clip(b - a, -700, 700)))), (gb, 1 / (1 + np.exp(np.clip(a - b, -700, 700)))),
+          rtol=1e-6, atol=1e-30)
+  from gradcheck import check_gradient, input_array
+  g = np.random.default_rng(3)
+  x, y = input_array(g, (3, 4)) * 3, input_array(g, (3, 4)) * 3
+  check_gradient(lambda p, q: p.logaddexp(q), x, y, rng=g)
+  check_gradient(lambda p, q: p.logaddexp(q), x, x.copy(), rng=g)  # ties
+  check_gradient(lambda p, q: p.logaddexp(q), x[:1], y, rng=g)  # broadcast
+  check_gradient(lambda p: p.log10(), input_array(g, (3, 4), "pos"), rng=g)
+
+
+INT_DTYPES = [np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64, np.uint64]
+
+
+def _wrapped(v, dt):
+  """The Python int v in dt, wrapped as C (and tinygrad) do."""
+  return np.array(v % 2 ** (8 * np.dtype(dt).itemsize)).astype(np.uint64).astype(dt)
+
+
+@pytest.mark.parametrize("dt", INT_DTYPES)
+def test_bitwise_not_and_wrapped_int_scalars(dt):
+  info = np.iinfo(dt)
+  x = np.array([info.min, info.max, 0, 1, 5 if info.min == 0 else -5, 0x5A], dt)
+  pairs = [(Tensor(x).bitwise_not(), ~x), (~Tensor(x), ~x)]
+  for v in (0xFFFFFFFF, -1, 0x1FF, 2 ** 64 - 1, -2 ** 63, 0xF0F0F0F0F0F0F0F0, 7):
+    w = _wrapped(v, dt)
+    pairs += [(Tensor(x) | v, x | w), (Tensor(x) & v, x & w), (Tensor(x) ^ v, x ^ w), (v | Tensor(x), w | x),
+              (v & Tensor(x), w & x), (v ^ Tensor(x), w ^ x)]
+  check(*pairs, exact=True)
+  assert all(t.dtype == Tensor(x).dtype for t, _ in pairs)
+
+
+def test_wrapped_scalars_are_for_bitwise_ops_only():
+  t = Tensor([0], dtype="int")
+  check((t | 0xFFFFFFFF, np.array([-1], np.int32)), (t ^ 0xFFFFFFFF, np.array([-1], np.int32)),
+        (t & 0xFFFFFFFF, np.array([0], np.int32)), (Tensor([True, False]).bitwise_not(), np.array([False, True])),
+        (Tensor([True, False]) | 1, np.array([1, 1], np.int32)), exact=True)
+  # arithmetic keeps refusing a Python int out of the tensor's range (numpy's rule) instead of wrapping it
+  for fn in (lambda: t + 0xFFFFFFFF, lambda: t * 2 ** 31, lambda: t.maximum(2 ** 40)):
+    with pytest.raises(OverflowError, match=r"4294967295|2147483648|1099511627776"):
+      fn()
+  with pytest.raises(RuntimeError, match=r"bitwise_not.*float32.*\(2,\)"):
+    Tensor([1.0, 2.0]).bitwise_not()
+
+
+def test_clip_needs_a_bound():
+  with pytest.raises(RuntimeError, match=r"clip.*min_.*max_.*\(2, 3\)"):
+    Tensor.ones(2, 3).clip()
+  check((Tensor([-2.0, 0.5, 3.0]).clip(None, 1.0), np.array([-2.0, 0.5, 1.0], np.float32)), exact=True)

@@ -1,24 +1,49 @@
-"""Advanced indexing, gather, scatter, scatter_reduce, masks, one_hot, tril/triu, roll, split family, meshgrid
-against numpy, on both backends."""
+"""Advanced indexing, gather, scatter, scatter_reduce, masks, one_hot, tril/triu, roll, diagonals, unfold, split
+family, meshgrid against numpy (torch's rules where they differ), with gradients, on both backends."""
 import numpy as np
 import pytest
 from api_helpers import backend, check, specials  # noqa: F401
+from gradcheck import check_gradient
 
 from compiler import Tensor
 
 rng = np.random.default_rng(3)
 
 
-@pytest.mark.parametrize("idx", [
+def torch_index(a: np.ndarray, idx: tuple) -> np.ndarray:
+  """a[idx] by torch's (and tinygrad's) rule: the ints select first, then numpy's rule for the index arrays left
+  (numpy itself counts an int as an index array when placing the broadcast dims)."""
+  k = next((j for j, i in enumerate(idx) if i is Ellipsis), len(idx))
+  n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
+  idx = idx[:k] + (slice(None),) * (a.ndim - n_real) + idx[k + 1:]
+  ints = tuple(i if isinstance(i, int) else slice(None) for i in idx if i is not None)
+  return a[ints][tuple(i for i in idx if not isinstance(i, int))]
+
+
+IDX = [
   ([0, 1],), (slice(None), [2, 0]), ([1, 0], slice(None), [3, -1]), (slice(None), [[0], [1]], [1, 2, 3]),
   (Ellipsis, [0, 0]), (None, [1], None, 0), ([-1], 1), (1, slice(None), [2, 3]), ([[1]], slice(1, None), 0),
-  ([0, 1, 1], [2, 1, 0], [3, 2, 1]), (slice(None), []),
-])
+  ([0, 1, 1], [2, 1, 0], [3, 2, 1]), (slice(None), []), ([1, 0], 2, [0, 3]), (slice(None), [0, 2], None, [1, 1]),
+  (0, [[2, 0]], slice(None, None, -2)),
+]
+
+
+@pytest.mark.parametrize("idx", IDX, ids=[repr(i) for i in IDX])
 def test_getitem_advanced(idx):
   a = specials(2, 3, 4)
   np_idx = tuple(np.array(i, dtype=np.int64) if isinstance(i, list) else i for i in idx)
   ti = tuple(Tensor(i) if isinstance(i, list) and i else i for i in idx)
-  check((Tensor(a)[ti], a[np_idx]), (Tensor(a)[idx], a[np_idx]), exact=True)
+  ref = torch_index(a, np_idx)
+  check((Tensor(a)[ti], ref), (Tensor(a)[idx], ref), exact=True)
+
+
+def test_getitem_int_next_to_index_tensor_selects_first():
+  """An int and an index tensor separated by a slice: torch and tinygrad give (3, 2) where numpy gives (2, 3)."""
+  t = Tensor.arange(24).reshape(2, 3, 4)
+  want = np.array([[12, 14], [16, 18], [20, 22]])
+  # a 0-d index tensor selects like an int, as in torch
+  check((t[1, :, Tensor([0, 2])], want), (t[Tensor(1), :, Tensor([0, 2])], want), (t[1, :, [0, 2]], want),
+        (t[[1], :, Tensor([0, 2])], np.array([[12, 16, 20], [14, 18, 22]])), exact=True)
 
 
 def test_getitem_advanced_dtypes_and_errors():
@@ -32,10 +57,47 @@ def test_getitem_advanced_dtypes_and_errors():
     x[Tensor([0.5])]
   with pytest.raises(IndexError, match="boolean"):
     x[[True, False, True]]
-  with pytest.raises(IndexError, match=r"4 indices.*\(3, 1, 2\)"):
+  with pytest.raises(IndexError, match=r"too many num_indices=4 for self.ndim=3.*\(3, 1, 2\)"):
     x[[0], 0, 0, 0]
-  with pytest.raises(ValueError):
+  with pytest.raises(IndexError, match="indices can only have a single ellipsis"):
+    x[..., [0], ...]
+  with pytest.raises(IndexError, match=r"\(2,\), \(3,\).*broadcast"):
     x[Tensor([0, 1]), :, Tensor([0, 1, 0])]
+
+
+# the values a selection must pass exactly: -inf (ties with MAX's fill), nan, -0.0 (a sum from +0.0 loses its sign)
+SPECIAL = np.array([-np.inf, np.nan, -0.0, 0.0, 2.0, np.inf])
+SPECIAL_IDX = np.array([0, 0, 1, 2, 3, 2, 4, 5])
+W = np.arange(1.0, 9.0)
+
+
+@pytest.mark.parametrize("select", ["gather", "tensor", "list", "2d"])
+def test_selection_of_special_values_is_exact_with_exact_gradient(select):
+  """Each element's gradient is the sum of the weights of the places that select it (torch's), whatever its value."""
+  x = Tensor(SPECIAL, requires_grad=True)
+  fns = {"gather": lambda: x.gather(0, Tensor(SPECIAL_IDX)), "tensor": lambda: x[Tensor(SPECIAL_IDX)],
+         "list": lambda: x[SPECIAL_IDX.tolist()],
+         "2d": lambda: x.reshape(1, 6)[Tensor([0]), Tensor(SPECIAL_IDX)].reshape(8)}
+  y = fns[select]()
+  g = (y * Tensor(W)).sum().gradient(x)[0]
+  check((y, SPECIAL[SPECIAL_IDX]), (g, np.bincount(SPECIAL_IDX, W, minlength=6)), exact=True)
+
+
+def test_gather_of_minus_inf_has_torch_gradient():
+  x = Tensor([-np.inf, 2.0, 3.0], requires_grad=True)
+  y = x.gather(0, Tensor([2, 1, 0, 1, 2]))
+  check((y, np.array([3.0, 2.0, -np.inf, 2.0, 3.0])), (y.sum().gradient(x)[0], np.array([1.0, 2.0, 2.0])), exact=True)
+
+
+def test_selection_gradients_against_finite_differences():
+  g = np.random.default_rng(5)
+  a = g.standard_normal((3, 4, 5))
+  idx = g.integers(-3, 3, (2, 4, 2)).astype(np.int32)
+  check_gradient(lambda t: t.gather(1, Tensor(np.abs(idx) % 4)), a, rng=g)
+  check_gradient(lambda t: t[Tensor(idx[0, :, 0]), 1:, Tensor(idx[1, :, 1])], a, rng=g)
+  check_gradient(lambda t: t[1, :, [0, 2, 2]], a, rng=g)
+  check_gradient(lambda t: t.masked_select(Tensor(a > 0.3)), a, rng=g)
+  check_gradient(lambda t: t.masked_select(Tensor(a > 0.3), size=70, fill_value=1.5), a, rng=g)
 
 
 @pytest.mark.parametrize("shape,dim,ishape", [((3, 4), 1, (3, 2)), ((3, 4), 0, (2, 4)), ((2, 3, 4), -1, (2, 2, 5)),
@@ -176,3 +238,92 @@ def test_repeat_interleave_split_chunk_unbind_meshgrid():
     Tensor(x).split([1, 1], 0)
   with pytest.raises(RuntimeError, match="indexing"):
     Tensor(a).meshgrid(Tensor(b), indexing="ji")
+
+
+def test_masked_select_and_nonzero_with_size():
+  """size=N: the first N selected, then fill_value (tinygrad's), without realizing the count."""
+  a = specials(3, 4)
+  m = np.array([[True, False, True, False], [False, True, True, False], [False, False, False, True]])
+  z = np.array([[0, 1, 0], [2, 0, 3]], np.int32)
+  sel = a[m]
+  check((Tensor(a).masked_select(Tensor(m), size=8, fill_value=-1.5), np.concatenate([sel, [-1.5] * 3])),
+        (Tensor(a).masked_select(Tensor(m), size=3), sel[:3]), (Tensor(a).masked_select(Tensor(m), size=0), sel[:0]),
+        (Tensor(z).masked_select(Tensor(z > 0), size=4, fill_value=7), np.array([1, 2, 3, 7], np.int32)),
+        (Tensor(z).nonzero(size=5, fill_value=-1), np.concatenate([np.argwhere(z), [[-1, -1]] * 2])),
+        (Tensor(z).nonzero(size=2), np.argwhere(z)[:2]), (Tensor(a).nonzero(size=20), np.concatenate(
+          [np.argwhere(a), np.zeros((20 - np.count_nonzero(a), 2), np.int64)])), exact=True)
+  assert Tensor(np.float32(2.0)).nonzero(size=3).shape == (3, 0)
+  with pytest.raises(ValueError, match=r"masked_select.*size.*-1.*\(3, 4\)"):
+    Tensor(a).masked_select(Tensor(m), size=-1)
+  with pytest.raises(ValueError, match=r"nonzero.*size"):
+    Tensor(z).nonzero(size=2.5)
+
+
+def test_roll_tuple_shifts_without_dims():
+  x = specials(3, 4)
+  check((Tensor(x).roll((1,)), np.roll(x, 1)), (Tensor(x).roll([-5]), np.roll(x, -5)), exact=True)
+  with pytest.raises(RuntimeError, match=r"roll.*\(1, 2\).*\(3, 4\)"):
+    Tensor(x).roll((1, 2))
+
+
+DIAGONALS = [(0, 0, 1), (1, 1, 2), (-1, 2, 1), (2, -1, 0), (-2, 0, 2), (5, 0, 1), (-4, 1, 2)]
+
+
+@pytest.mark.parametrize("offset,dim1,dim2", DIAGONALS)
+def test_diagonal(offset, dim1, dim2):
+  a = specials(2, 3, 4)
+  i = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+  check((Tensor(a).diagonal(offset, dim1, dim2), np.diagonal(a, offset, dim1, dim2)),
+        (Tensor(i).diagonal(offset, dim1, dim2), np.diagonal(i, offset, dim1, dim2)), exact=True)
+
+
+def test_diag_and_errors():
+  v = specials(4)
+  m = specials(3, 5)
+  b = np.array([True, False, True])
+  check(*((Tensor(v).diag(k), np.diag(v, k)) for k in (0, 2, -1)), *((Tensor(m).diag(k), np.diag(m, k))
+                                                                   for k in (0, 3, -2, 7)),
+        (Tensor(b).diag(), np.diag(b)), (Tensor(np.zeros(0, np.float32)).diag(), np.zeros((0, 0))), exact=True)
+  with pytest.raises(ValueError, match=r"diag.*\(2, 3, 4\)"):
+    Tensor(np.zeros((2, 3, 4))).diag()
+  with pytest.raises(ValueError, match=r"diagonal.*\(4,\)"):
+    Tensor(v).diagonal()
+  with pytest.raises(ValueError, match=r"diagonal.*same dim 1.*\(3, 5\)"):
+    Tensor(m).diagonal(0, 1, -1)
+  with pytest.raises(IndexError, match=r"diagonal.*axis 2.*\(3, 5\)"):
+    Tensor(m).diagonal(0, 0, 2)
+
+
+def np_unfold(a: np.ndarray, dim: int, size: int, step: int) -> np.ndarray:
+  """torch's Tensor.unfold: dim becomes the window count, a last dim the window."""
+  d = dim % a.ndim
+  w = np.lib.stride_tricks.sliding_window_view(a, size, axis=d)
+  return np.take(w, np.arange(0, w.shape[d], step), axis=d)
+
+
+@pytest.mark.parametrize("shape,dim,size,step", [((8,), 0, 2, 2), ((3, 3, 3), -1, 2, 3), ((2, 7, 3), 1, 3, 2),
+                                                 ((4, 5), 0, 4, 1), ((5, 2), 0, 1, 7), ((2, 3), 1, 0, 1)])
+def test_unfold(shape, dim, size, step):
+  a = specials(*shape)
+  check((Tensor(a).unfold(dim, size, step), np_unfold(a, dim, size, step)), exact=True)
+
+
+def test_unfold_errors():
+  t = Tensor(np.zeros((2, 3), np.float32))
+  with pytest.raises(RuntimeError, match=r"maximum size for tensor at dimension 1 is 3 but size is 4.*\(2, 3\)"):
+    t.unfold(1, 4, 1)
+  with pytest.raises(RuntimeError, match="step must be > 0"):
+    t.unfold(0, 1, 0)
+  with pytest.raises(RuntimeError, match="size must be >= 0"):
+    t.unfold(0, -1, 1)
+  with pytest.raises(IndexError, match=r"unfold.*axis 2"):
+    t.unfold(2, 1, 1)
+
+
+def test_diagonal_diag_unfold_roll_gradients():
+  g = np.random.default_rng(11)
+  check_gradient(lambda t: t.diagonal(1, 2, 0), g.standard_normal((3, 2, 4)), rng=g)
+  check_gradient(lambda t: t.diag(-1), g.standard_normal(3), rng=g)
+  check_gradient(lambda t: t.diag(1), g.standard_normal((3, 4)), rng=g)
+  check_gradient(lambda t: t.unfold(1, 3, 2), g.standard_normal((2, 7, 2)), rng=g)
+  check_gradient(lambda t: t.roll((2,)), g.standard_normal((2, 3)), rng=g)

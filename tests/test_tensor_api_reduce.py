@@ -125,3 +125,29 @@ def test_sort_errors_and_bool():
     Tensor([1, 2, 3]).topk(4)
   with pytest.raises(ValueError, match="sort"):
     Tensor([1, 2, 3]).sort(2)
+
+
+def test_sum_prod_dtype_errors():
+  # an unknown dtype name is tinygrad's AttributeError (getattr(dtypes, name)); a valid one still works
+  for fn, name in ((lambda d: Tensor([1, 2]).sum(dtype=d), "sum"), (lambda d: Tensor([1, 2]).prod(dtype=d), "prod")):
+    for bad in ("", "int33", "float31"):
+      with pytest.raises(AttributeError, match=rf"Tensor\.{name}: unsupported dtype '{bad}'"):
+        fn(bad)
+  with pytest.raises(AttributeError, match="dtype"):
+    Tensor.ones(2, dtype="nope")
+  check((Tensor([1, 2]).sum(dtype="float64"), np.float64(3)), (Tensor([3, 2]).prod(dtype="int8"), np.int8(6)),
+        (Tensor([1.5, 2.0]).sum(dtype=dtypes.float16), np.float16(3.5)), exact=True)
+
+
+def test_matmul_shape_errors_are_runtime_errors():
+  # tinygrad's RuntimeError, still a ValueError as numpy's; the message names the op and both shapes
+  cases = [((3, 4), (3, 4), r"\(3, 4\) and \(3, 4\)"), ((3, 4), (), r"0-d.*\(3, 4\) and \(\)"),
+           ((2, 3, 4), (3, 4, 5), r"batch dims.*\(2, 3, 4\) and \(3, 4, 5\)"), ((4,), (3,), r"\(4,\) and \(3,\)")]
+  for xs, ws, msg in cases:
+    for fn in (Tensor.matmul, Tensor.dot, Tensor.__matmul__):
+      with pytest.raises(RuntimeError, match=rf"Tensor\.matmul: .*{msg}"):
+        fn(Tensor.ones(*xs), Tensor.ones(*ws))
+  with pytest.raises(ValueError, match="matmul"):
+    Tensor.ones(3, 4) @ Tensor.ones(3, 4)
+  a, b = rng.standard_normal((2, 3, 4)).astype(np.float32), rng.standard_normal((4, 5)).astype(np.float32)
+  check((Tensor(a) @ Tensor(b), a @ b), (Tensor(a[0, 0]).dot(Tensor(b)), a[0, 0] @ b))

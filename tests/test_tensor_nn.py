@@ -36,11 +36,11 @@ def test_matmul_int_and_errors():
   out = Tensor(a) @ Tensor(b)
   assert out.dtype == dtypes.int32
   np.testing.assert_array_equal(out.numpy(), a @ b)
-  with pytest.raises(ValueError, match=r"Tensor\.matmul.*\(3, 4\).*\(3, 4\)"):
+  with pytest.raises(RuntimeError, match=r"Tensor\.matmul.*\(3, 4\).*\(3, 4\)"):  # tinygrad's type
     Tensor(a) @ Tensor(a)
-  with pytest.raises(ValueError, match="matmul"):
+  with pytest.raises(RuntimeError, match="matmul"):
     Tensor(a) @ Tensor(3)
-  with pytest.raises(ValueError, match="matmul"):
+  with pytest.raises(RuntimeError, match="matmul"):
     Tensor(randf(2, 3, 4)) @ Tensor(randf(3, 4, 5))
   with pytest.raises(TypeError, match="matmul"):
     Tensor(a).dot(np.ones((4, 2)))
@@ -109,17 +109,34 @@ def test_conv2d(kw):
 
 
 def test_conv2d_errors():
+  # shape mismatches are RuntimeErrors (tinygrad, torch); a bad argument value is a ValueError
   x = Tensor(randf(1, 4, 5, 5))
-  with pytest.raises(ValueError, match=r"conv2d.*groups=3"):
+  with pytest.raises(RuntimeError, match=r"conv2d.*\(1, 4, 5, 5\).*\(6, 2, 3, 3\).*groups=3"):
     x.conv2d(Tensor(randf(6, 2, 3, 3)), groups=3)
-  with pytest.raises(ValueError, match="conv2d"):
+  with pytest.raises(RuntimeError, match=r"conv2d.*\(1, 4, 5, 5\).*\(6, 4, 3\)"):
     x.conv2d(Tensor(randf(6, 4, 3)))
-  with pytest.raises(ValueError, match="doesn't fit"):
+  with pytest.raises(RuntimeError, match="doesn't fit"):
     x.conv2d(Tensor(randf(2, 4, 7, 7)))
   with pytest.raises(ValueError, match="stride"):
     x.conv2d(Tensor(randf(2, 4, 3, 3)), stride=0)
-  with pytest.raises(ValueError, match="bias"):
+  with pytest.raises(RuntimeError, match=r"bias.*\(3,\).*\(2,\)"):
     x.conv2d(Tensor(randf(2, 4, 3, 3)), Tensor(randf(3)))
+  with pytest.raises(RuntimeError, match="crops more"):
+    x.conv2d(Tensor(randf(2, 4, 1, 1)), padding=-3)
+
+
+@pytest.mark.parametrize("padding,crop", [
+  (-1, ((1, 1), (1, 1))),  # every side cropped by 1
+  ((-1, 2), ((1, 1), (-2, -2))),  # per dim: rows cropped, columns padded
+  ((1, -2, 0, -1), ((0, 1), (-1, 2))),  # torch's flat order (left, right, top, bottom): mixed
+])
+def test_conv2d_negative_padding_crops(padding, crop):
+  # a negative pad removes input rows/columns, as tinygrad (crop gives what each side loses; negative = a pad)
+  x, w = randf(2, 3, 7, 6), randf(4, 3, 2, 3)
+  xs = x[:, :, max(0, crop[0][0]):x.shape[2] - max(0, crop[0][1]), max(0, crop[1][0]):x.shape[3] - max(0, crop[1][1])]
+  xs = np.pad(xs, ((0, 0), (0, 0), (max(0, -crop[0][0]), max(0, -crop[0][1])), (max(0, -crop[1][0]),
+                                                                               max(0, -crop[1][1]))))
+  close(Tensor(x).conv2d(Tensor(w), padding=padding), np_conv2d(xs, w), rtol=1e-4, atol=1e-4)
 
 
 def _np_pool(x, k, s, pad, fill, fn):

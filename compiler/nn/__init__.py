@@ -73,7 +73,7 @@ class BatchNorm:
     self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
     self.weight = _fresh((sz,), 1.0) if affine else None
     self.bias = _fresh((sz,), 0.0) if affine else None
-    self.num_batches_tracked = Tensor(np.zeros(1, np.int32))
+    self.num_batches_tracked = Tensor(np.zeros(1, np.int32), requires_grad=False)  # a buffer, never a parameter
     if track_running_stats:
       self.running_mean = _fresh((sz,), 0.0).requires_grad_(False)
       self.running_var = _fresh((sz,), 1.0).requires_grad_(False)

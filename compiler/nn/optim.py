@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.dtype import dtypes
 from compiler.tensor import Tensor
 
 
@@ -20,7 +21,9 @@ class Optimizer:
   def __init__(self, params: list[Tensor], lr: float):
     params = list(dict.fromkeys(params))  # a tensor listed twice is updated once
     for p in params:
-      if p.requires_grad is None:
+      # unmarked float tensors become parameters (tinygrad); an unmarked int or bool one (a counter, a mask) can't
+      # have a gradient, so it stays a buffer, realized with the step
+      if p.requires_grad is None and dtypes.is_float(p.dtype):
         p.requires_grad_(True)
     self.params = [p for p in params if p.requires_grad]
     self.buffers = [p for p in params if not p.requires_grad]

@@ -5,7 +5,7 @@ old contents (`kernel_order`), and inside the writing kernel each element may on
 (`writes_in_place`: every load of the output buffer at the store's index), else the kernel gets a fresh buffer."""
 from __future__ import annotations
 
-from typing import MutableMapping
+from typing import Collection, Mapping, MutableMapping
 
 from compiler.uop import Ops, UOp
 
@@ -82,3 +82,59 @@ def forget_overwritten(realized: MutableMapping[UOp, UOp], written: set[UOp]) ->
       stale.append(k)
   for k in stale:
     del realized[k]
+
+
+def _base(v: UOp) -> UOp:
+  while v.op is Ops.RESHAPE:
+    v = v.src[0]
+  return v
+
+
+def assigns_run(roots: list[UOp], realized: Mapping[UOp, UOp], pending: Collection[UOp]) -> set[UOp]:
+  """The `pending` ASSIGN nodes in the graphs of roots: the in-place writes a realize of them runs (one walk over
+  the union of the graphs, stopping at buffers and at nodes realized earlier, which are read, not run)."""
+  found: set[UOp] = set()
+  seen: set[UOp] = set()
+  stack = list(roots)
+  while stack:
+    u = stack.pop()
+    if u in seen or u.op is Ops.BUFFER or u in realized:
+      continue
+    seen.add(u)
+    if u in pending:
+      found.add(u)
+    stack.extend(u.src)
+  return found
+
+
+def stale_readers(roots: list[UOp], realized: Mapping[UOp, UOp], written: set[UOp], run: set[UOp]) -> list[bool]:
+  """Whether each root reads the contents a buffer of `written` has before the in-place writes `run` (ASSIGN nodes)
+  overwrite it: a plain read of the BUFFER, or of a node realized into it earlier (`realized`), but not a read
+  through one of `run`, which means the new contents. One memoised walk over the union of the graphs, stopping at
+  buffers and realized nodes."""
+  reads: dict[UOp, bool] = {}
+  for root in roots:
+    stack = [root]
+    while stack:
+      u = stack[-1]
+      if u in reads:
+        stack.pop()
+        continue
+      if u.op is Ops.BUFFER:
+        got: bool | None = u in written
+      elif (v := realized.get(u)) is not None:
+        got = _base(v) in written
+      elif u in run:
+        got = False
+      else:
+        got = None
+      if got is None:
+        srcs = u.src[1:] if u.op is Ops.ASSIGN else u.src  # (an assign's target is written, not read)
+        todo = [s for s in srcs if s not in reads]
+        if todo:
+          stack.extend(todo)
+          continue
+        got = any(reads[s] for s in srcs)
+      reads[u] = got
+      stack.pop()
+  return [reads[r] for r in roots]

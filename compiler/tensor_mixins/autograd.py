@@ -13,6 +13,28 @@ from compiler.uop import Ops, UOp, toposort
 # or a graph realized again that an earlier realize remembered. Writing one in place would change the other tensors
 # too, so `assign` gives the tensor a buffer of its own instead (copy on write).
 SHARED_BUFFERS: weakref.WeakSet[UOp] = weakref.WeakSet()
+# the in-place writes (ASSIGN nodes onto a realized buffer) not run yet: a realize that runs one first computes the
+# live tensors that still read the buffer's old contents (Tensor._realize_all)
+PENDING_ASSIGNS: weakref.WeakSet[UOp] = weakref.WeakSet()
+
+# every Tensor made, weakly (tinygrad's all_tensors): `backward` fills .grad of the live tensors in the graph, and an
+# in-place write finds the live lazy tensors that read the old contents. Plain weak references in a list, swept of
+# the dead ones when it has doubled: a reference with a callback (or a WeakSet) cost twice as much per tensor made
+_all_tensors: list[weakref.ref] = []
+_sweep_at = [1024]
+
+
+def track(t: Any) -> None:
+  """Remember a new Tensor (weakly)."""
+  _all_tensors.append(weakref.ref(t))
+  if len(_all_tensors) >= _sweep_at[0]:
+    _all_tensors[:] = [r for r in _all_tensors if r() is not None]
+    _sweep_at[0] = max(1024, 2 * len(_all_tensors))
+
+
+def live_tensors() -> list[Any]:
+  """The Tensors alive now."""
+  return [t for r in _all_tensors if (t := r()) is not None]
 
 
 def buffer_of_view(u: UOp) -> UOp | None:
@@ -25,11 +47,10 @@ def buffer_of_view(u: UOp) -> UOp | None:
 class AutogradMixin:
   __slots__ = ()
   training: ClassVar[bool] = False
-  # tensors that asked for .grad (weak: a dropped parameter is forgotten)
-  _wants_grad: ClassVar[weakref.WeakSet] = weakref.WeakSet()
 
-  def requires_grad_(self, requires_grad: bool = True) -> Any:
-    """Mark this tensor so that `backward()` fills its `.grad` (floats only, as torch)."""
+  def requires_grad_(self, requires_grad: bool | None = True) -> Any:
+    """Mark this tensor: True, `backward()` fills its `.grad` (floats only, as torch) and an optimizer updates it;
+    False, never; None (a new tensor's), backward fills it and an optimizer makes it True (tinygrad's three states)."""
     if requires_grad and not dtypes.is_float(self.dtype):
       raise RuntimeError(f"Tensor.requires_grad_: only floating point tensors can require gradients, got {self.dtype}")
     if requires_grad and buffer_of_view(self.uop) is None:
@@ -37,7 +58,6 @@ class AutogradMixin:
       # gradients are per node: a parameter's values go into a buffer of its own
       self.uop = type(self)(self.numpy(), dtype=self.dtype).uop
     self.requires_grad = requires_grad
-    (AutogradMixin._wants_grad.add if requires_grad else AutogradMixin._wants_grad.discard)(self)
     return self
 
   def detach(self) -> Any:
@@ -57,6 +77,8 @@ class AutogradMixin:
     buf = buffer_of_view(self.uop)
     in_place = buf is not None and buf not in SHARED_BUFFERS
     self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop)) if in_place else x.uop
+    if in_place:
+      PENDING_ASSIGNS.add(self.uop)
     return self
 
   def gradient(self, *targets: Any, gradient: Any = None, materialize_grads: bool = False) -> list:
@@ -91,9 +113,13 @@ class AutogradMixin:
     return ret
 
   def backward(self, gradient: Any = None) -> Any:
-    """Add the gradient of self to `.grad` of every tensor it depends on that requires grad."""
+    """Add the gradient of self to `.grad` of every live float tensor it depends on whose requires_grad is not
+    False (tinygrad's rule: a layer's weights get theirs without an optimizer, and so do intermediate tensors; not
+    self, whose gradient is the seed, nor a constant, one node with every equal constant of any graph)."""
     nodes = set(toposort(self.uop, gate=lambda u: u.op is not Ops.DETACH))
-    params = [t for t in list(AutogradMixin._wants_grad) if t.requires_grad and t.uop in nodes]
+    nodes.discard(self.uop)
+    params = [t for t in live_tensors() if t.requires_grad is not False and t.uop in nodes and t.uop.op is not Ops.CONST
+              and dtypes.is_float(t.dtype)]
     if not params:
       raise RuntimeError(f"Tensor.backward: nothing this tensor (shape {self.shape}) depends on requires grad")
     for t, g in zip(params, self.gradient(*params, gradient=gradient, materialize_grads=True)):

@@ -1,7 +1,10 @@
-"""Tensor methods: advanced indexing, gather/scatter, masks, one_hot, tril/triu, roll, splitting, meshgrid.
+"""Tensor methods: advanced indexing, gather/scatter, masks, one_hot, tril/triu, roll, diagonals, windows,
+splitting, meshgrid.
 
-A selection is a one-hot mask reduced with MAX over `where(mask, value, lowest)`: exact for every value (a sum
-of zeros would turn -0.0 into 0.0, a product with the mask would turn 0 * inf into nan)."""
+A selection is a one-hot mask summed over `where(mask, value, -0.0)`: x + -0.0 is x for every x (inf and nan too),
+and the gradient is the mask (a MAX over `where(mask, value, lowest)` tied a -inf with the fill and shared its
+gradient; a product with the mask would turn 0 * inf into nan). A sum's accumulator starts at +0.0, so a selected
+zero takes its sign from a MAX over the selected zeros."""
 from __future__ import annotations
 
 import math
@@ -10,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from compiler.dtype import dtypes
+from compiler.tensor_nn import pool
 
 
 def _is_int(x: Any) -> bool:
@@ -22,7 +26,21 @@ def _zero(t: Any) -> Any:
 
 
 def pick(mask: Any, values: Any, axis: int) -> Any:
-  """values where mask is true, reduced over axis (at most one true along it; none gives the dtype's lowest)."""
+  """values where mask is true, reduced over axis (at most one true along it; none gives 0, or -inf for a float):
+  the value exact, the gradient the mask."""
+  T, dt = type(values), values.dtype
+  if dt == dtypes.bool:
+    return (mask & values).any(axis)
+  if not dtypes.is_float(dt):
+    return mask.where(values, _zero(values)).sum(axis).cast(dt)
+  got = mask.where(values, T.full((), -0.0, dt)).sum(axis).cast(dt)
+  # only a zero can come out of the sum with the wrong sign; among the selected zeros alone the MAX ties with nothing
+  signed = _masked_max(mask & (values == 0), values, axis)
+  return (got == 0).where(signed, got)
+
+
+def _masked_max(mask: Any, values: Any, axis: int) -> Any:
+  """The max of values where mask is true, over axis (none gives the dtype's lowest); ties share the gradient."""
   return mask.where(values, type(values).full((), dtypes.min(values.dtype), values.dtype)).max(axis)
 
 
@@ -31,6 +49,11 @@ def _check_index(op: str, index: Any, T: type) -> None:
     raise TypeError(f"Tensor.{op}: index must be a Tensor, got {type(index).__name__}")
   if not dtypes.is_int(index.dtype) or index.dtype == dtypes.bool:
     raise RuntimeError(f"Tensor.{op}: index must be an integer tensor, got {index.dtype} of shape {index.shape}")
+
+
+def _check_size(op: str, size: Any, shape: tuple) -> None:
+  if size is not None and (not _is_int(size) or size < 0):
+    raise ValueError(f"Tensor.{op}: size must be a non-negative int or None, got {size!r} (input {shape})")
 
 
 def _along(n: int, axis: int, ndim: int, T: type) -> Any:
@@ -44,7 +67,10 @@ class IndexingMixin:
 
   # ---- advanced indexing
   def _getitem_advanced(self, idx: Any) -> Any:
-    """numpy's advanced indexing: integer Tensors / lists broadcast together, mixed with basic indices."""
+    """Integer Tensors / lists mixed with basic indices, by tinygrad's and torch's rules: ints (and 0-d index tensors)
+    select first, then the other index tensors broadcast together, and their dims go where the first one was when
+    they are adjacent, else in front (numpy counts an int as an index tensor there: a[1, :, [0, 2]] is (2, 3) in
+    numpy, (3, 2) in torch and tinygrad)."""
     T = type(self)
     items = list(idx) if isinstance(idx, tuple) else [idx]
     for k, i in enumerate(items):
@@ -61,29 +87,27 @@ class IndexingMixin:
       elif isinstance(i, T) and (not dtypes.is_int(i.dtype) or i.dtype == dtypes.bool):
         raise IndexError(f"Tensor indexing: tensor indices must be integers, got {i.dtype} (tensor of shape "
                          f"{self.shape})")
-    # with any tensor index, ints are advanced indices too (they decide where the broadcast dims go)
-    items = [T(int(i)) if _is_int(i) else i for i in items]
-    n_real = sum(1 for i in items if i is not None and i is not Ellipsis)
-    if sum(1 for i in items if i is Ellipsis) > 1:
-      raise IndexError("Tensor indexing: more than one Ellipsis")
-    if n_real > self.ndim:
-      raise IndexError(f"Tensor indexing: {n_real} indices for a tensor of shape {self.shape}")
+    check_count(items, self.shape)
     ell = [k for k, i in enumerate(items) if i is Ellipsis]
     if ell:
-      k = ell[0]
-      items[k:k + 1] = [slice(None)] * (self.ndim - n_real)
-    basic, adv, pos, d = [], [], 0, 0
-    for k, i in enumerate(items):
+      n_real = sum(1 for i in items if i is not None and i is not Ellipsis)
+      items[ell[0]:ell[0] + 1] = [slice(None)] * (self.ndim - n_real)
+    basic, scalars, adv, d, dim = [], [], [], 0, 0
+    for i in items:
       if isinstance(i, T):
-        adv.append((pos, k, i, self.shape[d]))
+        (scalars if i.ndim == 0 else adv).append((dim, i, self.shape[d]))
         basic.append(slice(None))
       else:
         basic.append(i)
+      if not _is_int(i):  # an int drops its dim, None adds one, a slice or an index tensor keeps its dim
+        dim += 1
       if i is not None:
         d += 1
-      pos += 1
     x = self[tuple(basic)]
-    return _take(x, adv)
+    if scalars:  # selects like ints: their dims go, and the other index tensors' dims close up
+      x = _take(x, scalars)
+      adv = [(p - sum(1 for q, _, _ in scalars if q < p), t, s) for p, t, s in adv]
+    return _take(x, adv) if adv else x
 
   def gather(self, dim: int, index: Any) -> Any:
     """out[i][j][k] = self[index[i][j][k]][j][k] (dim 0), as torch.gather; out-of-range indices give 0."""
@@ -170,10 +194,10 @@ class IndexingMixin:
     if reduce == "prod":
       return merged(mask.where(src, type(self).full((), 1, dt)).prod(d), 1, lambda a, b: (a * b).cast(dt))
     if reduce == "amax":
-      return merged(pick(mask, src, d), dtypes.min(dt), lambda a, b: a.maximum(b))
+      return merged(_masked_max(mask, src, d), dtypes.min(dt), lambda a, b: a.maximum(b))
     if reduce == "amin":
       low = (-src if dtypes.is_float(dt) else src._flipped()) if dt != dtypes.bool else src.logical_not()
-      red = pick(mask, low, d)
+      red = _masked_max(mask, low, d)
       red = -red if dtypes.is_float(dt) else red._flipped() if dt != dtypes.bool else red.logical_not()
       return merged(red, dtypes.max(dt), lambda a, b: a.minimum(b))
     total = self._scatter_out(mask.where(src, _zero(src)).sum(d), d, 0)
@@ -192,41 +216,52 @@ class IndexingMixin:
     v = value.cast(self.dtype) if isinstance(value, T) else T.full((), value, self.dtype)
     return mask.cast(dtypes.bool).where(v, self)
 
-  def masked_select(self, mask: Any) -> Any:
-    """The 1-d tensor of the elements where mask is true (realizes the mask to know the count)."""
+  def masked_select(self, mask: Any, size: int | None = None, fill_value: Any = 0) -> Any:
+    """The 1-d tensor of the elements where mask is true; size=None realizes the mask to know the count, size=N
+    gives N elements: the first N selected, then fill_value (tinygrad's)."""
     T = type(self)
     if not isinstance(mask, T):
       raise TypeError(f"Tensor.masked_select: mask must be a Tensor, got {type(mask).__name__}")
     if mask.dtype != dtypes.bool:
       raise RuntimeError(f"Tensor.masked_select: mask must be bool, got {mask.dtype} (mask {mask.shape}, input "
                          f"{self.shape})")
+    _check_size("masked_select", size, self.shape)
     try:
       shape = tuple(np.broadcast_shapes(self.shape, mask.shape))
     except ValueError:
       raise ValueError(f"Tensor.masked_select: mask of shape {mask.shape} doesn't broadcast with {self.shape}") \
         from None
     x, m = self._broadcast_to(shape).flatten(), mask._broadcast_to(shape).flatten()
-    n = int(m.sum().item())
+    n = int(m.sum().item()) if size is None else size
     if n == 0:
       return T.zeros(0, dtype=self.dtype)
     slot = m.cast(dtypes.int32).cumsum(0) - 1
-    sel = m.reshape(1, -1) & (slot.reshape(1, -1) == T.arange(n, dtype=dtypes.int32).reshape(n, 1))
-    return pick(sel, x.reshape(1, -1), 1)
+    out = T.arange(n, dtype=dtypes.int32).reshape(n, 1)
+    got = pick(m.reshape(1, -1) & (slot.reshape(1, -1) == out), x.reshape(1, -1), 1)
+    if size is None:
+      return got
+    return (out.reshape(n) < m.cast(dtypes.int32).sum()).where(got, T.full((), fill_value, self.dtype))
 
-  def nonzero(self) -> Any:
-    """The (count, ndim) int32 indices of the non-zero elements, row-major (realizes to know the count)."""
+  def nonzero(self, size: int | None = None, fill_value: Any = 0) -> Any:
+    """The (count, ndim) int32 indices of the non-zero elements, row-major; size=None realizes to know the count,
+    size=N gives N rows: the first N, then rows of fill_value (tinygrad's)."""
     T = type(self)
+    _check_size("nonzero", size, self.shape)
     flat = T.arange(self.numel(), dtype=dtypes.int32).reshape(self.shape) if self.numel() else \
       T.zeros(*self.shape, dtype=dtypes.int32)
-    idx = flat.masked_select(self != _zero(self)) if self.ndim else flat.reshape(1).masked_select(
-      (self != _zero(self)).reshape(1))
+    nz = self != _zero(self)
+    idx = flat.reshape(-1).masked_select(nz.reshape(-1), size)
     cols, stride = [], 1
     for s in reversed(self.shape):
       cols.append((idx // stride) % s)
       stride *= s
     if not cols:
       return T.zeros(idx.shape[0], 0, dtype=dtypes.int32)
-    return T.stack(*reversed(cols), dim=1)
+    out = T.stack(*reversed(cols), dim=1)
+    if size is None or size == 0:
+      return out
+    filled = T.arange(size, dtype=dtypes.int32) >= nz.cast(dtypes.int32).sum()
+    return filled.reshape(size, 1).where(T.full((), fill_value, dtypes.int32), out)
 
   def one_hot(self, num_classes: int = -1) -> Any:
     """(..., num_classes) int: 1 at each index (num_classes=-1: max + 1, which realizes the tensor)."""
@@ -260,9 +295,11 @@ class IndexingMixin:
   def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Any:
     """Elements shifted along dims, wrapping around (dims=None: over the flattened tensor, as torch)."""
     if dims is None:
-      if not _is_int(shifts):
-        raise TypeError(f"Tensor.roll: without dims, shifts must be one int, got {shifts!r}")
-      return self.flatten().roll(shifts, 0).reshape(self.shape)
+      one = (shifts,) if _is_int(shifts) else tuple(shifts) if isinstance(shifts, (tuple, list)) else None
+      if one is None or len(one) != 1 or not _is_int(one[0]):
+        raise RuntimeError(f"Tensor.roll: without dims, shifts must be one int or a 1-tuple, got {shifts!r} (shape "
+                           f"{self.shape})")
+      return self.flatten().roll(one[0], 0).reshape(self.shape)
     shifts = (shifts,) if _is_int(shifts) else tuple(shifts)
     dims = (dims,) if _is_int(dims) else tuple(dims)
     if len(shifts) != len(dims):
@@ -278,6 +315,63 @@ class IndexingMixin:
       x = x.repeat(*(2 if k == d else 1 for k in range(x.ndim)))
       x = x.shrink(tuple((n - s, 2 * n - s) if k == d else None for k in range(x.ndim)))
     return x
+
+  def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
+    """The diagonal of the dims dim1 and dim2 (offset > 0 above the main one), as a last dim (torch's)."""
+    if not _is_int(offset):
+      raise TypeError(f"Tensor.diagonal: offset must be an int, got {offset!r}")
+    if self.ndim < 2:
+      raise ValueError(f"Tensor.diagonal: needs at least 2 dims, got shape {self.shape}")
+    a, b = self._axis(dim1, "diagonal"), self._axis(dim2, "diagonal")
+    if a == b:
+      raise ValueError(f"Tensor.diagonal: dim1 and dim2 are the same dim {a} (shape {self.shape})")
+    x = self.permute(*(k for k in range(self.ndim) if k not in (a, b)), a, b)
+    r, c = x.shape[-2:]
+    lead = (None,) * (x.ndim - 2)
+    r0, c0 = min(max(-offset, 0), r), min(max(offset, 0), c)  # where the diagonal starts (past the end: empty)
+    m = min(r - r0, c - c0)
+    x = x.shrink(lead + ((r0, r0 + m), (c0, c0 + m)))
+    # m rows of m, padded to rows of m + 1: the diagonal is then column 0
+    x = x.reshape(*x.shape[:-2], m * m).pad(lead + ((0, m),)).reshape(*x.shape[:-2], m, m + 1)
+    return x.shrink(lead + (None, (0, 1))).reshape(x.shape[:-1])
+
+  def diag(self, diagonal: int = 0) -> Any:
+    """1-d: the square matrix with self on the diagonal `diagonal`; 2-d: that diagonal (torch's)."""
+    if not _is_int(diagonal):
+      raise TypeError(f"Tensor.diag: diagonal must be an int, got {diagonal!r}")
+    if self.ndim == 2:
+      return self.diagonal(diagonal)
+    if self.ndim != 1:
+      raise ValueError(f"Tensor.diag: expects a 1-d or 2-d tensor, got shape {self.shape}")
+    n, k = self.shape[0], abs(diagonal)
+    # each element followed by n zeros: n rows of n + 1, flattened and cut to n * n, is the n x n diagonal matrix
+    x = self.reshape(n, 1).pad((None, (0, n))).reshape(n * (n + 1)).shrink(((0, n * n),)).reshape(n, n)
+    return x.pad(((0, k), (k, 0)) if diagonal >= 0 else ((k, 0), (0, k)))
+
+  def unfold(self, dim: int, size: int, step: int) -> Any:
+    """The windows of `size` elements every `step` along dim: dim becomes the window count, and a last dim of
+    size `size` is added (torch's Tensor.unfold)."""
+    if not _is_int(size) or size < 0:
+      raise RuntimeError(f"Tensor.unfold: size must be >= 0 but got size={size!r} (shape {self.shape})")
+    if not _is_int(step) or step <= 0:
+      raise RuntimeError(f"Tensor.unfold: step must be > 0 but got step={step!r} (shape {self.shape})")
+    if self.ndim == 0:
+      self._axis(dim, "unfold", 1)
+      return self.reshape(1).unfold(0, size, step).reshape(size)
+    d = self._axis(dim, "unfold")
+    n = self.shape[d]
+    if size > n:
+      raise RuntimeError(f"Tensor.unfold: maximum size for tensor at dimension {dim} is {n} but size is {size} "
+                         f"(shape {self.shape})")
+    w = (n - size) // step + 1
+    order = (*(k for k in range(self.ndim) if k != d), d)
+    x = self.permute(order)
+    if size == 0:  # no elements: any window of the right shape
+      x = x.shrink((None,) * (x.ndim - 1) + ((0, 0),)).reshape(*x.shape[:-1], w, 0)
+    else:
+      x = pool(x, (size,), (step,), (1,), "unfold")
+    back = [order.index(k) for k in range(self.ndim)]
+    return x.permute(*back, self.ndim)
 
   def repeat_interleave(self, repeats: int, dim: int | None = None) -> Any:
     """Each element repeated `repeats` times along dim (dim=None: of the flattened tensor)."""
@@ -332,13 +426,27 @@ class IndexingMixin:
     return tuple(grids)
 
 
+def check_count(items: list, shape: tuple) -> None:
+  """tinygrad's errors for more than one Ellipsis and for more indices than dims (with the shape)."""
+  if sum(1 for i in items if i is Ellipsis) > 1:
+    raise IndexError(f"indices can only have a single ellipsis (Tensor indexing of shape {shape})")
+  n = sum(1 for i in items if i is not None and i is not Ellipsis)
+  if n > len(shape):
+    raise IndexError(f"too many num_indices={n} for self.ndim={len(shape)} (Tensor indexing of shape {shape})")
+
+
 def _take(x: Any, adv: list) -> Any:
-  """x indexed by integer tensors at dims adv = [(dim of x, item position, index, size)], numpy's placement."""
+  """x indexed by integer tensors at dims adv = [(dim of x, index, size)]: the broadcast index dims go where the
+  first index was if the dims are adjacent, else in front."""
   T = type(x)
-  dims = [p for p, _, _, _ in adv]
-  idxs = [t for _, _, t, _ in adv]
-  sizes = [s for _, _, _, s in adv]
-  bshape = tuple(np.broadcast_shapes(*(t.shape for t in idxs)))
+  dims = [p for p, _, _ in adv]
+  idxs = [t for _, t, _ in adv]
+  sizes = [s for _, _, s in adv]
+  try:
+    bshape = tuple(np.broadcast_shapes(*(t.shape for t in idxs)))
+  except ValueError:
+    raise IndexError(f"Tensor indexing: index tensors of shapes {[t.shape for t in idxs]} don't broadcast together "
+                     f"(tensor of shape {x.shape})") from None
   lin, valid, stride = None, None, 1
   for t, s in reversed(list(zip(idxs, sizes))):
     t = t.cast(dtypes.int32)._broadcast_to(bshape) if bshape else t.cast(dtypes.int32)
@@ -355,9 +463,8 @@ def _take(x: Any, adv: list) -> Any:
   mask = mask.reshape(*bshape, n, *(1,) * nr)
   res = pick(mask, xr.reshape(*(1,) * nb, *xr.shape), nb)
   res = valid.reshape(*bshape, *(1,) * nr).where(res, _zero(res))
-  positions = [k for _, k, _, _ in adv]
-  if positions == list(range(positions[0], positions[0] + len(positions))):
-    # adjacent advanced indices: their dims go where the first one was
+  if dims == list(range(dims[0], dims[0] + len(dims))):
+    # adjacent index tensors: their dims go where the first one was
     p0 = dims[0]
     return res.permute(*range(nb, nb + p0), *range(nb), *range(nb + p0, nb + nr))
   return res

@@ -2,8 +2,9 @@
 signatures; values as torch)."""
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -54,8 +55,82 @@ def _gather_along(x: Any, axis: int, idx: Any) -> Any:
   return x.gather(axis, _along_axis(idx, axis, x.ndim).expand(shape))
 
 
+def _int16_linear_weights(n_in: int, n_out: int, align_corners: bool) -> tuple[np.ndarray, np.ndarray, int]:
+  """torch's uint8 linear resampling taps along one axis: first source index and integer weights (output, tap), and
+  their precision (bits): weights in float64 as its _compute_weights_aa, then rounded to int16 fixed point."""
+  if align_corners:
+    scale = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+  else:
+    scale = n_in / n_out
+  delta = 0.5 if align_corners else 0.0
+  taps = 3  # a triangle of support 1: at most 3 source samples (one of them weighted 0)
+  first, w = np.zeros(n_out, np.int64), np.zeros((n_out, taps), np.float64)
+  for i in range(n_out):
+    center = scale * (i + 0.5 - delta)
+    xmin = max(int(center - 1.0 + 0.5 + delta), 0)  # int(): C's truncation toward zero, as torch's static_cast
+    xsize = min(int(center + 1.0 + 0.5 + delta), n_in) - xmin
+    ws = [max(0.0, 1.0 - abs(j + xmin - center + 0.5 - delta)) for j in range(xsize)]
+    total = sum(ws)
+    first[i] = xmin
+    w[i, :xsize] = [v / total for v in ws] if total else ws
+  precision = 0
+  while precision < 22 and int(0.5 + w.max() * (1 << (precision + 1))) < (1 << 15):
+    precision += 1
+  return first, np.floor(0.5 + w * (1 << precision)), precision
+
+
+def _int_linear_axis(x: Any, axis: int, n_out: int, align_corners: bool) -> Any:
+  """One separable pass of linear resampling of an integer tensor, rounded to its dtype as torch's uint8 kernels:
+  (sum(w_int * x) + 2^(p-1)) >> p, clamped to the dtype's range."""
+  T, n_in = type(x), x.shape[axis]
+  first, w_int, p = _int16_linear_weights(n_in, n_out, align_corners)
+  taps = w_int.shape[1]
+  idx = np.minimum(first[:, None] + np.arange(taps), n_in - 1)  # a clipped tap has weight 0
+  # the products and sums are integers below 2^24 for 8-bit data (exact in float32), below 2^53 for wider
+  acc_dt = dtypes.float32 if x.dtype.itemsize == 1 else dtypes.float64
+  both = _gather_along(x.cast(acc_dt), axis, T(idx.T.reshape(-1).astype(np.int32)))
+  acc = None
+  for k, part in enumerate(both.split(n_out, axis)):
+    term = part * _along_axis(T(w_int[:, k].astype(acc_dt.np)), axis, x.ndim)
+    acc = term if acc is None else acc + term
+  out = ((acc + (1 << (p - 1))) * (1.0 / (1 << p))).floor() if p else acc
+  return out.clip(dtypes.min(x.dtype), dtypes.max(x.dtype)).cast(x.dtype)
+
+
 class NnMixin:
   __slots__ = ()
+
+  # ---- layers as functions
+  def sequential(self, ll: Sequence[Callable[[Any], Any]]) -> Any:
+    """Apply each callable of ll in turn (tinygrad: a model's layer list)."""
+    return functools.reduce(lambda x, f: f(x), ll, self)
+
+  def dropout(self, p: float = 0.5) -> Any:
+    """While Tensor.training: zero each element with probability p and scale the rest by 1 / (1 - p); otherwise
+    self (as tinygrad)."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+      raise ValueError(f"Tensor.dropout: p={p!r} is not in [0, 1] (input of shape {self.shape})")
+    T = type(self)
+    if not T.training or p == 0:
+      return self
+    if p == 1:
+      return self.zeros_like()
+    return (T.rand(*self.shape) >= p).where(self, 0) / (1.0 - p)
+
+  def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Any:
+    """self / max(||self||_p along dim, eps), as torch.nn.functional.normalize."""
+    x = self._float()
+    if p == math.inf:
+      norm = x.abs().max(dim, keepdim=True)
+    elif p == 1:
+      norm = x.abs().sum(dim, keepdim=True)
+    else:
+      s = (x.square() if p == 2 else x.abs().pow(p)).sum(dim, keepdim=True)
+      # a zero vector's norm is 0 with gradient 0 (as torch); the root of 0 has an infinite one
+      pos = s > 0
+      root = pos.where(s, 1).sqrt() if p == 2 else pos.where(s, 1).pow(1 / p)
+      norm = pos.where(root, 0)
+    return x / norm.maximum(eps)
 
   # ---- losses
   def _do_reduction(self, reduction: str = "mean") -> Any:
@@ -64,9 +139,13 @@ class NnMixin:
     return self if reduction == "none" else self.sum() if reduction == "sum" else self.mean()
 
   def binary_crossentropy(self, Y: Any, reduction: str = "mean") -> Any:
-    """self holds probabilities; each log is clamped at -100, as torch's BCELoss."""
+    """self holds probabilities; each log is clamped at -100, as torch's BCELoss (a log of 0 is -100 with a zero
+    derivative: its input is 1 there (double where), since log's derivative 1/0 times the clamp's 0 was nan)."""
+    def log(p: Any) -> Any:
+      pos = p > 0
+      return pos.where(pos.where(p, 1.0).log().maximum(-100), -100.0)
     x = self._float()
-    return (-Y * x.log().maximum(-100) - (1 - Y) * (1 - x).log().maximum(-100))._do_reduction(reduction)
+    return (-Y * log(x) - (1 - Y) * log(1 - x))._do_reduction(reduction)
 
   def binary_crossentropy_logits(self, Y: Any, reduction: str = "mean", pos_weight: Any = None) -> Any:
     """self holds logits (torch's BCEWithLogitsLoss), computed through logsigmoid so large logits don't overflow."""
@@ -129,15 +208,22 @@ class NnMixin:
 
   # ---- attention
   def scaled_dot_product_attention(self, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,
-                                   is_causal: bool = False, scale: float | None = None) -> Any:
-    """softmax(q k^T * scale + mask) v; a bool mask keeps where true, is_causal masks the upper triangle."""
-    if dropout_p != 0.0:
-      raise NotImplementedError("Tensor.scaled_dot_product_attention: dropout_p must be 0 (no training mode)")
+                                   is_causal: bool = False, scale: float | None = None,
+                                   enable_gqa: bool = False) -> Any:
+    """softmax(q k^T * scale + mask) v; a bool mask keeps where true, is_causal masks the upper triangle; dropout_p
+    drops attention weights while Tensor.training; enable_gqa repeats key/value heads (dim -3) to the query's."""
     if self.ndim < 2 or key.ndim < 2 or value.ndim < 2:
       raise ValueError(f"Tensor.scaled_dot_product_attention: needs query/key/value of at least 2 dims, got "
                        f"{self.shape}, {key.shape}, {value.shape}")
     if is_causal and attn_mask is not None:
       raise RuntimeError("Tensor.scaled_dot_product_attention: give attn_mask or is_causal, not both")
+    if enable_gqa:
+      if self.ndim < 3 or key.ndim < 3 or value.ndim < 3 or key.shape[-3] != value.shape[-3] or \
+          not key.shape[-3] or self.shape[-3] % key.shape[-3]:
+        raise RuntimeError(f"Tensor.scaled_dot_product_attention: enable_gqa needs the query's heads (dim -3) to be a "
+                           f"multiple of key's and value's, got {self.shape}, {key.shape}, {value.shape}")
+      key = key.repeat_interleave(self.shape[-3] // key.shape[-3], dim=-3)
+      value = value.repeat_interleave(self.shape[-3] // value.shape[-3], dim=-3)
     q = self._float()
     s = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     qk = q.matmul(key.transpose(-2, -1)) * s
@@ -148,7 +234,13 @@ class NnMixin:
         qk = attn_mask.where(qk, -math.inf)
       else:
         qk = qk + attn_mask
-    return qk.softmax(-1).matmul(value)
+    return qk.softmax(-1).dropout(dropout_p).matmul(value)
+
+  def max_unpool2d(self, indices: Any, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1,
+                   padding: Any = 0, output_size: Sequence[int] | None = None) -> Any:
+    """The partial inverse of max_pool2d(return_indices=True): each value at its index, zeros elsewhere."""
+    from compiler import tensor_nn
+    return tensor_nn.max_unpool2d(self, indices, kernel_size, stride, dilation, padding, output_size)
 
   # ---- resampling
   def interpolate(self, size: Sequence[int], mode: str = "linear", align_corners: bool = False) -> Any:
@@ -171,7 +263,10 @@ class NnMixin:
       if n_out == n_in:  # the identity in every mode
         continue
       ar = T.arange(n_out, dtype=dtypes.float32)
-      if linear:
+      if linear and dtypes.is_int(self.dtype) and self.dtype != dtypes.bool:
+        # rounded after each axis, as torch's uint8 kernels (a cast of the float result would truncate)
+        x = _int_linear_axis(x, i, n_out, align_corners)
+      elif linear:
         if align_corners:
           src = ar * ((n_in - 1) / (n_out - 1)) if n_out > 1 else ar * 0
         else:

@@ -107,9 +107,10 @@ class ReduceMixin:
     return order_flip(values), idx
 
   def logsumexp(self, axis: Any = None, keepdim: bool = False) -> Any:
-    """log(sum(exp(x))) without overflow: shifted by the max (by 0 where the max is infinite)."""
+    """log(sum(exp(x))) without overflow: shifted by the max (by 0 where the max is infinite). The shift is detached:
+    its two paths' gradients cancel, to rounding, which went to the max's element only."""
     x = self._float()
-    m = x.max(axis, keepdim=True)
+    m = x.max(axis, keepdim=True).detach()
     m = (m.abs() != math.inf).where(m, x.full((), 0, x.dtype))
     ret = (x - m).exp().sum(axis, keepdim=True).log() + m
     return ret if keepdim else ret._squeeze_axes(self._axes(axis, "logsumexp"))
@@ -119,7 +120,8 @@ class ReduceMixin:
     return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
   def logcumsumexp(self, axis: int = 0) -> Any:
-    """log(cumsum(exp(x))) along axis, shifted by the running max."""
+    """log(cumsum(exp(x))) along axis, shifted by the running max (detached, as logsumexp's). Above the diagonal the
+    exponent is -inf, not masked after exp (double where): x_i - c_j there can overflow exp, a nan gradient."""
     T = type(self)
     x = self._float()
     if x.ndim == 0:
@@ -130,11 +132,11 @@ class ReduceMixin:
     if n == 0:
       return x
     xt = x.transpose(d, -1)
-    c = xt._cumulative(xt.ndim - 1, Ops.MAX, "logcumsumexp")
+    c = xt._cumulative(xt.ndim - 1, Ops.MAX, "logcumsumexp").detach()
     c = (c.abs() != math.inf).where(c, x.full((), 0, x.dtype))
     ar = T.arange(n, dtype=dtypes.int32)
     tri = ar.reshape(n, 1) >= ar.reshape(1, n)
-    e = tri.where((xt.unsqueeze(-2) - c.unsqueeze(-1)).exp(), x.full((), 0, x.dtype))
+    e = tri.where(xt.unsqueeze(-2) - c.unsqueeze(-1), x.full((), -math.inf, x.dtype)).exp()
     return (e.sum(-1).log() + c).transpose(d, -1)
 
   def var_mean(self, axis: Any = None, keepdim: bool = False, correction: int = 1) -> tuple[Any, Any]:
