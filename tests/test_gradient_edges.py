@@ -31,7 +31,7 @@ POINTS = {
   "nonzero": [p for p in EDGES + ORDINARY if p != 0],
   "unit": [0.0, -0.0, 1e-8, -1e-8, 1e-30, -1e-30, -1.0, 1.0, -0.9, -0.3, 0.25, 0.8, 0.999],
   "atanh": [0.0, -0.0, 1e-8, -1e-8, 1e-30, -1e-30, -1.0, 1.0, -0.9, -0.3, 0.25, 0.8, 0.999, 1.5, -2.0],
-  "acosh": [1.0, 1.25, 1.9, 3.3, 20.0, 50.0, 89.0, 100.0, 1e4, INF],
+  "acosh": [-1e4, -89.0, -20.0, -3.0, -1.5, -1.0, 1.0, 1.25, 1.9, 3.3, 20.0, 50.0, 89.0, 100.0, 1e4, INF],
   "kinks": EDGES + ORDINARY + [-6.0, 6.0, -3.0, 3.0, -1.0, 1.0, -0.5, 0.5],
 }
 
@@ -123,7 +123,7 @@ UNARY = {
   "sinh": (lambda x: x.sinh(), np.cosh, "all", (2e-5, 1e-8, 0)),  # (a Taylor polynomial below 0.5)
   "cosh": (lambda x: x.cosh(), np.sinh, "all", None),
   "asinh": (lambda x: x.asinh(), lambda x: 1 / np.hypot(1, x), "all", None),
-  "acosh": (lambda x: x.acosh(), lambda x: 1 / np.sqrt((x - 1) * (x + 1)), "acosh", None),
+  "acosh": (lambda x: x.acosh(), lambda x: 1 / np.sqrt((x - 1) * (x + 1) + 0.0), "acosh", None),
   "atanh": (lambda x: x.atanh(), lambda x: 1 / ((1 - x) * (1 + x)), "atanh", None),
   "erf": (lambda x: x.erf(), lambda x: 2 / math.sqrt(math.pi) * np.exp(-x * x), "all", (2e-5, 2e-5, 1e-6)),
 }

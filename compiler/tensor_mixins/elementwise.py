@@ -52,6 +52,15 @@ def _log1p(u: Any) -> Any:
   return kahan.where(ws.log() * us / (ws - 1), (w == 1).where(u, (u == math.inf).where(math.inf, w.log())))
 
 
+def _acosh_from_1(x: Any) -> Any:
+  """acosh for x >= 1 (below it nan): log1p of d + sqrt(d (x + 1)) with d = x - 1, exact near 1 where x * x - 1
+  would cancel; past 1e18, log(x) + ln 2 (x * x would overflow)."""
+  huge = x > 1e18
+  xm = huge.where(1.0, x)
+  d = xm - 1  # (sqrt(d) apart, whose derivative at 1 is inf times 0)
+  return huge.where(huge.where(x, 1.0).log() + _LN2, _log1p(d + d.sqrt() * (xm + 1).sqrt()))
+
+
 def _exp_big(x: Any) -> Any:
   """cosh|x| = sinh|x| = e^|x| / 2 for |x| > 20 (e^-2|x| is below float64's epsilon), as e^(|x| - 2) * e^2 / 2
   (|x| - 2 is exact there): e^|x| overflowed float32 from 88.7, cosh not until 89.4, and no step of the value or of
@@ -287,11 +296,12 @@ class ElementwiseMixin:
     return neg.where(-ret, ret)
 
   def acosh(self) -> Any:
+    """log(x + sqrt(x^2 - 1)); below -1 the value is nan and the derivative torch's 1 / sqrt(x^2 - 1): there it is
+    nan + -acosh(-x), whose nan is a constant (no derivative), each branch fed a safe input (double where)."""
     x = self._float()
-    huge = x > 1e18
-    xm = huge.where(1.0, x)
-    d = xm - 1  # exact near 1, where x * x - 1 would cancel; sqrt(d) apart, whose derivative at 1 is inf (times 0)
-    return huge.where(huge.where(x, 1.0).log() + _LN2, _log1p(d + d.sqrt() * (xm + 1).sqrt()))
+    mirror = x <= -1
+    inner = _acosh_from_1(mirror.where(2.0, x))
+    return mirror.where(math.nan - _acosh_from_1(mirror.where(-x, 2.0)), inner)
 
   def atanh(self) -> Any:
     """(log1p(x) - log1p(-x)) / 2: both terms have x's sign, so nothing cancels, and the derivative is 1 / (1 - x^2)
