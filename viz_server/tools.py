@@ -62,11 +62,18 @@ def build_parser(prog: str = "python -m viz_server.tools") -> argparse.ArgumentP
   cmp.add_argument("--tolerance", type=float, default=1.25, metavar="X",
                    help="report a kernel whose best time changed by more than this factor (default 1.25)")
   cmp.set_defaults(fn=_compare)
-  exp = sub.add_parser("export", help="write one self-contained HTML file showing a trace",
+  exp = sub.add_parser("export", help="write one self-contained HTML file showing a trace, or its timeline for "
+                                       "Perfetto (--perfetto)",
                        description="Write one HTML file that shows the trace read-only from disk (file://): no "
-                                   "server, no network request. Exit status: 0 written, 2 bad trace or option.")
+                                   "server, no network request. With --perfetto, write the trace's timeline as Chrome "
+                                   "trace-event JSON instead (ui.perfetto.dev, chrome://tracing). Exit status: 0 "
+                                   "written, 1 written from a damaged trace (--perfetto: what was read before the "
+                                   "damage), 2 bad trace or option.")
   exp.add_argument("file", metavar="FILE")
-  exp.add_argument("-o", "--output", required=True, metavar="OUT.html")
+  exp.add_argument("-o", "--output", required=True, metavar="OUT.html|OUT.json")
+  exp.add_argument("--perfetto", action="store_true",
+                   help="the timeline (contexts, passes, compiles, kernel runs; memory as a counter) as Chrome "
+                        "trace-event JSON, which ui.perfetto.dev and chrome://tracing open")
   exp.add_argument("--context", action="append", metavar="NAME",
                    help="only this context (with its sub-contexts); repeat for more")
   exp.add_argument("--redact", metavar="WHAT", default="",
@@ -77,6 +84,9 @@ def build_parser(prog: str = "python -m viz_server.tools") -> argparse.ArgumentP
 
 
 def _export(args: argparse.Namespace) -> int:
+  if args.perfetto:
+    from viz_server import perfetto
+    return perfetto.run(args)
   from viz_server import export
   return export.run(args)
 
