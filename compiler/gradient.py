@@ -147,34 +147,41 @@ def _marker(op: Ops | set | None) -> UPat:
 _NO_GRADIENT = GroupOp.Comparison | {Ops.TRUNC, Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR,
                                      Ops.BITCAST, Ops.ASSIGN}
 
-# one rule per op; each lambda is where the trace points for its matches
+
+def _d(op: Ops | set | None, fn: Callable, name: str | None = None) -> tuple[UPat, Callable, str]:
+  """The derivative rule of op(s): fn on op's marker, named "d/dx OP" (the trace points at fn's line for its
+  matches)."""
+  ops = op.name if isinstance(op, Ops) else "|".join(o.name for o in sorted(op or (), key=lambda o: o.value))
+  return (_marker(op), fn, name or f"d/dx {ops}")
+
+
+# one rule per op, named for it ("d/dx MUL"); each lambda is where the trace points for its matches
 pm_gradient = PatternMatcher([
-  (_marker(Ops.ADD), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g, g))),
-  (_marker(Ops.SUB), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g, -g))),
-  (_marker(Ops.MUL), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g * x.src[1], g * x.src[0]))),
-  (_marker(Ops.FDIV), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g / x.src[1], -(g / x.src[1]) * x))),
-  (_marker(Ops.NEG), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (-g,))),
-  (_marker(Ops.MAX), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _max_grads(x, g))),
-  (_marker(Ops.EXP2), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g * x * _c(x, _LN2),))),
-  (_marker(Ops.LOG2), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g / (x.src[0] * _c(x, _LN2)),))),
-  (_marker(Ops.SIN), lambda ctx, x, prev: _flow(ctx, x, prev,
-                                                lambda g: (g * (_c(x, math.pi / 2) - x.src[0]).sin(),))),
-  (_marker(Ops.SQRT), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g / (x * _c(x, 2.0)),))),
-  (_marker(Ops.RECIP), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (-g * x * x,))),
-  (_marker(Ops.WHERE), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (
+  _d(Ops.ADD, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g, g))),
+  _d(Ops.SUB, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g, -g))),
+  _d(Ops.MUL, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g * x.src[1], g * x.src[0]))),
+  _d(Ops.FDIV, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g / x.src[1], -(g / x.src[1]) * x))),
+  _d(Ops.NEG, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (-g,))),
+  _d(Ops.MAX, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _max_grads(x, g))),
+  _d(Ops.EXP2, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g * x * _c(x, _LN2),))),
+  _d(Ops.LOG2, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g / (x.src[0] * _c(x, _LN2)),))),
+  _d(Ops.SIN, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g * (_c(x, math.pi / 2) - x.src[0]).sin(),))),
+  _d(Ops.SQRT, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g / (x * _c(x, 2.0)),))),
+  _d(Ops.RECIP, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (-g * x * x,))),
+  _d(Ops.WHERE, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (
     None, _where(x.src[0], g, _c(g, 0.0)), _where(x.src[0], _c(g, 0.0), g)))),
-  (_marker(Ops.CAST), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _cast_grads(x, g))),
-  (_marker(Ops.REDUCE_AXIS), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _reduce_grads(x, g))),
-  (_marker(Ops.RESHAPE), lambda ctx, x, prev: _flow(ctx, x, prev,
-                                                    lambda g: (_mop(g, Ops.RESHAPE, shape_of(x.src[0])),))),
-  (_marker(Ops.EXPAND), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (_unbroadcast(g, shape_of(x.src[0])),))),
-  (_marker(Ops.PERMUTE), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _permute_grads(x, g))),
-  (_marker(Ops.PAD), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _pad_grads(x, g))),
-  (_marker(Ops.SHRINK), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _shrink_grads(x, g))),
-  (_marker(Ops.FLIP), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (_mop(g, Ops.FLIP, x.arg),))),
-  (_marker({Ops.CONTIGUOUS, Ops.COPY}), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g,))),
-  (_marker(_NO_GRADIENT), lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (None,) * len(x.src))),
-  (_marker(None), _no_rule),
+  _d(Ops.CAST, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _cast_grads(x, g))),
+  _d(Ops.REDUCE_AXIS, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _reduce_grads(x, g))),
+  _d(Ops.RESHAPE, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (_mop(g, Ops.RESHAPE, shape_of(x.src[0])),))),
+  _d(Ops.EXPAND, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (_unbroadcast(g, shape_of(x.src[0])),))),
+  _d(Ops.PERMUTE, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _permute_grads(x, g))),
+  _d(Ops.PAD, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _pad_grads(x, g))),
+  _d(Ops.SHRINK, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _shrink_grads(x, g))),
+  _d(Ops.FLIP, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (_mop(g, Ops.FLIP, x.arg),))),
+  _d({Ops.CONTIGUOUS, Ops.COPY}, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g,))),
+  _d(_NO_GRADIENT, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (None,) * len(x.src)),
+     "d/dx = 0: comparison, integer or bit op"),
+  _d(None, _no_rule, "d/dx missing: an op with no derivative rule"),
 ], name="gradient")
 
 

@@ -213,11 +213,11 @@ def _match_all(pat: UPat, srcs: tuple[UOp, ...], store: Captures) -> Iterator[Ca
 
 
 class Rule:
-  """One (UPat, function) pair, with what the trace needs to show it."""
-  __slots__ = ("pat", "fn", "takes_ctx", "index")
+  """One (UPat, function) pair, with what the trace needs to show it: its name, file:line and source."""
+  __slots__ = ("pat", "fn", "takes_ctx", "index", "given_name", "matcher", "_name")
 
-  def __init__(self, pat: UPat, fn: Callable, index: int):
-    self.pat, self.fn, self.index = pat, fn, index
+  def __init__(self, pat: UPat, fn: Callable, index: int, name: str | None = None, matcher: str | None = None):
+    self.pat, self.fn, self.index, self.given_name, self.matcher, self._name = pat, fn, index, name, matcher, None
     try:
       params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
@@ -240,6 +240,59 @@ class Rule:
   def fn_name(self) -> str:
     return getattr(self.fn, "__name__", type(self.fn).__name__)
 
+  @property
+  def name(self) -> str:
+    """What the viewer, `show` and errors call the rule: the name written with it, else its function's name, else
+    its matcher's name and its pattern (e.g. "symbolic: ADD(x, 0)"), since `<lambda>` says nothing."""
+    if self._name is None:
+      fn_name = getattr(self.fn, "__name__", None)  # (a partial or a callable object has none)
+      if self.given_name:
+        self._name = self.given_name
+      elif fn_name and fn_name != "<lambda>":
+        self._name = fn_name
+      else:
+        self._name = f"{self.matcher}: {pattern_text(self.pat)}" if self.matcher else pattern_text(self.pat)
+    return self._name
+
+  @property
+  def entry(self) -> tuple[UPat, Callable, str]:
+    """The rule as a PatternMatcher entry that keeps its name (to build a matcher of other matchers' rules)."""
+    return (self.pat, self.fn, self.name)
+
+
+def _ops_text(ops: frozenset | None) -> str:
+  return "|".join(o.name for o in sorted(ops, key=lambda o: o.value)) if ops is not None else "_"
+
+
+def pattern_text(pat: UPat, depth: int = 2) -> str:
+  """A short spelling of a pattern for a rule's name: its ops, and its sources' to `depth` levels (a captured node
+  of any op is its capture name, a constant its value), e.g. "ADD(x, 0)"."""
+  if isinstance(pat, UPatAny):
+    return " | ".join(pattern_text(p, depth) for p in pat.pats)
+  if pat.op is None:
+    return pat.name or "_"
+  if pat.op == {Ops.CONST} and pat.arg is not None:
+    return repr(pat.arg)
+  head = _ops_text(pat.op)
+  if pat.src is None or depth <= 0:
+    return head
+  if pat.src_kind == 3:
+    return f"{head}({pattern_text(pat.src, depth - 1)}, ...)"
+  inner = ", ".join(pattern_text(p, depth - 1) for p in pat.src)
+  return f"{head}({inner}{', ...' if pat.allow_any_len else ''})"
+
+
+def _rule(entry: tuple, i: int, matcher: str | None) -> Rule:
+  """A matcher's entry (pattern, function[, name]) as a Rule; a malformed one says which entry of which matcher."""
+  where = f"PatternMatcher {matcher!r} rule {i}"
+  if not isinstance(entry, (tuple, list)) or len(entry) not in (2, 3):
+    size = f" of {len(entry)}" if isinstance(entry, (tuple, list)) else ""
+    raise TypeError(f"{where}: expected (UPat, function) or (UPat, function, name), got {type(entry).__name__}{size}")
+  name = entry[2] if len(entry) == 3 else None
+  if name is not None and (not isinstance(name, str) or not name):
+    raise TypeError(f"{where}: a rule's name is a non-empty str, got {name!r}")
+  return Rule(entry[0], entry[1], i, name, matcher)
+
 
 def _admits_src0(pat: UPat, src0_op: Ops | None) -> bool:
   """False only where pat surely fails on a node whose first source has op src0_op (None: a node with no sources)."""
@@ -254,9 +307,11 @@ def _admits_src0(pat: UPat, src0_op: Ops | None) -> bool:
 class PatternMatcher:
   """Rules indexed by op, tried in order; compose matchers with `+`."""
 
-  def __init__(self, rules: list[tuple[UPat, Callable]], name: str | None = None):
+  def __init__(self, rules: list[tuple[UPat, Callable] | tuple[UPat, Callable, str]], name: str | None = None):
+    """rules: (pattern, function) pairs, or (pattern, function, name) where the function's name would not say what
+    the rule does (a lambda; one function behind several rules)."""
     self.name = name
-    self.rules = [r if isinstance(r, Rule) else Rule(r[0], r[1], i) for i, r in enumerate(rules)]
+    self.rules = [r if isinstance(r, Rule) else _rule(r, i, name) for i, r in enumerate(rules)]
     self.pdict: dict[Ops, list[Rule]] = {}
     self.wildcard: list[Rule] = []
     for r in self.rules:
@@ -280,7 +335,7 @@ class PatternMatcher:
     return got
 
   def __add__(self, other: PatternMatcher) -> PatternMatcher:
-    return PatternMatcher([(r.pat, r.fn) for r in self.rules + other.rules])
+    return PatternMatcher([r.entry for r in self.rules + other.rules])
 
   def __repr__(self) -> str:
     return f"PatternMatcher({self.name or ''}, {len(self.rules)} rules)"
@@ -340,7 +395,7 @@ class _Rewriter:
 
   def _matched(self, rule: Rule, ret: Any) -> tuple[UOp, Rule]:
     if not isinstance(ret, UOp):
-      raise TypeError(f"rule {rule.fn_name} at {_loc(rule)} in pass {self.name!r} returned "
+      raise TypeError(f"rule {rule.name!r} at {_loc(rule)} in pass {self.name!r} returned "
                       f"{type(ret).__name__}, not a UOp")
     self.matches += 1
     self.last_rule = rule
@@ -366,7 +421,7 @@ class _Rewriter:
       u = new
 
   def _loop(self, rules: list, u: UOp) -> None:
-    names = ", ".join(dict.fromkeys(f"{r.fn_name} ({_loc(r)})" for r in rules[-8:]))
+    names = ", ".join(dict.fromkeys(f"{r.name!r} ({_loc(r)})" for r in rules[-8:]))
     raise RewriteLoopError(f"graph_rewrite {self.name!r} does not converge: rules {names} keep rewriting "
                            f"{u.op.name} node")
 
@@ -383,7 +438,7 @@ class _Rewriter:
           continue
         if n in in_progress:  # a rewrite result contains the node being rewritten: it can only grow
           rule = self.last_rule
-          by = f" (last rule: {rule.fn_name} at {_loc(rule)})" if rule is not None else ""
+          by = f" (last rule: {rule.name!r} at {_loc(rule)})" if rule is not None else ""
           raise RewriteLoopError(f"graph_rewrite {self.name!r} does not converge: a {n.op.name} node is part of "
                                  f"its own rewrite result{by}")
         in_progress.add(n)

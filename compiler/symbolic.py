@@ -619,5 +619,5 @@ canonical_order = PatternMatcher([
 ], name="canonical_order")
 
 
-symbolic = PatternMatcher([(r.pat, r.fn) for pm in (constant_folding, identities, index_simplify, canonical_order)
+symbolic = PatternMatcher([r.entry for pm in (constant_folding, identities, index_simplify, canonical_order)
                            for r in pm.rules], name="symbolic")

@@ -18,6 +18,7 @@ from compiler.schedule.shape import shape_of
 from compiler.tensor_mixins import AutogradMixin, CreationMixin, ElementwiseMixin, IndexingMixin, NnMixin, ReduceMixin
 from compiler.tensor_mixins.autograd import PENDING_ASSIGNS, SHARED_BUFFERS, buffer_of_view, live_tensors, track
 from compiler.tensor_mixins.elementwise import _expm1
+from compiler.trace import recorder
 from compiler.uop import GroupOp, Ops, UOp
 
 Shape = tuple[int, ...]
@@ -191,6 +192,8 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     if requires_grad:
       self.requires_grad_()
     track(self)
+    if recorder.RECORDER is not None:  # (only while recording: a program not traced walks no frames)
+      recorder.note_callsite(self.uop)
 
   @staticmethod
   def _of(u: UOp) -> Tensor:
@@ -198,6 +201,8 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     t = object.__new__(Tensor)
     t.uop, t.requires_grad, t.grad = u, None, None
     track(t)
+    if recorder.RECORDER is not None:  # the user's line that made it (only while recording: kernels list them)
+      recorder.note_callsite(u)
     return t
 
   def _init(self, data: Any, dtype: Any) -> None:

@@ -146,6 +146,10 @@ export const api = {
   kernels: (t) => request(`/api/traces/${enc(t)}/kernels`),
   kernel: (t, c) => request(`/api/traces/${enc(t)}/contexts/${enc(c)}/kernel`),
   runs: (t) => request(`/api/traces/${enc(t)}/runs`),
+  // one row per kernel: runs, total, first (cold), median and min of the warm runs (viz_server/summary.py)
+  kernelRuns: (t) => request(`/api/traces/${enc(t)}/runs/kernels`),
+  // where the program's time went: phases, cold and warm runs, the top kernels (the landing view)
+  summary: (t) => request(`/api/traces/${enc(t)}/summary`),
   // contexts, passes, LLVM compiles and kernel runs on one time axis (seconds since the earliest event)
   timeline: (t) => request(`/api/traces/${enc(t)}/timeline`),
   forget() { cache.clear(); },

@@ -179,6 +179,7 @@ function defaultContext() {
 }
 
 async function selectContext(c, {rw = null, step = null, node = null, push = false, gen = null} = {}) {
+  if (push) leaveLanding();
   gen = gen ?? ++navGen;
   const ctx = data.ctxById.get(c);
   if (!ctx) return;
@@ -205,6 +206,7 @@ async function selectContext(c, {rw = null, step = null, node = null, push = fal
 }
 
 async function selectRewrite(r, {step = null, node = null, push = false, gen = null} = {}) {
+  if (push) leaveLanding();
   gen = gen ?? ++navGen;
   state.rw = r;
   state.node = null;
@@ -244,6 +246,7 @@ let stepMoves = 0;  // setStep calls so far (selectRewrite keeps a step the user
 /** Go to step k of the current rewrite (the graph updates by delta). */
 async function setStep(k, {push = false} = {}) {
   if (!data.rw) return;
+  leaveLanding();
   stepMoves++;
   k = clampStep(k);
   if (k === state.step && graph.shown && graph.shown.step === k) return;
@@ -286,6 +289,7 @@ function onGraphShown() {
 // ---------------------------------------------------------------- nodes
 
 function selectNode(id, {center = false, push = false} = {}) {
+  if (id !== null) leaveLanding();
   if (id !== null && !graph.node(id)) {
     // a node the last step removed (the "before" side of the step panel): show it at the step before
     if (graph.ghostNode(id) && state.step > 0) {
@@ -361,6 +365,7 @@ function openPanel(p, {push = true} = {}) {
   const spec = panelSpec(p);
   if (!spec) return;
   state.panel = p;
+  landing = landing && p === "summary";
   for (const b of $$("#panel-tabs button")) b.classList.toggle("active", b.dataset.panel === p);
   for (const el of $$("#panels .panel")) el.hidden = el.dataset.panel !== p;
   $("#layout").dataset.panel = p;
@@ -371,6 +376,15 @@ function openPanel(p, {push = true} = {}) {
 }
 
 const refreshPanel = () => panelHook("show");
+
+// the summary panel is the landing view (static/summary.js) where the link names no panel, context or rewrite; it
+// gives way to the step panel once the user picks a context, rewrite, step or node (opened any other way, it stays)
+let landing = false;
+
+function leaveLanding() {
+  if (landing && state.panel === "summary") openPanel("step", {push: false});
+  landing = false;
+}
 
 /** data.rw is the selected rewrite's (not still the one before while the next one loads). */
 function rwCurrent() {
@@ -643,7 +657,9 @@ async function main() {
   wire();
   const v = router.initial();
   for (const k of PANEL_PARAMS) state[k] = v[k];
-  openPanel(v.panel || "step", {push: false});
+  const land = !v.panel && v.ctx === null && v.rw === null;
+  openPanel(v.panel || (land ? "summary" : "step"), {push: false});
+  landing = land;
   const forcePoll = new URLSearchParams(location.search).get("live") === "poll";
   // one round trip: the trace list, and the answers the first view's requests below will ask for (api.boot primes
   // them); without it (an export, an older server) the trace list and a deep-linked trace's contexts in parallel

@@ -78,6 +78,11 @@ export function safeHighlighted(html) {
 
 // ---- formatting
 
+/** "file:line" of a call site ({file, line, function}), the file by its last path part. */
+export function siteText(site) {
+  return `${String(site.file).split(/[\\/]/).pop()}:${site.line}`;
+}
+
 export function fmtNs(ns) {
   if (ns === null || ns === undefined) return "–";
   return fmtSeconds(ns / 1e9);

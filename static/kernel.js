@@ -1,7 +1,7 @@
 // The kernel panel: applied opts in order with the colored shape after each, refused opts with their reason, and the
 // BEAM candidates as a sortable table and a scatter plot with the chosen one marked.
 import {api} from "./api.js";
-import {coloredName, colorOf, fmtNum, fmtSeconds, h, put} from "./dom.js";
+import {coloredName, colorOf, fmtNum, fmtSeconds, h, put, siteText} from "./dom.js";
 import {scatterPlot, sortableTable} from "./table.js";
 
 export class KernelPanel {
@@ -30,6 +30,8 @@ export class KernelPanel {
         h("div", {class: "sub muted"}, `context #${k.ctx} · ${plural(applied.length, "opt")} applied`
           + `${refused.length ? `, ${refused.length} refused` : ""} · ${plural(k.beam.length, "BEAM candidate")}`
           + (run ? ` · ${fmtSeconds(run.median)} median, ${fmtNum(run.gflops)} GFLOP/s` : ""))),
+      h("h3", null, "Called from"),
+      callsitesList(k.callsites || [], k.callsites_more || 0),
       h("h3", null, "Opts"),
       k.opts.length ? optsList(k.opts) : h("p", {class: "muted small"}, "No opts recorded for this kernel."),
       h("h3", null, "BEAM search"),
@@ -51,6 +53,14 @@ export class KernelPanel {
 }
 
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
+// the user's lines that made the kernel's ops, in the order they are computed (its output's last)
+function callsitesList(sites, more) {
+  if (!sites.length) return h("p", {class: "muted small"}, "No call sites recorded for this kernel.");
+  return h("ol", {class: "callsites"}, ...sites.map((c) => h("li", {class: "callsite", title: `${c.file}:${c.line}`},
+    h("span", {class: "mono"}, siteText(c)), h("span", {class: "muted"}, ` in ${c.function}`))),
+  more ? h("li", {class: "muted small"}, `and ${plural(more, "more line")}`) : null);
+}
 
 export function optText(op, axis, arg) {
   return `${op}(${axis ?? ""}${arg !== undefined && arg !== null ? `, ${arg}` : ""})`;

@@ -22,6 +22,7 @@ import {KernelPanel} from "./kernel.js";
 import {RunsPanel} from "./runs.js";
 import {SourcePanel} from "./source.js";
 import {StepPanel} from "./step.js";
+import {SummaryPanel} from "./summary.js";
 import {TimelinePanel} from "./timeline.js";
 
 const showStep = (p, app) => {
@@ -41,6 +42,16 @@ const showContext = (p, app) => p.show(app.state.trace, app.ctx());
 const showTrace = (p, app) => p.show(app.state.trace);
 
 export const PANELS = [
+  {
+    // the landing view: open when a trace opens, unless the link names a context, rewrite or panel (app.js)
+    id: "summary", label: "Summary", key: "0", width: "medium",
+    create: (el, app) => new SummaryPanel(el, {
+      onJump: (c) => { app.selectContext(c, {push: true}); app.openPanel("kernel"); },
+      onRuns: () => app.openPanel("runs"),
+      ctxInfo: (c) => app.data.ctxById.get(c),
+    }),
+    show: showTrace, onTrace: showTrace, onLive: showTrace,
+  },
   {
     id: "step", label: "Step", key: "1",
     create: (el, app) => new StepPanel(el, {

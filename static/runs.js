@@ -1,10 +1,12 @@
-// The runs panel: every kernel run's time, GFLOP/s and GB/s as a sortable table and a bar chart; click to jump.
+// The runs panel: one row per kernel (GET /api/traces/<t>/runs/kernels, viz_server/summary.py): how often it ran, its
+// total, its first (cold) run apart from the median and min of the warm ones, GFLOP/s and GB/s at the min, as a
+// sortable table and a bar chart; click to jump to the context it first ran in.
 import {api} from "./api.js";
 import {coloredName, fmtNum, fmtSeconds, h, put} from "./dom.js";
 import {barChart, sortableTable} from "./table.js";
 
 export class RunsPanel {
-  /** onJump(ctx) selects the run's kernel context. kname colors come from the contexts list (ctxInfo(ctx)). */
+  /** onJump(ctx) selects the kernel's context. kname colors come from the contexts list (ctxInfo(ctx)). */
   constructor(el, {onJump, ctxInfo}) {
     this.el = el;
     this.onJump = onJump;
@@ -16,18 +18,21 @@ export class RunsPanel {
   async show(trace) {
     const gen = ++this.gen;
     if (trace === null) { put(this.el, h("div", {class: "empty-panel muted"}, "No trace.")); return; }
-    let runs;
-    try { runs = await api.runs(trace); } catch (e) {
+    let answer;
+    try { answer = await api.kernelRuns(trace); } catch (e) {
       if (gen === this.gen) put(this.el, h("div", {class: "error-text"}, e.message));
       return;
     }
     if (gen !== this.gen) return;
-    if (!runs.length) {
+    const rows = answer.kernels;
+    if (!rows.length) {
       put(this.el, h("div", {class: "empty-panel muted"}, "No kernel runs recorded in this trace."));
       return;
     }
-    const rows = runs.map((r, i) => ({...r, i}));
-    const total = rows.reduce((a, r) => a + (r.median || 0), 0);
+    // a kernel's share is of the steady time (median x runs): a cold first run is not what the kernel costs
+    const steady = rows.reduce((a, r) => a + (r.steady || 0), 0);
+    const total = rows.reduce((a, r) => a + (r.total || 0), 0);
+    const runs = rows.reduce((a, r) => a + r.runs, 0);
     const chartBox = h("div", {class: "chart-box"});
     const name = (r) => {
       const c = this.ctxInfo(r.ctx);
@@ -44,23 +49,28 @@ export class RunsPanel {
       onClick: () => this.onJump(r.ctx)})), {width: 600, labelW: 190}));
     const table = sortableTable([
       {key: "kname", label: "kernel", render: name},
-      {key: "median", label: "median", num: true, render: (r) => fmtSeconds(r.median)},
+      {key: "runs", label: "runs", num: true, title: "times it ran, in every context"},
+      {key: "median", label: "median", num: true, render: (r) => fmtSeconds(r.median),
+        title: "median of the warm runs (all but the first), or the one run"},
       {key: "min", label: "min", num: true, render: (r) => fmtSeconds(r.min)},
-      {key: "n", label: "runs", num: true, value: (r) => (r.times || []).length},
+      {key: "first", label: "first", num: true, render: (r) => fmtSeconds(r.first),
+        title: "the first run: cold (code and memory never touched), kept apart"},
+      {key: "total", label: "total", num: true, render: (r) => fmtSeconds(r.total)},
       {key: "gflops", label: "GFLOP/s", num: true, render: (r) => fmtNum(r.gflops)},
       {key: "gbs", label: "GB/s", num: true, render: (r) => fmtNum(r.gbs)},
-      {key: "share", label: "%", num: true, value: (r) => (total ? (r.median || 0) / total : 0),
-        render: (r) => (total ? `${((100 * (r.median || 0)) / total).toFixed(1)}` : "–")},
+      {key: "share", label: "%", num: true, value: (r) => (steady ? (r.steady || 0) / steady : 0),
+        render: (r) => (steady ? `${((100 * (r.steady || 0)) / steady).toFixed(1)}` : "–"),
+        title: "share of the steady time (median x runs)"},
     ], rows, {sort: this.sort, onRow: (r) => this.onJump(r.ctx), onSort: (key, dir, sorted) => {
       this.sort = [key, dir];
       drawChart(sorted);
     }});
     drawChart(table.sorted);
+    const cut = answer.cut ? ` (the first ${rows.length} of ${answer.count})` : "";
     put(this.el,
       h("div", {class: "panel-head"}, h("div", {class: "title"}, "Kernel runs"),
-        h("div", {class: "sub muted"}, `${rows.length} run${rows.length === 1 ? "" : "s"} · ${fmtSeconds(total)} total`
-          + " (median)")),
+        h("div", {class: "sub muted"}, `${answer.count} kernel${answer.count === 1 ? "" : "s"}${cut} · ${runs} `
+          + `run${runs === 1 ? "" : "s"} · ${fmtSeconds(total)} total`)),
       h("div", {class: "table-wrap"}, table), chartBox);
   }
 }
-

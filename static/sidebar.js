@@ -1,5 +1,5 @@
 // The sidebar: the contexts tree and, for the selected context, its rewrites with match counts.
-import {$, coloredName, fmtNs, h, put} from "./dom.js";
+import {$, coloredName, fmtNs, h, put, siteText} from "./dom.js";
 
 const KIND_ICON = {schedule: "S", kernel: "K", default: "·"};
 
@@ -12,6 +12,10 @@ export class Sidebar {
     this.rwEl = $("#rewrites");
     this.filterEl = $("#filter");
     this.hideEl = $("#hide-unchanged");
+    // kernels grouped by the user's line that made each one's output (its last call site), instead of the tree
+    this.groupEl = h("input", {id: "group-callsite", type: "checkbox"});
+    $("#contexts-section h2").append(h("label", {class: "inline small",
+      title: "Group kernels by the line of your program that made them"}, this.groupEl, " by call site"));
     this.contexts = [];
     this.byId = new Map();
     this.collapsed = new Set();
@@ -24,6 +28,7 @@ export class Sidebar {
     this.live = true;  // whether the trace's writer still runs: a rewrite without an end is running, else cut off
     this.filterEl.addEventListener("input", () => this.render());
     this.hideEl.addEventListener("change", () => this.renderRewrites());
+    this.groupEl.addEventListener("change", () => this.render());
     this.treeEl.addEventListener("click", (ev) => {
       const tw = ev.target.closest(".twisty");
       const li = ev.target.closest("li[data-ctx]");
@@ -58,9 +63,13 @@ export class Sidebar {
     else this._markSelection();
   }
 
-  /** Contexts in display order (depth first), the ones the filter keeps; used for PageUp/PageDown too. */
+  get grouped() { return this.groupEl.checked; }
+
+  /** Contexts in display order (depth first), the ones the filter keeps; used for PageUp/PageDown too. Grouped by
+   * call site: the kernels only, each group's first row carrying its heading (`group`). */
   visibleContexts() {
     const q = this.filterEl.value.trim().toLowerCase();
+    if (this.grouped) return this._byCallsite(q);
     const kids = new Map();
     for (const c of this.contexts) {
       const p = this.byId.has(c.parent) ? c.parent : null;
@@ -101,6 +110,33 @@ export class Sidebar {
       && (nameHit || String(r.name).toLowerCase().includes(q)));
   }
 
+  _byCallsite(q) {
+    const groups = new Map();  // site key -> {site, rows}, in order of first appearance
+    for (const c of this.contexts) {
+      if (c.kind !== "kernel") continue;
+      const sites = c.callsites || [];
+      const site = sites.length ? sites[sites.length - 1] : null;
+      const key = site ? `${site.file}:${site.line}:${site.function}` : "";
+      if (q && !String(c.name).toLowerCase().includes(q)
+        && !sites.some((s) => `${s.file}:${s.line} ${s.function}`.toLowerCase().includes(q))) continue;
+      if (!groups.has(key)) groups.set(key, {key, site, rows: []});
+      groups.get(key).rows.push({c, depth: 1, n: 0});
+    }
+    const out = [];
+    for (const g of groups.values()) {
+      g.rows[0].group = g;
+      out.push(...g.rows);
+    }
+    return out;
+  }
+
+  _groupRow(g) {
+    const text = g.site ? `${siteText(g.site)} in ${g.site.function}` : "(no call site)";
+    return h("li", {class: "site-group", dataset: {site: g.key}, role: "group",
+      title: g.site ? `${g.site.file}:${g.site.line} in ${g.site.function}` : "kernels of no recorded line"},
+    h("span", {class: "mono"}, text), h("span", {class: "count muted"}, String(g.rows.length)));
+  }
+
   render() {
     const rows = this.visibleContexts();
     // a live trace re-renders the tree every few hundred ms: rows that did not change are kept (with their layout),
@@ -115,6 +151,10 @@ export class Sidebar {
       return li;
     });
     this.rows = made;
+    if (this.grouped) {  // a heading before each group's first kernel
+      for (let i = rows.length - 1; i >= 0; i--) if (rows[i].group) items.splice(i, 0, this._groupRow(rows[i].group));
+      if (!rows.length) items.push(h("li", {class: "empty-row muted"}, "no kernels"));
+    }
     reconcile(this.treeEl, items);
     const real = this.contexts.filter((c) => !(c.kind === "default" && !c.rewrites.length));
     put($("#contexts-count"), String(real.length));

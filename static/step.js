@@ -42,9 +42,12 @@ export class StepPanel {
         h("div", {class: "sub muted"},
           `${n} match${n === 1 ? "" : "es"} · ${fmtNs(rw.dt)}${rw.bottom_up ? " · bottom-up" : ""}`),
         rw.error ? h("div", {class: "error-text"}, rw.error) : null);
+      const counts = this._ruleCounts(rw);
+      if (counts) this.head.appendChild(counts);
       this.body = h("div", {class: "step-body"});
       this.list = null;
       put(this.el, this.head, this.body);
+      if (counts) this._ruleNames(counts, trace);
     }
     const body = this.body;
     this._syncList(rw, k);
@@ -114,7 +117,23 @@ export class StepPanel {
     if (cur.sel) cur.sel.classList.add("selected");
   }
 
-  /** Replace "rule N" in the list by the rules' function names (few distinct rules, each fetched once). */
+  /** Matches per rule, most first, each row named by its rule and jumping to the rule's first step. */
+  _ruleCounts(rw) {
+    if (!rw.steps.length) return null;
+    const by = new Map();  // pattern id -> {n, first}, in order of first match
+    for (const st of rw.steps) {
+      const c = by.get(st.pattern);
+      if (c) c.n++; else by.set(st.pattern, {n: 1, first: st.k});
+    }
+    const rows = [...by].sort((x, y) => y[1].n - x[1].n).map(([pid, c]) =>
+      h("li", {class: "rule-count", dataset: {step: c.first}, title: `first match: step ${c.first}`},
+        h("span", {class: "n"}, `${c.n}×`), " ", h("span", {class: "pat-ref", dataset: {pat: pid}}, `rule ${pid}`)));
+    const el = h("details", {class: "rule-counts", open: by.size <= 8},
+      h("summary", null, `${by.size} rule${by.size === 1 ? "" : "s"}`), h("ul", null, ...rows));
+    return el;
+  }
+
+  /** Replace "rule N" in `el` by the rules' names (few distinct rules, each fetched once). */
   async _ruleNames(el, trace) {
     const spans = [...el.querySelectorAll("[data-pat]")];
     for (const pid of new Set(spans.map((s) => s.dataset.pat))) {

@@ -149,7 +149,7 @@ SCRIPT = textwrap.dedent("""
         x = x + 0
       graph_rewrite(x, pm, name="fold")
       rewrites += 1; matches += k + 1
-  print(json.dumps({"matches": matches, "rewrites": rewrites, "contexts": 5 + 1}))
+  print(json.dumps({"matches": matches, "rewrites": rewrites, "contexts": 5}))  # (the empty root is not counted)
 """)
 
 
@@ -374,7 +374,7 @@ def test_a_rules_texts_are_read_by_the_flush_not_by_the_rewrite(trace, monkeypat
   for rule in pm.rules:
     p = patterns[real.fget(rule)]
     assert p == {"t": "pattern", "id": p["id"], "file": rule.location[0], "line": rule.location[1], "src": p["src"],
-                 "pat": repr(rule.pat), "name": rule.fn_name}
+                 "pat": repr(rule.pat), "name": rule.name}
 
 
 def test_a_rule_whose_texts_fail_is_written_saying_so(trace, monkeypatch):

@@ -31,4 +31,4 @@ def test_a_pattern_queued_during_a_flush_keeps_its_texts(tmp_path):
   pats = [r for r in TraceReader(path).poll() if r["t"] == "pattern"]
   assert len(pats) == 4
   for p, rule in zip(pats, rules[:4]):
-    assert p["name"] == rule.fn_name and p["file"] and p["line"] and p["src"], p
+    assert p["name"] == rule.name and p["file"] and p["line"] and p["src"], p

@@ -31,7 +31,7 @@ def _compiler_rules() -> list[Rule]:
 def test_every_compiler_rule_gets_inspects_source():
   rules = _compiler_rules()
   assert len(rules) > 100
-  bad = [(r.location, r.fn_name) for r in rules if _rule_source(r) != r.source]
+  bad = [(r.location, r.name) for r in rules if _rule_source(r) != r.source]
   assert bad == []
 
 

@@ -50,7 +50,7 @@ def limited(pm: PatternMatcher, k: int) -> PatternMatcher:
       fired[0] += 1
       return out
     return inner
-  return PatternMatcher([(r.pat, wrap(r.fn)) for r in pm.rules], name=pm.name)
+  return PatternMatcher([(r.pat, wrap(r.fn), r.name) for r in pm.rules], name=pm.name)
 
 
 def rand_expr(rng: random.Random, n: int, width: int = 4) -> UOp:

@@ -30,7 +30,7 @@ drop = os.environ.get("TEST_DROP_RULE")
 if drop:  # the test-only switch: `symbolic` without the rule of this name
   import compiler.symbolic as sym
   from compiler.rewrite import PatternMatcher
-  sym.symbolic = PatternMatcher([(r.pat, r.fn) for r in sym.symbolic.rules if r.fn.__name__ != drop],
+  sym.symbolic = PatternMatcher([r.entry for r in sym.symbolic.rules if r.fn.__name__ != drop],
                                 name=sym.symbolic.name)
 recorder.enable(sys.argv[1], announce=False)
 rng = np.random.default_rng(0)

@@ -31,9 +31,11 @@ from viz_server.request_args import (
   views,
 )
 from viz_server.store import Context, Rewrite, Trace, context_entry, kname_colors, run_entry
+from viz_server.summary import kernel_runs_answer, summary
 from viz_server.timeline import timeline
 from vztrace.control import HEADER as TOKEN_HEADER
 from vztrace.control import token_matches
+from vztrace.counts import kernel_key
 from vztrace.format import TraceFormatError
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -362,12 +364,15 @@ def _opt(o: dict) -> dict:
 def kernels(t: int) -> Any:
   tr = get_trace(t)
   with store().lock:
+    stats = {r["kname"]: r for r in kernel_runs_answer(tr)["kernels"]}  # the kernel's runs in every context
     out = []
     for cid in list(tr.kernels):
       c = tr.contexts[cid]
       out.append({"ctx": cid, "name": c.name, "kname_colors": kname_colors(c), "opts": [_opt(o) for o in c.opts],
                   "n_beam": len(c.beam), "sources": [s["kind"] for s in c.sources],
-                  "run": run_entry(c.runs[-1]) if c.runs else None})
+                  "run": run_entry(c.runs[-1]) if c.runs else None, "callsites": c.callsites,
+                  "callsites_more": c.callsites_more,
+                  "stats": stats.get(kernel_key(c.runs[-1])) if c.runs else None})
     return jsonify(out)
 
 
@@ -383,6 +388,7 @@ def kernel(t: int, c: int) -> Any:
     body = {"ctx": c, "name": ctx.name, "kname_colors": kname_colors(ctx),
             "opts": [_opt(o) for o in ctx.opts[:MAX_LIST]], "beam": beam,
             "runs": [run_entry(r) for r in ctx.runs[:MAX_LIST]], "errors": ctx.errors[:MAX_LIST],
+            "callsites": ctx.callsites, "callsites_more": ctx.callsites_more,
             "cut": {"opts": len(ctx.opts), "beam": len(ctx.beam), "runs": len(ctx.runs), "errors": len(ctx.errors),
                     "sources": len(ctx.sources)}}
   body["cut"] = {k: n for k, n in body["cut"].items() if n > MAX_LIST}  # totals of the lists cut to MAX_LIST
@@ -408,6 +414,22 @@ def runs(t: int) -> Any:
   tr = get_trace(t)
   with store().lock:
     return jsonify([run_entry(r) for r in tr.runs])
+
+
+@bp.get("/traces/<int:t>/runs/kernels")
+def runs_per_kernel(t: int) -> Any:
+  """The runs, one row per kernel (viz_server.summary.kernel_runs): count, total, first (cold), median, min."""
+  tr = get_trace(t)
+  with store().lock:
+    return jsonify(kernel_runs_answer(tr))
+
+
+@bp.get("/traces/<int:t>/summary")
+def trace_summary(t: int) -> Any:
+  """Where the program's time went (viz_server.summary): the page's landing view."""
+  tr = get_trace(t)
+  with store().lock:
+    return jsonify(summary(tr))
 
 
 @bp.get("/traces/<int:t>/timeline")

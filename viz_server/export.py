@@ -303,6 +303,8 @@ def collect(api: OfflineApi, names: list[str] | None = None, redact: Iterable[st
   for k in ks:
     answers[f"{base}/contexts/{k['ctx']}/kernel"] = red.kernel(api.trace_get(f"contexts/{k['ctx']}/kernel"))
   answers[f"{base}/runs"] = [r for r in api.trace_get("runs") if r["ctx"] in full]
+  answers[f"{base}/runs/kernels"] = api.trace_get("runs/kernels")  # (the Runs and Summary panels': whole-trace sums)
+  answers[f"{base}/summary"] = api.trace_get("summary")
   answers[f"{base}/timeline"] = _timeline(api.trace_get("timeline"), full)
   entry = api.get("/api/traces")[0]
   answers["/api/traces"] = [red.entry(entry)]

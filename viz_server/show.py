@@ -44,6 +44,14 @@ def seconds_text(s: Any) -> str:
   return f"{s / 1e-9:.0f} ns"
 
 
+def runs_text(st: dict) -> str:
+  """A kernel's runs-per-kernel row (viz_server.summary.kernel_runs) as text: count, median, min, first (cold)."""
+  if st["runs"] <= 1:
+    return f"(1 run, cold: {seconds_text(st['first'])})"
+  return (f"({st['runs']} runs: median {seconds_text(st['median'])}, min {seconds_text(st['min'])}, "
+          f"first {seconds_text(st['first'])})")
+
+
 def colored_name(parts: list[list] | None, name: str, paint: Painter) -> str:
   """A kernel name with its shape colored by axis type (the API's kname_colors), each part made safe."""
   if not parts:
@@ -82,6 +90,10 @@ class Show:
     p = self.paint
     contexts = self.api.trace_get("contexts")
     depth = depths(contexts)
+    entry = next((e for e in self.api.get("/api/traces") if e["id"] == self.api.t), None)
+    if entry is not None and not self.as_json:  # the counts every surface shows (vztrace.counts; --json: the API's)
+      c = entry["counts"]
+      self.out.write(p(f"{c['contexts']} contexts, {c['kernels']} kernels, {c['runs']} runs", "dim") + "\n")
     for c in contexts:
       ind = "  " * depth[c["id"]]
       err = p(f"  error: {safe(c['error'])}", "red") if c.get("error") else ""
@@ -121,9 +133,10 @@ class Show:
     p = self.paint
     rw = self.api.trace_get(f"rewrites/{r}")
     n = len(rw["steps"])
+    rules = self.rule_counts(rw["steps"])
+    head = p(f"rewrite {rw['id']} {safe(rw['name'])} (context {rw['ctx']}): {n} matches", "bold")
     self.emit({"type": "rewrite", **{k: rw[k] for k in ("id", "ctx", "name", "file", "line", "dt", "error")},
-               "matches": n},
-              p(f"rewrite {rw['id']} {safe(rw['name'])} (context {rw['ctx']}): {n} matches", "bold"))
+               "matches": n, "rules": rules}, "\n".join([head, *map(self._count_line, rules)]))
     for st in rw["steps"]:
       k = st["k"]
       if self.diffed > MAX_DIFF_NODES or self.printed > MAX_DIFF_CHARS:
@@ -141,6 +154,24 @@ class Show:
       if self.as_json:
         continue
       self.out.write("\n".join(self._match_lines(k, n, st, pat, d["lines"])) + "\n")
+
+  def rule_counts(self, steps: list[dict]) -> list[dict]:
+    """Matches per rule (by the rule's name, file and line), most first: what a rewrite spent its steps on."""
+    counts: dict[Any, int] = {}
+    for st in steps:
+      counts[st["pattern"]] = counts.get(st["pattern"], 0) + 1
+    by_rule: dict[tuple, int] = {}
+    for pid, n in counts.items():
+      pat = self.pattern(pid) or {}
+      key = (pat.get("name") or f"rule {pid}", pat.get("file"), pat.get("line"))
+      by_rule[key] = by_rule.get(key, 0) + n
+    return [{"name": name, "file": file, "line": line, "matches": n}
+            for (name, file, line), n in sorted(by_rule.items(), key=lambda kv: -kv[1])]
+
+  def _count_line(self, c: dict) -> str:
+    p = self.paint
+    where = p(f"{safe(c['file'])}:{c['line']}", "dim") if c["file"] else ""
+    return f"  {c['matches']:>6}x {p(safe(c['name']), 'yellow')}  {where}"
 
   def _cut(self, r: int, k: int, n: int) -> None:
     why = (f"show --rewrite prints at most {MAX_DIFF_NODES} graph nodes diffed and {MAX_DIFF_CHARS >> 20} MiB of "
@@ -178,12 +209,19 @@ class Show:
         continue
       runtime = (f"{seconds_text(run['min'])}  {run['gflops'] or 0:.2f} GFLOP/s  {run['gbs'] or 0:.2f} GB/s"
                  if run else p("not run", "dim"))
+      if k.get("stats"):  # the kernel's runs in every context (the Runs panel's row, viz_server.summary)
+        runtime += p("  " + runs_text(k["stats"]), "dim")
       opt_s = " ".join(safe(opt_text(o)) for o in opts) or p("no opts", "dim")
       more = p(f" (+{refused} refused)", "dim") if refused else ""
       beam = p(f"  beam {k['n_beam']}", "dim") if k["n_beam"] else ""
       pad = " " * max(0, 20 - len(safe(k["name"])))  # the colored name's escapes take no room on screen
       self.out.write(f"{p('[%d]' % k['ctx'], 'dim')} {colored_name(k['kname_colors'], k['name'], p)}{pad}  "
                      f"{runtime}  opts: {opt_s}{more}{beam}\n")
+      sites = k.get("callsites") or []  # (a trace before minor version 3 has none)
+      if sites:
+        rest = p(f" (+{k['callsites_more']} more)", "dim") if k.get("callsites_more") else ""
+        self.out.write(f"    {p('called from', 'dim')} " + ", ".join(
+          p(f"{safe(c['file'])}:{c['line']}", "cyan") + f" in {safe(c['function'])}" for c in sites) + rest + "\n")
 
   def _kernels(self, only: str | None) -> list[dict]:
     ks = self.api.trace_get("kernels")

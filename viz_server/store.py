@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 from viz_server.nodes import NodeColumns
-from vztrace.format import TraceFormatError, exit_summary
+from vztrace.counts import TraceCounts
+from vztrace.format import TraceFormatError, clip_text, exit_summary
 from vztrace.memory import MAX_EVENTS
 from vztrace.memory import event as mem_event
 from vztrace.reader import STALE_S, BatchMatches, BatchNodes, Item, TraceReader, unfinished, writer_alive
@@ -56,7 +57,7 @@ class Events(list):
 
 class Context:
   __slots__ = ("id", "parent", "name", "kind", "ts", "end_ts", "error", "ended", "rewrites", "opts", "beam",
-               "sources", "runs", "errors")
+               "sources", "runs", "errors", "callsites", "callsites_more")
 
   def __init__(self, cid: int, parent: int | None, name: str, kind: str, ts: float | None) -> None:
     self.id, self.parent, self.name, self.kind, self.ts = cid, parent, name, kind, ts
@@ -69,6 +70,8 @@ class Context:
     self.sources: list[dict] = []
     self.runs: list[dict] = []
     self.errors: list[str] = []
+    self.callsites: list[dict] = []  # a kernel's: the user's lines that made its ops ({file, line, function})
+    self.callsites_more = 0  # how many more the recorder left out
 
   @property
   def is_kernel(self) -> bool:
@@ -171,6 +174,7 @@ class Trace:
     self.mem_seen = 0  # mem records read (kept or not)
     self.anomalies: list[str] = []  # records that broke the trace's own consistency (kept out of the index)
     self.match_count = 0
+    self.counts = TraceCounts()  # contexts, kernels and runs as every surface counts them (vztrace.counts)
     self.indexed = 0  # records applied (bounded by MAX_INDEX_RECORDS)
     self.text_kept = 0  # chars of source text kept (bounded by TEXT_BUDGET)
     self.ended = False
@@ -220,8 +224,8 @@ class Trace:
   def entry(self) -> dict:
     """The trace as `GET /api/traces` lists it."""
     return {"id": self.id, "name": self.name, "status": self.status, "damage": self.damage,
-            "counts": {"contexts": len(self.contexts), "rewrites": len(self.rewrites), "matches": self.match_count,
-                       "nodes": len(self.nodes), "kernels": len(self.kernels), "runs": len(self.runs)},
+            "counts": {"contexts": self.counts.contexts, "rewrites": len(self.rewrites), "matches": self.match_count,
+                       "nodes": len(self.nodes), "kernels": self.counts.kernels, "runs": self.counts.runs},
             "meta": self.meta, "anomalies": len(self.anomalies), "exit": self.exit}
 
   # ---- reading
@@ -372,9 +376,14 @@ class Trace:
       self._anomaly(f"context {cid} begins twice")
       return
     new = Context(cid, rec["parent"], rec["name"], rec["kind"], rec["ts"])
+    if "callsites" in rec:  # (minor version 3; checked by the reader: at most MAX_CALLSITES, each of its fields)
+      new.callsites = [{"file": clip_text(s["file"]), "line": s["line"], "function": clip_text(s["function"])}
+                       for s in rec["callsites"]]
+      new.callsites_more = max(0, rec.get("callsites_more", 0))
     if c is not None:
       new.rewrites = c.rewrites
     self.contexts[cid] = new
+    self.counts.context(rec)
     if new.kind == "kernel":
       self.kernels[cid] = None
     if events is not None:
@@ -393,6 +402,7 @@ class Trace:
     rw = Rewrite(rec)
     rw.order = len(self.rewrites)
     self.rewrites[rw.id] = rw
+    self.counts.rewrite(rec)
     self._ctx(rw.ctx).rewrites.append(rw.id)
     if events is not None:
       events.append(("rewrite", {"trace": self.id, "ctx": rw.ctx, "rewrite": rewrite_entry(rw)}))
@@ -443,6 +453,7 @@ class Trace:
   def _on_kernel_record(self, rec: dict, events: Any, touched: dict) -> None:
     c = self._ctx(rec["ctx"])
     t = rec["t"]
+    self.counts.kernel_record(t, rec)
     data = {k: v for k, v in rec.items() if k != "t"}
     if t == "opt":
       c.opts.append(data)
@@ -541,7 +552,8 @@ def kname_colors(c: Context) -> list[list] | None:
 
 def context_entry(tr: Trace, c: Context) -> dict:
   return {"id": c.id, "parent": c.parent, "name": c.name, "kind": c.kind, "kname_colors": kname_colors(c),
-          "ended": c.ended, "error": c.error, "rewrites": [rewrite_entry(tr.rewrites[r]) for r in c.rewrites]}
+          "ended": c.ended, "error": c.error, "rewrites": [rewrite_entry(tr.rewrites[r]) for r in c.rewrites],
+          "callsites": c.callsites}
 
 
 def run_entry(r: dict) -> dict:

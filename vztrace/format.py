@@ -24,7 +24,7 @@ from array import array
 from typing import Any
 
 MAGIC = b"VZTRACE\0"
-VERSION = (2, 2)  # (major, minor): a reader rejects a newer major and accepts any minor of the majors it reads
+VERSION = (2, 3)  # (major, minor): a reader rejects a newer major and accepts any minor of the majors it reads
 READ_MAJORS = (1, 2)  # version 1 has no batch records (a 1.x file that had them would be read all the same)
 HEADER = struct.Struct("<8sHH")
 FRAME_MAGIC = b"VZF1"
@@ -51,6 +51,7 @@ MAX_OPTS = 256  # opts of one kernel in a beam record (BEAM applies a few; a han
 MAX_OPT_FIELDS = 8  # of one opt of a beam record (Opt.to_json: op, axis, arg)
 MAX_TIMES = 1000  # timed runs of a run or beam record (CompiledKernel.time: 10 by default; a confirmation: <= 50)
 MAX_NODE_SRC = 1 << 20  # sources of a node record (a node's sources are nodes: as many as a batch's)
+MAX_CALLSITES = 16  # call sites of a kernel context (the recorder keeps its first 15 and its output's)
 
 
 # Columns of compact records: a JSON string, the base64 of the values as little-endian u32 ("u32s") or i64 ("i64s").
@@ -117,7 +118,10 @@ RECORDS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
             "started": "num", "cwd": "str"}, {}),
   "node": ({"id": "int", "op": "str", "dtype": "str", "arg": "str", "src": "list[int]"}, {}),
   "pattern": ({"id": "int", "file": "str?", "line": "int?", "src": "str?", "pat": "str", "name": "str?"}, {}),
-  "ctx_begin": ({"id": "int", "parent": "int?", "name": "str", "kind": "str", "ts": "num"}, {}),
+  # callsites (minor version 3), of a kernel context: the user's lines that made the ops it computes (CALLSITE_FIELDS),
+  # in the order they are computed, its output's last; callsites_more: how many more there were
+  "ctx_begin": ({"id": "int", "parent": "int?", "name": "str", "kind": "str", "ts": "num"},
+                {"callsites": "list[dict]", "callsites_more": "int"}),
   "ctx_end": ({"id": "int", "ts": "num"}, {"error": "str?"}),
   "rw_begin": ({"id": "int", "ctx": "int", "name": "str", "file": "str?", "line": "int?", "bottom_up": "bool",
                 "root": "int", "ts": "num"}, {}),
@@ -149,7 +153,8 @@ RECORDS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
 
 # record type -> list field -> its most elements (beam's "opts" also bounds each opt at MAX_OPT_FIELDS)
 LIST_BOUNDS: dict[str, dict[str, int]] = {
-  "meta": {"argv": MAX_ARGV}, "node": {"src": MAX_NODE_SRC}, "opt": {"shape": MAX_SHAPE_DIMS, "colors": MAX_SHAPE_DIMS},
+  "meta": {"argv": MAX_ARGV}, "node": {"src": MAX_NODE_SRC}, "ctx_begin": {"callsites": MAX_CALLSITES},
+  "opt": {"shape": MAX_SHAPE_DIMS, "colors": MAX_SHAPE_DIMS},
   "beam": {"opts": MAX_OPTS, "times": MAX_TIMES}, "run": {"times": MAX_TIMES},
   "batch": {"strs": 3 * MAX_BATCH_ROWS, "recs": MAX_BATCH_ROWS},
 }
@@ -269,6 +274,19 @@ MAX_EXIT_FRAMES = 20  # the innermost frames of a traceback
 _EXIT, _EXIT_FRAME = _Check(*EXIT_FIELDS), _Check(*EXIT_FRAME_FIELDS)
 
 
+# ---- a kernel's call sites (minor version 3): each the first frame outside the compiler package that made an op of it
+CALLSITE_FIELDS: tuple[dict[str, str], dict[str, str]] = ({"file": "str", "line": "int", "function": "str"}, {})
+_CALLSITE = _Check(*CALLSITE_FIELDS)
+
+
+def callsites_problem(sites: list) -> str | None:
+  """Why a ctx_begin record's callsites (a list of at most MAX_CALLSITES objects) break the schema, or None."""
+  for i, site in enumerate(sites):
+    if not _CALLSITE.ok(site):
+      return _CALLSITE.explain(f"ctx_begin.callsites[{i}]", site)
+  return None
+
+
 def exit_problem(ex: dict) -> str | None:
   """Why an `end` record's exit breaks the schema, or None. Only the frames exit_summary keeps are looked into (the
   others are checked to be objects, in C): a million frames cost their decoding and no loop here."""
@@ -345,6 +363,8 @@ def validate_record(rec: Any, bounds: bool = True) -> bool:
   if not check.ok(rec):
     raise TraceFormatError(check.explain(t, rec))
   if t == "end" and "exit" in rec and (why := exit_problem(rec["exit"])) is not None:
+    raise TraceFormatError(why)
+  if t == "ctx_begin" and "callsites" in rec and (why := callsites_problem(rec["callsites"])) is not None:
     raise TraceFormatError(why)
   if bounds and (why := out_of_bounds(rec)) is not None:
     raise TraceFormatError(why)

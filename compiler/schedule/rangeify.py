@@ -18,9 +18,10 @@ buffers, where it becomes `LOAD(INDEX(DEFINE_GLOBAL(slot), flat_idx[, gate]))`.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 from dataclasses import dataclass, field
-from typing import Mapping, MutableMapping
+from typing import Iterator, Mapping, MutableMapping
 
 from compiler.dtype import DType, dtypes
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite, track_graph
@@ -33,11 +34,12 @@ from compiler.schedule.bufferize import (
   pm_add_bufferize,
   pm_remove_bufferize,
 )
-from compiler.schedule.cache import SCHEDULES, CachedSchedule, structure_key
+from compiler.schedule.cache import SCHEDULE_CACHE_SIZE, SCHEDULES, CachedSchedule, structure_key
 from compiler.schedule.fuse import fuse_kernels, kernel_outputs
 from compiler.schedule.naming import kernel_name
 from compiler.schedule.shape import Shape, prod, shape_of, strides_for
 from compiler.schedule.simplify import simplify_kernel
+from compiler.trace import recorder
 from compiler.trace.recorder import trace_context
 from compiler.uop import AxisType, GroupOp, KernelInfo, Ops, UOp, substitute, toposort
 
@@ -319,7 +321,7 @@ def open_kernel(ctx: _KernelBuild, b: UOp, x: UOp) -> UOp:
 # the kernel's first step, then rangeify's: one rewrite, so it never walks the tensor graph below the value
 pm_build_kernel = PatternMatcher([
   (UPat(Ops.STORE, src=(UPat((Ops.BUFFER, Ops.AFTER), name="b"), UPat(name="x"))), open_kernel),
-  *((r.pat, r.fn) for r in pm_rangeify.rules),
+  *(r.entry for r in pm_rangeify.rules),
 ], name="build kernel")
 
 
@@ -354,7 +356,80 @@ def build_kernel(x: UOp, out_buf: UOp) -> tuple[UOp, list[UOp]]:
   return ast, [bufs[old] for old in live[1:]]
 
 
-def _split_bufferize(b: UOp) -> UOp:
+# ---- the user's lines each kernel computes (while recording only)
+
+# nodes that compute nothing themselves: a kernel lists no call site for them, nor for movement ops over them (a
+# constant broadcast by one line is the same node for every line that broadcasts it: hash-consing)
+_NO_SITE = {Ops.CONST, Ops.BUFFER, Ops.AFTER, Ops.KERNEL, Ops.BUFFERIZE, Ops.DEFINE_VAR}
+
+
+class KernelSites:
+  """The call sites (recorder.note_callsite) of the tensor nodes each kernel of one schedule computes, the kernel's
+  fused ops included. The scheduler's rewrites make new nodes of the user's, and a new node has no call site:
+  `origin` finds the user's node one stands for: a BUFFERIZE stands for what it holds, a kernel's output read above
+  it for the node the kernel computes, a rule's result for what the rule matched (`matches`: the recorder's log of
+  the schedule's matches, (before, after)), a node the rewriter rebuilt over new sources for the same op, dtype and
+  arg over its sources' origins."""
+
+  def __init__(self, matches: list[tuple[UOp, UOp]]) -> None:
+    self.matches = matches
+    self._made_by: dict[UOp, UOp] | None = None  # a rule's result -> what it matched (the first match that made it)
+    self.origins: dict[UOp, UOp] = {}
+    self.by_kernel: dict[UOp, list[tuple[str, int, str]]] = {}  # KERNEL node -> its call sites
+    self.lists: list[list[tuple[str, int, str]]] = []  # the call sites of each kernel of the schedule, in run order
+    self._busy: set[UOp] = set()
+
+  def origin(self, y: UOp) -> UOp:
+    o = self.origins.get(y)
+    if o is not None:
+      return o
+    if recorder.CALLSITE_KEY in y.__dict__ or y in self._busy:  # (busy: a rule's result that leads back to it)
+      return y
+    self._busy.add(y)
+    try:
+      o = self._origin(y)
+    except RecursionError:  # (a chain of rewrites deeper than the stack: y stands for itself)
+      o = y
+    finally:
+      self._busy.discard(y)
+    self.origins[y] = o
+    return o
+
+  def _origin(self, y: UOp) -> UOp:
+    if y.op is Ops.BUFFERIZE:
+      return self.origin(y.src[0])
+    src = tuple([self.origin(s) for s in y.src])  # (a toposort's order: mostly found in `origins`)
+    rebuilt = y if src == y.src else y.replace(src=src)
+    if recorder.CALLSITE_KEY in rebuilt.__dict__:
+      return rebuilt
+    if self._made_by is None:
+      made: dict[UOp, UOp] = {}
+      for before, after in self.matches:
+        made.setdefault(after, before)
+      self._made_by = made
+    before = self._made_by.get(y)
+    return rebuilt if before is None else self.origin(before)
+
+  def sites(self, nodes: list[UOp]) -> Iterator[tuple[int, tuple[str, int, str]]]:
+    """(position, call site) of the nodes (sources first) that compute something and have one."""
+    skip: set[UOp] = set()
+    for i, y in enumerate(nodes):
+      if y.op in _NO_SITE or (y.op in GroupOp.Movement and y.src[0] in skip) or is_buffer_view(y):
+        skip.add(y)
+      elif (site := recorder.callsite_of(self.origin(y))) is not None:
+        yield i, site
+
+  def add(self, kernel: UOp, b: UOp, out: UOp) -> None:
+    """Note the call sites of kernel, split off from b = BUFFERIZE(value) and read as `out` by the nodes above."""
+    sites: dict[tuple[str, int, str], None] = {}
+    for _, site in self.sites(toposort(b.src[0], gate=lambda y: y.op not in _NO_SITE)):
+      sites.pop(site, None)  # (in the order last computed: the output's site comes last)
+      sites[site] = None
+    self.by_kernel[kernel] = list(sites)
+    self.origins[out] = self.origin(b.src[0])
+
+
+def _split_bufferize(ctx: KernelSites | None, b: UOp) -> UOp:
   x = b.src[0]
   if x.op is Ops.CONTIGUOUS:
     x = x.src[0]
@@ -364,17 +439,23 @@ def _split_bufferize(b: UOp) -> UOp:
   if x.op is Ops.ASSIGN:
     x = x.src[1]
   ast, inputs = build_kernel(x, target) if target is not None else (None, [])
-  out_buf = target
+  out_buf, tmp_kernel = target, None
   if ast is None or not writes_in_place(ast):  # reading other elements of the target: write a fresh buffer
     out_buf = new_buffer_uop(b.dtype, size)
     ast, inputs = build_kernel(x, out_buf)
     if target is not None:  # an assign keeps its target's buffer (as tinygrad): a second kernel copies the value in
-      tmp = UOp(Ops.AFTER, b.dtype, (out_buf, UOp(Ops.KERNEL, dtypes.void, (ast, *inputs), ast.arg.name)))
+      tmp_kernel = UOp(Ops.KERNEL, dtypes.void, (ast, *inputs), ast.arg.name)
+      tmp = UOp(Ops.AFTER, b.dtype, (out_buf, tmp_kernel))
       out_buf = target
       ast, inputs = build_kernel(tmp if shape == (size,) else UOp(Ops.RESHAPE, b.dtype, (tmp,), shape), target)
   kernel = UOp(Ops.KERNEL, dtypes.void, (ast, *inputs), ast.arg.name)
   after = UOp(Ops.AFTER, b.dtype, (out_buf, kernel))
-  return after if shape == (size,) else UOp(Ops.RESHAPE, b.dtype, (after,), shape)
+  out = after if shape == (size,) else UOp(Ops.RESHAPE, b.dtype, (after,), shape)
+  if ctx is not None:
+    if tmp_kernel is not None:  # an assign's value, computed apart, and its copy: both the assign's ops
+      ctx.add(tmp_kernel, b, tmp_kernel)
+    ctx.add(kernel, b, out)
+  return out
 
 
 pm_split_kernels = PatternMatcher([
@@ -400,13 +481,28 @@ class ScheduleItem:
 
 _schedule_count = itertools.count()
 
-pm_replace_realized = PatternMatcher([(UPat(name="x"), lambda ctx, x: ctx.get(x))], name="replace realized")
+pm_replace_realized = PatternMatcher([(UPat(name="x"), lambda ctx, x: ctx.get(x), "realized node -> its buffer view")],
+                                     name="replace realized")
 
 
 def _to_view(u: UOp) -> UOp:
   """The tensor-level view of a scheduled output: AFTER(buffer, kernel) becomes the plain buffer."""
   afters = {x: x.src[0] for x in toposort(u, gate=lambda y: y.op is not Ops.AFTER) if x.op is Ops.AFTER}
   return substitute(u, afters)
+
+
+@contextlib.contextmanager
+def _kernel_sites() -> Iterator[KernelSites | None]:
+  """While recording: a KernelSites following the schedule's matches (inside its trace context: recording started)."""
+  rec = recorder.RECORDER
+  if not isinstance(rec, recorder.Recorder):
+    yield None
+    return
+  saved, rec.match_log = rec.match_log, []
+  try:
+    yield KernelSites(rec.match_log)
+  finally:
+    rec.match_log = saved
 
 
 def create_schedule(outputs: list[UOp], realized: Mapping[UOp, UOp] | None = None
@@ -416,7 +512,7 @@ def create_schedule(outputs: list[UOp], realized: Mapping[UOp, UOp] | None = Non
   `realized` maps tensor nodes computed earlier to views of their buffers; they are read instead of recomputed. A
   graph of a shape scheduled before reuses that schedule (compiler.schedule.cache), seen in the trace as a
   "schedule cache hit" snapshot in place of the passes."""
-  with trace_context(f"schedule {next(_schedule_count)}", kind="schedule"):
+  with trace_context(f"schedule {next(_schedule_count)}", kind="schedule"), _kernel_sites() as sites:
     empty = {o: UOp(Ops.RESHAPE, o.dtype, (new_buffer_uop(o.dtype, 0),), shape_of(o))
              for o in outputs if prod(shape_of(o)) == 0}
     sink = UOp.sink(*(empty.get(o, o) for o in outputs))
@@ -428,33 +524,86 @@ def create_schedule(outputs: list[UOp], realized: Mapping[UOp, UOp] | None = Non
     if cached is not None:
       track_graph(sink, "schedule cache hit")
       kernels, views = cached.bind(inputs)
+      if sites is not None:
+        _sites_at_rows(sites, key, sink)
     else:
-      kernels, views = _schedule(sink)
+      kernels, views = _schedule(sink, sites)
       made = CachedSchedule.of(kernels, views, inputs) if key is not None else None
       if made is not None:
         SCHEDULES.put(key, made)
+        if sites is not None:
+          _site_rows(sites, key, sink)
+    if sites is not None:  # (none known for a hit on a schedule made before recording began)
+      for i, (ast, _) in enumerate(kernels):
+        recorder.note_kernel_callsites(ast.arg.name, sites.lists[i] if i < len(sites.lists) else [])
   if realized and isinstance(realized, MutableMapping):  # Tensor.assign overwrote buffers: their old values are gone
     forget_overwritten(realized, {b for k in kernels for b in kernel_outputs(k)})
   schedule = [ScheduleItem(ast, tuple(buffer_of(b) for b in bufs)) for ast, bufs in kernels]
   return schedule, dict(zip(outputs, views))
 
 
-def _schedule(sink: UOp) -> tuple[list[tuple[UOp, tuple[UOp, ...]]], list[UOp]]:
-  """The scheduler's passes: kernels as (ast, BUFFER nodes in slot order) in dependency order, the outputs' views."""
+def _note_sites(sites: KernelSites, unfused: list[tuple[tuple[UOp, tuple[UOp, ...]], UOp]],
+                kernels: list[tuple[UOp, tuple[UOp, ...]]]) -> None:
+  """Each kernel's call sites (sites.lists): a kernel "fuse kernels" made lists those of the kernels it joined (the
+  ones gone whose outputs it stores)."""
+  kept = set(kernels)
+  gone = [(k, sites.by_kernel.get(node, [])) for k, node in unfused if k not in kept]
+  own = {k: sites.by_kernel.get(node, []) for k, node in unfused if k in kept}
+  for k in kernels:
+    got = own.get(k)
+    if got is None:
+      outs = set(kernel_outputs(k))
+      got = list(dict.fromkeys(s for g, gs in gone if outs.intersection(kernel_outputs(g)) for s in gs))
+    sites.lists.append(got)
+
+
+# a cached schedule's kernels' call sites, as rows of its structure_key (its graph's nodes in toposort's order): a hit
+# names this graph's lines, not those of the graph the schedule was made for (the same ops from other lines)
+_SITE_ROWS: dict[tuple, list[list[int]]] = {}
+
+
+def _site_rows(sites: KernelSites, key: tuple, sink: UOp) -> None:
+  """Remember where in the graph (rows of its structure key) each kernel's call sites are."""
+  row_of: dict[tuple[str, int, str], int] = {}
+  for i, site in sites.sites(toposort(sink)):
+    row_of.setdefault(site, i)
+  if len(_SITE_ROWS) >= SCHEDULE_CACHE_SIZE:
+    del _SITE_ROWS[next(iter(_SITE_ROWS))]
+  _SITE_ROWS[key] = [[row_of[s] for s in got if s in row_of] for got in sites.lists]
+
+
+def _sites_at_rows(sites: KernelSites, key: tuple, sink: UOp) -> None:
+  """On a schedule cache hit: the call sites of this graph's nodes at the rows _site_rows remembered."""
+  rows = _SITE_ROWS.get(key)
+  if rows is None:
+    return
+  nodes = toposort(sink)
+  for got in rows:
+    found = (recorder.callsite_of(sites.origin(nodes[i])) for i in got)
+    sites.lists.append(list(dict.fromkeys(s for s in found if s is not None)))
+
+
+def _schedule(sink: UOp, sites: KernelSites | None = None) -> tuple[list[tuple[UOp, tuple[UOp, ...]]], list[UOp]]:
+  """The scheduler's passes: kernels as (ast, BUFFER nodes in slot order) in dependency order, the outputs' views;
+  with `sites` (while recording), each kernel's call sites noted for its kernel contexts."""
   in_place = {u for u in toposort(sink) if u.op is Ops.BUFFER}  # an assign's target is one; a kernel's output is not
   sink = graph_rewrite(sink, earliest_rewrites, name="earliest rewrites")
   sink = graph_rewrite(sink, pm_add_bufferize, ctx=bufferize_candidates(sink), name="add bufferize")
   sink = graph_rewrite(sink, pm_remove_bufferize, bottom_up=True, name="remove bufferize")
-  sink = graph_rewrite(sink, pm_split_kernels, bottom_up=True, name="split kernels")
+  sink = graph_rewrite(sink, pm_split_kernels, ctx=sites, bottom_up=True, name="split kernels")
   track_graph(sink, "View Kernel Graph")
-  kernels = []
+  kernels, made_by = [], []
   afters = [u for u in toposort(sink, gate=lambda y: y.op is not Ops.SINK or y is sink) if u.op is Ops.AFTER]
   for u in kernel_order(afters):  # reads of a buffer before the in-place write that overwrites it
     if u.op is Ops.AFTER:
       kernel = u.src[1]
       ins = tuple(b.src[0] if b.op is Ops.AFTER else b for b in kernel.src[1:])
       kernels.append((kernel.src[0], (u.src[0], *ins)))
+      made_by.append(kernel)
+  unfused = kernels
   kernels = fuse_kernels(kernels, in_place)
+  if sites is not None:
+    _note_sites(sites, list(zip(unfused, made_by)), kernels)
   views = []
   for s in sink.src:
     view = _to_view(s)

@@ -55,7 +55,7 @@ pm_kernel_cleanup = PatternMatcher([
 def kernel_simplifier() -> PatternMatcher:
   """`compiler.symbolic.symbolic` plus the kernel cleanups, as one matcher."""
   from compiler.symbolic import symbolic
-  return PatternMatcher([(r.pat, r.fn) for r in symbolic.rules + pm_kernel_cleanup.rules],
+  return PatternMatcher([r.entry for r in symbolic.rules + pm_kernel_cleanup.rules],
                         name="kernel simplify")
 
 

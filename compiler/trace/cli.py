@@ -9,6 +9,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from vztrace.counts import TraceCounts
 from vztrace.format import HEADER, MAGIC, TraceFormatError, exit_summary, exit_traceback_lines
 from vztrace.memory import MAX_EVENTS, MemoryProfile, event
 from vztrace.reader import STALE_S, TraceReader, unfinished
@@ -25,13 +26,14 @@ def summarize(path: str, top: int = 10) -> dict[str, Any]:
   rw_matches: Counter[int] = Counter()
   rw_ns: dict[int, float] = {}
   compile_s = run_s = 0.0
-  kernel_ctxs: set[int] = set()
+  tc = TraceCounts()  # contexts, kernels and runs as the viewer counts them (vztrace.counts)
   mem: list[tuple] = []
   meta = ended = None
   with TraceReader(path) as r:
     for rec in (r if not no_header_yet(path) else ()):  # an empty file: a trace with no records yet (no_header_yet)
       t = rec["t"]
       counts[t] += 1
+      tc.add(rec)
       if t == "match":
         rw_matches[rec["rw"]] += 1
       elif t == "node" or t == "pattern":
@@ -43,7 +45,6 @@ def summarize(path: str, top: int = 10) -> dict[str, Any]:
       elif t == "ctx_begin":
         kinds[rec["kind"]] += 1
       elif t in KERNEL_RECORDS:
-        kernel_ctxs.add(rec["ctx"])
         if t == "source" and rec["kind"] == "llvm_ir":  # (opt_ir and asm name the same compile)
           compile_s += _seconds(rec["compile_s"])
         elif t == "run":
@@ -56,6 +57,9 @@ def summarize(path: str, top: int = 10) -> dict[str, Any]:
       elif t == "end" and "exit" in rec:
         ended = exit_summary(rec["exit"])
     size = os.path.getsize(path)
+  if tc.all_contexts > tc.contexts:  # the recording's empty root, which no surface counts (vztrace.counts)
+    kinds["default"] -= tc.all_contexts - tc.contexts
+    kinds = +kinds
   calls: Counter[str] = Counter(rw_names.values())
   by_name: Counter[str] = Counter()
   for rw, n in rw_matches.items():
@@ -68,9 +72,9 @@ def summarize(path: str, top: int = 10) -> dict[str, Any]:
   return {
     "file": path, "bytes": size, "frames": r.frames, "version": ".".join(map(str, r.version or ())),
     "records": r.records, "skipped_unknown": r.skipped_unknown, "meta": meta,
-    "contexts": counts["ctx_begin"], "context_kinds": dict(kinds), "rewrites": counts["rw_begin"],
-    "matches": counts["match"], "nodes": counts["node"], "patterns": counts["pattern"], "kernels": len(kernel_ctxs),
-    "opts": counts["opt"], "beam": counts["beam"], "sources": counts["source"], "runs": counts["run"],
+    "contexts": tc.contexts, "context_kinds": dict(kinds), "rewrites": counts["rw_begin"],
+    "matches": counts["match"], "nodes": counts["node"], "patterns": counts["pattern"], "kernels": tc.kernels,
+    "opts": counts["opt"], "beam": counts["beam"], "sources": counts["source"], "runs": tc.runs,
     "errors": counts["error"], "types": dict(counts), "top_rewrites": top_rw,
     "time": {"rewrites_s": sum(rw_ns.values()) / 1e9, "compile_s": compile_s, "runs_s": run_s},
     "memory": MemoryProfile(mem).summary(),
@@ -240,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
 # Commands that need the viewer's modules: the compiler never imports viz_server (both sit on vztrace), so it runs them
 # as a separate process instead (docs/architecture.md, "Trace tools").
 TOOLS = {"show": "print a trace in the terminal", "compare": "the first divergence between two traces",
-         "export": "a self-contained HTML file of a trace"}
+         "export": "a self-contained HTML file of a trace, or its timeline for Perfetto (--perfetto)"}
 
 
 def run_tool(argv: list[str]) -> int:

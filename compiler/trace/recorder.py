@@ -26,7 +26,7 @@ from compiler.dtype import DType
 from compiler.uop import Ops, UOp, arg_str, cons_key
 from vztrace.paths import trace_dir
 
-TRACE_FORMAT_VERSION = "2.2"
+TRACE_FORMAT_VERSION = "2.3"
 _RULE_INFO: dict = {}  # Rule -> its pattern record fields
 
 
@@ -353,7 +353,8 @@ def _rule_info(rule: Any) -> dict:
   runs in the flush: a failure must not stop it)."""
   file, line = rule.location
   return {"file": file, "line": line, "src": _text(lambda: _rule_source(rule), "# source not available: "),
-          "pat": _text(lambda: repr(rule.pat), "<pattern not available: "), "name": rule.fn_name}
+          "pat": _text(lambda: repr(rule.pat), "<pattern not available: "),
+          "name": _text(lambda: rule.name, "<name not available: ")}
 
 
 _END_LINE = operator.itemgetter(1)  # of a code position (None for code with no line)
@@ -427,6 +428,9 @@ class Recorder:
     self.next_rw = 0
     self.closed = False
     self.exit: dict | None = None  # how the program ended, where not cleanly (note_exit): the end record carries it
+    # kernel name -> the call sites of the ops it computes (the latest schedule's): its kernel contexts carry them
+    self.kernel_sites: dict[str, tuple[list[dict], int]] = {}
+    self.match_log: list[tuple[UOp, UOp]] | None = None  # (before, after) of each match, while a schedule asks
     self._enqueue({"t": "meta", "version": TRACE_FORMAT_VERSION, "argv": list(sys.argv),
                    "host": socket.gethostname(), "pid": os.getpid(), "python": platform.python_version(),
                    "started": time.time(), "cwd": os.getcwd(), "user": _user()})
@@ -467,8 +471,11 @@ class Recorder:
   def ctx_begin(self, name: str, kind: str = "context") -> int:
     cid = self.next_ctx
     self.next_ctx += 1
-    self._enqueue({"t": "ctx_begin", "id": cid, "parent": self.ctx_stack[-1], "name": str(name), "kind": kind,
-             "ts": time.time()})
+    rec = {"t": "ctx_begin", "id": cid, "parent": self.ctx_stack[-1], "name": str(name), "kind": kind,
+           "ts": time.time()}
+    if kind == "kernel" and (sites := self.kernel_sites.get(rec["name"])) is not None:
+      rec["callsites"], rec["callsites_more"] = sites
+    self._enqueue(rec)
     self.ctx_stack.append(cid)
     return cid
 
@@ -498,6 +505,8 @@ class Recorder:
     if p is None:
       p = self.pattern_id(rule)
     self._matches.extend((rw, p, b, a, dt_ns))
+    if self.match_log is not None:  # (a schedule follows its nodes through the rewrites: KernelSites)
+      self.match_log.append((before, after))
 
   def match_error(self, rw: int, rule: Any, before: UOp, exc: BaseException) -> None:
     self._enqueue({"t": "match", "rw": rw, "pat": self.pattern_id(rule), "before": self.node_id(before), "after": None,
@@ -760,3 +769,49 @@ def record(t: str, **fields: Any) -> None:
   """Write a kernel record (opt, beam, source, run, error) if tracing is on."""
   if RECORDER is not None:
     RECORDER.record(t, **fields)
+
+
+# ---- call sites: which line of the user's program made a tensor node, and so a kernel (while recording only)
+# The front end notes on each node it makes (in the node's __dict__, which dies with it and is no part of its
+# structure) the first frame outside the compiler package, as tinygrad's metadata does; the scheduler collects those
+# of the nodes each kernel computes (schedule.rangeify.KernelSites) and kernel contexts carry them (`callsites`).
+
+CALLSITE_KEY = "callsite"  # a tensor node's __dict__ key: (file, line, function)
+_IN_COMPILER: dict[str, bool] = {}  # a code object's file -> whether it is in the compiler package
+_SITES: dict[tuple[str, int, str], tuple[str, int, str]] = {}  # one tuple per call site (a site makes many nodes)
+
+
+def note_callsite(u: UOp) -> None:
+  """Remember on u the user's frame that made it: the first one outside the compiler package. The first maker keeps
+  it (hash-consing makes one node of equal ones); callers call this only while recording."""
+  d = u.__dict__
+  if CALLSITE_KEY in d:
+    return
+  f: Any = sys._getframe(1)
+  inside = _IN_COMPILER
+  while f is not None:
+    file = f.f_code.co_filename
+    c = inside.get(file)
+    if c is None:
+      c = inside[file] = os.path.abspath(file).startswith(_COMPILER_DIR)
+    if not c:
+      site = (file, f.f_lineno, f.f_code.co_name)
+      d[CALLSITE_KEY] = _SITES.setdefault(site, site)
+      return
+    f = f.f_back
+
+
+def callsite_of(u: UOp) -> tuple[str, int, str] | None:
+  """The (file, line, function) that made tensor node u, where it was noted (note_callsite)."""
+  return u.__dict__.get(CALLSITE_KEY)
+
+
+def note_kernel_callsites(name: str, sites: list[tuple[str, int, str]]) -> None:
+  """The call sites of the ops of the kernel `name` (in the order its ops are computed, its output's last), for its
+  kernel contexts from now on: the first MAX_CALLSITES - 1 and the last (its output's), and how many more there were."""
+  rec = RECORDER
+  if not isinstance(rec, Recorder):
+    return
+  from vztrace.format import MAX_CALLSITES
+  kept = sites if len(sites) <= MAX_CALLSITES else [*sites[:MAX_CALLSITES - 1], sites[-1]]
+  rec.kernel_sites[name] = ([{"file": f, "line": n, "function": fn} for f, n, fn in kept], len(sites) - len(kept))

@@ -25,7 +25,7 @@ def write_variant(path):
 
 def write_without_rule(path):
   """The demo's schedule with `simplify` lacking its `x + 0` rule: same input graph, a different match."""
-  pm = tracegen.PatternMatcher([(r.pat, r.fn) for r in tracegen.simplify_pm.rules if r.fn is not tracegen.add_zero],
+  pm = tracegen.PatternMatcher([r.entry for r in tracegen.simplify_pm.rules if r.fn is not tracegen.add_zero],
                                name="simplify")
   recorder.enable(path, announce=False)
   try:

@@ -54,7 +54,7 @@ def open_timeline(page, srv) -> tuple[int, dict]:
   t = srv.trace_id("timed.vztrace", ended=True)
   tl = srv.api(f"/api/traces/{t}/timeline")
   open_page(page, srv, f"#t={t}")
-  assert state(page)["panel"] == "step"
+  assert state(page)["panel"] == "summary"  # (the landing view)
   page.keyboard.press("6")
   page.locator("#panel-timeline canvas").wait_for()
   page.wait_for_function("(n) => window.__viz.timelinePanel.hits.length > 0 && "

@@ -1,0 +1,75 @@
+"""Kernels to the user's code in the viewer: the kernel panel lists the lines that made a kernel's ops, and the sidebar
+groups kernels by the line that made each one's output."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+from conftest import open_page, shot, state
+
+from compiler.tensor import Tensor
+from compiler.trace import recorder
+
+FN = "record_program"
+
+
+def record_program(path: Path) -> dict[str, int]:
+  """A program whose kernels come from known lines of this file: the line of each op, by name."""
+  rng = np.random.default_rng(3)
+  recorder.enable(path, announce=False)
+  try:
+    x = Tensor(rng.standard_normal((8, 64)).astype(np.float32))
+    p = x.softmax(); soft = sys._getframe().f_lineno  # noqa: E702
+    y = (x * 3).sum(); summed = sys._getframe().f_lineno  # noqa: E702
+    Tensor.realize(p, y)
+  finally:
+    recorder.disable()
+  return {"softmax": soft, "sum": summed}
+
+
+def test_kernel_panel_and_sidebar_name_the_call_sites(page, server, trace_dir):
+  lines = record_program(trace_dir / "callsites.vztrace")
+  here = str(Path(__file__).resolve())
+  t = server.trace_id("callsites.vztrace", ended=True)
+  kernels = server.api(f"/api/traces/{t}/kernels")
+  last = {k["ctx"]: k["callsites"][-1] for k in kernels}
+  assert all(s["file"] == here and s["function"] == FN for s in last.values())
+  by_line: dict[int, list[int]] = {}
+  for k in kernels:
+    by_line.setdefault(last[k["ctx"]]["line"], []).append(k["ctx"])
+  assert len(by_line[lines["softmax"]]) == 2 and len(by_line[lines["sum"]]) == 1
+
+  # the kernel panel: "called from" this file's lines
+  soft = by_line[lines["softmax"]][1]
+  open_page(page, server, f"#t={t}&c={soft}&p=kernel")
+  panel = page.locator("#panel-kernel")
+  panel.locator(".callsites").wait_for()
+  want = [f"test_ui_callsites.py:{s['line']} in {FN}" for s in
+          server.api(f"/api/traces/{t}/contexts/{soft}/kernel")["callsites"]]
+  assert panel.locator(".callsites li").all_inner_texts() == want and want[-1].endswith(f":{lines['softmax']} in {FN}")
+  assert panel.locator(".callsites li").first.get_attribute("title").startswith(here)
+
+  # the sidebar: kernels grouped by the line of their output, each heading followed by its kernels
+  page.check("#group-callsite")
+  page.locator("#contexts li.site-group").first.wait_for()
+  rows = page.eval_on_selector_all("#contexts li", """els => els.map(e => e.classList.contains('site-group')
+    ? {group: e.querySelector('.mono').textContent, n: +e.querySelector('.count').textContent}
+    : {ctx: +e.dataset.ctx})""")
+  got: dict[str, list[int]] = {}
+  for r in rows:
+    if "group" in r:
+      group = r["group"]
+      got[group] = []
+      n = r["n"]
+    else:
+      got[group].append(r["ctx"])
+  assert got == {f"test_ui_callsites.py:{line} in {FN}": ctxs for line, ctxs in by_line.items()}
+  assert all(len(v) for v in got.values()) and n == len(got[group])
+  # a kernel picked from a group is selected as from the tree
+  page.click(f"#contexts li[data-ctx='{by_line[lines['sum']][0]}']")
+  page.wait_for_function("(c) => window.__viz.state.ctx === c", arg=by_line[lines["sum"]][0])
+  assert state(page)["ctx"] == by_line[lines["sum"]][0]
+  shot(page, "sidebar-callsites")
+  page.uncheck("#group-callsite")
+  assert page.locator("#contexts li.site-group").count() == 0
