@@ -6,7 +6,8 @@ import sys
 import time
 from typing import Any
 
-from vztrace.debuglines import opts_line, run_line, schedule_line
+from compiler.runtime.buffer import memory_in_use, memory_peak
+from vztrace.debuglines import opts_line, plan_line, run_line, schedule_line
 
 
 def level() -> int:
@@ -22,12 +23,18 @@ def on_schedule(kernels: int) -> None:
     print(schedule_line(kernels), file=sys.stdout, flush=True)
 
 
+def on_memory_plan(summary: str) -> None:
+  if level() >= 2:
+    print(plan_line(summary), file=sys.stdout, flush=True)
+
+
 clock = time.perf_counter  # what times a run and a compile (a module attribute, so a test can give it a fake clock)
 
 
 def run_kernel(name: str, runner: Any, bufs: list, compile_s: float | None = None) -> None:
-  """Run a kernel; at DEBUG>=2 print the run's time (a compiled kernel's timing of its own code, else the call's),
-  and, for a kernel compiled for this run, `compile_s` after it (3: its opts, 4: its LLVM IR)."""
+  """Run a kernel; at DEBUG>=2 print the run's time (a compiled kernel's timing of its own code, else the call's)
+  and the bytes buffers hold (and their peak), and, for a kernel compiled for this run, `compile_s` after it (3: its
+  opts, 4: its LLVM IR)."""
   lv = level()
   if lv < 2:
     runner(bufs)
@@ -41,7 +48,7 @@ def run_kernel(name: str, runner: Any, bufs: list, compile_s: float | None = Non
   prg = getattr(runner, "program", None)
   flops = prg.flops() if prg is not None and not prg.vars else None
   nbytes = sum(b.nbytes for b in bufs if hasattr(b, "nbytes"))
-  line = run_line(name, dt, flops, nbytes)
+  line = run_line(name, dt, flops, nbytes, memory_in_use(), memory_peak())
   print(line if compile_s is None else f"{line}  (compiled in {compile_s * 1e3:.2f} ms)", flush=True)
   if lv >= 3:
     print(opts_line(_opts(runner)), flush=True)

@@ -9,7 +9,8 @@ backends can be added with `register_backend`.
 Before a kernel runs, each buffer it stores to (`output_slots`) is prepared: allocated on first use (not zeroed when
 the kernel writes it whole and never reads it), and moved to memory of its own when someone else still reads its
 memory (a `.numpy()` view handed out, a caller's array from Tensor.from_numpy: `Buffer.prepare_write`), so a kernel
-never changes an array a caller holds.
+never changes an array a caller holds. Before any kernel runs, the schedule's intermediates are planned to share
+Buffers where their lives do not overlap (`plan_memory`, compiler/runtime/memory.py).
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ import weakref
 from typing import Any, Callable, Sequence
 
 from compiler import debug
-from compiler.runtime.buffer import Buffer, _freed
+from compiler.runtime.buffer import Buffer, _freed, note_schedule_need
+from compiler.runtime.memory import memory_planner, planner_enabled
 from compiler.schedule.rangeify import ScheduleItem
 from compiler.symbolic import linear_form
 from compiler.trace import recorder
@@ -200,17 +202,35 @@ def prepare_outputs(outs: tuple[tuple[int, bool], ...], bufs: Sequence[Buffer]) 
     b.prepare_write(whole and bufs.count(b) == 1)
 
 
+def plan_memory(schedule: list[ScheduleItem], outs_of: list[tuple[tuple[int, bool], ...]]) -> list[ScheduleItem]:
+  """The schedule with its intermediates sharing Buffers where their lives do not overlap (the memory planner,
+  compiler/runtime/memory.py; `NO_MEMORY_PLANNER=1`: as it is), and the pool told what the schedule takes fresh. A
+  plan that shares anything is a "memory plan" context of the trace (kind "memory", its counts in its name) and, at
+  DEBUG>=2, a line."""
+  plan = memory_planner([(si.bufs, outs) for si, outs in zip(schedule, outs_of)], planner_enabled())
+  note_schedule_need(plan.fresh)
+  if not plan.shared:
+    return schedule
+  if recorder.RECORDER is not None:
+    with trace_context(plan.summary(), kind="memory"):
+      pass
+  if debug.level() >= 2:
+    debug.on_memory_plan(plan.summary())
+  return [si if si.bufs == bufs else ScheduleItem(si.ast, bufs) for si, bufs in zip(schedule, plan.bufs)]
+
+
 def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> None:
-  """Run every kernel of the schedule in order."""
+  """Run every kernel of the schedule in order (its intermediates' memory planned first: plan_memory)."""
   level = debug.level()
   if level >= 1:
     debug.on_schedule(len(schedule))
   backend = backend or default_backend()  # (the environment read once a schedule, not once a kernel)
+  outs_of = [output_slots(si.ast) for si in schedule]
+  schedule = plan_memory(schedule, outs_of)
   if (hook := _schedule_hooks.get(backend)) is not None:
     hook([(si.ast, si.bufs) for si in schedule])
-  for si in schedule:
+  for si, outs in zip(schedule, outs_of):
     bufs = si.bufs
-    outs = output_slots(si.ast)
     for i, b in enumerate(bufs):  # allocated on first use; an output written whole (and not read) is not zeroed
       if not b.allocated or _freed:
         b.ensure_allocated(zero=(i, True) not in outs or bufs.count(b) > 1)
@@ -219,7 +239,10 @@ def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> No
       runner = get_runner(si.ast, backend)
       runner(bufs)
     else:
-      with trace_context(si.name, kind="kernel"):  # (a compile's passes and sources go into the kernel's context)
+      from compiler.runtime.compiled import runs_recorded_here  # (lazy: the interp backend needs no LLVM)
+      # a compile's passes and sources go into the kernel's context, and so does its run: a kernel compiled by an
+      # earlier call (a schedule cache hit) filed its runs under that call's context, so this one read "not run"
+      with trace_context(si.name, kind="kernel"), runs_recorded_here():
         runner, made_s = _runner(si.ast, backend)
         debug.run_kernel(si.name, runner, bufs, made_s)
     if capturing is not None:

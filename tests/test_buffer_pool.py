@@ -216,3 +216,59 @@ def test_strides_of_a_store_index_read_by_its_linear_form():
   assert _strides(r0 * r1) is None
   up = UOp(Ops.RANGE, dtypes.int32, (c(4),), (2, AxisType.UPCAST))
   assert _strides(r0 * c(4) + up) is None
+
+
+def test_the_pool_keeps_as_many_of_a_kind_as_one_schedule_took(monkeypatch):
+  # a schedule that took 20 arrays of one kind gets all 20 back from the pool the next time, not POOL_PER_KIND
+  monkeypatch.setenv("NO_MEMORY_PLANNER", "1")  # (every intermediate its own array)
+  x = Tensor(np.ones((16, 16), np.float32)).realize()
+
+  def run() -> np.ndarray:
+    y = x
+    for _ in range(20):
+      y = (y * 0.5 + y.max(axis=1, keepdim=True)).contiguous()
+    return y.numpy().copy()  # (a view held would keep its array from the next run)
+
+  first = run()
+  gc.collect()
+  kind = (np.dtype(np.float32), 256)
+  pooled = [weakref.ref(a) for a in bufmod._pool.get(kind, [])]
+  assert len(pooled) >= 20 > bufmod.POOL_PER_KIND
+  again = run()
+  gc.collect()
+  assert np.array_equal(first, again)
+  assert all(r() is not None for r in pooled)  # every array the second run took came from the pool and went back
+  assert {id(a) for a in bufmod._pool[kind]} == {id(r()) for r in pooled}
+
+
+def test_the_pools_bytes_follow_the_need_up_to_the_machines_cap(monkeypatch):
+  monkeypatch.setattr(bufmod, "POOL_BYTES", 1 << 20)
+  monkeypatch.setattr(bufmod, "_pool_cap", [3 << 20])
+  kind = (dtypes.float32, 1 << 18)  # 1 MiB arrays
+  assert bufmod.pool_limit() == 1 << 20
+  bufmod.note_schedule_need({kind: 2})
+  assert bufmod.pool_limit() == 2 << 20
+  bufmod.note_schedule_need({kind: 1})  # a high-water mark: a smaller schedule lowers nothing
+  assert bufmod.pool_limit() == 2 << 20
+  for _ in range(3):
+    bufmod._give(np.zeros(1 << 18, np.float32))
+  assert len(bufmod._pool[(np.dtype(np.float32), 1 << 18)]) == 2
+  bufmod.note_schedule_need({kind: 8})
+  assert bufmod.pool_limit() == 3 << 20  # the cap, whatever the program needs
+  bufmod.clear_pool()
+  assert bufmod.pool_limit() == 1 << 20  # a fresh start forgets the need
+
+
+def test_buffers_count_the_bytes_they_hold_and_their_peak():
+  gc.collect()
+  base = bufmod.memory_in_use()
+  bufmod.reset_peak()
+  a = Buffer(dtypes.float32, 1000).ensure_allocated()
+  b = Buffer(dtypes.int8, 24, np.arange(24))
+  assert bufmod.memory_in_use() == base + 4024
+  del a
+  assert bufmod.memory_in_use() == base + 24 and bufmod.memory_peak() == base + 4024
+  c = Buffer.borrow(dtypes.float32, np.ones(10, np.float32))  # a caller's array counts while a buffer reads it
+  assert bufmod.memory_in_use() == base + 64
+  del b, c
+  assert bufmod.memory_in_use() == base and bufmod.memory_peak() == base + 4024

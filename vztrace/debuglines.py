@@ -1,6 +1,7 @@
 """The lines `DEBUG=N` prints (as in tinygrad), shared by the running program (compiler/debug.py) and
 `show --debug N`, which rebuilds them from a trace: 1 each schedule's kernel count, 2 each kernel run with its name,
-time, GFLOP/s and GB/s, 3 the opts applied, 4 the generated source (LLVM IR)."""
+time, GFLOP/s and GB/s, and the bytes buffers hold after it and their peak so far (as tinygrad's `mem`), and each
+memory plan that shared buffers, 3 the opts applied, 4 the generated source (LLVM IR)."""
 from __future__ import annotations
 
 from typing import Any, Iterable
@@ -17,13 +18,21 @@ def _num(x: Any) -> float | None:
   return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
-def run_line(name: str, seconds: Any, flops: Any, nbytes: Any) -> str:
+def run_line(name: str, seconds: Any, flops: Any, nbytes: Any, mem: Any = None, peak: Any = None) -> str:
+  """A kernel's run; with `mem` (bytes buffers held after it) and `peak` (the most they held so far) at its end."""
   s, f, b = _num(seconds), _num(flops), _num(nbytes)
+  m, p = _num(mem), _num(peak)
+  tail = "" if m is None else f"  mem {m / 1e6:9.2f} MB" + ("" if p is None else f" (peak {p / 1e6:.2f} MB)")
   if s is None or s <= 0:
-    return f"*** {name:<28s} {'?':>10s}"
+    return f"*** {name:<28s} {'?':>10s}{tail}"
   rate = f"{f / s / 1e9:9.2f} GFLOP/s" if f is not None else f"{'?':>9s} GFLOP/s"
   bw = f"{b / s / 1e9:9.2f} GB/s" if b is not None else f"{'?':>9s} GB/s"
-  return f"*** {name:<28s} {s * 1e6:10.2f} us {rate} {bw}"
+  return f"*** {name:<28s} {s * 1e6:10.2f} us {rate} {bw}{tail}"
+
+
+def plan_line(summary: str) -> str:
+  """A schedule's memory plan that shared buffers (its summary is the name of its "memory" context in a trace)."""
+  return f"*** {summary}"
 
 
 def opts_line(opts: Iterable[tuple[Any, Any, Any]]) -> str:

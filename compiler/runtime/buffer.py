@@ -14,11 +14,19 @@ No copies out or in where none is needed: `numpy()` is a read-only view of the b
 (Tensor.from_numpy) keeps a caller's array as the buffer's memory when a kernel can read it (its dtype, C-contiguous,
 aligned). Memory someone else reads is never written: before a kernel writes a buffer (compiler.realize, TinyJit's
 replay), `prepare_write` moves a buffer whose memory is exposed (a view handed out, a caller's array) to memory of its
-own, and the pool gives an array to a new buffer only once no view of it is left."""
+own, and the pool gives an array to a new buffer only once no view of it is left.
+
+How much the pool keeps is sized from what the program needs, not a constant: run_schedule reports the arrays each
+schedule took fresh (after the memory planner, compiler/runtime/memory.py, shared what it could), and the pool keeps
+up to the high-water mark of those bytes (at least `POOL_BYTES`) and, of one (dtype, size), up to the most one
+schedule took (at least `POOL_PER_KIND`), so the next run of the same schedule (a training step) finds all its memory
+here instead of faulting fresh pages in. `POOL_MAX_FRACTION` of the machine's memory caps it. The bytes held by live
+buffers and their peak are counted (`memory_in_use`, `memory_peak`: DEBUG=2 prints them)."""
 from __future__ import annotations
 
 import ctypes
 import itertools
+import os
 import sys
 import threading
 import time
@@ -28,13 +36,22 @@ import numpy as np
 
 from compiler.dtype import DType
 from compiler.trace import recorder
-from compiler.uop import Ops, UOp
+from compiler.uop import _UCACHE, Ops, UOp, cons_key
 
 _next_id = itertools.count()  # ids of BUFFER UOps, and of Buffers made without one
 _freed: deque[tuple[float, int, int, int, int]] = deque()  # (ts, ctx, bytes, buffer id, recorder) not yet written
 
-POOL_BYTES = 256 << 20  # released arrays kept for reuse, in all
-POOL_PER_KIND = 8  # ... and of one (dtype, size)
+POOL_BYTES = 256 << 20  # released arrays kept for reuse, in all, at least (more when a schedule needs more)
+POOL_PER_KIND = 8  # ... and of one (dtype, size), at least
+POOL_MAX_FRACTION = 0.25  # ... and at most this part of the machine's memory, whatever the program needs
+# the most one schedule took fresh: bytes in all, and arrays per (numpy dtype, size) (note_schedule_need)
+_need_bytes = [0]
+_need_kind: dict[tuple[np.dtype, int], int] = {}
+_pool_cap: list[int] = []  # POOL_MAX_FRACTION of the machine's memory, read once
+# bytes held by live buffers, and the most held at once since reset_peak. A release runs in __del__ (any thread, or a
+# garbage collection in the middle of `+=`), so it only appends its bytes here and the next allocation folds them in
+_in_use = [0, 0]
+_released: deque[int] = deque()
 # (numpy dtype, size) -> released arrays. A release runs in __del__, which may come in any thread or inside a
 # garbage collection while the pool is being taken from (the same thread: the lock is reentrant)
 _pool: dict[tuple[np.dtype, int], list[np.ndarray]] = {}
@@ -65,14 +82,72 @@ def _give(arr: np.ndarray) -> None:
   if arr.base is not None or not arr.size:
     return
   with _POOL_LOCK:
-    free = _pool.setdefault((arr.dtype, arr.size), [])
-    if len(free) >= POOL_PER_KIND or _pool_bytes[0] + arr.nbytes > POOL_BYTES:
+    kind = (arr.dtype, arr.size)
+    free = _pool.setdefault(kind, [])
+    per_kind, limit = max(POOL_PER_KIND, _need_kind.get(kind, 0)), pool_limit()
+    if len(free) >= per_kind or _pool_bytes[0] + arr.nbytes > limit:
       for i in range(len(free) - 1, -1, -1):
         if sys.getrefcount(free[i]) > 2:  # (the list, getrefcount's argument)
           _pool_bytes[0] -= free.pop(i).nbytes
-    if len(free) < POOL_PER_KIND and _pool_bytes[0] + arr.nbytes <= POOL_BYTES:
+    if len(free) < per_kind and _pool_bytes[0] + arr.nbytes <= limit:
       _pool_bytes[0] += arr.nbytes
       free.append(arr)
+
+
+def _machine_bytes() -> int:
+  """The machine's physical memory (0 where the OS does not say)."""
+  try:
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+  except (ValueError, OSError, AttributeError):
+    return 0
+
+
+def pool_limit() -> int:
+  """The bytes the pool keeps at most: the most one schedule took fresh (at least POOL_BYTES), capped at
+  POOL_MAX_FRACTION of the machine's memory."""
+  if not _pool_cap:
+    _pool_cap.append(int(_machine_bytes() * POOL_MAX_FRACTION) or POOL_BYTES)
+  return min(_pool_cap[0], max(POOL_BYTES, _need_bytes[0]))
+
+
+def note_schedule_need(kinds: dict[tuple[DType, int], int]) -> None:
+  """A schedule took fresh memory for `kinds[(dtype, size)]` arrays of each kind: the pool keeps that much from now
+  on (its high-water mark), so the next run of the schedule takes all of it from the pool."""
+  total = 0
+  with _POOL_LOCK:
+    for (dt, size), n in kinds.items():
+      key = (_np_dtype(dt), size)
+      total += n * size * key[0].itemsize
+      if n > _need_kind.get(key, 0):
+        _need_kind[key] = n
+    _need_bytes[0] = max(_need_bytes[0], total)
+
+
+def _note_alloc(nbytes: int) -> None:
+  """A buffer took nbytes: count them (after the releases queued since) and raise the peak."""
+  used = _in_use[0]
+  while _released:
+    used -= _released.popleft()
+  used += nbytes
+  _in_use[0] = used
+  if used > _in_use[1]:
+    _in_use[1] = used
+
+
+def memory_in_use() -> int:
+  """Bytes held by live buffers now (their arrays; the pool's are not counted)."""
+  _note_alloc(0)
+  return _in_use[0]
+
+
+def memory_peak() -> int:
+  """The most bytes live buffers held at once since the last reset_peak."""
+  return _in_use[1]
+
+
+def reset_peak() -> None:
+  """Start the peak again from the bytes in use now."""
+  _in_use[1] = memory_in_use()
 
 
 _NP_DTYPES: dict[DType, np.dtype] = {}  # DType -> numpy's (DType.np makes a numpy dtype each time: 0.5 us)
@@ -86,9 +161,11 @@ def _np_dtype(dt: DType) -> np.dtype:
 
 
 def clear_pool() -> None:
-  """Release the pooled arrays to the OS."""
+  """Release the pooled arrays to the OS, and forget what the schedules so far needed (the pool's size starts over)."""
   _pool.clear()
   _pool_bytes[0] = 0
+  _need_bytes[0] = 0
+  _need_kind.clear()
 
 
 class Buffer:
@@ -116,6 +193,7 @@ class Buffer:
     view = arr.reshape(-1)  # (a view: the caller's memory, never pooled, moved before a kernel writes it)
     if addr:
       b._np, b.addr = view, addr
+      _note_alloc(b.nbytes)
     else:
       b._set(view)
     if recorder.RECORDER is not None:
@@ -147,6 +225,8 @@ class Buffer:
     return self
 
   def _set(self, arr: np.ndarray) -> None:
+    if self._np is None:
+      _note_alloc(self.nbytes)
     self._np, self.addr = arr, array_address(arr)
 
   def _record_alloc(self) -> None:
@@ -159,6 +239,10 @@ class Buffer:
     arr = self._np
     if arr is None:
       return
+    try:
+      _released.append(self.size * self.dtype.itemsize)  # (a deque's append is thread-safe)
+    except Exception:  # at interpreter exit the module may be torn down already
+      pass
     if self._traced:
       rec = getattr(recorder, "RECORDER", None)  # (at interpreter exit the module may be torn down already)
       if id(rec) == self._traced:  # still the trace its allocation went to (a deque's append is thread-safe)
@@ -255,6 +339,13 @@ def write_frees() -> None:
     ts, ctx, nbytes, uid, traced = _freed.popleft()
     if rec is not None and id(rec) == traced:
       recorder.record("mem", op="free", buf=uid, bytes=nbytes, ts=ts, ctx=ctx)
+
+
+def named(buf: Buffer) -> bool:
+  """Whether a live BUFFER UOp names buf: a Tensor, a lazy graph or the realized memo can still read (or write) it
+  after the schedule running now (the schedule's own intermediates are named by nothing once it is made)."""
+  ref = _UCACHE.get(cons_key(Ops.BUFFER, buf.dtype, (), (buf.uid, buf.size)))
+  return ref is not None and ref() is not None
 
 
 # BUFFER UOps carry (id, size) in their arg; the Buffer lives as long as its UOp does: it is kept in the UOp's own
