@@ -73,3 +73,23 @@ def test_lines():
   assert "?" in run_line("r_4", None, 1, 1)
   assert opts_line([("UPCAST", 0, 4), ("UNROLL", 1, 0)]) == "    opts: UPCAST(0, 4) UNROLL(1, 0)"
   assert opts_line([]) == "    opts: none"
+
+
+CHAIN = """
+import numpy as np
+from compiler.tensor import Tensor
+rng = np.random.default_rng(0)
+y, b = (Tensor(rng.standard_normal((8, 8)).astype(np.float32)) for _ in range(2))
+for _ in range(4):
+  y = (y @ b * 0.1 + 1).contiguous()
+y.sum().numpy()
+print("done")
+"""
+
+
+def test_show_debug_rebuilds_the_memory_plan_line(tmp_path, monkeypatch):
+  monkeypatch.setattr(sys.modules[__name__], "PROGRAM", CHAIN)
+  live, trace = run_program(tmp_path, 2)
+  plans = [line for line in live if line.startswith("*** memory plan")]
+  assert len(plans) == 1, live  # the chain's intermediates share buffers: the plan is one of the lines DEBUG=2 printed
+  assert masked(show_debug(trace, 2)) == masked(live)

@@ -13,7 +13,7 @@ from typing import IO, Any, Iterator
 
 from viz_server.offline import OfflineApi, OfflineError
 from viz_server.term import Painter, safe, safe_block, use_color
-from vztrace.debuglines import SOURCE_KIND, opts_line, run_line, schedule_line
+from vztrace.debuglines import SOURCE_KIND, opts_line, plan_line, run_line, schedule_line
 from vztrace.format import exit_traceback_lines
 
 DIFF_COLORS = {"+": "green", "-": "red", "@": "cyan"}
@@ -258,14 +258,18 @@ def debug_lines(api: OfflineApi, level: int) -> Iterator[str]:
   for c in api.trace_get("contexts"):
     if c["kind"] == "schedule":
       groups.append([])
-    elif c["kind"] == "kernel" and groups:
+    elif c["kind"] in ("kernel", "memory") and groups:
       groups[-1].append(c)
   for group in groups:
-    if group and level >= 1:
-      yield schedule_line(len(group))
+    kernels = sum(c["kind"] == "kernel" for c in group)
+    if kernels and level >= 1:
+      yield schedule_line(kernels)
     if level < 2:
       continue
     for c in group:
+      if c["kind"] == "memory":  # the schedule's memory plan, printed before its kernels ran
+        yield safe(plan_line(c["name"]))
+        continue
       k = api.trace_get(f"contexts/{c['id']}/kernel")
       r = k["runs"][-1] if k["runs"] else {}
       yield run_line(safe(c["name"]), r.get("min"), r.get("flops"), r.get("bytes"))
