@@ -24,6 +24,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from compiler import rewrite
 from compiler.codegen.program import Program
 from compiler.host import compile_only
 from compiler.opt import Kernel, KernelOptError, Opt, hand_coded_optimizations
@@ -108,7 +109,31 @@ def optimize(ast: UOp, bufs: Sequence[Any] | None = None, policy: OptPolicy | No
     k = Kernel(ast)
   except KernelOptError:  # e.g. a kernel with no ranges: nothing to optimize
     return ast
-  return optimize_kernel(k, bufs, policy).get_optimized_ast()
+  k = optimize_kernel(k, bufs, policy)
+  if rewrite.SWITCHES is not None and k.applied_opts:
+    k = _switch_opts(k, ast, rewrite.SWITCHES)
+  return k.get_optimized_ast()
+
+
+def _switch_opts(k: Kernel, ast: UOp, switches: rewrite.Switches) -> Kernel:
+  """k with the opts the switches turn off left out (SKIP_OPTS, SKIP_MATCHES: every applied opt is numbered): the
+  others applied again in order to the unoptimized kernel; an opt that needs one left out is left out too."""
+  where = _APPLY_OPT_AT
+  off = [switches.opt_off(o.short(), k.name, where) for o in k.applied_opts]
+  if not any(off):
+    return k
+  out = Kernel(ast)
+  for o, o_off in zip(k.applied_opts, off):
+    if not o_off:
+      try:
+        out.apply_opt(o)
+      except KernelOptError:  # (it acted on an axis a left out opt made)
+        pass
+  return out
+
+
+# where an opt is applied (what bisect names as a culprit opt's file:line)
+_APPLY_OPT_AT = (Kernel.apply_opt.__code__.co_filename, Kernel.apply_opt.__code__.co_firstlineno)
 
 
 # ---- confirming BEAM's opts in a schedule's sequence
@@ -250,8 +275,9 @@ def disk_key(ast: UOp, policy: OptPolicy) -> str | None:
   ops, dtypes, args and constants exactly, the kernel's name too), the target, the policy and the knobs (KEY_ENV),
   with diskcache's versions; None where the cache does not apply: turned off, tracing (a trace shows the kernel's
   codegen rewrites and texts, made anew), BEAM (its own cache keeps its opts), COMPILE_ONLY, or an AST too deep
-  to pickle."""
-  if policy.beam >= 1 or recorder.RECORDER is not None or not diskcache.enabled() or compile_only():
+  to pickle, or switches on (compiler.rewrite.Switches: what they leave out changes code, not the key)."""
+  if policy.beam >= 1 or recorder.RECORDER is not None or not diskcache.enabled() or compile_only() \
+     or rewrite.SWITCHES is not None:
     return None
   try:
     text = pickle.dumps(ast, protocol=diskcache.PROTOCOL)
@@ -287,6 +313,8 @@ def get_runner(ast: UOp) -> CompiledKernel:
   if key is not None and (ck := _load_runner(key)) is not None:
     return ck
   COUNTS["compile"] += 1
+  if rewrite.SWITCHES is not None:  # (what a numbered match names as its kernel)
+    rewrite.SWITCHES.kernel = getattr(ast.arg, "name", None)
   opt = optimize(ast, policy=policy)
   opts = getattr(opt.arg, "opts", ())  # the applied Opts, which DEBUG=3 prints (compiler/debug.py)
   if key is None:

@@ -1,8 +1,10 @@
 """Pattern rewriting: `UPat`, `PatternMatcher` and `graph_rewrite` (every call and every match is traced)."""
 from __future__ import annotations
 
+import atexit
 import inspect
 import itertools
+import os
 import sys
 import time
 from time import perf_counter_ns
@@ -212,12 +214,21 @@ def _match_all(pat: UPat, srcs: tuple[UOp, ...], store: Captures) -> Iterator[Ca
   return _match_seq((pat,) * len(srcs), srcs, store)
 
 
-class Rule:
-  """One (UPat, function) pair, with what the trace needs to show it: its name, file:line and source."""
-  __slots__ = ("pat", "fn", "takes_ctx", "index", "given_name", "matcher", "_name")
+# the functions of the rules marked optional (PatternMatcher(..., optional=True)): a matcher built from their entries
+# (`symbolic` from its parts, the kernel simplifier from `symbolic`) keeps the mark
+_OPTIONAL_FNS: set = set()
 
-  def __init__(self, pat: UPat, fn: Callable, index: int, name: str | None = None, matcher: str | None = None):
+
+class Rule:
+  """One (UPat, function) pair, with what the trace needs to show it: its name, file:line and source. `optional`: the
+  program stays valid when a match of it is skipped (a simplification, a fold, index math; not a required lowering),
+  so SKIP_MATCHES numbers its matches and may skip them."""
+  __slots__ = ("pat", "fn", "takes_ctx", "index", "given_name", "matcher", "_name", "optional")
+
+  def __init__(self, pat: UPat, fn: Callable, index: int, name: str | None = None, matcher: str | None = None,
+               optional: bool = False):
     self.pat, self.fn, self.index, self.given_name, self.matcher, self._name = pat, fn, index, name, matcher, None
+    self.optional = optional or fn in _OPTIONAL_FNS
     try:
       params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
@@ -282,7 +293,7 @@ def pattern_text(pat: UPat, depth: int = 2) -> str:
   return f"{head}({inner}{', ...' if pat.allow_any_len else ''})"
 
 
-def _rule(entry: tuple, i: int, matcher: str | None) -> Rule:
+def _rule(entry: tuple, i: int, matcher: str | None, optional: bool = False) -> Rule:
   """A matcher's entry (pattern, function[, name]) as a Rule; a malformed one says which entry of which matcher."""
   where = f"PatternMatcher {matcher!r} rule {i}"
   if not isinstance(entry, (tuple, list)) or len(entry) not in (2, 3):
@@ -291,7 +302,7 @@ def _rule(entry: tuple, i: int, matcher: str | None) -> Rule:
   name = entry[2] if len(entry) == 3 else None
   if name is not None and (not isinstance(name, str) or not name):
     raise TypeError(f"{where}: a rule's name is a non-empty str, got {name!r}")
-  return Rule(entry[0], entry[1], i, name, matcher)
+  return Rule(entry[0], entry[1], i, name, matcher, optional)
 
 
 def _admits_src0(pat: UPat, src0_op: Ops | None) -> bool:
@@ -307,11 +318,15 @@ def _admits_src0(pat: UPat, src0_op: Ops | None) -> bool:
 class PatternMatcher:
   """Rules indexed by op, tried in order; compose matchers with `+`."""
 
-  def __init__(self, rules: list[tuple[UPat, Callable] | tuple[UPat, Callable, str]], name: str | None = None):
+  def __init__(self, rules: list[tuple[UPat, Callable] | tuple[UPat, Callable, str]], name: str | None = None,
+               optional: bool = False):
     """rules: (pattern, function) pairs, or (pattern, function, name) where the function's name would not say what
-    the rule does (a lambda; one function behind several rules)."""
+    the rule does (a lambda; one function behind several rules). optional: skipping any match of these rules keeps
+    the program valid (Rule.optional; matchers built from their entries keep the mark)."""
     self.name = name
-    self.rules = [r if isinstance(r, Rule) else _rule(r, i, name) for i, r in enumerate(rules)]
+    self.rules = [r if isinstance(r, Rule) else _rule(r, i, name, optional) for i, r in enumerate(rules)]
+    if optional:
+      _OPTIONAL_FNS.update(r.fn for r in self.rules)
     self.pdict: dict[Ops, list[Rule]] = {}
     self.wildcard: list[Rule] = []
     for r in self.rules:
@@ -350,6 +365,114 @@ class PatternMatcher:
     return None
 
 
+# ---- switches: rules and opts turned off (docs/architecture.md, "Switches")
+
+def parse_ranges(text: str, var: str = "SKIP_MATCHES") -> tuple[tuple[int, float], ...]:
+  """SKIP_MATCHES's ranges of match numbers: "5", "3-7" (both included), "3-" (to the end), comma-separated."""
+  out = []
+  for part in filter(None, (p.strip() for p in text.split(","))):
+    lo, dash, hi = part.partition("-")
+    try:
+      a = int(lo)
+      b = float("inf") if dash and not hi.strip() else int(hi) if dash else a
+    except ValueError:
+      raise ValueError(f"{var}: {part!r} is not a number, a range a-b or an open range a-") from None
+    if a < 0 or b < a:
+      raise ValueError(f"{var}: {part!r} is not a range of match numbers (0 <= a <= b)")
+    out.append((a, b))
+  return tuple(out)
+
+
+def _names(text: str) -> frozenset[str]:
+  return frozenset(filter(None, (n.strip() for n in text.split(","))))
+
+
+class Switches:
+  """What a run turns off: rules by name (SKIP_RULES="name1,name2"), kernel opts (SKIP_OPTS=1 all of them, or
+  "kernel name, opt name" items such as "r_16_16,UPCAST"), and optional transformations by number (SKIP_MATCHES="a-b":
+  the run's optional transformations, every match of an optional rule and every applied kernel opt, are numbered
+  0, 1, ... in the order they happen, which is deterministic). SKIP_REPORT=FILE writes, when the process exits, how
+  many were numbered and, for SKIP_DESCRIBE=k, what the k-th was (`python -m compiler.trace bisect` reads it)."""
+
+  def __init__(self, rules: frozenset[str] = frozenset(), ranges: tuple = (), opts: frozenset[str] = frozenset(),
+               describe: int | None = None):
+    self.rules, self.ranges, self.opts, self.describe = rules, ranges, opts, describe
+    self.count = 0  # optional transformations numbered so far
+    self.skipped = 0  # of them, and of the named rules' matches, how many were turned off
+    self.described: dict[str, Any] | None = None
+    self.kernel: str | None = None  # the kernel being optimized and compiled (compiler.engine sets it)
+
+  @staticmethod
+  def from_env() -> Switches | None:
+    """The environment's switches; None where none is set (then graph_rewrite checks nothing more)."""
+    env = {k: os.environ.get(k, "") for k in ("SKIP_RULES", "SKIP_MATCHES", "SKIP_OPTS", "SKIP_REPORT",
+                                                "SKIP_DESCRIBE")}
+    if not any(env.values()):
+      return None
+    opts = _names(env["SKIP_OPTS"])
+    describe = env["SKIP_DESCRIBE"].strip()
+    if describe and not describe.isdigit():
+      raise ValueError(f"SKIP_DESCRIBE must be a match number, got {describe!r}")
+    sw = Switches(_names(env["SKIP_RULES"]), parse_ranges(env["SKIP_MATCHES"]),
+                  frozenset({"*"}) if opts & {"1", "all"} else opts - {"0"}, int(describe) if describe else None)
+    if env["SKIP_REPORT"]:
+      atexit.register(sw.write_report, env["SKIP_REPORT"])
+    return sw
+
+  def meta(self) -> dict[str, Any]:
+    """What was off, for the trace's meta record (the viewer and `compiler.trace info` say it)."""
+    ranges = ",".join(f"{a}" if a == b else f"{a}-" if b == float("inf") else f"{a}-{b}" for a, b in self.ranges)
+    return {"rules": sorted(self.rules), "matches": ranges, "opts": sorted(self.opts)}
+
+  def active(self) -> bool:
+    """Whether anything is turned off (a run that only numbers, for SKIP_REPORT, is not)."""
+    return bool(self.rules or self.ranges or self.opts)
+
+  def _number(self, what: Callable[[], dict[str, Any]]) -> bool:
+    n = self.count
+    self.count = n + 1
+    if n == self.describe:
+      self.described = {**what(), "match": n}
+    return any(a <= n <= b for a, b in self.ranges)
+
+  def rule_off(self, rule: Rule, rw: _Rewriter) -> bool:
+    """Number a match of rule (an optional one) and say whether it is off (skipped: as if the rule had not matched)."""
+    off = rule.name in self.rules or (rule.optional and self._number(lambda: self._rule_info(rule, rw)))
+    self.skipped += off
+    return off
+
+  def opt_off(self, opt_name: str, kernel: str, where: tuple[str, int]) -> bool:
+    """Number an applied kernel opt (`UPCAST(0, 4)` of kernel `r_16_16`) and say whether it is off."""
+    def info() -> dict[str, Any]:
+      return {"kind": "opt", "name": opt_name, "file": where[0], "line": where[1], "pass": "optimize",
+              "kernel": kernel, **self._where(None, None)}
+    numbered_off = self._number(info)
+    off = numbered_off or "*" in self.opts or kernel in self.opts or opt_name.partition("(")[0] in self.opts
+    self.skipped += off
+    return off
+
+  def _rule_info(self, rule: Rule, rw: _Rewriter) -> dict[str, Any]:
+    file, line = rule.location
+    return {"kind": "rule", "name": rule.name, "file": file, "line": line, "pass": rw.name, "kernel": self.kernel,
+            **self._where(rw.rw_id if rw.rec is not None else None, rw.matches + 1 if rw.rec is not None else None)}
+
+  @staticmethod
+  def _where(rw_id: int | None, step: int | None) -> dict[str, Any]:
+    """Where the viewer shows it in the trace being recorded: context, rewrite and step (None where untraced)."""
+    rec = recorder.RECORDER
+    return {"ctx": rec.ctx_stack[-1] if rec is not None else None, "rw": rw_id, "step": step}
+
+  def write_report(self, path: str) -> None:
+    """Write {"count", "skipped", "described"} to path (at exit, for `python -m compiler.trace bisect`)."""
+    import json
+    with open(path, "w") as f:
+      json.dump({"count": self.count, "skipped": self.skipped, "described": self.described}, f)
+
+
+# the switches of this run (env, read once); None: none, and a match costs one check
+SWITCHES: Switches | None = Switches.from_env()
+
+
 class RewriteLoopError(RuntimeError):
   """A graph_rewrite did not reach a fixed point."""
 
@@ -373,6 +496,8 @@ class _Rewriter:
         for caps in rule.pat.match(u, {}):
           ret = rule.fn(ctx=ctx, **caps) if rule.takes_ctx else rule.fn(**caps)
           if ret is not None and ret is not u:
+            if SWITCHES is not None and SWITCHES.rule_off(rule, self):  # (a match's one check when no switch is on)
+              continue
             return self._matched(rule, ret)
       return None, None
     return self._apply_recorded(u, rec)
@@ -388,6 +513,8 @@ class _Rewriter:
           rec.match_error(self.rw_id, rule, u, e)
           raise
         if ret is not None and ret is not u:
+          if SWITCHES is not None and SWITCHES.rule_off(rule, self):
+            continue
           self._matched(rule, ret)
           rec.match(self.rw_id, rule, u, ret, perf_counter_ns() - t0)
           return ret, rule

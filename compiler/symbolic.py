@@ -213,7 +213,7 @@ constant_folding = PatternMatcher([
   (UPat(Ops.CAST, name="u", src=(UPat.cvar("c"),)), fold_cast),
   (UPat(Ops.BITCAST, name="u", src=(UPat.cvar("c"),)), fold_bitcast),
   (UPat(GroupOp.ALU | {Ops.CAST}, name="u"), fold_by_bounds),
-], name="constant_folding")
+], name="constant_folding", optional=True)
 
 
 # ---- identities
@@ -366,7 +366,7 @@ identities = PatternMatcher([
   (UPat((Ops.CMPNE, Ops.CMPEQ), name="u", src=[_bool_x, UPat.cvar("c", dtypes.bool)]), bool_cmp_const),
   (UPat(Ops.CAST, name="u", src=(_x,)), cast_noop),
   (UPat(Ops.CAST, name="u", src=(UPat(Ops.CAST, name="mid", src=(_x,)),)), cast_roundtrip),
-], name="identities")
+], name="identities", optional=True)
 
 
 # ---- index math (ints)
@@ -601,7 +601,7 @@ index_simplify = PatternMatcher([
   (UPat(Ops.CMPLT, src=(_c, _x)), gt_linear),
   (UPat((Ops.CMPNE, Ops.CMPEQ), name="u", src=[UPat(Ops.ADD, src=[_x, _c1]), _c2]), eq_offset),
   (UPat((Ops.AND, Ops.OR), name="u", src=[UPat(Ops.CMPLT, name="a"), UPat(Ops.CMPLT, name="b")]), and_or_bounds),
-], name="index_simplify")
+], name="index_simplify", optional=True)
 
 
 # ---- canonical order
@@ -616,7 +616,7 @@ def commutative_order(u: UOp) -> UOp | None:
 
 canonical_order = PatternMatcher([
   (UPat(GroupOp.Commutative, name="u", src=(UPat(), UPat())), commutative_order),
-], name="canonical_order")
+], name="canonical_order", optional=True)
 
 
 symbolic = PatternMatcher([r.entry for pm in (constant_folding, identities, index_simplify, canonical_order)

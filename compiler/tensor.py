@@ -7,12 +7,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from compiler import oracle, tensor_nn
 from compiler import realize as realize_state
-from compiler import tensor_nn
 from compiler.dtype import DType, dtypes, least_upper_dtype, truncate
 from compiler.realize import note_draw, run_schedule
 from compiler.runtime.buffer import buffer_of, new_buffer_uop
-from compiler.schedule.assign import assign_target, assigns_run, stale_readers
+from compiler.schedule.assign import assign_target, assigns_run, forget_overwritten, stale_readers
 from compiler.schedule.rangeify import create_schedule
 from compiler.schedule.shape import shape_of
 from compiler.tensor_mixins import AutogradMixin, CreationMixin, ElementwiseMixin, IndexingMixin, NnMixin, ReduceMixin
@@ -296,8 +296,11 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     if PENDING_ASSIGNS:  # (no in-place write waiting, the usual realize: no walk)
       todo, run = Tensor._with_stale_readers(todo)
     uops = [t.uop for t in todo]  # read first: a tensor listed twice is rebound on its first visit
-    schedule, becomes = create_schedule(uops, _realized)
-    run_schedule(schedule)
+    if oracle.enabled():  # ORACLE=1: the graph as written, evaluated by numpy; no schedule, no rewrite
+      becomes = Tensor._oracle_realize(uops)
+    else:
+      schedule, becomes = create_schedule(uops, _realized)
+      run_schedule(schedule)
     for a in run:  # an assign run inside a graph is read from its buffer from now on, never run again
       _realized[a] = a.src[0]
       PENDING_ASSIGNS.discard(a)
@@ -313,6 +316,21 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
       # (hash-consing), which would then read a buffer instead of folding them, and two such tensors one buffer
       if _reads_buffer(u):
         _realized[u] = t.uop
+
+  @staticmethod
+  def _oracle_realize(uops: list[UOp]) -> dict[UOp, UOp]:
+    """ORACLE=1's realize (compiler.oracle): each output's value into a buffer of its own, then the in-place writes
+    (every value read the buffers as they were before them, as a schedule does); the map output -> buffer view."""
+    values, writes = oracle.evaluate(uops, _realized)
+    becomes = {u: UOp(Ops.RESHAPE, u.dtype, (new_buffer_uop(u.dtype, v.size, np.ascontiguousarray(v).ravel()),),
+                      shape_of(u)) for u, v in zip(uops, values)}
+    written = {oracle.write(target, v) for target, v in writes}
+    if written:
+      forget_overwritten(_realized, written)
+      for u in uops:  # an assign's result is its target (read from the buffer it wrote), as the scheduler's
+        if u.op is Ops.ASSIGN and buffer_of_view(u.src[0]) is not None:
+          becomes[u] = u.src[0]
+    return becomes
 
   @staticmethod
   def _with_stale_readers(todo: list[Tensor]) -> tuple[list[Tensor], set[UOp]]:
@@ -360,7 +378,10 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     u = self.uop
     while u.op is Ops.RESHAPE:
       u = u.src[0]
-    return buffer_of(u).numpy().reshape(self.shape)
+    out = buffer_of(u).numpy().reshape(self.shape)
+    if oracle.READBACK is not None:  # (python -m compiler.trace bisect compares what the script reads)
+      oracle.note_read(out)
+    return out
 
   def tolist(self) -> Any:
     return self.numpy().tolist()
@@ -752,7 +773,9 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     a, b = self._broadcasted(y, "pow", reverse)
     if not dtypes.is_float(a.dtype):
       return a._int_pow(b)
-    return a._float_pow(b.cast(a.dtype))
+    # one POW node, whose derivative is torch's ("d/dx POW" in gradient.py; _float_pow's formula's was 0 where
+    # torch's is inf or nan); the scheduler lowers it to that formula (_lower_pow)
+    return a._alu(Ops.POW, b.cast(a.dtype))
 
   def _pow_by_squaring(self, n: int) -> Tensor:
     """self ** n for a Python int n: exact for ints, accurate for floats (a negative n only for floats)."""

@@ -368,7 +368,8 @@ def test_a_kernel_compiled_before_a_trace_is_compiled_again_for_it(tmp_path):
     kernel_ctxs = {r["id"] for r in recs if r["t"] == "ctx_begin" and r["kind"] == "kernel"}
     runs = [r for r in recs if r["t"] == "run"]
     assert compiled and compiled <= kernel_ctxs and len(kernel_ctxs) == 2 * len(compiled)
-    assert len(runs) == len(kernel_ctxs) and {r["ctx"] for r in runs} == compiled
+    # each run is filed under the context that ran it (the second realize's kernels reuse the first's compile)
+    assert len(runs) == len(kernel_ctxs) and {r["ctx"] for r in runs} == kernel_ctxs
     passes = {r["ctx"] for r in recs if r["t"] == "rw_begin"}
     assert compiled <= passes  # each compiled kernel's context holds its codegen passes
 

@@ -73,7 +73,7 @@ pm_fold = PatternMatcher([
   (UPat.var("x", dtypes.ints) % UPat.cvar("d"), mod_small),
   (UPat((Ops.IDIV, Ops.MOD), dtype=dtypes.ints, src=(UPat.var(), UPat(Ops.CONST)), name="x"), _fold_divmod),
   (UPat(tuple(GroupOp.ALU), dtype=_int, name="u"), fold_by_bounds),
-], name="index_fold")
+], name="index_fold", optional=True)
 
 
 def simplify(sink: UOp) -> UOp:

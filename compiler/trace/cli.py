@@ -158,6 +158,9 @@ def _print_info(s: dict[str, Any]) -> None:
     f"time      rewrites {_ms(s['time']['rewrites_s'])}, LLVM compiles {_ms(s['time']['compile_s'])}, "
     f"kernel runs {_ms(s['time']['runs_s'])}",
   ]
+  if isinstance(off := m.get("off"), dict):  # the switches the run was made with (compiler.rewrite.Switches)
+    lines.append(f"off       rules {off.get('rules') or '-'}, matches {off.get('matches') or '-'}, "
+                 f"opts {off.get('opts') or '-'}")
   if s["memory"]["allocs"]:
     lines.append(_memory_line(s["memory"]))
   if s["exit"] is not None:
@@ -236,6 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "being written), 2 not a readable trace.")
   val.add_argument("file", metavar="FILE", help="a .vztrace file")
   val.set_defaults(fn=cmd_validate)
+  sub.add_parser("bisect", help="which rewrite broke my values: run a script compiled and against the oracle, and "
+                 "bisect its optional transformations (bisect [--json] -- python script.py ARGS)", add_help=False)
   for name, what in TOOLS.items():  # listed here, run by viz_server.tools (main() hands their arguments over)
     sub.add_parser(name, help=what, add_help=False)
   return p
@@ -256,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
   argv = sys.argv[1:] if argv is None else argv
   if argv and argv[0] in TOOLS:
     return run_tool(argv)
+  if argv and argv[0] == "bisect":  # (its own parser: everything after `--` is the user's command)
+    from compiler.trace.bisect import main as bisect_main
+    return bisect_main(argv[1:])
   args = build_parser().parse_args(argv)
   try:
     return args.fn(args)

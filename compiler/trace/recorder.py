@@ -431,9 +431,13 @@ class Recorder:
     # kernel name -> the call sites of the ops it computes (the latest schedule's): its kernel contexts carry them
     self.kernel_sites: dict[str, tuple[list[dict], int]] = {}
     self.match_log: list[tuple[UOp, UOp]] | None = None  # (before, after) of each match, while a schedule asks
-    self._enqueue({"t": "meta", "version": TRACE_FORMAT_VERSION, "argv": list(sys.argv),
-                   "host": socket.gethostname(), "pid": os.getpid(), "python": platform.python_version(),
-                   "started": time.time(), "cwd": os.getcwd(), "user": _user()})
+    meta = {"t": "meta", "version": TRACE_FORMAT_VERSION, "argv": list(sys.argv), "host": socket.gethostname(),
+            "pid": os.getpid(), "python": platform.python_version(), "started": time.time(), "cwd": os.getcwd(),
+            "user": _user()}
+    switches = getattr(sys.modules.get("compiler.rewrite"), "SWITCHES", None)  # (rewrite imports this module)
+    if switches is not None and switches.active():  # what SKIP_RULES / SKIP_MATCHES / SKIP_OPTS turned off
+      meta["off"] = switches.meta()
+    self._enqueue(meta)
     self._enqueue({"t": "ctx_begin", "id": 0, "parent": None, "name": "default", "kind": "default",
                    "ts": time.time()})
 
