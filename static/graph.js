@@ -33,6 +33,7 @@ export class GraphView {
     this.hits = [];
     this.hitSet = new Set();
     this.hitIndex = -1;
+    this.lineHits = new Set();  // the nodes of a hovered or pinned source line (static/source.js), drawn as hits
     this.collapse = false;
     this.spaced = null;      // bounds of the drawn boxes while respaced for collapsed constants (see _respace)
     this.view = {x: 0, y: 0, k: 1};
@@ -310,7 +311,15 @@ export class GraphView {
       }
     }
     this.hitSet = new Set(this.hits);
+    for (const id of this.lineHits) if (this.nodes.has(id)) this.hitSet.add(id);
     this.redraw();
+  }
+
+  /** Mark the nodes a source line came from as hits (beside the search's); returns how many are in the graph. */
+  markNodes(ids) {
+    this.lineHits = new Set(ids);
+    this._recompute();
+    return [...this.lineHits].filter((id) => this.nodes.has(id)).length;
   }
 
   // ---- view: pan / zoom / fit
@@ -470,6 +479,13 @@ export class StepGraphView extends GraphView {
     this.cutNote = h("div", {id: "cut-note", class: "cut-note", role: "status"});
     this.cutNote.hidden = true;
     wrap.append(this.cutNote);
+    // lines to nodes and back with the source panel (static/source.js: SOURCE_NODES, GRAPH_SELECT)
+    document.addEventListener("source-nodes", (ev) => this.markNodes(ev.detail.ids || []));
+  }
+
+  select(id, opts = {}) {
+    super.select(id, opts);
+    document.dispatchEvent(new CustomEvent("graph-select", {detail: {id: this.selected}}));
   }
 
   /** Show step `step` of rewrite `rw` of trace `trace` (`steps`: the rewrite's step count; `fit`: refit the view);

@@ -4,12 +4,65 @@ import {coloredName, fmtSeconds, h, put, safeHighlighted} from "./dom.js";
 
 const KIND_NAMES = {llvm_ir: "LLVM IR", opt_ir: "optimized IR", asm: "assembly"};
 
+// Lines to nodes and back (issue 32): a source's `nodes` name, per line, the trace nodes it came from. Hovering or
+// clicking (to pin) a line asks the kernel's graph to light its nodes up ("source-nodes" on the document, which
+// graph.js's StepGraphView hears); a node selected in the graph ("graph-select") lights its lines up here.
+export const SOURCE_NODES = "source-nodes";
+export const GRAPH_SELECT = "graph-select";
+// (set through the CSSOM: the page's CSP allows no inline style sheet)
+const LINE_HIT_BG = "rgba(250, 204, 21, 0.35)", LINE_PIN_OUTLINE = "1px solid rgba(250, 204, 21, 0.9)";
+
+/** The highlighted fragment cut into one span per line (a token spanning lines keeps its text, not its color). */
+function lineSpans(frag) {
+  const lines = [];
+  let cur = h("span", {class: "src-line"});
+  for (const node of [...frag.childNodes]) {
+    const text = node.textContent;
+    if (!text.includes("\n")) { cur.appendChild(node); continue; }
+    text.split("\n").forEach((part, i) => {
+      if (i) { lines.push(cur); cur = h("span", {class: "src-line"}); }
+      if (part) cur.appendChild(document.createTextNode(part));
+    });
+  }
+  lines.push(cur);
+  return lines;
+}
+
 export class SourcePanel {
   constructor(el, {onPick}) {
     this.el = el;
     this.onPick = onPick;
     this.kind = "llvm_ir";
     this.gen = 0;
+    this.lines = [];     // the shown source's line spans, and per line its node ids (null: no map)
+    this.nodes = null;
+    this.pinned = null;  // the clicked line, whose nodes stay lit until another click
+    document.addEventListener(GRAPH_SELECT, (ev) => this.markNode(ev.detail.id));
+  }
+
+  /** Light up the lines that came from node `id` (none for null), the first scrolled into view; their count. */
+  markNode(id) {
+    let first = null, n = 0;
+    this.lines.forEach((el, i) => {
+      const on = id !== null && this.nodes !== null && (this.nodes[i] || []).includes(id);
+      el.classList.toggle("src-hit", on);
+      el.style.background = on ? LINE_HIT_BG : "";
+      if (on) { n += 1; first = first ?? el; }
+    });
+    if (first) first.scrollIntoView({block: "nearest"});
+    this.el.dataset.lineHits = String(n);
+    return n;
+  }
+
+  /** Ask the graph to light up the nodes of line i (none for null), and name them and the kernel's call sites. */
+  _lineNodes(i, k) {
+    const ids = i === null || this.nodes === null ? [] : (this.nodes[i] || []);
+    document.dispatchEvent(new CustomEvent(SOURCE_NODES, {detail: {ctx: k.ctx, ids}}));
+    const info = this.el.querySelector(".line-info");
+    if (!info) return;
+    const sites = (k.callsites || []).map((c) => `${String(c.file).split("/").pop()}:${c.line} in ${c.function}`);
+    put(info, i === null ? "" : `line ${i + 1}: ` + (ids.length ? `nodes ${ids.map((x) => `#${x}`).join(", ")}`
+      + (sites.length ? ` · from ${sites.join(", ")}` : "") : "no node"));
   }
 
   async show(trace, ctx) {
@@ -49,12 +102,37 @@ export class SourcePanel {
       class: x.kind === this.kind ? "active" : null, dataset: {kind: x.kind},
       onclick: () => { this.kind = x.kind; this._render(k); }}, KIND_NAMES[x.kind] ?? x.kind)));
     const code = h("pre", {class: "code source highlight", dataset: {kind: cur.kind}});
-    if (cur.html) code.appendChild(safeHighlighted(cur.html)); else code.textContent = cur.text ?? "";
+    const frag = cur.html ? safeHighlighted(cur.html) : document.createTextNode(cur.text ?? "");
+    this.nodes = Array.isArray(cur.nodes) ? cur.nodes : null;
+    this.pinned = null;
+    if (this.nodes === null) { code.appendChild(frag); this.lines = []; } else {
+      const holder = document.createDocumentFragment();
+      holder.appendChild(frag);
+      this.lines = lineSpans(holder);
+      this.lines.forEach((el, i) => {
+        el.dataset.line = String(i);
+        if ((this.nodes[i] || []).length) el.classList.add("src-mapped");
+        if (i) code.appendChild(document.createTextNode("\n"));
+        code.appendChild(el);
+      });
+      const lineOf = (ev) => { const el = ev.target.closest?.(".src-line"); return el ? Number(el.dataset.line) : null; };
+      code.addEventListener("mouseover", (ev) => { if (this.pinned === null) this._lineNodes(lineOf(ev), k); });
+      code.addEventListener("mouseleave", () => { if (this.pinned === null) this._lineNodes(null, k); });
+      code.addEventListener("click", (ev) => {
+        const i = lineOf(ev);
+        this.pinned = i === this.pinned ? null : i;
+        this.lines.forEach((el, j) => {
+          el.classList.toggle("src-pinned", j === this.pinned);
+          el.style.outline = j === this.pinned ? LINE_PIN_OUTLINE : "";
+        });
+        this._lineNodes(i, k);
+      });
+    }
     const lines = String(cur.text ?? "").split("\n").length;
     put(this.el,
       h("div", {class: "panel-head"}, h("div", {class: "title"}, coloredName(k.name, k.kname_colors)),
         h("div", {class: "sub muted"}, `compile ${fmtSeconds(cur.compile_s)} · ${lines} lines`)),
-      tabs, code,
+      tabs, this.nodes !== null ? h("div", {class: "line-info muted small"}, "") : null, code,
       // the server sends a long text's start only (api.MAX_SOURCE_CHARS): say so rather than show it as whole
       cur.truncated ? h("p", {class: "muted small"}, `… cut: the first ${String(cur.text ?? "").length} of `
         + `${cur.chars} characters (the whole text is in the trace file)`) : null);

@@ -384,7 +384,8 @@ def kernel(t: int, c: int) -> Any:
     if ctx is None:
       fail(404, f"no context {c} in trace {t}")
     beam = [{k: b.get(k) for k in ("round", "opts", "time", "error", "chosen")} for b in ctx.beam[:MAX_LIST]]
-    sources = [(s["kind"], s["text"], s.get("compile_s"), s.get("chars")) for s in ctx.sources[:MAX_LIST]]
+    sources = [(s["kind"], s["text"], s.get("compile_s"), s.get("chars"), line_nodes(s))
+               for s in ctx.sources[:MAX_LIST]]
     body = {"ctx": c, "name": ctx.name, "kname_colors": kname_colors(ctx),
             "opts": [_opt(o) for o in ctx.opts[:MAX_LIST]], "beam": beam,
             "runs": [run_entry(r) for r in ctx.runs[:MAX_LIST]], "errors": ctx.errors[:MAX_LIST],
@@ -396,16 +397,30 @@ def kernel(t: int, c: int) -> Any:
   return jsonify(body)
 
 
-def _sources(sources: list[tuple[str, str, Any, int | None]]) -> list[dict]:
+def line_nodes(src: dict) -> list[list[int]] | None:
+  """Per line of a source record, the trace node ids of the UOps it came from (its `lines` map through its `uops`);
+  None for a record without them (before 2.4). A position that is no int or names no UOp is left out."""
+  lines, uops = src.get("lines"), src.get("uops")
+  if type(lines) is not list or type(uops) is not list:
+    return None
+  n = len(uops)
+  return [[uops[i] for i in ln if type(i) is int and 0 <= i < n and type(uops[i]) is int] if type(ln) is list else []
+          for ln in lines]
+
+
+def _sources(sources: list[tuple[str, str, Any, int | None, list | None]]) -> list[dict]:
   """The kernel's source texts, each cut to MAX_SOURCE_CHARS and all to MAX_KERNEL_CHARS (`chars`: the whole
-  text's length, also where the store kept only its start; `truncated`: whether it was cut)."""
+  text's length, also where the store kept only its start; `truncated`: whether it was cut); `nodes`: per line shown,
+  the node ids it came from (line_nodes; null without a map)."""
   out, room = [], MAX_KERNEL_CHARS
-  for kind, text, cs, chars in sources:
+  for kind, text, cs, chars, nodes in sources:
     shown = text[:max(0, min(MAX_SOURCE_CHARS, room))]
     room -= len(shown)
     whole = len(text) if chars is None else chars
+    if nodes is not None:
+      nodes = nodes[:shown.count("\n") + 1]
     out.append({"kind": kind, "text": shown, "html": highlight(shown, kind), "compile_s": cs, "chars": whole,
-                "truncated": len(shown) < whole})
+                "truncated": len(shown) < whole, "nodes": nodes})
   return out
 
 

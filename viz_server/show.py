@@ -240,8 +240,12 @@ class Show:
         if s["kind"] != kind:
           continue
         found += 1
+        # each line with the trace node ids it came from (empty where the trace has no line map: before 2.4)
+        nodes = s.get("nodes") or []
+        lines = [{"line": i + 1, "text": t, "nodes": nodes[i] if i < len(nodes) else []}
+                 for i, t in enumerate(s["text"].split("\n"))]
         self.emit({"type": "source", "ctx": k["ctx"], "name": k["name"], "kind": kind, "text": s["text"],
-                   "compile_s": s["compile_s"]},
+                   "compile_s": s["compile_s"], "lines": lines},
                   f"{p('; kernel %s (context %d), %s' % (safe(k['name']), k['ctx'], safe(kind)), 'bold')}\n"
                   f"{safe_block(s['text'])}")
     if not found:

@@ -89,12 +89,18 @@ def bufs_in_array(nbufs: int) -> bool:
   return nbufs > MAX_BUF_ARGS
 
 
+# debug metadata numbers: !0 the compile unit, !1 its file, then the kernel's subprogram, its type and the module flag;
+# the location of the UOp at position i is !(_DBG_LOC + i), the loops' metadata after all of those
+_DBG_SP = 2
+_DBG_LOC = 5
+
+
 def _sym(name: str) -> str:
   return re.sub(r"[^A-Za-z0-9_]", "_", name) or "k"
 
 
 class _Renderer:
-  def __init__(self, kname: str, fname: str, lin: Linear, nbufs: int, vars_: list[UOp]):
+  def __init__(self, kname: str, fname: str, lin: Linear, nbufs: int, vars_: list[UOp], debug: bool = True):
     self.kname, self.fname, self.lin = kname, fname, lin
     self.nbufs, self.vars = nbufs, vars_
     self.lines: list[str] = []
@@ -107,6 +113,10 @@ class _Renderer:
     self.fused_muls: set[UOp] = set()  # float products an accumulation may fuse (fma)
     self.loop_md: list[str] = []
     self.outer_loops: set[int] = set()
+    # debug locations (see _debug_md): `at` is the position of the UOp being rendered, None outside any
+    self.debug, self.at = debug, None
+    self.locs: set[int] = set()
+    self.md_base = _DBG_LOC + len(lin.uops) if debug else 0  # the loops' metadata come after the locations
 
   # ---- helpers
   def err(self, reason: str, u: UOp) -> CodegenError:
@@ -117,7 +127,14 @@ class _Renderer:
     return f"%{hint}{self.tmp}"
 
   def emit(self, line: str) -> None:
-    self.lines.append("  " + line)
+    self.lines.append("  " + line + self.dbg(self.at))
+
+  def dbg(self, at: int | None) -> str:
+    """The `!dbg` attachment of an instruction made for the UOp at position `at` ("" for none)."""
+    if at is None or not self.debug:
+      return ""
+    self.locs.add(at)
+    return f", !dbg !{_DBG_LOC + at}"
 
   def label(self, name: str) -> None:
     self.lines.append(f"{name}:")
@@ -198,6 +215,7 @@ class _Renderer:
       self.emit(f"%data{i} = load ptr, ptr %data{i}.at, align 8")
     loop_state: dict[UOp, dict] = {}
     for i, u in enumerate(self.lin.uops):
+      self.at = i
       if u.op is Ops.RANGE:
         loop_state[u] = self._open(u, i, carried.get(i, []))
       elif u.op is Ops.END:
@@ -216,12 +234,29 @@ class _Renderer:
         self._store(u)
       else:
         self.names[u] = self._value(u, i)
+    self.at = None
     self.emit("ret void")
     body = "\n".join(self.lines)
     decls = "\n".join(sorted(self.decls))
-    md = "".join(f"{m}\n" for m in self.loop_md)
-    return (f"; kernel {self.kname}\n{decls}\n\ndefine void @{self.fname}({', '.join(params)}) #0 {{\n{body}\n}}\n\n"
-            f'attributes #0 = {{ nounwind "frame-pointer"="none" }}\n{md}')
+    md = "".join(f"{m}\n" for m in self.loop_md) + (self._debug_md() if self.debug else "")
+    sp = f" !dbg !{_DBG_SP}" if self.debug else ""
+    return (f"; kernel {self.kname}\n{decls}\n\ndefine void @{self.fname}({', '.join(params)}) #0{sp} {{\n{body}\n}}"
+            f'\n\nattributes #0 = {{ nounwind "frame-pointer"="none" }}\n{md}')
+
+  def _debug_md(self) -> str:
+    """Line-table debug info whose line N is the UOp at position N - 1 of the linearized kernel (DWARF's line 0 is
+    "no line"): LLVM's optimizer keeps an instruction's location and its code generator writes them as `.loc`
+    directives, so each line of the optimized IR and of the assembly names the UOps it came from (source_lines)."""
+    head = ['!llvm.dbg.cu = !{!0}', f'!llvm.module.flags = !{{!{_DBG_SP + 2}}}',
+            '!0 = distinct !DICompileUnit(language: DW_LANG_C, file: !1, producer: "tinyviz", isOptimized: true, '
+            'runtimeVersion: 0, emissionKind: LineTablesOnly)',
+            f'!1 = !DIFile(filename: "{_sym(self.kname)}.uops", directory: "")',
+            f'!{_DBG_SP} = distinct !DISubprogram(name: "{self.fname}", scope: !1, file: !1, line: 1, type: '
+            f'!{_DBG_SP + 1}, scopeLine: 1, spFlags: DISPFlagDefinition | DISPFlagOptimized, unit: !0)',
+            f'!{_DBG_SP + 1} = !DISubroutineType(types: !{{}})',
+            f'!{_DBG_SP + 2} = !{{i32 2, !"Debug Info Version", i32 3}}']
+    locs = [f"!{_DBG_LOC + i} = !DILocation(line: {i + 1}, scope: !{_DBG_SP})" for i in sorted(self.locs)]
+    return "".join(f"{x}\n" for x in head + locs)
 
   def _loop_nesting(self) -> set[int]:
     """Positions of loops that contain another loop. LLVM's loop vectorizer is kept off them: once it has fully
@@ -296,18 +331,18 @@ class _Renderer:
     self.emit(f"%r{i}.next = add nuw nsw {ltype(r.dtype)} %r{i}, 1")
     latch = self.block
     if i in self.outer_loops:  # LLVM vectorizes only loops that are innermost here (see _loop_nesting)
-      self.loop_md.append(f"!{len(self.loop_md) * 2} = distinct !{{!{len(self.loop_md) * 2}, "
-                          f"!{len(self.loop_md) * 2 + 1}}}\n!{len(self.loop_md) * 2 + 1} = "
+      n = self.md_base + len(self.loop_md) * 2
+      self.loop_md.append(f"!{n} = distinct !{{!{n}, !{n + 1}}}\n!{n + 1} = "
                           '!{!"llvm.loop.vectorize.enable", i1 false}')
-      self.emit(f"br label %loop{i}, !llvm.loop !{(len(self.loop_md) - 1) * 2}")
+      self.emit(f"br label %loop{i}, !llvm.loop !{n}")
     else:
       self.emit(f"br label %loop{i}")
     self.lines[st["hdr"]] = (f"  %r{i} = phi {ltype(r.dtype)} [ {st['start']}, %{st['pre']} ], "
-                             f"[ %r{i}.next, %{latch} ]")
+                             f"[ %r{i}.next, %{latch} ]{self.dbg(i)}")
     for k, acc in enumerate(st["accs"]):
       t = ltype(acc.dtype)
       self.lines[st["hdr"] + 1 + k] = (f"  %acc{acc.arg}.l{i} = phi {t} [ {st['outer'][acc]}, %{st['pre']} ], "
-                                       f"[ {self.acc_cur[acc]}, %{latch} ]")
+                                       f"[ {self.acc_cur[acc]}, %{latch} ]{self.dbg(i)}")
       self.acc_cur[acc] = f"%acc{acc.arg}.l{i}"
     self.label(f"exit{i}")
     del r
@@ -690,12 +725,13 @@ def _scalef_intrinsic(dt: DType) -> str | None:
   return None
 
 
-def render_llvm(kname: str, fname: str, lin: Linear, nbufs: int, vars_: list[UOp]) -> str:
-  """LLVM IR text of one kernel function (see the module doc for the signature)."""
+def render_llvm(kname: str, fname: str, lin: Linear, nbufs: int, vars_: list[UOp], debug: bool = True) -> str:
+  """LLVM IR text of one kernel function (see the module doc for the signature); `debug`: with the debug locations
+  that map generated lines to UOps (_Renderer._debug_md), which leave the machine code as it is (tested)."""
   for u in lin.uops:
     if u.op not in (Ops.INDEX, Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.AFTER) and u.dtype != dtypes.void:
       try:
         ltype(u.dtype)
       except TypeError as e:
         raise CodegenError(kname, str(e), u) from None
-  return _Renderer(kname, fname, lin, nbufs, vars_).render()
+  return _Renderer(kname, fname, lin, nbufs, vars_, debug).render()

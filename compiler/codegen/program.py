@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -197,3 +198,49 @@ def _inline(s: UOp) -> str:
   return s.op.name
 
 
+
+
+# ---- generated lines to UOps: every line of a kernel's generated sources names the positions (in the linearized
+# program) of the UOps it came from. LLVM IR carries them as debug locations (llvmir._Renderer._debug_md: line N is
+# position N - 1), kept by the optimizer (`!dbg`) and written by the code generator as `.loc` directives.
+_DI_LOCATION = re.compile(r"^!(\d+) = (?:distinct )?!DILocation\(line: (\d+)")
+_DBG = re.compile(r"!dbg !(\d+)")
+_LOC = re.compile(r"^\s*\.loc\s+\d+\s+(\d+)")
+
+
+def source_lines(kind: str, text: str) -> list[list[int]]:
+  """Per line of a generated source of kind uops/llvm_ir/opt_ir/asm, the positions of the UOps it came from (none
+  for a label, a declaration or a directive). In assembly an instruction of line 0 (code LLVM made for more than one
+  location, e.g. a loop's vectorized remainder check) is given the location before it, the first one's after it."""
+  lines = text.split("\n")
+  if kind == "uops":  # format_uops: line i is the UOp at position i
+    return [[i] for i in range(len(lines))]
+  if kind in ("llvm_ir", "opt_ir"):
+    loc = {int(m[1]): int(m[2]) - 1 for x in lines if x.startswith("!") and (m := _DI_LOCATION.match(x))}
+    return [[loc[int(m[1])]] if (m := _DBG.search(x)) and loc.get(int(m[1]), -1) >= 0 else [] for x in lines]
+  if kind != "asm":
+    return [[] for _ in lines]
+  out: list[list[int]] = []
+  cur, pending = -1, []  # pending: instructions before the first location
+  for x in lines:
+    if (m := _LOC.match(x)) is not None:
+      line = int(m[1]) - 1
+      if line >= 0:
+        cur = line
+        for k in pending:
+          out[k] = [cur]
+        pending = []
+      out.append([])
+    elif _is_instruction(x):
+      out.append([cur] if cur >= 0 else [])
+      if cur < 0:
+        pending.append(len(out) - 1)
+    else:
+      out.append([])
+  return out
+
+
+def _is_instruction(line: str) -> bool:
+  """Whether a line of AT&T assembly is an instruction (not a label, directive, comment or blank)."""
+  t = line.strip()
+  return bool(t) and line[:1] in (" ", "\t") and t[0] not in ".#" and not t.endswith(":")

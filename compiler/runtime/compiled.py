@@ -22,6 +22,7 @@ import numpy as np
 
 from compiler.codegen import Program, format_uops, get_program
 from compiler.codegen.llvmir import bufs_in_array
+from compiler.codegen.program import source_lines
 from compiler.runtime.buffer import Buffer, array_address
 from compiler.runtime.llvm import get_jit
 from compiler.runtime.threadpool import MAX_JOB_WORDS, entry_for, get_pool, job_words, run_serial
@@ -429,8 +430,10 @@ def compile_kernel(ast: UOp) -> CompiledKernel:
   compile_s = 0.0 if cached else jf.compile_s
   ctx = recorder.RECORDER.current_ctx if tracing else None
   if tracing:
-    recorder.record("source", kind="uops", text=format_uops(prg.uops), compile_s=0.0, ts=ts)
-    recorder.record("source", kind="llvm_ir", text=prg.src, compile_s=compile_s, ts=ts)
-    recorder.record("source", kind="opt_ir", text=jf.opt_ir, compile_s=compile_s, ts=ts)
-    recorder.record("source", kind="asm", text=jf.asm, compile_s=compile_s, ts=ts)
+    # each line's UOps (positions in prg.uops, source_lines) and each position's trace node: the viewer's way from a
+    # line to its nodes in the kernel's graph and back
+    uops = [recorder.RECORDER.node_id(u) for u in prg.uops]
+    for kind, text, cs in (("uops", format_uops(prg.uops), 0.0), ("llvm_ir", prg.src, compile_s),
+                           ("opt_ir", jf.opt_ir, compile_s), ("asm", jf.asm, compile_s)):
+      recorder.record("source", kind=kind, text=text, compile_s=cs, ts=ts, lines=source_lines(kind, text), uops=uops)
   return CompiledKernel(prg, jf.address, compile_s, ctx)
