@@ -120,6 +120,19 @@ def _cast_grads(x: UOp, g: UOp) -> Grads:
   return (g.cast(x.src[0].dtype) if dtypes.is_float(x.src[0].dtype) else None,)
 
 
+def _pow_grads(x: UOp, g: UOp) -> Grads:
+  """torch's pow_backward_self and pow_backward_exponent: g * b * a**(b - 1), 0 where b == 0, and g * a**b * ln a, 0
+  where a == 0 and b >= 0 (inf, -inf and nan where those are: b * 0**(b - 1) at a zero base, ln of a negative one).
+  Each where's unused branch gets safe inputs (b = 1, a = 1): its 0 * inf would be nan in a second derivative."""
+  a, b = x.src
+  zero_b = b.eq(_c(b, 0.0))
+  safe_b = _where(zero_b, _c(b, 1.0), b)
+  da = _where(zero_b, _c(g, 0.0), g * (safe_b * a.alu(Ops.POW, safe_b - _c(b, 1.0))))
+  zero_a = a.eq(_c(a, 0.0)) & (_c(b, 0.0).alu(Ops.CMPLT, b) | b.eq(_c(b, 0.0)))  # (b >= 0: false for nan)
+  safe_a = _where(zero_a, _c(a, 1.0), a)
+  return da, g * _where(zero_a, _c(x, 0.0), x * (safe_a.log2() * _c(a, _LN2)))
+
+
 def _flow(ctx: dict[UOp, UOp], x: UOp, prev: UOp, derivative: Callable[[UOp], Grads]) -> UOp | None:
   """Shares of x's gradient go to its (float) sources in ctx; the marker becomes GROUP(prev, *shares)."""
   g = ctx.get(x)
@@ -168,6 +181,7 @@ pm_gradient = PatternMatcher([
   _d(Ops.SIN, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g * (_c(x, math.pi / 2) - x.src[0]).sin(),))),
   _d(Ops.SQRT, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g / (x * _c(x, 2.0)),))),
   _d(Ops.RECIP, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (-g * x * x,))),
+  _d(Ops.POW, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _pow_grads(x, g))),
   _d(Ops.WHERE, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (
     None, _where(x.src[0], g, _c(g, 0.0)), _where(x.src[0], _c(g, 0.0), g)))),
   _d(Ops.CAST, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _cast_grads(x, g))),

@@ -808,16 +808,15 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     return (e < 0).where(neg_e, ret)
 
   def _float_pow(self, b: Tensor) -> Tensor:
-    """Elementwise float ** float as exp2(log2|a| * b) with pow's signs and special cases."""
+    """Elementwise float ** float as exp2(log2|a| * b) with pow's signs and special cases: what a POW node computes
+    (the scheduler's lowering, `_lower_pow`; its derivative is gradient.py's "d/dx POW", not this formula's)."""
     if self.dtype != dtypes.float64:  # log2's rounding error grows with the result's exponent: float64 holds it
       return self.cast(dtypes.float64)._float_pow(b.cast(dtypes.float64)).cast(self.dtype)
     a = self
-    # log2|a| * b is nan for 0 * inf (x**0 at 0, inf, nan; 1**inf) and for nan; at a base of 0 or inf it is right
-    # but its derivatives are 0 * inf. There the formula gets safe inputs (its result is not used), so no nan reaches
-    # the gradient (which is 0 there: torch's b * a**(b - 1) is inf for a = 0, b < 1 and a = inf, b > 1); everywhere
-    # else the result is the formula's, so x**0 and 1**y have their derivatives (ln x and y)
+    # log2|a| * b is nan for 0 * inf (x**0 at 0, inf, nan; 1**inf) and for nan, and at a base of 0 or inf the power
+    # is 0 or inf: there the formula gets safe inputs (its result is not used) and the special cases' values
     bad = (a.abs().log2() * b) != (a.abs().log2() * b)
-    edge = (a == 0) | (a.abs() == math.inf)  # the power is 0 or inf (derivative: inf / inf or 0 * inf)
+    edge = (a == 0) | (a.abs() == math.inf)  # the power is 0 or inf
     safe = bad | edge
     mag = (safe.where(1.0, a).abs().log2() * safe.where(0.0, b)).exp2()
     mag = edge.where((a == 0).where((b > 0).where(0.0, math.inf), (b > 0).where(math.inf, 0.0)), mag)
@@ -825,13 +824,27 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     b_int = b.trunc() == b  # false for nan, true for +-inf
     halved = b * 0.5
     b_odd = b_int & (halved.trunc() != halved)
-    # a negative base has a real power for integer exponents (odd ones negate it), and at -0 and -inf for any; a
-    # nan power has nan derivatives (as torch's): mag times nan, times 0 where it is not used (0 * nan is nan)
+    # a negative base has a real power for integer exponents (odd ones negate it), and at -0 and -inf for any; else
+    # nan: mag times nan, times 0 where it is not used
     not_real = neg_base & (b_int | (a == 0) | (a.abs() == math.inf)).logical_not()
     ret = not_real.where(mag * not_real.where(math.nan, 0.0), (neg_base & b_odd).where(-mag, mag))
     # x**0, 1**y and (-1)**+-inf are 1 even for inf and nan
     one = (b == 0) | (a == 1) | ((a == -1) & (b.abs() == math.inf))
     return bad.where(one.where(1.0, math.nan), ret)
+
+  @staticmethod
+  def _lower_pow(x: UOp) -> UOp:
+    """A float POW node of the tensor graph as `_float_pow`'s formula (the scheduler's "earliest rewrites"): the
+    kernels compute the values they computed before POW was one node. Its nodes' call site is the POW's (the `**`'s
+    line, as when the front end built the formula), not the frame realizing it that note_callsite would find."""
+    with recorder.untraced():
+      out = Tensor._of(x.src[0])._float_pow(Tensor._of(x.src[1])).uop
+    if (site := recorder.callsite_of(x)) is not None:
+      from compiler.uop import toposort
+      for u in toposort(out, gate=lambda y: y not in x.src):  # (not out: the scheduler finds the POW it stands for)
+        if u is not out:
+          u.__dict__.setdefault(recorder.CALLSITE_KEY, site)  # (the first maker keeps its own, as note_callsite)
+    return out
 
   def maximum(self, y: Tensor | Scalar) -> Tensor:
     a, b = self._broadcasted(y, "maximum")

@@ -177,3 +177,19 @@ def test_bad_callsites_are_damage(bad, why):
     validate_record(rec)
   old = {k: v for k, v in rec.items() if k != "callsites"}  # a trace before minor version 3
   assert validate_record(old)
+
+
+def test_a_kernel_reading_a_lowered_pow_keeps_the_lines_above_it(trace, fresh_caches):
+  """POW is lowered by a rule ("earliest rewrites"): the kernel computed from its result still names its own line,
+  found through the node the lowering rebuilt."""
+  x = Tensor(np.linspace(0.5, 2, 8, dtype=np.float32))
+  y = Tensor(np.linspace(1, 3, 8, dtype=np.float32))
+  p = x ** y; lp = _line()  # noqa: E702
+  q = p + 1; lq = _line()  # noqa: E702
+  q.realize()
+  recorder.disable()
+  name = "test_a_kernel_reading_a_lowered_pow_keeps_the_lines_above_it"
+  here = Path(__file__).resolve()
+  sites = [k[1] for k in _kernel_sites(trace)]
+  assert sites[-1] == [_site(here, lp, name), _site(here, lq, name)], [[c["line"] for c in s] for s in sites]
+  np.testing.assert_allclose(q.numpy(), np.linspace(0.5, 2, 8) ** np.linspace(1, 3, 8) + 1, rtol=1e-5)

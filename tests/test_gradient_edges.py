@@ -4,7 +4,8 @@ at 1, atanh at +-1, log and sqrt at 0), +-inf, and |x| large enough to overflow 
 Every differentiable unary op's gradient at those points, in float32 and float64 on both backends, against its
 analytic derivative in float64 (rounded to the dtype: an overflowing derivative is inf there too) and, where the
 derivative is a convention, torch's value (relu'(0) = 0, clamp's bounds 1, hardtanh's 0, elu'(0) = alpha); where
-torch's derivative is nan nothing is asserted, everywhere else the gradient must be finite exactly where it is.
+torch's derivative is nan nothing is asserted (pow's: nan exactly there), everywhere else the gradient must be
+finite exactly where it is.
 The derivatives themselves are checked against central finite differences in float64 at ordinary points, and a
 fixed-seed fuzz of random op chains (bench/fuzz_gradients.py) runs a few hundred cases."""
 from __future__ import annotations
@@ -17,6 +18,10 @@ from gradcheck import check_gradient
 
 from bench.fuzz_gradients import run_fuzz
 from compiler import Tensor, dtypes
+from compiler.schedule.bufferize import MIN_SHARED_EXPENSIVE
+from compiler.trace import recorder
+from compiler.uop import Ops
+from vztrace.reader import TraceReader
 
 INF = math.inf
 LN2 = math.log(2)
@@ -109,14 +114,14 @@ UNARY = {
   "sign": (lambda x: x.sign(), lambda x: np.zeros_like(x), "all", None),
   "floor": (lambda x: x.floor(), lambda x: np.zeros_like(x), "all", None),
   "round": (lambda x: x.round(), lambda x: np.zeros_like(x), "all", None),
-  "pow_2.5": (lambda x: x ** 2.5, lambda x: 2.5 * x ** 1.5, "pos_finite", None),
-  "pow_0.3": (lambda x: x ** 0.3, lambda x: 0.3 * x ** -0.7, "pos_nonzero", None),
+  "pow_2.5": (lambda x: x ** 2.5, lambda x: 2.5 * x ** 1.5, "pos", None),  # (torch's inf at inf)
+  "pow_0.3": (lambda x: x ** 0.3, lambda x: 0.3 * x ** -0.7, "pos", None),  # (torch's inf at 0)
   "pow_3": (lambda x: x ** 3, lambda x: 3 * x * x, "all", None),
   "pow_0": (lambda x: x ** 0, lambda x: np.zeros_like(x), "all", None),
   "pow_-2": (lambda x: x ** -2, lambda x: -2 * x ** -3.0, "nonzero", None),
   "rpow_2": (lambda x: 2 ** x, lambda x: 2.0 ** x * LN2, "all", None),
   "rpow_0.7": (lambda x: 0.7 ** x, lambda x: 0.7 ** x * math.log(0.7), "all", None),
-  "rpow_0": (lambda x: 0.0 ** x, lambda x: np.where(x >= 0, 0.0, np.nan), "all", None),
+  "rpow_0": (lambda x: 0.0 ** x, lambda x: np.where(x >= 0, 0.0, -np.inf), "all", None),  # (torch: inf * ln 0)
   "asin": (lambda x: x.asin(), lambda x: 1 / np.sqrt(1 - x * x), "unit", (2e-5, 1e-5, 0)),
   "acos": (lambda x: x.acos(), lambda x: -1 / np.sqrt(1 - x * x), "unit", (2e-5, 1e-5, 0)),
   "atan": (lambda x: x.atan(), lambda x: 1 / (1 + x * x), "all", (2e-5, 1e-5, 0)),
@@ -284,3 +289,114 @@ def test_fuzz_of_random_chains_against_finite_differences(monkeypatch):
   counts = run_fuzz(n=40, seed=2024, directions=1)
   assert counts["chains"] == 40 and counts["checks"] >= 40, counts
   assert counts["failures"] == 0, counts["reports"][:5]
+
+
+# ---- pow as one op (POW) with torch's derivative, lowered by the scheduler to the exp2/log2 formula
+
+POW_BASES = [0.0, -0.0, INF, -INF, -2.0, -1.0, -0.5, 0.5, 1.0, 2.0, 3.0, math.nan]
+POW_EXPONENTS = [-INF, -3.0, -2.0, -1.5, -1.0, -0.5, -0.0, 0.0, 0.3, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, INF, math.nan]
+
+
+def _torch_pow_grads(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """torch's pow_backward_self and pow_backward_exponent (FunctionsManual.cpp) in float64 numpy."""
+  with np.errstate(all="ignore"):
+    da = np.where(b == 0, 0.0, b * np.power(a, b - 1))
+    db = np.where((a == 0) & (b >= 0), 0.0, np.power(a, b) * np.log(a))
+  return da, db
+
+
+def assert_torch_derivative(got: np.ndarray, want: np.ndarray, rtol: float, what: str) -> None:
+  """assert_derivative, and nan exactly where torch's derivative is nan."""
+  assert_derivative(got, want, rtol, 0, what)
+  bad = np.isnan(got) != np.isnan(want)
+  assert not bad.any(), f"{what}: nan at {np.flatnonzero(bad)}: got {got[bad]}, want {want[bad]}"
+
+
+@pytest.mark.parametrize("dt", [dtypes.float32, dtypes.float64], ids=["float32", "float64"])
+def test_pow_derivatives_are_torchs_at_zero_inf_and_negative_bases(backend, dt):
+  # were 0 at a zero base (torch: b * 0**(b - 1): inf for 0 < b < 1, 1 at b == 1, -inf for b < 0) and at an infinite
+  # one with b > 1 (torch: inf), and finite for d/db at a negative base (torch: a**b * ln a, nan)
+  a = np.array([x for x in POW_BASES for _ in POW_EXPONENTS]).astype(dt.np)
+  b = np.array([y for _ in POW_BASES for y in POW_EXPONENTS]).astype(dt.np)
+  ta, tb = Tensor(a, dtype=dt), Tensor(b, dtype=dt)
+  ga, gb = (ta ** tb).sum().gradient(ta, tb)
+  want_a, want_b = (w.astype(dt.np).astype(np.float64) for w in _torch_pow_grads(a.astype(np.float64),
+                                                                                 b.astype(np.float64)))
+  rtol = 2e-6 if dt == dtypes.float32 else 1e-12
+  where = f"{dt} at {list(zip(a.tolist(), b.tolist()))}"
+  assert_torch_derivative(ga.numpy().astype(np.float64), want_a, rtol, f"d/da {where}")
+  assert_torch_derivative(gb.numpy().astype(np.float64), want_b, rtol, f"d/db {where}")
+  # the points the issue names, spelled out
+  at: dict[tuple[float, float], int] = {}  # (0.0 before -0.0: equal keys)
+  for i, (x, y) in enumerate(zip(a.tolist(), b.tolist())):
+    at.setdefault((x, y), i)
+  got_a, got_b = ga.numpy(), gb.numpy()
+  assert got_a[at[(0.0, 0.5)]] == INF and got_a[at[(0.0, 1.0)]] == 1 and got_a[at[(0.0, 2.5)]] == 0
+  assert got_a[at[(0.0, 0.0)]] == 0 and got_a[at[(0.0, -1.5)]] == -INF and got_a[at[(INF, 2.5)]] == INF
+  assert np.isnan(got_b[at[(-2.0, 3.0)]]) and np.isnan(got_b[at[(-2.0, 2.0)]]) and got_b[at[(0.0, 2.0)]] == 0
+  assert got_b[at[(0.0, -1.0)]] == -INF  # torch: inf * ln 0
+
+
+@pytest.mark.parametrize("dt", [dtypes.float32, dtypes.float64], ids=["float32", "float64"])
+def test_pow_values_are_the_lowered_formulas(backend, dt):
+  # the POW node computes what the exp2/log2 formula computed before it was one node, bit for bit
+  a = np.array([x for x in POW_BASES for _ in POW_EXPONENTS] + [0.7, 1e-30, 123.25]).astype(dt.np)
+  b = np.array([y for _ in POW_BASES for y in POW_EXPONENTS] + [41.5, 0.01, -7.3]).astype(dt.np)
+  ta, tb = Tensor(a, dtype=dt), Tensor(b, dtype=dt)
+  got, formula = (ta ** tb).numpy(), ta._float_pow(tb).numpy()
+  np.testing.assert_array_equal(got.view(np.uint8), formula.view(np.uint8))
+  with np.errstate(all="ignore"):
+    np.testing.assert_allclose(got, np.power(a.astype(np.float64), b).astype(dt.np), rtol=1e-6, atol=0)
+
+
+def test_pow_derivatives_against_finite_differences():
+  rng = np.random.default_rng(27)
+  a, b = rng.random(12) * 3 + 0.1, rng.standard_normal(12) * 2
+  check_gradient(lambda x, y: x ** y, a, b, rng=rng, rtol=1e-5, atol=1e-7)
+  check_gradient(lambda x: x ** 1.7 + 2.5 ** x, a, rng=rng, rtol=1e-5, atol=1e-7)
+
+
+def test_pow_second_derivatives_have_no_nan_from_unused_branches(backend):
+  # d/da is 0 where b == 0 and d/db 0 where a == 0, b >= 0: their wheres' other branches (0 * a**-1 at a zero base,
+  # a**b * ln 0) get safe inputs, so differentiating them again gives 0 there, not 0 * inf (a**0 and 0**b are
+  # constant in a and in b)
+  a = Tensor(np.array([0.0, 2.0, INF, 0.0, 0.0]))
+  b = Tensor(np.array([0.0, 0.0, 0.0, 2.0, 0.5]))
+  (ga,) = (a ** b).sum().gradient(a)
+  (gaa,) = ga.sum().gradient(a)
+  np.testing.assert_array_equal(gaa.numpy()[:3], 0.0)
+  (gb,) = (a ** b).sum().gradient(b)
+  (gbb,) = gb.sum().gradient(b)
+  np.testing.assert_array_equal(gbb.numpy()[3:], 0.0)
+
+
+def test_pow_is_one_op_with_a_named_rule_and_a_named_lowering(trace, fresh_caches):
+  x = Tensor(np.array([0.0, 0.5, 2.0], dtype=np.float32), requires_grad=True)
+  y = Tensor(np.array([0.5, 2.0, -1.0], dtype=np.float32), requires_grad=True)
+  (x ** y).sum().backward()
+  Tensor.realize(x.grad, y.grad)
+  np.testing.assert_array_equal(x.grad.numpy(), [INF, 1.0, -0.25])  # (b * a**(b - 1))
+  recorder.disable()
+  recs = list(TraceReader(trace))
+  pats = {r["id"]: r["name"] for r in recs if r["t"] == "pattern"}
+  rws = {r["id"]: r["name"] for r in recs if r["t"] == "rw_begin"}
+  matched = [(rws[m["rw"]], pats[m["pat"]]) for m in recs if m["t"] == "match"]
+  assert ("gradient", "d/dx POW") in matched
+  assert ("earliest rewrites", "POW(a, b) -> exp2(log2|a| * b) with pow's special cases") in matched
+
+
+def test_kernels_never_see_a_float_pow_and_pow_is_computed_once():
+  # the lowering makes the kernels the formula made: the cost rule still gives a shared pow read by a reduction and
+  # by another kernel a buffer of its own (its exp2 and log2 computed once), and the codegen meets no float POW
+  n = MIN_SHARED_EXPENSIVE
+  x = Tensor(np.linspace(0.1, 3.0, n, dtype=np.float32))
+  y = Tensor(np.linspace(-2.0, 2.0, n, dtype=np.float32))
+  p = x ** y
+  got = (p / p.sum()).schedule()
+  f = x._float_pow(y)
+  want = (f / f.sum()).schedule()
+  assert [si.ast for si in got] == [si.ast for si in want]
+  assert sum(u.op is Ops.EXP2 for si in got for u in si.ast.toposort()) == 1
+  (gx,) = (x ** y).sum().gradient(x)
+  for si in got + gx.schedule():
+    assert not any(u.op is Ops.POW for u in si.ast.toposort()), si.name

@@ -65,7 +65,7 @@ def const_like(u: UOp, value, shape: tuple[int, ...]) -> UOp:
   return UOp(Ops.EXPAND, u.dtype, (UOp(Ops.RESHAPE, u.dtype, (c,), (1,) * len(shape)),), shape)
 
 
-# ---- 1. earliest rewrites: movement op cleanups, empty tensors
+# ---- 1. earliest rewrites: movement op cleanups, empty tensors, float POW lowered
 
 def _noop_mop(x: UOp) -> UOp | None:
   src = x.src[0]
@@ -106,6 +106,15 @@ def _contiguous_view(c: UOp, x: UOp) -> UOp | None:
   return x if is_buffer_view(x) else None
 
 
+def _lower_pow(x: UOp) -> UOp | None:
+  """A float POW (one node in the tensor graph for its derivative, "d/dx POW") as the front end's exp2/log2 formula
+  with pow's special cases: the kernels never see a float POW, and the cost rule below sees its EXP2 and LOG2."""
+  if not dtypes.is_float(x.dtype):
+    return None
+  from compiler.tensor import Tensor  # (here: the front end imports the scheduler)
+  return Tensor._lower_pow(x)
+
+
 earliest_rewrites = PatternMatcher([
   (UPat(GroupOp.Movement, name="x"), _noop_mop),
   (UPat(Ops.RESHAPE, src=(UPat(Ops.RESHAPE, name="y"),), name="x"), _merge_reshape),
@@ -117,6 +126,7 @@ earliest_rewrites = PatternMatcher([
    "CAST(x) to x's dtype -> x"),
   (UPat(Ops.REDUCE_AXIS, name="r"), _empty_reduce),
   (UPat(Ops.PAD, name="p"), _empty_pad),
+  (UPat(Ops.POW, name="x"), _lower_pow, "POW(a, b) -> exp2(log2|a| * b) with pow's special cases"),
 ], name="earliest rewrites")
 
 

@@ -407,7 +407,8 @@ class KernelSites:
       for before, after in self.matches:
         made.setdefault(after, before)
       self._made_by = made
-    before = self._made_by.get(y)
+    # a node a rule made, or one rebuilt over such nodes (the matched node's sources changed by an earlier rule)
+    before = self._made_by.get(y, self._made_by.get(rebuilt))
     return rebuilt if before is None else self.origin(before)
 
   def sites(self, nodes: list[UOp]) -> Iterator[tuple[int, tuple[str, int, str]]]:
