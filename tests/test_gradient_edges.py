@@ -400,3 +400,19 @@ def test_kernels_never_see_a_float_pow_and_pow_is_computed_once():
   (gx,) = (x ** y).sum().gradient(x)
   for si in got + gx.schedule():
     assert not any(u.op is Ops.POW for u in si.ast.toposort()), si.name
+
+
+def test_binary_crossentropy_has_torchs_derivative_at_zero_and_one(backend):
+  """torch's BCELoss: each log clamped at -100, the derivative (p - y) / max(p (1 - p), 1e-12) also at p = 0 and 1
+  (where the clamped logs have none), the target's log(1 - p) - log(p) with the same clamps."""
+  pn = np.array([0.0, 1.0, 0.0, 1.0, 0.3, 0.999999, 1e-9, 0.5], np.float32)
+  yn = np.array([1.0, 0.0, 0.0, 1.0, 0.7, 0.0, 1.0, 0.25], np.float32)
+  p, y = Tensor(pn, requires_grad=True), Tensor(yn, requires_grad=True)
+  loss = p.binary_crossentropy(y)
+  gp, gy = loss.gradient(p, y)
+  pd, yd = pn.astype(np.float64), yn.astype(np.float64)
+  with np.errstate(divide="ignore"):
+    lp, lq = np.maximum(np.log(pd), -100), np.maximum(np.log1p(-pd), -100)
+  np.testing.assert_allclose(loss.numpy(), np.mean(-yd * lp - (1 - yd) * lq), rtol=1e-6)
+  np.testing.assert_allclose(gp.numpy(), (pd - yd) / np.maximum(pd * (1 - pd), 1e-12) / len(pn), rtol=1e-5)
+  np.testing.assert_allclose(gy.numpy(), (lq - lp) / len(pn), rtol=1e-5)

@@ -139,13 +139,16 @@ class NnMixin:
     return self if reduction == "none" else self.sum() if reduction == "sum" else self.mean()
 
   def binary_crossentropy(self, Y: Any, reduction: str = "mean") -> Any:
-    """self holds probabilities; each log is clamped at -100, as torch's BCELoss (a log of 0 is -100 with a zero
-    derivative: its input is 1 there (double where), since log's derivative 1/0 times the clamp's 0 was nan)."""
+    """self holds probabilities; each log is clamped at -100, as torch's BCELoss, and so is its derivative torch's,
+    (p - y) / max(p (1 - p), 1e-12), also at p = 0 and 1 where the clamped logs have none: the loss is computed from
+    the detached p (Y's derivative stays log(1 - p) - log(p)) plus (p - detached p) times that slope, which is 0."""
     def log(p: Any) -> Any:
       pos = p > 0
       return pos.where(pos.where(p, 1.0).log().maximum(-100), -100.0)
     x = self._float()
-    return (-Y * log(x) - (1 - Y) * log(1 - x))._do_reduction(reduction)
+    p = x.detach()
+    slope = ((p - Y) / (p * (1 - p)).maximum(1e-12)).detach()
+    return (-Y * log(p) - (1 - Y) * log(1 - p) + (x - p) * slope)._do_reduction(reduction)
 
   def binary_crossentropy_logits(self, Y: Any, reduction: str = "mean", pos_weight: Any = None) -> Any:
     """self holds logits (torch's BCEWithLogitsLoss), computed through logsigmoid so large logits don't overflow."""
