@@ -93,9 +93,10 @@ function renderStatus() {
   const d = t.damage || {};
   const damaged = t.status === "damaged" && h("div", null, h("b", null, "Trace damaged"),
     ` at byte ${d.offset ?? "?"}: ${d.reason ?? "unknown reason"}. `, "Everything recorded before that point is shown.");
-  banner.hidden = !damaged && !t.exit;
-  banner.className = `banner${damaged ? " damaged" : ""}${t.exit ? " exited" : ""}`;
-  put(banner, damaged, t.exit && exitBanner(t.exit));
+  const off = offNote(t.meta?.off);
+  banner.hidden = !damaged && !t.exit && !off;
+  banner.className = `banner${damaged ? " damaged" : ""}${t.exit ? " exited" : ""}${off ? " switched" : ""}`;
+  put(banner, damaged, t.exit && exitBanner(t.exit), off);
   if (t.exit) badge.title = `the program ${t.exit.text}`;
   document.title = `tinyviz — ${t.name}`;
 }
@@ -112,6 +113,25 @@ function exitBanner(ex) {
   return h("div", {class: "exit", dataset: {kind: ex.kind}},
     h("b", null, EXIT_HEADINGS[ex.kind] ?? "Program ended"), ` The program ${ex.text}.`,
     lines.length ? h("details", null, h("summary", null, "traceback"), h("pre", null, lines.join("\n"))) : null);
+}
+
+/** What the run turned off (the trace meta's `off`: compiler.rewrite.Switches.meta, from SKIP_RULES, SKIP_MATCHES and
+ * SKIP_OPTS), so values and steps that differ from a plain run are not taken for the compiler's; null where nothing
+ * was off. A stranger's file: only lists of strings and a string are read, every text goes in as a text node. */
+function offNote(off) {
+  if (!off || typeof off !== "object") return null;
+  const names = (v) => (Array.isArray(v) ? v.filter((x) => typeof x === "string") : []);
+  const rules = names(off.rules);
+  const opts = names(off.opts);
+  const matches = typeof off.matches === "string" ? off.matches : "";
+  const parts = [
+    rules.length && `rules ${rules.join(", ")}`,
+    matches && `optional transformations ${matches}`,
+    opts.length && (opts.includes("*") ? "every kernel opt" : `kernel opts ${opts.join(", ")}`),
+  ].filter(Boolean);
+  if (!parts.length) return null;
+  return h("div", {class: "off"}, h("b", null, "Switches on"),
+    ` This run was made with ${parts.join("; ")} turned off: its steps and values are not a plain run's.`);
 }
 
 function onTraceList(list) {

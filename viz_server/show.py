@@ -94,6 +94,8 @@ class Show:
     if entry is not None and not self.as_json:  # the counts every surface shows (vztrace.counts; --json: the API's)
       c = entry["counts"]
       self.out.write(p(f"{c['contexts']} contexts, {c['kernels']} kernels, {c['runs']} runs", "dim") + "\n")
+    if entry is not None and isinstance(off := (entry.get("meta") or {}).get("off"), dict):
+      self.switched(off)
     for c in contexts:
       ind = "  " * depth[c["id"]]
       err = p(f"  error: {safe(c['error'])}", "red") if c.get("error") else ""
@@ -108,6 +110,15 @@ class Show:
         self.emit({"type": "rewrite", "ctx": c["id"], **{k: rw[k] for k in ("id", "name", "matches", "changed",
                                                                             "file", "line", "dt", "error")}},
                   f"{ind}  rw {rw['id']:<5} {count}  {safe(rw['name'])}  {where}")
+
+  def switched(self, off: dict) -> None:
+    """What the run turned off (the meta's `off`: SKIP_RULES, SKIP_MATCHES, SKIP_OPTS), as `info` says it."""
+    def names(v: Any) -> str:
+      return ", ".join(str(x) for x in v) if isinstance(v, list) and v else "-"
+    rules, opts, matches = names(off.get("rules")), names(off.get("opts")), off.get("matches")
+    matches = matches if isinstance(matches, str) and matches else "-"
+    self.emit({"type": "off", "off": off}, self.paint(safe(f"off: rules {rules}; matches {matches}; opts {opts} "
+                                                            "(switches: not a plain run)"), "yellow"))
 
   def ending(self) -> None:
     """How the program ended, where not cleanly (after its contexts, as it came): what ended it and its traceback."""

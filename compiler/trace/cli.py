@@ -159,8 +159,10 @@ def _print_info(s: dict[str, Any]) -> None:
     f"kernel runs {_ms(s['time']['runs_s'])}",
   ]
   if isinstance(off := m.get("off"), dict):  # the switches the run was made with (compiler.rewrite.Switches)
-    lines.append(f"off       rules {off.get('rules') or '-'}, matches {off.get('matches') or '-'}, "
-                 f"opts {off.get('opts') or '-'}")
+    def names(v: Any) -> str:
+      return ", ".join(str(x) for x in v) if isinstance(v, list) and v else (v if isinstance(v, str) and v else "-")
+    lines.append(f"off       rules {names(off.get('rules'))}; matches {names(off.get('matches'))}; "
+                 f"opts {names(off.get('opts'))} (switches: not a plain run)")
   if s["memory"]["allocs"]:
     lines.append(_memory_line(s["memory"]))
   if s["exit"] is not None:

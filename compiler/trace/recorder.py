@@ -26,7 +26,7 @@ from compiler.dtype import DType
 from compiler.uop import Ops, UOp, arg_str, cons_key
 from vztrace.paths import trace_dir
 
-TRACE_FORMAT_VERSION = "2.3"
+TRACE_FORMAT_VERSION = "2.4"
 _RULE_INFO: dict = {}  # Rule -> its pattern record fields
 
 
