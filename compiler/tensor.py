@@ -13,13 +13,14 @@ from compiler.dtype import DType, dtypes, least_upper_dtype, truncate
 from compiler.realize import note_draw, run_schedule
 from compiler.runtime.buffer import buffer_of, new_buffer_uop
 from compiler.schedule.assign import assign_target, assigns_run, forget_overwritten, stale_readers
+from compiler.schedule.bufferize import FRONT_END_LOWERINGS
 from compiler.schedule.rangeify import create_schedule
 from compiler.schedule.shape import shape_of
 from compiler.tensor_mixins import AutogradMixin, CreationMixin, ElementwiseMixin, IndexingMixin, NnMixin, ReduceMixin
 from compiler.tensor_mixins.autograd import PENDING_ASSIGNS, SHARED_BUFFERS, buffer_of_view, live_tensors, track
 from compiler.tensor_mixins.elementwise import _expm1
 from compiler.trace import recorder
-from compiler.uop import GroupOp, Ops, UOp
+from compiler.uop import GroupOp, Ops, UOp, toposort
 
 Shape = tuple[int, ...]
 Scalar = int | float | bool
@@ -840,7 +841,6 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     with recorder.untraced():
       out = Tensor._of(x.src[0])._float_pow(Tensor._of(x.src[1])).uop
     if (site := recorder.callsite_of(x)) is not None:
-      from compiler.uop import toposort
       for u in toposort(out, gate=lambda y: y not in x.src):  # (not out: the scheduler finds the POW it stands for)
         if u is not out:
           u.__dict__.setdefault(recorder.CALLSITE_KEY, site)  # (the first maker keeps its own, as note_callsite)
@@ -1550,3 +1550,6 @@ class Tensor(ElementwiseMixin, ReduceMixin, IndexingMixin, NnMixin, CreationMixi
     return tensor_nn.avg_pool2d(self, kernel_size, stride, dilation, padding, ceil_mode, count_include_pad)
 
 
+
+
+FRONT_END_LOWERINGS[Ops.POW] = Tensor._lower_pow  # the scheduler's "earliest rewrites" lower float POW with it

@@ -13,6 +13,7 @@ two kernels, exp(x - max) with the max and the division with the sum.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from compiler.dtype import dtypes
 from compiler.rewrite import PatternMatcher, UPat
@@ -106,13 +107,21 @@ def _contiguous_view(c: UOp, x: UOp) -> UOp | None:
   return x if is_buffer_view(x) else None
 
 
+# Lowerings of tensor ops that stay one node until here for their derivative rule (a float POW: "d/dx POW"), by op.
+# The front end owns their formulas and imports the scheduler, never the other way: compiler/tensor.py registers them.
+FRONT_END_LOWERINGS: dict[Ops, Callable[[UOp], UOp]] = {}
+
+
 def _lower_pow(x: UOp) -> UOp | None:
-  """A float POW (one node in the tensor graph for its derivative, "d/dx POW") as the front end's exp2/log2 formula
-  with pow's special cases: the kernels never see a float POW, and the cost rule below sees its EXP2 and LOG2."""
+  """A float POW as the front end's exp2/log2 formula with pow's special cases: the kernels never see a float POW, and
+  the cost rule below sees its EXP2 and LOG2."""
   if not dtypes.is_float(x.dtype):
     return None
-  from compiler.tensor import Tensor  # (here: the front end imports the scheduler)
-  return Tensor._lower_pow(x)
+  lower = FRONT_END_LOWERINGS.get(Ops.POW)
+  if lower is None:
+    raise RuntimeError(f"schedule: a float POW ({x.dtype}, shape {shape_of(x)}) needs the front end's lowering, which "
+                       "importing compiler.tensor registers")
+  return lower(x)
 
 
 earliest_rewrites = PatternMatcher([
