@@ -252,3 +252,72 @@ def long_lists(path: str | os.PathLike, field: str = "shape", n: int = 1 << 20) 
     bad = {"t": "opt", "ctx": 1, "op": "UPCAST", "axis": 0, "arg": 4, "ok": True, "reason": None, "shape": [4],
            "colors": ["blue"], "kname": "r_4", field: [4 if field == "shape" else "blue"] * n}
   return write(path, [[meta(), ctx(0), k], [bad], [END]])
+
+
+# the private strings of private_strings(): the user, host, working directory and folders outside it
+PRIVATE = {"user": "zqxuser", "host": "zqxhost.example.org", "cwd": "/home/zqxuser/zqxproj",
+           "lib": "/opt/zqxvenv/lib", "data": "/srv/zqxdata/set", "notes": "~/zqxnotes"}
+
+
+def private_strings(path: str | os.PathLike, p: dict[str, str] = PRIVATE) -> Path:
+  """A trace whose every kind of string names private paths (PRIVATE) as a traced program's do: argv, cwd, host and
+  user in the meta, call sites, a rule's file and source, the rewrite's file, a match's, a rewrite's and a context's
+  error, an opt's reason, a BEAM candidate's error, generated code, an error record, a node's arg and the exit's
+  message and traceback; most inside longer texts, one a `file://` URL."""
+  cwd, lib, data, notes, host = p["cwd"], p["lib"], p["data"], p["notes"], p["host"]
+  k = {"t": "ctx_begin", "id": 1, "parent": 0, "name": "r_4", "kind": "kernel", "ts": 1.7e9,
+       "callsites": [{"file": f"{cwd}/model.py", "line": 3, "function": "forward"},
+                     {"file": f"{lib}/site.py", "line": 9, "function": "wrap"}], "callsites_more": 0}
+  ir = f'; ModuleID = "{cwd}/model.py"\nsource_filename = "{lib}/gen.c"\ndefine void @r_4() {{\n  ret void\n}}\n'
+  exit_ = {"kind": "exception", "type": "FileNotFoundError",
+           "message": f"[Errno 2] No such file or directory: '{data}/x.npy' (on {host}, user {p['user']})",
+           "file": f"{cwd}/train.py", "line": 7, "function": "main",
+           "traceback": [{"file": f"{cwd}/train.py", "line": 7, "function": "main", "text": f"open('{notes}/a.txt')"},
+                         {"file": f"{lib}/io.py", "line": 2, "function": "open", "text": f"load(\"{data}/x.npy\")"}]}
+  return write(path, [[
+    {**meta(), "argv": [f"{cwd}/train.py", f"--data={data}", f"--notes={notes}/b.txt"], "host": host,
+     "cwd": cwd, "user": p["user"]},
+    ctx(0), k, node(0, arg=f"'{data}/weights.bin'"), node(1, "ADD", [0, 0]),
+    {**PATTERN, "file": f"{lib}/rules.py", "src": f"lambda x: x.load('file://{data}/cfg.json')  # {notes}/n.txt"},
+    {**rw_begin(0, 1), "file": f"{lib}/rules.py"},
+    {"t": "match", "rw": 0, "pat": 0, "before": 1, "after": None, "dt": 5,
+     "error": f'Traceback:\n  File "{lib}/rules.py", line 1\nOSError: {data}/cfg.json'},
+    {**rw_end(0, 1, 1), "error": f"ValueError: {lib}/rules.py:1: bad rule"},
+    {"t": "opt", "ctx": 1, "op": "UPCAST", "axis": 0, "arg": 4, "ok": False, "reason": f"cache {notes}/c failed",
+     "shape": [4], "colors": ["blue"], "kname": "r_4"},
+    {"t": "beam", "ctx": 1, "round": 0, "opts": [], "chosen": False, "error": f"compile failed in {lib}/cc.py"},
+    {"t": "source", "ctx": 1, "kind": "llvm_ir", "text": ir, "compile_s": 0.1},
+    {"t": "error", "ctx": 1, "text": f"RuntimeError at {cwd}/model.py:3 reading {data}/x.npy on {host}"},
+    {"t": "ctx_end", "id": 1, "ts": 1.7e9, "error": f"KeyError: '{notes}/k' in {lib}/k.py"},
+    {"t": "end", "ts": 1.7e9 + 1, "exit": exit_}]])
+
+
+# what a terminal must never get raw: a clipboard write (OSC 52), a bidi mark, line separators, C1 CSI, a surrogate
+LURE = "\x1b]52;c;aGk=\x07\u061c\u2028\u2029\u202e\x9b\ud800"
+
+
+def lures(path: str | os.PathLike, lure: str = LURE) -> Path:
+  """A trace whose every string the terminal tools print holds `lure`."""
+  m = {**meta(), "argv": [lure], "host": lure, "python": lure, "cwd": lure}
+  return write(path, [[m, ctx(0, kind=lure, name=lure), node(0, arg=lure), node(1, "ADD", [0, 0]), node(2, arg="2"),
+                       {**PATTERN, "name": lure, "src": lure, "file": lure, "pat": lure},
+                       {**rw_begin(0, 1), "name": lure, "file": lure},
+                       {"t": "match", "rw": 0, "pat": 0, "before": 1, "after": 2, "dt": 5}, rw_end(0, 2, 1), END]])
+
+
+def chain_rewrites(path: str | os.PathLike, n: int = 20_000, rewrites: int = 70, steps: int = 1) -> Path:
+  """`rewrites` rewrites of one chain of n nodes, each of `steps` matches replacing the root by its source (each
+  step's graph ~n nodes): `show --rewrite` and /origin once cost steps x graph size."""
+  b = _batch(0, ["CONST", "dtypes.int", "1", "NEG"], [0] + [3] * (n - 1), [2] * n, [0] + [1] * (n - 1),
+             list(range(n - 1)), recs=[meta(), ctx(0), PATTERN], at=[0, 0, 0, 0, 0, 0])
+  rws = [[rw_begin(r, n - 1), *({"t": "match", "rw": r, "pat": 0, "before": n - 1 - i, "after": n - 2 - i, "dt": 1}
+                                for i in range(steps)), rw_end(r, n - 1 - steps, steps)] for r in range(rewrites)]
+  return write(path, [[b], *rws, [END]])
+
+
+def safetensors_header(path: str | os.PathLike, size: int = 100 << 20) -> Path:
+  """A safetensors file whose header is `size` bytes of nested `[]`/`{}` (json takes GBs to parse it whole)."""
+  body = b'{"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"x":[' + b"[],{}," * (size // 6) + b"[]]}"
+  p = Path(path)
+  p.write_bytes(len(body).to_bytes(8, "little") + body + b"\0" * 4)
+  return p

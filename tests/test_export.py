@@ -121,7 +121,7 @@ def test_redaction(small_trace, tmp_path):
   assert kernels and all(k["sources"] == [] for k in kernels)
   assert "redacted: argv, host, paths, source" in page
   assert data["redacted"] == ["argv", "host", "paths", "source"]
-  assert export.redact_path("/elsewhere/lib/x.py", "/work") == f"<{export._hash8('/elsewhere/lib')}>/x.py"
+  assert re.fullmatch(r"<[0-9a-f]{12}>/x\.py", export.redact_path("/elsewhere/lib/x.py", "/work"))  # a keyed token
   with pytest.raises(export.ExportError, match="cannot redact"):
     export.export(small_trace, out, redact=["secrets"])
 

@@ -28,8 +28,12 @@ import hostile_traces as ht  # noqa: E402
 PROGRAM = """
 import numpy as np
 from compiler.tensor import Tensor
+from compiler.trace import recorder
 x = Tensor(np.arange(256, dtype=np.float32).reshape(16, 16))
-y = ((x * 2 + 1).sum(axis=1).softmax()).numpy()
+h = (x * 2 + 1).sum(axis=1).realize()
+recorder.RECORDER.writer.flush()  # (a frame ends here whatever the background flush did: the damage test cuts after it)
+y = h.softmax().numpy()
+del h  # (its buffer is freed while recording, as in one expression)
 assert np.isfinite(y).all()
 """
 PHASES = {"X": ("name", "cat", "ts", "dur", "pid", "tid", "args"), "M": ("name", "pid", "tid", "args"),
@@ -201,7 +205,7 @@ def test_every_kernel_run_appears_once_with_its_duration(real):
 def test_the_memory_counter_is_vztrace_memorys_fold_of_the_files_mem_records(real):
   mem = [event(r, i) for i, r in enumerate(r for r in records(real["trace"]) if r["t"] == "mem")]
   prof = MemoryProfile(mem)
-  assert prof.allocs >= 5 and prof.frees >= 3 and not prof.skipped
+  assert prof.allocs >= 5 and prof.frees >= 2 and not prof.skipped
   evs = [e for e in real["doc"]["traceEvents"] if e["ph"] == "C"]
   assert {e["name"] for e in evs} == {perfetto.MEMORY} and {e["pid"] for e in evs} == {perfetto.DEVICE_PID}
   assert [e["args"]["bytes"] for e in evs] == prof.used
@@ -309,11 +313,13 @@ def test_cli_writes_the_export_and_says_what_it_holds(recorded, tmp_path):
   assert p.returncode == 0, p.stderr
   doc = json.loads(out.read_text())
   assert doc["traceEvents"] == export(trace, tmp_path / "in-process.json")[0]["traceEvents"]
-  assert f"{len(doc['traceEvents'])} events" in p.stdout and "4 kernel runs" in p.stdout
+  runs = sum(len(r["times"]) for r in TraceReader(trace) if r["t"] == "run")
+  assert runs >= 3 and f"{len(doc['traceEvents'])} events" in p.stdout and f"{runs} kernel runs" in p.stdout
   assert "ui.perfetto.dev" in p.stdout
-  # damaged after two of its four frames: what was read before the damage, exit 1
+  # damaged in its second frame (PROGRAM's explicit flush ends the first after its first realize): what was read
+  # before the damage, exit 1
   whole = len(doc["traceEvents"])
-  bad = corrupt_frame(trace, tmp_path / "bad.vztrace", 2)
+  bad = corrupt_frame(trace, tmp_path / "bad.vztrace", 1)
   p = cli(str(bad), "--perfetto", "-o", str(out))
   assert p.returncode == 1, p.stderr
   assert "DAMAGED at byte" in p.stdout and "holds what was read before the damage" in p.stdout

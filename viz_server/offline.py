@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from viz_server.app import create_app
+from viz_server.graphview import forget_view
 from viz_server.store import Trace, TraceStore
 
 
@@ -29,6 +30,7 @@ class OfflineApi:
     self.client = self.app.test_client()
     self.trace: Trace = next(iter(self.store.traces.values()))
     self.t = self.trace.id
+    self.views.prefetch_steps = 0  # (no one steps through an offline answer: laying out steps ahead is waste)
 
   def get(self, url: str) -> Any:
     resp = self.client.get(url)
@@ -44,6 +46,22 @@ class OfflineApi:
   @property
   def views(self) -> Any:
     return self.app.extensions["tinyviz"]["views"]
+
+  def view(self, r: int) -> Any:
+    """Rewrite r's StepGraphs (what its /graph and /delta answers are made from), for work that asks for every step
+    (the export: without a request and a JSON round trip per step)."""
+    rw = self.trace.rewrites.get(r)
+    if rw is None:
+      raise OfflineError(404, f"no rewrite {r} in trace {self.t}")
+    return self.views.get(self.trace, rw)
+
+  def forget(self, r: int) -> None:
+    """Let rewrite r's view and its cached layouts and answers go (the next view(r) rebuilds them)."""
+    views = self.views
+    with views._lock:  # (Views has no drop of its own: the server lets views go only as its LRU fills)
+      got = views._views.pop((self.t, r), None)
+    if got is not None:
+      forget_view(got.key)
 
   def close(self) -> None:
     self.store.stop()

@@ -3,6 +3,8 @@ page, the shim rebuilds every step's graph and delta as the API answers them, an
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 import tracegen
@@ -10,6 +12,9 @@ from conftest import graph_ids, shot, wait_graph
 
 from viz_server import export
 from viz_server.offline import OfflineApi
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from test_export_bounds import _rebuilding  # noqa: E402
 
 
 def norm_graph(g: dict) -> dict:
@@ -184,3 +189,25 @@ def test_hostile_trace_export_injects_nothing(page, trace_dir, tmp_path):
   assert tracegen.XSS in page.locator("#panel-source pre.source").evaluate("e => e.textContent")
   no_injection()
   assert all(u.startswith(("file://", "data:")) for u in requests), requests
+
+
+def test_rebuilt_nodes_steps_show_as_the_api_answers_them(page, tmp_path):
+  """A rewrite whose every step rebuilds a chain (packed from compact deltas: the rebuilt nodes' in-edges made from
+  the step before, tests/test_export_bounds.py): the page opens a step and every step's graph equals the API's."""
+  path = _rebuilding(tmp_path / "rebuild.vztrace", depth=30, steps=8)
+  html = tmp_path / "rebuild.html"
+  export.export(path, html)
+  ex = Export(path, html)
+  with OfflineApi(path) as api:
+    t = api.t
+    base = f"/api/traces/{t}/rewrites/0"
+    want = {k: api.get(f"{base}/graph?step={k}") for k in range(9)}
+    deltas = {k: api.get(f"{base}/delta?from={k - 1}&to={k}") for k in range(1, 9)}
+  open_export(page, ex, f"#t={t}&c=0&r=0&s=5")
+  wait_graph(page, t, 0, 5)
+  assert sorted(graph_ids(page)) == sorted(n["id"] for n in want[5]["nodes"])
+  for k in range(9):
+    got = offline(page, f"{base}/graph?step={k}")
+    assert got["s"] == 200 and norm_graph(got["b"]) == norm_graph(want[k]), k
+  for k in range(1, 9):
+    assert norm_graph(offline(page, f"{base}/delta?from={k - 1}&to={k}&compact=1")["b"]) == norm_graph(deltas[k]), k
