@@ -261,6 +261,8 @@ def push_vectorize(vec: UOp) -> UOp | None:
   if s0.op is Ops.REDUCE:
     if any(s.src[1:] != s0.src[1:] for s in vec.src):
       return None
+    if vector_accumulators(s0) is not None and _gathers_across(vec.src):
+      return None  # each lane's reduce walks contiguous loads: vector accumulators, not a gather per value
     v = UOp(Ops.VECTORIZE, s0.src[0].dtype.vec(n), tuple(s.src[0] for s in vec.src))
     return UOp(Ops.REDUCE, s0.dtype.vec(n), (v, *s0.src[1:]), s0.arg)
   if s0.op is Ops.LOAD and len(s0.src) == 1:
@@ -274,6 +276,13 @@ def push_vectorize(vec: UOp) -> UOp | None:
     vix = UOp(Ops.INDEX, vec_ptr(ix0.src[0].dtype.base, n), ix0.src)
     return UOp(Ops.LOAD, s0.dtype.vec(n), (vix,))
   return None
+
+
+def _gathers_across(reds: tuple[UOp, ...]) -> bool:
+  """Whether one vector of these REDUCEs' lanes (stores side by side: a weight gradient's or A B^T's outputs) would
+  gather some unrolled value lane by lane (their loads are contiguous along the reduce, not across the outputs)."""
+  vals = [r.src[0].src if r.src[0].op is Ops.CONTRACT else (r.src[0],) for r in reds]
+  return any(vector_of(tuple(v[p] for v in vals)) is None for p in range(len(vals[0])))
 
 
 def vector_of(lanes: tuple[UOp, ...]) -> UOp | None:

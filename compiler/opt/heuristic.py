@@ -1,8 +1,10 @@
 """`hand_coded_optimizations`: the reference's heuristics, adapted to a CPU (no locals; threads instead)."""
 from __future__ import annotations
 
+import itertools
 import math
 import os
+from typing import Callable
 
 from compiler.opt.kernel import MAX_UNROLL, MAX_UPCAST, Kernel, KernelOptError, Opt, OptOps, access_strides, masked_axes
 from compiler.opt.stage import stage_choice
@@ -14,6 +16,9 @@ THREAD_MIN_WORK = 1 << 16
 # row tiles, MLP's 64x784 @ 784x256, it measured 0.87-1.06x, noise on the loaded machine), and a block of it spans at
 # least this much of the reduce (shorter blocks load and store the outputs more often than they save)
 STAGE_MIN_REUSE, STAGE_MIN_BLOCK = 16, 32
+# a BLOCK of a long reduce (block_reduce) spans at least this many of its elements per output tile, in at least this
+# many blocks
+BLOCK_MIN_REDUCE, BLOCK_MIN_COUNT = 4096, 4
 
 
 def hand_coded_optimizations(k: Kernel) -> Kernel:
@@ -21,8 +26,12 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   reduce unrolling, a float vector along the unit-stride axis, then a THREAD split of the outermost
   parallel axis; applies the opts to k."""
   prod = _prod
+  tiled = bool(k.reduceops) and prod(k.full_shape[:k.first_reduce]) >= 1024 and _reduces_span_outputs(k)
+  # a dot tile first: a condition on loaded values along its rows (GPT's gelu backward) is no pad to make constant,
+  # and its batch of 4 upcast for it left no registers for the tile (7 -> 23 GFLOP/s)
+  dot = tiled and _dot_tile(k)
   # small masked axes (from pads and stacks) first: upcasting them turns their masks into constants
-  masked = masked_axes(k)
+  masked = masked_axes(k) if not dot else set()
   to_upcast: list[int] = []
   for axis in range(k.first_reduce):
     s = k.full_shape[axis]
@@ -32,9 +41,7 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   for axis in reversed(to_upcast):
     k.apply_opt(Opt(OptOps.UPCAST, axis, 0))
 
-  tile_fills = False
-  if k.reduceops and prod(k.full_shape[:k.first_reduce]) >= 1024 and _reduces_span_outputs(k):
-    tile_fills = _register_tile(k)
+  tile_fills = dot or (tiled and _register_tile(k))
 
   # unroll the innermost reduce if it is small, else by 4 (loop unrolling, no vectors), or by vectors; not where the
   # register tile already fills the registers (the reference's "upcast < 64" rule let SSE's 2x16 tile be unrolled:
@@ -65,8 +72,9 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   early = stage and bool(order) and all(k.full_shape[a] % k.target.threads for a in order)
   if early:
     thread_outer_axis(k)
-  if stage:
-    stage_panel(k)
+  staged = stage and not dot and stage_panel(k)  # (a dot tile reads each operand row once per output tile)
+  if not staged:
+    block_reduce(k)
   if thread and not early:
     thread_outer_axis(k)
   return k
@@ -125,8 +133,13 @@ def _register_tile(k: Kernel) -> bool:
   def accumulators() -> int:
     return -(-_prod(s for s, t in zip(k.full_shape, k.axis_types) if t is AxisType.UPCAST) // vec)
 
+  choice = _column_choice(k, max(vec, tgt.line_floats))
+  strided = choice is not None and any(access_strides(k, st.src[0])[choice[0]] != 1 for st in k.stores)
   cols = _tile_columns(k, max(vec, tgt.line_floats))
   col_vectors = -(-cols[1] // vec) if cols is not None else 1
+  if strided:
+    _strided_store_rows(k, regs - col_vectors - 1, accumulators)
+    return 2 * accumulators() >= regs
   upcasted: set[int] = {cols[0]} if cols is not None else set()  # axis ids: a split keeps its id
   # rows while the tile positions are many; with peeled columns (whose positions do not count the remainder's)
   # at least one row axis, as a smaller column tile that divides would have had
@@ -178,6 +191,91 @@ def _register_tile(k: Kernel) -> bool:
   return 2 * accumulators() >= regs
 
 
+def _dot_tile(k: Kernel) -> bool:
+  """A register tile of dot products, for a reduce whose loads all walk its innermost axis with stride 1 while no
+  output axis has a vector to load (a matmul with a transposed operand, A B^T: attention's dp = dO V^T, a linear
+  layer's dx = dY W^T; a conv's weight gradient, dW[co, ci, kh, kw] = sum dY[n, co, oh, ow] X[n, ci, oh+kh, ow+kw]).
+  The reduce is unrolled by two vectors (peeled where they do not divide it): each output accumulates in one vector
+  register, its lanes summed after the loop (codegen's vector accumulators). Rows on both sides: a output axes along
+  which one load is broadcast, so each loaded vector serves the other side's rows; the accumulators and one loaded
+  vector per row fit in the registers. The column tile of a matmul gathered such a kernel's loads lane by lane.
+  Measured on Zen 4 (AVX-512, 1 thread): dY W^T 128x768 @ 768x256 53 -> 105 GFLOP/s, MNIST's conv2 weight gradient
+  23 -> 38. Whether it applied."""
+  if k.first_reduce >= k.first_upcast or _column_choice(k, max(k.target.vector_floats, k.target.line_floats)):
+    return False
+  red, vec = k.first_upcast - 1, k.target.vector_floats
+  size = k.full_shape[red]
+  stores = {st.src[0] for st in k.stores}
+  # the operands: the loads that walk the reduce (others, a row's scale fused in, are read once per output)
+  loads = [st for a in k.accesses if a not in stores and (st := access_strides(k, a))[red] != 0]
+  # (a load masked along the reduce would be gathered; a WHERE along it, GPT's gelu backward, is a vector select)
+  valid = {r for a in k.accesses if len(a.src) > 2 for r in a.src[2].ranges}
+  if not isinstance(size, int) or size <= vec or k.rngs[red] in valid or len(loads) < 2 or \
+      any(st[red] != 1 for st in loads):
+    return False
+  # rows: a side is the output axes along which the same operands are broadcast (and the others vary); not an axis
+  # one walks by less than a vector (a conv's kw: its rows would be unaligned copies of the same vectors, MNIST's 49
+  # -> 24 GFLOP/s). Two sides that broadcast different operands make the tile
+  sides: dict[frozenset[int], list[tuple[int, int]]] = {}
+  for axis in range(k.first_reduce):
+    n = k.full_shape[axis]
+    flat = frozenset(i for i, st in enumerate(loads) if st[axis] == 0)
+    if isinstance(n, int) and 0 < len(flat) < len(loads) and k.axis_types[axis] is not AxisType.THREAD and \
+        all(st[axis] is not None and (st[axis] == 0 or abs(st[axis]) >= vec) for st in loads):
+      sides.setdefault(flat, []).append((axis, n))
+  budget, pre = k.target.vector_regs - 1, _prod(s for s, t in zip(k.full_shape, k.axis_types) if t is AxisType.UPCAST)
+  # (outputs, -(vectors loaded a step), axis sizes, amount a, axis a, amount b, axis b): the most outputs, fewest loads
+  best: tuple[int, ...] | None = None
+  for (flat_a, side_a), (flat_b, side_b) in itertools.combinations(sorted(sides.items(), key=lambda x: sorted(x[0])),
+                                                                   2):
+    if flat_a & flat_b:
+      continue
+    for (axis_a, n_a), (axis_b, n_b) in itertools.product(side_a, side_b):
+      for amt_a, amt_b in itertools.product((8, 6, 5, 4, 3, 2), repeat=2):
+        # an operand loads one vector a row of the side it varies along (both: a row of each)
+        loaded = sum((1 if i in flat_a else amt_a) * (1 if i in flat_b else amt_b) for i in range(len(loads)))
+        if n_a % amt_a or n_b % amt_b or pre * (amt_a * amt_b + loaded) > budget:
+          continue
+        cand = (amt_a * amt_b, -loaded, n_a, n_b, amt_a, axis_a, amt_b, axis_b)
+        best = cand if best is None or cand[:4] > best[:4] else best
+  if best is None:
+    return False
+  amt = next((a for a in (2 * vec, vec) if a <= MAX_UNROLL and size % a == 0), None)
+  if amt is not None:
+    k.apply_opt(Opt(OptOps.UNROLL, red - k.first_reduce, amt))
+  else:  # the most whole vectors up to two, the rest peeled (MNIST's 20 outputs a row: 16 + 4)
+    k.apply_opt(Opt(OptOps.PEEL, red, min(2 * vec, size // vec * vec, MAX_UNROLL)))
+  # the later axis first: an axis upcast whole leaves the axes before it where they are
+  for amt_r, axis in sorted([best[4:6], best[6:8]], key=lambda t: -t[1]):
+    k.apply_opt(Opt(OptOps.UPCAST, axis, amt_r))
+  return True
+
+
+def _strided_store_rows(k: Kernel, budget: int, accumulators: Callable[[], int]) -> None:
+  """Rows of a column tile the store walks with a stride (see _column_choice): along every axis the column vector's
+  load is broadcast along, innermost first, while the accumulators fit in `budget`; the matmul's rule (one row axis)
+  left ResNet's input gradient (dY[n, co, h, w] x W[co, ci, kh, kw]) at 3 of its 9 kh x kw rows, 8 -> 20 GFLOP/s
+  with kh, kw and 2 of ci on Zen 4."""
+  axis = max(range(k.first_upcast, k.shape_len), key=lambda i: k.rngs[i].arg[0])  # the columns' vector: the newest
+  stores = {st.src[0] for st in k.stores}
+  vectors = [a for a in k.accesses if a not in stores and access_strides(k, a)[axis] == 1]
+  for rid in [r.arg[0] for r in reversed(k.rngs[:k.first_reduce])]:
+    row = next(i for i, r in enumerate(k.rngs) if r.arg[0] == rid)  # (an axis upcast whole moves the later ones)
+    size = k.full_shape[row]
+    if not isinstance(size, int) or k.axis_types[row] is AxisType.THREAD or \
+        any(access_strides(k, a)[row] != 0 for a in vectors):
+      continue
+    amt = next((a for a in (size, 8, 6, 4, 3, 2) if a <= MAX_UPCAST and size % a == 0 and
+                accumulators() * a <= budget and a > 1), None)
+    if amt is not None:
+      k.apply_opt(Opt(OptOps.UPCAST, row, amt))
+  # the reduce unrolled by 4 all the same (its loads are a vector and broadcasts, not a register row of vectors):
+  # 17 -> 21 GFLOP/s there
+  last = k.first_upcast - 1
+  if k.first_reduce <= last and isinstance(n := k.full_shape[last], int) and n % 4 == 0:
+    k.apply_opt(Opt(OptOps.UNROLL, last - k.first_reduce, 4))
+
+
 def _row_amount(size: int, fits: list[int], peel_most: int = 0, threads: int = 1) -> int | None:
   """Rows of a register tile: the most that fit the registers (and the axis), peeled when they do not divide it.
   Measured (Zen 5, AVX-512, 1 thread): matmul 500 with 8 rows peeled (62 x 8 + 4) 1.36 ms, with 4 rows that divide
@@ -214,15 +312,30 @@ def _upcast_or_peel(k: Kernel, axis: int, amt: int) -> None:
 def _tile_columns(k: Kernel, want: int) -> tuple[int, int] | None:
   """Upcast the output's unit-stride axis along which some load is broadcast by `want` elements (one cache line,
   at least one vector), else the largest vector-sized amount that divides it; (axis id, amount) or None."""
+  choice = _column_choice(k, want)
+  if choice is None:
+    return None
+  axis, amt = choice
+  rid = k.rngs[axis].arg[0]
+  _upcast_or_peel(k, axis, amt)
+  return rid, amt
+
+
+def _column_choice(k: Kernel, want: int) -> tuple[int, int] | None:
+  """(axis, amount) of _tile_columns' tile, or None: nothing applied. Where no axis the store walks with stride 1
+  qualifies, one some load is a vector along while the store is not (a conv's input gradient before col2im,
+  P[n, ci, h, w, kh, kw] = sum_co dY[n, co, h, w] W[co, ci, kh, kw]: columns along w, each row's sums stored
+  strided once at the end of the reduce)."""
   vec = k.target.vector_floats
   stores = [access_strides(k, s.src[0]) for s in k.stores]
   loads = [access_strides(k, a) for a in k.accesses if a not in {s.src[0] for s in k.stores}]
-  for axis in reversed(range(k.first_reduce)):
+  axes = [a for a in reversed(range(k.first_reduce)) if all(st[a] == 1 for st in stores)]
+  axes += [a for a in reversed(range(k.first_reduce)) if a not in axes and any(st[a] == 1 for st in loads)]
+  for axis in axes:
     size = k.full_shape[axis]
     if not isinstance(size, int) or k.axis_types[axis] is AxisType.THREAD:
       continue
-    if all(st[axis] == 1 for st in stores) and all(st[axis] in (0, 1) for st in loads) and \
-        any(st[axis] == 0 for st in loads):
+    if all(st[axis] in (0, 1) for st in loads) and any(st[axis] == 0 for st in loads):
       # the line-wide tile, its remainder peeled when it does not divide; else a vector that divides
       amt = next((a for a in (want, vec, 8, 4) if a <= MAX_UPCAST and (size % a == 0 or a == want < size)), None)
       if amt == want and size % want % vec and vec < min(want, size) and size % vec < size % want:
@@ -231,9 +344,7 @@ def _tile_columns(k: Kernel, want: int) -> tuple[int, int] | None:
         # 56 columns: 16-wide tiles 10-20% faster than 8-wide)
         amt = vec
       if amt is not None:
-        rid = k.rngs[axis].arg[0]
-        _upcast_or_peel(k, axis, amt)
-        return rid, amt
+        return axis, amt
   return None
 
 
@@ -313,6 +424,41 @@ def stage_panel(k: Kernel) -> bool:
     return False
   try:
     k.apply_opt(Opt(OptOps.STAGE, 0, amt))
+  except KernelOptError:
+    return False
+  return True
+
+
+def block_reduce(k: Kernel) -> bool:
+  """BLOCK the outermost reduce axis of a register-tiled kernel whose inputs are too big to stay in L2 across its
+  output tiles (more than half of it: each tile read them all from beyond L2 again), in the fewest steps of that axis
+  whose reduce per tile is BLOCK_MIN_REDUCE long (each block ends in the tile's sums, and loads and stores its
+  outputs), where that leaves at least BLOCK_MIN_COUNT blocks; looped outside the outputs, which accumulate across
+  them. A conv's weight gradient reduces over the batch into few outputs: MNIST's conv2 (batch 512, 64 MB of inputs,
+  100 KB of outputs) in blocks of 16 images, measured on Zen 4 (1 MiB L2, 32 MiB L3), 1 thread, interleaved: 53 ->
+  62 GFLOP/s (blocks of 2: 64 there, but 63 -> 34 at batch 32, where 16 leaves 2 blocks and none is made)."""
+  reduces = [i for i in range(k.first_reduce, k.first_upcast) if k.axis_types[i] is AxisType.REDUCE]
+  # not the reduce's only loop (the one its vectors or unrolled lanes walk: each block would end in their sums)
+  if not k.reduceops or k.upcasted == 0 or len(reduces) < 2 or k.vars or _prod(k.full_shape[:k.first_reduce]) < 2:
+    return False
+  rng, size = k.rngs[reduces[0]], k.full_shape[reduces[0]]
+  stores = {st.src[0] for st in k.stores}
+  ins = [a for a in k.accesses if a not in stores and rng in a.ranges]
+  # what one iteration of the outermost output loop reads (a forward conv's one image; attention's one head): an
+  # input that varies along that loop is read a part at a time
+  outer, n0 = k.rngs[0], k.full_shape[0]
+  parts = {a.src[0]: n0 if outer in a.ranges and isinstance(n0, int) else 1 for a in ins}
+  if not isinstance(size, int) or sum(b.dtype.size * b.dtype.base.itemsize / n for b, n in parts.items()) * 2 <= \
+      k.target.l2_bytes:
+    return False
+  rest = _prod(k.full_shape[i] for i in range(reduces[0] + 1, k.shape_len)
+               if k.axis_types[i] in (AxisType.REDUCE, AxisType.UNROLL))
+  amt = next((a for a in range(2, size // BLOCK_MIN_COUNT + 1) if size % a == 0 and a * rest >= BLOCK_MIN_REDUCE),
+             None)
+  if amt is None:
+    return False
+  try:
+    k.apply_opt(Opt(OptOps.BLOCK, reduces[0] - k.first_reduce, amt))
   except KernelOptError:
     return False
   return True

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum, auto
 from typing import Any
 
-from compiler.opt.stage import MAX_SCRATCH, StageRefused, pm_stage, staged_store
+from compiler.opt.stage import MAX_SCRATCH, StageRefused, blocked_store, pm_stage, staged_store
 from compiler.opt.target import Target, host_target
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
 from compiler.symbolic import linear_form
@@ -25,6 +25,7 @@ class OptOps(Enum):
   UPCAST = auto(); UNROLL = auto(); LOCAL = auto(); GROUP = auto(); GROUPTOP = auto()  # noqa: E702
   PADTO = auto(); SWAP = auto(); NOLOCALS = auto(); THREAD = auto(); PEEL = auto()  # noqa: E702
   STAGE = auto()  # the CPU's counterpart of LOCAL memory: a reused tile of an input copied to a contiguous scratch
+  BLOCK = auto()  # a reduce axis in blocks looped outside the outputs, which accumulate across them
 
   def __lt__(self, x: OptOps) -> bool:
     return self.value < x.value
@@ -377,7 +378,7 @@ class Kernel:
   def real_axis(self, opt: Opt) -> int:
     if opt.axis is None:
       return -1
-    if opt.op in (OptOps.UNROLL, OptOps.STAGE):
+    if opt.op in (OptOps.UNROLL, OptOps.STAGE, OptOps.BLOCK):
       return self.first_reduce + opt.axis
     if opt.op in (OptOps.GROUP, OptOps.GROUPTOP):
       return self.first_reduce + self.group_for_reduces + opt.axis
@@ -430,6 +431,7 @@ class Kernel:
     # a staged kernel's scratch is filled from the axes as they are: only a THREAD split (of loops outside the
     # fill, each thread its own scratch) may follow
     check(not self.stage_rngs or op is OptOps.THREAD, f"{op.name}: only THREAD may follow STAGE")
+    check(AxisType.BLOCK not in self.axis_types or op is OptOps.THREAD, f"{op.name}: only THREAD may follow BLOCK")
     axis = self.real_axis(opt)
     check(0 <= opt.axis and axis < self.shape_len, f"invalid axis {opt.axis} for {op.name} on {self.shape_strs()}")
     rng = self.rngs[axis]
@@ -455,9 +457,9 @@ class Kernel:
       check(size % amt == 0, f"{op.name}: {amt} does not divide the axis of size {size}")
     kind = rng.arg[1]
 
-    if op is OptOps.STAGE:
-      check(kind is AxisType.REDUCE, "STAGE blocks a reduce axis (not an unrolled one)")
-      return self._stage(rng, amt, opt), self.dont_use_locals
+    if op in (OptOps.STAGE, OptOps.BLOCK):
+      check(kind is AxisType.REDUCE, f"{op.name} blocks a reduce axis (not an unrolled one)")
+      return (self._stage if op is OptOps.STAGE else self._block)(rng, amt, opt), self.dont_use_locals
     if op is OptOps.LOCAL:
       check(axis < self.global_dims and kind is not AxisType.THREAD, "local is for globals")
     elif op in (OptOps.GROUP, OptOps.GROUPTOP):
@@ -532,6 +534,15 @@ class Kernel:
                          min(self.target.l2_bytes // 2, MAX_SCRATCH), axis_stride)
     except StageRefused as e:
       raise KernelOptError(f"STAGE: {e}") from None
+    return graph_rewrite(self.ast, pm_stage, ctx=new, name=f"apply {opt.short()}")
+
+  def _block(self, rng: UOp, amt: int, opt: Opt) -> UOp:
+    """BLOCK (compiler.opt.stage.blocked_store): the reduce axis in blocks looped outside the outputs."""
+    check(not self.vars, "BLOCK does not work with symbolic shapes")
+    try:
+      new = blocked_store(self.rngs, self.global_dims, self.ast, rng, amt, self._next_axis_id())
+    except StageRefused as e:
+      raise KernelOptError(f"BLOCK: {e}") from None
     return graph_rewrite(self.ast, pm_stage, ctx=new, name=f"apply {opt.short()}")
 
   def _padto(self, axis: int, amt: int, opt: Opt) -> UOp:

@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 
 from compiler.opt.cache import cache_get, cache_key, cache_put
 from compiler.opt.heuristic import hand_coded_optimizations
-from compiler.opt.kernel import Kernel, KernelOptError, Opt, OptOps
+from compiler.opt.kernel import MAX_UNROLL, Kernel, KernelOptError, Opt, OptOps
 from compiler.trace import recorder
 from compiler.trace.recorder import untraced
 from compiler.uop import UOp
@@ -75,7 +75,10 @@ def record_beam(records: Sequence[dict[str, Any]], log: list[dict[str, Any]] | N
 def kernel_actions(k: Kernel) -> list[Opt]:
   """The opts BEAM tries on each kernel of the beam (the reference's list, with THREAD instead of locals, and PEEL)."""
   acts = [Opt(OptOps.UPCAST, axis, amt) for amt in (0, 2, 3, 4, 5, 6, 7, 8, 16) for axis in range(6)]
-  acts += [Opt(OptOps.UNROLL, axis, amt) for amt in (0, 4, 7) for axis in range(5)]
+  # and by one or two vectors: a dot tile's reduce (heuristic._dot_tile), whose lanes accumulate in vector registers
+  vec = k.target.vector_floats
+  unrolls = sorted({0, 4, 7, *(a for a in (vec, 2 * vec) if a <= MAX_UNROLL)})
+  acts += [Opt(OptOps.UNROLL, axis, amt) for amt in unrolls for axis in range(5)]
   acts += [Opt(OptOps.PADTO, axis, 32) for axis in range(7)]
   acts += [Opt(OptOps.SWAP, axis, other) for axis in range(5) for other in range(axis + 1, 5)]
   threads = k.target.threads
@@ -83,6 +86,8 @@ def kernel_actions(k: Kernel) -> list[Opt]:
     acts += [Opt(OptOps.THREAD, axis, amt) for axis in range(3) for amt in sorted({threads, 2 * threads})]
   # the CPU's local memory: a reused tile staged in a scratch, the whole reduce or blocks of it (compiler.opt.stage)
   acts += [Opt(OptOps.STAGE, axis, amt) for amt in (0, 64, 128, 256, 512) for axis in range(2)]
+  # a long reduce in blocks looped outside the outputs (a weight gradient's batch: its inputs stay cached)
+  acts += [Opt(OptOps.BLOCK, 0, amt) for amt in (2, 4, 8, 16, 32)]
   if k.target.has_local:
     acts += [Opt(OptOps.LOCAL, axis, amt) for amt in (2, 4, 8, 16) for axis in range(6)]
     acts += [Opt(OptOps.GROUPTOP, axis, amt) for amt in (13, 16, 28, 29, 32, 49, 64, 256) for axis in range(3)]

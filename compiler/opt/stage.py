@@ -108,12 +108,8 @@ def staged_store(rngs: list[UOp], n_outer: int, ast: UOp, k: UOp, amt: int, next
   _need(bool(reds), "no reduce over the staged axis")
   size = _size(k)
   blocks = size // amt
-  if blocks > 1:  # the outputs accumulate across blocks: only sums that are stored as they are
-    for st in ast.src:
-      red = st.src[1]
-      _need(red in reds and red.arg is Ops.ADD, "blocks of a reduce need the sum stored as it is, by each store")
-      _need(len(st.src[0].src) == 2, "blocks of a reduce need ungated stores")
-      _need(st.src[0].src[0].dtype.base == red.dtype, "blocks accumulate in the output's dtype")
+  if blocks > 1:
+    _need_accumulating(ast, reds)
   picked = pick_load(rngs, n_outer, _main_reduces(ast, reds, rngs[:n_outer]), k)
   _need(picked is not None, "no load of the reduce is read again by an outer loop it does not depend on")
   assert picked is not None
@@ -168,12 +164,52 @@ def staged_store(rngs: list[UOp], n_outer: int, ast: UOp, k: UOp, amt: int, next
                                                *(k_in if r is k else r for r in red.src[1:])), red.arg) for red in reds}
   if blk is None:
     return {st: st.substitute({**sub, **new_reds}) for st in ast.src}
+  return _accumulating_stores(ast, sub, new_reds, blk)
+
+
+def _sum_terms(v: UOp) -> list[UOp]:
+  """The terms of a sum: a reduce whose axis was peeled is the sum of its main part's REDUCE and its remainder's."""
+  return [t for s in v.src for t in _sum_terms(s)] if v.op is Ops.ADD else [v]
+
+
+def _need_accumulating(ast: UOp, reds: list[UOp]) -> None:
+  """The outputs can accumulate across blocks: only sums (of a peeled reduce's parts) that are stored as they are."""
+  for st in ast.src:
+    red = st.src[1]
+    _need(all(t in reds and t.arg is Ops.ADD for t in _sum_terms(red)),
+          "blocks of a reduce need the sum stored as it is, by each store")
+    _need(len(st.src[0].src) == 2, "blocks of a reduce need ungated stores")
+    _need(st.src[0].src[0].dtype.base == red.dtype, "blocks accumulate in the output's dtype")
+
+
+def _accumulating_stores(ast: UOp, sub: dict[UOp, UOp], new_reds: dict[UOp, UOp], blk: UOp) -> dict[UOp, UOp]:
+  """{old STORE: STORE(C, LOAD(C, valid=blk > 0) + its block's REDUCE)}: the first block stores, later ones add."""
   out = {}
   for st in ast.src:
     ix = st.src[0].substitute(sub)
     acc = UOp(Ops.LOAD, st.src[1].dtype, (UOp(Ops.INDEX, ix.dtype, (*ix.src, blk > 0)),))
-    out[st] = UOp(Ops.STORE, st.dtype, (ix, acc + new_reds[st.src[1]]))
+    out[st] = UOp(Ops.STORE, st.dtype, (ix, acc + st.src[1].substitute(new_reds)))
   return out
+
+
+def blocked_store(rngs: list[UOp], n_outer: int, ast: UOp, k: UOp, amt: int, next_id: int) -> dict[UOp, UOp]:
+  """{old STORE: its blocked version} for BLOCK of reduce range k by blocks of amt: `k = k_blk * amt + k_in`, k_blk a
+  BLOCK axis looped outside every outer loop but THREAD (they get new ids after it, loop order being id order), the
+  outputs accumulating across blocks. A long reduce with few outputs (a conv's weight gradient over the batch) then
+  reads one block of its inputs from the cache for every output tile, instead of all of them from memory."""
+  reds = [u for u in toposort(ast) if u.op is Ops.REDUCE and k in u.src[1:]]
+  _need(bool(reds), "no reduce over the blocked axis")
+  blocks = _size(k) // amt
+  _need(blocks > 1, "one block changes nothing")
+  _need_accumulating(ast, reds)
+  blk = UOp.range(blocks, next_id, AxisType.BLOCK, k.dtype)
+  outer = [r for r in rngs[:n_outer] if r.arg[1] is not AxisType.THREAD]
+  sub = {r: r.replace(arg=(next_id + 1 + i, r.arg[1])) for i, r in enumerate(outer)}
+  k_in = UOp.range(amt, k.arg[0], k.arg[1], k.dtype)
+  sub[k] = blk * amt + k_in
+  new_reds = {red: red.replace(src=(red.src[0].substitute(sub), *(k_in if r is k else r for r in red.src[1:])))
+              for red in reds}
+  return _accumulating_stores(ast, sub, new_reds, blk)
 
 
 def _swap_store(ctx: dict[UOp, UOp], st: UOp) -> UOp | None:
