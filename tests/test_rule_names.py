@@ -3,10 +3,8 @@ else its matcher's name and pattern; never `<lambda>`. Checked on every matcher 
 gradient in the trace, `show` and the viewer's API."""
 from __future__ import annotations
 
-import argparse
 import importlib
 import inspect
-import io
 import json
 import pkgutil
 import sys
@@ -15,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from trace_tools_helpers import run_show
 
 import compiler
 from compiler.dtype import dtypes
@@ -22,7 +21,7 @@ from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
 from compiler.tensor import Tensor
 from compiler.trace import recorder
 from compiler.uop import Ops, UOp
-from viz_server import compare, show
+from viz_server import compare
 from viz_server.offline import OfflineApi
 from vztrace.reader import TraceReader
 
@@ -123,13 +122,6 @@ def test_pattern_record_and_rule_names(trace):
 
 # ---- a recorded gradient: the trace, `show` and the viewer's API name its steps "d/dx OP"
 
-def _run_show(path: Path, **kw) -> str:
-  args = argparse.Namespace(file=str(path), rewrite=None, kernels=False, source=None, kernel=None, json=False)
-  for k, v in kw.items():
-    setattr(args, k, v)
-  out = io.StringIO()
-  assert show.run(args, out) == 0
-  return out.getvalue()
 
 
 @pytest.fixture(params=["interp", "llvm"])
@@ -161,14 +153,14 @@ def test_gradient_steps_are_named_in_show_and_the_api(gradient_trace):
     steps = api.trace_get(f"rewrites/{rw['id']}")["steps"]
     api_names = [api.trace_get(f"patterns/{st['pattern']}")["name"] for st in steps]
   assert api_names == ["d/dx RESHAPE", "d/dx REDUCE_AXIS", "d/dx ADD", "d/dx EXP2", "d/dx MUL"]
-  got = [json.loads(line) for line in _run_show(gradient_trace, json=True, rewrite="gradient").splitlines()]
+  got = [json.loads(line) for line in run_show(gradient_trace, json=True, rewrite="gradient").splitlines()]
   head, matches = got[0], got[1:]
   assert [m["rule"]["name"] for m in matches] == api_names
   # the counts per rule: by name (with file:line), adding up to the rewrite's matches
   assert {c["name"]: c["matches"] for c in head["rules"]} == Counter(api_names)
   assert sum(c["matches"] for c in head["rules"]) == head["matches"] == len(steps)
   assert all(c["file"].endswith("compiler/gradient.py") and c["line"] for c in head["rules"])
-  text = _run_show(gradient_trace, rewrite="gradient")
+  text = run_show(gradient_trace, rewrite="gradient")
   for name in api_names:
     assert f"1x {name}  " in text and f"  {name}  " in text
   assert "<lambda>" not in text
@@ -181,7 +173,7 @@ def test_old_trace_names_still_read_and_count(tmp_path):
     ht.meta(), ht.ctx(0), ht.node(0), ht.node(1, "ADD", [0, 0]), ht.node(2, arg="2"), old, ht.rw_begin(0, 1),
     {"t": "match", "rw": 0, "pat": 0, "before": 1, "after": 2, "dt": 5},
     {"t": "match", "rw": 0, "pat": 0, "before": 2, "after": 0, "dt": 5}, ht.rw_end(0, 0, 2), ht.END]])
-  got = [json.loads(line) for line in _run_show(path, json=True, rewrite="0").splitlines()]
+  got = [json.loads(line) for line in run_show(path, json=True, rewrite="0").splitlines()]
   assert got[0]["rules"] == [{"name": "<lambda>", "file": "h.py", "line": 1, "matches": 2}]
   assert [m["rule"]["name"] for m in got[1:]] == ["<lambda>", "<lambda>"]
 

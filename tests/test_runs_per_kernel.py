@@ -12,34 +12,14 @@ import socket
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
+from trace_tools_helpers import record_loop, run_show
 
-from compiler.tensor import Tensor
 from compiler.trace import recorder
 from viz_server import compare, show
 from viz_server.offline import OfflineApi
 from vztrace.reader import TraceReader
 from vztrace.writer import TraceWriter
-
-
-def record_loop(trace: Path, steps: int = 4) -> Path:
-  """relu(x @ w + 1).sum() `steps` times: two kernels, compiled by the first step, schedule cache hits after."""
-  x = Tensor(np.arange(32 * 32, dtype=np.float32).reshape(32, 32) / 100)
-  w = Tensor(np.ones((32, 32), dtype=np.float32))
-  for _ in range(steps):
-    (x @ w + 1).relu().sum().numpy()
-  recorder.disable()
-  return trace
-
-
-def run_show(path: Path, **kw) -> str:
-  args = argparse.Namespace(file=str(path), rewrite=None, kernels=False, source=None, kernel=None, json=False)
-  for k, v in kw.items():
-    setattr(args, k, v)
-  out = io.StringIO()
-  assert show.run(args, out) == 0
-  return out.getvalue()
 
 
 def test_a_schedule_cache_hit_files_its_run_under_its_own_context(trace, monkeypatch):

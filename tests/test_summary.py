@@ -14,11 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
+from trace_tools_helpers import record_loop
 
-from compiler.tensor import Tensor
-from compiler.trace import recorder
 from viz_server import show, summary
 from viz_server.offline import OfflineApi
 from vztrace.reader import TraceReader
@@ -27,15 +25,6 @@ from vztrace.writer import TraceWriter
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def record_loop(trace: Path, backend: str, monkeypatch, steps: int = 4) -> Path:
-  """A matmul, relu and sum run `steps` times (the later calls are schedule cache hits), recorded to `trace`."""
-  monkeypatch.setenv("BACKEND", backend)
-  x = Tensor(np.arange(32 * 32, dtype=np.float32).reshape(32, 32) / 100)
-  w = Tensor(np.ones((32, 32), dtype=np.float32))
-  for _ in range(steps):
-    (x @ w + 1).relu().sum().numpy()
-  recorder.disable()
-  return trace
 
 
 def raw_phases(path: Path) -> dict:
@@ -106,7 +95,8 @@ def raw_kernels(path: Path) -> dict[str, list[float]]:
 
 @pytest.mark.parametrize("backend", ["llvm", "interp"])
 def test_phases_and_runs_equal_sums_of_the_raw_records(trace, monkeypatch, backend):
-  path = record_loop(trace, backend, monkeypatch)
+  monkeypatch.setenv("BACKEND", backend)
+  path = record_loop(trace)
   with OfflineApi(path) as api:
     got = api.trace_get("summary")
   want = raw_phases(path)
@@ -198,7 +188,8 @@ def info_json(path: Path) -> dict:
 
 
 def test_counts_agree_on_every_surface(trace, monkeypatch):
-  path = record_loop(trace, "llvm", monkeypatch)
+  monkeypatch.setenv("BACKEND", "llvm")
+  path = record_loop(trace)
   with OfflineApi(path) as api:
     entry = api.get("/api/traces")[0]["counts"]
     got = api.trace_get("summary")["counts"]

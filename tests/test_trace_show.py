@@ -2,7 +2,6 @@
 viewer's API on a real recorded trace, and against hostile strings."""
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import subprocess
@@ -11,14 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from viz_server import show
 from viz_server.offline import OfflineApi
 from viz_server.term import SGR
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 import hostile_traces as ht  # noqa: E402
-from trace_tools_helpers import record_small  # noqa: E402
+from trace_tools_helpers import record_small, run_show  # noqa: E402
 
 
 @pytest.fixture
@@ -35,13 +33,6 @@ class Tty(io.StringIO):
     return True
 
 
-def run_show(path, out=None, **kw) -> str:
-  args = argparse.Namespace(file=str(path), rewrite=None, kernels=False, source=None, kernel=None, json=False)
-  for k, v in kw.items():
-    setattr(args, k, v)
-  out = out if out is not None else io.StringIO()
-  assert show.run(args, out) == 0
-  return out.getvalue()
 
 
 def json_lines(text: str) -> list[dict]:
