@@ -16,7 +16,7 @@ import os
 import sys
 import time
 from collections import Counter
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -30,39 +30,102 @@ from compiler import Tensor  # noqa: E402
 
 SHAPES = [(3,), (2, 3), (3, 1), (1, 4), (2, 2, 2), (4,), ()]
 
-# each op: a name and the code applied to `x` (unary) or `x, y` (binary): eval'd, so a failure prints as code
-UNARY = {
-  "neg": "-x", "exp": "(x * 0.5).exp()", "log": "(x.abs() + 0.5).log()", "sqrt": "(x * x + 0.3).sqrt()",
-  "rsqrt": "(x * x + 0.3).rsqrt()", "reciprocal": "(x * x + 0.5).reciprocal()", "square": "x.square()",
-  "sin": "x.sin()", "cos": "x.cos()", "tanh": "x.tanh()", "sigmoid": "x.sigmoid()", "relu": "x.relu()",
-  "leaky_relu": "x.leaky_relu(0.2)", "elu": "x.elu()", "celu": "x.celu(1.5)", "selu": "x.selu()",
-  "softplus": "x.softplus()", "logsigmoid": "x.logsigmoid()", "silu": "x.silu()", "gelu": "x.gelu()",
-  "gelu_erf": "x.gelu('none')", "quick_gelu": "x.quick_gelu()", "mish": "x.mish()", "softsign": "x.softsign()",
-  "hardswish": "x.hardswish()", "hardtanh": "x.hardtanh(-1.5, 1.5)", "relu6": "(x * 4).relu6()", "abs": "x.abs()",
-  "clip": "x.clip(-0.8, 0.9)", "pow_2.5": "(x.abs() + 0.2) ** 2.5", "pow_3": "x ** 3", "pow_-2": "(x * x + 0.5) ** -2",
-  "rpow": "1.7 ** x", "asin": "(x * 0.3).tanh().asin()", "acos": "(x * 0.3).tanh().acos()", "atan": "x.atan()",
-  "sinh": "x.sinh()", "cosh": "x.cosh()", "asinh": "x.asinh()", "acosh": "(x * x + 1.2).acosh()",
-  "atanh": "(x * 0.3).tanh().atanh()", "erf": "x.erf()", "erf_small": "(x * 0.1).erf()",
+# each op: a name and the function applied to x (unary), x and the second input y (binary), or x along axis a
+UNARY_FN: dict[str, Callable[..., Any]] = {
+  "neg": lambda x: -x,
+  "exp": lambda x: (x * 0.5).exp(),
+  "log": lambda x: (x.abs() + 0.5).log(),
+  "sqrt": lambda x: (x * x + 0.3).sqrt(),
+  "rsqrt": lambda x: (x * x + 0.3).rsqrt(),
+  "reciprocal": lambda x: (x * x + 0.5).reciprocal(),
+  "square": lambda x: x.square(),
+  "sin": lambda x: x.sin(),
+  "cos": lambda x: x.cos(),
+  "tanh": lambda x: x.tanh(),
+  "sigmoid": lambda x: x.sigmoid(),
+  "relu": lambda x: x.relu(),
+  "leaky_relu": lambda x: x.leaky_relu(0.2),
+  "elu": lambda x: x.elu(),
+  "celu": lambda x: x.celu(1.5),
+  "selu": lambda x: x.selu(),
+  "softplus": lambda x: x.softplus(),
+  "logsigmoid": lambda x: x.logsigmoid(),
+  "silu": lambda x: x.silu(),
+  "gelu": lambda x: x.gelu(),
+  "gelu_erf": lambda x: x.gelu('none'),
+  "quick_gelu": lambda x: x.quick_gelu(),
+  "mish": lambda x: x.mish(),
+  "softsign": lambda x: x.softsign(),
+  "hardswish": lambda x: x.hardswish(),
+  "hardtanh": lambda x: x.hardtanh(-1.5, 1.5),
+  "relu6": lambda x: (x * 4).relu6(),
+  "abs": lambda x: x.abs(),
+  "clip": lambda x: x.clip(-0.8, 0.9),
+  "pow_2.5": lambda x: (x.abs() + 0.2) ** 2.5,
+  "pow_3": lambda x: x ** 3,
+  "pow_-2": lambda x: (x * x + 0.5) ** -2,
+  "rpow": lambda x: 1.7 ** x,
+  "asin": lambda x: (x * 0.3).tanh().asin(),
+  "acos": lambda x: (x * 0.3).tanh().acos(),
+  "atan": lambda x: x.atan(),
+  "sinh": lambda x: x.sinh(),
+  "cosh": lambda x: x.cosh(),
+  "asinh": lambda x: x.asinh(),
+  "acosh": lambda x: (x * x + 1.2).acosh(),
+  "atanh": lambda x: (x * 0.3).tanh().atanh(),
+  "erf": lambda x: x.erf(),
+  "erf_small": lambda x: (x * 0.1).erf(),
 }
-BINARY = {
-  "add": "x + Y", "sub": "x - Y", "mul": "x * Y", "div": "x / (Y * Y + 0.5)", "maximum": "x.maximum(Y)",
-  "minimum": "x.minimum(Y)", "pow": "(x.abs() + 0.3) ** Y", "where": "(x > Y).where(x * 2, Y)",
-  "lerp": "x.lerp(Y, 0.3)", "copysign": "x.copysign(Y)",
+BINARY_FN: dict[str, Callable[..., Any]] = {
+  "add": lambda x, y: x + y,
+  "sub": lambda x, y: x - y,
+  "mul": lambda x, y: x * y,
+  "div": lambda x, y: x / (y * y + 0.5),
+  "maximum": lambda x, y: x.maximum(y),
+  "minimum": lambda x, y: x.minimum(y),
+  "pow": lambda x, y: (x.abs() + 0.3) ** y,
+  "where": lambda x, y: (x > y).where(x * 2, y),
+  "lerp": lambda x, y: x.lerp(y, 0.3),
+  "copysign": lambda x, y: x.copysign(y),
 }
-# along axis `a` (a valid axis of x, or None for all)
-REDUCE = {
-  "sum": "x.sum(a)", "mean": "x.mean(a)", "max": "x.max(a)", "min": "x.min(a)", "prod": "x.prod(a)",
-  "logsumexp": "x.logsumexp(a)", "var": "x.var(a)", "std": "(x * x + 0.2).std(a)", "softmax": "x.softmax(a)",
-  "log_softmax": "x.log_softmax(a)", "cumsum": "x.cumsum(a)", "logcumsumexp": "x.logcumsumexp(a)",
-  "cumprod": "x.cumprod(a)", "layernorm": "x.layernorm(a)",
+REDUCE_FN: dict[str, Callable[..., Any]] = {
+  "sum": lambda x, a: x.sum(a),
+  "mean": lambda x, a: x.mean(a),
+  "max": lambda x, a: x.max(a),
+  "min": lambda x, a: x.min(a),
+  "prod": lambda x, a: x.prod(a),
+  "logsumexp": lambda x, a: x.logsumexp(a),
+  "var": lambda x, a: x.var(a),
+  "std": lambda x, a: (x * x + 0.2).std(a),
+  "softmax": lambda x, a: x.softmax(a),
+  "log_softmax": lambda x, a: x.log_softmax(a),
+  "cumsum": lambda x, a: x.cumsum(a),
+  "logcumsumexp": lambda x, a: x.logcumsumexp(a),
+  "cumprod": lambda x, a: x.cumprod(a),
+  "layernorm": lambda x, a: x.layernorm(a),
 }
-MOVEMENT = {
-  "flatten": "x.flatten()", "flip": "x.flip(a)", "transpose": "x.transpose(a, -1)", "pad": "x.pad(((1, 2),) + "
-  "((0, 0),) * (x.ndim - 1), value=0.37)", "shrink": "x.shrink(((0, x.shape[0] - 1),) + (None,) * (x.ndim - 1))",
-  "expand": "x.unsqueeze(0).expand(2, *x.shape)", "repeat": "x.repeat(2, *([1] * (x.ndim - 1)))",
-  "contiguous": "(x * 1.5).contiguous()",
+MOVEMENT_FN: dict[str, Callable[..., Any]] = {
+  "flatten": lambda x, a: x.flatten(),
+  "flip": lambda x, a: x.flip(a),
+  "transpose": lambda x, a: x.transpose(a, -1),
+  "pad": lambda x, a: x.pad(((1, 2),) + ((0, 0),) * (x.ndim - 1), value=0.37),
+  "shrink": lambda x, a: x.shrink(((0, x.shape[0] - 1),) + (None,) * (x.ndim - 1)),
+  "expand": lambda x, a: x.unsqueeze(0).expand(2, *x.shape),
+  "repeat": lambda x, a: x.repeat(2, *([1] * (x.ndim - 1))),
+  "contiguous": lambda x, a: (x * 1.5).contiguous(),
 }
-KINDS = {"unary": UNARY, "binary": BINARY, "reduce": REDUCE, "movement": MOVEMENT}
+KINDS = {"unary": UNARY_FN, "binary": BINARY_FN, "reduce": REDUCE_FN, "movement": MOVEMENT_FN}
+
+
+class Step(NamedTuple):
+  """One op of a chain: its kind and name, the index of its second input (binary) and its axis (reduce, movement)."""
+  kind: str
+  name: str
+  y: int | None
+  a: int | None
+
+  def __repr__(self) -> str:
+    return f"{self.name}(" + ", ".join(f"{k}={v}" for k, v in (("y", self.y), ("a", self.a)) if v is not None) + ")"
 
 
 def _moved(name: str, p: np.ndarray, a: int) -> np.ndarray:
@@ -80,13 +143,13 @@ def _moved(name: str, p: np.ndarray, a: int) -> np.ndarray:
   return np.tile(p, (2,) + (1,) * (p.ndim - 1)) if name == "repeat" else p
 
 
-def random_chain(rng: np.random.Generator) -> tuple[list[str], list[np.ndarray]]:
-  """The steps (code lines over x, y, a) and inputs of one chain; every step keeps x a float tensor with >= 1 dim
+def random_chain(rng: np.random.Generator) -> tuple[list[Step], list[np.ndarray]]:
+  """The steps and inputs of one chain; every step keeps x a float tensor with >= 1 dim
   where a step needs one."""
   shape = SHAPES[rng.integers(len(SHAPES))]
   x = np.asarray(rng.standard_normal(shape))
   inputs = [x]
-  steps: list[str] = []
+  steps: list[Step] = []
   nd = len(shape)
   dims = list(shape)
   copies = False
@@ -97,23 +160,23 @@ def random_chain(rng: np.random.Generator) -> tuple[list[str], list[np.ndarray]]
     if kind == "movement" and dims[0] < 2:
       kind = "unary"
     name = list(KINDS[kind])[rng.integers(len(KINDS[kind]))]
-    code = KINDS[kind][name]
     a = int(rng.integers(nd)) if nd else None
+    y = None
     if kind == "binary":
       # y broadcasts: the same shape, a size-1 dim, fewer leading dims, or 0-d; a second input or a constant
       yshape = [tuple(dims), tuple(1 if i == a else d for i, d in enumerate(dims)), tuple(dims[1:]), ()][
         rng.integers(4)]
       inputs.append(np.asarray(rng.standard_normal(yshape)))
-      code = code.replace("Y", f"inputs[{len(inputs) - 1}]")
+      y = len(inputs) - 1
     elif kind == "reduce":
       if copies and name in ("max", "min"):  # equal copies tie: max is not differentiable there
-        name, code = "logsumexp", REDUCE["logsumexp"]
+        name = "logsumexp"
       if name in ("sum", "mean", "max", "min", "prod", "logsumexp", "var", "std") and rng.integers(3) == 0:
         a = None
       if name in ("var", "std") and (dims[a] if a is not None else int(np.prod(dims))) < 2:
-        name, code = "sum", REDUCE["sum"]
+        name = "sum"
     copies = copies or name in ("expand", "repeat")
-    steps.append(f"{name}: " + code.replace("(a)", f"({a})").replace("(a,", f"({a},"))
+    steps.append(Step(kind, name, y, a if kind in ("reduce", "movement") else None))
     probe = np.zeros(dims)  # the output shape, from numpy's rules for the few shape-changing steps
     if kind == "reduce" and name not in ("softmax", "log_softmax", "cumsum", "logcumsumexp", "cumprod", "layernorm"):
       probe = probe.sum(a)
@@ -125,11 +188,18 @@ def random_chain(rng: np.random.Generator) -> tuple[list[str], list[np.ndarray]]
   return steps, inputs
 
 
-def chain_fn(steps: list[str], n_inputs: int) -> Callable[..., Any]:
+def apply_step(step: Step, x: Any, inputs: tuple) -> Any:
+  f = KINDS[step.kind][step.name]
+  if step.kind == "unary":
+    return f(x)
+  return f(x, inputs[step.y]) if step.kind == "binary" else f(x, step.a)
+
+
+def chain_fn(steps: list[Step], n_inputs: int) -> Callable[..., Any]:
   def fn(*ts: Any) -> Any:
-    x, inputs = ts[0], ts
-    for s in steps:
-      x = eval(s.split(": ", 1)[1], {"inputs": inputs}, {"x": x})
+    x = ts[0]
+    for step in steps:
+      x = apply_step(step, x, ts)
     return x
   assert n_inputs >= 1
   return fn
@@ -146,7 +216,7 @@ def run_fuzz(n: int, seed: int, budget_s: float = float("inf"), directions: int 
   while counts["chains"] < n and time.perf_counter() - start < budget_s:
     steps, inputs = random_chain(rng)
     fn = chain_fn(steps, len(inputs))
-    names = [s.split(":")[0] for s in steps]
+    names = [step.name for step in steps]
     try:
       check_gradient(fn, *inputs, rng=rng, directions=directions, rtol=1e-5, atol=1e-7)
     except Exception as e:  # noqa: BLE001 - an error is a failure too, reported with its chain

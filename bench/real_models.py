@@ -344,7 +344,7 @@ def torch_program(name: str, size: Size, state: dict[str, np.ndarray] | None, se
   m = torch_model(name, size, state)
   inputs = [torch.from_numpy(a.astype(np.int64) if a.dtype.kind == "i" else a) for a in data(name, size, seed)]
   if name == "gpt_fwd":
-    m.eval()
+    m.train(False)
 
     def fn() -> Any:
       with torch.no_grad():
