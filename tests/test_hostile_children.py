@@ -18,7 +18,7 @@ from pathlib import Path
 
 import hostile_traces as H
 import pytest
-from proc_helpers import alive, get_json, wait_exit, wait_until
+from proc_helpers import Events, alive, get_json, wait_exit, wait_until
 
 from viz_server import share
 from viz_server.__main__ import bind
@@ -71,12 +71,12 @@ def limits_set(pid: int) -> bool:
   return line.split()[0] == str(share.CHILD_CPU_S)
 
 
-def held_child(ppid: int, url: str, known: set[int], results: list, set_up: bool = False) -> int:
+def held_child(ppid: int, url: str, known: set[int], results: Events, set_up: bool = False) -> int:
   """Start a request of url in a thread and stop (SIGSTOP) the tool child it starts, as soon as it appears (set_up:
   once it has set its own limits); tries again where the child had finished before it could be stopped. The stopped
   child's pid."""
   for _ in range(20):
-    th = threading.Thread(target=lambda: results.append(get(url)), daemon=True)
+    th = threading.Thread(target=lambda: results.add(get(url)), daemon=True)
     th.start()
     pid = wait_until(lambda th=th: next((p for p in tool_children(ppid) if p not in known and
                                          (not set_up or limits_set(p))), None) or (not th.is_alive() and -1),
@@ -117,7 +117,7 @@ def viewer(tmp_path):
 def test_at_most_max_children_run_and_more_are_refused(viewer):
   url, (a, b) = viewer
   held: list[int] = []
-  results: list[int] = []
+  results = Events()  # each request's answer, recorded by its thread
   try:
     for _ in range(share.MAX_CHILDREN):
       held.append(held_child(os.getpid(), f"{url}/api/traces/{a}/export", set(held), results))
@@ -126,13 +126,13 @@ def test_at_most_max_children_run_and_more_are_refused(viewer):
     assert len(tool_children(os.getpid())) == share.MAX_CHILDREN
   finally:
     release(held)
-  wait_until(lambda: len(results) == len(held), "the held requests to be answered")
+  results.wait_for(lambda got: len(got) >= len(held), "the held requests to be answered")
   assert get(f"{url}/api/compare?a={a}&b={b}") == 200  # a slot is free again once the held ones are gone
 
 
 def test_each_child_has_its_own_limits_and_process_group(viewer):
   url, (a, _) = viewer
-  results: list[int] = []
+  results = Events()  # each request's answer, recorded by its thread
   pid = held_child(os.getpid(), f"{url}/api/traces/{a}/export", set(), results, set_up=True)
   try:
     limits = Path(f"/proc/{pid}/limits").read_text()
@@ -167,7 +167,7 @@ def _cli_viewer(tmp_path: Path) -> tuple[subprocess.Popen, str, int]:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_no_child_outlives_the_viewer(tmp_path, sig):
   proc, url, t = _cli_viewer(tmp_path)
-  results: list[int] = []
+  results = Events()  # each request's answer, recorded by its thread
   child = None
   try:
     # SIGKILL: the kernel's parent-death signal, which the child asks for as it sets its limits
