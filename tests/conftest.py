@@ -3,6 +3,7 @@ import atexit
 import os
 import shutil
 import tempfile
+import threading
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -10,6 +11,8 @@ from hypothesis import HealthCheck, settings
 from compiler.runtime import buffer as bufmod
 from compiler.schedule.cache import SCHEDULES
 from compiler.trace import recorder
+from viz_server.__main__ import bind
+from viz_server.app import create_app
 
 # hypothesis's per-example deadline and its too-slow health check measure wall-clock time, which a loaded machine
 # stretches: tests here never depend on timing (a test's own @settings still sets what it names)
@@ -48,3 +51,19 @@ def fresh_caches():
   yield
   bufmod.clear_pool()
   SCHEDULES.clear()
+
+
+@pytest.fixture
+def server(tmp_path):
+  """A viewer in this process serving the folder tmp_path/traces (yields the folder and the viewer's URL)."""
+  d = tmp_path / "traces"
+  d.mkdir()
+  app = create_app([d], follow=False)
+  srv = bind(app, "127.0.0.1", 0)
+  store = app.extensions["tinyviz"]["store"]
+  store.start()
+  threading.Thread(target=srv.serve_forever, daemon=True).start()
+  yield d, f"http://127.0.0.1:{srv.port}"
+  srv.shutdown()
+  store.stop()
+  srv.server_close()

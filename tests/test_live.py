@@ -6,15 +6,11 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
-import pytest
 import socketio
 from proc_helpers import Events, add_exit, alive, get_json, open_gate, ping, stop_writer, wait_exit, wait_until
 
-from viz_server.__main__ import bind
-from viz_server.app import create_app
 from vztrace.reader import TraceReader
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,22 +51,6 @@ def _env(**extra):
   env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
   env.update(extra)
   return env
-
-
-@pytest.fixture
-def server(tmp_path):
-  d = tmp_path / "traces"
-  d.mkdir()
-  app = create_app([d], follow=False)
-  srv = bind(app, "127.0.0.1", 0)
-  store = app.extensions["tinyviz"]["store"]
-  store.start()
-  t = threading.Thread(target=srv.serve_forever, daemon=True)
-  t.start()
-  yield d, f"http://127.0.0.1:{srv.port}"
-  srv.shutdown()
-  store.stop()
-  srv.server_close()
 
 
 def test_socketio_client_gets_contexts_of_a_trace_being_written(server):

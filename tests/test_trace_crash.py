@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 import pytest
@@ -16,8 +15,6 @@ import socketio
 from proc_helpers import Events, add_exit, get_json
 
 from compiler.trace.cli import summarize
-from viz_server.__main__ import bind
-from viz_server.app import create_app
 from viz_server.export import collect
 from viz_server.offline import OfflineApi
 from vztrace import format as fmt
@@ -160,22 +157,6 @@ def test_show_prints_the_ending_after_the_contexts(runs):
   ends = [json.loads(line) for line in trace_cli("show", "--json", str(trace)).stdout.splitlines()
           if '"type": "exit"' in line]
   assert len(ends) == 1 and ends[0]["exit"]["message"] == MESSAGE and ends[0]["exit"]["line"] == LINES["RAISE"]
-
-
-@pytest.fixture
-def server(tmp_path):
-  d = tmp_path / "traces"
-  d.mkdir()
-  app = create_app([d], follow=False)
-  srv = bind(app, "127.0.0.1", 0)
-  store = app.extensions["tinyviz"]["store"]
-  store.start()
-  t = threading.Thread(target=srv.serve_forever, daemon=True)
-  t.start()
-  yield d, f"http://127.0.0.1:{srv.port}"
-  srv.shutdown()
-  store.stop()
-  srv.server_close()
 
 
 def test_the_viewer_tells_its_clients_how_the_program_ended(server, tmp_path):
