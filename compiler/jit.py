@@ -12,7 +12,7 @@ output whose memory a caller still reads to other memory before writing it). A r
 input too: the function is given `Tensor.from_numpy(arr)`, and a replay reads the array in place (copied only where a
 kernel cannot read it: strided, unaligned) with no Tensor made at all; it is never written. The jit holds every Buffer
 the capture used, so intermediates are never handed back to the buffer pool while it lives (the memory planner's
-shared intermediates are recorded as they ran: replays share that memory alike); weights and optimizer
+arena views hold their arena: replays run in the bytes the capture ran in); weights and optimizer
 state written in place (assign, `opt.step()`; an assign whose value reads the target at other elements too: the
 scheduler computes it into a temporary and copies it in) are the same buffers every call, so a replay updates them
 as the function would; a loss it builds before `opt.step()` and returns is computed by the step's schedule
@@ -42,9 +42,9 @@ from typing import Any, Callable, Generic, Sequence, TypeVar
 import numpy as np
 
 from compiler import debug, realize
+from compiler.realize import buffer_of_view, live_tensors
 from compiler.runtime.buffer import Buffer, buffer_of, can_share
 from compiler.tensor import Tensor, to_dtype
-from compiler.tensor_mixins.autograd import buffer_of_view, live_tensors
 from compiler.trace import recorder
 from compiler.trace.recorder import trace_context
 from compiler.uop import Ops

@@ -2,46 +2,12 @@
 from __future__ import annotations
 
 import contextlib
-import weakref
 from typing import Any, ClassVar, Iterator
 
 from compiler.dtype import dtypes
 from compiler.gradient import compute_gradient
+from compiler.realize import PENDING_ASSIGNS, SHARED_BUFFERS, buffer_of_view, live_tensors
 from compiler.uop import Ops, UOp, toposort
-
-# buffers that realizing gave to more than one tensor: equal graphs (hash-consed to one node) realized in one schedule,
-# or a graph realized again that an earlier realize remembered. Writing one in place would change the other tensors
-# too, so `assign` gives the tensor a buffer of its own instead (copy on write).
-SHARED_BUFFERS: weakref.WeakSet[UOp] = weakref.WeakSet()
-# the in-place writes (ASSIGN nodes onto a realized buffer) not run yet: a realize that runs one first computes the
-# live tensors that still read the buffer's old contents (Tensor._realize_all)
-PENDING_ASSIGNS: weakref.WeakSet[UOp] = weakref.WeakSet()
-
-# every Tensor made, weakly (tinygrad's all_tensors): `backward` fills .grad of the live tensors in the graph, and an
-# in-place write finds the live lazy tensors that read the old contents. Plain weak references in a list, swept of
-# the dead ones when it has doubled: a reference with a callback (or a WeakSet) cost twice as much per tensor made
-_all_tensors: list[weakref.ref] = []
-_sweep_at = [1024]
-
-
-def track(t: Any) -> None:
-  """Remember a new Tensor (weakly)."""
-  _all_tensors.append(weakref.ref(t))
-  if len(_all_tensors) >= _sweep_at[0]:
-    _all_tensors[:] = [r for r in _all_tensors if r() is not None]
-    _sweep_at[0] = max(1024, 2 * len(_all_tensors))
-
-
-def live_tensors() -> list[Any]:
-  """The Tensors alive now."""
-  return [t for r in _all_tensors if (t := r()) is not None]
-
-
-def buffer_of_view(u: UOp) -> UOp | None:
-  """The BUFFER node u is a view of (reshapes of a buffer), or None."""
-  while u.op is Ops.RESHAPE:
-    u = u.src[0]
-  return u if u.op is Ops.BUFFER else None
 
 
 class AutogradMixin:

@@ -1,18 +1,32 @@
-"""Tensor constructors: linspace and the random initializers (tinygrad's names and defaults)."""
+"""Tensor constructors: full, zeros, ones, arange, eye, the host RNG's rand/randn/randint, linspace and the random
+initializers (tinygrad's names and defaults)."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from compiler.dtype import dtypes
+from compiler.dtype import DType, dtypes
+from compiler.realize import buffer_of_view, note_draw
+from compiler.runtime.buffer import buffer_of
+from compiler.tensor_mixins._args import (
+  Scalar,
+  check_shape,
+  fitting_int,
+  in_range,
+  is_int,
+  py_value,
+  shape_arg,
+  to_dtype,
+)
+from compiler.uop import Ops, UOp
 
 
 def _dims(shape: tuple, name: str) -> tuple[int, ...]:
   if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
     shape = tuple(shape[0])
-  if not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 0 for s in shape):
+  if not all(is_int(s) and s >= 0 for s in shape):
     raise ValueError(f"Tensor.{name}: shape must be non-negative ints, got {shape!r}")
   return tuple(int(s) for s in shape)
 
@@ -25,6 +39,113 @@ def _fan_in(shape: tuple[int, ...], name: str) -> int:
 
 class CreationMixin:
   __slots__ = ()
+  _rng: np.random.Generator = np.random.default_rng(0)  # the host RNG (manual_seed rebinds it on the class)
+
+  # ---- creation
+  @classmethod
+  def full(cls, shape: Any, fill_value: Scalar, dtype: Any = None, requires_grad: bool | None = None) -> Any:
+    shape = check_shape(shape_arg((shape,) if isinstance(shape, int) else tuple(shape), "Tensor.full"),
+                         "Tensor.full")
+    v = py_value(fill_value)
+    dt = to_dtype(dtype) or fitting_int(dtypes.from_py(v), v, v, "Tensor.full")
+    c = UOp.const(dt, in_range(v, dt, "Tensor.full"))
+    if not shape:
+      return cls(c)._marked(requires_grad)
+    return cls(UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape))).expand(shape)._marked(requires_grad)
+
+  @classmethod
+  def zeros(cls, *shape: Any, dtype: Any = None, requires_grad: bool | None = None) -> Any:
+    return cls.full(shape_arg(shape, "Tensor.zeros"), 0, to_dtype(dtype) or dtypes.default_float, requires_grad)
+
+  @classmethod
+  def ones(cls, *shape: Any, dtype: Any = None, requires_grad: bool | None = None) -> Any:
+    return cls.full(shape_arg(shape, "Tensor.ones"), 1, to_dtype(dtype) or dtypes.default_float, requires_grad)
+
+  @classmethod
+  def empty(cls, *shape: Any, dtype: Any = None, requires_grad: bool | None = None) -> Any:
+    return cls.zeros(*shape, dtype=dtype, requires_grad=requires_grad)
+
+  @classmethod
+  def arange(cls, start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: Any = None,
+             requires_grad: bool | None = None) -> Any:
+    if stop is None:
+      start, stop = 0, start
+    start, stop, step = py_value(start), py_value(stop), py_value(step)
+    if step == 0:
+      raise ValueError("Tensor.arange: step must not be 0")
+    is_float = any(isinstance(x, float) for x in (start, stop, step))
+    n = max(0, math.ceil((stop - start) / step))
+    last = start + (n - 1) * step if n else start
+    dt = to_dtype(dtype) or (dtypes.default_float if is_float else
+                             fitting_int(dtypes.default_int, min(start, last), max(start, last), "Tensor.arange"))
+    for v in (start, last):  # both ends in range: the values between are too (and nothing huge is allocated)
+      in_range(v, dt, "Tensor.arange")
+    if is_float:
+      return cls((start + np.arange(n) * step).astype(dt.np), dt, requires_grad)
+    return cls((start + np.arange(n, dtype=np.int64) * step).astype(dt.np), dt, requires_grad)
+
+  @classmethod
+  def eye(cls, n: int, m: int | None = None, dtype: Any = None, requires_grad: bool | None = None) -> Any:
+    m = n if m is None else m
+    if n < 0 or m < 0:
+      raise ValueError(f"Tensor.eye: negative size ({n}, {m})")
+    dt = to_dtype(dtype) or dtypes.default_float
+    return (cls.arange(n).reshape(n, 1) == cls.arange(m).reshape(1, m)).cast(dt)._marked(requires_grad)
+
+  @classmethod
+  def manual_seed(cls, seed: int = 0) -> None:
+    cls._rng = np.random.default_rng(seed)
+
+  @classmethod
+  def _drawn(cls, draw: Callable[[], np.ndarray], dt: DType, requires_grad: bool | None) -> Any:
+    """A tensor of the numbers `draw()` takes from the host RNG (cls._rng when called: manual_seed rebinds it);
+    its buffer is noted with the draw, so that a TinyJit replay draws new numbers into it as the function would."""
+    t = cls(draw(), dt, requires_grad)
+    note_draw(buffer_of(buffer_of_view(t.uop)), draw)
+    return t
+
+  @classmethod
+  def rand(cls, *shape: Any, dtype: Any = None, requires_grad: bool | None = None) -> Any:
+    """Uniform in [0, 1)."""
+    shape = check_shape(shape_arg(shape, "Tensor.rand"), "Tensor.rand")
+    dt = to_dtype(dtype) or dtypes.default_float
+    return cls._drawn(lambda: cls._rng.random(shape, dtype=np.float64).astype(dt.np), dt, requires_grad)
+
+  @classmethod
+  def randn(cls, *shape: Any, dtype: Any = None, requires_grad: bool | None = None) -> Any:
+    """Standard normal."""
+    shape = check_shape(shape_arg(shape, "Tensor.randn"), "Tensor.randn")
+    dt = to_dtype(dtype) or dtypes.default_float
+    return cls._drawn(lambda: cls._rng.standard_normal(shape).astype(dt.np), dt, requires_grad)
+
+  @classmethod
+  def uniform(cls, *shape: Any, low: float = 0.0, high: float = 1.0, dtype: Any = None,
+              requires_grad: bool | None = None) -> Any:
+    return (cls.rand(*shape, dtype=dtype) * (high - low) + low)._marked(requires_grad)
+
+  @classmethod
+  def randint(cls, *shape: Any, low: int = 0, high: int = 10, dtype: Any = None,
+              requires_grad: bool | None = None) -> Any:
+    shape = check_shape(shape_arg(shape, "Tensor.randint"), "Tensor.randint")
+    dt = to_dtype(dtype) or dtypes.default_int
+    return cls._drawn(lambda: cls._rng.integers(low, high, shape).astype(dt.np), dt, requires_grad)
+
+  def full_like(self, fill_value: Scalar, dtype: Any = None, requires_grad: bool | None = None) -> Any:
+    return self.full(self.shape, fill_value, to_dtype(dtype) or self.dtype, requires_grad)
+
+  def zeros_like(self, dtype: Any = None, requires_grad: bool | None = None) -> Any:
+    return self.full_like(0, dtype, requires_grad)
+
+  def ones_like(self, dtype: Any = None, requires_grad: bool | None = None) -> Any:
+    return self.full_like(1, dtype, requires_grad)
+
+  def rand_like(self, dtype: Any = None, requires_grad: bool | None = None) -> Any:
+    return self.rand(self.shape, dtype=to_dtype(dtype) or (self.dtype if dtypes.is_float(self.dtype) else None),
+                     requires_grad=requires_grad)
+
+  def randn_like(self, dtype: Any = None, requires_grad: bool | None = None) -> Any:
+    return self.randn(self.shape, dtype=to_dtype(dtype) or (self.dtype if dtypes.is_float(self.dtype) else None),
+                      requires_grad=requires_grad)
 
   def _marked(self, requires_grad: bool | None) -> Any:
     """self with requires_grad set where a creation function was given one (tinygrad passes it to Tensor())."""

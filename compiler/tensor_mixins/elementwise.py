@@ -1,11 +1,23 @@
-"""Tensor methods: activations, inverse trigonometric and hyperbolic functions, erf, round, copysign, lerp,
-shifts, isclose/allclose, bitcast, clone. Built from the existing elementwise ops (no new UOp ops)."""
+"""Tensor methods computed element by element: arithmetic (with numpy's rules for division, remainders and powers),
+comparisons, bitwise and logical ops, the Python operators, unary math, trig and its inverses, hyperbolic functions,
+activations, erf, round, copysign, lerp, shifts, isclose/allclose, bitcast, clone. Built from the existing
+elementwise ops (no new UOp ops).
+
+sin and cos of any float: an exact reduction modulo pi/2 (Payne-Hanek style, in float64 Tensor ops), then the SIN op
+on |angle| <= pi/4 only, so no backend has to reduce a large argument. x * 2/pi is summed from products of x with
+26-bit pieces of 2/pi: each product is exact in float64 (a float32 significand has 24 bits) and so is its remainder
+modulo 4, so the pieces whose weight is a multiple of 4 vanish exactly and the fraction keeps all its bits however
+large x is. The remainders are added with error-free sums (TwoSum: adds only, which the LLVM renderer's `contract`
+flag leaves alone)."""
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from compiler.dtype import dtypes
+from compiler.dtype import dtypes, least_upper_dtype, truncate
+from compiler.tensor_mixins._args import Scalar, broadcast_shape, fitting_int, is_int, is_scalar, py_value
+from compiler.trace import recorder
+from compiler.uop import Ops, UOp, toposort
 
 _LN2 = math.log(2)
 # asin(x) = pi/2 - sqrt(1 - x) * P(x) on [0, 1] (Abramowitz & Stegun 4.4.46, |error| <= 2e-8)
@@ -75,8 +87,554 @@ def _signed_abs(x: Any) -> tuple[Any, Any]:
   return neg, neg.where(-x, x)
 
 
+# ---- sin and cos
+# 2/pi to 384 bits (computed with Machin's formula; the same digits as fdlibm's two_over_pi table)
+_TWO_OVER_PI_HEX = ("a2f9836e4e441529fc2757d1f534ddc0db6295993c439041fe5163abdebbc561b7246e3a424dd2e006492eea09d1921c"
+                    "fe1d")[:96]
+_PIECE_BITS = 26
+# enough pieces that what is left of x * 2/pi is below 2**-110 for |x| < 2**128 (float32's range and float64's
+# inputs split into three float32 parts)
+_N_PIECES = 12
+
+
+def _pieces() -> tuple[float, ...]:
+  bits = int(_TWO_OVER_PI_HEX, 16)
+  total = 4 * len(_TWO_OVER_PI_HEX)
+  out = []
+  for i in range(_N_PIECES):
+    shift = total - _PIECE_BITS * (i + 1)
+    out.append(math.ldexp((bits >> shift) & ((1 << _PIECE_BITS) - 1), -_PIECE_BITS * (i + 1)))
+  return tuple(out)
+
+
+_TWO_OVER_PI = _pieces()
+_SMALL = 2.0 ** -27  # below it sin(x) rounds to x and cos(x) to 1 in float64
+_F32_MAX = float.fromhex("0x1.fffffep127")
+
+
+def _quarter_turns(ax: Any, parts: list[Any]) -> tuple[Any, Any]:
+  """For float64 ax >= 0 = sum(parts) (each with a float32 significand): (k, f) with ax * 2/pi = 4m + k + f, k an
+  integer in 0..3 (as float64) and |f| <= 1/2 to about 2**-100."""
+  s = e = e2 = None
+  for part in parts:
+    for c in _TWO_OVER_PI:
+      p = part * c  # exact: 24 + 26 bits
+      q = p - (p * 0.25).trunc() * 4.0  # exact: p mod 4
+      if s is None:
+        s, e, e2 = q, q.zeros_like(), q.zeros_like()
+        continue
+      s, err = s._two_sum(q)
+      if len(parts) == 1:
+        e = e + err
+      else:  # float64's many terms: the rounding of the error sum would show in its last bits near a zero
+        e, err2 = e._two_sum(err)
+        e2 = e2 + err2
+  n = (s + 0.5).floor()
+  f = (s - n) + (e + e2)  # s - n is exact
+  k = n - (n * 0.25).floor() * 4.0
+  return k, f
+
+
+def _split_f32(x: Any) -> list[Any]:
+  """float64 x as three float32-representable parts (exact while |x| is inside float32's normal range)."""
+  x1 = x.cast(dtypes.float32).cast(dtypes.float64)
+  r = x - x1
+  x2 = r.cast(dtypes.float32).cast(dtypes.float64)
+  return [x1, x2, r - x2]
+
+
+def _sin_cos(x: Any, cos: bool) -> Any:
+  """sin(x) or cos(x) for a float tensor, accurate over the whole range of float16/float32 (float64: |x| < 2**128,
+  beyond which the backend's SIN reduces)."""
+  dt = x.dtype
+  xd = x.cast(dtypes.float64)
+  ax = xd.abs()
+  parts = [ax] if dt != dtypes.float64 else _split_f32(ax)
+  k, f = _quarter_turns(ax, parts)
+  if cos:
+    k = (k == 3).where(0.0, k + 1)  # cos(x) = sin(x + pi/2): one quarter turn on
+  y = f * (math.pi / 2)
+  sin_y = y._alu(Ops.SIN)
+  h = (y * 0.5)._alu(Ops.SIN)
+  cos_y = 1.0 - 2.0 * h * h  # no cancellation for |y| <= pi/4
+  ret = (k == 0).where(sin_y, (k == 1).where(cos_y, (k == 2).where(-sin_y, -cos_y)))
+  if not cos:
+    ret = xd._signbit().where(-ret, ret)  # sin is odd (and sin(-0.0) is -0.0)
+  small = ax < _SMALL
+  ret = small.where(1.0 if cos else xd, ret)
+  if dt == dtypes.float64:
+    # outside float32's range a float64 x is split inexactly: the backend's SIN reduces it (sin(x + pi/2) would
+    # round the quarter turn away at that size, hence cos(x) = sin(2x) / (2 sin(x)) or 1 - 2 sin(x/2)**2)
+    # (inputs where a branch is not used are 1, double where: a 1/0 there made the gradient nan)
+    big = ax > _F32_MAX
+    xb = big.where(xd, 1.0)
+    s1 = xb._alu(Ops.SIN)
+    half = (xb * 0.5)._alu(Ops.SIN)
+    by_sin2 = s1.abs() > 0.5
+    big_cos = by_sin2.where((xb * 2.0)._alu(Ops.SIN) / (2.0 * by_sin2.where(s1, 1.0)), 1.0 - 2.0 * half * half)
+    ret = big.where(big_cos if cos else s1, ret)
+  return ret.cast(dt)
+
+
 class ElementwiseMixin:
   __slots__ = ()
+
+  # arithmetic
+  def add(self, y: Any | Scalar, reverse: bool = False) -> Any:
+    a, b = self._broadcasted(y, "add", reverse)
+    return a._alu(Ops.OR if a.dtype == dtypes.bool else Ops.ADD, b)
+
+  def sub(self, y: Any | Scalar, reverse: bool = False) -> Any:
+    a, b = self._broadcasted(y, "sub", reverse)
+    if a.dtype == dtypes.bool:
+      raise TypeError("Tensor.sub: subtracting bool tensors is not supported (use ^ or logical_not)")
+    return a._alu(Ops.SUB, b)
+
+  def mul(self, y: Any | Scalar, reverse: bool = False) -> Any:
+    a, b = self._broadcasted(y, "mul", reverse)
+    return a._alu(Ops.AND if a.dtype == dtypes.bool else Ops.MUL, b)
+
+  def div(self, y: Any | Scalar, reverse: bool = False, rounding_mode: str | None = None) -> Any:
+    """True division (ints divide as floats); rounding_mode "trunc" rounds toward 0, "floor" toward -inf (torch's;
+    ints stay ints)."""
+    if rounding_mode == "floor":
+      return self.floordiv(y, reverse)
+    if rounding_mode == "trunc":
+      a, b = self._broadcasted(y, "div", reverse)
+      if dtypes.is_float(a.dtype):
+        return a._alu(Ops.FDIV, b).trunc()
+      if a.dtype == dtypes.bool:
+        a, b = a.cast(dtypes.int8), b.cast(dtypes.int8)
+      return a._alu(Ops.IDIV, b)
+    if rounding_mode is not None:
+      raise RuntimeError(f"Tensor.div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    a, b = self._broadcasted(y, "div", reverse)
+    if not dtypes.is_float(a.dtype):
+      a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
+    return a._alu(Ops.FDIV, b)
+
+  def floordiv(self, y: Any | Scalar, reverse: bool = False) -> Any:
+    """Division rounding toward -inf, like numpy's //."""
+    a, b = self._broadcasted(y, "floordiv", reverse)
+    if dtypes.is_float(a.dtype):
+      return a._float_floordiv(b)
+    if a.dtype == dtypes.bool:
+      a, b = a.cast(dtypes.int8), b.cast(dtypes.int8)
+    q = a._alu(Ops.IDIV, b)
+    if dtypes.is_unsigned(a.dtype):
+      return q
+    # C truncates; step down where the remainder is non-zero and the signs differ
+    r = a._alu(Ops.MOD, b)
+    fix = (r != 0) & ((r < 0) != (b < 0))
+    return fix.where(q - 1, q)
+
+  def mod(self, y: Any | Scalar, reverse: bool = False) -> Any:
+    """Remainder with the divisor's sign, like numpy's %."""
+    a, b = self._broadcasted(y, "mod", reverse)
+    if dtypes.is_float(a.dtype):
+      return a._float_remainder(b)
+    if a.dtype == dtypes.bool:
+      a, b = a.cast(dtypes.int8), b.cast(dtypes.int8)
+    r = a._alu(Ops.MOD, b)
+    if dtypes.is_unsigned(a.dtype):
+      return r
+    fix = (r != 0) & ((r < 0) != (b < 0))
+    return fix.where(r + b, r)
+
+  def _signbit(self) -> Any:
+    """True where a float is negative, -0.0 included."""
+    return (self < 0) | ((self == 0) & (self._alu(Ops.RECIP) < 0))
+
+  def fmod(self, y: Any | Scalar) -> Any:
+    """C's fmod: the exact remainder of truncating division, with the dividend's sign (ints: C's %)."""
+    a, b = self._broadcasted(y, "fmod")
+    if not dtypes.is_float(a.dtype):
+      return a._alu(Ops.MOD, b) if a.dtype != dtypes.bool else a._alu(Ops.MOD, b.cast(dtypes.int8)).cast(dtypes.bool)
+    return a._fmod(b)
+
+  def _two_sum(self, y: Any) -> tuple[Any, Any]:
+    """s, e with s = fl(self + y) and s + e == self + y exactly (Knuth's TwoSum: adds only)."""
+    s = self + y
+    bb = s - self
+    return s, (self - (s - bb)) + (y - bb)
+
+  def _fmod(self, b: Any, narrow: bool = False) -> Any:
+    """C's fmod of two float tensors of one dtype, exact (float64: while |self / b| < 2**116 and |b| is inside
+    float32's range; beyond, one corrected truncating step). narrow: float64 holding float16/32 values."""
+    if self.dtype != dtypes.float64:
+      return self.cast(dtypes.float64)._fmod(b.cast(dtypes.float64), narrow=True).cast(self.dtype)
+    a = self
+    r, d = a.abs(), b.abs()
+    # 10 steps of 28 bits cover the largest float32 ratio, 2**128 / 2**-149
+    r = self._fmod_steps(r, d, 28, 10, None) if narrow else self._fmod_f64(r, d)
+    r = a._signbit().where(-r, r)
+    # C's special cases: an infinite divisor leaves a finite dividend; inf % y and x % 0 are nan
+    r = ((d == math.inf) & (a.abs() != math.inf)).where(a, r)
+    return ((d == 0) | (a.abs() == math.inf)).where(math.nan, r)
+
+  @staticmethod
+  def _fmod_steps(r: Any, d: Any, bits: int, steps: int, pieces: list[Any] | None) -> Any:
+    """r mod d for float64 r, d >= 0 as r mod (d * 2**(bits*k)) for k = steps..0, each quotient q < 2**bits.
+
+    Every remainder is a multiple of the ulp of its step (so it is exact), q * step is exact when d has a
+    float32 significand (bits=28); else d is given as float32-sized pieces (bits=29) whose products are exact
+    and whose differences TwoSum keeps exactly."""
+    for k in range(steps, -1, -1):
+      scale = float(2 ** (bits * k))
+      step = d * scale
+      q = (r / step).trunc()
+      if pieces is None:
+        r = r - q * step
+      else:
+        errs = []
+        for piece in pieces:
+          r, err = r._two_sum(-(q * (piece * scale)))
+          errs.append(err)
+        r = r + (errs[0] + errs[1] + errs[2])  # the errors are few-bit multiples of the step's ulp: exact
+      r = (r < 0).where(r + step, r)  # the quotient rounded up to the next integer: one step too many
+    return r
+
+  @classmethod
+  def _fmod_f64(cls, r: Any, d: Any) -> Any:
+    """|a| mod |b| for float64 tensors (see _fmod)."""
+    # scale both by powers of two (exact) until d is where its float32 pieces are exact: [2**-70, 2**127]
+    rs, ds, moves = r, d, []
+    for f in (2.0 ** 180,) * 6 + (2.0 ** -180,) * 5:
+      move = (ds < 2.0 ** -70) if f > 1 else (ds > 2.0 ** 127)
+      rs, ds = move.where(rs * f, rs), move.where(ds * f, ds)
+      moves.append((move, f))
+    d1 = ds.cast(dtypes.float32).cast(dtypes.float64)
+    d2 = (ds - d1).cast(dtypes.float32).cast(dtypes.float64)
+    exact = cls._fmod_steps(rs, ds, 29, 3, [d1, d2, (ds - d1) - d2])
+    for move, f in reversed(moves):  # back one level at a time: the whole factor may be below float64's range
+      exact = move.where(exact * (1 / f), exact)
+    rough = cls._fmod_steps(r, d, 0, 0, None)
+    rough = (rough >= d).where(rough - d, rough)  # a rounded product can leave one divisor too many
+    # r < d is its own remainder (and scaling it down could lose it); quotients of 2**116 or more: rough
+    return (r < d).where(r, (r < d * 2.0 ** 116).where(exact, rough))
+
+  def _float_remainder(self, b: Any) -> Any:
+    """numpy's float %: fmod, moved by b where it is non-zero and its sign differs from b's; else 0 with b's sign."""
+    r = self._fmod(b)
+    differ = r._signbit() != b._signbit()
+    moved = ((r != 0) & differ).where(r + b, r)
+    return (r == 0).where(b._signbit().where(-0.0, 0.0).cast(r.dtype), moved)
+
+  def _float_floordiv(self, b: Any) -> Any:
+    """numpy's float //: (a - fmod(a, b)) / b, one less where the remainder's sign differs from b's, rounded."""
+    if self.dtype == dtypes.float16:  # numpy divides halves in float32
+      return self.float()._float_floordiv(b.float()).half()
+    a = self
+    r = a._fmod(b)
+    div = (a - r)._alu(Ops.FDIV, b)
+    div = ((r != 0) & (r._signbit() != b._signbit())).where(div - 1, div)
+    fl = div.floor()
+    fl = (div - fl > 0.5).where(fl + 1, fl)
+    # a zero quotient has the sign of a / b; b == 0 gives a / b (inf or nan), as numpy
+    zero = (a._signbit() != b._signbit()).where(-0.0, 0.0).cast(a.dtype)
+    return (b == 0).where(a._alu(Ops.FDIV, b), (div == 0).where(zero, fl))
+
+  def pow(self, y: Any | Scalar, reverse: bool = False) -> Any:
+    """self ** y with numpy's (IEEE pow's) special cases; int ** int stays int (a negative int exponent raises)."""
+    v = py_value(y) if is_scalar(y) else None
+    if not reverse and isinstance(v, int) and not isinstance(v, bool):
+      if v < 0 and not dtypes.is_float(self.dtype):
+        raise RuntimeError(f"Tensor.pow: Integers to negative integer powers are not allowed ({self.dtype} tensor of "
+                           f"shape {self.shape} ** {v})")
+    whole = isinstance(v, int) or (isinstance(v, float) and v.is_integer())
+    if not reverse and whole and (abs(v) <= 64 or not dtypes.is_float(self.dtype)):
+      base = self.cast(self._scalar_dtype(v))
+      if base.dtype in (dtypes.float16, dtypes.float32):  # each product would round: in float64 only the last does
+        return base.cast(dtypes.float64)._pow_by_squaring(int(v)).cast(base.dtype)
+      return base._pow_by_squaring(int(v))
+    a, b = self._broadcasted(y, "pow", reverse)
+    if not dtypes.is_float(a.dtype):
+      return a._int_pow(b)
+    # one POW node, whose derivative is torch's ("d/dx POW" in gradient.py; _float_pow's formula's was 0 where
+    # torch's is inf or nan); the scheduler lowers it to that formula (_lower_pow)
+    return a._alu(Ops.POW, b.cast(a.dtype))
+
+  def _pow_by_squaring(self, n: int) -> Any:
+    """self ** n for a Python int n: exact for ints, accurate for floats (a negative n only for floats)."""
+    # a negative n squares 1 / self: its derivative at 0 and inf is -inf and 0, where 1 / self**|n|'s was 0 * inf
+    ret, p, k = None, self.reciprocal() if n < 0 else self, abs(n)
+    while k:
+      if k & 1:
+        ret = p if ret is None else ret * p
+      k >>= 1
+      if k:
+        p = p * p
+    if ret is None:  # x**0 is 1 even for inf and nan; self stays in the graph, so its gradient is 0, not missing
+      return (self == self).where(1, 1).cast(self.dtype)
+    return ret
+
+  def _int_pow(self, e: Any) -> Any:
+    """Elementwise int ** int by squaring over e's bits; a negative e gives the truncated 1/self**|e| (as torch)."""
+    if self.dtype == dtypes.bool:
+      return self.cast(dtypes.default_int)._int_pow(e.cast(dtypes.default_int))
+    ret, p, k = self.ones_like(), self, e.abs()
+    for i in range(8 * self.dtype.itemsize - (0 if dtypes.is_unsigned(self.dtype) else 1)):
+      ret = ((k & 1) != 0).where(ret * p, ret)
+      k = k._alu(Ops.IDIV, self.full(k.shape, 2, k.dtype))  # k >= 0, so C's truncation is a shift
+      if i < 8 * self.dtype.itemsize - 2:
+        p = p * p
+    if dtypes.is_unsigned(self.dtype):
+      return ret
+    odd = (e & 1) != 0
+    neg_e = (self == 1).where(1, (self == -1).where(odd.where(-1, 1), 0)).cast(self.dtype)
+    return (e < 0).where(neg_e, ret)
+
+  def _float_pow(self, b: Any) -> Any:
+    """Elementwise float ** float as exp2(log2|a| * b) with pow's signs and special cases: what a POW node computes
+    (the scheduler's lowering, `_lower_pow`; its derivative is gradient.py's "d/dx POW", not this formula's)."""
+    if self.dtype != dtypes.float64:  # log2's rounding error grows with the result's exponent: float64 holds it
+      return self.cast(dtypes.float64)._float_pow(b.cast(dtypes.float64)).cast(self.dtype)
+    a = self
+    # log2|a| * b is nan for 0 * inf (x**0 at 0, inf, nan; 1**inf) and for nan, and at a base of 0 or inf the power
+    # is 0 or inf: there the formula gets safe inputs (its result is not used) and the special cases' values
+    bad = (a.abs().log2() * b) != (a.abs().log2() * b)
+    edge = (a == 0) | (a.abs() == math.inf)  # the power is 0 or inf
+    safe = bad | edge
+    mag = (safe.where(1.0, a).abs().log2() * safe.where(0.0, b)).exp2()
+    mag = edge.where((a == 0).where((b > 0).where(0.0, math.inf), (b > 0).where(math.inf, 0.0)), mag)
+    neg_base = a._signbit()  # -0.0 is a negative base too
+    b_int = b.trunc() == b  # false for nan, true for +-inf
+    halved = b * 0.5
+    b_odd = b_int & (halved.trunc() != halved)
+    # a negative base has a real power for integer exponents (odd ones negate it), and at -0 and -inf for any; else
+    # nan: mag times nan, times 0 where it is not used
+    not_real = neg_base & (b_int | (a == 0) | (a.abs() == math.inf)).logical_not()
+    ret = not_real.where(mag * not_real.where(math.nan, 0.0), (neg_base & b_odd).where(-mag, mag))
+    # x**0, 1**y and (-1)**+-inf are 1 even for inf and nan
+    one = (b == 0) | (a == 1) | ((a == -1) & (b.abs() == math.inf))
+    return bad.where(one.where(1.0, math.nan), ret)
+
+  @classmethod
+  def _lower_pow(cls, x: UOp) -> UOp:
+    """A float POW node of the tensor graph as `_float_pow`'s formula (the scheduler's "earliest rewrites"): the
+    kernels compute the values they computed before POW was one node. Its nodes' call site is the POW's (the `**`'s
+    line, as when the front end built the formula), not the frame realizing it that note_callsite would find."""
+    with recorder.untraced():
+      out = cls._of(x.src[0])._float_pow(cls._of(x.src[1])).uop
+    if (site := recorder.callsite_of(x)) is not None:
+      for u in toposort(out, gate=lambda y: y not in x.src):  # (not out: the scheduler finds the POW it stands for)
+        if u is not out:
+          u.__dict__.setdefault(recorder.CALLSITE_KEY, site)  # (the first maker keeps its own, as note_callsite)
+    return out
+
+  def maximum(self, y: Any | Scalar) -> Any:
+    a, b = self._broadcasted(y, "maximum")
+    if a.dtype == dtypes.bool:
+      return a | b
+    return a._alu(Ops.MAX, b)
+
+  def minimum(self, y: Any | Scalar) -> Any:
+    a, b = self._broadcasted(y, "minimum")
+    if a.dtype == dtypes.bool:
+      return a & b
+    return a._flipped()._alu(Ops.MAX, b._flipped())._flipped()  # MAX propagates NaN, like numpy's minimum
+
+  def clip(self, min_: Any | Scalar | None = None, max_: Any | Scalar | None = None) -> Any:
+    if min_ is None and max_ is None:
+      raise RuntimeError(f"Tensor.clip: give min_ or max_ (or both) to clip the tensor of shape {self.shape}")
+    ret = self
+    if min_ is not None:
+      ret = ret.maximum(min_)
+    if max_ is not None:
+      ret = ret.minimum(max_)
+    if not dtypes.is_float(ret.dtype) or self.dtype == dtypes.bool:
+      return ret
+    # the gradient as torch's clamp: 1 to self within the bounds, the bounds included (maximum's tie would share it)
+    within = [c for c in ((self >= min_) if min_ is not None else None, (self <= max_) if max_ is not None else None)
+              if c is not None]
+    inside = within[0] if len(within) == 1 else within[0] & within[1]
+    return inside.where(self, ret)
+
+  def where(self, x: Any | Scalar, y: Any | Scalar) -> Any:
+    """x where self is true, else y (self is the condition)."""
+    T = type(self)
+    for v in (x, y):
+      if not isinstance(v, T) and not is_scalar(v):
+        raise TypeError(f"Tensor.where: unsupported operand {type(v).__name__}")
+    if not isinstance(x, T) and not isinstance(y, T):
+      dt = least_upper_dtype(*(fitting_int(dtypes.from_py(py_value(v)), py_value(v), py_value(v), "Tensor.where")
+                               for v in (x, y)))
+      x_t, y_t = self._scalar(py_value(x), dt, "where"), self._scalar(py_value(y), dt, "where")
+    else:
+      x_t = x if isinstance(x, T) else self._scalar(py_value(x), y._scalar_dtype(py_value(x)), "where")
+      y_t = y if isinstance(y, T) else self._scalar(py_value(y), x_t._scalar_dtype(py_value(y)), "where")
+    dt = least_upper_dtype(x_t.dtype, y_t.dtype)
+    shape = broadcast_shape(self.shape, x_t.shape, y_t.shape, op="Tensor.where")
+    c = self.cast(dtypes.bool)._broadcast_to(shape)
+    return T(c.uop.alu(Ops.WHERE, x_t.cast(dt)._broadcast_to(shape).uop, y_t.cast(dt)._broadcast_to(shape).uop))
+
+  # comparisons (bool results)
+  def _cmp(self, op: Ops, y: Any | Scalar, name: str, reverse: bool = False) -> Any:
+    a, b = self._broadcasted(y, name, reverse)
+    return a._alu(op, b)
+
+  def __lt__(self, y): return self._cmp(Ops.CMPLT, y, "lt")
+  def __gt__(self, y): return self._cmp(Ops.CMPLT, y, "gt", reverse=True)
+  def __le__(self, y): return self._cmp(Ops.CMPLT, y, "le") | self._cmp(Ops.CMPEQ, y, "le")
+  def __ge__(self, y): return self._cmp(Ops.CMPLT, y, "ge", reverse=True) | self._cmp(Ops.CMPEQ, y, "ge")
+  def __eq__(self, y): return self._cmp(Ops.CMPEQ, y, "eq")  # type: ignore[override]
+  def __ne__(self, y): return self._cmp(Ops.CMPNE, y, "ne")  # type: ignore[override]
+
+  # bitwise / logical
+  def _bitop(self, op: Ops, y: Any | Scalar, name: str, reverse: bool = False) -> Any:
+    if dtypes.is_int(self.dtype) and is_int(y):
+      # a Python int takes the int tensor's dtype by wrapping, as tinygrad (int32 | 0xFFFFFFFF is -1): exact for
+      # and/or/xor, whose result's bits in the dtype depend only on the operands' bits in it
+      y = truncate(self.dtype, int(y))
+    a, b = self._broadcasted(y, name, reverse)
+    if dtypes.is_float(a.dtype):
+      raise TypeError(f"Tensor.{name}: needs int or bool tensors, got {a.dtype}")
+    return a._alu(op, b)
+
+  def __and__(self, y): return self._bitop(Ops.AND, y, "and")
+  def __rand__(self, y): return self._bitop(Ops.AND, y, "and", True)
+  def __or__(self, y): return self._bitop(Ops.OR, y, "or")
+  def __ror__(self, y): return self._bitop(Ops.OR, y, "or", True)
+  def __xor__(self, y): return self._bitop(Ops.XOR, y, "xor")
+  def __rxor__(self, y): return self._bitop(Ops.XOR, y, "xor", True)
+
+  def logical_not(self) -> Any:
+    return self.cast(dtypes.bool)._alu(Ops.CMPNE, type(self)(UOp.const(dtypes.bool, True))._broadcast_to(self.shape))
+
+  def __invert__(self) -> Any:
+    if self.dtype == dtypes.bool:
+      return self.logical_not()
+    if dtypes.is_float(self.dtype):
+      raise TypeError(f"Tensor.invert: needs int or bool tensors, got {self.dtype}")
+    return self ^ (-1 if not dtypes.is_unsigned(self.dtype) else dtypes.max(self.dtype))
+
+  # python operators
+  def __add__(self, y): return self.add(y)
+  def __radd__(self, y): return self.add(y, True)
+  def __sub__(self, y): return self.sub(y)
+  def __rsub__(self, y): return self.sub(y, True)
+  def __mul__(self, y): return self.mul(y)
+  def __rmul__(self, y): return self.mul(y, True)
+  def __truediv__(self, y): return self.div(y)
+  def __rtruediv__(self, y): return self.div(y, True)
+  def __floordiv__(self, y): return self.floordiv(y)
+  def __rfloordiv__(self, y): return self.floordiv(y, True)
+  def __mod__(self, y): return self.mod(y)
+  def __rmod__(self, y): return self.mod(y, True)
+  def __pow__(self, y): return self.pow(y)
+  def __rpow__(self, y): return self.pow(y, True)
+  def __matmul__(self, y): return self.matmul(y)
+  def __rmatmul__(self, y): return type(self)(y).matmul(self) if not isinstance(y, type(self)) else y.matmul(self)
+  def __neg__(self): return self.neg()
+  def __pos__(self): return self
+  def __abs__(self): return self.abs()
+
+  # unary math
+  def neg(self) -> Any:
+    return self.logical_not() if self.dtype == dtypes.bool else self._alu(Ops.NEG)
+
+  def exp2(self) -> Any:
+    return self._float()._alu(Ops.EXP2)
+
+  def log2(self) -> Any:
+    return self._float()._alu(Ops.LOG2)
+
+  def _via_float32(self, fn) -> Any:
+    """fn(x) in float32 for a half x: constants and intermediates rounded to half cost several ulps."""
+    x = self._float()
+    return fn(x.float()).half() if x.dtype == dtypes.float16 else fn(x)
+
+  def exp(self) -> Any:
+    return self._via_float32(lambda x: (x * (1 / _LN2)).exp2())
+
+  def log(self) -> Any:
+    return self._via_float32(lambda x: x.log2() * _LN2)
+
+  def sqrt(self) -> Any:
+    return self._float()._alu(Ops.SQRT)
+
+  def rsqrt(self) -> Any:
+    return self.sqrt().reciprocal()
+
+  def reciprocal(self) -> Any:
+    return self._float()._alu(Ops.RECIP)
+
+  def sin(self) -> Any:
+    return _sin_cos(self._float(), cos=False)
+
+  def cos(self) -> Any:
+    return _sin_cos(self._float(), cos=True)
+
+  def tan(self) -> Any:
+    return self._via_float32(lambda x: x.sin() / x.cos())
+
+  def square(self) -> Any:
+    return self * self
+
+  def trunc(self) -> Any:
+    return self._alu(Ops.TRUNC) if dtypes.is_float(self.dtype) else self
+
+  def floor(self) -> Any:
+    if not dtypes.is_float(self.dtype):
+      return self
+    t = self.trunc()
+    return (self < t).where(t - 1, t)
+
+  def ceil(self) -> Any:
+    if not dtypes.is_float(self.dtype):
+      return self
+    t = self.trunc()
+    return (self > t).where(t + 1, t)
+
+  def abs(self) -> Any:
+    if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype):
+      return self
+    ret = self._alu(Ops.MAX, self.neg())
+    # MAX of 0.0 and -0.0 may give either: |-0.0| and |0.0| are 0.0
+    return (self == 0).where(0.0, ret) if dtypes.is_float(self.dtype) else ret
+
+  def sign(self) -> Any:
+    if self.dtype == dtypes.bool:
+      return self
+    if dtypes.is_unsigned(self.dtype):
+      return (self > 0).cast(self.dtype)
+    ret = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+    return (self != self).where(self, ret) if dtypes.is_float(self.dtype) else ret  # sign(nan) is nan
+
+  def relu(self) -> Any:
+    # not maximum(0), whose tie at 0 shares the gradient: relu'(0) is 0 (torch, tinygrad); nan stays nan
+    return self.maximum(0) if self.dtype == dtypes.bool else (self <= 0).where(0, self)
+
+  def sigmoid(self) -> Any:
+    # from e = exp(-|x|) <= 1: 1 / (1 + exp(-x)) overflowed below -88 (float32), and its gradient was inf * 0 = nan
+    def fn(x: Any) -> Any:
+      pos = x >= 0
+      e = (pos.where(-x, x) * (1 / _LN2)).exp2()
+      return pos.where(1 / (1 + e), e / (1 + e))
+    return self._via_float32(fn)
+
+  def tanh(self) -> Any:
+    # tanh|x| = -m / (2 + m) with m = expm1(-2|x|) in (-1, 0]: 2 * sigmoid(2x) - 1 cancelled for small x (tanh(1e-30)
+    # gave 0), and nothing overflows (expm1(2|x|) did past 44, a nan gradient). -|x| is a where, not abs, so that
+    # its derivative at 0 is 1 and tanh'(0) = 1
+    def fn(x: Any) -> Any:
+      pos = x > 0
+      m = _expm1(2.0 * pos.where(-x, x))
+      mag = -m / (2.0 + m)
+      return pos.where(mag, -mag)
+    return self._via_float32(fn)
+
+  def gelu(self, approximate: str = "tanh") -> Any:
+    """The tanh approximation by default (tinygrad's gelu); approximate="none" is torch's exact x * Phi(x)."""
+    x = self._float()
+    if approximate == "none":
+      return 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())
+    if approximate != "tanh":
+      raise RuntimeError(f"Tensor.gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
+
+  def leaky_relu(self, neg_slope: float = 0.01) -> Any:
+    return (self > 0).where(self, self * neg_slope)  # the slope at 0 is neg_slope, as torch's
 
   # ---- bits
   def bitcast(self, dtype: Any) -> Any:

@@ -1,5 +1,5 @@
-"""Tensor methods: advanced indexing, gather/scatter, masks, one_hot, tril/triu, roll, diagonals, windows,
-splitting, meshgrid.
+"""Tensor methods: indexing (basic: ints, slices, None, Ellipsis; advanced: integer tensors and lists), gather/scatter,
+masks, one_hot, tril/triu, diagonals.
 
 A selection is a one-hot mask summed over `where(mask, value, -0.0)`: x + -0.0 is x for every x (inf and nan too),
 and the gradient is the mask (a MAX over `where(mask, value, lowest)` tied a -inf with the fill and shared its
@@ -8,16 +8,12 @@ zero takes its sign from a MAX over the selected zeros."""
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from compiler.dtype import dtypes
-from compiler.tensor_nn import pool
-
-
-def _is_int(x: Any) -> bool:
-  return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+from compiler.tensor_mixins._args import is_int
 
 
 def _zero(t: Any) -> Any:
@@ -52,7 +48,7 @@ def _check_index(op: str, index: Any, T: type) -> None:
 
 
 def _check_size(op: str, size: Any, shape: tuple) -> None:
-  if size is not None and (not _is_int(size) or size < 0):
+  if size is not None and (not is_int(size) or size < 0):
     raise ValueError(f"Tensor.{op}: size must be a non-negative int or None, got {size!r} (input {shape})")
 
 
@@ -64,6 +60,63 @@ def _along(n: int, axis: int, ndim: int, T: type) -> Any:
 
 class IndexingMixin:
   __slots__ = ()
+
+  # ---- basic indexing
+  def __getitem__(self, idx: Any) -> Any:
+    """self[idx]: ints, slices with steps, None and Ellipsis as shrink/flip/pad/reshape; any Tensor, list or tuple
+    index goes to advanced indexing (numpy's rules)."""
+    items = idx if isinstance(idx, tuple) else (idx,)
+    if any(isinstance(i, (type(self), list, tuple, np.ndarray)) for i in items):
+      return self._getitem_advanced(idx)
+    for i in items:
+      if not (i is None or i is Ellipsis or isinstance(i, slice) or is_int(i)):
+        raise TypeError(f"Tensor indexing: unsupported index {type(i).__name__} (ints, slices, None, ... only)")
+    check_count(list(items), self.shape)
+    n_real = sum(1 for i in items if i is not None and i is not Ellipsis)
+    if Ellipsis in items:
+      k = items.index(Ellipsis)
+      items = items[:k] + (slice(None),) * (self.ndim - n_real) + items[k + 1:]
+    else:
+      items = items + (slice(None),) * (self.ndim - n_real)
+    bounds, flips, steps, out_shape = [], [], [], []
+    d = 0
+    for i in items:
+      if i is None:
+        out_shape.append(1)
+        continue
+      s = self.shape[d]
+      if isinstance(i, slice):
+        if i.step == 0:
+          raise ValueError(f"Tensor indexing: slice step must not be 0 (axis {d} of shape {self.shape})")
+        start, stop, step = i.indices(s)
+        n = len(range(start, stop, step))
+        if n == 0:
+          bounds.append((0, 0))
+        elif step > 0:
+          bounds.append((start, start + (n - 1) * step + 1))
+        else:
+          bounds.append((start + (n - 1) * step, start + 1))
+        flips.append(step < 0)
+        steps.append((abs(step), n))
+        out_shape.append(n)
+      else:
+        if not -s <= i < s:
+          raise IndexError(f"Tensor indexing: index {i} is out of bounds for axis {d} with size {s}")
+        i = int(i) % s
+        bounds.append((i, i + 1))
+        flips.append(False)
+        steps.append((1, 1))
+      d += 1
+    x = self.shrink(tuple(bounds))
+    if any(flips):
+      x = x.flip(tuple(k for k, f in enumerate(flips) if f))
+    if any(k > 1 and n > 1 for k, n in steps):
+      # every k-th element: pad to n*k, view as (n, k), keep column 0
+      x = x.pad(tuple((0, n * k - s) if k > 1 and n > 1 else None for (k, n), s in zip(steps, x.shape)))
+      x = x.reshape(tuple(v for (k, n), s in zip(steps, x.shape) for v in ((n, k) if k > 1 and n > 1 else (s,))))
+      x = x.shrink(tuple(r for (k, n), s in zip(steps, self.shrink(tuple(bounds)).shape)
+                         for r in (((0, n), (0, 1)) if k > 1 and n > 1 else ((0, s),))))
+    return x.reshape(tuple(out_shape))
 
   # ---- advanced indexing
   def _getitem_advanced(self, idx: Any) -> Any:
@@ -99,7 +152,7 @@ class IndexingMixin:
         basic.append(slice(None))
       else:
         basic.append(i)
-      if not _is_int(i):  # an int drops its dim, None adds one, a slice or an index tensor keeps its dim
+      if not is_int(i):  # an int drops its dim, None adds one, a slice or an index tensor keeps its dim
         dim += 1
       if i is not None:
         d += 1
@@ -270,7 +323,7 @@ class IndexingMixin:
       raise RuntimeError(f"Tensor.one_hot: expects an integer tensor, got {self.dtype} of shape {self.shape}")
     if num_classes == -1:
       num_classes = int(self.max().item()) + 1 if self.numel() else 0
-    if not _is_int(num_classes) or num_classes < 0:
+    if not is_int(num_classes) or num_classes < 0:
       raise ValueError(f"Tensor.one_hot: num_classes must be a non-negative int, got {num_classes!r}")
     return (self.unsqueeze(-1) == _along(num_classes, 0, 1, T)).cast(dtypes.default_int)
 
@@ -291,34 +344,9 @@ class IndexingMixin:
   def tril(self, diagonal: int = 0) -> Any:
     return self._tri("tril", diagonal, False)
 
-  # ---- rearranging
-  def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Any:
-    """Elements shifted along dims, wrapping around (dims=None: over the flattened tensor, as torch)."""
-    if dims is None:
-      one = (shifts,) if _is_int(shifts) else tuple(shifts) if isinstance(shifts, (tuple, list)) else None
-      if one is None or len(one) != 1 or not _is_int(one[0]):
-        raise RuntimeError(f"Tensor.roll: without dims, shifts must be one int or a 1-tuple, got {shifts!r} (shape "
-                           f"{self.shape})")
-      return self.flatten().roll(one[0], 0).reshape(self.shape)
-    shifts = (shifts,) if _is_int(shifts) else tuple(shifts)
-    dims = (dims,) if _is_int(dims) else tuple(dims)
-    if len(shifts) != len(dims):
-      raise RuntimeError(f"Tensor.roll: {len(shifts)} shifts for {len(dims)} dims (shape {self.shape})")
-    x = self
-    for s, dim in zip(shifts, dims):
-      d = x._axis(dim, "roll") if x.ndim else 0
-      n = x.shape[d] if x.ndim else 1
-      if n == 0 or s % n == 0:
-        continue
-      s %= n
-      # two copies side by side, then the window that starts n - s in
-      x = x.repeat(*(2 if k == d else 1 for k in range(x.ndim)))
-      x = x.shrink(tuple((n - s, 2 * n - s) if k == d else None for k in range(x.ndim)))
-    return x
-
   def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
     """The diagonal of the dims dim1 and dim2 (offset > 0 above the main one), as a last dim (torch's)."""
-    if not _is_int(offset):
+    if not is_int(offset):
       raise TypeError(f"Tensor.diagonal: offset must be an int, got {offset!r}")
     if self.ndim < 2:
       raise ValueError(f"Tensor.diagonal: needs at least 2 dims, got shape {self.shape}")
@@ -337,7 +365,7 @@ class IndexingMixin:
 
   def diag(self, diagonal: int = 0) -> Any:
     """1-d: the square matrix with self on the diagonal `diagonal`; 2-d: that diagonal (torch's)."""
-    if not _is_int(diagonal):
+    if not is_int(diagonal):
       raise TypeError(f"Tensor.diag: diagonal must be an int, got {diagonal!r}")
     if self.ndim == 2:
       return self.diagonal(diagonal)
@@ -347,83 +375,6 @@ class IndexingMixin:
     # each element followed by n zeros: n rows of n + 1, flattened and cut to n * n, is the n x n diagonal matrix
     x = self.reshape(n, 1).pad((None, (0, n))).reshape(n * (n + 1)).shrink(((0, n * n),)).reshape(n, n)
     return x.pad(((0, k), (k, 0)) if diagonal >= 0 else ((k, 0), (0, k)))
-
-  def unfold(self, dim: int, size: int, step: int) -> Any:
-    """The windows of `size` elements every `step` along dim: dim becomes the window count, and a last dim of
-    size `size` is added (torch's Tensor.unfold)."""
-    if not _is_int(size) or size < 0:
-      raise RuntimeError(f"Tensor.unfold: size must be >= 0 but got size={size!r} (shape {self.shape})")
-    if not _is_int(step) or step <= 0:
-      raise RuntimeError(f"Tensor.unfold: step must be > 0 but got step={step!r} (shape {self.shape})")
-    if self.ndim == 0:
-      self._axis(dim, "unfold", 1)
-      return self.reshape(1).unfold(0, size, step).reshape(size)
-    d = self._axis(dim, "unfold")
-    n = self.shape[d]
-    if size > n:
-      raise RuntimeError(f"Tensor.unfold: maximum size for tensor at dimension {dim} is {n} but size is {size} "
-                         f"(shape {self.shape})")
-    w = (n - size) // step + 1
-    order = (*(k for k in range(self.ndim) if k != d), d)
-    x = self.permute(order)
-    if size == 0:  # no elements: any window of the right shape
-      x = x.shrink((None,) * (x.ndim - 1) + ((0, 0),)).reshape(*x.shape[:-1], w, 0)
-    else:
-      x = pool(x, (size,), (step,), (1,), "unfold")
-    back = [order.index(k) for k in range(self.ndim)]
-    return x.permute(*back, self.ndim)
-
-  def repeat_interleave(self, repeats: int, dim: int | None = None) -> Any:
-    """Each element repeated `repeats` times along dim (dim=None: of the flattened tensor)."""
-    if not _is_int(repeats) or repeats < 0:
-      raise ValueError(f"Tensor.repeat_interleave: repeats must be a non-negative int, got {repeats!r}")
-    x, d = (self.flatten(), 0) if dim is None else (self, self._axis(dim, "repeat_interleave"))
-    s = x.shape
-    return x.reshape(*s[:d + 1], 1, *s[d + 1:]).expand(*s[:d + 1], repeats, *s[d + 1:]) \
-      .reshape(*s[:d], s[d] * repeats, *s[d + 1:])
-
-  def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple:
-    """Pieces along dim: of `sizes` each (the last may be smaller), or of the listed sizes."""
-    d = self._axis(dim, "split")
-    n = self.shape[d]
-    if _is_int(sizes):
-      if sizes <= 0:
-        raise RuntimeError(f"Tensor.split: split size must be positive, got {sizes} (shape {self.shape})")
-      sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
-    sizes = list(sizes)
-    if sum(sizes) != n or any(not _is_int(s) or s < 0 for s in sizes):
-      raise RuntimeError(f"Tensor.split: sizes {sizes} don't sum to dim {dim} of shape {self.shape}")
-    out, off = [], 0
-    for s in sizes:
-      out.append(self.shrink(tuple((off, off + s) if k == d else None for k in range(self.ndim))))
-      off += s
-    return tuple(out)
-
-  def chunk(self, chunks: int, dim: int = 0) -> tuple:
-    """At most `chunks` pieces of equal size along dim (the last may be smaller), as torch."""
-    if not _is_int(chunks) or chunks <= 0:
-      raise RuntimeError(f"Tensor.chunk: chunks must be a positive int, got {chunks!r}")
-    n = self.shape[self._axis(dim, "chunk")]
-    return self.split(math.ceil(n / chunks) if n else [0] * chunks, dim)
-
-  def unbind(self, dim: int = 0) -> tuple:
-    """The slices along dim, each without it."""
-    d = self._axis(dim, "unbind")
-    return tuple(p.squeeze(d) for p in self.split(1, d)) if self.shape[d] else ()
-
-  def meshgrid(self, *args: Any, indexing: str = "ij") -> tuple:
-    """Coordinate grids from 1-d tensors (self first), indexing "ij" (matrix) or "xy" (cartesian)."""
-    if indexing not in ("ij", "xy"):
-      raise RuntimeError(f"Tensor.meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
-    ts = (self, *args)
-    if any(t.ndim > 1 for t in ts):
-      raise RuntimeError(f"Tensor.meshgrid: needs 0-d or 1-d tensors, got shapes {[t.shape for t in ts]}")
-    ts = tuple(t.reshape(-1) if t.ndim == 0 else t for t in ts)
-    shape = tuple(t.shape[0] for t in ts)
-    grids = [t.reshape(tuple(-1 if k == i else 1 for k in range(len(ts)))).expand(shape) for i, t in enumerate(ts)]
-    if indexing == "xy" and len(ts) >= 2:
-      grids = [g.transpose(0, 1) for g in grids]  # cartesian: the first two axes swapped
-    return tuple(grids)
 
 
 def check_count(items: list, shape: tuple) -> None:

@@ -1,5 +1,6 @@
-"""Tensor methods: losses, scaled_dot_product_attention, interpolate, conv_transpose2d, einsum (tinygrad's
-signatures; values as torch)."""
+"""Tensor methods for networks: linear, layernorm, convolution (conv2d, conv_transpose2d), pooling (max, avg,
+max_unpool2d; windows are movement ops, tinygrad's approach), dropout, normalize, losses, scaled_dot_product_attention,
+interpolate (tinygrad's signatures; values as torch)."""
 from __future__ import annotations
 
 import functools
@@ -9,30 +10,42 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from compiler.dtype import dtypes
+from compiler.tensor_mixins._args import ArgumentError, is_int, make_tuple, pool_pads
 
 _REDUCTIONS = ("none", "sum", "mean")
 
 
-def _is_int(x: Any) -> bool:
-  return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+def _spatial_pad(x: Any, pads: tuple[tuple[int, int], ...], value: Any = 0.0) -> Any:
+  """x padded on its last len(pads) dims; a negative pad crops."""
+  lead = (None,) * (x.ndim - len(pads))
+  if any(b < 0 or a < 0 for b, a in pads):
+    spatial = x.shape[-len(pads):]
+    if any(max(0, -b) + max(0, -a) > s for (b, a), s in zip(pads, spatial)):
+      raise ArgumentError(f"Tensor.conv2d: padding {pads} crops more than the input of shape {x.shape}")
+    x = x.shrink(lead + tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(pads, spatial)))
+    pads = tuple((max(0, b), max(0, a)) for b, a in pads)
+  return x.pad(lead + tuple(pads), value=value)
 
 
-def _tuple(v: Any, n: int, name: str, what: str) -> tuple[int, ...]:
-  t = (v,) * n if _is_int(v) else tuple(v) if isinstance(v, (tuple, list)) else ()
-  if len(t) != n or not all(_is_int(x) for x in t):
-    raise ValueError(f"Tensor.{name}: {what} must be an int or {n} ints, got {v!r}")
-  return tuple(int(x) for x in t)
-
-
-def _pads(p: Any, n: int, name: str) -> list[tuple[int, int]]:
-  """(before, after) per spatial dim from an int, one int per dim, or 2n flat ints (last dim first, as torch)."""
-  if _is_int(p):
-    return [(int(p), int(p))] * n
-  if isinstance(p, (tuple, list)) and len(p) == n and all(_is_int(x) for x in p):
-    return [(int(x), int(x)) for x in p]
-  if isinstance(p, (tuple, list)) and len(p) == 2 * n and all(_is_int(x) for x in p):
-    return [(int(p[2 * i]), int(p[2 * i + 1])) for i in reversed(range(n))]
-  raise ValueError(f"Tensor.{name}: padding must be an int, {n} ints or {2 * n} ints, got {p!r}")
+def _pool_args(x: Any, kernel_size: Any, stride: Any, dilation: Any, padding: Any, ceil_mode: bool, name: str):
+  """Kernel, stride, dilation, (before, after) pads and the extra right pads that ceil_mode's last windows need."""
+  n = 2 if is_int(kernel_size) else len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 0
+  k = make_tuple(kernel_size, max(n, 1), name, "kernel_size", positive=True)
+  n = len(k)
+  if x.ndim < n:
+    raise ValueError(f"Tensor.{name}: needs an input of at least {n} dims, got shape {x.shape}")
+  st = k if stride is None else make_tuple(stride, n, name, "stride", positive=True)
+  dl, pads = make_tuple(dilation, n, name, "dilation", positive=True), pool_pads(padding, n, name)
+  extra = []
+  for s, kk, ss, d, (pb, pa) in zip(x.shape[-n:], k, st, dl, pads):
+    span = s + pb + pa - d * (kk - 1) - 1
+    o = span // ss + 1
+    if ceil_mode and span >= 0:
+      o = -(-span // ss) + 1
+      if (o - 1) * ss >= s + pb:  # torch: the last window starts inside the input or its left padding
+        o -= 1
+    extra.append(max(0, (o - 1) * ss + d * (kk - 1) + 1 - (s + pb + pa)))
+  return k, st, dl, pads, tuple(extra)
 
 
 def _one_hot_along(y: Any, n: int, dim: int) -> Any:
@@ -99,6 +112,120 @@ def _int_linear_axis(x: Any, axis: int, n_out: int, align_corners: bool) -> Any:
 
 class NnMixin:
   __slots__ = ()
+
+  def linear(self, weight: Any, bias: Any | None = None) -> Any:
+    """self @ weight + bias, weight shaped (in, out) (as tinygrad)."""
+    x = self * weight if weight.ndim == 1 else self.dot(weight)
+    return x + bias if bias is not None else x
+
+  def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Any:
+    """(x - mean) / sqrt(var + eps) over axis (biased variance), without affine parameters."""
+    x = self._float()
+    y = x - x.mean(axis, keepdim=True)
+    return y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()
+
+  # ---- convolution and pooling
+  def conv2d(self, weight: Any, bias: Any | None = None, groups: int = 1, stride: Any = 1, dilation: Any = 1,
+             padding: Any = 0) -> Any:
+    """n-d convolution (cross-correlation, as torch): self (bs, cin, *spatial), weight (cout, cin/groups, *kernel);
+    the number of spatial dims is weight.ndim - 2 (conv1d, conv2d, conv3d, ...)."""
+    x = self
+    if not isinstance(weight, type(self)) or not (bias is None or isinstance(bias, type(self))):
+      raise TypeError(f"Tensor.conv2d: weight and bias must be Tensors, got {type(weight).__name__} and "
+                      f"{type(bias).__name__}")
+    # shape mismatches are RuntimeErrors, as tinygrad and torch (ArgumentError is a ValueError too)
+    if weight.ndim < 3 or x.ndim != weight.ndim:
+      raise ArgumentError(f"Tensor.conv2d: needs an input (bs, cin, *spatial) and a weight (cout, cin/groups, *kernel) "
+                          f"of the same number (>= 3) of dims, got {x.shape} and {weight.shape}")
+    n = weight.ndim - 2
+    bs, cin_ = x.shape[:2]
+    cout, cin = weight.shape[:2]
+    ks = weight.shape[2:]
+    if not isinstance(groups, int) or groups <= 0 or groups * cin != cin_ or cout % groups:
+      raise ArgumentError(f"Tensor.conv2d: input {x.shape} and weight {weight.shape} don't match with groups={groups}")
+    if bias is not None and bias.shape != (cout,):
+      raise ArgumentError(f"Tensor.conv2d: bias of shape {bias.shape}, expected ({cout},) for weight {weight.shape}")
+    st = make_tuple(stride, n, "conv2d", "stride", positive=True)
+    dl = make_tuple(dilation, n, "conv2d", "dilation", positive=True)
+    pads = pool_pads(padding, n, "conv2d", negative=True)
+    x = _spatial_pad(x, pads)._pool(ks, st, dl, "conv2d")  # (bs, cin_, *o, *k)
+    rcout, o_ = cout // groups, x.shape[2:2 + n]
+    x = x.reshape(bs, groups, cin, 1, *o_, *ks).expand(bs, groups, cin, rcout, *o_, *ks)
+    x = x.permute(0, 1, 3, *range(4, 4 + n), 2, *range(4 + n, 4 + 2 * n))  # (bs, groups, rcout, *o, cin, *k)
+    w = weight.reshape(1, groups, rcout, *(1,) * n, cin, *ks)
+    ret = (x * w).sum(tuple(range(-1, -n - 2, -1))).reshape(bs, cout, *o_)
+    return ret if bias is None else ret + bias.reshape(1, cout, *(1,) * n)
+
+  def max_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0,
+                 ceil_mode: bool = False, return_indices: bool = False) -> Any | tuple[Any, Any]:
+    """Max over each window of the last len(kernel_size) dims (2 for an int kernel_size; n-d, as tinygrad's);
+    return_indices: also each max's flat index into those dims of the input (the first of equal maxima in the window,
+    as torch)."""
+    x = self
+    k, st, dl, pads, extra = _pool_args(x, kernel_size, stride, dilation, padding, ceil_mode, "max_pool2d")
+    axes = tuple(range(-1, -len(k) - 1, -1))
+    full = tuple((pb, pa + e) for (pb, pa), e in zip(pads, extra))
+    win = _spatial_pad(x, full, dtypes.min(x.dtype))._pool(k, st, dl, "max_pool2d")
+    if not return_indices:
+      return win.max(axes)
+    # each position numbered from the back (numel .. 1, padding 0): the largest number among a window's maxima is
+    # its first one in row-major order
+    spatial = x.shape[-len(k):]
+    numel = math.prod(spatial)
+    back = self.arange(numel, 0, -1, dtype=dtypes.int32).reshape(spatial)
+    back_win = _spatial_pad(back, full, 0)._pool(k, st, dl, "max_pool2d")
+    m = win.max(axes)
+    hit = win == m.reshape(m.shape + (1,) * len(k))
+    return m, numel - hit.where(back_win, 0).max(axes)
+
+  def avg_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0,
+                 ceil_mode: bool = False, count_include_pad: bool = True) -> Any:
+    """Mean over each window of the last len(kernel_size) dims (n-d, as tinygrad's); count_include_pad counts the
+    padding (never ceil_mode's overhang), as torch."""
+    x = self
+    k, st, dl, pads, extra = _pool_args(x, kernel_size, stride, dilation, padding, ceil_mode, "avg_pool2d")
+    axes = tuple(range(-1, -len(k) - 1, -1))
+    full = tuple((pb, pa + e) for (pb, pa), e in zip(pads, extra))
+    win = _spatial_pad(x, full)._pool(k, st, dl, "avg_pool2d")
+    if not any(extra) and (count_include_pad or not any(b or a for b, a in pads)):
+      return win.mean(axes)
+    # the divisor per window: how many of its elements are input (and padding, if counted)
+    ones = self.ones(*x.shape[-len(k):], dtype=dtypes.bool)
+    counted = ones.pad(pads, value=count_include_pad).pad(tuple((0, e) for e in extra))
+    count = counted._pool(k, st, dl, "avg_pool2d").sum(axes)
+    xs = x._float()
+    return win.sum(axes).cast(xs.dtype) / count.cast(xs.dtype)
+
+  def max_unpool2d(self, indices: Any, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1,
+                   padding: Any = 0, output_size: Sequence[int] | None = None) -> Any:
+    """The partial inverse of max_pool2d(return_indices=True): each value at its flat index into the last
+    len(kernel_size) dims of a tensor of output_size (by default the size max_pool2d's arguments invert), zeros
+    elsewhere."""
+    x = self
+    n = 2 if is_int(kernel_size) else len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 0
+    k = make_tuple(kernel_size, max(n, 1), "max_unpool2d", "kernel_size", positive=True)
+    n = len(k)
+    if not isinstance(indices, type(self)) or indices.shape != x.shape or not dtypes.is_int(indices.dtype) or \
+        indices.dtype == dtypes.bool or x.ndim < n:
+      raise ArgumentError(f"Tensor.max_unpool2d: indices must be an integer tensor of the input's shape {x.shape}, "
+                          f"got {getattr(indices, 'dtype', type(indices).__name__)} {getattr(indices, 'shape', '')}")
+    prefix, spatial = x.shape[:-n], x.shape[-n:]
+    if output_size is None:
+      st = k if stride is None else make_tuple(stride, n, "max_unpool2d", "stride", positive=True)
+      dl = make_tuple(dilation, n, "max_unpool2d", "dilation", positive=True)
+      pads = pool_pads(padding, n, "max_unpool2d")
+      out = tuple((i - 1) * s - (pb + pa) + d * (kk - 1) + 1 for i, s, (pb, pa), d, kk in zip(spatial, st, pads, dl, k))
+    else:
+      out = tuple(int(s) for s in tuple(output_size)[-n:])
+    if len(out) != n or any(o <= 0 for o in out):
+      raise ArgumentError(f"Tensor.max_unpool2d: invalid output size {out} for input {x.shape}")
+    size, count = math.prod(out), math.prod(spatial)
+    # (..., size, count): which input element goes to each output position
+    hot = indices.reshape(*prefix, 1, count) == self.arange(size, dtype=indices.dtype).reshape(size, 1)
+    vals = hot.where(x.reshape(*prefix, 1, count), 0).sum(-1)
+    # overlapping windows can pick one element twice: it is written once (torch assigns), not added up
+    hits = hot.sum(-1)
+    return (hits > 1).where(vals / hits.maximum(1).cast(vals.dtype), vals).cast(x.dtype).reshape(*prefix, *out)
 
   # ---- layers as functions
   def sequential(self, ll: Sequence[Callable[[Any], Any]]) -> Any:
@@ -239,19 +366,13 @@ class NnMixin:
         qk = qk + attn_mask
     return qk.softmax(-1).dropout(dropout_p).matmul(value)
 
-  def max_unpool2d(self, indices: Any, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1,
-                   padding: Any = 0, output_size: Sequence[int] | None = None) -> Any:
-    """The partial inverse of max_pool2d(return_indices=True): each value at its index, zeros elsewhere."""
-    from compiler import tensor_nn
-    return tensor_nn.max_unpool2d(self, indices, kernel_size, stride, dilation, padding, output_size)
-
   # ---- resampling
   def interpolate(self, size: Sequence[int], mode: str = "linear", align_corners: bool = False) -> Any:
     """Resize the last len(size) dims: mode linear (bilinear, trilinear), nearest or nearest-exact."""
     T = type(self)
     modes = ("linear", "bilinear", "trilinear", "nearest", "nearest-exact")
     if not isinstance(size, (tuple, list)) or not size or len(size) > self.ndim or \
-        not all(_is_int(s) and s > 0 for s in size):
+        not all(is_int(s) and s > 0 for s in size):
       raise ValueError(f"Tensor.interpolate: size {size!r} must be 1 to {self.ndim} positive ints for {self.shape}")
     if mode not in modes:
       raise ValueError(f"Tensor.interpolate: mode {mode!r} must be one of {modes}")
@@ -298,13 +419,13 @@ class NnMixin:
                        "number of dims (at least 3)")
     nd = weight.ndim - 2
     cin, k_ = weight.shape[0], weight.shape[2:]
-    if not _is_int(groups) or groups <= 0 or self.shape[1] != cin or cin % groups:
+    if not is_int(groups) or groups <= 0 or self.shape[1] != cin or cin % groups:
       raise ValueError(f"Tensor.conv_transpose2d: input {self.shape} and weight {weight.shape} don't match with "
                        f"groups={groups}")
-    st = _tuple(stride, nd, "conv_transpose2d", "stride")
-    dl = _tuple(dilation, nd, "conv_transpose2d", "dilation")
-    op = _tuple(output_padding, nd, "conv_transpose2d", "output_padding")
-    pd = _pads(padding, nd, "conv_transpose2d")
+    st = make_tuple(stride, nd, "conv_transpose2d", "stride")
+    dl = make_tuple(dilation, nd, "conv_transpose2d", "dilation")
+    op = make_tuple(output_padding, nd, "conv_transpose2d", "output_padding")
+    pd = pool_pads(padding, nd, "conv_transpose2d", negative=True)  # (negative pads were always allowed here)
     if any(s <= 0 for s in st) or any(d <= 0 for d in dl) or any(o < 0 or (o >= s and o >= d)
                                                                   for o, s, d in zip(op, st, dl)):
       raise ValueError(f"Tensor.conv_transpose2d: invalid stride {st}, dilation {dl} or output_padding {op}")
@@ -320,10 +441,3 @@ class NnMixin:
     full = [((k - 1) * d - b, (k - 1) * d - a + o) for k, d, (b, a), o in zip(k_, dl, pd, op)]
     x = x.pad((None, None, *full))
     return x.conv2d(w, bias, groups=groups, dilation=dl, padding=0)
-
-  # ---- einsum
-  @staticmethod
-  def einsum(formula: str, *operands: Any, dtype: Any = None) -> Any:
-    """Einstein summation ("ij,jk->ik", implicit output, "..." broadcast dims), as numpy.einsum."""
-    from compiler.tensor_mixins.einsum import einsum
-    return einsum(formula, *operands, dtype=dtype)
