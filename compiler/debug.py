@@ -57,5 +57,5 @@ def run_kernel(name: str, runner: Any, bufs: list, compile_s: float | None = Non
 
 
 def _opts(runner: Any) -> list[tuple[Any, Any, Any]]:
-  """The opts applied to a compiled kernel (engine.get_runner keeps its AST's KernelInfo.opts)."""
+  """The opts applied to a compiled kernel (engine.compile_runner keeps its AST's KernelInfo.opts)."""
   return [(getattr(o.op, "name", o.op), o.axis, o.arg) for o in getattr(runner, "opts", ())]

@@ -4,9 +4,9 @@ This is the one module that decides how a kernel is optimized. It reads NOOPT an
 `OptPolicy.from_env`), runs the hand-coded heuristics or BEAM search (compiler.opt), giving BEAM the runtime's
 evaluator that compiles and times each candidate (compiler.runtime.candidates), then compiles the optimized AST
 (compiler.runtime.compile_kernel: codegen + LLVM JIT), and keeps what it compiled in the compile cache on disk
-(compiler.runtime.diskcache; `get_runner`), which a later process loads instead. Imports run one way from here: the
-optimizer never imports the runtime, the runtime never imports the optimizer (tests/test_import_direction.py).
-compiler.realize calls `get_runner` as its "llvm" backend, and `confirm_schedule` before it runs a schedule.
+(compiler.runtime.diskcache; `compile_runner`), which a later process loads instead. Imports run one way from here: the
+optimizer never imports the runtime, the runtime never imports the optimizer (tests/project/test_import_direction.py).
+compiler.realize calls `compile_runner` as its "llvm" backend, and `confirm_schedule` before it runs a schedule.
 
 With BEAM on, a schedule's kernels are confirmed in sequence before they run (`confirm_schedule`): BEAM's winner of
 each kernel, where it differs from the hand-coded kernel, is timed against it in its place in the schedule's run (on
@@ -27,9 +27,8 @@ from typing import Any, Callable, Sequence
 from compiler import rewrite
 from compiler.codegen.program import Program
 from compiler.host import compile_only
-from compiler.opt import Kernel, KernelOptError, Opt, hand_coded_optimizations
-from compiler.opt import beam_search as _beam_search
-from compiler.opt.cache import cache_get, cache_key, cache_put
+from compiler.opt import Kernel, KernelOptError, Opt, beam_search, hand_coded_optimizations
+from compiler.opt.beam_cache import cache_get, cache_key, cache_put
 from compiler.opt.search import (
   CONFIRM_MAX_ROUNDS,
   CONFIRM_MIN_S,
@@ -41,7 +40,7 @@ from compiler.opt.search import (
   opts_apply,
   record_beam,
 )
-from compiler.opt.target import host_target
+from compiler.opt.target import cl_target, host_target
 from compiler.runtime import diskcache
 from compiler.runtime.candidates import (
   load_candidate,
@@ -80,10 +79,10 @@ def _evaluator(k: Kernel, bufs: Sequence[Any] | None, threads: int | None = None
   return runtime_evaluator(k.get_optimized_ast(), bufs, threads=threads)
 
 
-def beam_search(k: Kernel, bufs: Sequence[Any] | None = None, amt: int = 2, **kw: Any) -> Kernel:
+def timed_beam_search(k: Kernel, bufs: Sequence[Any] | None = None, amt: int = 2, **kw: Any) -> Kernel:
   """compiler.opt.search.beam_search with candidates compiled and timed for real (on copies of `bufs`, or random
   buffers); `kw` as there (workers, use_cache, progress, max_rounds)."""
-  return _beam_search(k, bufs, amt, evaluator=_evaluator, **kw)
+  return beam_search(k, bufs, amt, evaluator=_evaluator, **kw)
 
 
 def optimize_kernel(k: Kernel, bufs: Sequence[Any] | None = None, policy: OptPolicy | None = None) -> Kernel:
@@ -96,7 +95,7 @@ def optimize_kernel(k: Kernel, bufs: Sequence[Any] | None = None, policy: OptPol
     if not k.applied_opts and (got := _decided.get((k.ast, k.target.key, policy.beam))) is not None:
       record_beam(got[1])
       return k.apply_opts(got[0])
-    return beam_search(k, bufs, policy.beam)
+    return timed_beam_search(k, bufs, policy.beam)
   return hand_coded_optimizations(k)
 
 
@@ -179,7 +178,7 @@ def _search_unconfirmed(ast: UOp, amt: int, use_cache: bool, threads: int | None
   with untraced():  # the records go onto log, traced when the kernel is compiled (in its context)
     # candidates timed as the schedule's kernels will run (threads)
     evaluator = _evaluator if threads is None else functools.partial(_evaluator, threads=threads)
-    best = _beam_search(k.copy(), None, amt, evaluator=evaluator, use_cache=use_cache, confirm=False, log=log,
+    best = beam_search(k.copy(), None, amt, evaluator=evaluator, use_cache=use_cache, confirm=False, log=log,
                         **search_kw)
     heur = hand_coded_optimizations(k.copy())
   if best.get_optimized_ast() is heur.get_optimized_ast():
@@ -287,7 +286,7 @@ def disk_key(ast: UOp, policy: OptPolicy) -> str | None:
 
 
 def _load_runner(key: str) -> CompiledKernel | None:
-  """The kernel stored under `key` by get_runner, linked into the JIT; None where it is not there or not sound."""
+  """The kernel stored under `key` by compile_runner, linked into the JIT; None where it is not there or not sound."""
   got = diskcache.get(key)
   try:
     prg, opts, symbol, obj = got  # type: ignore[misc]
@@ -304,7 +303,7 @@ def _load_runner(key: str) -> CompiledKernel | None:
   return ck
 
 
-def get_runner(ast: UOp) -> CompiledKernel:
+def compile_runner(ast: UOp) -> CompiledKernel:
   """The realize backend's runner: optimize, compile, and return the kernel (`runner(bufs)`). Untraced, without
   BEAM, what a kernel compiles to (its Program, opts and object code) is kept on disk (compiler.runtime.diskcache),
   and a later process loads it instead of optimizing and compiling again."""
@@ -329,4 +328,22 @@ def get_runner(ast: UOp) -> CompiledKernel:
       # (without its linearized uops, which only a traced compile shows: a third of the entry, half its load)
       diskcache.put(key, (dataclasses.replace(prg, uops=()), [o.to_json() for o in opts], symbol, obj))
   ck.opts = opts
+  return ck
+
+
+# ---- the OpenCL backend (BACKEND=cl)
+
+def cl_runner(ast: UOp) -> Any:
+  """BACKEND=cl's runner: the kernel with the hand-coded opts for the OpenCL device's Target (NOOPT=1: none; BEAM is
+  not searched on CL yet), rendered to OpenCL C and built for the device (compiler.runtime.opencl)."""
+  from compiler.runtime.opencl import cl_kernel, get_device  # lazy: loads pyopencl only for BACKEND=cl
+  if OptPolicy.from_env().noopt:
+    return cl_kernel(ast)
+  lim = get_device().limits
+  try:
+    k = hand_coded_optimizations(Kernel(ast, cl_target(lim.name, lim.max_work_group_size, lim.local_mem_bytes)))
+  except KernelOptError:  # (a kernel with no ranges: nothing to optimize)
+    return cl_kernel(ast)
+  ck = cl_kernel(k.get_optimized_ast())
+  ck.opts = tuple(k.applied_opts)
   return ck

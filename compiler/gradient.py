@@ -217,7 +217,7 @@ def _rewrite_gradients(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp
   for u in reversed(path):
     prev = UOp(Ops.NOOP, dtypes.void, (u, prev), _MARK)
   with trace_context("gradient", kind="gradient"):
-    graph_rewrite(UOp.sink(prev), pm_gradient, ctx=grads, name="gradient", bottom_up=True)
+    graph_rewrite(UOp.sink(prev), pm_gradient, ctx=grads, bottom_up=True)
   read = {s for u in path for s in u.src} | {root}
   return {t: grads[t] if t in grads else _c(t, 0.0) for t in targets if t in grads or t in read}
 

@@ -4,7 +4,8 @@ the same CPU. TARGET_ISA=sse|avx2|avx512 compiles for an older x86 ISA than the 
 can run what an SSE or AVX2 machine would; `host` (the default) is the host CPU itself. TARGET_ISA=avx512fp16 (alias
 sapphirerapids) is a CPU with native half instructions, which few hosts have: with COMPILE_ONLY=1 any host compiles
 for any preset (the kernels' IR and assembly can be made, running one is refused: compiler/runtime/llvm.py).
-Outside the pipeline's layers (tests/test_import_direction.py), so opt, codegen and runtime may all import it."""
+Outside the pipeline's layers (tests/project/test_import_direction.py), so opt, codegen and runtime may all import
+it."""
 from __future__ import annotations
 
 import functools
@@ -18,7 +19,7 @@ _NO_AVX = "-avx,-avx2,-fma,-f16c,-avxvnni,-vaes,-vpclmulqdq," + _NO_AVX512
 
 # name -> (LLVM CPU name, LLVM feature string): the x86 machines the bench's targets must hold on. SSE is a real core
 # (Nehalem: SSE4.2), not the generic x86-64, whose tuning made the code generator and the assembler of a traced compile
-# pad loops with different NOPs (tests/test_llvm_texts.py: the code run is the assembly shown, byte for byte)
+# pad loops with different NOPs (tests/compiler/test_llvm_texts.py: the code run is the assembly shown, byte for byte)
 ISA_PRESETS: dict[str, tuple[str, str]] = {
   "sse": ("nehalem", "+sse,+sse2,+sse3,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16," + _NO_AVX),
   "avx2": ("haswell", "+sse4.2,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+lzcnt,+movbe," + _NO_AVX512),

@@ -215,7 +215,7 @@ def _match_all(pat: UPat, srcs: tuple[UOp, ...], store: Captures) -> Iterator[Ca
 
 
 # the functions of the rules marked optional (PatternMatcher(..., optional=True)): a matcher built from their entries
-# (`symbolic` from its parts, the kernel simplifier from `symbolic`) keeps the mark
+# (`Rule.entry`) keeps the mark (`+` and `named` carry each rule's own mark)
 _OPTIONAL_FNS: set = set()
 
 
@@ -305,6 +305,11 @@ def _rule(entry: tuple, i: int, matcher: str | None, optional: bool = False) -> 
   return Rule(entry[0], entry[1], i, name, matcher, optional)
 
 
+def _renamed(rules: list[Rule], matcher: str | None) -> list[Rule]:
+  """rules as rules of the matcher called matcher, each keeping its own name and its optional mark."""
+  return [Rule(r.pat, r.fn, i, r.name, matcher, r.optional) for i, r in enumerate(rules)]
+
+
 def _admits_src0(pat: UPat, src0_op: Ops | None) -> bool:
   """False only where pat surely fails on a node whose first source has op src0_op (None: a node with no sources)."""
   if pat.src_kind != 1 or not pat.src:  # a permutation, a repeated pattern or no sources: no first source to check
@@ -316,7 +321,7 @@ def _admits_src0(pat: UPat, src0_op: Ops | None) -> bool:
 
 
 class PatternMatcher:
-  """Rules indexed by op, tried in order; compose matchers with `+`."""
+  """Rules indexed by op, tried in order; compose matchers with `+` ("a + b"), rename a combination with `named`."""
 
   def __init__(self, rules: list[tuple[UPat, Callable] | tuple[UPat, Callable, str]], name: str | None = None,
                optional: bool = False):
@@ -350,7 +355,13 @@ class PatternMatcher:
     return got
 
   def __add__(self, other: PatternMatcher) -> PatternMatcher:
-    return PatternMatcher([r.entry for r in self.rules + other.rules])
+    """self's rules, then other's, as one matcher named "self + other" (each rule keeps its name and its mark)."""
+    name = " + ".join(n for n in (self.name, other.name) if n) or None
+    return PatternMatcher(_renamed(self.rules + other.rules, name), name=name)
+
+  def named(self, name: str) -> PatternMatcher:
+    """The same rules as a matcher called name: a combination the passes know by its own name (`symbolic`)."""
+    return PatternMatcher(_renamed(self.rules, name), name=name)
 
   def __repr__(self) -> str:
     return f"PatternMatcher({self.name or ''}, {len(self.rules)} rules)"
@@ -616,7 +627,9 @@ def _caller() -> tuple[str, int]:
 
 def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, name: str | None = None,
                   bottom_up: bool = False) -> UOp:
-  """Rewrite the graph of `sink` with `pm` to a fixed point (top-down, or bottom-up: sources first)."""
+  """Rewrite the graph of `sink` with `pm` to a fixed point (top-down, or bottom-up: sources first) as the pass `name`,
+  by default the matcher's name (the compiler's passes all take it but a kernel opt's, "apply UPCAST(0, 4)", which
+  names the opt: tests/compiler/test_pass_names.py)."""
   rec = recorder.RECORDER
   pass_name = name or pm.name or "graph_rewrite"
   if rec is None:

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from compiler.dtype import DType, PtrDType, dtypes, truncate
-from compiler.rewrite import PatternMatcher, UPat
-from compiler.uop import GroupOp, Ops, UOp, arg_str, exec_alu, toposort
+from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
+from compiler.uop import GroupOp, Ops, UOp, arg_str, exec_alu, register_simplifier, toposort
 
 # ---- helpers
 
@@ -213,7 +213,7 @@ constant_folding = PatternMatcher([
   (UPat(Ops.CAST, name="u", src=(UPat.cvar("c"),)), fold_cast),
   (UPat(Ops.BITCAST, name="u", src=(UPat.cvar("c"),)), fold_bitcast),
   (UPat(GroupOp.ALU | {Ops.CAST}, name="u"), fold_by_bounds),
-], name="constant_folding", optional=True)
+], name="constant folding", optional=True)
 
 
 # ---- identities
@@ -601,7 +601,7 @@ index_simplify = PatternMatcher([
   (UPat(Ops.CMPLT, src=(_c, _x)), gt_linear),
   (UPat((Ops.CMPNE, Ops.CMPEQ), name="u", src=[UPat(Ops.ADD, src=[_x, _c1]), _c2]), eq_offset),
   (UPat((Ops.AND, Ops.OR), name="u", src=[UPat(Ops.CMPLT, name="a"), UPat(Ops.CMPLT, name="b")]), and_or_bounds),
-], name="index_simplify", optional=True)
+], name="index simplify", optional=True)
 
 
 # ---- canonical order
@@ -616,8 +616,15 @@ def commutative_order(u: UOp) -> UOp | None:
 
 canonical_order = PatternMatcher([
   (UPat(GroupOp.Commutative, name="u", src=(UPat(), UPat())), commutative_order),
-], name="canonical_order", optional=True)
+], name="canonical order", optional=True)
 
 
-symbolic = PatternMatcher([r.entry for pm in (constant_folding, identities, index_simplify, canonical_order)
-                           for r in pm.rules], name="symbolic")
+symbolic = (constant_folding + identities + index_simplify + canonical_order).named("symbolic")
+
+
+def symbolic_simplify(u: UOp) -> UOp:
+  """u through `symbolic` as the pass "symbolic": what UOp.simplify runs."""
+  return graph_rewrite(u, symbolic)
+
+
+register_simplifier(symbolic_simplify)

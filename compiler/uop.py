@@ -191,6 +191,16 @@ def _as_uop(x: Any, dtype: DType) -> UOp:
   return x if isinstance(x, UOp) else UOp.const(dtype, x)
 
 
+_simplifier: Callable[[UOp], UOp] | None = None
+
+
+def register_simplifier(fn: Callable[[UOp], UOp]) -> None:
+  """Make fn what UOp.simplify runs. compiler.symbolic registers its pass when imported (`import compiler` does): its
+  rules are built from UOps, so this module cannot import it back (docs/architecture.md, "Direction of imports")."""
+  global _simplifier
+  _simplifier = fn
+
+
 class UOp(metaclass=UOpMetaClass):
   # _mm: the cached (vmin, vmax), a slot: most nodes get their bounds asked and nothing else cached, and a __dict__
   # for them would be one more object per node for memory and the cycle collector
@@ -341,9 +351,10 @@ class UOp(metaclass=UOpMetaClass):
 
   # ---- values and bounds
   def simplify(self) -> UOp:
-    from compiler.rewrite import graph_rewrite
-    from compiler.symbolic import symbolic
-    return graph_rewrite(self, symbolic, name="symbolic")
+    if _simplifier is None:
+      raise RuntimeError(f"UOp.simplify ({self.op}, {self.dtype}) needs the simplifier that importing "
+                         "compiler.symbolic registers")
+    return _simplifier(self)
 
   def ssimplify(self) -> UOp | int:
     s = self.simplify()

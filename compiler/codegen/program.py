@@ -12,7 +12,7 @@ from compiler.codegen.expander import expand_ctx, pm_expand, pm_vectorize
 from compiler.codegen.linearizer import Linear, linearize
 from compiler.codegen.llvmir import _sym, render_llvm
 from compiler.codegen.lowerer import lower_ctx, pm_lower
-from compiler.codegen.simplify import pm_fold, simplify
+from compiler.codegen.simplify import pm_index_fold, symbolic_then_index_fold
 from compiler.codegen.verify import verify_ast
 from compiler.dtype import DType, dtypes
 from compiler.rewrite import graph_rewrite, track_graph
@@ -92,13 +92,13 @@ def lower_ast(ast: UOp) -> UOp:
   """The codegen passes on a kernel AST up to the graph the linearizer takes ("View Output AST")."""
   verify_ast(ast)
   sink = track_graph(ast, "View Base AST")
-  sink = simplify(sink)  # the full simplifier runs before expansion multiplies the graph by the lane count
+  sink = symbolic_then_index_fold(sink)  # the full simplifier runs before expansion multiplies the graph by the lanes
   ctx = expand_ctx(sink)
-  sink = graph_rewrite(sink, pm_expand, ctx=ctx, name="expand", bottom_up=True)
-  sink = graph_rewrite(sink, pm_fold, name="index_fold")
-  sink = graph_rewrite(sink, pm_vectorize, ctx=ctx, name="vectorize")
-  sink = graph_rewrite(sink, pm_lower, ctx=lower_ctx(sink, ctx["kname"]), name="lower")
-  sink = graph_rewrite(sink, pm_fold, name="index_fold")
+  sink = graph_rewrite(sink, pm_expand, ctx=ctx, bottom_up=True)
+  sink = graph_rewrite(sink, pm_index_fold)
+  sink = graph_rewrite(sink, pm_vectorize, ctx=ctx)
+  sink = graph_rewrite(sink, pm_lower, ctx=lower_ctx(sink, ctx["kname"]))
+  sink = graph_rewrite(sink, pm_index_fold)
   return track_graph(sink, "View Output AST")
 
 

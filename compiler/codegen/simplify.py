@@ -1,6 +1,6 @@
 """Index-math cleanup after expansion: constant folding, identities and div/mod folding over linear forms.
 
-`compiler.symbolic.symbolic` runs once before expansion; after it, `pm_fold` re-runs a few of its rules (the same
+`compiler.symbolic.symbolic` runs once before expansion; after it, `pm_index_fold` re-runs a few of its rules (the same
 functions) plus `_fold_divmod`: the few codegen relies on to see that
 per-lane addresses are contiguous, e.g. `(r*4+3)//4 -> r` and `(r*4+3)%4 -> 3`."""
 from __future__ import annotations
@@ -64,7 +64,7 @@ def _fold_divmod(x: UOp) -> UOp | None:
 _int = tuple(dtypes.ints) + (dtypes.bool,)
 
 # the few folds codegen needs after expansion (the full `symbolic` runs once before it), sharing symbolic's rules
-pm_fold = PatternMatcher([
+pm_index_fold = PatternMatcher([
   (UPat(tuple(GroupOp.ALU), dtype=_int, src=UPat(Ops.CONST), name="u"), fold_alu),
   (UPat.var("x", _int) + UPat.const(None, 0).named("c"), add_zero),
   (UPat.var("x", _int) * UPat.const(None, 1), mul_one),
@@ -73,10 +73,9 @@ pm_fold = PatternMatcher([
   (UPat.var("x", dtypes.ints) % UPat.cvar("d"), mod_small),
   (UPat((Ops.IDIV, Ops.MOD), dtype=dtypes.ints, src=(UPat.var(), UPat(Ops.CONST)), name="x"), _fold_divmod),
   (UPat(tuple(GroupOp.ALU), dtype=_int, name="u"), fold_by_bounds),
-], name="index_fold", optional=True)
+], name="index fold", optional=True)
 
 
-def simplify(sink: UOp) -> UOp:
-  """Run `compiler.symbolic.symbolic` and codegen's index folding, each as a traced pass."""
-  sink = graph_rewrite(sink, symbolic, name="symbolic")
-  return graph_rewrite(sink, pm_fold, name="index_fold")
+def symbolic_then_index_fold(sink: UOp) -> UOp:
+  """The passes "symbolic" then "index fold": codegen's simplification of a kernel before expansion."""
+  return graph_rewrite(graph_rewrite(sink, symbolic), pm_index_fold)

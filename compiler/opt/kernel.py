@@ -654,12 +654,12 @@ def _normalize(ast: UOp) -> UOp:
   ones = {u: UOp.const(u.dtype, 0) for u in nodes if u.op is Ops.RANGE and u.src[0].op is Ops.CONST
           and u.src[0].arg == 1}
   if ones:
-    ast = graph_rewrite(ast, pm_simplify_ones, ctx=ones, name="simplify ones")
+    ast = graph_rewrite(ast, pm_simplify_ones, ctx=ones)
     nodes = toposort(ast)
   retype = {r: r.replace(arg=(r.arg[0], AxisType.REDUCE)) for u in nodes if u.op is Ops.REDUCE for r in u.src[1:]
             if r.op is Ops.RANGE and r.arg[1] not in REDUCE_KINDS}
   if retype:
-    ast = graph_rewrite(ast, pm_reduce_axes, ctx=retype, name="reduce axes")
+    ast = graph_rewrite(ast, pm_reduce_axes, ctx=retype)
   return ast
 
 

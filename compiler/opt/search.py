@@ -25,7 +25,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from compiler.opt.cache import cache_get, cache_key, cache_put
+from compiler.opt.beam_cache import cache_get, cache_key, cache_put
 from compiler.opt.heuristic import hand_coded_optimizations
 from compiler.opt.kernel import MAX_UNROLL, Kernel, KernelOptError, Opt, OptOps
 from compiler.trace import recorder
@@ -315,16 +315,16 @@ def beam_search(k: Kernel, bufs: Sequence[Any] | None = None, amt: int = 2, *, e
 
   `evaluate(x) -> seconds` times a candidate where x is `prepare(ast)` (run in worker processes when workers > 1;
   a module-level function so it can be sent there) or the optimized AST when prepare is None. Without evaluate,
-  `evaluator(k, bufs)` makes (prepare, evaluate) once the disk cache missed (compiler.engine.beam_search passes the
-  runtime's: candidates compiled and run on copies of `bufs`, or on random buffers).
+  `evaluator(k, bufs)` makes (prepare, evaluate) once the disk cache missed (compiler.engine.timed_beam_search passes
+  the runtime's: candidates compiled and run on copies of `bufs`, or on random buffers).
 
   confirm=False: BEAM's winner unconfirmed and uncached, for a caller that confirms it in its schedule's sequence
   and caches the outcome (compiler.engine.confirm_schedule); a cache hit then gives BEAM's own winner. `log`: the
   `beam` records go there instead of into the trace (record_beam).
   """
   if evaluate is None and evaluator is None:
-    raise ValueError("beam_search needs evaluate= or evaluator= (compiler.engine.beam_search times candidates for "
-                     "real)")
+    raise ValueError("beam_search needs evaluate= or evaluator= (compiler.engine.timed_beam_search times candidates "
+                     "for real)")
   if amt < 1:
     raise ValueError(f"BEAM width must be at least 1, got {amt}")
   if k.applied_opts:

@@ -8,10 +8,16 @@ EXPAND (read many times per element), and reductions that would otherwise be nes
 node computing an exp or a log that a reduction and another kernel read is kept (softmax computes exp once). A
 reduction that one elementwise consumer reads broadcast along its trailing dims ("row reduction", `row_reduces`) is
 removed by its own rule (`_inline_row_reduce`) and computed inside that consumer's kernel, once per row: softmax is
-two kernels, exp(x - max) with the max and the division with the sum.
+two kernels, exp(x - max) with the max and the division with the sum. A reduction whose every element one other
+reduction reads once ("nested reduction", `nested_reduces`) is removed by `_inline_nested_reduce` and computed inside
+that reduction's kernel, per element of its source: a conv's input gradient sums the per-window gradient (itself a
+sum over the output channels) without writing it (MNIST's conv2: 655 MB at batch 512). Off unless `NESTED_REDUCE=1`:
+the joined kernel still computes the inner sum at the padded elements too and is tiled like any reduce, so MNIST's
+step holds 378 MB in place of 977 but takes 2.7x the time (issue 29); a schedule cached before the switch is kept.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -30,6 +36,10 @@ EXPENSIVE_OPS = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.POW}
 # ... so a node computing one, read by a reduction and by another kernel, is computed once into a buffer when it has
 # at least this many elements (below it the extra kernel's call costs more than the recomputation saves)
 MIN_SHARED_EXPENSIVE = 16384
+# a nested reduction is evaluated at every element of its reader's source, padded ones included (a pad's WHERE computes
+# both sides): joined only while that is at most this many evaluations per element of its own (the pooling windows'
+# gradient, read from a padded, repeated layout, is 1.4 to 2.8: MNIST's 5x5 convs 2.0 and 2.1, its 3x3 ones 2.6, 2.8)
+MAX_NESTED_EVALS = 3
 
 
 @dataclass(frozen=True)
@@ -37,9 +47,10 @@ class BufferizeOpts:
   removable: bool = True  # False: the user asked (contiguous/realize), it is an output, or the cost rule says so
   why: str = ""  # what keeps a buffer the user did not ask for (shown in the trace)
   row_reduce: bool = False  # a reduction its one reader computes once per row: inlined there (`row_reduces`)
+  nested: bool = False  # a reduction another reduction reads once per element: computed inside it (`nested_reduces`)
 
   def __repr__(self) -> str:
-    extra = ", row reduce" if self.row_reduce else ""
+    extra = ", row reduce" if self.row_reduce else ", nested" if self.nested else ""
     return f"BufferizeOpts(removable={self.removable}{', ' + self.why if self.why else ''}{extra})"
 
 
@@ -190,6 +201,9 @@ def bufferize_candidates(sink: UOp) -> dict[UOp, BufferizeOpts]:
       ret[u] = BufferizeOpts(removable=True)
   for u in row_reduces(nodes, ret, children, outputs):
     ret[u] = BufferizeOpts(removable=True, row_reduce=True)
+  if os.environ.get("NESTED_REDUCE", "0") not in ("", "0"):
+    for u in nested_reduces(nodes, ret, children, multi | outputs):
+      ret[u] = BufferizeOpts(removable=True, nested=True)
   return ret
 
 
@@ -257,6 +271,47 @@ def row_reduces(nodes: list[UOp], ret: dict[UOp, BufferizeOpts], children: dict[
   return found
 
 
+def _reading_reduce(u: UOp, children: dict[UOp, list[UOp]], ret: dict[UOp, BufferizeOpts]) -> UOp | None:
+  """The reduction that reads each element of u at most once per element of its source: u's value reaches it through
+  a chain of single reads, movement ops that are not EXPANDs (each maps an element to at most one of its source's)
+  and elementwise ops, none of them buffered. None otherwise (a broadcast, a second reader, a buffer between)."""
+  c = u
+  while True:
+    if len(children[c]) != 1:  # (x * x lists x twice)
+      return None
+    c = children[c][0]
+    if c in ret or c.op is Ops.EXPAND:
+      return None
+    if c.op is Ops.REDUCE_AXIS:
+      return c
+    if c.op not in GroupOp.Movement | GroupOp.ALU | {Ops.CAST}:
+      return None
+
+
+def nested_reduces(nodes: list[UOp], ret: dict[UOp, BufferizeOpts], children: dict[UOp, list[UOp]],
+                   keep: set[UOp]) -> list[UOp]:
+  """The reductions buffered only because they feed another reduction that reads each of their elements once
+  (`_reading_reduce`), at most MAX_NESTED_EVALS evaluations per element: computed inside the reader's kernel, with
+  an accumulator of their own reset for each element of its source. One level deep: a reader is not nested itself,
+  nor inlined as a row reduction; `keep` (the outputs and the nodes read twice) keep their buffers."""
+  found: list[UOp] = []
+  readers: set[UOp] = set()
+  for u in nodes:  # sources first: an inner reduction before its reader
+    opts = ret.get(u)
+    if u.op is not Ops.REDUCE_AXIS or opts is None or not opts.removable or opts.row_reduce or u in keep:
+      continue
+    if u in readers:
+      continue
+    outer = _reading_reduce(u, children, ret)
+    if outer is None or (outer in ret and ret[outer].row_reduce):
+      continue
+    if prod(shape_of(outer.src[0])) > MAX_NESTED_EVALS * prod(shape_of(u)):
+      continue
+    found.append(u)
+    readers.add(outer)
+  return found
+
+
 def _shared_expensive(nodes: list[UOp], uses: dict[UOp, set[tuple[UOp, bool]]], multi: set[UOp]) -> set[UOp]:
   """The shared nodes whose expression computes an EXPENSIVE_OPS op and that a reduction and another consumer read
   (softmax's exp(x - max), read by the sum and by the division): inlined, both kernels would compute it. Writing it
@@ -318,8 +373,14 @@ def _inline_row_reduce(b: UOp, src: UOp) -> UOp | None:
   return src if b.arg.row_reduce else None
 
 
+def _inline_nested_reduce(b: UOp, src: UOp) -> UOp | None:
+  """A nested reduction (`nested_reduces`) joins the kernel of the reduction that reads it."""
+  return src if b.arg.nested else None
+
+
 pm_remove_bufferize = PatternMatcher([
   (UPat(Ops.BUFFERIZE, src=(UPat.var("src"),), name="b"), _inline_row_reduce),
+  (UPat(Ops.BUFFERIZE, src=(UPat.var("src"),), name="b"), _inline_nested_reduce),
   (UPat(Ops.BUFFERIZE, src=(UPat.var("src"),), name="b"), _remove_bufferize),
 ], name="remove bufferize")
 

@@ -13,8 +13,9 @@ import itertools
 import os
 from dataclasses import dataclass
 
+from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
 from compiler.runtime.buffer import new_buffer_uop
-from compiler.uop import Ops, UOp, cons_key, substitute, toposort
+from compiler.uop import Ops, UOp, cons_key, toposort
 
 SCHEDULE_CACHE_SIZE = 256  # schedules kept (least recently used first out); each holds only its graphs, no buffers
 
@@ -22,6 +23,20 @@ SCHEDULE_CACHE_SIZE = 256  # schedules kept (least recently used first out); eac
 def _placeholder(kind: str, k: int, like: UOp) -> UOp:
   """A stand-in for a buffer in a cached graph: a BUFFER node with no Buffer behind it (its arg is no buffer id)."""
   return UOp(Ops.BUFFER, like.dtype, (), (kind, k, like.arg[1]))
+
+
+# The outputs' views of a schedule over its buffers' placeholders ("cache placeholders", when it is stored) and over a
+# call's buffers ("cache bind", on a hit): ctx maps each BUFFER to its stand-in.
+pm_cache_placeholders = PatternMatcher([
+  (UPat(Ops.BUFFER, name="b"), lambda ctx, b: ctx.get(b), "buffer -> placeholder"),
+], name="cache placeholders")
+pm_cache_bind = PatternMatcher([
+  (UPat(Ops.BUFFER, name="b"), lambda ctx, b: ctx.get(b), "placeholder -> buffer"),
+], name="cache bind")
+
+
+def _views_with(pm: PatternMatcher, views: list[UOp] | tuple[UOp, ...], buffers: dict[UOp, UOp]) -> list[UOp]:
+  return list(graph_rewrite(UOp.sink(*views), pm, ctx=buffers).src) if views else []
 
 
 def structure_key(sink: UOp) -> tuple[tuple, list[UOp]]:
@@ -76,7 +91,7 @@ class CachedSchedule:
         if b not in to_ph:
           to_ph[b] = _placeholder("new", len(created), b)
           created.append(to_ph[b])
-    views = [substitute(v, to_ph) for v in views]
+    views = _views_with(pm_cache_placeholders, views, to_ph)
     if any(b.op is Ops.BUFFER and b.arg[0] not in ("in", "new") for v in views for b in toposort(v)):
       return None
     return CachedSchedule(tuple((ast, tuple(to_ph[b] for b in bufs)) for ast, bufs in kernels), tuple(views),
@@ -90,17 +105,7 @@ class CachedSchedule:
     for ph in self.created:
       real[ph] = new_buffer_uop(ph.dtype, ph.arg[2])
     kernels = [(ast, tuple([real[b] for b in bufs])) for ast, bufs in self.kernels]
-    return kernels, [_bind_view(v, real) for v in self.views]
-
-
-def _bind_view(view: UOp, real: dict[UOp, UOp]) -> UOp:
-  """An output view over placeholders, over this call's buffers (the usual views, a buffer or a reshape of one,
-  without substitute's walk)."""
-  if view.op is Ops.BUFFER:
-    return real[view]
-  if view.op is Ops.RESHAPE and view.src[0].op is Ops.BUFFER:
-    return UOp(Ops.RESHAPE, view.dtype, (real[view.src[0]],), view.arg)
-  return substitute(view, real)
+    return kernels, _views_with(pm_cache_bind, self.views, real)
 
 
 class ScheduleCache:

@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
-from compiler.schedule.naming import kernel_name
-from compiler.uop import AxisType, KernelInfo, Ops, UOp, substitute, toposort
+from compiler.schedule.naming import unique_kernel_name
+from compiler.uop import AxisType, KernelInfo, Ops, UOp, toposort
 
 Kernel = tuple[UOp, tuple[UOp, ...]]  # (ast, BUFFER nodes in slot order: outputs first)
 
@@ -37,6 +37,17 @@ class BufferRef:
 
   def __repr__(self) -> str:
     return f"buf {self.n}{' (stored above)' if self.fresh else ''}"
+
+
+@dataclass(frozen=True)
+class AxisRef:
+  """A REDUCE RANGE's axis id while kernels are fused: its id in the fused kernel (after those of the members before
+  it), until "fuse slots". Renumbering integer ids in a rewrite could make a renumbered range equal another range's
+  old node, which the rewrite would then renumber again."""
+  n: int
+
+  def __repr__(self) -> str:
+    return f"axis {self.n}"
 
 
 def n_outputs(ast: UOp) -> int:
@@ -114,37 +125,33 @@ def _can_move(k: Kernel, past: list[Kernel]) -> bool:
   return True
 
 
+pm_fuse_refs = PatternMatcher([
+  (UPat((Ops.DEFINE_GLOBAL, Ops.RANGE), name="u"), lambda ctx, u: ctx.get(u), "member's global/axis -> group's ref"),
+], name="fuse refs")
+
+
 def _refs(members: list[Kernel]) -> tuple[list[UOp], UOp]:
-  """The members' STOREs with globals as BufferRefs (the group's buffers numbered in order), and their SINK."""
+  """The members' STOREs with globals as BufferRefs (the group's buffers numbered in order) and REDUCE ranges as
+  AxisRefs (ids after those of the members before: unique in the kernel), and their SINK: a "fuse refs" pass each."""
   order: dict[UOp, int] = {}
   written: set[UOp] = set()
   stores: list[UOp] = []
+  nxt = None
   for ast, bufs in members:
     mapping = {}
     for g in (u for u in toposort(ast) if u.op is Ops.DEFINE_GLOBAL):
       b = bufs[g.arg]
       is_out = g.arg < n_outputs(ast)
       mapping[g] = g.replace(arg=BufferRef(order.setdefault(b, len(order)), fresh=b in written and not is_out))
-    stores.extend(substitute(st, mapping) for st in ast.src)
+    rngs = sorted({u for u in toposort(ast) if u.op is Ops.RANGE}, key=lambda r: r.arg[0])
+    if nxt is None:
+      nxt = sum(r.arg[1] is AxisType.LOOP for r in rngs)
+    for r in (r for r in rngs if r.arg[1] is AxisType.REDUCE):
+      mapping[r] = r.replace(arg=(AxisRef(nxt), r.arg[1]))
+      nxt += 1
+    stores.extend(graph_rewrite(ast, pm_fuse_refs, ctx=mapping).src)
     written.update(kernel_outputs((ast, bufs)))
   return list(order), UOp.sink(*stores)
-
-
-def _renumber_reduce_ranges(members: list[Kernel]) -> list[Kernel]:
-  """Each member's REDUCE ranges get axis ids after those of the members before it (ids are unique in a kernel)."""
-  out, nxt = [], None
-  for ast, bufs in members:
-    rngs = sorted({u for u in toposort(ast) if u.op is Ops.RANGE}, key=lambda r: r.arg[0])
-    loops = [r for r in rngs if r.arg[1] is AxisType.LOOP]
-    if nxt is None:
-      nxt = len(loops)
-    mapping = {}
-    for r in rngs:
-      if r.arg[1] is AxisType.REDUCE:
-        mapping[r] = r.replace(arg=(nxt, r.arg[1]))
-        nxt += 1
-    out.append((substitute(ast, mapping) if mapping else ast, bufs))
-  return out
 
 
 def _fresh_value(ctx: dict[int, UOp], ld: UOp, g: UOp) -> UOp | None:
@@ -156,18 +163,24 @@ pm_fuse_kernels = PatternMatcher([
                                                  name="g"), UPat())),), name="ld"), _fresh_value),
 ], name="fuse kernels")
 
+pm_fuse_slots = PatternMatcher([
+  (UPat(Ops.DEFINE_GLOBAL, custom=lambda g: isinstance(g.arg, BufferRef), name="g"),
+   lambda ctx, g: g.replace(arg=ctx[g.arg.n]), "group's buffer -> slot"),
+  (UPat(Ops.RANGE, custom=lambda r: isinstance(r.arg[0], AxisRef), name="r"),
+   lambda r: r.replace(arg=(r.arg[0].n, r.arg[1])), "group's axis -> axis id"),
+], name="fuse slots")
+
 
 def fuse_group(members: list[Kernel]) -> Kernel:
   """One kernel computing every member's stores (members checked by _safe_group, in run order)."""
-  bufs, sink = _refs(_renumber_reduce_ranges(members))
+  bufs, sink = _refs(members)
   stored = {st.src[0].src[0].arg.n: st.src[1] for st in sink.src}
   sink = graph_rewrite(sink, pm_fuse_kernels, ctx=stored, name="fuse kernels")
   outs = [st.src[0].src[0].arg.n for st in sink.src]
   ins = [g.arg.n for g in toposort(sink) if g.op is Ops.DEFINE_GLOBAL and g.arg.n not in outs]
   slot = {n: i for i, n in enumerate(dict.fromkeys(outs + ins))}
-  globals_ = {g: g.replace(arg=slot[g.arg.n]) for g in toposort(sink) if g.op is Ops.DEFINE_GLOBAL}
-  sink = substitute(sink, globals_)
-  ast = sink.replace(arg=KernelInfo(name=kernel_name(sink)))
+  sink = graph_rewrite(sink, pm_fuse_slots, ctx=slot)
+  ast = sink.replace(arg=KernelInfo(name=unique_kernel_name(sink)))
   return ast, tuple(bufs[n] for n in sorted(slot, key=slot.__getitem__))
 
 

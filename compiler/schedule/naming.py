@@ -9,7 +9,7 @@ _names: dict[str, dict[UOp, int]] = {}
 _MAX_NAMED = 20000
 
 
-def kernel_name(ast: UOp) -> str:
+def unique_kernel_name(ast: UOp) -> str:
   """`E_`/`r_` + the range sizes in axis-id order (the reference's style), unique per distinct AST."""
   nodes = toposort(ast)
   rngs = sorted((u for u in nodes if u.op is Ops.RANGE), key=lambda r: r.arg[0])

@@ -6,10 +6,10 @@ kernels", a "View Kernel Graph" snapshot, then "fuse kernels" (an in-place write
 it stores joins them: one kernel with several STOREs).
 
 "split kernels" makes each BUFFERIZE of the tensor graph a kernel AST storing one buffer, formed by named rewrites,
-each step visible in the trace: "rangeify" (its first step opens the store over the output's elements, the others
-push tensor-level INDEXes down the graph, turning movement ops into index math over RANGEs), "simplify", "narrow
-index" (int64 index math to int32 where bounds allow) and "number globals" (the globals left get slots 0..n-1, then
-the kernel its name).
+each step visible in the trace: "open kernel + rangeify" (its first step opens the store over the output's elements,
+the others push tensor-level INDEXes down the graph, turning movement ops into index math over RANGEs), "symbolic +
+kernel cleanup", "narrow index" (int64 index math to int32 where bounds allow) and "number globals" (the globals
+left get slots 0..n-1, then the kernel its name).
 
 A tensor-level INDEX is `INDEX(x, gate, *idxs)`: the value of tensor node `x` at the element `idxs` (one int
 expression per dimension of x), read only where the bool `gate` holds. `pm_rangeify` pushes it through movement ops
@@ -36,12 +36,12 @@ from compiler.schedule.bufferize import (
 )
 from compiler.schedule.cache import SCHEDULE_CACHE_SIZE, SCHEDULES, CachedSchedule, structure_key
 from compiler.schedule.fuse import fuse_kernels, kernel_outputs
-from compiler.schedule.naming import kernel_name
+from compiler.schedule.naming import unique_kernel_name
 from compiler.schedule.shape import Shape, prod, shape_of, strides_for
 from compiler.schedule.simplify import simplify_kernel
 from compiler.trace import recorder
 from compiler.trace.recorder import trace_context
-from compiler.uop import AxisType, GroupOp, KernelInfo, Ops, UOp, substitute, toposort
+from compiler.uop import AxisType, GroupOp, KernelInfo, Ops, UOp, toposort
 
 TRUE = UOp.const(dtypes.bool, True)
 
@@ -318,11 +318,13 @@ def open_kernel(ctx: _KernelBuild, b: UOp, x: UOp) -> UOp:
   return ctx.define_global(b).index(flat_index(idxs, shape, idt)).store(tindex(x, idxs))
 
 
-# the kernel's first step, then rangeify's: one rewrite, so it never walks the tensor graph below the value
-pm_build_kernel = PatternMatcher([
+pm_open_kernel = PatternMatcher([
   (UPat(Ops.STORE, src=(UPat((Ops.BUFFER, Ops.AFTER), name="b"), UPat(name="x"))), open_kernel),
-  *(r.entry for r in pm_rangeify.rules),
-], name="build kernel")
+], name="open kernel")
+
+# the kernel's first step, then rangeify's: one rewrite (the pass "open kernel + rangeify"), so it never walks the
+# tensor graph below the value
+pm_build_kernel = pm_open_kernel + pm_rangeify
 
 
 def number_global(ctx: dict[int, int], g: UOp) -> UOp:
@@ -330,7 +332,7 @@ def number_global(ctx: dict[int, int], g: UOp) -> UOp:
 
 
 def name_kernel(sink: UOp) -> UOp:
-  return sink.replace(arg=KernelInfo(name=kernel_name(sink)))
+  return sink.replace(arg=KernelInfo(name=unique_kernel_name(sink)))
 
 
 # bottom-up: the SINK is named last, from its numbered AST
@@ -344,15 +346,14 @@ def build_kernel(x: UOp, out_buf: UOp) -> tuple[UOp, list[UOp]]:
   """The kernel AST computing tensor node x into out_buf, and the buffers it reads (in slot order after 0)."""
   idt = index_dtype(x, out_buf)
   ctx = _KernelBuild(next_axis=0, idx=idt)
-  # "rangeify" (the pass's name in traces and tests) starts from the tensor-level store of x
-  ast = graph_rewrite(UOp.sink(UOp(Ops.STORE, dtypes.void, (out_buf, x))), pm_build_kernel, ctx=ctx, name="rangeify")
+  # "open kernel + rangeify" starts from the tensor-level store of x
+  ast = graph_rewrite(UOp.sink(UOp(Ops.STORE, dtypes.void, (out_buf, x))), pm_build_kernel, ctx=ctx)
   ast = simplify_kernel(ast)
   if idt is not dtypes.index and narrowable(ast):
-    ast = graph_rewrite(ast, pm_narrow_index, name="narrow index", bottom_up=True)
+    ast = graph_rewrite(ast, pm_narrow_index, bottom_up=True)
   bufs = sorted(ctx.slots, key=lambda b: ctx.slots[b])
   live = sorted({u.arg.n for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL})
-  ast = graph_rewrite(ast, pm_number_globals, ctx={old: new for new, old in enumerate(live)}, name="number globals",
-                      bottom_up=True)
+  ast = graph_rewrite(ast, pm_number_globals, ctx={old: new for new, old in enumerate(live)}, bottom_up=True)
   return ast, [bufs[old] for old in live[1:]]
 
 
@@ -486,10 +487,10 @@ pm_replace_realized = PatternMatcher([(UPat(name="x"), lambda ctx, x: ctx.get(x)
                                      name="replace realized")
 
 
-def _to_view(u: UOp) -> UOp:
-  """The tensor-level view of a scheduled output: AFTER(buffer, kernel) becomes the plain buffer."""
-  afters = {x: x.src[0] for x in toposort(u, gate=lambda y: y.op is not Ops.AFTER) if x.op is Ops.AFTER}
-  return substitute(u, afters)
+# the tensor-level views of the scheduled outputs: AFTER(buffer, kernel) becomes the plain buffer (top-down, so the
+# kernel below an AFTER is never walked)
+pm_buffer_views = PatternMatcher([(UPat(Ops.AFTER, name="x"), lambda x: x.src[0], "AFTER(buffer, kernel) -> buffer")],
+                                 name="buffer views")
 
 
 @contextlib.contextmanager
@@ -519,7 +520,7 @@ def create_schedule(outputs: list[UOp], realized: Mapping[UOp, UOp] | None = Non
     sink = UOp.sink(*(empty.get(o, o) for o in outputs))
     track_graph(sink, "View Tensor Graph")
     if realized:
-      sink = graph_rewrite(sink, pm_replace_realized, ctx=realized, name="replace realized")
+      sink = graph_rewrite(sink, pm_replace_realized, ctx=realized)
     key, inputs = structure_key(sink) if SCHEDULES.enabled() else (None, [])
     cached = SCHEDULES.get(key) if key is not None else None
     if cached is not None:
@@ -588,10 +589,10 @@ def _schedule(sink: UOp, sites: KernelSites | None = None) -> tuple[list[tuple[U
   """The scheduler's passes: kernels as (ast, BUFFER nodes in slot order) in dependency order, the outputs' views;
   with `sites` (while recording), each kernel's call sites noted for its kernel contexts."""
   in_place = {u for u in toposort(sink) if u.op is Ops.BUFFER}  # an assign's target is one; a kernel's output is not
-  sink = graph_rewrite(sink, earliest_rewrites, name="earliest rewrites")
-  sink = graph_rewrite(sink, pm_add_bufferize, ctx=bufferize_candidates(sink), name="add bufferize")
-  sink = graph_rewrite(sink, pm_remove_bufferize, bottom_up=True, name="remove bufferize")
-  sink = graph_rewrite(sink, pm_split_kernels, ctx=sites, bottom_up=True, name="split kernels")
+  sink = graph_rewrite(sink, earliest_rewrites)
+  sink = graph_rewrite(sink, pm_add_bufferize, ctx=bufferize_candidates(sink))
+  sink = graph_rewrite(sink, pm_remove_bufferize, bottom_up=True)
+  sink = graph_rewrite(sink, pm_split_kernels, ctx=sites, bottom_up=True)
   track_graph(sink, "View Kernel Graph")
   kernels, made_by = [], []
   afters = [u for u in toposort(sink, gate=lambda y: y.op is not Ops.SINK or y is sink) if u.op is Ops.AFTER]
@@ -606,8 +607,7 @@ def _schedule(sink: UOp, sites: KernelSites | None = None) -> tuple[list[tuple[U
   if sites is not None:
     _note_sites(sites, list(zip(unfused, made_by)), kernels)
   views = []
-  for s in sink.src:
-    view = _to_view(s)
+  for view in graph_rewrite(sink, pm_buffer_views).src:
     if not is_buffer_view(view):
       raise RuntimeError(f"scheduler bug: an output became {view.op}, not a buffer view")
     views.append(view)

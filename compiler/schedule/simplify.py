@@ -1,11 +1,11 @@
-"""Simplifying kernel ASTs: `compiler.symbolic` plus the scheduler's own rules about LOAD validity."""
+"""Simplifying kernel ASTs: `compiler.symbolic` plus the scheduler's own cleanups (LOAD validity, invariant REDUCEs)."""
 from __future__ import annotations
 
-import functools
 import math
 
 from compiler.dtype import dtypes
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
+from compiler.symbolic import symbolic
 from compiler.uop import Ops, UOp
 
 
@@ -51,13 +51,10 @@ pm_kernel_cleanup = PatternMatcher([
 ], name="kernel cleanup")
 
 
-@functools.cache
-def kernel_simplifier() -> PatternMatcher:
-  """`compiler.symbolic.symbolic` plus the kernel cleanups, as one matcher."""
-  from compiler.symbolic import symbolic
-  return PatternMatcher([r.entry for r in symbolic.rules + pm_kernel_cleanup.rules],
-                        name="kernel simplify")
+# the scheduler's simplifier of each kernel, the pass (and matcher) "symbolic + kernel cleanup"
+pm_symbolic_cleanup = symbolic + pm_kernel_cleanup
 
 
 def simplify_kernel(ast: UOp) -> UOp:
-  return graph_rewrite(ast, kernel_simplifier(), name="simplify")
+  """The kernel AST through the pass "symbolic + kernel cleanup"."""
+  return graph_rewrite(ast, pm_symbolic_cleanup)

@@ -22,6 +22,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Callable
 
 from vztrace.control import HEADER as TOKEN_HEADER
 from vztrace.control import live_viewer, my_viewers
@@ -104,7 +105,8 @@ def spawn_viewer(trace_path: str, port: int, instead_of: int | None = None) -> s
   instead_of: the busy port it stands in for (its token record says so, for later runs to find it)."""
   log = _log_path(port)
   log.parent.mkdir(parents=True, exist_ok=True)
-  env = dict(os.environ)  # VIZ may stay set: the viewer imports no compiler module (tests/test_import_direction.py)
+  # VIZ may stay set: the viewer imports no compiler module (tests/project/test_import_direction.py)
+  env = dict(os.environ)
   env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
   kw: dict = {}
   if os.name == "posix":
@@ -128,8 +130,10 @@ def _followed(port: int, path: str) -> str | None:
   return url
 
 
-def launch_viewer(trace_path: str | os.PathLike) -> str | None:
+def launch_viewer(trace_path: str | os.PathLike, finish: Callable[[], object]) -> str | None:
   """Show trace_path in a viewer (reusing a running one on VIZ_PORT); prints and returns the URL, None on failure.
+  finish ends the trace (the recorder's `disable`) at the script's end, before a viewer this started is waited on: the
+  recorder passes it, so that this module needs no import of the recorder that imports it.
 
   Where VIZ_PORT is busy (another program, or a viewer that is not this user's), that is said once, and the viewer
   this user started instead of it before is reused; only if there is none is a new one started on a free port."""
@@ -137,7 +141,7 @@ def launch_viewer(trace_path: str | os.PathLike) -> str | None:
   asked = viewer_port()
   state = _ping(asked)
   if state is None:  # nothing listens: start the viewer there
-    return _start(path, asked, None)
+    return _start(path, asked, None, finish)
   if isinstance(state, dict):
     url = _followed(asked, path)
     if url is not None:
@@ -150,10 +154,10 @@ def launch_viewer(trace_path: str | os.PathLike) -> str | None:
     url = _followed(rec["port"], path) if rec["port"] != asked else None
     if url is not None:
       return url
-  return _start(path, _free_port(), asked)
+  return _start(path, _free_port(), asked, finish)
 
 
-def _start(path: str, port: int, instead_of: int | None) -> str | None:
+def _start(path: str, port: int, instead_of: int | None, finish: Callable[[], object]) -> str | None:
   try:
     proc = spawn_viewer(path, port, instead_of)
   except OSError as e:
@@ -161,7 +165,7 @@ def _start(path: str, port: int, instead_of: int | None) -> str | None:
     return None
   url = f"http://127.0.0.1:{port}/"
   _say(f"VIZ: viewer starting at {url} (pid {proc.pid}, log {_log_path(port)})")
-  atexit.register(_at_exit, proc, port)
+  atexit.register(_at_exit, proc, port, finish)
   return url
 
 
@@ -189,11 +193,10 @@ def _wait_serving(proc: subprocess.Popen, timeout: float = READY_TIMEOUT) -> boo
   return False
 
 
-def _at_exit(proc: subprocess.Popen, port: int) -> None:
+def _at_exit(proc: subprocess.Popen, port: int, finish: Callable[[], object]) -> None:
   """At the end of a script that started the viewer: finish the trace, then (in a terminal) keep the script in the
   foreground serving until Ctrl-C stops both; elsewhere (CI, pipes, VIZ_WAIT=0) leave the viewer running alone."""
-  from compiler.trace import recorder
-  recorder.disable()  # the trace gets its `end` record before we wait (atexit runs this handler first)
+  finish()  # the trace gets its `end` record before we wait (atexit runs this handler first)
   if proc.poll() is not None:
     return
   if not wants_wait():

@@ -714,7 +714,7 @@ def start_from_env() -> Recorder:
   rec = enable()
   if viz_level() > 0:
     from compiler.trace.launch import launch_viewer
-    launch_viewer(rec.path)
+    launch_viewer(rec.path, disable)
   return rec
 
 
