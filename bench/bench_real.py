@@ -13,7 +13,8 @@ a child process of its own so that the count is fixed before anything loads:
 - first s: the first call's CPU time (schedule + compile + run, with the compiler processes it starts; the model's
   construction excluded) in a fresh process per program and side, with an empty compile cache (XDG_CACHE_HOME of its
   own), and warm s: ours in a second fresh process on the cache the first left; MB: the first process's peak memory
-  after 3 calls (ru_maxrss, the interpreter's own included).
+  after 3 calls (ru_maxrss, the interpreter's own included); buf MB: of that, the most bytes tinyviz's buffers held
+  at once (`memory_peak`: the memory planner's arenas, weights, gradients, optimizer state, the data).
 PyTorch and tinygrad are optional (`pip install -e .[bench]` brings tinygrad; torch's CPU wheel is the user's to
 install): a side that is not installed is said so, with "-" in its columns.
 Checked while measuring (a failed check exits 1 after the table): plain and TinyJit give the same losses (outputs)
@@ -142,7 +143,11 @@ def first_call(prog: str, lib_name: str, size: rm.Size, threads: int) -> dict:
   c1, w1 = _cpu(), time.perf_counter()
   for _ in range(FIRST_CALLS - 1):
     _value(run())
-  return {"cpu": c1 - c0, "wall": w1 - w0, "base_mb": base,
+  buf_mb = None
+  if lib_name == "tinyviz":
+    from compiler.runtime.buffer import memory_peak
+    buf_mb = memory_peak() / 2 ** 20
+  return {"cpu": c1 - c0, "wall": w1 - w0, "base_mb": base, "buf_mb": buf_mb,
           "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -173,7 +178,7 @@ def table(progs: list[str], results: dict[int, dict], firsts: dict) -> str:
   cols = [("program", "<21"), ("thr", ">3"), ("plain ms", ">8"), ("jit ms", ">8"), ("torch ms", ">8"),
           ("tg ms", ">8"), ("plain wall", ">10"), ("jit wall", ">8"), ("torch wall", ">10"), ("tg wall", ">8"),
           ("jit/torch", ">9"), ("first s", ">7"), ("warm s", ">6"), ("torch 1st", ">9"), ("tg 1st", ">6"), ("MB", ">5"),
-          ("torch MB", ">8"), ("tg MB", ">6")]
+          ("buf MB", ">6"), ("torch MB", ">8"), ("tg MB", ">6")]
   rows = []
   for p in progs:
     for threads, res in results.items():
@@ -185,6 +190,7 @@ def table(progs: list[str], results: dict[int, dict], firsts: dict) -> str:
       f = {lib: firsts.get((p, lib, threads)) for lib in (*LIBS, "warm")}
       first = [f"{f[lib]['cpu']:.2f}" if f[lib] else "-" for lib in ("tinyviz", "warm", "torch", "tinygrad")]
       peak = [f"{f[lib]['peak_mb']:.0f}" if f[lib] else "-" for lib in LIBS]
+      peak.insert(1, f"{f['tinyviz']['buf_mb']:.0f}" if f["tinyviz"] else "-")
       rows.append((rm.PROGRAMS[p], threads, *[_ms(t.get(s), 0) for s in SIDES], *[_ms(t.get(s), 1) for s in SIDES],
                    ratio, *first, *peak))
   return format_table(cols, rows)

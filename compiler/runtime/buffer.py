@@ -10,6 +10,11 @@ back, and the next Buffer of that dtype and size takes it instead of fresh pages
 faults cost about as much as the kernel that fills it). A kernel's output that the kernel writes whole is not
 zeroed first (`ensure_allocated(zero=False)`); every other first use still reads zeros.
 
+A buffer the memory planner placed (`place`) is a view of its arena's bytes (tinygrad's `base` and `offset`): its bytes
+are the arena's, counted, recorded and pooled once there, and the arena lives while any of its views does. Such a
+buffer that is about to hand out its memory (`numpy()`) or be written while a caller holds its array first moves to
+memory of its own, as a borrowed array does.
+
 No copies out or in where none is needed: `numpy()` is a read-only view of the buffer's memory, and `copyin(share=True)`
 (Tensor.from_numpy) keeps a caller's array as the buffer's memory when a kernel can read it (its dtype, C-contiguous,
 aligned). Memory someone else reads is never written: before a kernel writes a buffer (compiler.realize, TinyJit's
@@ -160,6 +165,21 @@ def _np_dtype(dt: DType) -> np.dtype:
   return got
 
 
+def arena_size(nbytes: int) -> int:
+  """The bytes to make a memory planner's arena of at least nbytes with: those of the smallest released byte array
+  of nbytes up to twice as many, else nbytes. The schedules of one training step plan arenas of different sizes:
+  the next one runs in the array the last one left instead of each keeping its own in the pool."""
+  best = nbytes
+  u8 = np.dtype(np.uint8)
+  if _pool.get((u8, nbytes)):
+    return nbytes
+  with _POOL_LOCK:
+    for (dt, size), free in list(_pool.items()):
+      if free and dt == u8 and nbytes < size < 2 * nbytes and (best == nbytes or size < best):
+        best = size
+  return best
+
+
 def clear_pool() -> None:
   """Release the pooled arrays to the OS, and forget what the schedules so far needed (the pool's size starts over)."""
   _pool.clear()
@@ -171,7 +191,7 @@ def clear_pool() -> None:
 class Buffer:
   """`size` elements of `dtype` in host memory (numpy-backed; allocated on first use). `uid` names it in a trace
   (the id of its BUFFER UOp; a fresh id when None)."""
-  __slots__ = ("dtype", "size", "_np", "addr", "uid", "_traced", "__weakref__")
+  __slots__ = ("dtype", "size", "_np", "addr", "uid", "_traced", "_base", "offset", "__weakref__")
 
   def __init__(self, dtype: DType, size: int, data: np.ndarray | None = None, uid: int | None = None):
     if size < 0:
@@ -181,6 +201,8 @@ class Buffer:
     self._np: np.ndarray | None = None
     self.addr = 0  # the array's address once allocated (what a kernel call passes; read once, not per call)
     self._traced = 0  # id() of the recorder its allocation was written to (0: none), so its free goes to that trace
+    self._base: Buffer | None = None  # the arena it is a view of (the memory planner's), at byte `offset`
+    self.offset = 0
     if data is not None:
       self.copyin(data)
 
@@ -201,6 +223,19 @@ class Buffer:
     return b
 
   @property
+  def base(self) -> Buffer | None:
+    """The arena Buffer this one is a view of (tinygrad's `Buffer.base`), or None: memory of its own."""
+    return self._base
+
+  def place(self, base: Buffer, offset: int) -> None:
+    """Make this unallocated buffer a view of `base`'s bytes from `offset` (the memory planner's arena): its memory is
+    taken when it is first used, and the arena lives as long as any of its views."""
+    if self._np is not None or offset < 0 or offset + self.nbytes > base.nbytes or offset % self.dtype.itemsize:
+      raise ValueError(f"Buffer.place: {self.nbytes} bytes of {self.dtype} at offset {offset} of {base.nbytes} "
+                       f"({'allocated' if self._np is not None else 'unallocated'})")
+    self._base, self.offset = base, offset
+
+  @property
   def np(self) -> np.ndarray:
     """The backing 1-D numpy array (C-contiguous; a borrowed one, copyin share, is the caller's memory: not to be
     written). Ask again after a kernel ran: one that writes the buffer while this array is still held elsewhere
@@ -210,7 +245,13 @@ class Buffer:
   def ensure_allocated(self, zero: bool = True) -> Buffer:
     """Give the buffer its memory if it has none: zeros, or (zero=False, for a kernel output written whole before
     anything reads it) whatever a pooled array holds."""
-    if self._np is None:
+    if self._np is None and self._base is not None:  # (its bytes are the arena's: counted and recorded once, there)
+      dt = _np_dtype(self.dtype)
+      arr = self._base.ensure_allocated(zero=False)._np[self.offset:self.offset + self.nbytes].view(dt)
+      if zero:
+        arr.fill(0)
+      self._np, self.addr = arr, array_address(arr)
+    elif self._np is None:
       dt = _np_dtype(self.dtype)
       arr = _take(dt, self.size)
       if arr is None:
@@ -237,7 +278,7 @@ class Buffer:
 
   def __del__(self) -> None:
     arr = self._np
-    if arr is None:
+    if arr is None or self._base is not None:  # (an arena's view: the arena releases the bytes once all are gone)
       return
     try:
       _released.append(self.size * self.dtype.itemsize)  # (a deque's append is thread-safe)
@@ -282,6 +323,7 @@ class Buffer:
       else:
         with np.errstate(all="ignore"):  # a cast out of range wraps as numpy's astype does (the caller checked ranges)
           np.copyto(arr.reshape(src.shape), src, casting="unsafe")
+    self._leave_arena()
     fresh = self._np is None
     self._set(arr)
     if fresh and recorder.RECORDER is not None:
@@ -292,6 +334,8 @@ class Buffer:
     """The contents as a read-only view of the buffer's memory (no copy). The buffer never writes memory such a view
     still reads: a kernel writing the buffer later gets other memory first (`prepare_write`), and the memory goes
     back to the pool only once the view is gone."""
+    if self._base is not None:  # (a view of it would not hold this buffer's array: prepare_write could not see it)
+      self._move(whole=False)
     v = self.np.view()
     v.flags.writeable = False
     return v
@@ -302,15 +346,32 @@ class Buffer:
     one), with the old contents copied unless the kernel writes every element and reads none (`whole`), so that
     arrays handed out keep their values. Memory nobody else reads is written in place."""
     old = self._np
-    if old is None or not (old.base is not None or sys.getrefcount(old) > 3):  # (the slot, `old`, the argument)
+    # (the slot, `old`, the argument; an arena's view has a base of its own: the arena)
+    if old is None or not ((old.base is not None and self._base is None) or sys.getrefcount(old) > 3):
+      return
+    del old
+    self._move(whole)
+
+  def _move(self, whole: bool) -> None:
+    """Move to memory of its own (a pooled array or a new one), with the contents unless `whole`; an arena's view
+    with no memory yet only leaves the arena (its first use takes its own)."""
+    old = self._np
+    if old is None:
+      self._leave_arena()
       return
     arr = _take(old.dtype, self.size)
     if arr is None:
       arr = np.empty(self.size, dtype=old.dtype)
     if not whole:
       arr[...] = old
+    self._leave_arena()
     self._set(arr)
     _give(old)
+
+  def _leave_arena(self) -> None:
+    """Stop being an arena's view (before taking memory of its own, which is then counted as any buffer's)."""
+    if self._base is not None:
+      self._base, self.offset, self._np = None, 0, None
 
   def __repr__(self) -> str:
     return f"<Buffer {self.dtype} x{self.size}{'' if self.allocated else ' (unallocated)'}>"

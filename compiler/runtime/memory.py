@@ -1,31 +1,39 @@
-"""The memory planner (tinygrad's `memory_planner`): within one schedule, an intermediate whose last reader has run
-lends its Buffer to a later intermediate of the same dtype and size, so a chain of N kernels holds O(1) buffers of
-intermediates instead of N.
+"""The memory planner (tinygrad's `memory_planner`): within one schedule, the intermediates are views at offsets of one
+arena (a uint8 Buffer, the buffers' `base`), the offsets chosen so that two intermediates whose lives overlap never
+share a byte, and an intermediate whose last kernel has run leaves its bytes to later ones of any dtype and size.
 
-run_schedule plans before anything runs, by substitution: the later intermediate's Buffer is replaced by the earlier
-one in the kernels that use it, and is never given memory. The plan is the same every run of the schedule, and a
-TinyJit capture records the kernels with the buffers they ran on, so its replays share memory exactly as the captured
-run did. A buffer takes part (is "planned") only when nothing outside the schedule can see it, and its memory holds
-nothing it needs when it is lent:
+The plan is made before anything runs and is the same every run of the schedule (it is remembered by the lives'
+shape, `_place`). Placement is offline greedy by size with best fit (the biggest buffer first, each into the smallest
+gap between the already placed buffers whose lives overlap its own, else above them), so the arena is at most the
+sum of the intermediates and, on the schedules of a training step, close to the most bytes live at once. A TinyJit
+capture records the kernels with their Buffers, which hold the arena, so its replays run in the same bytes.
+
+A buffer takes part (is "planned") only when nothing outside the schedule can see it, and its memory holds nothing
+it needs when its life starts:
 - no live BUFFER UOp names it (`buffer.named`): a Tensor's output, a buffer a live tensor or lazy graph reads, an
   in-place write's target (a Tensor holds it) are named; the scheduler's intermediates are not once it has made them,
-  so no later graph can read one, and nobody holds a `.numpy()` view of one (it would need the Tensor);
+  so no later graph or schedule can read one, and nobody holds a `.numpy()` view of one (it would need the Tensor);
 - it has no memory when the schedule starts (no caller's array, no random numbers drawn into it, no earlier contents);
 - the kernel that uses it first writes it whole and reads no element of it (`output_slots`' whole), so the leftover
-  contents of the Buffer it is given are never read (a partial write would need zeros there; it keeps its own).
-A lender's last use (a read or a write) comes strictly before the borrower's first write: a kernel never reads and
-writes one piece of memory through two slots. `NO_MEMORY_PLANNER=1` turns the planner off.
+  bytes of the arena are never read (a partial write would need zeros there: it keeps memory of its own).
+Its life is [the kernel that uses it first, the kernel that uses it last], both included: a kernel never reads and
+writes one byte through two slots. The arena belongs to this run of this schedule alone, so a kernel of another
+schedule (another thread's) never touches it. `NO_MEMORY_PLANNER=1` turns the planner off.
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from compiler.dtype import DType
-from compiler.runtime.buffer import Buffer, named
+from compiler.dtype import DType, dtypes
+from compiler.runtime.buffer import Buffer, arena_size, named
 
-Kind = tuple[DType, int]  # (dtype, size): buffers of one kind may share memory
+Kind = tuple[DType, int]  # (dtype, size): what the pool keeps arrays by
+Life = tuple[int, int, int]  # (first kernel, last kernel, bytes) of a planned buffer
+ALIGN = 64  # every offset in the arena is a multiple of this: a cache line, and every dtype's alignment
+BUCKET = 16  # kernels per stretch of the placement's index of lives
 
 
 def planner_enabled() -> bool:
@@ -35,63 +43,80 @@ def planner_enabled() -> bool:
 
 @dataclass
 class MemoryPlan:
-  """The kernels' buffers after planning, and what the plan did."""
-  bufs: list[tuple[Buffer, ...]]  # per kernel, in slot order (shared buffers substituted)
+  """What the plan did: the arena, and the buffers it holds."""
   planned: int = 0  # intermediates that could share memory
-  shared: int = 0  # ... of them, how many run in an earlier one's Buffer
-  saved: int = 0  # bytes those would have taken
-  fresh: dict[Kind, int] = field(default_factory=dict)  # buffers without memory when the schedule starts, per kind
+  placed: int = 0  # ... of them, how many are views of the arena (all or none)
+  arena: int = 0  # the arena's bytes (0: none)
+  saved: int = 0  # the placed buffers' bytes, less the arena's
+  fresh: dict[Kind, int] = field(default_factory=dict)  # arrays the schedule takes when it runs, per kind
 
   @property
   def fresh_bytes(self) -> int:
     return sum(n * size * dt.itemsize for (dt, size), n in self.fresh.items())
 
   def summary(self) -> str:
-    return (f"memory plan: {self.planned} intermediates in {self.planned - self.shared} buffers, "
+    return (f"memory plan: {self.placed} intermediates in a {self.arena / 1e6:.2f} MB arena, "
             f"{self.saved / 1e6:.2f} MB saved")
+
+
+def _round_up(n: int) -> int:
+  return -(-n // ALIGN) * ALIGN
+
+
+@functools.lru_cache(maxsize=64)
+def _place(lives: tuple[Life, ...]) -> tuple[tuple[int, ...], int]:
+  """Offsets (per life, in order) and the arena's bytes: greedy by size, best fit. Two lives that share a kernel get
+  disjoint bytes; the rest may share them."""
+  order = sorted(range(len(lives)), key=lambda i: (-lives[i][2], lives[i][0], i))
+  offsets = [0] * len(lives)
+  # the placed lives by the stretches of BUCKET kernels they span, so a life meets only those near its own
+  buckets: dict[int, list[int]] = {}
+  arena = 0
+  for i in order:
+    first, last, nbytes = lives[i]
+    near = {j for b in range(first // BUCKET, last // BUCKET + 1) for j in buckets.get(b, ())}
+    best, best_gap, top = -1, -1, 0  # the smallest gap that fits, and the end of the overlapping ones below
+    for off, j in sorted((offsets[j], j) for j in near if lives[j][0] <= last and lives[j][1] >= first):
+      if off - top >= nbytes and (best < 0 or off - top < best_gap):
+        best, best_gap = top, off - top
+      top = max(top, off + lives[j][2])
+    offsets[i] = at = top if best < 0 else best
+    for b in range(first // BUCKET, last // BUCKET + 1):
+      buckets.setdefault(b, []).append(i)
+    arena = max(arena, at + nbytes)
+  return tuple(offsets), arena
 
 
 def memory_planner(kernels: Sequence[tuple[Sequence[Buffer], tuple[tuple[int, bool], ...]]],
                    plan: bool = True) -> MemoryPlan:
-  """Plan the buffers of a schedule's kernels, given in run order as (buffers in slot order, `output_slots`):
-  a planned intermediate borrows the Buffer of one whose last use has passed (the most recently freed of its kind).
-  `plan=False` substitutes nothing (and still counts the fresh buffers)."""
+  """Plan the buffers of a schedule's kernels, given in run order as (buffers in slot order, `output_slots`): the
+  planned intermediates become views of one new arena Buffer (`Buffer.place`) when that takes fewer bytes than they
+  would alone. `plan=False` places nothing (and still counts the fresh buffers)."""
   first: dict[int, int] = {}  # id(buffer) -> index of the kernel that uses it first, and last
   last: dict[int, int] = {}
   planned: dict[int, Buffer] = {}
+  fresh: list[Buffer] = []
   for i, (bufs, outs) in enumerate(kernels):
     for s, b in enumerate(bufs):
       k = id(b)
       if k not in first:
         first[k] = i
-        if plan and b.size and not b.allocated and (s, True) in outs and bufs.count(b) == 1 and not named(b):
-          planned[k] = b
+        if not b.allocated:
+          fresh.append(b)
+          if plan and b.size and b.base is None and (s, True) in outs and bufs.count(b) == 1 and not named(b):
+            planned[k] = b
       last[k] = i
-  into: dict[int, Buffer] = {}  # planned buffer -> the Buffer it runs in (itself, or a lender's)
-  if planned:
-    ends: dict[int, list[int]] = {}  # kernel index -> the planned buffers it uses last
-    for k in planned:
-      ends.setdefault(last[k], []).append(k)
-    free: dict[Kind, list[Buffer]] = {}  # Buffers whose last use has passed, per kind
-    for i, (bufs, _) in enumerate(kernels):
-      for b in bufs:
-        k = id(b)
-        if k in planned and first[k] == i:
-          lenders = free.get((b.dtype, b.size))
-          into[k] = lenders.pop() if lenders else b
-      for k in ends.get(i, ()):  # (after every borrower of this kernel: its own buffers are not lent to it)
-        d = into[k]
-        free.setdefault((d.dtype, d.size), []).append(d)
-  out = MemoryPlan([tuple(into.get(id(b), b) for b in bufs) for bufs, _ in kernels] if into else
-                   [tuple(bufs) for bufs, _ in kernels], planned=len(planned))
-  for k, d in into.items():
-    if d is not planned[k]:
-      out.shared += 1
-      out.saved += d.nbytes
-  seen: set[int] = set()
-  for bufs in out.bufs:
-    for b in bufs:
-      if not b.allocated and id(b) not in seen:
-        seen.add(id(b))
-        out.fresh[(b.dtype, b.size)] = out.fresh.get((b.dtype, b.size), 0) + 1
+  out = MemoryPlan(planned=len(planned))
+  if len(planned) > 1:
+    offsets, arena = _place(tuple((first[k], last[k], _round_up(b.nbytes)) for k, b in planned.items()))
+    alone = sum(b.nbytes for b in planned.values())
+    if arena < alone:
+      base = Buffer(dtypes.uint8, arena_size(arena))  # (a released arena a little bigger will do)
+      for b, off in zip(planned.values(), offsets):
+        b.place(base, off)
+      out.placed, out.arena, out.saved = len(planned), arena, alone - arena
+      fresh = [b for b in fresh if id(b) not in planned]
+      out.fresh[(dtypes.uint8, base.size)] = 1
+  for b in fresh:
+    out.fresh[(b.dtype, b.size)] = out.fresh.get((b.dtype, b.size), 0) + 1
   return out
