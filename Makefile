@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # the viewer's port for `make demo`: PORT=, or VIZ_PORT= as the scripts take it (make's command line or environment)
 PORT ?= $(or $(VIZ_PORT),8000)
 
-.PHONY: demo test venv node chromium firefox lint bench clean
+.PHONY: demo test test-cl venv node chromium firefox pocl lint bench clean
 
 venv: $(VENV)/.stamp
 $(VENV)/.stamp: pyproject.toml setup.py
@@ -27,12 +27,20 @@ chromium:
 firefox:
 	@test -x /usr/bin/firefox-esr || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq firefox-esr; }
 
+# Debian's pocl: an OpenCL device on the CPU, which BACKEND=cl and tests/compiler/test_opencl*.py run on.
+pocl:
+	@test -e /etc/OpenCL/vendors/pocl.icd || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pocl-opencl-icd; }
+
 demo: venv node
 	VIZ=1 VIZ_PORT=$(PORT) $(PY) examples/demo.py
 
-test: venv node chromium firefox
+test: venv node chromium firefox pocl
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q -n 2 --dist loadfile -p no:cacheprovider
+
+# every compiler value test on OpenCL too (pocl builds each kernel in 0.4-2 s: ~15 more minutes on 2 cores)
+test-cl: venv pocl
+	TINYVIZ_TEST_CL=all $(PY) -m pytest -q -n 2 --dist loadfile -p no:cacheprovider tests/compiler
 
 lint: venv
 	$(PY) -m ruff check .

@@ -42,6 +42,40 @@ drawing: list[tuple[Buffer, Callable[[], Any]]] | None = None
 # overwrites the inputs of is computed first outside the capture: a replay would write its buffer again
 before_capture: dict[int, weakref.ref] | None = None  # id -> weak reference (a dead one's id may be reused)
 
+# buffers that realizing gave to more than one tensor: equal graphs (hash-consed to one node) realized in one schedule,
+# or a graph realized again that an earlier realize remembered. Writing one in place would change the other tensors
+# too, so `assign` gives the tensor a buffer of its own instead (copy on write).
+SHARED_BUFFERS: weakref.WeakSet[UOp] = weakref.WeakSet()
+# the in-place writes (ASSIGN nodes onto a realized buffer) not run yet: a realize that runs one first computes the
+# live tensors that still read the buffer's old contents (Tensor._realize_all)
+PENDING_ASSIGNS: weakref.WeakSet[UOp] = weakref.WeakSet()
+
+# every Tensor made, weakly (tinygrad's all_tensors): `backward` fills .grad of the live tensors in the graph, and an
+# in-place write finds the live lazy tensors that read the old contents. Plain weak references in a list, swept of
+# the dead ones when it has doubled: a reference with a callback (or a WeakSet) cost twice as much per tensor made
+_all_tensors: list[weakref.ref] = []
+_sweep_at = [1024]
+
+
+def track(t: Any) -> None:
+  """Remember a new Tensor (weakly)."""
+  _all_tensors.append(weakref.ref(t))
+  if len(_all_tensors) >= _sweep_at[0]:
+    _all_tensors[:] = [r for r in _all_tensors if r() is not None]
+    _sweep_at[0] = max(1024, 2 * len(_all_tensors))
+
+
+def live_tensors() -> list[Any]:
+  """The Tensors alive now."""
+  return [t for r in _all_tensors if (t := r()) is not None]
+
+
+def buffer_of_view(u: UOp) -> UOp | None:
+  """The BUFFER node u is a view of (reshapes of a buffer), or None."""
+  while u.op is Ops.RESHAPE:
+    u = u.src[0]
+  return u if u.op is Ops.BUFFER else None
+
 
 def note_draw(buf: Buffer, draw: Callable[[], Any]) -> None:
   """A random creation function filled buf with `draw()` (noted while a TinyJit captures)."""
@@ -55,9 +89,9 @@ def _interp_factory() -> BackendFactory:
 
 
 def _llvm_factory() -> BackendFactory:
-  """The LLVM backend: optimize, compile and run (`compiler.engine.get_runner`, the driver)."""
-  from compiler.engine import get_runner  # lazy: loads llvmlite only when a kernel runs on it
-  return get_runner
+  """The LLVM backend: optimize, compile and run (`compiler.engine.compile_runner`, the driver)."""
+  from compiler.engine import compile_runner  # lazy: loads llvmlite only when a kernel runs on it
+  return compile_runner
 
 
 def _llvm_confirm(items: list[tuple[UOp, Sequence[Buffer]]]) -> None:
@@ -66,7 +100,15 @@ def _llvm_confirm(items: list[tuple[UOp, Sequence[Buffer]]]) -> None:
   confirm_schedule(items)
 
 
-_loaders: dict[str, Callable[[], BackendFactory]] = {"interp": _interp_factory, "llvm": _llvm_factory}
+def _cl_factory() -> BackendFactory:
+  """OpenCL (pyopencl): the device's opts, OpenCL C, run on the device with its buffers copied in and out around each
+  run (`compiler.engine.cl_runner`)."""
+  from compiler.engine import cl_runner
+  return cl_runner
+
+
+_loaders: dict[str, Callable[[], BackendFactory]] = {"interp": _interp_factory, "llvm": _llvm_factory,
+                                                     "cl": _cl_factory}
 # backend -> what it does with a whole schedule before its kernels run ((ast, buffers) in run order)
 _schedule_hooks: dict[str, Callable[[list[tuple[UOp, Sequence[Buffer]]]], None]] = {"llvm": _llvm_confirm}
 _factories: dict[str, BackendFactory] = {}
@@ -203,20 +245,19 @@ def prepare_outputs(outs: tuple[tuple[int, bool], ...], bufs: Sequence[Buffer]) 
 
 
 def plan_memory(schedule: list[ScheduleItem], outs_of: list[tuple[tuple[int, bool], ...]]) -> list[ScheduleItem]:
-  """The schedule with its intermediates sharing Buffers where their lives do not overlap (the memory planner,
-  compiler/runtime/memory.py; `NO_MEMORY_PLANNER=1`: as it is), and the pool told what the schedule takes fresh. A
-  plan that shares anything is a "memory plan" context of the trace (kind "memory", its counts in its name) and, at
+  """The schedule, its intermediates placed in one arena where their lives do not overlap (the memory planner,
+  compiler/runtime/memory.py; `NO_MEMORY_PLANNER=1`: not), and the pool told what the schedule takes fresh. A plan
+  that places anything is a "memory plan" context of the trace (kind "memory", its counts in its name) and, at
   DEBUG>=2, a line."""
   plan = memory_planner([(si.bufs, outs) for si, outs in zip(schedule, outs_of)], planner_enabled())
   note_schedule_need(plan.fresh)
-  if not plan.shared:
-    return schedule
-  if recorder.RECORDER is not None:
-    with trace_context(plan.summary(), kind="memory"):
-      pass
-  if debug.level() >= 2:
-    debug.on_memory_plan(plan.summary())
-  return [si if si.bufs == bufs else ScheduleItem(si.ast, bufs) for si, bufs in zip(schedule, plan.bufs)]
+  if plan.placed:
+    if recorder.RECORDER is not None:
+      with trace_context(plan.summary(), kind="memory"):
+        pass
+    if debug.level() >= 2:
+      debug.on_memory_plan(plan.summary())
+  return schedule
 
 
 def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> None:

@@ -23,6 +23,7 @@ class Target:
   has_local: bool = False
   has_shared: bool = False
   shared_max: int = 0  # bytes of local memory a GROUP may use
+  local_max: int = 0  # work-items of one work-group (the product of the LOCAL axes; 0: no work-groups)
   threads: int = 1  # cores a THREAD opt should spread a kernel over
   max_threads: int = 64  # the largest THREAD split allowed
   vector_floats: int = 4  # float32 lanes the heuristics aim a unit-stride upcast at
@@ -104,6 +105,14 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
+def cl_target(name: str, max_work_group_size: int, local_mem_bytes: int, vector_floats: int = 4) -> Target:
+  """An OpenCL device's target from the limits the device reports (compiler.runtime.opencl.DeviceLimits): LOCAL
+  axes (a work-group) allowed; no THREAD (its work-items are the parallelism); no GROUP yet (has_shared: it needs
+  __local memory and barriers, which codegen does not render yet)."""
+  return Target(name=f"CL:{name}", has_local=True, has_shared=False, shared_max=local_mem_bytes,
+                local_max=max_work_group_size, threads=1, max_threads=1, vector_floats=vector_floats, cpu=name)
+
+
 @functools.lru_cache(None)
 def host_target() -> Target:
   """The host CPU (or TARGET_ISA's preset: compiler.host.host_cpu, the CPU the JIT compiles for); THREADS=n
@@ -114,5 +123,5 @@ def host_target() -> Target:
   return cpu_target(features, threads=threads, cpu=cpu, cache_line=line, l1_bytes=l1, l2_bytes=l2)
 
 
-__all__ = ["Target", "cpu_target", "host_target", "isa_target", "read_caches", "vector_shape", "SSE", "AVX2", "AVX512",
-           "AVX512FP16"]
+__all__ = ["Target", "cl_target", "cpu_target", "host_target", "isa_target", "read_caches", "vector_shape", "SSE",
+           "AVX2", "AVX512", "AVX512FP16"]

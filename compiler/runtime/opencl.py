@@ -1,0 +1,180 @@
+"""The OpenCL runtime (pyopencl): the device and its limits, buffers, programs built by the device's compiler, and
+kernels launched over global (and local) sizes, timed by OpenCL's profiling events.
+
+`BACKEND=cl` runs each kernel here (compiler/realize.py): the kernel's buffers are copied to the device before the
+run and its outputs back after it (the device keeps no buffer between kernels yet). The source comes from
+compiler/codegen/opencl.py and is built without fast math (`BUILD_OPTIONS`), so values are the LLVM backend's.
+`CL_PLATFORM` / `CL_DEVICE` (a substring of the name, case-insensitive) pick a device; default: the first GPU,
+else the first device of the first platform that has one (Debian's pocl on a machine without a GPU)."""
+from __future__ import annotations
+
+import functools
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from compiler.codegen.opencl import ClProgram, cl_program
+from compiler.runtime.buffer import Buffer
+from compiler.uop import UOp
+
+# IEEE division and sqrt for float32 (OpenCL allows 2.5 ulp without it), and no -cl-fast-relaxed-math /
+# -cl-mad-enable: the LLVM backend's values, nan, inf and -0.0 included
+BUILD_OPTIONS = ("-cl-fp32-correctly-rounded-divide-sqrt", "-cl-std=CL1.2")
+
+
+class OpenCLError(RuntimeError):
+  """No usable OpenCL device, or a program the device's compiler refused (with its build log)."""
+
+
+def _cl() -> Any:
+  try:
+    import pyopencl
+  except ImportError as e:  # (the `cl` extra: pip install '.[cl]', and an ICD such as Debian's pocl-opencl-icd)
+    raise OpenCLError("BACKEND=cl needs pyopencl (pip install pyopencl) and an OpenCL driver "
+                      "(apt-get install pocl-opencl-icd)") from e
+  return pyopencl
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+  """What the optimizer and the renderer may assume about a device, read from the device."""
+  name: str
+  max_work_group_size: int
+  max_work_item_sizes: tuple[int, ...]
+  local_mem_bytes: int
+  max_dims: int
+  fp16: bool  # cl_khr_fp16: half arithmetic (without it half is only a storage type: vload_half / vstore_half)
+  fp64: bool
+
+
+class Device:
+  """One OpenCL device with its context and a profiling command queue."""
+
+  def __init__(self, platform: str = "", device: str = ""):
+    cl = _cl()
+    try:
+      platforms = cl.get_platforms()
+    except cl.Error as e:  # (the ICD loader finds no platform: no driver installed)
+      raise OpenCLError(f"no OpenCL platform: {e}") from None
+    found = [(p, d) for p in platforms if platform.lower() in p.name.lower()
+             for d in p.get_devices() if device.lower() in d.name.lower()]
+    if not found:
+      raise OpenCLError(f"no OpenCL device matches platform {platform!r} device {device!r} (platforms: "
+                        f"{', '.join(p.name for p in platforms) or 'none'})")
+    gpus = [pd for pd in found if pd[1].type & cl.device_type.GPU]
+    self.platform, self.device = (gpus or found)[0]
+    self.ctx = cl.Context([self.device])
+    self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    ext = self.device.extensions.split()
+    self.limits = DeviceLimits(self.device.name.strip(), int(self.device.max_work_group_size),
+                               tuple(int(x) for x in self.device.max_work_item_sizes),
+                               int(self.device.local_mem_size), int(self.device.max_work_item_dimensions),
+                               "cl_khr_fp16" in ext, "cl_khr_fp64" in ext)
+    self._kernels: dict[str, Any] = {}
+
+  def __repr__(self) -> str:
+    return f"<Device {self.limits.name!r} on {self.platform.name.strip()!r}>"
+
+  # ---- buffers
+  def alloc(self, nbytes: int) -> Any:
+    """Device memory of nbytes (at least 1: OpenCL refuses an empty buffer)."""
+    cl = _cl()
+    return cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, size=max(1, nbytes))
+
+  def copy_in(self, dst: Any, src: np.ndarray) -> None:
+    if src.nbytes:
+      _cl().enqueue_copy(self.queue, dst, np.ascontiguousarray(src), is_blocking=False)
+
+  def copy_out(self, dst: np.ndarray, src: Any) -> None:
+    if dst.nbytes:
+      _cl().enqueue_copy(self.queue, dst, src, is_blocking=True)
+
+  # ---- programs
+  def build(self, src: str, fname: str) -> Any:
+    """The kernel `fname` of OpenCL C `src`, built once per source (kernels of one source share one cl.Kernel: its
+    arguments are set at each launch); OpenCLError with the build log on failure."""
+    kernel = self._kernels.get(src)
+    if kernel is None:
+      cl = _cl()
+      try:
+        kernel = cl.Kernel(cl.Program(self.ctx, src).build(options=list(BUILD_OPTIONS)), fname)
+      except cl.Error as e:
+        raise OpenCLError(f"OpenCL build of kernel {fname!r} failed on {self.limits.name}:\n{e}") from None
+      self._kernels[src] = kernel
+    return kernel
+
+  def launch(self, kernel: Any, gsize: Sequence[int], lsize: Sequence[int] | None, args: Sequence[Any]) -> float:
+    """Run kernel over gsize work-items (in work-groups of lsize; None: the driver picks) and wait for it; the
+    seconds it ran on the device, from its profiling event."""
+    cl = _cl()
+    for i, a in enumerate(args):
+      kernel.set_arg(i, a)
+    ev = cl.enqueue_nd_range_kernel(self.queue, kernel, tuple(gsize), None if lsize is None else tuple(lsize))
+    ev.wait()
+    return (ev.profile.end - ev.profile.start) * 1e-9
+
+
+@functools.lru_cache(None)
+def get_device() -> Device:
+  """The process's OpenCL device (CL_PLATFORM / CL_DEVICE pick one; see the module doc)."""
+  return Device(os.environ.get("CL_PLATFORM", ""), os.environ.get("CL_DEVICE", ""))
+
+
+def _array(b: Any) -> np.ndarray:
+  return b if isinstance(b, np.ndarray) else b.np
+
+
+class ClKernel:
+  """A kernel built for the OpenCL device; call it with its buffers in slot order (Buffers or numpy arrays)."""
+
+  def __init__(self, prg: ClProgram, device: Device):
+    self.program, self.name, self.device = prg, prg.name, device
+    self.kernel = device.build(prg.src, prg.fname)
+    self.last_s = 0.0  # how long the last run took on the device (its profiling event)
+    self.opts: tuple = ()  # the opts applied to its AST (DEBUG=3 prints them)
+
+  def __repr__(self) -> str:
+    return f"<ClKernel {self.name} global={self.program.global_size} local={self.program.local_size}>"
+
+  def __call__(self, bufs: Sequence[Buffer | np.ndarray], var_vals: Mapping[str, int] | None = None) -> float:
+    """Copy the buffers in, run, copy the outputs back; the seconds the kernel ran on the device."""
+    prg, dev = self.program, self.device
+    if len(bufs) != prg.nbufs:
+      raise ValueError(f"kernel {self.name!r} takes {prg.nbufs} buffers, got {len(bufs)}")
+    arrs = [_array(b) for b in bufs]
+    for slot, (a, dt) in enumerate(zip(arrs, prg.buf_dtypes)):
+      if dt is not None and a.dtype != dt.np:
+        raise TypeError(f"kernel {self.name!r}: buffer {slot} must be {dt.np}, got {a.dtype}")
+    dbufs = []
+    for a in arrs:  # one device buffer per distinct array (an in-place kernel passes one twice)
+      same = next((d for d, b in zip(dbufs, arrs) if b is a), None)
+      if same is None:
+        same = dev.alloc(a.nbytes)
+        dev.copy_in(same, a)
+      dbufs.append(same)
+    vv = dict(var_vals or {})
+    args = dbufs + [np.int32(vv[v]) for v in prg.var_names]
+    gsize, lsize = prg.global_dims(vv), prg.local_dims(vv)
+    if 0 in gsize:  # (no work-item: OpenCL refuses an empty range)
+      return 0.0
+    lim = dev.limits
+    if lsize is not None and (math.prod(lsize) > lim.max_work_group_size or
+                              any(n > m for n, m in zip(lsize, lim.max_work_item_sizes))):
+      raise OpenCLError(f"kernel {self.name!r}: work-group {lsize} exceeds {lim.name}'s limits (at most "
+                        f"{lim.max_work_group_size} work-items, {list(lim.max_work_item_sizes)} per dimension)")
+    self.last_s = dev.launch(self.kernel, gsize, lsize, args)
+    for slot in prg.outs:
+      dev.copy_out(arrs[slot], dbufs[slot])
+    return self.last_s
+
+
+def cl_kernel(ast: UOp) -> ClKernel:
+  """Render an (optimized) kernel AST to OpenCL C for the process's device and build it."""
+  dev = get_device()
+  return ClKernel(cl_program(ast), dev)
+
+
+__all__ = ["BUILD_OPTIONS", "ClKernel", "Device", "DeviceLimits", "OpenCLError", "cl_kernel", "get_device"]
