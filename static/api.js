@@ -16,7 +16,7 @@ async function request(path, opts = {}) {
     primed.delete(path);
     return body;
   }
-  const offline = globalThis.tinyvizOffline;  // a single-file export answers from its own data (viz_server/export.py)
+  const offline = globalThis.tinyvizOffline;  // a single-file export answers from its data (viz_server/export/shim.js)
   if (offline) {
     const [status, body] = await offline(path, opts);
     if (status !== 200) throw new ApiError(status, body.error);

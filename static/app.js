@@ -6,7 +6,7 @@ import {afterPaint, StepGraphView} from "./graph.js";
 import {labelMetrics, setLabelMetrics} from "./graphgeom.js";
 import {startLive} from "./live.js";
 import {NodeCard} from "./nodecard.js";
-import {PANEL_PARAMS, PANELS, panelSpec} from "./panels.js";
+import {createPanel, PANEL_PARAMS, PANELS, panelSpec} from "./panels.js";
 import {Router} from "./router.js";
 import {Sidebar} from "./sidebar.js";
 
@@ -367,7 +367,7 @@ function buildPanels() {
     tabs.appendChild(h("button", {type: "button", role: "tab", "data-panel": spec.id}, spec.label));
     const el = h("div", {id: `panel-${spec.id}`, class: "panel", "data-panel": spec.id, hidden: true});
     $("#panels").appendChild(el);
-    made.set(spec.id, spec.create(el, app));
+    made.set(spec.id, createPanel(spec, el, app));
   }
   put($("#panel-keys"), h("td", null, ...PANELS.flatMap((p, i) => [i ? " " : null, h("kbd", null, p.key)])),
     h("td", null, `${PANELS.map((p) => p.label).join(", ")} panel`));

@@ -4,8 +4,9 @@
 // side, with the only-A / only-B node lists under the drawing. "first divergence" compares two traces (GET /api/compare):
 // A and B go to where they first diverge, and the kernels that differ are listed, each a way to their final ASTs.
 import {api} from "./api.js";
-import {h, put} from "./dom.js";
+import {append, h, put} from "./dom.js";
 import {GraphView} from "./graph.js";
+import {Panel} from "./panel.js";
 import {nodeChip} from "./step.js";
 
 const POINT_RE = /^\d+:\d+(:(\d+|end))?$/;
@@ -55,16 +56,17 @@ function hasFinal(list, ctx) {
   return list.some((c) => inside.has(c.id) && c.rewrites.some((r) => r.ended));
 }
 
-/** The controls of one point. onPick(spec) when the user changes any of them. */
-class PointPicker {
+/** The controls of one point (a Panel for its contexts' answers, which a newer pick drops). onPick(spec) when the
+ * user changes any of them. */
+class PointPicker extends Panel {
   constructor(which, {traces, contexts, onPick}) {
+    super(h("div", {class: "point-ctl"}));
     this.which = which;
     this.traces = traces;
     this.contexts = contexts;
     this.onPick = onPick;
     this.v = null;  // {trace, ctx, rw, step, final}
     this.list = [];  // contexts of v.trace
-    this.gen = 0;
     this.wanted = null;  // the trace last asked for (set at once; v.trace only once its contexts have loaded)
     // data-pick, not data-point: the text boxes are [data-point=a|b]
     const ctl = (tag, attrs) => h(tag, {...attrs, dataset: {pick: which, ctl: attrs.ctl}, ctl: undefined});
@@ -92,7 +94,7 @@ class PointPicker {
     // arrow keys move this slider, not the main view's step (app.js listens on the document)
     this.range.addEventListener("keydown", (ev) => ev.stopPropagation());
     this.end.addEventListener("change", () => this._onEnd(this.end.checked));
-    this.el = h("div", {class: "point-ctl"}, this.traceSel, this.ctxSel, this.whatSel, this.stepBox);
+    append(this.el, [this.traceSel, this.ctxSel, this.whatSel, this.stepBox]);
   }
 
   /** The point string of the controls' state. */
@@ -110,22 +112,19 @@ class PointPicker {
     if (!p) return;
     if (spec === this.spec()) return;
     this.wanted = p.trace;
-    const gen = ++this.gen;
     const list = await this._load(p.trace);
-    if (gen !== this.gen || list === null) return;
+    if (list === undefined) return;
     let ctx = p.ctx;
     if (p.rw !== null) ctx = (list.find((c) => c.rewrites.some((r) => r.id === p.rw)) || {id: null}).id;
     this.v = {trace: p.trace, ctx, rw: p.rw, step: p.step ?? 0, final: p.rw === null};
     this.render();
   }
 
+  /** The contexts of trace t (none where they cannot be had), kept as this.list; undefined where a newer pick came. */
   async _load(t) {
-    try {
-      this.list = await this.contexts(t);
-    } catch {
-      this.list = [];
-    }
-    return this.list;
+    const list = await this.load(() => this.contexts(t).catch(() => []));
+    if (list !== undefined) this.list = list;
+    return list;
   }
 
   _ctx(id = this.v && this.v.ctx) { return this.list.find((c) => c.id === id) || null; }
@@ -191,9 +190,7 @@ class PointPicker {
     const old = this._ctx();
     const rwName = (this._rewrite() || {}).name;
     this.wanted = t;
-    const gen = ++this.gen;
-    await this._load(t);
-    if (gen !== this.gen) return;
+    if (await this._load(t) === undefined) return;
     this.v = {...(this.v || {step: 0, final: false}), trace: t};
     // the same context (by kind and name, e.g. a kernel) in the other trace, else its first with rewrites
     const same = old && this.list.find((c) => c.kind === old.kind && c.name === old.name);
@@ -232,19 +229,17 @@ class PointPicker {
   }
 }
 
-export class DiffPanel {
+export class DiffPanel extends Panel {
   /** cur() -> {trace, rw, step, ctx} of the main view; traces() -> the served traces; onChange(a, b) when the
    * compared points change; onNode(id) when a node reference is clicked. */
   constructor(el, {cur, traces, onChange, onNode}) {
-    this.el = el;
+    super(el);
     this.cur = cur;
     this.traces = traces;
     this.onChange = onChange;
     this.onNode = onNode;
     this.a = "";
     this.b = "";
-    this.gen = 0;
-    this.divGen = 0;  // first-divergence requests (a diff run while one is in flight does not cancel it)
     this.ctxCache = new Map();  // trace -> contexts promise, for traces that no longer change
     this.gview = null;  // the drawn graph diff, made on first use (a GraphView measures its host)
     this.drawn = null;  // the last drawn answer's nodes by id
@@ -287,6 +282,8 @@ export class DiffPanel {
     const here = () => this.cur();
     this.result = h("div", {class: "diff-result"});
     this.note = h("div", {class: "diff-divergence small"});  // what compare found (first divergence)
+    // its own requests: a diff run while one is in flight does not cancel it
+    this.divergence = new Panel(this.note);
     this.kernelList = h("div", {class: "diff-kernels small"});  // and the kernels that differ
     const row = (which, input, pick) => h("div", {class: `diff-point point-${which}`},
       h("div", {class: "point-line"}, h("b", {class: which === "a" ? "pa" : "pb"}, which.toUpperCase()), input,
@@ -331,27 +328,27 @@ export class DiffPanel {
    * step of the diverging rewrite in each trace, else its input graphs (or results when the inputs are equal). */
   async firstDivergence() {
     const [ta, tb] = this._pair();
+    const note = this.divergence;
     if (ta === null || tb === null || ta === tb) {
-      put(this.note, h("p", {class: "muted"}, "Pick another trace for B (its trace picker), then find the divergence."));
+      note.empty("Pick another trace for B (its trace picker), then find the divergence.");
       return;
     }
-    const gen = ++this.divGen;
+    note.loading(`comparing traces ${ta} and ${tb}…`);
+    const gen = note.begin();
     // stale: a newer request, or the user chose another trace for A or B meanwhile
-    const stale = () => gen !== this.divGen || String(this._pair()) !== String([ta, tb]);
-    put(this.note, h("p", {class: "muted small"}, `comparing traces ${ta} and ${tb}…`));
+    const stale = () => !note.fresh(gen) || String(this._pair()) !== String([ta, tb]);
     put(this.kernelList);
     delete this.kernelList.dataset.compared;
     let rep;
     try { rep = await api.compare(ta, tb); } catch (e) {
-      if (!stale()) put(this.note, h("div", {class: "error-text"}, e.message));
+      if (!stale()) note.error(e.message);
       return;
     }
     if (stale()) return;
     this._showKernels(rep, ta, tb);
     const d = rep.first_divergence;
     if (!d) {
-      put(this.note, h("p", {class: "muted"}, rep.same ? "The traces do not differ." :
-        "No rewrite differs; see the kernels below."));
+      note.empty(rep.same ? "The traces do not differ." : "No rewrite differs; see the kernels below.");
       return;
     }
     put(this.note, divergenceText(d));
@@ -438,45 +435,40 @@ export class DiffPanel {
     if (this.a && this.b) { this.run(); return; }
     const c = this.cur();
     if (c.trace === null || c.rw === null) {
-      put(this.result, h("p", {class: "muted"}, "Pick a rewrite, then choose A and B."));
+      this.empty("Pick a rewrite, then choose A and B.", {slot: this.result});
       return;
     }
     this.setBoth(`${c.trace}:${c.rw}:0`, `${c.trace}:${c.rw}:end`);
   }
 
   async run() {
-    const gen = ++this.gen;
+    const gen = this.begin();
     const {a, b} = this;
     if (!a || !b) return;
+    const result = this.result;
     for (const [name, p] of [["A", a], ["B", b]]) {
       if (!POINT_RE.test(p)) {
-        put(this.result, h("div", {class: "error-text"}, `${name}: "${p}" is not a point (t:r:k, t:r:end or t:c)`));
+        this.error(`${name}: "${p}" is not a point (t:r:k, t:r:end or t:c)`, result);
         return;
       }
     }
-    delete this.result.dataset.shown;
-    put(this.result, h("p", {class: "muted small"}, "comparing…"));
+    delete result.dataset.shown;
+    this.loading("comparing…", result);
     const missing = await this._noFinal([["A", a], ["B", b]]);
-    if (gen !== this.gen) return;
+    if (!this.fresh(gen)) return;
     if (missing) {  // the server would answer 404: say why here instead of asking
-      put(this.result, h("p", {class: "muted"}, missing));
+      this.empty(missing, {slot: result});
       return;
     }
     // the text diff and the lists first (ms); the drawing's layout takes longer on big graphs (see "Drawn diff")
-    let d;
-    try { d = await api.diff(a, b); } catch (e) {
-      if (gen === this.gen) put(this.result, h("div", {class: "error-text"}, e.message));
-      return;
-    }
-    if (gen !== this.gen) return;
-    const slot = h("div", {class: "diff-drawing"}, h("p", {class: "muted small"}, "laying out the graph diff…"));
+    const d = await this.load(() => api.diff(a, b), {gen, slot: result});
+    if (d === undefined) return;
+    const slot = h("div", {class: "diff-drawing"});
+    this.loading("laying out the graph diff…", slot);
     this._show(d, slot);
-    let drawn;
-    try { drawn = (await api.diff(a, b, {draw: true})).graph.drawn; } catch (e) {
-      if (gen === this.gen) put(slot, h("div", {class: "error-text"}, e.message));
-      return;
-    }
-    if (gen !== this.gen) return;
+    // (null: too many nodes to draw)
+    const drawn = await this.load(async () => (await api.diff(a, b, {draw: true})).graph.drawn ?? null, {gen, slot});
+    if (drawn === undefined) return;
     put(slot, this._drawing(drawn));
     if (drawn) this.gview.fit();
     this.result.dataset.shown = `${d.a} ${d.b}`;  // what is on screen (tests wait for it)

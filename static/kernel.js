@@ -2,26 +2,21 @@
 // BEAM candidates as a sortable table and a scatter plot with the chosen one marked.
 import {api} from "./api.js";
 import {coloredName, colorOf, fmtNum, fmtSeconds, h, put, siteText} from "./dom.js";
+import {Panel} from "./panel.js";
 import {scatterPlot, sortableTable} from "./table.js";
 
-export class KernelPanel {
+export class KernelPanel extends Panel {
   /** onPick(ctx): a kernel picked from the list shown when the selected context is not a kernel. */
   constructor(el, {onPick}) {
-    this.el = el;
+    super(el);
     this.onPick = onPick;
-    this.gen = 0;
   }
 
   async show(trace, ctx) {
-    const gen = ++this.gen;
-    if (trace === null) { put(this.el, h("div", {class: "empty-panel muted"}, "No trace.")); return; }
-    if (ctx === null || ctx.kind !== "kernel") { await this._list(trace, gen); return; }
-    let k;
-    try { k = await api.kernel(trace, ctx.id); } catch (e) {
-      if (gen === this.gen) put(this.el, h("div", {class: "error-text"}, `kernel ${ctx.id}: ${e.message}`));
-      return;
-    }
-    if (gen !== this.gen) return;
+    if (trace === null) { this.empty("No trace."); return; }
+    if (ctx === null || ctx.kind !== "kernel") { await this._list(trace); return; }
+    const k = await this.load(() => api.kernel(trace, ctx.id), {what: `kernel ${ctx.id}`});
+    if (k === undefined) return;
     const run = k.runs && k.runs.length ? k.runs[k.runs.length - 1] : null;
     const applied = k.opts.filter((o) => o.ok), refused = k.opts.filter((o) => !o.ok);
     put(this.el,
@@ -38,17 +33,14 @@ export class KernelPanel {
       k.beam.length ? beamView(k.beam) : h("p", {class: "muted small"}, "No BEAM search recorded."));
   }
 
-  async _list(trace, gen) {
-    let ks;
-    try { ks = await api.kernels(trace); } catch (e) {
-      if (gen === this.gen) put(this.el, h("div", {class: "error-text"}, e.message));
-      return;
-    }
-    if (gen !== this.gen) return;
-    put(this.el, h("div", {class: "empty-panel muted"}, ks.length ? "Pick a kernel:" : "This trace has no kernels."),
+  /** The trace's kernels to pick from (no kernel context is selected). */
+  async _list(trace) {
+    const ks = await this.load(() => api.kernels(trace));
+    if (ks === undefined) return;
+    this.empty(ks.length ? "Pick a kernel:" : "This trace has no kernels.", {more: [
       h("ul", {class: "kernel-list"}, ...ks.map((k) => h("li", {class: "clickable", dataset: {ctx: k.ctx},
         onclick: () => this.onPick(k.ctx)}, coloredName(k.name, k.kname_colors),
-      h("span", {class: "muted small"}, ` ${k.opts.length} opts${k.run ? ` · ${fmtSeconds(k.run.median)}` : ""}`)))));
+      h("span", {class: "muted small"}, ` ${k.opts.length} opts${k.run ? ` · ${fmtSeconds(k.run.median)}` : ""}`))))]});
   }
 }
 

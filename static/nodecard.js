@@ -1,13 +1,13 @@
 // The details card of the selected node: op, dtype, arg, sources, users and the step that created it.
 import {append, h, put} from "./dom.js";
+import {Panel} from "./panel.js";
 import {nodeChip} from "./step.js";
 
-export class NodeCard {
+export class NodeCard extends Panel {
   /** onNode(id) selects another node; onStep(k) jumps to a step; onGoto(ctx, rw, step, node) opens another pass's
    * step with the node selected; onRelatives(mode); onClose(). */
   constructor(el, {onNode, onStep, onGoto, onRelatives, onClose, full}) {
-    this.el = el;
-    this.gen = 0;
+    super(el);
     this.full = full;  // id -> a promise of the node with its texts whole (GET /nodes/<n>)
     el.addEventListener("click", (ev) => {
       const all = ev.target.closest("[data-show-all]");
@@ -29,7 +29,7 @@ export class NodeCard {
   }
 
   hide() {
-    this.gen++;
+    this.begin();  // the hidden card's answers still on their way are dropped
     this.el.hidden = true;
   }
 
@@ -43,11 +43,11 @@ export class NodeCard {
   }
 
   async _showAll(btn) {
-    const gen = this.gen, k = btn.dataset.showAll;
+    const gen = this.gen, k = btn.dataset.showAll;  // part of showing this node: showing another one drops it
     btn.disabled = true;
     let node;
     try { node = await this.full(Number(btn.dataset.id)); } catch { btn.disabled = false; return; }
-    if (gen !== this.gen) return;
+    if (!this.fresh(gen)) return;
     const span = btn.parentElement.querySelector(`[data-field=${k}]`);
     if (span) span.textContent = node[k] ?? "";
     btn.remove();
@@ -55,7 +55,7 @@ export class NodeCard {
 
   /** d: node data; srcs/users: node data lists; created: a promise of {step, rule} or null. */
   show(d, srcs, users, created, relMode) {
-    const gen = ++this.gen;
+    const gen = this.begin();
     this.el.hidden = false;
     const createdEl = h("span", {class: "muted"}, "…");
     const field = (k, v) => h("tr", null, h("th", null, k), h("td", null, v, this._more(d, k)));
@@ -76,8 +76,9 @@ export class NodeCard {
       h("div", {class: "card-actions"}, h("span", {class: "muted small"}, "highlight "),
         relBtn("ancestors", "ancestors"), relBtn("descendants", "descendants"), relBtn("both", "both"),
         relBtn("none", "off")));
-    Promise.resolve(created).then((c) => {
-      if (gen !== this.gen) return;
+    // (not known, or not found: "unknown")
+    this.load(() => Promise.resolve(created).then((c) => c ?? null, () => null), {gen}).then((c) => {
+      if (c === undefined) return;
       if (!c) put(createdEl, h("span", {class: "muted"}, "unknown"));
       else if (c.step === 0) {
         put(createdEl, h("a", {class: "link", dataset: {step: 0}}, "in the input graph (step 0)"));
@@ -91,6 +92,6 @@ export class NodeCard {
       }
       else put(createdEl, h("a", {class: "link", dataset: {step: c.step}}, `step ${c.step}`),
         c.rule ? h("span", {class: "muted"}, ` by ${c.rule}`) : null);
-    }, () => { if (gen === this.gen) put(createdEl, h("span", {class: "muted"}, "unknown")); });
+    });
   }
 }

@@ -1,9 +1,10 @@
 // The panels on the right, one entry each. app.js builds their tabs, containers (#panel-<id>), number keys and help
 // line from this list and calls their hooks; the router accepts exactly these ids as the URL's `p=`. Adding a panel is
 // an entry here plus its module (and that module's modulepreload line in templates/index.html, which
-// tests/test_static_modules.py asks for); tests/browser/test_ui_panel_registry.py checks the page against the list.
+// tests/project/test_static_modules.py asks for); tests/browser/test_ui_panel_registry.py checks the page against the list.
 //
-// An entry: id, label (the tab's text), key (its keyboard shortcut), create(el, app) -> the panel object, show (it
+// An entry: id, label (the tab's text), key (its keyboard shortcut), create(el, app) -> the panel object (a Panel of
+// static/panel.js, which keeps its answers in order and draws its loading, error and empty states), show (it
 // opened, or what it shows changed) and optional hooks; each hook is (panel, app) => void, and app is the page's
 // controller (app.js: state, data, ctx(), rwCurrent(), node(id), afterPaint(fn), selectContext, selectNode, setStep,
 // openPanel, setParams). Hooks called only while the panel is open:
@@ -19,6 +20,7 @@
 // panel column's default width while it is open (style.css, #layout[data-width]).
 import {DiffPanel} from "./diff.js";
 import {KernelPanel} from "./kernel.js";
+import {Panel} from "./panel.js";
 import {RunsPanel} from "./runs.js";
 import {SourcePanel} from "./source.js";
 import {StepPanel} from "./step.js";
@@ -109,3 +111,10 @@ export const PANEL_IDS = PANELS.map((p) => p.id);
 export const PANEL_PARAMS = [...new Set(PANELS.flatMap((p) => p.params || []))];
 
 export const panelSpec = (id) => PANELS.find((p) => p.id === id) || null;
+
+/** The panel object of an entry, in its container el; every panel is a Panel (no copies of what the base does). */
+export function createPanel(spec, el, app) {
+  const panel = spec.create(el, app);
+  if (!(panel instanceof Panel)) throw new TypeError(`panel "${spec.id}": create() made no Panel (static/panel.js)`);
+  return panel;
+}

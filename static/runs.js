@@ -3,32 +3,24 @@
 // sortable table and a bar chart; click to jump to the context it first ran in.
 import {api} from "./api.js";
 import {coloredName, fmtNum, fmtSeconds, h, put} from "./dom.js";
+import {Panel} from "./panel.js";
 import {barChart, sortableTable} from "./table.js";
 
-export class RunsPanel {
+export class RunsPanel extends Panel {
   /** onJump(ctx) selects the kernel's context. kname colors come from the contexts list (ctxInfo(ctx)). */
   constructor(el, {onJump, ctxInfo}) {
-    this.el = el;
+    super(el);
     this.onJump = onJump;
     this.ctxInfo = ctxInfo;
     this.sort = ["median", -1];
-    this.gen = 0;
   }
 
   async show(trace) {
-    const gen = ++this.gen;
-    if (trace === null) { put(this.el, h("div", {class: "empty-panel muted"}, "No trace.")); return; }
-    let answer;
-    try { answer = await api.kernelRuns(trace); } catch (e) {
-      if (gen === this.gen) put(this.el, h("div", {class: "error-text"}, e.message));
-      return;
-    }
-    if (gen !== this.gen) return;
+    if (trace === null) { this.empty("No trace."); return; }
+    const answer = await this.load(() => api.kernelRuns(trace));
+    if (answer === undefined) return;
     const rows = answer.kernels;
-    if (!rows.length) {
-      put(this.el, h("div", {class: "empty-panel muted"}, "No kernel runs recorded in this trace."));
-      return;
-    }
+    if (!rows.length) { this.empty("No kernel runs recorded in this trace."); return; }
     // a kernel's share is of the steady time (median x runs): a cold first run is not what the kernel costs
     const steady = rows.reduce((a, r) => a + (r.steady || 0), 0);
     const total = rows.reduce((a, r) => a + (r.total || 0), 0);

@@ -1,6 +1,7 @@
 // The source panel: LLVM IR, optimized IR and assembly of the selected kernel, highlighted by the server.
 import {api} from "./api.js";
 import {coloredName, fmtSeconds, h, put, safeHighlighted} from "./dom.js";
+import {Panel} from "./panel.js";
 
 const KIND_NAMES = {llvm_ir: "LLVM IR", opt_ir: "optimized IR", asm: "assembly"};
 
@@ -28,16 +29,22 @@ function lineSpans(frag) {
   return lines;
 }
 
-export class SourcePanel {
+export class SourcePanel extends Panel {
   constructor(el, {onPick}) {
-    this.el = el;
+    super(el);
     this.onPick = onPick;
     this.kind = "llvm_ir";
-    this.gen = 0;
     this.lines = [];     // the shown source's line spans, and per line its node ids (null: no map)
     this.nodes = null;
     this.pinned = null;  // the clicked line, whose nodes stay lit until another click
     document.addEventListener(GRAPH_SELECT, (ev) => this.markNode(ev.detail.id));
+  }
+
+  /** A state replaced the source: its lines and their nodes go with it. */
+  cleared() {
+    this.lines = [];
+    this.nodes = null;
+    this.pinned = null;
   }
 
   /** Light up the lines that came from node `id` (none for null), the first scrolled into view; their count. */
@@ -66,26 +73,19 @@ export class SourcePanel {
   }
 
   async show(trace, ctx) {
-    const gen = ++this.gen;
-    if (trace === null) { put(this.el, h("div", {class: "empty-panel muted"}, "No trace.")); return; }
+    if (trace === null) { this.empty("No trace."); return; }
     if (ctx === null || ctx.kind !== "kernel") {
-      let ks = [];
-      try { ks = await api.kernels(trace); } catch (e) { ks = []; }
-      if (gen !== this.gen) return;
+      const ks = await this.load(() => api.kernels(trace).catch(() => []));  // no list: no kernel to pick
+      if (ks === undefined) return;
       const withSrc = ks.filter((k) => k.sources && k.sources.length);
       const item = (k) => h("li", {class: "clickable", onclick: () => this.onPick(k.ctx)},
         coloredName(k.name, k.kname_colors), h("span", {class: "muted small"}, ` ${k.sources.join(", ")}`));
-      const note = withSrc.length ? "Pick a kernel:" : "No kernel sources in this trace.";
-      put(this.el, h("div", {class: "empty-panel muted"}, note),
-        h("ul", {class: "kernel-list"}, ...withSrc.map(item)));
+      this.empty(withSrc.length ? "Pick a kernel:" : "No kernel sources in this trace.",
+        {more: [h("ul", {class: "kernel-list"}, ...withSrc.map(item))]});
       return;
     }
-    let k;
-    try { k = await api.kernel(trace, ctx.id); } catch (e) {
-      if (gen === this.gen) put(this.el, h("div", {class: "error-text"}, e.message));
-      return;
-    }
-    if (gen !== this.gen) return;
+    const k = await this.load(() => api.kernel(trace, ctx.id));
+    if (k === undefined) return;
     this._render(k);
   }
 

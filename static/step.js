@@ -2,19 +2,19 @@
 // and the list of steps of the rewrite.
 import {api} from "./api.js";
 import {fileLine, fmtNs, h, put, safeHighlighted} from "./dom.js";
+import {Panel} from "./panel.js";
 
 const TREE_DEPTH = 3;
 const TREE_MAX = 40;
 const LIST_WINDOW = 300;  // rows of the step list rendered at once; moving inside it only moves the highlight
 const LIST_MARGIN = 30;
 
-export class StepPanel {
+export class StepPanel extends Panel {
   /** onNode(id) selects a node in the graph; onStep(k) jumps to a step. */
   constructor(el, {onNode, onStep}) {
-    this.el = el;
+    super(el);
     this.onNode = onNode;
     this.onStep = onStep;
-    this.gen = 0;
     this.list = null;  // {rw, lo, hi, el}: the rendered window of the step list
     el.addEventListener("click", (ev) => {
       const chip = ev.target.closest("[data-node]");
@@ -24,15 +24,14 @@ export class StepPanel {
     });
   }
 
-  empty(msg) {
-    this.gen++;
+  /** A state replaced the step and its list: the next show() renders them anew. */
+  cleared() {
     this.list = null;
-    put(this.el, h("div", {class: "empty-panel muted"}, msg));
   }
 
   /** rw: the /rewrites/<r> answer; k: current step; lookup(id): node data known to the graph view (or undefined). */
   async show(trace, rw, k, lookup) {
-    const gen = ++this.gen;
+    const gen = this.begin();
     this.trace = trace;
     const n = rw.steps.length;
     const sameRw = this.list && this.list.rw === rw;
@@ -60,12 +59,13 @@ export class StepPanel {
     }
     const st = rw.steps[k - 1];
     // build off-screen and swap in once everything is known, so stepping does not flicker
-    const [pat, before, after] = await Promise.all([
+    const got = await this.load(() => Promise.all([
       api.pattern(trace, st.pattern).catch((e) => ({error: e.message})),
       this._tree(trace, st.before, lookup),
       st.after === null || st.after === undefined ? null : this._tree(trace, st.after, lookup),
-    ]);
-    if (gen !== this.gen) return;
+    ]), {gen, slot: body});
+    if (got === undefined) return;
+    const [pat, before, after] = got;
     let rule;
     if (pat.error) rule = h("div", {class: "error-text"}, `rule ${st.pattern}: ${pat.error}`);
     else {

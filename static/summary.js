@@ -4,6 +4,7 @@
 // The numbers are GET /api/traces/<t>/summary's (viz_server/summary.py, which says what each phase is made of).
 import {api} from "./api.js";
 import {coloredName, fmtNum, fmtSeconds, h, put} from "./dom.js";
+import {Panel} from "./panel.js";
 
 const PHASES = [
   ["schedule", "schedule", "the scheduler: tensor graph to kernels"],
@@ -15,25 +16,19 @@ const PHASES = [
 
 const pct = (x, total) => (total > 0 ? `${((100 * x) / total).toFixed(1)}%` : "–");
 
-export class SummaryPanel {
+export class SummaryPanel extends Panel {
   /** onJump(ctx) opens a kernel's context; onRuns() opens the Runs panel (every kernel); ctxInfo(ctx) its entry. */
   constructor(el, {onJump, onRuns, ctxInfo}) {
-    this.el = el;
+    super(el);
     this.onJump = onJump;
     this.onRuns = onRuns;
     this.ctxInfo = ctxInfo;
-    this.gen = 0;
   }
 
   async show(trace) {
-    const gen = ++this.gen;
-    if (trace === null) { put(this.el, h("div", {class: "empty-panel muted"}, "No trace.")); return; }
-    let s;
-    try { s = await api.summary(trace); } catch (e) {
-      if (gen === this.gen) put(this.el, h("div", {class: "error-text"}, e.message));
-      return;
-    }
-    if (gen !== this.gen) return;
+    if (trace === null) { this.empty("No trace."); return; }
+    const s = await this.load(() => api.summary(trace));
+    if (s === undefined) return;
     const c = s.counts;
     const plural = (n, what) => `${n} ${what}${n === 1 ? "" : "s"}`;
     put(this.el,

@@ -5,6 +5,7 @@
 import {api} from "./api.js";
 import {fmtSeconds, h, put} from "./dom.js";
 import {MemoryLane} from "./memlane.js";
+import {Panel} from "./panel.js";
 
 const LABEL_W = 92;  // the lane labels' column
 const PAD_R = 8;
@@ -46,15 +47,14 @@ function niceStep(x) {
 
 const num = (x) => (typeof x === "number" && Number.isFinite(x) ? x : null);
 
-export class TimelinePanel {
+export class TimelinePanel extends Panel {
   /** onJumpContext(ctx): a context, compile or run span was clicked; onJumpRewrite(ctx, rw): a pass was clicked.
    * selection() -> {ctx, rw}: what the page has selected, outlined (call redraw() when it changes). */
   constructor(el, {onJumpContext, onJumpRewrite, selection = () => ({ctx: null, rw: null})}) {
-    this.el = el;
+    super(el);
     this.onJumpContext = onJumpContext;
     this.onJumpRewrite = onJumpRewrite;
     this.selection = selection;
-    this.gen = 0;
     this.trace = null;
     this.data = null;
     this.rows = [];  // [{lane, label, y, spans: [{s, e, kind, ctx, rw, name, color, ...}]}]
@@ -70,19 +70,14 @@ export class TimelinePanel {
   }
 
   async show(trace) {
-    const gen = ++this.gen;
-    if (trace === null) { this._message("No trace."); return; }
-    let data;
-    try { data = await api.timeline(trace); } catch (e) {
-      if (gen === this.gen) { this._drop(); put(this.el, h("div", {class: "error-text"}, e.message)); }
-      return;
-    }
-    if (gen !== this.gen) return;
+    if (trace === null) { this.empty("No trace."); return; }
+    const data = await this.load(() => api.timeline(trace));
+    if (data === undefined) return;
     const sameTrace = trace === this.trace;
     this.trace = trace;
     this.data = data;
     this._model(data);
-    if (!this.rows.some((r) => r.spans.length)) { this._message("No timed events in this trace."); return; }
+    if (!this.rows.some((r) => r.spans.length)) { this.empty("No timed events in this trace."); return; }
     if (!this.canvas || !this.el.contains(this.canvas)) this._build();
     // a live refresh keeps the range the user zoomed to; anything else shows the whole trace
     if (!(sameTrace && this.zoomed)) this.fit();
@@ -196,12 +191,8 @@ export class TimelinePanel {
 
   // ------------------------------------------------------------ DOM
 
-  _message(text) {
-    this._drop();
-    put(this.el, h("div", {class: "empty-panel muted"}, text));
-  }
-
-  _drop() {
+  /** A state replaced the canvas: forget it and what was drawn on it. */
+  cleared() {
     if (this.resizer && this.wrap) this.resizer.unobserve(this.wrap);
     this.canvas = this.wrap = this.tip = null;
     this.hits = [];
