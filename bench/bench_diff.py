@@ -1,7 +1,7 @@
 """The drawn graph diff (`GET /api/diff?a=..&b=..&draw=1`, viz_server.diff): time to answer for two pairs of steps
 of one long rewrite (bench_server's `sort sums` traces: sums bubble-sorted next to index expressions), at three graph
 sizes. Pairs: the first vs the last step (so many A-only nodes that the union gets a full layout) and the earliest
-step whose A-only nodes are few enough to be placed into the main view's layout of the last step (graphview.MASSIVE's
+step whose A-only nodes are few enough to be placed into the main view's layout of the last step (place.MASSIVE's
 rule) vs the last. Per pair: the nodes drawn (B's graph plus A's extra nodes) and how many are A-only; the diff
 without drawing; the drawn diff cold (a fresh server: no layout of step B exists yet), warm (the main view already
 showed step B, as when the diff panel's "this step" is used) and again (the same pair once more: the drawn-diff
@@ -26,7 +26,7 @@ from bench.bench_server import sort_trace  # noqa: E402
 from bench.table import format_table  # noqa: E402
 from viz_server import diff as vdiff  # noqa: E402
 from viz_server.app import create_app  # noqa: E402
-from viz_server.graphview import MASSIVE  # noqa: E402
+from viz_server.place import MASSIVE  # noqa: E402
 
 
 def _clear_cache() -> None:

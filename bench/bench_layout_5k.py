@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_ui import write_trace  # noqa: E402
 
-import viz_server.graphview as graphview  # noqa: E402
+import viz_server.stepgraphs as stepgraphs  # noqa: E402
 from viz_server import layout as new_layout  # noqa: E402
 from viz_server.replay import Replay  # noqa: E402
 from viz_server.store import TraceStore  # noqa: E402
@@ -38,16 +38,16 @@ def step0_graphs(path: Path) -> list[tuple[str, Graph]]:
   store = TraceStore()
   tr = store.add_path(path)[0]
   got: list[Graph] = []
-  real = graphview.layout_graph
-  graphview.layout_graph = lambda sizes, edges, pause=None: got.append((sizes, edges)) or real(sizes, edges)
+  real = stepgraphs.layout_graph
+  stepgraphs.layout_graph = lambda sizes, edges, pause=None: got.append((sizes, edges)) or real(sizes, edges)
   out = []
   try:
     for rw in list(tr.rewrites.values()):
       got.clear()
-      graphview.StepGraphs(tr, rw, Replay(tr, rw))._full(0)
+      stepgraphs.StepGraphs(tr, rw, Replay(tr, rw))._full(0)
       out.append((rw.name, got[0]))
   finally:
-    graphview.layout_graph = real
+    stepgraphs.layout_graph = real
   return out
 
 
@@ -78,15 +78,15 @@ def server_answers(old, repeat: int) -> tuple[list[float], list[float]]:
     client = create_app([trace], follow=False, allowed_hosts=None).test_client()
     tid = client.get("/api/traces").get_json()[0]["id"]
     rids = [c["rewrites"][0]["id"] for c in client.get(f"/api/traces/{tid}/contexts").get_json() if c["rewrites"]]
-    real, out = graphview.layout_graph, ([], [])
+    real, out = stepgraphs.layout_graph, ([], [])
     try:
       for i, rid in enumerate(rids):
-        graphview.layout_graph = old.layout_graph if i % 2 == 0 else real
+        stepgraphs.layout_graph = old.layout_graph if i % 2 == 0 else real
         t = time.perf_counter()
         assert client.get(f"/api/traces/{tid}/rewrites/{rid}/graph?step=0").status_code == 200
         out[i % 2].append((time.perf_counter() - t) * 1000)
     finally:
-      graphview.layout_graph = real
+      stepgraphs.layout_graph = real
   return out
 
 

@@ -11,8 +11,8 @@ from flask import Blueprint, current_app, jsonify, request
 
 from viz_server import request_args
 from viz_server.diff import BaseGetter, DiffError, DiffTooBig, diff_graphs
-from viz_server.graphview import BLOCK, dumps, graph_at, label, label_metrics, rewrite_detail
 from viz_server.highlight import highlight
+from viz_server.labels import label, label_metrics
 from viz_server.peer import peer_uid
 from viz_server.request_args import (
   ApiError,
@@ -30,6 +30,8 @@ from viz_server.request_args import (
   store,
   views,
 )
+from viz_server.rewrite_routes import graph_at, rewrite_detail
+from viz_server.stepgraphs import BLOCK, dumps
 from viz_server.store import Context, Rewrite, Trace, context_entry, kname_colors, run_entry
 from viz_server.summary import kernel_runs_answer, summary
 from viz_server.timeline import timeline
@@ -157,7 +159,7 @@ def shutdown() -> Any:
   return resp
 
 
-# ---- contexts (a rewrite's steps, graphs and deltas: viz_server/graphview.py's routes)
+# ---- contexts (a rewrite's steps, graphs and deltas: viz_server/rewrite_routes.py's routes)
 
 @bp.get("/traces/<int:t>/contexts")
 def contexts(t: int) -> Any:

@@ -13,11 +13,11 @@ from werkzeug.routing import BaseConverter
 
 from viz_server import gone, live
 from viz_server.api import bp as api_bp
-from viz_server.graphview import REQUEST_GATE
-from viz_server.graphview import bp as graphview_bp
+from viz_server.gate import REQUEST_GATE
 from viz_server.highlight import stylesheet
 from viz_server.peer import OwnerCheck
 from viz_server.request_args import ApiError, api_error
+from viz_server.rewrite_routes import bp as rewrite_bp
 from viz_server.share import Children
 from viz_server.share import bp as share_bp
 from viz_server.store import TraceStore
@@ -161,7 +161,7 @@ def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, 
   app.extensions["tinyviz"] = {"store": store, "views": Views(store), "children": Children()}
   hosts = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
   app.register_blueprint(api_bp)
-  app.register_blueprint(graphview_bp)  # a rewrite's steps, graph and delta
+  app.register_blueprint(rewrite_bp)  # a rewrite's steps, graph and delta
   app.register_blueprint(share_bp)
   app.register_error_handler(ApiError, api_error)  # a route's refusal, in every blueprint
 

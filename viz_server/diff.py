@@ -23,10 +23,10 @@ from collections import OrderedDict, deque
 from typing import Callable, Container, Hashable, Iterable
 
 from viz_server import gone, place
-from viz_server.graphview import MASSIVE, MAX_FIELD_CHARS, clip_fields, node_json, short_arg
+from viz_server.labels import MAX_FIELD_CHARS, clip_fields, node_json, short_arg
 from viz_server.layout import Layout, layout_graph
 from viz_server.nodes import Node
-from viz_server.place import Bands, Rows
+from viz_server.place import MASSIVE, Bands, Rows
 
 NodeGetter = Callable[[int], "Node | None"]
 # the main view's layout of B's graph with its row index and bands (StepGraphs.reusable), or None; asked only when
@@ -183,7 +183,7 @@ def draw_diff(oa: list[int], ga: NodeGetter, ha: dict[int, str], ob: list[int], 
 
   base: the main view's layout of B's graph (with its row index and bands). B's nodes and edges keep it exactly and
   the A-only nodes are placed into it by viz_server.place as a step's new nodes are (below their sources, in free
-  spots, nothing moves). Without one whose nodes are B's, or with more A-only nodes than graphview.MASSIVE's rule
+  spots, nothing moves). Without one whose nodes are B's, or with more A-only nodes than place.MASSIVE's rule
   lets a step place one by one, the union gets a full layout_graph (not seeded with base: that takes ~2.5x as long
   on sort-trace graphs of 3,000 nodes). in_a: the hashes A has, where oa is not all of A (a summarized diff)."""
   b_ids, set_a = set(ob), set(ha.values()) if in_a is None else in_a
@@ -236,7 +236,7 @@ def draw_diff(oa: list[int], ga: NodeGetter, ha: dict[int, str], ob: list[int], 
 def _place_a(base: tuple[Layout, Rows, Bands], nodes: dict[int, dict], only_a: list[int],
              ob: list[int]) -> Layout | None:
   """B's layout with the A-only nodes placed into it, or None when base is not a layout of B's nodes or there are
-  too many A-only nodes to place one by one (graphview.MASSIVE's rule for a step's new nodes)."""
+  too many A-only nodes to place one by one (place.MASSIVE's rule for a step's new nodes)."""
   lay, rows, bands = base
   if len(lay.pos) != len(ob) or any(x not in lay.pos for x in ob):
     return None

@@ -1,11 +1,11 @@
 """Server-side syntax highlighting in linear time: source text from a trace becomes escaped HTML spans.
 
 Each language shown (LLVM IR, x86 assembly as LLVM prints it (GAS/AT&T), Python for rule sources) is one regex
-scanner: an alternation of token patterns tried in order at each position, the last one any single character, so a
-step consumes >= 1 character and the text is covered exactly. Every pattern is linear, which
-tests/test_highlight_bounds.py checks on the parsed patterns: an unbounded repeat is never nested in another repeat or
-a lookaround, and only items that always match (optional ones) follow it, so the engine never backtracks into a
-repeat and an alternative that fails does so within a bounded number of characters. Cost: at most len(text) steps,
+scanner: an alternation of token patterns tried in order at each position, the last one any single character, so a step
+consumes >= 1 character and the text is covered exactly. Every pattern is linear, which
+tests/viewer/test_highlight_bounds.py checks on the parsed patterns: an unbounded repeat is never nested in another
+repeat or a lookaround, and only items that always match (optional ones) follow it, so the engine never backtracks into
+a repeat and an alternative that fails does so within a bounded number of characters. Cost: at most len(text) steps,
 each O(its token + the patterns' bounded prefixes), so O(len(text)) in all for any text (Pygments' lexers were
 quadratic: 29 s on "-x" * 16384 as LLVM IR). Other kinds (the uops listing included) are escaped plain text. The
 scan stops once the request's client has gone (gone.check). Token classes are Pygments' short names, which

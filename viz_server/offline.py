@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from viz_server.app import create_app
-from viz_server.graphview import forget_view
+from viz_server.caches import forget_view
 from viz_server.store import Trace, TraceStore
 
 

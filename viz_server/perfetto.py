@@ -21,7 +21,9 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any, Iterable
 
-from viz_server.export import ExportError, Redactor, _kept_contexts, _timeline, redact_path
+from viz_server.export import ExportError
+from viz_server.export.collect import kept_contexts, kept_timeline
+from viz_server.export.redact import Redactor, redact_path
 from viz_server.store import Trace, TraceStore
 from viz_server.timeline import timeline
 from vztrace.memory import MemoryProfile
@@ -30,8 +32,8 @@ from vztrace.term import safe
 HOST_PID, DEVICE_PID = 1, 2
 MAX_TRACKS = 16  # threads per lane: a span overlapping others without nesting takes the next one (hostile traces)
 # a trace's times are floats of epoch seconds (~0.24 us apart at today's dates): a child's end can land a rounding
-# step past its parent's, and a span can start a step before its sibling ended (tests/test_timeline.py's EPS); the
-# main thread's spans are fitted within this, the runs' never (their durations are the measured ones)
+# step past its parent's, and a span can start a step before its sibling ended (tests/viewer/test_timeline.py's EPS);
+# the main thread's spans are fitted within this, the runs' never (their durations are the measured ones)
 ROUND_NS = 1000
 MAX_NS = 1 << 53  # the latest time written (104 days: doubles of microseconds stay exact); past it a span is left out
 MEMORY = "memory in use"
@@ -176,8 +178,8 @@ def write(tr: Trace, f: IO[str], names: list[str] | None = None, redact: Iterabl
   tl = timeline(tr)
   named = {c["id"]: c["name"] for c in tl["contexts"]}  # (the timeline's contexts: the names the viewer shows)
   if names:
-    _, keep = _kept_contexts([{"id": c.id, "name": c.name, "parent": c.parent} for c in tr.contexts.values()], names)
-    tl = _timeline(tl, keep)
+    _, keep = kept_contexts([{"id": c.id, "name": c.name, "parent": c.parent} for c in tr.contexts.values()], names)
+    tl = kept_timeline(tl, keep)
   prof = MemoryProfile(tr.mem_events)
   t0 = tl["t0"] if tl["t0"] is not None else (prof.ts[0] if prof.ts else 0.0)
   rw = tl["rewrites"]

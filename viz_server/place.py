@@ -23,6 +23,9 @@ BAND_STEP = 23.0 + LAYER_GAP  # distance of the bands added below the last one (
 GAP_PENALTY = 30.0  # a gap between two bands counts as this much farther from the neighbours than a band
 RANK_PENALTY = 40.0  # per candidate row away from the preferred one
 MAX_PLACES = 8  # held places a node is placed next to (bounded: through shared users they would multiply)
+MASSIVE = 64  # a step with more new nodes than this (and than a quarter of the graph) without an old version to
+# take the place of is not placed here: placing so many one by one would look arbitrary (its caller lays them out on
+# their own)
 
 Box = tuple[float, float, float, int]  # (left, right, half height, id), rows sorted by left
 

@@ -93,7 +93,8 @@ class Replay:
     f = self.fresh.get(nid)
     return f if f is not None else self.table.get(nid)
 
-  def _src(self, nid: int) -> tuple[int, ...]:
+  def src(self, nid: int) -> tuple[int, ...]:
+    """A node's source ids (what the layouts are handed as a graph's edges)."""
     f = self.fresh.get(nid)
     return f[3] if f is not None else self.table.src(nid)
 
@@ -109,12 +110,12 @@ class Replay:
       if x in lv:
         stack.pop()
         continue
-      missing = [s for s in self._src(x) if s not in lv]
+      missing = [s for s in self.src(x) if s not in lv]
       if missing:
         stack.extend(missing)
         continue
       stack.pop()
-      lv[x] = 1 + max((lv[s] for s in self._src(x)), default=-1)
+      lv[x] = 1 + max((lv[s] for s in self.src(x)), default=-1)
     return lv[nid]
 
   def _intern(self, x: int, src: tuple[int, ...]) -> int:
@@ -165,7 +166,7 @@ class Replay:
       else:
         a = ~key
         if p is None or p[0] == "S":
-          src = self._src(a)
+          src = self.src(a)
           pending = [s for s in src if s not in memo and s not in prog]
           if pending:
             prog[key] = ("S",)
@@ -215,7 +216,7 @@ class Replay:
 
   # ---- cursor state
   def _add_ref(self, root: int) -> None:
-    ref, src_of = self._ref, self._src
+    ref, src_of = self._ref, self.src
     stack = [root]
     while stack:
       x = stack.pop()
@@ -226,7 +227,7 @@ class Replay:
         stack.extend(src_of(x))
 
   def _del_ref(self, root: int) -> None:
-    ref, src_of = self._ref, self._src
+    ref, src_of = self._ref, self.src
     stack = [root]
     while stack:
       x = stack.pop()
@@ -367,7 +368,7 @@ class Replay:
     """The nodes reachable from root (what the cursor's reference counts hold with root as its root)."""
     if root not in self.table and root not in self.fresh:
       return frozenset()
-    seen, stack, src_of = set(), [root], self._src
+    seen, stack, src_of = set(), [root], self.src
     while stack:
       x = stack.pop()
       if x not in seen:

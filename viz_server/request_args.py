@@ -1,7 +1,7 @@
-"""Reading and checking a request's arguments, and answering errors, for the JSON API's routes (viz_server/api.py and
-the graph routes of viz_server/graphview.py): ids to the trace and rewrite they name, steps to those the viewer
-replays, and a refusal (`fail`) anywhere in a route to `{"error": message}` with its status (docs/architecture.md,
-"JSON API")."""
+"""Reading and checking a request's arguments, and answering errors, for the JSON API's routes (viz_server/api.py,
+viz_server/rewrite_routes.py, viz_server/share.py): ids to the trace and rewrite they name, steps to those the viewer
+replays, the app's store and views, and a refusal (`fail`) anywhere in a route to `{"error": message}` with its status
+(docs/architecture.md, "JSON API")."""
 from __future__ import annotations
 
 from typing import Any, NoReturn
@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 from flask import Response, current_app, jsonify, request
 
 from viz_server.store import Rewrite, Trace, TraceStore
+from viz_server.views import Views
 
 # A cost bound per request (issue 14; api.py has the others): replaying a step costs every step before it, so a step
 # past this is refused with 413 and says why
@@ -48,8 +49,8 @@ def store() -> TraceStore:
   return current_app.extensions["tinyviz"]["store"]
 
 
-def views() -> Any:
-  """The app's viz_server.views.Views (not named in the type: that module is above this one and graphview)."""
+def views() -> Views:
+  """The app's per-rewrite views (what the rewrite routes answer from)."""
   return current_app.extensions["tinyviz"]["views"]
 
 

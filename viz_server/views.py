@@ -1,14 +1,18 @@
-"""The per-rewrite objects the API serves from (replay + layouts), cached with a bound on how many are kept and on
-the bytes they hold."""
+"""The app's views: one StepGraphs per rewrite looked at (its replay, labels and layouts), the routes' one way to them,
+kept in an LRU bounded by their number and bytes, with the background worker that lays out the steps ahead of the
+one last asked for (it gives way to requests through gate.REQUEST_GATE); a view that goes takes its cached layouts
+and answers (viz_server.caches) along."""
 from __future__ import annotations
 
 import os
 import threading
 from collections import OrderedDict
 
+from viz_server.caches import forget_view
 from viz_server.diff import DrawnCache
-from viz_server.graphview import BLOCK, REQUEST_GATE, StepGraphs, checkpoint, forget_view
+from viz_server.gate import REQUEST_GATE
 from viz_server.replay import Replay
+from viz_server.stepgraphs import BLOCK, StepGraphs, checkpoint
 from viz_server.store import Rewrite, Trace, TraceStore
 
 MAX_VIEWS = 64  # rewrites with a live replay state; an evicted one is rebuilt (deterministically) on demand

@@ -1,122 +1,26 @@
-"""What the browser draws for a step of a rewrite: nodes with labels, colors and positions, edges with routes, and
-the delta between two steps, and the routes that answer them (GET /api/traces/<t>/rewrites/<r>, its /graph and
-/delta; docs/architecture.md, "JSON API"). Layouts are cached per (rewrite, step) and derived deterministically (see
-StepGraphs)."""
+"""One rewrite's steps as the browser draws them (`StepGraphs`): each step's graph laid out, derived from the step
+before so that what a step leaves alone never moves, and its graph and delta answers (what GET
+/api/traces/<t>/rewrites/<r>/graph and /delta send, viz_server/rewrite_routes.py; docs/architecture.md, "JSON API").
+It reads the graphs from viz_server.replay, lays them out with viz_server.layout and place (cut ones with
+viz_server.cut), labels nodes with viz_server.labels and keeps layouts and answers in viz_server.caches."""
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import threading
-import time
-from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
-from flask import Blueprint, jsonify
-
-from viz_server import cut, gone, place
-from viz_server.layout import LAYER_GAP, NODE_GAP, Layout, layout_graph
+from viz_server import caches, cut, gone, place
+from viz_server.gate import REQUEST_GATE
+from viz_server.labels import Looks, node_json
+from viz_server.layout import LAYER_GAP, Layout, layout_graph
 from viz_server.nodes import Node
-from viz_server.place import Bands, Rows
+from viz_server.place import MASSIVE, Bands, Rows
 from viz_server.replay import Replay, StepInfo
-from viz_server.request_args import (
-  check_step,
-  compact_arg,
-  get_rewrite,
-  get_trace,
-  int_arg,
-  json_answer,
-  last_step,
-  store,
-  views,
-)
 from viz_server.store import Rewrite, Trace
 
-CHAR_W, LINE_H, PAD_W, PAD_H = 6.6, 13.0, 16.0, 10.0  # label metrics (sent in /api/boot: static/graph.js draws by them)
-MAX_ARG_CHARS = 40
-MAX_FIELD_CHARS = 4096  # of a node's op, dtype or arg in graph and diff answers (a MB-sized one froze the UI for s)
-LAYOUT_CACHE_NODES = 600_000  # node positions kept in cached layouts (~270 bytes each with edge routes)
-ANSWER_CACHE_BYTES = 48 << 20  # encoded graph answers kept (a 2,000-node graph's is ~0.45 MB)
 BLOCK = 32  # every BLOCK-th step's layout is kept for good, so any step is at most BLOCK - 1 derivations away
-MASSIVE = 64  # a step with more new nodes than this (and than a quarter of the graph) without an old version to
-# take the place of lays them out on their own, below the nodes kept: placing so many one by one would look arbitrary
-
-_CATEGORY: dict[str, str] = {}
-for _cat, _ops in {
-  "const": "CONST VCONST DEFINE_VAR",
-  "buffer": "BUFFER DEFINE_GLOBAL DEFINE_LOCAL DEFINE_REG DEFINE_ACC BUFFERIZE",
-  "alu": "EXP2 LOG2 SIN SQRT RECIP NEG TRUNC ADD SUB MUL IDIV MOD FDIV MAX CMPLT CMPNE CMPEQ AND OR XOR SHL SHR POW "
-         "WHERE MULACC",
-  "load": "LOAD", "store": "STORE ASSIGN", "range": "RANGE END SPECIAL", "reduce": "REDUCE REDUCE_AXIS",
-  "movement": "RESHAPE PERMUTE EXPAND PAD SHRINK FLIP", "sink": "SINK", "cast": "CAST BITCAST",
-  "index": "INDEX GEP VECTORIZE UNROLL CONTRACT",
-}.items():
-  for _op in _ops.split():
-    _CATEGORY[_op] = _cat
-
-
-def category(op: str) -> str:
-  """The color class of an op (by name, so ops added later fall into `other`)."""
-  return _CATEGORY.get(op, "other")
-
-
-def short_arg(arg: str, chars: int = MAX_ARG_CHARS) -> str:
-  return arg if len(arg) <= chars else arg[:chars - 1] + "…"
-
-
-def label(op: str, dtype: str, arg: str) -> str:
-  """Display text: the op, then dtype and short arg (plain text: the UI puts it in text nodes); each cut to
-  MAX_ARG_CHARS, so a hostile trace's MB-sized op cannot make a MB-wide box."""
-  parts = (short_arg(dtype) if dtype != "void" else "", short_arg(arg) if arg != "None" else "")
-  second = " ".join(x for x in parts if x)
-  return f"{short_arg(op)}\n{second}" if second else short_arg(op)
-
-
-def label_metrics() -> dict[str, float]:
-  """The label metrics the layouts size boxes by (node_size), and the layout's gaps, for the UI to draw with
-  (GET /api/boot's `metrics`)."""
-  return {"char_w": CHAR_W, "line_h": LINE_H, "pad_w": PAD_W, "pad_h": PAD_H, "max_arg_chars": MAX_ARG_CHARS,
-          "node_gap": NODE_GAP, "layer_gap": LAYER_GAP}
-
-
-_BOXES: dict[tuple[int, int], tuple[float, float]] = {}  # (longest line, lines) -> box size; labels are cut, so few
-
-
-def node_size(text: str) -> tuple[float, float]:
-  """A box's (width, height) for a label: its longest line's characters and its lines by the label metrics."""
-  lines = text.count("\n") + 1
-  key = (len(text) if lines == 1 else max(map(len, text.split("\n"))), lines)
-  got = _BOXES.get(key)
-  if got is None:
-    got = _BOXES[key] = (round(key[0] * CHAR_W + PAD_W, 1), round(lines * LINE_H + PAD_H, 1))
-  return got
-
-
-def clip_fields(op: str, dtype: str, arg: str) -> dict:
-  """A node's texts as graph and diff answers send them: each cut to MAX_FIELD_CHARS; `cut` (only when one was)
-  names the cut fields with their full lengths, which GET /nodes/<n> sends whole (the node card's "show all")."""
-  out: dict = {"op": op, "dtype": dtype, "arg": arg}
-  cut = {k: len(v) for k, v in out.items() if len(v) > MAX_FIELD_CHARS}
-  if cut:
-    out.update({k: out[k][:MAX_FIELD_CHARS] for k in cut}, cut=cut)
-  return out
-
-
-def node_json(nid: int, node: tuple[str, str, str, tuple[int, ...]], look: tuple[str, tuple[float, float]] | None = None
-              ) -> dict:
-  """A node as graph answers send it; look: its label and box size where the caller has them already."""
-  op, dtype, arg, src = node
-  if look is None:
-    lab = label(op, dtype, arg)
-    w, h = node_size(lab)
-  else:
-    lab, (w, h) = look
-  if len(op) <= MAX_FIELD_CHARS and len(dtype) <= MAX_FIELD_CHARS and len(arg) <= MAX_FIELD_CHARS:
-    return {"id": nid, "op": op, "dtype": dtype, "arg": arg, "label": lab, "cat": category(op), "w": w, "h": h,
-            "src": list(src)}
-  return {"id": nid, **clip_fields(op, dtype, arg), "label": lab, "cat": category(op), "w": w, "h": h,
-          "src": list(src)}
 
 
 def _px(v: float) -> float:
@@ -127,7 +31,7 @@ def _px(v: float) -> float:
 def straight(pts: Sequence, a: object, b: object) -> bool:
   """Whether an edge's route runs straight from its source's center a to its user's center b (two points, as most
   do): a compact answer sends such an edge without points, the page draws it between the two nodes' centers, and an
-  export packs it without them (viz_server/export.py)."""
+  export packs it without them (viz_server/export)."""
   return len(pts) == 2 and pts[0] == a and pts[1] == b
 
 
@@ -154,154 +58,13 @@ class _Derived(_Placed):
   base: int = -1  # the step it was derived from
 
 
-class _LayoutCache:
-  """Layouts keyed by (view, step): two LRUs, each bounded by the number of node positions it holds, so the
-  expensive full layouts are not pushed out by the cheap derived ones (which are rebuilt from them in ms)."""
-
-  def __init__(self, budget: int) -> None:
-    self.budget = budget // 2
-    self.used = [0, 0]  # full, derived
-    self.pools: tuple[OrderedDict[tuple, Layout], OrderedDict[tuple, Layout]] = (OrderedDict(), OrderedDict())
-    self.lock = threading.Lock()
-
-  def get(self, key: tuple) -> Layout | None:
-    with self.lock:
-      for pool in self.pools:
-        lay = pool.get(key)
-        if lay is not None:
-          pool.move_to_end(key)
-          return lay
-      return None
-
-  def put(self, key: tuple, lay: Layout) -> None:
-    i = int(isinstance(lay, _Derived))
-    with self.lock:
-      pool = self.pools[i]
-      if key in pool:
-        return
-      pool[key] = lay
-      self.used[i] += len(lay.pos)
-      while self.used[i] > self.budget and len(pool) > 1:
-        _, old = pool.popitem(last=False)
-        self.used[i] -= len(old.pos)
-
-  def drop(self, prefix: tuple) -> None:
-    with self.lock:
-      for i, pool in enumerate(self.pools):
-        for key in [k for k in pool if k[:len(prefix)] == prefix]:
-          self.used[i] -= len(pool.pop(key).pos)
-
-
-LAYOUTS = _LayoutCache(LAYOUT_CACHE_NODES)
-
-
-class _AnswerCache:
-  """Encoded graph answers (JSON bytes) keyed by (view, step, compact), an LRU bounded by their bytes: an ended
-  rewrite's answers never change, and building and encoding one is most of what a page load asking for a graph the
-  server laid out already waits for (2,695 nodes: ~35 ms quiet, 70-110 ms on the loaded 2-core machine, issue 18)."""
-
-  def __init__(self, budget: int) -> None:
-    self.budget = budget
-    self.used = 0
-    self.pool: OrderedDict[tuple, bytes] = OrderedDict()
-    self.lock = threading.Lock()
-
-  def get(self, key: tuple) -> bytes | None:
-    with self.lock:
-      got = self.pool.get(key)
-      if got is not None:
-        self.pool.move_to_end(key)
-      return got
-
-  def put(self, key: tuple, data: bytes) -> None:
-    if len(data) > self.budget // 4:  # one huge answer must not empty the cache
-      return
-    with self.lock:
-      if key in self.pool:
-        return
-      self.pool[key] = data
-      self.used += len(data)
-      while self.used > self.budget:
-        self.used -= len(self.pool.popitem(last=False)[1])
-
-  def drop(self, prefix: tuple) -> None:
-    with self.lock:
-      for key in [k for k in self.pool if k[:len(prefix)] == prefix]:
-        self.used -= len(self.pool.pop(key))
-
-
-ANSWERS = _AnswerCache(ANSWER_CACHE_BYTES)
-
-
-def forget_view(key: tuple) -> None:
-  """Drop what the caches keep for a view (viz_server.views calls it when a view goes)."""
-  LAYOUTS.drop(key)
-  ANSWERS.drop(key)
-
-
 def dumps(obj: object) -> bytes:
   """JSON as the API's jsonify writes it (compact separators, ASCII, keys in insertion order)."""
   return json.dumps(obj, separators=(",", ":")).encode()
+
+
 Shown = tuple[Layout, frozenset[int], "cut.CutLayout | None"]  # a step's layout, the nodes shown, its cut if cut
 _views = itertools.count()
-
-
-class RequestGate:
-  """Background layout work gives way to requests: it pauses between chunks of work while a request is being served
-  and until requests have stopped coming for IDLE_S (Python runs one thread at a time, so sharing would slow every
-  request down), unless a request is waiting for that very work."""
-
-  IDLE_S = 0.015
-
-  def __init__(self) -> None:
-    self.cv = threading.Condition()
-    self.serving = 0  # requests in progress
-    self.waiting = 0  # requests waiting for a layout that a background thread computes
-    self.last = 0.0  # when the last request ended (time.monotonic)
-
-  def begin(self) -> None:
-    """A request starts (viz_server.app calls this for every request)."""
-    with self.cv:
-      self.serving += 1
-
-  def end(self) -> None:
-    with self.cv:
-      self.serving -= 1
-      self.last = time.monotonic()
-      self.cv.notify_all()  # (pausing work counts its quiet time from now; a waiter on `serving` sees it drop)
-
-  @contextlib.contextmanager
-  def request(self) -> Iterator[None]:
-    self.begin()
-    try:
-      yield
-    finally:
-      self.end()
-
-  @contextlib.contextmanager
-  def wait_for_background(self) -> Iterator[None]:
-    with self.cv:
-      self.waiting += 1
-      self.cv.notify_all()
-    try:
-      yield
-    finally:
-      with self.cv:
-        self.waiting -= 1
-
-  def pause(self, idle: float | None = None) -> None:
-    """Called by background work between chunks: returns once no request has been served for `idle` seconds
-    (default IDLE_S), or when a request waits for the background."""
-    need = self.IDLE_S if idle is None else idle
-    with self.cv:
-      while not self.waiting:
-        quiet = time.monotonic() - self.last
-        if not self.serving and quiet >= need:
-          return
-        self.cv.wait(need - quiet if not self.serving and quiet > 0 else need)
-
-
-REQUEST_GATE = RequestGate()
 
 
 class StepGraphs:
@@ -315,8 +78,8 @@ class StepGraphs:
   quarter of the graph, without an old version) keeps the nodes it kept where they were too, and lays the new ones
   out on their own, below them (_below). A layout depends only on the steps before it, never on the order steps
   are asked in.
-  Every BLOCK-th step's layout is kept (the others are in the LRU LAYOUTS), so a step asked for out of order costs
-  at most BLOCK - 1 derivations once the boundary before it was computed; the first visit of a far step computes
+  Every BLOCK-th step's layout is kept (the others are in the LRU caches.LAYOUTS), so a step asked for out of order
+  costs at most BLOCK - 1 derivations once the boundary before it was computed; the first visit of a far step computes
   the chain up to it (about 1 ms a step). Layouts are computed outside any lock; two threads that want the same
   step share one computation."""
 
@@ -327,39 +90,28 @@ class StepGraphs:
     self._busy: dict[int, threading.Event] = {}  # steps whose layout a thread is computing
     self._derived: dict[int, bool] = {}  # step -> whether its layout is derived from the step before (never evicted)
     self._kept: dict[int, Layout] = {}  # the layouts of block boundaries (never evicted)
-    self._sizes: dict[int, tuple[float, float]] = {}
-    self._labels: dict[int, str] = {}  # (a label is made once: the layout sizes its box, the answers send it)
+    self.looks = Looks(replay.node)  # labels and box sizes, made once per node
     self.stats = {"full": 0, "derived": 0}
     self.cuts = 0  # layouts of cut graphs made
     self.last_step = 0  # the step last served (views.Views.prefetch looks ahead of it in the direction of travel)
 
   def est_bytes(self) -> int:
     """About the bytes this view holds (its replay's, labels and box sizes, kept layouts), from the sizes of its tables
-    when asked (it grows as steps are laid out): what views.Views budgets by. Derived layouts are LAYOUTS' own."""
+    when asked (it grows as steps are laid out): what views.Views budgets by. Derived layouts are caches.LAYOUTS'."""
     kept = sum(len(lay.pos) for lay in list(self._kept.values()))
-    return self.replay.est_bytes() + 150 * len(self._labels) + 180 * len(self._sizes) + 400 * kept
+    return self.replay.est_bytes() + self.looks.est_bytes() + 400 * kept
 
   def size(self, nid: int) -> tuple[float, float]:
-    got = self._sizes.get(nid)
-    return got if got is not None else self._look(nid, self.replay.node(nid))[1]  # type: ignore[arg-type]
-
-  def _look(self, nid: int, node: tuple[str, str, str, tuple[int, ...]]) -> tuple[str, tuple[float, float]]:
-    """A node's label and box size, made once per view."""
-    lab = self._labels.get(nid)
-    if lab is None:
-      lab = self._labels[nid] = label(node[0], node[1], node[2])
-    got = self._sizes.get(nid)
-    if got is None:
-      got = self._sizes[nid] = node_size(lab)
-    return lab, got
+    """A node's box size (its label's)."""
+    return self.looks.size(nid)
 
   # ---- layout
   def _get(self, k: int) -> Layout | None:
     got = self._kept.get(k)
-    return got if got is not None else LAYOUTS.get(self.key + (k,))
+    return got if got is not None else caches.LAYOUTS.get(self.key + (k,))
 
   def cached(self, k: int) -> bool:
-    return self._get(k) is not None or LAYOUTS.get(self.key + ("cut", k)) is not None
+    return self._get(k) is not None or caches.LAYOUTS.get(self.key + ("cut", k)) is not None
 
   def prepare(self, k: int, pause: Callable[[], None] | None = None) -> None:
     """Compute what showing step k needs (its layout, or its cut's), for the background."""
@@ -423,7 +175,7 @@ class StepGraphs:
       if k % BLOCK == 0:
         self._kept[k] = lay
       else:
-        LAYOUTS.put(key, lay)
+        caches.LAYOUTS.put(key, lay, derived=isinstance(lay, _Derived))
     finally:
       with self.lock:
         del self._busy[k]
@@ -446,11 +198,11 @@ class StepGraphs:
     self.stats["full"] += 1
     rp = self.replay
     sizes, edges = {}, []
-    known = self._sizes
+    known, looks = self.looks.sizes, self.looks
     for nid in sorted(rp.members(k)):
       node = rp.node(nid)
       got = known.get(nid)
-      sizes[nid] = got if got is not None else self._look(nid, node)[1]  # type: ignore[arg-type]
+      sizes[nid] = got if got is not None else looks.look(nid, node)[1]  # type: ignore[arg-type]
       edges.extend((s, nid) for s in node[3])  # type: ignore[index]
     if pause is not None:
       pause()
@@ -468,9 +220,9 @@ class StepGraphs:
       return self._full(k, pause)
     new = [n for n in members if n not in base.pos]
     self.stats["full"] += 1
-    sizes = {n: self.size(n) for n in new}
+    sizes = {n: self.looks.size(n) for n in new}
     sub = layout_graph(sizes, [(s, d) for d in new for s in rp.node(d)[3] if s in sizes], pause=pause)  # type: ignore[index]
-    top = max(base.pos[n][1] + self.size(n)[1] / 2 for n in keep) + LAYER_GAP
+    top = max(base.pos[n][1] + self.looks.size(n)[1] / 2 for n in keep) + LAYER_GAP
     xs = [base.pos[n][0] for n in keep]
     dx = max(0.0, (min(xs) + max(xs)) / 2 - sub.width / 2)  # the block centered under what was kept
     below = max(base.layer[n] for n in keep) + 1
@@ -487,8 +239,8 @@ class StepGraphs:
           edges[(src, d)] = tuple((x + dx, y + top) for x, y in sub.edges[(src, d)])
         else:
           edges[(src, d)] = base.edges.get((src, d)) or (pos[src], pos[d])
-    width = max(max(x + self.size(n)[0] / 2 for n, (x, _) in pos.items()), base.width)
-    height = max(y + self.size(n)[1] / 2 for n, (_, y) in pos.items())
+    width = max(max(x + self.looks.size(n)[0] / 2 for n, (x, _) in pos.items()), base.width)
+    height = max(y + self.looks.size(n)[1] / 2 for n, (_, y) in pos.items())
     return _Full(pos, layer, edges, width, height)
 
   def shown(self, k: int, pause: Callable[[], None] | None = None) -> Shown:
@@ -504,7 +256,7 @@ class StepGraphs:
     whole graphs' layouts it is derived from the step before (nothing shown at both moves) within a block of BLOCK
     steps; at a block boundary, after a step that was not cut, or when the window moved too far, it is a full layout
     of the window, so a far step costs at most BLOCK - 1 derivations and one layout of CUT_NODES nodes."""
-    got = LAYOUTS.get(self.key + ("cut", k))
+    got = caches.LAYOUTS.get(self.key + ("cut", k))
     if isinstance(got, cut.CutLayout):
       return got
     rp = self.replay
@@ -513,7 +265,7 @@ class StepGraphs:
     seeds = [rp.root(k)]
     if info is not None:
       seeds += [*info.changed, *info.added, *([info.by] if info.by is not None else [])]
-    src = lambda n: rp.node(n)[3]  # type: ignore[index]  # noqa: E731
+    src = rp.src
     order, stubs = cut.window(members, seeds, src, cut.limit())
     shown = frozenset(order)
     if pause is not None:
@@ -521,12 +273,12 @@ class StepGraphs:
     lay = self._derive_cut(base, shown, info) if base is not None else None
     derived_from = k - 1 if lay is not None else -1
     if lay is None:
-      lay = layout_graph({n: self.size(n) for n in sorted(shown)},
+      lay = layout_graph({n: self.looks.size(n) for n in sorted(shown)},
                          [(s, n) for n in sorted(shown) for s in src(n) if s in shown], pause=pause)
     self.cuts += 1
     out = cut.CutLayout(lay.pos, lay.layer, lay.edges, lay.width, lay.height, shown=shown, total=len(members),
                         around=[n for n in dict.fromkeys(seeds) if n in shown], stubs=stubs, base=derived_from)
-    LAYOUTS.put(self.key + ("cut", k), out)
+    caches.LAYOUTS.put(self.key + ("cut", k), out)
     return out
 
   def _derive_cut(self, base: cut.CutLayout, shown: frozenset[int], info: StepInfo | None) -> Layout | None:
@@ -539,9 +291,9 @@ class StepGraphs:
       return None
     # a node's sources as far as they are laid out: those shown now, for a node that left, those shown before
     src = lambda n: tuple(s for s in rp.node(n)[3] if s in (shown if n in shown else base.shown))  # type: ignore[index]  # noqa: E731
-    rows, bands = Rows.of(base.pos, self.size), Bands.of(base)
+    rows, bands = Rows.of(base.pos, self.looks.size), Bands.of(base)
     pos, layer, edges, width, height, _, _ = place.derive(base, rows, bands, new, sorted(base.shown - shown), old_of,
-                                                          src, self.size, rp.level)
+                                                          src, self.looks.size, rp.level)
     for n in shown:  # an edge from a node that came into view to one shown before: straight (nodes never get sources)
       for s in src(n):
         if (s, n) not in edges:
@@ -552,7 +304,7 @@ class StepGraphs:
   def _index(self, lay: Layout) -> tuple[Rows, Bands]:
     """The row index and bands of a layout (built once for a full layout; a derived one carries its own)."""
     if not isinstance(lay, _Placed) or lay.rows is None or lay.bands is None:
-      rows, bands = Rows.of(lay.pos, self.size), Bands.of(lay)
+      rows, bands = Rows.of(lay.pos, self.looks.size), Bands.of(lay)
       if isinstance(lay, _Placed):
         lay.rows, lay.bands = rows, bands
       return rows, bands
@@ -570,7 +322,7 @@ class StepGraphs:
       return None
     rows, bands = self._index(lay)
     pos, layer, edges, width, height, rows, bands = place.derive(
-      lay, rows, bands, new, info.removed, old_of, lambda n: rp.node(n)[3], self.size, rp.level)  # type: ignore[index]
+      lay, rows, bands, new, info.removed, old_of, rp.src, self.looks.size, rp.level)
     self.stats["derived"] += 1
     return _Derived(pos, layer, edges, width, height, rows=rows, bands=bands, base=k - 1)
 
@@ -654,7 +406,7 @@ class StepGraphs:
     rp = self.replay
     if node is None:
       node = rp.node(nid)
-    d = node_json(nid, node, self._look(nid, node))  # type: ignore[arg-type]
+    d = node_json(nid, node, self.looks.look(nid, node))  # type: ignore[arg-type]
     x, y = lay.pos[nid]
     d["x"], d["y"] = round(x, 1), round(y, 1)  # (_px, inlined: this runs for every node of a graph answer)
     if consts is None:
@@ -717,15 +469,15 @@ class StepGraphs:
     return out
 
   def graph_json(self, k: int, compact: bool = False) -> bytes:
-    """graph(k, compact) encoded (dumps); kept in ANSWERS once the rewrite has ended (a live one's view is rebuilt
-    as it grows, but its last step's graph would change under the same key)."""
+    """graph(k, compact) encoded (dumps); kept in caches.ANSWERS once the rewrite has ended (a live one's view is
+    rebuilt as it grows, but its last step's graph would change under the same key)."""
     if not self.rw.ended:
       return dumps(self.graph(k, compact))
     key = self.key + (k, compact)
-    got = ANSWERS.get(key)
+    got = caches.ANSWERS.get(key)
     if got is None:
       got = dumps(self.graph(k, compact))
-      ANSWERS.put(key, got)
+      caches.ANSWERS.put(key, got)
     return got
 
   def _edges_added(self, nodes: list[int], added_set: set[int], like: dict[int, int], lj: Layout, lk: Layout,
@@ -822,51 +574,3 @@ class StepGraphs:
       out["cut"] = ck.info()
     return out
 
-
-# ---- the routes of one rewrite (in the JSON API, beside viz_server/api.py's; errors answered by request_args)
-
-bp = Blueprint("graphview", __name__, url_prefix="/api")
-
-
-def rewrite_detail(rw: Rewrite) -> dict:
-  """A rewrite with its steps (the caller holds the store's lock)."""
-  steps = [rw.step(k) for k in range(1, last_step(rw) + 1)]
-  return {"id": rw.id, "ctx": rw.ctx, "name": rw.name, "file": rw.file, "line": rw.line, "bottom_up": rw.bottom_up,
-          "dt": rw.dt, "error": rw.error, "ended": rw.ended, "root": rw.root, "end_root": rw.end_root,
-          "steps": steps, "steps_total": rw.matches}
-
-
-def graph_at(tr: Trace, rw: Rewrite, k: int, compact: bool = False) -> bytes:
-  """The graph answer at step k, encoded (kept in ANSWERS once the rewrite has ended); also /api/boot's."""
-  check_step(rw, k)
-  view: StepGraphs = views().get(tr, rw)
-  view.last_step = k  # no prefetch yet: opening a graph is not stepping (the page asks for the neighbours itself)
-  return view.graph_json(k, compact=compact)
-
-
-@bp.get("/traces/<int:t>/rewrites/<int:r>")
-def rewrite_answer(t: int, r: int) -> Any:
-  tr = get_trace(t)
-  with store().lock:
-    return jsonify(rewrite_detail(get_rewrite(tr, r)))
-
-
-@bp.get("/traces/<int:t>/rewrites/<int:r>/graph")
-def graph_answer(t: int, r: int) -> Any:
-  tr = get_trace(t)
-  rw = get_rewrite(tr, r)
-  return json_answer(graph_at(tr, rw, int_arg("step", 0, allow_end=last_step(rw)), compact_arg()))
-
-
-@bp.get("/traces/<int:t>/rewrites/<int:r>/delta")
-def delta_answer(t: int, r: int) -> Any:
-  tr = get_trace(t)
-  rw = get_rewrite(tr, r)
-  j = int_arg("from", allow_end=last_step(rw))
-  k = int_arg("to", allow_end=last_step(rw))
-  check_step(rw, j)
-  check_step(rw, k)
-  view: StepGraphs = views().get(tr, rw)
-  out = jsonify(view.delta(j, k, compact=compact_arg()))
-  views().prefetch(view, k)
-  return out

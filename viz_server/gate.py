@@ -1,0 +1,66 @@
+"""Turns between requests and background layout work (`REQUEST_GATE`): viz_server.app marks every request, the views'
+prefetch worker pauses between chunks of work, and a request that waits for a layout the worker computes says so."""
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Iterator
+
+
+class RequestGate:
+  """Background layout work gives way to requests: it pauses between chunks of work while a request is being served
+  and until requests have stopped coming for IDLE_S (Python runs one thread at a time, so sharing would slow every
+  request down), unless a request is waiting for that very work."""
+
+  IDLE_S = 0.015
+
+  def __init__(self) -> None:
+    self.cv = threading.Condition()
+    self.serving = 0  # requests in progress
+    self.waiting = 0  # requests waiting for a layout that a background thread computes
+    self.last = 0.0  # when the last request ended (time.monotonic)
+
+  def begin(self) -> None:
+    """A request starts (viz_server.app calls this for every request)."""
+    with self.cv:
+      self.serving += 1
+
+  def end(self) -> None:
+    with self.cv:
+      self.serving -= 1
+      self.last = time.monotonic()
+      self.cv.notify_all()  # (pausing work counts its quiet time from now; a waiter on `serving` sees it drop)
+
+  @contextlib.contextmanager
+  def request(self) -> Iterator[None]:
+    self.begin()
+    try:
+      yield
+    finally:
+      self.end()
+
+  @contextlib.contextmanager
+  def wait_for_background(self) -> Iterator[None]:
+    with self.cv:
+      self.waiting += 1
+      self.cv.notify_all()
+    try:
+      yield
+    finally:
+      with self.cv:
+        self.waiting -= 1
+
+  def pause(self, idle: float | None = None) -> None:
+    """Called by background work between chunks: returns once no request has been served for `idle` seconds
+    (default IDLE_S), or when a request waits for the background."""
+    need = self.IDLE_S if idle is None else idle
+    with self.cv:
+      while not self.waiting:
+        quiet = time.monotonic() - self.last
+        if not self.serving and quiet >= need:
+          return
+        self.cv.wait(need - quiet if not self.serving and quiet > 0 else need)
+
+
+REQUEST_GATE = RequestGate()

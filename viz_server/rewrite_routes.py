@@ -1,0 +1,68 @@
+"""The routes of one rewrite in the JSON API (GET /api/traces/<t>/rewrites/<r>, its /graph and /delta;
+docs/architecture.md, "JSON API"), beside viz_server/api.py's other routes: they read the request (request_args, which
+also answers their errors) and answer from the rewrite's StepGraphs, which the app's views keep."""
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, jsonify
+
+from viz_server.request_args import (
+  check_step,
+  compact_arg,
+  get_rewrite,
+  get_trace,
+  int_arg,
+  json_answer,
+  last_step,
+  store,
+  views,
+)
+from viz_server.store import Rewrite, Trace
+
+bp = Blueprint("rewrite_routes", __name__, url_prefix="/api")
+
+
+def rewrite_detail(rw: Rewrite) -> dict:
+  """A rewrite with its steps (the caller holds the store's lock)."""
+  steps = [rw.step(k) for k in range(1, last_step(rw) + 1)]
+  return {"id": rw.id, "ctx": rw.ctx, "name": rw.name, "file": rw.file, "line": rw.line, "bottom_up": rw.bottom_up,
+          "dt": rw.dt, "error": rw.error, "ended": rw.ended, "root": rw.root, "end_root": rw.end_root,
+          "steps": steps, "steps_total": rw.matches}
+
+
+def graph_at(tr: Trace, rw: Rewrite, k: int, compact: bool = False) -> bytes:
+  """The graph answer at step k, encoded (kept in caches.ANSWERS once the rewrite has ended); also /api/boot's."""
+  check_step(rw, k)
+  view = views().get(tr, rw)
+  view.last_step = k  # no prefetch yet: opening a graph is not stepping (the page asks for the neighbours itself)
+  return view.graph_json(k, compact=compact)
+
+
+@bp.get("/traces/<int:t>/rewrites/<int:r>")
+def rewrite_answer(t: int, r: int) -> Any:
+  tr = get_trace(t)
+  with store().lock:
+    return jsonify(rewrite_detail(get_rewrite(tr, r)))
+
+
+@bp.get("/traces/<int:t>/rewrites/<int:r>/graph")
+def graph_answer(t: int, r: int) -> Any:
+  tr = get_trace(t)
+  rw = get_rewrite(tr, r)
+  return json_answer(graph_at(tr, rw, int_arg("step", 0, allow_end=last_step(rw)), compact_arg()))
+
+
+@bp.get("/traces/<int:t>/rewrites/<int:r>/delta")
+def delta_answer(t: int, r: int) -> Any:
+  tr = get_trace(t)
+  rw = get_rewrite(tr, r)
+  j = int_arg("from", allow_end=last_step(rw))
+  k = int_arg("to", allow_end=last_step(rw))
+  check_step(rw, j)
+  check_step(rw, k)
+  all_views = views()
+  view = all_views.get(tr, rw)
+  out = jsonify(view.delta(j, k, compact=compact_arg()))
+  all_views.prefetch(view, k)
+  return out
