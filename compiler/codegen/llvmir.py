@@ -95,7 +95,8 @@ _DBG_SP = 2
 _DBG_LOC = 5
 
 
-def _sym(name: str) -> str:
+def symbol(name: str) -> str:
+  """name as an identifier every renderer's language accepts (LLVM IR, OpenCL C)."""
   return re.sub(r"[^A-Za-z0-9_]", "_", name) or "k"
 
 
@@ -150,7 +151,7 @@ class _Renderer:
     if u.op is Ops.DEFINE_GLOBAL:
       return f"%data{u.arg}"
     if u.op is Ops.DEFINE_VAR:
-      return f"%var_{_sym(str(u.arg[0]))}"
+      return f"%var_{symbol(str(u.arg[0]))}"
     if u.op is Ops.DEFINE_ACC:
       return self.acc_cur[u]
     if u.op is Ops.PHI:
@@ -204,7 +205,7 @@ class _Renderer:
   def render(self) -> str:
     in_array = bufs_in_array(self.nbufs)
     params = ["ptr noalias readonly %bufs"] if in_array else [f"ptr noalias %data{i}" for i in range(self.nbufs)]
-    params += [f"i32 %var_{_sym(str(v.arg[0]))}" for v in self.vars]
+    params += [f"i32 %var_{symbol(str(v.arg[0]))}" for v in self.vars]
     core = ltype(self.lin.par.dtype) if self.lin.par is not None else "i32"  # the parallel loop's counter type
     params += [f"{core} %core_start", f"{core} %core_end"]
     carried = self._carried()
@@ -250,7 +251,7 @@ class _Renderer:
     head = ['!llvm.dbg.cu = !{!0}', f'!llvm.module.flags = !{{!{_DBG_SP + 2}}}',
             '!0 = distinct !DICompileUnit(language: DW_LANG_C, file: !1, producer: "tinyviz", isOptimized: true, '
             'runtimeVersion: 0, emissionKind: LineTablesOnly)',
-            f'!1 = !DIFile(filename: "{_sym(self.kname)}.uops", directory: "")',
+            f'!1 = !DIFile(filename: "{symbol(self.kname)}.uops", directory: "")',
             f'!{_DBG_SP} = distinct !DISubprogram(name: "{self.fname}", scope: !1, file: !1, line: 1, type: '
             f'!{_DBG_SP + 1}, scopeLine: 1, spFlags: DISPFlagDefinition | DISPFlagOptimized, unit: !0)',
             f'!{_DBG_SP + 1} = !DISubroutineType(types: !{{}})',

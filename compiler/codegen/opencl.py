@@ -24,15 +24,15 @@ fma, and bitwise ops, are vector expressions; the other ops are rendered lane by
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
 import numpy as np
 
-from compiler.codegen.errors import CodegenError, kernel_name
-from compiler.codegen.linearizer import Linear, linearize
-from compiler.codegen.program import eval_int, flops_terms, lower_ast
+from compiler.codegen.errors import CodegenError
+from compiler.codegen.linearizer import Linear
+from compiler.codegen.llvmir import symbol
+from compiler.codegen.program import eval_int, flops_terms, linear_kernel
 from compiler.codegen.ranges import axis_type
 from compiler.dtype import DType, dtypes
 from compiler.uop import AxisType, GroupOp, Ops, UOp, toposort
@@ -109,10 +109,6 @@ def const_text(v, dt: DType) -> str:
   if math.isinf(v):
     return ("-" if v < 0 else "") + ("INFINITY" if suffix else "(double)INFINITY")
   return f"{'-' if math.copysign(1.0, v) < 0 else ''}{abs(v).hex()}{suffix}"
-
-
-def _sym(name: str) -> str:
-  return re.sub(r"[^A-Za-z0-9_]", "_", name) or "k"
 
 
 @dataclass(frozen=True)
@@ -200,7 +196,7 @@ class _ClRenderer:
     if u.op is Ops.DEFINE_GLOBAL:
       return f"data{u.arg}"
     if u.op is Ops.DEFINE_VAR:
-      return f"var_{_sym(str(u.arg[0]))}"
+      return f"var_{symbol(str(u.arg[0]))}"
     if u.op is Ops.PHI:
       return self.val(u.src[0])
     try:
@@ -234,7 +230,7 @@ class _ClRenderer:
     for i, u in enumerate(self.lin.uops):
       self.names[u] = self._uop(u, i) or self.names.get(u, "")
     params = [f"__global {mem_ctype(self.bufs[i].dtype.base) if i in self.bufs else 'uchar'}* data{i}"
-              for i in range(self.nbufs)] + [f"int var_{_sym(str(v.arg[0]))}" for v in self.vars]
+              for i in range(self.nbufs)] + [f"int var_{symbol(str(v.arg[0]))}" for v in self.vars]
     head = ["#pragma OPENCL FP_CONTRACT OFF"]
     if self.fp64:
       head.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
@@ -510,15 +506,8 @@ def render_opencl(kname: str, fname: str, lin: Linear, bufs: dict[int, UOp], nbu
 def cl_program(ast: UOp) -> ClProgram:
   """A kernel AST (optimized or not) lowered by the LLVM pipeline's passes (program.lower_ast), linearized and
   rendered to OpenCL C."""
-  kname = kernel_name(ast)
-  lowered = lower_ast(ast)
-  lin = linearize(lowered, kname)
-  bufs = {u.arg: u for u in toposort(ast) if u.op is Ops.DEFINE_GLOBAL}
-  vars_ = tuple(sorted((u for u in toposort(lowered) if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0]))
-  if len({v.arg[0] for v in vars_}) != len(vars_):
-    raise CodegenError(kname, "two DEFINE_VARs share a name", vars_[0])
-  nbufs = max(bufs) + 1 if bufs else 0
-  fname = _sym(kname)
+  lk = linear_kernel(ast)
+  kname, fname, lin, bufs, vars_, nbufs = lk.kname, lk.fname, lk.lin, lk.bufs, lk.vars, lk.nbufs
   src = render_opencl(kname, fname, lin, bufs, nbufs, list(vars_))
   outs = tuple(sorted({u.src[0].src[0].arg for u in lin.uops if u.op is Ops.STORE
                        and u.src[0].src[0].op is Ops.DEFINE_GLOBAL}))

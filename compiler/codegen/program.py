@@ -10,7 +10,7 @@ from typing import Mapping
 from compiler.codegen.errors import CodegenError, kernel_name
 from compiler.codegen.expander import expand_ctx, pm_expand, pm_vectorize
 from compiler.codegen.linearizer import Linear, linearize
-from compiler.codegen.llvmir import _sym, render_llvm
+from compiler.codegen.llvmir import render_llvm, symbol
 from compiler.codegen.lowerer import lower_ctx, pm_lower
 from compiler.codegen.simplify import pm_index_fold, symbolic_then_index_fold
 from compiler.codegen.verify import verify_ast
@@ -102,6 +102,29 @@ def lower_ast(ast: UOp) -> UOp:
   return track_graph(sink, "View Output AST")
 
 
+@dataclass(frozen=True)
+class LinearKernel:
+  """A kernel AST lowered and linearized, with its buffers and variables: what every renderer (LLVM IR, OpenCL C)
+  starts from."""
+  kname: str
+  fname: str  # the kernel's name as a symbol every renderer's language accepts
+  lin: Linear
+  bufs: dict[int, UOp]  # DEFINE_GLOBALs by slot
+  vars: tuple[UOp, ...]  # DEFINE_VARs by name
+  nbufs: int
+
+
+def linear_kernel(ast: UOp) -> LinearKernel:
+  kname = kernel_name(ast)
+  lowered = lower_ast(ast)
+  lin = linearize(lowered, kname)
+  bufs = {u.arg: u for u in toposort(ast) if u.op is Ops.DEFINE_GLOBAL}
+  vars_ = tuple(sorted((u for u in toposort(lowered) if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0]))
+  if len({v.arg[0] for v in vars_}) != len(vars_):
+    raise CodegenError(kname, "two DEFINE_VARs share a name", vars_[0])
+  return LinearKernel(kname, symbol(kname), lin, bufs, vars_, max(bufs) + 1 if bufs else 0)
+
+
 _PROGRAMS: OrderedDict[UOp, Program] = OrderedDict()
 _MAX_CACHED = 512
 
@@ -111,15 +134,8 @@ def get_program(ast: UOp) -> Program:
   if recorder.RECORDER is None and ast in _PROGRAMS:
     _PROGRAMS.move_to_end(ast)
     return _PROGRAMS[ast]
-  kname = kernel_name(ast)
-  lowered = lower_ast(ast)
-  lin = linearize(lowered, kname)
-  bufs = {u.arg: u for u in toposort(ast) if u.op is Ops.DEFINE_GLOBAL}
-  vars_ = tuple(sorted((u for u in toposort(lowered) if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0]))
-  if len({v.arg[0] for v in vars_}) != len(vars_):
-    raise CodegenError(kname, "two DEFINE_VARs share a name", vars_[0])
-  nbufs = max(bufs) + 1
-  fname = _sym(kname)
+  lk = linear_kernel(ast)
+  kname, fname, lin, bufs, vars_, nbufs = lk.kname, lk.fname, lk.lin, lk.bufs, lk.vars, lk.nbufs
   src = render_llvm(kname, fname, lin, nbufs, list(vars_))
   glob = [u for u in lin.uops if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
   ins = tuple(sorted({u.src[0].src[0].arg for u in glob if u.op is Ops.LOAD}))

@@ -1,0 +1,169 @@
+"""Generated lines to nodes (issue 32): every line of a kernel's generated sources (uops, LLVM IR, optimized IR,
+assembly) names the UOps it came from, through LLVM by debug locations (compiler.codegen.llvmir), and `show --source
+KIND --json` gives each line with its trace node ids."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+from support.codegen_helpers import UP, elementwise, matmul, split
+
+from compiler.codegen.errors import kernel_name
+from compiler.codegen.linearizer import linearize
+from compiler.codegen.llvmir import render_llvm, symbol
+from compiler.codegen.program import _is_instruction, get_program, lower_ast, source_lines
+from compiler.runtime.llvm import get_jit
+from compiler.tensor import Tensor
+from compiler.trace import recorder
+from vztrace.format import MAX_LINE_UOPS, TraceFormatError, clip_lists, validate_record
+from vztrace.reader import TraceReader
+
+ROOT = Path(__file__).resolve().parents[2]
+KINDS = ("uops", "llvm_ir", "opt_ir", "asm")
+
+
+@pytest.fixture(scope="module")
+def matmul_relu(tmp_path_factory) -> tuple[Path, dict[int, str], list[dict]]:
+  """A traced matmul + relu: (trace, node id -> op, the source records)."""
+  path = tmp_path_factory.mktemp("lines") / "t.vztrace"
+  rng = np.random.default_rng(0)
+  x, w = rng.standard_normal((16, 32)).astype(np.float32), rng.standard_normal((32, 24)).astype(np.float32)
+  recorder.enable(path, announce=False)
+  try:
+    out = (Tensor(x) @ Tensor(w)).relu().numpy()
+  finally:
+    recorder.disable()
+  np.testing.assert_allclose(out, np.maximum(x.astype(np.float64) @ w, 0), rtol=1e-5, atol=1e-5)
+  recs = list(TraceReader(path))
+  ops = {r["id"]: r["op"] for r in recs if r.get("t") == "node"}
+  return path, ops, [r for r in recs if r.get("t") == "source"]
+
+
+def _lines(rec: dict, ops: dict[int, str]) -> list[tuple[str, list[str]]]:
+  """(text, the ops of the nodes it maps to) of each line of a source record."""
+  text = rec["text"].split("\n")
+  assert len(rec["lines"]) == len(text) and all(type(i) is int for i in rec["uops"])
+  return [(t, [ops[rec["uops"][i]] for i in ln]) for t, ln in zip(text, rec["lines"])]
+
+
+def test_every_asm_instruction_maps_to_a_node(matmul_relu):
+  _, ops, srcs = matmul_relu
+  asm = [s for s in srcs if s["kind"] == "asm"]
+  assert len(asm) == 2  # the matmul and the relu
+  for s in asm:
+    lines = _lines(s, ops)
+    instrs = [(t, o) for t, o in lines if _is_instruction(t)]
+    assert len(instrs) > 10
+    assert [t for t, o in instrs if not o] == []
+    # directives and labels name no node
+    assert all(not o for t, o in lines if t.strip().startswith(".") or t.endswith(":"))
+
+
+@pytest.mark.parametrize("kind", ["llvm_ir", "opt_ir"])
+def test_ir_lines_name_the_uop_they_came_from(matmul_relu, kind):
+  _, ops, srcs = matmul_relu
+  # (relu is a select of a compare)
+  want = {" fmul ": {"MUL"}, " fadd ": {"ADD"}, " select ": {"WHERE"}, "store ": {"STORE"}, " load ": {"LOAD"}}
+  seen = set()
+  for s in (s for s in srcs if s["kind"] == kind):
+    for t, o in _lines(s, ops):
+      for key, allowed in want.items():
+        if key in t and not t.startswith("declare"):
+          # LLVM drops the location of an instruction it hoists out of a loop (a load of the matmul's row): the
+          # optimized IR may leave such a line unmapped, never mapped to another op
+          assert len(o) == 1 or (kind == "opt_ir" and not o), (t, o)
+          if o:
+            assert o[0] in allowed, (t, o)
+            seen.add(key)
+  assert seen == set(want)
+
+
+def test_uops_listing_lines_are_their_uops(matmul_relu):
+  _, ops, srcs = matmul_relu
+  for s in (s for s in srcs if s["kind"] == "uops"):
+    for t, o in _lines(s, ops):
+      assert len(o) == 1 and t.split()[1] == o[0]
+
+
+def test_the_map_names_the_kernel_graph_nodes(matmul_relu):
+  # the positions resolve to the nodes of the kernel's graph as the trace shows it ("View Output AST")
+  path, _, srcs = matmul_relu
+  recs = list(TraceReader(path))
+  for s in (s for s in srcs if s["kind"] == "asm"):
+    rws = [r for r in recs if r.get("t") == "rw_begin" and r["ctx"] == s["ctx"] and r["name"] == "View Output AST"]
+    assert len(rws) == 1
+    shown = _below(recs, rws[0]["root"])
+    mapped = {s["uops"][i] for ln in s["lines"] for i in ln}
+    assert mapped and mapped <= shown | _after(recs, rws[0]["root"])
+
+
+def _below(recs: list[dict], root: int) -> set[int]:
+  src = {r["id"]: r["src"] for r in recs if r.get("t") == "node"}
+  seen, stack = set(), [root]
+  while stack:
+    x = stack.pop()
+    if x not in seen:
+      seen.add(x)
+      stack.extend(src[x])
+  return seen
+
+
+def _after(recs: list[dict], root: int) -> set[int]:
+  """Nodes the linearizer made (ids after the graph's root: END, ...)."""
+  return {r["id"] for r in recs if r.get("t") == "node" and r["id"] > root}
+
+
+KERNELS = {"elementwise": lambda: elementwise(3, 40), "matmul": lambda: split(matmul(32, 32, 32), 1, 8, UP)}
+
+
+def _text_sections(obj: bytes) -> dict[str, bytes]:
+  return {s.name(): s.data() for s in llvm.ObjectFileRef.from_data(obj).sections() if s.is_text()}
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_debug_info_leaves_the_machine_code_unchanged(name):
+  ast = KERNELS[name]()
+  prg = get_program(ast)
+  kname = kernel_name(ast)
+  plain = render_llvm(kname, symbol(kname), linearize(lower_ast(ast), kname), prg.nbufs, list(prg.vars), debug=False)
+  assert "!dbg" in prg.src and "!dbg" not in plain
+  jit = get_jit()
+  with_dbg, without = (_text_sections(jit.object_code(src, prg.fname, "k_dbg")) for src in (prg.src, plain))
+  assert without and any(without.values())
+  assert with_dbg == without
+
+
+def test_line_zero_takes_the_location_before_it():
+  asm = "f:\n\t.loc\t1 5 0\n\tmovq\t%rax, %rbx\n\t.loc\t1 0 0 is_stmt 0\n\taddq\t$1, %rax\n.LBB0_1:\n\tret"
+  assert source_lines("asm", asm) == [[], [], [4], [], [4], [], [4]]
+  # instructions before the first location take the first one
+  assert source_lines("asm", "\tpushq\t%rbp\n\t.loc\t1 3 0\n\tret") == [[2], [], [2]]
+
+
+def test_source_record_map_is_bounded_and_valid():
+  rec = {"t": "source", "ctx": 1, "kind": "asm", "text": "a\nb", "compile_s": 0.0, "lines": [[0], list(range(40))],
+         "uops": [7] * 40}
+  with pytest.raises(TraceFormatError, match="more than 16"):
+    validate_record(rec)
+  clipped = clip_lists(rec)  # (what the writer writes)
+  assert clipped["lines"] == [[0], list(range(MAX_LINE_UOPS))] and validate_record(clipped)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_show_source_json_gives_each_line_its_nodes(matmul_relu, kind):
+  path, ops, srcs = matmul_relu
+  out = subprocess.run([sys.executable, "-m", "compiler.trace", "show", str(path), "--kernel", "r_16_24_32",
+                        "--source", kind, "--json"], cwd=ROOT, check=True, capture_output=True, text=True,
+                       timeout=300).stdout
+  (obj,) = [json.loads(x) for x in out.splitlines()]
+  assert obj["type"] == "source" and obj["kind"] == kind and obj["name"] == "r_16_24_32"
+  rec = next(s for s in srcs if s["kind"] == kind and s["ctx"] == obj["ctx"])
+  assert [x["line"] for x in obj["lines"]] == list(range(1, len(obj["lines"]) + 1))
+  assert "\n".join(x["text"] for x in obj["lines"]) == obj["text"] == rec["text"]
+  assert [x["nodes"] for x in obj["lines"]] == [[rec["uops"][i] for i in ln] for ln in rec["lines"]]
+  assert sum(1 for x in obj["lines"] if x["nodes"]) > 10 and all(n in ops for x in obj["lines"] for n in x["nodes"])
