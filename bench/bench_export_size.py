@@ -1,12 +1,28 @@
 """Size of `python -m compiler.trace export`'s page against its trace, and what each part of it costs: the page's
 scripts (the UI's bundle and the export's own: as embedded, deflated in base 85), and the embedded data as collect()
-makes it (deflated and base64, as the export embedded it before viz_server/export_pack.py, with the module inline as
+makes it (deflated and base64, as the export embedded it before viz_server/export/pack.py, with the module inline as
 text: the `unpacked` page) and as it is embedded now (packed, deflated, base 85), part by part (each deflated alone).
 
-  python bench/bench_export_size.py [TRACE ...] [--open N]   (default: the full demo, examples/demo.py, recorded here)
+  python bench/bench_export_size.py [TRACE ...] [--open N] [--gpt SIZE] [--cost] [--before ROOT]
+  (default: the full demo, examples/demo.py, recorded here)
 
 --open N: also open each page N times from file:// in headless Chromium and report the median time from navigation
 start to the first graph on screen (the page's own clock).
+--gpt SIZE: also record one GPT-2-shaped training step (bench/real_models.py's gpt_step at SIZE: tiny, quick, full)
+with VIZ=-1, as the demo is recorded.
+--cost: what `export` costs, each trace exported by the command in a child process: wall and CPU seconds and the
+child's peak RSS (os.wait4), with the page's size against the trace's; --before ROOT: the same with ROOT's viz_server
+(a checkout of the code before a change), a row each.
+
+Issue 30, --cost (the 2-core machine shared with other jobs, load 4-6: compare the CPU column; one run each; before:
+the export collected every step's graph, then packed, encoded and wrote the page as one text):
+  trace                     code    trace B    CPU s  peak MB  ratio
+  demo (examples/demo.py)   before   275806     8.92      194   2.45
+  demo (examples/demo.py)   now      275806     8.31      114   2.46
+  gpt_step tiny             before  1651390    84.33      848   2.59
+  gpt_step tiny             now     1651390    90.27      563   2.58
+The time is the viewer's own work, the same before and after: laying out each rewrite's step-0 graph (27 of the GPT
+trace's ~90 s) and deriving each step's layout from the one before; the export's own packing is about a fifth.
 """
 from __future__ import annotations
 
@@ -17,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import zlib
 from pathlib import Path
 
@@ -24,7 +41,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.table import format_table  # noqa: E402
-from viz_server import export, export_pack  # noqa: E402
+from viz_server.export.collect import collect  # noqa: E402
+from viz_server.export.command import export  # noqa: E402
+from viz_server.export.pack import pack  # noqa: E402
+from viz_server.export.page import BOOT, payload, render, ui_module  # noqa: E402
 from viz_server.offline import OfflineApi  # noqa: E402
 
 
@@ -36,6 +56,30 @@ def record_demo(path: Path, scale: float, only: list[str]) -> Path:
   return path
 
 
+def record_gpt(path: Path, size: str) -> Path:
+  """One training step of bench/real_models.py's gpt_step at `size`, recorded with VIZ=-1."""
+  code = ("import sys; from bench import real_models as rm; "
+          f"rm.build('gpt_step', rm.tinyviz(), rm.SIZES[{size!r}])()")
+  subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, cwd=ROOT,
+                 env={**os.environ, "VIZ": "-1", "VIZ_TRACE": str(path), "PYTHONPATH": str(ROOT)})
+  return path
+
+
+def cost(trace: Path, root: Path) -> tuple[float, float, float, int]:
+  """(wall s, CPU s, peak RSS MB, page bytes) of `export trace` run by root's viz_server in a child process."""
+  with tempfile.TemporaryDirectory() as d:
+    out = Path(d) / "x.html"
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "viz_server.tools", "export", str(trace), "-o", str(out)], cwd=root,
+                            env={**os.environ, "PYTHONPATH": str(root)}, stdout=subprocess.DEVNULL)
+    _, status, use = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+      raise SystemExit(f"export of {trace} failed under {root}")
+    wall = time.perf_counter() - start
+    return wall, use.ru_utime + use.ru_stime, use.ru_maxrss / 1024, out.stat().st_size
+
+
 def deflated(obj) -> int:
   return len(zlib.compress(json.dumps(obj, separators=(",", ":")).encode("utf-8"), 9))
 
@@ -43,13 +87,13 @@ def deflated(obj) -> int:
 def measure(trace: Path) -> tuple[tuple, list[tuple]]:
   """(the trace's row, its parts' rows)."""
   with OfflineApi(trace) as api:
-    data = export.collect(api)
-  page = len(export.render(data, trace.name).encode("utf-8"))
-  ui = export.ui_module()
-  block = export.payload(data, ui)
-  script, now = len(export.BOOT.read_bytes()) + len(block["ui"]["data"]), len(block["data"]["data"])
+    data = collect(api)
+  page = len(render(data, trace.name).encode("utf-8"))
+  ui = ui_module()
+  block = payload(data, ui)
+  script, now = len(BOOT.read_bytes()) + len(block["ui"]["data"]), len(block["data"]["data"])
   unpacked = -(-deflated(data) // 3) * 4  # (base64's length)
-  packed = export_pack.pack(data)
+  packed = pack(data)
   tb = trace.stat().st_size
   before = page - script - now + len(ui.encode("utf-8")) + unpacked  # (the module inline, the data base64)
   row = (trace.name, tb, page, page / tb, before, before / tb, script, now)
@@ -64,7 +108,7 @@ def first_graph_ms(trace: Path, rounds: int) -> float:
   from playwright.sync_api import sync_playwright
   with tempfile.TemporaryDirectory() as d:
     html = Path(d) / "x.html"
-    export.export(trace, html)
+    export(trace, html)
     times = []
     with sync_playwright() as p:
       browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
@@ -84,9 +128,22 @@ def main() -> None:
   ap.add_argument("--scale", type=float, default=1.0, help="the demo's --scale when no trace is given")
   ap.add_argument("--only", nargs="*", default=[], help="the demo's --only (default: every workload)")
   ap.add_argument("--open", type=int, default=0, metavar="N", help="time the first graph on opening, N rounds")
+  ap.add_argument("--gpt", choices=("tiny", "quick", "full"), help="also a GPT training step's trace at this size")
+  ap.add_argument("--cost", action="store_true", help="time and peak memory of the export command")
+  ap.add_argument("--before", type=Path, metavar="ROOT", help="with --cost: also ROOT's export (older code)")
   args = ap.parse_args()
   with tempfile.TemporaryDirectory() as d:
     traces = args.traces or [record_demo(Path(d) / "demo.vztrace", args.scale, args.only)]
+    traces += [record_gpt(Path(d) / f"gpt_step_{args.gpt}.vztrace", args.gpt)] if args.gpt else []
+    if args.cost:
+      costs = []
+      for t in traces:
+        for label, root in [("before", args.before)] * bool(args.before) + [("now", ROOT)]:
+          wall, cpu, mb, size = cost(t, root)
+          costs.append((t.name, label, t.stat().st_size, wall, cpu, mb, size / t.stat().st_size))
+      print(format_table([("trace", "<24"), ("code", "<7"), ("trace B", ">9"), ("wall s", ">7.2f"), ("CPU s", ">7.2f"),
+                          ("peak MB", ">8.0f"), ("ratio", ">6.2f")], costs))
+      print(f"(load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)\n")
     rows, parts = [], []
     for t in traces:
       row, p = measure(t)

@@ -32,7 +32,7 @@ from viz_server.request_args import ascii_int, fail, get_trace, same_origin
 from viz_server.store import Trace
 
 bp = Blueprint("share", __name__, url_prefix="/api")
-REDACTABLE = ("paths", "source", "argv", "host")  # viz_server/export.py's REDACTABLE
+REDACTABLE = ("paths", "source", "argv", "host")  # viz_server/export/redact.py's REDACTABLE
 # What the tools are given: past these a request is refused with 413 (the export of the demo trace, ~2k matches,
 # takes a few seconds; the export's size and time grow with the matches, compare's with the nodes)
 MAX_EXPORT_MATCHES = 50_000

@@ -88,8 +88,8 @@ def _export(args: argparse.Namespace) -> int:
   if args.perfetto:
     from viz_server import perfetto
     return perfetto.run(args)
-  from viz_server import export
-  return export.run(args)
+  from viz_server.export import command
+  return command.run(args)
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -1,8 +1,9 @@
-// The first script of a single-file export (viz_server/export.py): the page's UI and its data are embedded deflated
-// and in base-85 digits (a third of the UI's size); this decodes the UI and runs it as the inline module whose hash
-// the page's Content-Security-Policy names (the only other script it allows). The UI's shim decodes the data with
-// the same inflate (globalThis.tinyvizBoot).
-globalThis.tinyvizBoot = (() => {
+// The first script of a single-file export (viz_server/export/page.py; no server route: the served page loads its
+// modules): the page's UI and its data are embedded deflated and in base-85 digits (a third of the UI's size; page.py's
+// _digits writes them); this decodes the UI and runs it as the inline module whose hash the page's
+// Content-Security-Policy names (the only other script it allows). The UI's shim.js decodes the data with the same
+// inflate (globalThis.tinyvizExportBoot; static/boot.js's tinyvizBoot is the served page's early /api/boot).
+globalThis.tinyvizExportBoot = (() => {
   // RFC 1924's base-85 digits with & < > ` as , . / : (nothing a page has to escape)
   const DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%,()*+-;.=/?@^_:{|}~";
   const value = new Uint8Array(128);

@@ -1,5 +1,7 @@
-// The decoder of a single-file export's packed data (viz_server/export_pack.py, whose `unpack` is this in Python):
-// columns back to rows, differences back to values, and what a step leaves out rebuilt from the step before.
+// The decoder of a single-file export's packed data (viz_server/export/pack.py's pack, the other way; no server
+// route): columns back to rows, differences back to values, and what a step leaves out rebuilt from the step before.
+// tests/support/export_unpack.py's unpack is this in Python; tests/viewer/test_export_pack.py holds the two to
+// collect.py's data.
 const tinyvizUnpack = (() => {
   const FRESH_BASE = 2 ** 40;
   const FIELDS = ["op", "dtype", "arg", "label", "cat", "w", "h", "src", "consts"];
@@ -26,7 +28,7 @@ const tinyvizUnpack = (() => {
     return ids.map((id, j) => [id, x[j], y[j], c[j]]);
   }
 
-  /** Bent edges (export_pack.Bends): route numbers counted over every graph in packing order. */
+  /** Bent edges (pack.py's Bends): route numbers counted over every graph in packing order. */
   function bends(top = -1) {
     return ([ks, rels, full = []]) => {
       const out = sums(ks).map((k, j) => {
@@ -99,7 +101,7 @@ const tinyvizUnpack = (() => {
     return {deltas, fresh: freshObj};
   }
 
-  /** The packed data as viz_server/export.py's collect made it. */
+  /** The packed data as viz_server/export/collect.py's collect made it. */
   function unpack(packed) {
     const sIds = sums(packed.statics.id);
     const statics = {};
@@ -139,5 +141,8 @@ const tinyvizUnpack = (() => {
     return {...rest, format: 1, statics, g0, graphs, routes};
   }
 
-  return {unpack};
+  /** A graph node's fixed fields (in FIELDS' order): a replay-made id's are its rewrite R's, any other the trace's. */
+  const fixedOf = (data, R, id) => (id >= FRESH_BASE ? R.fresh : data.statics)[id];
+
+  return {unpack, FIELDS, SRC, fixedOf};
 })();

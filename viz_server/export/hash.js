@@ -1,7 +1,8 @@
-// The structural hashes of viz_server/diff.py (structural_hashes) computed in a single-file export's page instead of
-// embedded: BLAKE2b with a 16-byte digest (RFC 7693) over each node's op, dtype and arg (each as an 8-byte little
-// endian length and its UTF-8 bytes, lone surrogates as Python's "surrogatepass" writes them) and then its sources'
-// digests. 64-bit words are pairs of 32-bit halves (lo at even index, hi at odd).
+// The structural hashes of viz_server/diff.py (structural_hashes, _digests) computed in a single-file export's page
+// instead of embedded (for diff.js's GET /api/diff): BLAKE2b with a 16-byte digest (RFC 7693) over each node's op,
+// dtype and arg (each as an 8-byte little endian length and its UTF-8 bytes, lone surrogates as Python's
+// "surrogatepass" writes them) and then its sources' digests. 64-bit words are pairs of 32-bit halves (lo at even
+// index, hi at odd). tests/viewer/test_export_pack.py holds it to diff.py's on a real trace's graph and odd strings.
 const tinyvizHash = (() => {
   const IV = new Uint32Array([0xf3bcc908, 0x6a09e667, 0x84caa73b, 0xbb67ae85, 0xfe94f82b, 0x3c6ef372,
     0x5f1d36f1, 0xa54ff53a, 0xade682d1, 0x510e527f, 0x2b3e6c1f, 0x9b05688c, 0xfb41bd6b, 0x1f83d9ab,
@@ -80,7 +81,10 @@ const tinyvizHash = (() => {
     for (let i = 0; i < s.length; i++) {
       let c = s.charCodeAt(i);
       const d = s.charCodeAt(i + 1);
-      if (c >= 0xd800 && c < 0xdc00 && d >= 0xdc00 && d < 0xe000) { c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00); i++; }
+      if (c >= 0xd800 && c < 0xdc00 && d >= 0xdc00 && d < 0xe000) {  // a surrogate pair: one code point
+        c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
+        i++;
+      }
       if (c < 0x80) out.push(c);
       else if (c < 0x800) out.push(0xc0 | (c >> 6), 0x80 | (c & 63));
       else if (c < 0x10000) out.push(0xe0 | (c >> 12), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));

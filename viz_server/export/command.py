@@ -1,0 +1,43 @@
+"""The `export FILE -o OUT.html` command (viz_server/tools.py runs it; so does GET /api/traces/<t>/export, in a
+child process: viz_server/share.py)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from viz_server.export import ExportError
+from viz_server.export.collect import Work, collect_packed
+from viz_server.export.page import write
+from viz_server.export.redact import Redactor
+from viz_server.offline import OfflineApi
+
+
+def export(path: str | os.PathLike, out: str | os.PathLike, names: list[str] | None = None,
+           redact: Iterable[str] = (), progress: Callable[[Work], None] | None = None) -> dict:
+  """Write the export of the trace at path to out; returns {bytes, trace_bytes, redacted}. progress: see collect."""
+  with OfflineApi(path) as api:
+    packed = collect_packed(api, names, redact, progress=progress)
+    name = Redactor(packed["redacted"], api.trace.meta).string(Path(path).name)  # (the user's name, say)
+  size = write(out, packed, name)
+  return {"bytes": size, "trace_bytes": os.path.getsize(path), "redacted": packed["redacted"]}
+
+
+def _progress(work: Work) -> None:
+  print(f"export: {work.steps} steps packed ({work.rewrites} rewrites, {work.nodes} nodes, {work.edges} edges)",
+        file=sys.stderr, flush=True)
+
+
+def run(args: Any) -> int:
+  """The `export` command (progress lines on stderr when it is a terminal or with --progress)."""
+  what = [w.strip() for w in (args.redact or "").split(",") if w.strip()]
+  show = getattr(args, "progress", False) or sys.stderr.isatty()
+  try:
+    got = export(args.file, args.output, args.context, what, progress=_progress if show else None)
+  except ExportError as e:
+    print(f"export: {e}")
+    return 2
+  print(f"{args.output}: {got['bytes']} bytes ({got['bytes'] / max(1, got['trace_bytes']):.2f}x the trace); "
+        f"redacted: {', '.join(got['redacted']) or 'nothing'}")
+  return 0
