@@ -194,10 +194,10 @@ def _load_baseline(path: str) -> Any:
 
 def _variants(ast, bufs, which: list[str], beam: int, rounds: int) -> dict[str, Any]:
   """{variant: the optimized Kernel} of one kernel AST, for the variants named in `which`."""
-  from compiler.engine import beam_search
+  from compiler.engine import timed_beam_search
   from compiler.opt import Kernel, hand_coded_optimizations
   make = {"heuristic": lambda: hand_coded_optimizations(Kernel(ast)), "noopt": lambda: Kernel(ast),
-          "beam": lambda: beam_search(Kernel(ast), bufs, beam, max_rounds=rounds, progress=False),
+          "beam": lambda: timed_beam_search(Kernel(ast), bufs, beam, max_rounds=rounds, progress=False),
           "baseline": lambda: BASELINE.hand_coded_optimizations(Kernel(ast))}
   return {v: make[v]() for v in which if (v != "beam" or beam) and (v != "baseline" or BASELINE is not None)}
 

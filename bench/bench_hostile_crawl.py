@@ -1,15 +1,15 @@
-"""Hostile-trace crawl (issue 14): every crafted trace of tests/hostile_traces.py served by one viewer app, and every
-endpoint of every trace asked (the trace list, contexts, kernels, runs, timeline, each rewrite with its first and last
-step's graph and a delta, each kernel context, a node and its origin, a diff, and the file uploaded again). Prints a
-table per trace: file size, requests, the slowest request (wall and CPU), the largest answer, the statuses, and the
-process's RSS after it; then the peak RSS and how many requests took longer than --bound seconds. Then `compare` on
-trace pairs that once made it quadratic (issue 31): its time and counted steps at two sizes. In-process (Flask's test
-client): no socket, so the figures are the server's own work. Run from the repo root.
+"""Hostile-trace crawl (issue 14): every crafted trace of tests/support/hostile_traces.py served by one viewer app, and
+every endpoint of every trace asked (the trace list, contexts, kernels, runs, timeline, each rewrite with its first
+and last step's graph and a delta, each kernel context, a node and its origin, a diff, and the file uploaded again).
+Prints a table per trace: file size, requests, the slowest request (wall and CPU), the largest answer, the statuses,
+and the process's RSS after it; then the peak RSS and how many requests took longer than --bound seconds. Then
+`compare` on trace pairs that once made it quadratic (issue 31): its time and counted steps at two sizes. In-process
+(Flask's test client): no socket, so the figures are the server's own work. Run from the repo root.
 
 First, one row per finding of issue 31 ("surfaces"): each runs in a forked process of its own (so its peak memory is
 its own: wait4's maxrss less its RSS at the start) under --limit seconds, and the terminal tools' rows count the
 control characters their output let through raw. `PYTHONPATH=OTHER_TREE python bench/bench_hostile_crawl.py` runs
-this file against another checkout's code (its generators stay this tree's tests/hostile_traces.py)."""
+this file against another checkout's code (its generators stay this tree's tests/support/hostile_traces.py)."""
 from __future__ import annotations
 
 import argparse
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(1 + len([p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]), str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-import hostile_traces as H  # noqa: E402
+from support import hostile_traces as H  # noqa: E402
 
 from bench.table import format_table  # noqa: E402
 from viz_server import compare  # noqa: E402
@@ -141,8 +141,8 @@ def app_gets(paths: list[Path], urls: Callable[[int], list[str]], headers: dict 
 
 
 def export_file(path: Path) -> str:
-  from viz_server import export
-  got = export.export(path, path.with_suffix(".html"))
+  from viz_server.export.command import export
+  got = export(path, path.with_suffix(".html"))
   return f"{got['bytes'] / 1024:.0f} KB page"
 
 

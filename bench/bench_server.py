@@ -68,7 +68,7 @@ def huge_trace(path: Path, matches: int) -> int:
     for i in range(0, len(exprs), 50):
       with recorder.trace_context(f"kernel {seed}.{i}", kind="kernel"):
         for e in exprs[i:i + 50]:
-          graph_rewrite(e, symbolic, name="simplify")
+          graph_rewrite(e, symbolic)
     seed += 1
   recorder.disable()
   return n[0]
@@ -76,7 +76,7 @@ def huge_trace(path: Path, matches: int) -> int:
 
 def symbolic_trace(path: Path, exprs: int) -> None:
   """One big rewrite: a SINK of many random index expressions simplified together."""
-  with_recording(path, lambda: graph_rewrite(UOp.sink(*random_index_exprs(exprs, seed=1)), symbolic, name="simplify"))
+  with_recording(path, lambda: graph_rewrite(UOp.sink(*random_index_exprs(exprs, seed=1)), symbolic))
 
 
 def _term_key(t: UOp) -> tuple[str, ...]:

@@ -73,7 +73,7 @@ def _run(n: int, seed: int, bottom_up: bool) -> tuple[int, int, float, list[str]
   exprs = random_index_exprs(n, seed)
   before = _nodes(exprs)
   t0 = time.perf_counter()
-  out = [graph_rewrite(e, symbolic, name="simplify", bottom_up=bottom_up) for e in exprs]
+  out = [graph_rewrite(e, symbolic, bottom_up=bottom_up) for e in exprs]
   dt = time.perf_counter() - t0
   return before, _nodes(out), dt, [e.render() for e in out]
 

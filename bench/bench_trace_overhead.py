@@ -45,12 +45,12 @@ class _NoHooksRewriter(rewrite._Rewriter):
 
 def graph_rewrite_nohooks(sink: UOp, pm: Any, ctx: Any = None, name: str | None = None,
                           bottom_up: bool = False) -> UOp:
-  return _NoHooksRewriter(pm, ctx, bottom_up, name or "graph_rewrite", None).rewrite(sink)
+  return _NoHooksRewriter(pm, ctx, bottom_up, name or pm.name or "graph_rewrite", None).rewrite(sink)
 
 
 def symbolic_workload(exprs: list[UOp], gr: Callable = rewrite.graph_rewrite) -> None:
   for e in exprs:
-    gr(e, symbolic, name="simplify")
+    gr(e, symbolic)
 
 
 def compile_workloads() -> Callable[[], None]:

@@ -5,8 +5,8 @@
 A chain is 1-2 random float64 inputs of small random shapes and 2-5 ops drawn from unary ops (each kept on its
 domain: log of |x| + 0.5, ...), binary ops with broadcasting, reductions and scans along a random axis, and movement
 ops. Its gradient (of the sum of the output times random weights) is checked against central differences along
-random directions (tests/gradcheck.py's check_gradient). Values are ordinary (normal draws): a kink (relu, max) lies
-within the step of a point with probability ~1e-6, so every mismatch is a wrong derivative. Prints a table of
+random directions (tests/support/gradcheck.py's check_gradient). Values are ordinary (normal draws): a kink (relu,
+max) lies within the step of a point with probability ~1e-6, so every mismatch is a wrong derivative. Prints a table of
 counts per op (chains, failures) and a reproducer for each of the first K failures.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 
-from gradcheck import check_gradient  # noqa: E402
+from support.gradcheck import check_gradient  # noqa: E402
 
 from bench.table import format_table  # noqa: E402
 from compiler import Tensor  # noqa: E402

@@ -1,9 +1,10 @@
-"""Shared test set-up."""
+"""The whole suite's set-up (the hypothesis profile, this session's own compile cache) and the fixtures more than one
+area uses (trace, fresh_caches). An area's own fixtures are in its conftest: compiler/ (backend), viewer/ (an
+in-process viewer), browser/ (Playwright and a viewer subprocess)."""
 import atexit
 import os
 import shutil
 import tempfile
-import threading
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -11,8 +12,6 @@ from hypothesis import HealthCheck, settings
 from compiler.runtime import buffer as bufmod
 from compiler.schedule.cache import SCHEDULES
 from compiler.trace import recorder
-from viz_server.__main__ import bind
-from viz_server.app import create_app
 
 # hypothesis's per-example deadline and its too-slow health check measure wall-clock time, which a loaded machine
 # stretches: tests here never depend on timing (a test's own @settings still sets what it names)
@@ -23,14 +22,6 @@ settings.load_profile("tinyviz")
 # reads what another run (or the user's programs) left in the user's cache, nor writes there; subprocesses inherit it
 os.environ["TINYVIZ_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="tinyviz-compile-")
 atexit.register(shutil.rmtree, os.environ["TINYVIZ_COMPILE_CACHE"], ignore_errors=True)
-
-
-@pytest.fixture(autouse=True)
-def _tensor_tests_use_the_interpreter(request, monkeypatch):
-  # the Tensor op tests check the scheduler against numpy through the reference interpreter; test_llvm_tensor.py
-  # re-runs the same tests compiled (the user-facing default backend)
-  if request.module.__name__ in ("test_tensor", "test_tensor_movement", "test_tensor_nn"):
-    monkeypatch.setenv("BACKEND", "interp")
 
 
 @pytest.fixture
@@ -51,19 +42,3 @@ def fresh_caches():
   yield
   bufmod.clear_pool()
   SCHEDULES.clear()
-
-
-@pytest.fixture
-def server(tmp_path):
-  """A viewer in this process serving the folder tmp_path/traces (yields the folder and the viewer's URL)."""
-  d = tmp_path / "traces"
-  d.mkdir()
-  app = create_app([d], follow=False)
-  srv = bind(app, "127.0.0.1", 0)
-  store = app.extensions["tinyviz"]["store"]
-  store.start()
-  threading.Thread(target=srv.serve_forever, daemon=True).start()
-  yield d, f"http://127.0.0.1:{srv.port}"
-  srv.shutdown()
-  store.stop()
-  srv.server_close()

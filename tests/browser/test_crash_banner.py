@@ -2,14 +2,9 @@
 in it is never parsed) and its traceback on request; a clean trace shows none."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-from conftest import Server, open_page, shot
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_trace_crash import LINES, run_script  # noqa: E402
+from support.browser import Server, open_page, shot
+from support.crash_script import LINES, run_script
 
 MARKUP = "<img src=x onerror=\"document.body.dataset.pwned='1'\">"
 

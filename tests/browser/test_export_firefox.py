@@ -1,15 +1,15 @@
-"""The single-file export opened from file:// in stock Firefox ESR (driven over WebDriver BiDi, tests/browser/bidi.py):
+"""The single-file export opened from file:// in stock Firefox ESR (driven over WebDriver BiDi, tests/support/bidi.py):
 the views show the API's data, the page's rebuilt graphs, deltas and diffs are the API's, the CSP blocks an injected
 script and a connection, no request leaves the page, and Firefox is gone afterwards."""
 from __future__ import annotations
 
 import pytest
-import tracegen
-from bidi import Firefox
-from proc_helpers import wait_group_exit
-from test_ui_export import norm_graph
+from support import tracegen
+from support.bidi import Firefox
+from support.browser import norm_graph
+from support.proc_helpers import wait_group_exit
 
-from viz_server import export
+from viz_server.export.command import export
 from viz_server.offline import OfflineApi
 
 GRAPH = "(want) => document.body.dataset.graph === want"
@@ -26,7 +26,7 @@ CLICK = "(sel) => { document.querySelector(sel).click(); return true; }"
 def opened(trace_dir, tmp_path_factory):
   """(Firefox with the demo's export open at a schedule rewrite's step 0, the API's answers, the page's URL)."""
   html = tmp_path_factory.mktemp("export-ff") / "demo.html"
-  export.export(trace_dir / "demo.vztrace", html)
+  export(trace_dir / "demo.vztrace", html)
   with OfflineApi(trace_dir / "demo.vztrace") as api:
     contexts = api.trace_get("contexts")
     sched = next(c for c in contexts if c["kind"] == "schedule")
@@ -128,7 +128,7 @@ def test_csp_holds_and_no_request_leaves_the_page(opened):
 
 def test_hostile_trace_export_injects_nothing(trace_dir, tmp_path):
   html = tmp_path / "evil.html"
-  export.export(trace_dir / "evil.vztrace", html)
+  export(trace_dir / "evil.vztrace", html)
   with OfflineApi(trace_dir / "evil.vztrace") as api:
     ctxs = api.trace_get("contexts")
   sched = next(c for c in ctxs if c["kind"] == "schedule")

@@ -6,9 +6,17 @@ import os
 import subprocess
 import sys
 
-from conftest import ROOT, graph_ids, ids_with_mark, shot, wait_graph
-from test_ui_export import Export, offline, open_export
-from test_ui_source_lines import record_matmul_relu
+from support.browser import (
+  ROOT,
+  Export,
+  graph_ids,
+  ids_with_mark,
+  offline,
+  open_export,
+  record_matmul_relu,
+  shot,
+  wait_graph,
+)
 
 from viz_server.offline import OfflineApi
 

@@ -3,7 +3,7 @@ context or rewrite), its numbers are the summary answer's, the header and the si
 on a top kernel opens that kernel."""
 from __future__ import annotations
 
-from conftest import open_page, shot, state
+from support.browser import open_page, shot, state
 
 PANEL = "#panel-summary"
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Server, open_page, shot
+from support.browser import ROOT, Server, open_page, shot
 
 MARKUP = "<img src=x onerror=\"document.body.dataset.pwned='1'\">"
 PROGRAM = """

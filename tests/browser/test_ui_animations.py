@@ -3,7 +3,7 @@ layout property (`left`, `width`, ...) costs the main thread a style, layout and
 a 2-core machine is taken from the server computing what the page waits for (issue 18)."""
 from __future__ import annotations
 
-from conftest import open_page
+from support.browser import open_page
 
 COMPOSITED = {"transform", "opacity"}
 

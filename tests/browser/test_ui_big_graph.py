@@ -2,16 +2,12 @@
 change, says "showing n of N nodes around the change", and steps on (by delta) with the note kept up to date."""
 from __future__ import annotations
 
-import sys
-
 import pytest
-from conftest import ROOT, Server, graph_ids, open_page, shot, wait_graph
+from support.browser import Server, graph_ids, open_page, shot, wait_graph
+from support.server_helpers import mini, recording
 
-sys.path.insert(0, str(ROOT / "tests"))
-from test_server_helpers import mini, recording  # noqa: E402
-
-from compiler.rewrite import graph_rewrite  # noqa: E402
-from compiler.uop import UOp  # noqa: E402
+from compiler.rewrite import graph_rewrite
+from compiler.uop import UOp
 
 LINKS = 11_000  # x + 1 + 2 + ...: 22,000 nodes, more than viz_server.cut.MAX_GRAPH_NODES (20,000)
 

@@ -1,7 +1,7 @@
 """The first view in one round trip: the page asks /api/boot and draws the graph from its answer (issue 18)."""
 from __future__ import annotations
 
-from conftest import open_page, state, wait_graph
+from support.browser import open_page, state, wait_graph
 
 # every API fetch of the page, with whether a graph was on screen when it was asked (socket.io starts after the
 # first view and does not use fetch)

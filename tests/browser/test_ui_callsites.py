@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from conftest import open_page, shot, state
+from support.browser import open_page, shot, state
 
 from compiler.tensor import Tensor
 from compiler.trace import recorder

@@ -4,9 +4,8 @@ kernels that differ (and those in one trace only), each a button to diff their f
 from __future__ import annotations
 
 import pytest
-import tracegen
-from conftest import Server, open_page, shot
-from test_ui_diff import check_text, choose, wait_diff
+from support import tracegen
+from support.browser import Server, check_text, choose, open_page, shot, wait_diff
 
 from compiler.trace import recorder
 

@@ -1,7 +1,7 @@
 """Deep links restore the view in a fresh page; back/forward move between views."""
 from __future__ import annotations
 
-from conftest import open_page, shot, state, wait_graph
+from support.browser import open_page, shot, state, wait_graph
 
 
 def test_deep_link_restores_view(new_page, server):

@@ -3,8 +3,18 @@ what /api/diff answers, and a deep link restores the whole diff view."""
 from __future__ import annotations
 
 import pytest
-import tracegen
-from conftest import Server, open_page, shot, state, wait_graph
+from support import tracegen
+from support.browser import (  # noqa: E402
+  Server,
+  check_text,
+  choose,
+  ctl,  # noqa: E402
+  open_page,
+  shot,
+  state,
+  wait_diff,
+  wait_graph,
+)
 
 from compiler.trace import recorder
 
@@ -14,30 +24,12 @@ def demo(server):
   return t, {c["name"]: c for c in server.api(f"/api/traces/{t}/contexts")}
 
 
-def ctl(which: str, name: str) -> str:
-  return f"[data-pick={which}][data-ctl={name}]"
 
 
-def choose(page, which: str, name: str, text: str) -> None:
-  """Select, in control `name` of point `which`, the option whose visible text contains `text` (as a user would)."""
-  sel = ctl(which, name)
-  page.wait_for_function("([s, t]) => [...document.querySelector(s).options].some(o => o.text.includes(t))",
-                         arg=[sel, text])
-  value = page.evaluate("([s, t]) => [...document.querySelector(s).options].find(o => o.text.includes(t)).value",
-                        [sel, text])
-  page.select_option(sel, value)
 
 
-def wait_diff(page, a: str, b: str) -> None:
-  page.wait_for_function("(want) => document.querySelector('#panel-diff .diff-result').dataset.shown === want",
-                         arg=f"{a} {b}")
 
 
-def check_text(page, want: dict) -> None:
-  added = page.eval_on_selector_all(".diff-text .dl.add", "els => els.map(e => e.lastChild.textContent)")
-  removed = page.eval_on_selector_all(".diff-text .dl.del", "els => els.map(e => e.lastChild.textContent)")
-  assert added == [ln["text"] for ln in want["lines"] if ln["kind"] == "+"]
-  assert removed == [ln["text"] for ln in want["lines"] if ln["kind"] == "-"]
 
 
 def check_drawing(page, server, a: str, b: str) -> dict:

@@ -2,63 +2,24 @@
 page, the shim rebuilds every step's graph and delta as the API answers them, and a hostile trace injects nothing."""
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
-
 import pytest
-import tracegen
-from conftest import graph_ids, shot, wait_graph
+from support import tracegen
+from support.browser import Export, graph_ids, norm_graph, offline, open_export, shot, wait_graph  # noqa: E402
+from support.export_helpers import _rebuilding
 
-from viz_server import export
+from viz_server.export.command import export
 from viz_server.offline import OfflineApi
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_export_bounds import _rebuilding  # noqa: E402
-
-
-def norm_graph(g: dict) -> dict:
-  """A graph or delta answer with its lists in a canonical order (the shim builds them in another order)."""
-  out = dict(g)
-  for k in ("nodes", "nodes_added", "removed_nodes"):
-    if k in out:
-      out[k] = sorted(out[k], key=lambda n: n["id"])
-  for k in ("edges", "edges_added", "removed_edges"):
-    if k in out:
-      out[k] = sorted(out[k], key=lambda e: (e["src"], e["dst"], e["index"]))
-  for k in ("added", "changed", "removed", "nodes_removed"):
-    if out.get(k) is not None:
-      out[k] = sorted(out[k])
-  if "edges_removed" in out:
-    out["edges_removed"] = sorted(map(tuple, out["edges_removed"]))
-  return json.loads(json.dumps(out, sort_keys=True))
-
-
-class Export:
-  def __init__(self, trace, html):
-    self.trace, self.html = trace, html
-    self.url = html.resolve().as_uri()
 
 
 @pytest.fixture(scope="module")
 def demo_export(trace_dir, tmp_path_factory):
   html = tmp_path_factory.mktemp("export") / "demo.html"
-  export.export(trace_dir / "demo.vztrace", html)
+  export(trace_dir / "demo.vztrace", html)
   return Export(trace_dir / "demo.vztrace", html)
 
 
-def open_export(page, ex: Export, hash_: str = "") -> list[str]:
-  """Open the export; returns the list of every URL the page requests (filled while the page lives)."""
-  requests: list[str] = []
-  page.on("request", lambda r: requests.append(r.url))
-  page.goto(ex.url + hash_)
-  page.wait_for_function("() => window.__viz !== undefined")
-  page.evaluate("() => window.__viz.ready")
-  return requests
 
 
-def offline(page, path: str):
-  return page.evaluate("async (p) => { const [s, b] = await window.tinyvizOffline(p); return {s, b}; }", path)
 
 
 def test_views_show_the_apis_data_and_nothing_is_requested(page, demo_export):
@@ -156,7 +117,7 @@ def test_shim_answers_graphs_and_deltas_as_the_api(page, demo_export):
 
 def test_hostile_trace_export_injects_nothing(page, trace_dir, tmp_path):
   html = tmp_path / "evil.html"
-  export.export(trace_dir / "evil.vztrace", html)
+  export(trace_dir / "evil.vztrace", html)
   ex = Export(trace_dir / "evil.vztrace", html)
   with OfflineApi(ex.trace) as api:
     ctxs = api.trace_get("contexts")
@@ -193,10 +154,11 @@ def test_hostile_trace_export_injects_nothing(page, trace_dir, tmp_path):
 
 def test_rebuilt_nodes_steps_show_as_the_api_answers_them(page, tmp_path):
   """A rewrite whose every step rebuilds a chain (packed from compact deltas: the rebuilt nodes' in-edges made from
-  the step before, tests/test_export_bounds.py): the page opens a step and every step's graph equals the API's."""
+  the step before, tests/viewer/test_export_bounds.py): the page opens a step and every step's graph equals the
+  API's."""
   path = _rebuilding(tmp_path / "rebuild.vztrace", depth=30, steps=8)
   html = tmp_path / "rebuild.html"
-  export.export(path, html)
+  export(path, html)
   ex = Export(path, html)
   with OfflineApi(path) as api:
     t = api.t

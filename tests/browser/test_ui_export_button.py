@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import open_page, wait_graph
+from support.browser import open_page, wait_graph
 
-from viz_server import export
+from viz_server.export.command import export
 
 STAMP = re.compile(r"\(\d{4}-\d\d-\d\d \d\d:\d\d UTC\)")  # the export's note says when it was written
 
@@ -23,7 +23,7 @@ def test_export_button_downloads_the_export(page, server, trace_dir, tmp_path, b
   dl.value.save_as(got)
   assert dl.value.suggested_filename == ("trace-%d.html" % t if redact else "demo.html")
   want = tmp_path / "cli.html"
-  export.export(trace_dir / "demo.vztrace", want, redact=redact)
+  export(trace_dir / "demo.vztrace", want, redact=redact)
   assert STAMP.sub("", got.read_text(encoding="utf-8")) == STAMP.sub("", want.read_text(encoding="utf-8"))
   # the downloaded file is a working export: it opens from disk, shows a graph, and hides the buttons it cannot use
   page.goto(got.resolve().as_uri())

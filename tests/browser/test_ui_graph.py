@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-import tracegen
-from conftest import ROOT, Server, graph_ids, ids_with_mark, open_page, shot, state, wait_graph
+from support import tracegen
+from support.browser import ROOT, Server, graph_ids, ids_with_mark, open_page, shot, state, wait_graph
 
 WIDE = {"width": 2200, "height": 1100}  # zoomed in enough (k >= 0.45) that the view draws labels
 
@@ -50,10 +50,11 @@ def gserver(tmp_path_factory):
   tracegen.write_demo(d / "demo.vztrace")
   tracegen.write_consts(d / "consts.vztrace")
   tracegen.write_wide(d / "wide.vztrace")
-  p = subprocess.run([sys.executable, "-c", "import sys, tracegen; tracegen.write_compiled(sys.argv[1])",
-                      str(d / "compiled.vztrace")], cwd=ROOT / "tests" / "browser", capture_output=True, text=True,
-                     timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT), "VIZ": "0",
-                                       "BEAM_CACHE_DIR": str(tmp_path_factory.mktemp("beam-cache"))})
+  script = "import sys; from support import tracegen; tracegen.write_compiled(sys.argv[1])"
+  p = subprocess.run([sys.executable, "-c", script, str(d / "compiled.vztrace")], cwd=ROOT / "tests",
+                     capture_output=True, text=True, timeout=300,
+                     env={**os.environ, "PYTHONPATH": str(ROOT), "VIZ": "0",
+                          "BEAM_CACHE_DIR": str(tmp_path_factory.mktemp("beam-cache"))})
   assert p.returncode == 0, p.stdout + p.stderr
   srv = Server(d, tmp_path_factory.mktemp("graph-log") / "server.log")
   yield srv

@@ -2,7 +2,7 @@
 time so each delta applies to what is on screen, and emptying the graph stops an update still in flight."""
 from __future__ import annotations
 
-from conftest import graph_ids, open_page, wait_graph
+from support.browser import graph_ids, open_page, wait_graph
 
 # a page-side gate on /delta requests: window.__gate.open() lets the held ones (and later ones) through
 GATE_DELTAS = """async () => {

@@ -3,14 +3,9 @@ offers "show all", fetched only when asked for), and the Diff panel does not ask
 context that has no finished rewrite (a 404 in the console before)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-from conftest import Server, open_page, wait_graph
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import hostile_traces as H  # noqa: E402
+from support import hostile_traces as H
+from support.browser import Server, open_page, wait_graph
 
 SIZE = 2 << 20
 

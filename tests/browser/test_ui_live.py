@@ -8,13 +8,13 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, open_page, shot
-from proc_helpers import open_gate, stop_writer
+from support.browser import ROOT, open_page, shot
+from support.proc_helpers import open_gate, stop_writer
 from werkzeug.serving import make_server
 
 from viz_server.app import create_app
 
-WRITER = Path(__file__).resolve().parent / "tracegen.py"
+WRITER = Path(__file__).resolve().parents[1] / "support" / "tracegen.py"
 
 
 @pytest.mark.parametrize("mode", ["socket.io", "polling"])

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from conftest import graph_ids, ids_with_mark, open_page, shot, state, wait_graph
+from support.browser import graph_ids, ids_with_mark, open_page, shot, state, wait_graph
 
 
 def demo_ids(server):

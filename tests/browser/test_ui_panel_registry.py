@@ -2,7 +2,7 @@
 and the router's accepted `p=` values, are exactly its entries."""
 from __future__ import annotations
 
-from conftest import open_page, state
+from support.browser import open_page, state
 
 REGISTRY = "async () => (await import('/static/panels.js')).PANELS.map((p) => ({id: p.id, label: p.label, key: p.key}))"
 

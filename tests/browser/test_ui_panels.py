@@ -1,7 +1,7 @@
 """The diff, kernel, source and runs panels show what the trace recorded; upload adds a trace."""
 from __future__ import annotations
 
-from conftest import open_page, shot, state, wait_graph
+from support.browser import open_page, shot, state, wait_graph
 
 
 def demo(server):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
-from conftest import open_page, wait_graph
+from support.browser import open_page, wait_graph
 
 from compiler.tensor import Tensor
 from compiler.trace import recorder

@@ -1,8 +1,8 @@
 """A hostile trace: markup in node args, context/kernel/rewrite names and sources is shown as text; nothing runs."""
 from __future__ import annotations
 
-import tracegen
-from conftest import open_page, shot, wait_graph
+from support import tracegen
+from support.browser import open_page, shot, wait_graph
 
 PAYLOAD_BITS = ["<img src=x onerror=", "<script>window.__pwned=2</script>"]
 

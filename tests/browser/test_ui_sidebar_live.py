@@ -7,8 +7,8 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import ROOT, open_page, shot
-from proc_helpers import open_gate, stop_writer, wait_until
+from support.browser import ROOT, open_page, shot
+from support.proc_helpers import open_gate, stop_writer, wait_until
 
 # ctx "live ctx": a rewrite that changes the graph, one that does not, then one whose rule waits at a gate the test
 # opens (proc_helpers; the recorder's background thread flushes meanwhile, so the viewer sees the rewrite begun but not
@@ -17,7 +17,7 @@ WRITER = textwrap.dedent("""
   import os, sys
   from compiler import Ops, PatternMatcher, UOp, UPat, graph_rewrite
   from compiler.trace import recorder
-  from proc_helpers import wait_at_gate
+  from support.proc_helpers import wait_at_gate
 
   def wait_for_gate(x):
     wait_at_gate()

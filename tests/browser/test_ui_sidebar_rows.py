@@ -8,15 +8,15 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import ROOT, open_page
-from proc_helpers import open_gate, stop_writer, wait_until
+from support.browser import ROOT, open_page
+from support.proc_helpers import open_gate, stop_writer, wait_until
 
 # contexts "a 0".."a N-1", flushed; then, once the test opens the gate (proc_helpers), "b 0".."b M-1" and the end
 WRITER = textwrap.dedent("""
   import sys
   from compiler import Ops, PatternMatcher, UOp, UPat, graph_rewrite
   from compiler.trace import recorder
-  from proc_helpers import wait_at_gate
+  from support.proc_helpers import wait_at_gate
 
   path, n, m = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
   recorder.enable(path, announce=False)

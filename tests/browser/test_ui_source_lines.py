@@ -2,23 +2,14 @@
 kernel's graph, and a node selected in the graph lights its lines up in the source panel, scrolled into view."""
 from __future__ import annotations
 
-from pathlib import Path
-
-import numpy as np
-from conftest import graph_ids, ids_with_mark, open_page, shot, wait_graph
-
-from compiler.tensor import Tensor
-from compiler.trace import recorder
-
-
-def record_matmul_relu(path: Path) -> None:
-  rng = np.random.default_rng(5)
-  recorder.enable(path, announce=False)
-  try:
-    (Tensor(rng.standard_normal((16, 32)).astype(np.float32)) @
-     Tensor(rng.standard_normal((32, 24)).astype(np.float32))).relu().realize()
-  finally:
-    recorder.disable()
+from support.browser import (
+  graph_ids,
+  ids_with_mark,
+  open_page,
+  record_matmul_relu,  # noqa: E402
+  shot,
+  wait_graph,
+)
 
 
 def test_source_lines_and_graph_nodes_light_each_other_up(page, server, trace_dir):

@@ -9,17 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, Server, open_page, shot, state, wait_graph
-from proc_helpers import open_gate, stop_writer, wait_until
+from support.browser import FRAME, HITS, ROOT, VIEW, Server, canvas_box, open_page, plot_of, shot, state, wait_graph  # noqa: E402
+from support.proc_helpers import open_gate, stop_writer, wait_until
 
 from compiler.trace import recorder
 
-FRAME = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
-# the spans drawn, without the panel's own references (CSS px relative to the canvas)
-HITS = "() => window.__viz.timelinePanel.hits.map(({x0, x1, y0, y1, kind, ctx, rw, name}) => " \
-       "({x0, x1, y0, y1, kind, ctx, rw, name}))"
-VIEW = "() => ({...window.__viz.timelinePanel.view})"
-WRITER = Path(__file__).resolve().parent / "tracegen.py"
+WRITER = Path(__file__).resolve().parents[1] / "support" / "tracegen.py"
 
 
 def write_timed(path) -> None:
@@ -45,8 +40,6 @@ def timed(tmp_path_factory):
   srv.stop()
 
 
-def canvas_box(page) -> dict:
-  return page.locator("#panel-timeline canvas").bounding_box()
 
 
 def open_timeline(page, srv) -> tuple[int, dict]:
@@ -92,12 +85,6 @@ def spans_of(tl: dict) -> list[tuple]:
   return out
 
 
-def plot_of(hits: list[dict], tl: dict) -> tuple[float, float]:
-  """(left edge, width) of the plot in CSS px: where the whole view draws the default context (start 0 to the end)."""
-  default = next(c for c in tl["contexts"] if c["depth"] == 0)
-  assert default["start"] == 0 and default["end"] == tl["end"]
-  h = next(h for h in hits if h["kind"] == "context" and h["ctx"] == default["id"])
-  return h["x0"], h["x1"] - h["x0"]
 
 
 def test_timeline_draws_the_apis_spans(page, timed):
@@ -260,7 +247,7 @@ def pixel(page, x: float, y: float) -> list[int]:
 def test_timeline_many_passes(page, timed):
   """20000 passes over a second: the whole view draws at most one span per pixel column and row; zoomed in, each."""
   n, every, dur = 20000, 50e-6, 30e-6
-  names = ["symbolic", "index_fold", "expand", "lower", "simplify", "vectorize", "devectorize"]
+  names = ["symbolic", "index fold", "expand", "lower", "symbolic + kernel cleanup", "vectorize", "devectorize"]
   fake = {"t0": 1.0, "end": 1.0,
           "contexts": [{"id": 0, "parent": None, "name": "default", "kind": "default", "start": 0, "end": 1.0,
                         "depth": 0},

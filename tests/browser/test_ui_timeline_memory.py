@@ -4,19 +4,15 @@ draws without an error."""
 from __future__ import annotations
 
 import gc
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, Server, open_page, shot
-from test_ui_timeline import FRAME, HITS, VIEW, canvas_box, plot_of
+from support import hostile_traces as ht
+from support.browser import FRAME, HITS, VIEW, Server, canvas_box, open_page, plot_of, shot
 
 from compiler.tensor import Tensor
 from compiler.trace import recorder
-
-sys.path.insert(0, str(ROOT / "tests"))
-import hostile_traces as ht  # noqa: E402
 
 DRAWN = "() => window.__viz.timelinePanel.memLane.drawn"
 

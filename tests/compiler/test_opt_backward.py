@@ -1,0 +1,264 @@
+"""The heuristics on the kernels backward passes produce (issue 29): matmuls with a transposed operand (A B^T) and
+conv weight gradients, whose loads all walk the reduce with stride 1, get a register tile of dot products (vector
+accumulators along the reduce, rows on both operands' sides) on every target model, within its registers, and
+compute what the interpreter does; and the programs that make them give numpy's gradients on both backends."""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from support.opt_helpers import G, R, buf, buffers_for, matmul_ast, sink
+
+from compiler.codegen import get_program
+from compiler.opt import Kernel, Opt, OptOps, hand_coded_optimizations
+from compiler.opt.kernel import KernelOptError, access_strides, axis_stride
+from compiler.opt.search import kernel_actions
+from compiler.opt.target import AVX2, AVX512, SSE
+from compiler.runtime.compiled import compile_kernel
+from compiler.runtime.interpreter import interpret
+from compiler.uop import AxisType, Ops, UOp
+
+TARGETS = {"sse": SSE, "avx2": AVX2, "avx512": AVX512}
+
+
+def abt_ast(m: int, n: int, kk: int, batch: int = 1) -> UOp:
+  """out[b, i, j] = sum_r a[b, i, r] * c[b, j, r]: a matmul with its second operand transposed (attention's
+  dO V^T, a linear layer's dY W^T)."""
+  b, i, j, r = UOp.range(batch, 0, G), UOp.range(m, 1, G), UOp.range(n, 2, G), UOp.range(kk, 3, R)
+  a = buf(1, batch * m * kk).index(b * m * kk + i * kk + r).load()
+  c = buf(2, batch * n * kk).index(b * n * kk + j * kk + r).load()
+  return sink(buf(0, batch * m * n).index(b * m * n + i * n + j).store((a * c).reduce(r)), name="abt")
+
+
+def wgrad_ast(co: int, ci: int, ks: int, n: int, o: int) -> UOp:
+  """A conv's weight gradient: dw[co, ci, kh, kw] = sum_{b, y, x} g[b, co, y, x] * x[b, ci, y + kh, x + kw]."""
+  w = o + ks - 1
+  a_co, a_ci, a_kh, a_kw = (UOp.range(s, i, G) for i, s in enumerate((co, ci, ks, ks)))
+  b, y, x = (UOp.range(s, 4 + i, R) for i, s in enumerate((n, o, o)))
+  g = buf(1, n * co * o * o).index(b * co * o * o + a_co * o * o + y * o + x).load()
+  xs = buf(2, n * ci * w * w).index(b * ci * w * w + a_ci * w * w + (y + a_kh) * w + x + a_kw).load()
+  out = buf(0, co * ci * ks * ks).index(a_co * ci * ks * ks + a_ci * ks * ks + a_kh * ks + a_kw)
+  return sink(out.store((g * xs).reduce(b, y, x)), name="wgrad")
+
+
+def gelu_bwd_ast(b: int, m: int, n: int, kk: int) -> UOp:
+  """GPT's MLP backward dx[s, i, j] = sum_r where(h[s, i, r] > 0, g[s, i, r], 0) * w[j, r] + bias[j]: two operands on
+  the rows' side, a condition on loaded values (no pad), a load outside the reduce, a batch of b."""
+  s, i, j, r = UOp.range(b, 0, G), UOp.range(m, 1, G), UOp.range(n, 2, G), UOp.range(kk, 3, R)
+  h, g = (buf(x, b * m * kk).index(s * m * kk + i * kk + r).load() for x in (1, 2))
+  w = buf(3, n * kk).index(j * kk + r).load()
+  val = (h.alu(Ops.CMPLT, 0.0).logical_not()).where(g, 0.0) * w
+  out = buf(0, b * m * n).index(s * m * n + i * n + j)
+  return sink(out.store(val.reduce(r) + buf(4, n).index(j).load()), name="gelu_bwd")
+
+
+SHAPES = {"abt": lambda: abt_ast(64, 96, 256), "attention dp": lambda: abt_ast(32, 64, 64, batch=3),
+          "mnist wgrad": lambda: wgrad_ast(32, 32, 5, 2, 20), "odd wgrad": lambda: wgrad_ast(12, 10, 3, 1, 27),
+          "gelu bwd": lambda: gelu_bwd_ast(4, 16, 64, 256)}
+
+
+def dot_tile(k: Kernel) -> tuple[int, list[tuple[int, int]]]:
+  """(the reduce's unrolled lanes, [(upcast amount, the first operand broadcast along it)]) of a kernel; operands:
+  the loads that walk the reduce."""
+  stores = {st.src[0] for st in k.stores}
+  red = k.rngs[k.first_reduce]
+  loads = [access_strides(k, a) for a in k.accesses if a not in stores and red in a.ranges]
+  lanes = math.prod(s for s, t in zip(k.full_shape, k.axis_types) if t is AxisType.UNROLL)
+  rows = [(s, next(i for i, st in enumerate(loads) if st[a] == 0))
+          for a, (s, t) in enumerate(zip(k.full_shape, k.axis_types)) if t is AxisType.UPCAST]
+  return lanes, rows
+
+
+def _windows(x: np.ndarray, ks: int) -> np.ndarray:
+  return np.lib.stride_tricks.sliding_window_view(x, (ks, ks), axis=(2, 3))
+
+
+def check_values(ast: UOp, k: Kernel) -> None:
+  """k compiled and run (on 2 threads) against the interpreter on the unoptimized AST."""
+  bufs = buffers_for(ast, seed=3)
+  want = [b.copy() for b in bufs]
+  interpret(ast, want)
+  compile_kernel(k.get_optimized_ast())(bufs, threads=2)
+  np.testing.assert_allclose(bufs[0], want[0], rtol=1e-4, atol=1e-4 * math.sqrt(bufs[1].size))
+
+
+@pytest.mark.parametrize("tname", TARGETS)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_dot_tile_on_every_target(tname: str, shape: str):
+  target = replace(TARGETS[tname], threads=2)
+  ast = SHAPES[shape]()
+  k = hand_coded_optimizations(Kernel(ast, target))
+  lanes, rows = dot_tile(k)
+  vec = target.vector_floats
+  # the reduce unrolled by whole vectors (two where they divide it), the rest peeled
+  assert lanes % vec == 0 and vec <= lanes <= 2 * vec, k.applied_opts
+  size = Kernel(ast).full_shape[-1]
+  assert (size % lanes != 0) == bool(k.remainders), (size, lanes, k.applied_opts)
+  # rows on both operands' sides, and the tile in the registers: an accumulator per output, a vector per row of
+  # each operand (GPT's two on one side)
+  assert len({side for _, side in rows}) == 2, rows
+  outputs = math.prod(s for s, _ in rows)
+  per_row = 2 if shape == "gelu bwd" else 1
+  assert outputs >= 4 and outputs + sum(s * (per_row if side else 1) for s, side in rows) <= target.vector_regs - 1, \
+      rows
+  assert OptOps.STAGE not in [o.op for o in k.applied_opts]
+  check_values(ast, k)
+
+
+@pytest.mark.parametrize("tname", TARGETS)
+def test_a_matmul_keeps_its_column_tile(tname: str):
+  # B's rows are vectors along the output's columns: the matmul's tile, not dot products
+  k = hand_coded_optimizations(Kernel(matmul_ast(128, 128, 128), replace(TARGETS[tname], threads=2)))
+  assert dot_tile(k)[0] == 1 and k.applied_opts[0].op is OptOps.UPCAST
+
+
+@pytest.mark.parametrize("tname", TARGETS)
+def test_the_dot_tile_comes_before_upcasting_masked_axes(tname: str):
+  # the gelu's condition reads loaded values along the batch of 4: upcast whole first (as a pad's mask would be), it
+  # left no registers for the dot tile (GPT step's MLP dx 7 -> 23 GFLOP/s with the tile)
+  k = hand_coded_optimizations(Kernel(gelu_bwd_ast(4, 16, 64, 256), replace(TARGETS[tname], threads=2)))
+  assert Opt(OptOps.UPCAST, 0, 0) not in k.applied_opts and k.applied_opts[0].op is OptOps.UNROLL, k.applied_opts
+
+
+def test_a_reduce_shorter_than_a_vector_is_no_dot_tile():
+  # 12 columns of a conv's window on AVX-512: no whole vector to accumulate
+  k = hand_coded_optimizations(Kernel(wgrad_ast(16, 8, 3, 2, 12), replace(AVX512, threads=2)))
+  assert OptOps.PEEL not in [o.op for o in k.applied_opts] and dot_tile(k)[0] in (1, 12)
+
+
+@pytest.mark.parametrize("tname", TARGETS)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_beam_can_reach_the_dot_tile(tname: str, shape: str):
+  # each of the heuristic's opts is one of BEAM's actions at its step (the reduce unrolled by two vectors included)
+  target = replace(TARGETS[tname], threads=2)
+  ast = SHAPES[shape]()
+  want = hand_coded_optimizations(Kernel(ast, target)).applied_opts
+  k = Kernel(ast, target)
+  for opt in want:
+    assert opt in kernel_actions(k), (opt, want)
+    k.apply_opt(opt)
+
+
+def igrad_ast(n: int, ci: int, hw: int, ks: int, co: int) -> UOp:
+  """A conv's input gradient before col2im: p[b, c, y, x, i, j] = sum_o g[b, o, y, x] * w[o, c, i, j], stored with
+  the window innermost (the store walks x with stride ks*ks)."""
+  b, c, y, x, i, j = (UOp.range(s, a, G) for a, s in enumerate((n, ci, hw, hw, ks, ks)))
+  o = UOp.range(co, 6, R)
+  g = buf(1, n * co * hw * hw).index(b * co * hw * hw + o * hw * hw + y * hw + x).load()
+  w = buf(2, co * ci * ks * ks).index(o * ci * ks * ks + c * ks * ks + i * ks + j).load()
+  out = buf(0, n * ci * hw * hw * ks * ks).index(((((b * ci + c) * hw + y) * hw + x) * ks + i) * ks + j)
+  return sink(out.store((g * w).reduce(o)), name="igrad")
+
+
+@pytest.mark.parametrize("tname", TARGETS)
+def test_strided_store_columns_take_every_row_that_fits(tname: str):
+  # the store's unit stride (j, 3 long) has no vector; g's rows along x are: a line of columns there, then rows along
+  # the axes g is broadcast along (j, i, c: the window's 3 x 3 where the registers hold them) while the accumulators
+  # fit beside the column vectors, and the short reduce unrolled by 4
+  target = replace(TARGETS[tname], threads=2)
+  ast = igrad_ast(2, 8, 32, 3, 16)
+  k = hand_coded_optimizations(Kernel(ast, target))
+  vec, regs = target.vector_floats, target.vector_regs
+  ups = [(s, axis_stride(k.stores[0].src[0].src[1], r)) for s, r in zip(k.full_shape, k.rngs)
+         if r.arg[1] is AxisType.UPCAST]
+  assert ups[0] == (16, 9), k.applied_opts  # the columns: x, stored with stride 3 x 3
+  rows = math.prod(s for s, _ in ups[1:])
+  assert {st for _, st in ups[1:]} <= {1, 3, 32 * 32 * 9} and rows * (16 // vec) <= regs - 16 // vec - 1
+  assert rows * 2 * (16 // vec) > regs - 16 // vec - 1 or rows == 3 * 3 * 8  # no room for twice the rows
+  if vec == 16:  # AVX-512: the whole window and 2 channels, 18 accumulators (ResNet's input gradient 8 -> 20 GFLOP/s)
+    assert rows == 18
+  assert (4, AxisType.UNROLL) in zip(k.full_shape, k.axis_types)
+  check_values(ast, k)
+
+
+def test_dot_tile_accumulates_in_vectors_not_gathers():
+  # outputs side by side along the store's unit stride (j) used to be one vector of REDUCEs whose every unrolled
+  # value was gathered lane by lane (64 insertelements for 2x2 outputs x 16 lanes); each output now accumulates its
+  # contiguous loads in a vector register, only the final sums are put side by side for the store
+  ast = abt_ast(64, 64, 256)
+  k = Kernel(ast)
+  for opt in Opt(OptOps.UNROLL, 0, 16), Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.UPCAST, 0, 2):
+    k.apply_opt(opt)
+  src = get_program(k.get_optimized_ast()).src
+  assert src.count("insertelement") <= 2 * 4, src.count("insertelement")
+  check_values(ast, k)
+
+
+@pytest.mark.parametrize("tname", TARGETS)
+def test_a_long_reduce_over_the_batch_is_blocked_outside_the_outputs(tname: str):
+  # a weight gradient whose inputs (2.8 MB) do not stay in L2 (the models' set to 256 KB) across its output tiles:
+  # the batch in blocks of 16 images (16 x 20 x 20 = 6400 reduced elements a tile, at least 4096), 4 of them,
+  # looped outside the outputs, which accumulate across blocks (the first stores, later ones add)
+  target = replace(TARGETS[tname], threads=2, l2_bytes=256 << 10)
+  co, ci, ks, n, o = 16, 8, 5, 64, 20
+  ast = wgrad_ast(co, ci, ks, n, o)
+  k = hand_coded_optimizations(Kernel(ast, target))
+  assert [o for o in k.applied_opts if o.op is OptOps.BLOCK] == [Opt(OptOps.BLOCK, 0, 16)], k.applied_opts
+  assert k.axis_types[:2] == [AxisType.THREAD, AxisType.BLOCK] and k.full_shape[1] == 4
+  bufs = buffers_for(ast, seed=3)
+  compile_kernel(k.get_optimized_ast())(bufs, threads=2)
+  g = bufs[1].reshape(n, co, o, o).astype(np.float64)
+  x = bufs[2].reshape(n, ci, o + ks - 1, o + ks - 1).astype(np.float64)
+  want = np.einsum("nchwij,nohw->ocij", _windows(x, ks), g)
+  np.testing.assert_allclose(bufs[0].reshape(want.shape), want, rtol=1e-4, atol=1e-3)
+
+
+def test_block_is_refused_where_it_cannot_accumulate():
+  k = Kernel(wgrad_ast(16, 8, 5, 8, 20))
+  with pytest.raises(KernelOptError, match="one block"):
+    k.apply_opt(Opt(OptOps.BLOCK, 0, 8))  # the batch in one block of 8
+  with pytest.raises(KernelOptError, match="does not divide"):
+    k.apply_opt(Opt(OptOps.BLOCK, 0, 3))
+  k.apply_opt(Opt(OptOps.BLOCK, 0, 2))
+  with pytest.raises(KernelOptError, match="only THREAD may follow BLOCK"):
+    k.apply_opt(Opt(OptOps.UPCAST, 1, 4))
+  k2 = Kernel(sink(buf(0, 4).index(UOp.range(4, 0, G)).store(
+    buf(1, 64).index(UOp.range(4, 0, G) * 16 + UOp.range(16, 1, R)).load().reduce(UOp.range(16, 1, R),
+                                                                                   op=Ops.MAX))))
+  with pytest.raises(KernelOptError, match="sum stored as it is"):
+    k2.apply_opt(Opt(OptOps.BLOCK, 0, 4))  # a max does not add up across blocks
+
+
+# ---- the programs, through the Tensor API, against float64 numpy
+
+@pytest.mark.parametrize("backend", ["llvm", "interp"])
+@pytest.mark.parametrize("pad", [0, 1])
+def test_conv_gradients_match_numpy(backend: str, pad: int, monkeypatch):
+  from compiler import Tensor
+  monkeypatch.setenv("BACKEND", backend)
+  rng = np.random.default_rng(0)
+  n, c, hw, ks = 3, 8, 21, 3
+  x, w = rng.standard_normal((n, c, hw, hw)).astype(np.float32), rng.standard_normal((c, c, ks, ks)).astype(np.float32)
+  o = hw + 2 * pad - ks + 1
+  g = rng.standard_normal((n, c, o, o)).astype(np.float32)
+  tx, tw = Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)
+  (tx.conv2d(tw, padding=pad) * Tensor(g)).sum().backward()
+  x64, w64, g64 = x.astype(np.float64), w.astype(np.float64), g.astype(np.float64)
+  xp = np.pad(x64, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+  dw = np.einsum("nchwij,nohw->ocij", _windows(xp, ks), g64)
+  gp = np.pad(g64, ((0, 0), (0, 0), (ks - 1 - pad,) * 2, (ks - 1 - pad,) * 2))
+  dx = np.einsum("nohwij,ocij->nchw", _windows(gp, ks), w64[:, :, ::-1, ::-1])
+  np.testing.assert_allclose(tw.grad.numpy(), dw, rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(tx.grad.numpy(), dx, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("backend", ["llvm", "interp"])
+def test_attention_gradients_match_numpy(backend: str, monkeypatch):
+  from compiler import Tensor
+  monkeypatch.setenv("BACKEND", backend)
+  rng = np.random.default_rng(1)
+  b, h, t, d = 2, 2, 40, 48
+  q, k, v, g = (rng.standard_normal((b, h, t, d)).astype(np.float32) for _ in range(4))
+  tq, tk, tv = (Tensor(a, requires_grad=True) for a in (q, k, v))
+  p = (tq @ tk.transpose(-2, -1) / math.sqrt(d)).softmax(-1)
+  ((p @ tv) * Tensor(g)).sum().backward()
+  q64, k64, v64, g64 = (a.astype(np.float64) for a in (q, k, v, g))
+  s = q64 @ k64.swapaxes(-2, -1) / math.sqrt(d)
+  pr = np.exp(s - s.max(-1, keepdims=True))
+  pr /= pr.sum(-1, keepdims=True)
+  dp = g64 @ v64.swapaxes(-2, -1)
+  ds = pr * (dp - (dp * pr).sum(-1, keepdims=True)) / math.sqrt(d)
+  for got, want in ((tq.grad, ds @ k64), (tk.grad, ds.swapaxes(-2, -1) @ q64), (tv.grad, pr.swapaxes(-2, -1) @ g64)):
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4)

@@ -1,0 +1,57 @@
+"""Reading an exported page back (its embedded data), and a trace whose every step rebuilds the graph: shared by the
+export tests of the viewer and the browser."""
+from __future__ import annotations
+
+import base64
+import json
+import re
+import zlib
+from pathlib import Path
+
+from support import hostile_traces as ht
+from support.export_unpack import unpack
+
+
+def embedded(page: str) -> dict:
+  """The page's data as collect() made it (decoded as viz_server/export/unpack.js decodes it)."""
+  return unpack(json.loads(inflated(page, "data")))
+
+
+def _rebuilding(path: Path, depth: int, steps: int) -> Path:
+  """One rewrite over a SINK of a chain of `depth` NEGs above a CONST, whose every step replaces the CONST by a new
+  one: replay rebuilds the whole chain at each step (a gradient's rewrite does so above the node it matched)."""
+  nodes = [ht.node(0, arg="0")] + [ht.node(i, "NEG", [i - 1]) for i in range(1, depth + 1)]
+  sink = depth + 1
+  nodes.append({**ht.node(sink, "SINK", [depth]), "arg": "None"})
+  consts = [ht.node(sink + k, arg=str(k)) for k in range(1, steps + 1)]
+  matches = [{"t": "match", "rw": 0, "pat": 0, "before": 0 if k == 1 else sink + k - 1, "after": sink + k, "dt": 1}
+             for k in range(1, steps + 1)]
+  return ht.write(path, [[ht.meta(), ht.ctx(0), *nodes, *consts, ht.PATTERN, ht.rw_begin(0, sink), *matches,
+                          ht.rw_end(0, None, steps), ht.END]])
+
+
+def inflated(page: str, part: str) -> str:
+  """A part ("ui", "data") of the page's embedded block as text (as viz_server/export/boot.js inflates it)."""
+  m = re.search(r'<script type="application/json" id="tinyviz-export">(.*?)</script>', page, re.S)
+  block = json.loads(m.group(1))
+  assert block["encoding"] == "deflate+base85"
+  got = block[part]
+  raw = base64.b85decode(got["data"].translate(str.maketrans(",./:", "&<>`")))[:got["n"]]
+  return zlib.decompress(raw).decode("utf-8")
+
+
+def rebuilding_rewrites(path: Path, depth: int, steps: int, rewrites: int) -> Path:
+  """`rewrites` rewrites as _rebuilding's, each over its own chain (its own CONSTs: no two graphs are equal), one
+  context each: a trace that grows by rewrites while its largest graph stays the same."""
+  records: list[dict] = [ht.meta()]
+  for r in range(rewrites):
+    b = r * (depth + 2 + steps)  # (this rewrite's ids)
+    nodes = [ht.node(b, arg=f"{r}:0")] + [ht.node(b + i, "NEG", [b + i - 1]) for i in range(1, depth + 1)]
+    sink = b + depth + 1
+    nodes.append({**ht.node(sink, "SINK", [b + depth]), "arg": "None"})
+    consts = [ht.node(sink + k, arg=f"{r}:{k}") for k in range(1, steps + 1)]
+    matches = [{"t": "match", "rw": r, "pat": 0, "before": b if k == 1 else sink + k - 1, "after": sink + k, "dt": 1}
+               for k in range(1, steps + 1)]
+    records += [ht.ctx(r), *nodes, *consts, *([ht.PATTERN] if r == 0 else []), ht.rw_begin(r, sink, r), *matches,
+                ht.rw_end(r, None, steps)]
+  return ht.write(path, [[*records, ht.END]])

@@ -1,0 +1,31 @@
+"""One tensor's values (and dtype) against numpy, and seeded random data: the checks the Tensor theme tests
+(tests/compiler/test_tensor*.py) share."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+rng = np.random.default_rng(1234)
+
+
+def check_value(t: Any, expected: Any, rtol: float = 1e-5, atol: float = 1e-6, dtype: Any = None) -> None:
+  """t's values equal expected (ints and bools exactly, floats within rtol/atol, nan where nan); and its dtype."""
+  expected = np.asarray(expected)
+  got = t.numpy()
+  assert got.shape == expected.shape, f"shape {got.shape} != {expected.shape}"
+  if dtype is not None:
+    assert t.dtype == dtype, f"dtype {t.dtype} != {dtype}"
+    assert got.dtype == dtype.np
+  if got.dtype == np.bool_ or np.issubdtype(got.dtype, np.integer):
+    np.testing.assert_array_equal(got, expected.astype(got.dtype))
+  else:
+    np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def randf(*shape: int) -> np.ndarray:
+  return rng.standard_normal(shape).astype(np.float32)
+
+
+def randi(*shape: int, lo: int = -20, hi: int = 20) -> np.ndarray:
+  return rng.integers(lo, hi, shape).astype(np.int32)

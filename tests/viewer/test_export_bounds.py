@@ -1,0 +1,162 @@
+"""The export's work is bounded by what the trace's steps change (issue 30: a 2.69 MB trace's export ran out of 24 GB,
+each of a gradient's steps resending the ~200 nodes it rebuilt with their long routes). A rebuilt node's in-edges
+are its old node's, so the export asks for compact deltas and makes those edges from the step before: the edges it
+packs per step do not grow with the graph, and its output grows linearly with the steps."""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from support.export_helpers import _rebuilding, embedded, rebuilding_rewrites
+from support.trace_tools_helpers import record_small
+
+from viz_server.export.collect import Work, collect, collect_packed
+from viz_server.export.command import run
+from viz_server.export.graphs import GraphPacker
+from viz_server.export.pack import pack
+from viz_server.export.page import render, write
+from viz_server.offline import OfflineApi
+
+
+def _work(path: Path) -> tuple[Work, int]:
+  work = Work()
+  with OfflineApi(path) as api:
+    data = collect(api, work=work)
+  return work, len(json.dumps(pack(data), separators=(",", ":")))
+
+
+def test_edges_packed_per_step_do_not_grow_with_the_graph(tmp_path):
+  small, _ = _work(_rebuilding(tmp_path / "a.vztrace", depth=40, steps=20))
+  deep, _ = _work(_rebuilding(tmp_path / "b.vztrace", depth=160, steps=20))
+  assert small.steps == deep.steps == 20
+  assert deep.nodes >= 20 * 160  # (every step rebuilds the chain: the API's deltas hold those nodes)
+  # the edges a step lists are the new CONST's and what moved, not the rebuilt chain's 160 (full deltas: 3,200+)
+  assert deep.edges <= 3 * 20 and deep.edges == small.edges
+
+
+def test_work_and_size_grow_linearly_with_the_steps(tmp_path):
+  one, size1 = _work(_rebuilding(tmp_path / "a.vztrace", depth=120, steps=20))
+  two, size2 = _work(_rebuilding(tmp_path / "b.vztrace", depth=120, steps=40))
+  assert two.steps == 2 * one.steps and two.edges <= 2 * one.edges + 2
+  assert size2 - size1 <= 1.25 * (size1 - _work(_rebuilding(tmp_path / "c.vztrace", depth=120, steps=1))[1])
+
+
+def test_progress_is_reported_by_steps_packed(tmp_path, monkeypatch):
+  monkeypatch.setattr("viz_server.export.collect.PROGRESS_STEPS", 7)
+  seen: list[int] = []
+  with OfflineApi(_rebuilding(tmp_path / "a.vztrace", depth=10, steps=30)) as api:
+    collect(api, progress=lambda w: seen.append(w.steps))
+  assert seen == [7, 14, 21, 28]
+
+
+@pytest.mark.parametrize("make", ["recorded", "rebuilding"])
+def test_compact_steps_pack_as_the_full_answers_do(make, trace, tmp_path):
+  """The packing of compact deltas (rebuilt nodes' edges made from the step before) equals the full answers'."""
+  path = record_small(trace) if make == "recorded" else _rebuilding(tmp_path / "r.vztrace", depth=30, steps=12)
+  with OfflineApi(path) as api:
+    compact, full = GraphPacker(None), GraphPacker(None)
+    checked = 0
+    for r, rw in api.trace.rewrites.items():
+      view = api.view(r)
+      steps = range(1, rw.matches + 1)
+      got = compact.rewrite(view.graph(0), (view.delta(k - 1, k, compact=True) for k in steps), {})
+      want = full.rewrite(view.graph(0), (view.delta(k - 1, k) for k in steps), {})
+      assert got == want, f"rewrite {r}"
+      checked += rw.matches
+    assert checked >= 10 and compact.statics == full.statics
+
+
+def test_the_command_prints_progress_to_stderr_when_asked(tmp_path, monkeypatch, capsys):
+  monkeypatch.setattr("viz_server.export.collect.PROGRESS_STEPS", 10)
+  path = _rebuilding(tmp_path / "a.vztrace", depth=10, steps=25)
+  args = argparse.Namespace(file=str(path), output=str(tmp_path / "a.html"), context=None, redact="", progress=True)
+  assert run(args) == 0
+  err = capsys.readouterr().err.splitlines()
+  assert [line.split(" (")[0] for line in err] == ["export: 10 steps packed", "export: 20 steps packed"]
+
+
+def test_a_rewrite_that_matched_nothing_shares_the_laid_out_graph_of_its_root(trace):
+  """Its step-0 graph is not laid out again (a third of a training step's rewrites), and is what its own would be."""
+  with OfflineApi(record_small(trace)) as api:
+    viewed: list[int] = []
+    view = api.view
+    api.view = lambda r: (viewed.append(r), view(r))[1]  # type: ignore[method-assign]
+    data = collect(api, derive_edges=False)
+    api.view = view  # type: ignore[method-assign]
+    shared = 0
+    for r, g in data["graphs"].items():
+      rw = api.trace.rewrites[int(r)]
+      if rw.matches or sum(x.root == rw.root and x.id < rw.id for x in api.trace.rewrites.values()) == 0:
+        continue
+      assert int(r) not in viewed
+      own = GraphPacker(None)
+      own.rewrite(api.view(int(r)).graph(0), [], {})
+      assert own.graphs == [data["g0"][g["g0"]]], f"rewrite {r}"
+      shared += 1
+    assert shared >= 2
+
+
+def test_work_grows_linearly_with_the_rewrites(tmp_path):
+  """Every count of what the export did is the trace's: one step-0 graph laid out per rewrite, each step packed once."""
+  got = {}
+  for n in (3, 12):
+    got[n] = Work()
+    with OfflineApi(rebuilding_rewrites(tmp_path / f"{n}.vztrace", depth=30, steps=10, rewrites=n)) as api:
+      write(tmp_path / f"{n}.html", collect_packed(api, work=got[n]), "x")
+  one = vars(got[3])
+  # each step adds its CONST and rebuilds the chain and the SINK above it: 32 nodes; a compact delta lists an edge
+  # only where the rebuilt node's old one cannot give it
+  assert {k: one[k] for k in ("rewrites", "graphs", "steps", "nodes")} == {"rewrites": 3, "graphs": 3, "steps": 30,
+                                                                          "nodes": 3 * 10 * 32}
+  assert one["edges"] <= 3 * 10
+  assert {k: 4 * v for k, v in vars(got[3]).items()} == vars(got[12])
+
+
+def _peak(path: Path, streamed: bool) -> int:
+  """tracemalloc's peak over an export of path, above what the opened trace holds."""
+  with OfflineApi(path) as api:
+    gc.collect()
+    tracemalloc.start()
+    try:
+      if streamed:
+        write(path.with_suffix(".html"), collect_packed(api), "x")
+      else:  # (the export as it was: every step's graph collected, then the whole page made as one text)
+        path.with_suffix(".html").write_text(render(collect(api), "x"))
+      return tracemalloc.get_traced_memory()[1]
+    finally:
+      tracemalloc.stop()
+
+
+def test_the_exports_peak_memory_is_one_rewrites_not_the_traces(tmp_path):
+  """4x the rewrites (the same largest graph): the export's peak grows by what the columns and the answers hold, well
+  under the rewrites' graphs (1.1x; collecting them whole first: 1.8x)."""
+  small, big = (rebuilding_rewrites(tmp_path / f"{n}.vztrace", depth=40, steps=12, rewrites=n) for n in (4, 16))
+  assert _peak(big, True) < 1.4 * _peak(small, True)
+  assert _peak(big, False) > 1.6 * _peak(small, False)  # (the bound is one the old way breaks)
+  assert len(embedded(big.with_suffix(".html").read_text())["graphs"]) == 16
+
+
+def _sorted_marks(data: dict) -> dict:
+  """data as JSON has it, a step's `added` and `changed` sorted (the packing keeps them as flags in node order)."""
+  out = json.loads(json.dumps(data))
+  for g in out["graphs"].values():
+    for d in g["deltas"]:
+      for k in ("added", "changed"):
+        d[k] = sorted(d[k])
+  return out
+
+
+@pytest.mark.parametrize("redact", [(), ("paths", "host", "source")])
+def test_the_streamed_page_holds_what_collect_makes(redact, trace, tmp_path, monkeypatch):
+  """collect_packed + write (rewrite by rewrite, the page written in pieces) embed exactly collect()'s data."""
+  monkeypatch.setattr("viz_server.export.redact.secrets.token_bytes", lambda n: b"k" * n)  # (equal tokens in both)
+  for path in (record_small(trace), rebuilding_rewrites(tmp_path / "r.vztrace", depth=20, steps=6, rewrites=3)):
+    with OfflineApi(path) as api:
+      write(tmp_path / "a.html", collect_packed(api, redact=redact), "x")
+      want = _sorted_marks(collect(api, redact=redact))
+    assert _sorted_marks(embedded((tmp_path / "a.html").read_text())) == want
+    assert want["redacted"] == sorted(redact) and len(want["graphs"]) >= 3

@@ -1,0 +1,90 @@
+"""Encoded graph answers kept by the server (viz_server.caches.ANSWERS, issue 18): an ended rewrite's graph is built
+and encoded once, a live one's every time, and the answers the routes send are the graphs as built."""
+import json
+
+import pytest
+from support.server_helpers import write_noisy_simplify
+
+from viz_server import caches, rewrite_routes
+from viz_server.app import create_app
+from viz_server.caches import _AnswerCache
+from viz_server.replay import Replay
+from viz_server.stepgraphs import StepGraphs
+from viz_server.store import TraceStore
+
+
+@pytest.fixture(scope="module")
+def trace_path(tmp_path_factory):
+  return write_noisy_simplify(tmp_path_factory.mktemp("t") / "t.vztrace")
+
+
+@pytest.fixture
+def answers(monkeypatch):
+  """A fresh answer cache, and a count of the graphs built."""
+  monkeypatch.setattr(caches, "ANSWERS", _AnswerCache(caches.ANSWER_CACHE_BYTES))
+  built = []
+  real = StepGraphs.graph
+
+  def counted(self, k, compact=False):
+    built.append((self.rw.id, k, compact))
+    return real(self, k, compact)
+  monkeypatch.setattr(StepGraphs, "graph", counted)
+  return built
+
+
+def test_an_ended_rewrites_graph_is_encoded_once(trace_path, answers):
+  (tr,) = TraceStore().add_path(trace_path)
+  rw = max(tr.rewrites.values(), key=lambda r: r.matches)
+  view = StepGraphs(tr, rw, Replay(tr, rw))
+  first = view.graph_json(3, compact=True)
+  assert view.graph_json(3, compact=True) is first  # kept, not built again
+  assert answers == [(rw.id, 3, True)]
+  assert json.loads(first) == StepGraphs.graph(view, 3, compact=True)
+  # compact and full answers are kept apart
+  assert json.loads(view.graph_json(3)) == StepGraphs.graph(view, 3)
+  caches.forget_view(view.key)  # a view that goes takes its answers along
+  view.graph_json(3, compact=True)
+  assert answers.count((rw.id, 3, True)) == 3  # (two built above by the checks' direct calls)
+
+
+def test_a_live_rewrites_graph_is_built_every_time(trace_path, answers):
+  (tr,) = TraceStore().add_path(trace_path)
+  rw = next(iter(tr.rewrites.values()))
+  rw.ended = False  # as a rewrite still being recorded: its last step grows under the same key
+  view = StepGraphs(tr, rw, Replay(tr, rw))
+  assert view.graph_json(0) == view.graph_json(0)
+  assert answers == [(rw.id, 0, False), (rw.id, 0, False)]
+  assert not caches.ANSWERS.pool
+
+
+def test_the_cache_is_bounded_by_bytes():
+  c = _AnswerCache(400)
+  for i in range(8):
+    c.put((i,), b"x" * 90)
+  assert c.used <= 400 and c.get((7,)) is not None and c.get((0,)) is None
+  c.put(("huge",), b"x" * 101)  # over a quarter of the budget: not kept, nothing pushed out
+  assert c.get(("huge",)) is None and c.used == 360
+
+
+def test_the_routes_send_the_kept_answer(trace_path, answers):
+  c = create_app([trace_path], follow=False).test_client()
+  ctx = next(x for x in c.get("/api/traces/0/contexts").get_json() if x["rewrites"])
+  rw = ctx["rewrites"][0]["id"]
+  url = f"/api/traces/0/rewrites/{rw}/graph?step=1&compact=1"
+  one, two = c.get(url), c.get(url)
+  assert one.mimetype == "application/json" and one.data == two.data
+  boot = c.get(f"/api/boot?t=0&ctx={ctx['id']}&rw={rw}&step=1&compact=1").get_json()
+  assert boot["graph"] == one.get_json() and boot["rw"] == rw and boot["step"] == 1
+  assert answers == [(rw, 1, True)]  # built once for the three answers
+
+
+def test_a_rewrites_routes_are_served_from_rewrite_routes():
+  """A rewrite's steps, graph and delta are answered by their own blueprint, above the views and the StepGraphs that
+  make them (issue 28: a request reads top-down, never back up); their errors are JSON too
+  (tests/viewer/test_api.py)."""
+  app = create_app([], follow=False)
+  by_rule = {r.rule: r.endpoint for r in app.url_map.iter_rules()}
+  for tail in ("", "/graph", "/delta"):
+    endpoint = by_rule["/api/traces/<int:t>/rewrites/<int:r>" + tail]
+    assert endpoint.partition(".")[0] == rewrite_routes.bp.name == "rewrite_routes"
+    assert app.view_functions[endpoint].__module__ == "viz_server.rewrite_routes"
