@@ -1,9 +1,16 @@
-// The source panel: LLVM IR, optimized IR and assembly of the selected kernel, highlighted by the server.
+// The source panel: LLVM IR, optimized IR and assembly (or a CL kernel's OpenCL C) of the selected kernel,
+// highlighted by the server.
 import {api} from "./api.js";
 import {coloredName, fmtSeconds, h, put, safeHighlighted} from "./dom.js";
 import {Panel} from "./panel.js";
 
-const KIND_NAMES = {llvm_ir: "LLVM IR", opt_ir: "optimized IR", asm: "assembly"};
+const KIND_NAMES = {llvm_ir: "LLVM IR", opt_ir: "optimized IR", asm: "assembly", opencl: "OpenCL C"};
+
+/** An OpenCL kernel's launch sizes (the answer's `launch`): "global [..] local [..]", the driver's where none. */
+export function launchText(launch) {
+  const dims = (d) => `[${d.join(", ")}]`;
+  return `global ${dims(launch.global)} local ${launch.local ? dims(launch.local) : "(the driver's)"}`;
+}
 
 // Lines to nodes and back (issue 32): a source's `nodes` name, per line, the trace nodes it came from. Hovering or
 // clicking (to pin) a line asks the kernel's graph to light its nodes up ("source-nodes" on the document, which
@@ -131,7 +138,8 @@ export class SourcePanel extends Panel {
     const lines = String(cur.text ?? "").split("\n").length;
     put(this.el,
       h("div", {class: "panel-head"}, h("div", {class: "title"}, coloredName(k.name, k.kname_colors)),
-        h("div", {class: "sub muted"}, `compile ${fmtSeconds(cur.compile_s)} · ${lines} lines`)),
+        h("div", {class: "sub muted"}, `compile ${fmtSeconds(cur.compile_s)} · ${lines} lines`
+          + (cur.kind === "opencl" && k.launch ? ` · ${launchText(k.launch)}` : ""))),
       tabs, this.nodes !== null ? h("div", {class: "line-info muted small"}, "") : null, code,
       // the server sends a long text's start only (api.MAX_SOURCE_CHARS): say so rather than show it as whole
       cur.truncated ? h("p", {class: "muted small"}, `… cut: the first ${String(cur.text ?? "").length} of `

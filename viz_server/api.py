@@ -391,12 +391,23 @@ def kernel(t: int, c: int) -> Any:
     body = {"ctx": c, "name": ctx.name, "kname_colors": kname_colors(ctx),
             "opts": [_opt(o) for o in ctx.opts[:MAX_LIST]], "beam": beam,
             "runs": [run_entry(r) for r in ctx.runs[:MAX_LIST]], "errors": ctx.errors[:MAX_LIST],
-            "callsites": ctx.callsites, "callsites_more": ctx.callsites_more,
+            "callsites": ctx.callsites, "callsites_more": ctx.callsites_more, "launch": launch(ctx.sources),
             "cut": {"opts": len(ctx.opts), "beam": len(ctx.beam), "runs": len(ctx.runs), "errors": len(ctx.errors),
                     "sources": len(ctx.sources)}}
   body["cut"] = {k: n for k, n in body["cut"].items() if n > MAX_LIST}  # totals of the lists cut to MAX_LIST
   body["sources"] = _sources(sources)
   return jsonify(body)
+
+
+def launch(sources: list[dict]) -> dict | None:
+  """An OpenCL kernel's launch sizes, from its "opencl" source record (format 2.5): {"global": [...], "local": [...]
+  or null where the driver picks the work-groups}; None for a kernel without them."""
+  def dims(v: Any) -> list | None:
+    return [x for x in v if type(x) in (int, str)] if type(v) is list else None
+  for s in sources:
+    if (gsize := dims(s.get("global_size"))) is not None:
+      return {"global": gsize, "local": dims(s.get("local_size"))}
+  return None
 
 
 def line_nodes(src: dict) -> list[list[int]] | None:

@@ -1,6 +1,6 @@
 """Server-side syntax highlighting in linear time: source text from a trace becomes escaped HTML spans.
 
-Each language shown (LLVM IR, x86 assembly as LLVM prints it (GAS/AT&T), Python for rule sources) is one regex
+Each language shown (LLVM IR, x86 assembly as LLVM prints it (GAS/AT&T), OpenCL C, Python for rule sources) is one regex
 scanner: an alternation of token patterns tried in order at each position, the last one any single character, so a step
 consumes >= 1 character and the text is covered exactly. Every pattern is linear, which
 tests/viewer/test_highlight_bounds.py checks on the parsed patterns: an unbounded repeat is never nested in another
@@ -107,6 +107,65 @@ def asm_classifier() -> Classifier:
   return cls
 
 
+# ---- OpenCL C (compiler/codegen/opencl.py's kernels)
+
+CL_RULES = [
+  ("ws", r"\s+"),
+  ("comment", r"//[^\n]*"),
+  ("block", r"/\*(?:[^*]|\*(?!/))*(?:\*/)?"),  # (an unclosed one runs to the end of the text)
+  ("preproc", r"#[^\n]*"),
+  ("string", r'"(?:[^"\\\n]|\\.)*"?'),
+  ("char", r"'(?:[^'\\\n]|\\.)*'?"),
+  ("hex", r"0[xX][0-9a-fA-F]*(?:\.[0-9a-fA-F]*)?(?:[pP][-+]?\d+)?[fFhHuUlL]*"),  # hex floats: 0x1.8p+1f
+  ("num", r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fFhHuUlL]*"),
+  ("word", r"[A-Za-z_]\w*"),
+  ("op", r"[-+*%&|^~<>=!?:.]+|/"),
+  ("punct", r"[()\[\]{},;]"),
+]
+CL_KEYWORDS = frozenset("if else for while do return break continue switch case default goto sizeof typedef struct "
+                        "union enum const volatile restrict static inline __kernel kernel __global global __local "
+                        "local __constant constant __private private __read_only read_only __write_only write_only "
+                        "__attribute__ uniform".split())
+_CL_SCALARS = "bool char uchar short ushort int uint long ulong float double half".split()
+CL_TYPES = frozenset(_CL_SCALARS + [f"{t}{n}" for t in _CL_SCALARS if t != "bool" for n in (2, 3, 4, 8, 16)] +
+                     "void size_t ptrdiff_t intptr_t uintptr_t".split())
+CL_CONSTANTS = frozenset("true false NAN INFINITY MAXFLOAT HUGE_VALF CLK_LOCAL_MEM_FENCE CLK_GLOBAL_MEM_FENCE".split())
+# (fullmatched against one word: linear) the work-item, memory, conversion and math builtins
+_CL_BUILTIN = re.compile(r"get_\w+|vload\w*|vstore\w*|convert_\w+|as_\w+|barrier|mem_fence|select|signbit|isnan|"
+                         r"isinf|fmax|fmin|fabs|fma|mad|sqrt|rsqrt|exp2?|log2?|sin|cos|tan|pow|floor|ceil|trunc|rint|"
+                         r"min|max|abs|clamp")
+_CL_FIXED = {"comment": "c1", "block": "cm", "preproc": "cp", "string": "s", "char": "s", "hex": "mh", "op": "o",
+             "other": None}
+
+
+def cl_classifier() -> Classifier:
+  """Words by OpenCL C's keywords, types and builtins; outside any brace or parenthesis, another word names a
+  function (a kernel's or a helper's)."""
+  depth = 0
+
+  def cls(kind: str, tok: str) -> str | None:
+    nonlocal depth
+    if kind == "ws":
+      return None
+    if kind == "punct":
+      depth = max(0, depth + (tok in "({[") - (tok in ")}]"))
+      return "p"
+    if kind == "num":
+      return "mf" if any(c in tok for c in ".eE") or tok[-1] in "fF" else "mi"
+    if kind != "word":
+      return _CL_FIXED[kind]
+    if tok in CL_KEYWORDS:
+      return "k"
+    if tok in CL_TYPES:
+      return "kt"
+    if tok in CL_CONSTANTS:
+      return "kc"
+    if _CL_BUILTIN.fullmatch(tok):
+      return "nb"
+    return "nf" if depth == 0 else "n"
+  return cls
+
+
 # ---- Python (rule sources)
 
 _PREFIX = "[rRbBuUfF]{0,2}"
@@ -170,7 +229,8 @@ def python_classifier() -> Classifier:
 # kind of source -> (scanner, a new classifier per text); kinds not here are plain text
 LANGS: dict[str, tuple[re.Pattern, Callable[[], Classifier]]] = {}
 for _kinds, _rules, _make in ((("llvm_ir", "opt_ir", "llvm"), LLVM_RULES, llvm_classifier),
-                              (("asm",), ASM_RULES, asm_classifier), (("python",), PYTHON_RULES, python_classifier)):
+                              (("asm",), ASM_RULES, asm_classifier), (("opencl",), CL_RULES, cl_classifier),
+                              (("python",), PYTHON_RULES, python_classifier)):
   _rx = scanner(_rules)
   LANGS.update((k, (_rx, _make)) for k in _kinds)
 
@@ -222,7 +282,8 @@ def highlight(text: str, kind: str) -> str:
 
 
 # the colours of Pygments' "default" style for the classes above
-_COLORS = {"c c1": "color: #3D7B7B; font-style: italic", "k kc kn": "color: #008000; font-weight: bold",
+_COLORS = {"c c1 cm": "color: #3D7B7B; font-style: italic", "cp": "color: #9C6500",
+           "k kc kn": "color: #008000; font-weight: bold",
            "kt": "color: #B00040", "o m mf mh mi": "color: #666", "s s1 s2": "color: #BA2121",
            "sd": "color: #BA2121; font-style: italic", "na": "color: #687822", "nb bp": "color: #008000",
            "nc": "color: #00F; font-weight: bold", "no": "color: #800", "nd": "color: #A2F", "nf": "color: #00F",

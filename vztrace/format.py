@@ -24,7 +24,7 @@ from array import array
 from typing import Any
 
 MAGIC = b"VZTRACE\0"
-VERSION = (2, 4)  # (major, minor): a reader rejects a newer major and accepts any minor of the majors it reads
+VERSION = (2, 5)  # (major, minor): a reader rejects a newer major and accepts any minor of the majors it reads
 READ_MAJORS = (1, 2)  # version 1 has no batch records (a 1.x file that had them would be read all the same)
 HEADER = struct.Struct("<8sHH")
 FRAME_MAGIC = b"VZF1"
@@ -53,6 +53,7 @@ MAX_TIMES = 1000  # timed runs of a run or beam record (CompiledKernel.time: 10 
 MAX_NODE_SRC = 1 << 20  # sources of a node record (a node's sources are nodes: as many as a batch's)
 MAX_SOURCE_LINES = 1 << 20  # lines of a source record's line map, and UOps of its kernel (a text is cut at 64 MiB)
 MAX_LINE_UOPS = 16  # UOps named by one line of a source record's map
+MAX_LAUNCH_DIMS = 8  # of an OpenCL kernel's global and local sizes (the renderer uses at most 3)
 MAX_CALLSITES = 16  # call sites of a kernel context (the recorder keeps its first 15 and its output's)
 
 
@@ -137,8 +138,11 @@ RECORDS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
   # ts (minor version 1): epoch seconds when the LLVM compile began / the timed runs began
   # lines, uops (minor version 4): per line of text the positions of the UOps it came from, and per position its
   # node id (compiler.codegen.program.source_lines)
+  # global_size, local_size (minor version 5), of an "opencl" source: its launch's work-items per dimension (an
+  # expression of variables as its text); no local_size: the driver picks the work-groups
   "source": ({"ctx": "int", "kind": "str", "text": "str", "compile_s": "num"},
-             {"ts": "num", "lines": "list[list]", "uops": "list[int]"}),
+             {"ts": "num", "lines": "list[list]", "uops": "list[int]", "global_size": "list[int|str]",
+              "local_size": "list[int|str]"}),
   "run": ({"ctx": "int", "kname": "str", "times": "list[num]", "min": "num", "median": "num", "flops": "num",
            "bytes": "num", "gflops": "num", "gbs": "num"}, {"ts": "num"}),
   # a buffer's memory taken (op "alloc") or released ("free"), `bytes` of it, at `ts` (epoch s); `buf` names the
@@ -161,7 +165,8 @@ LIST_BOUNDS: dict[str, dict[str, int]] = {
   "meta": {"argv": MAX_ARGV}, "node": {"src": MAX_NODE_SRC}, "ctx_begin": {"callsites": MAX_CALLSITES},
   "opt": {"shape": MAX_SHAPE_DIMS, "colors": MAX_SHAPE_DIMS},
   "beam": {"opts": MAX_OPTS, "times": MAX_TIMES}, "run": {"times": MAX_TIMES},
-  "source": {"lines": MAX_SOURCE_LINES, "uops": MAX_SOURCE_LINES},
+  "source": {"lines": MAX_SOURCE_LINES, "uops": MAX_SOURCE_LINES, "global_size": MAX_LAUNCH_DIMS,
+             "local_size": MAX_LAUNCH_DIMS},
   "batch": {"strs": 3 * MAX_BATCH_ROWS, "recs": MAX_BATCH_ROWS},
 }
 # of each element (a list) of the field

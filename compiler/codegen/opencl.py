@@ -124,6 +124,9 @@ class ClProgram:
   global_size: tuple[UOp, ...]  # per dimension (0 first) the extent of the range it stands for
   local_size: tuple[UOp, ...] | None  # None: the driver picks the work-groups
   flops_terms: tuple[tuple[int, tuple[UOp, ...]], ...]  # (program.flops_terms of the linearized kernel)
+  ins: tuple[int, ...] = ()  # the slots it loads from
+  uops: tuple[UOp, ...] = ()  # the linearized kernel (a trace's "uops" source)
+  lines: tuple[tuple[int, ...], ...] = ()  # per line of src, the positions in uops of the UOps it came from
 
   @property
   def var_names(self) -> tuple[str, ...]:
@@ -164,6 +167,8 @@ class _ClRenderer:
     self.kname, self.fname, self.lin, self.bufs, self.nbufs, self.vars = kname, fname, lin, bufs, nbufs, vars_
     self.names: dict[UOp, str] = {}
     self.lines: list[str] = []
+    self.line_uops: list[int] = []  # per line of self.lines, the position of the UOp being rendered (-1: none)
+    self.cur = -1
     self.depth = 1
     self.helpers: dict[str, str] = {}
     self.nvars = 0
@@ -177,6 +182,7 @@ class _ClRenderer:
 
   def emit(self, line: str) -> None:
     self.lines.append("  " * self.depth + line)
+    self.line_uops.append(self.cur)
 
   def helper(self, key: str, t: str = "float") -> str:
     """Define a helper of _HELPERS once; its name."""
@@ -228,7 +234,9 @@ class _ClRenderer:
   # ---- the kernel
   def render(self) -> str:
     for i, u in enumerate(self.lin.uops):
+      self.cur = i
       self.names[u] = self._uop(u, i) or self.names.get(u, "")
+    self.cur = -1
     params = [f"__global {mem_ctype(self.bufs[i].dtype.base) if i in self.bufs else 'uchar'}* data{i}"
               for i in range(self.nbufs)] + [f"int var_{symbol(str(v.arg[0]))}" for v in self.vars]
     head = ["#pragma OPENCL FP_CONTRACT OFF"]
@@ -237,6 +245,13 @@ class _ClRenderer:
     body = "\n".join(self.lines)
     return "\n".join(head + list(self.helpers.values())) + \
         f"\n__kernel void {self.fname}({', '.join(params)}) {{\n{body}\n}}\n"
+
+  def line_map(self, src: str) -> tuple[tuple[int, ...], ...]:
+    """Per line of the rendered `src`, the positions of the UOps it came from (none for the pragmas, helpers,
+    signature and closing brace): a body line is its UOp's statement."""
+    body = [(i,) if i >= 0 else () for x, i in zip(self.lines, self.line_uops) for _ in range(x.count("\n") + 1)]
+    head = src.count("\n") + 1 - len(body) - 2  # ("}" and the empty line after the final newline)
+    return ((),) * head + tuple(body) + ((), ())
 
   def _uop(self, u: UOp, i: int) -> str | None:
     """Emit u's statement; the name of its value, None for none."""
@@ -494,13 +509,21 @@ class _ClRenderer:
 
 def render_opencl(kname: str, fname: str, lin: Linear, bufs: dict[int, UOp], nbufs: int, vars_: list[UOp]) -> str:
   """OpenCL C of one kernel (see the module doc); bufs: the kernel's DEFINE_GLOBALs by slot."""
+  return _render(kname, fname, lin, bufs, nbufs, vars_)[0]
+
+
+def _render(kname: str, fname: str, lin: Linear, bufs: dict[int, UOp], nbufs: int,
+            vars_: list[UOp]) -> tuple[str, tuple[tuple[int, ...], ...]]:
+  """render_opencl's text and its line map (_ClRenderer.line_map)."""
   for u in lin.uops:
     if u.op not in (Ops.INDEX, Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.AFTER) and u.dtype != dtypes.void:
       try:
         ctype(u.dtype)
       except (TypeError, ValueError) as e:
         raise CodegenError(kname, str(e), u) from None
-  return _ClRenderer(kname, fname, lin, bufs, nbufs, vars_).render()
+  r = _ClRenderer(kname, fname, lin, bufs, nbufs, vars_)
+  src = r.render()
+  return src, r.line_map(src)
 
 
 def cl_program(ast: UOp) -> ClProgram:
@@ -508,14 +531,15 @@ def cl_program(ast: UOp) -> ClProgram:
   rendered to OpenCL C."""
   lk = linear_kernel(ast)
   kname, fname, lin, bufs, vars_, nbufs = lk.kname, lk.fname, lk.lin, lk.bufs, lk.vars, lk.nbufs
-  src = render_opencl(kname, fname, lin, bufs, nbufs, list(vars_))
-  outs = tuple(sorted({u.src[0].src[0].arg for u in lin.uops if u.op is Ops.STORE
-                       and u.src[0].src[0].op is Ops.DEFINE_GLOBAL}))
+  src, lines = _render(kname, fname, lin, bufs, nbufs, list(vars_))
+  outs, ins = ({u.src[0].src[0].arg for u in lin.uops if u.op is op and u.src[0].src[0].op is Ops.DEFINE_GLOBAL}
+               for op in (Ops.STORE, Ops.LOAD))
   glob = global_ranges(lin)[::-1]  # (dimension 0 first)
   # a LOCAL axis of n gets a dimension of n work-items in one work-group of n, a global one work-groups of 1: the
   # work-group is the LOCAL axes' work-items
   one = UOp.const(dtypes.int32, 1)
   local = tuple(r.src[0] if axis_type(r) is AxisType.LOCAL else one for r in glob)
   return ClProgram(kname, fname, src, nbufs, tuple(bufs[i].dtype.base if i in bufs else None for i in range(nbufs)),
-                   outs, vars_, tuple(r.src[0] for r in glob),
-                   local if any(axis_type(r) is AxisType.LOCAL for r in glob) else None, flops_terms(lin))
+                   tuple(sorted(outs)), vars_, tuple(r.src[0] for r in glob),
+                   local if any(axis_type(r) is AxisType.LOCAL for r in glob) else None, flops_terms(lin),
+                   tuple(sorted(ins)), tuple(lin.uops), lines)

@@ -11,14 +11,17 @@ from __future__ import annotations
 import functools
 import math
 import os
+import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from compiler.codegen import format_uops
 from compiler.codegen.opencl import ClProgram, cl_program
 from compiler.runtime.buffer import Buffer
-from compiler.uop import UOp
+from compiler.trace import recorder
+from compiler.uop import Ops, UOp
 
 # IEEE division and sqrt for float32 (OpenCL allows 2.5 ulp without it), and no -cl-fast-relaxed-math /
 # -cl-mad-enable: the LLVM backend's values, nan, inf and -0.0 included
@@ -96,15 +99,21 @@ class Device:
   def build(self, src: str, fname: str) -> Any:
     """The kernel `fname` of OpenCL C `src`, built once per source (kernels of one source share one cl.Kernel: its
     arguments are set at each launch); OpenCLError with the build log on failure."""
+    return self.build_timed(src, fname)[0]
+
+  def build_timed(self, src: str, fname: str) -> tuple[Any, float]:
+    """build's kernel and the seconds the device's compiler took for it now (0.0: built before)."""
     kernel = self._kernels.get(src)
-    if kernel is None:
-      cl = _cl()
-      try:
-        kernel = cl.Kernel(cl.Program(self.ctx, src).build(options=list(BUILD_OPTIONS)), fname)
-      except cl.Error as e:
-        raise OpenCLError(f"OpenCL build of kernel {fname!r} failed on {self.limits.name}:\n{e}") from None
-      self._kernels[src] = kernel
-    return kernel
+    if kernel is not None:
+      return kernel, 0.0
+    cl = _cl()
+    t0 = time.perf_counter()
+    try:
+      kernel = cl.Kernel(cl.Program(self.ctx, src).build(options=list(BUILD_OPTIONS)), fname)
+    except cl.Error as e:
+      raise OpenCLError(f"OpenCL build of kernel {fname!r} failed on {self.limits.name}:\n{e}") from None
+    self._kernels[src] = kernel
+    return kernel, time.perf_counter() - t0
 
   def launch(self, kernel: Any, gsize: Sequence[int], lsize: Sequence[int] | None, args: Sequence[Any]) -> float:
     """Run kernel over gsize work-items (in work-groups of lsize; None: the driver picks) and wait for it; the
@@ -127,14 +136,39 @@ def _array(b: Any) -> np.ndarray:
   return b if isinstance(b, np.ndarray) else b.np
 
 
+def launch_sizes(prg: ClProgram) -> tuple[list[int | str], list[int | str] | None]:
+  """The global and local sizes of a program's launch (a size of variables as its expression; local None: the
+  driver picks the work-groups), as a trace's opencl source record holds them."""
+  def dims(es: tuple[UOp, ...]) -> list[int | str]:
+    return [e.arg if e.op is Ops.CONST else e.render() for e in es]
+  return dims(prg.global_size) or [1], None if prg.local_size is None else dims(prg.local_size)
+
+
 class ClKernel:
-  """A kernel built for the OpenCL device; call it with its buffers in slot order (Buffers or numpy arrays)."""
+  """A kernel built for the OpenCL device; call it with its buffers in slot order (Buffers or numpy arrays). While
+  tracing, its build writes the kernel's "uops" and "opencl" sources (with the launch's sizes and the build's time)
+  into the current trace context, and each run a `run` record timed by its profiling event."""
 
   def __init__(self, prg: ClProgram, device: Device):
     self.program, self.name, self.device = prg, prg.name, device
-    self.kernel = device.build(prg.src, prg.fname)
+    ts = time.time()  # when the build began (with compile_s, its span on the viewer's timeline)
+    self.kernel, self.compile_s = device.build_timed(prg.src, prg.fname)
     self.last_s = 0.0  # how long the last run took on the device (its profiling event)
     self.opts: tuple = ()  # the opts applied to its AST (DEBUG=3 prints them)
+    if recorder.RECORDER is not None:
+      self._record_sources(ts)
+
+  def _record_sources(self, ts: float) -> None:
+    """The "uops" and "opencl" source records, each line mapped to its UOps' trace nodes (as an LLVM kernel's)."""
+    prg, rec = self.program, recorder.RECORDER
+    assert rec is not None
+    uops = [rec.node_id(u) for u in prg.uops]
+    gsize, lsize = launch_sizes(prg)
+    sizes = {"global_size": gsize} if lsize is None else {"global_size": gsize, "local_size": lsize}
+    recorder.record("source", kind="uops", text=format_uops(prg.uops), compile_s=0.0, ts=ts,
+                    lines=[[i] for i in range(len(prg.uops))], uops=uops)
+    recorder.record("source", kind="opencl", text=prg.src, compile_s=self.compile_s, ts=ts,
+                    lines=[list(x) for x in prg.lines], uops=uops, **sizes)
 
   def __repr__(self) -> str:
     return f"<ClKernel {self.name} global={self.program.global_size} local={self.program.local_size}>"
@@ -165,9 +199,14 @@ class ClKernel:
                               any(n > m for n, m in zip(lsize, lim.max_work_item_sizes))):
       raise OpenCLError(f"kernel {self.name!r}: work-group {lsize} exceeds {lim.name}'s limits (at most "
                         f"{lim.max_work_group_size} work-items, {list(lim.max_work_item_sizes)} per dimension)")
-    self.last_s = dev.launch(self.kernel, gsize, lsize, args)
+    ts = time.time()
+    self.last_s = dt = dev.launch(self.kernel, gsize, lsize, args)
     for slot in prg.outs:
       dev.copy_out(arrs[slot], dbufs[slot])
+    if recorder.RECORDER is not None:  # (into the current context: the kernel's, or a TinyJit replay's)
+      flops, nbytes = prg.flops(vv), sum(arrs[i].nbytes for i in prg.ins) + sum(arrs[i].nbytes for i in prg.outs)
+      recorder.record("run", kname=self.name, times=[dt], min=dt, median=dt, flops=flops, bytes=nbytes,
+                      gflops=flops / dt / 1e9 if dt > 0 else 0.0, gbs=nbytes / dt / 1e9 if dt > 0 else 0.0, ts=ts)
     return self.last_s
 
 
@@ -177,4 +216,5 @@ def cl_kernel(ast: UOp) -> ClKernel:
   return ClKernel(cl_program(ast), dev)
 
 
-__all__ = ["BUILD_OPTIONS", "ClKernel", "Device", "DeviceLimits", "OpenCLError", "cl_kernel", "get_device"]
+__all__ = ["BUILD_OPTIONS", "ClKernel", "Device", "DeviceLimits", "OpenCLError", "cl_kernel", "get_device",
+           "launch_sizes"]
