@@ -7,6 +7,7 @@ import {api} from "./api.js";
 import {h, put} from "./dom.js";
 import {CATEGORIES, paint, readColors, TEXT_MIN_SCALE} from "./graphdraw.js";
 import {boxH, boxW, constsLine, edgeKey, edgeObj, nodeObj, respace, unspace} from "./graphgeom.js";
+import {GRAPH_MARKS, legendBox} from "./legend.js";
 
 const OVERVIEW_MIN = 0.2;  // a whole graph fitted below this zoom is a smear: the automatic view shows the change
 const FOCUS_SCALE = 0.8;   // the zoom the automatic view centers a step's result at when the change is too big
@@ -613,9 +614,9 @@ export class StepGraphView extends GraphView {
 
 const sameStep = (a, b) => a !== null && a.trace === b.trace && a.rw === b.rw && a.step === b.step;
 
-/** The category legend (CSS classes shared with the chips). */
+/** The category legend (CSS classes shared with the chips), and the key of the rings a step draws over the boxes. */
 function renderLegend(host, counts) {
   const items = CATEGORIES.filter((c) => !counts || counts[c]).map((c) => h("span", {class: `legend-item cat-${c}`},
     h("i", {class: "swatch"}), c, counts ? h("span", {class: "muted"}, ` ${counts[c]}`) : null));
-  put(host, ...items);
+  put(host, ...items, items.length ? legendBox(GRAPH_MARKS, {cls: "graph-marks"}) : null);
 }

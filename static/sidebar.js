@@ -76,8 +76,8 @@ export class Sidebar {
       if (!kids.has(p)) kids.set(p, []);
       kids.get(p).push(c);
     }
-    const keep = (c) => !q || String(c.name).toLowerCase().includes(q)
-      || c.rewrites.some((r) => String(r.name).toLowerCase().includes(q));
+    // the selected context stays, whatever the filter: the graph still shows it (issue 30)
+    const keep = (c) => c.id === this.ctx || this.matches(c, q);
     // a context is shown if it or any descendant matches the filter
     const shown = new Map();
     const visit = (c) => {
@@ -106,8 +106,17 @@ export class Sidebar {
     const q = this.filterEl.value.trim().toLowerCase();
     const nameHit = !q || String(c.name).toLowerCase().includes(q);
     // a rewrite still running has changed === null (not known yet): it is not "unchanged", so never hidden
-    return c.rewrites.filter((r) => (!this.hideUnchanged || r.changed || !r.ended || r.id === this.rw)
-      && (nameHit || String(r.name).toLowerCase().includes(q)));
+    return c.rewrites.filter((r) => r.id === this.rw || ((!this.hideUnchanged || r.changed || !r.ended)
+      && (nameHit || String(r.name).toLowerCase().includes(q))));
+  }
+
+  /** Whether the filter's text q (lower case) matches context c: its name, one of its rewrites' names, or (grouped by
+   * call site) one of its call sites. */
+  matches(c, q) {
+    const has = (text) => String(text).toLowerCase().includes(q);
+    if (!q || has(c.name)) return true;
+    if (this.grouped) return (c.callsites || []).some((s) => has(`${s.file}:${s.line} ${s.function}`));
+    return c.rewrites.some((r) => has(r.name));
   }
 
   _byCallsite(q) {
@@ -117,8 +126,7 @@ export class Sidebar {
       const sites = c.callsites || [];
       const site = sites.length ? sites[sites.length - 1] : null;
       const key = site ? `${site.file}:${site.line}:${site.function}` : "";
-      if (q && !String(c.name).toLowerCase().includes(q)
-        && !sites.some((s) => `${s.file}:${s.line} ${s.function}`.toLowerCase().includes(q))) continue;
+      if (c.id !== this.ctx && !this.matches(c, q)) continue;
       if (!groups.has(key)) groups.set(key, {key, site, rows: []});
       groups.get(key).rows.push({c, depth: 1, n: 0});
     }
@@ -208,12 +216,18 @@ export class Sidebar {
   }
 
   _markSelection() {
-    for (const li of this.treeEl.querySelectorAll("li.selected")) li.classList.remove("selected");
-    for (const li of this.rwEl.querySelectorAll("li.selected")) li.classList.remove("selected");
+    for (const el of [this.treeEl, this.rwEl]) {
+      for (const li of el.querySelectorAll("li.selected, li.off-filter")) li.classList.remove("selected", "off-filter");
+    }
     const cli = this.treeEl.querySelector(`li[data-ctx="${this.ctx}"]`);
-    if (cli) cli.classList.add("selected");
     const rli = this.rwEl.querySelector(`li[data-rw="${this.rw}"]`);
-    if (rli) rli.classList.add("selected");
+    // a selection the filter (or "hide unchanged") would hide is shown anyway, marked as kept only for being selected
+    const q = this.filterEl.value.trim().toLowerCase(), c = this.byId.get(this.ctx);
+    if (cli) cli.classList.add("selected", ...(c && !this.matches(c, q) ? ["off-filter"] : []));
+    const r = c && c.rewrites.find((x) => x.id === this.rw);
+    const rwHidden = r && ((this.hideUnchanged && r.ended && !r.changed)
+      || !(!q || String(c.name).toLowerCase().includes(q) || String(r.name).toLowerCase().includes(q)));
+    if (rli) rli.classList.add("selected", ...(rwHidden ? ["off-filter"] : []));
     // scrolling forces a layout (~30 ms of the first view on a slow machine, once per call): do it once, in the
     // next frame, where the layout is computed anyway, and only for a selection not scrolled to yet (a live refresh
     // keeps the selection: it must not force a layout, nor take the list back from where the user scrolled it)

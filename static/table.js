@@ -74,35 +74,4 @@ export function barChart(items, {width = 400, barH = 16, gap = 4, labelW = 120} 
   return svgEl;
 }
 
-/** Scatter of points [{x, y, cls, title}] with axis labels; y null points are drawn on the top edge as ×. */
-export function scatterPlot(points, {width = 380, height = 200, xLabel = "", yLabel = "", yFmt = String} = {}) {
-  const pad = {l: 56, r: 12, t: 22, b: 30};
-  const ok = points.filter((p) => Number.isFinite(p.y));
-  const xs = points.map((p) => p.x), ys = ok.map((p) => p.y);
-  const x0 = Math.min(...xs, 0), x1 = Math.max(...xs, 1);
-  const y0 = Math.min(...ys, Infinity), y1 = Math.max(...ys, -Infinity);
-  const ylo = Number.isFinite(y0) ? Math.min(y0, 0) : 0, yhi = Number.isFinite(y1) && y1 > ylo ? y1 * 1.05 : 1;
-  const X = (x) => pad.l + ((x - x0) / (x1 - x0 || 1)) * (width - pad.l - pad.r);
-  const Y = (y) => height - pad.b - ((y - ylo) / (yhi - ylo || 1)) * (height - pad.t - pad.b);
-  const svgEl = s("svg", {class: "chart scatter", width, height, viewBox: `0 0 ${width} ${height}`});
-  svgEl.append(
-    s("line", {class: "axis", x1: pad.l, y1: height - pad.b, x2: width - pad.r, y2: height - pad.b}),
-    s("line", {class: "axis", x1: pad.l, y1: pad.t, x2: pad.l, y2: height - pad.b}),
-    s("text", {class: "axis-label", x: (width + pad.l) / 2, y: height - 6, "text-anchor": "middle"}, xLabel),
-    s("text", {class: "axis-label", x: 4, y: 12}, yLabel),
-    s("text", {class: "tick", x: pad.l - 4, y: Y(yhi), dy: "0.35em", "text-anchor": "end"}, yFmt(yhi)),
-    s("text", {class: "tick", x: pad.l - 4, y: Y(ylo), dy: "0.35em", "text-anchor": "end"}, yFmt(ylo)),
-    s("text", {class: "tick", x: X(x0), y: height - pad.b + 12, "text-anchor": "middle"}, String(x0)),
-    s("text", {class: "tick", x: X(x1), y: height - pad.b + 12, "text-anchor": "middle"}, String(x1)));
-  for (const p of points) {
-    const g = s("g", {class: `pt ${p.cls || ""}`});
-    const r = p.cls && p.cls.includes("chosen") ? 6 : 3.5;
-    if (Number.isFinite(p.y)) g.appendChild(s("circle", {cx: X(p.x), cy: Y(p.y), r}));
-    else g.appendChild(s("text", {x: X(p.x), y: pad.t + 4, "text-anchor": "middle", class: "fail"}, "×"));
-    g.appendChild(s("title", null, p.title ?? ""));
-    svgEl.appendChild(g);
-  }
-  return svgEl;
-}
-
 export const truncate = (str, n) => (str.length > n ? `${str.slice(0, n - 1)}…` : str);

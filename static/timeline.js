@@ -4,6 +4,7 @@
 // open its context or rewrite. Trace strings reach the page only as canvas text and tooltip textContent.
 import {api} from "./api.js";
 import {fmtSeconds, h, put} from "./dom.js";
+import {legendBox} from "./legend.js";
 import {MemoryLane} from "./memlane.js";
 import {Panel} from "./panel.js";
 
@@ -208,13 +209,10 @@ export class TimelinePanel extends Panel {
     const fitBtn = h("button", {type: "button", class: "timeline-fit", title: "Show the whole trace (double click)"},
       "Fit");
     fitBtn.addEventListener("click", () => this.fit());
-    const legend = h("div", {class: "timeline-legend small muted"},
-      ...[...Object.entries(KIND_COLORS).map(([k, c]) => [k, c]), ["LLVM compile", COMPILE_COLOR], ["run", RUN_COLOR]]
-        .map(([label, color]) => {
-          const sw = h("span", {class: "timeline-swatch"});
-          sw.style.background = color;
-          return h("span", {class: "legend-item"}, sw, label);
-        }));
+    const legend = legendBox([...[...Object.entries(KIND_COLORS), ["LLVM compile", COMPILE_COLOR], ["run", RUN_COLOR]]
+      .map(([label, color]) => ({label, color})),
+    {label: "rewrite passes: a hue per name", color: `linear-gradient(90deg, ${passColor("a")}, ${passColor("b")})`},
+    {label: "selected", color: "var(--accent)", look: "ring"}], {cls: "timeline-legend muted"});
     put(this.el, h("div", {class: "timeline-top"}, this.headEl, fitBtn), this.wrap, legend,
       h("p", {class: "muted small"}, "Wheel: zoom around the pointer · drag: pan · double click: fit · "
         + "click a span to open its context or rewrite."));
