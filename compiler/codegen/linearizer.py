@@ -10,13 +10,14 @@ common and get their own after them (a peeled remainder's); the parallel one (th
 outermost one every store depends on) gets its bounds from the kernel's (start, end) arguments. It opens first,
 around the other loops, unless a STAGE fill that does not depend on it would then lie inside it: then it opens where
 the loop order puts it, in every nest that has it (each bounded by (start, end): every store loops over it, so the
-runtime's split still stores each iteration once)."""
+runtime's split still stores each iteration once). A BARRIER (a grouped reduce's, on OpenCL) is placed like any
+node, inside the work-item ids it depends on and before the loop of the reduce that reads the __local buffer back."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from compiler.codegen.errors import CodegenError
-from compiler.codegen.ranges import REDUCE_AXES, axis_type, const_size, free_ranges, loop_key
+from compiler.codegen.ranges import axis_type, const_size, free_ranges, loop_key
 from compiler.dtype import dtypes
 from compiler.uop import AxisType, Ops, UOp, toposort
 
@@ -158,8 +159,8 @@ class _Linearizer:
       if st.op is not Ops.STORE:
         raise CodegenError(self.kname, "a kernel's SINK takes only STOREs", st)
     outer = sorted(frozenset().union(*(self.free[s] for s in stores)), key=loop_key)
-    for r in outer:
-      if axis_type(r) in REDUCE_AXES:
+    for r in outer:  # (a GROUP_REDUCE range left open is a work-item id: compiler.codegen.lowerer.group_reduces)
+      if axis_type(r) is AxisType.REDUCE:
         raise CodegenError(self.kname, f"{axis_type(r).name} range is not closed by a REDUCE", r)
     par = self._parallel(outer, stores)
     if par is not None and self._may_go_outermost(par, sink):

@@ -2,16 +2,19 @@
 and REDUCE as an accumulator (DEFINE_ACC) updated by a PHI inside the loops over its reduce ranges; an unrolled
 REDUCE(CONTRACT(v0..vn)) gets one accumulator per value when registers allow, combined after the loop. A float
 vector max accumulates with compare-and-select next to a mask of the lanes that saw a NaN and the AND of the values'
-bits, which give the IEEE maximum after the loop (`_max_with_nan_flag`)."""
+bits, which give the IEEE maximum after the loop (`_max_with_nan_flag`). On OpenCL a REDUCE over GROUP_REDUCE axes
+is split first (`group_reduces`): partials through a __local buffer and a BARRIER, reduced again."""
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Callable
 
 from compiler.codegen.expander import chain, max_or_nan, select_max, signed_bits
+from compiler.codegen.ranges import const_size, free_ranges, loop_key
 from compiler.dtype import DType, dtypes
-from compiler.rewrite import PatternMatcher, UPat
-from compiler.uop import Ops, UOp, toposort
+from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
+from compiler.uop import AxisType, Ops, UOp, substitute, toposort
 
 
 def identity(op: Ops, dt: DType) -> UOp:
@@ -108,3 +111,70 @@ pm_lower = PatternMatcher([
   (UPat(Ops.STORE, name="st"), gated_store),
   (UPat(Ops.REDUCE, name="red"), lower_reduce),
 ], name="lower")
+
+
+# ---- GROUP: a reduce split across a work-group, through local memory (targets with __local memory and barriers)
+
+def _group_gate(sink: UOp) -> UOp | None:
+  """A store of a grouped reduce's result is done by the work-items of group index 0 alone: every work-item of the
+  work-group computes the same value, one writes it (a STORE whose INDEX holds a group range already is not one)."""
+  new = []
+  for st in sink.src:
+    ix = st.src[0]
+    groups = [r for r in st.ranges if r.arg[1] is AxisType.GROUP_REDUCE and r not in ix.ranges]
+    if groups:
+      gate = functools.reduce(operator.and_, [g.eq(0) for g in groups])
+      ix = ix.replace(src=(ix.src[0], ix.src[1], ix.src[2] & gate if len(ix.src) > 2 else gate))
+    new.append(st.replace(src=(ix, *st.src[1:])) if ix is not st.src[0] else st)
+  return None if all(a is b for a, b in zip(new, sink.src)) else sink.replace(src=tuple(new))
+
+
+def _flat(rngs: list[UOp]) -> tuple[UOp | None, int]:
+  """The row-major flat index of rngs (last fastest) and the number of elements it spans."""
+  idx, n = None, 1
+  for r in rngs:
+    size = const_size(r)
+    assert size is not None, "a work-group axis has a constant size (Kernel.apply_opt)"
+    idx = r if idx is None else idx * size + r
+    n *= size
+  return idx, n
+
+
+def _group_reduce(ctx: dict, red: UOp) -> UOp | None:
+  """REDUCE over GROUP_REDUCE ranges (each a work-item id of the work-group): every work-item reduces its part over
+  the other ranges, stores it in a __local buffer (DEFINE_LOCAL) at [locals, groups, upcasts], BARRIER, then reads
+  the buffer back over fresh REDUCE ranges in place of the group ranges and reduces again."""
+  groups = [r for r in red.src[1:] if r.arg[1] is AxisType.GROUP_REDUCE]
+  if not groups:
+    return None
+  rest = [r for r in red.src[1:] if r not in groups]
+  part = UOp(Ops.REDUCE, red.dtype, (red.src[0], *rest), red.arg) if rest else red.src[0]
+  outer = free_ranges(red)[red]
+  # one slot per work-item of the work-group and per lane of an upcast: what differs between values reduced apart
+  lanes = sorted((r for r in outer if r.arg[1] in (AxisType.LOCAL, AxisType.UPCAST)), key=loop_key)
+  ids = sorted((r for r in lanes if r.arg[1] is AxisType.LOCAL), key=loop_key) + groups + \
+      [r for r in lanes if r.arg[1] is AxisType.UPCAST]
+  idx, n = _flat(ids)
+  local = UOp(Ops.DEFINE_LOCAL, red.dtype.ptr(n), (), f"temp{ctx['locals']}")
+  ctx["locals"] += 1
+  bar = UOp(Ops.BARRIER, dtypes.void, (local.index(idx).store(part),))
+  fresh = {g: UOp.range(const_size(g), ctx["next_axis"] + i, AxisType.REDUCE, g.dtype) for i, g in enumerate(groups)}
+  ctx["next_axis"] += len(groups)
+  back = UOp(Ops.AFTER, local.dtype, (local, bar)).index(substitute(idx, fresh)).load()
+  return UOp(Ops.REDUCE, red.dtype, (back, *fresh.values()), red.arg)
+
+
+pm_group_reduce = PatternMatcher([
+  (UPat(Ops.SINK, name="sink"), _group_gate),
+  (UPat(Ops.REDUCE, name="red"), _group_reduce),
+], name="group reduce")
+
+
+def group_reduces(ast: UOp) -> UOp:
+  """The kernel AST with its GROUP_REDUCE axes split across the work-group through local memory (the OpenCL target;
+  the LLVM and interpreter backends reduce a GROUP_REDUCE range as a loop like any other); a no-op without them."""
+  rngs = [u for u in toposort(ast) if u.op is Ops.RANGE]
+  if not any(r.arg[1] is AxisType.GROUP_REDUCE for r in rngs):
+    return ast
+  ctx = {"locals": 0, "next_axis": max(r.arg[0] for r in rngs) + 1}
+  return graph_rewrite(ast, pm_group_reduce, ctx=ctx)

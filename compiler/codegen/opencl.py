@@ -2,8 +2,10 @@
 the same values.
 
 The kernel's outermost loops of GLOBAL/LOOP/THREAD/LOCAL axes that enclose its whole body (at most 3) become
-`get_global_id`, the innermost of them dimension 0, a LOCAL one `get_local_id` of a dimension whose work-group is
-its whole extent (so the work-items of a work-group are the LOCAL axes'); every other RANGE stays a `for` loop.
+`get_global_id`, the innermost of them dimension 0, a LOCAL or GROUP_REDUCE one `get_local_id` of a dimension whose
+work-group is its whole extent (so the work-items of a work-group are the LOCAL and GROUP axes'); every other RANGE
+stays a `for` loop. A grouped reduce (compiler.codegen.lowerer.group_reduces) is a `__local` array declared at the
+kernel's scope, each work-item's partial stored to it, `barrier(CLK_LOCAL_MEM_FENCE)`, and the array reduced again.
 Signature: `__kernel void name(__global T0* data0, ..., int var_<name>...)`, buffer slots 0..max (an unused one as
 uchar*), DEFINE_VARs sorted by name (`cl_program` / `ClProgram`).
 
@@ -32,6 +34,7 @@ import numpy as np
 from compiler.codegen.errors import CodegenError
 from compiler.codegen.linearizer import Linear
 from compiler.codegen.llvmir import symbol
+from compiler.codegen.lowerer import group_reduces
 from compiler.codegen.program import eval_int, flops_terms, linear_kernel
 from compiler.codegen.ranges import axis_type
 from compiler.dtype import DType, dtypes
@@ -44,7 +47,11 @@ _CTYPE = {dtypes.bool: "bool", dtypes.int8: "char", dtypes.uint8: "uchar", dtype
 _UNSIGNED = {"char": "uchar", "short": "ushort", "int": "uint", "long": "ulong"}
 _WIDTHS = (2, 3, 4, 8, 16)
 # the axes one work-item may take (a BLOCK axis's iterations add into the same outputs: never in parallel)
-GLOBAL_AXES = (AxisType.GLOBAL, AxisType.LOOP, AxisType.THREAD, AxisType.LOCAL)
+GLOBAL_AXES = (AxisType.GLOBAL, AxisType.LOOP, AxisType.THREAD, AxisType.LOCAL, AxisType.GROUP_REDUCE)
+# what may come between a BARRIER and its rendering: the other lanes' stores to the __local buffer and their indices
+_BEFORE_BARRIER = GroupOp.ALU | {Ops.STORE, Ops.INDEX, Ops.BARRIER, Ops.AFTER, Ops.CONST}
+# the axes whose work-items share a work-group (get_local_id)
+WORK_GROUP_AXES = (AxisType.LOCAL, AxisType.GROUP_REDUCE)
 MAX_GLOBAL_DIMS = 3
 
 # helpers the kernel defines when it uses them (name -> OpenCL C); `{t}` is float or double
@@ -150,6 +157,8 @@ def global_ranges(lin: Linear) -> list[UOp]:
   store, other loop or branch before them, whose extents are expressions of constants and variables."""
   uops, out = lin.uops, []
   for u in uops:
+    if is_group_buffer(u):  # (declared at the kernel's scope, before its work-item ids)
+      continue
     if len(out) == MAX_GLOBAL_DIMS or u.op in (Ops.STORE, Ops.IF, Ops.END, Ops.PHI, Ops.DEFINE_ACC, Ops.DEFINE_LOCAL):
       break
     if u.op is not Ops.RANGE:
@@ -160,6 +169,11 @@ def global_ranges(lin: Linear) -> list[UOp]:
       break
     out.append(u)
   return out
+
+
+def is_group_buffer(u: UOp) -> bool:
+  """A grouped reduce's __local buffer (a STAGE scratch, arg 0, is the work-item's own array)."""
+  return u.op is Ops.DEFINE_LOCAL and isinstance(u.arg, str)
 
 
 class _ClRenderer:
@@ -175,6 +189,7 @@ class _ClRenderer:
     self.fp64 = any(u.dtype.scalar() == dtypes.float64 for u in lin.uops) or \
         any(b.dtype.base.scalar() == dtypes.float64 for b in bufs.values())
     self.globals = global_ranges(lin)
+    self.barrier: int | None = None  # the position of a BARRIER not rendered yet (see _flush_barrier)
 
   # ---- helpers
   def err(self, reason: str, u: UOp) -> CodegenError:
@@ -234,8 +249,11 @@ class _ClRenderer:
   # ---- the kernel
   def render(self) -> str:
     for i, u in enumerate(self.lin.uops):
+      if self.barrier is not None and u.op not in _BEFORE_BARRIER:
+        self._flush_barrier()
       self.cur = i
       self.names[u] = self._uop(u, i) or self.names.get(u, "")
+    self._flush_barrier()
     self.cur = -1
     params = [f"__global {mem_ctype(self.bufs[i].dtype.base) if i in self.bufs else 'uchar'}* data{i}"
               for i in range(self.nbufs)] + [f"int var_{symbol(str(v.arg[0]))}" for v in self.vars]
@@ -258,10 +276,13 @@ class _ClRenderer:
     op = u.op
     if op is Ops.RANGE:
       name, t = f"ridx{i}", ctype(u.dtype)
-      if u in self.globals:  # a LOCAL axis is the work-group's own dimension (see cl_program)
+      if u in self.globals:  # a LOCAL or GROUP axis is the work-group's own dimension (see cl_program)
         dim = len(self.globals) - 1 - self.globals.index(u)
-        fn = "get_local_id" if axis_type(u) is AxisType.LOCAL else "get_global_id"
+        fn = "get_local_id" if axis_type(u) in WORK_GROUP_AXES else "get_global_id"
         self.emit(f"{t} {name} = ({t}){fn}({dim});  /* {axis_type(u).name} */")
+      elif axis_type(u) is AxisType.GROUP_REDUCE:
+        raise self.err(f"a GROUP axis must be a work-item id, but the kernel has more than {MAX_GLOBAL_DIMS} "
+                       "work-item dimensions before it", u)
       else:
         self.emit(f"for ({t} {name} = 0; {name} < {self.val(u.src[0])}; {name}++) {{")
         self.depth += 1
@@ -290,10 +311,33 @@ class _ClRenderer:
         raise self.err("INDEX with a valid left after lowering", u)
       return None  # (loads and stores spell their address)
     if op is Ops.DEFINE_LOCAL:
-      return self._scratch(u, i)
+      return self._group_buffer(u) if is_group_buffer(u) else self._scratch(u, i)
+    if op is Ops.BARRIER:
+      self.barrier = i
+      return None
     if op is Ops.AFTER:
       return self.val(u.src[0])
     return self.define(u, self._value(u))
+
+  def _flush_barrier(self) -> None:
+    """Every work-item of the work-group has stored its partial before any reads them: one barrier for the stores
+    in a row an upcast's lanes make (each lane's BARRIER is held until something other than a store or index math
+    comes, which is still outside every loop and branch, as a barrier must be)."""
+    if self.barrier is not None:
+      self.cur, self.barrier = self.barrier, None
+      self.emit("barrier(CLK_LOCAL_MEM_FENCE);")
+
+  def _group_buffer(self, u: UOp) -> str:
+    """A grouped reduce's buffer, shared by the work-group: `__local`, at the kernel's scope as OpenCL requires."""
+    if self.depth != 1:
+      raise self.err("a __local buffer must be declared at the kernel's scope, not inside a loop", u)
+    base, name = u.dtype.base.scalar(), str(u.arg)
+    if base == dtypes.float16:
+      self.emit(f"__local ushort {name}_mem[{u.dtype.size}];")
+      self.emit(f"__local half* {name} = (__local half*){name}_mem;")
+    else:
+      self.emit(f"__local {mem_ctype(base)} {name}[{u.dtype.size}];")
+    return name
 
   def _scratch(self, u: UOp, i: int) -> str:
     """A STAGE scratch: the work-item's own array (a half one held as ushort: half is only a pointer's type)."""
@@ -529,17 +573,17 @@ def _render(kname: str, fname: str, lin: Linear, bufs: dict[int, UOp], nbufs: in
 def cl_program(ast: UOp) -> ClProgram:
   """A kernel AST (optimized or not) lowered by the LLVM pipeline's passes (program.lower_ast), linearized and
   rendered to OpenCL C."""
-  lk = linear_kernel(ast)
+  lk = linear_kernel(group_reduces(ast))
   kname, fname, lin, bufs, vars_, nbufs = lk.kname, lk.fname, lk.lin, lk.bufs, lk.vars, lk.nbufs
   src, lines = _render(kname, fname, lin, bufs, nbufs, list(vars_))
   outs, ins = ({u.src[0].src[0].arg for u in lin.uops if u.op is op and u.src[0].src[0].op is Ops.DEFINE_GLOBAL}
                for op in (Ops.STORE, Ops.LOAD))
   glob = global_ranges(lin)[::-1]  # (dimension 0 first)
-  # a LOCAL axis of n gets a dimension of n work-items in one work-group of n, a global one work-groups of 1: the
-  # work-group is the LOCAL axes' work-items
+  # a LOCAL or GROUP axis of n gets a dimension of n work-items in one work-group of n, a global one work-groups of
+  # 1: the work-group is the LOCAL and GROUP axes' work-items
   one = UOp.const(dtypes.int32, 1)
-  local = tuple(r.src[0] if axis_type(r) is AxisType.LOCAL else one for r in glob)
+  local = tuple(r.src[0] if axis_type(r) in WORK_GROUP_AXES else one for r in glob)
   return ClProgram(kname, fname, src, nbufs, tuple(bufs[i].dtype.base if i in bufs else None for i in range(nbufs)),
                    tuple(sorted(outs)), vars_, tuple(r.src[0] for r in glob),
-                   local if any(axis_type(r) is AxisType.LOCAL for r in glob) else None, flops_terms(lin),
+                   local if any(axis_type(r) in WORK_GROUP_AXES for r in glob) else None, flops_terms(lin),
                    tuple(sorted(ins)), tuple(lin.uops), lines)

@@ -7,7 +7,8 @@ from compiler.uop import AxisType, GroupOp, Ops, UOp, toposort
 
 _ALLOWED = GroupOp.ALU | {Ops.SINK, Ops.STORE, Ops.INDEX, Ops.LOAD, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.RANGE,
                           Ops.CONST, Ops.REDUCE, Ops.CAST, Ops.BITCAST, Ops.VECTORIZE,
-                          Ops.DEFINE_LOCAL, Ops.AFTER, Ops.END}  # the last three: a STAGE scratch and its fill
+                          Ops.DEFINE_LOCAL, Ops.AFTER, Ops.END,  # a STAGE scratch and its fill
+                          Ops.BARRIER}  # a grouped reduce's __local buffer, read once the work-group has written it
 _SUPPORTED = set(dtypes.all) | {dtypes.void}
 
 
@@ -33,7 +34,7 @@ def verify_ast(ast: UOp) -> None:
       raise CodegenError(kname, "LOAD must be LOAD(INDEX(...))", u)
     if u.op is Ops.INDEX:
       _check_index(kname, u)
-    if u.op in (Ops.END, Ops.AFTER):
+    if u.op in (Ops.END, Ops.AFTER, Ops.BARRIER):
       _check_stage(kname, u)
     if u.op is Ops.DEFINE_GLOBAL:
       if not isinstance(u.dtype, PtrDType) or not isinstance(u.arg, int) or u.arg < 0:
@@ -58,11 +59,16 @@ def verify_ast(ast: UOp) -> None:
 
 
 def _check_stage(kname: str, u: UOp) -> None:
-  """A scratch is read as INDEX(AFTER(DEFINE_LOCAL, END(STORE(...), *ranges)), idx): the fill loops, then the reads."""
+  """A scratch is read as INDEX(AFTER(DEFINE_LOCAL, END(STORE(...), *ranges)), idx): the fill loops, then the reads;
+  a grouped reduce's buffer as INDEX(AFTER(DEFINE_LOCAL, BARRIER(STORE(...))), idx): every work-item's store, then
+  the reads (compiler.codegen.lowerer.group_reduces)."""
   if u.op is Ops.END and (not u.src or u.src[0].op is not Ops.STORE or any(r.op is not Ops.RANGE for r in u.src[1:])):
     raise CodegenError(kname, "END must be END(STORE, *RANGEs)", u)
-  if u.op is Ops.AFTER and (len(u.src) != 2 or u.src[0].op is not Ops.DEFINE_LOCAL or u.src[1].op is not Ops.END):
-    raise CodegenError(kname, "AFTER must be AFTER(DEFINE_LOCAL, END)", u)
+  if u.op is Ops.BARRIER and (len(u.src) != 1 or u.src[0].op is not Ops.STORE):
+    raise CodegenError(kname, "BARRIER must be BARRIER(STORE)", u)
+  if u.op is Ops.AFTER and (len(u.src) != 2 or u.src[0].op is not Ops.DEFINE_LOCAL or
+                            u.src[1].op not in (Ops.END, Ops.BARRIER)):
+    raise CodegenError(kname, "AFTER must be AFTER(DEFINE_LOCAL, END or BARRIER)", u)
 
 
 _BUFFERS = (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.AFTER)

@@ -460,17 +460,19 @@ class Kernel:
     if op in (OptOps.STAGE, OptOps.BLOCK):
       check(kind is AxisType.REDUCE, f"{op.name} blocks a reduce axis (not an unrolled one)")
       return (self._stage if op is OptOps.STAGE else self._block)(rng, amt, opt), self.dont_use_locals
+    if self.group_for_reduces and op in (OptOps.LOCAL, OptOps.UPCAST):
+      self._check_shared(amt)
     if op is OptOps.LOCAL:
       check(axis < self.global_dims and kind is not AxisType.THREAD, "local is for globals")
+      self._check_work_group(op, amt)
     elif op in (OptOps.GROUP, OptOps.GROUPTOP):
       check(tgt.has_shared, f"{op.name}: target {tgt.name} has no shared memory")
       check(self.first_reduce + self.group_for_reduces <= axis < self.first_upcast and kind is AxisType.REDUCE,
             "must be a reduce axis to group")
-      acc = self.reduceop.dtype.itemsize if self.reduceop is not None else 4
-      local = math.prod(s for s in self.full_shape[self.global_dims:self.first_reduce + self.group_for_reduces]
-                        if isinstance(s, int))
-      smem = amt * acc * self.upcast_size() * local
-      check(smem <= tgt.shared_max, f"exceeds maximum shared memory size: needs {smem}, max {tgt.shared_max}")
+      reduce_axes = [r for red in self.reduceops for r in red.src[1:]]
+      check(len(reduce_axes) == len(set(reduce_axes)), "can't group with parallel reduces")
+      self._check_shared(amt)
+      self._check_work_group(op, amt)
     elif op is OptOps.UNROLL:
       check(axis < self.first_upcast and kind in REDUCE_KINDS, "unroll is for reduce axes not already upcasted")
       check(amt <= MAX_UNROLL, f"don't unroll more than {MAX_UNROLL}")
@@ -493,6 +495,29 @@ class Kernel:
       raise KernelOptError(f"unknown opt {op}")
     top = op in (OptOps.GROUPTOP, OptOps.THREAD)  # a thread takes a contiguous block
     return self._shift_to(rng, amt, OPT_AXIS_TYPE[op], top, opt), self.dont_use_locals
+
+  def _check_shared(self, amt: int) -> None:
+    """A grouped reduce keeps one value per work-item of the work-group and per upcast lane in local memory: after
+    an opt of `amt` (a GROUP, or a LOCAL or UPCAST once the kernel has one) it must fit the target's."""
+    acc = self.reduceop.dtype.itemsize if self.reduceop is not None else 4
+    kinds = (AxisType.LOCAL, AxisType.GROUP_REDUCE, AxisType.UPCAST)
+    smem = amt * acc * math.prod(s for s, t in zip(self.full_shape, self.axis_types) if t in kinds and
+                                 isinstance(s, int))
+    check(smem <= self.target.shared_max, f"exceeds maximum shared memory size: needs {smem}, max "
+          f"{self.target.shared_max}")
+
+  def _check_work_group(self, op: OptOps, amt: int) -> None:
+    """A work-group is the LOCAL and GROUP axes' work-items, at most the target's `local_max`; a GROUP axis is a
+    work-item id (a loop could not share its partials), so the kernel's axes fit the target's `work_dims` (either
+    limit 0: not reported)."""
+    kinds = (AxisType.LOCAL, AxisType.GROUP_REDUCE)
+    items = amt * math.prod(s for s, t in zip(self.full_shape, self.axis_types) if t in kinds and isinstance(s, int))
+    check(self.target.local_max == 0 or items <= self.target.local_max, f"{op.name}: a work-group of {items} "
+          f"work-items exceeds the target's {self.target.local_max}")
+    if op in (OptOps.GROUP, OptOps.GROUPTOP) and self.target.work_dims:
+      dims = 1 + sum(1 for t in self.axis_types if t in (*kinds, AxisType.GLOBAL, AxisType.LOOP))
+      check(dims <= self.target.work_dims, f"{op.name}: the kernel would need {dims} work-item dimensions, at most "
+            f"{self.target.work_dims}")
 
   # ---- AST changes
   def _next_axis_id(self) -> int:

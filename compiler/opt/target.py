@@ -23,7 +23,8 @@ class Target:
   has_local: bool = False
   has_shared: bool = False
   shared_max: int = 0  # bytes of local memory a GROUP may use
-  local_max: int = 0  # work-items of one work-group (the product of the LOCAL axes; 0: no work-groups)
+  local_max: int = 0  # work-items of one work-group (the product of the LOCAL and GROUP axes; 0: not reported)
+  work_dims: int = 0  # dimensions of a launch, each GROUP axis one of them (0: not reported)
   threads: int = 1  # cores a THREAD opt should spread a kernel over
   max_threads: int = 64  # the largest THREAD split allowed
   vector_floats: int = 4  # float32 lanes the heuristics aim a unit-stride upcast at
@@ -105,12 +106,16 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
-def cl_target(name: str, max_work_group_size: int, local_mem_bytes: int, vector_floats: int = 4) -> Target:
+def cl_target(name: str, max_work_group_size: int, local_mem_bytes: int, vector_floats: int = 4,
+              work_dims: int = 3) -> Target:
   """An OpenCL device's target from the limits the device reports (compiler.runtime.opencl.DeviceLimits): LOCAL
-  axes (a work-group) allowed; no THREAD (its work-items are the parallelism); no GROUP yet (has_shared: it needs
-  __local memory and barriers, which codegen does not render yet)."""
-  return Target(name=f"CL:{name}", has_local=True, has_shared=False, shared_max=local_mem_bytes,
-                local_max=max_work_group_size, threads=1, max_threads=1, vector_floats=vector_floats, cpu=name)
+  axes (a work-group) allowed; GROUP too (has_shared: a reduce split across the work-group through __local memory
+  and a barrier, at most `local_mem_bytes` of it; its axis a work-item id, so the kernel's global, LOCAL and GROUP
+  axes fit the `work_dims` the renderer uses: compiler.codegen.opencl.MAX_GLOBAL_DIMS); no THREAD (its work-items are
+  the parallelism)."""
+  return Target(name=f"CL:{name}", has_local=True, has_shared=True, shared_max=local_mem_bytes,
+                local_max=max_work_group_size, work_dims=work_dims, threads=1, max_threads=1,
+                vector_floats=vector_floats, cpu=name)
 
 
 @functools.lru_cache(None)

@@ -206,7 +206,7 @@ def test_device_limits_and_target():
   lim = get_device().limits
   assert lim.max_work_group_size >= 1 and lim.local_mem_bytes > 0 and 1 <= lim.max_dims == len(lim.max_work_item_sizes)
   t = cl_target(lim.name, lim.max_work_group_size, lim.local_mem_bytes)
-  assert t.has_local and not t.has_shared and t.local_max == lim.max_work_group_size
+  assert t.has_local and t.has_shared and t.local_max == lim.max_work_group_size
   assert t.shared_max == lim.local_mem_bytes and t.threads == 1
 
 
