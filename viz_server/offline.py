@@ -9,7 +9,6 @@ import os
 from typing import Any
 
 from viz_server.app import create_app
-from viz_server.caches import forget_view
 from viz_server.store import Trace, TraceStore
 
 
@@ -57,11 +56,7 @@ class OfflineApi:
 
   def forget(self, r: int) -> None:
     """Let rewrite r's view and its cached layouts and answers go (the next view(r) rebuilds them)."""
-    views = self.views
-    with views._lock:  # (Views has no drop of its own: the server lets views go only as its LRU fills)
-      got = views._views.pop((self.t, r), None)
-    if got is not None:
-      forget_view(got.key)
+    self.views.drop(self.t, r)
 
   def close(self) -> None:
     self.store.stop()

@@ -148,6 +148,13 @@ on every get: a view grows as its steps are laid out); a live rewrite's view is 
       self._trim()
     return view
 
+  def drop(self, t: int, r: int) -> None:
+    """Let trace t's rewrite r's view and its cached layouts and answers go (the next get rebuilds them)."""
+    with self._lock:
+      got = self._views.pop((t, r), None)
+    if got is not None:
+      forget_view(got.key)
+
   def held_bytes(self) -> int:
     """The bytes the views kept hold, as StepGraphs.est_bytes estimates them now."""
     with self._lock:

@@ -1,6 +1,7 @@
 """The creation theme against numpy: zeros, ones, full, empty, arange, eye and the seeded random constructors."""
 import numpy as np
 import pytest
+from support.api_helpers import check
 from support.tensor_values import check_value, randf
 
 from compiler import Tensor, dtypes
@@ -49,3 +50,25 @@ def test_rand_seeded():
   assert x.rand_like().shape == (3, 3) and x.randn_like().dtype == dtypes.float32
   r = Tensor.randint(50, low=3, high=6).numpy()
   assert r.min() >= 3 and r.max() < 6
+
+
+def test_linspace_and_initializers():
+  check((Tensor.linspace(0, 1, 5), np.linspace(0, 1, 5)),
+        (Tensor.linspace(-1.5, 2.25, 37), np.linspace(-1.5, 2.25, 37)),
+        (Tensor.linspace(2, 3, 1), np.array([2.0])), (Tensor.linspace(5, -5, 0), np.zeros(0)),
+        (Tensor.linspace(-3, 7, 4, dtype=dtypes.int32), np.array([-3, 0, 3, 7])), rtol=1e-6, atol=1e-6)
+  assert Tensor.linspace(0, 1, 3).dtype == dtypes.float32
+  Tensor.manual_seed(3)
+  n = Tensor.normal(4000, mean=3.0, std=2.0).numpy()
+  assert abs(n.mean() - 3) < 0.15 and abs(n.std() - 2) < 0.15
+  bound = np.sqrt(3) * np.sqrt(2 / (1 + 0.01 ** 2)) / np.sqrt(27)
+  k = Tensor.kaiming_uniform(64, 3, 3, 3).numpy()
+  assert k.shape == (64, 3, 3, 3) and np.abs(k).max() <= bound and np.abs(k).max() > 0.9 * bound
+  g = Tensor.glorot_uniform(30, 50).numpy()
+  assert np.abs(g).max() <= np.sqrt(6 / 80) and np.abs(g).max() > 0.9 * np.sqrt(6 / 80)
+  kn = Tensor.kaiming_normal(200, 50).numpy()
+  assert abs(kn.std() - np.sqrt(2 / (1 + 0.01 ** 2)) / np.sqrt(50)) < 0.01
+  s = Tensor.scaled_uniform(10, 10).numpy()
+  assert np.abs(s).max() <= 0.1
+  with pytest.raises(ValueError, match="linspace"):
+    Tensor.linspace(0, 1, -1)

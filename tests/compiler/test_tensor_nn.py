@@ -184,7 +184,7 @@ def test_conv_and_pool_argument_errors():
   close(x.max_pool2d(np.int64(2), stride=np.int32(2)), x.max_pool2d(2).numpy())
 
 
-# ---- the API half (losses, attention, interpolate, conv_transpose2d, einsum, initializers)
+# ---- the API half (losses, attention, interpolate, conv_transpose2d)
 api_rng = np.random.default_rng(13)
 
 
@@ -390,51 +390,6 @@ def test_conv_transpose2d_errors():
     Tensor.ones(1, 3, 4, 4).conv_transpose2d(Tensor.ones(4, 2, 3, 3))
   with pytest.raises(ValueError, match="output_padding"):
     Tensor.ones(1, 4, 4, 4).conv_transpose2d(Tensor.ones(4, 2, 3, 3), output_padding=1)
-
-
-@pytest.mark.parametrize("formula,shapes", [
-  ("ij,jk->ik", [(2, 3), (3, 4)]), ("ij,jk", [(2, 3), (3, 4)]), ("ij->ji", [(2, 3)]), ("ij->", [(2, 3)]),
-  ("i,i->", [(4,), (4,)]), ("i,j->ij", [(3,), (2,)]), ("...ij,jk->...ik", [(5, 2, 3), (3, 4)]),
-  ("bij,bjk->bik", [(2, 2, 3), (2, 3, 4)]), ("ji", [(2, 3)]), ("b...,b->...", [(2, 3, 1), (2,)]),
-  ("ij,j->i", [(0, 3), (3,)]), ("ij , jk -> ki", [(1, 1), (1, 5)]), ("ii->", [(3, 3)]), ("ii->i", [(4, 4)]),
-  ("iji,j->ij", [(2, 3, 2), (3,)]),
-])
-def test_einsum(formula, shapes):
-  ops = [api_randf(*s) for s in shapes]
-  check((Tensor.einsum(formula, *[Tensor(o) for o in ops]), np.einsum(formula, *ops)),
-        (Tensor.einsum(formula, [Tensor(o) for o in ops]), np.einsum(formula, *ops)), rtol=1e-5, atol=1e-5)
-
-
-def test_einsum_errors():
-  # RuntimeError, as tinygrad and torch
-  with pytest.raises(RuntimeError, match=r"einsum.*'j'.*\(2, 3\)"):
-    Tensor.einsum("ij,jk->ik", Tensor.ones(2, 3), Tensor.ones(4, 4))
-  with pytest.raises(RuntimeError, match="einsum"):
-    Tensor.einsum("ij,jk->ik", Tensor.ones(2, 3))
-  with pytest.raises(RuntimeError, match=r"einsum.*'i'.*sizes 2 and 3"):
-    Tensor.einsum("ii->i", Tensor.ones(2, 3))
-
-
-def test_linspace_and_initializers():
-  check((Tensor.linspace(0, 1, 5), np.linspace(0, 1, 5)),
-        (Tensor.linspace(-1.5, 2.25, 37), np.linspace(-1.5, 2.25, 37)),
-        (Tensor.linspace(2, 3, 1), np.array([2.0])), (Tensor.linspace(5, -5, 0), np.zeros(0)),
-        (Tensor.linspace(-3, 7, 4, dtype=dtypes.int32), np.array([-3, 0, 3, 7])), rtol=1e-6, atol=1e-6)
-  assert Tensor.linspace(0, 1, 3).dtype == dtypes.float32
-  Tensor.manual_seed(3)
-  n = Tensor.normal(4000, mean=3.0, std=2.0).numpy()
-  assert abs(n.mean() - 3) < 0.15 and abs(n.std() - 2) < 0.15
-  bound = np.sqrt(3) * np.sqrt(2 / (1 + 0.01 ** 2)) / np.sqrt(27)
-  k = Tensor.kaiming_uniform(64, 3, 3, 3).numpy()
-  assert k.shape == (64, 3, 3, 3) and np.abs(k).max() <= bound and np.abs(k).max() > 0.9 * bound
-  g = Tensor.glorot_uniform(30, 50).numpy()
-  assert np.abs(g).max() <= np.sqrt(6 / 80) and np.abs(g).max() > 0.9 * np.sqrt(6 / 80)
-  kn = Tensor.kaiming_normal(200, 50).numpy()
-  assert abs(kn.std() - np.sqrt(2 / (1 + 0.01 ** 2)) / np.sqrt(50)) < 0.01
-  s = Tensor.scaled_uniform(10, 10).numpy()
-  assert np.abs(s).max() <= 0.1
-  with pytest.raises(ValueError, match="linspace"):
-    Tensor.linspace(0, 1, -1)
 
 
 def test_dropout_mask_statistics_and_identity_when_not_training():

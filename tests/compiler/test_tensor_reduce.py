@@ -264,3 +264,26 @@ def test_half_mean_var_std_do_not_overflow():
   check_value(Tensor(x).std(), x64.std(ddof=1).astype(np.float16), rtol=1e-3, dtype=dtypes.float16)
   check_value(Tensor(x.reshape(100, 1000)).mean(1, keepdim=True), x64.reshape(100, 1000).mean(1, keepdims=True),
               rtol=1e-3)
+
+
+@pytest.mark.parametrize("formula,shapes", [
+  ("ij,jk->ik", [(2, 3), (3, 4)]), ("ij,jk", [(2, 3), (3, 4)]), ("ij->ji", [(2, 3)]), ("ij->", [(2, 3)]),
+  ("i,i->", [(4,), (4,)]), ("i,j->ij", [(3,), (2,)]), ("...ij,jk->...ik", [(5, 2, 3), (3, 4)]),
+  ("bij,bjk->bik", [(2, 2, 3), (2, 3, 4)]), ("ji", [(2, 3)]), ("b...,b->...", [(2, 3, 1), (2,)]),
+  ("ij,j->i", [(0, 3), (3,)]), ("ij , jk -> ki", [(1, 1), (1, 5)]), ("ii->", [(3, 3)]), ("ii->i", [(4, 4)]),
+  ("iji,j->ij", [(2, 3, 2), (3,)]),
+])
+def test_einsum(formula, shapes):
+  ops = [randf(*s) for s in shapes]
+  check((Tensor.einsum(formula, *[Tensor(o) for o in ops]), np.einsum(formula, *ops)),
+        (Tensor.einsum(formula, [Tensor(o) for o in ops]), np.einsum(formula, *ops)), rtol=1e-5, atol=1e-5)
+
+
+def test_einsum_errors():
+  # RuntimeError, as tinygrad and torch
+  with pytest.raises(RuntimeError, match=r"einsum.*'j'.*\(2, 3\)"):
+    Tensor.einsum("ij,jk->ik", Tensor.ones(2, 3), Tensor.ones(4, 4))
+  with pytest.raises(RuntimeError, match="einsum"):
+    Tensor.einsum("ij,jk->ik", Tensor.ones(2, 3))
+  with pytest.raises(RuntimeError, match=r"einsum.*'i'.*sizes 2 and 3"):
+    Tensor.einsum("ii->i", Tensor.ones(2, 3))

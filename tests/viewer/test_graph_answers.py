@@ -11,6 +11,7 @@ from viz_server.caches import _AnswerCache
 from viz_server.replay import Replay
 from viz_server.stepgraphs import StepGraphs
 from viz_server.store import TraceStore
+from viz_server.views import Views
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +89,20 @@ def test_a_rewrites_routes_are_served_from_rewrite_routes():
     endpoint = by_rule["/api/traces/<int:t>/rewrites/<int:r>" + tail]
     assert endpoint.partition(".")[0] == rewrite_routes.bp.name == "rewrite_routes"
     assert app.view_functions[endpoint].__module__ == "viz_server.rewrite_routes"
+
+
+def test_views_drop_lets_a_view_and_its_answers_go(trace_path, answers):
+  store = TraceStore()
+  (tr,) = store.add_path(trace_path)
+  rw = max(tr.rewrites.values(), key=lambda r: r.matches)
+  views = Views(store, prefetch=0)
+  view = views.get(tr, rw)
+  first = view.graph_json(3, compact=True)
+  assert views.get(tr, rw) is view and len(views) == 1
+  views.drop(tr.id, rw.id)
+  assert len(views) == 0
+  again = views.get(tr, rw)
+  assert again is not view and again.graph_json(3, compact=True) == first
+  assert answers.count((rw.id, 3, True)) == 2  # built again: the dropped view's answer went with it
+  views.drop(tr.id, rw.id + 10_000)  # an unknown rewrite: nothing to let go
+  assert len(views) == 1
