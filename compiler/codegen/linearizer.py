@@ -1,6 +1,8 @@
 """Linearization: the lowered kernel graph -> a block-structured list of UOps.
 
-A RANGE in the list opens a loop and END(range) closes it; IF(gate)/ENDIF wrap a gated store. Every node is
+A RANGE in the list opens a loop and END(range) closes it; IF(gate)/ENDIF wrap a gated store, and the loops of a
+gated accumulator, PHI(acc, update, gate) (lowerer's `gate_reduces`): after ENDIF its value is the accumulator's
+initial one where the gate was false. Every node is
 placed inside exactly the loops it depends on (its free ranges): before a loop opens, everything that does not
 depend on it is emitted ("hoisted"), so loop-invariant loads and math run once. A PHI(acc, update) places its
 DEFINE_ACC before the accumulator's loops, the update inside them and itself last inside; after the loops the
@@ -106,15 +108,22 @@ class _Linearizer:
     rset = frozenset(phi.src[0].src[1:])
     group = [phi]
     for p in self.phis:
-      if p is phi or p in self.depth_of or frozenset(p.src[0].src[1:]) != rset or self.free[p] != self.free[phi]:
+      if p is phi or p in self.depth_of or frozenset(p.src[0].src[1:]) != rset or self.free[p] != self.free[phi] or \
+          p.src[2:] != phi.src[2:]:
         continue
       if not any(g in self._ancestors(p) or p in self._ancestors(g) for g in group):
         group.append(p)
     for p in group:
-      self.hoist([p.src[1]])
+      self.hoist(list(p.src[1:]))
     for p in group:
       self.out.append(p.src[0])
       self._mark(p.src[0])
+    iff = None
+    if len(phi.src) > 2:  # gated: the loops run inside IF(gate)
+      self.emit(phi.src[2])
+      iff = UOp(Ops.IF, dtypes.void, (phi.src[2],), self.n_if)
+      self.n_if += 1
+      self.out.append(iff)
     for r in sorted(rset, key=loop_key):
       self.open_loop(r)
     for p in group:
@@ -123,6 +132,8 @@ class _Linearizer:
       self.out.append(p)
     for _ in rset:
       self.close_loop()
+    if iff is not None:
+      self.out.append(UOp(Ops.ENDIF, dtypes.void, (iff,)))
     for p in group:
       self._mark(p)
 

@@ -215,6 +215,7 @@ class _Renderer:
       self.emit(f"%data{i}.at = getelementptr inbounds ptr, ptr %bufs, i64 {i}")
       self.emit(f"%data{i} = load ptr, ptr %data{i}.at, align 8")
     loop_state: dict[UOp, dict] = {}
+    if_state: dict[UOp, tuple[str, dict[UOp, str]]] = {}  # IF -> (the block before it, the accumulators there)
     for i, u in enumerate(self.lin.uops):
       self.at = i
       if u.op is Ops.RANGE:
@@ -222,11 +223,11 @@ class _Renderer:
       elif u.op is Ops.END:
         self._close(loop_state.pop(u.src[0]))
       elif u.op is Ops.IF:
+        if_state[u] = (self.block, dict(self.acc_cur))
         self.emit(f"br i1 {self.val(u.src[0])}, label %if{u.arg}, label %endif{u.arg}")
         self.label(f"if{u.arg}")
       elif u.op is Ops.ENDIF:
-        self.emit(f"br label %endif{u.src[0].arg}")
-        self.label(f"endif{u.src[0].arg}")
+        self._endif(u.src[0], *if_state.pop(u.src[0]))
       elif u.op is Ops.DEFINE_ACC:
         self.acc_cur[u] = self.val(u.src[0])
       elif u.op is Ops.PHI:
@@ -326,6 +327,17 @@ class _Renderer:
     self.emit(f"br i1 %c{i}, label %body{i}, label %exit{i}")
     self.label(f"body{i}")
     return {"i": i, "r": r, "pre": pre, "hdr": hdr, "start": start, "accs": accs, "outer": outer}
+
+  def _endif(self, iff: UOp, pre: str, before: dict[UOp, str]) -> None:
+    """Close IF iff: an accumulator updated inside it (a gated reduce's loops) is merged with its value before it."""
+    last = self.block
+    self.emit(f"br label %endif{iff.arg}")
+    self.label(f"endif{iff.arg}")
+    for acc, cur in self.acc_cur.items():
+      if acc in before and before[acc] != cur:
+        name = f"%acc{acc.arg}.if{iff.arg}"
+        self.emit(f"{name} = phi {ltype(acc.dtype)} [ {before[acc]}, %{pre} ], [ {cur}, %{last} ]")
+        self.acc_cur[acc] = name
 
   def _close(self, st: dict) -> None:
     i, r = st["i"], st["r"]

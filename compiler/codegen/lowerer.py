@@ -1,13 +1,16 @@
-"""Lowering to what the linearizer places in blocks: masked loads that never read out of bounds, gated stores,
-and REDUCE as an accumulator (DEFINE_ACC) updated by a PHI inside the loops over its reduce ranges; an unrolled
-REDUCE(CONTRACT(v0..vn)) gets one accumulator per value when registers allow, combined after the loop. A float
-vector max accumulates with compare-and-select next to a mask of the lanes that saw a NaN and the AND of the values'
-bits, which give the IEEE maximum after the loop (`_max_with_nan_flag`). On OpenCL a REDUCE over GROUP_REDUCE axes
-is split first (`group_reduces`): partials through a __local buffer and a BARRIER, reduced again."""
+"""Lowering to what the linearizer places in blocks: masked loads that never read out of bounds, gated stores, and
+REDUCE as an accumulator (DEFINE_ACC) updated by a PHI inside the loops over its reduce ranges; an unrolled
+REDUCE(CONTRACT(v0..vn)) gets one accumulator per value when registers allow, combined after the loop. A float vector
+max accumulates with compare-and-select next to a mask of the lanes that saw a NaN and the AND of the values' bits,
+which give the IEEE maximum after the loop (`_max_with_nan_flag`). On OpenCL a REDUCE over GROUP_REDUCE axes is split
+first (`group_reduces`): partials through a __local buffer and a BARRIER, reduced again. An accumulator whose value
+is only read under a WHERE's condition (a nested reduction read through a pad) gets that condition as a gate,
+PHI(acc, update, gate), so its loop runs inside IF(gate) (`gate_reduces`, "gate reduce")."""
 from __future__ import annotations
 
 import functools
 import operator
+from functools import reduce
 from typing import Callable
 
 from compiler.codegen.expander import chain, max_or_nan, select_max, signed_bits
@@ -178,3 +181,48 @@ def group_reduces(ast: UOp) -> UOp:
     return ast
   ctx = {"locals": 0, "next_axis": max(r.arg[0] for r in rngs) + 1}
   return graph_rewrite(ast, pm_group_reduce, ctx=ctx)
+
+
+# ---- gated accumulators
+
+def gate_reduces(sink: UOp) -> dict[int, UOp]:
+  """Gates by accumulator (DEFINE_ACC arg): the AND of the WHERE conditions that every read of its PHI's value lies
+  under as the true side. A pad's WHERE computes both sides, so without a gate a nested reduction read through a pad
+  runs its whole loop at the padded positions too (conv's input gradient: half of them). Only conditions computable
+  before the loop count (ranges the PHI's value depends on anyway); a vector condition gates the loop when any lane
+  holds (the WHERE drops the other lanes' values)."""
+  nodes = toposort(sink)
+  free = free_ranges(sink)
+  order = {u: i for i, u in enumerate(nodes)}
+  # under[u]: the conditions every path from the sink to u passes as a WHERE's true side
+  under: dict[UOp, frozenset[UOp]] = {sink: frozenset()}
+  for c in reversed(nodes):
+    for i, s in enumerate(c.src):
+      got = under[c] | {c.src[0]} if c.op is Ops.WHERE and i == 1 and s is not c.src[0] and s is not c.src[2] \
+          else under[c]
+      under[s] = under[s] & got if s in under else got
+  gates: dict[int, UOp] = {}
+  for u in nodes:
+    if u.op is not Ops.PHI or len(u.src) != 2 or len(u.src[0].src) < 2:  # (no loop: nothing to skip)
+      continue
+    conds = sorted((g for g in under[u] if free[g] <= free[u]), key=order.__getitem__)
+    if conds:
+      gates[u.src[0].arg] = reduce(operator.and_, [_any_lane(g) for g in conds])
+  return gates
+
+
+def _any_lane(g: UOp) -> UOp:
+  """A scalar bool that holds when any lane of g does."""
+  if g.dtype.count == 1:
+    return g
+  return reduce(operator.or_, [UOp(Ops.GEP, g.dtype.scalar(), (g,), i) for i in range(g.dtype.count)])
+
+
+def gate_phi(ctx: dict[int, UOp], p: UOp) -> UOp | None:
+  gate = ctx.get(p.src[0].arg) if len(p.src) == 2 and p.src[0].op is Ops.DEFINE_ACC else None
+  return None if gate is None else p.replace(src=(*p.src, gate))
+
+
+pm_gate_reduce = PatternMatcher([
+  (UPat(Ops.PHI, name="p"), gate_phi, "PHI(acc, update) under WHERE(gate, ..) -> PHI(acc, update, gate)"),
+], name="gate reduce")

@@ -11,7 +11,7 @@ from compiler.codegen.errors import CodegenError, kernel_name
 from compiler.codegen.expander import expand_ctx, pm_expand, pm_vectorize
 from compiler.codegen.linearizer import Linear, linearize
 from compiler.codegen.llvmir import render_llvm, symbol
-from compiler.codegen.lowerer import lower_ctx, pm_lower
+from compiler.codegen.lowerer import gate_reduces, lower_ctx, pm_gate_reduce, pm_lower
 from compiler.codegen.simplify import pm_index_fold, symbolic_then_index_fold
 from compiler.codegen.verify import verify_ast
 from compiler.dtype import DType, dtypes
@@ -98,6 +98,7 @@ def lower_ast(ast: UOp) -> UOp:
   sink = graph_rewrite(sink, pm_index_fold)
   sink = graph_rewrite(sink, pm_vectorize, ctx=ctx)
   sink = graph_rewrite(sink, pm_lower, ctx=lower_ctx(sink, ctx["kname"]))
+  sink = graph_rewrite(sink, pm_gate_reduce, ctx=gate_reduces(sink))
   sink = graph_rewrite(sink, pm_index_fold)
   return track_graph(sink, "View Output AST")
 

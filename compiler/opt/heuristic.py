@@ -8,7 +8,7 @@ from typing import Callable
 
 from compiler.opt.kernel import MAX_UNROLL, MAX_UPCAST, Kernel, KernelOptError, Opt, OptOps, access_strides, masked_axes
 from compiler.opt.stage import stage_choice
-from compiler.uop import AxisType
+from compiler.uop import AxisType, Ops, toposort
 
 # a kernel does at least this many loop iterations before it is worth splitting across threads
 THREAD_MIN_WORK = 1 << 16
@@ -62,6 +62,8 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
     elif isinstance(s, int) and s % 4 == 0:
       k.apply_opt(Opt(OptOps.UNROLL, last - k.first_reduce, 4))
 
+  _unroll_nested_reduce(k)
+
   # float vectors: upcast the axis the store walks with stride 1 if every load is contiguous or broadcast along it
   _vectorize_store(k, vector_loop and k.first_reduce < k.first_upcast)
 
@@ -78,6 +80,20 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   if thread and not early:
     thread_outer_axis(k)
   return k
+
+
+def _unroll_nested_reduce(k: Kernel) -> None:
+  """A kernel with a nested reduction (bufferize's `nested_reduces`: conv's input gradient summing the per-window one)
+  unrolls its innermost reduce axis, the inner sum's, by 4 when nothing is unrolled yet: its loads are gathers (one
+  per lane of the register tile) and the inner loop is short, so the unrolled loads overlap. MNIST conv2's at batch
+  32, tile 8x8 (batch x channel): 75 ms, by 2 60, by 4 44, by 8 46; a vector along x in place of the tile: 185-340."""
+  nested = any(any(v.op is Ops.REDUCE for v in toposort(r.src[0])) for r in k.reduceops)
+  last = k.first_upcast - 1
+  if not nested or last < k.first_reduce or any(t is AxisType.UNROLL for t in k.axis_types[k.first_upcast:]):
+    return
+  s = k.full_shape[last]
+  if isinstance(s, int) and s > 4 and s % 4 == 0:
+    k.apply_opt(Opt(OptOps.UNROLL, last - k.first_reduce, 4))
 
 
 def _reduces_span_outputs(k: Kernel) -> bool:

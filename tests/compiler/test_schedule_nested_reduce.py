@@ -2,7 +2,8 @@
 reduction reads once joins that reduction's kernel instead of writing a buffer. Checked: a conv's input gradient
 (strides, paddings, dilations, groups) and a sum of a sum through permute/pad/shrink against numpy on every backend,
 the cases that must keep their buffer (read twice, broadcast), the MNIST conv's schedule without its per-window
-gradient buffer, the rule's name in the trace, and random opt sequences on the joined kernel."""
+gradient buffer, the rule's name in the trace, random opt sequences on the joined kernel, and the inner loop gated
+by the pad's condition (its value where most of the reads are padding, and how often its body runs)."""
 from __future__ import annotations
 
 import random
@@ -12,13 +13,15 @@ import pytest
 from support.opt_helpers import buffers_for, outputs_of
 from support.trace_helpers import rules_fired
 
+from compiler.codegen import program
+from compiler.codegen.program import linear_kernel
 from compiler.opt.kernel import Kernel, KernelOptError, Opt, OptOps
 from compiler.opt.target import Target
 from compiler.runtime import compile_kernel
 from compiler.runtime.interpreter import interpret
 from compiler.tensor import Tensor
 from compiler.trace import recorder
-from compiler.uop import Ops, UOp, toposort
+from compiler.uop import Ops, UOp, exec_alu, toposort
 
 
 @pytest.fixture(autouse=True)
@@ -185,3 +188,72 @@ def test_random_opts_on_the_joined_kernel_keep_its_values(seed):
       compile_kernel(k.get_optimized_ast())(bufs)
       for i in outputs_of(ast):
         np.testing.assert_allclose(bufs[i], want[i], rtol=1e-4, atol=1e-4, err_msg=str(k.applied_opts))
+
+
+# ---- the gated inner loop (lowerer's `gate_reduces`): a nested reduction read through a pad runs only where valid
+
+def _mostly_padded(t: Tensor) -> Tensor:
+  """The inner sums (6, 8) padded to (18, 8), then summed over the padded dim: 12 of 18 rows are padding."""
+  return t.sum(2).pad(((4, 8), (0, 0))).sum(0)
+
+
+@pytest.mark.usefixtures("backend")
+def test_inner_sum_read_mostly_through_padding_matches_numpy():
+  a = _rand(6, 8, 10, seed=13)
+  sched = _mostly_padded(Tensor(a)).schedule()
+  assert len(sched) == 1 and _nested(sched[0].ast) == 1
+  np.testing.assert_allclose(_mostly_padded(Tensor(a)).numpy(), a.sum(2).sum(0), rtol=1e-5, atol=1e-5)
+
+
+def _body_runs(uops: list[UOp], body: UOp) -> int:
+  """How many times the loop over RANGE `body` runs an iteration when the linearized kernel's control flow (its
+  RANGE/END and IF/ENDIF, the conditions evaluated from the loop counters) is followed; values are not computed."""
+  match, stack = {}, []
+  for i, u in enumerate(uops):
+    if u.op in (Ops.RANGE, Ops.IF):
+      stack.append(i)
+    elif u.op in (Ops.END, Ops.ENDIF):
+      match[stack.pop()] = i
+
+  def value(u: UOp, env: dict[UOp, int]):
+    if u.op is Ops.CONST:
+      return u.arg
+    return env[u] if u.op is Ops.RANGE else exec_alu(u.op, u.dtype, tuple(value(s, env) for s in u.src))
+
+  def run(i: int, stop: int, env: dict[UOp, int]) -> int:
+    n = 0
+    while i < stop:
+      u = uops[i]
+      if u.op is Ops.RANGE:
+        for v in range(u.src[0].arg):
+          n += (u is body) + run(i + 1, match[i], {**env, u: v})
+        i = match[i]
+      elif u.op is Ops.IF:
+        n += run(i + 1, match[i], env) if value(u.src[0], env) else 0
+        i = match[i]
+      i += 1
+    return n
+  return run(0, len(uops), {})
+
+
+@pytest.mark.parametrize("gated", [True, False])
+def test_inner_loop_runs_only_at_valid_positions(gated, monkeypatch):
+  """Counted by following the unoptimized kernel's loops: the inner sum's 10 iterations run for the 6 valid of the 18
+  rows (x 8 columns), not for all 18; with the rewrite switched off (so the count can fail) for all of them."""
+  if not gated:
+    monkeypatch.setattr(program, "gate_reduces", lambda sink: {})
+  ast = _mostly_padded(Tensor(_rand(6, 8, 10))).schedule()[-1].ast
+  uops = linear_kernel(ast).lin.uops
+  inner = next(u for u in uops if u.op is Ops.RANGE and u.src[0].arg == 10)
+  assert any(u.op is Ops.IF for u in uops) == gated
+  assert _body_runs(uops, inner) == (6 if gated else 18) * 8 * 10
+
+
+def test_gate_rewrite_is_named_in_the_trace(tmp_path):
+  path = tmp_path / "g.vztrace"
+  recorder.enable(path, announce=False)
+  try:
+    linear_kernel(_mostly_padded(Tensor(_rand(6, 8, 10))).schedule()[-1].ast)
+  finally:
+    recorder.disable()
+  assert rules_fired(path, "gate reduce") == ["PHI(acc, update) under WHERE(gate, ..) -> PHI(acc, update, gate)"]
