@@ -2,6 +2,8 @@
 import {$, coloredName, fmtNs, h, put, siteText} from "./dom.js";
 
 const KIND_ICON = {schedule: "S", kernel: "K", default: "·"};
+const OPEN_UP_TO = 8;  // a parent with more children than this starts collapsed
+const MADE_BY_SCHEDULE = new Set(["kernel", "memory"]);  // kinds run from the schedule before them (see buildTree)
 
 export class Sidebar {
   /** onContext(ctxId), onRewrite(rwId) */
@@ -18,28 +20,34 @@ export class Sidebar {
       title: "Group kernels by the line of your program that made them"}, this.groupEl, " by call site"));
     this.contexts = [];
     this.byId = new Map();
-    this.collapsed = new Set();
+    this.tree = buildTree([], new Map());
+    this.openByTrace = new Map();  // trace -> (row key -> open): the user's collapse/expand, remembered per trace
     this.ctx = null;
     this.rw = null;
     this._scrollPending = false;
     this._scrolledTo = null;  // the selection last scrolled into view
-    this.rows = new Map();  // context id -> {sig, li}: the tree's rows, kept while unchanged (render)
+    this.rows = new Map();  // row key -> {sig, li}: the tree's rows, kept while unchanged (render)
     this.rwRows = new Map();  // rewrite id -> {sig, li}: the same for the rewrites list
     this.live = true;  // whether the trace's writer still runs: a rewrite without an end is running, else cut off
     this.filterEl.addEventListener("input", () => this.render());
     this.hideEl.addEventListener("change", () => this.renderRewrites());
     this.groupEl.addEventListener("change", () => this.render());
     this.treeEl.addEventListener("click", (ev) => {
-      const tw = ev.target.closest(".twisty");
-      const li = ev.target.closest("li[data-ctx]");
+      const li = ev.target.closest("li[data-row]");
       if (!li) return;
-      const id = Number(li.dataset.ctx);
-      if (tw) {
-        if (this.collapsed.has(id)) this.collapsed.delete(id); else this.collapsed.add(id);
-        this.render();
-        return;
-      }
-      this.onContext(id);
+      // a folded row has no context of its own: a click anywhere on it opens or closes it
+      if (ev.target.closest(".twisty") || li.dataset.fold !== undefined) this.toggle(li.dataset.row);
+      else this.onContext(Number(li.dataset.ctx));
+    });
+    // on a toggle, ArrowRight opens and ArrowLeft closes (Enter and Space click it, as any button); they do not
+    // reach the page's keys, where the arrows step through the graph
+    this.treeEl.addEventListener("keydown", (ev) => {
+      const tw = ev.target.closest(".twisty");
+      if (!tw || (ev.key !== "ArrowLeft" && ev.key !== "ArrowRight")) return;
+      ev.stopPropagation();
+      ev.preventDefault();
+      const li = tw.closest("li[data-row]");
+      if ((li.getAttribute("aria-expanded") === "true") !== (ev.key === "ArrowRight")) this.toggle(li.dataset.row);
     });
     this.rwEl.addEventListener("click", (ev) => {
       const li = ev.target.closest("li[data-rw]");
@@ -52,30 +60,67 @@ export class Sidebar {
   setContexts(list) {
     this.contexts = list;
     this.byId = new Map(list.map((c) => [c.id, c]));
+    this.tree = buildTree(list, this.byId);
     this.render();
+  }
+
+  /** The open/closed choices for the trace on screen (its picker's value: the page selects it before its contexts). */
+  get openState() {
+    const t = $("#trace-select")?.value ?? "";
+    if (!this.openByTrace.has(t)) this.openByTrace.set(t, new Map());
+    return this.openByTrace.get(t);
+  }
+
+  /** Open or close the row `key` (a context's id, or "f" and the first id of a folded run), keeping the focus. */
+  toggle(key) {
+    const li = this.treeEl.querySelector(`li[data-row="${key}"]`);
+    const focused = li && li.contains(document.activeElement);
+    this.openState.set(key, !(li && li.getAttribute("aria-expanded") === "true"));
+    this.render();
+    if (focused) this.treeEl.querySelector(`li[data-row="${key}"] .twisty`)?.focus();
+  }
+
+  /** Row keys from the selection up to the top (its parents and the folded run it is in): all shown open. */
+  _selectionPath() {
+    const path = new Set();
+    for (let k = this.tree.up.get(String(this.ctx)); k !== undefined; k = this.tree.up.get(k)) path.add(k);
+    return path;
+  }
+
+  /** Whether row `key` (of n children) shows them: the user's choice, else open on the selection's path or when
+   * small; everything under a filter. */
+  _isOpen(key, n, path, q) {
+    const st = this.openState;
+    if (q) return true;  // a filter shows its hits wherever they are
+    return st.has(key) ? st.get(key) : path.has(key) || (key[0] !== "f" && n <= OPEN_UP_TO);
   }
 
   setSelection(ctx, rw) {
     const ctxChanged = ctx !== this.ctx;
     this.ctx = ctx;
     this.rw = rw;
-    if (ctxChanged) this.render();
-    else this._markSelection();
+    if (ctxChanged) {
+      // a newly selected context is shown: the rows above it open (and stay open when the selection moves on)
+      for (const k of this._selectionPath()) this.openState.set(k, true);
+      this.render();
+    } else this._markSelection();
   }
 
   get grouped() { return this.groupEl.checked; }
 
-  /** Contexts in display order (depth first), the ones the filter keeps; used for PageUp/PageDown too. Grouped by
-   * call site: the kernels only, each group's first row carrying its heading (`group`). */
+  /** Contexts in display order (depth first), the ones the filter keeps and the open rows show (folded runs left
+   * out); used for PageUp/PageDown too. Grouped by call site: the kernels only, each group's first row carrying its
+   * heading (`group`). */
   visibleContexts() {
+    return this.rowsShown().filter((r) => r.c);
+  }
+
+  /** The rows on screen: {c, depth, n, open, hit} for a context (hit: kept by the filter itself, not for a child),
+   * {fold, key, depth, open} for a folded run of alike contexts. */
+  rowsShown() {
     const q = this.filterEl.value.trim().toLowerCase();
     if (this.grouped) return this._byCallsite(q);
-    const kids = new Map();
-    for (const c of this.contexts) {
-      const p = this.byId.has(c.parent) ? c.parent : null;
-      if (!kids.has(p)) kids.set(p, []);
-      kids.get(p).push(c);
-    }
+    const {kids, runs} = this.tree;
     // the selected context stays, whatever the filter: the graph still shows it (issue 30)
     const keep = (c) => c.id === this.ctx || this.matches(c, q);
     // a context is shown if it or any descendant matches the filter
@@ -86,17 +131,27 @@ export class Sidebar {
       shown.set(c.id, any);
       return any;
     };
-    for (const root of kids.get(null) || []) visit(root);
+    if (q) for (const root of kids.get(null) || []) visit(root);
+    const path = this._selectionPath();
     const out = [];
-    const walk = (c, depth) => {
-      if (!shown.get(c.id)) return;
+    const node = (c, depth) => {
+      if (q && !shown.get(c.id)) return;
       const children = kids.get(c.id) || [];
-      // the default context with nothing in it is noise: skip it
-      if (!(c.kind === "default" && !c.rewrites.length && c.parent === null)) out.push({c, depth, n: children.length});
-      const inner = c.kind === "default" && c.parent === null ? depth : depth + 1;
-      if (!this.collapsed.has(c.id) || q) for (const k of children) walk(k, inner);
+      // the default context with nothing in it is noise: skip it (its children are the top rows)
+      const top = c.kind === "default" && c.parent === null;
+      const open = top || this._isOpen(String(c.id), children.length, path, q);
+      if (!(top && !c.rewrites.length)) out.push({c, depth, n: children.length, open, hit: !q || keep(c)});
+      if (open) level(c.id, top ? depth : depth + 1);
     };
-    for (const root of kids.get(null) || []) walk(root, 0);
+    const level = (parent, depth) => {
+      for (const run of runs.get(parent) || []) {
+        if (run.length === 1 || q) { for (const c of run) node(c, depth); continue; }
+        const key = `f${run[0].id}`, open = this._isOpen(key, run.length, path, q);
+        out.push({fold: run, key, depth, open});
+        if (open) for (const c of run) node(c, depth + 1);
+      }
+    };
+    level(null, 0);
     return out;
   }
 
@@ -146,16 +201,21 @@ export class Sidebar {
   }
 
   render() {
-    const rows = this.visibleContexts();
+    const rows = this.rowsShown();
     // a live trace re-renders the tree every few hundred ms: rows that did not change are kept (with their layout),
-    // so a refresh costs what it adds, not a rebuild and relayout of every row (a long frame at hundreds of rows)
+    // so a refresh costs what it adds, not a rebuild and relayout of every row (a long frame at hundreds of rows);
+    // a parent's row shows whether it has children, not how many: a kernel added under it leaves it as it is
     const made = new Map();
-    const items = rows.map(({c, depth, n}) => {
-      const sig = JSON.stringify([c.name, c.kind, c.ended, c.error, c.kname_colors, c.rewrites.length, depth, n,
-        n && this.collapsed.has(c.id)]);
-      const old = this.rows.get(c.id);
-      const li = old && old.sig === sig ? old.li : this._contextRow(c, depth, n);
-      made.set(c.id, {sig, li});
+    const items = rows.map((r) => {
+      const {c, depth, n, open} = r;
+      const key = c ? String(c.id) : r.key;
+      const sig = c ? JSON.stringify([c.name, c.kind, c.ended, c.error, c.kname_colors, c.rewrites.length, depth,
+        n > 0, open]) : JSON.stringify([r.fold.map((x) => [x.id, x.ended, x.error]), depth, open]);
+      const old = this.rows.get(key);
+      const li = old && old.sig === sig ? old.li : c ? this._contextRow(c, depth, n, open) : this._foldRow(r);
+      // a row the filter keeps only for a hit below it (a kernel's schedule) is there for its place, not a hit
+      if (c) li.classList.toggle("filter-parent", r.hit === false);
+      made.set(key, {sig, li});
       return li;
     });
     this.rows = made;
@@ -169,14 +229,35 @@ export class Sidebar {
     this.renderRewrites();
   }
 
-  _contextRow(c, depth, n) {
+  /** A row's toggle: a button (so Tab reaches it and Enter or Space works it) where the row has children. */
+  _twisty(n, open) {
+    if (!n) return h("span", {class: "twisty none"});
+    return h("button", {class: "twisty", type: "button", title: open ? "collapse" : "expand",
+      "aria-label": open ? "collapse" : "expand"}, open ? "▾" : "▸");
+  }
+
+  _contextRow(c, depth, n, open) {
     const name = c.kind === "kernel" ? coloredName(c.name, c.kname_colors) : h("span", {class: "cname"}, c.name);
-    const twisty = n ? h("span", {class: "twisty"}, this.collapsed.has(c.id) ? "▸" : "▾")
-      : h("span", {class: "twisty none"});
     const li = h("li", {class: `ctx kind-${c.kind}${c.ended ? "" : " running"}${c.error ? " error" : ""}`,
-      dataset: {ctx: c.id}, role: "treeitem", title: `${c.kind} #${c.id}: ${c.name}`},
-    twisty, h("span", {class: "kind"}, KIND_ICON[c.kind] ?? String(c.kind).slice(0, 1).toUpperCase()), name,
-    h("span", {class: "count muted"}, c.rewrites.length ? String(c.rewrites.length) : ""));
+      dataset: {ctx: c.id, row: c.id}, role: "treeitem", "aria-level": String(depth + 1),
+      title: `${c.kind} #${c.id}: ${c.name}`},
+    this._twisty(n, open), h("span", {class: "kind"}, KIND_ICON[c.kind] ?? String(c.kind).slice(0, 1).toUpperCase()),
+    name, h("span", {class: "count muted"}, c.rewrites.length ? String(c.rewrites.length) : ""));
+    if (n) li.setAttribute("aria-expanded", String(open));
+    li.style.paddingLeft = `${4 + depth * 12}px`;
+    return li;
+  }
+
+  /** The row of a run of alike contexts (repeated schedules, jit replays): "name ×count", opening onto them. */
+  _foldRow({fold, key, depth, open}) {
+    const [first, last] = [fold[0], fold[fold.length - 1]];
+    const names = first.name === last.name ? first.name : `${first.name} … ${last.name}`;
+    const li = h("li", {class: `ctx fold kind-${first.kind}${fold.some((c) => c.error) ? " error" : ""}`,
+      dataset: {fold: key, row: key}, role: "treeitem", "aria-level": String(depth + 1), "aria-expanded": String(open),
+      title: `${fold.length} alike ${first.kind} contexts (${names}), each with the same children`},
+    this._twisty(fold.length, open),
+    h("span", {class: "kind"}, KIND_ICON[first.kind] ?? String(first.kind).slice(0, 1).toUpperCase()),
+    h("span", {class: "cname"}, baseName(first.name)), h("span", {class: "fold-count"}, `×${fold.length}`));
     li.style.paddingLeft = `${4 + depth * 12}px`;
     return li;
   }
@@ -243,6 +324,58 @@ export class Sidebar {
     for (const li of [cli, rli]) if (li) li.scrollIntoView({block: "nearest"});
     if (cli && (rli || this.rw === null)) this._scrolledTo = `${this.ctx}:${this.rw}`;
   }
+}
+
+/** A context's name without its trailing number: "schedule 12" and "schedule 13" are alike. */
+const baseName = (name) => String(name).replace(/\s+\d+$/, "");
+
+/** The display tree of contexts, in O(contexts): `kids` (parent id -> contexts, null: the top), `runs` (parent id ->
+ * its children in runs of alike ones, see foldKey) and `up` (row key -> the key of the row it sits under). */
+function buildTree(list, byId) {
+  const kids = new Map();
+  for (const c of list) {
+    const p = byId.has(c.parent) ? c.parent : null;
+    if (!kids.has(p)) kids.set(p, []);
+    kids.get(p).push(c);
+  }
+  // the recorder files a schedule's kernels (and memory plan) beside it: they run after the schedule's context ends.
+  // Those that follow a schedule, up to any other context, go under it; a jit replay ran no schedule: it stays
+  for (const [p, siblings] of kids) {
+    let owner = null;
+    const stay = [];
+    for (const c of siblings) {
+      if (c.kind === "schedule") owner = c;
+      else if (!(owner && MADE_BY_SCHEDULE.has(c.kind) && !String(c.name).startsWith("jit replay"))) owner = null;
+      if (owner === null || owner === c) { stay.push(c); continue; }
+      if (!kids.has(owner.id)) kids.set(owner.id, []);
+      kids.get(owner.id).push(c);
+    }
+    kids.set(p, stay);
+  }
+  const runs = new Map(), up = new Map();
+  for (const [p, siblings] of kids) {
+    const groups = [];
+    let key = null;
+    for (const c of siblings) {
+      const k = foldKey(c, kids);
+      if (k === key) groups[groups.length - 1].push(c); else groups.push([c]);
+      key = k;
+    }
+    runs.set(p, groups);
+    for (const run of groups) {
+      const at = p === null ? undefined : String(p);
+      if (run.length > 1) {
+        if (at !== undefined) up.set(`f${run[0].id}`, at);
+        for (const c of run) up.set(String(c.id), `f${run[0].id}`);
+      } else if (at !== undefined) up.set(String(run[0].id), at);
+    }
+  }
+  return {kids, runs, up};
+}
+
+/** Alike contexts fold into one row: same kind, same name but for a trailing number, children of the same names. */
+function foldKey(c, kids) {
+  return JSON.stringify([c.kind, baseName(c.name), (kids.get(c.id) || []).map((k) => k.name)]);
 }
 
 /** Make el's children exactly `items` (elements, in order), moving only what is out of place: appending rows to a

@@ -182,8 +182,12 @@ def test_sidebar_filter_and_unchanged(page, server):
   assert shown == {r["id"] for r in kernel["rewrites"] if r["changed"] or r["id"] == current}
   page.uncheck("#hide-unchanged")
   page.fill("#filter", "E_32")
-  names = page.eval_on_selector_all("#contexts li[data-ctx]:not(.off-filter)", "els => els.map(e => e.title)")
+  names = page.eval_on_selector_all("#contexts li[data-ctx]:not(.off-filter):not(.filter-parent)",
+                                    "els => els.map(e => e.title)")
   assert names and all("E_32" in n for n in names)
+  # the kernel's schedule is there (the tree keeps a hit's parents), marked as shown for its kernel only (issue 30)
+  parents = page.eval_on_selector_all("#contexts li.filter-parent", "els => els.map(e => +e.dataset.ctx)")
+  assert parents == [ctxs["schedule 1"]["id"]]
   # the selected context stays, marked: the graph still shows it (issue 30, tests/browser/test_ui_fit_1280.py)
   assert page.locator("#contexts li.off-filter").evaluate_all("els => els.map(e => +e.dataset.ctx)") == [kernel["id"]]
   # kernels show their colored names

@@ -11,7 +11,7 @@ import textwrap
 from support.browser import ROOT, open_page
 from support.proc_helpers import open_gate, stop_writer, wait_until
 
-# contexts "a 0".."a N-1", flushed; then, once the test opens the gate (proc_helpers), "b 0".."b M-1" and the end
+# contexts "a 0 ctx".."a N-1 ctx", flushed; then, once the test opens the gate (proc_helpers), "b 0 ctx".. and the end
 WRITER = textwrap.dedent("""
   import sys
   from compiler import Ops, PatternMatcher, UOp, UPat, graph_rewrite
@@ -24,7 +24,8 @@ WRITER = textwrap.dedent("""
   x = UOp.variable("x", 0, 10)
   def contexts(prefix, count):
     for i in range(count):
-      with recorder.trace_context(f"{prefix} {i}", kind="schedule"):
+      # (not "a 0", "a 1", ...: alike names fold into one row, and this test counts the rows)
+      with recorder.trace_context(f"{prefix} {i} ctx", kind="schedule"):
         graph_rewrite((x + 0) * (i + 2), add0, name="changes")
   contexts("a", n)
   recorder.RECORDER.writer.flush()
