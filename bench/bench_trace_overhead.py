@@ -1,6 +1,10 @@
 """What tracing costs: the same rewrite-heavy workloads with VIZ off vs recording to a file, run alternately in one
 process, and graph_rewrite with VIZ off vs a copy of it with the tracing hooks removed. Prints a table of ratios, and
-the memory a recording holds while it runs."""
+the memory a recording holds while it runs. Then the whole of a real program (issue 30's budget: at most 1.10x), run
+in fresh processes, VIZ off and VIZ=-1 alternately, each with an empty compile cache.
+
+  python bench/bench_trace_overhead.py [--quick] [--pairs N] [--program gpt_step] [--size full]
+"""
 from __future__ import annotations
 
 import argparse
@@ -147,6 +151,55 @@ def measure(workload: str, exprs: int, rounds: int) -> dict[str, Any]:
 
 
 WORKLOADS = {"symbolic": "symbolic simplify", "compile": "compile 5 workloads"}
+ROOT = Path(__file__).resolve().parents[1]
+# one step of a real program (bench/real_models.py), built and run in a fresh process: what a user's run costs
+PROGRAM = ("import sys\nsys.path.insert(0, {root!r})\nfrom bench.real_models import SIZES, build, tinyviz\n"
+           "build({name!r}, tinyviz(), SIZES[{size!r}])()\n")
+
+
+def run_program(name: str, size: str, viz: bool, tmp: Path) -> tuple[float, float]:
+  """(wall s, CPU s of the process, all threads) of one fresh process running the program's step; with viz, recorded
+  to a file (VIZ=-1: no viewer). An empty compile cache each: VIZ off would otherwise load every kernel from the disk
+  cache that recording bypasses (engine.disk_key), a different program."""
+  env = {k: v for k, v in os.environ.items() if not k.startswith("VIZ")}
+  cache = Path(tempfile.mkdtemp(dir=tmp))
+  env["XDG_CACHE_HOME"] = str(cache)
+  if viz:
+    env.update(VIZ="-1", VIZ_TRACE=str(cache / "t.vztrace"))
+  t = time.perf_counter()
+  proc = subprocess.Popen([sys.executable, "-c", PROGRAM.format(root=str(ROOT), name=name, size=size)], env=env,
+                          cwd=ROOT, stderr=subprocess.DEVNULL)
+  _, status, usage = os.wait4(proc.pid, 0)
+  wall = time.perf_counter() - t
+  proc.returncode = os.waitstatus_to_exitcode(status)
+  if proc.returncode != 0:
+    raise RuntimeError(f"the {name} program ({size}, VIZ={'-1' if viz else 'off'}) exited with {proc.returncode}")
+  return wall, usage.ru_utime + usage.ru_stime
+
+
+def whole_program(name: str, size: str, pairs: int) -> dict[str, Any]:
+  """`pairs` runs of the program with VIZ off and VIZ=-1, alternately (the order flips every pair, so neither side
+  always runs on a machine the other just warmed): the ratios of the medians and of the minima."""
+  t: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+  with tempfile.TemporaryDirectory() as d:
+    for i in range(pairs):
+      for viz in ((False, True) if i % 2 == 0 else (True, False)):
+        t[viz].append(run_program(name, size, viz, Path(d)))
+  med = {v: [statistics.median(x[k] for x in t[v]) for k in (0, 1)] for v in t}
+  low = {v: [min(x[k] for x in t[v]) for k in (0, 1)] for v in t}
+  return {"off": med[False], "on": med[True], "wall": med[True][0] / med[False][0],
+          "cpu": med[True][1] / med[False][1], "cpu_min": low[True][1] / low[False][1]}
+
+
+def print_whole_program(name: str, size: str, pairs: int) -> None:
+  from bench.real_models import PROGRAMS
+  r = whole_program(name, size, pairs)
+  cols = [("program", "<28"), ("off wall s", ">10.2f"), ("VIZ=-1 wall s", ">13.2f"), ("wall", ">7"),
+          ("off CPU s", ">9.2f"), ("VIZ=-1 CPU s", ">12.2f"), ("CPU", ">7"), ("CPU (min)", ">9")]
+  print(format_table(cols, [(f"{PROGRAMS[name]} ({size})", r["off"][0], r["on"][0], f"{r['wall']:.3f}x",
+                             r["off"][1], r["on"][1], f"{r['cpu']:.3f}x", f"{r['cpu_min']:.3f}x")]))
+  print(f"whole program, {pairs} pairs of fresh processes (VIZ off / VIZ=-1 alternately, an empty compile cache "
+        "each): medians and their ratios;\nCPU: the process's user + system time, all threads (the budget: 1.10x)")
 
 
 def main() -> None:
@@ -155,9 +208,12 @@ def main() -> None:
   ap.add_argument("--rounds", type=int, default=9)
   ap.add_argument("--quick", action="store_true", help="fewer rounds")
   ap.add_argument("--workload", choices=WORKLOADS, help=argparse.SUPPRESS)  # one row, as JSON (the child processes)
+  ap.add_argument("--program", default="gpt_step", help="the real program of the whole-program row (real_models)")
+  ap.add_argument("--size", default="full", help="its size: full, quick or tiny")
+  ap.add_argument("--pairs", type=int, default=5, help="VIZ off / VIZ=-1 pairs of the whole-program row (0: none)")
   args = ap.parse_args()
   if args.quick:
-    args.rounds, args.exprs = 3, 200
+    args.rounds, args.exprs, args.size, args.pairs = 3, 200, "quick", 3
   if args.workload:
     print(json.dumps(measure(args.workload, args.exprs, args.rounds)))
     return
@@ -191,6 +247,9 @@ def main() -> None:
     bare.append(timed(lambda: symbolic_workload(exprs, graph_rewrite_nohooks)))
   print(f"\ndisabled tracing: graph_rewrite with VIZ off {min(hooked):.4f}s vs hooks removed {min(bare):.4f}s: "
         f"{min(hooked) / min(bare):.3f}x")
+  if args.pairs > 0:
+    print()
+    print_whole_program(args.program, args.size, args.pairs)
   if os.environ.get("VIZ"):
     print("note: VIZ is set in the environment; the 'off' rows were still run with the recorder disabled")
 

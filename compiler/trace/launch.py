@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -164,9 +165,23 @@ def _start(path: str, port: int, instead_of: int | None, finish: Callable[[], ob
     _say(f"VIZ: could not start the viewer: {e}")
     return None
   url = f"http://127.0.0.1:{port}/"
-  _say(f"VIZ: viewer starting at {url} (pid {proc.pid}, log {_log_path(port)})")
-  atexit.register(_at_exit, proc, port, finish)
+  # the URL is said once the viewer listens (~1 s after the spawn: a click on it before was refused), by a thread,
+  # so that the program runs on meanwhile; _at_exit waits for it, so that the URL comes before what it says
+  announce = threading.Thread(target=_announce, args=(proc, url, port), name="viz-viewer-ready", daemon=True)
+  announce.start()
+  atexit.register(_at_exit, proc, port, finish, announce)
   return url
+
+
+def _announce(proc: subprocess.Popen, url: str, port: int) -> None:
+  """Print the viewer's URL once it serves (at most READY_TIMEOUT s after the spawn), or why there is none."""
+  where = f"(pid {proc.pid}, log {_log_path(port)})"
+  if _wait_serving(proc):
+    _say(f"VIZ: viewer starting at {url} {where}")
+  elif proc.poll() is not None:
+    _say(f"VIZ: the viewer for {url} exited (status {proc.returncode}) before it served {where}")
+  else:
+    _say(f"VIZ: the viewer for {url} did not serve within {READY_TIMEOUT:.0f} s {where}")
 
 
 def wants_wait() -> bool:
@@ -193,18 +208,24 @@ def _wait_serving(proc: subprocess.Popen, timeout: float = READY_TIMEOUT) -> boo
   return False
 
 
-def _at_exit(proc: subprocess.Popen, port: int, finish: Callable[[], object]) -> None:
+def _at_exit(proc: subprocess.Popen, port: int, finish: Callable[[], object],
+             announce: threading.Thread | None = None) -> None:
   """At the end of a script that started the viewer: finish the trace, then (in a terminal) keep the script in the
   foreground serving until Ctrl-C stops both; elsewhere (CI, pipes, VIZ_WAIT=0) leave the viewer running alone."""
   finish()  # the trace gets its `end` record before we wait (atexit runs this handler first)
-  if proc.poll() is not None:
-    return
   if not wants_wait():
-    _wait_serving(proc)
+    if announce is not None:  # the URL before what follows (it waits for the viewer to serve, READY_TIMEOUT at most)
+      announce.join()
+    if proc.poll() is not None or not _wait_serving(proc):
+      return
     print(f"VIZ: the viewer keeps serving; stop it with `python -m viz_server --stop --port {port}`",
           file=sys.stderr, flush=True)
     return
   try:  # the message inside: a Ctrl-C right after it must still stop the viewer
+    if announce is not None:
+      announce.join()
+    if proc.poll() is not None:
+      return
     print("VIZ: done; the viewer is serving this trace. Press Ctrl-C to stop it.", file=sys.stderr, flush=True)
     # polled, not one blocking proc.wait(): a SIGINT that the kernel delivers to another thread (a kernel pool worker
     # of the user's script) only sets Python's flag, and a main thread blocked in waitpid would never see it

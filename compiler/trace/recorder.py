@@ -17,10 +17,8 @@ import os
 import re
 import sys
 import time
-from _weakref import _remove_dead_weakref  # delete a key only if its value is a dead reference (in C, atomically)
 from pathlib import Path
 from typing import Any, Callable, Iterator
-from weakref import ref
 
 from compiler.dtype import DType
 from compiler.uop import Ops, UOp, arg_str, cons_key
@@ -32,15 +30,14 @@ _RULE_INFO: dict = {}  # Rule -> its pattern record fields
 
 # ---- trace ids
 
-class _Named(ref):
-  """A weak reference to a named UOp that carries its trace id, and its id() for the callback."""
-  __slots__ = ("tid", "uid")
+_RECORDINGS = itertools.count()  # numbers TraceIds' keys in the nodes' __dict__: one key a recording
 
 
 class TraceIds:
   """The trace ids of one recording, given by structure; `add` receives the key of each node given a new id, in id
-  order (sources first): the key is all a record of the node needs: (op, dtype number, source ids, arg[, what
-  cons_key adds]).
+  order (sources first): the key is all a record of the node needs: (op, dtype number, arg, what cons_key adds to
+  the arg or None, *source ids), one flat tuple: every key lives as long as the recording, and each tuple that does
+  counts toward the cycle collector's next collection (a nested tuple of the sources was one more a node).
 
   A UOp gets its id the first time a record names it (its sources first), and an equal UOp made later must get the
   same one, or the viewer would show two nodes where the compiler had one. "Equal" is what hash-consing means by it:
@@ -50,10 +47,11 @@ class TraceIds:
   its first appearance (`dtypes`), so that a key of plain values is one the cycle collector stops tracking: the keys
   live as long as the recording, and a key of objects would be scanned again at every full collection.
 
-  Finding a key needs the sources' ids, so a node named before is found by identity instead, in O(1): `live` maps id(u)
-  to a weak reference to u that carries u's trace id, and the reference's callback drops the entry when u dies, before
-  its memory, and so its id(), can be reused. (Keyed by id(), a lookup makes no object but an int; an entry of a dead
-  node must not stay, or a new node at its address would find it.)"""
+  Finding a key needs the sources' ids, so a node named before is found by identity instead, in O(1): its id is kept
+  in its own __dict__ under `attr`, a key of this recording's only (another recording's id there is not this one's),
+  and dies with it. (A table by id() needed a weak reference a node, an object the cycle collector tracked while the
+  node lived, and a callback run when it died. A node that outlives the recording keeps an int under a key no one
+  asks again.)"""
 
   def __init__(self, add: Callable[[tuple], None]) -> None:
     self.keys: dict[tuple, int] = {}  # every node named so far, by structure
@@ -61,30 +59,26 @@ class TraceIds:
     self._dtype_numbers: dict[DType, int] = {}  # by equality (a dtype hashes in Python: asked once per object)
     self._dtype_by_id: dict[int, int] = {}  # by identity (every dtype object seen is kept alive in `_seen`)
     self._seen: list[DType] = []
-    self.live: dict[int, _Named] = {}  # the named nodes still alive, by id()
-    live = self.live
-    # (a cycle dict -> reference -> callback -> dict, which close() ends)
-    self._forget: Callable[[_Named], None] = lambda r: _remove_dead_weakref(live, r.uid)
+    self.attr = sys.intern(f"_vz_tid{next(_RECORDINGS)}")  # a named node's __dict__ key of its id
     self.add = add
 
   def get(self, u: UOp) -> int | None:
-    """u's id if u was named (and, being alive, is the node that was)."""
-    r = self.live.get(id(u))
-    return None if r is None else r.tid
+    """u's id if u was named."""
+    return u.__dict__.get(self.attr)
 
   def id_of(self, u: UOp) -> int:
     """The id of u, giving u and every node below it without one an id (sources first)."""
-    live = self.live
-    r = live.get(id(u))
-    if r is not None:
-      return r.tid
+    attr = self.attr
+    tid = u.__dict__.get(attr)
+    if tid is not None:
+      return tid
     try:  # the usual case: a node made by a rewrite, over nodes it named already
-      src = tuple([live[id(s)].tid for s in u.src])
+      src = [s.__dict__[attr] for s in u.src]
     except KeyError:
       return self._name_below(u)
     return self._name(u, src)
 
-  def _name(self, u: UOp, src: tuple) -> int:
+  def _name(self, u: UOp, src: list[int]) -> int:
     """The id of u, whose sources have the ids src: an equal node's, or a new one."""
     dtype = u.dtype
     d = self._dtype_by_id.get(id(dtype))
@@ -92,17 +86,17 @@ class TraceIds:
       d = self._dtype_number(dtype)
     arg = u.arg
     t = type(arg)  # cons_key, inlined for the args it leaves as they are
-    key = (int(u.op), d, src, arg) if arg is None or t is int or t is tuple else \
-      (int(u.op), d, src, *cons_key(u.op, dtype, src, arg)[3:])
+    if arg is None or t is int or t is tuple:
+      key = (int(u.op), d, arg, None, *src)
+    else:  # (cons_key adds one field at most: a float's sign, a bool's type)
+      more = cons_key(u.op, dtype, (), arg)[4:]
+      key = (int(u.op), d, arg, more[0] if more else None, *src)
     keys = self.keys
     new = len(keys)  # ids are dense: the next one is the number of keys
     tid = keys.setdefault(key, new)
     if tid == new:
       self.add(key)
-    r = _Named(u, self._forget)
-    r.tid = tid
-    r.uid = uid = id(u)
-    self.live[uid] = r
+    u.__dict__[self.attr] = tid
     return tid
 
   def _dtype_number(self, dtype: DType) -> int:
@@ -117,37 +111,38 @@ class TraceIds:
     """Name root and the nodes below it without an id, each after its sources, in the order of a depth-first walk
     over sources in order; with a stack of (node, its sources still to look at, the ids of those looked at), since a
     graph may be far deeper than the recursion limit. (A node is never on the stack twice: that would be a cycle.)"""
-    live = self.live
+    attr = self.attr
     stack = [(root, iter(root.src), [])]
     while True:
       x, todo, src = stack[-1]
       for s in todo:
-        r = live.get(id(s))
-        if r is None:
+        tid = s.__dict__.get(attr)
+        if tid is None:
           stack.append((s, iter(s.src), []))
           break
-        src.append(r.tid)
+        src.append(tid)
       else:
         stack.pop()
-        tid = self._name(x, tuple(src))
+        tid = self._name(x, src)
         if not stack:
           return tid
         stack[-1][2].append(tid)
 
   def close(self) -> None:
-    """Drop the identity table (recording ended), which ends its cycle: what it held is freed by reference counting."""
-    self.live.clear()
+    """Recording ended: nothing to drop (the ids live in the nodes, and go with them)."""
 
 
 # ---- a batch's node columns
 # The node columns of a batch record: for each node its op, dtype code, arg code, number of sources and its sources'
-# trace ids, as little-endian u32 bytes (format.py, "batch"), made from the nodes' keys (TraceIds:
-# `cons_key(op, dtype, source ids, arg)`), so that a flush reads no UOp.
+# trace ids, as little-endian u32 bytes (format.py, "batch"), made from the nodes' keys (TraceIds: op, dtype number,
+# arg, what cons_key adds, source ids), so that a flush reads no UOp.
 #
 # A flush makes them for every node the trace names: each column is one `map` over the keys, in C; a dtype's code is
 # looked up by its number, an arg's by object identity, so a text is made once per object.
 
-_OP, _DTYPE, _SRC, _ARG = (operator.itemgetter(i) for i in range(4))  # a key's order (TraceIds)
+_OP, _DTYPE, _ARG = (operator.itemgetter(i) for i in range(3))  # a key's order (TraceIds)
+_SRC_AT = 4  # where a key's source ids begin
+_SRC = operator.itemgetter(slice(_SRC_AT, None))
 
 Columns = tuple[bytes, bytes, bytes, bytes, bytes]
 
@@ -175,10 +170,10 @@ def node_columns(keys: list[tuple], dtype_codes: list[int], arg_ids: dict[int, i
   """(op, dtype, arg, nsrc, src) of the nodes with these keys; a dtype's code is dtype_codes[its number in the key],
   an arg's is looked up in the by-id table (whose objects the caller keeps alive, so that no id is reused), and
   arg_code makes the code of one not seen before."""
-  srcs = list(map(_SRC, keys))
   cols = (list(map(_OP, keys)), list(map(dtype_codes.__getitem__, map(_DTYPE, keys))),
-          codes(list(map(_ARG, keys)), arg_ids, arg_code), list(map(len, srcs)),
-          list(itertools.chain.from_iterable(srcs)))
+          codes(list(map(_ARG, keys)), arg_ids, arg_code),
+          list(map(operator.sub, map(len, keys), itertools.repeat(_SRC_AT))),
+          list(itertools.chain.from_iterable(map(_SRC, keys))))
   from vztrace.format import column_bytes  # (imported once recording starts, as the rest of the format)
   return tuple(map(column_bytes, cols))  # type: ignore[return-value]
 
@@ -421,7 +416,7 @@ class Recorder:
     self.pattern_ids: dict[Any, int] = {}
     self._queue = self.writer.tail = RecordQueue(self.writer.lock)
     self.ids = self._queue.ids
-    self._live = self.ids.live  # the fast path of match(): TraceIds.id_of's first lookup, inlined
+    self._attr = self.ids.attr  # the fast path of match(): TraceIds.id_of's first lookup, inlined
     self._matches = self._queue.matches
     self.ctx_stack: list[int] = [0]
     self.next_ctx = 1
@@ -500,11 +495,13 @@ class Recorder:
     return rid
 
   def match(self, rw: int, rule: Any, before: UOp, after: UOp, dt_ns: int) -> None:
-    live = self._live
-    r = live.get(id(before))
-    b = r.tid if r is not None else self.ids.id_of(before)
-    r = live.get(id(after))
-    a = r.tid if r is not None else self.ids.id_of(after)
+    attr = self._attr
+    b = before.__dict__.get(attr)
+    if b is None:
+      b = self.ids.id_of(before)
+    a = after.__dict__.get(attr)
+    if a is None:
+      a = self.ids.id_of(after)
     p = self.pattern_ids.get(rule)
     if p is None:
       p = self.pattern_id(rule)

@@ -126,3 +126,26 @@ def test_in_a_terminal_ignoring_sigint_the_script_does_not_wait(tmp_path):
   subprocess.run([sys.executable, "-m", "viz_server", "--stop", "--port", str(port)], env=env, cwd=ROOT,
                  capture_output=True, timeout=120)
   wait_exit(viewer, "the viewer to stop")
+
+
+def test_the_url_is_printed_once_the_viewer_answers(tmp_path):
+  """The URL line comes once the viewer listens: a connection made right after it (no wait, no retry) is answered,
+  where one made as the viewer was spawned was refused (~1 s of the viewer's imports)."""
+  port, env = _viz_env(tmp_path)
+  script = SCRIPT + "import sys\nsys.stdin.read()\n"  # (alive until the test is done: its end would wait anyway)
+  proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, env=env, text=True)
+  viewer = None
+  try:
+    err = _read_until(proc.stderr, "viewer starting at")
+    assert err.count(f"http://127.0.0.1:{port}/") == 1, err
+    answer = get_json(f"http://127.0.0.1:{port}/api/ping", timeout=30)  # (refused, not timed out, were it not up)
+    assert answer["app"] == "tinyviz"
+    viewer = answer["pid"]
+  finally:
+    proc.stdin.close()
+    proc.wait(timeout=120)
+    subprocess.run([sys.executable, "-m", "viz_server", "--stop", "--port", str(port)], env=env, cwd=ROOT,
+                   capture_output=True, timeout=120)
+    if viewer is not None:
+      wait_exit(viewer, "the viewer to stop")

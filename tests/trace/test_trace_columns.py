@@ -58,15 +58,15 @@ def test_the_code_of_an_object_seen_before_is_looked_up_not_made_again():
   ar = _Codes()
   for _ in range(2):
     node_columns(rows, [0] * len(ids.dtypes), ar.by_id, ar)
-  assert ar.calls == len({id(k[3]) for k in rows})
+  assert ar.calls == len({id(k[2]) for k in rows})
 
 
 @pytest.mark.parametrize("bad", [1 << 32, -1])
 def test_a_source_id_outside_u32_is_an_overflow(bad):
   rows, _ = _keys(UOp.variable("a", 0, 3) + 1)
-  op, dtype, src, arg = rows[-1][:4]
+  op, dtype, arg, more, first, *src = rows[-1]
   with pytest.raises(OverflowError):
-    node_columns([(op, dtype, (bad,) + src[1:], arg)], [0] * (dtype + 1), {}, _Codes())
+    node_columns([(op, dtype, arg, more, bad, *src)], [0] * (dtype + 1), {}, _Codes())
 
 
 def test_an_error_in_a_code_callback_propagates():
