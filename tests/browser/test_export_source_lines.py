@@ -62,5 +62,11 @@ def test_export_keeps_line_maps_and_lights_both_ways(page, tmp_path):
   page.wait_for_function("(n) => document.querySelector('#panel-source').dataset.lineHits === String(n)", arg=len(want))
   lit = set(pre.evaluate("e => [...e.querySelectorAll('.src-line.src-hit')].map(x => +x.dataset.line)"))
   assert lit == want and i in lit
-  box, view = pre.locator(f".src-line[data-line='{min(want)}']").bounding_box(), pre.bounding_box()
-  assert box is not None and view is not None and view["y"] <= box["y"] <= view["y"] + view["height"]
+  # the first lit line is scrolled into the source view (waited on: the scroll may land after lineHits is set)
+  page.wait_for_function("""(n) => {
+    const pre = document.querySelector("#panel-source pre.source[data-kind='asm']");
+    const el = pre && pre.querySelector(`.src-line[data-line='${n}']`);
+    if (!el) return false;
+    const a = el.getBoundingClientRect(), b = pre.getBoundingClientRect();
+    return b.height > 0 && b.top <= a.top && a.top <= b.bottom;
+  }""", arg=min(want))
