@@ -42,11 +42,10 @@ function treeOrder(list) {
   return out;
 }
 
-/** " · E_8_2_2": a kernel's name after its opts (kname_colors' text, as the sidebar shows it) when it differs. */
-function knameSuffix(c) {
-  if (!Array.isArray(c.kname_colors)) return "";
-  const k = c.kname_colors.map((p) => (Array.isArray(p) ? String(p[0] ?? "") : "")).join("");
-  return k && k !== c.name ? ` · ${k}` : "";
+/** " · shape 8 2 2": a kernel's shape after its opts (shape_colors' sizes, as the sidebar shows them). */
+function shapeSuffix(c) {
+  if (!Array.isArray(c.shape_colors) || !c.shape_colors.length) return "";
+  return ` · shape ${c.shape_colors.map((p) => (Array.isArray(p) ? String(p[0] ?? "") : "")).join(" ")}`;
 }
 
 /** Whether a context or one below it has a finished rewrite (the API's t:c point needs one). */
@@ -144,7 +143,7 @@ class PointPicker extends Panel {
     const v = this.v;
     this.renderTraces();
     put(this.ctxSel, ...treeOrder(this.list).map(({c, depth}) => h("option", {value: c.id},
-      `${"\u00a0\u00a0".repeat(depth)}${KIND_ICON[c.kind] ?? "·"} ${c.name}${knameSuffix(c)}`)));
+      `${"\u00a0\u00a0".repeat(depth)}${KIND_ICON[c.kind] ?? "·"} ${c.name}${shapeSuffix(c)}`)));
     this.ctxSel.value = v && v.ctx !== null ? String(v.ctx) : "";
     const c = this._ctx();
     const opts = (c ? c.rewrites : []).map((r) => h("option", {value: r.id},

@@ -128,18 +128,21 @@ export function colorOf(name) {
   return COLORS[key] ?? COLORS[key.toLowerCase()] ?? null;
 }
 
-/** A span of colored segments from kname_colors ([[text, color], ...]), or the plain name. */
-export function coloredName(name, parts, cls = "kname") {
-  const el = h("span", {class: cls});
-  if (Array.isArray(parts) && parts.length) {
-    for (const part of parts) {
+/** A kernel's name (fixed by the scheduler: one name on every surface), then its shape after the opts as sizes in
+ * their axis colors (the API's shape_colors: [[size, color], ...]) where given. */
+export function kernelName(name, shape, cls = "kname") {
+  const el = h("span", {class: cls}, h("span", {class: "kname-text"}, String(name ?? "")));
+  if (Array.isArray(shape) && shape.length) {
+    const box = h("span", {class: "kshape", title: "shape after the opts, each size in its axis color"});
+    for (const part of shape) {
       if (!Array.isArray(part)) continue;
       const seg = h("span", null, String(part[0] ?? ""));
       const c = colorOf(part[1]);
       if (c) seg.style.color = c;
-      el.appendChild(seg);
+      box.appendChild(seg);
     }
-  } else el.textContent = String(name ?? "");
+    el.appendChild(box);
+  }
   return el;
 }
 

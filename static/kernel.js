@@ -1,7 +1,7 @@
 // The kernel panel: applied opts in order with the colored shape after each, refused opts with their reason, and the
 // BEAM candidates as a sortable table and a scatter plot with the chosen one marked.
 import {api} from "./api.js";
-import {coloredName, colorOf, fmtNum, fmtSeconds, h, put, s, siteText} from "./dom.js";
+import {colorOf, kernelName, fmtNum, fmtSeconds, h, put, s, siteText} from "./dom.js";
 import {axisColorsLegend, legendBox} from "./legend.js";
 import {Panel} from "./panel.js";
 import {launchText} from "./source.js";
@@ -23,7 +23,7 @@ export class KernelPanel extends Panel {
     const applied = k.opts.filter((o) => o.ok), refused = k.opts.filter((o) => !o.ok);
     put(this.el,
       h("div", {class: "panel-head"},
-        h("div", {class: "title"}, coloredName(k.name, k.kname_colors)),
+        h("div", {class: "title"}, kernelName(k.name, k.shape_colors)),
         h("div", {class: "sub muted"}, `context #${k.ctx} · ${plural(applied.length, "opt")} applied`
           + `${refused.length ? `, ${refused.length} refused` : ""} · ${plural(k.beam.length, "BEAM candidate")}`
           + (run ? ` · ${fmtSeconds(run.median)} median, ${fmtNum(run.gflops)} GFLOP/s` : ""))),
@@ -44,7 +44,7 @@ export class KernelPanel extends Panel {
     if (ks === undefined) return;
     this.empty(ks.length ? "Pick a kernel:" : "This trace has no kernels.", {more: [
       h("ul", {class: "kernel-list"}, ...ks.map((k) => h("li", {class: "clickable", dataset: {ctx: k.ctx},
-        onclick: () => this.onPick(k.ctx)}, coloredName(k.name, k.kname_colors),
+        onclick: () => this.onPick(k.ctx)}, kernelName(k.name, k.shape_colors),
       h("span", {class: "muted small"}, ` ${k.opts.length} opts${k.run ? ` · ${fmtSeconds(k.run.median)}` : ""}`))))]});
   }
 }

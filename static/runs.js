@@ -2,7 +2,7 @@
 // total, its first (cold) run apart from the median and min of the warm ones, GFLOP/s and GB/s at the min, as a
 // sortable table and a bar chart; click to jump to the context it first ran in.
 import {api} from "./api.js";
-import {coloredName, fmtNum, fmtSeconds, h, put} from "./dom.js";
+import {fmtNum, fmtSeconds, h, kernelName, put} from "./dom.js";
 import {Panel} from "./panel.js";
 import {barChart, sortableTable} from "./table.js";
 
@@ -27,16 +27,11 @@ export class RunsPanel extends Panel {
     const runs = rows.reduce((a, r) => a + r.runs, 0);
     const chartBox = h("div", {class: "chart-box"});
     const name = (r) => {
-      const c = this.ctxInfo(r.ctx);
-      const el = coloredName(r.kname, c ? c.kname_colors : null, "kname clickable");
+      const el = kernelName(r.kname, null, "kname clickable");
       el.title = `${r.kname} (context #${r.ctx}): click to open its kernel`;
       return el;
     };
-    const label = (r) => {
-      const c = this.ctxInfo(r.ctx);
-      return c && c.kname_colors ? c.kname_colors.map((p) => p[0]).join("") : r.kname;
-    };
-    const drawChart = (sorted) => put(chartBox, barChart(sorted.map((r) => ({label: label(r), value: r.median,
+    const drawChart = (sorted) => put(chartBox, barChart(sorted.map((r) => ({label: r.kname, value: r.median,
       text: `${fmtSeconds(r.median)} · ${fmtNum(r.gflops)} GFLOP/s`, title: `${r.kname}: ${fmtSeconds(r.median)}`,
       onClick: () => this.onJump(r.ctx)})), {width: 600, labelW: 190}));
     const table = sortableTable([

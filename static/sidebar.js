@@ -1,5 +1,5 @@
 // The sidebar: the contexts tree and, for the selected context, its rewrites with match counts.
-import {$, coloredName, fmtNs, h, put, siteText} from "./dom.js";
+import {$, fmtNs, h, kernelName, put, siteText} from "./dom.js";
 
 const KIND_ICON = {schedule: "S", kernel: "K", default: "·"};
 const OPEN_UP_TO = 8;  // a parent with more children than this starts collapsed
@@ -209,7 +209,7 @@ export class Sidebar {
     const items = rows.map((r) => {
       const {c, depth, n, open} = r;
       const key = c ? String(c.id) : r.key;
-      const sig = c ? JSON.stringify([c.name, c.kind, c.ended, c.error, c.kname_colors, c.rewrites.length, depth,
+      const sig = c ? JSON.stringify([c.name, c.kind, c.ended, c.error, c.shape_colors, c.rewrites.length, depth,
         n > 0, open]) : JSON.stringify([r.fold.map((x) => [x.id, x.ended, x.error]), depth, open]);
       const old = this.rows.get(key);
       const li = old && old.sig === sig ? old.li : c ? this._contextRow(c, depth, n, open) : this._foldRow(r);
@@ -237,7 +237,7 @@ export class Sidebar {
   }
 
   _contextRow(c, depth, n, open) {
-    const name = c.kind === "kernel" ? coloredName(c.name, c.kname_colors) : h("span", {class: "cname"}, c.name);
+    const name = c.kind === "kernel" ? kernelName(c.name, c.shape_colors) : h("span", {class: "cname"}, c.name);
     const li = h("li", {class: `ctx kind-${c.kind}${c.ended ? "" : " running"}${c.error ? " error" : ""}`,
       dataset: {ctx: c.id, row: c.id}, role: "treeitem", "aria-level": String(depth + 1),
       title: `${c.kind} #${c.id}: ${c.name}`},

@@ -1,7 +1,7 @@
 // The source panel: LLVM IR, optimized IR and assembly (or a CL kernel's OpenCL C) of the selected kernel,
 // highlighted by the server.
 import {api} from "./api.js";
-import {coloredName, fmtSeconds, h, put, safeHighlighted} from "./dom.js";
+import {fmtSeconds, h, kernelName, put, safeHighlighted} from "./dom.js";
 import {Panel} from "./panel.js";
 
 const KIND_NAMES = {llvm_ir: "LLVM IR", opt_ir: "optimized IR", asm: "assembly", opencl: "OpenCL C"};
@@ -86,7 +86,7 @@ export class SourcePanel extends Panel {
       if (ks === undefined) return;
       const withSrc = ks.filter((k) => k.sources && k.sources.length);
       const item = (k) => h("li", {class: "clickable", onclick: () => this.onPick(k.ctx)},
-        coloredName(k.name, k.kname_colors), h("span", {class: "muted small"}, ` ${k.sources.join(", ")}`));
+        kernelName(k.name, k.shape_colors), h("span", {class: "muted small"}, ` ${k.sources.join(", ")}`));
       this.empty(withSrc.length ? "Pick a kernel:" : "No kernel sources in this trace.",
         {more: [h("ul", {class: "kernel-list"}, ...withSrc.map(item))]});
       return;
@@ -99,7 +99,7 @@ export class SourcePanel extends Panel {
   _render(k) {
     const srcs = k.sources || [];
     if (!srcs.length) {
-      put(this.el, h("div", {class: "panel-head"}, h("div", {class: "title"}, coloredName(k.name, k.kname_colors))),
+      put(this.el, h("div", {class: "panel-head"}, h("div", {class: "title"}, kernelName(k.name, k.shape_colors))),
         h("p", {class: "muted"}, "No source recorded for this kernel."));
       return;
     }
@@ -137,7 +137,7 @@ export class SourcePanel extends Panel {
     }
     const lines = String(cur.text ?? "").split("\n").length;
     put(this.el,
-      h("div", {class: "panel-head"}, h("div", {class: "title"}, coloredName(k.name, k.kname_colors)),
+      h("div", {class: "panel-head"}, h("div", {class: "title"}, kernelName(k.name, k.shape_colors)),
         h("div", {class: "sub muted"}, `compile ${fmtSeconds(cur.compile_s)} · ${lines} lines`
           + (cur.kind === "opencl" && k.launch ? ` · ${launchText(k.launch)}` : ""))),
       tabs, this.nodes !== null ? h("div", {class: "line-info muted small"}, "") : null, code,

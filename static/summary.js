@@ -3,7 +3,7 @@
 // top kernels by steady time (median x runs) with runs, median/min, GFLOP/s and GB/s; a click opens a kernel.
 // The numbers are GET /api/traces/<t>/summary's (viz_server/summary.py, which says what each phase is made of).
 import {api} from "./api.js";
-import {coloredName, fmtNum, fmtSeconds, h, put} from "./dom.js";
+import {fmtNum, fmtSeconds, h, kernelName, put} from "./dom.js";
 import {Panel} from "./panel.js";
 
 const PHASES = [
@@ -63,8 +63,7 @@ export class SummaryPanel extends Panel {
     const head = h("tr", null, ...["kernel", "runs", "median", "min", "first", "GFLOP/s", "GB/s", "%"].map(
       (x, i) => h("th", {class: i ? "num" : null}, x)));
     const rows = s.top.map((k) => {
-      const info = this.ctxInfo(k.ctx);
-      const name = coloredName(k.kname, info ? info.kname_colors : null, "kname clickable");
+      const name = kernelName(k.kname, null, "kname clickable");
       name.title = `${k.kname} (context #${k.ctx}): click to open its kernel`;
       const tr = h("tr", {class: "top-kernel clickable", dataset: {ctx: k.ctx, kname: k.kname}},
         h("td", null, name), h("td", {class: "num"}, String(k.runs)),

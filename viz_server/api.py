@@ -32,7 +32,7 @@ from viz_server.request_args import (
 )
 from viz_server.rewrite_routes import graph_at, rewrite_detail
 from viz_server.stepgraphs import BLOCK, dumps
-from viz_server.store import Context, Rewrite, Trace, context_entry, kname_colors, run_entry
+from viz_server.store import Context, Rewrite, Trace, context_entry, run_entry, shape_colors
 from viz_server.summary import kernel_runs_answer, summary
 from viz_server.timeline import timeline
 from vztrace.control import HEADER as TOKEN_HEADER
@@ -370,7 +370,7 @@ def kernels(t: int) -> Any:
     out = []
     for cid in list(tr.kernels):
       c = tr.contexts[cid]
-      out.append({"ctx": cid, "name": c.name, "kname_colors": kname_colors(c), "opts": [_opt(o) for o in c.opts],
+      out.append({"ctx": cid, "name": c.name, "shape_colors": shape_colors(c), "opts": [_opt(o) for o in c.opts],
                   "n_beam": len(c.beam), "sources": [s["kind"] for s in c.sources],
                   "run": run_entry(c.runs[-1]) if c.runs else None, "callsites": c.callsites,
                   "callsites_more": c.callsites_more,
@@ -388,7 +388,7 @@ def kernel(t: int, c: int) -> Any:
     beam = [{k: b.get(k) for k in ("round", "opts", "time", "error", "chosen")} for b in ctx.beam[:MAX_LIST]]
     sources = [(s["kind"], s["text"], s.get("compile_s"), s.get("chars"), line_nodes(s))
                for s in ctx.sources[:MAX_LIST]]
-    body = {"ctx": c, "name": ctx.name, "kname_colors": kname_colors(ctx),
+    body = {"ctx": c, "name": ctx.name, "shape_colors": shape_colors(ctx),
             "opts": [_opt(o) for o in ctx.opts[:MAX_LIST]], "beam": beam,
             "runs": [run_entry(r) for r in ctx.runs[:MAX_LIST]], "errors": ctx.errors[:MAX_LIST],
             "callsites": ctx.callsites, "callsites_more": ctx.callsites_more, "launch": launch(ctx.sources),

@@ -52,11 +52,13 @@ def runs_text(st: dict) -> str:
           f"first {seconds_text(st['first'])})")
 
 
-def colored_name(parts: list[list] | None, name: str, paint: Painter) -> str:
-  """A kernel name with its shape colored by axis type (the API's kname_colors), each part made safe."""
-  if not parts:
-    return paint(safe(name), "bold")
-  return "".join(paint(safe(text), color if isinstance(color, str) else None) for text, color in parts)
+def colored_name(shape: list[list] | None, name: str, paint: Painter) -> str:
+  """A kernel's name, then its shape after the opts with each size colored by axis type (the API's shape_colors),
+  each part made safe."""
+  out = paint(safe(name), "bold")
+  if shape:
+    out += "  " + " ".join(paint(safe(text), color if isinstance(color, str) else None) for text, color in shape)
+  return out
 
 
 class Show:
@@ -102,7 +104,7 @@ class Show:
       self.emit({"type": "context", **{k: c[k] for k in ("id", "parent", "name", "kind", "error")},
                  "rewrites": len(c["rewrites"])},
                 f"{ind}{p('[%d]' % c['id'], 'dim')} {p(safe(c['kind']), 'yellow')} "
-                f"{colored_name(c['kname_colors'], c['name'], p)}{err}")
+                f"{colored_name(c['shape_colors'], c['name'], p)}{err}")
       for rw in c["rewrites"]:
         n = rw["matches"]
         count = p(f"{n:>6} matches", "green" if rw["changed"] else "dim")
@@ -211,8 +213,12 @@ class Show:
 
   def kernels(self, only: str | None = None) -> None:
     p = self.paint
+    first: dict[str, int] = {}  # kernel name -> the context that compiled it
     for k in self._kernels(only):
       run = k["run"]
+      again = first.get(k["name"]) if not k["sources"] else None  # a schedule cache hit ran it again
+      if k["sources"]:
+        first.setdefault(k["name"], k["ctx"])
       opts = [o for o in k["opts"] if o["ok"]]
       refused = len(k["opts"]) - len(opts)
       self.emit({"type": "kernel", **k}, None)
@@ -222,11 +228,13 @@ class Show:
                  if run else p("not run", "dim"))
       if k.get("stats"):  # the kernel's runs in every context (the Runs panel's row, viz_server.summary)
         runtime += p("  " + runs_text(k["stats"]), "dim")
-      opt_s = " ".join(safe(opt_text(o)) for o in opts) or p("no opts", "dim")
+      opt_s = " ".join(safe(opt_text(o)) for o in opts) or p(
+        f"as [{again}] (the same kernel, compiled there)" if again is not None else "no opts", "dim")
       more = p(f" (+{refused} refused)", "dim") if refused else ""
       beam = p(f"  beam {k['n_beam']}", "dim") if k["n_beam"] else ""
-      pad = " " * max(0, 20 - len(safe(k["name"])))  # the colored name's escapes take no room on screen
-      self.out.write(f"{p('[%d]' % k['ctx'], 'dim')} {colored_name(k['kname_colors'], k['name'], p)}{pad}  "
+      shape = k["shape_colors"] or []  # (the colors' escapes take no room on screen)
+      pad = " " * max(0, 20 - len(safe(k["name"])) - sum(len(safe(t)) + 1 for t, _ in shape) - (1 if shape else 0))
+      self.out.write(f"{p('[%d]' % k['ctx'], 'dim')} {colored_name(k['shape_colors'], k['name'], p)}{pad}  "
                      f"{runtime}  opts: {opt_s}{more}{beam}\n")
       sites = k.get("callsites") or []  # (a trace before minor version 3 has none)
       if sites:

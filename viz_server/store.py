@@ -531,27 +531,20 @@ def rewrite_entry(rw: Rewrite) -> dict:
           "matches": rw.matches, "changed": changed, "dt": rw.dt, "ended": rw.ended, "error": rw.error}
 
 
-def kname_colors(c: Context) -> list[list] | None:
-  """The kernel name as [[text, color-or-null], ...]: the shape of its last applied opt, colored by axis type."""
+def shape_colors(c: Context) -> list[list] | None:
+  """A kernel's shape after its last applied opt as [[size, color], ...], each axis colored by its type (None: not a
+  kernel, or no opt applied). The kernel's name is its context's (the scheduler's, fixed before any opt)."""
   if not c.is_kernel:
     return None
   for o in reversed(c.opts):
     shape, colors = o.get("shape"), o.get("colors")
     if o.get("ok") and shape and colors and len(shape) == len(colors):
-      kname = o.get("kname") or c.name
-      prefix = kname.split("_", 1)[0] if "_" in kname else kname
-      out: list[list] = [[prefix, None]]
-      for s, col in zip(shape, colors):
-        out += [["_", None], [str(s), col]]
-      made = "".join(text for text, _ in out)
-      if kname.startswith(made) and len(kname) > len(made):  # the suffix that tells kernels of one shape apart (n1)
-        out.append([kname[len(made):], None])
-      return out
-  return [[c.name, None]]
+      return [[str(s), col] for s, col in zip(shape, colors)]
+  return None
 
 
 def context_entry(tr: Trace, c: Context) -> dict:
-  return {"id": c.id, "parent": c.parent, "name": c.name, "kind": c.kind, "kname_colors": kname_colors(c),
+  return {"id": c.id, "parent": c.parent, "name": c.name, "kind": c.kind, "shape_colors": shape_colors(c),
           "ended": c.ended, "error": c.error, "rewrites": [rewrite_entry(tr.rewrites[r]) for r in c.rewrites],
           "callsites": c.callsites}
 

@@ -259,6 +259,9 @@ class Kernel:
       raise ValueError(f"a kernel SINK must have STOREs as sources, got {[s.op.name for s in ast.src]}")
     self.target = target if target is not None else host_target()
     self.info: KernelInfo = ast.arg if isinstance(ast.arg, KernelInfo) else KernelInfo()
+    # the name the scheduler gave (None: an AST built by hand): a kernel keeps it through its opts, so every surface
+    # (DEBUG, the trace's runs, the viewer, show, compare) names it alike; `name` is its shape after the opts
+    self.scheduled_name: str | None = ast.arg.name if isinstance(ast.arg, KernelInfo) else None
     self.applied_opts: list[Opt] = []
     self.dont_use_locals: bool = not self.target.has_local
     # axis ids of the remainder RANGEs PEEL made: in the AST, not among the axes opts address (see _peel)
@@ -636,8 +639,8 @@ class Kernel:
 
   # ---- output
   def get_optimized_ast(self, name_override: str | None = None) -> UOp:
-    """The AST with the opts applied, its SINK named and listing the opts."""
-    info = KernelInfo(name=name_override or self.name, opts=tuple(self.applied_opts),
+    """The AST with the opts applied, its SINK named (the scheduler's name, else the shape's) and listing the opts."""
+    info = KernelInfo(name=name_override or self.scheduled_name or self.name, opts=tuple(self.applied_opts),
                       dont_use_locals=self.dont_use_locals)
     return self.ast.replace(arg=info)
 

@@ -244,9 +244,14 @@ def test_colored_shape_and_name():
   assert "".join(t for t, _ in k.colored_name()) == k.name == "r_16_2_8_4_4"
   assert [c for t, c in k.colored_name() if t not in ("_", "r")] == k.colors()
   assert K(elementwise_ast(4, 4)).name == "E_4_4"
+  # the optimized AST keeps the name its AST came with (the scheduler's: one name on every surface), and the shape's
+  # name when it came with none
   ast = k.get_optimized_ast()
-  assert ast.arg == KernelInfo(name="r_16_2_8_4_4", opts=(Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UNROLL, 0, 4)))
+  assert ast.arg == KernelInfo(name="matmul", opts=(Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UNROLL, 0, 4)))
   assert ast.src == k.ast.src
+  nameless = K(matmul_ast(16, 8, 32).replace(arg=None))
+  nameless.apply_opt(Opt(OptOps.UPCAST, 1, 4))
+  assert nameless.get_optimized_ast().arg.name == nameless.name == "r_16_2_32_4"
 
 
 def test_opt_json_round_trip_and_validation():

@@ -58,6 +58,32 @@ def test_runs_per_kernel_agree_across_the_runs_answer_show_and_the_summary(trace
       f"{show.seconds_text(st['first'])})" in line
 
 
+def test_a_kernel_has_one_name_on_every_surface(trace, monkeypatch, capsys, fresh_caches):
+  # the scheduler's name, kept through the opts that reshape the kernel (issue 30: r_2_64_8_32 in the sidebar and
+  # r_16_64_32 in DEBUG=2): DEBUG, the run records, the contexts, the kernels answer, the timeline and show agree
+  monkeypatch.setenv("BACKEND", "llvm")
+  monkeypatch.setenv("DEBUG", "2")
+  path = record_loop(trace, steps=2)
+  printed = [line.split()[1] for line in capsys.readouterr().out.splitlines() if line.startswith("*** ") and
+             not line.startswith("*** scheduled")]
+  ctx_names = {r["id"]: r["name"] for r in TraceReader(path) if r["t"] == "ctx_begin" and r["kind"] == "kernel"}
+  runs = [r for r in TraceReader(path) if r["t"] == "run"]
+  assert printed == [r["kname"] for r in runs] == [ctx_names[r["ctx"]] for r in runs]
+  reshaped = [r for r in TraceReader(path) if r["t"] == "opt" and r.get("ok")]
+  assert any(r["kname"] not in ctx_names.values() for r in reshaped)  # the opts did change a kernel's shape
+  with OfflineApi(path) as api:
+    kernels = api.trace_get("kernels")
+    timeline = api.trace_get("timeline")
+  assert all(k["name"] == ctx_names[k["ctx"]] == k["run"]["kname"] == k["stats"]["kname"] for k in kernels)
+  assert [r["kname"] for r in timeline["runs"]] == [r["kname"] for r in runs]
+  last = {r["ctx"]: r for r in reshaped}  # each kernel's shape is its last applied opt's
+  assert last and all([t for t, _ in k["shape_colors"]] == [str(s) for s in last[k["ctx"]]["shape"]]
+                      for k in kernels if k["ctx"] in last)
+  rows = [line for line in run_show(path, kernels=True).splitlines() if line.startswith("[")]
+  assert [line.split()[1] for line in rows] == [k["name"] for k in kernels]
+  assert sum("as [" in line for line in rows) == len(kernels) // 2  # the second step's hits name where it compiled
+
+
 # ---- compare: runtimes judged by their spread
 
 def _meta() -> dict:

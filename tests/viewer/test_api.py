@@ -53,7 +53,7 @@ def test_traces_and_contexts(client):
   assert [c["name"] for c in ctxs] == ["default", "schedule 1", "r_4_4"]
   assert [c["parent"] for c in ctxs] == [None, 0, 0] and all(c["ended"] for c in ctxs)
   kern = ctxs[2]
-  assert kern["kind"] == "kernel" and kern["kname_colors"][2] == ["4", "blue"] and ctxs[1]["kname_colors"] is None
+  assert kern["kind"] == "kernel" and kern["shape_colors"][0] == ["4", "blue"] and ctxs[1]["shape_colors"] is None
   (rw,) = kern["rewrites"]
   assert rw["name"] == "simplify" and rw["matches"] >= 3 and rw["changed"] is True and rw["dt"] > 0
   assert rw["file"].endswith("server_helpers.py") and isinstance(rw["line"], int)

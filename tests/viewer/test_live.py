@@ -119,9 +119,9 @@ def _check_kernel_events(seen: list, url: str, tid: int, path: Path, n: int) -> 
     assert (r["ctx"], r["flops"], r["bytes"]) == (c["id"], size, 8 * size)
     assert r["times"] and r["min"] == min(r["times"]) and r["median"] >= r["min"] > 0
     assert i > began[r["ctx"]] and any(j > i and y["ctx"] == r["ctx"] for j, y in kev)
-    # what the `kernel` events announced is there to fetch: the opts that named the kernel, its sources, its run
+    # what the `kernel` events announced is there to fetch: its one name (the scheduler's), its sources, its run
     k = get_json(f"{url}/api/traces/{tid}/contexts/{c['id']}/kernel")
-    assert r["kname"] == next((o["kname"] for o in reversed(k["opts"]) if o["ok"]), c["name"])
+    assert r["kname"] == k["name"] == c["name"]
     assert [s["kind"] for s in k["sources"]] == ["uops", "llvm_ir", "opt_ir", "asm"]
     assert f"define void @{r['kname']}" in k["sources"][1]["text"] and k["runs"] == [r]
 

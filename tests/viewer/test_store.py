@@ -12,7 +12,7 @@ from support.server_helpers import mini, recording, write_kernel_trace
 
 from compiler import UOp, graph_rewrite
 from viz_server import store as store_mod
-from viz_server.store import TraceStore, context_entry, kname_colors
+from viz_server.store import TraceStore, context_entry, shape_colors
 from vztrace.format import TraceFormatError
 from vztrace.writer import TraceWriter
 
@@ -41,7 +41,7 @@ def test_index_of_a_recorded_kernel_trace(tmp_path):
   assert [o["op"] for o in kern.opts] == ["UPCAST", "LOCAL"] and len(kern.beam) == 1
   assert [s["kind"] for s in kern.sources] == ["llvm_ir", "asm"] and tr.runs[0]["kname"] == "r_4_4"
   # the last applied opt's shape, colored by axis type
-  assert kname_colors(kern) == [["r", None], ["_", None], ["4", "blue"], ["_", None], ["4", "yellow"]]
+  assert shape_colors(kern) == [["4", "blue"], ["4", "yellow"]]
   counts = tr.entry()["counts"]
   # (vztrace.counts: the empty root context is not counted, and the run record's two times are two runs)
   assert counts == {"contexts": 2, "rewrites": 2, "matches": tr.match_count, "nodes": len(tr.nodes), "kernels": 1,
@@ -234,15 +234,15 @@ def test_huge_trace_is_indexed_in_bounded_batches_without_graphs(tmp_path, monke
   assert tr.nodes.nbytes() < 64 * n_nodes  # a few machine words per node
 
 
-def test_a_kernel_name_keeps_its_suffix_when_colored():
-  # kernels of one shape are told apart by a suffix (r_4_4n1); the colored name must not drop it
-  from viz_server.store import Context, kname_colors
+def test_shape_colors_are_the_last_applied_opts_shape():
+  # the kernel's name stays its context's (the scheduler's); the shape is the last opt that applied, refusals skipped
+  from viz_server.store import Context
   c = Context(3, 0, "r_4_4n29", "kernel", 1.0)
+  assert shape_colors(c) is None
   c.opts.append({"ok": True, "shape": [4, 4], "colors": ["blue", "red"], "kname": "r_4_4n29"})
-  assert "".join(t for t, _ in kname_colors(c)) == "r_4_4n29"
-  assert kname_colors(c)[:4] == [["r", None], ["_", None], ["4", "blue"], ["_", None]]
-  c.opts[0]["kname"] = "r_4_4"
-  assert "".join(t for t, _ in kname_colors(c)) == "r_4_4"
+  c.opts.append({"ok": False, "shape": [2, 2, 4], "colors": ["blue", "blue", "red"]})
+  assert shape_colors(c) == [["4", "blue"], ["4", "red"]]
+  assert shape_colors(Context(4, 0, "schedule 1", "schedule", 1.0)) is None
 
 
 # ---- a batch's nodes and matches taken as the reader's columns
