@@ -36,6 +36,7 @@ class Ops(IntEnum):
   # ternary
   WHERE = auto(); MULACC = auto()  # noqa: E702
   # ops added by later stages go below this line
+  WMMA = auto()  # a tensor core's fragment multiply-add: (A elements, B elements, C elements, lane); compiler/opt/tc.py
 
   def __repr__(self) -> str:
     return f"Ops.{self.name}"

@@ -146,10 +146,21 @@ def _has_unroll(u: UOp) -> bool:
   return any(s.op is Ops.UNROLL for s in u.src)
 
 
+def merge_unroll(x: UOp) -> UOp:
+  """An UNROLL whose lanes are UNROLLs (a tensor core's C elements, compiler/opt/tc.py, of a value upcast along other
+  axes): one UNROLL over both sets of axes."""
+  inner = _union(x.src)
+  axes = tuple(sorted(set(x.arg) | set(inner)))
+  outer_lane, inner_lane = _lane_of(x.arg, axes), _lane_of(inner, axes)
+  per_src = [_lanes_over(s, inner) for s in x.src]
+  return _unroll([per_src[o][i] for o, i in zip(outer_lane, inner_lane)], axes)
+
+
 pm_expand = PatternMatcher([
   (UPat(Ops.RANGE, name="r"), range_lanes),
   (UPat(Ops.REDUCE, custom=_has_unroll, name="red"), contract_reduce),
   (UPat(Ops.SINK, custom=_has_unroll, name="sink"), sink_lanes),
+  (UPat(Ops.UNROLL, custom=_has_unroll, name="x"), merge_unroll),
   (UPat(custom=_has_unroll, name="x"), expand_node),
 ], name="expand")
 

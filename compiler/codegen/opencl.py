@@ -190,6 +190,7 @@ class _ClRenderer:
         any(b.dtype.base.scalar() == dtypes.float64 for b in bufs.values())
     self.globals = global_ranges(lin)
     self.barrier: int | None = None  # the position of a BARRIER not rendered yet (see _flush_barrier)
+    self.scope: list[str] = []  # __local arrays of helpers (a WMMA's fragment), declared at the kernel's scope
 
   # ---- helpers
   def err(self, reason: str, u: UOp) -> CodegenError:
@@ -255,6 +256,7 @@ class _ClRenderer:
       self.names[u] = self._uop(u, i) or self.names.get(u, "")
     self._flush_barrier()
     self.cur = -1
+    self.lines[:0], self.line_uops[:0] = ["  " + x for x in self.scope], [-1] * len(self.scope)
     params = [f"__global {mem_ctype(self.bufs[i].dtype.base) if i in self.bufs else 'uchar'}* data{i}"
               for i in range(self.nbufs)] + [f"int var_{symbol(str(v.arg[0]))}" for v in self.vars]
     head = ["#pragma OPENCL FP_CONTRACT OFF"]
@@ -409,7 +411,25 @@ class _ClRenderer:
       return self._bitcast(u)
     if op in GroupOp.ALU:
       return self._alu(u)
+    if op is Ops.WMMA:
+      return self._wmma(u)
     raise self.err(f"unsupported op {op.name}", u)
+
+  def _wmma(self, u: UOp) -> str:
+    """A tensor core's fragment multiply-add (compiler/opt/tc.py), emulated by a helper with the tensor core's own
+    element layout: each lane writes its A and B elements to their places in a __local copy of the fragment, a
+    barrier, each lane sums its C elements' rows times columns, a barrier. The warp must be the work-group."""
+    name, (n, m, k), threads, (ea, eb, ec), _din, _dout, pa, pb, pc = u.arg
+    lane = u.src[3]
+    group = [r for r in self.globals if axis_type(r) in WORK_GROUP_AXES]
+    if group != [lane] or lane.src[0].op is not Ops.CONST or lane.src[0].arg != threads:
+      raise self.err(f"a WMMA's {threads} lanes must be the whole work-group (its work-item ids)", u)
+    fn = f"wmma_{symbol(name)}"
+    if fn not in self.helpers:
+      self.helpers[fn] = _wmma_helper(fn, (n, m, k), (ea, eb, ec), (pa, pb, pc))
+      self.scope += [f"__local float {fn}_a[{m * k}];", f"__local float {fn}_b[{k * n}];"]
+    a, b, c = (self.val(s) for s in u.src[:3])
+    return f"{fn}({a}, {b}, {c}, {self.val(lane)}, {fn}_a, {fn}_b)"
 
   def _cast(self, u: UOp, fs: DType, ts: DType, a: str) -> str:
     """The scalar cast of a from fs to ts, as llvmir.py casts (C conversions, saturating float -> int)."""
@@ -549,6 +569,26 @@ class _ClRenderer:
       return f"({big} ? ({t})0 : ({t})(({ut}){a[0]} << {a[1]}))"
     over = f"({t})({a[0]} >> {bits - 1})" if not dtypes.is_unsigned(s) else f"({t})0"
     return f"({big} ? {over} : ({t})({a[0]} >> {a[1]}))"
+
+
+def _wmma_helper(fn: str, dims: tuple[int, int, int], per: tuple[int, int, int],
+                 places: tuple[tuple[int, ...], ...]) -> str:
+  """The OpenCL C of an emulated WMMA: its layout tables (lane * elements + element -> row * cols + col) and the
+  function (a half is held in a float; the products and sums are float's)."""
+  n, m, k = dims
+  ea, eb, ec = per
+  out = [f"__constant ushort {fn}_p{x}[{len(p)}] = {{{', '.join(map(str, p))}}};" for x, p in zip("abc", places)]
+  out.append(f"float{pad_width(ec)} {fn}(float{pad_width(ea)} a, float{pad_width(eb)} b, float{pad_width(ec)} c, "
+             f"int lane, __local float* fa, __local float* fb) {{")
+  out += [f"  f{x}[{fn}_p{x}[lane * {per_} + {e}]] = {x}.s{e:x};" for x, per_ in (("a", ea), ("b", eb))
+          for e in range(per_)]
+  out.append("  barrier(CLK_LOCAL_MEM_FENCE);")
+  for e in range(ec):
+    out += [f"  {{ int p = {fn}_pc[lane * {ec} + {e}], row = p / {n}, col = p % {n}; float s = 0.0f;",
+            f"    for (int i = 0; i < {k}; i++) s += fa[row * {k} + i] * fb[i * {n} + col];",
+            f"    c.s{e:x} += s; }}"]
+  out += ["  barrier(CLK_LOCAL_MEM_FENCE);", "  return c;", "}"]
+  return "\n".join(out)
 
 
 def render_opencl(kname: str, fname: str, lin: Linear, bufs: dict[int, UOp], nbufs: int, vars_: list[UOp]) -> str:

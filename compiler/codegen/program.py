@@ -183,6 +183,10 @@ def flops_terms(lin: Linear) -> tuple[tuple[int, tuple[UOp, ...]], ...]:
       n = u.dtype.count * (2 if u.op is Ops.MULACC else 1)
       key = tuple(open_ends)
       acc[key] = acc.get(key, 0) + n
+    elif u.op is Ops.WMMA:  # a lane's share of the fragment's multiply-adds (arg: compiler/opt/tc.py wmma_arg)
+      (n, m, k), threads = u.arg[1], u.arg[2]
+      key = tuple(open_ends)
+      acc[key] = acc.get(key, 0) + 2 * n * m * k // threads
   return tuple((n, k) for k, n in acc.items())
 
 

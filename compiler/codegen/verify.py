@@ -8,7 +8,8 @@ from compiler.uop import AxisType, GroupOp, Ops, UOp, toposort
 _ALLOWED = GroupOp.ALU | {Ops.SINK, Ops.STORE, Ops.INDEX, Ops.LOAD, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.RANGE,
                           Ops.CONST, Ops.REDUCE, Ops.CAST, Ops.BITCAST, Ops.VECTORIZE,
                           Ops.DEFINE_LOCAL, Ops.AFTER, Ops.END,  # a STAGE scratch and its fill
-                          Ops.BARRIER}  # a grouped reduce's __local buffer, read once the work-group has written it
+                          Ops.BARRIER,  # a grouped reduce's __local buffer, read once the work-group has written it
+                          Ops.WMMA, Ops.GEP, Ops.UNROLL}  # a tensor core's fragment: each C element a GEP of it
 _SUPPORTED = set(dtypes.all) | {dtypes.void}
 
 

@@ -8,6 +8,7 @@ from typing import Callable
 
 from compiler.opt.kernel import MAX_UNROLL, MAX_UPCAST, Kernel, KernelOptError, Opt, OptOps, access_strides, masked_axes
 from compiler.opt.stage import stage_choice
+from compiler.opt.tc import tc_opt_level, tc_select, use_tc
 from compiler.uop import AxisType, Ops, toposort
 
 # a kernel does at least this many loop iterations before it is worth splitting across threads
@@ -24,7 +25,10 @@ BLOCK_MIN_REDUCE, BLOCK_MIN_COUNT = 4096, 4
 def hand_coded_optimizations(k: Kernel) -> Kernel:
   """Masked small axes upcast first, a register tile for reduces sized to the target's registers and cache line,
   reduce unrolling, a float vector along the unit-stride axis, then a THREAD split of the outermost
-  parallel axis; applies the opts to k."""
+  parallel axis; applies the opts to k. A matmul on a target with tensor cores (or with TC=2) gets its fragment
+  first, and nothing else but larger fragment tiles (the seed's order)."""
+  if apply_tensor_cores(k):
+    return k
   prod = _prod
   tiled = bool(k.reduceops) and prod(k.full_shape[:k.first_reduce]) >= 1024 and _reduces_span_outputs(k)
   # a dot tile first: a condition on loaded values along its rows (GPT's gelu backward) is no pad to make constant,
@@ -80,6 +84,27 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   if thread and not early:
     thread_outer_axis(k)
   return k
+
+
+def apply_tensor_cores(k: Kernel, axis: int = 0) -> bool:
+  """The seed's: TC (TC, TC_SELECT and TC_OPT from the environment) where the target has tensor cores (emulated ones
+  only when TC is set) or TC=2, then
+  the fragment's outer M and N axes upcast by the largest of 5, 4, 3, 2 that divides them (a tile of fragments per
+  work-item, each element of A and B loaded once for them); False (k unchanged) where TC does not apply."""
+  use = use_tc(default=0 if k.target.tensor_cores_emulated else 1)
+  if use == 0 or not (k.target.tensor_cores or use == 2) or len(k.reduceops) != 1:
+    return False
+  try:
+    k.apply_opt(Opt(OptOps.TC, axis, (tc_select(), tc_opt_level())))
+  except KernelOptError:
+    return False
+  applied = k.tensor_core
+  assert applied is not None
+  for rid in applied.outer_ids[::-1]:  # M, then N
+    ax = next(i for i, r in enumerate(k.rngs) if r.arg[0] == rid)
+    if (amt := next((a for a in (5, 4, 3, 2) if k.full_shape[ax] % a == 0), None)) is not None:
+      k.apply_opt(Opt(OptOps.UPCAST, ax, amt))
+  return True
 
 
 def _unroll_nested_reduce(k: Kernel) -> None:

@@ -15,6 +15,16 @@ from typing import Any
 
 from compiler.opt.stage import MAX_SCRATCH, StageRefused, blocked_store, pm_stage, staged_store
 from compiler.opt.target import Target, host_target
+from compiler.opt.tc import (
+  TENSOR_CORES,
+  AppliedTC,
+  TCRefused,
+  fragment_split,
+  match_axes,
+  refusal_after,
+  use_tc,
+  wmma_ast,
+)
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
 from compiler.symbolic import linear_form
 from compiler.trace import recorder
@@ -26,6 +36,7 @@ class OptOps(Enum):
   PADTO = auto(); SWAP = auto(); NOLOCALS = auto(); THREAD = auto(); PEEL = auto()  # noqa: E702
   STAGE = auto()  # the CPU's counterpart of LOCAL memory: a reused tile of an input copied to a contiguous scratch
   BLOCK = auto()  # a reduce axis in blocks looped outside the outputs, which accumulate across them
+  TC = auto()  # a matmul reshaped around a tensor core's fragment (compiler/opt/tc.py); arg (tc_select, tc_opt)
 
   def __lt__(self, x: OptOps) -> bool:
     return self.value < x.value
@@ -37,10 +48,10 @@ class OptOps(Enum):
 @dataclass(frozen=True, order=True)
 class Opt:
   """One optimization: `op` on `axis` (a position in the kernel's axes, or in its reduce axes for UNROLL/GROUP)
-  with `arg` (an amount, 0 meaning the whole axis; for SWAP the other axis)."""
+  with `arg` (an amount, 0 meaning the whole axis; for SWAP the other axis; for TC (tc_select, tc_opt))."""
   op: OptOps
   axis: int | None = None
-  arg: int | None = None
+  arg: int | tuple[int, int] | None = None
 
   def __repr__(self) -> str:
     return f"Opt(op={self.op!r}, axis={self.axis}, arg={self.arg})"
@@ -50,13 +61,16 @@ class Opt:
     return f"{self.op.name}({self.axis}, {self.arg})"
 
   def to_json(self) -> list:
-    return [self.op.name, self.axis, self.arg]
+    return [self.op.name, self.axis, list(self.arg) if isinstance(self.arg, tuple) else self.arg]
 
   @staticmethod
   def from_json(x: Any) -> Opt:
     """The Opt of a `[op name, axis, arg]` list read from a file; ValueError on anything else."""
     if not (isinstance(x, list) and len(x) == 3 and isinstance(x[0], str) and x[0] in OptOps.__members__):
       raise ValueError(f"not an opt: {x!r:.80}")
+    if x[0] == "TC" and isinstance(x[2], list) and len(x[2]) == 2 and all(type(v) is int for v in x[2]) and \
+       -1 <= x[2][0] < 64 and 0 <= x[2][1] <= 2 and (x[1] is None or type(x[1]) is int and 0 <= x[1] < 64):
+      return Opt(OptOps.TC, x[1], (x[2][0], x[2][1]))
     if not all(v is None or (type(v) is int and 0 <= v < 1 << 20) for v in x[1:]):
       raise ValueError(f"opt axis/arg must be small non-negative ints or null: {x!r:.80}")
     return Opt(OptOps[x[0]], x[1], x[2])
@@ -267,6 +281,8 @@ class Kernel:
     # axis ids of the remainder RANGEs PEEL made: in the AST, not among the axes opts address (see _peel)
     self.peeled: frozenset[int] = frozenset()
     self._new_peeled: frozenset[int] = frozenset()
+    self.tensor_core: AppliedTC | None = None  # what a TC opt applied (compiler/opt/tc.py)
+    self._new_tc: AppliedTC | None = None
     self._set_ast(_normalize(ast))
     # the scheduler tells apart different kernels of the same shape with a suffix (r_64_64n1): keep it
     rest = self.info.name[len(self.name):] if self.info.name.startswith(self.name) else ""
@@ -392,11 +408,13 @@ class Kernel:
     if not isinstance(opt, Opt):
       raise TypeError(f"apply_opt takes an Opt, got {type(opt).__name__}")
     try:
-      new_ast, dont_use_locals = self._plan(opt)
+      new_ast, dont_use_locals = self._plan_tc(opt) if opt.op is OptOps.TC or self.tensor_core else self._plan(opt)
     except KernelOptError as e:
       self._record(opt, ok=False, reason=str(e))
       raise
     self.peeled, self._new_peeled = self.peeled | self._new_peeled, frozenset()
+    if self._new_tc is not None:
+      self.tensor_core, self._new_tc = self._new_tc, None
     if new_ast is not self.ast:
       self._set_ast(new_ast)
     self.dont_use_locals = dont_use_locals
@@ -522,6 +540,55 @@ class Kernel:
       check(dims <= self.target.work_dims, f"{op.name}: the kernel would need {dims} work-item dimensions, at most "
             f"{self.target.work_dims}")
 
+  def _plan_tc(self, opt: Opt) -> tuple[UOp, bool]:
+    """_plan of a TC opt, or of an opt after one (refused on the fragment's axes: compiler.opt.tc.refusal_after)."""
+    if self.tensor_core is not None:
+      axes = [self.real_axis(opt), *([opt.arg] if opt.op is OptOps.SWAP else [])]
+      rngs = [self.rngs[a] for a in axes if type(a) is int and 0 <= a < self.shape_len]
+      check((why := refusal_after(self.tensor_core, opt.op.name, rngs)) is None, str(why))
+    return (self._tc(opt), self.dont_use_locals) if opt.op is OptOps.TC else self._plan(opt)
+
+  def _tc(self, opt: Opt) -> UOp:
+    """TC (compiler/opt/tc.py): the first of the target's tensor cores (or `tc_select`) whose fragment the kernel's
+    matmul fits, padded where TC_OPT=2 allows, its N, M and K split around the fragment; TC=2 on a target without
+    tensor cores uses every known one (the shape only)."""
+    use = use_tc()
+    check(not self.applied_opts, "tensor core opts must be first")
+    check(use != 0, "tensor cores are off (TC=0)")
+    cores = self.target.tensor_cores
+    if not cores and use == 2:
+      cores = TENSOR_CORES
+    check(bool(cores), f"TC: target {self.target.name} has no tensor cores (TC=2 applies the shape without the WMMA)")
+    check(type(opt.axis) is int and opt.axis >= 0, f"TC needs an axis (which matmul choice), got {opt.axis!r}")
+    arg = opt.arg
+    check(isinstance(arg, tuple) and len(arg) == 2 and all(type(v) is int for v in arg),
+          f"TC needs arg (tc_select, tc_opt), got {arg!r}")
+    select, level = arg
+    check(-1 <= select < len(cores), f"TC: tc_select {select} is not one of the target's {len(cores)} tensor cores")
+    check(0 <= level <= 2, f"TC: tc_opt must be 0, 1 or 2, got {level}")
+    if use == 1:
+      check(self.target.has_local and not self.dont_use_locals, "TC: the WMMA needs a work-group (not NOLOCALS)")
+    reasons = []
+    for tc in cores if select == -1 else cores[select:select + 1]:
+      try:
+        axes = match_axes(self.rngs, self.first_reduce, self.reduceops, tc, opt.axis, level, axis_stride)
+        k = self.copy()
+        for ax, dim in axes.pads:
+          k.apply_opt(Opt(OptOps.PADTO, ax, dim), append_opt=False)
+      except (TCRefused, KernelOptError) as e:
+        reasons.append(str(e))
+        continue
+      lane_kind = AxisType.LOCAL if self.target.has_local else k.rngs[axes.m].arg[1]
+      ranges, reduce, applied = fragment_split(k.rngs, axes, tc, use, k._next_axis_id(), lane_kind)
+      if use == 1:  # the warp's lanes are work-items: a work-item dimension of their own
+        whole = sum(1 for a, d in ((axes.n, tc.dims[0]), (axes.m, tc.dims[1])) if k.full_shape[a] == d)
+        dims = k.global_dims - whole + 1
+        most = self.target.work_dims
+        check(not most or dims <= most, f"TC: the kernel would need {dims} work-item dimensions, at most {most}")
+      self._new_tc = applied
+      return graph_rewrite(k.ast, pm_apply_opt, ctx=_OptSub(ranges=ranges, reduce=reduce), name=f"apply {opt.short()}")
+    raise KernelOptError("no tensor core available: " + "; ".join(reasons))
+
   # ---- AST changes
   def _next_axis_id(self) -> int:
     return self._max_axis_id + 1
@@ -642,7 +709,8 @@ class Kernel:
     """The AST with the opts applied, its SINK named (the scheduler's name, else the shape's) and listing the opts."""
     info = KernelInfo(name=name_override or self.scheduled_name or self.name, opts=tuple(self.applied_opts),
                       dont_use_locals=self.dont_use_locals)
-    return self.ast.replace(arg=info)
+    ast = self.ast if self.tensor_core is None or self.tensor_core.use != 1 else wmma_ast(self.ast, self.tensor_core)
+    return ast.replace(arg=info)
 
 
 # ---- normalization on the way in

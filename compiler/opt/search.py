@@ -88,6 +88,8 @@ def kernel_actions(k: Kernel) -> list[Opt]:
   acts += [Opt(OptOps.STAGE, axis, amt) for amt in (0, 64, 128, 256, 512) for axis in range(2)]
   # a long reduce in blocks looped outside the outputs (a weight gradient's batch: its inputs stay cached)
   acts += [Opt(OptOps.BLOCK, 0, amt) for amt in (2, 4, 8, 16, 32)]
+  if k.target.tensor_cores:  # (the seed's: every matmul choice, any tensor core, padded where needed)
+    acts += [Opt(OptOps.TC, axis, (-1, 2)) for axis in range(9)]
   if k.target.has_local:
     acts += [Opt(OptOps.LOCAL, axis, amt) for amt in (2, 4, 8, 16) for axis in range(6)]
     acts += [Opt(OptOps.GROUPTOP, axis, amt) for amt in (13, 16, 28, 29, 32, 49, 64, 256) for axis in range(3)]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compiler.host import host_cpu, preset, vector_shape
+from compiler.opt.tc import TENSOR_CORES, TensorCore
 
 CACHE_SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
 # what a cache we cannot read is assumed to be: today's common x86 core
@@ -34,6 +35,11 @@ class Target:
   l2_bytes: int = DEFAULT_L2
   cpu: str = ""  # LLVM's name of the CPU
   features: str = ""  # LLVM's feature string, e.g. "+avx2,+fma,..."
+  # the TC opt's fragments (compiler/opt/tc.py): none on a CPU, the emulated NVIDIA ones on OpenCL
+  tensor_cores: tuple[TensorCore, ...] = ()
+  # emulated tensor cores check the TC opt end to end but run slower than plain code (matmul 512 on pocl: 16 ms
+  # without, 680 ms with): the heuristics use them only when TC is set
+  tensor_cores_emulated: bool = False
 
   @property
   def key(self) -> str:
@@ -112,10 +118,14 @@ def cl_target(name: str, max_work_group_size: int, local_mem_bytes: int, vector_
   axes (a work-group) allowed; GROUP too (has_shared: a reduce split across the work-group through __local memory
   and a barrier, at most `local_mem_bytes` of it; its axis a work-item id, so the kernel's global, LOCAL and GROUP
   axes fit the `work_dims` the renderer uses: compiler.codegen.opencl.MAX_GLOBAL_DIMS); no THREAD (its work-items are
-  the parallelism)."""
+  the parallelism); the tensor cores of compiler.opt.tc, whose WMMA the renderer emulates through __local memory,
+  where a work-group holds a warp."""
+  cores = tuple(tc for tc in TENSOR_CORES if tc.threads <= max_work_group_size and
+                4 * (tc.dims[1] + tc.dims[0]) * tc.dims[2] <= local_mem_bytes)
   return Target(name=f"CL:{name}", has_local=True, has_shared=True, shared_max=local_mem_bytes,
                 local_max=max_work_group_size, work_dims=work_dims, threads=1, max_threads=1,
-                vector_floats=vector_floats, cpu=name)
+                vector_floats=vector_floats, cpu=name, tensor_cores=cores,
+                tensor_cores_emulated=True)
 
 
 @functools.lru_cache(None)

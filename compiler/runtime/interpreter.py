@@ -101,6 +101,9 @@ class InterpretedKernel:
     self.ast = ast
     self.name = getattr(ast.arg, "name", "kernel")
     self.nodes = toposort(ast)
+    if any(u.op is Ops.WMMA for u in self.nodes):  # (a warp's lanes exchange elements: no array over the ranges)
+      raise InterpreterError(f"{self.name}: the interpreter can't evaluate a tensor core's WMMA: it runs the kernel "
+                             "before its opts, or with TC=2 (the shape without the WMMA)")
     self.ranges = sorted((u for u in self.nodes if u.op is Ops.RANGE), key=lambda r: r.arg[0])
     self.axis = {r: i for i, r in enumerate(self.ranges)}
     reduced = {r for u in self.nodes if u.op is Ops.REDUCE for r in u.src[1:]}
