@@ -7,6 +7,7 @@ import {labelMetrics, setLabelMetrics} from "./graphgeom.js";
 import {startLive} from "./live.js";
 import {NodeCard} from "./nodecard.js";
 import {createPanel, PANEL_PARAMS, PANELS, panelSpec} from "./panels.js";
+import {refitOnResize, wireSplitters} from "./resize.js";
 import {Router} from "./router.js";
 import {Sidebar} from "./sidebar.js";
 
@@ -389,8 +390,9 @@ function openPanel(p, {push = true} = {}) {
   for (const b of $$("#panel-tabs button")) b.classList.toggle("active", b.dataset.panel === p);
   for (const el of $$("#panels .panel")) el.hidden = el.dataset.panel !== p;
   $("#layout").dataset.panel = p;
-  // tables that need room widen the panel (style.css), unless the user resized it
+  // tables that need room widen the panel (style.css), unless the user resized it for this panel (static/resize.js)
   $("#layout").dataset.width = spec.width || "";
+  splitters.panel.restore();
   refreshPanel();
   syncUrl(push);
 }
@@ -599,21 +601,7 @@ function onKey(ev) {
   fn();
 }
 
-function wireSplitter(el, cssVar, sign) {
-  el.addEventListener("pointerdown", (ev) => {
-    const layout = $("#layout");
-    const start = ev.clientX;
-    const w0 = parseFloat(getComputedStyle(layout).getPropertyValue(cssVar)) || 300;
-    el.setPointerCapture(ev.pointerId);
-    const move = (e) => {
-      const w = Math.max(160, Math.min(1200, w0 + sign * (e.clientX - start)));
-      layout.style.setProperty(cssVar, `${w}px`);
-    };
-    const up = () => { el.removeEventListener("pointermove", move); el.removeEventListener("pointerup", up); };
-    el.addEventListener("pointermove", move);
-    el.addEventListener("pointerup", up);
-  });
-}
+let splitters = null;  // static/resize.js: the sidebar's and the panel column's (wire() makes them)
 
 function wire() {
   $("#trace-select").addEventListener("change", (ev) => {
@@ -647,8 +635,9 @@ function wire() {
   });
   for (const b of $$("#panel-tabs button")) b.addEventListener("click", () => openPanel(b.dataset.panel));
   document.addEventListener("keydown", onKey);
-  wireSplitter($("#split-left"), "--side-w", 1);
-  wireSplitter($("#split-right"), "--panel-w", -1);
+  splitters = wireSplitters({layout: $("#layout"), sidebar: $("#sidebar"), panels: $("#panels"),
+    splitLeft: $("#split-left"), splitRight: $("#split-right"), panel: () => state.panel});
+  refitOnResize($("#graph"), graph);
   // drag and drop a trace file anywhere
   let depth = 0;
   const zone = $("#drop-zone");

@@ -80,7 +80,7 @@ export const PANELS = [
     show: showContext, onTrace: showContext, onContext: showContext, onLive: showContext,
   },
   {
-    id: "source", label: "Source", key: "4",
+    id: "source", label: "Source", key: "4", width: "wide",  // LLVM IR and asm lines are long (issue 30)
     create: (el, app) => new SourcePanel(el, {onPick: (c) => app.selectContext(c, {push: true})}),
     show: showContext, onTrace: showContext, onContext: showContext, onLive: showContext,
   },
