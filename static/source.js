@@ -20,6 +20,19 @@ export const GRAPH_SELECT = "graph-select";
 // (set through the CSSOM: the page's CSP allows no inline style sheet)
 const LINE_HIT_BG = "rgba(250, 204, 21, 0.35)", LINE_PIN_OUTLINE = "1px solid rgba(250, 204, 21, 0.9)";
 
+const WRAP_KEY = "tinyviz.source.wrap";
+
+/** Whether long source lines wrap (the user's last choice, kept in localStorage; on until they turn it off); with
+ * `set`, remember that choice. */
+function wrapLines(set) {
+  try {
+    if (set !== undefined) localStorage.setItem(WRAP_KEY, set ? "1" : "0");
+    return localStorage.getItem(WRAP_KEY) !== "0";
+  } catch {
+    return set ?? true;  // storage refused: the choice holds for this source only
+  }
+}
+
 /** The highlighted fragment cut into one span per line (a token spanning lines keeps its text, not its color). */
 function lineSpans(frag) {
   const lines = [];
@@ -96,6 +109,36 @@ export class SourcePanel extends Panel {
     this._render(k);
   }
 
+  /** The source as one span per line (numbered by style.css in a gutter that a selection leaves out: the copied text
+   * is the source), wrapped or not as the user last chose. */
+  _code(cur) {
+    const code = h("pre", {class: "code source highlight", dataset: {kind: cur.kind}});
+    const holder = document.createDocumentFragment();
+    holder.appendChild(cur.html ? safeHighlighted(cur.html) : document.createTextNode(cur.text ?? ""));
+    this.nodes = Array.isArray(cur.nodes) ? cur.nodes : null;
+    this.pinned = null;
+    this.lines = lineSpans(holder);
+    this.lines.forEach((el, i) => {
+      el.dataset.line = String(i);
+      if (this.nodes !== null && (this.nodes[i] || []).length) el.classList.add("src-mapped");
+      if (i) code.appendChild(document.createTextNode("\n"));
+      code.appendChild(el);
+    });
+    // (set through the CSSOM: the page's CSP allows no style attribute) the gutter fits the last line's number
+    code.style.setProperty("--gutter", `${String(this.lines.length).length}ch`);
+    code.classList.toggle("wrap", wrapLines());
+    return code;
+  }
+
+  /** The "wrap lines" switch: long lines fold under themselves (indented past the numbers) or scroll sideways. */
+  _wrapToggle(code) {
+    const box = h("input", {type: "checkbox", class: "source-wrap"});
+    box.checked = code.classList.contains("wrap");
+    box.addEventListener("change", () => { code.classList.toggle("wrap", box.checked); wrapLines(box.checked); });
+    return h("label", {class: "inline small", title: "Fold long lines instead of scrolling sideways"}, box,
+      "wrap lines");
+  }
+
   _render(k) {
     const srcs = k.sources || [];
     if (!srcs.length) {
@@ -108,20 +151,8 @@ export class SourcePanel extends Panel {
     const tabs = h("div", {class: "subtabs"}, ...srcs.map((x) => h("button", {type: "button",
       class: x.kind === this.kind ? "active" : null, dataset: {kind: x.kind},
       onclick: () => { this.kind = x.kind; this._render(k); }}, KIND_NAMES[x.kind] ?? x.kind)));
-    const code = h("pre", {class: "code source highlight", dataset: {kind: cur.kind}});
-    const frag = cur.html ? safeHighlighted(cur.html) : document.createTextNode(cur.text ?? "");
-    this.nodes = Array.isArray(cur.nodes) ? cur.nodes : null;
-    this.pinned = null;
-    if (this.nodes === null) { code.appendChild(frag); this.lines = []; } else {
-      const holder = document.createDocumentFragment();
-      holder.appendChild(frag);
-      this.lines = lineSpans(holder);
-      this.lines.forEach((el, i) => {
-        el.dataset.line = String(i);
-        if ((this.nodes[i] || []).length) el.classList.add("src-mapped");
-        if (i) code.appendChild(document.createTextNode("\n"));
-        code.appendChild(el);
-      });
+    const code = this._code(cur);
+    if (this.nodes !== null) {
       const lineOf = (ev) => { const el = ev.target.closest?.(".src-line"); return el ? Number(el.dataset.line) : null; };
       code.addEventListener("mouseover", (ev) => { if (this.pinned === null) this._lineNodes(lineOf(ev), k); });
       code.addEventListener("mouseleave", () => { if (this.pinned === null) this._lineNodes(null, k); });
@@ -135,12 +166,13 @@ export class SourcePanel extends Panel {
         this._lineNodes(i, k);
       });
     }
-    const lines = String(cur.text ?? "").split("\n").length;
+    const lines = this.lines.length;
     put(this.el,
       h("div", {class: "panel-head"}, h("div", {class: "title"}, kernelName(k.name, k.shape_colors)),
         h("div", {class: "sub muted"}, `compile ${fmtSeconds(cur.compile_s)} · ${lines} lines`
           + (cur.kind === "opencl" && k.launch ? ` · ${launchText(k.launch)}` : ""))),
-      tabs, this.nodes !== null ? h("div", {class: "line-info muted small"}, "") : null, code,
+      h("div", {class: "source-tools"}, tabs, this._wrapToggle(code)),
+      this.nodes !== null ? h("div", {class: "line-info muted small"}, "") : null, code,
       // the server sends a long text's start only (api.MAX_SOURCE_CHARS): say so rather than show it as whole
       cur.truncated ? h("p", {class: "muted small"}, `… cut: the first ${String(cur.text ?? "").length} of `
         + `${cur.chars} characters (the whole text is in the trace file)`) : null);
