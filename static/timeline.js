@@ -11,7 +11,9 @@ import {Panel} from "./panel.js";
 const LABEL_W = 92;  // the lane labels' column
 const PAD_R = 8;
 const AXIS_H = 22;
-const ROW_H = 18;
+const ROW_H = 18;  // the least a row gets; with room to spare (the panel's height) rows grow up to MAX_ROW_H
+const MAX_ROW_H = 34;
+const TWO_LINES_H = 30;  // a row this tall shows a span's duration under its name
 const LANE_GAP = 5;
 const MAX_PASS_ROWS = 6;  // nested passes get rows of their own; past this they share the last one
 const MIN_VIEW_S = 1e-7;  // the deepest zoom: 100 ns across the canvas
@@ -22,6 +24,8 @@ const FONT = '11px ui-monospace, "JetBrains Mono", "SF Mono", Menlo, Consolas, "
 const KIND_COLORS = {default: "#3a4556", schedule: "#6e40c9", kernel: "#1f6feb", context: "#1b7c83"};
 const COMPILE_COLOR = "#c4661f";
 const RUN_COLOR = "#2f9e44";
+const MATCH_COLOR = "#facc15";  // the spans a search found (the current one: white)
+const DIM_ALPHA = 0.22;  // the spans it did not
 
 /** A pass name's color: a hue from a hash of the name, so a pass has the same color in every trace. */
 export function passColor(name) {
@@ -67,6 +71,8 @@ export class TimelinePanel extends Panel {
     this.frame = 0;
     this.canvas = null;
     this.memLane = new MemoryLane(LABEL_W, ROW_H);  // static/memlane.js: bytes in use, below the other lanes
+    this.rowH = ROW_H;
+    this.search = {query: "", matches: [], cur: -1};  // the spans whose name holds the query, in time order
     this.resizer = typeof ResizeObserver === "function" ? new ResizeObserver(() => this.redraw()) : null;
   }
 
@@ -82,6 +88,7 @@ export class TimelinePanel extends Panel {
     if (!this.canvas || !this.el.contains(this.canvas)) this._build();
     // a live refresh keeps the range the user zoomed to; anything else shows the whole trace
     if (!(sameTrace && this.zoomed)) this.fit();
+    this.find(this.search.query);  // the new model's matches
     this._setHover(null, null);  // its span is gone with the old model
     this._head();
     this.redraw();
@@ -174,20 +181,76 @@ export class TimelinePanel extends Panel {
         (x) => String(x.kname ?? named(x.ctx)))});
     }
     rows.push(...this.memLane.model(d));
-    let y = AXIS_H + 2;
-    let prev = null;
-    for (const r of rows) {
-      if (prev !== null && r.lane !== prev) y += LANE_GAP;
-      r.y = y;
-      y += ROW_H;
-      prev = r.lane;
-    }
-    this.height = y + 4;
     this.rows = rows;
+    this.minHeight = this._layout(ROW_H);
     let hi = end;
     for (const r of rows) for (const sp of r.spans) hi = Math.max(hi, sp.e);
     this.extent = [0, hi > 0 ? hi : 1e-6];
     this.counts = {contexts: contexts.length, passes: passes.length, compiles: compiles.length, runs: runs.length};
+  }
+
+  /** Place the rows rowH px tall (the memory lane's too); the canvas height they take. */
+  _layout(rowH) {
+    let y = AXIS_H + 2;
+    let prev = null;
+    for (const r of this.rows) {
+      if (prev !== null && r.lane !== prev) y += LANE_GAP;
+      r.y = y;
+      y += rowH;
+      prev = r.lane;
+    }
+    this.rowH = this.memLane.rowH = rowH;
+    this.height = y + 4;
+    return this.height;
+  }
+
+  /** The row height that fills `avail` px of canvas (ROW_H at least, MAX_ROW_H at most). */
+  _rowHFor(avail) {
+    const gaps = new Set(this.rows.map((r) => r.lane)).size - 1;
+    const free = avail - AXIS_H - 6 - Math.max(0, gaps) * LANE_GAP;
+    return Math.max(ROW_H, Math.min(MAX_ROW_H, Math.floor(free / Math.max(1, this.rows.length))));
+  }
+
+  // ------------------------------------------------------------ search
+
+  /** Mark the spans whose name holds `query` (any case; "" clears): the others are drawn dimmed. Their number. */
+  find(query) {
+    const q = String(query ?? "").trim().toLowerCase();
+    const was = this.search.matches[this.search.cur];
+    const matches = q ? this.rows.flatMap((r) => r.spans).filter((sp) => sp.name.toLowerCase().includes(q))
+      .sort((a, b) => a.s - b.s || a.e - b.e) : [];
+    // a live refresh keeps the span the user jumped to (the same kind, context and start)
+    const cur = was ? matches.findIndex((sp) => sp.kind === was.kind && sp.ctx === was.ctx && sp.s === was.s) : -1;
+    this.search = {query: q, matches, cur};
+    this._searchCount();
+    this.redraw();
+    return matches.length;
+  }
+
+  /** Jump to the next match (dir -1: the previous): the view centres it, zoomed in until it is 60 px wide. */
+  nextMatch(dir = 1) {
+    const {matches, cur} = this.search;
+    if (!matches.length) return null;
+    const i = cur < 0 ? (dir > 0 ? 0 : matches.length - 1) : (cur + dir + matches.length) % matches.length;
+    this.search.cur = i;
+    const sp = matches[i], dur = Math.max(sp.e - sp.s, MIN_VIEW_S / 10);
+    const plot = this._plotW();
+    let w = this.view.t1 - this.view.t0;
+    if (dur > 0.8 * w) w = dur / 0.6;  // wider than the view: all of it, with room either side
+    else if ((dur / w) * plot < 60) w = Math.max(dur / 0.6, (dur * plot) / 60);  // too thin to read: zoom in
+    const mid = (sp.s + sp.e) / 2;
+    this.setView(mid - w / 2, mid + w / 2);
+    this._searchCount();
+    return sp;
+  }
+
+  _searchCount() {
+    const {query, matches, cur} = this.search;
+    const n = matches.length;
+    this.el.dataset.searchHits = String(n);
+    this.el.dataset.searchCur = String(cur);
+    if (!this.countEl) return;
+    put(this.countEl, !query ? "" : !n ? "no spans" : cur < 0 ? `${n} span${n === 1 ? "" : "s"}` : `${cur + 1} / ${n}`);
   }
 
   // ------------------------------------------------------------ DOM
@@ -195,7 +258,7 @@ export class TimelinePanel extends Panel {
   /** A state replaced the canvas: forget it and what was drawn on it. */
   cleared() {
     if (this.resizer && this.wrap) this.resizer.unobserve(this.wrap);
-    this.canvas = this.wrap = this.tip = null;
+    this.canvas = this.wrap = this.tip = this.countEl = null;
     this.hits = [];
     this.hover = null;
   }
@@ -209,11 +272,24 @@ export class TimelinePanel extends Panel {
     const fitBtn = h("button", {type: "button", class: "timeline-fit", title: "Show the whole trace (double click)"},
       "Fit");
     fitBtn.addEventListener("click", () => this.fit());
+    const find = h("input", {type: "search", class: "timeline-search", placeholder: "Find spans (kernel, pass)",
+      spellcheck: "false", autocomplete: "off", "aria-label": "Find spans by name",
+      title: "Spans whose name holds this; Enter: next, Shift+Enter: previous"});
+    find.value = this.search.query;
+    find.addEventListener("input", () => this.find(find.value));
+    find.addEventListener("keydown", (ev) => {
+      if (ev.key !== "Enter") return;
+      ev.preventDefault();
+      if (find.value.trim().toLowerCase() !== this.search.query) this.find(find.value);
+      this.nextMatch(ev.shiftKey ? -1 : 1);
+    });
+    this.countEl = h("span", {class: "timeline-search-count muted small", role: "status"});
     const legend = legendBox([...[...Object.entries(KIND_COLORS), ["LLVM compile", COMPILE_COLOR], ["run", RUN_COLOR]]
       .map(([label, color]) => ({label, color})),
     {label: "rewrite passes: a hue per name", color: `linear-gradient(90deg, ${passColor("a")}, ${passColor("b")})`},
-    {label: "selected", color: "var(--accent)", look: "ring"}], {cls: "timeline-legend muted"});
-    put(this.el, h("div", {class: "timeline-top"}, this.headEl, fitBtn), this.wrap, legend,
+    {label: "selected", color: "var(--accent)", look: "ring"}, {label: "found", color: MATCH_COLOR, look: "ring"}],
+    {cls: "timeline-legend muted"});
+    put(this.el, h("div", {class: "timeline-top"}, this.headEl, find, this.countEl, fitBtn), this.wrap, legend,
       h("p", {class: "muted small"}, "Wheel: zoom around the pointer · drag: pan · double click: fit · "
         + "click a span to open its context or rewrite."));
     this._wire();
@@ -321,7 +397,7 @@ export class TimelinePanel extends Panel {
     // beside the pointer, kept inside the panel
     const w = this.tip.offsetWidth, hgt = this.tip.offsetHeight;
     const x = p.x + 14 + w > this.cssW ? Math.max(0, p.x - 10 - w) : p.x + 14;
-    const y = p.y + 16 + hgt > this.height ? Math.max(0, p.y - 8 - hgt) : p.y + 16;
+    const y = p.y + 16 + hgt > this.cssH ? Math.max(0, p.y - 8 - hgt) : p.y + 16;
     this.tip.style.left = `${x}px`;
     this.tip.style.top = `${y}px`;
   }
@@ -375,7 +451,11 @@ export class TimelinePanel extends Panel {
     if (!cv || !this.wrap) return null;
     const W = this.wrap.clientWidth;
     if (!W) return null;  // hidden: the resize observer draws when the panel shows again
-    const H = this.height;
+    // the rows fill the panel's height (style.css: the wrap takes what the panel leaves, at least the rows' least)
+    this.wrap.style.minHeight = `${this.minHeight}px`;
+    const avail = this.wrap.clientHeight;
+    if (this._rowHFor(avail) !== this.rowH) this._layout(this._rowHFor(avail));
+    const H = Math.max(this.height, avail);
     const dpr = window.devicePixelRatio || 1;
     if (this.cssW !== W || this.cssH !== H || this.dpr !== dpr) {
       this.cssW = W; this.cssH = H; this.dpr = dpr;
@@ -434,8 +514,12 @@ export class TimelinePanel extends Panel {
     const hits = [];
     const sel = this.selection() || {};
     const marked = [];  // the selected context and rewrite, outlined once everything is drawn
+    const rowH = this.rowH, two = rowH >= TWO_LINES_H;
+    const {query, matches, cur} = this.search;
+    const found = query ? new Set(matches) : null;  // while searching, the other spans are dimmed
+    const lit = [];  // the matches drawn, outlined on top
     for (const row of this.rows) {
-      const y0 = row.y + 1, hgt = ROW_H - 2;
+      const y0 = row.y + 1, hgt = rowH - 2;
       let lastPx = -Infinity;  // spans under a pixel wide: one per pixel column is drawn (and can be hit)
       for (const sp of row.spans) {
         let x0 = X(sp.s), x1 = X(sp.e);
@@ -451,16 +535,20 @@ export class TimelinePanel extends Panel {
         x1 = Math.min(x1, right);
         if (x1 <= x0) continue;
         const w = x1 - x0;
+        g.globalAlpha = found && !found.has(sp) ? DIM_ALPHA : 1;
         g.fillStyle = sp.color;
         g.fillRect(x0, y0, w > 4 ? w - 1 : w, hgt);  // a 1 px gap keeps neighbours apart
         if (w > 3 * charW) {
           const n = Math.floor((w - 6) / charW);
-          const text = sp.name.length > n ? `${sp.name.slice(0, Math.max(1, n - 1))}…` : sp.name;
+          const cut = (t) => (t.length > n ? `${t.slice(0, Math.max(1, n - 1))}…` : t);
           g.fillStyle = "#f0f6fc";
-          g.fillText(text, x0 + 3, row.y + ROW_H / 2);
+          g.fillText(cut(sp.name), x0 + 3, two ? row.y + rowH / 2 - 7 : row.y + rowH / 2);
+          if (two) g.fillText(cut(sp.open ? "not ended" : fmtSeconds(sp.e - sp.s)), x0 + 3, row.y + rowH / 2 + 7);
         }
+        g.globalAlpha = 1;
         const hit = {x0, x1, y0, y1: y0 + hgt, kind: sp.kind, ctx: sp.ctx, rw: sp.rw, name: sp.name, span: sp};
         hits.push(hit);
+        if (found && found.has(sp)) lit.push(hit);
         if ((sp.kind === "context" && sp.ctx === sel.ctx) || (sp.kind === "pass" && sp.rw === sel.rw)) marked.push(hit);
       }
     }
@@ -469,6 +557,7 @@ export class TimelinePanel extends Panel {
       g.lineWidth = 1.5;
       g.strokeRect(x.x0 + 0.75, x.y0 + 0.75, Math.max(1, x.x1 - x.x0 - 1.5), x.y1 - x.y0 - 1.5);
     };
+    for (const x of lit) outline(x, x.span === matches[cur] ? "#ffffff" : MATCH_COLOR);
     for (const x of marked) outline(x, colors.accent);
     const hv = this.hover && hits.find((x) => x.span === this.hover.span);
     if (hv) outline(hv, "#ffffff");
@@ -497,7 +586,7 @@ export class TimelinePanel extends Panel {
     g.stroke();
     g.fillStyle = colors.fg;
     g.textAlign = "left";
-    for (const row of this.rows) if (row.label) g.fillText(row.label, 6, row.y + ROW_H / 2);
+    for (const row of this.rows) if (row.label) g.fillText(row.label, 6, row.y + this.rowH / 2);
     g.fillStyle = colors.dim;
     g.fillText(fmtSeconds(t1 - t0), 6, AXIS_H / 2);  // the width of the view
   }
