@@ -12,6 +12,7 @@ import math
 from typing import Callable
 
 from compiler import gradient_cache
+from compiler.device import copy_to, default_device, device_of
 from compiler.dtype import dtypes
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
 from compiler.schedule.shape import shape_of
@@ -133,6 +134,12 @@ def _pow_grads(x: UOp, g: UOp) -> Grads:
   return da, g * _where(zero_a, _c(x, 0.0), x * (safe_a.log2() * _c(a, _LN2)))
 
 
+def _copy_back(x: UOp, g: UOp) -> UOp:
+  """A COPY's gradient: g, on the device the COPY's source lives on (copied back where g is elsewhere)."""
+  dev = device_of(x.src[0]) or default_device()
+  return g if device_of(g) in (None, dev) else copy_to(g, dev)
+
+
 def _flow(ctx: dict[UOp, UOp], x: UOp, prev: UOp, derivative: Callable[[UOp], Grads]) -> UOp | None:
   """Shares of x's gradient go to its (float) sources in ctx; the marker becomes GROUP(prev, *shares)."""
   g = ctx.get(x)
@@ -192,7 +199,8 @@ pm_gradient = PatternMatcher([
   _d(Ops.PAD, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _pad_grads(x, g))),
   _d(Ops.SHRINK, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _shrink_grads(x, g))),
   _d(Ops.FLIP, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (_mop(g, Ops.FLIP, x.arg),))),
-  _d({Ops.CONTIGUOUS, Ops.COPY}, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g,))),
+  _d(Ops.CONTIGUOUS, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g,))),
+  _d(Ops.COPY, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (_copy_back(x, g),))),
   _d(_NO_GRADIENT, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (None,) * len(x.src)),
      "d/dx = 0: comparison, integer or bit op"),
   _d(None, _no_rule, "d/dx missing: an op with no derivative rule"),

@@ -15,6 +15,7 @@ Buffers where their lives do not overlap (`plan_memory`, compiler/runtime/memory
 from __future__ import annotations
 
 import os
+import time
 import weakref
 from typing import Any, Callable, Sequence
 
@@ -260,31 +261,62 @@ def plan_memory(schedule: list[ScheduleItem], outs_of: list[tuple[tuple[int, boo
   return schedule
 
 
+def copy_runner(bufs: Sequence[Buffer]) -> None:
+  """A COPY step's runner: bufs (destination, source) on two devices. While tracing, a `run` record of the copy
+  (its bytes, its time: waited for, a copy to a device is asynchronous) in the current context."""
+  dst, src = bufs
+  ts, t0 = time.time(), time.perf_counter()
+  dst.copy_from(src)
+  if dst.device != "CPU":
+    dst.device_runtime().finish()
+  dt = time.perf_counter() - t0
+  if recorder.RECORDER is not None:
+    name = f"copy {dst.nbytes}, {dst.device} <- {src.device}"
+    recorder.record("run", kname=name, times=[dt], min=dt, median=dt, flops=0, bytes=dst.nbytes, gflops=0.0,
+                    gbs=dst.nbytes / dt / 1e9 if dt > 0 else 0.0, ts=ts)
+
+
+def kernel_backend(si: ScheduleItem, backend: str) -> str:
+  """The backend a kernel runs on: its buffers' device's ("cl" for CL), `backend` for the CPU's. A kernel whose
+  buffers are on two devices is a RuntimeError naming both (the front end refuses such ops; this is the last check)."""
+  bufs = si.bufs
+  dev = bufs[0].device if bufs else "CPU"
+  if any(b.device != dev for b in bufs):
+    devs = sorted({b.device for b in bufs})
+    raise RuntimeError(f"kernel {si.name}: buffers on different devices, {' and '.join(devs)}")
+  return backend if dev == "CPU" else "cl"
+
+
 def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> None:
-  """Run every kernel of the schedule in order (its intermediates' memory planned first: plan_memory)."""
+  """Run every step of the schedule in order (its intermediates' memory planned first: plan_memory): a kernel on
+  its buffers' device (`kernel_backend`), a COPY between devices (`copy_runner`, a "copy" trace context)."""
   level = debug.level()
   if level >= 1:
     debug.on_schedule(len(schedule))
   backend = backend or default_backend()  # (the environment read once a schedule, not once a kernel)
-  outs_of = [output_slots(si.ast) for si in schedule]
+  outs_of = [((0, True),) if si.ast.op is Ops.COPY else output_slots(si.ast) for si in schedule]
   schedule = plan_memory(schedule, outs_of)
   if (hook := _schedule_hooks.get(backend)) is not None:
-    hook([(si.ast, si.bufs) for si in schedule])
+    hook([(si.ast, si.bufs) for si in schedule if si.ast.op is not Ops.COPY and si.bufs[0].device == "CPU"])
   for si, outs in zip(schedule, outs_of):
     bufs = si.bufs
     for i, b in enumerate(bufs):  # allocated on first use; an output written whole (and not read) is not zeroed
       if not b.allocated or _freed:
         b.ensure_allocated(zero=(i, True) not in outs or bufs.count(b) > 1)
     prepare_outputs(outs, bufs)
-    if recorder.RECORDER is None and level < 2:
-      runner = get_runner(si.ast, backend)
+    if si.ast.op is Ops.COPY:
+      runner: Runner = copy_runner
+      with trace_context(si.name, kind="copy"):
+        debug.run_kernel(si.name, runner, bufs)
+    elif recorder.RECORDER is None and level < 2:
+      runner = get_runner(si.ast, kernel_backend(si, backend))
       runner(bufs)
     else:
       from compiler.runtime.compiled import runs_recorded_here  # (lazy: the interp backend needs no LLVM)
       # a compile's passes and sources go into the kernel's context, and so does its run: a kernel compiled by an
       # earlier call (a schedule cache hit) filed its runs under that call's context, so this one read "not run"
       with trace_context(si.name, kind="kernel"), runs_recorded_here():
-        runner, made_s = _runner(si.ast, backend)
+        runner, made_s = _runner(si.ast, kernel_backend(si, backend))
         debug.run_kernel(si.name, runner, bufs, made_s)
     if capturing is not None:
       capturing.append((si.name, runner, bufs, outs))

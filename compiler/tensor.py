@@ -11,6 +11,7 @@ import numpy as np
 
 from compiler import oracle
 from compiler import realize as realize_state
+from compiler.device import canonicalize, check_same_device, copy_to, default_device, device_of
 from compiler.dtype import DType, dtypes, least_upper_dtype
 from compiler.realize import PENDING_ASSIGNS, SHARED_BUFFERS, buffer_of_view, live_tensors, run_schedule, track
 from compiler.runtime.buffer import buffer_of, new_buffer_uop
@@ -80,9 +81,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, IndexingMixin, NnMixi
   """A lazy n-d array. Build with numpy arrays, nested lists or scalars; compute with `.numpy()`/`.realize()`."""
   __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
 
-  def __init__(self, data: Any, dtype: Any = None, requires_grad: bool | None = None):
+  def __init__(self, data: Any, dtype: Any = None, requires_grad: bool | None = None, device: str | None = None):
     self.requires_grad, self.grad = requires_grad, None
     self._init(data, dtype)
+    if device is not None or (not isinstance(data, (UOp, Tensor)) and self.uop.op is not Ops.CONST):
+      self._place(device)
     if requires_grad:
       self.requires_grad_()
     track(self)
@@ -132,6 +135,28 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, IndexingMixin, NnMixi
     else:
       raise TypeError(f"Tensor: can't make a tensor from {type(data).__name__}")
     self.uop = Tensor._from_np(arr, dt)  # the buffer casts while it copies: one pass over the data, not two
+
+  def _place(self, device: str | None) -> None:
+    """Put the new tensor's value on `device` (None: data on the default device; a constant stays on none, so it
+    follows the tensors it meets): a COPY from where it is, made only where that differs."""
+    dev = default_device() if device is None else canonicalize(device)
+    if (device_of(self.uop) is None and device is None) or dev == (device_of(self.uop) or default_device()):
+      return
+    self.uop = copy_to(self.uop, dev)
+
+  @property
+  def device(self) -> str:
+    """Where the tensor's value lives (tinygrad's canonical name: "CPU", "CL"); constants alone: the default."""
+    return device_of(self.uop) or default_device()
+
+  def to(self, device: str) -> Tensor:
+    """The tensor on `device` (itself when it is there already): a COPY, run as a step of its own when realized."""
+    dev = canonicalize(device)
+    if dev == self.device:
+      return self
+    t = Tensor._of(copy_to(self.uop, dev))
+    t.requires_grad = self.requires_grad
+    return t
 
   @staticmethod
   def _from_np(arr: np.ndarray, dt: DType, share: bool = False) -> UOp:
@@ -355,6 +380,7 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, IndexingMixin, NnMixi
                    out_dtype: DType | None = None) -> tuple[Tensor, Tensor]:
     x: Tensor = self
     if isinstance(y, Tensor):
+      check_same_device(op, x.uop, y.uop)
       xd, yd = x.uop.dtype, y.uop.dtype
       dt = out_dtype or (xd if xd is yd else least_upper_dtype(xd, yd))
     elif is_scalar(y):

@@ -146,8 +146,10 @@ RECORDS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
   "run": ({"ctx": "int", "kname": "str", "times": "list[num]", "min": "num", "median": "num", "flops": "num",
            "bytes": "num", "gflops": "num", "gbs": "num"}, {"ts": "num"}),
   # a buffer's memory taken (op "alloc") or released ("free"), `bytes` of it, at `ts` (epoch s); `buf` names the
-  # buffer (a BUFFER UOp's id), dtype and size (elements) say what it holds; the viewer's timeline draws bytes in use
-  "mem": ({"ctx": "int", "op": "str", "buf": "int", "bytes": "int", "ts": "num"}, {"dtype": "str", "size": "int"}),
+  # buffer (a BUFFER UOp's id), dtype and size (elements) say what it holds; the viewer's timeline draws bytes in use;
+  # device: where the memory is (absent: the CPU), one memory lane per device
+  "mem": ({"ctx": "int", "op": "str", "buf": "int", "bytes": "int", "ts": "num"},
+          {"dtype": "str", "size": "int", "device": "str"}),
   "error": ({"ctx": "int?", "text": "str"}, {}),
   # exit (minor version 2): how the program ended where it did not end cleanly (EXIT_FIELDS); absent: it did
   "end": ({"ts": "num"}, {"exit": "dict"}),

@@ -12,7 +12,7 @@ from compiler.tensor import Tensor
 
 def _zeros_like(t: Tensor) -> Tensor:
   """Optimizer state in a buffer of its own (equal realized graphs share one; this state is written in place)."""
-  return Tensor(np.zeros(t.shape, t.dtype.np), dtype=t.dtype)
+  return Tensor(np.zeros(t.shape, t.dtype.np), dtype=t.dtype, device=t.device).realize()  # (on t's device)
 
 
 class Optimizer:
@@ -86,8 +86,9 @@ class AdamW(Optimizer):
     self.m = [_zeros_like(p) for p in self.params]
     self.v = [_zeros_like(p) for p in self.params]
     # b1**t and b2**t as tensors: as Python numbers each step would compile new kernels
-    self.b1_t = Tensor(np.ones(1, self.params[0].dtype.np), dtype=self.params[0].dtype)
-    self.b2_t = Tensor(np.ones(1, self.params[0].dtype.np), dtype=self.params[0].dtype)
+    first = self.params[0]
+    self.b1_t = Tensor(np.ones(1, first.dtype.np), dtype=first.dtype, device=first.device).realize()
+    self.b2_t = Tensor(np.ones(1, first.dtype.np), dtype=first.dtype, device=first.device).realize()
 
   def _step(self) -> list[Tensor]:
     self.b1_t.assign(self.b1_t * self.b1)

@@ -36,15 +36,18 @@ import sys
 import threading
 import time
 from collections import deque
+from typing import Any
 
 import numpy as np
 
+from compiler.device import note_elsewhere
 from compiler.dtype import DType
 from compiler.trace import recorder
 from compiler.uop import _UCACHE, Ops, UOp, cons_key
 
 _next_id = itertools.count()  # ids of BUFFER UOps, and of Buffers made without one
-_freed: deque[tuple[float, int, int, int, int]] = deque()  # (ts, ctx, bytes, buffer id, recorder) not yet written
+# (ts, ctx, bytes, buffer id, recorder, device) not yet written
+_freed: deque[tuple[float, int, int, int, int, str]] = deque()
 
 POOL_BYTES = 256 << 20  # released arrays kept for reuse, in all, at least (more when a schedule needs more)
 POOL_PER_KIND = 8  # ... and of one (dtype, size), at least
@@ -189,14 +192,18 @@ def clear_pool() -> None:
 
 
 class Buffer:
-  """`size` elements of `dtype` in host memory (numpy-backed; allocated on first use). `uid` names it in a trace
+  """`size` elements of `dtype` in host memory (numpy-backed; allocated on first use), or on another `device`
+  ("CL": memory of the OpenCL device, `dev_mem`, read back only by numpy/np/copyout). `uid` names it in a trace
   (the id of its BUFFER UOp; a fresh id when None)."""
-  __slots__ = ("dtype", "size", "_np", "addr", "uid", "_traced", "_base", "offset", "__weakref__")
+  __slots__ = ("dtype", "size", "_np", "addr", "uid", "_traced", "_base", "offset", "device", "dev_mem",
+               "__weakref__")
 
-  def __init__(self, dtype: DType, size: int, data: np.ndarray | None = None, uid: int | None = None):
+  def __init__(self, dtype: DType, size: int, data: np.ndarray | None = None, uid: int | None = None,
+               device: str = "CPU"):
     if size < 0:
       raise ValueError(f"Buffer: negative size {size}")
-    self.dtype, self.size = dtype, size
+    self.dtype, self.size, self.device = dtype, size, device
+    self.dev_mem = None  # a device buffer's memory there (None: on the CPU, or not allocated yet)
     self.uid = next(_next_id) if uid is None else uid
     self._np: np.ndarray | None = None
     self.addr = 0  # the array's address once allocated (what a kernel call passes; read once, not per call)
@@ -230,7 +237,8 @@ class Buffer:
   def place(self, base: Buffer, offset: int) -> None:
     """Make this unallocated buffer a view of `base`'s bytes from `offset` (the memory planner's arena): its memory is
     taken when it is first used, and the arena lives as long as any of its views."""
-    if self._np is not None or offset < 0 or offset + self.nbytes > base.nbytes or offset % self.dtype.itemsize:
+    if self._np is not None or self.device != "CPU" or offset < 0 or offset + self.nbytes > base.nbytes or \
+        offset % self.dtype.itemsize:
       raise ValueError(f"Buffer.place: {self.nbytes} bytes of {self.dtype} at offset {offset} of {base.nbytes} "
                        f"({'allocated' if self._np is not None else 'unallocated'})")
     self._base, self.offset = base, offset
@@ -239,12 +247,20 @@ class Buffer:
   def np(self) -> np.ndarray:
     """The backing 1-D numpy array (C-contiguous; a borrowed one, copyin share, is the caller's memory: not to be
     written). Ask again after a kernel ran: one that writes the buffer while this array is still held elsewhere
-    moves the buffer to other memory (prepare_write)."""
+    moves the buffer to other memory (prepare_write). A device buffer's: a copy of its contents (copyout)."""
+    if self.device != "CPU":
+      return self.copyout()
     return self.ensure_allocated()._np
 
   def ensure_allocated(self, zero: bool = True) -> Buffer:
     """Give the buffer its memory if it has none: zeros, or (zero=False, for a kernel output written whole before
     anything reads it) whatever a pooled array holds."""
+    if self.device != "CPU":
+      if self.dev_mem is None:
+        self.dev_mem = _device_runtime(self.device).alloc(self.nbytes, zero)
+        if recorder.RECORDER is not None:
+          self._record_alloc()
+      return self
     if self._np is None and self._base is not None:  # (its bytes are the arena's: counted and recorded once, there)
       dt = _np_dtype(self.dtype)
       arr = self._base.ensure_allocated(zero=False)._np[self.offset:self.offset + self.nbytes].view(dt)
@@ -272,11 +288,16 @@ class Buffer:
 
   def _record_alloc(self) -> None:
     write_frees()
+    extra = {} if self.device == "CPU" else {"device": self.device}  # (a CPU buffer's record as it always was)
     recorder.record("mem", op="alloc", buf=self.uid, bytes=self.nbytes, ts=time.time(), dtype=self.dtype.name,
-                    size=self.size)
+                    size=self.size, **extra)
     self._traced = id(recorder.RECORDER)
 
   def __del__(self) -> None:
+    if self.dev_mem is not None:  # (the device's memory goes with its handle; only the trace hears of it)
+      if self._traced and id(rec := getattr(recorder, "RECORDER", None)) == self._traced:
+        _freed.append((time.time(), rec.current_ctx, self.nbytes, self.uid, self._traced, self.device))
+      return
     arr = self._np
     if arr is None or self._base is not None:  # (an arena's view: the arena releases the bytes once all are gone)
       return
@@ -287,7 +308,7 @@ class Buffer:
     if self._traced:
       rec = getattr(recorder, "RECORDER", None)  # (at interpreter exit the module may be torn down already)
       if id(rec) == self._traced:  # still the trace its allocation went to (a deque's append is thread-safe)
-        _freed.append((time.time(), rec.current_ctx, self.nbytes, self.uid, self._traced))
+        _freed.append((time.time(), rec.current_ctx, self.nbytes, self.uid, self._traced, "CPU"))
     # pooled even while a view handed out (`numpy`) or a caller that kept `.np` still holds it: _take gives it to
     # another buffer only once they are gone (an array borrowed from a caller is not ours to pool)
     if arr.base is None:
@@ -298,7 +319,32 @@ class Buffer:
 
   @property
   def allocated(self) -> bool:
-    return self._np is not None
+    return self._np is not None or self.dev_mem is not None
+
+  def copy_from(self, src: Buffer) -> None:
+    """Take src's contents (same dtype and size), across devices: a COPY step of a schedule."""
+    if self.device == "CPU":
+      dst = self.ensure_allocated(zero=False)._np
+      if src.device == "CPU":
+        dst[...] = src.np
+      else:
+        _device_runtime(src.device).copy_out(dst, src.ensure_allocated().dev_mem)
+    elif src.device == "CPU":
+      _device_runtime(self.device).copy_in(self.ensure_allocated(zero=False).dev_mem, src.np)
+    else:
+      self.copyin(src.copyout())
+
+  def device_runtime(self) -> Any:
+    """The runtime of this buffer's device (not the CPU's)."""
+    return _device_runtime(self.device)
+
+  def copyout(self) -> np.ndarray:
+    """A new host array of the contents (a device buffer's read back from the device)."""
+    if self.device == "CPU":
+      return self.np.copy()
+    out = np.empty(self.size, dtype=_np_dtype(self.dtype))
+    _device_runtime(self.device).copy_out(out, self.ensure_allocated().dev_mem)
+    return out
 
   @property
   def nbytes(self) -> int:
@@ -312,6 +358,11 @@ class Buffer:
     if src.size != self.size:
       raise ValueError(f"Buffer.copyin: {src.size} elements into a buffer of {self.size}")
     dt = _np_dtype(self.dtype)
+    if self.device != "CPU":
+      with np.errstate(all="ignore"):
+        host = np.ascontiguousarray(src.reshape(-1), dtype=dt) if src.dtype == dt else src.reshape(-1).astype(dt)
+      _device_runtime(self.device).copy_in(self.ensure_allocated(zero=False).dev_mem, host)
+      return self
     if share and can_share(src, dt):
       arr = src.reshape(-1)  # a view: its base is the caller's array, so it is never pooled and always renamed
     else:
@@ -334,6 +385,10 @@ class Buffer:
     """The contents as a read-only view of the buffer's memory (no copy). The buffer never writes memory such a view
     still reads: a kernel writing the buffer later gets other memory first (`prepare_write`), and the memory goes
     back to the pool only once the view is gone."""
+    if self.device != "CPU":  # (read back: the host array is the caller's alone)
+      v = self.copyout()
+      v.flags.writeable = False
+      return v
     if self._base is not None:  # (a view of it would not hold this buffer's array: prepare_write could not see it)
       self._move(whole=False)
     v = self.np.view()
@@ -374,7 +429,16 @@ class Buffer:
       self._base, self.offset, self._np = None, 0, None
 
   def __repr__(self) -> str:
-    return f"<Buffer {self.dtype} x{self.size}{'' if self.allocated else ' (unallocated)'}>"
+    where = "" if self.device == "CPU" else f" on {self.device}"
+    return f"<Buffer {self.dtype} x{self.size}{where}{'' if self.allocated else ' (unallocated)'}>"
+
+
+def _device_runtime(device: str) -> Any:
+  """The runtime of a device other than the CPU: alloc(nbytes, zero), copy_in(mem, array), copy_out(array, mem)."""
+  if device != "CL":
+    raise ValueError(f"no runtime for device {device!r}")
+  from compiler.runtime.opencl import get_device  # lazy: loads pyopencl only where a tensor lives on CL
+  return get_device()
 
 
 def array_address(a: np.ndarray) -> int:
@@ -397,15 +461,17 @@ def write_frees() -> None:
   """Write the queued frees into the trace their buffer's allocation went to (while it still records)."""
   rec = recorder.RECORDER
   while _freed:
-    ts, ctx, nbytes, uid, traced = _freed.popleft()
+    ts, ctx, nbytes, uid, traced, device = _freed.popleft()
     if rec is not None and id(rec) == traced:
-      recorder.record("mem", op="free", buf=uid, bytes=nbytes, ts=ts, ctx=ctx)
+      extra = {} if device == "CPU" else {"device": device}
+      recorder.record("mem", op="free", buf=uid, bytes=nbytes, ts=ts, ctx=ctx, **extra)
 
 
 def named(buf: Buffer) -> bool:
   """Whether a live BUFFER UOp names buf: a Tensor, a lazy graph or the realized memo can still read (or write) it
   after the schedule running now (the schedule's own intermediates are named by nothing once it is made)."""
-  ref = _UCACHE.get(cons_key(Ops.BUFFER, buf.dtype, (), (buf.uid, buf.size)))
+  arg = (buf.uid, buf.size) if buf.device == "CPU" else (buf.uid, buf.size, buf.device)
+  ref = _UCACHE.get(cons_key(Ops.BUFFER, buf.dtype, (), arg))
   return ref is not None and ref() is not None
 
 
@@ -414,12 +480,15 @@ def named(buf: Buffer) -> bool:
 _BUFFER_KEY = "_buffer"
 
 
-def new_buffer_uop(dtype: DType, size: int, data: np.ndarray | None = None, share: bool = False) -> UOp:
-  """A fresh BUFFER UOp (1-D, `size` elements) with its Buffer (holding a copy of data, or with share its memory
-  where it can: Buffer.copyin)."""
+def new_buffer_uop(dtype: DType, size: int, data: np.ndarray | None = None, share: bool = False,
+                   device: str = "CPU") -> UOp:
+  """A fresh BUFFER UOp (1-D, `size` elements) on `device` with its Buffer (holding a copy of data, or with share
+  its memory where it can: Buffer.copyin). Its arg is (id, size), and the device third where it is not the CPU."""
   uid = next(_next_id)
-  u = UOp(Ops.BUFFER, dtype, (), (uid, size))
-  b = u.__dict__[_BUFFER_KEY] = Buffer(dtype, size, None, uid)
+  if device != "CPU":
+    note_elsewhere()
+  u = UOp(Ops.BUFFER, dtype, (), (uid, size) if device == "CPU" else (uid, size, device))
+  b = u.__dict__[_BUFFER_KEY] = Buffer(dtype, size, None, uid, device)
   if data is not None:
     b.copyin(data, share)
   return u
@@ -432,5 +501,6 @@ def buffer_of(u: UOp) -> Buffer:
     return buf
   if u.op is not Ops.BUFFER:
     raise TypeError(f"buffer_of needs a BUFFER UOp, got {u.op}")
-  buf = u.__dict__[_BUFFER_KEY] = Buffer(u.dtype, u.arg[1], uid=u.arg[0])
+  device = u.arg[2] if len(u.arg) > 2 else "CPU"
+  buf = u.__dict__[_BUFFER_KEY] = Buffer(u.dtype, u.arg[1], uid=u.arg[0], device=device)
   return buf

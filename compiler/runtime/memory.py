@@ -101,7 +101,7 @@ def memory_planner(kernels: Sequence[tuple[Sequence[Buffer], tuple[tuple[int, bo
       k = id(b)
       if k not in first:
         first[k] = i
-        if not b.allocated:
+        if not b.allocated and b.device == "CPU":  # (the host pool's memory only)
           fresh.append(b)
           if plan and b.size and b.base is None and (s, True) in outs and bufs.count(b) == 1 and not named(b):
             planned[k] = b

@@ -1,8 +1,10 @@
 """The OpenCL runtime (pyopencl): the device and its limits, buffers, programs built by the device's compiler, and
 kernels launched over global (and local) sizes, timed by OpenCL's profiling events.
 
-`BACKEND=cl` runs each kernel here (compiler/realize.py): the kernel's buffers are copied to the device before the
-run and its outputs back after it (the device keeps no buffer between kernels yet). The source comes from
+A tensor on the "CL" device (compiler/device.py) has Buffers whose memory lives here (`Buffer.dev_mem`, made by
+`Device.alloc`): its kernels run on that memory, with no copy in or out (compiler/realize.py runs a schedule's
+COPY steps between devices). `BACKEND=cl` runs the CPU's kernels here too, each one's host buffers copied to the
+device before the run and its outputs back after it. The source comes from
 compiler/codegen/opencl.py and is built without fast math (`BUILD_OPTIONS`), so values are the LLVM backend's.
 `CL_PLATFORM` / `CL_DEVICE` (a substring of the name, case-insensitive) pick a device; default: the first GPU,
 else the first device of the first platform that has one (Debian's pocl on a machine without a GPU)."""
@@ -13,15 +15,17 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from compiler.codegen import format_uops
 from compiler.codegen.opencl import ClProgram, cl_program
-from compiler.runtime.buffer import Buffer
 from compiler.trace import recorder
 from compiler.uop import Ops, UOp
+
+if TYPE_CHECKING:  # (buffer.py asks this module for a CL buffer's memory: no import back at run time)
+  from compiler.runtime.buffer import Buffer
 
 # IEEE division and sqrt for float32 (OpenCL allows 2.5 ulp without it), and no -cl-fast-relaxed-math /
 # -cl-mad-enable: the LLVM backend's values, nan, inf and -0.0 included
@@ -77,23 +81,35 @@ class Device:
                                int(self.device.local_mem_size), int(self.device.max_work_item_dimensions),
                                "cl_khr_fp16" in ext, "cl_khr_fp64" in ext)
     self._kernels: dict[str, Any] = {}
+    self.copies = {"in": 0, "out": 0}  # host <-> device copies made, ever (tests count them)
 
   def __repr__(self) -> str:
     return f"<Device {self.limits.name!r} on {self.platform.name.strip()!r}>"
 
   # ---- buffers
-  def alloc(self, nbytes: int) -> Any:
-    """Device memory of nbytes (at least 1: OpenCL refuses an empty buffer)."""
+  def alloc(self, nbytes: int, zero: bool = False) -> Any:
+    """Device memory of nbytes (at least 1: OpenCL refuses an empty buffer), zeroed when `zero`."""
     cl = _cl()
-    return cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, size=max(1, nbytes))
+    mem = cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, size=max(1, nbytes))
+    if zero and nbytes:
+      cl.enqueue_fill_buffer(self.queue, mem, np.uint8(0), 0, nbytes)
+    return mem
 
   def copy_in(self, dst: Any, src: np.ndarray) -> None:
+    """Host -> device (queued: pyopencl holds the host array until it is done); counted in `copies`."""
+    self.copies["in"] += 1
     if src.nbytes:
       _cl().enqueue_copy(self.queue, dst, np.ascontiguousarray(src), is_blocking=False)
 
   def copy_out(self, dst: np.ndarray, src: Any) -> None:
+    """Device -> host, waited for; counted in `copies`."""
+    self.copies["out"] += 1
     if dst.nbytes:
       _cl().enqueue_copy(self.queue, dst, src, is_blocking=True)
+
+  def finish(self) -> None:
+    """Wait for everything queued (a copy in is asynchronous)."""
+    self.queue.finish()
 
   # ---- programs
   def build(self, src: str, fname: str) -> Any:
@@ -136,6 +152,11 @@ def _array(b: Any) -> np.ndarray:
   return b if isinstance(b, np.ndarray) else b.np
 
 
+def _on_device(b: Any) -> bool:
+  """A Buffer whose memory is this device's (a CL tensor's): the kernel runs on it, nothing is copied."""
+  return getattr(b, "device", "CPU") == "CL"
+
+
 def launch_sizes(prg: ClProgram) -> tuple[list[int | str], list[int | str] | None]:
   """The global and local sizes of a program's launch (a size of variables as its expression; local None: the
   driver picks the work-groups), as a trace's opencl source record holds them."""
@@ -174,17 +195,19 @@ class ClKernel:
     return f"<ClKernel {self.name} global={self.program.global_size} local={self.program.local_size}>"
 
   def __call__(self, bufs: Sequence[Buffer | np.ndarray], var_vals: Mapping[str, int] | None = None) -> float:
-    """Copy the buffers in, run, copy the outputs back; the seconds the kernel ran on the device."""
+    """Run on the buffers: a CL Buffer's device memory as it is, host ones (arrays, CPU Buffers) copied in before
+    and the outputs copied back after; the seconds the kernel ran on the device."""
     prg, dev = self.program, self.device
     if len(bufs) != prg.nbufs:
       raise ValueError(f"kernel {self.name!r} takes {prg.nbufs} buffers, got {len(bufs)}")
-    arrs = [_array(b) for b in bufs]
+    arrs: list[Any] = [b.ensure_allocated() if _on_device(b) else _array(b) for b in bufs]
     for slot, (a, dt) in enumerate(zip(arrs, prg.buf_dtypes)):
-      if dt is not None and a.dtype != dt.np:
-        raise TypeError(f"kernel {self.name!r}: buffer {slot} must be {dt.np}, got {a.dtype}")
+      have = a.dtype.np if _on_device(a) else a.dtype
+      if dt is not None and have != dt.np:
+        raise TypeError(f"kernel {self.name!r}: buffer {slot} must be {dt.np}, got {have}")
     dbufs = []
     for a in arrs:  # one device buffer per distinct array (an in-place kernel passes one twice)
-      same = next((d for d, b in zip(dbufs, arrs) if b is a), None)
+      same = a.dev_mem if _on_device(a) else next((d for d, b in zip(dbufs, arrs) if b is a), None)
       if same is None:
         same = dev.alloc(a.nbytes)
         dev.copy_in(same, a)
@@ -202,7 +225,8 @@ class ClKernel:
     ts = time.time()
     self.last_s = dt = dev.launch(self.kernel, gsize, lsize, args)
     for slot in prg.outs:
-      dev.copy_out(arrs[slot], dbufs[slot])
+      if not _on_device(arrs[slot]):
+        dev.copy_out(arrs[slot], dbufs[slot])
     if recorder.RECORDER is not None:  # (into the current context: the kernel's, or a TinyJit replay's)
       flops, nbytes = prg.flops(vv), sum(arrs[i].nbytes for i in prg.ins) + sum(arrs[i].nbytes for i in prg.outs)
       recorder.record("run", kname=self.name, times=[dt], min=dt, median=dt, flops=flops, bytes=nbytes,

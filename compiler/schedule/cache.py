@@ -22,7 +22,7 @@ SCHEDULE_CACHE_SIZE = 256  # schedules kept (least recently used first out); eac
 
 def _placeholder(kind: str, k: int, like: UOp) -> UOp:
   """A stand-in for a buffer in a cached graph: a BUFFER node with no Buffer behind it (its arg is no buffer id)."""
-  return UOp(Ops.BUFFER, like.dtype, (), (kind, k, like.arg[1]))
+  return UOp(Ops.BUFFER, like.dtype, (), (kind, k, *like.arg[1:]))  # (size, and a device other than the CPU)
 
 
 # The outputs' views of a schedule over its buffers' placeholders ("cache placeholders", when it is stored) and over a
@@ -61,7 +61,7 @@ def structure_key(sink: UOp) -> tuple[tuple, list[UOp]]:
       continue
     index[u] = len(rows)
     if u.op is buffer:
-      rows.append((buffer, u.dtype, u.arg[1], len(bufs)))
+      rows.append((buffer, u.dtype, u.arg[1:], len(bufs)))  # (size, and the device where it is not the CPU)
       bufs.append(u)
       continue
     arg = u.arg
@@ -103,7 +103,7 @@ class CachedSchedule:
       raise ValueError(f"schedule cache: {len(inputs)} buffers bound to a schedule of {len(self.inputs)}")
     real = dict(zip(self.inputs, inputs))
     for ph in self.created:
-      real[ph] = new_buffer_uop(ph.dtype, ph.arg[2])
+      real[ph] = new_buffer_uop(ph.dtype, ph.arg[2], device=ph.arg[3] if len(ph.arg) > 3 else "CPU")
     kernels = [(ast, tuple([real[b] for b in bufs])) for ast, bufs in self.kernels]
     return kernels, _views_with(pm_cache_bind, self.views, real)
 

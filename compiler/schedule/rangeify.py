@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, MutableMapping
 
+from compiler.device import default_device, device_of, devices_used
 from compiler.dtype import DType, dtypes
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite, track_graph
 from compiler.runtime.buffer import Buffer, buffer_of, new_buffer_uop
@@ -443,7 +445,7 @@ def _split_bufferize(ctx: KernelSites | None, b: UOp) -> UOp:
   ast, inputs = build_kernel(x, target) if target is not None else (None, [])
   out_buf, tmp_kernel = target, None
   if ast is None or not writes_in_place(ast):  # reading other elements of the target: write a fresh buffer
-    out_buf = new_buffer_uop(b.dtype, size)
+    out_buf = new_buffer_uop(b.dtype, size, device=kernel_device(x))
     ast, inputs = build_kernel(x, out_buf)
     if target is not None:  # an assign keeps its target's buffer (as tinygrad): a second kernel copies the value in
       tmp_kernel = UOp(Ops.KERNEL, dtypes.void, (ast, *inputs), ast.arg.name)
@@ -469,12 +471,19 @@ pm_split_kernels = PatternMatcher([
 
 @dataclass(frozen=True)
 class ScheduleItem:
-  """One kernel to run: its AST and its buffers in DEFINE_GLOBAL slot order (outputs first)."""
+  """One step to run: a kernel (its AST and its buffers in DEFINE_GLOBAL slot order, outputs first), or a copy
+  between devices (tinygrad's COPY: `ast` a COPY node, arg (from device, to device), bufs (destination, source))."""
   ast: UOp
   bufs: tuple[Buffer, ...]
 
   @property
+  def is_copy(self) -> bool:
+    return self.ast.op is Ops.COPY
+
+  @property
   def name(self) -> str:
+    if self.ast.op is Ops.COPY:
+      return f"copy {self.bufs[0].nbytes}, {self.ast.arg[1]} <- {self.ast.arg[0]}"
     return self.ast.arg.name
 
   def __repr__(self) -> str:
@@ -507,21 +516,40 @@ def _kernel_sites() -> Iterator[KernelSites | None]:
     rec.match_log = saved
 
 
+# the device a graph of constants only is computed on (None: the default device, `DEV`): a COPY's target while
+# its source is scheduled (`_lower_copies`)
+_target_device: list[str | None] = [None]
+
+
+def kernel_device(x: UOp) -> str:
+  """The device a kernel computing x runs on (and its output lives on): its buffers', else the target device."""
+  return device_of(x) or _target_device[0] or default_device()
+
+
 def create_schedule(outputs: list[UOp], realized: Mapping[UOp, UOp] | None = None
                     ) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
-  """Kernels (in dependency order) that compute the tensor-level `outputs`, and the map output -> buffer view.
+  """Steps (in dependency order) that compute the tensor-level `outputs`, and the map output -> buffer view.
 
   `realized` maps tensor nodes computed earlier to views of their buffers; they are read instead of recomputed. A
   graph of a shape scheduled before reuses that schedule (compiler.schedule.cache), seen in the trace as a
-  "schedule cache hit" snapshot in place of the passes."""
+  "schedule cache hit" snapshot in place of the passes. Copies between devices come first, each source scheduled
+  on its own device (`_lower_copies`)."""
+  copies: list[ScheduleItem] = []
+  if devices_used():
+    copies, lowered = _lower_copies(outputs, realized)
+    if copies or lowered != outputs:
+      schedule, views = create_schedule(lowered, realized)
+      return copies + schedule, {o: views[x] for o, x in zip(outputs, lowered)}
   with trace_context(f"schedule {next(_schedule_count)}", kind="schedule"), _kernel_sites() as sites:
-    empty = {o: UOp(Ops.RESHAPE, o.dtype, (new_buffer_uop(o.dtype, 0),), shape_of(o))
+    empty = {o: UOp(Ops.RESHAPE, o.dtype, (new_buffer_uop(o.dtype, 0, device=kernel_device(o)),), shape_of(o))
              for o in outputs if prod(shape_of(o)) == 0}
     sink = UOp.sink(*(empty.get(o, o) for o in outputs))
     track_graph(sink, "View Tensor Graph")
     if realized:
       sink = graph_rewrite(sink, pm_replace_realized, ctx=realized)
     key, inputs = structure_key(sink) if SCHEDULES.enabled() else (None, [])
+    if key is not None and (_target_device[0] or os.environ.get("DEV")):  # (constants alone run on that device)
+      key = (_target_device[0] or default_device(), key)
     cached = SCHEDULES.get(key) if key is not None else None
     if cached is not None:
       track_graph(sink, "schedule cache hit")
@@ -612,3 +640,43 @@ def _schedule(sink: UOp, sites: KernelSites | None = None) -> tuple[list[tuple[U
       raise RuntimeError(f"scheduler bug: an output became {view.op}, not a buffer view")
     views.append(view)
   return kernels, views
+
+
+def _lower_copies(outputs: list[UOp], realized: Mapping[UOp, UOp] | None) -> tuple[list[ScheduleItem], list[UOp]]:
+  """The COPY steps of the outputs' graphs (sources first), each source scheduled before its copy on its own
+  device, and the outputs with each COPY replaced by a view of the buffer it fills. A COPY of constants only is no
+  copy: its source is computed on the target device. Realized copies are remembered (a later graph reads them)."""
+  memo = realized if isinstance(realized, MutableMapping) else {}
+  stops = realized or {}
+  sink = UOp.sink(*outputs)
+  found = [u for u in toposort(sink, gate=lambda y: y.op is not Ops.BUFFER and y not in stops) if u.op is Ops.COPY
+           and u not in stops]
+  if not found:
+    return [], outputs
+  items: list[ScheduleItem] = []
+  done: dict[UOp, UOp] = {}
+  for c in found:
+    src = graph_rewrite(c.src[0], pm_replace_realized, ctx=done) if done else c.src[0]
+    src_dev, dst_dev = device_of(src), c.arg
+    if src_dev is None or src_dev == dst_dev:  # constants (or a value already there): computed on the target
+      saved, _target_device[0] = _target_device[0], dst_dev
+      try:
+        steps, views = create_schedule([src], realized)
+      finally:
+        _target_device[0] = saved
+      items += steps
+      done[c] = views[src]
+    else:
+      steps, views = create_schedule([src], realized)
+      items += steps
+      from_buf = views[src]
+      while from_buf.op is Ops.RESHAPE:
+        from_buf = from_buf.src[0]
+      to_buf = new_buffer_uop(c.dtype, buf_size(from_buf), device=dst_dev)
+      items.append(ScheduleItem(UOp(Ops.COPY, dtypes.void, (), (src_dev, dst_dev)),
+                                (buffer_of(to_buf), buffer_of(from_buf))))
+      shape = shape_of(c)
+      done[c] = to_buf if shape == (buf_size(to_buf),) else UOp(Ops.RESHAPE, c.dtype, (to_buf,), shape)
+    memo[c] = done[c]
+  lowered = list(graph_rewrite(sink, pm_replace_realized, ctx=done).src)
+  return items, lowered

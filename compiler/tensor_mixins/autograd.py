@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, ClassVar, Iterator
 
+from compiler.device import check_same_device
 from compiler.dtype import dtypes
 from compiler.gradient import compute_gradient
 from compiler.realize import PENDING_ASSIGNS, SHARED_BUFFERS, buffer_of_view, live_tensors
@@ -21,8 +22,9 @@ class AutogradMixin:
       raise RuntimeError(f"Tensor.requires_grad_: only floating point tensors can require gradients, got {self.dtype}")
     if requires_grad and buffer_of_view(self.uop) is None:
       # a lazy or constant tensor is hash-consed with every equal node (its CONST 2.0 is every 2.0 in any graph), and
-      # gradients are per node: a parameter's values go into a buffer of its own
-      self.uop = type(self)(self.numpy(), dtype=self.dtype).uop
+      # gradients are per node: a parameter's values go into a buffer of its own, on its device (realized: a CL one
+      # is a COPY until then)
+      self.uop = type(self)(self.numpy(), dtype=self.dtype, device=self.device).realize().uop
     self.requires_grad = requires_grad
     return self
 
@@ -34,7 +36,8 @@ class AutogradMixin:
     """Give this tensor x's values (same shape and dtype), written into its buffer when it has one."""
     T = type(self)
     if not isinstance(x, T):
-      x = T(x, dtype=self.dtype)
+      x = T(x, dtype=self.dtype, device=self.device)
+    check_same_device("assign", self.uop, x.uop)
     if x.shape != self.shape or x.dtype != self.dtype:
       raise ValueError(f"Tensor.assign: a {x.dtype} tensor of shape {x.shape} into a {self.dtype} tensor of shape "
                        f"{self.shape}")

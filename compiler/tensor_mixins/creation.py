@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from compiler.device import default_device
 from compiler.dtype import DType, dtypes
 from compiler.realize import buffer_of_view, note_draw
 from compiler.runtime.buffer import buffer_of
@@ -43,31 +44,38 @@ class CreationMixin:
 
   # ---- creation
   @classmethod
-  def full(cls, shape: Any, fill_value: Scalar, dtype: Any = None, requires_grad: bool | None = None) -> Any:
+  def full(cls, shape: Any, fill_value: Scalar, dtype: Any = None, requires_grad: bool | None = None,
+           device: str | None = None) -> Any:
     shape = check_shape(shape_arg((shape,) if isinstance(shape, int) else tuple(shape), "Tensor.full"),
                          "Tensor.full")
     v = py_value(fill_value)
     dt = to_dtype(dtype) or fitting_int(dtypes.from_py(v), v, v, "Tensor.full")
     c = UOp.const(dt, in_range(v, dt, "Tensor.full"))
     if not shape:
-      return cls(c)._marked(requires_grad)
-    return cls(UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape))).expand(shape)._marked(requires_grad)
+      return cls(c)._on(device)._marked(requires_grad)
+    return cls(UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape))).expand(shape)._on(device)._marked(requires_grad)
+
+  def _on(self, device: str | None) -> Any:
+    """Self on `device` (None: where it is; constants alone are on the default device until an op places them)."""
+    return self if device is None else self.to(device)
 
   @classmethod
-  def zeros(cls, *shape: Any, dtype: Any = None, requires_grad: bool | None = None) -> Any:
-    return cls.full(shape_arg(shape, "Tensor.zeros"), 0, to_dtype(dtype) or dtypes.default_float, requires_grad)
+  def zeros(cls, *shape: Any, dtype: Any = None, requires_grad: bool | None = None, device: str | None = None) -> Any:
+    return cls.full(shape_arg(shape, "Tensor.zeros"), 0, to_dtype(dtype) or dtypes.default_float, requires_grad,
+                    device)
 
   @classmethod
-  def ones(cls, *shape: Any, dtype: Any = None, requires_grad: bool | None = None) -> Any:
-    return cls.full(shape_arg(shape, "Tensor.ones"), 1, to_dtype(dtype) or dtypes.default_float, requires_grad)
+  def ones(cls, *shape: Any, dtype: Any = None, requires_grad: bool | None = None, device: str | None = None) -> Any:
+    return cls.full(shape_arg(shape, "Tensor.ones"), 1, to_dtype(dtype) or dtypes.default_float, requires_grad,
+                    device)
 
   @classmethod
-  def empty(cls, *shape: Any, dtype: Any = None, requires_grad: bool | None = None) -> Any:
-    return cls.zeros(*shape, dtype=dtype, requires_grad=requires_grad)
+  def empty(cls, *shape: Any, dtype: Any = None, requires_grad: bool | None = None, device: str | None = None) -> Any:
+    return cls.zeros(*shape, dtype=dtype, requires_grad=requires_grad, device=device)
 
   @classmethod
   def arange(cls, start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: Any = None,
-             requires_grad: bool | None = None) -> Any:
+             requires_grad: bool | None = None, device: str | None = None) -> Any:
     if stop is None:
       start, stop = 0, start
     start, stop, step = py_value(start), py_value(stop), py_value(step)
@@ -81,57 +89,61 @@ class CreationMixin:
     for v in (start, last):  # both ends in range: the values between are too (and nothing huge is allocated)
       in_range(v, dt, "Tensor.arange")
     if is_float:
-      return cls((start + np.arange(n) * step).astype(dt.np), dt, requires_grad)
-    return cls((start + np.arange(n, dtype=np.int64) * step).astype(dt.np), dt, requires_grad)
+      return cls((start + np.arange(n) * step).astype(dt.np), dt, requires_grad, device=device)
+    return cls((start + np.arange(n, dtype=np.int64) * step).astype(dt.np), dt, requires_grad, device=device)
 
   @classmethod
-  def eye(cls, n: int, m: int | None = None, dtype: Any = None, requires_grad: bool | None = None) -> Any:
+  def eye(cls, n: int, m: int | None = None, dtype: Any = None, requires_grad: bool | None = None,
+          device: str | None = None) -> Any:
     m = n if m is None else m
     if n < 0 or m < 0:
       raise ValueError(f"Tensor.eye: negative size ({n}, {m})")
     dt = to_dtype(dtype) or dtypes.default_float
-    return (cls.arange(n).reshape(n, 1) == cls.arange(m).reshape(1, m)).cast(dt)._marked(requires_grad)
+    eq = cls.arange(n, device=device).reshape(n, 1) == cls.arange(m, device=device).reshape(1, m)
+    return eq.cast(dt)._marked(requires_grad)
 
   @classmethod
   def manual_seed(cls, seed: int = 0) -> None:
     cls._rng = np.random.default_rng(seed)
 
   @classmethod
-  def _drawn(cls, draw: Callable[[], np.ndarray], dt: DType, requires_grad: bool | None) -> Any:
+  def _drawn(cls, draw: Callable[[], np.ndarray], dt: DType, requires_grad: bool | None,
+             device: str | None = None) -> Any:
     """A tensor of the numbers `draw()` takes from the host RNG (cls._rng when called: manual_seed rebinds it);
-    its buffer is noted with the draw, so that a TinyJit replay draws new numbers into it as the function would."""
-    t = cls(draw(), dt, requires_grad)
+    its host buffer is noted with the draw, so that a TinyJit replay draws new numbers into it as the function
+    would; then copied to `device` (None: the default one) when that is not the CPU."""
+    t = cls(draw(), dt, device="CPU")
     note_draw(buffer_of(buffer_of_view(t.uop)), draw)
-    return t
+    return t.to(device or default_device())._marked(requires_grad)
 
   @classmethod
-  def rand(cls, *shape: Any, dtype: Any = None, requires_grad: bool | None = None) -> Any:
+  def rand(cls, *shape: Any, dtype: Any = None, requires_grad: bool | None = None, device: str | None = None) -> Any:
     """Uniform in [0, 1)."""
     shape = check_shape(shape_arg(shape, "Tensor.rand"), "Tensor.rand")
     dt = to_dtype(dtype) or dtypes.default_float
-    return cls._drawn(lambda: cls._rng.random(shape, dtype=np.float64).astype(dt.np), dt, requires_grad)
+    return cls._drawn(lambda: cls._rng.random(shape, dtype=np.float64).astype(dt.np), dt, requires_grad, device)
 
   @classmethod
-  def randn(cls, *shape: Any, dtype: Any = None, requires_grad: bool | None = None) -> Any:
+  def randn(cls, *shape: Any, dtype: Any = None, requires_grad: bool | None = None, device: str | None = None) -> Any:
     """Standard normal."""
     shape = check_shape(shape_arg(shape, "Tensor.randn"), "Tensor.randn")
     dt = to_dtype(dtype) or dtypes.default_float
-    return cls._drawn(lambda: cls._rng.standard_normal(shape).astype(dt.np), dt, requires_grad)
+    return cls._drawn(lambda: cls._rng.standard_normal(shape).astype(dt.np), dt, requires_grad, device)
 
   @classmethod
   def uniform(cls, *shape: Any, low: float = 0.0, high: float = 1.0, dtype: Any = None,
-              requires_grad: bool | None = None) -> Any:
-    return (cls.rand(*shape, dtype=dtype) * (high - low) + low)._marked(requires_grad)
+              requires_grad: bool | None = None, device: str | None = None) -> Any:
+    return (cls.rand(*shape, dtype=dtype, device=device) * (high - low) + low)._marked(requires_grad)
 
   @classmethod
   def randint(cls, *shape: Any, low: int = 0, high: int = 10, dtype: Any = None,
-              requires_grad: bool | None = None) -> Any:
+              requires_grad: bool | None = None, device: str | None = None) -> Any:
     shape = check_shape(shape_arg(shape, "Tensor.randint"), "Tensor.randint")
     dt = to_dtype(dtype) or dtypes.default_int
-    return cls._drawn(lambda: cls._rng.integers(low, high, shape).astype(dt.np), dt, requires_grad)
+    return cls._drawn(lambda: cls._rng.integers(low, high, shape).astype(dt.np), dt, requires_grad, device)
 
   def full_like(self, fill_value: Scalar, dtype: Any = None, requires_grad: bool | None = None) -> Any:
-    return self.full(self.shape, fill_value, to_dtype(dtype) or self.dtype, requires_grad)
+    return self.full(self.shape, fill_value, to_dtype(dtype) or self.dtype, requires_grad, self.device)
 
   def zeros_like(self, dtype: Any = None, requires_grad: bool | None = None) -> Any:
     return self.full_like(0, dtype, requires_grad)

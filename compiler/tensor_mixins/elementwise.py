@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from compiler.device import check_same_device
 from compiler.dtype import dtypes, least_upper_dtype, truncate
 from compiler.tensor_mixins._args import Scalar, broadcast_shape, fitting_int, is_int, is_scalar, py_value
 from compiler.trace import recorder
@@ -463,6 +464,7 @@ class ElementwiseMixin:
     else:
       x_t = x if isinstance(x, T) else self._scalar(py_value(x), y._scalar_dtype(py_value(x)), "where")
       y_t = y if isinstance(y, T) else self._scalar(py_value(y), x_t._scalar_dtype(py_value(y)), "where")
+    check_same_device("where", self.uop, x_t.uop, y_t.uop)
     dt = least_upper_dtype(x_t.dtype, y_t.dtype)
     shape = broadcast_shape(self.shape, x_t.shape, y_t.shape, op="Tensor.where")
     c = self.cast(dtypes.bool)._broadcast_to(shape)

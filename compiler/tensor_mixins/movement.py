@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from compiler.device import check_same_device
 from compiler.dtype import dtypes, least_upper_dtype
 from compiler.tensor_mixins._args import (
   ArgumentError,
@@ -286,6 +287,7 @@ class MovementMixin:
   def cat(self: Any | Sequence[Any], *args: Any, dim: int = 0) -> Any:
     """Concatenate along dim: `a.cat(b, c, dim=1)` or `Tensor.cat(a, b, c, dim=1)`."""
     tensors = MovementMixin._tensor_args(self, args, "cat")
+    check_same_device("cat", *(t.uop for t in tensors))
     first = tensors[0]
     if first.ndim == 0:
       raise IndexError("Tensor.cat: zero-dimensional tensors can't be concatenated")

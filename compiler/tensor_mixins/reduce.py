@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from compiler.device import check_same_device
 from compiler.dtype import DType, dtypes, least_upper_dtype
 from compiler.schedule.shape import shape_of
 from compiler.tensor_mixins._args import ArgumentError, broadcast_shape, to_dtype
@@ -279,6 +280,7 @@ class ReduceMixin:
     """Matrix product with numpy's rules for 1-d operands and broadcast batch dims."""
     if not isinstance(w, type(self)):
       raise TypeError(f"Tensor.matmul: operand must be a Tensor, got {type(w).__name__}")
+    check_same_device("matmul", self.uop, w.uop)
     xs, ws = self.shape, w.shape
     n1, n2 = len(xs), len(ws)
     if n1 == 0 or n2 == 0:
