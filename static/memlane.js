@@ -1,5 +1,5 @@
-// The timeline's memory lane: bytes of buffers in use over time (the API's timeline.memory: step points and the
-// peak), drawn as a step line under the other lanes, the peak marked with its value and the buffer whose allocation
+// The timeline's memory lanes: bytes of buffers in use over time, one lane per device (the API's timeline.memory
+// for the CPU, timeline.memory_devices[i] for another device: step points and the peak), each drawn as a step line under the other lanes, the peak marked with its value and the buffer whose allocation
 // reached it. The panel (static/timeline.js) gives it rows, calls draw() after its own passes, and describes the
 // lane's hover spans through describe(). Values come from strangers: every number is checked before use.
 import {fmtSeconds} from "./dom.js";
@@ -21,7 +21,9 @@ export function fmtBytes(n) {
 }
 
 export class MemoryLane {
-  constructor(labelW, rowH) {
+  /** device: null for the CPU's lane (timeline.memory), else a name in timeline.memory_devices. */
+  constructor(labelW, rowH, device = null) {
+    this.device = device;
     this.labelW = labelW;
     this.rowH = rowH;
     this.rows = [];
@@ -32,7 +34,7 @@ export class MemoryLane {
 
   /** The lane's rows for the panel (none when the trace recorded no allocation), from the API's answer. */
   model(d) {
-    const m = d && typeof d.memory === "object" && d.memory ? d.memory : {};
+    const m = (this.device === null ? d && d.memory : MemoryLane.deviceEntry(d, this.device)) || {};
     const ts = Array.isArray(m.t) ? m.t : [], bs = Array.isArray(m.bytes) ? m.bytes : [];
     const pts = [];
     for (let i = 0; i < Math.min(ts.length, bs.length); i++) {
@@ -42,16 +44,31 @@ export class MemoryLane {
     const end = Math.max(num(d && d.end) ?? 0, pts.length ? pts[pts.length - 1][0] : 0);
     // a level from one event to the next: what hovering shows
     this.segs = pts.map(([t, b], i) => ({kind: "memory", s: t, e: i + 1 < pts.length ? pts[i + 1][0] : end, bytes: b,
-      ctx: null, rw: null, name: fmtBytes(b), open: false}));
+      ctx: null, rw: null, name: fmtBytes(b), open: false, dev: this.device}));
     const p = m.peak && typeof m.peak === "object" ? m.peak : null;
     this.peak = p && num(p.t) !== null && num(p.bytes) !== null && p.bytes > 0 ? {t: p.t, bytes: p.bytes,
       buf: num(p.buf), dtype: typeof p.dtype === "string" ? p.dtype : null, size: num(p.size),
       bufBytes: num(p.buf_bytes)} : null;
     this.max = Math.max(1, this.peak ? this.peak.bytes : 0);
     for (const [, b] of pts) if (b > this.max) this.max = b;
-    this.rows = pts.length ? Array.from({length: ROWS}, (_, i) => ({lane: "memory",
-      label: i === 0 ? "memory" : i === 1 && this.peak ? `≤ ${fmtBytes(this.peak.bytes)}` : "", spans: []})) : [];
+    // one lane per device: named by its device where the trace has any besides the CPU
+    const others = MemoryLane.devices(d).length > 0;
+    const label = this.device !== null ? `memory ${this.device}` : others ? "memory CPU" : "memory";
+    this.rows = pts.length ? Array.from({length: ROWS}, (_, i) => ({lane: `memory:${this.device ?? "CPU"}`,
+      label: i === 0 ? label : i === 1 && this.peak ? `≤ ${fmtBytes(this.peak.bytes)}` : "", spans: []})) : [];
     return this.rows;
+  }
+
+  /** The names of the devices other than the CPU the API's answer has a lane for (strings only, at most 8). */
+  static devices(d) {
+    const list = d && Array.isArray(d.memory_devices) ? d.memory_devices : [];
+    return list.filter((x) => x && typeof x === "object" && typeof x.device === "string").slice(0, 8)
+      .map((x) => x.device);
+  }
+
+  static deviceEntry(d, device) {
+    const list = d && Array.isArray(d.memory_devices) ? d.memory_devices : [];
+    return list.find((x) => x && typeof x === "object" && x.device === device) || null;
   }
 
   /** The peak's words on the canvas: its value and the buffer whose allocation reached it. */
@@ -111,7 +128,7 @@ export class MemoryLane {
       peak = {x: px, y: py, label, lx};
     }
     const hits = this._hits(X, top, bottom, left, right);
-    const hv = hovered && hovered.kind === "memory" ? hits.find((x) => x.span === hovered.span) : null;
+    const hv = hovered && hovered.kind === "memory" && hovered.span && hovered.span.dev === this.device ? hits.find((x) => x.span === hovered.span) : null;
     if (hv) {
       g.strokeStyle = "#ffffff";
       g.lineWidth = 1;

@@ -1,9 +1,9 @@
 // The sidebar: the contexts tree and, for the selected context, its rewrites with match counts.
 import {$, fmtNs, h, kernelName, put, siteText} from "./dom.js";
 
-const KIND_ICON = {schedule: "S", kernel: "K", default: "·"};
+const KIND_ICON = {schedule: "S", kernel: "K", copy: "C", default: "·"};
 const OPEN_UP_TO = 8;  // a parent with more children than this starts collapsed
-const MADE_BY_SCHEDULE = new Set(["kernel", "memory"]);  // kinds run from the schedule before them (see buildTree)
+const MADE_BY_SCHEDULE = new Set(["kernel", "memory", "copy"]);  // kinds run from the schedule before them (see buildTree)
 
 export class Sidebar {
   /** onContext(ctxId), onRewrite(rwId) */

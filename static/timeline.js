@@ -71,6 +71,7 @@ export class TimelinePanel extends Panel {
     this.frame = 0;
     this.canvas = null;
     this.memLane = new MemoryLane(LABEL_W, ROW_H);  // static/memlane.js: bytes in use, below the other lanes
+    this.devLanes = [];  // ... and one lane per other device (CL), after the CPU's
     this.rowH = ROW_H;
     this.search = {query: "", matches: [], cur: -1};  // the spans whose name holds the query, in time order
     this.resizer = typeof ResizeObserver === "function" ? new ResizeObserver(() => this.redraw()) : null;
@@ -116,6 +117,7 @@ export class TimelinePanel extends Panel {
       const hv = this.hover;  // the memory lane's hovered span, which the panel's own passes do not keep
       this.draw();
       this.memLane.draw(this, hv);
+      for (const lane of this.devLanes) lane.draw(this, hv);
     });
   }
 
@@ -181,6 +183,8 @@ export class TimelinePanel extends Panel {
         (x) => String(x.kname ?? named(x.ctx)))});
     }
     rows.push(...this.memLane.model(d));
+    this.devLanes = MemoryLane.devices(d).map((dev) => new MemoryLane(LABEL_W, ROW_H, dev));
+    for (const lane of this.devLanes) rows.push(...lane.model(d));
     this.rows = rows;
     this.minHeight = this._layout(ROW_H);
     let hi = end;
@@ -200,6 +204,7 @@ export class TimelinePanel extends Panel {
       prev = r.lane;
     }
     this.rowH = this.memLane.rowH = rowH;
+    for (const lane of this.devLanes) lane.rowH = rowH;
     this.height = y + 4;
     return this.height;
   }
@@ -407,7 +412,7 @@ export class TimelinePanel extends Panel {
     const when = `start ${fmtSeconds(sp.s)} · duration ${dur}`;
     const ctxName = () => { const c = this.ctxById.get(sp.ctx); return c ? ` ${c.name}` : ""; };
     switch (sp.kind) {
-      case "memory": return this.memLane.describe(sp);
+      case "memory": return (this.devLanes.find((x) => x.device === sp.dev) || this.memLane).describe(sp);
       case "context": return [sp.name, `${sp.ckind} context #${sp.ctx}`, when];
       case "pass": return [sp.name, `pass (rewrite #${sp.rw}) in context #${sp.ctx}${ctxName()}`, when,
         `${sp.matches ?? "?"} match${sp.matches === 1 ? "" : "es"}`];

@@ -1,5 +1,6 @@
-"""The timeline's memory lane: a trace's `mem` records (buffer allocations and frees, kept by the store as
-vztrace.memory events) folded into bytes in use over time, with the peak."""
+"""The timeline's memory lanes, one per device: a trace's `mem` records (buffer allocations and frees, kept by the
+store as vztrace.memory events, with the device each names: CPU where none) folded into bytes in use over time, with
+the peak."""
 from __future__ import annotations
 
 import weakref
@@ -8,24 +9,35 @@ from typing import Any
 from viz_server.store import Trace
 from vztrace.memory import MemoryProfile
 
+MAX_DEVICES = 8  # lanes of devices other than the CPU served at most (a trace names any devices it likes)
 MAX_POINTS = 20_000  # step points served; past this each of MAX_POINTS // 2 time buckets keeps its highest and last
 
-# a trace's profile and the number of events it was folded from (a live trace's list only grows)
-_profiles: weakref.WeakKeyDictionary[Trace, tuple[int, MemoryProfile]] = weakref.WeakKeyDictionary()
+# a trace's profiles by device and the number of events they were folded from (a live trace's list only grows)
+_profiles: weakref.WeakKeyDictionary[Trace, tuple[int, dict[str, MemoryProfile]]] = weakref.WeakKeyDictionary()
 
 
-def _profile(tr: Trace) -> MemoryProfile:
+def _by_device(tr: Trace) -> dict[str, MemoryProfile]:
+  """Each device's profile (the CPU's always; at most MAX_DEVICES others, the first named): one pass over events."""
   n = len(tr.mem_events)
   got = _profiles.get(tr)
   if got is None or got[0] != n:
-    got = _profiles[tr] = (n, MemoryProfile(tr.mem_events[:n]))
+    events: dict[str, list[tuple]] = {"CPU": []}
+    for e, dev in zip(tr.mem_events[:n], tr.mem_devices[:n]):
+      if dev in events or len(events) <= MAX_DEVICES:
+        events.setdefault(dev, []).append(e)
+    got = _profiles[tr] = (n, {dev: MemoryProfile(evs) for dev, evs in events.items()})
   return got[1]
 
 
-def memory_lane(tr: Trace, t0: float | None) -> dict[str, Any]:
-  """The lane for GET /timeline (call under the store's lock): step points (seconds since t0, bytes in use after
-  each event), the peak and counts. `t0` None (no timed context): times are left out."""
-  prof = _profile(tr)
+def device_lanes(tr: Trace, t0: float | None) -> list[dict[str, Any]]:
+  """The lanes of the devices other than the CPU (memory_lane's each, with its `device`), by name."""
+  return [{"device": dev, **memory_lane(tr, t0, dev)} for dev in sorted(_by_device(tr)) if dev != "CPU"]
+
+
+def memory_lane(tr: Trace, t0: float | None, device: str = "CPU") -> dict[str, Any]:
+  """A device's lane for GET /timeline (call under the store's lock): step points (seconds since t0, bytes in use
+  after each event), the peak and counts. `t0` None (no timed context): times are left out."""
+  prof = _by_device(tr).get(device) or MemoryProfile([])
   out = prof.summary()
   base = t0 if t0 is not None else (prof.ts[0] if prof.ts else 0.0)
   ts, used = _thin(prof.ts, prof.used)

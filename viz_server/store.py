@@ -24,6 +24,7 @@ from vztrace.reader import STALE_S, BatchMatches, BatchNodes, Item, TraceReader,
 
 TRACE_SUFFIX = ".vztrace"
 POLL_WINDOW = 1 << 16  # compressed bytes read per poll: about one frame, so one batch holds a frame of records
+MAX_DEVICE_NAME = 32  # a mem record's device name, clipped (a memory lane is labelled with it)
 MAX_EVENTS_PER_BATCH = 1000  # a bigger burst is announced as one `trace` event with reload=True
 WRITER_CHECK_S = 2.0  # idle seconds after which a live trace's writer process is checked for being gone
 KERNEL_RECORDS = ("opt", "beam", "source", "run")
@@ -172,6 +173,7 @@ class Trace:
     self.errors: list[dict] = []
     self.mem_events: list[tuple] = []  # `mem` records as vztrace.memory events (at most MAX_EVENTS), for the timeline
     self.mem_seen = 0  # mem records read (kept or not)
+    self.mem_devices: list[str] = []  # the device of each of mem_events ("CPU" where a record names none)
     self.anomalies: list[str] = []  # records that broke the trace's own consistency (kept out of the index)
     self.match_count = 0
     self.counts = TraceCounts()  # contexts, kernels and runs as every surface counts them (vztrace.counts)
@@ -488,6 +490,8 @@ class Trace:
     self.mem_seen += 1
     if len(self.mem_events) < MAX_EVENTS and (e := mem_event(rec, self.mem_seen)) is not None:
       self.mem_events.append(e)
+      dev = rec.get("device")
+      self.mem_devices.append(dev[:MAX_DEVICE_NAME] if type(dev) is str and dev else "CPU")
 
 
 _HANDLERS: dict[str, Callable] = {

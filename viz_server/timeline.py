@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from viz_server.memory import memory_lane
+from viz_server.memory import device_lanes, memory_lane
 from viz_server.store import Trace
 
 
@@ -20,7 +20,7 @@ def timeline(tr: Trace) -> dict:
   starts = [ts for c in tr.contexts.values() if (ts := _num(c.ts)) is not None]
   if not starts:
     return {"t0": None, "end": 0.0, "contexts": [], "rewrites": _columns([], {}), "compiles": [], "runs": [],
-            "memory": memory_lane(tr, None)}
+            "memory": memory_lane(tr, None), "memory_devices": device_lanes(tr, None)}
   t0 = min(starts)
 
   def rel(ts: Any) -> float | None:
@@ -57,9 +57,11 @@ def timeline(tr: Trace) -> dict:
   ends = [c["end"] if c["end"] is not None else c["start"] for c in contexts]
   ends += [r[3] + r[4] for r in rws] + [x["start"] + x["dur"] for x in compiles + runs]
   memory = memory_lane(tr, t0)
-  ends += memory["t"][-1:]  # (in time order: the last is the latest)
+  devices = device_lanes(tr, t0)
+  for lane in (memory, *devices):
+    ends += lane["t"][-1:]  # (in time order: the last is the latest)
   return {"t0": t0, "end": max(ends, default=0.0), "contexts": contexts, "rewrites": _columns(rws, names),
-          "compiles": compiles, "runs": runs, "memory": memory}
+          "compiles": compiles, "runs": runs, "memory": memory, "memory_devices": devices}
 
 
 def _columns(rws: list[tuple], names: dict[str, int]) -> dict:
