@@ -1,5 +1,7 @@
 """The differential fuzz of bench/fuzz_tensor_ops.py in CI: a few hundred random op chains with a fixed seed
-against numpy, on both backends; every wrong value or exception fails the test with its reproducer."""
+against numpy, on every backend (OpenCL on pocl: a few programs here, more under `make test-cl`, whose kernels each
+cost a device build); every wrong value or exception fails the test with its reproducer."""
+import os
 import sys
 from pathlib import Path
 
@@ -17,7 +19,10 @@ def _known(prog, why: str) -> bool:
   return any(op in prog.ops and why.startswith(kind) for op, kind in KNOWN)
 
 
-@pytest.mark.parametrize("backend,programs,seed", [("interp", 400, 12), ("llvm", 150, 12)])
+CL_PROGRAMS = 200 if os.environ.get("TINYVIZ_TEST_CL") == "all" else 40
+
+
+@pytest.mark.parametrize("backend,programs,seed", [("interp", 400, 12), ("llvm", 150, 12), ("cl", CL_PROGRAMS, 12)])
 def test_fuzz_tensor_ops(backend, programs, seed, monkeypatch):
   monkeypatch.setenv("BACKEND", backend)
   counts, failures = fuzz(programs, seed)
