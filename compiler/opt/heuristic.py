@@ -6,6 +6,8 @@ import math
 import os
 from typing import Callable
 
+from compiler.opt.heuristic_gpu import gpu_optimizations
+from compiler.opt.heuristic_gpu import reduces_span_outputs as _reduces_span_outputs
 from compiler.opt.kernel import MAX_UNROLL, MAX_UPCAST, Kernel, KernelOptError, Opt, OptOps, access_strides, masked_axes
 from compiler.opt.stage import stage_choice
 from compiler.opt.tc import tc_opt_level, tc_select, use_tc
@@ -26,9 +28,12 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   """Masked small axes upcast first, a register tile for reduces sized to the target's registers and cache line,
   reduce unrolling, a float vector along the unit-stride axis, then a THREAD split of the outermost
   parallel axis; applies the opts to k. A matmul on a target with tensor cores (or with TC=2) gets its fragment
-  first, and nothing else but larger fragment tiles (the seed's order)."""
+  first, and nothing else but larger fragment tiles (the seed's order); a target with locals (an OpenCL device)
+  gets the GPU heuristics instead (compiler.opt.heuristic_gpu)."""
   if apply_tensor_cores(k):
     return k
+  if k.target.has_local:
+    return gpu_optimizations(k)
   prod = _prod
   tiled = bool(k.reduceops) and prod(k.full_shape[:k.first_reduce]) >= 1024 and _reduces_span_outputs(k)
   # a dot tile first: a condition on loaded values along its rows (GPT's gelu backward) is no pad to make constant,
@@ -119,14 +124,6 @@ def _unroll_nested_reduce(k: Kernel) -> None:
   s = k.full_shape[last]
   if isinstance(s, int) and s > 4 and s % 4 == 0:
     k.apply_opt(Opt(OptOps.UNROLL, last - k.first_reduce, 4))
-
-
-def _reduces_span_outputs(k: Kernel) -> bool:
-  """Every REDUCE depends on every global axis (a matmul, a conv). A row reduction joined to its reader (softmax's
-  sum in the division's kernel) does not depend on the row's own axis: it runs once per row, hoisted out of that
-  axis' loop, so a register tile over the output reuses nothing, and tiling the rows (along which a bias is
-  broadcast) made a layernorm's kernel 0.9x as fast."""
-  return all(r in red.ranges for red in k.reduceops for r in k.rngs[:k.first_reduce])
 
 
 def _unit_stride_reduce(k: Kernel, axis: int) -> bool:

@@ -50,7 +50,9 @@ def test_each_cl_kernel_has_its_opencl_source_sizes_opts_and_run(cl_trace):
     assert re.search(r"__kernel void \w+\(__global float\* data0", cl["text"])
     assert cl["compile_s"] >= 0 and cl["ts"] > 1.7e9
     assert cl["global_size"] and all(type(n) is int and n >= 1 for n in cl["global_size"])
-    assert "local_size" not in cl  # (the hand-coded opts on pocl's CPU device take no LOCAL: the driver picks)
+    # (the GPU heuristics' work-groups: LOCAL and GROUP axes, each dimension's work-group dividing its work-items)
+    assert len(cl["local_size"]) == len(cl["global_size"])
+    assert all(g % n == 0 for g, n in zip(cl["global_size"], cl["local_size"]))
     (run,) = _of(recs, "run", cid)
     assert run["times"][0] > 0 and run["min"] == run["median"] == run["times"][0] and run["ts"] >= cl["ts"]
     assert run["flops"] > 0 and run["bytes"] > 0
@@ -58,7 +60,8 @@ def test_each_cl_kernel_has_its_opencl_source_sizes_opts_and_run(cl_trace):
     assert _of(recs, "opt", cid), "the CL target's opts are traced in the kernel's context"
   mm = next(c for c in kernels if kernels[c]["name"].startswith("r_"))
   cl = next(s for s in _of(recs, "source", mm) if s["kind"] == "opencl")
-  assert math.prod(cl["global_size"]) <= 16 * 24 and 16 in cl["global_size"]  # (a work-item may do many outputs)
+  # the 32-long dot products into 16x24 outputs: GROUPTOP splits each across a work-group of 16 work-items
+  assert cl["local_size"] == [16, 1, 1] and math.prod(cl["global_size"]) == 16 * 24 * 16
 
 
 def test_opencl_lines_map_to_their_nodes(cl_trace):

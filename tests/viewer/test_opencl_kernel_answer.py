@@ -29,7 +29,8 @@ def test_a_recorded_cl_kernel_answers_its_opencl_source_sizes_and_runs(tmp_path)
   assert '<span class="nb">get_global_id</span>' in src["html"]
   assert len(src["nodes"]) == src["text"].count("\n") + 1 and any(src["nodes"])
   launch = body["launch"]
-  assert launch["local"] is None and 16 in launch["global"] and all(type(n) is int for n in launch["global"])
+  # (the GPU heuristics split each dot product across a work-group of 16: GROUPTOP)
+  assert launch["local"] == [16, 1, 1] and 16 in launch["global"] and all(type(n) is int for n in launch["global"])
   assert len(body["runs"]) == 1 and body["runs"][0]["median"] > 0
   assert body["opts"], "the CL target's opts"
 
