@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 from compiler import rewrite
 from compiler.codegen.program import Program
 from compiler.host import compile_only
-from compiler.opt import Kernel, KernelOptError, Opt, beam_search, hand_coded_optimizations
+from compiler.opt import Kernel, KernelOptError, Opt, Target, beam_search, hand_coded_optimizations
 from compiler.opt.beam_cache import cache_get, cache_key, cache_put
 from compiler.opt.search import (
   CONFIRM_MAX_ROUNDS,
@@ -334,16 +334,42 @@ def compile_runner(ast: UOp) -> CompiledKernel:
 # ---- the OpenCL backend (BACKEND=cl)
 
 def cl_runner(ast: UOp) -> Any:
-  """BACKEND=cl's runner: the kernel with the hand-coded opts for the OpenCL device's Target (NOOPT=1: none; BEAM is
-  not searched on CL yet), rendered to OpenCL C and built for the device (compiler.runtime.opencl)."""
-  from compiler.runtime.opencl import cl_kernel, get_device  # lazy: loads pyopencl only for BACKEND=cl
-  if OptPolicy.from_env().noopt:
+  """BACKEND=cl's runner: the kernel with the opts for the OpenCL device's Target (NOOPT=1: none; BEAM=n: BEAM's,
+  timed on the device; else the hand-coded GPU heuristics), rendered to OpenCL C and built for the device
+  (compiler.runtime.opencl)."""
+  from compiler.runtime.opencl import cl_kernel  # lazy: loads pyopencl only for BACKEND=cl
+  policy = OptPolicy.from_env()
+  if policy.noopt:
     return cl_kernel(ast)
-  lim = get_device().limits
   try:
-    k = hand_coded_optimizations(Kernel(ast, cl_target(lim.name, lim.max_work_group_size, lim.local_mem_bytes)))
+    k = Kernel(ast, cl_device_target())
   except KernelOptError:  # (a kernel with no ranges: nothing to optimize)
     return cl_kernel(ast)
+  k = cl_beam_search(k, None, policy.beam) if policy.beam >= 1 else hand_coded_optimizations(k)
   ck = cl_kernel(k.get_optimized_ast())
   ck.opts = tuple(k.applied_opts)
   return ck
+
+
+def cl_device_target() -> Target:
+  """The OpenCL device's Target: its work-group size and local memory, and float vectors as wide as it prefers, at
+  least float4 (a GPU that reports 1 still loads float4; pocl on an AVX-512 CPU prefers 16)."""
+  from compiler.runtime.opencl import get_device
+  dev = get_device()
+  lim = dev.limits
+  vec = min(16, max(4, int(getattr(dev.device, "preferred_vector_width_float", 4) or 4)))
+  return cl_target(lim.name, lim.max_work_group_size, lim.local_mem_bytes, vector_floats=vec)
+
+
+def _cl_evaluator(k: Kernel, bufs: Sequence[Any] | None) -> tuple[None, Any]:
+  """BEAM's evaluator on the OpenCL device: each candidate rendered, built and timed there (profiling events), checked
+  against k's unoptimized output."""
+  from compiler.runtime.cl_candidates import ClEvaluator
+  return None, ClEvaluator(k.get_optimized_ast(), bufs)
+
+
+def cl_beam_search(k: Kernel, bufs: Sequence[Any] | None = None, amt: int = 2, **kw: Any) -> Kernel:
+  """compiler.opt.search.beam_search on the OpenCL device (k's Target: cl_device_target): candidates timed by the
+  device, the hand-coded GPU kernel among them, the result in the BEAM cache under the device's target; `kw` as
+  there (use_cache, progress, max_rounds)."""
+  return beam_search(k, bufs, amt, evaluator=_cl_evaluator, **kw)

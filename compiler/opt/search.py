@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 
 from compiler.opt.beam_cache import cache_get, cache_key, cache_put
 from compiler.opt.heuristic import hand_coded_optimizations
+from compiler.opt.heuristic_gpu import reduces_span_outputs
 from compiler.opt.kernel import MAX_UNROLL, Kernel, KernelOptError, Opt, OptOps
 from compiler.trace import recorder
 from compiler.trace.recorder import untraced
@@ -90,9 +91,12 @@ def kernel_actions(k: Kernel) -> list[Opt]:
   acts += [Opt(OptOps.BLOCK, 0, amt) for amt in (2, 4, 8, 16, 32)]
   if k.target.tensor_cores:  # (the seed's: every matmul choice, any tensor core, padded where needed)
     acts += [Opt(OptOps.TC, axis, (-1, 2)) for axis in range(9)]
-  if k.target.has_local:
-    acts += [Opt(OptOps.LOCAL, axis, amt) for amt in (2, 4, 8, 16) for axis in range(6)]
-    acts += [Opt(OptOps.GROUPTOP, axis, amt) for amt in (13, 16, 28, 29, 32, 49, 64, 256) for axis in range(3)]
+  if k.target.has_local:  # work-groups: LOCAL axes, a reduce split across the work-group (GROUP, GROUPTOP), none
+    acts += [Opt(OptOps.LOCAL, axis, amt) for amt in (2, 4, 8, 16, 32) for axis in range(6)]
+    if reduces_span_outputs(k):  # (else each output would compute the reduce again: see there)
+      acts += [Opt(OptOps.GROUP, axis, amt) for amt in (0, 4, 8, 16) for axis in range(3)]
+      acts += [Opt(OptOps.GROUPTOP, axis, amt) for amt in (13, 16, 28, 29, 32, 49, 64, 256) for axis in range(3)]
+    acts += [Opt(OptOps.NOLOCALS)]
   # tiles of sizes they do not divide, the remainder peeled (last: the indices of the others stay as they were)
   acts += [Opt(OptOps.PEEL, axis, amt) for amt in (4, 6, 8, 16, 32) for axis in range(7)]
   return acts
