@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import pickle
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -270,17 +269,18 @@ def _key_context(noopt: bool) -> bytes:
 
 
 def disk_key(ast: UOp, policy: OptPolicy) -> str | None:
-  """The disk cache's name of what `ast` compiles to under `policy` on this target: a hash of the AST (its pickle:
-  ops, dtypes, args and constants exactly, the kernel's name too), the target, the policy and the knobs (KEY_ENV),
-  with diskcache's versions; None where the cache does not apply: turned off, tracing (a trace shows the kernel's
-  codegen rewrites and texts, made anew), BEAM (its own cache keeps its opts), COMPILE_ONLY, or an AST too deep
-  to pickle, or switches on (compiler.rewrite.Switches: what they leave out changes code, not the key)."""
+  """The disk cache's name of what `ast` compiles to under `policy` on this target: a hash of the AST (its
+  diskcache.stable_bytes: ops, dtypes, args and constants exactly, the kernel's name too), the target, the policy
+  and the knobs (KEY_ENV), with diskcache's versions; None where the cache does not apply: turned off, tracing (a
+  trace shows the kernel's codegen rewrites and texts, made anew), BEAM (its own cache keeps its opts),
+  COMPILE_ONLY, an arg with no stable key, or switches on (compiler.rewrite.Switches: what they leave out changes
+  code, not the key)."""
   if policy.beam >= 1 or recorder.RECORDER is not None or not diskcache.enabled() or compile_only() \
      or rewrite.SWITCHES is not None:
     return None
   try:
-    text = pickle.dumps(ast, protocol=diskcache.PROTOCOL)
-  except (RecursionError, pickle.PicklingError):
+    text = diskcache.stable_bytes(ast)
+  except TypeError:
     return None
   return diskcache.full_key(_key_context(policy.noopt) + text)
 
@@ -293,9 +293,9 @@ def _load_runner(key: str) -> CompiledKernel | None:
     if not (isinstance(prg, Program) and isinstance(symbol, str) and isinstance(obj, bytes)):
       raise TypeError("not a compiled kernel")
     opts = tuple(Opt.from_json(o) for o in opts)
-  except (TypeError, ValueError):
+  except (TypeError, ValueError) as e:
     if got is not None:  # (a sound file holding something else: as a corrupt one)
-      diskcache.STATS.ignored += 1
+      diskcache.ignore(key, f"not a compiled kernel ({e})")
     return None
   ck = load_kernel(prg, symbol, obj)
   ck.opts = opts

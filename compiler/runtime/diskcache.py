@@ -12,17 +12,23 @@ loads what an older one made. `CACHELEVEL=0` or `DISABLE_COMPILER_CACHE=1` turns
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import enum
 import functools
 import hashlib
 import io
 import os
 import pickle
+import struct
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compiler import debug
+from compiler.dtype import DType
+from compiler.uop import UOp, toposort
 from vztrace.paths import cache_dir as user_cache_dir
 from vztrace.paths import private_dir
 
@@ -88,11 +94,67 @@ def full_key(parts: bytes) -> str:
   return h.hexdigest()
 
 
+def stable_bytes(obj: Any) -> bytes:
+  """obj named by its value alone, the same bytes in every process for equal values: UOps as rows (op, dtype, source
+  rows, arg) numbered in toposort's order, dtypes and other dataclasses by their fields, floats by their bits (0.0 is
+  not -0.0, nor 1.0 1), enums by name. Where a pickle's bytes also depend on which equal objects are one object (a
+  dtype made twice is two, an unpickled one is interned), so that equal ASTs of two processes could name two entries.
+  A TypeError for anything else."""
+  out: list[str] = []
+  rows: dict[UOp, int] = {}
+  memo: dict[DType, str] = {}  # (equal dtypes are equal by value: each encoded once)
+
+  def enc(x: Any) -> str:
+    t = type(x)
+    if t is int:
+      return f"i{x}"
+    if t is float:
+      return "f" + struct.pack("<d", x).hex()
+    if x is None or t is bool:
+      return repr(x)
+    if t is str:
+      return "s" + repr(x)
+    if t is tuple or t is list:
+      return ("(" if t is tuple else "[") + ",".join([enc(v) for v in x]) + ")"
+    if t is type:  # (cons_key marks a bool arg with `bool`)
+      return f"t{x.__module__}.{x.__qualname__}"
+    if t is frozenset:
+      return "{" + ",".join(sorted(enc(v) for v in x)) + "}"
+    if isinstance(x, UOp):
+      if x not in rows:
+        for u in toposort(x):
+          if u not in rows:
+            row = f"{u.op.name}|{enc(u.dtype)}|{','.join([str(rows[s]) for s in u.src])}|{enc(u.arg)}"
+            rows[u] = len(rows)
+            out.append(row)
+      return f"r{rows[x]}"
+    if isinstance(x, enum.Enum):
+      return f"e{t.__qualname__}.{x.name}"
+    if isinstance(x, DType) and (got := memo.get(x)) is not None:
+      return got
+    if not dataclasses.is_dataclass(x) or isinstance(x, type):
+      raise TypeError(f"compile cache: no stable key for a {t.__name__}")
+    got = f"d{t.__qualname__}(" + ",".join([enc(getattr(x, f.name)) for f in dataclasses.fields(x)]) + ")"
+    if isinstance(x, DType):
+      memo[x] = got
+    return got
+
+  top = enc(obj)
+  return ("\n".join(out) + "\n" + top).encode()
+
+
 class _Unpickler(pickle.Unpickler):
   def find_class(self, module: str, name: str) -> Any:
     if (module, name) not in ALLOWED:
       raise pickle.UnpicklingError(f"compile cache: {module}.{name} is not allowed in an entry")
     return super().find_class(module, name)
+
+
+def ignore(key: str, why: str) -> None:
+  """Count an entry that is not used (STATS.ignored), and say why at DEBUG>=1: the caller makes it again."""
+  STATS.ignored += 1
+  if debug.level() >= 1:
+    print(f"compile cache: ignored entry {key[:16]}: {why}", file=sys.stderr, flush=True)
 
 
 def get(key: str) -> Any:
@@ -105,11 +167,13 @@ def get(key: str) -> Any:
     return None
   head, digest, payload = data[:len(MAGIC)], data[len(MAGIC):len(MAGIC) + 32], data[len(MAGIC) + 32:]
   try:
-    if len(data) > MAX_ENTRY_BYTES or head != MAGIC or hashlib.sha256(payload).digest() != digest:
-      raise ValueError("bad checksum")
+    if len(data) > MAX_ENTRY_BYTES:
+      raise ValueError(f"over {MAX_ENTRY_BYTES} bytes")
+    if head != MAGIC or hashlib.sha256(payload).digest() != digest:
+      raise ValueError("not an entry, or its checksum fails")
     value = _Unpickler(io.BytesIO(payload)).load()
-  except Exception:  # (any failure to read an entry back means: compile again)
-    STATS.ignored += 1
+  except Exception as e:  # (any failure to read an entry back means: compile again)
+    ignore(key, f"{type(e).__name__}: {e}")
     STATS.misses += 1
     return None
   STATS.hits += 1
