@@ -6,6 +6,12 @@ appearance, names the schedule of every graph of that shape. A hit
 binds the cached kernels (the very same ASTs, so their compiled runners are found too) to this call's buffers and to
 fresh buffers for what the schedule creates (intermediates and outputs); it costs a walk of the graph instead of the
 scheduler's passes. `SCHEDULE_CACHE=0` turns it off.
+
+A fresh process finds the schedules an earlier one made on disk (`disk_get`/`disk_put`, in the compile cache's
+folder: compiler.runtime.diskcache, its checks and its restricted unpickler): keyed by a hash of the structure key with
+the knobs the passes read (SCHEDULE_ENV) and the compiler's version, and used only where its kernels' names can be this
+process's (compiler.schedule.naming.claim_kernel_names). Not while tracing (the trace shows the passes), nor with
+switches on, nor under CACHELEVEL=0 / DISABLE_COMPILER_CACHE=1.
 """
 from __future__ import annotations
 
@@ -13,11 +19,16 @@ import itertools
 import os
 from dataclasses import dataclass
 
+from compiler import rewrite
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
+from compiler.runtime import diskcache
 from compiler.runtime.buffer import new_buffer_uop
-from compiler.uop import Ops, UOp, cons_key, toposort
+from compiler.schedule.naming import claim_kernel_names
+from compiler.trace import recorder
+from compiler.uop import KernelInfo, Ops, UOp, cons_key, toposort
 
 SCHEDULE_CACHE_SIZE = 256  # schedules kept (least recently used first out); each holds only its graphs, no buffers
+SCHEDULE_ENV = ("NESTED_REDUCE",)  # the environment the scheduler's passes read (a different value: another entry)
 
 
 def _placeholder(kind: str, k: int, like: UOp) -> UOp:
@@ -118,6 +129,7 @@ class ScheduleCache:
     self.entries: dict[tuple, list] = {}
     self._ticks = itertools.count()
     self.hits = self.misses = 0
+    self.disk_hits = 0  # schedules a miss found on disk (disk_get), made by an earlier process
 
   @staticmethod
   def enabled() -> bool:
@@ -139,7 +151,66 @@ class ScheduleCache:
 
   def clear(self) -> None:
     self.entries.clear()
-    self.hits = self.misses = 0
+    self.hits = self.misses = self.disk_hits = 0
 
 
 SCHEDULES = ScheduleCache()
+
+
+# ---- on disk
+
+def disk_key(key: tuple) -> str | None:
+  """The disk cache's name of the schedule of a graph with this structure_key; None where the disk is not used."""
+  if recorder.RECORDER is not None or rewrite.SWITCHES is not None or not diskcache.enabled():
+    return None
+  try:
+    text = diskcache.stable_bytes((key, tuple(os.environ.get(v) for v in SCHEDULE_ENV)))
+  except TypeError:
+    return None
+  return diskcache.full_key(b"schedule\n" + text)
+
+
+def disk_put(dkey: str, cs: CachedSchedule) -> None:
+  diskcache.put(dkey, (cs.kernels, cs.views, cs.created, cs.inputs))
+
+
+def disk_get(dkey: str, nbufs: int) -> CachedSchedule | None:
+  """The schedule stored under dkey for a graph of `nbufs` buffers, its kernels' names claimed in this process; None
+  where there is none, or it is not a sound schedule (ignored: the caller schedules and stores it again)."""
+  got = diskcache.get(dkey)
+  if got is None:
+    return None
+  try:
+    cs = CachedSchedule(*got)
+    why = _unsound(cs, nbufs)
+  except (TypeError, ValueError, AttributeError, IndexError) as e:
+    why = f"{type(e).__name__}: {e}"
+  if why is None and not claim_kernel_names([ast for ast, _ in cs.kernels]):
+    why = "its kernels' names are other kernels' in this process"
+  if why is not None:
+    diskcache.ignore(dkey, f"schedule: {why}")
+    return None
+  return cs
+
+
+def _placeholders(kind: str, phs: tuple) -> bool:
+  return isinstance(phs, tuple) and all(isinstance(p, UOp) and p.op is Ops.BUFFER and isinstance(p.arg, tuple) and
+                                        len(p.arg) == 3 and p.arg[:2] == (kind, i) and type(p.arg[2]) is int
+                                        for i, p in enumerate(phs))
+
+
+def _unsound(cs: CachedSchedule, nbufs: int) -> str | None:
+  """Why a schedule read from disk cannot be bound (None: it can): the shapes of what bind and run need."""
+  if not (_placeholders("in", cs.inputs) and _placeholders("new", cs.created)) or len(cs.inputs) != nbufs:
+    return "its buffers are not placeholders of this graph's"
+  known = set(cs.inputs) | set(cs.created)
+  for ast, bufs in cs.kernels:
+    if not (isinstance(ast, UOp) and ast.op is Ops.SINK and isinstance(ast.arg, KernelInfo)):
+      return "a kernel is not a kernel AST"
+    if not (isinstance(bufs, tuple) and all(b in known for b in bufs)):
+      return "a kernel names an unknown buffer"
+  if not (isinstance(cs.views, tuple) and all(isinstance(v, UOp) for v in cs.views)):
+    return "an output is not a view"
+  if any(b.op is Ops.BUFFER and b not in known for v in cs.views for b in toposort(v)):
+    return "an output views an unknown buffer"
+  return None

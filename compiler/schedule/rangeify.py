@@ -36,7 +36,15 @@ from compiler.schedule.bufferize import (
   pm_add_bufferize,
   pm_remove_bufferize,
 )
-from compiler.schedule.cache import SCHEDULE_CACHE_SIZE, SCHEDULES, CachedSchedule, structure_key
+from compiler.schedule.cache import (
+  SCHEDULE_CACHE_SIZE,
+  SCHEDULES,
+  CachedSchedule,
+  disk_get,
+  disk_key,
+  disk_put,
+  structure_key,
+)
 from compiler.schedule.fuse import fuse_kernels, kernel_outputs
 from compiler.schedule.naming import unique_kernel_name
 from compiler.schedule.shape import Shape, prod, shape_of, strides_for
@@ -551,6 +559,10 @@ def create_schedule(outputs: list[UOp], realized: Mapping[UOp, UOp] | None = Non
     if key is not None and (_target_device[0] or os.environ.get("DEV")):  # (constants alone run on that device)
       key = (_target_device[0] or default_device(), key)
     cached = SCHEDULES.get(key) if key is not None else None
+    dkey = disk_key(key) if cached is None and key is not None else None
+    if dkey is not None and (cached := disk_get(dkey, len(inputs))) is not None:
+      SCHEDULES.put(key, cached)
+      SCHEDULES.disk_hits += 1
     if cached is not None:
       track_graph(sink, "schedule cache hit")
       kernels, views = cached.bind(inputs)
@@ -561,6 +573,8 @@ def create_schedule(outputs: list[UOp], realized: Mapping[UOp, UOp] | None = Non
       made = CachedSchedule.of(kernels, views, inputs) if key is not None else None
       if made is not None:
         SCHEDULES.put(key, made)
+        if dkey is not None:
+          disk_put(dkey, made)
         if sites is not None:
           _site_rows(sites, key, sink)
     if sites is not None:  # (none known for a hit on a schedule made before recording began)

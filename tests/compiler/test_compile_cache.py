@@ -1,5 +1,6 @@
-"""The compile cache on disk (compiler.runtime.diskcache, used by compiler.engine.compile_runner): a second process
-loads what the first compiled instead of optimizing and compiling, with the same results; a different AST or target
+"""The compile cache on disk (compiler.runtime.diskcache, used by compiler.engine.compile_runner and the scheduler): a
+second process loads what the first scheduled and compiled instead of scheduling, optimizing and compiling, with the
+same results; a different AST or target
 misses; a corrupt or foreign file is ignored; the folder is the user's alone; CACHELEVEL=0 and DISABLE_COMPILER_CACHE=1
 turn it off; a traced compile does not use it."""
 from __future__ import annotations
@@ -29,12 +30,14 @@ import numpy as np
 from compiler import Tensor, engine
 from compiler.runtime import diskcache
 from compiler.runtime.llvm import get_jit
+from compiler.schedule.cache import SCHEDULES
 rng = np.random.default_rng(0)
 a, b = rng.standard_normal((24, 40)).astype(np.float32), rng.standard_normal((40, 12)).astype(np.float32)
 h = (Tensor(a) @ Tensor(b)).relu()
 outs = [h.softmax(-1).numpy(), (h * 0.5).sum(0).numpy()]
 print(json.dumps({"outs": [o.ravel().tolist() for o in outs], "compiles": engine.COUNTS["compile"],
-                  "disk": engine.COUNTS["disk"], "llvm": get_jit().compiles, "stats": vars(diskcache.STATS)}))
+                  "disk": engine.COUNTS["disk"], "llvm": get_jit().compiles, "stats": vars(diskcache.STATS),
+                  "scheduled": SCHEDULES.misses - SCHEDULES.disk_hits, "sched_disk": SCHEDULES.disk_hits}))
 """
 
 
@@ -68,10 +71,12 @@ def _check_values(got: dict) -> None:
 def test_a_second_process_with_a_warm_cache_compiles_nothing(tmp_path):
   cold = _run(tmp_path)
   assert cold["compiles"] >= 3 and cold["llvm"] == cold["compiles"] and cold["disk"] == 0
-  assert cold["stats"]["writes"] == cold["compiles"]
+  assert cold["scheduled"] >= 2 and cold["sched_disk"] == 0
+  assert cold["stats"]["writes"] == cold["compiles"] + cold["scheduled"]  # (each kernel, and each schedule)
   warm = _run(tmp_path)
   assert warm["compiles"] == 0 and warm["llvm"] == 0, warm  # nothing optimized, nothing compiled by LLVM
-  assert warm["disk"] == cold["compiles"] and warm["stats"]["hits"] == cold["compiles"]
+  assert warm["scheduled"] == 0 and warm["sched_disk"] == cold["scheduled"]  # nor scheduled
+  assert warm["disk"] == cold["compiles"] and warm["stats"]["hits"] == cold["compiles"] + cold["scheduled"]
   assert warm["outs"] == cold["outs"]  # the very same code: the same bits
   _check_values(warm)
 
