@@ -24,10 +24,13 @@ LinearForm = tuple[dict[UOp, int], int]
 
 
 def index_linear_form(u: UOp) -> LinearForm:
-  """A scalar int u as sum(coeff * term) + const (`compiler.symbolic.linear_form`); any other u is its own term."""
-  if not dtypes.is_int(u.dtype) or u.dtype.count != 1:
-    return ({u: 1}, 0)
-  return linear_form(u)
+  """A scalar int u as sum(coeff * term) + const (`compiler.symbolic.linear_form`); any other u is its own term.
+  Remembered on u (the expander asks it of every lane's index, again for each group of lanes): the caller must not
+  change the dict."""
+  got = u.__dict__.get("_linear_form")
+  if got is None:
+    got = u.__dict__["_linear_form"] = linear_form(u) if dtypes.is_int(u.dtype) and u.dtype.count == 1 else ({u: 1}, 0)
+  return got
 
 
 def build(terms: dict[UOp, int], const: int, dtype) -> UOp:
