@@ -133,6 +133,8 @@ export const api = {
   graph: (t, r, k, frozen) => frozen ? cached(`g:${t}:${r}:${k}`, graphPath(t, r, k)) : request(graphPath(t, r, k)),
   delta: (t, r, j, k, frozen) => frozen ? cached(`d:${t}:${r}:${j}:${k}`, deltaPath(t, r, j, k))
     : request(deltaPath(t, r, j, k)),
+  // step k laid out from scratch (the re-layout key), not cached: it is asked for once per press
+  graphFresh: (t, r, k) => request(`${graphPath(t, r, k)}&fresh=1`),
   pattern: (t, p) => cached(`p:${t}:${p}`, `/api/traces/${enc(t)}/patterns/${enc(p)}`),
   node: (t, n) => cached(`n:${t}:${n}`, `/api/traces/${enc(t)}/nodes/${enc(n)}`),
   // where a node of rewrite r's input graph was made: {rewrite, ctx, name, step, rule} or {rewrite: null}
@@ -157,6 +159,7 @@ export const api = {
 
 // compact graphs: a straight edge (center to center) comes without points, as in compact deltas
 const graphPath = (t, r, k) => `/api/traces/${enc(t)}/rewrites/${enc(r)}/graph?step=${enc(k)}&compact=1`;
-// compact deltas (docs/architecture.md, "Deltas"): a rebuilt node refers to the one it replaces, see graph.js
+// compact deltas (docs/architecture.md, "Deltas"): a rebuilt node refers to the one it replaces, see graph.js; at
+// level 2 most rebuilt nodes come as runs of ids only (an export's shim answers level 1, which graph.js reads too)
 const deltaPath = (t, r, j, k) =>
-  `/api/traces/${enc(t)}/rewrites/${enc(r)}/delta?from=${enc(j)}&to=${enc(k)}&compact=1`;
+  `/api/traces/${enc(t)}/rewrites/${enc(r)}/delta?from=${enc(j)}&to=${enc(k)}&compact=2`;

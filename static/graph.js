@@ -8,6 +8,8 @@ import {h, put} from "./dom.js";
 import {CATEGORIES, paint, readColors, TEXT_MIN_SCALE} from "./graphdraw.js";
 import {boxH, boxW, constsLine, edgeKey, edgeObj, nodeObj, respace, unspace} from "./graphgeom.js";
 import {GRAPH_MARKS, legendBox} from "./legend.js";
+import {foldedView, GROUP_MIN_NODES, indexGroups} from "./graphgroups.js";
+import {Minimap} from "./minimap.js";
 
 const OVERVIEW_MIN = 0.2;  // a whole graph fitted below this zoom is a smear: the automatic view shows the change
 const FOCUS_SCALE = 0.8;   // the zoom the automatic view centers a step's result at when the change is too big
@@ -42,6 +44,12 @@ export class GraphView {
     this.size = {width: 0, height: 0};
     this.drawn = 0;          // nodes drawn in the last frame (tests and bench read it)
     this.frames = 0;
+    this.version = 0;        // bumped whenever nodes or edges change
+    // collapsible groups (static/graphgroups.js): off in this base view (the Diff panel's); the main view folds
+    // big graphs (groupsOn null: by size)
+    this.groupsOn = false;
+    this.expanded = new Set();  // INDEX ids whose group the user unfolded
+    this.fold = {groups: new Map(), hidden: new Set(), edges: [], version: -1, on: false};
     this._raf = 0;
     this.colors = readColors();
     this.canvas = h("canvas", {class: "graph-canvas", role: "img", "aria-label": "graph"});
@@ -94,6 +102,8 @@ export class GraphView {
    * fading ghosts until the next change. Returns false (and changes nothing) when the delta does not fit the graph
    * shown: a compact node rebuilt from a node that is not there. */
   applyDelta(d) {
+    if (d.rebuilt) d = this._unpackRebuilt(d);
+    if (d === null) return false;
     const removing = new Set(d.nodes_removed);
     if (d.nodes_added.some((a) => a.like !== undefined && !(removing.has(a.like) && this.nodes.has(a.like)))) {
       return false;
@@ -159,6 +169,28 @@ export class GraphView {
     return true;
   }
 
+  /** A `compact=2` delta with its `rebuilt` runs turned into the compact nodes_added entries they stand for (each at
+   * its old node's place, with its sources renamed: viz_server/stepgraphs.py, _rebuilt), its old nodes among the
+   * removed ones, and its full `changed`;
+   * null when an old node is not on screen (the delta does not fit the graph shown). */
+  _unpackRebuilt(d) {
+    const sums = (xs) => { let v = 0; return xs.map((x) => (v += x)); };
+    const ids = sums(d.rebuilt.id), likes = sums(d.rebuilt.like);
+    const renamed = new Map();
+    for (const a of d.nodes_added) if (a.like !== undefined) renamed.set(a.like, a.id);
+    ids.forEach((id, i) => renamed.set(likes[i], id));
+    const more = [];
+    for (let i = 0; i < ids.length; i++) {
+      const old = this.nodes.get(likes[i]);
+      if (!old) return null;
+      more.push({id: ids[i], like: likes[i], src: (old.d.src || []).map((s) => renamed.get(s) ?? s), x: old.d.x,
+        y: old.d.y, created: d.to});
+    }
+    const unchanged = new Set(d.rebuilt_unchanged || []);
+    return {...d, nodes_added: [...d.nodes_added, ...more], nodes_removed: [...d.nodes_removed, ...likes],
+      changed: [...ids.filter((id) => !unchanged.has(id)), ...d.changed]};
+  }
+
   _addNode(n) {
     this.nodes.set(n.id, nodeObj(n));
   }
@@ -187,6 +219,7 @@ export class GraphView {
   }
 
   _changed() {
+    this.version++;  // (the minimap redraws its boxes for a new version)
     this.usersCache = null;
     this.edgeBatch = null;
   }
@@ -325,26 +358,79 @@ export class GraphView {
 
   // ---- view: pan / zoom / fit
 
+  /** The extent fit() fits: the layout's, or the drawn boxes' when respaced. */
+  _extent() {
+    const s = this.spaced && this.spaced.x1 > this.spaced.x0 ? this.spaced : null;
+    return {x0: s ? s.x0 : 0, y0: s ? s.y0 : 0, width: s ? s.x1 - s.x0 : this.size.width,
+      height: s ? s.y1 - s.y0 : this.size.height};
+  }
+
+  /** The zoom at which the whole graph fits (clear of the legend at the bottom), and each axis's alone. */
+  fitScales() {
+    const {width, height} = this._extent();
+    const kx = this.cw / (width + 40), ky = (this.ch - 50) / (height + 30);
+    return {k: Math.min(kx, ky, 1.6), kx: Math.min(kx, 1.2), ky: Math.min(ky, 1.2)};
+  }
+
+  fitScale() { return this.fitScales().k; }
+
   fit() {
     this.autoFit = true;
-    // the layout's extent, or the drawn boxes' when respaced
-    const s = this.spaced && this.spaced.x1 > this.spaced.x0 ? this.spaced : null;
-    const x0 = s ? s.x0 : 0, y0 = s ? s.y0 : 0;
-    const width = s ? s.x1 - s.x0 : this.size.width, height = s ? s.y1 - s.y0 : this.size.height;
+    const {x0, y0, width, height} = this._extent();
     if (!width || !height) { this.view = {x: this.cw / 2, y: this.ch / 2, k: 1}; this.redraw(); return; }
-    // keep clear of the legend at the bottom
-    const k = Math.min(this.cw / (width + 40), (this.ch - 50) / (height + 30), 1.6);
+    const k = this.fitScale();
     this.view = {k, x: (this.cw - width * k) / 2 - x0 * k, y: (this.ch - 50 - height * k) / 2 + 4 - y0 * k};
     this.redraw();
   }
 
+  /** Center the view on graph point (gx, gy) at the zoom shown (the minimap's click and drag). */
+  centerAt(gx, gy) {
+    this.autoFit = false;
+    const k = this.view.k;
+    this.view = {k, x: this.cw / 2 - gx * k, y: (this.ch - 50) / 2 - gy * k};
+    this.redraw();
+  }
+
+  /** The view of a sliver (a graph fitted whole too small to read, but readable fitted across its short side): its
+   * short side fitted, scrolled along the long one to the step's change (else its start); false when none reads. */
+  _fitSliver() {
+    const {x0, y0, width, height} = this._extent();
+    const {kx, ky} = this.fitScales();
+    const tall = kx >= ky, k = tall ? kx : ky;
+    if (k < TEXT_MIN_SCALE || !width || !height) return false;
+    let lo = Infinity, hi = -Infinity;  // the change's extent along the long side
+    for (const set of [this.marked.added, this.marked.changed]) {
+      for (const id of set) {
+        const b = this.box(id);
+        if (b) { lo = Math.min(lo, tall ? b.y0 : b.x0); hi = Math.max(hi, tall ? b.y1 : b.x1); }
+      }
+    }
+    const mid = hi >= lo ? (lo + hi) / 2 : null;
+    if (tall) {
+      const y = mid === null ? 20 - y0 * k : (this.ch - 50) / 2 - mid * k;
+      this.view = {k, x: (this.cw - width * k) / 2 - x0 * k, y};
+    } else {
+      const x = mid === null ? 20 - x0 * k : this.cw / 2 - mid * k;
+      this.view = {k, x, y: (this.ch - 50 - height * k) / 2 + 4 - y0 * k};
+    }
+    this.redraw();
+    return true;
+  }
+
   /** The view the graph opens with and keeps while the user has not panned or zoomed: all of it when that is legible;
-   * else (a graph too big to see whole, such as a kernel's upcast lanes) the nodes the step added or changed, fitted
+   * a sliver fitted across its short side when that is (_fitSliver); else, below OVERVIEW_MIN (a graph too big to
+   * see whole, such as a kernel's upcast lanes) the nodes the step added or changed, fitted
    * at a zoom where labels show, so stepping follows the rewrite, or if they are too many for that, the node the
    * step's rule returned. Fit (`f`) still shows everything. */
   autoView() {
     this.fit();
-    if (this.view.k >= OVERVIEW_MIN || !this.marked) return;
+    if (this.view.k >= TEXT_MIN_SCALE || !this.marked) return;
+    // fitted, a big graph is a smear without labels: readable across its short side, a sliver is shown so (the
+    // minimap shows the rest); a graph yet smaller fitted shows the step's change
+    if (this.view.k >= OVERVIEW_MIN) {
+      if (this.nodes.size >= GROUP_MIN_NODES) this._fitSliver();  // (a small graph reads well enough fitted)
+      return;
+    }
     let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
     for (const set of [this.marked.added, this.marked.changed]) {
       for (const id of set) {
@@ -386,8 +472,48 @@ export class GraphView {
     this._raf = requestAnimationFrame(() => { this._raf = 0; this.draw(); });
   }
 
+  /** Whether index groups are folded in the graph shown. */
+  folding() {
+    return this.groupsOn ?? this.nodes.size >= GROUP_MIN_NODES;
+  }
+
+  /** Fold or unfold every index group (key g); unfolding forgets the groups expanded one by one. */
+  toggleGroups() {
+    this.groupsOn = !this.folding();
+    this.expanded.clear();
+    this._changed();
+    this.redraw();
+  }
+
+  /** The folded groups of the graph shown, recomputed when it changed (the nodes a step added or changed are never
+   * folded away: their group stays open). */
+  _refold() {
+    const on = this.folding();
+    if (this.fold.version === this.version && this.fold.on === on) return this.fold;
+    let groups = new Map();
+    if (on) {
+      groups = indexGroups(this.nodes, this.users, this.expanded);
+      const marked = [...this.marked.added, ...this.marked.changed];
+      for (const [rep, g] of [...groups]) if (marked.some((id) => g.members.has(id))) groups.delete(rep);
+    }
+    this.fold = {groups, ...foldedView(groups, this.nodes, this.collapse), version: this.version, on};
+    this.edgeBatch = null;
+    return this.fold;
+  }
+
+  /** Unfold the group whose box node id is; false when it is none. */
+  expand(id) {
+    const g = this.fold.groups.get(id);
+    if (!g) return false;
+    this.expanded.add(g.index);
+    this._changed();
+    this.redraw();
+    return true;
+  }
+
   /** Draw now (graphdraw.js's passes, back to front). */
   draw() {
+    this._refold();
     const fadeLeft = paint(this);
     this.frames++;
     // a few redraws while the ghosts fade, not one per frame: each full redraw costs real time on big graphs
@@ -400,8 +526,9 @@ export class GraphView {
     const {x, y, k} = this.view;
     const gx = (px - x) / k, gy = (py - y) / k;
     let best = null;
+    const hidden = this._refold().hidden;
     for (const n of this.nodes.values()) {
-      if (this.collapse && n.d.cat === "const") continue;
+      if ((this.collapse && n.d.cat === "const") || hidden.has(n.d.id)) continue;
       const top = n.y - n.h / 2;
       if (Math.abs(gx - n.x) <= boxW(n, this.collapse) / 2 && gy >= top && gy <= top + boxH(n, this.collapse)) best = n;
     }
@@ -444,6 +571,7 @@ export class GraphView {
       c.style.cursor = "grab";
       if (wasDrag || ev.type !== "pointerup") return;
       const n = this.hitTest(...local(ev));
+      if (n && this.expand(n.d.id)) return;  // a folded group's box: open it
       this.onSelect(n ? n.d.id : null);
     };
     c.addEventListener("pointerup", end);
@@ -465,10 +593,12 @@ export class StepGraphView extends GraphView {
    * the view asked for is on screen, onCleared() when the graph is emptied (cleared, or a step that failed to load). */
   constructor(host, {wrap, empty, legend, onSelect, onShown, onCleared} = {}) {
     super(host, {onSelect});
+    this.groupsOn = null;
     this.els = {wrap, empty, legend};
     this.onShown = onShown || (() => {});
     this.onCleared = onCleared || (() => {});
     this.want = null;    // {trace, rw, step, steps} of the last show (null once cleared)
+    this.expecting = false;  // another rewrite was selected (expect) and its show has not come yet
     this.shown = null;   // {trace, rw, step} on screen
     this.pump = null;    // the running update
     this.wantFit = false;
@@ -479,9 +609,18 @@ export class StepGraphView extends GraphView {
     // a graph too big to show whole comes cut to the nodes around the step's change (the answers' `cut`): say so
     this.cutNote = h("div", {id: "cut-note", class: "cut-note", role: "status"});
     this.cutNote.hidden = true;
-    wrap.append(this.cutNote);
+    // while the graph on screen is not the step named: what is coming (the wrap's data-loading says which kind)
+    this.loadingNote = h("div", {id: "graph-loading", class: "graph-loading", role: "status"});
+    this.loadingNote.hidden = true;
+    wrap.append(this.cutNote, this.loadingNote);
+    this.minimap = new Minimap(wrap, this);
     // lines to nodes and back with the source panel (static/source.js: SOURCE_NODES, GRAPH_SELECT)
     document.addEventListener("source-nodes", (ev) => this.markNodes(ev.detail.ids || []));
+  }
+
+  draw() {
+    super.draw();
+    this.minimap.update();
   }
 
   select(id, opts = {}) {
@@ -492,10 +631,45 @@ export class StepGraphView extends GraphView {
   /** Show step `step` of rewrite `rw` of trace `trace` (`steps`: the rewrite's step count; `fit`: refit the view);
    * resolves once the latest view asked for is on screen (or failed to load). */
   show({trace, rw, step, steps = 0, fit = false}) {
+    this.expecting = false;
     this.want = {trace, rw, step, steps};
     this.wantFit = this.wantFit || fit;
     if (!this.pump) this.pump = this._pump().finally(() => { this.pump = null; });
     return this.pump;
+  }
+
+  /** Lay the step on screen out from scratch (key r, the Re-layout button): after many steps placed among the nodes
+   * that stay, the picture no longer reads top-down. Stepping on shows the stable layout again (the next step comes
+   * as its graph: a delta from the stable layout would not fit this one). */
+  relayout() {
+    if (this.pump || !this.shown) return this.pump || Promise.resolve();
+    const s = this.shown;
+    this.pump = (async () => {
+      this._loading(s);
+      try {
+        const g = await api.graphFresh(s.trace, s.rw, s.step);
+        if (this.shown !== s) return;
+        this.setData(g);
+        this._legend(g.nodes);
+        this.shown = {...s, fresh: true};
+        this.autoView();
+      } catch (e) {
+        this._loaded();
+        this.clear(`Cannot lay out the graph: ${e.message}`);
+        return;
+      }
+      await this._pump();
+    })().finally(() => { this.pump = null; });
+    return this.pump;
+  }
+
+  /** Another rewrite was selected and `show` comes once its steps are known: until then, the loading state (never the
+   * previous rewrite's graph under the new selection). */
+  expect(trace, rw, step) {
+    if (sameRewrite(this.shown, {trace, rw})) return;
+    this.expecting = true;
+    this.want = null;  // an update in flight for what was asked before draws nothing more
+    this._loading({trace, rw, step});
   }
 
   /** Ask for a step's graph ahead of `show` (it never changes, so show takes it from api.js's cache). */
@@ -506,36 +680,63 @@ export class StepGraphView extends GraphView {
   /** Empty the graph and show msg in its place. */
   clear(msg) {
     this.want = null;
-    this.shown = null;
-    this.setData({nodes: [], edges: [], width: 0, height: 0});
-    this._updateCutNote();
-    delete document.body.dataset.graph;
+    this.expecting = false;
+    this._blank();
+    this._loaded();
     this.els.empty.hidden = false;
     this.els.empty.textContent = msg;
-    put(this.els.legend);
     this.onCleared();
   }
 
   async _pump() {
-    const wrap = this.els.wrap;
     for (;;) {
       const want = this.want;
       if (want === null || want.rw === null) break;  // (cleared meanwhile)
       if (sameStep(this.shown, want)) {
-        wrap.classList.remove("loading");
+        this._loaded();
         this._afterShown(want.steps);
         return;
       }
-      wrap.classList.add("loading");
+      this._loading(want);
       try {
         await this._update(want);
       } catch (e) {
-        wrap.classList.remove("loading");
+        this._loaded();
         this.clear(`Cannot load the graph: ${e.message}`);
         return;
       }
     }
-    wrap.classList.remove("loading");
+    if (!this.expecting) this._loaded();  // (else another rewrite's steps are on their way: still loading)
+  }
+
+  /** Say at once that the graph on screen is not the step named. Another rewrite's graph is taken off screen (it took
+   * seconds to open a big one, and its predecessor stayed under its label: issue 30); a step of the same rewrite
+   * keeps the step shown, dimmed (style.css, "big graphs"), until its delta lands. */
+  _loading(want) {
+    const other = !sameRewrite(this.shown, want);
+    if (other && this.shown) this._blank();
+    const wrap = this.els.wrap;
+    wrap.classList.add("loading");
+    wrap.dataset.loading = other ? "rewrite" : "step";
+    if (other) this.els.empty.hidden = true;
+    this.loadingNote.textContent = other ? `loading the graph of step ${want.step}…` : `loading step ${want.step}…`;
+    this.loadingNote.hidden = false;
+  }
+
+  _loaded() {
+    this.els.wrap.classList.remove("loading");
+    delete this.els.wrap.dataset.loading;
+    this.loadingNote.hidden = true;
+  }
+
+  /** Take the graph off screen (nothing is shown until the next answer lands). */
+  _blank() {
+    this.shown = null;
+    this.setData({nodes: [], edges: [], width: 0, height: 0});
+    this._updateCutNote();
+    delete document.body.dataset.graph;
+    put(this.els.legend);
+    this.legendSig = "";
   }
 
   /** Bring the graph on screen to `want`: by the delta from the step shown when that is of the same rewrite (and the
@@ -545,7 +746,7 @@ export class StepGraphView extends GraphView {
     const moved = () => this.want === null || this.want.trace !== want.trace || this.want.rw !== want.rw;
     const t0 = performance.now();
     let t1 = t0, done = false;
-    if (shown && shown.trace === want.trace && shown.rw === want.rw) {
+    if (shown && !shown.fresh && shown.trace === want.trace && shown.rw === want.rw) {
       const d = await api.delta(want.trace, want.rw, shown.step, want.step, true);
       if (moved()) return;
       t1 = performance.now();
@@ -575,6 +776,7 @@ export class StepGraphView extends GraphView {
     const s = this.shown;
     this._updateCutNote();
     document.body.dataset.graph = `${s.trace}:${s.rw}:${s.step}`;
+    document.body.dataset.layout = s.fresh ? "fresh" : "stable";
     if (this.perf.firstGraphMs === null) afterPaint(() => { this.perf.firstGraphMs = performance.now(); });
     this.onShown(s);
     // a rewrite's first graph: the neighbours' requests, and the layouts the server computes in the background after
@@ -612,7 +814,8 @@ export class StepGraphView extends GraphView {
   }
 }
 
-const sameStep = (a, b) => a !== null && a.trace === b.trace && a.rw === b.rw && a.step === b.step;
+const sameRewrite = (a, b) => a !== null && a.trace === b.trace && a.rw === b.rw;
+const sameStep = (a, b) => sameRewrite(a, b) && a.step === b.step;
 
 /** The category legend (CSS classes shared with the chips), and the key of the rings a step draws over the boxes. */
 function renderLegend(host, counts) {

@@ -60,7 +60,7 @@ export const PANELS = [
       onNode: (id) => app.selectNode(id, {center: true}),
       onStep: (k) => app.setStep(k),
     }),
-    show: showStep, onStep: showStep,
+    show: showStep, onStep: showStep, onSelection: (p, app) => p.pending(app.state.rw),
   },
   {
     id: "diff", label: "Diff", key: "2", params: ["a", "b"], width: "wide",

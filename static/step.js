@@ -24,6 +24,13 @@ export class StepPanel extends Panel {
     });
   }
 
+  /** Another rewrite was selected (rwId): until its steps come, say so, never the previous rewrite's step under the
+   * new selection (issue 30). */
+  pending(rwId) {
+    if (rwId === null || (this.list && this.list.rw.id === rwId && this.el.contains(this.list.el))) return;
+    this.loading("loading the rewrite's steps…");
+  }
+
   /** A state replaced the step and its list: the next show() renders them anew. */
   cleared() {
     this.list = null;

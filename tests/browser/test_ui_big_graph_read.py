@@ -1,0 +1,174 @@
+"""Big graphs read top-down (issue 30): the loading state whenever the graph shown is not the step named, the
+re-layout key, the minimap of a graph too big to read at fit, and a kernel's index arithmetic folded into one box."""
+from __future__ import annotations
+
+import pytest
+from support.browser import Server, open_page, wait_graph
+from support.server_helpers import recording
+
+from compiler import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
+from compiler.uop import AxisType
+
+GRAPH_OF = "() => document.body.dataset.graph ?? null"
+LOADING = "() => document.querySelector('#graph-wrap').dataset.loading ?? null"
+
+
+def _two_rewrites(server) -> tuple[int, int, dict, dict]:
+  """(trace, context, a rewrite with steps, another rewrite of that context) of the demo trace."""
+  t = server.trace_id("demo")
+  for c in server.api(f"/api/traces/{t}/contexts"):
+    many = [r for r in c["rewrites"] if r["matches"] >= 2]
+    if many and len(c["rewrites"]) >= 2:
+      other = next(r for r in c["rewrites"] if r["id"] != many[0]["id"])
+      return t, c["id"], many[0], other
+  raise AssertionError("the demo trace has no context with two rewrites")
+
+
+def test_loading_state_while_the_answer_is_held_back(page, server):
+  t, c, rw, other = _two_rewrites(server)
+  open_page(page, server, f"#t={t}&c={c}&r={other['id']}&s=0")
+  wait_graph(page, t, other["id"], 0)
+  held, hold = [], [True]  # the requests for rw's graphs and deltas, answered once the test lets them go
+
+  def keep(route):
+    if hold[0]:
+      held.append(route)
+    else:
+      route.continue_()
+
+  def release():
+    hold[0] = False
+    for route in held:
+      route.continue_()
+    held.clear()
+
+  page.route(f"**/rewrites/{rw['id']}**", keep)  # its steps, graphs and deltas
+  page.evaluate("([c, r]) => { window.__viz.selectContext(c, {rw: r, step: 0}); }", [c, rw["id"]])
+  page.wait_for_function(LOADING)
+  # at once: another rewrite's graph is off screen, the note says what comes, the step panel does not show the old
+  assert page.evaluate(LOADING) == "rewrite"
+  assert page.evaluate("() => window.__viz.graph.nodes.size") == 0
+  assert page.evaluate(GRAPH_OF) is None
+  assert page.locator("#graph-loading").is_visible()
+  assert "loading" in page.locator("#graph-loading").inner_text()
+  assert page.locator("#panel-step [data-state=loading]").count() == 1
+  page.wait_for_function("() => document.querySelector('#panel-step').textContent.includes('loading')")
+  release()
+  wait_graph(page, t, rw["id"], 0)
+  assert page.evaluate(LOADING) is None and not page.locator("#graph-loading").is_visible()
+  shown = page.evaluate("() => window.__viz.graph.nodes.size")
+  assert shown == len(server.api(f"/api/traces/{t}/rewrites/{rw['id']}/graph?step=0")["nodes"])
+  # a jump in the same rewrite: the step shown stays (dimmed) under the note until the delta lands
+  last = rw["matches"]
+  hold[0] = True
+  page.keyboard.press("End")
+  page.wait_for_function(LOADING)
+  assert page.evaluate(LOADING) == "step"
+  assert page.evaluate(GRAPH_OF) == f"{t}:{rw['id']}:0"
+  assert page.evaluate("() => window.__viz.graph.nodes.size") == shown
+  assert page.locator("#graph-loading").inner_text() == f"loading step {last}…"
+  release()
+  wait_graph(page, t, rw["id"], last)
+  assert page.evaluate(LOADING) is None
+
+
+LEAVES = 80  # loads summed by a balanced tree: ~560 nodes (index groups fold from 400), ~7,000 px wide
+GROUPS = LEAVES - 1  # (the first load's index is the RANGE itself: no arithmetic to fold)
+
+
+@pytest.fixture(scope="module")
+def kserver(tmp_path_factory):
+  """A kernel-shaped graph: a sum over LEAVES loads at shifted indices (INDEX(buf, RANGE + i)), each load times 1;
+  the rewrite drops the `* 1`s one step at a time."""
+  d = tmp_path_factory.mktemp("kernel-traces")
+  out = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(), arg=0)
+  inp = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(), arg=1)
+  r = UOp.range(64, 0, AxisType.LOOP)
+  leaves = [inp.index(r + i).load() * 1 for i in range(LEAVES)]
+  while len(leaves) > 1:
+    leaves = [leaves[i] + leaves[i + 1] if i + 1 < len(leaves) else leaves[i] for i in range(0, len(leaves), 2)]
+  with recording(d / "kernel.vztrace"):
+    graph_rewrite(UOp.sink(out.index(r).store(leaves[0])), PatternMatcher([(UPat.var("x") * 1, lambda x: x)]),
+                  name="drop *1")
+  srv = Server(d, tmp_path_factory.mktemp("kernel-log") / "server.log")
+  yield srv
+  srv.stop()
+
+
+def _index_groups(g: dict) -> dict[int, int]:
+  """{rep: INDEX} as static/graphgroups.js should fold them here: each load's INDEX's ADD(RANGE, CONST i), whose
+  CONST feeds nothing else (the RANGE is every INDEX's: it stays out)."""
+  by_id = {n["id"]: n for n in g["nodes"]}
+  users: dict[int, list[int]] = {}
+  for n in g["nodes"]:
+    for s in n["src"]:
+      users.setdefault(s, []).append(n["id"])
+  out = {}
+  for n in g["nodes"]:
+    if n["op"] == "INDEX" and by_id[n["src"][1]]["op"] == "ADD" and users[n["src"][1]] == [n["id"]]:
+      add = by_id[n["src"][1]]
+      if any(by_id[s]["op"] == "CONST" and users[s] == [add["id"]] for s in add["src"]):
+        out[add["id"]] = n["id"]
+  return out
+
+
+def test_index_groups_fold_and_open_and_the_minimap_moves_the_view(page, kserver):
+  t = kserver.trace_id("kernel")
+  ctx = next(c for c in kserver.api(f"/api/traces/{t}/contexts") if c["rewrites"])
+  rw = ctx["rewrites"][0]
+  open_page(page, kserver, f"#t={t}&c={ctx['id']}&r={rw['id']}&s=0")
+  wait_graph(page, t, rw["id"], 0)
+  g0 = kserver.api(f"/api/traces/{t}/rewrites/{rw['id']}/graph?step=0")
+  want = _index_groups(g0)
+  assert len(want) == GROUPS  # (the store's INDEX is the RANGE's too)
+  groups = "() => Object.fromEntries([...window.__viz.graph.fold.groups].map(([r, g]) => [r, g.index]))"
+  page.wait_for_function("() => window.__viz.graph.fold.groups.size > 0")
+  assert {int(r): i for r, i in page.evaluate(groups).items()} == want
+  assert page.evaluate("() => window.__viz.graph.fold.hidden.size") == GROUPS  # one CONST under each
+  # a click on a folded box opens its group
+  rep = min(want)
+  page.evaluate("(id) => window.__viz.graph.centerOn(id)", rep)
+  pos = page.evaluate("(id) => window.__viz.graph.screenPos(id)", rep)
+  page.mouse.click(pos["x"] + pos["w"] / 2, pos["y"] + pos["h"] / 2)
+  page.wait_for_function("(r) => !window.__viz.graph.fold.groups.has(r)", arg=rep)
+  assert page.evaluate("() => window.__viz.graph.fold.hidden.size") == GROUPS - 1
+  page.keyboard.press("g")  # all unfolded, then folded again
+  page.wait_for_function("() => window.__viz.graph.fold.groups.size === 0 && window.__viz.graph.frames > 0")
+  page.keyboard.press("g")
+  page.wait_for_function(f"() => window.__viz.graph.fold.groups.size === {GROUPS}")
+  # too wide to read fitted: the fit is the overview, zoomed in the minimap shows; a click on it centers the view there
+  page.keyboard.press("f")
+  mm = page.locator("#minimap")
+  page.wait_for_function("() => window.__viz.graph.frames > 0")
+  assert not mm.is_visible()
+  r = page.locator("#graph canvas").bounding_box()
+  page.mouse.move(r["x"] + r["width"] / 2, r["y"] + r["height"] / 2)
+  page.mouse.wheel(0, -600)
+  mm.wait_for(state="visible")
+  box = mm.bounding_box()
+  page.mouse.click(box["x"] + box["width"] * 0.8, box["y"] + box["height"] * 0.5)
+  gx = page.evaluate("() => { const g = window.__viz.graph; return (g.cw / 2 - g.view.x) / g.view.k; }")
+  assert abs(gx - 0.8 * g0["width"]) < 0.05 * g0["width"]
+  page.keyboard.press("m")
+  mm.wait_for(state="hidden")
+
+
+def test_relayout_lays_the_step_out_fresh_and_stepping_goes_back(page, kserver):
+  t = kserver.trace_id("kernel")
+  ctx = next(c for c in kserver.api(f"/api/traces/{t}/contexts") if c["rewrites"])
+  rw = ctx["rewrites"][0]
+  k = rw["matches"] // 2
+  open_page(page, kserver, f"#t={t}&c={ctx['id']}&r={rw['id']}&s={k}")
+  wait_graph(page, t, rw["id"], k)
+  xy = "() => Object.fromEntries(window.__viz.graph.ids().map((id) => [id, [window.__viz.graph.node(id).x, " \
+       "window.__viz.graph.node(id).y]]))"
+  base = f"/api/traces/{t}/rewrites/{rw['id']}/graph?compact=1&step="
+  page.keyboard.press("r")
+  page.wait_for_function("() => document.body.dataset.layout === 'fresh'")
+  fresh = kserver.api(base + f"{k}&fresh=1")
+  assert page.evaluate(xy) == {str(n["id"]): [n["x"], n["y"]] for n in fresh["nodes"]}
+  assert fresh["nodes"] != kserver.api(base + f"{k}")["nodes"]  # (after k placed steps, a fresh layout differs)
+  page.keyboard.press("ArrowRight")
+  wait_graph(page, t, rw["id"], k + 1)
+  assert page.evaluate("() => document.body.dataset.layout") == "stable"
+  assert page.evaluate(xy) == {str(n["id"]): [n["x"], n["y"]] for n in kserver.api(base + f"{k + 1}")["nodes"]}
