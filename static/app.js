@@ -14,6 +14,7 @@ import {Sidebar} from "./sidebar.js";
 const state = {trace: null, ctx: null, rw: null, step: 0, node: null, panel: "step",
   ...Object.fromEntries(PANEL_PARAMS.map((k) => [k, ""]))};
 const data = {traces: [], contexts: [], ctxById: new Map(), rw: null, rwTrace: null};
+const exported = document.documentElement.dataset.export === "yes";  // a single-file export: no server behind it
 
 // ---------------------------------------------------------------- pieces
 
@@ -238,6 +239,7 @@ async function selectRewrite(r, {step = null, node = null, push = false, gen = n
   // a step's graph never changes (api.js caches it): ask for it now, beside the rewrite's steps, not after them
   const listed = data.ctxById.get(state.ctx)?.rewrites.some((x) => x.id === r);
   if (listed) graph.preload(state.trace, r, Math.max(0, step ?? 0));
+  graph.expect(state.trace, r, Math.max(0, step ?? 0));  // the loading state at once, not after the steps came
   try {
     detail = await api.rewrite(state.trace, r);
   } catch (e) {
@@ -588,6 +590,9 @@ function onKey(ev) {
     "/": () => { $("#node-search").focus(); $("#node-search").select(); },
     "?": () => toggleHelp(),
     f: () => graph.fit(),
+    r: () => { if (!exported) graph.relayout(); },
+    m: () => graph.minimap.toggle(),
+    g: () => graph.toggleGroups(),
     c: () => { const cb = $("#collapse-consts"); cb.checked = !cb.checked; graph.setCollapse(cb.checked); },
     a: () => {
       const modes = ["ancestors", "descendants", "both", "none"];
@@ -621,6 +626,8 @@ function wire() {
   $("#step-next").addEventListener("click", () => setStep(state.step + 1, {push: true}));
   $("#step-slider").addEventListener("input", (ev) => setStep(Number(ev.target.value)));
   $("#fit").addEventListener("click", () => graph.fit());
+  $("#relayout").addEventListener("click", () => graph.relayout());
+  $("#relayout").hidden = exported;  // (an export holds the stable layouts only)
   $("#relatives").addEventListener("change", (ev) => setRelatives(ev.target.value));
   $("#collapse-consts").addEventListener("change", (ev) => graph.setCollapse(ev.target.checked));
   const search = $("#node-search");

@@ -55,7 +55,7 @@ function begin(g) {
   return {
     ctx, colors, k, vx0, vy0, vx1, vy1, visible,
     focus: focusOf(g),
-    hidden: (n) => collapse && n.d.cat === "const",
+    hidden: (n) => (collapse && n.d.cat === "const") || g.fold.hidden.has(n.d.id),
     bw: (n) => boxW(n, collapse),
     bh: (n) => boxH(n, collapse),
     hair: 1 / (k * dpr),  // 1 device pixel: Skia strokes hairlines on a much faster path than wider lines
@@ -113,7 +113,7 @@ function drawEdges(g, {ctx, colors, k, vx0, vy0, vx1, vy1, focus, hair}) {
     ctx.stroke(g.collapse ? batch.flatNoConst : batch.flat);
   } else {
     const lines = new Path2D(), arrows = new Path2D();
-    for (const e of g.edges.values()) {
+    for (const e of drawnEdges(g)) {
       const [x0, y0, x1, y1] = e.box;
       if (x1 < vx0 || x0 > vx1 || y1 < vy0 || y0 > vy1 || (g.collapse && e.fromConst)) continue;
       lines.addPath(e.path);
@@ -130,7 +130,7 @@ function drawEdges(g, {ctx, colors, k, vx0, vy0, vx1, vy1, focus, hair}) {
 function edgeBatch(g) {
   if (!g.edgeBatch) {
     const b = {flat: new Path2D(), flatNoConst: new Path2D()};
-    for (const e of g.edges.values()) {
+    for (const e of drawnEdges(g)) {
       for (const p of e.fromConst ? [b.flat] : [b.flat, b.flatNoConst]) {
         p.moveTo(e.pts[0][0], e.pts[0][1]);
         for (let i = 1; i < e.pts.length; i++) p.lineTo(e.pts[i][0], e.pts[i][1]);
@@ -141,12 +141,42 @@ function edgeBatch(g) {
   return g.edgeBatch;
 }
 
+/** The edges drawn: those not into or out of a node a folded group hides, and the group boxes' redirected ones. */
+function* drawnEdges(g) {
+  const hidden = g.fold.hidden;
+  if (!hidden.size) { yield* g.edges.values(); return; }
+  for (const e of g.edges.values()) if (!hidden.has(e.d.src) && !hidden.has(e.d.dst)) yield e;
+  yield* g.fold.edges;
+}
+
+/** A folded group's box: a second outline behind it (a stack) and the count of the nodes it stands for. */
+function drawGroups(g, {ctx, colors, k, hair, visible, bw, bh}) {
+  if (!g.fold.groups.size) return;
+  const stack = new Path2D(), d = 4;
+  const labels = [];
+  for (const [rep, grp] of g.fold.groups) {
+    const n = g.nodes.get(rep);
+    if (!n || !visible(n)) continue;
+    stack.rect(n.x - bw(n) / 2 + d, n.y - n.h / 2 - d, bw(n), bh(n));
+    labels.push([n, grp.members.size]);
+  }
+  ctx.strokeStyle = colors.cat.index;
+  ctx.lineWidth = Math.max(hair, 1.2);
+  ctx.stroke(stack);
+  if (k < TEXT_MIN_SCALE) return;
+  ctx.fillStyle = colors.cat.index;
+  ctx.font = `${FONT_PX}px ${getMonoFont()}`;
+  ctx.textAlign = "left";
+  ctx.textBaseline = "bottom";
+  for (const [n, size] of labels) ctx.fillText(`+${size - 1}`, n.x + bw(n) / 2 + d + 2, n.y - n.h / 2);
+}
+
 /** The selected node's edges (or those among its highlighted relatives) on top of the others. */
 function drawSelectedEdges(g, {ctx, colors, k}) {
   if (g.selected === null) return;
   const on = g.rel ? new Set(g.rel).add(g.selected) : null;
   const hl = new Path2D(), ha = new Path2D();
-  for (const e of g.edges.values()) {
+  for (const e of drawnEdges(g)) {
     const yes = on ? on.has(e.d.src) && on.has(e.d.dst) : e.d.src === g.selected || e.d.dst === g.selected;
     if (yes && !(g.collapse && e.fromConst)) { hl.addPath(e.path); ha.addPath(e.arrow); }
   }
@@ -167,6 +197,7 @@ function drawNodes(g, f) {
     (f.focus && !f.focus.has(n.d.id) ? dim : lit).push(n);
   }
   g.drawn = drawn;
+  drawGroups(g, f);
   if (dim.length) drawBoxes(g, f, dim, 0.25);
   if (lit.length) drawBoxes(g, f, lit, 1);
   f.ctx.globalAlpha = 1;
