@@ -7,7 +7,14 @@ from collections import OrderedDict
 
 from viz_server.layout import Layout
 
-LAYOUT_CACHE_NODES = 600_000  # node positions kept in cached layouts (~270 bytes each with edge routes)
+LAYOUT_CACHE_NODES = 600_000  # node positions kept in cached layouts (~270 bytes each with edge routes)...
+POINTS_PER_NODE = 3  # ...a route point counting as a third of one: the long edges of a GPT step's 2,942-node
+# `add bufferize` hold ~460k points (~48 MB a layout), which a bound by positions alone never saw
+
+
+def weight(lay: Layout) -> int:
+  """What a layout counts against LAYOUT_CACHE_NODES: its node positions and its route points."""
+  return len(lay.pos) + sum(len(pts) for pts in lay.edges.values()) // POINTS_PER_NODE
 ANSWER_CACHE_BYTES = 48 << 20  # encoded graph answers kept (a 2,000-node graph's is ~0.45 MB)
 
 
@@ -18,36 +25,36 @@ class _LayoutCache:
   def __init__(self, budget: int) -> None:
     self.budget = budget // 2
     self.used = [0, 0]  # full, derived
-    self.pools: tuple[OrderedDict[tuple, Layout], OrderedDict[tuple, Layout]] = (OrderedDict(), OrderedDict())
+    # key -> (layout, its weight)
+    self.pools: tuple[OrderedDict[tuple, tuple[Layout, int]], ...] = (OrderedDict(), OrderedDict())
     self.lock = threading.Lock()
 
   def get(self, key: tuple) -> Layout | None:
     with self.lock:
       for pool in self.pools:
-        lay = pool.get(key)
-        if lay is not None:
+        got = pool.get(key)
+        if got is not None:
           pool.move_to_end(key)
-          return lay
+          return got[0]
       return None
 
   def put(self, key: tuple, lay: Layout, derived: bool = False) -> None:
     """Keep lay; derived: it was derived from the step before (the cheap pool)."""
-    i = int(derived)
+    i, w = int(derived), weight(lay)
     with self.lock:
       pool = self.pools[i]
       if key in pool:
         return
-      pool[key] = lay
-      self.used[i] += len(lay.pos)
+      pool[key] = (lay, w)
+      self.used[i] += w
       while self.used[i] > self.budget and len(pool) > 1:
-        _, old = pool.popitem(last=False)
-        self.used[i] -= len(old.pos)
+        self.used[i] -= pool.popitem(last=False)[1][1]
 
   def drop(self, prefix: tuple) -> None:
     with self.lock:
       for i, pool in enumerate(self.pools):
         for key in [k for k in pool if k[:len(prefix)] == prefix]:
-          self.used[i] -= len(pool.pop(key).pos)
+          self.used[i] -= pool.pop(key)[1]
 
 
 LAYOUTS = _LayoutCache(LAYOUT_CACHE_NODES)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, jsonify, request
 
 from viz_server.request_args import (
   check_step,
@@ -31,12 +31,13 @@ def rewrite_detail(rw: Rewrite) -> dict:
           "steps": steps, "steps_total": rw.matches}
 
 
-def graph_at(tr: Trace, rw: Rewrite, k: int, compact: bool = False) -> bytes:
-  """The graph answer at step k, encoded (kept in caches.ANSWERS once the rewrite has ended); also /api/boot's."""
+def graph_at(tr: Trace, rw: Rewrite, k: int, compact: bool = False, fresh: bool = False) -> bytes:
+  """The graph answer at step k, encoded (kept in caches.ANSWERS once the rewrite has ended); also /api/boot's.
+  fresh: laid out from scratch (the page's re-layout)."""
   check_step(rw, k)
   view = views().get(tr, rw)
   view.last_step = k  # no prefetch yet: opening a graph is not stepping (the page asks for the neighbours itself)
-  return view.graph_json(k, compact=compact)
+  return view.graph_json(k, compact=compact, fresh=fresh)
 
 
 @bp.get("/traces/<int:t>/rewrites/<int:r>")
@@ -50,7 +51,8 @@ def rewrite_answer(t: int, r: int) -> Any:
 def graph_answer(t: int, r: int) -> Any:
   tr = get_trace(t)
   rw = get_rewrite(tr, r)
-  return json_answer(graph_at(tr, rw, int_arg("step", 0, allow_end=last_step(rw)), compact_arg()))
+  fresh = request.args.get("fresh", "0") not in ("0", "", "false")
+  return json_answer(graph_at(tr, rw, int_arg("step", 0, allow_end=last_step(rw)), compact_arg(), fresh))
 
 
 @bp.get("/traces/<int:t>/rewrites/<int:r>/delta")
@@ -63,6 +65,7 @@ def delta_answer(t: int, r: int) -> Any:
   check_step(rw, k)
   all_views = views()
   view = all_views.get(tr, rw)
-  out = jsonify(view.delta(j, k, compact=compact_arg()))
+  # compact=2: also the rebuilt nodes as runs of ids (StepGraphs._rebuilt); the export's answers are compact=1's
+  out = jsonify(view.delta(j, k, compact=compact_arg(), rebuilt=request.args.get("compact") == "2"))
   all_views.prefetch(view, k)
   return out

@@ -35,6 +35,27 @@ def straight(pts: Sequence, a: object, b: object) -> bool:
   return len(pts) == 2 and pts[0] == a and pts[1] == b
 
 
+def slim(pts: Sequence[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
+  """An edge's route without the points inside a vertical run (a long edge's dummies stacked at one x, one a layer, as
+  the answers' tenths of a pixel tell): the views keep and send routes so. The 2,942-node graph of a GPT step's `add
+  bufferize` held ~460k points (~48 MB a layout) and sent 8 MB of them; the page's curve through the points stays a
+  straight line there."""
+  if len(pts) < 4:
+    return tuple(pts)
+  xs = [round(x, 1) for x, _ in pts]
+  return (pts[0], *(pts[i] for i in range(1, len(pts) - 1) if not xs[i - 1] == xs[i] == xs[i + 1]), pts[-1])
+
+
+def slimmed(lay: Layout) -> dict[tuple[int, int], tuple[tuple[float, float], ...]]:
+  """A fresh layout's routes, slim."""
+  return {e: slim(pts) for e, pts in lay.edges.items()}
+
+
+def route_json(pts: Sequence[tuple[float, float]]) -> list[list[float]]:
+  """An edge's route as answers send it: to a tenth of a pixel (_px)."""
+  return [[round(x, 1), round(y, 1)] for x, y in pts]
+
+
 def checkpoint(k: int) -> int:
   """The block boundary at or before step k: its layout, once computed, is kept for as long as the view."""
   return k - k % BLOCK
@@ -90,6 +111,7 @@ class StepGraphs:
     self._busy: dict[int, threading.Event] = {}  # steps whose layout a thread is computing
     self._derived: dict[int, bool] = {}  # step -> whether its layout is derived from the step before (never evicted)
     self._kept: dict[int, Layout] = {}  # the layouts of block boundaries (never evicted)
+    self._kept_w: dict[int, int] = {}  # their caches.weight (positions and route points)
     self.looks = Looks(replay.node)  # labels and box sizes, made once per node
     self.stats = {"full": 0, "derived": 0}
     self.cuts = 0  # layouts of cut graphs made
@@ -98,7 +120,7 @@ class StepGraphs:
   def est_bytes(self) -> int:
     """About the bytes this view holds (its replay's, labels and box sizes, kept layouts), from the sizes of its tables
     when asked (it grows as steps are laid out): what views.Views budgets by. Derived layouts are caches.LAYOUTS'."""
-    kept = sum(len(lay.pos) for lay in list(self._kept.values()))
+    kept = sum(list(self._kept_w.values()))
     return self.replay.est_bytes() + self.looks.est_bytes() + 400 * kept
 
   def size(self, nid: int) -> tuple[float, float]:
@@ -173,6 +195,7 @@ class StepGraphs:
       lay = self._make(k, pause)
       self._derived[k] = isinstance(lay, _Derived)
       if k % BLOCK == 0:
+        self._kept_w[k] = caches.weight(lay)
         self._kept[k] = lay
       else:
         caches.LAYOUTS.put(key, lay, derived=isinstance(lay, _Derived))
@@ -207,7 +230,7 @@ class StepGraphs:
     if pause is not None:
       pause()
     lay = layout_graph(sizes, edges, pause=pause)
-    return _Full(lay.pos, lay.layer, lay.edges, lay.width, lay.height)
+    return _Full(lay.pos, lay.layer, slimmed(lay), lay.width, lay.height)
 
   def _below(self, k: int, base: Layout, pause: Callable[[], None] | None = None) -> Layout:
     """Step k's layout when it brings too many new nodes to place one by one: the nodes it kept stay where they were
@@ -236,7 +259,7 @@ class StepGraphs:
     for d in members:
       for src in dict.fromkeys(rp.node(d)[3]):  # type: ignore[index]
         if d in sizes and src in sizes:
-          edges[(src, d)] = tuple((x + dx, y + top) for x, y in sub.edges[(src, d)])
+          edges[(src, d)] = tuple((x + dx, y + top) for x, y in slim(sub.edges[(src, d)]))
         else:
           edges[(src, d)] = base.edges.get((src, d)) or (pos[src], pos[d])
     width = max(max(x + self.looks.size(n)[0] / 2 for n, (x, _) in pos.items()), base.width)
@@ -276,7 +299,7 @@ class StepGraphs:
       lay = layout_graph({n: self.looks.size(n) for n in sorted(shown)},
                          [(s, n) for n in sorted(shown) for s in src(n) if s in shown], pause=pause)
     self.cuts += 1
-    out = cut.CutLayout(lay.pos, lay.layer, lay.edges, lay.width, lay.height, shown=shown, total=len(members),
+    out = cut.CutLayout(lay.pos, lay.layer, slimmed(lay), lay.width, lay.height, shown=shown, total=len(members),
                         around=[n for n in dict.fromkeys(seeds) if n in shown], stubs=stubs, base=derived_from)
     caches.LAYOUTS.put(self.key + ("cut", k), out)
     return out
@@ -432,19 +455,33 @@ class StepGraphs:
       if compact and straight(pts, pos.get(s), pos[nid]):
         out.append({"src": s, "dst": nid, "index": i})
       else:
-        out.append({"src": s, "dst": nid, "index": i, "points": [[round(x, 1), round(y, 1)] for x, y in pts]})
+        out.append({"src": s, "dst": nid, "index": i, "points": route_json(pts)})
     return out
 
   def _is_const(self, members: frozenset[int]) -> dict[int, bool]:
     return {nid: self.replay.node(nid)[0] == "CONST" for nid in members}  # type: ignore[index]
 
-  def graph(self, k: int, compact: bool = False) -> dict:
+  def fresh(self, k: int) -> Layout:
+    """Step k's graph laid out from scratch (the page's re-layout key): after many steps placed into free spots the
+    derived layout no longer reads top-down. Kept in caches.LAYOUTS apart from the chain, which it never enters (the
+    steps after k are still derived from the chain's layout, so nothing moves while stepping)."""
+    key = self.key + ("fresh", k)
+    got = caches.LAYOUTS.get(key)
+    if got is None:
+      got = self._full(k)
+      caches.LAYOUTS.put(key, got)
+    return got
+
+  def graph(self, k: int, compact: bool = False, fresh: bool = False) -> dict:
     """The full graph after k matches, with the nodes step k removed as they were at step k-1 (and their in-edges),
     so that a view opened at step k can show what went away. A graph too big is cut (viz_server.cut): only the
     nodes shown and the edges between them are sent, `cut` says how many of how many, around what, with the stubs.
     compact: its straight edges come without points (docs: JSON API; most edges are straight: a quarter of the
-    answer, less to build, send and parse); the removed nodes' edges always have theirs."""
+    answer, less to build, send and parse); the removed nodes' edges always have theirs. fresh: laid out from scratch
+    (fresh(); a cut graph's window is laid out fresh anyway), without the removed nodes (no place of theirs fits it)."""
     lay, members, cut_lay = self.shown(k)
+    if fresh and cut_lay is None:
+      lay = self.fresh(k)
     shown = None if cut_lay is None else members
     order = sorted(members)
     rp = self.replay
@@ -452,7 +489,7 @@ class StepGraphs:
     consts = {n: node[0] == "CONST" for n, node in got.items()}
     marks = self._marks(k, shown)
     gone_nodes, gone_edges = [], []
-    if marks["removed"]:
+    if marks["removed"] and not fresh:
       prev, before, prev_cut = self.shown(k - 1)
       if prev_cut is not None:
         marks["removed"] = [n for n in marks["removed"] if n in before]
@@ -468,15 +505,16 @@ class StepGraphs:
       out["cut"] = cut_lay.info()
     return out
 
-  def graph_json(self, k: int, compact: bool = False) -> bytes:
-    """graph(k, compact) encoded (dumps); kept in caches.ANSWERS once the rewrite has ended (a live one's view is
-    rebuilt as it grows, but its last step's graph would change under the same key)."""
+  def graph_json(self, k: int, compact: bool = False, fresh: bool = False) -> bytes:
+    """graph(k, compact, fresh) encoded (dumps); kept in caches.ANSWERS once the rewrite has ended (a live one's view
+    is rebuilt as it grows, but its last step's graph would change under the same key)."""
+    build = (lambda: self.graph(k, compact, fresh=True)) if fresh else (lambda: self.graph(k, compact))
     if not self.rw.ended:
-      return dumps(self.graph(k, compact))
-    key = self.key + (k, compact)
+      return dumps(build())
+    key = self.key + ((k, compact, "fresh") if fresh else (k, compact))
     got = caches.ANSWERS.get(key)
     if got is None:
-      got = dumps(self.graph(k, compact))
+      got = dumps(build())
       caches.ANSWERS.put(key, got)
     return got
 
@@ -503,11 +541,11 @@ class StepGraphs:
           continue
         e = {"src": s, "dst": n, "index": i}
         if not compact or not straight(pts, lk.pos.get(s), lk.pos[n]):
-          e["points"] = [[_px(x), _px(y)] for x, y in pts]
+          e["points"] = route_json(pts)
         out.append(e)
     return out
 
-  def delta(self, j: int, k: int, compact: bool = False) -> dict:
+  def delta(self, j: int, k: int, compact: bool = False, rebuilt: bool = False) -> dict:
     """What turns the graph at step j into the graph at step k.
 
     A node in both whose incarnation differs (a step between removed it and another added it back) is removed and
@@ -517,7 +555,8 @@ class StepGraphs:
     and k was derived from the one before, nodes in both keep their places and in-edges, so only the nodes that
     came and went are looked at. Between graphs of which one is cut, a node is added or removed also where it comes
     into or leaves what is shown, with its edges to kept nodes; none is sent as `like` (its old in-edges could lead
-    to nodes no longer shown)."""
+    to nodes no longer shown). rebuilt (with compact: `compact=2`): without the `removed` mark (nodes_removed says
+    it), rebuilt nodes as _rebuilt sends them."""
     rp = self.replay
     cj, ck = (self._cut(s) if self.big(s) else None for s in (j, k))
     lj, lk = cj or self.layout(j), ck or self.layout(k)
@@ -572,5 +611,40 @@ class StepGraphs:
            **self._marks(k, mk if ck is not None else None), "match": self._match(k)}
     if ck is not None:
       out["cut"] = ck.info()
+    if rebuilt:
+      del out["removed"]  # (the page reads nodes_removed)
+      if like:
+        self._rebuilt(out, lj, k)
     return out
+
+  def _rebuilt(self, out: dict, lj: Layout, k: int) -> None:
+    """Move the rebuilt nodes that the page can make from their old node alone out of a compact delta's nodes_added,
+    into `rebuilt`: {id, like} as runs of differences (each from the one before; ids and likes both mostly ascend by
+    small steps). Such a node sits at its old node's place, was created at step k, and its sources are its old
+    node's, each renamed to its rebuilt node where this delta rebuilt it. A rewrite rebuilds every user of what it
+    replaced: one step of a GPT training step's `add bufferize` rebuilt ~1,900 nodes (226 KB as {id, like, src, x, y,
+    created}, ~10 KB so). `changed` then lists only what is not rebuilt, `rebuilt_unchanged` the rebuilt nodes that
+    are not changed, and nodes_removed leaves out their old nodes (removed with them)."""
+    renamed = {a["like"]: a["id"] for a in out["nodes_added"] if "like" in a}
+    pairs, rest = [], []
+    for a in out["nodes_added"]:
+      old = a.get("like")
+      if old is not None and a["created"] == k:
+        x, y = lj.pos[old]
+        if a["x"] == _px(x) and a["y"] == _px(y) and a["src"] == [renamed.get(s, s) for s in self.replay.node(old)[3]]:  # type: ignore[index]
+          pairs.append((a["id"], old))
+          continue
+      rest.append(a)
+    if not pairs:
+      return
+    pairs.sort()
+    ids = {n for n, _ in pairs}
+    diff = lambda xs: [b - a for a, b in zip([0, *xs], xs)]  # noqa: E731
+    out["nodes_added"] = rest
+    out["rebuilt"] = {"id": diff([n for n, _ in pairs]), "like": diff([o for _, o in pairs])}
+    olds = {o for _, o in pairs}
+    out["nodes_removed"] = [n for n in out["nodes_removed"] if n not in olds]
+    changed = set(out["changed"])
+    out["rebuilt_unchanged"] = [n for n in sorted(ids) if n not in changed]
+    out["changed"] = [n for n in out["changed"] if n not in ids]
 

@@ -1,0 +1,96 @@
+"""Answers sized by what a step did (issue 30): a step that rebuilds every user of what it replaced sends those nodes
+as runs of ids (`compact=2`), which unpack to the compact delta; a re-layout's graph is a fresh layout that the chain
+of stable layouts never sees; long edges' vertical runs are not sent point by point."""
+from __future__ import annotations
+
+import pytest
+from support.server_helpers import apply_delta, recording
+
+from compiler import PatternMatcher, UOp, UPat, graph_rewrite
+from viz_server.layout import layout_graph
+from viz_server.replay import Replay
+from viz_server.stepgraphs import StepGraphs, dumps, slim
+from viz_server.store import TraceStore
+
+CHAIN = 240  # x * 1 + 1 + 2 + ...: each `* 1` dropped rebuilds every ADD above it
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+  path = tmp_path_factory.mktemp("t") / "t.vztrace"
+  e = UOp.variable("x", 0, 10) * 1
+  for i in range(CHAIN):
+    e = (e + (i + 1)) * 1 if i % 60 == 59 else e + (i + 1)
+  with recording(path):
+    graph_rewrite(e, PatternMatcher([(UPat.var("x") * 1, lambda x: x)]), name="drop *1")
+  (tr,) = TraceStore().add_path(path)
+  rw = next(r for r in tr.rewrites.values() if r.matches)
+  return tr, rw
+
+
+def unpack(d: dict, before: dict) -> dict:
+  """What static/graph.js's _unpackRebuilt makes of a compact=2 delta, given the graph it applies to."""
+  if "rebuilt" not in d:
+    return d
+  sums = lambda xs: [sum(xs[:i + 1]) for i in range(len(xs))]  # noqa: E731
+  ids, likes = sums(d["rebuilt"]["id"]), sums(d["rebuilt"]["like"])
+  nodes = {n["id"]: n for n in before["nodes"]}
+  renamed = {a["like"]: a["id"] for a in d["nodes_added"] if "like" in a} | dict(zip(likes, ids))
+  more = [{"id": n, "like": o, "src": [renamed.get(s, s) for s in nodes[o]["src"]], "x": nodes[o]["x"],
+           "y": nodes[o]["y"], "created": d["to"]} for n, o in zip(ids, likes)]
+  changed = [n for n in ids if n not in set(d["rebuilt_unchanged"])] + d["changed"]
+  out = {k: v for k, v in d.items() if k not in ("rebuilt", "rebuilt_unchanged")}
+  return {**out, "nodes_added": d["nodes_added"] + more, "nodes_removed": d["nodes_removed"] + likes,
+          "changed": changed}
+
+
+def test_rebuilt_runs_unpack_to_the_next_graph_and_are_small(chain):
+  tr, rw = chain
+  view = StepGraphs(tr, rw, Replay(tr, rw))
+  assert rw.matches == CHAIN // 60 + 1
+  most = 0
+  for k in range(rw.matches):
+    g, want = view.graph(k), view.graph(k + 1)
+    d2, d1 = view.delta(k, k + 1, compact=True, rebuilt=True), view.delta(k, k + 1, compact=True)
+    rebuilt = sum("like" in a for a in d1["nodes_added"])  # (the first match, the outermost `* 1`: none)
+    # every rebuilt node but the replaced node's user (its source is another node, not a renamed one)
+    assert len(d2.get("rebuilt", {"id": []})["id"]) == max(0, rebuilt - 1)
+    most = max(most, rebuilt)
+    nodes, edges = apply_delta(g, unpack(d2, g))
+    assert nodes == {n["id"]: n for n in apply_delta(g, d1)[0].values()}
+    assert {n: (v["x"], v["y"], v["src"]) for n, v in nodes.items()} == \
+      {n["id"]: (n["x"], n["y"], n["src"]) for n in want["nodes"]}
+    assert set(edges) == {(e["src"], e["dst"], e["index"]) for e in want["edges"]}
+    assert sorted(unpack(d2, g)["changed"]) == sorted(d1["changed"])
+    assert sorted(unpack(d2, g)["nodes_removed"]) == d1["nodes_removed"]
+    # counted: a few bytes per rebuilt node (ids and likes as differences), against ~60 as {id, like, src, x, y}
+    assert rebuilt < 60 or (len(dumps(d2)) < len(dumps(d1)) / 4 and len(dumps(d2)) < 1_000 + 12 * rebuilt)
+  assert most >= 200
+
+
+def test_a_fresh_layout_is_the_steps_own_and_leaves_the_chain_alone(chain):
+  tr, rw = chain
+  view, other = (StepGraphs(tr, rw, Replay(tr, rw)) for _ in range(2))
+  k = rw.matches - 1
+  fresh = view.graph(k, fresh=True)
+  members = sorted(view.replay.members(k))
+  lay = layout_graph({n: view.size(n) for n in members}, [(s, n) for n in members for s in view.replay.node(n)[3]])
+  assert {n["id"]: (n["x"], n["y"]) for n in fresh["nodes"]} == \
+    {n: (round(x, 1), round(y, 1)) for n, (x, y) in lay.pos.items()}
+  assert fresh["removed_nodes"] == []  # (their places are the stable layout's)
+  assert view.delta(k, k + 1) == other.delta(k, k + 1)  # stepping on from a re-layout: the stable chain's answer
+  assert view.graph(k) == other.graph(k)
+
+
+def test_routes_are_kept_and_sent_without_their_vertical_runs(chain):
+  pts = [(0.0, 0.0), (5.04, 10.0), (5.0, 20.0), (5.0, 30.0), (5.0, 40.0), (9.0, 50.0)]
+  assert slim(pts) == ((0.0, 0.0), (5.04, 10.0), (5.0, 40.0), (9.0, 50.0))
+  assert slim(pts[:3]) == tuple(pts[:3])
+  tr, rw = chain
+  view = StepGraphs(tr, rw, Replay(tr, rw))
+  g = view.graph(0)
+  lay = layout_graph({n: view.size(n) for n in view.replay.members(0)},
+                     [(s, n) for n in view.replay.members(0) for s in view.replay.node(n)[3]])
+  assert sum(map(len, lay.edges.values())) > 2 * len(lay.edges)  # (the constants' long edges)
+  assert {(e["src"], e["dst"]): e["points"] for e in g["edges"]} == \
+    {e: [[round(x, 1), round(y, 1)] for x, y in slim(pts)] for e, pts in lay.edges.items()}
