@@ -14,17 +14,21 @@ frame over 50 ms while stepping or while a live trace grows):
   draw) and warm (the server's layout cached, the browser's not), each split into the server answer and the
   model + draw + paint;
 - long animation frames (over 50 ms) at page load, while stepping, and while a live trace grows: a writer subprocess
-  records kernels into a trace for a few seconds while the page shows it (socket.io events, the sidebar growing).
+  records kernels into a trace for a few seconds while the page shows it (socket.io events, the sidebar growing);
+- issue 30's targets on a recorded GPT-2-shaped training step (`gpt`, bench_gpt): opening its rewrite with the most
+  steps in 1 s with the loading state at once, arrow-key steps in 50 ms with answers under 10 KB, jumps in 300 ms,
+  the viewer under 300 MB after every rewrite was opened.
 Each row gives the number of samples, their min, median and p95 (ms), the budget, and the ratio of the median to the
 budget (< 1 is within budget); a row whose budget is a p95 says so, and its ratio is the p95's.
 
-  python bench/bench_ui.py [--quick] [--repeat N] [--scale S]
+  python bench/bench_ui.py [--quick] [--repeat N] [--scale S] [--only PARTS] [--gpt-size tiny|quick|full]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import random
 import socket
 import statistics
 import subprocess
@@ -330,6 +334,81 @@ def bench_synthetic(browser, tmp: Path, repeat: int, reps: int) -> list[Row]:
   return rows
 
 
+def record_gpt(path: Path, size: str) -> None:
+  """One training step of bench/real_models.py's GPT-2-shaped gpt_step at `size`, recorded with VIZ=-1 (issue 30)."""
+  code = f"from bench import real_models as rm; rm.build('gpt_step', rm.tinyviz(), rm.SIZES[{size!r}])()"
+  env = {**os.environ, "VIZ": "-1", "VIZ_TRACE": str(path), "PYTHONPATH": str(ROOT)}
+  subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True)
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+  """(resident, peak resident) MB of a process."""
+  got = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+  return int(got["VmRSS"].split()[0]) / 1024, int(got["VmHWM"].split()[0]) / 1024
+
+
+# a selection's time to the loading state (set in the same task, issue 30) and to the painted graph
+OPEN_LOADING = """async ([ctx, rw]) => {
+  const t0 = performance.now();
+  const done = window.__viz.selectContext(ctx, {rw, step: 0});
+  await Promise.resolve();
+  const loading = document.querySelector('#graph-wrap').dataset.loading ? performance.now() - t0 : null;
+  await done;
+  await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));
+  return {total: performance.now() - t0, loading, nodes: window.__viz.graph.nodes.size};
+}"""
+# bytes of the /delta answers the page received since the last call (resource timing: the body as sent)
+DELTA_BYTES = """() => {
+  const got = performance.getEntriesByType('resource').filter((e) => e.name.includes('/delta?'));
+  performance.clearResourceTimings();
+  return got.map((e) => e.encodedBodySize);
+}"""
+OPEN_MS, ARROW_MS, ANSWER_KB, JUMP_MS, MEMORY_MB = 1000.0, 50.0, 10.0, 300.0, 300.0  # issue 30's targets
+
+
+def bench_gpt(browser, tmp: Path, size: str, reps: int, trace: Path | None = None) -> list[Row]:
+  """Issue 30's targets on a recorded GPT-2-shaped training step: opening the rewrite with the most steps (fresh
+  server; the loading state at once), arrow-key steps (the page's own prefetch, answer bytes), jumps (End, a slider
+  click), and the viewer's memory after every rewrite was opened."""
+  if trace is None:  # (else one recorded before: --gpt-trace)
+    trace = tmp / f"gpt_{size}.vztrace"
+    record_gpt(trace, size)
+  proc, url = start_server(trace, tmp / "server-gpt.log")
+  rows: list[Row] = []
+  try:
+    tid = get_json(url + "/api/traces")[0]["id"]
+    ctxs = get_json(f"{url}/api/traces/{tid}/contexts")
+    rws = [(r["matches"], c["id"], r["id"]) for c in ctxs for r in c["rewrites"]]
+    n, cbig, rbig = max(rws)
+    small = next((c, r) for m, c, r in rws if m and r != rbig)
+    page = browser.new_context(viewport=VIEWPORT).new_page()
+    page.goto(f"{url}/#t={tid}&c={small[0]}&r={small[1]}&s=0")
+    wait_first_graph(page)
+    opened = page.evaluate(OPEN_LOADING, [cbig, rbig])
+    rows.append((f"open the rewrite with the most steps ({n} steps, {opened['nodes']} nodes), fresh server",
+                 [opened["total"]], OPEN_MS))
+    rows.append(("  ... its loading state shown", [opened["loading"] if opened["loading"] is not None else 1e9],
+                 16.0))
+    page.evaluate(DELTA_BYTES)
+    steps = [page.evaluate(STEP, k) for k in range(1, min(reps, n) + 1)]
+    sizes = page.evaluate(DELTA_BYTES)
+    rows.append((f"arrow-key step, {n}-step rewrite (steps 1..{len(steps)}), incl. server answer", steps, ARROW_MS))
+    rows.append(("arrow-key step, p95", steps, ARROW_MS))
+    rows.append(("  ... /delta answers received, KB (not ms)", [b / 1000 for b in sizes] or [0.0], ANSWER_KB))
+    rng = random.Random(0)
+    jumps = [page.evaluate(STEP, n)] + [page.evaluate(STEP, rng.randrange(n)) for _ in range(3)]
+    rows.append((f"jump: End (step {len(steps)} -> {n}), then 3 slider clicks", jumps, JUMP_MS))
+    page.context.close()
+    for _, _, r in rws:  # every rewrite opened, as a user clicking through them would
+      get_json(f"{url}/api/traces/{tid}/rewrites/{r}/graph?step=0&compact=1")
+    now, peak = rss_mb(proc.pid)
+    rows.append((f"viewer memory after opening all {len(rws)} rewrites, MB (not ms)", [now], MEMORY_MB))
+    rows.append(("  ... its peak, MB (not ms)", [peak], MEMORY_MB))
+  finally:
+    stop_server(proc)
+  return rows
+
+
 def p95(samples: list[float]) -> float:
   """The 95th percentile (nearest rank: of fewer than 20 samples, the largest)."""
   ordered = sorted(samples)
@@ -415,8 +494,11 @@ def main() -> None:
   ap.add_argument("--repeat", type=int, default=None,
                   help="page loads and first renders per row (default 3 with --quick, else 7)")
   ap.add_argument("--scale", type=float, default=1.0, help="workload size for the recorded trace (1.0: bench size)")
-  ap.add_argument("--only", default="workloads,synthetic,live",
-                  help="parts to run, comma-separated: workloads, synthetic, live (default: all)")
+  ap.add_argument("--only", default="workloads,synthetic,live,gpt",
+                  help="parts to run, comma-separated: workloads, synthetic, live, gpt (default: all)")
+  ap.add_argument("--gpt-size", default=None, choices=("tiny", "quick", "full"),
+                  help="the GPT step recorded for the gpt part (default: quick with --quick, else full)")
+  ap.add_argument("--gpt-trace", type=Path, default=None, help="a trace recorded before, instead (record_gpt)")
   ap.add_argument("--grow", nargs=2, metavar=("TRACE", "SECONDS"), help=argparse.SUPPRESS)  # the live writer
   args = ap.parse_args()
   if args.grow:
@@ -440,6 +522,9 @@ def main() -> None:
         rows += bench_synthetic(browser, Path(tmp), repeat, reps)
       if "live" in parts:
         bench_live(browser, Path(tmp))
+      if "gpt" in parts:
+        rows += bench_gpt(browser, Path(tmp), args.gpt_size or ("quick" if args.quick else "full"), reps * 4,
+                          args.gpt_trace)
     finally:
       browser.close()
   print_table(rows)
