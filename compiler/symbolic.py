@@ -628,3 +628,71 @@ def symbolic_simplify(u: UOp) -> UOp:
 
 
 register_simplifier(symbolic_simplify)
+
+
+def _clauses(valid: UOp) -> list[UOp]:
+  """The conjuncts of a boolean AND tree."""
+  out, todo = [], [valid]
+  while todo:
+    u = todo.pop()
+    if u.op is Ops.AND and u.dtype == dtypes.bool:
+      todo += u.src
+    else:
+      out.append(u)
+  return out
+
+
+def _divmod_given(clause: UOp) -> tuple[UOp, UOp, UOp, UOp] | None:
+  """For a clause (X % d) < m, X = q*d + u with u's range in [m - d, d) (q, u linear: each coefficient rounded to the
+  nearest multiple of d): where the clause holds, X // d is q and X % d is u (u < 0 would make X % d = u + d >= m).
+  (X // d, q, X % d, u) or None."""
+  if clause.op is not Ops.CMPLT or clause.src[0].op is not Ops.MOD or clause.src[1].op is not Ops.CONST:
+    return None
+  mod, m = clause.src[0], clause.src[1].arg
+  x, d = mod.src
+  if d.op is not Ops.CONST or not isinstance(d.arg, int) or not 0 < m < d.arg or x.vmin < 0 or \
+      not dtypes.is_int(x.dtype) or x.dtype.count != 1:
+    return None
+  terms, const = linear_form(x)
+  near = {t: (c + d.arg // 2) // d.arg for t, c in terms.items()}
+  q = build_sum(x.dtype, {t: c for t, c in near.items() if c}, const // d.arg)
+  u = build_sum(x.dtype, {t: c - near[t] * d.arg for t, c in terms.items() if c - near[t] * d.arg}, const % d.arg)
+  if not near or not any(near.values()) or u.vmin < m - d.arg or u.vmax >= d.arg:
+    return None
+  return x // d, q, mod, u
+
+
+def index_given_valid(ix: UOp) -> UOp | None:
+  """INDEX(buf, idx, valid) whose valid has a clause (X % d) < m that pins X // d and X % d to linear forms (a pool's
+  windows read back through their padded, reshaped repeat: a conv's input gradient, ((y + 24*i) // 25, (y + 24*i) % 25)
+  under ((y + 24*i) % 25 < 20) is (i, y - i) under 0 <= y - i < 20): those forms in the index and the valid, so the
+  load walks its axes with constant strides the optimizer can read (and no per-lane div/mod). Where the valid is
+  false the load reads nothing, whatever its index; the new valid equals the old one everywhere."""
+  if len(ix.src) < 3 or ix.src[2].dtype != dtypes.bool:
+    return None
+  idx, valid = ix.src[1], ix.src[2]
+  sub: dict[UOp, UOp] = {}
+  new_clauses = []
+  for c in _clauses(valid):
+    got = _divmod_given(c)
+    if got is None:
+      new_clauses.append(c)
+      continue
+    div, q, mod, u = got
+    sub[div], sub[mod] = q, u
+    m = c.src[1]
+    new_clauses += [UOp(Ops.CMPLT, dtypes.bool, (UOp.const(u.dtype, -1), u)), UOp(Ops.CMPLT, dtypes.bool, (u, m))]
+  if not sub:
+    return None
+  rest = [c.substitute(sub) for c in new_clauses]
+  out = rest[0]
+  for c in rest[1:]:
+    out = UOp(Ops.AND, dtypes.bool, (out, c))
+  return ix.replace(src=(ix.src[0], idx.substitute(sub), out, *ix.src[3:]))
+
+
+# an index's div/mod pinned by its valid (a conv's input gradient): run on a kernel's AST before the optimizer reads its
+# strides (compiler.opt.kernel.Kernel) and before codegen's simplifier
+pm_index_given_valid = PatternMatcher([
+  (UPat(Ops.INDEX, name="ix"), index_given_valid),
+], name="index given valid")

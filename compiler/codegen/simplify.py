@@ -15,6 +15,7 @@ from compiler.symbolic import (
   linear_form,
   mod_small,
   mul_one,
+  pm_index_given_valid,
   symbolic,
   where_const,
 )
@@ -81,4 +82,4 @@ pm_index_fold = PatternMatcher([
 
 def symbolic_then_index_fold(sink: UOp) -> UOp:
   """The passes "symbolic" then "index fold": codegen's simplification of a kernel before expansion."""
-  return graph_rewrite(graph_rewrite(sink, symbolic), pm_index_fold)
+  return graph_rewrite(graph_rewrite(graph_rewrite(sink, pm_index_given_valid), symbolic), pm_index_fold)

@@ -26,7 +26,7 @@ from compiler.opt.tc import (
   wmma_ast,
 )
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
-from compiler.symbolic import linear_form
+from compiler.symbolic import linear_form, pm_index_given_valid
 from compiler.trace import recorder
 from compiler.uop import AxisType, KernelInfo, Ops, UOp, substitute, toposort
 
@@ -756,6 +756,9 @@ def _normalize(ast: UOp) -> UOp:
             if r.op is Ops.RANGE and r.arg[1] not in REDUCE_KINDS}
   if retype:
     ast = graph_rewrite(ast, pm_reduce_axes, ctx=retype)
+  # div/mod pinned by a load's valid as linear forms, so the opts see the load's strides (a conv's input gradient)
+  if any(u.op is Ops.INDEX and len(u.src) > 2 and any(v.op is Ops.MOD for v in toposort(u.src[2])) for u in nodes):
+    ast = graph_rewrite(ast, pm_index_given_valid)
   return ast
 
 
