@@ -116,6 +116,7 @@ class StepGraphs:
     self.stats = {"full": 0, "derived": 0}
     self.cuts = 0  # layouts of cut graphs made
     self.last_step = 0  # the step last served (views.Views.prefetch looks ahead of it in the direction of travel)
+    self.lay_out = layout_graph  # what lays a step out whole (an export shares layouts between views: export/layouts)
 
   def est_bytes(self) -> int:
     """About the bytes this view holds (its replay's, labels and box sizes, kept layouts), from the sizes of its tables
@@ -229,7 +230,7 @@ class StepGraphs:
       edges.extend((s, nid) for s in node[3])  # type: ignore[index]
     if pause is not None:
       pause()
-    lay = layout_graph(sizes, edges, pause=pause)
+    lay = self.lay_out(sizes, edges, pause=pause)
     return _Full(lay.pos, lay.layer, slimmed(lay), lay.width, lay.height)
 
   def _below(self, k: int, base: Layout, pause: Callable[[], None] | None = None) -> Layout:

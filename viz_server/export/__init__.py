@@ -6,6 +6,7 @@ Python, which builds the file (in the order an export runs):
 - collect.py: the API's answers the page will ask for, collected through the API itself (viz_server/offline.py),
   a rewrite at a time: collect_packed packs each as it is made (collect holds the whole data, for the tests);
 - redact.py: every string of them redacted by what it holds (paths, the user's and host's names);
+- layouts.py: step-0 layouts shared between rewrites whose graphs have one shape under other ids (SharedLayouts);
 - graphs.py: each rewrite's graphs as its step-0 graph and one compact delta per step (GraphPacker), the edges the
   page derives left out (EdgeStrip);
 - pack.py: that data as columns and differences, which deflate small (Packer; the page's unpack.js decodes it);

@@ -7,6 +7,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from viz_server import caches
 from viz_server.export import ExportError
 from viz_server.export.graphs import EdgeStrip, GraphPacker, leave_out_derived_edges
+from viz_server.export.layouts import SharedLayouts
 from viz_server.export.pack import Packer
 from viz_server.export.redact import Redactor
 from viz_server.labels import label
@@ -41,7 +42,9 @@ class Work:
 
   def __init__(self) -> None:
     self.rewrites = 0  # rewrites collected
+    self.total = 0  # the steps the kept rewrites have: what `steps` counts up to (the progress lines say it)
     self.graphs = 0  # step-0 graphs laid out (a rewrite that matched nothing over a root laid out already shares it)
+    self.shared = 0  # of those, the layouts renamed from an equal graph's (export/layouts.py), not computed
     self.steps = 0  # deltas packed
     self.nodes = 0  # nodes those deltas added (a rebuilt node counts: it is sent)
     self.edges = 0  # edges they listed (a compact delta lists those its rebuilt nodes' old nodes cannot give)
@@ -86,6 +89,9 @@ def _rewrites(api: OfflineApi, contexts: list[dict], pack: GraphPacker, red: Red
   patterns: set[int] = set()
   rules: dict[int, dict] = {}
   by_root: dict[int, int] = {}  # a rewrite's input root -> its step-0 graph's index in pack.graphs
+  shared = SharedLayouts()
+  rws = api.trace.rewrites
+  work.total += sum(rws[e["id"]].matches for c in contexts for e in c["rewrites"] if e["id"] in rws)
   for c in contexts:
     for entry in c["rewrites"]:
       r = entry["id"]
@@ -110,8 +116,10 @@ def _rewrites(api: OfflineApi, contexts: list[dict], pack: GraphPacker, red: Red
         keep(str(r), by_root[root], {}, ())
         continue
       view = api.view(r)
+      view.lay_out = shared
       work.graphs += 1
       index, fresh, steps = pack.stream(view.graph(0), _deltas(view, n, work, progress), rules)
+      work.shared = shared.shared
       keep(str(r), index, fresh, steps)
       api.forget(r)  # (its replay and layouts: the export holds one rewrite's at a time)
       if isinstance(root, int):
@@ -124,7 +132,8 @@ def _other_answers(api: OfflineApi, full: set[int], red: Redactor, answers: dict
   ks = [k for k in api.trace_get("kernels") if k["ctx"] in full]
   answers[f"{base}/kernels"] = red.kernels(ks)
   for k in ks:
-    answers[f"{base}/contexts/{k['ctx']}/kernel"] = red.kernel(api.trace_get(f"contexts/{k['ctx']}/kernel"))
+    # (html=0: the export shows sources as plain text, so the API need not highlight them)
+    answers[f"{base}/contexts/{k['ctx']}/kernel"] = red.kernel(api.trace_get(f"contexts/{k['ctx']}/kernel?html=0"))
   answers[f"{base}/runs"] = [r for r in api.trace_get("runs") if r["ctx"] in full]
   answers[f"{base}/runs/kernels"] = api.trace_get("runs/kernels")  # (the Runs and Summary panels': whole-trace sums)
   answers[f"{base}/summary"] = api.trace_get("summary")
