@@ -395,7 +395,7 @@ def kernel(t: int, c: int) -> Any:
             "cut": {"opts": len(ctx.opts), "beam": len(ctx.beam), "runs": len(ctx.runs), "errors": len(ctx.errors),
                     "sources": len(ctx.sources)}}
   body["cut"] = {k: n for k, n in body["cut"].items() if n > MAX_LIST}  # totals of the lists cut to MAX_LIST
-  body["sources"] = _sources(sources)
+  body["sources"] = _sources(sources, html=request.args.get("html") != "0")
   return jsonify(body)
 
 
@@ -421,10 +421,11 @@ def line_nodes(src: dict) -> list[list[int]] | None:
           for ln in lines]
 
 
-def _sources(sources: list[tuple[str, str, Any, int | None, list | None]]) -> list[dict]:
+def _sources(sources: list[tuple[str, str, Any, int | None, list | None]], html: bool = True) -> list[dict]:
   """The kernel's source texts, each cut to MAX_SOURCE_CHARS and all to MAX_KERNEL_CHARS (`chars`: the whole
   text's length, also where the store kept only its start; `truncated`: whether it was cut); `nodes`: per line shown,
-  the node ids it came from (line_nodes; null without a map)."""
+  the node ids it came from (line_nodes; null without a map); `html` the text highlighted, null with html=False
+  (`?html=0`: the export, which shows plain text)."""
   out, room = [], MAX_KERNEL_CHARS
   for kind, text, cs, chars, nodes in sources:
     shown = text[:max(0, min(MAX_SOURCE_CHARS, room))]
@@ -432,8 +433,8 @@ def _sources(sources: list[tuple[str, str, Any, int | None, list | None]]) -> li
     whole = len(text) if chars is None else chars
     if nodes is not None:
       nodes = nodes[:shown.count("\n") + 1]
-    out.append({"kind": kind, "text": shown, "html": highlight(shown, kind), "compile_s": cs, "chars": whole,
-                "truncated": len(shown) < whole, "nodes": nodes})
+    out.append({"kind": kind, "text": shown, "html": highlight(shown, kind) if html else None, "compile_s": cs,
+                "chars": whole, "truncated": len(shown) < whole, "nodes": nodes})
   return out
 
 

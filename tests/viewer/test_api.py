@@ -227,6 +227,9 @@ def test_kernels_and_runs(client):
   assert detail["beam"] == [{"round": 0, "opts": [["UPCAST", 0, 4]], "time": 1.5e-5, "error": None, "chosen": True}]
   llvm = detail["sources"][0]
   assert llvm["kind"] == "llvm_ir" and "define" in llvm["text"] and '<span class="k">define</span>' in llvm["html"]
+  # ?html=0 (the export, which shows plain text): the same answer without the highlighting
+  plain = _get(client, f"/api/traces/0/contexts/{k['ctx']}/kernel?html=0")
+  assert plain == {**detail, "sources": [{**src, "html": None} for src in detail["sources"]]}
   (run,) = _get(client, "/api/traces/0/runs")
   assert run["times"] == [1e-5, 2e-5] and run["gflops"] == 3.2 and run["ctx"] == k["ctx"]
 
