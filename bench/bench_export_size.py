@@ -23,6 +23,13 @@ the export collected every step's graph, then packed, encoded and wrote the page
   gpt_step tiny             now     1651390    90.27      563   2.58
 The time is the viewer's own work, the same before and after: laying out each rewrite's step-0 graph (27 of the GPT
 trace's ~90 s) and deriving each step's layout from the one before; the export's own packing is about a fifth.
+Then (load 11-26: CPU times inflated; before and now interleaved, the demo's the median of 3): step-0 graphs of one
+shape laid out once (export/layouts.py), bent routes keyed by tuples, not JSON text, kernel sources not highlighted:
+  trace                     code    trace B    CPU s  peak MB  ratio
+  demo (examples/demo.py)   before   278844     9.49      115   2.49
+  demo (examples/demo.py)   now      278844     8.68      128   2.49
+  gpt_step tiny             before  1598230   108.06      575   2.67
+  gpt_step tiny             now     1598230    87.31      605   2.67
 """
 from __future__ import annotations
 

@@ -144,7 +144,10 @@ export const api = {
   // the `compare` report of two traces (docs/architecture.md, "Trace tools"): first_divergence, rewrites, kernels
   compare: (a, b) => request(`/api/compare?a=${enc(a)}&b=${enc(b)}`),
   // the single-file HTML export of a trace, as a download (redact: a list of paths, source, argv, host)
-  exportUrl: (t, redact = []) => `/api/traces/${enc(t)}/export?redact=${enc(redact.join(","))}`,
+  // job: a name for its progress, which exportProgress(job) answers while it runs ({steps, total})
+  exportUrl: (t, redact = [], job = "") => `/api/traces/${enc(t)}/export?redact=${enc(redact.join(","))}`
+    + (job ? `&job=${enc(job)}` : ""),
+  exportProgress: (job) => request(`/api/exports/${enc(job)}`),
   kernels: (t) => request(`/api/traces/${enc(t)}/kernels`),
   kernel: (t, c) => request(`/api/traces/${enc(t)}/contexts/${enc(c)}/kernel`),
   runs: (t) => request(`/api/traces/${enc(t)}/runs`),

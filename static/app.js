@@ -103,6 +103,7 @@ function renderStatus() {
   document.title = `tinyviz — ${t.name}`;
 }
 
+const EXPORT_POLL_MS = 500;  // how often a running export's progress is asked for (GET /api/exports/<job>)
 const EXIT_HEADINGS = {exception: "Program error", interrupt: "Program interrupted", exit: "Program exited",
   thread: "Error in a thread"};
 
@@ -519,16 +520,37 @@ async function uploadFile(file) {
 async function exportTrace(redact) {
   const t = state.trace;
   if (t === null) { toast("No trace to export.", "error"); return; }
-  toast(`Exporting trace ${t}${redact.length ? " (redacted)" : ""}…`);
+  const what = `Exporting trace ${t}${redact.length ? " (redacted)" : ""}…`;
+  // a toast that stays while the export runs and says how far it is (GET /api/exports/<job>, every EXPORT_POLL_MS)
+  const note = h("div", {class: "toast info export-progress"}, what);
+  $("#toasts").appendChild(note);
+  const job = [...crypto.getRandomValues(new Uint8Array(8))].map((b) => b.toString(16).padStart(2, "0")).join("");
+  let polling = true;
+  const poll = async () => {
+    while (polling) {
+      await new Promise((done) => setTimeout(done, EXPORT_POLL_MS));
+      const got = await api.exportProgress(job).catch(() => null);  // (not running before the child starts, once done)
+      if (polling && got && got.running && got.total > 0) {
+        const pct = Math.min(100, Math.floor((100 * got.steps) / got.total));
+        note.textContent = `${what} ${got.steps.toLocaleString("en-US")} of ${got.total.toLocaleString("en-US")} `
+          + `steps (${pct}%)`;
+        note.dataset.steps = String(got.steps);
+      }
+    }
+  };
+  poll();
   let res, blob;
   try {
-    res = await fetch(api.exportUrl(t, redact));
+    res = await fetch(api.exportUrl(t, redact, job));
     if (!res.ok) {
       const body = await res.json().catch(() => null);
       throw new Error((body && body.error) || `${res.status} ${res.statusText}`);
     }
     blob = await res.blob();
-  } catch (e) { toast(`Cannot export trace ${t}: ${e.message}`, "error"); return; }
+  } catch (e) { toast(`Cannot export trace ${t}: ${e.message}`, "error"); return; } finally {
+    polling = false;
+    note.remove();
+  }
   const name = /filename="([A-Za-z0-9_.-]+)"/.exec(res.headers.get("Content-Disposition") || "");
   const url = URL.createObjectURL(blob);
   const a = h("a", {href: url, download: name ? name[1] : `trace-${t}.html`, hidden: true});

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -46,6 +47,8 @@ MAX_CHILDREN = 2
 CHILD_CPU_S = TOOL_TIMEOUT_S
 CHILD_MEMORY = 3 << 30
 WAIT_S = 0.1  # how often a request waiting on its child looks whether its client has gone
+JOB = re.compile(r"[0-9a-f]{8,32}")  # an export's progress name, chosen by the page (GET /api/exports/<job>)
+PROGRESS_BYTES = 64  # what a progress file holds at most ('STEPS TOTAL')
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -57,11 +60,26 @@ class Children:
     self.limit = limit
     self.lock = threading.Lock()
     self.running: set[subprocess.Popen] = set()
+    self.jobs: dict[str, Path] = {}  # a running child's job name -> the file it keeps its progress in (one per child)
     self.closed = False
 
-  def run(self, args: list[str], what: str) -> subprocess.CompletedProcess:
+  def progress(self, job: str) -> tuple[int, int] | None:
+    """(steps packed, total) of the running export named job ((0, 0) before its first count); None if none runs."""
+    with self.lock:
+      path = self.jobs.get(job)
+    if path is None:
+      return None
+    try:
+      with open(path, "rb") as f:
+        got = f.read(PROGRESS_BYTES).split()
+    except FileNotFoundError:
+      return 0, 0
+    return (int(got[0]), int(got[1])) if len(got) == 2 and all(g.isdigit() for g in got) else (0, 0)
+
+  def run(self, args: list[str], what: str, job: tuple[str, Path] | None = None) -> subprocess.CompletedProcess:
     """`python -m viz_server.tools *args` in a child, its output captured; refused (503) past the limit, stopped
-    (413) past TOOL_TIMEOUT_S, killed when the client goes (gone.ClientGone) or the viewer stops."""
+    (413) past TOOL_TIMEOUT_S, killed when the client goes (gone.ClientGone) or the viewer stops. job: (its name,
+    the file the child keeps its progress in), readable by progress() while it runs."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     bounds = ["--child-of", str(os.getpid()), "--max-cpu-s", str(CHILD_CPU_S), "--max-memory", str(CHILD_MEMORY)]
     with self.lock:
@@ -70,11 +88,15 @@ class Children:
       if len(self.running) >= self.limit:
         fail(503, f"{len(self.running)} exports or compares are running already (the viewer runs at most "
                   f"{self.limit} at once); try again when one has finished")
+      if job is not None and job[0] in self.jobs:
+        fail(400, f"export job {job[0]} is running already")
       # its own session and process group: killed as one, and no terminal's Ctrl-C reaches it past the viewer
       proc = subprocess.Popen([sys.executable, "-m", "viz_server.tools", *bounds, *args], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env, cwd=str(ROOT),
                               start_new_session=True)
       self.running.add(proc)
+      if job is not None:
+        self.jobs[job[0]] = job[1]
     try:
       deadline = time.monotonic() + TOOL_TIMEOUT_S
       while True:
@@ -89,6 +111,8 @@ class Children:
       self._kill(proc)
       with self.lock:
         self.running.discard(proc)
+        if job is not None:
+          self.jobs.pop(job[0], None)
     if proc.returncode < 0:  # killed: by its own limits, or by kill_all
       fail(413, f"{what} was stopped ({signal.Signals(-proc.returncode).name}): it needed more than the viewer "
                 f"gives it ({CHILD_CPU_S} s of CPU, {CHILD_MEMORY >> 20} MiB); use `python -m compiler.trace {what}` "
@@ -137,8 +161,8 @@ def _file(tr: Trace, limit: int, what: str) -> str:
   return str(path)
 
 
-def _tool(args: list[str], what: str) -> subprocess.CompletedProcess:
-  return children().run(args, what)
+def _tool(args: list[str], what: str, job: tuple[str, Path] | None = None) -> subprocess.CompletedProcess:
+  return children().run(args, what, job)
 
 
 def _redact_arg() -> list[str]:
@@ -161,16 +185,29 @@ def export(t: int) -> Any:
   same_origin()  # a GET, but one that starts a process: a page of another site must not
   tr = get_trace(t)
   what = _redact_arg()
+  job = request.args.get("job")
+  if job is not None and not JOB.fullmatch(job):
+    fail(400, "query parameter 'job' must be 8 to 32 lowercase hex digits")
   path = _file(tr, MAX_EXPORT_MATCHES, "export")
   with tempfile.TemporaryDirectory(prefix="tinyviz-export-") as tmp:
-    out = Path(tmp) / "export.html"
-    p = _tool(["export", path, "-o", str(out), "--redact", ",".join(what)], "export")
+    out, note = Path(tmp) / "export.html", Path(tmp) / "progress"
+    args = ["export", path, "-o", str(out), "--redact", ",".join(what), "--progress-file", str(note)]
+    p = _tool(args, "export", None if job is None else (job, note))
     if p.returncode != 0 or not out.is_file():
       fail(400, f"cannot export trace {t}: {(p.stdout + p.stderr).strip()[-300:]}")
     page = out.read_bytes()
   resp = current_app.response_class(page, mimetype="text/html")
   resp.headers["Content-Disposition"] = f'attachment; filename="{download_name(tr, bool(what))}"'
   return resp
+
+
+@bp.get("/exports/<job>")
+def export_progress(job: str) -> Any:
+  """How far the export named job is: {running, steps, total} (the steps packed of the trace's; 0 and 0 until its
+  first count, and where none by that name runs: not started yet, or done; not a 404, which the page's console
+  would print on every poll)."""
+  got = children().progress(job) if JOB.fullmatch(job) else None
+  return jsonify({"running": got is not None, "steps": got[0] if got else 0, "total": got[1] if got else 0})
 
 
 @bp.get("/compare")

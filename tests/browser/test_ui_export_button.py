@@ -46,3 +46,22 @@ def test_export_refusal_is_a_toast(page, server):
   page.wait_for_function("() => [...document.querySelectorAll('#toasts .toast.error')].some("
                          "e => e.textContent.includes('<b>too many</b>'))")  # the message, as text
   assert page.query_selector("#toasts b") is None
+
+
+def test_a_running_export_shows_its_progress(page, server):
+  """The Export button's toast says how far the export is (GET /api/exports/<job>, the job the export request
+  named) until the export answers."""
+  t = server.trace_id("demo.vztrace")
+  open_page(page, server, f"#t={t}")
+  page.errors.allowed.append("413")
+  held, jobs = [], []
+  page.route("**/export?*", lambda r: held.append(r))  # (answered below, once the progress was shown)
+  page.route("**/api/exports/*", lambda r: (jobs.append(r.request.url.rsplit("/", 1)[1]), r.fulfill(
+    status=200, content_type="application/json", body='{"running": true, "steps": 600, "total": 1283}')))
+  page.click("#export-trace")
+  toast = "#toasts .export-progress"
+  page.wait_for_function(f"() => document.querySelector({toast!r})?.textContent.endsWith('600 of 1,283 steps (46%)')")
+  assert held and f"job={jobs[0]}" in held[0].request.url and re.fullmatch(r"[0-9a-f]{16}", jobs[0])
+  held[0].fulfill(status=413, content_type="application/json", body='{"error": "stopped"}')
+  page.wait_for_function(f"() => !document.querySelector({toast!r}) && [...document.querySelectorAll("
+                         "'#toasts .toast.error')].some(e => e.textContent.includes('stopped'))")

@@ -65,6 +65,31 @@ def test_export_route_refuses_bad_options_and_big_traces(small_trace, client_for
   assert resp.status_code == 413 and "matches" in resp.get_json()["error"]
 
 
+def test_a_running_exports_progress_is_its_childs_count(small_trace, client_for, monkeypatch):
+  """GET /api/exports/<job> answers what the export's child keeps in the file the route named to it (`--progress-file`)
+  while it runs, and that none runs before and after."""
+  client, (t,) = client_for(small_trace)
+  job, seen = "0123abcd0123abcd", {}
+  kill = share.Children._kill
+
+  def at_the_childs_end(proc):  # (the child has exited; its job is still named until the request is done)
+    note = Path(proc.args[proc.args.index("--progress-file") + 1])
+    seen["before"] = client.get(f"/api/exports/{job}").get_json()
+    note.write_text("5 9\n")
+    seen["during"] = client.get(f"/api/exports/{job}").get_json()
+    kill(proc)
+  monkeypatch.setattr(share.Children, "_kill", staticmethod(at_the_childs_end))
+  idle = {"running": False, "steps": 0, "total": 0}
+  assert client.get(f"/api/exports/{job}").get_json() == idle
+  assert client.get(f"/api/traces/{t}/export?job={job}").status_code == 200
+  # (a trace this small is packed before its child's first count: 500 steps)
+  assert seen == {"before": {"running": True, "steps": 0, "total": 0},
+                  "during": {"running": True, "steps": 5, "total": 9}}
+  assert client.get(f"/api/exports/{job}").get_json() == idle
+  assert client.get(f"/api/traces/{t}/export?job=../x").status_code == 400
+  assert client.get("/api/exports/not-a-job").get_json() == idle
+
+
 def test_routes_keep_the_host_check(small_trace):
   store = TraceStore()
   try:

@@ -25,16 +25,32 @@ def export(path: str | os.PathLike, out: str | os.PathLike, names: list[str] | N
 
 
 def _progress(work: Work) -> None:
-  print(f"export: {work.steps} steps packed ({work.rewrites} rewrites, {work.nodes} nodes, {work.edges} edges)",
-        file=sys.stderr, flush=True)
+  print(f"export: {work.steps} of {work.total} steps packed ({work.rewrites} rewrites, {work.nodes} nodes, "
+        f"{work.edges} edges)", file=sys.stderr, flush=True)
+
+
+def progress_file(path: str) -> Callable[[Work], None]:
+  """A progress callback that keeps `{steps} {total}` in the file at path, replaced whole each time (the viewer's
+  Export button reads it while its child exports: viz_server/share.py)."""
+  tmp = f"{path}.part"
+
+  def note(work: Work) -> None:
+    with open(tmp, "w") as f:
+      f.write(f"{work.steps} {work.total}\n")
+    os.replace(tmp, path)  # (atomic: a reader sees the old line or the new, never a part)
+  return note
 
 
 def run(args: Any) -> int:
-  """The `export` command (progress lines on stderr when it is a terminal or with --progress)."""
+  """The `export` command (progress lines on stderr when it is a terminal or with --progress; with --progress-file,
+  the count in that file)."""
   what = [w.strip() for w in (args.redact or "").split(",") if w.strip()]
-  show = getattr(args, "progress", False) or sys.stderr.isatty()
+  notes = [_progress] if getattr(args, "progress", False) or sys.stderr.isatty() else []
+  if getattr(args, "progress_file", None):
+    notes.append(progress_file(args.progress_file))
+  progress = (lambda work: [note(work) for note in notes]) if notes else None
   try:
-    got = export(args.file, args.output, args.context, what, progress=_progress if show else None)
+    got = export(args.file, args.output, args.context, what, progress=progress)
   except ExportError as e:
     print(f"export: {e}")
     return 2
