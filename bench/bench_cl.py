@@ -7,11 +7,12 @@ first), `--reps` times; the median of each variant's summed event times. Usage:
 
   python bench/bench_cl.py [--quick] [--amt 2] [--rounds 2] [--reps 7] [--only matmul_512,softmax]
 
---rounds 0: no BEAM (its columns nan): a round of matmul 1024 or the conv builds about 200 candidates, over 20
-minutes on a loaded 2-core machine.
+--rounds 0: no BEAM (its columns nan). A round builds and times at most BEAM_MAX_CANDIDATES candidates (default
+compiler.engine.CL_BEAM_MAX_CANDIDATES, 32; 0: all, which for matmul 1024 or the conv is 70-90 a round, some of
+them seconds a run).
 
 --quick: matmul 512 and softmax only, BEAM of one round, 3 reps. On pocl (a CPU) the device's compiler takes
-0.1-2 s a kernel: BEAM's search time is mostly builds, bounded by --rounds.
+0.1-2 s a kernel: BEAM's search time is mostly builds, bounded by --rounds and the cap.
 """
 from __future__ import annotations
 

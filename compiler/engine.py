@@ -35,6 +35,7 @@ from compiler.opt.search import (
   beats,
   cache_enabled,
   confirm_records,
+  max_candidates_env,
   median_time,
   opts_apply,
   record_beam,
@@ -368,8 +369,14 @@ def _cl_evaluator(k: Kernel, bufs: Sequence[Any] | None) -> tuple[None, Any]:
   return None, ClEvaluator(k.get_optimized_ast(), bufs)
 
 
+# candidates a BEAM round on the OpenCL device builds and times at most (BEAM_MAX_CANDIDATES overrides; 0: all): a
+# device compiler such as pocl's takes ~1 s a kernel, and an unbounded round of a matmul or conv is 70-200 of them
+CL_BEAM_MAX_CANDIDATES = 32
+
+
 def cl_beam_search(k: Kernel, bufs: Sequence[Any] | None = None, amt: int = 2, **kw: Any) -> Kernel:
   """compiler.opt.search.beam_search on the OpenCL device (k's Target: cl_device_target): candidates timed by the
-  device, the hand-coded GPU kernel among them, the result in the BEAM cache under the device's target; `kw` as
-  there (use_cache, progress, max_rounds)."""
+  device, at most CL_BEAM_MAX_CANDIDATES a round, the hand-coded GPU kernel among them, the result in the BEAM
+  cache under the device's target; `kw` as there (use_cache, progress, max_rounds, max_candidates)."""
+  kw.setdefault("max_candidates", max_candidates_env(CL_BEAM_MAX_CANDIDATES))
   return beam_search(k, bufs, amt, evaluator=_cl_evaluator, **kw)

@@ -42,10 +42,12 @@ def cache_dir() -> Path:
   return user_cache_dir() / "beam"
 
 
-def cache_key(ast: UOp, target: Target, amt: int) -> str:
-  """A hash of the kernel's printed AST (its name left out) with the machine and the beam width."""
+def cache_key(ast: UOp, target: Target, amt: int, cap: int = 0) -> str:
+  """A hash of the kernel's printed AST (its name left out) with the machine, the beam width and the per-round cap
+  of candidates (0: none; a capped search may miss what an uncapped one finds, so they do not share results)."""
   text = pretty(ast.replace(arg=None))
-  h = hashlib.sha256(f"v{CACHE_VERSION}\n{target.key}\nBEAM={amt}\n{text}".encode())
+  capped = f"cap={cap}\n" if cap else ""
+  h = hashlib.sha256(f"v{CACHE_VERSION}\n{target.key}\nBEAM={amt}\n{capped}{text}".encode())
   return h.hexdigest()
 
 

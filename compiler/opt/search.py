@@ -9,12 +9,16 @@ BEAM's winner is confirmed before it is kept: re-timed in turns with the hand-co
 or, when a schedule runs, by compiler.engine.confirm_schedule, each variant timed in its place in the schedule's
 sequence (beam_search(confirm=False) hands it the unconfirmed winner); `beats` is the rule both apply.
 
+A round may be capped (`max_candidates`, BEAM_MAX_CANDIDATES: where builds are slow, the OpenCL device's): then a
+static guess (static_cost) chooses which candidates it times (choose_candidates).
+
 The search knows nothing of how a candidate is compiled or run: its caller passes `evaluate` (and `prepare`), or an
 `evaluator` factory that makes them (compiler.engine passes the runtime's, which compiles and times on real buffers).
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
+import itertools
 import math
 import multiprocessing
 import os
@@ -28,10 +32,10 @@ from typing import Any, Callable, Sequence
 from compiler.opt.beam_cache import cache_get, cache_key, cache_put
 from compiler.opt.heuristic import hand_coded_optimizations
 from compiler.opt.heuristic_gpu import reduces_span_outputs
-from compiler.opt.kernel import MAX_UNROLL, Kernel, KernelOptError, Opt, OptOps
+from compiler.opt.kernel import MAX_UNROLL, Kernel, KernelOptError, Opt, OptOps, access_strides
 from compiler.trace import recorder
 from compiler.trace.recorder import untraced
-from compiler.uop import UOp
+from compiler.uop import AxisType, UOp
 
 # the upcasted block (upcast x unroll) a candidate may have: more is slow to compile and spills registers
 BEAM_UPCAST_MAX = int(os.environ.get("BEAM_UPCAST_MAX", "256"))
@@ -41,6 +45,14 @@ CONFIRM_ROUNDS, CONFIRM_MARGIN = 3, 0.02
 # in a schedule's sequence (compiler.engine.confirm_schedule) one round runs each kernel once: more rounds, up to
 # CONFIRM_MAX_ROUNDS, until each variant's runs add up to CONFIRM_MIN_S
 CONFIRM_MIN_S, CONFIRM_MAX_ROUNDS = 5e-3, 50
+# static_cost: fewer work-items than this leave a device's cores (or a GPU's lanes) idle; a symbolic axis counts as
+# SYMBOLIC_SIZE
+MIN_WORK_ITEMS, SYMBOLIC_SIZE = 1024, 256
+# choose_candidates: candidates whose static_cost is within this factor of the cheapest are all alike to the guess
+# (on pocl the heuristic kernel's one-opt children span 5x, the plain kernel's are 16x and more, and 10-80x slower)
+STATIC_SLACK = 8.0
+_PARALLEL = frozenset({AxisType.GLOBAL, AxisType.LOOP, AxisType.THREAD, AxisType.LOCAL, AxisType.GROUP_REDUCE})
+_REDUCING = frozenset({AxisType.REDUCE, AxisType.UNROLL, AxisType.GROUP_REDUCE, AxisType.BLOCK})
 
 
 def median_time(times: Sequence[float]) -> float:
@@ -117,6 +129,55 @@ def get_kernel_actions(k: Kernel, include_0: bool = True) -> dict[int, Kernel]:
         continue
       out[i + 1] = k2
   return out
+
+
+def max_candidates_env(default: int = 0) -> int:
+  """BEAM_MAX_CANDIDATES: the candidates a round builds and times at most (0: all), else `default`."""
+  env = os.environ.get("BEAM_MAX_CANDIDATES", "")
+  return int(env) if env else default
+
+
+def static_cost(k: Kernel) -> float:
+  """A guess of a kernel's cost from its shape alone, to rank candidates a capped round can't all time: the memory
+  accesses it executes (an access shares one load among the lanes of an upcast or unrolled axis it does not depend
+  on, and loads up to a float vector along one it walks with stride 1; a store happens once per output), scaled up
+  when the work-items are fewer than MIN_WORK_ITEMS."""
+  sizes = [s if isinstance(s, int) else SYMBOLIC_SIZE for s in k.full_shape]
+  kinds, vec = k.axis_types, max(1, k.target.vector_floats)
+  stores = {st.src[0] for st in k.stores}
+  cost = 0.0
+  for a in k.accesses:
+    strides = access_strides(k, a)
+    n, lanes = 1, 1
+    for i, r in enumerate(k.rngs):
+      if a in stores and kinds[i] in _REDUCING:
+        continue
+      n *= sizes[i]
+      if kinds[i] in (AxisType.UPCAST, AxisType.UNROLL):
+        if r not in a.ranges:
+          n //= sizes[i]
+        elif strides[i] == 1:
+          lanes = max(lanes, min(sizes[i], vec))
+    cost += n / lanes
+  items = math.prod(s for s, t in zip(sizes, kinds) if t in _PARALLEL)
+  return cost * max(1.0, MIN_WORK_ITEMS / items)
+
+
+def choose_candidates(cands: list[Kernel], cap: int) -> list[Kernel]:
+  """At most `cap` (0: all) of a round's candidates. Those within STATIC_SLACK of the cheapest static_cost first,
+  grouped by the kind of the opt that made each: every kind's cheapest, then every kind's second, and so on (kinds
+  in the order of their cheapest), so each kind of action (LOCAL, GROUP, UPCAST, ...) is tried and the guess, blind
+  to work-groups, only ranks candidates of one kind; then the others, cheapest first."""
+  if cap <= 0 or len(cands) <= cap:
+    return cands
+  costs = {id(k): static_cost(k) for k in cands}
+  ranked = sorted(cands, key=lambda k: costs[id(k)])
+  near = [k for k in ranked if costs[id(k)] <= STATIC_SLACK * costs[id(ranked[0])]]
+  by_kind: dict[Any, list[Kernel]] = {}
+  for k in near:
+    by_kind.setdefault(k.applied_opts[-1].op if k.applied_opts else None, []).append(k)
+  first = [k for tier in itertools.zip_longest(*by_kind.values()) for k in tier if k is not None]
+  return (first + ranked[len(near):])[:cap]
 
 
 # ---- measuring candidates
@@ -316,7 +377,8 @@ class _Progress:
 def beam_search(k: Kernel, bufs: Sequence[Any] | None = None, amt: int = 2, *, evaluate: Evaluate | None = None,
                 prepare: Prepare | None = None, evaluator: EvaluatorFactory | None = None, workers: int | None = None,
                 use_cache: bool | None = None, progress: bool | None = None, max_rounds: int = MAX_ROUNDS,
-                confirm: bool = True, log: list[dict[str, Any]] | None = None) -> Kernel:
+                confirm: bool = True, log: list[dict[str, Any]] | None = None, max_candidates: int | None = None
+                ) -> Kernel:
   """Return k with the opts of the fastest kernel BEAM found (applied to k itself, so they are traced).
 
   `evaluate(x) -> seconds` times a candidate where x is `prepare(ast)` (run in worker processes when workers > 1;
@@ -326,7 +388,8 @@ def beam_search(k: Kernel, bufs: Sequence[Any] | None = None, amt: int = 2, *, e
 
   confirm=False: BEAM's winner unconfirmed and uncached, for a caller that confirms it in its schedule's sequence
   and caches the outcome (compiler.engine.confirm_schedule); a cache hit then gives BEAM's own winner. `log`: the
-  `beam` records go there instead of into the trace (record_beam).
+  `beam` records go there instead of into the trace (record_beam). `max_candidates`: a round times at most this many
+  candidates, chosen by choose_candidates (None: max_candidates_env(); 0: all).
   """
   if evaluate is None and evaluator is None:
     raise ValueError("beam_search needs evaluate= or evaluator= (compiler.engine.timed_beam_search times candidates "
@@ -336,7 +399,8 @@ def beam_search(k: Kernel, bufs: Sequence[Any] | None = None, amt: int = 2, *, e
   if k.applied_opts:
     raise ValueError(f"beam_search starts from an unoptimized kernel, this one has {k.applied_opts}")
   use_cache = cache_enabled() if use_cache is None else use_cache
-  key = cache_key(k.ast, k.target, amt)
+  cap = max_candidates_env() if max_candidates is None else max_candidates
+  key = cache_key(k.ast, k.target, amt, cap)
   if use_cache and (hit := cache_get(key)) is not None:
     opts = hit.opts if confirm else hit.beam_opts
     if opts_apply(k, opts):
@@ -348,12 +412,12 @@ def beam_search(k: Kernel, bufs: Sequence[Any] | None = None, amt: int = 2, *, e
     with untraced():  # compiling the reference kernel is not part of this kernel's story
       prepare, evaluate = evaluator(k, bufs)
     try:
-      return _search(k, amt, evaluate, prepare, workers, progress, max_rounds, save_as, confirm, log)
+      return _search(k, amt, evaluate, prepare, workers, progress, (max_rounds, cap), save_as, confirm, log)
     finally:
       close = getattr(evaluate, "close", None)
       if close is not None:
         close()
-  return _search(k, amt, evaluate, prepare, workers, progress, max_rounds, save_as, confirm, log)
+  return _search(k, amt, evaluate, prepare, workers, progress, (max_rounds, cap), save_as, confirm, log)
 
 
 def cache_enabled() -> bool:
@@ -372,24 +436,28 @@ def opts_apply(k: Kernel, opts: list[Opt]) -> bool:
 
 
 def _search(k: Kernel, amt: int, evaluate: Evaluate, prepare: Prepare | None, workers: int | None,
-            progress: bool | None, max_rounds: int, save_as: str | None, confirm: bool,
+            progress: bool | None, bounds: tuple[int, int], save_as: str | None, confirm: bool,
             log: list[dict[str, Any]] | None) -> Kernel:
   """beam_search's rounds; the confirmed result goes into the disk cache under the key save_as (unless None)."""
   workers = _default_workers() if workers is None else workers
   try:
-    return _rounds(k, amt, evaluate, prepare, workers, progress, max_rounds, save_as, confirm, log)
+    return _rounds(k, amt, evaluate, prepare, workers, progress, bounds, save_as, confirm, log)
   finally:
     release_forked_pool()
 
 
 def _rounds(k: Kernel, amt: int, evaluate: Evaluate, prepare: Prepare | None, workers: int, progress: bool | None,
-            max_rounds: int, save_as: str | None, confirm: bool, log: list[dict[str, Any]] | None) -> Kernel:
-  """The search's rounds from the kernel and its hand-coded version, then the winner confirmed against the latter."""
+            bounds: tuple[int, int], save_as: str | None, confirm: bool, log: list[dict[str, Any]] | None) -> Kernel:
+  """The search's rounds from the kernel and its hand-coded version, then the winner confirmed against the latter;
+  `bounds`: (rounds at most, candidates a round at most: 0 all)."""
+  max_rounds, max_candidates = bounds
   bar = _Progress(progress if progress is not None else True, f"{amt} {k.name}")
 
   def measure(rnd: int, cands: list[Candidate], best: float) -> None:
     bar.start(rnd, len(cands), best, compiling=prepare is not None)
     prepared = _prepare_all(cands, prepare, workers, bar)
+    if (prefetch := getattr(evaluate, "prefetch", None)) is not None:  # (builds them all before any is timed)
+      prefetch([p for c, p in zip(cands, prepared) if c.error is None])
     _time_all(cands, prepared, evaluate, bar)
 
   # round 0: the kernel as it is and its hand-coded version, so BEAM never ends slower than the heuristics
@@ -417,6 +485,8 @@ def _rounds(k: Kernel, amt: int, evaluate: Evaluate, prepare: Prepare | None, wo
           cands.append(Candidate(k2))
     if not cands:
       break
+    # (one the cap leaves out is not offered again: each round's cost stays the cap)
+    cands = [Candidate(k2) for k2 in choose_candidates([c.kernel for c in cands], max_candidates)]
     last = rnd
     measure(rnd, cands, beam[0].time)
     ranked = sorted((c for c in cands if c.error is None), key=lambda c: c.time)

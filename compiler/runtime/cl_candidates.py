@@ -5,11 +5,15 @@ its output checked against the reference kernel's.
 The runtime's half of BEAM on CL, as compiler.runtime.candidates is the LLVM one: it knows kernel ASTs and OpenCL
 programs, never the optimizer's Kernel (compiler.engine hands `ClEvaluator` to compiler.opt.search). Candidates are
 built here, not through `Device.build`: that keeps every kernel it built for the process's life, and a search
-builds hundreds that are run a few times each."""
+builds hundreds that are run a few times each. A search builds each distinct OpenCL source once (candidates whose
+opts differ may render alike), and a round's candidates in threads (`prefetch`): pyopencl lets go of the GIL while
+the device's compiler runs, and pocl's takes 0.1-2 s a kernel."""
 from __future__ import annotations
 
 import math
+import os
 import statistics
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 import numpy as np
@@ -18,6 +22,17 @@ from compiler.codegen.opencl import ClProgram, cl_program
 from compiler.runtime.candidates import CUTOFF, MAX_REPS, MIN_REPS, MIN_TIME, beam_buffers
 from compiler.runtime.opencl import BUILD_OPTIONS, Device, OpenCLError, get_device
 from compiler.uop import Ops, UOp, toposort
+
+
+def build_threads() -> int:
+  """Threads that build a round's candidates: BEAM_WORKERS if set, else the cores this process may use."""
+  env = os.environ.get("BEAM_WORKERS", "")
+  if env:
+    return max(1, int(env))
+  try:
+    return max(1, len(os.sched_getaffinity(0)))
+  except (AttributeError, OSError):
+    return os.cpu_count() or 1
 
 
 class ClEvaluator:
@@ -35,7 +50,9 @@ class ClEvaluator:
     for d, a in zip(self.dbufs, self.arrays):
       self.dev.copy_in(d, a)
     self.best = math.inf
-    self.builds = 0  # programs built (a search's cost, counted)
+    self.builds = 0  # programs built (a search's cost, counted): one per distinct source
+    self._programs: dict[UOp, ClProgram] = {}  # (rendering costs ~0.1 s a candidate: once per AST)
+    self._built: dict[str, Any] = {}  # source -> its cl.Kernel, or the OpenCLError its build raised
     self.want: list[np.ndarray] | None = None
     if check:
       prg, kernel = self._build(ast)
@@ -43,14 +60,47 @@ class ClEvaluator:
       self._launch(prg, kernel)
       self.want = [self._read(i) for i in self.outs]
 
-  def _build(self, ast: UOp) -> tuple[ClProgram, Any]:
+  def _program(self, ast: UOp) -> ClProgram:
+    if (prg := self._programs.get(ast)) is None:
+      prg = self._programs[ast] = cl_program(ast)
+    return prg
+
+  def _compile(self, prg: ClProgram) -> Any:
+    """The cl.Kernel of prg's source, or the OpenCLError its build raised (run in build threads)."""
     import pyopencl as cl  # (installed wherever a Device could be made)
-    prg = cl_program(ast)
     try:
-      kernel = cl.Kernel(cl.Program(self.dev.ctx, prg.src).build(options=list(BUILD_OPTIONS)), prg.fname)
+      return cl.Kernel(cl.Program(self.dev.ctx, prg.src).build(options=list(BUILD_OPTIONS)), prg.fname)
     except cl.Error as e:
-      raise OpenCLError(f"OpenCL build of kernel {prg.fname!r} failed: {str(e)[:500]}") from None
-    self.builds += 1
+      return OpenCLError(f"OpenCL build of kernel {prg.fname!r} failed: {str(e)[:500]}")
+
+  def prefetch(self, asts: Sequence[UOp]) -> None:
+    """Build the distinct sources of a round's candidates not built yet, in build_threads() threads, before any is
+    timed (a build beside a timed run would slow it). A candidate that fails to render is left to __call__."""
+    todo: dict[str, ClProgram] = {}
+    for ast in asts:
+      try:
+        prg = self._program(ast)
+      except Exception:  # (__call__ renders it again and the search records the error)
+        continue
+      if prg.src not in self._built:
+        todo.setdefault(prg.src, prg)
+    n = min(build_threads(), len(todo))
+    if n <= 1:
+      results = [self._compile(p) for p in todo.values()]
+    else:
+      with ThreadPoolExecutor(n) as pool:
+        results = list(pool.map(self._compile, todo.values()))
+    self._built.update(zip(todo, results))
+    self.builds += len(todo)
+
+  def _build(self, ast: UOp) -> tuple[ClProgram, Any]:
+    prg = self._program(ast)
+    if prg.src not in self._built:
+      self._built[prg.src] = self._compile(prg)
+      self.builds += 1
+    kernel = self._built[prg.src]
+    if isinstance(kernel, OpenCLError):
+      raise kernel
     return prg, kernel
 
   def _launch(self, prg: ClProgram, kernel: Any) -> float:
@@ -96,10 +146,12 @@ class ClEvaluator:
     return t
 
   def close(self) -> None:
-    """Free the device buffers."""
+    """Free the device buffers and the search's programs."""
     for d in self.dbufs:
       d.release()
     self.dbufs = []
+    self._built.clear()
+    self._programs.clear()
 
 
 __all__ = ["ClEvaluator"]

@@ -119,6 +119,10 @@ def test_results_are_cached_as_json_and_reused(tmp_path):
   # another machine or beam width is another entry
   beam_search(Kernel(ast, Target(threads=2, cpu="other")), amt=2, evaluate=cost, progress=False)
   assert len(calls) > n and len(list((tmp_path / "beam").glob("*.json"))) == 2
+  # a search with a per-round cap of candidates is another entry too (it may miss what an uncapped one finds)
+  n = len(calls)
+  beam_search(Kernel(ast, CPU), amt=2, evaluate=cost, progress=False, max_candidates=3)
+  assert len(calls) > n and len(list((tmp_path / "beam").glob("*.json"))) == 3
   # a damaged entry is ignored and rewritten
   files[0].write_text('{"version": 1, "key": "x", "opts": [["EVAL", 0, 0]]}')
   n = len(calls)
