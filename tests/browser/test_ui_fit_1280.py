@@ -189,28 +189,39 @@ def test_filter_keeps_the_selected_context_and_rewrite(new_page, bserver):
   page.locator(f"#contexts li[data-ctx='{ctx['id']}'].selected:not(.off-filter)").wait_for()
 
 
-@pytest.mark.parametrize("panel", ["kernel", "diff"])
-def test_search_placeholders_fit(new_page, bserver, panel):
+def reopen_kernel(page, srv, trace: str, name: str, panel: str):
+  """open_kernel in a new document of the same page: each panel from its own deep link, as a fresh page opens it,
+  without a browser page of its own (about a second of chromium's CPU each)."""
+  page.goto("about:blank")
+  return open_kernel(page, srv, trace, name, panel=panel)
+
+
+def test_search_placeholders_fit(new_page, bserver):
   """The default panel width leaves the toolbar tight, a wide panel tighter: the boxes keep their placeholders."""
   page = new_page(**SMALL)
-  open_kernel(page, bserver, "demo.vztrace", "r_16_4", panel=panel)
-  page.locator(f"#panel-{panel} > *").first.wait_for()
-  # the placeholder's text as the value (no input event: nothing filters): a text wider than the box scrolls it
-  fits = page.evaluate("""() => ['#filter', '#node-search'].map(sel => {
-    const el = document.querySelector(sel);
-    el.value = el.placeholder;
-    const got = [sel, el.scrollWidth, el.clientWidth];
-    el.value = '';
-    return got;
-  })""")
-  for sel, need, room in fits:
-    assert need <= room, (sel, need, room)
+  for panel in ("kernel", "diff"):
+    reopen_kernel(page, bserver, "demo.vztrace", "r_16_4", panel)
+    page.locator(f"#panel-{panel} > *").first.wait_for()
+    # the placeholder's text as the value (no input event: nothing filters): a text wider than the box scrolls it
+    fits = page.evaluate("""() => ['#filter', '#node-search'].map(sel => {
+      const el = document.querySelector(sel);
+      el.value = el.placeholder;
+      const got = [sel, el.scrollWidth, el.clientWidth];
+      el.value = '';
+      return got;
+    })""")
+    for sel, need, room in fits:
+      assert need <= room, (panel, sel, need, room)
 
 
-@pytest.mark.parametrize("panel", ["summary", "step", "diff", "kernel", "source", "runs", "timeline"])
-def test_every_panel_usable_at_1280x800(new_page, bserver, panel):
+def test_every_panel_usable_at_1280x800(new_page, bserver):
   page = new_page(**SMALL)
-  t, ctx = open_kernel(page, bserver, "demo.vztrace", "r_16_4", panel=panel)
+  for panel in ("summary", "step", "diff", "kernel", "source", "runs", "timeline"):
+    _check_panel_fits(page, bserver, panel)
+
+
+def _check_panel_fits(page, bserver, panel: str) -> None:
+  t, ctx = reopen_kernel(page, bserver, "demo.vztrace", "r_16_4", panel)
   rw = next(r for r in ctx["rewrites"] if r["name"] == "simplify")
   page.evaluate("(r) => window.__viz.selectRewrite(r)", rw["id"])
   page.locator(f"#panel-{panel} > *").first.wait_for()
@@ -231,6 +242,7 @@ def test_every_panel_usable_at_1280x800(new_page, bserver, panel):
             panelW: el.clientWidth, wide: wide.map(e => e.className || e.tagName).slice(0, 5),
             top: r('#topbar'), page: [document.documentElement.scrollWidth, innerWidth]};
   }""", panel)
+  got["panel"] = panel  # (named in every failure below)
   # the graph keeps 480px; its toolbar's controls lie inside it, above the graph, in two rows at most
   assert got["centerW"] >= 480 and got["out"] == 0 and got["tbBottom"] <= got["graphTop"] + 0.5, got
   assert got["rows"] <= 2, got
