@@ -388,11 +388,12 @@ class _Orderer:
                 up, lo = graph.gap_edges(l)
                 self._sort_layer(l, up, pos[lo], len(graph.members[l + 1]), median)
 
-    def transpose(self, rounds: int, equal_every: int = 0) -> None:
+    def transpose(self, rounds: int, equal_every: int = 0, stop_on_cycle: bool = True) -> None:
         """Swap adjacent nodes when that lowers crossings, all non-interfering pairs at once: a round has four
         phases (even/odd layers x pairs starting at even/odd positions) whose pairs share no edge. Every
         `equal_every`-th round also swaps pairs whose crossings tie, to leave plateaus. Keeps the count current
-        and the best order seen in self.best."""
+        and the best order seen in self.best; stop_on_cycle: stop once the rounds repeat (the best order and count
+        are those of the full run; the current order is then one of the cycle's)."""
         graph = self.graph
         if graph.n_nodes < 2 or rounds <= 0:
             return
@@ -403,11 +404,22 @@ class _Orderer:
         self.at[graph.lptr[graph.layer] + self.pos] = np.arange(graph.n_nodes)
         dirty = None  # None: every pair is a candidate
         since = 0     # rounds since the best count last dropped
+        tie_starts: set[bytes] = set()  # the orders tie rounds started from
         for r in range(rounds):
             _pause()
             if since >= 4 * max(equal_every, 1):
                 break  # tie rounds keep shuffling, but nothing better came of the last few of them
             eq = equal_every > 0 and r % equal_every == equal_every - 1
+            if eq:
+                # a tie round reads every pair, so the rounds from it on depend on the order alone: one that starts
+                # from an order an earlier tie round started from repeats a cycle whose counts were all noted
+                key = self.pos.tobytes()
+                if key in tie_starts and stop_on_cycle:
+                    break
+                tie_starts.add(key)
+            elif dirty is not None and not dirty.any():
+                since += 1  # a strict round with no candidate pair moves nothing (as the loop below would find)
+                continue
             moved = []
             for lp in (0, 1):
                 ent = self._round_entries(lp, None if eq else dirty)

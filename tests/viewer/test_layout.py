@@ -450,3 +450,34 @@ def test_transpose_keeps_its_crossing_count_exact(seed):
     O.transpose(6, equal_every=eq)
     assert O.count == O.crossings()
     assert O.best_c == O.crossings(O.best) <= start
+
+
+
+def test_transpose_stops_on_a_cycle_with_the_same_best():
+  """Issue 30: a tie round that starts from an order an earlier tie round started from repeats a cycle; stopping
+  there must leave the best order and count of the full run, in fewer rounds (counted by the pause hook)."""
+  from viz_server import layout as L
+  fewer = 0
+  for seed in range(8):  # dense random layers (4 x 6 nodes, 3 edges each to the next layer): many tied pairs
+    rng = random.Random(seed)
+    edges = sorted({(k * 6 + a, (k + 1) * 6 + b) for k in range(3) for a in range(6) for b in rng.sample(range(6), 3)})
+    us = np.array([s for s, _ in edges], dtype=np.int64)
+    ud = np.array([d for _, d in edges], dtype=np.int64)
+    P, pcomp = L._proper(24, L._assign_layers(24, us, ud), us, ud, np.full(24, 40.0), L._components(24, us, ud))
+    got = []
+    for stop in (True, False):
+      O = L._Orderer(P, pcomp)
+      O.best_c, O.best = L._search(O, L.STARTS)
+      O.restore()
+      rounds: list[int] = []
+      L._hook.pause = lambda r=rounds: r.append(1)
+      try:
+        O.transpose(L.FINAL_ROUNDS, equal_every=3, stop_on_cycle=stop)
+      finally:
+        L._hook.pause = None
+      got.append((O.best_c, O.best.tolist(), len(rounds)))
+    (c1, b1, r1), (c2, b2, r2) = got
+    assert (c1, b1) == (c2, b2) and c1 == O.crossings(np.array(b1))
+    assert r1 <= r2
+    fewer += r1 < r2
+  assert fewer >= 4
