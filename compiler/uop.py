@@ -204,8 +204,10 @@ def register_simplifier(fn: Callable[[UOp], UOp]) -> None:
 
 class UOp(metaclass=UOpMetaClass):
   # _mm: the cached (vmin, vmax), a slot: most nodes get their bounds asked and nothing else cached, and a __dict__
-  # for them would be one more object per node for memory and the cycle collector
-  __slots__ = ("op", "dtype", "src", "arg", "_mm", "__weakref__", "__dict__")
+  # for them would be one more object per node for memory and the cycle collector; _trace_id: the id a recording gave
+  # the node (compiler.trace.recorder.TraceIds; 0: none), a slot for the same reasons: a recording names every node
+  # (set here: a getattr with a default on an unset slot, in the recorder's walk, cost more than this costs VIZ off)
+  __slots__ = ("op", "dtype", "src", "arg", "_mm", "_trace_id", "__weakref__", "__dict__")
 
   def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None):
     object.__setattr__(self, "op", op)
@@ -213,6 +215,7 @@ class UOp(metaclass=UOpMetaClass):
     object.__setattr__(self, "src", tuple(src))
     object.__setattr__(self, "arg", arg)
     object.__setattr__(self, "_mm", None)
+    object.__setattr__(self, "_trace_id", 0)
 
   def __setattr__(self, name, value):
     raise AttributeError("UOp is immutable")

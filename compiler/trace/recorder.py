@@ -30,7 +30,10 @@ _RULE_INFO: dict = {}  # Rule -> its pattern record fields
 
 # ---- trace ids
 
-_RECORDINGS = itertools.count()  # numbers TraceIds' keys in the nodes' __dict__: one key a recording
+_RECORDINGS = itertools.count(1)  # numbers the recordings: a recording's ids in the nodes' _trace_id slot are its own
+_ID_BITS = 40  # a node's _trace_id: (the recording's number << _ID_BITS) + its id in that recording
+_SET_TRACE_ID = UOp._trace_id.__set__  # (UOp's __setattr__ refuses every field: it is immutable but for this one)
+_OP_INT = list(range(max(Ops) + 1))  # an op (an IntEnum, which the cycle collector tracks) -> plain int
 
 
 class TraceIds:
@@ -48,10 +51,10 @@ class TraceIds:
   live as long as the recording, and a key of objects would be scanned again at every full collection.
 
   Finding a key needs the sources' ids, so a node named before is found by identity instead, in O(1): its id is kept
-  in its own __dict__ under `attr`, a key of this recording's only (another recording's id there is not this one's),
-  and dies with it. (A table by id() needed a weak reference a node, an object the cycle collector tracked while the
-  node lived, and a callback run when it died. A node that outlives the recording keeps an int under a key no one
-  asks again.)"""
+  in its own `_trace_id` slot, as `base` + the id, where `base` is this recording's number shifted past any id
+  (another recording's id there, or 0, is not in [base, top): the node is then found by its key). A slot rather than
+  an entry in the node's __dict__: that was one dict more per named node (memory, and an allocation), and a lookup
+  by a method call; a table by id() needed a weak reference a node, an object the cycle collector tracked."""
 
   def __init__(self, add: Callable[[tuple], None]) -> None:
     self.keys: dict[tuple, int] = {}  # every node named so far, by structure
@@ -59,45 +62,21 @@ class TraceIds:
     self._dtype_numbers: dict[DType, int] = {}  # by equality (a dtype hashes in Python: asked once per object)
     self._dtype_by_id: dict[int, int] = {}  # by identity (every dtype object seen is kept alive in `_seen`)
     self._seen: list[DType] = []
-    self.attr = sys.intern(f"_vz_tid{next(_RECORDINGS)}")  # a named node's __dict__ key of its id
+    self.base = next(_RECORDINGS) << _ID_BITS  # a named node's _trace_id is base + its id
+    self.top = self.base + (1 << _ID_BITS)
     self.add = add
 
   def get(self, u: UOp) -> int | None:
     """u's id if u was named."""
-    return u.__dict__.get(self.attr)
+    v = u._trace_id
+    return v - self.base if self.base <= v < self.top else None
 
   def id_of(self, u: UOp) -> int:
     """The id of u, giving u and every node below it without one an id (sources first)."""
-    attr = self.attr
-    tid = u.__dict__.get(attr)
-    if tid is not None:
-      return tid
-    try:  # the usual case: a node made by a rewrite, over nodes it named already
-      src = [s.__dict__[attr] for s in u.src]
-    except KeyError:
-      return self._name_below(u)
-    return self._name(u, src)
-
-  def _name(self, u: UOp, src: list[int]) -> int:
-    """The id of u, whose sources have the ids src: an equal node's, or a new one."""
-    dtype = u.dtype
-    d = self._dtype_by_id.get(id(dtype))
-    if d is None:
-      d = self._dtype_number(dtype)
-    arg = u.arg
-    t = type(arg)  # cons_key, inlined for the args it leaves as they are
-    if arg is None or t is int or t is tuple:
-      key = (int(u.op), d, arg, None, *src)
-    else:  # (cons_key adds one field at most: a float's sign, a bool's type)
-      more = cons_key(u.op, dtype, (), arg)[4:]
-      key = (int(u.op), d, arg, more[0] if more else None, *src)
-    keys = self.keys
-    new = len(keys)  # ids are dense: the next one is the number of keys
-    tid = keys.setdefault(key, new)
-    if tid == new:
-      self.add(key)
-    u.__dict__[self.attr] = tid
-    return tid
+    v = u._trace_id
+    if self.base <= v < self.top:
+      return v - self.base
+    return self._name_below(u)
 
   def _dtype_number(self, dtype: DType) -> int:
     d = self._dtype_numbers.setdefault(dtype, len(self.dtypes))
@@ -109,24 +88,43 @@ class TraceIds:
 
   def _name_below(self, root: UOp) -> int:
     """Name root and the nodes below it without an id, each after its sources, in the order of a depth-first walk
-    over sources in order; with a stack of (node, its sources still to look at, the ids of those looked at), since a
-    graph may be far deeper than the recursion limit. (A node is never on the stack twice: that would be a cycle.)"""
-    attr = self.attr
-    stack = [(root, iter(root.src), [])]
-    while True:
-      x, todo, src = stack[-1]
-      for s in todo:
-        tid = s.__dict__.get(attr)
-        if tid is None:
-          stack.append((s, iter(s.src), []))
+    over sources in order: a node met with a source not named yet goes back on the stack with all such sources above
+    it (the first on top), and is named when it is met again, its sources then named. Iterative, since a graph may be
+    far deeper than the recursion limit. The id of an equal node named before (its key), else a new one."""
+    base, top, keys, add, dtype_by_id, op_int = self.base, self.top, self.keys, self.add, self._dtype_by_id, _OP_INT
+    stack = [root]
+    while stack:
+      x = stack[-1]
+      if base <= x._trace_id < top:  # on the stack twice (a source of two nodes): named the first time
+        stack.pop()
+        continue
+      src = []
+      for s in x.src:
+        v = s._trace_id
+        if base <= v < top:
+          src.append(v - base)
+        else:
+          stack.extend([y for y in reversed(x.src) if not base <= y._trace_id < top])
           break
-        src.append(tid)
       else:
         stack.pop()
-        tid = self._name(x, src)
-        if not stack:
-          return tid
-        stack[-1][2].append(tid)
+        dtype = x.dtype
+        d = dtype_by_id.get(id(dtype))
+        if d is None:
+          d = self._dtype_number(dtype)
+        arg = x.arg
+        t = type(arg)  # cons_key, inlined for the args it leaves as they are
+        if arg is None or t is int or t is tuple:
+          key = (op_int[x.op], d, arg, None, *src)
+        else:  # (cons_key adds one field at most: a float's sign, a bool's type)
+          more = cons_key(x.op, dtype, (), arg)[4:]
+          key = (op_int[x.op], d, arg, more[0] if more else None, *src)
+        new = len(keys)  # ids are dense: the next one is the number of keys
+        tid = keys.setdefault(key, new)
+        if tid == new:
+          add(key)
+        _SET_TRACE_ID(x, base + tid)
+    return root._trace_id - base
 
   def close(self) -> None:
     """Recording ended: nothing to drop (the ids live in the nodes, and go with them)."""
@@ -416,7 +414,7 @@ class Recorder:
     self.pattern_ids: dict[Any, int] = {}
     self._queue = self.writer.tail = RecordQueue(self.writer.lock)
     self.ids = self._queue.ids
-    self._attr = self.ids.attr  # the fast path of match(): TraceIds.id_of's first lookup, inlined
+    self._base, self._top = self.ids.base, self.ids.top  # the fast path of match(): TraceIds.id_of's, inlined
     self._matches = self._queue.matches
     self.ctx_stack: list[int] = [0]
     self.next_ctx = 1
@@ -495,13 +493,11 @@ class Recorder:
     return rid
 
   def match(self, rw: int, rule: Any, before: UOp, after: UOp, dt_ns: int) -> None:
-    attr = self._attr
-    b = before.__dict__.get(attr)
-    if b is None:
-      b = self.ids.id_of(before)
-    a = after.__dict__.get(attr)
-    if a is None:
-      a = self.ids.id_of(after)
+    base, top = self._base, self._top
+    b = before._trace_id
+    b = b - base if base <= b < top else self.ids._name_below(before)
+    a = after._trace_id
+    a = a - base if base <= a < top else self.ids._name_below(after)
     p = self.pattern_ids.get(rule)
     if p is None:
       p = self.pattern_id(rule)

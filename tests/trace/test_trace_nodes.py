@@ -227,3 +227,25 @@ def test_an_ended_trace_lets_go_of_its_table():
     assert table() is None
   finally:
     gc.enable()
+
+
+def test_a_named_node_keeps_its_id_in_a_slot_and_two_recordings_keep_their_own():
+  a = UOp.variable(f"slot{next(_fresh)}", 0, 9)
+  x = (a + 3) * a
+  nodes = x.toposort()
+  def dicts() -> list[bool]:  # which nodes have a __dict__ (a shared node, the constant, may have one from elsewhere)
+    return [dict in map(type, gc.get_referents(u)) for u in nodes]
+  had = dicts()
+  assert not all(had)
+  rows1: list[tuple] = []
+  first = TraceIds(rows1.append)
+  assert first.id_of(x) == len(nodes) - 1
+  # no per-node object holds the id: a __dict__ made for it was one more allocation and object per named node
+  assert dicts() == had
+  want = [first.get(u) for u in nodes]
+  second = TraceIds([].append)
+  second.id_of(next(u for u in nodes if u.op is Ops.CONST))  # named first here: the slots now hold other ids
+  second.id_of(x)
+  assert sorted(second.get(u) for u in nodes) == sorted(want) and [second.get(u) for u in nodes] != want
+  assert [first.get(u) for u in nodes] == [None] * len(nodes)  # another recording's id is not the first's
+  assert [first.id_of(u) for u in nodes] == want and len(rows1) == len(nodes)  # found again by structure
