@@ -55,7 +55,13 @@ class DType:
       raise ValueError(f"can't make a vector of the vector type {self}")
     if n == 1 or self == dtypes.void:
       return self
-    return _interned(DType(self.priority, self.itemsize * n, f"{self.name}x{n}", None, n, self))
+    vecs = self.__dict__.get("_vecs")  # (codegen asks for the same few vectors of every lane group)
+    if vecs is None:
+      vecs = self.__dict__["_vecs"] = {}
+    got = vecs.get(n)
+    if got is None:
+      got = vecs[n] = _interned(DType(self.priority, self.itemsize * n, f"{self.name}x{n}", None, n, self))
+    return got
 
   def scalar(self) -> DType:
     return self._scalar if self._scalar is not None else self

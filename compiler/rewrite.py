@@ -135,6 +135,12 @@ class UPat:
     if kind == 1:
       yield from _match_seq(pats, u.src[:n], store)
       return
+    if n == 2:  # (commutative ALUs): permutations(range(2)) without its machinery; no swap of a node with itself
+      a, b = u.src[0], u.src[1]
+      yield from _match_seq(pats, (a, b), store)
+      if a is not b:
+        yield from _match_seq(pats, (b, a), store)
+      return
     seen: set[tuple] = set()
     for perm in itertools.permutations(range(n)):
       srcs = tuple(u.src[i] for i in perm)
@@ -199,6 +205,9 @@ def _match_seq(pats: tuple[UPat, ...], srcs: tuple[UOp, ...], store: Captures) -
   if n == 0:
     yield store
     return
+  for p, s in zip(pats, srcs):  # a source of the wrong op fails every assignment: say so before any generator
+    if p.op is not None and s.op not in p.op:
+      return
   stack = [pats[0].match(srcs[0], store)]
   while stack:
     st = next(stack[-1], None)
@@ -223,7 +232,7 @@ class Rule:
   """One (UPat, function) pair, with what the trace needs to show it: its name, file:line and source. `optional`: the
   program stays valid when a match of it is skipped (a simplification, a fold, index math; not a required lowering),
   so SKIP_MATCHES numbers its matches and may skip them."""
-  __slots__ = ("pat", "fn", "takes_ctx", "index", "given_name", "matcher", "_name", "optional")
+  __slots__ = ("pat", "fn", "takes_ctx", "index", "given_name", "matcher", "_name", "optional", "node_cap")
 
   def __init__(self, pat: UPat, fn: Callable, index: int, name: str | None = None, matcher: str | None = None,
                optional: bool = False):
@@ -234,6 +243,11 @@ class Rule:
     except (TypeError, ValueError):
       params = {}
     self.takes_ctx = "ctx" in params
+    # a pattern of an op and dtype alone (most rules: "ALU u", "SINK sink") matches every node PatternMatcher.rules_for
+    # gives its rule, once: graph_rewrite's untraced path calls it without matching. Its capture name ("" for none),
+    # None for any other pattern
+    simple = type(pat) is UPat and pat.src_kind == 0 and pat.arg is None and pat.custom is None
+    self.node_cap = (pat.name or "") if simple else None
 
   @property
   def location(self) -> tuple[str, int]:
@@ -310,6 +324,11 @@ def _renamed(rules: list[Rule], matcher: str | None) -> list[Rule]:
   return [Rule(r.pat, r.fn, i, r.name, matcher, r.optional) for i, r in enumerate(rules)]
 
 
+def _admits_dtype(pat: UPat, dtype: DType) -> bool:
+  """False only where pat surely fails on a node of this dtype (UPat.match's first check of the node's dtype)."""
+  return pat.dtype is None or dtype in pat.dtype or dtype.scalar() in pat.dtype
+
+
 def _admits_src0(pat: UPat, src0_op: Ops | None) -> bool:
   """False only where pat surely fails on a node whose first source has op src0_op (None: a node with no sources)."""
   if pat.src_kind != 1 or not pat.src:  # a permutation, a repeated pattern or no sources: no first source to check
@@ -342,16 +361,20 @@ class PatternMatcher:
     if self.wildcard:  # keep rule order: wildcard rules interleave with the op-indexed ones
       for op in list(self.pdict):
         self.pdict[op] = sorted(set(self.pdict[op]) | set(self.wildcard), key=self.rules.index)
-    # (op, first source's op) -> the rules of pdict that can match such a node, in order: a matcher whose rules share
-    # their root op (the "gradient" markers) is otherwise tried rule by rule on every node
+    # (op, dtype, first source's op) -> the rules of pdict that can match such a node, in order: a matcher whose rules
+    # share their root op (the "gradient" markers) is otherwise tried rule by rule on every node, and an int-only pass
+    # (index fold) on every float node
     self._by_src0: dict[tuple, tuple[Rule, ...]] = {}
+    # a matcher with no rule on a dtype keys None for it (a DType's hash is Python code)
+    self._by_dtype = any(r.pat.dtype is not None for r in self.rules)
 
   def rules_for(self, u: UOp) -> tuple[Rule, ...]:
-    """The rules that may match u, in order: those of u's op whose pattern admits u's first source's op."""
-    key = (u.op, u.src[0].op if u.src else None)
+    """The rules that may match u, in order: those of u's op whose pattern admits u's dtype and first source's op."""
+    key = (u.op, u.dtype if self._by_dtype else None, u.src[0].op if u.src else None)
     got = self._by_src0.get(key)
     if got is None:
-      got = self._by_src0[key] = tuple(r for r in self.pdict.get(u.op, self.wildcard) if _admits_src0(r.pat, key[1]))
+      got = self._by_src0[key] = tuple(r for r in self.pdict.get(u.op, self.wildcard)
+                                       if _admits_dtype(r.pat, u.dtype) and _admits_src0(r.pat, key[2]))
     return got
 
   def __add__(self, other: PatternMatcher) -> PatternMatcher:
@@ -502,9 +525,12 @@ class _Rewriter:
   def _apply(self, u: UOp) -> tuple[UOp | None, Rule | None]:
     rec = self.rec
     if rec is None:  # the hot path when not recording: no clock, no bookkeeping
-      ctx = self.ctx
-      for rule in self.pm.rules_for(u):
-        for caps in rule.pat.match(u, {}):
+      ctx, pm = self.ctx, self.pm
+      # (rules_for's lookup, inlined)
+      rules = pm._by_src0.get((u.op, u.dtype if pm._by_dtype else None, u.src[0].op if u.src else None))
+      for rule in rules if rules is not None else pm.rules_for(u):
+        cap = rule.node_cap
+        for caps in rule.pat.match(u, {}) if cap is None else ({cap: u} if cap else {},):
           ret = rule.fn(ctx=ctx, **caps) if rule.takes_ctx else rule.fn(**caps)
           if ret is not None and ret is not u:
             if SWITCHES is not None and SWITCHES.rule_off(rule, self):  # (a match's one check when no switch is on)
@@ -540,13 +566,13 @@ class _Rewriter:
     return ret, rule
 
   def _fixed_point(self, u: UOp) -> UOp:
+    new, rule = self._apply(u)
+    if new is None:  # most nodes match nothing: no chain to follow, nothing to allocate
+      return u
     seen: set[UOp] = {u}
     rules: list[Rule] = []
     first, limit = u, MAX_CHAIN
     while True:
-      new, rule = self._apply(u)
-      if new is None:
-        return u
       rules = [*rules[-7:], rule]
       if new in seen:
         self._loop(rules, u)
@@ -557,6 +583,9 @@ class _Rewriter:
           self._loop(rules, u)
       seen.add(new)
       u = new
+      new, rule = self._apply(u)
+      if new is None:
+        return u
 
   def _loop(self, rules: list, u: UOp) -> None:
     names = ", ".join(dict.fromkeys(f"{r.name!r} ({_loc(r)})" for r in rules[-8:]))
@@ -582,13 +611,17 @@ class _Rewriter:
         in_progress.add(n)
         if not bottom_up:
           new_n = self._fixed_point(new_n)
+          if not new_n.src:  # a leaf: final now (what stage 1 would find, without the round trip)
+            replace[n] = replace[new_n] = new_n
+            in_progress.discard(n)
+            continue
         stack.append((n, 1, new_n, chain))
         for s in reversed(new_n.src):
           if s not in replace:
             stack.append((s, 0, s, 0))
       elif stage == 1:
         src = new_n.src
-        new_src = tuple([replace[s] for s in src])
+        new_src = tuple(map(replace.__getitem__, src))
         if new_src == src:  # UOp has no __eq__: element identity, compared in C
           if bottom_up:
             new, rule = self._apply(new_n)
@@ -601,7 +634,7 @@ class _Rewriter:
           replace[n] = replace[new_n] = new_n  # a final node is its own result: never walk it again
           in_progress.discard(n)
         else:
-          rebuilt = new_n.replace(src=new_src)
+          rebuilt = UOp(new_n.op, new_n.dtype, new_src, new_n.arg)  # (new_n.replace(src=...), without its kwargs)
           if chain > MAX_CHAIN:
             self._loop([self.last_rule] if self.last_rule is not None else [], new_n)
           stack.append((n, 2, rebuilt, chain))

@@ -385,10 +385,16 @@ class UOp(metaclass=UOpMetaClass):
 # ---- bounds (vmin/vmax), iterative so deep graphs don't recurse
 
 def _bounds(root: UOp) -> tuple[Any, Any]:
+  if all(s._mm is not None for s in root.src):  # (a node rebuilt over known sources, the rewrites' usual case)
+    object.__setattr__(root, "_mm", _bounds_one(root))
+    return root._mm
   for u in toposort(root, gate=lambda x: x._mm is None):
     if u._mm is None:
       object.__setattr__(u, "_mm", _bounds_one(u))
   return root._mm
+
+
+_RANGES: dict[DType, tuple[Any, Any]] = {}  # a scalar dtype's (min, max), asked for every node's bounds
 
 
 def _bounds_one(u: UOp) -> tuple[Any, Any]:
@@ -401,7 +407,10 @@ def _bounds_one(u: UOp) -> tuple[Any, Any]:
     return (0, u.src[0].vmax - 1)
   if u.op is Ops.BIND:
     return u.src[0].vmin, u.src[0].vmax
-  lo, hi = dtypes.min(dt), dtypes.max(dt)
+  rng = _RANGES.get(dt)
+  if rng is None:
+    rng = _RANGES[dt] = (dtypes.min(dt), dtypes.max(dt))
+  lo, hi = rng
   if dt == dtypes.bool and u.op in GroupOp.Comparison:
     a, b = u.src
     if a.dtype.scalar() == dtypes.bool or not (dtypes.is_int(a.dtype) or a.dtype == dtypes.bool):

@@ -104,7 +104,7 @@ def expand_node(x: UOp) -> UOp:
   """A node with UNROLL sources: one copy per lane of their axes, each reading its lane of every source."""
   axes = _union(x.src)
   per_src = [_lanes_over(s, axes) for s in x.src]
-  return _unroll([x.replace(src=srcs) for srcs in zip(*per_src)], axes)
+  return _unroll([UOp(x.op, x.dtype, srcs, x.arg) for srcs in zip(*per_src)], axes)  # (x.replace, without kwargs)
 
 
 def chain(op: Ops, vals: list[UOp]) -> UOp:
@@ -143,7 +143,10 @@ def sink_lanes(sink: UOp) -> UOp:
 
 
 def _has_unroll(u: UOp) -> bool:
-  return any(s.op is Ops.UNROLL for s in u.src)
+  for s in u.src:  # (a loop, not any() over a generator: asked of every node the expander walks)
+    if s.op is Ops.UNROLL:
+      return True
+  return False
 
 
 def merge_unroll(x: UOp) -> UOp:

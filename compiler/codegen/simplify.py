@@ -70,11 +70,12 @@ _int = tuple(dtypes.ints) + (dtypes.bool,)
 # the few folds codegen needs after expansion (the full `symbolic` runs once before it), sharing symbolic's rules
 pm_index_fold = PatternMatcher([
   (UPat(tuple(GroupOp.ALU), dtype=_int, src=UPat(Ops.CONST), name="u"), fold_alu),
-  (UPat.var("x", _int) + UPat.const(None, 0).named("c"), add_zero),
-  (UPat.var("x", _int) * UPat.const(None, 1), mul_one),
-  (UPat.var("x", dtypes.ints) // UPat.const(None, 1), div_one),
+  # (the root's dtype is its operand's, said on the root too: the matcher then skips the rules on every float node)
+  (UPat(Ops.ADD, _int, [UPat.var("x", _int), UPat.const(None, 0).named("c")]), add_zero),
+  (UPat(Ops.MUL, _int, [UPat.var("x", _int), UPat.const(None, 1)]), mul_one),
+  (UPat(Ops.IDIV, dtypes.ints, (UPat.var("x", dtypes.ints), UPat.const(None, 1))), div_one),
   (UPat(Ops.WHERE, src=(UPat.cvar("c", dtypes.bool), UPat.var("t"), UPat.var("f"))), where_const),
-  (UPat.var("x", dtypes.ints) % UPat.cvar("d"), mod_small),
+  (UPat(Ops.MOD, dtypes.ints, (UPat.var("x", dtypes.ints), UPat.cvar("d"))), mod_small),
   (UPat((Ops.IDIV, Ops.MOD), dtype=dtypes.ints, src=(UPat.var(), UPat(Ops.CONST)), name="x"), _fold_divmod),
   (UPat(tuple(GroupOp.ALU), dtype=_int, name="u"), fold_by_bounds),
 ], name="index fold", optional=True)

@@ -53,7 +53,7 @@ def test_tuple_src_is_ordered_and_list_src_tries_permutations():
   perm = UPat(Ops.ADD, src=[UPat.var("v"), UPat.cvar("k")])
   assert matches(perm, 1 + x) == [{"v": x, "k": c(1)}]
   anyorder = UPat(Ops.ADD, src=[UPat.var("a"), UPat.var("b")])
-  assert len(matches(anyorder, x + y)) == 2  # both assignments are offered to the rule
+  assert matches(anyorder, x + y) == [{"a": x, "b": y}, {"a": y, "b": x}]  # both assignments, in source order first
   assert len(matches(anyorder, x + x)) == 1  # identical permutations are tried once
   assert matches(UPat(Ops.ADD, src=(UPat(),)), x + y) == []  # length must match
 

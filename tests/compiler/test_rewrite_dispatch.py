@@ -1,5 +1,5 @@
 """PatternMatcher.rules_for, the rules graph_rewrite tries on a node: every rule that matches the node is among them,
-in the matcher's order (the first source's op only ever rules out patterns that cannot match)."""
+in the matcher's order (the node's dtype and its first source's op only ever rule out patterns that cannot match)."""
 from __future__ import annotations
 
 import itertools
@@ -12,11 +12,15 @@ from compiler.uop import Ops, UOp
 
 c1, c2 = UOp.const(dtypes.int32, 1), UOp.const(dtypes.int32, 2)
 r = UOp.range(4, 0)
+f1 = UOp.const(dtypes.float32, 1.0)
+f2 = UOp(Ops.VECTORIZE, dtypes.float32.vec(2), (f1, f1))
 LEAVES = [c1, c2, r, -r]
 # nodes of every op here over every pair (and single, and no) sources: first sources of each op, and none
 NODES = [*LEAVES, UOp(Ops.SINK, dtypes.void, ()), *(UOp(Ops.SINK, dtypes.void, (a,)) for a in LEAVES),
          *(UOp(op, dtypes.int32, (a, b)) for op in (Ops.ADD, Ops.MUL) for a, b in itertools.product(LEAVES, repeat=2)),
-         *(UOp(Ops.SINK, dtypes.void, (a, b, c1)) for a, b in itertools.product(LEAVES, repeat=2))]
+         *(UOp(Ops.SINK, dtypes.void, (a, b, c1)) for a, b in itertools.product(LEAVES, repeat=2)),
+         # float nodes, scalar and vector, beside the int ones: the root's dtype rules patterns out too
+         f1, UOp(Ops.ADD, dtypes.float32, (f1, f1)), UOp(Ops.ADD, dtypes.float32.vec(2), (f2,) * 2)]
 
 PATTERNS = [
   UPat(Ops.ADD, src=(UPat(Ops.CONST), UPat())),                          # ordered
@@ -30,6 +34,9 @@ PATTERNS = [
   UPat(Ops.SINK, src=()),                                                # no sources at all
   UPat(Ops.MUL, src=(UPat(Ops.NEG, src=(UPat(Ops.RANGE),)), UPat.var("y"))),
   UPat(Ops.MUL, src=(UPat.var("x"), UPat.var("x"))),                     # the same node twice
+  UPat(Ops.ADD, dtype=dtypes.ints, src=[UPat.var("x"), UPat(Ops.CONST)]),  # int roots only
+  UPat(Ops.ADD, dtype=dtypes.float32),                                   # float roots, a vector's by its scalar
+  UPat((Ops.ADD, Ops.CONST), dtype=(dtypes.float32, dtypes.int32)),
 ]
 
 
@@ -53,6 +60,15 @@ def test_rules_that_cannot_match_are_left_out():
   names = {rule.index for rule in pm.rules_for(add_c)}
   assert 2 not in names and {0, 1, 3, 4, 5} <= names  # NEG-or-RANGE first: not for a CONST first
   assert 0 not in {rule.index for rule in pm.rules_for(add_r)}
+
+
+def test_a_root_dtype_leaves_its_rule_out_of_other_dtypes_nodes():
+  pm = _pm()
+  int_add, float_add = UOp(Ops.ADD, dtypes.int32, (r, c1)), UOp(Ops.ADD, dtypes.float32, (f1, f1))
+  assert {11, 13} <= {rule.index for rule in pm.rules_for(int_add)} and 12 not in {
+    rule.index for rule in pm.rules_for(int_add)}
+  assert {12, 13} <= {rule.index for rule in pm.rules_for(float_add)} and 11 not in {
+    rule.index for rule in pm.rules_for(float_add)}
 
 
 def test_graph_rewrite_picks_the_first_rule_that_returns_a_node():
