@@ -114,26 +114,74 @@ class Rows:
       dy = abs(ry - y) - h / 2 - VPAD
       near.append((dy, self.rows[ry]))
     wmax = self.wmax
-    right = start
     first = start - pad - wmax  # a box that starts further left ends before start's blocked span
-    merged = heapq.merge(*(_spans(row, bisect.bisect_left(row, (first,)), len(row), dy) for dy, row in near))
-    for left_edge, right_edge in merged:
-      if left_edge - pad >= right:
-        break
-      if right_edge + pad > right:
-        right = right_edge + pad + 1e-9  # the boundary itself is free
+    if len(near) == 1:  # the common case (one row within reach): walk its list, no merge
+      dy, row = near[0]
+      right = _right_in(row, bisect.bisect_left(row, (first,)), dy, pad, start)
+    else:
+      right = _right_past(heapq.merge(*(_spans(row, bisect.bisect_left(row, (first,)), len(row), dy)
+                                        for dy, row in near)), pad, start)
     if target < lo:
       return right
-    left = target
-    rev = heapq.merge(*(_spans(row, bisect.bisect_left(row, (target + pad,)), 0, dy) for dy, row in near))
-    for neg_left, right_edge in rev:
-      if -neg_left + wmax + pad <= left:  # no box starting here or further left can reach left
-        break
-      if right_edge + pad > left and -neg_left - pad < left:
-        left = -neg_left - pad - 1e-9
-        if left < lo or target - left >= right - target:
-          return right
+    if len(near) == 1:
+      left = _left_in(row, bisect.bisect_left(row, (target + pad,)), dy, pad, wmax, target, lo, right)
+    else:
+      left = _left_past(heapq.merge(*(_spans(row, bisect.bisect_left(row, (target + pad,)), 0, dy)
+                                      for dy, row in near)), pad, wmax, target, lo, right)
     return left if left >= lo and target - left < right - target else right
+
+
+def _right_past(spans: Iterable[tuple[float, float]], pad: float, right: float) -> float:
+  """The first free center x from right on, over the spans (left, right) ordered by left edge."""
+  for left_edge, right_edge in spans:
+    if left_edge - pad >= right:
+      break
+    if right_edge + pad > right:
+      right = right_edge + pad + 1e-9  # the boundary itself is free
+  return right
+
+
+def _right_in(row: list[Box], i: int, dy: float, pad: float, right: float) -> float:
+  """_right_past over one row's boxes from i on that reach a box dy away (the loop inlined: it is the hot one)."""
+  for j in range(i, len(row)):
+    b = row[j]
+    if dy < b[2]:
+      if b[0] - pad >= right:
+        break
+      if b[1] + pad > right:
+        right = b[1] + pad + 1e-9
+  return right
+
+
+def _left_past(spans: Iterable[tuple[float, float]], pad: float, wmax: float, left: float, lo: float,
+               right: float) -> float:
+  """The first free center x from left leftwards, over the spans (-left, right) ordered by left edge descending;
+  stops early (returning a value the caller rejects) once that x is below lo or no nearer than right."""
+  target = left
+  for neg_left, right_edge in spans:
+    if -neg_left + wmax + pad <= left:  # no box starting here or further left can reach left
+      break
+    if right_edge + pad > left and -neg_left - pad < left:
+      left = -neg_left - pad - 1e-9
+      if left < lo or target - left >= right - target:
+        return left
+  return left
+
+
+def _left_in(row: list[Box], i: int, dy: float, pad: float, wmax: float, left: float, lo: float,
+             right: float) -> float:
+  """_left_past over one row's boxes before i, that reach a box dy away, right to left."""
+  target = left
+  for j in range(i - 1, -1, -1):
+    b = row[j]
+    if dy < b[2]:
+      if b[0] + wmax + pad <= left:
+        break
+      if b[1] + pad > left and b[0] - pad < left:
+        left = b[0] - pad - 1e-9
+        if left < lo or target - left >= right - target:
+          return left
+  return left
 
 def _spans(row: list[Box], i: int, stop: int, dy: float) -> Iterator[tuple[float, float]]:
   """(left, right) of the boxes of a row that reach a box dy away vertically: from i on rightwards (stop = the row's
@@ -209,7 +257,7 @@ def derive(base: Layout, rows: Rows, bands: Bands, new: list[int], removed: Iter
   pos, layer, edges = dict(base.pos), dict(base.layer), dict(base.edges)
   rows, bands = rows.copy(), bands.copy()
   _drop_removed(removed, pos, layer, edges, rows, src, size)
-  order = sorted(new, key=lambda n: (level(n), n))
+  order = sorted(sorted(new), key=level)  # by (level, id), the key built once per node
   reserved = _hold_old_places(order, old_of, base, rows, size)
   goal = _goals(order, _new_users(order, src), reserved)
   width, height = _place_new(order, base, old_of, reserved, goal, pos, layer, rows, bands, src, size)
@@ -263,19 +311,24 @@ def _goals(order: list[int], users: dict[int, list[int]], reserved: dict[int, tu
   n -> (y limit, depth, places)."""
   goal: dict[int, tuple[float, int, list[tuple[float, float]]]] = {}
   for n in reversed(order):
-    lim, depth, places = float("inf"), 0, []
-    for u in users.get(n, ()):
+    lim, depth = float("inf"), 0
+    places: dict[tuple[float, float], None] = {}  # the first MAX_PLACES distinct, in order (a node of many users
+    for u in users.get(n, ()):  # would otherwise gather and dedupe MAX_PLACES places per user)
       if u in reserved:
         p = reserved[u]
-        places.append(p)
+        if len(places) < MAX_PLACES:
+          places[p] = None
         lim = min(lim, p[1])
       elif u in goal:
         ulim, udepth, uplaces = goal[u]
         if ulim < float("inf"):
-          places.extend(uplaces)
+          for p in uplaces:
+            if len(places) >= MAX_PLACES:
+              break
+            places[p] = None
           lim = min(lim, ulim)
           depth = max(depth, udepth + 1)
-    goal[n] = (lim, depth, list(dict.fromkeys(places))[:MAX_PLACES])
+    goal[n] = (lim, depth, list(places))
   return goal
 
 
@@ -288,7 +341,7 @@ def _place_new(order: list[int], base: Layout, old_of: dict[int, int], reserved:
   for n in order:
     w, h = size(n)
     srcs = src(n)
-    above = max((pos[s][1] for s in srcs), default=-1e9)
+    above = max([pos[s][1] for s in srcs]) if srcs else -1e9
     held = reserved.pop(n, None)
     if held is not None:
       o = old_of[n]
@@ -315,12 +368,14 @@ def _place_new(order: list[int], base: Layout, old_of: dict[int, int], reserved:
 def _route_new(order: list[int], base: Layout, old_of: dict[int, int], pos: dict, edges: dict,
                src: Callable[[int], tuple[int, ...]]) -> None:
   """The in-edges of the new nodes: the old version's route where both ends are where they were, else straight."""
+  route, old = base.edges.get, old_of.get  # bound once: this loop runs once per edge of every new node
   for d in order:
-    od = old_of.get(d, d)
+    od = old(d, d)
     pd = pos[d]
-    for s in dict.fromkeys(src(d)):  # a source used twice has one route
+    srcs = src(d)
+    for s in (dict.fromkeys(srcs) if len(srcs) > 1 else srcs):  # a source used twice has one route
       ps = pos[s]
-      pts = base.edges.get((old_of.get(s, s), od))
+      pts = route((old(s, s), od))
       edges[(s, d)] = pts if pts is not None and pts[0] == ps and pts[-1] == pd else (ps, pd)
 
 
