@@ -3,7 +3,7 @@ re-layout key, the minimap of a graph too big to read at fit, and a kernel's ind
 from __future__ import annotations
 
 import pytest
-from support.browser import Server, open_page, wait_graph
+from support.browser import Server, open_page, open_rewrite, wait_graph
 from support.server_helpers import recording
 
 from compiler import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
@@ -113,11 +113,7 @@ def _index_groups(g: dict) -> dict[int, int]:
 
 
 def test_index_groups_fold_and_open_and_the_minimap_moves_the_view(page, kserver):
-  t = kserver.trace_id("kernel")
-  ctx = next(c for c in kserver.api(f"/api/traces/{t}/contexts") if c["rewrites"])
-  rw = ctx["rewrites"][0]
-  open_page(page, kserver, f"#t={t}&c={ctx['id']}&r={rw['id']}&s=0")
-  wait_graph(page, t, rw["id"], 0)
+  t, rw = open_rewrite(page, kserver, "kernel")
   g0 = kserver.api(f"/api/traces/{t}/rewrites/{rw['id']}/graph?step=0")
   want = _index_groups(g0)
   assert len(want) == GROUPS  # (the store's INDEX is the RANGE's too)

@@ -2,7 +2,7 @@
 time so each delta applies to what is on screen, and emptying the graph stops an update still in flight."""
 from __future__ import annotations
 
-from support.browser import graph_ids, open_page, wait_graph
+from support.browser import graph_ids, open_rewrite, wait_graph
 
 # a page-side gate on /delta requests: window.__gate.open() lets the held ones (and later ones) through
 GATE_DELTAS = """async () => {
@@ -20,17 +20,8 @@ GATE_DELTAS = """async () => {
 }"""
 
 
-def _open(page, server):
-  t = server.trace_id("demo.vztrace")
-  kernel = next(c for c in server.api(f"/api/traces/{t}/contexts") if c["name"] == "E_32")
-  rw = next(r for r in kernel["rewrites"] if r["name"] == "simplify")
-  open_page(page, server, f"#t={t}&c={kernel['id']}&r={rw['id']}&s=0")
-  wait_graph(page, t, rw["id"], 0)
-  return t, rw
-
-
 def test_steps_asked_in_a_burst_end_on_the_last_one(page, server):
-  t, rw = _open(page, server)
+  t, rw = open_rewrite(page, server, "demo.vztrace", "E_32", "simplify")
   n = rw["matches"]
   assert n >= 4
   page.evaluate(GATE_DELTAS)
@@ -46,7 +37,7 @@ def test_steps_asked_in_a_burst_end_on_the_last_one(page, server):
 
 
 def test_emptying_the_graph_stops_the_update_in_flight(page, server):
-  t, rw = _open(page, server)
+  t, rw = open_rewrite(page, server, "demo.vztrace", "E_32", "simplify")
   page.evaluate(GATE_DELTAS)
   page.evaluate("() => { window.__stepping = window.__viz.setStep(1); }")
   assert page.evaluate("() => window.__gate.asked") == 1

@@ -4,7 +4,7 @@ refits whenever its box changes so no box is cut at its edge."""
 from __future__ import annotations
 
 import pytest
-from support.browser import open_page, shot, state, wait_graph
+from support.browser import open_rewrite, shot, state
 
 SMALL = {"width": 1280, "height": 800}
 WIDTHS = """() => ({panel: document.querySelector('#panels').getBoundingClientRect().width,
@@ -18,23 +18,13 @@ def page_1280(new_page):
   return new_page(**SMALL)
 
 
-def open_rewrite(page, server, panel: str) -> tuple[int, dict]:
-  """The demo's r_16_4 `simplify` rewrite at step 1, with `panel` open; -> (trace id, the rewrite)."""
-  t = server.trace_id("demo.vztrace")
-  ctx = next(c for c in server.api(f"/api/traces/{t}/contexts") if c["name"] == "r_16_4")
-  rw = next(r for r in ctx["rewrites"] if r["name"] == "simplify")
-  open_page(page, server, f"#t={t}&c={ctx['id']}&r={rw['id']}&s=1&p={panel}")
-  wait_graph(page, t, rw["id"], 1)
-  return t, rw
-
-
 def widths(page) -> dict:
   return page.evaluate(WIDTHS)
 
 
 def test_a_dragged_width_is_the_panels_own_and_outlives_a_reload(page_1280, server):
   page = page_1280
-  open_rewrite(page, server, "step")
+  open_rewrite(page, server, "demo.vztrace", "r_16_4", "simplify", step=1, panel="step")
   w0 = widths(page)
   box = page.locator("#split-right").bounding_box()
   x, y = box["x"] + box["width"] / 2, box["y"] + 200
@@ -60,7 +50,7 @@ def test_a_dragged_width_is_the_panels_own_and_outlives_a_reload(page_1280, serv
 
 def test_the_keyboard_resizes_without_stepping_and_enter_resets(page_1280, server):
   page = page_1280
-  open_rewrite(page, server, "step")
+  open_rewrite(page, server, "demo.vztrace", "r_16_4", "simplify", step=1, panel="step")
   w0 = widths(page)
   step0 = state(page)["step"]
   page.focus("#split-right")
@@ -81,7 +71,7 @@ def test_the_keyboard_resizes_without_stepping_and_enter_resets(page_1280, serve
 
 def test_the_graph_refits_when_a_wide_panel_opens(page_1280, server):
   page = page_1280
-  open_rewrite(page, server, "step")
+  open_rewrite(page, server, "demo.vztrace", "r_16_4", "simplify", step=1, panel="step")
   before = page.evaluate("() => ({...window.__viz.graph.view})")
   page.keyboard.press("6")  # the timeline: a wide panel, the graph narrower
   # the graph's canvas has taken its new width, and a frame has passed since (the refit comes with the resize)

@@ -133,6 +133,20 @@ def open_page(page, server, hash_: str = "") -> None:
   page.evaluate("() => window.__viz.ready")
 
 
+def open_rewrite(page, server, trace: str, ctx: str | None = None, rewrite: str | None = None, step: int = 0,
+                 panel: str | None = None) -> tuple[int, dict]:
+  """Open the UI on a rewrite of a served trace at `step` (with `panel` open) and wait for its graph; -> (trace id,
+  the rewrite). ctx / rewrite: the context's and the rewrite's names (None: the first context with a rewrite, its
+  first rewrite)."""
+  t = server.trace_id(trace)
+  ctxs = server.api(f"/api/traces/{t}/contexts")
+  c = next(c for c in ctxs if (c["name"] == ctx if ctx is not None else c["rewrites"]))
+  rw = next(r for r in c["rewrites"] if rewrite is None or r["name"] == rewrite)
+  open_page(page, server, f"#t={t}&c={c['id']}&r={rw['id']}&s={step}" + (f"&p={panel}" if panel else ""))
+  wait_graph(page, t, rw["id"], step)
+  return t, rw
+
+
 def norm_graph(g: dict) -> dict:
   """A graph or delta answer with its lists in a canonical order (the shim builds them in another order)."""
   out = dict(g)
