@@ -71,7 +71,7 @@ def test_neighbours_are_asked_after_the_first_graph_is_painted(new_page, server)
   asked = page.evaluate("() => performance.getEntriesByType('resource').filter((e) => e.name.includes('/delta?'))"
                         ".map((e) => [new URL(e.name).search, e.startTime])")
   painted = page.evaluate("() => window.__viz.perf.firstGraphMs")
-  assert {q for q, _ in asked} >= {"?from=2&to=1&compact=1", "?from=2&to=3&compact=1"}
+  assert {q for q, _ in asked} >= {"?from=2&to=1&compact=2", "?from=2&to=3&compact=2"}
   assert all(start >= painted for _, start in asked), (asked, painted)
 
 

@@ -12,7 +12,9 @@ def test_source_panel_shows_highlighted_opencl_and_kernel_panel_the_sizes(page, 
   k = next(k for k in server.api(f"/api/traces/{t}/kernels") if k["name"].startswith("r_"))
   body = server.api(f"/api/traces/{t}/contexts/{k['ctx']}/kernel")
   src = next(s for s in body["sources"] if s["kind"] == "opencl")
-  sizes = f"global [{', '.join(map(str, body['launch']['global']))}] local (the driver's)"
+  local = body["launch"]["local"]  # (the GPU heuristics give a matmul a work-group; None: the driver picks one)
+  sizes = f"global [{', '.join(map(str, body['launch']['global']))}] local " + \
+    (f"[{', '.join(map(str, local))}]" if local else "(the driver's)")
 
   open_page(page, server, f"#t={t}&c={k['ctx']}&p=source")
   tab = page.locator("#panel-source .subtabs button[data-kind='opencl']")

@@ -17,6 +17,11 @@ def no_injection(page):
   assert page.evaluate(handlers) is False
 
 
+# a panel has drawn its answer: it has content and no loading state
+PANEL_DRAWN = """(p) => { const el = document.querySelector(`#panel-${p}`), st = el && el.querySelector('[data-state]');
+  return !!el && el.children.length > 0 && !(st && st.dataset.state === 'loading'); }"""
+
+
 def test_payloads_render_as_text(page, server):
   t = server.trace_id("evil.vztrace")
   ctxs = server.api(f"/api/traces/{t}/contexts")
@@ -48,7 +53,7 @@ def test_payloads_render_as_text(page, server):
   page.click(f"#contexts li[data-ctx='{kernel['id']}']")
   for panel in ("kernel", "source", "runs", "timeline", "diff"):
     page.click(f"#panel-tabs [data-panel={panel}]")
-    page.wait_for_timeout(150)
+    page.wait_for_function(PANEL_DRAWN, arg=panel)  # (what it draws is what is checked)
     no_injection(page)
   page.click("#panel-tabs [data-panel=source]")
   page.locator("#panel-source pre.source").wait_for()
@@ -60,11 +65,15 @@ def test_payloads_render_as_text(page, server):
   # the timeline draws names on its canvas; its tooltip shows the payload as text
   page.click("#panel-tabs [data-panel=timeline]")
   find = "() => window.__viz.timelinePanel.hits.find((h) => h.kind === 'pass' && h.name.startsWith('pass '))"
-  page.wait_for_function(find)
-  hit = page.evaluate(find)
-  box = page.locator("#panel-timeline canvas").bounding_box()
-  page.mouse.move(box["x"] + (hit["x0"] + hit["x1"]) / 2, box["y"] + (hit["y0"] + hit["y1"]) / 2)
-  page.locator("#panel-timeline .timeline-tip").wait_for()
+  tip = page.locator("#panel-timeline .timeline-tip")
+  for _ in range(20):  # the canvas grows to the panel's height once it shows: point at the span where it is now
+    page.wait_for_function(find)
+    hit = page.evaluate(find)
+    box = page.locator("#panel-timeline canvas").bounding_box()
+    page.mouse.move(box["x"] + (hit["x0"] + hit["x1"]) / 2, box["y"] + (hit["y0"] + hit["y1"]) / 2)
+    if tip.is_visible() and page.evaluate(find) == hit:
+      break
+  tip.wait_for()
   assert f"pass {tracegen.XSS}" in page.locator("#panel-timeline .timeline-tip").inner_text()
   no_injection(page)
   shot(page, "security-panels")
