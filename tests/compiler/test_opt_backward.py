@@ -152,6 +152,12 @@ def igrad_ast(n: int, ci: int, hw: int, ks: int, co: int) -> UOp:
   return sink(out.store((g * w).reduce(o)), name="igrad")
 
 
+def store_upcasts(k) -> list[tuple[int, int]]:
+  """(size, stride in the first store's index) of each UPCAST axis: the register tile as the store sees it."""
+  return [(s, axis_stride(k.stores[0].src[0].src[1], r)) for s, r in zip(k.full_shape, k.rngs)
+          if r.arg[1] is AxisType.UPCAST]
+
+
 @pytest.mark.parametrize("tname", TARGETS)
 def test_strided_store_columns_take_every_row_that_fits(tname: str):
   # the store's unit stride (j, 3 long) has no vector; g's rows along x are: a line of columns there, then rows along
@@ -161,8 +167,7 @@ def test_strided_store_columns_take_every_row_that_fits(tname: str):
   ast = igrad_ast(2, 8, 32, 3, 16)
   k = hand_coded_optimizations(Kernel(ast, target))
   vec, regs = target.vector_floats, target.vector_regs
-  ups = [(s, axis_stride(k.stores[0].src[0].src[1], r)) for s, r in zip(k.full_shape, k.rngs)
-         if r.arg[1] is AxisType.UPCAST]
+  ups = store_upcasts(k)
   assert ups[0] == (16, 9), k.applied_opts  # the columns: x, stored with stride 3 x 3
   rows = math.prod(s for s, _ in ups[1:])
   assert {st for _, st in ups[1:]} <= {1, 3, 32 * 32 * 9} and rows * (16 // vec) <= regs - 16 // vec - 1
@@ -183,8 +188,7 @@ def test_a_window_of_short_contiguous_axes_is_the_column_tile(tname: str):
   ast = igrad_ast(2, 8, 20, 5, 16)
   k = hand_coded_optimizations(Kernel(ast, target))
   vec, regs = target.vector_floats, target.vector_regs
-  ups = [(s, axis_stride(k.stores[0].src[0].src[1], r)) for s, r in zip(k.full_shape, k.rngs)
-         if r.arg[1] is AxisType.UPCAST]
+  ups = store_upcasts(k)
   cols = -(-25 // vec)
   rows = [s for s, st in ups if st == 20 * 20 * 25]  # along c
   assert sorted(u for u in ups if u[1] in (1, 5)) == [(5, 1), (5, 5)] and len(ups) == 2 + len(rows), k.applied_opts
