@@ -731,7 +731,7 @@ async function main() {
     // it (its module's compile must not land between the first graph and its frame); on connecting, it asks for the
     // trace list again, so nothing that happened meanwhile is missed
     afterPaint(() => startLive({onTraces: onTraceList, onEvent: onLiveEvent, onMode: (m) => put($("#live-mode"), m),
-      forcePoll}));
+      isLive: () => currentTrace()?.status === "live", forcePoll}));
   }
 }
 

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from support.browser import ROOT, open_page, shot
 from support.proc_helpers import open_gate, stop_writer
 from werkzeug.serving import make_server
@@ -33,7 +34,7 @@ def test_live_kernel_appears(page, server, mode):
     page.wait_for_selector("#contexts li[title*='live_kernel_0']", timeout=60_000)
     open_gate(proc)
     # the last kernel's context shows up in the sidebar, and its run in the runs panel
-    page.wait_for_selector("#contexts li[title*='live_kernel_2']", timeout=60_000)
+    wait_live_row(page, server, t, proc, "live_kernel_2")
     proc.wait(120)
     page.wait_for_function("() => document.querySelector('#trace-status').textContent === 'ended'", timeout=60_000)
     assert page.evaluate("() => window.__sameDocument") is True
@@ -44,6 +45,55 @@ def test_live_kernel_appears(page, server, mode):
     shot(page, f"live-{mode.replace('.', '')}")
   finally:
     stop_writer(proc)
+
+
+def test_live_view_catches_up_when_socketio_events_are_lost(page, server):
+  """A websocket that stays open but delivers no event (its pings still pass, so socket.io never reconnects): the page
+  asks the trace list now and then while the trace is live, and shows what no event told it of."""
+  dropped = []
+
+  def drop_events(ws):
+    to_server = ws.connect_to_server()  # the page's messages go through as they are
+
+    def to_page(msg):
+      if isinstance(msg, str) and msg.startswith("42"):  # a socket.io event (engine.io message 4, socket.io event 2)
+        dropped.append(msg)
+      else:
+        ws.send(msg)
+    to_server.on_message(to_page)
+
+  page.route_web_socket("**/socket.io/**", drop_events)
+  path = server.dir / "live-lost-events.vztrace"
+  proc = subprocess.Popen([sys.executable, str(WRITER), "live", str(path), "3", "-"], cwd=ROOT, stdin=subprocess.PIPE)
+  try:
+    t = server.trace_id(path.name)
+    open_page(page, server, f"#t={t}")
+    page.wait_for_function("() => document.querySelector('#live-mode').textContent === 'socket.io'")
+    page.wait_for_selector("#contexts li[title*='live_kernel_0']", timeout=60_000)
+    open_gate(proc)
+    wait_live_row(page, server, t, proc, "live_kernel_2")
+    proc.wait(120)
+    page.wait_for_function("() => document.querySelector('#trace-status').textContent === 'ended'", timeout=60_000)
+    assert dropped  # the events were sent, and none of them reached the page
+    assert page.evaluate("() => document.querySelector('#live-mode').textContent") == "socket.io"
+  finally:
+    stop_writer(proc)
+
+
+def wait_live_row(page, server, t: int, proc: subprocess.Popen, name: str) -> None:
+  """Wait for the sidebar row of context `name`; if it never comes, fail with what each side had (the server's entry
+  and contexts, the writer's exit code, the page's contexts and live mode), to tell a record never read from an
+  update never asked for."""
+  try:
+    page.wait_for_selector(f"#contexts li[title*='{name}']", timeout=60_000)
+  except PlaywrightTimeout:
+    entry = next((e for e in server.api("/api/traces") if e["id"] == t), None)
+    served = [c["name"] for c in server.api(f"/api/traces/{t}/contexts")]
+    shown = page.evaluate("() => [window.__viz.data.contexts.map((c) => c.name), "
+                          "document.querySelector('#live-mode').textContent, window.__viz.state.trace]")
+    log = server.log_tail()
+    raise AssertionError(f"{name} not shown: writer exit {proc.poll()}; server entry {entry}; server contexts "
+                         f"{served}; page contexts, live mode, trace {shown}; server log: {log}") from None
 
 
 def test_damaged_trace_banner(page, server):

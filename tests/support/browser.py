@@ -62,6 +62,11 @@ class Server:
         self.serving.set()
     self.serving.set()
 
+  def log_tail(self, chars: int = 2000) -> str:
+    """The end of the viewer's output so far (for a failing test's message)."""
+    self.log.flush()
+    return Path(self.log.name).read_text(errors="replace")[-chars:]
+
   def api(self, path: str):
     return get_json(self.url + path)
 
