@@ -164,13 +164,16 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, IndexingMixin, NnMixi
     return buf if arr.ndim == 1 else UOp(Ops.RESHAPE, dt, (buf,), tuple(arr.shape))
 
   @staticmethod
-  def from_numpy(arr: np.ndarray, dtype: Any = None) -> Tensor:
+  def from_numpy(arr: np.ndarray, dtype: Any = None, device: str | None = None) -> Tensor:
     """A tensor that reads arr's own memory (no copy) where kernels can: a C-contiguous, aligned array of the
     tensor's dtype (default: arr's). Later changes to arr show in the tensor, as with torch.from_numpy; the tensor
-    never writes arr (an assign gives it memory of its own first). Any other array is copied, as by Tensor(arr)."""
+    never writes arr (an assign gives it memory of its own first). Any other array is copied, as by Tensor(arr).
+    On `device` (None: the default one, `DEV`) as Tensor(arr, device=): off the CPU, a COPY of that memory."""
     if not isinstance(arr, np.ndarray):
       raise TypeError(f"Tensor.from_numpy: needs a numpy array, got {type(arr).__name__}")
-    return Tensor(Tensor._from_np(arr, to_dtype(dtype) or to_dtype(arr.dtype), share=True))
+    t = Tensor(Tensor._from_np(arr, to_dtype(dtype) or to_dtype(arr.dtype), share=True))
+    t._place(device)
+    return t
 
   # ---- properties
   @property
@@ -238,11 +241,13 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, IndexingMixin, NnMixi
 
   @staticmethod
   def _oracle_realize(uops: list[UOp]) -> dict[UOp, UOp]:
-    """ORACLE=1's realize (compiler.oracle): each output's value into a buffer of its own, then the in-place writes
-    (every value read the buffers as they were before them, as a schedule does); the map output -> buffer view."""
+    """ORACLE=1's realize (compiler.oracle): each output's value into a buffer of its own on its device, then the
+    in-place writes (every value read the buffers as they were before them, as a schedule does); the map output ->
+    buffer view."""
     values, writes = oracle.evaluate(uops, _realized)
-    becomes = {u: UOp(Ops.RESHAPE, u.dtype, (new_buffer_uop(u.dtype, v.size, np.ascontiguousarray(v).ravel()),),
-                      shape_of(u)) for u, v in zip(uops, values)}
+    becomes = {u: UOp(Ops.RESHAPE, u.dtype, (new_buffer_uop(u.dtype, v.size, np.ascontiguousarray(v).ravel(),
+                                                             device=device_of(u) or default_device()),), shape_of(u))
+               for u, v in zip(uops, values)}
     written = {oracle.write(target, v) for target, v in writes}
     if written:
       forget_overwritten(_realized, written)
