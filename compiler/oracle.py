@@ -4,7 +4,9 @@ No rule of the compiler touches it (the interpreter backend runs after the sched
 it the same wrong answer): `ORACLE=1` makes `Tensor.realize` compute values here, and `python -m compiler.trace
 bisect` compares a script's values under it with the compiled ones. Each op is computed in its node's own dtype with
 the kernel contract's semantics (C division, IEEE maximum, saturating float -> int casts: the interpreter's ALU
-functions), so values agree within the dtype's tolerance.
+functions), so values agree within the dtype's tolerance. A COPY is a copy of its source's value, and each result
+lands in a buffer on its node's device (`Tensor._oracle_realize`), so an ORACLE run of a CL program holds and reads
+back its values where the compiled run would.
 """
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ from compiler.runtime.buffer import buffer_of
 from compiler.runtime.interpreter import ALU, REDUCE, _cast
 from compiler.uop import Ops, UOp, toposort
 
-# ops whose value is their first source's (a device copy, a marker for the scheduler or for autograd)
-_SAME = {Ops.CONTIGUOUS, Ops.DETACH, Ops.COPY}
+# ops whose value is their first source's (a marker for the scheduler or for autograd); a COPY's is a copy of it
+_SAME = {Ops.CONTIGUOUS, Ops.DETACH}
 
 
 class OracleError(NotImplementedError):
@@ -86,6 +88,8 @@ def _eval(u: UOp, memo: dict[UOp, np.ndarray], writes: list[tuple[UOp, np.ndarra
     return np.ascontiguousarray(src[0]).view(u.dtype.np)
   if op in _SAME:
     return src[0]
+  if op is Ops.COPY:  # (the value on another device: a buffer of its own there, compiler.device.device_of says which)
+    return np.array(src[0], copy=True)
   if op is Ops.ASSIGN:
     value = np.broadcast_to(src[1], src[0].shape).astype(u.dtype.np)
     writes.append((u.src[0], value))
@@ -106,6 +110,11 @@ def write(target: UOp, value: np.ndarray) -> UOp:
     raise OracleError(f"ASSIGN to a {target.op} view that reads no buffer")
   idx = _view_indices(target, base, np.arange(base.arg[1], dtype=np.int64))
   buf = buffer_of(base)
+  if buf.device != "CPU":  # (a device buffer's memory is the device's: read back, written, copied in again)
+    arr = buf.copyout()
+    arr[idx.ravel()] = np.broadcast_to(value, idx.shape).ravel()
+    buf.copyin(arr)
+    return base
   buf.prepare_write(False)  # (arrays handed out by .numpy() keep their values)
   buf.np[idx.ravel()] = np.broadcast_to(value, idx.shape).ravel()
   return base
