@@ -16,7 +16,7 @@ MAX_POINTS = 20_000  # step points served; past this each of MAX_POINTS // 2 tim
 _profiles: weakref.WeakKeyDictionary[Trace, tuple[int, dict[str, MemoryProfile]]] = weakref.WeakKeyDictionary()
 
 
-def _by_device(tr: Trace) -> dict[str, MemoryProfile]:
+def device_profiles(tr: Trace) -> dict[str, MemoryProfile]:
   """Each device's profile (the CPU's always; at most MAX_DEVICES others, the first named): one pass over events."""
   n = len(tr.mem_events)
   got = _profiles.get(tr)
@@ -31,13 +31,13 @@ def _by_device(tr: Trace) -> dict[str, MemoryProfile]:
 
 def device_lanes(tr: Trace, t0: float | None) -> list[dict[str, Any]]:
   """The lanes of the devices other than the CPU (memory_lane's each, with its `device`), by name."""
-  return [{"device": dev, **memory_lane(tr, t0, dev)} for dev in sorted(_by_device(tr)) if dev != "CPU"]
+  return [{"device": dev, **memory_lane(tr, t0, dev)} for dev in sorted(device_profiles(tr)) if dev != "CPU"]
 
 
 def memory_lane(tr: Trace, t0: float | None, device: str = "CPU") -> dict[str, Any]:
   """A device's lane for GET /timeline (call under the store's lock): step points (seconds since t0, bytes in use
   after each event), the peak and counts. `t0` None (no timed context): times are left out."""
-  prof = _by_device(tr).get(device) or MemoryProfile([])
+  prof = device_profiles(tr).get(device) or MemoryProfile([])
   out = prof.summary()
   base = t0 if t0 is not None else (prof.ts[0] if prof.ts else 0.0)
   ts, used = _thin(prof.ts, prof.used)

@@ -2,9 +2,10 @@
 which ui.perfetto.dev and chrome://tracing open.
 
 The spans are the viewer's timeline (viz_server/timeline.py: contexts, the graph_rewrite passes inside them, LLVM
-compiles and kernel runs) and the memory line is vztrace.memory's fold, each step a counter value; nothing is derived
-again here. The traced process is one process whose main thread holds the contexts with their passes and compiles,
-nested as the program ran them; the device is a second process holding the kernel runs and the bytes in use.
+compiles and kernel runs) and the memory lines are vztrace.memory's folds, one per device as the timeline's memory
+lanes (viz_server/memory.py), each step a counter value; nothing is derived again here. The traced process is one
+process whose main thread holds the contexts with their passes and compiles, nested as the program ran them; the
+devices are a second process holding the kernel runs and one counter track of bytes in use per device.
 
 Events are written as they are made (`X` complete events, `M` metadata naming every process and thread, `C` counter
 events), so the file is never built in memory: cost O(spans log spans) to order the spans of a lane (timsort: O(n) on
@@ -24,6 +25,7 @@ from typing import IO, Any, Iterable
 from viz_server.export import ExportError
 from viz_server.export.collect import kept_contexts, kept_timeline
 from viz_server.export.redact import Redactor, redact_path
+from viz_server.memory import device_profiles
 from viz_server.store import Trace, TraceStore
 from viz_server.timeline import timeline
 from vztrace.memory import MemoryProfile
@@ -36,7 +38,7 @@ MAX_TRACKS = 16  # threads per lane: a span overlapping others without nesting t
 # the main thread's spans are fitted within this, the runs' never (their durations are the measured ones)
 ROUND_NS = 1000
 MAX_NS = 1 << 53  # the latest time written (104 days: doubles of microseconds stay exact); past it a span is left out
-MEMORY = "memory in use"
+MEMORY = "memory in use"  # a device's counter track: "memory in use on CPU" (memory_track)
 CTX, COMPILE, PASS = 0, 1, 2  # span kinds of the main thread, in the order a parent comes before a child at one time
 
 
@@ -162,11 +164,17 @@ def _spans(tl: dict, clock: _Clock) -> tuple[list, list, int]:
   return main, runs, skipped
 
 
-def _processes(out: _Writer, meta: dict | None, redact: Iterable[str]) -> None:
-  """Name the two processes and order them: the traced program first, then its device."""
+def memory_track(device: str) -> str:
+  """The name of a device's counter track of bytes in use."""
+  return f"{MEMORY} on {device}"
+
+
+def _processes(out: _Writer, meta: dict | None, redact: Iterable[str], devices: list[str]) -> None:
+  """Name the two processes and order them: the traced program first, then its devices."""
   out.event({"name": "process_name", "ph": "M", "pid": HOST_PID, "tid": 0,
              "args": {"name": process_name(meta, redact)}})
-  out.event({"name": "process_name", "ph": "M", "pid": DEVICE_PID, "tid": 0, "args": {"name": "device: CPU"}})
+  out.event({"name": "process_name", "ph": "M", "pid": DEVICE_PID, "tid": 0,
+             "args": {"name": f"device{'s' if len(devices) > 1 else ''}: {', '.join(devices)}"}})
   for pid in (HOST_PID, DEVICE_PID):
     out.event({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
   out.named.update({(HOST_PID, 0), (DEVICE_PID, 0)})
@@ -180,10 +188,12 @@ def write(tr: Trace, f: IO[str], names: list[str] | None = None, redact: Iterabl
   if names:
     _, keep = kept_contexts([{"id": c.id, "name": c.name, "parent": c.parent} for c in tr.contexts.values()], names)
     tl = kept_timeline(tl, keep)
-  prof = MemoryProfile(tr.mem_events)
-  t0 = tl["t0"] if tl["t0"] is not None else (prof.ts[0] if prof.ts else 0.0)
+  profs = device_profiles(tr)
+  devices = ["CPU"] + sorted(d for d in profs if d != "CPU")  # (the CPU's first: the process's name and order)
+  first = min((p.ts[0] for p in profs.values() if p.ts), default=None)  # (each in time order: its first is earliest)
+  t0 = tl["t0"] if tl["t0"] is not None else (first if first is not None else 0.0)
   rw = tl["rewrites"]
-  mem_t = [t - t0 for t in prof.ts[:1]]  # (in time order: the first is the earliest)
+  mem_t = [] if first is None else [first - t0]
   clock = _Clock([c["start"] for c in tl["contexts"]] + rw["start"] + [x["start"] for x in tl["compiles"]]
                  + [r["start"] for r in tl["runs"]] + mem_t)
   main, runs, skipped = _spans(tl, clock)
@@ -208,24 +218,27 @@ def write(tr: Trace, f: IO[str], names: list[str] | None = None, redact: Iterabl
 
   f.write('{"traceEvents":[')
   out = _Writer(f)
-  _processes(out, tr.meta, redact)
+  _processes(out, tr.meta, redact, devices)
   got_main = _lane(out, main, HOST_PID, 1, "main thread: contexts, passes, LLVM compiles", ROUND_NS, main_event)
   del main
   got_runs = _lane(out, runs, DEVICE_PID, 1 + MAX_TRACKS, "kernel runs", 0, run_event)
   del runs
   points = 0
-  for ts, used in zip(prof.ts, prof.used):
-    t = clock.ns(ts - t0)
-    if t is None:
-      skipped += 1
-      continue
-    out.event({"name": MEMORY, "ph": "C", "ts": t / 1000, "pid": DEVICE_PID, "args": {"bytes": used}})
-    points += 1
+  for dev in devices:  # one counter track per device (a trace names at most memory.MAX_DEVICES others)
+    prof, track = profs.get(dev) or MemoryProfile([]), memory_track(dev)
+    for ts, used in zip(prof.ts, prof.used):
+      t = clock.ns(ts - t0)
+      if t is None:
+        skipped += 1
+        continue
+      out.event({"name": track, "ph": "C", "ts": t / 1000, "pid": DEVICE_PID, "args": {"bytes": used}})
+      points += 1
+  peaks = {dev: (profs.get(dev) or MemoryProfile([])).summary()["peak"]["bytes"] for dev in devices}
   counts = {"events": out.n, "spans": got_main["spans"] + got_runs["spans"], "runs": got_runs["spans"],
             "memory_points": points, "skipped": skipped, "clipped": got_main["clipped"] + got_runs["clipped"],
-            "threads": got_main["threads"] + got_runs["threads"], "peak_bytes": prof.summary()["peak"]["bytes"]}
+            "threads": got_main["threads"] + got_runs["threads"], "peak_bytes": peaks["CPU"], "peaks": peaks}
   other = {"source": "tinyviz", "trace": tr.name, "status": tr.status, "damage": tr.damage,
-           "zero_s": t0 + clock.zero if tl["t0"] is not None or prof.ts else None, **counts}
+           "zero_s": t0 + clock.zero if tl["t0"] is not None or first is not None else None, **counts}
   f.write("\n]," + json.dumps({"otherData": other}, separators=(",", ":"), allow_nan=False)[1:] + "\n")
   return {**counts, "status": tr.status, "damage": tr.damage, "ended": tr.ended}
 

@@ -1,7 +1,8 @@
 """`export TRACE --perfetto -o run.json` (viz_server/perfetto.py): a recorded program's timeline as Chrome trace-event
 JSON. Checked against the trace itself: the format Perfetto and chrome://tracing read, nesting as the viewer's
-timeline (viz_server/timeline.py) nests, every kernel run once with its time, the memory counter as vztrace.memory
-folds the file's mem records; hostile traces cost events bounded by their records; the CLI's exit codes."""
+timeline (viz_server/timeline.py) nests, every kernel run once with its time, one memory counter per device as
+vztrace.memory folds the file's mem records; hostile traces cost events bounded by their records; the CLI's exit
+codes."""
 from __future__ import annotations
 
 import json
@@ -206,11 +207,35 @@ def test_the_memory_counter_is_vztrace_memorys_fold_of_the_files_mem_records(rea
   prof = MemoryProfile(mem)
   assert prof.allocs >= 5 and prof.frees >= 2 and not prof.skipped
   evs = [e for e in real["doc"]["traceEvents"] if e["ph"] == "C"]
-  assert {e["name"] for e in evs} == {perfetto.MEMORY} and {e["pid"] for e in evs} == {perfetto.DEVICE_PID}
+  assert {e["name"] for e in evs} == {perfetto.memory_track("CPU")}
+  assert {e["pid"] for e in evs} == {perfetto.DEVICE_PID}
   assert [e["args"]["bytes"] for e in evs] == prof.used
   zero = real["doc"]["otherData"]["zero_s"]
   assert all(abs(e["ts"] - (t - zero) * 1e6) < 1 for e, t in zip(evs, prof.ts))
   assert real["doc"]["otherData"]["peak_bytes"] == prof.summary()["peak"]["bytes"] == max(prof.used)
+
+
+def test_each_device_has_its_own_memory_counter_track_as_the_timelines_lanes(tmp_path):
+  """CPU and CL buffers interleaved in time: one counter track per device (never one sum of both), each the same fold
+  as the viewer's lane of that device (viz_server/memory.py), and the process named after both devices."""
+  t = 1.7e9
+  recs = [ht.meta(), {**ht.ctx(0), "ts": t}, ht.mem("alloc", 1, 100, ts=t + 1), ht.mem("alloc", 2, 40, ts=t + 2,
+          device="CL"), ht.mem("alloc", 3, 10, ts=t + 3), ht.mem("free", 2, 40, ts=t + 4, device="CL"),
+          ht.mem("free", 1, 100, ts=t + 5), {"t": "ctx_end", "id": 0, "ts": t + 6}, ht.END]
+  trace = ht.write(tmp_path / "d.vztrace", [recs])
+  doc, got = export(trace, tmp_path / "d.json")
+  evs = check_format(doc)
+  tracks: dict[str, list[int]] = {}
+  for e in evs:
+    if e["ph"] == "C":
+      tracks.setdefault(e["name"], []).append(e["args"]["bytes"])
+  assert tracks == {perfetto.memory_track("CPU"): [100, 110, 10], perfetto.memory_track("CL"): [40, 0]}
+  with OfflineApi(trace) as api:
+    tl = api.trace_get("timeline")
+  assert [m["device"] for m in tl["memory_devices"]] == ["CL"] and tl["memory_devices"][0]["bytes"] == [40, 0]
+  assert tl["memory"]["bytes"] == tracks[perfetto.memory_track("CPU")]
+  assert got["peaks"] == {"CPU": 110, "CL": 40} and got["peak_bytes"] == 110 and got["memory_points"] == 5
+  assert any(e["name"] == "process_name" and e["args"]["name"] == "devices: CPU, CL" for e in evs)
 
 
 def test_context_filter_keeps_a_kernel_with_its_passes_compile_and_run(real, tmp_path):
