@@ -14,11 +14,15 @@ with -cl-fp32-correctly-rounded-divide-sqrt by compiler/runtime/opencl.py), so n
 MAX on floats is IEEE 754-2019 maximum (`maximum_*`: NaN propagates, +0.0 above -0.0), not fmax; float -> int casts
 saturate (convert_T_sat: NaN -> 0); signed ints wrap (computed unsigned: C leaves signed overflow undefined);
 division by zero gives 0, INT_MIN / -1 wraps and shifts by the width or more give 0 (or the sign), as the LLVM
-backend guards them. Half is a storage type (vload_half / vstore_half_rte): a half value is held in a float and
-every op of halves rounded to half once (`rh`), as llvmir.py computes a half op (the correctly rounded half result
-for + - * / sqrt, the float32 transcendental rounded once for the others), so a device without cl_khr_fp16 (pocl on
-a CPU) gives the same halves. The transcendentals are OpenCL's builtins (exp2, log2, sin, pow), checked against
-float64 numpy within the LLVM backend's error (tests/compiler/test_opencl_values.py).
+backend guards them. Without cl_khr_fp16 (pocl on a CPU) half is a storage type (vload_half / vstore_half_rte): a
+half value is held in a float and every op of halves rounded to half once (`rh`), as llvmir.py computes a half op
+(the correctly rounded half result for + - * / sqrt, the float32 transcendental rounded once for the others). With
+it (`fp16`: the device's cl_khr_fp16 and half rounding to nearest, with denormals, inf and nan) half values are
+`half`/`halfN` under `#pragma OPENCL EXTENSION cl_khr_fp16 : enable`: loads and stores plain, + - * / computed in
+half (correctly rounded there: the same value), a MULACC a half product then a half sum, compares, max, neg and
+trunc exact, and everything else (sqrt, the transcendentals, casts in) in float, `convert_half_rte`'d once. The
+transcendentals are OpenCL's builtins (exp2, log2, sin, pow), checked against float64 numpy within the LLVM
+backend's error (tests/compiler/test_opencl_values.py).
 
 Vectors (upcasts): OpenCL's vector types (floatN, intN; N of 2, 3, 4, 8, 16, a count in between padded to the next
 with zero lanes), bool vectors as ucharN of 0/1; loads and stores of them are vloadN / vstoreN. Float + - * / and
@@ -77,14 +81,16 @@ def pad_width(n: int) -> int:
   raise ValueError(f"OpenCL has no vector of {n} lanes (at most 16)")
 
 
-def ctype(dt: DType) -> str:
-  """The OpenCL C type a value of dt is held in (a vector's lanes padded to OpenCL's widths)."""
+def ctype(dt: DType, fp16: bool = False) -> str:
+  """The OpenCL C type a value of dt is held in (a vector's lanes padded to OpenCL's widths); a half's is `half`
+  with fp16 (cl_khr_fp16's arithmetic), else float."""
   s = dt.scalar()
   if s not in _CTYPE:
     raise TypeError(f"dtype {dt} has no OpenCL type")
+  t = "half" if fp16 and s == dtypes.float16 else _CTYPE[s]
   if dt.count == 1:
-    return _CTYPE[s]
-  return f"{'uchar' if s == dtypes.bool else _CTYPE[s]}{pad_width(dt.count)}"
+    return t
+  return f"{'uchar' if s == dtypes.bool else t}{pad_width(dt.count)}"
 
 
 def mem_ctype(dt: DType) -> str:
@@ -177,7 +183,8 @@ def is_group_buffer(u: UOp) -> bool:
 
 
 class _ClRenderer:
-  def __init__(self, kname: str, fname: str, lin: Linear, bufs: dict[int, UOp], nbufs: int, vars_: list[UOp]):
+  def __init__(self, kname: str, fname: str, lin: Linear, bufs: dict[int, UOp], nbufs: int, vars_: list[UOp],
+               fp16: bool = False):
     self.kname, self.fname, self.lin, self.bufs, self.nbufs, self.vars = kname, fname, lin, bufs, nbufs, vars_
     self.names: dict[UOp, str] = {}
     self.lines: list[str] = []
@@ -188,6 +195,10 @@ class _ClRenderer:
     self.nvars = 0
     self.fp64 = any(u.dtype.scalar() == dtypes.float64 for u in lin.uops) or \
         any(b.dtype.base.scalar() == dtypes.float64 for b in bufs.values())
+    # half values held in `half` and + - * / MULACC computed in it (cl_khr_fp16), only where the kernel has halves:
+    # without the extension, or without halves, the source is the storage-only one
+    self.half = fp16 and (any(u.dtype.scalar() == dtypes.float16 for u in lin.uops) or
+                          any(b.dtype.base.scalar() == dtypes.float16 for b in bufs.values()))
     self.globals = global_ranges(lin)
     self.barrier: int | None = None  # the position of a BARRIER not rendered yet (see _flush_barrier)
     self.scope: list[str] = []  # __local arrays of helpers (a WMMA's fragment), declared at the kernel's scope
@@ -207,14 +218,23 @@ class _ClRenderer:
       self.helpers[name] = _HELPERS[key].format(t=t) if key == "maximum" else _HELPERS[key]
     return name
 
+  def ct(self, dt: DType) -> str:
+    """ctype of dt in this kernel (half a `half` where it is computed in half)."""
+    return ctype(dt, self.half)
+
+  def const(self, v, dt: DType) -> str:
+    """const_text, a half one typed `half` where halves are computed in half (else `x + 1.0f` would be float's)."""
+    text = const_text(v, dt)
+    return f"((half){text})" if self.half and dt.scalar() == dtypes.float16 else text
+
   def val(self, u: UOp) -> str:
     """The text of u's value: a literal, a parameter, or the variable it got."""
     if u.op is Ops.CONST:
-      return const_text(u.arg, u.dtype)
+      return self.const(u.arg, u.dtype)
     if u.op is Ops.VECTORIZE and all(s.op is Ops.CONST for s in u.src):
       if all(s is u.src[0] for s in u.src):  # a splat
-        return f"({ctype(u.dtype)})({const_text(u.src[0].arg, u.dtype)})"
-      return self.vec_of([const_text(s.arg, s.dtype) for s in u.src], u.dtype)
+        return f"({self.ct(u.dtype)})({self.const(u.src[0].arg, u.dtype)})"
+      return self.vec_of([self.const(s.arg, s.dtype) for s in u.src], u.dtype)
     if u.op is Ops.DEFINE_GLOBAL:
       return f"data{u.arg}"
     if u.op is Ops.DEFINE_VAR:
@@ -231,14 +251,14 @@ class _ClRenderer:
 
   def vec_of(self, lanes: list[str], dt: DType) -> str:
     """A vector of dt from its lanes' texts (padding lanes 0)."""
-    et = "uchar" if dt.scalar() == dtypes.bool else _CTYPE[dt.scalar()]
+    et = "uchar" if dt.scalar() == dtypes.bool else self.ct(dt.scalar())
     parts = [f"({et})({x})" for x in lanes] + ["0"] * (pad_width(dt.count) - len(lanes))
-    return f"({ctype(dt)})({', '.join(parts)})"
+    return f"({self.ct(dt)})({', '.join(parts)})"
 
   def define(self, u: UOp, expr: str) -> str:
     name = f"v{self.nvars}"  # (numbered apart from the UOps: a node placed again in a second loop is a new variable)
     self.nvars += 1
-    self.emit(f"{ctype(u.dtype)} {name} = {expr};")
+    self.emit(f"{self.ct(u.dtype)} {name} = {expr};")
     return name
 
   def lanewise(self, u: UOp, fn: Callable[[list[str]], str]) -> str:
@@ -262,6 +282,8 @@ class _ClRenderer:
     head = ["#pragma OPENCL FP_CONTRACT OFF"]
     if self.fp64:
       head.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+    if self.half:
+      head.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
     body = "\n".join(self.lines)
     return "\n".join(head + list(self.helpers.values())) + \
         f"\n__kernel void {self.fname}({', '.join(params)}) {{\n{body}\n}}\n"
@@ -300,7 +322,7 @@ class _ClRenderer:
       return None
     if op is Ops.DEFINE_ACC:
       name = f"acc{u.arg}"
-      self.emit(f"{ctype(u.dtype)} {name} = {self.val(u.src[0])};")
+      self.emit(f"{self.ct(u.dtype)} {name} = {self.val(u.src[0])};")
       return name
     if op is Ops.PHI:
       self.emit(f"{self.val(u.src[0])} = {self.val(u.src[1])};")
@@ -365,6 +387,8 @@ class _ClRenderer:
   def _load(self, u: UOp) -> str:
     p, idx = self._addr(u.src[0])
     s, n = u.dtype.scalar(), u.dtype.count
+    if self.half and s == dtypes.float16:  # (a half pointer's elements are values: plain loads)
+      s = dtypes.float32
     if n == 1:
       return f"vload_half({idx}, {p})" if s == dtypes.float16 else f"({p}[{idx}] != 0)" if s == dtypes.bool \
           else f"{p}[{idx}]"
@@ -377,6 +401,8 @@ class _ClRenderer:
     p, idx = self._addr(st.src[0])
     v = st.src[1]
     s, n, x = v.dtype.scalar(), v.dtype.count, self.val(v)
+    if self.half and s == dtypes.float16:  # (stored as it is: already a half)
+      s = dtypes.float32
     if n == 1:
       self.emit(f"vstore_half_rte({x}, {idx}, {p});" if s == dtypes.float16 else
                 f"{p}[{idx}] = {'(uchar)' if s == dtypes.bool else ''}{x};")
@@ -396,7 +422,7 @@ class _ClRenderer:
     if op is Ops.VECTORIZE:
       s0 = u.src[0]
       if all(s is s0 for s in u.src):
-        return f"({ctype(u.dtype)})(({'uchar' if s0.dtype == dtypes.bool else ctype(s0.dtype)}){self.val(s0)})"
+        return f"({self.ct(u.dtype)})(({'uchar' if s0.dtype == dtypes.bool else self.ct(s0.dtype)}){self.val(s0)})"
       return self.vec_of([self.val(s) for s in u.src], u.dtype)
     if op is Ops.GEP:
       lanes = u.arg if isinstance(u.arg, tuple) else (u.arg,)
@@ -404,8 +430,8 @@ class _ClRenderer:
         return self.lane(u.src[0], lanes[0])
       return self.vec_of([self.lane(u.src[0], k) for k in lanes], u.dtype)
     if op is Ops.CAST:
-      if (u.src[0].dtype.scalar(), u.dtype.scalar()) == (dtypes.float16, dtypes.float32):  # (a half is held in a float)
-        return self.val(u.src[0])
+      if (u.src[0].dtype.scalar(), u.dtype.scalar()) == (dtypes.float16, dtypes.float32) and not self.half:
+        return self.val(u.src[0])  # (a half is held in a float)
       return self.lanewise(u, lambda a: self._cast(u, u.src[0].dtype.scalar(), u.dtype.scalar(), a[0]))
     if op is Ops.BITCAST:
       return self._bitcast(u)
@@ -428,8 +454,16 @@ class _ClRenderer:
     if fn not in self.helpers:
       self.helpers[fn] = _wmma_helper(fn, (n, m, k), (ea, eb, ec), (pa, pb, pc))
       self.scope += [f"__local float {fn}_a[{m * k}];", f"__local float {fn}_b[{k * n}];"]
-    a, b, c = (self.val(s) for s in u.src[:3])
-    return f"{fn}({a}, {b}, {c}, {self.val(lane)}, {fn}_a, {fn}_b)"
+    a, b, c = (self._as_float(s) for s in u.src[:3])  # (the helper's fragments are float's)
+    out = f"{fn}({a}, {b}, {c}, {self.val(lane)}, {fn}_a, {fn}_b)"
+    return f"convert_half{pad_width(u.dtype.count)}_rte({out})" if self.half and u.dtype.scalar() == dtypes.float16 \
+        else out
+
+  def _as_float(self, u: UOp) -> str:
+    """u's value as float (a half vector of cl_khr_fp16 converted: OpenCL converts no vector implicitly)."""
+    if self.half and u.dtype.scalar() == dtypes.float16:
+      return f"convert_float{pad_width(u.dtype.count) if u.dtype.count > 1 else ''}({self.val(u)})"
+    return self.val(u)
 
   def _cast(self, u: UOp, fs: DType, ts: DType, a: str) -> str:
     """The scalar cast of a from fs to ts, as llvmir.py casts (C conversions, saturating float -> int)."""
@@ -442,6 +476,8 @@ class _ClRenderer:
       return f"convert_{_CTYPE[ts]}_sat({a})" if dtypes.is_float(fs) else f"({_CTYPE[ts]})({a})"
     if not dtypes.is_float(ts):
       raise self.err(f"can't cast {fs} to {ts}", u)
+    if ts == dtypes.float16 and self.half:  # once rounded to nearest (a cast would take the device's half rounding)
+      return f"convert_half_rte({a if fs in (dtypes.float32, dtypes.float64) else f'(float)({a})'})"
     if ts == dtypes.float16:  # once rounded to half (from a double directly: no double rounding through float)
       if fs == dtypes.float64:
         return f"{self.helper('rhd')}({a})"
@@ -453,8 +489,8 @@ class _ClRenderer:
     fs, ts = x.dtype.scalar(), u.dtype.scalar()
     if fs.itemsize != ts.itemsize or x.dtype.count != u.dtype.count or dtypes.bool in (fs, ts):
       raise self.err("BITCAST between types of different size", u)
-    if dtypes.float16 not in (fs, ts):
-      return f"as_{ctype(u.dtype)}({self.val(x)})"
+    if dtypes.float16 not in (fs, ts) or self.half:
+      return f"as_{self.ct(u.dtype)}({self.val(x)})"
 
     def one(a: list[str]) -> str:
       if fs == dtypes.float16:
@@ -482,7 +518,7 @@ class _ClRenderer:
     return self._ialu(u, s)
 
   def _falu(self, u: UOp, s: DType) -> str:
-    op, t = u.op, _CTYPE[s]
+    op, t = u.op, self.ct(s)
     half = s == dtypes.float16
     one = "1.0" if s == dtypes.float64 else "1.0f"
     forms: dict[Ops, Callable[[list[str]], str]] = {
@@ -505,12 +541,23 @@ class _ClRenderer:
     if op not in forms:
       raise self.err(f"{op.name} is not defined on floats", u)
     form = forms[op]
+    if half and self.half:
+      return self._native_half(u, form)
     if half:
       rh = self.helper("rh")
       return self.lanewise(u, lambda a: f"{rh}({form(a)})")
     if u.dtype.count > 1 and op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC):  # lane by lane, as vectors
       return form([self.val(x) for x in u.src])
     return self.lanewise(u, form)
+
+  def _native_half(self, u: UOp, form: Callable[[list[str]], str]) -> str:
+    """A half op with cl_khr_fp16: + - * / in half (correctly rounded there, so the LLVM backend's value), a MULACC
+    a half product and a half sum (FP_CONTRACT OFF: two roundings, as llvmir.py); the others in float, rounded to
+    half once (to nearest: the device's half rounding may be toward zero)."""
+    if u.op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC):
+      native = (lambda a: f"{a[0]} * {a[1]} + {a[2]}") if u.op is Ops.MULACC else form
+      return native([self.val(x) for x in u.src]) if u.dtype.count > 1 else self.lanewise(u, native)
+    return self.lanewise(u, lambda a: f"convert_half_rte({form([f'(float)({x})' for x in a])})")
 
   def _balu(self, u: UOp) -> str:
     op = u.op
@@ -591,13 +638,15 @@ def _wmma_helper(fn: str, dims: tuple[int, int, int], per: tuple[int, int, int],
   return "\n".join(out)
 
 
-def render_opencl(kname: str, fname: str, lin: Linear, bufs: dict[int, UOp], nbufs: int, vars_: list[UOp]) -> str:
-  """OpenCL C of one kernel (see the module doc); bufs: the kernel's DEFINE_GLOBALs by slot."""
-  return _render(kname, fname, lin, bufs, nbufs, vars_)[0]
+def render_opencl(kname: str, fname: str, lin: Linear, bufs: dict[int, UOp], nbufs: int, vars_: list[UOp],
+                  fp16: bool = False) -> str:
+  """OpenCL C of one kernel (see the module doc); bufs: the kernel's DEFINE_GLOBALs by slot; fp16: the device has
+  IEEE half arithmetic (cl_khr_fp16, rounding to nearest)."""
+  return _render(kname, fname, lin, bufs, nbufs, vars_, fp16)[0]
 
 
 def _render(kname: str, fname: str, lin: Linear, bufs: dict[int, UOp], nbufs: int,
-            vars_: list[UOp]) -> tuple[str, tuple[tuple[int, ...], ...]]:
+            vars_: list[UOp], fp16: bool = False) -> tuple[str, tuple[tuple[int, ...], ...]]:
   """render_opencl's text and its line map (_ClRenderer.line_map)."""
   for u in lin.uops:
     if u.op not in (Ops.INDEX, Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.AFTER) and u.dtype != dtypes.void:
@@ -605,17 +654,17 @@ def _render(kname: str, fname: str, lin: Linear, bufs: dict[int, UOp], nbufs: in
         ctype(u.dtype)
       except (TypeError, ValueError) as e:
         raise CodegenError(kname, str(e), u) from None
-  r = _ClRenderer(kname, fname, lin, bufs, nbufs, vars_)
+  r = _ClRenderer(kname, fname, lin, bufs, nbufs, vars_, fp16)
   src = r.render()
   return src, r.line_map(src)
 
 
-def cl_program(ast: UOp) -> ClProgram:
+def cl_program(ast: UOp, fp16: bool = False) -> ClProgram:
   """A kernel AST (optimized or not) lowered by the LLVM pipeline's passes (program.lower_ast), linearized and
-  rendered to OpenCL C."""
+  rendered to OpenCL C (fp16: for a device with IEEE half arithmetic, `DeviceLimits.fp16`)."""
   lk = linear_kernel(group_reduces(ast))
   kname, fname, lin, bufs, vars_, nbufs = lk.kname, lk.fname, lk.lin, lk.bufs, lk.vars, lk.nbufs
-  src, lines = _render(kname, fname, lin, bufs, nbufs, list(vars_))
+  src, lines = _render(kname, fname, lin, bufs, nbufs, list(vars_), fp16)
   outs, ins = ({u.src[0].src[0].arg for u in lin.uops if u.op is op and u.src[0].src[0].op is Ops.DEFINE_GLOBAL}
                for op in (Ops.STORE, Ops.LOAD))
   glob = global_ranges(lin)[::-1]  # (dimension 0 first)

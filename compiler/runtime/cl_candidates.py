@@ -62,7 +62,7 @@ class ClEvaluator:
 
   def _program(self, ast: UOp) -> ClProgram:
     if (prg := self._programs.get(ast)) is None:
-      prg = self._programs[ast] = cl_program(ast)
+      prg = self._programs[ast] = cl_program(ast, self.dev.limits.fp16)
     return prg
 
   def _compile(self, prg: ClProgram) -> Any:

@@ -53,8 +53,20 @@ class DeviceLimits:
   max_work_item_sizes: tuple[int, ...]
   local_mem_bytes: int
   max_dims: int
-  fp16: bool  # cl_khr_fp16: half arithmetic (without it half is only a storage type: vload_half / vstore_half)
+  fp16: bool  # IEEE half arithmetic (ieee_half): without it half is only a storage type (vload_half / vstore_half)
   fp64: bool
+
+
+# CL_DEVICE_HALF_FP_CONFIG's bits the renderer's half arithmetic needs (CL_FP_DENORM, CL_FP_INF_NAN,
+# CL_FP_ROUND_TO_NEAREST): OpenCL lets a device flush half denormals and round half ops toward zero, which would
+# give other values than the LLVM backend's
+HALF_IEEE_BITS = 0x1 | 0x2 | 0x4
+
+
+def ieee_half(extensions: Sequence[str], half_config: int) -> bool:
+  """Whether a device computes half as IEEE does: cl_khr_fp16, and its half config has denormals, inf and nan and
+  rounding to nearest (then compiler/codegen/opencl.py renders half arithmetic; else half is storage only)."""
+  return "cl_khr_fp16" in extensions and half_config & HALF_IEEE_BITS == HALF_IEEE_BITS
 
 
 class Device:
@@ -76,10 +88,14 @@ class Device:
     self.ctx = cl.Context([self.device])
     self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
     ext = self.device.extensions.split()
+    try:
+      half_config = int(self.device.half_fp_config) if "cl_khr_fp16" in ext else 0
+    except cl.Error:  # (a device that reports no half config: storage-only half)
+      half_config = 0
     self.limits = DeviceLimits(self.device.name.strip(), int(self.device.max_work_group_size),
                                tuple(int(x) for x in self.device.max_work_item_sizes),
                                int(self.device.local_mem_size), int(self.device.max_work_item_dimensions),
-                               "cl_khr_fp16" in ext, "cl_khr_fp64" in ext)
+                               ieee_half(ext, half_config), "cl_khr_fp64" in ext)
     self._kernels: dict[str, Any] = {}
     self.copies = {"in": 0, "out": 0}  # host <-> device copies made, ever (tests count them)
 
@@ -237,8 +253,8 @@ class ClKernel:
 def cl_kernel(ast: UOp) -> ClKernel:
   """Render an (optimized) kernel AST to OpenCL C for the process's device and build it."""
   dev = get_device()
-  return ClKernel(cl_program(ast), dev)
+  return ClKernel(cl_program(ast, dev.limits.fp16), dev)
 
 
 __all__ = ["BUILD_OPTIONS", "ClKernel", "Device", "DeviceLimits", "OpenCLError", "cl_kernel", "get_device",
-           "launch_sizes"]
+           "ieee_half", "launch_sizes"]
