@@ -124,3 +124,39 @@ def test_mlp_forward_backward_and_adam_on_cl_match_the_cpu():
   cpu, cl = _train("CPU"), _train("CL")
   for got, want in zip(cl, cpu):
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+
+
+def test_from_numpy_and_every_creation_function_land_on_the_default_device(monkeypatch):
+  monkeypatch.setenv("DEV", "CL")
+  a = np.arange(6, dtype=np.float32)
+  x = Tensor.from_numpy(a)
+  assert x.device == "CL" and Tensor.from_numpy(a, device="CPU").device == "CPU"
+  np.testing.assert_array_equal(x.numpy(), a)
+  monkeypatch.delenv("DEV")
+  cl = Tensor(a, device="CL")
+  made = {"from_numpy": Tensor.from_numpy(a, device="cl"), "rand_like": cl.rand_like(),
+          "randn_like": cl.randn_like(), "linspace": Tensor.linspace(0, 1, 5, device="CL"),
+          "normal": Tensor.normal(3, device="CL"), "scaled_uniform": Tensor.scaled_uniform(2, 3, device="CL"),
+          "glorot": Tensor.glorot_uniform(2, 3, device="CL"), "kaiming": Tensor.kaiming_uniform(2, 3, device="CL"),
+          "kaiming_normal": Tensor.kaiming_normal(2, 3, device="CL")}
+  assert {k: t.device for k, t in made.items()} == dict.fromkeys(made, "CL")
+  np.testing.assert_array_equal(made["linspace"].numpy(), np.linspace(0, 1, 5, dtype=np.float32))
+
+
+def test_oracle_copies_to_the_device_and_keeps_values_there(monkeypatch):
+  """ORACLE=1 on a CL program: a COPY's value is copied, results land in buffers on their node's device (read back
+  from it), and an assign writes the device's memory."""
+  monkeypatch.setenv("ORACLE", "1")
+  a = np.arange(6, dtype=np.float32)
+  src = Tensor(a)
+  y = (src.to("CL") * 2 + 1).realize()
+  assert y.device == "CL" and y.uop.src[0].arg[2] == "CL"  # (RESHAPE of a BUFFER whose arg names the device)
+  np.testing.assert_array_equal(y.numpy(), a * 2 + 1)
+  w = Tensor(a, device="CL").realize()
+  w.assign(w + y).realize()
+  assert w.device == "CL"
+  np.testing.assert_array_equal(w.numpy(), a * 3 + 1)
+  back = y.to("CPU").realize()
+  assert back.device == "CPU" and back.uop.src[0].arg[2:] == ()
+  np.testing.assert_array_equal(back.numpy(), a * 2 + 1)
+  np.testing.assert_array_equal(src.numpy(), a)  # (the copy's source is untouched)
