@@ -282,12 +282,19 @@ def push_vectorize(vec: UOp) -> UOp | None:
   if s0.op is Ops.LOAD and len(s0.src) == 1:
     ixs = [s.src[0] for s in vec.src]
     ix0 = ixs[0]
-    if any(ix.src[0] is not ix0.src[0] or ix.src[2:] != ix0.src[2:] for ix in ixs):
+    if any(ix.src[0] is not ix0.src[0] or len(ix.src) != len(ix0.src) for ix in ixs):
       return None
     offs = offsets([ix.src[1] for ix in ixs])
     if offs != list(range(n)):
       return None
-    vix = UOp(Ops.INDEX, vec_ptr(ix0.src[0].dtype.base, n), ix0.src)
+    srcs = ix0.src
+    if any(ix.src[2:] != srcs[2:] for ix in ixs):
+      if s0.dtype.scalar() == dtypes.bool:
+        return None  # (a bool is loaded as a byte and compared: no masked vector of it)
+      # contiguous lanes masked each by its own condition (a padded window read along x: a conv's weight gradient)
+      # load as one vector under a vector mask (lowerer's masked_load), not lane by lane
+      srcs = (*srcs[:2], UOp(Ops.VECTORIZE, dtypes.bool.vec(n), tuple(ix.src[2] for ix in ixs)))
+    vix = UOp(Ops.INDEX, vec_ptr(ix0.src[0].dtype.base, n), srcs)
     return UOp(Ops.LOAD, s0.dtype.vec(n), (vix,))
   return None
 
@@ -314,6 +321,8 @@ def vector_of(lanes: tuple[UOp, ...]) -> UOp | None:
   srcs = []
   for s in step.src:
     v = vector_of(s.src) if s.op is Ops.VECTORIZE else s
+    if v is None and s.dtype.scalar() == dtypes.bool:
+      v = s  # a mask whose lanes simplified apart (a padded window's bounds): put together lane by lane, index math
     if v is None:
       return None
     srcs.append(v)

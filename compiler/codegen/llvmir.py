@@ -391,14 +391,31 @@ class _Renderer:
     ix = u.src[0]
     if ix.op is not Ops.INDEX:
       raise self.err("LOAD needs an INDEX", u)
-    p = self.val(ix)
     mt = ltype(u.dtype, mem=True)
     out = self.fresh("ld")
+    if len(u.src) > 1:  # a masked vector load: the lanes off the mask read nothing (their addresses may be outside)
+      return self._masked_load(u, out)
+    p = self.val(ix)
     self.emit(f"{out} = load {mt}, ptr {p}, align {u.dtype.scalar().itemsize}")
     if u.dtype.scalar() == dtypes.bool:
       b = self.fresh()
       self.emit(f"{b} = icmp ne {mt} {out}, {'zeroinitializer' if u.dtype.count > 1 else '0'}")
       return b
+    return out
+
+  def _masked_load(self, u: UOp, out: str) -> str:
+    """LOAD(INDEX(buf, idx), mask): llvm.masked.load, 0 in the lanes off the mask; the address is computed without
+    `inbounds` (the first lanes of a padded row lie before the buffer when they are off the mask)."""
+    buf, idx = u.src[0].src[:2]
+    if u.dtype.count == 1 or u.src[1].dtype.count != u.dtype.count or u.dtype.scalar() == dtypes.bool:
+      raise self.err("a masked load is a vector of values with a mask a lane", u)
+    et, t = ltype(buf.dtype.base.scalar(), mem=True), ltype(u.dtype)
+    p = self.fresh("p")
+    self.emit(f"{p} = getelementptr {et}, ptr {self.val(buf)}, {self.tv(idx)}")
+    fn = f"@llvm.masked.load.{_isuffix(u.dtype)}.p0"
+    self.decls.add(f"declare {t} {fn}(ptr, i32, {ltype(u.src[1].dtype)}, {t})")
+    self.emit(f"{out} = call {t} {fn}(ptr {p}, i32 {u.dtype.scalar().itemsize}, {self.tv(u.src[1])}, "
+              f"{t} zeroinitializer)")
     return out
 
   # ---- values

@@ -34,11 +34,14 @@ def identity(op: Ops, dt: DType) -> UOp:
 
 
 def masked_load(ld: UOp) -> UOp | None:
-  """LOAD(INDEX(buf, idx, valid)) reads 0 where not valid, from index 0 so the address is always in bounds."""
+  """LOAD(INDEX(buf, idx, valid)) reads 0 where not valid, from index 0 so the address is always in bounds; a vector
+  load whose lanes have masks of their own becomes LOAD(INDEX(buf, idx), mask), a masked vector load."""
   ix = ld.src[0]
   if len(ix.src) < 3:
     return None
   buf, idx, valid = ix.src[:3]
+  if valid.dtype.count > 1:  # a mask a lane: LOAD(INDEX(buf, idx), mask) reads only the valid lanes, 0 in the others
+    return UOp(Ops.LOAD, ld.dtype, (UOp(Ops.INDEX, ix.dtype, (buf, idx)), valid))
   safe = UOp(Ops.INDEX, ix.dtype, (buf, valid.where(idx, UOp.const(idx.dtype, 0))))
   return valid.where(UOp(Ops.LOAD, ld.dtype, (safe,)), UOp.const(ld.dtype, 0))
 

@@ -389,6 +389,10 @@ class _ClRenderer:
     s, n = u.dtype.scalar(), u.dtype.count
     if self.half and s == dtypes.float16:  # (a half pointer's elements are values: plain loads)
       s = dtypes.float32
+    if len(u.src) > 1:  # a masked vector load: each lane read only where its mask is set (C's ?: reads one side)
+      one = "vload_half({i}, {p})" if s == dtypes.float16 else "{p}[{i}]"
+      return self.vec_of([f"({self.lane(u.src[1], k)} ? {one.format(p=p, i=f'{idx} + {k}')} : 0)" for k in range(n)],
+                         u.dtype)
     if n == 1:
       return f"vload_half({idx}, {p})" if s == dtypes.float16 else f"({p}[{idx}] != 0)" if s == dtypes.bool \
           else f"{p}[{idx}]"

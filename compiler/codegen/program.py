@@ -34,7 +34,8 @@ class Program:
   vars: tuple[UOp, ...]
   par_size: UOp | None
   flops_terms: tuple[tuple[int, tuple[UOp, ...]], ...]
-  accesses: tuple[tuple[int, UOp, int], ...]  # (slot, index expression, vector width), gated stores left out
+  accesses: tuple[tuple[int, UOp, int], ...]  # (slot, index expression, vector width), gated stores and masked
+  # vector loads left out
   _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
   @property
@@ -141,7 +142,7 @@ def get_program(ast: UOp) -> Program:
   glob = [u for u in lin.uops if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
   ins = tuple(sorted({u.src[0].src[0].arg for u in glob if u.op is Ops.LOAD}))
   outs = tuple(sorted({u.src[0].src[0].arg for u in glob if u.op is Ops.STORE}))
-  gated = {u.src[0] for u in lin.uops if u.op is Ops.STORE and len(u.src) > 2}
+  gated = {u.src[0] for u in lin.uops if len(u.src) > {Ops.STORE: 2, Ops.LOAD: 1}.get(u.op, 99)}
   accesses = tuple((u.src[0].arg, u.src[1], u.dtype.base.count) for u in lin.uops
                    if u.op is Ops.INDEX and u not in gated and u.src[0].op is Ops.DEFINE_GLOBAL)
   prg = Program(kname, fname, src, tuple(lin.uops), nbufs,
@@ -166,6 +167,8 @@ def _value_side(uops: list[UOp]) -> set[UOp]:
     srcs = x.src
     if x.op is Ops.WHERE and srcs[1].op is Ops.LOAD and srcs[2].op in (Ops.CONST, Ops.VECTORIZE):
       srcs = srcs[1:2]  # a masked load's select is not arithmetic
+    elif x.op is Ops.LOAD:
+      srcs = srcs[:1]  # (nor is a masked vector load's mask)
     stack.extend(srcs)
   return seen
 
