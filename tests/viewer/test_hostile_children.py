@@ -2,12 +2,15 @@
 (more are refused with 503), a cross-site page cannot start one, each runs with its own CPU and memory limits, and
 none outlives the viewer (SIGTERM: the viewer kills their process groups; SIGKILL: the kernel's parent-death signal).
 
-A child is held alive by stopping it (SIGSTOP) as soon as it appears, so that what the test counts does not depend on
-how fast an export is."""
+A child is held alive by tests/support/sitecustomize.py: it tells the test its pid over a Unix socket and waits there
+(at its start, or once it has bound itself), so that what the test counts does not depend on how fast an export is
+and no test looks for children in /proc until they show up."""
 from __future__ import annotations
 
 import os
+import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -18,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from support import hostile_traces as H
-from support.proc_helpers import Events, alive, get_json, wait_exit, wait_until
+from support.proc_helpers import Events, alive, get_json, wait_exit
 
 from viz_server import share
 from viz_server.__main__ import bind
@@ -43,13 +46,6 @@ def tool_children(ppid: int) -> list[int]:
   return out
 
 
-def state(pid: int) -> str:
-  try:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-  except OSError:
-    return "gone"
-
-
 def get(url: str, headers: dict | None = None) -> int:
   """The status of a GET (the body is read and dropped)."""
   try:
@@ -62,40 +58,66 @@ def get(url: str, headers: dict | None = None) -> int:
     return -1
 
 
-def limits_set(pid: int) -> bool:
-  """Whether the child has set its own limits (the first thing it does, with its parent-death signal)."""
+class Holds:
+  """The listening end of the socket that held tool children connect to (support/sitecustomize.py), and the
+  environment that makes a viewer's children hold: at "start" (before they bound themselves) or "trace" (after)."""
+
+  def __init__(self, folder: Path, at: str = "trace") -> None:
+    self.path = str(folder / "hold.sock")
+    self.sock = socket.socket(socket.AF_UNIX)
+    self.sock.bind(self.path)
+    self.sock.listen(8)
+    self.conns: list[socket.socket] = []  # one per held child: it goes on when this end closes
+    paths = [str(ROOT / "tests" / "support"), os.environ.get("PYTHONPATH")]
+    self.env = {"TINYVIZ_HOLD_CHILD": self.path, "TINYVIZ_HOLD_AT": at,
+                "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
+  def close(self) -> None:
+    """Let the held children go on, and hold no more (a child that finds nobody listening goes on at once)."""
+    for c in self.conns:
+      c.close()
+    self.sock.close()
+
+
+def held_child(holds: Holds, url: str, results: Events) -> int:
+  """Request url in a thread (its status goes to results); the pid of the tool child the request starts, which holds
+  until released. Fails as soon as the request is answered without one."""
+  answered_r, answered_w = os.pipe()
+
+  def request() -> None:
+    results.add(get(url))
+    with suppress(OSError):  # (nobody listens any more once a child was held)
+      os.write(answered_w, b"\n")
+    os.close(answered_w)
+  threading.Thread(target=request, daemon=True).start()
   try:
-    line = Path(f"/proc/{pid}/limits").read_text().split("Max cpu time")[1].split("\n")[0]
-  except (OSError, IndexError):
-    return False
-  return line.split()[0] == str(share.CHILD_CPU_S)
-
-
-def held_child(ppid: int, url: str, known: set[int], results: Events, set_up: bool = False) -> int:
-  """Start a request of url in a thread and stop (SIGSTOP) the tool child it starts, as soon as it appears (set_up:
-  once it has set its own limits); tries again where the child had finished before it could be stopped. The stopped
-  child's pid."""
-  for _ in range(20):
-    th = threading.Thread(target=lambda: results.add(get(url)), daemon=True)
-    th.start()
-    pid = wait_until(lambda th=th: next((p for p in tool_children(ppid) if p not in known and
-                                         (not set_up or limits_set(p))), None) or (not th.is_alive() and -1),
-                     "the request to start a tool child")
-    if pid == -1:
-      continue
-    known.add(pid)
-    with suppress(ProcessLookupError):
-      os.kill(pid, signal.SIGSTOP)
-    stopped = wait_until(lambda pid=pid: state(pid) in ("T", "t", "Z", "X", "gone") and state(pid), "the child to stop")
-    if stopped == "T":
-      return pid
-  raise AssertionError("no tool child could be held")
+    ready, _, _ = select.select([holds.sock, answered_r], [], [], 120)
+  finally:
+    os.close(answered_r)
+  if holds.sock not in ready:
+    raise AssertionError(f"no tool child came for {url}: answers so far {results.snapshot()}")
+  conn, _ = holds.sock.accept()
+  holds.conns.append(conn)
+  conn.settimeout(60)
+  with conn.makefile() as f:
+    return int(f.readline())
 
 
 def release(pids: list[int]) -> None:
   for pid in pids:
     with suppress(ProcessLookupError):
       os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def holds(tmp_path, monkeypatch):
+  """Tool children of this process hold once they have bound themselves (the in-process viewer's: they inherit
+  this environment)."""
+  h = Holds(tmp_path)
+  for k, v in h.env.items():
+    monkeypatch.setenv(k, v)
+  yield h
+  h.close()
 
 
 @pytest.fixture
@@ -114,26 +136,27 @@ def viewer(tmp_path):
     srv.server_close()
 
 
-def test_at_most_max_children_run_and_more_are_refused(viewer):
+def test_at_most_max_children_run_and_more_are_refused(viewer, holds):
   url, (a, b) = viewer
   held: list[int] = []
   results = Events()  # each request's answer, recorded by its thread
   try:
     for _ in range(share.MAX_CHILDREN):
-      held.append(held_child(os.getpid(), f"{url}/api/traces/{a}/export", set(held), results))
+      held.append(held_child(holds, f"{url}/api/traces/{a}/export", results))
     assert get(f"{url}/api/traces/{b}/export") == 503
     assert get(f"{url}/api/compare?a={a}&b={b}") == 503
     assert len(tool_children(os.getpid())) == share.MAX_CHILDREN
   finally:
     release(held)
+    holds.close()  # (the next child goes on without holding)
   results.wait_for(lambda got: len(got) >= len(held), "the held requests to be answered")
   assert get(f"{url}/api/compare?a={a}&b={b}") == 200  # a slot is free again once the held ones are gone
 
 
-def test_each_child_has_its_own_limits_and_process_group(viewer):
+def test_each_child_has_its_own_limits_and_process_group(viewer, holds):
   url, (a, _) = viewer
   results = Events()  # each request's answer, recorded by its thread
-  pid = held_child(os.getpid(), f"{url}/api/traces/{a}/export", set(), results, set_up=True)
+  pid = held_child(holds, f"{url}/api/traces/{a}/export", results)  # (held once it has bound itself)
   try:
     limits = Path(f"/proc/{pid}/limits").read_text()
     cpu = limits.split("Max cpu time")[1].split()
@@ -153,9 +176,10 @@ def test_a_cross_site_request_starts_no_child(viewer, headers):
   assert get(f"{url}/api/traces/{a}/export", {"Sec-Fetch-Site": "same-origin"}) == 200  # the page's own fetch
 
 
-def _cli_viewer(tmp_path: Path) -> tuple[subprocess.Popen, str, int]:
+def _cli_viewer(tmp_path: Path, holds: Holds) -> tuple[subprocess.Popen, str, int]:
   env = {k: v for k, v in os.environ.items() if not k.startswith("VIZ")}
-  env.update(PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path / "cache"), TMPDIR=str(tmp_path))
+  env.update(XDG_CACHE_HOME=str(tmp_path / "cache"), TMPDIR=str(tmp_path), **holds.env)
+  env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env["PYTHONPATH"]])
   proc = subprocess.Popen([sys.executable, "-m", "viz_server", str(H.small(tmp_path / "a.vztrace")), "--port", "0"],
                           env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   line = proc.stdout.readline()
@@ -166,12 +190,14 @@ def _cli_viewer(tmp_path: Path) -> tuple[subprocess.Popen, str, int]:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_no_child_outlives_the_viewer(tmp_path, sig):
-  proc, url, t = _cli_viewer(tmp_path)
+  # SIGTERM: the child holds before it asked for a parent-death signal, so only the viewer's kill can end it;
+  # SIGKILL: only that signal can, which the child asks for as it sets its limits
+  holds = Holds(tmp_path, at="start" if sig == signal.SIGTERM else "trace")
+  proc, url, t = _cli_viewer(tmp_path, holds)
   results = Events()  # each request's answer, recorded by its thread
   child = None
   try:
-    # SIGKILL: the kernel's parent-death signal, which the child asks for as it sets its limits
-    child = held_child(proc.pid, f"{url}/api/traces/{t}/export", set(), results, set_up=sig == signal.SIGKILL)
+    child = held_child(holds, f"{url}/api/traces/{t}/export", results)
     proc.send_signal(sig)
     proc.communicate(timeout=120)
     wait_exit(child, "the viewer's export child to die with the viewer", timeout=60)
@@ -182,3 +208,4 @@ def test_no_child_outlives_the_viewer(tmp_path, sig):
       proc.communicate(timeout=60)
     if child is not None:
       release([child])
+    holds.close()
