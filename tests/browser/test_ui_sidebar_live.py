@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 from support.browser import ROOT, open_page, shot
-from support.proc_helpers import open_gate, stop_writer, wait_until
+from support.proc_helpers import open_gate, stop_writer
 
 # ctx "live ctx": a rewrite that changes the graph, one that does not, then one whose rule waits at a gate the test
 # opens (proc_helpers; the recorder's background thread flushes meanwhile, so the viewer sees the rewrite begun but not
@@ -51,14 +51,10 @@ def _rows(page) -> dict[str, dict]:
   return {r["name"]: r for r in got}
 
 
-def _wait_api(server, t: int, pred, what: str, timeout: float = 120) -> list:
-  got: list = []
-
-  def ready() -> bool:
-    got[:] = [server.api(f"/api/traces/{t}/contexts")]
-    return pred(got[0])
-  wait_until(ready, what, timeout)
-  return got[0]
+def _begun(server, t: int) -> list:
+  """The trace's contexts once its rewrite "blocked" has begun (asked again on each of the viewer's events)."""
+  return server.wait_api(f"/api/traces/{t}/contexts", lambda cs: "blocked" in _rewrites(cs) and cs,
+                         "the blocked rewrite to begin")
 
 
 def _rewrites(ctxs) -> dict[str, dict]:
@@ -70,7 +66,7 @@ def test_a_rewrite_cut_off_by_a_dead_writer_is_marked_so(page, server):
   proc = _writer(path, "die")
   try:
     t = server.trace_id(path.name)
-    ctxs = _wait_api(server, t, lambda cs: "blocked" in _rewrites(cs), "the blocked rewrite to begin")
+    ctxs = _begun(server, t)
     ctx = next(c["id"] for c in ctxs if c["name"] == "live ctx")
     open_page(page, server, f"#t={t}&c={ctx}")
     page.wait_for_selector("#rewrites li[data-rw] >> text=blocked")
@@ -93,7 +89,7 @@ def test_a_running_rewrite_is_neither_dimmed_nor_hidden(page, server):
   proc = _writer(path)
   try:
     t = server.trace_id(path.name)
-    ctxs = _wait_api(server, t, lambda cs: "blocked" in _rewrites(cs), "the blocked rewrite to begin")
+    ctxs = _begun(server, t)
     rws = _rewrites(ctxs)
     assert (rws["blocked"]["ended"], rws["blocked"]["changed"]) == (False, None)  # what the sidebar is given
     assert (rws["changes"]["changed"], rws["no change"]["changed"]) == (True, False)

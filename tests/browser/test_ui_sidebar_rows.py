@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 from support.browser import ROOT, open_page
-from support.proc_helpers import open_gate, stop_writer, wait_until
+from support.proc_helpers import open_gate, stop_writer
 
 # contexts "a 0 ctx".."a N-1 ctx", flushed; then, once the test opens the gate (proc_helpers), "b 0 ctx".. and the end
 WRITER = textwrap.dedent("""
@@ -44,8 +44,8 @@ def _writer(path, n: int, m: int) -> subprocess.Popen:
 
 
 def _contexts(server, t: int, n: int) -> None:
-  wait_until(lambda: len([c for c in server.api(f"/api/traces/{t}/contexts") if c["rewrites"]]) >= n,
-             f"{n} contexts with rewrites on the server", 120)
+  server.wait_api(f"/api/traces/{t}/contexts", lambda cs: len([c for c in cs if c["rewrites"]]) >= n,
+                  f"{n} contexts with rewrites on the server")
 
 
 def test_a_live_refresh_keeps_unchanged_rows_and_the_scroll(new_page, server):
@@ -88,16 +88,18 @@ def test_records_written_before_socketio_connects_are_shown(new_page, server):
     _contexts(server, t, 2)
     page = new_page()
     # the socket.io client waits until the trace has grown and ended: no event tells the page about what came
-    page.route("**/vendor/socket.io.esm.min.js", lambda route: held.append(route))
+    def hold(route) -> None:  # (the flag in the page: a wait there ends once this handler has run)
+      held.append(route)
+      page.evaluate("() => { window.__socketioHeld = true }")
+    page.route("**/vendor/socket.io.esm.min.js", hold)
     open_page(page, server, f"#t={t}")
     page.wait_for_function("() => document.body.dataset.graph")
     assert page.evaluate(ROWS) == 2
     open_gate(proc)
     assert proc.wait(60) == 0
-    wait_until(lambda: next(x for x in server.api("/api/traces") if x["id"] == t)["status"] == "ended",
-               "the trace to end", 60)
-    # (a call into the page lets Playwright run the route handler)
-    wait_until(lambda: page.evaluate("() => true") and held, "the page to ask for the socket.io client", 60)
+    server.wait_api("/api/traces", lambda ts: next(x for x in ts if x["id"] == t)["status"] == "ended",
+                    "the trace to end")
+    page.wait_for_function("() => window.__socketioHeld === true", timeout=60_000)  # the page asked for the client
     held[0].continue_()
     page.wait_for_function(f"() => ({ROWS})() === 5", timeout=60_000)
   finally:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.browser import FRAME, HITS, ROOT, VIEW, Server, canvas_box, open_page, plot_of, shot, state, wait_graph  # noqa: E402
-from support.proc_helpers import open_gate, stop_writer, wait_until
+from support.proc_helpers import open_gate, stop_writer
 
 from compiler.trace import recorder
 
@@ -59,17 +59,23 @@ def open_timeline(page, srv) -> tuple[int, dict]:
   return t, tl
 
 
+# true once the canvas's box and its hits have stayed the same for SETTLE_FRAMES frames (asked each frame)
+SETTLE_FRAMES = 3
+SETTLED = f"""() => {{
+  const r = document.querySelector('#panel-timeline canvas').getBoundingClientRect();
+  const now = JSON.stringify([r.x, r.y, r.width, r.height, ({HITS})()]);
+  const s = window.__settle;
+  s.frames = now === s.now ? s.frames + 1 : 0;
+  s.now = now;
+  return s.frames >= {SETTLE_FRAMES};
+}}"""
+
+
 def settle(page) -> None:
-  """Wait until the canvas's place and what it draws stay the same over two frames: tests that point at a span read
+  """Wait until the canvas's place and what it draws stay the same over a few frames: tests that point at a span read
   its place from the hits, and a late layout change on a loaded machine (the page still filling in) would move it."""
-  seen = None
-  def same() -> bool:
-    nonlocal seen
-    page.evaluate(FRAME)
-    now = (canvas_box(page), page.evaluate(HITS))
-    was, seen = seen, now
-    return was == now
-  wait_until(same, "the timeline to stop changing", timeout=60)
+  page.evaluate("() => { window.__settle = {now: null, frames: 0} }")
+  page.wait_for_function(SETTLED, polling="raf", timeout=60_000)
 
 
 def spans_of(tl: dict) -> list[tuple]:

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from support.proc_helpers import group_members, wait_exit, wait_group_exit
+from support.proc_helpers import group_members, read_until, wait_exit, wait_group_exit
 
 
 def test_wait_exit_returns_when_the_process_ends_and_times_out_while_it_runs():
@@ -37,3 +37,19 @@ def test_wait_group_exit_waits_for_every_member():
   finally:
     for pid in group_members(proc.pid):
       os.kill(pid, 9)
+
+
+def test_read_until_returns_at_the_line_and_fails_as_soon_as_the_pipe_ends_without_it():
+  # (a line written in pieces, as an unbuffered child does: read_until returns once it is whole)
+  child = ("import sys; print('a'); print('rea', end='', flush=True); print('dy', flush=True); sys.stdin.read(); "
+           "print('late')")
+  proc = subprocess.Popen([sys.executable, "-c", child], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+  try:
+    assert read_until(proc.stdout, "ready", "the child") == "a\nready\n"  # it waits on its stdin meanwhile
+    assert proc.poll() is None
+    proc.stdin.close()  # it prints 'late' and exits: the pipe ends
+    with pytest.raises(AssertionError, match="the end: the pipe ended without a line holding 'never' in 'late"):
+      read_until(proc.stdout, "never", "the end")
+  finally:
+    proc.kill()
+    proc.wait(60)

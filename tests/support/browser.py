@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
-from support.proc_helpers import wait_until
+from support.proc_helpers import Feed
 
 from compiler.tensor import Tensor
 from compiler.trace import recorder
@@ -46,6 +46,7 @@ class Server:
     self.proc = subprocess.Popen([sys.executable, "-m", "viz_server", str(trace_dir), "--port", str(self.port),
                                   "--host", "127.0.0.1"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                  env={**os.environ, "VIZ": "0", "PYTHONPATH": str(ROOT)})
+    self.feed: Feed | None = None
     self.serving = threading.Event()  # its "serving ... at URL" line (printed once it listens), or its output's end
     self._tee_thread = threading.Thread(target=self._tee, daemon=True)
     self._tee_thread.start()
@@ -70,18 +71,23 @@ class Server:
   def api(self, path: str):
     return get_json(self.url + path)
 
+  def wait_api(self, path: str, pred, what: str, timeout: float = 120):
+    """pred(the answer at path)'s first truthy value, asked again after each socket.io event of the viewer (a
+    proc_helpers.Feed, made at the first wait)."""
+    if self.feed is None:
+      self.feed = Feed(self.url)
+    return self.feed.wait(path, pred, what, timeout)
+
   def trace_id(self, name: str, timeout: float = 60, ended: bool = False) -> int:
     """The id of the served trace whose name contains `name` (waits for the directory scan to find it; with `ended`,
     also for the store to have read it to its end record)."""
-    def served() -> tuple[int] | None:  # (a 1-tuple: trace id 0 is a falsy answer for wait_until)
-      return next(((t["id"],) for t in self.api("/api/traces")
-                   if name in t["name"] and (not ended or t["status"] == "ended")), None)
-    try:
-      return wait_until(served, f"trace {name}", timeout=timeout)[0]
-    except AssertionError:
-      raise AssertionError(f"trace {name} not served: {self.api('/api/traces')}") from None
+    def served(traces: list) -> tuple[int] | None:  # (a 1-tuple: trace id 0 is a falsy answer)
+      return next(((t["id"],) for t in traces if name in t["name"] and (not ended or t["status"] == "ended")), None)
+    return self.wait_api("/api/traces", served, f"trace {name}", timeout)[0]
 
   def stop(self):
+    if self.feed is not None:
+      self.feed.close()
     self.proc.terminate()
     try:
       self.proc.wait(10)

@@ -12,23 +12,73 @@ import urllib.request
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 GATE_TIMEOUT = 300.0  # how long a writer waits at a gate before it gives up on the test (a hung test, not a slow one)
 
 
-def wait_until(pred: Callable[[], Any], what: str, timeout: float = 120.0) -> Any:
-  """pred()'s first truthy value, asked every 50 ms; AssertionError naming `what` after `timeout` seconds.
+def read_until(stream: IO, text: str, what: str, timeout: float = 120.0) -> str:
+  """What a child wrote to the pipe `stream` up to the end of the first line holding `text` (and whatever came in the
+  same read): blocks in select until the child writes, so it returns as soon as that line is whole; AssertionError
+  naming `what` (and what was read) when the pipe ends without it or after `timeout` seconds. Reads the pipe's file
+  descriptor, not `stream`'s buffer: a later communicate() on the same pipe gets exactly what follows."""
+  fd, got, deadline = stream.fileno(), b"", time.monotonic() + timeout
+  want = text.encode()
+  while want not in got or b"\n" not in got[got.index(want):]:  # (a child may write a line in several pieces)
+    ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+    chunk = os.read(fd, 65536) if ready else b""
+    if not chunk:
+      why = "the pipe ended" if ready else f"{timeout:.0f} s passed"
+      raise AssertionError(f"{what}: {why} without a line holding {text!r} in {got.decode(errors='replace')[-4000:]!r}")
+    got += chunk
+  return got.decode(errors="replace")
 
-  For another process's state that sends this one no signal (a viewer's HTTP answers, a pid, a file): the only way to
-  see it change is to ask again. What a thread of this process or a pipe can tell goes through Events or a gate."""
-  deadline = time.monotonic() + timeout
-  while time.monotonic() < deadline:
-    got = pred()
-    if got:
-      return got
-    time.sleep(0.05)  # an interval between questions, not a wait for anything: pred decides
-  raise AssertionError(f"timed out waiting for {what}")
+
+class Feed:
+  """A viewer's socket.io feed of every trace, so that a wait on what the viewer answers asks again when the viewer
+  says something changed (each store event), not on a clock."""
+
+  def __init__(self, url: str, timeout: float = 60.0) -> None:
+    import socketio  # (only the tests that watch a viewer need the client)
+    self.url = url
+    self.cond = threading.Condition()
+    self.count = 0  # events so far: a wait needs only to know that one came
+    self.sio = socketio.Client()
+    self.sio.on("*", self._event)
+    self.sio.connect(url, transports=["websocket"], wait_timeout=timeout)
+    answer = self.sio.call("subscribe", {"trace": None}, timeout=timeout)
+    if answer != {"ok": True}:
+      raise AssertionError(f"the viewer at {url} refused the subscription: {answer}")
+
+  def _event(self, _name: str, _data: Any = None) -> None:
+    with self.cond:
+      self.count += 1
+      self.cond.notify_all()
+
+  def wait(self, path: str, pred: Callable[[Any], Any], what: str, timeout: float = 120.0) -> Any:
+    """pred(the viewer's JSON answer at path)'s first truthy value: asked now and again after each event of the feed
+    (an answer is only asked once the feed is subscribed, so no change slips between); AssertionError naming `what`
+    with the last answer after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+      with self.cond:
+        seen = self.count
+      answer = get_json(self.url + path)
+      got = pred(answer)
+      if got:
+        return got
+      with self.cond:
+        if not self.cond.wait_for(lambda seen=seen: self.count > seen, max(0.0, deadline - time.monotonic())):
+          raise AssertionError(f"timed out waiting for {what}; the last answer of {path}: {str(answer)[:2000]}")
+
+  def close(self) -> None:
+    self.sio.disconnect()
+
+  def __enter__(self) -> Feed:
+    return self
+
+  def __exit__(self, *_: object) -> None:
+    self.close()
 
 
 class Events:
@@ -93,14 +143,6 @@ def stop_writer(proc: subprocess.Popen) -> None:
 def get_json(url: str, timeout: float = 30) -> Any:
   with urllib.request.urlopen(url, timeout=timeout) as r:
     return json.loads(r.read().decode())
-
-
-def ping(url: str) -> dict | None:
-  """A viewer's /api/ping answer, or None while nothing answers at url."""
-  try:
-    return get_json(url + "/api/ping", timeout=5)
-  except OSError:
-    return None
 
 
 def wait_exit(pid: int, what: str, timeout: float = 120.0) -> None:

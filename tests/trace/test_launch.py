@@ -6,10 +6,9 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
-from support.proc_helpers import alive, get_json, ping, wait_exit, wait_until
+from support.proc_helpers import Feed, alive, get_json, read_until, wait_exit
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ("import faulthandler, signal\n"
@@ -30,22 +29,6 @@ def _viz_env(tmp_path):
   env.update(VIZ="1", VIZ_PORT=str(port), VIZ_TRACE=str(tmp_path / "t.vztrace"), PYTHONPATH=str(ROOT),
              XDG_CACHE_HOME=str(tmp_path / "cache"))
   return port, env
-
-
-def _read_until(stream, text: str, timeout: float = 120) -> str:
-  """What a child wrote to `stream` up to the line holding `text` (read in a thread: a pipe read cannot time out)."""
-  got: list[str] = []
-  found = threading.Event()
-
-  def read() -> None:
-    for line in stream:
-      got.append(line)
-      if text in line:
-        found.set()
-        return
-  threading.Thread(target=read, daemon=True).start()
-  assert found.wait(timeout), f"no {text!r} in {''.join(got)!r}"
-  return "".join(got)
 
 
 def _stop_by_ctrl_c(proc, viewer_log: Path) -> str:
@@ -73,13 +56,14 @@ def test_script_in_a_terminal_serves_until_ctrl_c(tmp_path):
   os.close(slave)
   viewer = None
   try:
-    viewer = wait_until(lambda: ping(f"http://127.0.0.1:{port}"), "the viewer")["pid"]
-    trace = lambda: get_json(f"http://127.0.0.1:{port}/api/traces", timeout=2)
-    wait_until(lambda: [t["status"] for t in trace()] == ["ended"], "the finished trace")
+    # said once the trace has its end record and the viewer serves (its URL line came first: it listens)
+    said = read_until(proc.stderr, "Press Ctrl-C to stop it", "the script to wait in the foreground")
+    assert "viewer starting at" in said and proc.poll() is None, said
+    viewer = get_json(f"http://127.0.0.1:{port}/api/ping")["pid"]
+    with Feed(f"http://127.0.0.1:{port}") as feed:
+      feed.wait("/api/traces", lambda ts: [t["status"] for t in ts] == ["ended"], "the finished trace")
     token = tmp_path / "cache" / "tinyviz" / "viewers" / f"{port}.token"
     assert token.exists()
-    said = _read_until(proc.stderr, "Press Ctrl-C to stop it")  # it waits in the foreground now, serving
-    assert proc.poll() is None
     err = said + _stop_by_ctrl_c(proc, tmp_path / "cache" / "tinyviz" / f"viewer-{port}.log")
     assert "viewer stopped" in err, err
     wait_exit(viewer, "the viewer to stop")
@@ -98,7 +82,7 @@ def test_without_a_terminal_the_script_exits_and_the_viewer_stays(tmp_path):
                      env=env, timeout=60)
   assert p.returncode == 0, p.stderr
   assert "keeps serving" in p.stderr and p.stderr.count(f"http://127.0.0.1:{port}/") == 1, p.stderr
-  viewer = wait_until(lambda: ping(f"http://127.0.0.1:{port}"), "the viewer")["pid"]
+  viewer = get_json(f"http://127.0.0.1:{port}/api/ping")["pid"]  # ("keeps serving" is said once it serves)
   try:
     assert alive(viewer)
   finally:
@@ -122,7 +106,7 @@ def test_in_a_terminal_ignoring_sigint_the_script_does_not_wait(tmp_path):
     os.close(master)
   assert p.returncode == 0, p.stderr
   assert "keeps serving" in p.stderr and "Press Ctrl-C" not in p.stderr, p.stderr
-  viewer = wait_until(lambda: ping(f"http://127.0.0.1:{port}"), "the viewer")["pid"]
+  viewer = get_json(f"http://127.0.0.1:{port}/api/ping")["pid"]  # ("keeps serving" is said once it serves)
   subprocess.run([sys.executable, "-m", "viz_server", "--stop", "--port", str(port)], env=env, cwd=ROOT,
                  capture_output=True, timeout=120)
   wait_exit(viewer, "the viewer to stop")
@@ -137,7 +121,7 @@ def test_the_url_is_printed_once_the_viewer_answers(tmp_path):
                           stderr=subprocess.PIPE, env=env, text=True)
   viewer = None
   try:
-    err = _read_until(proc.stderr, "viewer starting at")
+    err = read_until(proc.stderr, "viewer starting at", "the viewer's URL")
     assert err.count(f"http://127.0.0.1:{port}/") == 1, err
     answer = get_json(f"http://127.0.0.1:{port}/api/ping", timeout=30)  # (refused, not timed out, were it not up)
     assert answer["app"] == "tinyviz"

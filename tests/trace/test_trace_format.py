@@ -15,7 +15,7 @@ import zlib
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.proc_helpers import open_gate, stop_writer, wait_until
+from support.proc_helpers import open_gate, read_until, stop_writer
 from support.trace_samples import BATCH, BATCH_RECORDS, SAMPLES, batch
 
 from vztrace import format as fmt
@@ -517,8 +517,8 @@ def test_poll_notices_a_file_that_shrank(tmp_path):
   assert r.poll() == [] and r.damaged and "shrank" in r.reason
 
 
-# argv: path, nodes. The writer writes the first half, then waits at a gate the test opens once it has read
-# something, so the reader sees the file grow however the two processes are scheduled
+# argv: path, nodes. The writer writes the first half, flushes it, says so on stdout and waits at a gate the test
+# opens once it has read that half, so the reader sees the file grow however the two processes are scheduled
 WRITER_SCRIPT = textwrap.dedent("""
   import sys, time
   from support.proc_helpers import wait_at_gate
@@ -531,6 +531,7 @@ WRITER_SCRIPT = textwrap.dedent("""
       w.write({"t": "node", "id": i, "op": "CONST", "dtype": "int", "arg": str(i), "src": []})
       if i == n // 2:
         w.flush()
+        print("flushed", flush=True)
         wait_at_gate()
     w.write({"t": "end", "ts": time.time()})
 """)
@@ -542,31 +543,20 @@ def test_follow_a_subprocess_writer(tmp_path):
   env = {k: v for k, v in os.environ.items() if k not in ("VIZ", "VIZ_TRACE")}
   env["PYTHONPATH"] = os.pathsep.join([ROOT, os.path.join(ROOT, "tests")])
   proc = subprocess.Popen([sys.executable, "-c", WRITER_SCRIPT, str(p), str(n)], cwd=ROOT, env=env,
-                          stdin=subprocess.PIPE)
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
   try:
-    wait_until(p.exists, "the writer to create the trace")  # a file another process makes: nothing signals it
+    read_until(proc.stdout, "flushed", "the writer to flush the first half")
     r = TraceReader(p)
-    polls = 0
-    got: list[dict] = []
-    gated = True
-
-    def read_on() -> bool:
-      nonlocal polls, gated
-      new = r.poll()
-      polls += bool(new)
-      got.extend(new)
-      if got and gated:
-        assert not r.complete, "the writer passed the gate before the test opened it"
-        open_gate(proc)
-        gated = False
-      return r.complete
-    wait_until(read_on, "the reader to reach the trace's end")
+    half = r.poll()  # exactly what was flushed before the gate: the writer waits there
+    assert [g["t"] for g in half] == ["meta"] + ["node"] * (n // 2 + 1) and not r.complete
+    open_gate(proc)
     assert proc.wait(120) == 0
+    rest = r.poll()
   finally:
     stop_writer(proc)
-  assert r.complete and not r.damaged
-  assert [g["id"] for g in got if g["t"] == "node"] == list(range(n))
-  assert polls > 1, "the whole trace arrived in one poll: the test did not exercise a growing file"
+    proc.stdout.close()
+  assert r.complete and not r.damaged and rest[-1]["t"] == "end"
+  assert [g["id"] for g in half + rest if g["t"] == "node"] == list(range(n))
 
 
 def test_follow_in_process(tmp_path):

@@ -9,7 +9,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from support.proc_helpers import wait_until
+from support.proc_helpers import read_until
 
 from compiler import Ops, PatternMatcher, UOp, UPat, graph_rewrite
 from compiler.trace import recorder
@@ -108,12 +108,8 @@ def viewer(tmp_path):
   env.update(XDG_CACHE_HOME=str(alice), PYTHONPATH=str(ROOT))
   proc = subprocess.Popen([sys.executable, "-m", "viz_server", str(_trace(tmp_path / "a.vztrace", "a")), "--port",
                            str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-  def started() -> bool:
-    if proc.poll() is not None:
-      raise AssertionError(f"the viewer exited: {proc.stdout.read()}")
-    return (alice / "tinyviz" / "viewers" / f"{port}.token").exists()  # written once it listens
-  wait_until(started, "the viewer to start")
   try:
+    read_until(proc.stdout, "tinyviz: serving", "the viewer to start")  # (said after it wrote its token)
     yield port, alice, proc
   finally:
     if proc.poll() is None:

@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 import socketio
-from support.proc_helpers import Events, add_exit, alive, get_json, open_gate, ping, stop_writer, wait_exit, wait_until
+from support.proc_helpers import Events, Feed, add_exit, alive, get_json, open_gate, stop_writer, wait_exit
 
 from vztrace.reader import TraceReader
 
@@ -168,15 +168,16 @@ def test_viz_1_starts_a_detached_viewer_and_a_second_run_reuses_it(tmp_path):
     assert first.returncode == 0, first.stderr
     assert first.stderr.count(f"http://127.0.0.1:{port}/") == 1 and "viewer starting" in first.stderr, first.stderr
     url = f"http://127.0.0.1:{port}"
-    pid = wait_until(lambda: ping(url), "the viewer to answer")["pid"]
-    # the script is gone; the viewer keeps serving its (finished) trace
-    wait_until(lambda: [t["status"] for t in get_json(url + "/api/traces")] == ["ended"], "the first trace")
-    second = subprocess.run([sys.executable, "-c", script], env={**env, "VIZ_TRACE": str(tmp_path / "b.vztrace")},
-                            capture_output=True, text=True, timeout=60)
-    assert second.returncode == 0, second.stderr
-    assert f"http://127.0.0.1:{port}/#t=1" in second.stderr and "follows this trace" in second.stderr, second.stderr
-    wait_until(lambda: [t["name"] for t in get_json(url + "/api/traces")] == ["a.vztrace", "b.vztrace"], "reuse")
-    assert ping(url)["pid"] == pid  # no second server
+    pid = get_json(url + "/api/ping")["pid"]  # (the URL is said once the viewer serves)
+    with Feed(url) as feed:
+      # the script is gone; the viewer keeps serving its (finished) trace
+      feed.wait("/api/traces", lambda ts: [t["status"] for t in ts] == ["ended"], "the first trace")
+      second = subprocess.run([sys.executable, "-c", script], env={**env, "VIZ_TRACE": str(tmp_path / "b.vztrace")},
+                              capture_output=True, text=True, timeout=60)
+      assert second.returncode == 0, second.stderr
+      assert f"http://127.0.0.1:{port}/#t=1" in second.stderr and "follows this trace" in second.stderr, second.stderr
+      feed.wait("/api/traces", lambda ts: [t["name"] for t in ts] == ["a.vztrace", "b.vztrace"], "reuse")
+    assert get_json(url + "/api/ping")["pid"] == pid  # no second server
     stop = subprocess.run([sys.executable, "-m", "viz_server", "--stop", "--port", str(port)],
                           env=_env(XDG_CACHE_HOME=str(tmp_path / "cache")),  # the token of the user who started it
                           capture_output=True, text=True, timeout=120, cwd=ROOT)

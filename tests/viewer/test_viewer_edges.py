@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support.proc_helpers import alive, get_json, wait_exit, wait_until
+from support.proc_helpers import Feed, alive, read_until, wait_exit
 
 from compiler.trace import launch
 from vztrace import control
@@ -94,9 +94,9 @@ def test_a_busy_port_is_said_once_per_run_and_later_runs_reuse_the_viewer(tmp_pa
     for p in runs[1:]:
       assert f"the viewer at {url}/#t=" in p.stderr and "follows this trace" in p.stderr, p.stderr
     assert len(_viewers(str(tmp_path))) == 1
-    names = wait_until(lambda: {t["name"] for t in get_json(url + "/api/traces")} == {"a.vztrace", "b.vztrace",
-                                                                                       "c.vztrace"}, "three traces")
-    assert names
+    with Feed(url) as feed:
+      feed.wait("/api/traces", lambda ts: {t["name"] for t in ts} == {"a.vztrace", "b.vztrace", "c.vztrace"},
+                "three traces")
 
 
 # ---- clean-up on every way out, stale tokens
@@ -108,8 +108,7 @@ def _cli_viewer(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, int]:
   proc = subprocess.Popen([sys.executable, "-m", "viz_server", str(_trace(tmp_path)), "--port", str(port), *extra],
                           env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True)
-  wait_until(lambda: control.token_path(port).exists() or proc.poll() is not None, "the viewer's token")
-  assert proc.poll() is None, proc.communicate()
+  read_until(proc.stdout, "tinyviz: serving", "the viewer to serve")  # (said after it wrote its token)
   return proc, port
 
 
