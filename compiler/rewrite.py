@@ -523,38 +523,18 @@ class _Rewriter:
     self.rw_id, self.matches, self.replace, self.last_rule = 0, 0, {}, None
 
   def _apply(self, u: UOp) -> tuple[UOp | None, Rule | None]:
-    rec = self.rec
-    if rec is None:  # the hot path when not recording: no clock, no bookkeeping
-      ctx, pm = self.ctx, self.pm
-      # (rules_for's lookup, inlined)
-      rules = pm._by_src0.get((u.op, u.dtype if pm._by_dtype else None, u.src[0].op if u.src else None))
-      for rule in rules if rules is not None else pm.rules_for(u):
-        cap = rule.node_cap
-        for caps in rule.pat.match(u, {}) if cap is None else ({cap: u} if cap else {},):
-          ret = rule.fn(ctx=ctx, **caps) if rule.takes_ctx else rule.fn(**caps)
-          if ret is not None and ret is not u:
-            if SWITCHES is not None and SWITCHES.rule_off(rule, self):  # (a match's one check when no switch is on)
-              continue
-            return self._matched(rule, ret)
-      return None, None
-    return self._apply_recorded(u, rec)
-
-  def _apply_recorded(self, u: UOp, rec: Any) -> tuple[UOp | None, Rule | None]:
-    ctx = self.ctx
-    for rule in self.pm.rules_for(u):
-      for caps in rule.pat.match(u, {}):
-        t0 = perf_counter_ns()
-        try:
-          ret = rule.fn(ctx=ctx, **caps) if rule.takes_ctx else rule.fn(**caps)
-        except Exception as e:
-          rec.match_error(self.rw_id, rule, u, e)
-          raise
+    """The first rule's result for u (and the rule), or (None, None); no clock, no bookkeeping (not recording)."""
+    ctx, pm = self.ctx, self.pm
+    # (rules_for's lookup, inlined)
+    rules = pm._by_src0.get((u.op, u.dtype if pm._by_dtype else None, u.src[0].op if u.src else None))
+    for rule in rules if rules is not None else pm.rules_for(u):
+      cap = rule.node_cap
+      for caps in rule.pat.match(u, {}) if cap is None else ({cap: u} if cap else {},):
+        ret = rule.fn(ctx=ctx, **caps) if rule.takes_ctx else rule.fn(**caps)
         if ret is not None and ret is not u:
-          if SWITCHES is not None and SWITCHES.rule_off(rule, self):
+          if SWITCHES is not None and SWITCHES.rule_off(rule, self):  # (a match's one check when no switch is on)
             continue
-          self._matched(rule, ret)
-          rec.match(self.rw_id, rule, u, ret, perf_counter_ns() - t0)
-          return ret, rule
+          return self._matched(rule, ret)
     return None, None
 
   def _matched(self, rule: Rule, ret: Any) -> tuple[UOp, Rule]:
@@ -645,6 +625,32 @@ class _Rewriter:
     return replace[root]
 
 
+class _RecordedRewriter(_Rewriter):
+  """_Rewriter while recording: its own class, so that a node tried costs no test of whether to record."""
+  __slots__ = ()
+
+  def _apply(self, u: UOp) -> tuple[UOp | None, Rule | None]:
+    """_Rewriter._apply's rules tried the same way, each rule's call timed: a match is recorded with its time."""
+    ctx, pm, rec = self.ctx, self.pm, self.rec
+    rules = pm._by_src0.get((u.op, u.dtype if pm._by_dtype else None, u.src[0].op if u.src else None))
+    for rule in rules if rules is not None else pm.rules_for(u):
+      cap = rule.node_cap
+      for caps in rule.pat.match(u, {}) if cap is None else ({cap: u} if cap else {},):
+        t0 = perf_counter_ns()
+        try:
+          ret = rule.fn(ctx=ctx, **caps) if rule.takes_ctx else rule.fn(**caps)
+        except Exception as e:
+          rec.match_error(self.rw_id, rule, u, e)
+          raise
+        if ret is not None and ret is not u:
+          if SWITCHES is not None and SWITCHES.rule_off(rule, self):
+            continue
+          self._matched(rule, ret)
+          rec.match(self.rw_id, rule, u, ret, perf_counter_ns() - t0)
+          return ret, rule
+    return None, None
+
+
 def _loc(rule: Rule) -> str:
   f, line = rule.location
   return f"{f}:{line}"
@@ -667,7 +673,7 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, name: str | No
   pass_name = name or pm.name or "graph_rewrite"
   if rec is None:
     return _Rewriter(pm, ctx, bottom_up, pass_name, None).rewrite(sink)
-  rw = _Rewriter(pm, ctx, bottom_up, pass_name, rec)
+  rw = _RecordedRewriter(pm, ctx, bottom_up, pass_name, rec)
   file, line = _caller()
   rw.rw_id = rec.rewrite_begin(pass_name, file, line, bottom_up, sink)
   t0 = time.perf_counter_ns()

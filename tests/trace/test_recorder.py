@@ -81,6 +81,37 @@ def test_rewrite_records_every_match_with_nodes_and_rules(trace):
   assert out.op is Ops.DEFINE_VAR
 
 
+def test_recording_tries_each_pattern_as_often_as_not_recording(monkeypatch, tmp_path):
+  """Recording adds the clock and the records to a rewrite, not matching: a pattern of an op and dtype alone
+  (Rule.node_cap: "MUL m") is not matched, recorded or not, so patterns are tried as often either way."""
+  pm = PatternMatcher([(UPat(Ops.MUL, name="m"), lambda m: None, "looks at MULs")]) + fold_add0 + mul1
+  assert any(r.node_cap == "m" for r in pm.rules)
+  tried: list[UPat] = []
+  match = UPat.match
+  monkeypatch.setattr(UPat, "match", lambda self, u, store: tried.append(self) or match(self, u, store))
+  counts = []
+  for record in (False, True):
+    if record:
+      recorder.enable(tmp_path / "t.vztrace", announce=False)
+    try:
+      assert graph_rewrite(_expr(20), pm) is UOp.variable("x", 0, 10)
+    finally:
+      recorder.disable()
+    counts.append(len(tried))
+    tried.clear()
+  assert counts[0] == counts[1] > 0
+
+
+def test_a_flush_lets_go_of_the_records_it_wrote(trace):
+  """The queue keeps no record a flush wrote (a source record holds a kernel's texts and line maps), only its slot
+  until the recording thread compacts the queue."""
+  with recorder.trace_context("k", kind="kernel"):
+    graph_rewrite(_expr(6), fold_add0 + mul1)
+  q = recorder.RECORDER._queue
+  recorder.RECORDER.writer.flush()
+  assert q.r_done >= 4 and q.recs[:q.r_done] == [None] * q.r_done
+
+
 def test_replaying_matches_rebuilds_the_output(trace):
   # substituting before->after in order from the root gives the rewrite's output (the viewer's replay contract)
   a, b = UOp.variable("a", 0, 5), UOp.variable("b", 0, 5)
