@@ -432,8 +432,9 @@ def compile_kernel(ast: UOp) -> CompiledKernel:
   if tracing:
     # each line's UOps (positions in prg.uops, source_lines) and each position's trace node: the viewer's way from a
     # line to its nodes in the kernel's graph and back
-    uops = [recorder.RECORDER.node_id(u) for u in prg.uops]
+    uops, at = [recorder.RECORDER.node_id(u) for u in prg.uops], {}
     for kind, text, cs in (("uops", format_uops(prg.uops), 0.0), ("llvm_ir", prg.src, compile_s),
                            ("opt_ir", jf.opt_ir, compile_s), ("asm", jf.asm, compile_s)):
-      recorder.record("source", kind=kind, text=text, compile_s=cs, ts=ts, lines=source_lines(kind, text), uops=uops)
+      recorder.record("source", kind=kind, text=text, compile_s=cs, ts=ts, lines=source_lines(kind, text, at),
+                      uops=uops)
   return CompiledKernel(prg, jf.address, compile_s, ctx)

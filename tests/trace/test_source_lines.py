@@ -16,7 +16,7 @@ from support.codegen_helpers import UP, elementwise, matmul, split
 from compiler.codegen.errors import kernel_name
 from compiler.codegen.linearizer import linearize
 from compiler.codegen.llvmir import render_llvm, symbol
-from compiler.codegen.program import _is_instruction, get_program, lower_ast, source_lines
+from compiler.codegen.program import _is_instruction, format_uops, get_program, lower_ast, source_lines
 from compiler.runtime.llvm import get_jit
 from compiler.tensor import Tensor
 from compiler.trace import recorder
@@ -143,6 +143,21 @@ def test_line_zero_takes_the_location_before_it():
   assert source_lines("asm", asm) == [[], [], [4], [], [4], [], [4]]
   # instructions before the first location take the first one
   assert source_lines("asm", "\tpushq\t%rbp\n\t.loc\t1 3 0\n\tret") == [[2], [], [2]]
+
+
+def test_equal_lines_share_one_list():
+  """A kernel's four sources name each position on many lines: one list a position (and one for no position a
+  source), not one a line (120,000 lists the cycle collector tracked on the GPT training step), and equal values."""
+  prg = get_program(KERNELS["matmul"]())
+  jf, _ = get_jit().compile(prg.src, prg.fname, want_text=True)
+  at: dict[int, list[int]] = {}
+  texts = (("uops", format_uops(prg.uops)), ("llvm_ir", prg.src), ("opt_ir", jf.opt_ir), ("asm", jf.asm))
+  lines = [source_lines(kind, text, at) for kind, text in texts]
+  assert [source_lines(kind, text) for kind, text in texts] == lines  # sharing changes no value
+  every = [x for per_kind in lines for x in per_kind]
+  assert len(every) > 2 * len(prg.uops)
+  assert all(x == [] or at[x[0]] is x for x in every)
+  assert len({id(x) for x in every}) <= len(prg.uops) + len(texts)
 
 
 def test_source_record_map_is_bounded_and_valid():
