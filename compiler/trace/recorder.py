@@ -98,32 +98,36 @@ class TraceIds:
       if base <= x._trace_id < top:  # on the stack twice (a source of two nodes): named the first time
         stack.pop()
         continue
-      src = []
+      src, unnamed = [], None  # (one pass over the sources either way: no second one to find the unnamed)
       for s in x.src:
         v = s._trace_id
         if base <= v < top:
           src.append(v - base)
+        elif unnamed is None:
+          unnamed = [s]
         else:
-          stack.extend([y for y in reversed(x.src) if not base <= y._trace_id < top])
-          break
-      else:
-        stack.pop()
-        dtype = x.dtype
-        d = dtype_by_id.get(id(dtype))
-        if d is None:
-          d = self._dtype_number(dtype)
-        arg = x.arg
-        t = type(arg)  # cons_key, inlined for the args it leaves as they are
-        if arg is None or t is int or t is tuple:
-          key = (op_int[x.op], d, arg, None, *src)
-        else:  # (cons_key adds one field at most: a float's sign, a bool's type)
-          more = cons_key(x.op, dtype, (), arg)[4:]
-          key = (op_int[x.op], d, arg, more[0] if more else None, *src)
-        new = len(keys)  # ids are dense: the next one is the number of keys
-        tid = keys.setdefault(key, new)
-        if tid == new:
-          add(key)
-        _SET_TRACE_ID(x, base + tid)
+          unnamed.append(s)
+      if unnamed is not None:
+        unnamed.reverse()  # the first on top
+        stack.extend(unnamed)
+        continue
+      stack.pop()
+      dtype = x.dtype
+      d = dtype_by_id.get(id(dtype))
+      if d is None:
+        d = self._dtype_number(dtype)
+      arg = x.arg
+      t = type(arg)  # cons_key, inlined for the args it leaves as they are
+      if arg is None or t is int or t is tuple:
+        key = (op_int[x.op], d, arg, None, *src)
+      else:  # (cons_key adds one field at most: a float's sign, a bool's type)
+        more = cons_key(x.op, dtype, (), arg)[4:]
+        key = (op_int[x.op], d, arg, more[0] if more else None, *src)
+      new = len(keys)  # ids are dense: the next one is the number of keys
+      tid = keys.setdefault(key, new)
+      if tid == new:
+        add(key)
+      _SET_TRACE_ID(x, base + tid)
     return root._trace_id - base
 
   def close(self) -> None:
@@ -335,6 +339,7 @@ class RecordQueue:
             b"".join(b',"%s":"%s"' % (name, pack(rows[i::5])) for i, name in enumerate(self.match_keys)) +
             b',"%s":"%s","at":"%s","recs":[%s]}' % (self.dt_key, pack(rows[4::5], "i64s"), pack(positions),
                                                      b",".join(parts)))
+    recs[ra:rb] = itertools.repeat(None, rb - ra)  # written: let them go now (compact() drops the slots later)
     self.t_done = len(self.strs)
     self.next_id += nb - na
     self.n_done, self.m_done, self.r_done = nb, mb, rb
