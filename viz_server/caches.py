@@ -38,9 +38,10 @@ class _LayoutCache:
           return got[0]
       return None
 
-  def put(self, key: tuple, lay: Layout, derived: bool = False) -> None:
-    """Keep lay; derived: it was derived from the step before (the cheap pool)."""
-    i, w = int(derived), weight(lay)
+  def put(self, key: tuple, lay: Layout, derived: bool = False, w: int | None = None) -> None:
+    """Keep lay; derived: it was derived from the step before (the cheap pool); w: its weight where it is less than
+    weight(lay) says (a derived layout shares its base's routes, viz_server.stepgraphs)."""
+    i, w = int(derived), weight(lay) if w is None else w
     with self.lock:
       pool = self.pools[i]
       if key in pool:

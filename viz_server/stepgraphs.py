@@ -77,6 +77,12 @@ class _Full(_Placed):
 class _Derived(_Placed):
   """A layout made by viz_server.place from the step before: every node of both keeps its place and in-edges."""
   base: int = -1  # the step it was derived from
+  # what it counts against caches.LAYOUTS: its positions, and of its routes only those it made. place.derive hands a
+  # route the layout keeps on as the same tuple and makes only straight two-point ones, so its own points are at most
+  # two per in-edge of a new node. Counted whole (weight()), the 375k route points that the ~3k-node graph of a GPT
+  # step's `add bufferize` shares along its chain let the pool hold two of its layouts: stepping and its prefetch
+  # pushed each other's layouts out and every step derived its chain again from the block boundary.
+  own: int = 0
 
 
 def dumps(obj: object) -> bytes:
@@ -198,8 +204,10 @@ class StepGraphs:
       if k % BLOCK == 0:
         self._kept_w[k] = caches.weight(lay)
         self._kept[k] = lay
+      elif isinstance(lay, _Derived):
+        caches.LAYOUTS.put(key, lay, derived=True, w=lay.own)
       else:
-        caches.LAYOUTS.put(key, lay, derived=isinstance(lay, _Derived))
+        caches.LAYOUTS.put(key, lay)
     finally:
       with self.lock:
         del self._busy[k]
@@ -348,7 +356,9 @@ class StepGraphs:
     pos, layer, edges, width, height, rows, bands = place.derive(
       lay, rows, bands, new, info.removed, old_of, rp.src, self.looks.size, rp.level)
     self.stats["derived"] += 1
-    return _Derived(pos, layer, edges, width, height, rows=rows, bands=bands, base=k - 1)
+    src = rp.src
+    own = len(pos) + 2 * sum(len(src(n)) for n in new) // caches.POINTS_PER_NODE
+    return _Derived(pos, layer, edges, width, height, rows=rows, bands=bands, base=k - 1, own=own)
 
   def aliases(self, j: int, k: int) -> dict[int, int]:
     """{id at step k: id at step j} for nodes that steps between j and k rebuilt (same op, dtype and arg)."""
@@ -524,19 +534,19 @@ class StepGraphs:
     """The in-edges of `nodes` at k (layout lk) that the client does not have from j (layout lj): an added node's,
     a kept node's whose route changed, a rebuilt node's (`like`) that its old node's route at that index does not
     give; only from sources in `shown` where the graph is cut."""
-    rp = self.replay
+    src_of, old_route = self.replay.src, lj.edges.get
     out = []
     for n in nodes:
-      src = rp.node(n)[3]  # type: ignore[index]
+      src = src_of(n)
       old = like.get(n)
-      old_src = rp.node(old)[3] if old is not None else ()  # type: ignore[index]
+      old_src = src_of(old) if old is not None else ()
       for i, s in enumerate(src):
         if shown is not None and s not in shown:
           continue
         pts = lk.edges.get((s, n), ())
         if old is not None:  # the client gives a rebuilt node the old node's in-edge routes, index by index; one
           # with more sources than the old node has nothing to inherit past the old node's last source
-          if i < len(old_src) and lj.edges.get((old_src[i], old)) == pts:
+          if i < len(old_src) and ((got := old_route((old_src[i], old))) is pts or got == pts):
             continue
         elif n not in added_set and lj.edges.get((s, n)) == pts:
           continue
@@ -594,7 +604,7 @@ class StepGraphs:
       old = like.get(n)
       if old is not None:
         x, y = lk.pos[n]
-        nodes_added.append({"id": n, "like": old, "src": list(rp.node(n)[3]), "x": _px(x), "y": _px(y),  # type: ignore[index]
+        nodes_added.append({"id": n, "like": old, "src": list(rp.src(n)), "x": _px(x), "y": _px(y),
                             "created": rp.created(n, k)})
       else:
         nodes_added.append(self._node(n, lk, k, consts))
@@ -632,7 +642,7 @@ class StepGraphs:
       old = a.get("like")
       if old is not None and a["created"] == k:
         x, y = lj.pos[old]
-        if a["x"] == _px(x) and a["y"] == _px(y) and a["src"] == [renamed.get(s, s) for s in self.replay.node(old)[3]]:  # type: ignore[index]
+        if a["x"] == _px(x) and a["y"] == _px(y) and a["src"] == [renamed.get(s, s) for s in self.replay.src(old)]:
           pairs.append((a["id"], old))
           continue
       rest.append(a)
