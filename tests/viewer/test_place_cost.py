@@ -1,0 +1,73 @@
+"""place.derive's cost on a step that rebuilds a long chain of users (what a match does to every user of the node it
+replaces; a GPT step's `add bufferize` rebuilds ~2,000 nodes a step): the rebuilt nodes that keep their old boxes are
+given them at once, only the others are placed one by one, and the layout is the one placing every node in order
+gives. Counted, not clocked."""
+import pytest
+
+from viz_server import place
+from viz_server.layout import layout_graph
+from viz_server.place import Bands, Rows
+
+CHAIN, SIDE = 200, 20  # rebuilt users; the kept side chain the match's result is placed below
+SIZE = (60.0, 20.0)
+
+
+def _step(side_src: bool):
+  """A base graph (leaf 1 under a chain 10.. of CHAIN users, leaf 2 under a side chain 500.. of SIDE nodes) and a
+  step replacing leaf 1 with node 3, which rebuilds the whole chain as 1000.. (each over the one before): node 3 uses
+  the side chain's last node when side_src, so the bottom of the rebuilt chain cannot keep its boxes."""
+  src = {1: (), 2: (), 10: (1,), **{10 + i: (9 + i,) for i in range(1, CHAIN)}, 500: (2,),
+         **{500 + i: (499 + i,) for i in range(1, SIDE)}}
+  base = layout_graph({n: SIZE for n in src}, [(s, d) for d, ss in src.items() for s in ss])
+  src[3] = (500 + SIDE - 1,) if side_src else (2,)
+  src.update({1000: (3,), **{1000 + i: (999 + i,) for i in range(1, CHAIN)}})
+  new = [3, *range(1000, 1000 + CHAIN)]
+  old_of = {1000 + i: 10 + i for i in range(CHAIN)}
+  removed = [1, *range(10, 10 + CHAIN)]
+  level: dict[int, int] = {}
+  for n in sorted(src, key=lambda n: (n >= 1000, n == 3, n)):  # (sources first: leaves, kept chains, 3, then 1000..)
+    level[n] = 1 + max((level[s] for s in src[n]), default=-1)
+  return base, new, removed, old_of, src, level
+
+
+def _derive(base, new, removed, old_of, src, level):
+  return place.derive(base, Rows.of(base.pos, lambda n: SIZE), Bands.of(base), new, removed, old_of,
+                      src.__getitem__, lambda n: SIZE, level.__getitem__)
+
+
+@pytest.mark.parametrize("side_src", [False, True])
+def test_rebuilt_chain_is_placed_at_the_cost_of_what_moves(monkeypatch, side_src):
+  base, new, removed, old_of, src, level = _step(side_src)
+  calls = []
+  one = place._place_one
+  monkeypatch.setattr(place, "_place_one", lambda n, *a: (calls.append(n), one(n, *a))[1])
+  pos, layer, edges, width, height, _, _ = _derive(base, new, removed, old_of, src, level)
+  fast = len(calls)
+  calls.clear()
+  users: dict[int, list[int]] = {}
+  for n in new:
+    for s in src[n]:
+      if s in new:
+        users.setdefault(s, []).append(n)
+  monkeypatch.setattr(place, "_stayers", lambda *a: ({}, users))  # every node placed in order
+  ref = _derive(base, new, removed, old_of, src, level)
+  assert ref[:5] == (pos, layer, edges, width, height)  # the same layout as placing every node one by one
+  assert len(calls) == CHAIN + 1
+  moved = [n for n in range(1000, 1000 + CHAIN) if pos[n] != base.pos[old_of[n]]]
+  assert (len(moved) > SIDE // 2) == side_src  # (the side chain pushes the bottom of the rebuilt chain down)
+  # placed one by one: node 3, the rebuilt nodes that moved, and the first above them that kept its box
+  assert fast <= 1 + len(moved) + 1, (fast, len(moved))
+
+
+def test_derived_routes_are_the_base_routes_or_straight():
+  """What caches.LAYOUTS counts a derived layout by (stepgraphs._Derived.own): every route it keeps is its base's
+  tuple, every route it makes has two points."""
+  base, new, removed, old_of, src, level = _step(True)
+  _, _, edges, _, _, _, _ = _derive(base, new, removed, old_of, src, level)
+  made = 0
+  for (s, d), pts in edges.items():
+    old = base.edges.get((old_of.get(s, s), old_of.get(d, d)))
+    if pts is not old:
+      assert len(pts) == 2
+      made += 1
+  assert 0 < made <= sum(len(src[n]) for n in new)
