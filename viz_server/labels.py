@@ -97,10 +97,11 @@ class Looks:
     self.node = node  # node id -> (op, dtype, arg, src): the view's replay's
     self.labels: dict[int, str] = {}
     self.sizes: dict[int, tuple[float, float]] = {}
+    self._made: dict[tuple[str, str, str], tuple[str, tuple[float, float]]] = {}  # (op, dtype, arg) -> (label, size)
 
   def est_bytes(self) -> int:
     """About the bytes the tables hold (a part of what viz_server.views budgets by)."""
-    return 150 * len(self.labels) + 180 * len(self.sizes)
+    return 150 * len(self.labels) + 180 * len(self.sizes) + 300 * len(self._made)
 
   def size(self, nid: int) -> tuple[float, float]:
     got = self.sizes.get(nid)
@@ -110,7 +111,15 @@ class Looks:
     """A node's label and box size."""
     lab = self.labels.get(nid)
     if lab is None:
-      lab = self.labels[nid] = label(node[0], node[1], node[2])
+      # made once per (op, dtype, arg): a rewrite step rebuilds ~2,000 nodes of a GPT step's `add bufferize`, each
+      # with its old version's look
+      key = (node[0], node[1], node[2])
+      got = self._made.get(key)
+      if got is None:
+        lab = label(*key)
+        got = self._made[key] = (lab, node_size(lab))
+      lab = self.labels[nid] = got[0]
+      return lab, self.sizes.setdefault(nid, got[1])
     got = self.sizes.get(nid)
     if got is None:
       got = self.sizes[nid] = node_size(lab)

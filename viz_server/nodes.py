@@ -115,6 +115,11 @@ class NodeColumns:
     return (s[self._op[row]], s[self._dtype[row]], s[self._arg[row]],
             tuple(self._src[self._src_start[row]:self._src_start[row + 1]]))
 
+  def look(self, nid: int) -> tuple[str, str, str]:
+    """A node's (op, dtype, arg), without its sources."""
+    row, s = self._row(nid), self._strs
+    return s[self._op[row]], s[self._dtype[row]], s[self._arg[row]]
+
   def src(self, nid: int) -> tuple[int, ...]:
     row = self._row(nid)
     return tuple(self._src[self._src_start[row]:self._src_start[row + 1]]) if row >= 0 else ()
@@ -163,6 +168,25 @@ class NodeColumns:
         continue
       if (self._op[row], self._dtype[row], self._arg[row]) == k[:3] and self.src(nid) == src:
         return nid
+    return None
+
+  def find_like(self, nid: int, src: tuple[int, ...], max_row: int | None = None) -> int | None:
+    """find() for the node with nid's op, dtype and arg over src (nid a node of this table): its codes are used as
+    they are (replay rebuilds ~2,000 nodes a step of a GPT step's `add bufferize`; no strings made and looked up)."""
+    row = self._row(nid)
+    k = (self._op[row], self._dtype[row], self._arg[row], src)
+    if self._struct is None:
+      self.find(self._strs[k[0]], self._strs[k[1]], self._strs[k[2]], src, max_row)  # (builds the index)
+    hit = self._struct.get(hash(k))  # type: ignore[union-attr]
+    if hit is None:
+      return None
+    ss, op, dt, ar = self._src_start, self._op, self._dtype, self._arg
+    for cand in (hit if isinstance(hit, list) else (hit,)):
+      r = self._row(cand)
+      if max_row is not None and r >= max_row:
+        continue
+      if op[r] == k[0] and dt[r] == k[1] and ar[r] == k[2] and tuple(self._src[ss[r]:ss[r + 1]]) == src:
+        return cand
     return None
 
   def _index(self, nid: int, k: tuple) -> None:

@@ -51,6 +51,7 @@ class Replay:
     self.steps: list[StepInfo | None] = [None]
     self.lock = threading.RLock()
     self._level: dict[int, int] = {}
+    self._srcs: dict[int, tuple[int, ...]] = {}  # node -> its sources (src(); the table is append-only)
     self._born: dict[int, list[int]] = {}  # node -> the steps that added it to the graph, ascending
     # resolution through R, memoized with dependencies
     self._R: dict[int, int] = {}  # replaced node -> replacement, from the first `cur` matches
@@ -76,7 +77,8 @@ class Replay:
     bytes an entry of an int table, more for those holding tuples and sets, ~300 a step."""
     return (100 * (len(self._memo) + len(self._ref) + len(self._level) + len(self._born) + len(self._R)
                    + len(self.roots) + len(self._chain_start) + len(self._hist))
-            + 130 * len(self._deps) + 300 * len(self._rdeps) + 250 * len(self.fresh) + 300 * len(self.steps))
+            + 130 * (len(self._deps) + len(self._srcs)) + 300 * len(self._rdeps) + 250 * len(self.fresh)
+            + 300 * len(self.steps))
 
   @property
   def stale(self) -> bool:
@@ -94,9 +96,18 @@ class Replay:
     return f if f is not None else self.table.get(nid)
 
   def src(self, nid: int) -> tuple[int, ...]:
-    """A node's source ids (what the layouts are handed as a graph's edges)."""
-    f = self.fresh.get(nid)
-    return f[3] if f is not None else self.table.src(nid)
+    """A node's source ids (what the layouts are handed as a graph's edges), kept per node asked for: resolving,
+    placing and answering a step ask each rebuilt node's several times (the table makes a tuple each time)."""
+    got = self._srcs.get(nid)
+    if got is None:
+      f = self.fresh.get(nid)
+      if f is not None:
+        got = self._srcs[nid] = f[3]
+      elif nid in self.table:
+        got = self._srcs[nid] = self.table.src(nid)
+      else:  # (not kept: a live trace may define it later)
+        return ()
+    return got
 
   def level(self, nid: int) -> int:
     """Length of the longest source chain below a node (a topological order key)."""
@@ -120,9 +131,13 @@ class Replay:
 
   def _intern(self, x: int, src: tuple[int, ...]) -> int:
     """The node with x's op, dtype and arg over `src`: the trace's id for it if it has one, else a fresh id."""
-    op, dtype, arg, _ = self.node(x)  # type: ignore[misc]
-    nid = self.table.find(op, dtype, arg, src, self.max_row)
+    f = self.fresh.get(x)
+    if f is None:
+      nid = self.table.find_like(x, src, self.max_row)
+    else:
+      nid = self.table.find(f[0], f[1], f[2], src, self.max_row)
     if nid is None:
+      op, dtype, arg = self.table.look(x) if f is None else f[:3]
       key = (op, dtype, arg, src)
       nid = self.fresh_key.get(key)
       if nid is None:
