@@ -73,6 +73,8 @@ def build_parser(prog: str = "python -m viz_server.tools") -> argparse.ArgumentP
   exp.add_argument("-o", "--output", required=True, metavar="OUT.html|OUT.json")
   exp.add_argument("--progress", action="store_true", help="print progress to stderr (a terminal gets it anyway)")
   exp.add_argument("--progress-file", metavar="PATH", help="keep 'STEPS TOTAL' (the steps packed so far) in this file")
+  exp.add_argument("-j", "--jobs", type=int, metavar="N",
+                   help="processes laying out the rewrites' graphs (default: one per CPU, at most 8; 1: none forked)")
   exp.add_argument("--perfetto", action="store_true",
                    help="the timeline (contexts, passes, compiles, kernel runs; memory as a counter) as Chrome "
                         "trace-event JSON, which ui.perfetto.dev and chrome://tracing open")

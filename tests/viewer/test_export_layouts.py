@@ -6,7 +6,7 @@ import random
 
 from support.export_helpers import rebuilding_rewrites
 
-from viz_server.export import collect as collect_module
+from viz_server.export import workers
 from viz_server.export.collect import Work, collect
 from viz_server.export.layouts import SharedLayouts
 from viz_server.layout import layout_graph
@@ -61,7 +61,7 @@ def test_the_export_with_shared_layouts_is_the_export_without(tmp_path, monkeypa
   with OfflineApi(path) as api:
     got = collect(api, work=work)
   assert (work.graphs, work.shared) == (3, 2)
-  monkeypatch.setattr(collect_module, "SharedLayouts", lambda: SharedLayouts(budget=0))  # (remembers nothing)
+  monkeypatch.setattr(workers, "SharedLayouts", lambda: SharedLayouts(budget=0))  # (remembers nothing)
   alone = Work()
   with OfflineApi(path) as api:
     assert collect(api, work=alone) == got

@@ -7,6 +7,8 @@ Python, which builds the file (in the order an export runs):
   a rewrite at a time: collect_packed packs each as it is made (collect holds the whole data, for the tests);
 - redact.py: every string of them redacted by what it holds (paths, the user's and host's names);
 - layouts.py: step-0 layouts shared between rewrites whose graphs have one shape under other ids (SharedLayouts);
+- workers.py: the rewrites' views (step-0 graph, compact deltas: the viewer's layouts and derivations) made in
+  forked worker processes and handed back in order (forked), or in this process (in_process);
 - graphs.py: each rewrite's graphs as its step-0 graph and one compact delta per step (GraphPacker), the edges the
   page derives left out (EdgeStrip);
 - pack.py: that data as columns and differences, which deflate small (Packer; the page's unpack.js decodes it);

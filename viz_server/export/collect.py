@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from viz_server import caches
-from viz_server.export import ExportError
+from viz_server.export import ExportError, workers
 from viz_server.export.graphs import EdgeStrip, GraphPacker, leave_out_derived_edges
-from viz_server.export.layouts import SharedLayouts
 from viz_server.export.pack import Packer
 from viz_server.export.redact import Redactor
 from viz_server.labels import label
@@ -56,13 +54,9 @@ Keep = Callable[[str, int, dict[int, list], Iterable[dict]], None]
 PROGRESS_STEPS = 500  # a progress line every this many steps packed (about a second of work on the 2-core machine)
 
 
-def _deltas(view: Any, n: int, work: Work, progress: Callable[[Work], None] | None) -> Iterator[dict]:
-  """Steps 1..n of a rewrite as compact deltas, each from the step before (the viewer's own answers, without its
-  JSON round trip: the page gets them packed anyway)."""
-  for k in range(1, n + 1):
-    d = view.delta(k - 1, k, compact=True)
-    for key in ((k - 1,), ("cut", k - 1)):  # (step k-1's layout: no later step is derived from it; the view's
-      caches.LAYOUTS.drop(view.key + key)   # block layouts stay, so the export holds a rewrite's 1/32 of them)
+def _counted(steps: Iterable[dict], work: Work, progress: Callable[[Work], None] | None) -> Iterator[dict]:
+  """A rewrite's deltas as they are packed, counted (and progress told every PROGRESS_STEPS)."""
+  for d in steps:
     work.steps += 1
     work.nodes += len(d["nodes_added"])
     work.edges += len(d["edges_added"])
@@ -81,17 +75,17 @@ def _contexts(api: OfflineApi, names: list[str] | None, answers: dict) -> tuple[
 
 
 def _rewrites(api: OfflineApi, contexts: list[dict], pack: GraphPacker, red: Redactor, answers: dict, work: Work,
-              progress: Callable[[Work], None] | None, keep: Keep) -> None:
+              progress: Callable[[Work], None] | None, keep: Keep, jobs: int = 1) -> None:
   """Each kept rewrite's detail and patterns (into answers) and its graphs, packed by pack and handed to keep one
-  rewrite at a time, its steps as they are made (its view is let go before the next: the export holds one rewrite's
-  replay and layouts)."""
+  rewrite at a time, its steps as they are made (the views are made in `jobs` worker processes, or here with 1:
+  export/workers.py; either way the export holds one rewrite's replay and layouts per process)."""
   base = f"/api/traces/{api.t}"
   patterns: set[int] = set()
   rules: dict[int, dict] = {}
-  by_root: dict[int, int] = {}  # a rewrite's input root -> its step-0 graph's index in pack.graphs
-  shared = SharedLayouts()
   rws = api.trace.rewrites
   work.total += sum(rws[e["id"]].matches for c in contexts for e in c["rewrites"] if e["id"] in rws)
+  order: list[tuple[int, int, Any, bool]] = []  # (rewrite, its steps, its root, whether it shares its root's graph)
+  viewed: set[int] = set()  # the roots of the rewrites viewed so far
   for c in contexts:
     for entry in c["rewrites"]:
       r = entry["id"]
@@ -108,22 +102,32 @@ def _rewrites(api: OfflineApi, contexts: list[dict], pack: GraphPacker, red: Red
           continue
         answers[f"{base}/patterns/{p}"] = red.pattern(pat)
         rules[p] = {"file": pat["file"], "line": pat["line"], "name": pat["name"]}
-      work.rewrites += 1
       n, root = len(detail["steps"]), detail["root"]
-      if n == 0 and isinstance(root, int) and root in by_root:
-        # a rewrite that matched nothing over a graph already laid out: the step-0 graph is its root's subgraph, laid
-        # out afresh, so it is that graph (a third of a training step's rewrites: passes that found nothing to do)
+      # a rewrite that matched nothing over a graph already laid out: the step-0 graph is its root's subgraph, laid
+      # out afresh, so it is that graph (a third of a training step's rewrites: passes that found nothing to do)
+      shares = n == 0 and isinstance(root, int) and root in viewed
+      order.append((r, n, root, shares))
+      if not shares and isinstance(root, int):
+        viewed.add(root)
+  todo = [(r, n) for r, n, _, shares in order if not shares]
+  laid = workers.Laid()
+  made = workers.forked(api, todo, jobs, laid) if jobs > 1 and todo else workers.in_process(api, todo, laid)
+  by_root: dict[int, int] = {}  # a rewrite's input root -> its step-0 graph's index in pack.graphs
+  try:
+    for r, _, root, shares in order:
+      work.rewrites += 1
+      if shares:
         keep(str(r), by_root[root], {}, ())
         continue
-      view = api.view(r)
-      view.lay_out = shared
+      _, g0, steps = next(made)
       work.graphs += 1
-      index, fresh, steps = pack.stream(view.graph(0), _deltas(view, n, work, progress), rules)
-      work.shared = shared.shared
-      keep(str(r), index, fresh, steps)
-      api.forget(r)  # (its replay and layouts: the export holds one rewrite's at a time)
+      index, fresh, packed = pack.stream(g0, _counted(steps, work, progress), rules)
+      keep(str(r), index, fresh, packed)
+      work.shared = laid.shared
       if isinstance(root, int):
         by_root.setdefault(root, index)
+  finally:
+    made.close()  # (the workers end with the export, however it ends)
 
 
 def _other_answers(api: OfflineApi, full: set[int], red: Redactor, answers: dict) -> None:
@@ -185,10 +189,11 @@ def collect(api: OfflineApi, names: list[str] | None = None, redact: Iterable[st
 
 
 def collect_packed(api: OfflineApi, names: list[str] | None = None, redact: Iterable[str] = (),
-                   work: Work | None = None, progress: Callable[[Work], None] | None = None) -> dict:
+                   work: Work | None = None, progress: Callable[[Work], None] | None = None, jobs: int = 1) -> dict:
   """collect()'s data packed (pack.pack's form, equal once unpacked), made a rewrite at a time: each rewrite's graphs
   are redacted, their derivable edges left out and their steps packed into the columns as soon as they are made, so
-  the export holds the columns and one rewrite's graphs, never every step's (issue 30)."""
+  the export holds the columns and one rewrite's graphs, never every step's (issue 30). jobs: the processes that
+  make the rewrites' views (export/workers.py; 1: this one)."""
   work = work if work is not None else Work()
   red = Redactor(redact, api.trace.meta)
   answers: dict[str, Any] = {}
@@ -207,7 +212,7 @@ def collect_packed(api: OfflineApi, names: list[str] | None = None, redact: Iter
     g0 = pack.graphs[index]
     packer.rewrite(r, index, strip.steps((red.answer(d) for d in steps), fresh, g0), _redacted(fresh, red), g0)
 
-  _rewrites(api, contexts, pack, red, answers, work, progress, keep)
+  _rewrites(api, contexts, pack, red, answers, work, progress, keep, jobs)
   _other_answers(api, full, red, answers)
   head = red.data(_head(api, answers, _other_nodes(api, pack.statics), red, names))
   return packer.finish(head, {nid: statics[nid] for nid in pack.statics}, strip.routes)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from viz_server.export import ExportError
+from viz_server.export import ExportError, workers
 from viz_server.export.collect import Work, collect_packed
 from viz_server.export.page import write
 from viz_server.export.redact import Redactor
@@ -15,10 +15,12 @@ from viz_server.offline import OfflineApi
 
 
 def export(path: str | os.PathLike, out: str | os.PathLike, names: list[str] | None = None,
-           redact: Iterable[str] = (), progress: Callable[[Work], None] | None = None) -> dict:
-  """Write the export of the trace at path to out; returns {bytes, trace_bytes, redacted}. progress: see collect."""
+           redact: Iterable[str] = (), progress: Callable[[Work], None] | None = None, jobs: int | None = None) -> dict:
+  """Write the export of the trace at path to out; returns {bytes, trace_bytes, redacted}. progress: see collect;
+  jobs: the worker processes that lay out the rewrites (export/workers.py; None: workers.default_jobs)."""
   with OfflineApi(path) as api:
-    packed = collect_packed(api, names, redact, progress=progress)
+    jobs = workers.default_jobs(len(api.trace.rewrites)) if jobs is None else jobs
+    packed = collect_packed(api, names, redact, progress=progress, jobs=jobs)
     name = Redactor(packed["redacted"], api.trace.meta).string(Path(path).name)  # (the user's name, say)
   size = write(out, packed, name)
   return {"bytes": size, "trace_bytes": os.path.getsize(path), "redacted": packed["redacted"]}
@@ -50,7 +52,7 @@ def run(args: Any) -> int:
     notes.append(progress_file(args.progress_file))
   progress = (lambda work: [note(work) for note in notes]) if notes else None
   try:
-    got = export(args.file, args.output, args.context, what, progress=progress)
+    got = export(args.file, args.output, args.context, what, progress=progress, jobs=getattr(args, "jobs", None))
   except ExportError as e:
     print(f"export: {e}")
     return 2

@@ -149,8 +149,8 @@ class EdgeStrip:
     return list(self._points)
 
   def _route(self, points: list) -> int:
-    key = tuple((p[0], p[1]) for p in points)  # (a tuple, not the JSON text: 10% of a training step's export)
-    got = self._routes.get(key)
+    key = tuple(map(tuple, points))  # (tuples, not the JSON text: 10% of a training step's export; map, not a
+    got = self._routes.get(key)      # generator: a GPT step's bent routes are ~60 points, re-keyed each step)
     if got is None:
       got = self._routes[key] = len(self._points)
       self._points.append([[p[0], p[1]] for p in points])

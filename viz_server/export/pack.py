@@ -41,14 +41,12 @@ def ids_col(ids: list[int]) -> list[int]:
 
 def num_col(xs: list) -> dict:
   """Numbers as differences of tenths when every one is a whole number of tenths, else as they are."""
-  tenths = []
-  for x in xs:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-      return {"r": xs}
-    n = round(x * 10)
-    if abs(n) >= 2 ** 53 or n / 10 != x:
-      return {"r": xs}
-    tenths.append(n)
+  # (whole-column passes, not one loop with a check per value: 10% of the packing)
+  if not all(type(x) is float or type(x) is int for x in xs):  # (bool is not a number here, nor a string)
+    return {"r": xs}
+  tenths = [round(x * 10) for x in xs]
+  if any(abs(n) >= 2 ** 53 for n in tenths) or not all(n / 10 == x for n, x in zip(tenths, xs)):
+    return {"r": xs}
   return {"t": _diffs(tenths)}
 
 
