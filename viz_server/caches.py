@@ -14,7 +14,7 @@ POINTS_PER_NODE = 3  # ...a route point counting as a third of one: the long edg
 
 def weight(lay: Layout) -> int:
   """What a layout counts against LAYOUT_CACHE_NODES: its node positions and its route points."""
-  return len(lay.pos) + sum(len(pts) for pts in lay.edges.values()) // POINTS_PER_NODE
+  return len(lay.pos) + sum(map(len, lay.edges.values())) // POINTS_PER_NODE  # (map: every derived step's put)
 ANSWER_CACHE_BYTES = 48 << 20  # encoded graph answers kept (a 2,000-node graph's is ~0.45 MB)
 
 
