@@ -280,23 +280,39 @@ def push_vectorize(vec: UOp) -> UOp | None:
     v = UOp(Ops.VECTORIZE, s0.src[0].dtype.vec(n), tuple(s.src[0] for s in vec.src))
     return UOp(Ops.REDUCE, s0.dtype.vec(n), (v, *s0.src[1:]), s0.arg)
   if s0.op is Ops.LOAD and len(s0.src) == 1:
-    ixs = [s.src[0] for s in vec.src]
-    ix0 = ixs[0]
-    if any(ix.src[0] is not ix0.src[0] or len(ix.src) != len(ix0.src) for ix in ixs):
-      return None
-    offs = offsets([ix.src[1] for ix in ixs])
-    if offs != list(range(n)):
-      return None
-    srcs = ix0.src
-    if any(ix.src[2:] != srcs[2:] for ix in ixs):
-      if s0.dtype.scalar() == dtypes.bool:
-        return None  # (a bool is loaded as a byte and compared: no masked vector of it)
-      # contiguous lanes masked each by its own condition (a padded window read along x: a conv's weight gradient)
-      # load as one vector under a vector mask (lowerer's masked_load), not lane by lane
-      srcs = (*srcs[:2], UOp(Ops.VECTORIZE, dtypes.bool.vec(n), tuple(ix.src[2] for ix in ixs)))
-    vix = UOp(Ops.INDEX, vec_ptr(ix0.src[0].dtype.base, n), srcs)
-    return UOp(Ops.LOAD, s0.dtype.vec(n), (vix,))
+    return vector_load(vec)
   return None
+
+
+def vector_load(vec: UOp) -> UOp | None:
+  """VECTORIZE of scalar loads of one buffer at consecutive addresses -> one vector load. Lanes gated by conditions
+  of their own (a padded window read along x: a conv's weight gradient) give a masked vector load,
+  INDEX(buf, first index, VECTORIZE(lanes' conditions)), which reads only its valid lanes (lowerer's `masked_load`);
+  lanes that all read one address under different conditions (a weight every lane of a padded conv reads) give one
+  scalar load, read where any lane is valid, broadcast and selected per lane. Other addresses stay a gather."""
+  ixs = [s.src[0] for s in vec.src]
+  ix0, n = ixs[0], len(ixs)
+  if any(ix.src[0] is not ix0.src[0] for ix in ixs):
+    return None
+  offs = offsets([ix.src[1] for ix in ixs])
+  gates = [ix.src[2] if len(ix.src) > 2 else None for ix in ixs]
+  one_gate = all(g is gates[0] for g in gates)
+  if offs == list(range(n)):
+    if not one_gate and vec.dtype.scalar() == dtypes.bool:
+      return None  # (a bool is loaded as a byte and compared: no masked vector of it)
+    vix = UOp(Ops.INDEX, vec_ptr(ix0.src[0].dtype.base, n), ix0.src if one_gate else (*ix0.src[:2], _lanes(gates)))
+    return UOp(Ops.LOAD, vec.dtype, (vix,))
+  if one_gate or offs is None or any(offs):
+    return None
+  any_valid = None if None in gates else functools.reduce(operator.or_, gates)
+  ld = UOp(Ops.LOAD, vec.src[0].dtype, (ix0.replace(src=ix0.src[:2] + (() if any_valid is None else (any_valid,))),))
+  return _lanes(gates).where(UOp(Ops.VECTORIZE, vec.dtype, (ld,) * n), UOp.const(vec.dtype, 0))
+
+
+def _lanes(gates: list[UOp | None]) -> UOp:
+  """The lanes' conditions as one bool vector (an ungated lane is always valid)."""
+  return UOp(Ops.VECTORIZE, dtypes.bool.vec(len(gates)), tuple(UOp.const(dtypes.bool, True) if g is None else g
+                                                                for g in gates))
 
 
 def _gathers_across(reds: tuple[UOp, ...]) -> bool:

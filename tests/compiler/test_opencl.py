@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.tensor_values import same_bits
 
 from compiler.codegen.linearizer import linearize
 from compiler.codegen.opencl import cl_program, const_text, global_ranges, pad_width
@@ -27,17 +28,6 @@ def on(monkeypatch, backend: str, fn, *arrays: np.ndarray) -> np.ndarray:
   """fn of fresh Tensors of `arrays` realized on `backend` (fresh buffers: no result of another backend is reused)."""
   monkeypatch.setenv("BACKEND", backend)
   return fn(*[Tensor(a.copy()) for a in arrays]).numpy()
-
-
-def same_bits(got: np.ndarray, want: np.ndarray) -> None:
-  """Equal as bits where both are numbers (NaN payloads aside: any NaN for a NaN), signed zeros included."""
-  assert got.dtype == want.dtype and got.shape == want.shape
-  if got.dtype.kind == "f":
-    assert np.array_equal(np.isnan(got), np.isnan(want)), (got, want)
-    ok = ~np.isnan(want)
-    np.testing.assert_array_equal(got[ok].view(f"u{got.itemsize}"), want[ok].view(f"u{got.itemsize}"))
-  else:
-    np.testing.assert_array_equal(got, want)
 
 
 def pairs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -29,3 +29,14 @@ def randf(*shape: int) -> np.ndarray:
 
 def randi(*shape: int, lo: int = -20, hi: int = 20) -> np.ndarray:
   return rng.integers(lo, hi, shape).astype(np.int32)
+
+
+def same_bits(got: np.ndarray, want: np.ndarray) -> None:
+  """Equal as bits where both are numbers (NaN payloads aside: any NaN for a NaN), signed zeros included."""
+  assert got.dtype == want.dtype and got.shape == want.shape
+  if got.dtype.kind == "f":
+    assert np.array_equal(np.isnan(got), np.isnan(want)), (got, want)
+    ok = ~np.isnan(want)
+    np.testing.assert_array_equal(got[ok].view(f"u{got.itemsize}"), want[ok].view(f"u{got.itemsize}"))
+  else:
+    np.testing.assert_array_equal(got, want)
