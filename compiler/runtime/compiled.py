@@ -39,6 +39,12 @@ PARALLEL_MIN_S = 3e-4
 # machine: a worker that waited for a core) runs on one; every SPLIT_RETRY-th run goes the other way, so the
 # medians of the RECENT_RUNS last runs of each way follow the machine's load
 SPLIT_RETRY = 32
+# ... but a kernel whose runs on one thread take at least LONG_RUN_S tries a split again every SERIAL_RETRY-th run:
+# its hand-off is noise beside its run, so a split that loses (the other threads busy) costs little, while staying on
+# one thread once the load went away halves its speed for SPLIT_RETRY runs (MNIST's step runs each kernel once: 32
+# steps on one thread after a busy warm-up)
+SERIAL_RETRY = 4
+LONG_RUN_S = 0.02
 RECENT_RUNS = 3
 FAST_PLANS = 4  # plans of Buffer calls kept per kernel (by the buffers' addresses)
 # .on: this thread's compiled kernels record their runs into the current trace context, not the one they were compiled
@@ -112,7 +118,8 @@ class CompiledKernel:
     self._last: tuple | None = None
     self._serial = False  # its runs were measured too short, or its split runs slower, to be split across threads
     self._walls: tuple[deque, deque] = (deque(maxlen=RECENT_RUNS), deque(maxlen=RECENT_RUNS))  # (split, one thread)
-    self._runs = 0  # runs with enough work to split (every SPLIT_RETRY-th goes the way not chosen)
+    self._runs = 0  # runs with enough work to split since the way last changed (every SPLIT_RETRY-th: the other)
+    self._switched = False  # the way just changed: the next plan is of arrays that ran before (its run is a sample)
     self.last_s = 0.0  # how long the last run took (the kernel's code only: no checks, no planning)
     # the scheduler's Buffers, in a kernel without variables: what each slot needs ((dtype, elements), None where
     # no check applies), checked against the Buffer's own dtype and size; and the last FAST_PLANS such calls' plans
@@ -288,8 +295,9 @@ class CompiledKernel:
     self.last_s = dt = time.perf_counter() - t0
     # what says nothing about splitting is no sample: a plan's first run (its buffers' first touch, page faults: 0.37
     # ms of softmax's 0.04 ms kernel), and a split run that had to wake a parked worker (a run after compiling, or
-    # after a while on one thread: 0.17 ms of mlp's 0.06; the next split run finds it spinning)
-    if not ran[0] or (job is not None and job[0].woke):
+    # after a while on one thread: 0.17 ms of mlp's 0.06; the next split run finds it spinning; beside a run of
+    # LONG_RUN_S the wake-up is noise, and a kernel run once a step would otherwise never find a worker spinning)
+    if not ran[0] or (job is not None and job[0].woke and dt < LONG_RUN_S):
       ran[0] = True
       return
     if len(chunks) > 1 or self._serial:
@@ -310,10 +318,13 @@ class CompiledKernel:
     if not serial:  # enough work to split: the way that measured faster, and now and then the other way once
       serial = bool(split and single) and statistics.median(single) < statistics.median(split)
       self._runs += 1
-      if not single or self._runs % SPLIT_RETRY == 0:
+      retry = SERIAL_RETRY if serial and statistics.median(single) >= LONG_RUN_S else SPLIT_RETRY
+      if not single or self._runs % retry == 0:
         serial = not serial
+        # the way tried again is judged by what it does now, not by samples from another load
+        (single if serial else split).clear()
     if serial != self._serial and (nchunks > 1 or self._serial):
-      self._serial, self._last = serial, None
+      self._serial, self._last, self._switched, self._runs = serial, None, True, 0
       self._fast.clear()
       if not serial and self.threads > 1:  # the next run splits: workers parked since the last split start now
         # (that run is measured without their wake-up)
@@ -337,7 +348,9 @@ class CompiledKernel:
     if bufs_in_array(self.program.nbufs):  # one array of pointers (the tuple keeps it alive while the plan runs)
       ptrs = [(ctypes.c_void_p * len(ptrs))(*ptrs)]
     fxn, chunks = self._fxn_for(arrs, addrs), self._chunks(var_vals, arrs, threads)
-    plan = (fxn, (*ptrs, *vals), chunks, self._job(fxn, ptrs, vals, chunks, threads), [False])  # [ran before]
+    # [ran before]: a plan made anew only because the way changed is of arrays already touched (its run is a sample)
+    plan = (fxn, (*ptrs, *vals), chunks, self._job(fxn, ptrs, vals, chunks, threads), [self._switched])
+    self._switched = False
     if not keep:
       return plan
     try:

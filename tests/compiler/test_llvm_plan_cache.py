@@ -81,16 +81,33 @@ def test_a_split_slower_by_the_clock_than_one_thread_is_dropped_and_tried_again_
   assert ck._serial and chunks() == 1
   ck._observe(1e-3, 1)  # one thread took 1 ms, the split 5 ms (a loaded machine): one thread it is
   assert ck._serial
-  for _ in range(SPLIT_RETRY - 3):
+  for _ in range(SPLIT_RETRY - 2):
     ck._observe(1e-3, 1)
   assert ck._serial
-  ck._observe(1e-3, 1)  # the SPLIT_RETRY-th: a split again, to see
+  ck._observe(1e-3, 1)  # the SPLIT_RETRY-th on one thread: a split again, to see
   assert not ck._serial and chunks() == 2
-  ck._observe(3e-4, 2)  # the load went away: 0.3 ms split, but the older split run still weighs in the median
-  assert ck._serial
-  for _ in range(SPLIT_RETRY - 1):
-    ck._observe(1e-3, 1)
-  ck._observe(3e-4, 2)  # a second fast split: split from now on
+  ck._observe(3e-4, 2)  # the load went away: 0.3 ms split, judged alone (the 5 ms split of the busy time is dropped)
   assert not ck._serial and chunks() == 2
   ck([out, a, b], threads=2)
+  np.testing.assert_array_equal(out, np.full(1 << 20, 3, np.float32))
+
+
+def test_a_long_kernel_on_one_thread_tries_a_split_every_serial_retry_runs_and_its_next_run_counts():
+  # MNIST's step runs each kernel once: a 300 ms weight gradient made serial by a busy warm-up stayed on one thread
+  # for SPLIT_RETRY steps, and the run after each switch (a new plan of the same arrays) was dropped as a first touch
+  from compiler.runtime.compiled import LONG_RUN_S, SERIAL_RETRY, SPLIT_RETRY
+  ck, a, b, out = _split_kernel()
+  bufs = [out, a, b]
+  ck._observe(3 * LONG_RUN_S, 2)  # a split run: the next tries one thread
+  ck._observe(2 * LONG_RUN_S, 1)  # one thread faster (a busy machine): one thread
+  assert ck._serial and SERIAL_RETRY < SPLIT_RETRY
+  for _ in range(SERIAL_RETRY - 2):
+    ck._observe(2 * LONG_RUN_S, 1)
+  assert ck._serial
+  ck._observe(2 * LONG_RUN_S, 1)  # the SERIAL_RETRY-th run on one thread: a split again (a short kernel: SPLIT_RETRY)
+  assert not ck._serial
+  plan = ck._plan(bufs, [], None, None)
+  assert len(plan[2]) == 2 and plan[4] == [True]  # the switch's plan: its first run is a sample
+  assert ck._plan(bufs, [], None, None) is plan
+  ck([out, a, b])
   np.testing.assert_array_equal(out, np.full(1 << 20, 3, np.float32))
