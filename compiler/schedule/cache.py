@@ -28,7 +28,8 @@ from compiler.trace import recorder
 from compiler.uop import KernelInfo, Ops, UOp, cons_key, toposort
 
 SCHEDULE_CACHE_SIZE = 256  # schedules kept (least recently used first out); each holds only its graphs, no buffers
-SCHEDULE_ENV = ("NESTED_REDUCE",)  # the environment the scheduler's passes read (a different value: another entry)
+# the environment the scheduler's passes read (a different value: another entry)
+SCHEDULE_ENV = ("NESTED_REDUCE", "NO_SPLIT_REDUCE")
 
 
 def _placeholder(kind: str, k: int, like: UOp) -> UOp:

@@ -49,6 +49,7 @@ from compiler.schedule.fuse import fuse_kernels, kernel_outputs
 from compiler.schedule.naming import unique_kernel_name
 from compiler.schedule.shape import Shape, prod, shape_of, strides_for
 from compiler.schedule.simplify import simplify_kernel
+from compiler.schedule.split import pm_split_reduce, split_enabled
 from compiler.trace import recorder
 from compiler.trace.recorder import trace_context
 from compiler.uop import AxisType, GroupOp, KernelInfo, Ops, UOp, toposort
@@ -632,6 +633,8 @@ def _schedule(sink: UOp, sites: KernelSites | None = None) -> tuple[list[tuple[U
   with `sites` (while recording), each kernel's call sites noted for its kernel contexts."""
   in_place = {u for u in toposort(sink) if u.op is Ops.BUFFER}  # an assign's target is one; a kernel's output is not
   sink = graph_rewrite(sink, earliest_rewrites)
+  if split_enabled():
+    sink = graph_rewrite(sink, pm_split_reduce, ctx=set(), name="split reduces")
   sink = graph_rewrite(sink, pm_add_bufferize, ctx=bufferize_candidates(sink))
   sink = graph_rewrite(sink, pm_remove_bufferize, bottom_up=True)
   sink = graph_rewrite(sink, pm_split_kernels, ctx=sites, bottom_up=True)
