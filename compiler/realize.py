@@ -253,8 +253,8 @@ def plan_memory(schedule: list[ScheduleItem], outs_of: list[tuple[tuple[int, boo
   plan = memory_planner([(si.bufs, outs) for si, outs in zip(schedule, outs_of)], planner_enabled())
   note_schedule_need(plan.fresh)
   if plan.placed:
-    if recorder.RECORDER is not None:
-      with trace_context(plan.summary(), kind="memory"):
+    if recorder.RECORDER is not None:  # (made by the schedule its last step came from: copies' sources come first)
+      with trace_context(plan.summary(), kind="memory", schedule=schedule[-1].ctx):
         pass
     if debug.level() >= 2:
       debug.on_memory_plan(plan.summary())
@@ -306,7 +306,7 @@ def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> No
     prepare_outputs(outs, bufs)
     if si.ast.op is Ops.COPY:
       runner: Runner = copy_runner
-      with trace_context(si.name, kind="copy"):
+      with trace_context(si.name, kind="copy", schedule=si.ctx):
         debug.run_kernel(si.name, runner, bufs)
     elif recorder.RECORDER is None and level < 2:
       runner = get_runner(si.ast, kernel_backend(si, backend))
@@ -315,7 +315,7 @@ def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> No
       from compiler.runtime.compiled import runs_recorded_here  # (lazy: the interp backend needs no LLVM)
       # a compile's passes and sources go into the kernel's context, and so does its run: a kernel compiled by an
       # earlier call (a schedule cache hit) filed its runs under that call's context, so this one read "not run"
-      with trace_context(si.name, kind="kernel"), runs_recorded_here():
+      with trace_context(si.name, kind="kernel", schedule=si.ctx), runs_recorded_here():
         runner, made_s = _runner(si.ast, kernel_backend(si, backend))
         debug.run_kernel(si.name, runner, bufs, made_s)
     if capturing is not None:

@@ -24,7 +24,7 @@ from array import array
 from typing import Any
 
 MAGIC = b"VZTRACE\0"
-VERSION = (2, 5)  # (major, minor): a reader rejects a newer major and accepts any minor of the majors it reads
+VERSION = (2, 6)  # (major, minor): a reader rejects a newer major and accepts any minor of the majors it reads
 READ_MAJORS = (1, 2)  # version 1 has no batch records (a 1.x file that had them would be read all the same)
 HEADER = struct.Struct("<8sHH")
 FRAME_MAGIC = b"VZF1"
@@ -123,8 +123,11 @@ RECORDS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
   "pattern": ({"id": "int", "file": "str?", "line": "int?", "src": "str?", "pat": "str", "name": "str?"}, {}),
   # callsites (minor version 3), of a kernel context: the user's lines that made the ops it computes (CALLSITE_FIELDS),
   # in the order they are computed, its output's last; callsites_more: how many more there were
+  # schedule (minor version 6), of a kernel, copy or memory context: the id of the schedule context that made what it
+  # runs (its kernels run after that context ended, maybe after other contexts); a reader trusts it only where that
+  # context began before and is a schedule (without it: the schedule context before it, by order)
   "ctx_begin": ({"id": "int", "parent": "int?", "name": "str", "kind": "str", "ts": "num"},
-                {"callsites": "list[dict]", "callsites_more": "int"}),
+                {"callsites": "list[dict]", "callsites_more": "int", "schedule": "int"}),
   "ctx_end": ({"id": "int", "ts": "num"}, {"error": "str?"}),
   "rw_begin": ({"id": "int", "ctx": "int", "name": "str", "file": "str?", "line": "int?", "bottom_up": "bool",
                 "root": "int", "ts": "num"}, {}),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterator, Mapping, MutableMapping
 
 from compiler.device import default_device, device_of, devices_used
@@ -484,6 +484,9 @@ class ScheduleItem:
   between devices (tinygrad's COPY: `ast` a COPY node, arg (from device, to device), bufs (destination, source))."""
   ast: UOp
   bufs: tuple[Buffer, ...]
+  # while recording: the trace context of the schedule that made it, so that the step's context names it (its kernels
+  # may run after other contexts: a schedule run later, a cache hit, another thread's); no part of its identity
+  ctx: int | None = field(default=None, compare=False)
 
   @property
   def is_copy(self) -> bool:
@@ -535,21 +538,21 @@ def kernel_device(x: UOp) -> str:
   return device_of(x) or _target_device[0] or default_device()
 
 
-def create_schedule(outputs: list[UOp], realized: Mapping[UOp, UOp] | None = None
-                    ) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+def create_schedule(outputs: list[UOp], realized: Mapping[UOp, UOp] | None = None, *,
+                    _copies: list[ScheduleItem] | None = None) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
   """Steps (in dependency order) that compute the tensor-level `outputs`, and the map output -> buffer view.
 
   `realized` maps tensor nodes computed earlier to views of their buffers; they are read instead of recomputed. A
   graph of a shape scheduled before reuses that schedule (compiler.schedule.cache), seen in the trace as a
   "schedule cache hit" snapshot in place of the passes. Copies between devices come first, each source scheduled
-  on its own device (`_lower_copies`)."""
-  copies: list[ScheduleItem] = []
-  if devices_used():
+  on its own device (`_lower_copies`; `_copies`: those steps, given by the call that lowered them to this call on the
+  lowered outputs, which puts them first and names its schedule context as the one that made each COPY)."""
+  if devices_used() and _copies is None:
     copies, lowered = _lower_copies(outputs, realized)
     if copies or lowered != outputs:
-      schedule, views = create_schedule(lowered, realized)
-      return copies + schedule, {o: views[x] for o, x in zip(outputs, lowered)}
-  with trace_context(f"schedule {next(_schedule_count)}", kind="schedule"), _kernel_sites() as sites:
+      schedule, views = create_schedule(lowered, realized, _copies=copies)
+      return schedule, {o: views[x] for o, x in zip(outputs, lowered)}
+  with trace_context(f"schedule {next(_schedule_count)}", kind="schedule") as sched_ctx, _kernel_sites() as sites:
     empty = {o: UOp(Ops.RESHAPE, o.dtype, (new_buffer_uop(o.dtype, 0, device=kernel_device(o)),), shape_of(o))
              for o in outputs if prod(shape_of(o)) == 0}
     sink = UOp.sink(*(empty.get(o, o) for o in outputs))
@@ -583,8 +586,10 @@ def create_schedule(outputs: list[UOp], realized: Mapping[UOp, UOp] | None = Non
         recorder.note_kernel_callsites(ast.arg.name, sites.lists[i] if i < len(sites.lists) else [])
   if realized and isinstance(realized, MutableMapping):  # Tensor.assign overwrote buffers: their old values are gone
     forget_overwritten(realized, {b for k in kernels for b in kernel_outputs(k)})
-  schedule = [ScheduleItem(ast, tuple(buffer_of(b) for b in bufs)) for ast, bufs in kernels]
-  return schedule, dict(zip(outputs, views))
+  ref = recorder.context_ref(sched_ctx)
+  schedule = [ScheduleItem(ast, tuple(buffer_of(b) for b in bufs), ref) for ast, bufs in kernels]
+  copies = [replace(si, ctx=ref) if si.ctx is None else si for si in _copies or ()]  # (sources' kernels: theirs)
+  return copies + schedule, dict(zip(outputs, views))
 
 
 def _note_sites(sites: KernelSites, unfused: list[tuple[tuple[UOp, tuple[UOp, ...]], UOp]],

@@ -470,11 +470,15 @@ class Recorder:
   def current_ctx(self) -> int:
     return self.ctx_stack[-1]
 
-  def ctx_begin(self, name: str, kind: str = "context") -> int:
+  def ctx_begin(self, name: str, kind: str = "context", schedule: int | None = None) -> int:
+    """Open a context; `schedule`: the schedule context that made what it runs (a kernel's, a copy's, a memory
+    plan's) as `context_ref` gave it, written where it is one of this recording's earlier contexts."""
     cid = self.next_ctx
     self.next_ctx += 1
     rec = {"t": "ctx_begin", "id": cid, "parent": self.ctx_stack[-1], "name": str(name), "kind": kind,
            "ts": time.time()}
+    if schedule is not None and 0 < (local := schedule - self.ids.base) < cid:  # (another recording's: left out)
+      rec["schedule"] = local
     if kind == "kernel" and (sites := self.kernel_sites.get(rec["name"])) is not None:
       rec["callsites"], rec["callsites_more"] = sites
     self._enqueue(rec)
@@ -727,14 +731,22 @@ def disable() -> Path | None:
   return rec.path
 
 
+def context_ref(cid: int | None) -> int | None:
+  """A context id of this recording as something made now keeps it (ScheduleItem.ctx): with the recording's base
+  (TraceIds.base), so that a step made while one recording ran and run in a later one names no context of that one."""
+  rec = RECORDER
+  return None if rec is None or cid is None else rec.ids.base + cid
+
+
 @contextlib.contextmanager
-def trace_context(name: str, kind: str = "context") -> Iterator[int | None]:
-  """Open a named, nestable trace context (a schedule, a kernel, ...); free when tracing is off."""
+def trace_context(name: str, kind: str = "context", schedule: int | None = None) -> Iterator[int | None]:
+  """Open a named, nestable trace context (a schedule, a kernel, ...); free when tracing is off. Yields its id;
+  `schedule`: the schedule context that made what this one runs, as `context_ref` gave it (Recorder.ctx_begin)."""
   rec = RECORDER
   if rec is None:
     yield None
     return
-  cid = rec.ctx_begin(name, kind)
+  cid = rec.ctx_begin(name, kind, schedule)
   try:
     yield cid
   except BaseException as e:
