@@ -276,13 +276,20 @@ class Show:
 
 def debug_lines(api: OfflineApi, level: int) -> Iterator[str]:
   """What `DEBUG=level` printed while the traced program ran, rebuilt from the trace: the kernel contexts after each
-  schedule context are the kernels run_schedule ran (times are the trace's, from the same run)."""
+  schedule context are the kernels run_schedule ran (times are the trace's, from the same run); where they name
+  their schedule (minor version 6), a run of those naming another one is another run_schedule (one run later)."""
   groups: list[list[dict]] = []
+  made_by = None  # the schedule context of the last group
   for c in api.trace_get("contexts"):
     if c["kind"] == "schedule":
       groups.append([])
-    elif c["kind"] in ("kernel", "memory") and groups:
-      groups[-1].append(c)
+      made_by = c["id"]
+    elif c["kind"] in ("kernel", "memory"):
+      if (link := c.get("schedule")) is not None and link != made_by:
+        groups.append([])
+        made_by = link
+      if groups:
+        groups[-1].append(c)
   for group in groups:
     kernels = sum(c["kind"] == "kernel" for c in group)
     if kernels and level >= 1:

@@ -58,7 +58,7 @@ class Events(list):
 
 class Context:
   __slots__ = ("id", "parent", "name", "kind", "ts", "end_ts", "error", "ended", "rewrites", "opts", "beam",
-               "sources", "runs", "errors", "callsites", "callsites_more")
+               "sources", "runs", "errors", "callsites", "callsites_more", "schedule")
 
   def __init__(self, cid: int, parent: int | None, name: str, kind: str, ts: float | None) -> None:
     self.id, self.parent, self.name, self.kind, self.ts = cid, parent, name, kind, ts
@@ -73,6 +73,7 @@ class Context:
     self.errors: list[str] = []
     self.callsites: list[dict] = []  # a kernel's: the user's lines that made its ops ({file, line, function})
     self.callsites_more = 0  # how many more the recorder left out
+    self.schedule: int | None = None  # the schedule context that made what it runs (checked: _schedule_link)
 
   @property
   def is_kernel(self) -> bool:
@@ -382,6 +383,8 @@ class Trace:
       new.callsites = [{"file": clip_text(s["file"]), "line": s["line"], "function": clip_text(s["function"])}
                        for s in rec["callsites"]]
       new.callsites_more = max(0, rec.get("callsites_more", 0))
+    if "schedule" in rec:  # (minor version 6)
+      new.schedule = self._schedule_link(new, rec["schedule"])
     if c is not None:
       new.rewrites = c.rewrites
     self.contexts[cid] = new
@@ -390,6 +393,15 @@ class Trace:
       self.kernels[cid] = None
     if events is not None:
       events.append(("context", {"trace": self.id, "context": context_entry(self, new)}))
+
+  def _schedule_link(self, c: Context, link: int) -> int | None:
+    """A context's `schedule` where it names a schedule context that began before it (so links make no cycle), else
+    None and an anomaly: a trace's link is never trusted."""
+    s = self.contexts.get(link)
+    if s is not None and s.kind == "schedule" and c.kind != "schedule" and link != c.id:
+      return link
+    self._anomaly(f"context {c.id} names context {link} as its schedule, which is no schedule context before it")
+    return None
 
   def _on_ctx_end(self, rec: dict, events: Any, touched: Any) -> None:
     c = self._ctx(rec["id"])
@@ -550,7 +562,7 @@ def shape_colors(c: Context) -> list[list] | None:
 def context_entry(tr: Trace, c: Context) -> dict:
   return {"id": c.id, "parent": c.parent, "name": c.name, "kind": c.kind, "shape_colors": shape_colors(c),
           "ended": c.ended, "error": c.error, "rewrites": [rewrite_entry(tr.rewrites[r]) for r in c.rewrites],
-          "callsites": c.callsites}
+          "callsites": c.callsites, "schedule": c.schedule}
 
 
 def run_entry(r: dict) -> dict:
