@@ -3,7 +3,7 @@ import {$, fmtNs, h, kernelName, put, siteText} from "./dom.js";
 
 const KIND_ICON = {schedule: "S", kernel: "K", copy: "C", default: "·"};
 const OPEN_UP_TO = 8;  // a parent with more children than this starts collapsed
-const MADE_BY_SCHEDULE = new Set(["kernel", "memory", "copy"]);  // kinds run from the schedule before them (see buildTree)
+const MADE_BY_SCHEDULE = new Set(["kernel", "memory", "copy"]);  // kinds run from a schedule (see buildTree)
 
 export class Sidebar {
   /** onContext(ctxId), onRewrite(rwId) */
@@ -338,17 +338,25 @@ function buildTree(list, byId) {
     if (!kids.has(p)) kids.set(p, []);
     kids.get(p).push(c);
   }
-  // the recorder files a schedule's kernels (and memory plan) beside it: they run after the schedule's context ends.
-  // Those that follow a schedule, up to any other context, go under it; a jit replay ran no schedule: it stays
+  // the recorder files a schedule's kernels (and memory plan, copies) beside it: they run after the schedule's context
+  // ends, maybe after other contexts (a schedule run later, a cache hit's). One that names its schedule (`schedule`,
+  // minor version 6) goes under it where that schedule is a sibling (so the tree stays a tree), leaving the run by
+  // order as it was. One that does not (an older trace) goes by order: those that follow a schedule, up to any other
+  // context, go under it; a jit replay ran no schedule: it stays
   for (const [p, siblings] of kids) {
+    const scheds = new Map(siblings.filter((c) => c.kind === "schedule").map((c) => [c.id, c]));
     let owner = null;
     const stay = [];
     for (const c of siblings) {
+      const linked = c.kind !== "schedule" && c.schedule != null ? scheds.get(c.schedule) : undefined;
       if (c.kind === "schedule") owner = c;
-      else if (!(owner && MADE_BY_SCHEDULE.has(c.kind) && !String(c.name).startsWith("jit replay"))) owner = null;
-      if (owner === null || owner === c) { stay.push(c); continue; }
-      if (!kids.has(owner.id)) kids.set(owner.id, []);
-      kids.get(owner.id).push(c);
+      else if (!linked && !(owner && MADE_BY_SCHEDULE.has(c.kind) && !String(c.name).startsWith("jit replay"))) {
+        owner = null;
+      }
+      const under = linked || owner;
+      if (!under || under === c) { stay.push(c); continue; }
+      if (!kids.has(under.id)) kids.set(under.id, []);
+      kids.get(under.id).push(c);
     }
     kids.set(p, stay);
   }

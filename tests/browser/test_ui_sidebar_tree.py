@@ -191,3 +191,27 @@ def test_the_live_feed_puts_new_kernels_under_their_schedule(page, server):
     assert not any(seen for n, _, seen in got if n in ("live_kernel_2", "live_kernel_3"))
   finally:
     stop_writer(proc)
+
+
+def _run_later() -> None:
+  """Two schedules made, then the second's kernels run before the first's: by order all four sit under the second."""
+  from compiler.realize import run_schedule
+  from compiler.tensor import Tensor
+  x = Tensor(np.arange(32, dtype=np.float32).reshape(4, 8))
+  first, second = (x * 2).softmax().schedule(), (x + 1).exp().sum(0).schedule()
+  run_schedule(second)
+  run_schedule(first)
+
+
+def test_kernels_sit_under_the_schedule_they_name(page, server):
+  t = server.trace_id(_record(server.dir / "tree-later.vztrace", _run_later).name, ended=True)
+  ctxs = server.api(f"/api/traces/{t}/contexts")
+  scheds = [c["id"] for c in ctxs if c["kind"] == "schedule"]
+  kernels = [c for c in ctxs if c["kind"] == "kernel"]
+  assert len(scheds) == 2 and all(k["parent"] == ctxs[0]["id"] for k in kernels)
+  by_link = {s: [k["id"] for k in kernels if k["schedule"] == s] for s in scheds}
+  assert by_link[scheds[0]] and by_link[scheds[1]] and kernels[0]["id"] in by_link[scheds[1]]  # run in that order
+  open_page(page, server, f"#t={t}")
+  page.wait_for_selector(f"{ROWS}[data-ctx='{kernels[-1]['id']}']")
+  want = [(s, 1) if i == 0 else (k, 2) for s in scheds for i, k in enumerate([None, *by_link[s]])]
+  assert [(r["ctx"], r["level"]) for r in _rows(page)] == want
