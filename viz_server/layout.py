@@ -3,16 +3,17 @@
 Orientation: top to bottom. An edge (src, dst) goes from an operand to its user; layer indices and y grow along
 edges, so leaves sit at the top (layer 0) and the sink at the bottom. x grows to the right. Every coordinate is
 >= 0 and every node box lies inside [0, width] x [0, height]. An edge's polyline starts at the center of src and
-ends at the center of dst with one point per layer in between (the edge's dummy node there, at that layer's
-center y), so it has layer[dst] - layer[src] + 1 points. Callers clip the ends at the boxes and may draw a smooth
-curve through the points.
+ends at the center of dst with one point per layer in between (the edge's dummy node there, or on a channel its
+one x, at that layer's center y), so it has layer[dst] - layer[src] + 1 points. Callers clip the ends at the
+boxes and may draw a smooth curve through the points.
 
 Pipeline (numpy throughout; Python loops only where a step is inherently sequential and linear):
 1. cycles: reverse the back edges of a DFS (only when a topological peel finds a cycle);
 2. layers: longest path from the leaves, then every node with more users than operands (leaves, constants)
    pulled down to just above its first user, then fan-out nodes moved further down together with the users that
    must follow while that shortens the edges in total (a bounded "promote layering");
-3. dummy nodes on long edges (one per layer crossed);
+3. dummy nodes on long edges (one per layer crossed), at most DUMMY_BUDGET x (nodes + edges) of them: past that
+   the longest edges are channels instead, left out of passes 4 and 5 and placed after them (5b);
 4. order: from two starts (a barycenter sweep up from the sink, which is planar for trees, and one down from the
    leaves then up) a few median/barycenter sweeps; the better result then gets long runs of a vectorized
    "transpose": every non-interfering pair of neighbours in all layers at once is swapped when that lowers
@@ -23,6 +24,8 @@ Pipeline (numpy throughout; Python loops only where a step is inherently sequent
    their edge, then projects all rows exactly back onto their order and separations (weighted isotonic
    regression, all rows in one vectorized pool-adjacent-violators, each step's started from the blocks of the
    step before: the same fit in a few passes);
+5b. channels: each a vertical line beside the rows it passes (outside the extent of the nodes, dummies and channels
+   placed before it on those layers, on the side nearer its ends), shortest first, so the longest run outermost;
 6. y: each layer is a band as tall as its tallest node, bands LAYER_GAP apart.
 A step's layout is derived from the one before it elsewhere (viz_server/place.py); this module lays a graph out
 from scratch.
@@ -54,6 +57,9 @@ BIG_SWEEPS = 2
 BIG_WORK = 200_000
 COORD_ITERS = 30    # coordinate steps from packed rows
 DUMMY_LINE = 0.5    # a dummy's target x: this much the straight line of its edge, the rest its neighbours' mean
+# the proper graph holds at most this many dummies per node and edge: past it the longest edges become vertical
+# channels beside the rows (a GPT step's tensor graph, 2,942 nodes over 986 layers, had 419,543 dummies: 7.5 s)
+DUMMY_BUDGET = 4
 
 
 _hook = threading.local()  # .pause: what layout_graph(pause=...) calls between chunks of work on this thread
@@ -267,8 +273,11 @@ def _demote(n: int, src: np.ndarray, dst: np.ndarray, lay: np.ndarray, cap: int 
                 # the edges inside the group keep their length: delta sums operands minus users over it
                 if len(group) > cap or i < len(group) or delta >= 0:
                     break
+                # the group and delta stay the same until it reaches a user outside it: move that far at once
+                # (the same as one layer at a time; a node of a 986-layer graph moved down up to 951 layers)
+                far = min(lay_l[w] - lay_l[m] - 1 for m in group for w in tgt_l[ptr_l[m]:ptr_l[m + 1]] if w not in seen)
                 for m in group:
-                    lay_l[m] += 1
+                    lay_l[m] += far
                 improved = True
         if not improved:
             break
@@ -737,16 +746,21 @@ def _layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, 
     _pause()
     lay = _demote(n, us, ud, _assign_layers(n, us, ud))
     _pause()
-    graph, pcomp = _proper(n, lay, us, ud, wh[:, 0], _components(n, us, ud))
+    chan = _channels(n, lay, us, ud)
+    ks, kd = us[~chan], ud[~chan]
+    graph, pcomp = _proper(n, lay, ks, kd, wh[:, 0], _components(n, ks, kd))
     _pause()
     pos = _order(graph, pcomp)
     _pause()
-    x, width = _x_coords(graph, pos, us, ud)
-    y, height = _y_coords(graph, lay, wh[:, 1])
+    x = _x_coords(graph, pos, ks, kd)
+    cx = _place_channels(graph, x, lay[us[chan]] + 1, lay[ud[chan]] - 1, (x[us[chan]] + x[ud[chan]]) * 0.5)
+    x, cx, width = _normalize(graph, x, cx)
+    ly, height = _y_coords(graph, lay, wh[:, 1])
     _pause()
-    xl, yl = x.tolist(), y.tolist()
+    xl, yl = x.tolist(), ly[graph.layer].tolist()
     pos_out = {v: (xl[i], yl[i]) for i, v in enumerate(ids)}
-    routes = _edge_routes(graph, xl, yl, us, ud, ek, e_of_key, rev)
+    kept = np.cumsum(~chan) - 1  # each kept edge's index in the proper graph
+    routes = _edge_routes(graph, xl, yl, _Channels(us, ud, kept, chan, cx, lay, ly), ek, e_of_key, rev)
     width = _self_loops(routes, keys, pos_out, wh, index, width)
     return Layout(pos_out, dict(zip(ids, lay.tolist())), routes, width, height)
 
@@ -775,39 +789,105 @@ def _order(graph: _ProperGraph, pcomp: np.ndarray) -> np.ndarray:
     return _finish(orderer)
 
 
-def _x_coords(graph: _ProperGraph, pos: np.ndarray, us: np.ndarray, ud: np.ndarray) -> tuple[np.ndarray, float]:
-    """Pass 5, x: node centers (proper nodes, dummies included) from the order, and the width."""
+def _x_coords(graph: _ProperGraph, pos: np.ndarray, us: np.ndarray, ud: np.ndarray) -> np.ndarray:
+    """Pass 5, x: node centers (proper nodes, dummies included) from the order (not yet shifted to x >= 0)."""
     rows = _rows(graph, pos)
-    x = _coordinates(graph, rows, [_seps(graph, r) for r in rows], us, ud, COORD_ITERS)
+    return _coordinates(graph, rows, [_seps(graph, r) for r in rows], us, ud, COORD_ITERS)
+
+
+def _channels(n: int, lay: np.ndarray, us: np.ndarray, ud: np.ndarray) -> np.ndarray:
+    """Pass 3: which edges are channels: the longest, as few as leave at most DUMMY_BUDGET x (nodes + edges)
+    dummies to the others (none on most graphs: a 5,000-node UOp graph has ~2.4 x)."""
+    nd = lay[ud] - lay[us] - 1
+    chan = np.zeros(len(us), dtype=bool)
+    budget = DUMMY_BUDGET * (n + len(us))
+    if int(nd.sum()) <= budget:
+        return chan
+    o = np.argsort(-nd, kind="stable")
+    left = int(nd.sum()) - np.cumsum(nd[o])  # dummies left once o[:i + 1] are channels
+    chan[o[:int(np.argmax(left <= budget)) + 1]] = True
+    return chan
+
+
+def _place_channels(graph: _ProperGraph, x: np.ndarray, top: np.ndarray, bottom: np.ndarray, target: np.ndarray
+                    ) -> np.ndarray:
+    """Pass 5b, the x of each channel (running down layers top..bottom): beside everything placed on those layers,
+    on the side nearer target, shortest first; one slice max and one slice write per channel, no pass."""
+    cx = np.zeros(len(top))
+    if len(top) == 0:
+        return cx
     half = graph.width * 0.5
-    x -= float((x - half).min())
-    return x, float((x + half).max())
+    left, right = np.full(graph.n_layers, np.inf), np.full(graph.n_layers, -np.inf)
+    np.minimum.at(left, graph.layer, x - half)
+    np.maximum.at(right, graph.layer, x + half)
+    step, hw = DUMMY_GAP + DUMMY_W * 0.5, DUMMY_W * 0.5
+    for i in np.lexsort((np.arange(len(top)), bottom - top)).tolist():
+        a, b, t = int(top[i]), int(bottom[i]) + 1, float(target[i])
+        lo, hi = float(left[a:b].min()) - step, float(right[a:b].max()) + step
+        if lo > hi:  # nothing on these layers yet
+            c = t
+        else:
+            c = max(hi, t) if max(hi, t) - t <= t - min(lo, t) else min(lo, t)
+        cx[i] = c
+        np.minimum(left[a:b], c - hw, out=left[a:b])
+        np.maximum(right[a:b], c + hw, out=right[a:b])
+    return cx
+
+
+def _normalize(graph: _ProperGraph, x: np.ndarray, cx: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """x and the channels' x shifted so that every box and channel starts at x >= 0, and the width."""
+    if graph.n_nodes == 0:
+        return x, cx, 0.0
+    half = graph.width * 0.5
+    lo, hi = float((x - half).min()), float((x + half).max())
+    if len(cx):
+        lo, hi = min(lo, float(cx.min()) - DUMMY_W * 0.5), max(hi, float(cx.max()) + DUMMY_W * 0.5)
+    return x - lo, cx - lo, hi - lo
 
 
 def _y_coords(graph: _ProperGraph, lay: np.ndarray, heights: np.ndarray) -> tuple[np.ndarray, float]:
-    """Pass 6, y: node centers, each layer a band as tall as its tallest node, and the height."""
+    """Pass 6, y: each layer's center (a layer is a band as tall as its tallest node), and the height."""
     lh = np.zeros(graph.n_layers)
     np.maximum.at(lh, lay, heights)
     top = np.concatenate([[0.0], np.cumsum(lh + LAYER_GAP)[:-1]])
-    y = (top + lh * 0.5)[graph.layer]
-    return y, float(top[-1] + lh[-1]) if graph.n_layers else 0.0
+    return top + lh * 0.5, float(top[-1] + lh[-1]) if graph.n_layers else 0.0
 
 
-def _edge_routes(graph: _ProperGraph, xl: list[float], yl: list[float], us: np.ndarray, ud: np.ndarray,
+@dataclass
+class _Channels:
+    """What routes need of the edges: ends (unique edges), each kept edge's proper index, which are channels and
+    their x, layers and layer centers."""
+
+    us: np.ndarray
+    ud: np.ndarray
+    kept: np.ndarray
+    chan: np.ndarray
+    cx: np.ndarray
+    lay: np.ndarray
+    ly: np.ndarray
+
+
+def _edge_routes(graph: _ProperGraph, xl: list[float], yl: list[float], ch: _Channels,
                  ek: list[tuple[int, int]], e_of_key: np.ndarray, rev: np.ndarray
                  ) -> dict[tuple[int, int], tuple[tuple[float, float], ...]]:
-    """Each edge's polyline: its source's center, its dummies', its target's (a reversed edge's the other way)."""
+    """Each edge's polyline: its source's center, its dummies' (a channel's: its x at each layer's center y), its
+    target's (a reversed edge's the other way)."""
     dstart, span = graph.dstart.tolist(), graph.span.tolist()
     out: dict[tuple[int, int], tuple[tuple[float, float], ...]] = {}
-    usl, udl, el, rl = us.tolist(), ud.tolist(), e_of_key.tolist(), rev.tolist()
+    usl, udl, el, rl = ch.us.tolist(), ch.ud.tolist(), e_of_key.tolist(), rev.tolist()
+    kl, cl, lay, ly = ch.kept.tolist(), ch.chan.tolist(), ch.lay.tolist(), ch.ly.tolist()
+    cxl = dict(zip(np.flatnonzero(ch.chan).tolist(), ch.cx.tolist()))
     pt = list(zip(xl, yl))  # one point tuple per proper node, shared by the routes through it
     for key, e, r in zip(ek, el, rl):
-        sp = span[e]
-        if sp == 1:  # most edges: no dummies
-            pts = (pt[usl[e]], pt[udl[e]])
+        s, d = usl[e], udl[e]
+        if cl[e]:
+            c = cxl[e]
+            pts = (pt[s], *[(c, y) for y in ly[lay[s] + 1:lay[d]]], pt[d])
+        elif span[kl[e]] == 1:  # most edges: no dummies
+            pts = (pt[s], pt[d])
         else:
-            ds = dstart[e]
-            pts = (pt[usl[e]], *pt[ds:ds + sp - 1], pt[udl[e]])
+            ds, sp = dstart[kl[e]], span[kl[e]]
+            pts = (pt[s], *pt[ds:ds + sp - 1], pt[d])
         out[key] = pts[::-1] if r else pts
     return out
 

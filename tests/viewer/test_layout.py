@@ -481,3 +481,35 @@ def test_transpose_stops_on_a_cycle_with_the_same_best():
     assert r1 <= r2
     fewer += r1 < r2
   assert fewer >= 4
+
+
+def test_long_edges_past_the_budget_become_channels_and_the_passes_stay_bounded(monkeypatch):
+    # issue 30: a GPT step's tensor graph (2,942 nodes, 986 layers) had 419,543 dummies, 7.5 s of ordering and x;
+    # the passes now see at most DUMMY_BUDGET x (nodes + edges) dummies, the rest of the long edges are channels
+    import viz_server.layout as L
+    seen = []
+    order, x_coords = L._order, L._x_coords
+    monkeypatch.setattr(L, "_order", lambda g, c: seen.append(("order", g.n_nodes - g.n_real)) or order(g, c))
+    monkeypatch.setattr(L, "_x_coords", lambda g, *a: seen.append(("x", g.n_nodes - g.n_real)) or x_coords(g, *a))
+    # a chain of 200 with 100 edges each skipping 100 layers (9,900 dummies) and a hub feeding the chain's end
+    edges = [(i, i + 1) for i in range(199)] + [(i, i + 100) for i in range(100)] + [(300, i) for i in range(150, 200)]
+    sizes = sizes_for(nodes_of(edges), 4)
+    lay = layout_graph(sizes, edges)
+    assert_valid(lay, sizes, edges)
+    budget = L.DUMMY_BUDGET * (len(sizes) + len(set(edges)))
+    plain = sum(lay.layer[d] - lay.layer[s] - 1 for s, d in edges)
+    assert plain > 4 * budget
+    assert [p for p, _ in seen] == ["order", "x"] and all(0 < d <= budget for _, d in seen)
+    # channels: vertical between their ends, beside the rows, apart from each other where their layers overlap
+    chans = [(lay.layer[s] + 1, lay.layer[d] - 1, pts[1][0]) for (s, d), pts in lay.edges.items()
+             if len(pts) > 3 and len({p[0] for p in pts[1:-1]}) == 1]
+    assert len(chans) >= (plain - budget) // 99
+    for i, (a, b, x) in enumerate(chans):
+        for a2, b2, x2 in chans[i + 1:]:
+            assert a2 > b or a > b2 or abs(x - x2) >= L.DUMMY_W + L.DUMMY_GAP - 1e-6
+    # a graph within the budget has no channel: its layout is the one every other test checks
+    small = uop_like(1000, 0)
+    ids = sorted(nodes_of(small))
+    index = {v: i for i, v in enumerate(ids)}
+    _, us, ud, _ = L._acyclic(len(ids), small, index)
+    assert not L._channels(len(ids), L._demote(len(ids), us, ud, L._assign_layers(len(ids), us, ud)), us, ud).any()
