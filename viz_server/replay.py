@@ -52,7 +52,7 @@ class Replay:
     self.lock = threading.RLock()
     self._level: dict[int, int] = {}
     self._srcs: dict[int, tuple[int, ...]] = {}  # node -> its sources (src(); the table is append-only)
-    self._born: dict[int, list[int]] = {}  # node -> the steps that added it to the graph, ascending
+    self._born: dict[int, int | list[int]] = {}  # node -> the step that added it to the graph, or the steps ascending
     # resolution through R, memoized with dependencies
     self._R: dict[int, int] = {}  # replaced node -> replacement, from the first `cur` matches
     self._chain_start: list[int] = []  # per match: the node whose R entry it sets
@@ -102,7 +102,7 @@ class Replay:
     if got is None:
       f = self.fresh.get(nid)
       if f is not None:
-        got = self._srcs[nid] = f[3]
+        return f[3]  # (not kept twice: a long replay makes ~2,000 fresh nodes a step)
       elif nid in self.table:
         got = self._srcs[nid] = self.table.src(nid)
       else:  # (not kept: a live trace may define it later)
@@ -227,6 +227,8 @@ class Replay:
         s = rdeps.get(d)
         if s is not None:
           s.discard(z)
+          if not s:  # (an empty set left behind per node a step rebuilt: ~330 bytes each, most of a long replay)
+            del rdeps[d]
       todo.extend(rdeps.pop(z, ()))
 
   # ---- cursor state
@@ -356,7 +358,9 @@ class Replay:
     for x in added:
       got = born.get(x)
       if got is None:
-        born[x] = [k]
+        born[x] = k  # a step, or the steps ascending once added again (most nodes are added once: no list each)
+      elif type(got) is int:
+        born[x] = [got, k]
       else:
         got.append(k)
     by = self._resolve(key) if note is None else None
@@ -404,7 +408,9 @@ class Replay:
     """The step that added node nid to the graph it has at step k (the last one up to k; 0: the input graph)."""
     self.ensure(k)
     got = self._born.get(nid)
-    if not got:
+    if got is None:
       return 0
+    if type(got) is int:
+      return got if got <= k else 0
     i = bisect.bisect_right(got, k)
     return got[i - 1] if i else 0
