@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -20,7 +21,8 @@ from viz_server.place import MASSIVE, Bands, Rows
 from viz_server.replay import Replay, StepInfo
 from viz_server.store import Rewrite, Trace
 
-BLOCK = 32  # every BLOCK-th step's layout is kept for good, so any step is at most BLOCK - 1 derivations away
+BLOCK = 32  # every BLOCK-th step's layout is kept for good (every stride()-th of a longer rewrite), so any step is at
+# most that many derivations less one away
 
 
 def _px(v: float) -> float:
@@ -56,9 +58,17 @@ def route_json(pts: Sequence[tuple[float, float]]) -> list[list[float]]:
   return [[round(x, 1), round(y, 1)] for x, y in pts]
 
 
-def checkpoint(k: int) -> int:
-  """The block boundary at or before step k: its layout, once computed, is kept for as long as the view."""
-  return k - k % BLOCK
+def stride(steps: int) -> int:
+  """Every how many steps a rewrite of `steps` steps keeps a layout for good: BLOCK, or ceil(sqrt(steps)) past 1,024
+  steps, so that its kept layouts are at most sqrt(steps) + 1 (memory O(nodes * sqrt(steps))) and a far jump costs
+  at most stride - 1 derivations. (A GPT step's longest rewrite has ~900 steps of ~3,000 nodes: still BLOCK.)"""
+  return max(BLOCK, math.isqrt(max(steps - 1, 0)) + 1)
+
+
+def checkpoint(k: int, every: int = BLOCK) -> int:
+  """The block boundary at or before step k (every `every` steps: stride()): its layout, once computed, is kept for as
+  long as the view."""
+  return k - k % every
 
 
 @dataclass
@@ -105,9 +115,9 @@ class StepGraphs:
   quarter of the graph, without an old version) keeps the nodes it kept where they were too, and lays the new ones
   out on their own, below them (_below). A layout depends only on the steps before it, never on the order steps
   are asked in.
-  Every BLOCK-th step's layout is kept (the others are in the LRU caches.LAYOUTS), so a step asked for out of order
-  costs at most BLOCK - 1 derivations once the boundary before it was computed; the first visit of a far step computes
-  the chain up to it (about 1 ms a step). Layouts are computed outside any lock; two threads that want the same
+  Every stride()-th step's layout is kept (the others are in the LRU caches.LAYOUTS), so a step asked for out of
+  order costs at most stride() - 1 derivations once the boundary before it was computed; the first visit of a far step
+  computes the chain up to it (about 1 ms a step). Layouts are computed outside any lock; two threads that want the same
   step share one computation."""
 
   def __init__(self, tr: Trace, rw: Rewrite, replay: Replay) -> None:
@@ -123,6 +133,10 @@ class StepGraphs:
     self.cuts = 0  # layouts of cut graphs made
     self.last_step = 0  # the step last served (views.Views.prefetch looks ahead of it in the direction of travel)
     self.lay_out = layout_graph  # what lays a step out whole (an export shares layouts between views: export/layouts)
+
+  def stride(self) -> int:
+    """Every how many steps this view keeps a layout for good (stride(); a live rewrite's grows with it)."""
+    return stride(self.rw.matches)
 
   def est_bytes(self) -> int:
     """About the bytes this view holds (its replay's, labels and box sizes, kept layouts), from the sizes of its tables
@@ -201,7 +215,7 @@ class StepGraphs:
     try:
       lay = self._make(k, pause)
       self._derived[k] = isinstance(lay, _Derived)
-      if k % BLOCK == 0:
+      if k % self.stride() == 0:
         self._kept_w[k] = caches.weight(lay)
         self._kept[k] = lay
       elif isinstance(lay, _Derived):

@@ -8,18 +8,18 @@ import os
 import threading
 from collections import OrderedDict
 
-from viz_server.caches import forget_view
+from viz_server.caches import RELEASE_BYTES, forget_view, release_memory
 from viz_server.diff import DrawnCache
 from viz_server.gate import REQUEST_GATE
 from viz_server.replay import Replay
-from viz_server.stepgraphs import BLOCK, StepGraphs, checkpoint
+from viz_server.stepgraphs import StepGraphs, checkpoint
 from viz_server.store import Rewrite, Trace, TraceStore
 
 MAX_VIEWS = 64  # rewrites with a live replay state; an evicted one is rebuilt (deterministically) on demand
 # ... and the bytes they hold at most, as StepGraphs.est_bytes estimates them: a view of an n-node graph holds ~2 KB a
 # node (a 530 KB trace's rewrites took ~190 MB each, 4.7 GB after 24 opened, when only their number was bounded).
 # TINYVIZ_VIEW_CACHE_MB sets it; the view being looked at is kept whatever its size.
-VIEW_CACHE_BYTES = int(os.environ.get("TINYVIZ_VIEW_CACHE_MB", "256")) << 20
+VIEW_CACHE_BYTES = int(os.environ.get("TINYVIZ_VIEW_CACHE_MB", "128")) << 20
 PREFETCH = 12  # layouts computed ahead of the step last asked for, in the background (stepping is sequential)
 AHEAD = 2  # next block boundaries whose layouts (and the steps up to them) are computed in the background first
 FAR_NODES = 50_000  # then further boundaries while their graphs hold this many nodes in all: a jump far ahead (End,
@@ -47,6 +47,7 @@ on every get: a view grows as its steps are laid out); a live rewrite's view is 
     self._wake = threading.Condition()  # the worker waits on it for a wish; wait_idle for the worker to finish
     self._working = False  # the worker is computing a step it took from the wish
     self._worker: threading.Thread | None = None
+    self._freed = 0  # estimated bytes of the views dropped since the heap was last handed back
     if store is not None:  # (tests make views of a trace without a store)
       store.listeners.append(self._on_event)
 
@@ -71,7 +72,8 @@ on every get: a view grows as its steps are laid out); a live rewrite's view is 
       wish = [s for s in range(k - 1, max(-1, k - 1 - self.prefetch_steps), -1)]
     else:
       near = list(range(k + 1, min(n, k + self.prefetch_steps) + 1))
-      ahead = list(range(checkpoint(k) + BLOCK, n + 1, BLOCK))
+      every = view.stride()
+      ahead = list(range(checkpoint(k, every) + every, n + 1, every))
       far = self._far(view, ahead[AHEAD:])
       wish = near[:1] + ahead[:AHEAD] + far + near[1:]
     wish = [s for s in wish if not view.cached(s)]
@@ -135,18 +137,35 @@ on every get: a view grows as its steps are laid out); a live rewrite's view is 
     key = (tr.id, rw.id)
     with self._lock:
       v = self._views.get(key)
-      if _current(v, rw):
+      current, freed = _current(v, rw), 0
+      if current:
         self._views.move_to_end(key)
-        self._trim()
-        return v
-      if v is not None:
+        freed = self._trim()
+      elif v is not None:
         forget_view(v.key)
+    if current:
+      self._release(freed)
+      return v  # type: ignore[return-value]
     view = StepGraphs(tr, rw, Replay(tr, rw))
     with self._lock:
       self._views[key] = view
       self._views.move_to_end(key)
-      self._trim()
+      freed = self._trim()
+    self._release(freed)
     return view
+
+  def _release(self, freed: int) -> None:
+    """Hand the heap back once views that held RELEASE_BYTES in all have gone (and nothing else holds them)."""
+    with self._lock:
+      self._freed += freed
+      if self._freed < RELEASE_BYTES:
+        return
+      self._freed = 0
+      alive = list(self._views.values())
+    with self._wake:
+      if self._want is not None and all(v is not self._want[0] for v in alive):
+        self._want = None  # (a wish for a view that went would keep it alive)
+    release_memory()
 
   def drop(self, t: int, r: int) -> None:
     """Let trace t's rewrite r's view and its cached layouts and answers go (the next get rebuilds them)."""
@@ -154,6 +173,8 @@ on every get: a view grows as its steps are laid out); a live rewrite's view is 
       got = self._views.pop((t, r), None)
     if got is not None:
       forget_view(got.key)
+      freed, got = got.est_bytes(), None
+      self._release(freed)
 
   def held_bytes(self) -> int:
     """The bytes the views kept hold, as StepGraphs.est_bytes estimates them now."""
@@ -163,9 +184,10 @@ on every get: a view grows as its steps are laid out); a live rewrite's view is 
   def __len__(self) -> int:
     return len(self._views)
 
-  def _trim(self) -> None:
+  def _trim(self) -> int:
     """Let the least recently used views go until at most max_views are kept, holding at most max_bytes (the most
-    recent one stays whatever its size). Called with the lock held; costs a few len() per view."""
+    recent one stays whatever its size); returns the bytes they held. Called with the lock held; costs a few len() per
+    view."""
     sizes = [v.est_bytes() for v in self._views.values()]
     total, i = sum(sizes), 0
     while len(self._views) > self.max_views or (total > self.max_bytes and len(self._views) > 1):
@@ -173,6 +195,7 @@ on every get: a view grows as its steps are laid out); a live rewrite's view is 
       total -= sizes[i]
       i += 1
       forget_view(old.key)
+    return sum(sizes[:i])
 
 
 def _current(v: StepGraphs | None, rw: Rewrite) -> bool:

@@ -182,7 +182,7 @@ def test_a_views_estimate_is_close_to_what_it_holds(tmp_path):
 
 
 def test_the_views_budget_default_and_setting():
-  assert VIEW_CACHE_BYTES == 256 << 20 or "TINYVIZ_VIEW_CACHE_MB" in os.environ
+  assert VIEW_CACHE_BYTES == 128 << 20 or "TINYVIZ_VIEW_CACHE_MB" in os.environ
   code = "import viz_server.views as v; print(v.VIEW_CACHE_BYTES)"
   out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                        env={**os.environ, "TINYVIZ_VIEW_CACHE_MB": "8"})
