@@ -13,6 +13,7 @@ from support.opt_helpers import G, R, buf, buffers_for, matmul_ast, sink
 
 from compiler.codegen import get_program
 from compiler.opt import Kernel, Opt, OptOps, hand_coded_optimizations
+from compiler.opt.heuristic import THREAD_MIN_WORK
 from compiler.opt.kernel import KernelOptError, access_strides, axis_stride
 from compiler.opt.search import kernel_actions
 from compiler.opt.target import AVX2, AVX512, SSE
@@ -231,13 +232,13 @@ def test_a_window_of_short_contiguous_axes_is_the_column_tile(tname: str):
              if o.op is OptOps.UPCAST)
 
 
-def _col2im_ast() -> UOp:
+def _col2im_ast(hw: int = 10) -> UOp:
   """The kernel of a conv's input gradient that sums the per-window products into the input's pixels (its loads
-  gather along x: the products are stored window innermost), from the Tensor API (2 x 4 x 10 x 10, 3 x 3)."""
+  gather along x: the products are stored window innermost), from the Tensor API (2 x 4 x hw x hw, 3 x 3)."""
   from compiler import Tensor
   from compiler.schedule.rangeify import create_schedule
   rng = np.random.default_rng(0)
-  tx = Tensor(rng.standard_normal((2, 4, 10, 10)).astype(np.float32), requires_grad=True)
+  tx = Tensor(rng.standard_normal((2, 4, hw, hw)).astype(np.float32), requires_grad=True)
   tw = Tensor(rng.standard_normal((4, 4, 3, 3)).astype(np.float32))
   tx.conv2d(tw).sum().backward()
   sched, _ = create_schedule([tx.grad.uop])
@@ -245,13 +246,19 @@ def _col2im_ast() -> UOp:
 
 
 @pytest.mark.parametrize("tname", TARGETS)
-def test_a_gathered_padded_window_is_unrolled_whole(tname: str):
+def test_a_gathered_padded_window_is_unrolled_whole(tname: str, monkeypatch):
   # col2im's 4 x 4 window (the pool's repeat trick pads 3 to 4), masked by the pad and read at x - j: unrolled whole,
-  # x upcast by 2 (MNIST's conv4 col2im 16 -> 1.6 ms, ResNet's 54 -> 17 ms on Zen 4)
-  ast = _col2im_ast()
+  # x upcast by 2 (MNIST's conv4 col2im 16 -> 1.6 ms, ResNet's 54 -> 17 ms on Zen 4); big enough for two threads,
+  # but no THREAD split: its batch is the first loop, which the runtime splits chunk by chunk (a THREAD axis there
+  # made MNIST's conv2 col2im spill, 172 -> 219 ms a thread); values checked on those two chunks
+  from compiler.runtime import compiled
+  monkeypatch.setattr(compiled, "MIN_WORK_PER_THREAD", 1)
+  ast = _col2im_ast(34)
   k = hand_coded_optimizations(Kernel(ast, replace(TARGETS[tname], threads=2)))
-  assert k.applied_opts[:3] == [Opt(OptOps.UNROLL, 1, 0), Opt(OptOps.UNROLL, 0, 0), Opt(OptOps.UPCAST, 3, 2)], \
+  assert k.applied_opts == [Opt(OptOps.UNROLL, 1, 0), Opt(OptOps.UNROLL, 0, 0), Opt(OptOps.UPCAST, 3, 2)], \
       k.applied_opts
+  assert math.prod(Kernel(ast).full_shape) >= THREAD_MIN_WORK  # (a THREAD split's size)
+  assert len(compile_kernel(k.get_optimized_ast())._chunks(None, buffers_for(ast, seed=3), 2)) == 2
   check_values(ast, k)
 
 
