@@ -192,16 +192,21 @@ def store_upcasts(k) -> list[tuple[int, int]]:
           if r.arg[1] is AxisType.UPCAST]
 
 
+def igrad_tile(tname: str, hw: int, ks: int):
+  """An input gradient's per-window kernel (batch 2, 8 channels in, 16 out) under the heuristics on target model
+  tname with 2 threads: (ast, kernel, (vector floats, vector registers), store_upcasts)."""
+  target = replace(TARGETS[tname], threads=2)
+  ast = igrad_ast(2, 8, hw, ks, 16)
+  k = hand_coded_optimizations(Kernel(ast, target))
+  return ast, k, (target.vector_floats, target.vector_regs), store_upcasts(k)
+
+
 @pytest.mark.parametrize("tname", TARGETS)
 def test_strided_store_columns_take_every_row_that_fits(tname: str):
   # the store's unit stride (j, 3 long) has no vector; g's rows along x are: a line of columns there, then rows along
   # the axes g is broadcast along (j, i, c: the window's 3 x 3 where the registers hold them) while the accumulators
   # fit beside the column vectors, and the short reduce unrolled by 4
-  target = replace(TARGETS[tname], threads=2)
-  ast = igrad_ast(2, 8, 32, 3, 16)
-  k = hand_coded_optimizations(Kernel(ast, target))
-  vec, regs = target.vector_floats, target.vector_regs
-  ups = store_upcasts(k)
+  ast, k, (vec, regs), ups = igrad_tile(tname, 32, 3)
   assert ups[0] == (16, 9), k.applied_opts  # the columns: x, stored with stride 3 x 3
   rows = math.prod(s for s, _ in ups[1:])
   assert {st for _, st in ups[1:]} <= {1, 3, 32 * 32 * 9} and rows * (16 // vec) <= regs - 16 // vec - 1
@@ -218,11 +223,7 @@ def test_a_window_of_short_contiguous_axes_is_the_column_tile(tname: str):
   # and g is broadcast along, more than 3/4 of their vectors on every target: i and j upcast whole (one contiguous
   # column vector, stored as it is, no lane-by-lane store along x), rows along c (w varies, g broadcast) while the
   # accumulators take at most a quarter of the registers; ResNet's 3x3 (9 of 12 or 16 lanes) is not a window
-  target = replace(TARGETS[tname], threads=2)
-  ast = igrad_ast(2, 8, 20, 5, 16)
-  k = hand_coded_optimizations(Kernel(ast, target))
-  vec, regs = target.vector_floats, target.vector_regs
-  ups = store_upcasts(k)
+  ast, k, (vec, regs), ups = igrad_tile(tname, 20, 5)
   cols = -(-25 // vec)
   rows = [s for s, st in ups if st == 20 * 20 * 25]  # along c
   assert sorted(u for u in ups if u[1] in (1, 5)) == [(5, 1), (5, 5)] and len(ups) == 2 + len(rows), k.applied_opts
