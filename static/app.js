@@ -178,6 +178,7 @@ async function selectTrace(t, {ctx = null, rw = null, step = null, node = null, 
   }
   if (gen !== navGen) return;
   setContexts(contexts);
+  liveSig = traceSig();
   if (ctx === null || !data.ctxById.has(ctx)) ctx = defaultContext();
   if (ctx === null) {
     sidebar.setSelection(null, null);
@@ -450,6 +451,10 @@ async function applyView(v) {
 // the newest live refresh: answers come back in any order (a loaded server or machine), and an older refresh's
 // answer arriving after a newer one's would put back fewer contexts than the trace has, with no event left to fix it
 let liveSeq = 0;
+// what the shown trace's entry said (status, counts) when its panels last showed it: a refresh that brings nothing new
+// (a poll's first look at a trace, an ended one) leaves the panels as they are, their hovered and lit lines included
+let liveSig = "";
+const traceSig = () => JSON.stringify([currentTrace()?.status, currentTrace()?.counts]);
 
 async function refreshContexts() {
   const t = state.trace;
@@ -477,6 +482,8 @@ async function refreshContexts() {
     setSlider();
     panelHook("onStep");
   }
+  if (traceSig() === liveSig) return;
+  liveSig = traceSig();
   panelHook("onLive");
 }
 
