@@ -50,9 +50,7 @@ def _split_reduce(ctx: set[UOp], r: UOp) -> UOp | None:
   ctx.add(partial)
   part = UOp(Ops.CONTIGUOUS, r.dtype, (partial,))
   total = UOp(Ops.REDUCE_AXIS, r.dtype, (part,), (op, (a,)))
-  ret = UOp(Ops.RESHAPE, r.dtype, (total,), out)
-  shape_of(ret)
-  return ret
+  return UOp(Ops.RESHAPE, r.dtype, (total,), out)
 
 
 pm_split_reduce = PatternMatcher([
