@@ -3,6 +3,16 @@
 import {PANEL_IDS, PANEL_PARAMS, panelSpec} from "./panels.js";
 
 const INT_KEYS = {t: "trace", c: "ctx", r: "rw", s: "step", n: "node"};
+// what the app fills in by default when a link leaves it out (the first context, its first rewrite, step 0, a panel)
+const DEFAULTED = new Set(["c", "r", "s", "p"]);
+
+/** Whether hash `to` is hash `from` with defaults filled in: every part of `from` kept, only defaulted parts added. */
+function fillsIn(from, to) {
+  const a = new URLSearchParams(String(from).replace(/^#/, "")), b = new URLSearchParams(String(to).replace(/^#/, ""));
+  for (const [k, v] of a) if (b.get(k) !== v) return false;
+  for (const k of b.keys()) if (!a.has(k) && !DEFAULTED.has(k)) return false;
+  return true;
+}
 
 /** The view described by a hash string (missing or malformed parts are null; a panel's parameters ""). */
 export function parseHash(hash) {
@@ -47,14 +57,16 @@ export class Router {
   initial() { return parseHash(location.hash); }
 
   /** Record the view. Changes of only the step/node within a second of the last entry (holding an arrow key)
-   * replace that entry instead of adding one. */
+   * replace that entry instead of adding one, and so does filling in the defaults of a link that left them out: an
+   * entry reached by back/forward (or typed) that names only a context becomes that context's full view in place;
+   * adding an entry there would drop every forward entry. */
   update(v) {
     const hash = formatHash(v);
     if (hash === this.current) return;
     const keys = JSON.stringify([v.trace, v.ctx, v.rw, v.panel]);
     const now = performance.now();
     const minor = keys === this.lastKeys && now - this.lastPush < 1000;
-    if (minor || !this.current || this.current === "#") history.replaceState(null, "", hash);
+    if (minor || fillsIn(this.current || "", hash)) history.replaceState(null, "", hash);
     else history.pushState(null, "", hash);
     this.current = hash;
     this.lastKeys = keys;

@@ -61,6 +61,24 @@ def test_back_and_forward(page, server):
   assert "selected" in page.locator(f"#contexts li[data-ctx='{b['id']}']").get_attribute("class")
 
 
+def test_filling_in_a_link_keeps_the_forward_entries(page, server):
+  """A hash that names only a context gets its rewrite, step and panel filled in place: going back to such an entry
+  (one written before the page had filled it in) and forward again must find the forward entries still there."""
+  t = server.trace_id("demo.vztrace")
+  ctxs = {c["name"]: c for c in server.api(f"/api/traces/{t}/contexts")}
+  a, b = ctxs["r_16_4"], ctxs["E_32"]
+  open_page(page, server, f"#t={t}&c={b['id']}")
+  page.wait_for_function("() => /[#&]r=\\d+/.test(location.hash) && window.__viz.state.ctx !== null")
+  page.evaluate("(h) => { location.hash = h; }", f"#t={t}&c={a['id']}")  # typed: an entry naming only a context
+  page.wait_for_function("(c) => window.__viz.state.ctx === c && /[#&]r=\\d+/.test(location.hash)", arg=a["id"])
+  page.go_back()
+  page.wait_for_function("(c) => window.__viz.state.ctx === c", arg=b["id"])
+  page.go_forward()
+  page.wait_for_function("(c) => window.__viz.state.ctx === c && /[#&]r=\\d+/.test(location.hash)", arg=a["id"])
+  page.go_back()
+  page.wait_for_function("(c) => window.__viz.state.ctx === c", arg=b["id"])
+
+
 def test_opening_a_step_directly_shows_what_it_removed_and_when_nodes_were_made(page, server):
   t = server.trace_id("demo.vztrace")
   ctxs = {c["name"]: c for c in server.api(f"/api/traces/{t}/contexts")}
