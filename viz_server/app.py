@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from flask import Flask, Response, abort, g, jsonify, request, send_file
+from flask import Flask, Response, abort, jsonify, request, send_file
 from flask_socketio import SocketIO
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import BaseConverter
@@ -183,7 +183,10 @@ def _guard_requests(app: Flask, hosts: set[str] | None, max_upload: int) -> None
   @app.before_request
   def _check_host() -> Any:
     REQUEST_GATE.begin()  # background layout work waits while requests are served
-    g.tinyviz_turn = True
+    # marked on the request, not on `g`: a request made inside another (a test client's) shares the outer one's app
+    # context, and its end took the outer one's mark, which then never ended: REQUEST_GATE.serving stayed 1 and the
+    # process's prefetch worker waited for good
+    request.environ["tinyviz.turn"] = True
     gone.start(request.environ.get("werkzeug.socket"))  # long work stops once the client has gone
     if hosts is not None and _host_only(request.host).lower() not in hosts:
       return jsonify({"error": "unexpected Host header"}), 403
@@ -192,7 +195,7 @@ def _guard_requests(app: Flask, hosts: set[str] | None, max_upload: int) -> None
   @app.teardown_request
   def _end_turn(_exc: BaseException | None) -> None:
     gone.stop()
-    if g.pop("tinyviz_turn", False):
+    if request.environ.pop("tinyviz.turn", False):
       REQUEST_GATE.end()
 
   @app.errorhandler(gone.ClientGone)

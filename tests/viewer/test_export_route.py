@@ -13,6 +13,7 @@ from support.trace_tools_helpers import record_small
 from viz_server import compare, share
 from viz_server.app import create_app
 from viz_server.export.command import export
+from viz_server.gate import REQUEST_GATE
 from viz_server.store import TraceStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,8 +68,10 @@ def test_export_route_refuses_bad_options_and_big_traces(small_trace, client_for
 
 def test_a_running_exports_progress_is_its_childs_count(small_trace, client_for, monkeypatch):
   """GET /api/exports/<job> answers what the export's child keeps in the file the route named to it (`--progress-file`)
-  while it runs, and that none runs before and after."""
+  while it runs, and that none runs before and after. The requests made inside the export's each end their turn at
+  the request gate, and the export's its own (the prefetch worker waits while one is counted as served)."""
   client, (t,) = client_for(small_trace)
+  before = REQUEST_GATE.serving
   job, seen = "0123abcd0123abcd", {}
   kill = share.Children._kill
 
@@ -88,6 +91,7 @@ def test_a_running_exports_progress_is_its_childs_count(small_trace, client_for,
   assert client.get(f"/api/exports/{job}").get_json() == idle
   assert client.get(f"/api/traces/{t}/export?job=../x").status_code == 400
   assert client.get("/api/exports/not-a-job").get_json() == idle
+  assert REQUEST_GATE.serving == before
 
 
 def test_routes_keep_the_host_check(small_trace):
