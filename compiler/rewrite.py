@@ -578,6 +578,7 @@ class _Rewriter:
     # stack entries: (original node, stage, current node, chain length)
     stack: list[tuple[UOp, int, UOp, int]] = [(root, 0, root, 0)]
     bottom_up = self.bottom_up
+    recording = self.rec is not None
     while stack:
       n, stage, new_n, chain = stack.pop()
       if stage == 0:
@@ -615,6 +616,8 @@ class _Rewriter:
           in_progress.discard(n)
         else:
           rebuilt = UOp(new_n.op, new_n.dtype, new_src, new_n.arg)  # (new_n.replace(src=...), without its kwargs)
+          if recording and new_n.callsite is not None and rebuilt.callsite is None:
+            recorder.inherit_callsite(rebuilt, new_n)  # the same op of the user's line, over rewritten sources
           if chain > MAX_CHAIN:
             self._loop([self.last_rule] if self.last_rule is not None else [], new_n)
           stack.append((n, 2, rebuilt, chain))

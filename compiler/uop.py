@@ -208,6 +208,10 @@ class UOp(metaclass=UOpMetaClass):
   # the node (compiler.trace.recorder.TraceIds; 0: none), a slot for the same reasons: a recording names every node
   # (set here: a getattr with a default on an unset slot, in the recorder's walk, cost more than this costs VIZ off)
   __slots__ = ("op", "dtype", "src", "arg", "_mm", "_trace_id", "__weakref__", "__dict__")
+  # the user's line that made the node, (file, line, function), where the front end noted it while recording (in the
+  # node's __dict__: compiler.trace.recorder.note_callsite); this default answers for every other node without making
+  # it a __dict__ (the recorder asks each node it names)
+  callsite: tuple[str, int, str] | None = None
 
   def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None):
     object.__setattr__(self, "op", op)

@@ -8,7 +8,7 @@ import {h, put} from "./dom.js";
 import {CATEGORIES, paint, readColors, TEXT_MIN_SCALE} from "./graphdraw.js";
 import {boxH, boxW, constsLine, edgeKey, edgeObj, nodeObj, respace, unspace} from "./graphgeom.js";
 import {GRAPH_MARKS, legendBox} from "./legend.js";
-import {foldedView, GROUP_MIN_NODES, indexGroups} from "./graphgroups.js";
+import {foldedView, GROUP_MIN_NODES, indexGroups, siteGroups} from "./graphgroups.js";
 import {Minimap} from "./minimap.js";
 
 const OVERVIEW_MIN = 0.2;  // a whole graph fitted below this zoom is a smear: the automatic view shows the change
@@ -48,7 +48,7 @@ export class GraphView {
     // collapsible groups (static/graphgroups.js): off in this base view (the Diff panel's); the main view folds
     // big graphs (groupsOn null: by size)
     this.groupsOn = false;
-    this.expanded = new Set();  // INDEX ids whose group the user unfolded
+    this.expanded = new Set();  // the groups the user unfolded: INDEX ids, and `site:<site>` for call-site groups
     this.fold = {groups: new Map(), hidden: new Set(), edges: [], version: -1, on: false};
     this._raf = 0;
     this.colors = readColors();
@@ -493,10 +493,13 @@ export class GraphView {
     let groups = new Map();
     if (on) {
       groups = indexGroups(this.nodes, this.users, this.expanded);
+      const taken = new Set();
+      for (const g of groups.values()) for (const m of g.members) taken.add(m);
+      for (const [rep, g] of siteGroups(this.nodes, this.expanded, taken)) groups.set(rep, g);
       const marked = [...this.marked.added, ...this.marked.changed];
       for (const [rep, g] of [...groups]) if (marked.some((id) => g.members.has(id))) groups.delete(rep);
     }
-    this.fold = {groups, ...foldedView(groups, this.nodes, this.collapse), version: this.version, on};
+    this.fold = {groups, ...foldedView(groups, this.nodes, this.collapse, this.users), version: this.version, on};
     this.edgeBatch = null;
     return this.fold;
   }

@@ -149,7 +149,8 @@ function* drawnEdges(g) {
   yield* g.fold.edges;
 }
 
-/** A folded group's box: a second outline behind it (a stack) and the count of the nodes it stands for. */
+/** A folded group's box: a second outline behind it (a stack) and the count of the nodes it stands for (a call-site
+ * group's: and the line of the user's program). */
 function drawGroups(g, {ctx, colors, k, hair, visible, bw, bh}) {
   if (!g.fold.groups.size) return;
   const stack = new Path2D(), d = 4;
@@ -158,7 +159,7 @@ function drawGroups(g, {ctx, colors, k, hair, visible, bw, bh}) {
     const n = g.nodes.get(rep);
     if (!n || !visible(n)) continue;
     stack.rect(n.x - bw(n) / 2 + d, n.y - n.h / 2 - d, bw(n), bh(n));
-    labels.push([n, grp.members.size]);
+    labels.push([n, grp.members.size, grp.site]);
   }
   ctx.strokeStyle = colors.cat.index;
   ctx.lineWidth = Math.max(hair, 1.2);
@@ -168,7 +169,9 @@ function drawGroups(g, {ctx, colors, k, hair, visible, bw, bh}) {
   ctx.font = `${FONT_PX}px ${getMonoFont()}`;
   ctx.textAlign = "left";
   ctx.textBaseline = "bottom";
-  for (const [n, size] of labels) ctx.fillText(`+${size - 1}`, n.x + bw(n) / 2 + d + 2, n.y - n.h / 2);
+  for (const [n, size, site] of labels) {
+    ctx.fillText(site ? `+${size - 1} ${site}` : `+${size - 1}`, n.x + bw(n) / 2 + d + 2, n.y - n.h / 2);
+  }
 }
 
 /** The selected node's edges (or those among its highlighted relatives) on top of the others. */

@@ -1,8 +1,10 @@
 // Collapsible groups of the graph view (issue 30: a kernel's 2.4k-node graph read as a mesh of edges): a kernel's
 // index arithmetic under an INDEX (the ALU, constant and cast nodes that compute its index and feed nothing else)
-// folded into one box, its first operand's, drawn as a stack with the count it stands for. A click on the box
-// expands that group; key g folds or unfolds them all. Nodes keep their layout positions: folding hides, it does not
-// move anything. No document access (static/graph.js keeps the state, static/graphdraw.js draws it).
+// folded into one box, its first operand's, drawn as a stack with the count it stands for; and the nodes one line of
+// the user's program made (their `site`, trace 2.7: a tensor graph's ops by the line that called them) folded into
+// the lowest of them, labelled with that line. A click on the box expands that group; key g folds or unfolds them
+// all. Nodes keep their layout positions: folding hides, it does not move anything. No document access
+// (static/graph.js keeps the state, static/graphdraw.js draws it).
 import {edgeObj} from "./graphgeom.js";
 
 const FOLDABLE = new Set(["alu", "const", "cast"]);  // the categories of index arithmetic
@@ -38,19 +40,46 @@ export function indexGroups(nodes, users, expanded) {
 
 const foldable = (n) => n !== undefined && FOLDABLE.has(n.d.cat);
 
+/** The call-site groups of a graph: rep id -> {index, site, members} for each line of the user's program (a node's
+ * `site`) that made at least two of its nodes not in another group (`taken`), the rep the lowest of them (what the
+ * line computed last, its output mostly; of two as low, the later id); `index` is the group's key in `expanded`, the groups the user unfolded. */
+export function siteGroups(nodes, expanded, taken) {
+  const by = new Map();
+  for (const [id, n] of nodes) {
+    const s = n.d.site;
+    if (typeof s !== "string" || taken.has(id)) continue;
+    const ids = by.get(s);
+    if (ids) ids.push(id);
+    else by.set(s, [id]);
+  }
+  const out = new Map();
+  for (const [site, ids] of by) {
+    if (ids.length < 2 || expanded.has(`site:${site}`)) continue;
+    const low = (a, b) => { const ya = nodes.get(a).y, yb = nodes.get(b).y; return yb > ya || (yb === ya && b > a); };
+    const rep = ids.reduce((a, b) => (low(a, b) ? b : a));
+    out.set(rep, {index: `site:${site}`, site, members: new Set(ids)});
+  }
+  return out;
+}
+
 /** What folding `groups` hides and draws instead: the hidden node ids (every member but the reps), and the edges
- * from outside a group into its hidden members, redirected to its rep (straight, one per source). */
-export function foldedView(groups, nodes, collapse) {
-  const hidden = new Set(), edges = [];
+ * from outside a group into its members, redirected to its rep, and from its hidden members to users outside it,
+ * redirected from its rep (straight, one per pair; an end hidden in another group is that group's rep). */
+export function foldedView(groups, nodes, collapse, users = new Map()) {
+  const repOf = new Map();
+  for (const [rep, g] of groups) for (const m of g.members) if (m !== rep) repOf.set(m, rep);
+  const hidden = new Set(repOf.keys()), edges = [], seen = new Set();
+  const add = (s, d) => {
+    const a = repOf.get(s) ?? s, b = repOf.get(d) ?? d, key = `${a} ${b}`;
+    if (a === b || seen.has(key)) return;
+    seen.add(key);
+    const e = edgeObj({src: a, dst: b, index: -1}, nodes.get(a), nodes.get(b), collapse);
+    if (e) edges.push(e);
+  };
   for (const [rep, g] of groups) {
-    const from = new Set();
     for (const m of g.members) {
-      if (m !== rep) hidden.add(m);
-      for (const s of nodes.get(m).d.src || []) if (!g.members.has(s)) from.add(s);
-    }
-    for (const s of from) {
-      const e = edgeObj({src: s, dst: rep, index: -1}, nodes.get(s), nodes.get(rep), collapse);
-      if (e) edges.push(e);
+      for (const s of nodes.get(m).d.src || []) if (!g.members.has(s)) add(s, rep);
+      if (m !== rep) for (const u of users.get(m) || []) if (!g.members.has(u)) add(rep, u);
     }
   }
   return {hidden, edges};

@@ -68,6 +68,8 @@ export class NodeCard extends Panel {
         field("op", h("span", {class: "mono", dataset: {field: "op"}}, d.op)),
         field("dtype", h("span", {class: "mono", dataset: {field: "dtype"}}, d.dtype ?? "")),
         field("arg", h("span", {class: "mono arg-text", dataset: {field: "arg"}}, d.arg ?? "")),
+        d.site ? field("made at", h("span", {class: "mono", dataset: {field: "site"},
+          title: "the line of your program that made this node (or the node the compiler made it of)"}, d.site)) : null,
         field("created", createdEl)),
       h("div", {class: "rel-list"}, h("h4", null, `sources (${srcs.length})`),
         srcs.length ? h("div", {class: "chips"}, ...srcs.map(nodeChip)) : h("span", {class: "muted small"}, "none")),

@@ -244,7 +244,11 @@ def node(t: int, n: int) -> Any:
   if got is None:
     fail(404, f"no node {n} in trace {t}")
   op, dtype, arg, src = got
-  return jsonify({"id": n, "op": op, "dtype": dtype, "arg": arg, "src": list(src), "label": label(op, dtype, arg)})
+  out = {"id": n, "op": op, "dtype": dtype, "arg": arg, "src": list(src), "label": label(op, dtype, arg)}
+  site = tr.nodes.site(n)
+  if site is not None:
+    out["site"] = dict(zip(("file", "line", "function"), site))
+  return jsonify(out)
 
 
 ORIGIN_REWRITES = 64  # earlier rewrites searched for where a node was made (each one searched is replayed)

@@ -3,13 +3,16 @@ draws with), its fields cut for answers, a node as graph answers send it, and a 
 once per node (`Looks`)."""
 from __future__ import annotations
 
+import functools
+import os
 from typing import Callable
 
 from viz_server.layout import LAYER_GAP, NODE_GAP
-from viz_server.nodes import Node
+from viz_server.nodes import Node, Site
 
 CHAR_W, LINE_H, PAD_W, PAD_H = 6.6, 13.0, 16.0, 10.0  # label metrics (sent in /api/boot: static/graph.js draws by them)
 MAX_ARG_CHARS = 40
+MAX_SITE_CHARS = 160  # of a node's call site as graph answers send it (a group's label on the page)
 MAX_FIELD_CHARS = 4096  # of a node's op, dtype or arg in graph and diff answers (a MB-sized one froze the UI for s)
 
 _CATEGORY: dict[str, str] = {}
@@ -61,6 +64,15 @@ def node_size(text: str) -> tuple[float, float]:
   if got is None:
     got = _BOXES[key] = (round(key[0] * CHAR_W + PAD_W, 1), round(lines * LINE_H + PAD_H, 1))
   return got
+
+
+@functools.lru_cache(maxsize=4096)
+def site_label(site: Site) -> str:
+  """A call site as a graph node and its group show it: the file's name, the line and the function (a module's
+  top level: none), cut to MAX_SITE_CHARS (GET /nodes/<n> sends it whole: path and all)."""
+  file, line, fn = site
+  text = f"{os.path.basename(file)}:{line}" + ("" if fn == "<module>" else f" {fn}")
+  return text if len(text) <= MAX_SITE_CHARS else text[:MAX_SITE_CHARS - 1] + "\u2026"
 
 
 def clip_fields(op: str, dtype: str, arg: str) -> dict:

@@ -8,6 +8,7 @@ from operator import ge
 from vztrace.reader import BatchNodes
 
 Node = tuple[str, str, str, tuple[int, ...]]  # (op, dtype, arg, src ids)
+Site = tuple[str, int, str]  # the user's line that made a node: (file, line, function)
 
 
 class NodeColumns:
@@ -15,7 +16,8 @@ class NodeColumns:
 
   The recorder numbers nodes 0, 1, 2, ... so the id is the row; a trace with other ids gets an id->row dict.
   A node is accepted only if all its sources are already known, so the table is always a DAG. Nodes come one by
-  one (`add`, a `node` record) or as the reader's runs of a batch (`add_run`), whose codes are translated.
+  one (`add`, a `node` record) or as the reader's runs of a batch (`add_run`), whose codes are translated. A node's
+  call site (trace 2.7) is a code into a table of sites, 0 for none (4 bytes a node).
   """
 
   def __init__(self) -> None:
@@ -30,6 +32,10 @@ class NodeColumns:
     self._rows: dict[int, int] | None = None  # id -> row, only when ids are not 0..n-1
     self._struct: dict[int, int | list[int]] | None = None  # hash(op, dtype, arg, srcs) -> id(s), built on demand
     self._xlat: list[int] = []  # the reader's string code -> ours (its table only grows, see BatchNodes)
+    self._site = array("I")  # row -> its call site's code (index in _sites + 1; 0: none)
+    self._sites: list[Site] = []
+    self._site_codes: dict[Site, int] = {}
+    self._sxlat: list[int] = [0]  # the reader's call-site code -> ours (as _xlat)
 
   def __len__(self) -> int:
     return len(self._ids)
@@ -49,8 +55,16 @@ class NodeColumns:
   def __contains__(self, nid: int) -> bool:
     return self._row(nid) >= 0
 
-  def add(self, nid: int, op: str, dtype: str, arg: str, src: list[int]) -> str | None:
-    """Append one node; returns why it was rejected (duplicate id, unknown source) or None."""
+  def _site_code(self, site: Site) -> int:
+    c = self._site_codes.get(site)
+    if c is None:
+      self._sites.append(site)
+      c = self._site_codes[site] = len(self._sites)
+    return c
+
+  def add(self, nid: int, op: str, dtype: str, arg: str, src: list[int], site: Site | None = None) -> str | None:
+    """Append one node (made by the user's line `site`, if known); returns why it was rejected (duplicate id, unknown
+    source) or None."""
     row = len(self._ids)
     if self._rows is None and nid == row and (not src or (min(src) >= 0 and max(src) < row)):
       pass  # the recorder's numbering: ids are rows and sources come first
@@ -76,6 +90,7 @@ class NodeColumns:
     self._arg.append(ac)
     self._src.extend(src)
     self._src_start.append(len(self._src))
+    self._site.append(0 if site is None else self._site_code(site))
     self._ids.append(nid)  # last: a reader in another thread sees the row only once it is complete
     if self._struct is not None:
       self._index(nid, (oc, dc, ac, tuple(src)))
@@ -87,7 +102,8 @@ class NodeColumns:
     if self._rows is not None or first != row or not _sources_first(run):
       # not the recorder's numbering: node by node, with add()'s checks
       return [why for rec in run.records()
-              if (why := self.add(rec["id"], rec["op"], rec["dtype"], rec["arg"], rec["src"])) is not None]
+              if (why := self.add(rec["id"], rec["op"], rec["dtype"], rec["arg"], rec["src"],
+                                  _site_of(rec.get("site")))) is not None]
     xlat = self._xlat
     for s in run.strs[len(xlat):]:
       xlat.append(self._code(s))
@@ -97,6 +113,13 @@ class NodeColumns:
     self._arg.extend(map(code, run.arg))
     self._src_start.extend(islice(accumulate(run.nsrc, initial=len(self._src)), 1, None))
     self._src.fromlist(run.src.tolist())
+    if run.site is None:
+      self._site.frombytes(bytes(n * self._site.itemsize))
+    else:
+      sx = self._sxlat
+      for d in run.sites[len(sx) - 1:]:
+        sx.append(self._site_code(_site_of(d)))  # type: ignore[arg-type]
+      self._site.extend(map(sx.__getitem__, run.site))
     self._ids.extend(range(first, first + n))  # last: a reader in another thread sees the rows once complete
     if self._struct is not None:
       for nid in range(first, first + n):  # (ids are rows here)
@@ -114,6 +137,12 @@ class NodeColumns:
     s = self._strs
     return (s[self._op[row]], s[self._dtype[row]], s[self._arg[row]],
             tuple(self._src[self._src_start[row]:self._src_start[row + 1]]))
+
+  def site(self, nid: int) -> Site | None:
+    """The user's line that made node nid, where the trace says (None for a node it names none for, or unknown)."""
+    row = self._row(nid)
+    c = self._site[row] if row >= 0 else 0
+    return self._sites[c - 1] if c else None
 
   def look(self, nid: int) -> tuple[str, str, str]:
     """A node's (op, dtype, arg), without its sources."""
@@ -202,8 +231,13 @@ class NodeColumns:
 
   def nbytes(self) -> int:
     """Approximate memory of the arrays (for the bench)."""
-    arrays = (self._op, self._dtype, self._arg, self._src_start, self._src, self._ids)
+    arrays = (self._op, self._dtype, self._arg, self._src_start, self._src, self._ids, self._site)
     return sum(a.itemsize * len(a) for a in arrays) + sum(len(s) + 49 for s in self._strs)
+
+
+def _site_of(d: dict | None) -> Site | None:
+  """A call site of the reader's (checked against format.CALLSITE_FIELDS) as the table keeps it."""
+  return None if d is None else (d["file"], d["line"], d["function"])
 
 
 def _sources_first(run: BatchNodes) -> bool:

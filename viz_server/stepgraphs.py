@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 from viz_server import caches, cut, gone, place
 from viz_server.gate import REQUEST_GATE
-from viz_server.labels import Looks, node_json
+from viz_server.labels import Looks, node_json, site_label
 from viz_server.layout import LAYER_GAP, Layout, layout_graph
 from viz_server.nodes import Node
 from viz_server.place import MASSIVE, Bands, Rows
@@ -462,6 +462,9 @@ class StepGraphs:
     else:
       d["consts"] = [s for s in node[3] if consts.get(s)]  # type: ignore[index]
     d["created"] = rp.created(nid, k)
+    site = self.tr.nodes.site(nid)
+    if site is not None:  # (a replay-made node, not the trace's, has none)
+      d["site"] = site_label(site)
     return d
 
   def _edges(self, nid: int, lay: Layout, shown: frozenset[int] | None = None, compact: bool = False,
@@ -597,7 +600,8 @@ class StepGraphs:
     added, removed = sorted(added_set), sorted(removed_set)
     like: dict[int, int] = {}
     if compact and not cutting:
-      like = {n: o for n, o in self.aliases(j, k).items() if n in added_set and o in removed_set}
+      site = self.tr.nodes.site  # (a node sent as `like` another takes its fields: its call site among them)
+      like = {n: o for n, o in self.aliases(j, k).items() if n in added_set and o in removed_set and site(n) == site(o)}
       like.update((n, n) for n in reborn)
     moved = {}
     kept_changed: list[int] = []  # kept nodes whose in-edges may have new routes

@@ -17,7 +17,7 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 from viz_server.nodes import NodeColumns
 from vztrace.counts import TraceCounts
-from vztrace.format import TraceFormatError, clip_text, exit_summary
+from vztrace.format import TraceFormatError, clip_text, exit_summary, site_problem
 from vztrace.memory import MAX_EVENTS
 from vztrace.memory import event as mem_event
 from vztrace.reader import STALE_S, BatchMatches, BatchNodes, Item, TraceReader, unfinished, writer_alive
@@ -358,7 +358,12 @@ class Trace:
       self.meta = {k: v for k, v in rec.items() if k != "t"}
 
   def _on_node(self, rec: dict, events: Any, touched: Any) -> None:
-    why = self.nodes.add(rec["id"], rec["op"], rec["dtype"], rec["arg"], rec["src"])
+    site = rec.get("site")
+    if site is not None and (bad := site_problem(site, "node.site")) is not None:
+      self._anomaly(f"node {rec['id']}: {bad}; its call site left out")
+      site = None
+    why = self.nodes.add(rec["id"], rec["op"], rec["dtype"], rec["arg"], rec["src"],
+                         None if site is None else (site["file"], site["line"], site["function"]))
     if why is not None:
       self._anomaly(why)
 

@@ -24,7 +24,7 @@ from array import array
 from typing import Any
 
 MAGIC = b"VZTRACE\0"
-VERSION = (2, 6)  # (major, minor): a reader rejects a newer major and accepts any minor of the majors it reads
+VERSION = (2, 7)  # (major, minor): a reader rejects a newer major and accepts any minor of the majors it reads
 READ_MAJORS = (1, 2)  # version 1 has no batch records (a 1.x file that had them would be read all the same)
 HEADER = struct.Struct("<8sHH")
 FRAME_MAGIC = b"VZF1"
@@ -119,7 +119,8 @@ MATCH_DT = "dt"
 RECORDS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
   "meta": ({"version": "int|str|list", "argv": "list[str]", "host": "str", "pid": "int", "python": "str",
             "started": "num", "cwd": "str"}, {}),
-  "node": ({"id": "int", "op": "str", "dtype": "str", "arg": "str", "src": "list[int]"}, {}),
+  # site (minor version 7): the user's line that made the node (CALLSITE_FIELDS), where the front end noted one
+  "node": ({"id": "int", "op": "str", "dtype": "str", "arg": "str", "src": "list[int]"}, {"site": "dict"}),
   "pattern": ({"id": "int", "file": "str?", "line": "int?", "src": "str?", "pat": "str", "name": "str?"}, {}),
   # callsites (minor version 3), of a kernel context: the user's lines that made the ops it computes (CALLSITE_FIELDS),
   # in the order they are computed, its output's last; callsites_more: how many more there were
@@ -161,8 +162,10 @@ RECORDS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
   # the trace's string table after appending this batch's `strs`; match i is (rw[i], pat[i], before[i], after[i],
   # dt[i]); recs are other records, recs[j] coming after the first at[2j] nodes and at[2j+1] matches of the batch;
   # the batch's nodes and then its matches after the last of them.
+  # sites, site (minor version 7): node i was made by the user's line sites[site[i] - 1] (none where 0), sites being
+  # the trace's call-site table after appending this batch's `sites` (each CALLSITE_FIELDS); no `site`: none was
   "batch": ({"id": "int", "strs": "list[str]", **dict.fromkeys(NODE_COLUMNS + MATCH_COLUMNS, "u32s"), MATCH_DT: "i64s",
-             "at": "u32s", "recs": "list[dict]"}, {}),
+             "at": "u32s", "recs": "list[dict]"}, {"sites": "list[dict]", "site": "u32s"}),
 }
 
 # record type -> list field -> its most elements (beam's "opts" also bounds each opt at MAX_OPT_FIELDS)
@@ -172,7 +175,7 @@ LIST_BOUNDS: dict[str, dict[str, int]] = {
   "beam": {"opts": MAX_OPTS, "times": MAX_TIMES}, "run": {"times": MAX_TIMES},
   "source": {"lines": MAX_SOURCE_LINES, "uops": MAX_SOURCE_LINES, "global_size": MAX_LAUNCH_DIMS,
              "local_size": MAX_LAUNCH_DIMS},
-  "batch": {"strs": 3 * MAX_BATCH_ROWS, "recs": MAX_BATCH_ROWS},
+  "batch": {"strs": 3 * MAX_BATCH_ROWS, "recs": MAX_BATCH_ROWS, "sites": MAX_BATCH_ROWS},
 }
 # of each element (a list) of the field
 INNER_BOUNDS: dict[str, dict[str, int]] = {"beam": {"opts": MAX_OPT_FIELDS}, "source": {"lines": MAX_LINE_UOPS}}
@@ -294,6 +297,11 @@ _EXIT, _EXIT_FRAME = _Check(*EXIT_FIELDS), _Check(*EXIT_FRAME_FIELDS)
 # ---- a kernel's call sites (minor version 3): each the first frame outside the compiler package that made an op of it
 CALLSITE_FIELDS: tuple[dict[str, str], dict[str, str]] = ({"file": "str", "line": "int", "function": "str"}, {})
 _CALLSITE = _Check(*CALLSITE_FIELDS)
+
+
+def site_problem(site: Any, where: str) -> str | None:
+  """Why one call site (CALLSITE_FIELDS) breaks the schema, or None; where: the field, for the message."""
+  return None if _CALLSITE.ok(site) else _CALLSITE.explain(where, site)
 
 
 def callsites_problem(sites: list) -> str | None:

@@ -50,6 +50,7 @@ from vztrace.format import (
   RECORD_LEN,
   VERSION,
   TraceFormatError,
+  site_problem,
   unpack_column,
   validate_record,
 )
@@ -139,12 +140,15 @@ COLUMN_RUN = 8192  # rows of a BatchNodes / BatchMatches at most, so a consumer 
 class BatchNodes:
   """A run of a batch's nodes in columns: node `first + i` is (strs[op[i]], strs[dtype[i]], strs[arg[i]]) over the
   `nsrc[i]` ids of `src` after those of the nodes before it. `strs` is the reader's string table (it only grows
-  while one reader reads, so a code means the same string in every run of that reader)."""
-  __slots__ = ("first", "strs", "op", "dtype", "arg", "nsrc", "src")
+  while one reader reads, so a code means the same string in every run of that reader). Node `first + i` was made by
+  the user's line `sites[site[i] - 1]` (none where site[i] is 0, or site is None), sites being the reader's call-site
+  table (each {file, line, function}; it only grows as strs does)."""
+  __slots__ = ("first", "strs", "op", "dtype", "arg", "nsrc", "src", "site", "sites")
 
   def __init__(self, first: int, strs: list[str], op: array, dtype: array, arg: array, nsrc: array,
-               src: array) -> None:
+               src: array, site: array | None = None, sites: list[dict] | None = None) -> None:
     self.first, self.strs, self.op, self.dtype, self.arg, self.nsrc, self.src = first, strs, op, dtype, arg, nsrc, src
+    self.site, self.sites = site, sites or []
 
   def __len__(self) -> int:
     return len(self.op)
@@ -153,8 +157,11 @@ class BatchNodes:
     """The run as `node` records."""
     table, src, pos = self.strs, self.src, 0
     for i, (o, d, a, k) in enumerate(zip(self.op, self.dtype, self.arg, self.nsrc)):
-      yield {"t": "node", "id": self.first + i, "op": table[o], "dtype": table[d], "arg": table[a],
+      rec = {"t": "node", "id": self.first + i, "op": table[o], "dtype": table[d], "arg": table[a],
              "src": src[pos:pos + k].tolist()}
+      if self.site is not None and self.site[i]:
+        rec["site"] = self.sites[self.site[i] - 1]
+      yield rec
       pos += k
 
 
@@ -301,6 +308,7 @@ class TraceReader:
     self.reason: str | None = None
     self._seen = 0  # records decoded, unknown types included
     self._strs: list[str] = []  # the string table of compact `nodes` records
+    self._sites: list[dict] = []  # the call-site table of batch records (format.py, "batch")
     self._open: Iterator[dict | _Expansion] | None = None  # the rest of the frame being read
     try:
       self._header(final=False)
@@ -552,6 +560,7 @@ class TraceReader:
     m = len(mcols[0])
     if any(len(c) != m for c in mcols):
       raise _Damage("'batch' record: match columns of different lengths")
+    site, sites = self._site_column(batch, n)
     at, recs = _column(batch, "at"), batch["recs"]
     _check_positions(at, len(recs), n, m)
     first = batch["id"]
@@ -560,12 +569,14 @@ class TraceReader:
     known = _known_records(recs)
     self.skipped_unknown += known.count(False)
     table = self._strs = strs + batch["strs"]  # only now: a damaged batch leaves the table as it was
+    self._sites = sites
     starts = array("Q", accumulate(nsrc, initial=0))
 
     def node_runs(lo: int, hi: int) -> Iterator[BatchNodes]:
       for a in range(lo, hi, COLUMN_RUN):
         b = min(a + COLUMN_RUN, hi)
-        yield BatchNodes(first + a, table, ops[a:b], dts[a:b], args[a:b], nsrc[a:b], src[starts[a]:starts[b]])
+        yield BatchNodes(first + a, table, ops[a:b], dts[a:b], args[a:b], nsrc[a:b], src[starts[a]:starts[b]],
+                         None if site is None else site[a:b], sites)
 
     def match_runs(lo: int, hi: int) -> Iterator[BatchMatches]:
       for a in range(lo, hi, COLUMN_RUN):
@@ -593,6 +604,24 @@ class TraceReader:
       yield from match_part(mi, m)
     ends = any(k and rec["t"] == "end" for k, rec in zip(known, recs))
     return _Expansion(expanded, n + m + sum(known), ends)
+
+  def _site_column(self, batch: dict, n: int) -> tuple[array | None, list[dict]]:
+    """A batch's call sites: its `site` column (None where it has none) and the call-site table with its `sites`
+    appended (kept as the reader's only once the whole batch is found sound: _expand)."""
+    new = batch.get("sites", [])
+    for i, s in enumerate(new):
+      if (why := site_problem(s, f"batch.sites[{i}]")) is not None:
+        raise _Damage(f"'batch' record: {why}")
+    table = self._sites + [{"file": s["file"], "line": s["line"], "function": s["function"]} for s in new] if new \
+      else self._sites
+    if "site" not in batch:
+      return None, table
+    col = _column(batch, "site")
+    if len(col) != n:
+      raise _Damage("'batch' record: site column of another length than the node columns")
+    if n and max(col) > len(table):
+      raise _Damage(f"'batch' record: a node names a call site outside the table of {len(table)}")
+    return col, table
 
   def _count(self, item: dict | _Expansion) -> None:
     if type(item) is dict:

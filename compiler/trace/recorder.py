@@ -8,6 +8,7 @@ flush makes `batch` records of it, and `Recorder` is what the compiler calls."""
 from __future__ import annotations
 
 import atexit
+import bisect
 import contextlib
 import functools
 import itertools
@@ -56,7 +57,7 @@ class TraceIds:
   an entry in the node's __dict__: that was one dict more per named node (memory, and an allocation), and a lookup
   by a method call; a table by id() needed a weak reference a node, an object the cycle collector tracked."""
 
-  def __init__(self, add: Callable[[tuple], None]) -> None:
+  def __init__(self, add: Callable[[tuple], None], add_site: Callable[[tuple], None] | None = None) -> None:
     self.keys: dict[tuple, int] = {}  # every node named so far, by structure
     self.dtypes: list[DType] = []  # a key's dtype number -> the dtype
     self._dtype_numbers: dict[DType, int] = {}  # by equality (a dtype hashes in Python: asked once per object)
@@ -65,6 +66,9 @@ class TraceIds:
     self.base = next(_RECORDINGS) << _ID_BITS  # a named node's _trace_id is base + its id
     self.top = self.base + (1 << _ID_BITS)
     self.add = add
+    # (id, call site) of each node given an id that has a call site (UOp.callsite), in id order; the first node of a
+    # structure names it, as with the rest of its record
+    self.add_site = add_site if add_site is not None else (lambda row: None)
 
   def get(self, u: UOp) -> int | None:
     """u's id if u was named."""
@@ -92,6 +96,7 @@ class TraceIds:
     it (the first on top), and is named when it is met again, its sources then named. Iterative, since a graph may be
     far deeper than the recursion limit. The id of an equal node named before (its key), else a new one."""
     base, top, keys, add, dtype_by_id, op_int = self.base, self.top, self.keys, self.add, self._dtype_by_id, _OP_INT
+    add_site = self.add_site
     stack = [root]
     while stack:
       x = stack[-1]
@@ -126,6 +131,8 @@ class TraceIds:
       new = len(keys)  # ids are dense: the next one is the number of keys
       tid = keys.setdefault(key, new)
       if tid == new:
+        if x.callsite is not None:  # (before the row: a flush that counts the row finds its site queued)
+          add_site((new, x.callsite))
         add(key)
       _SET_TRACE_ID(x, base + tid)
     return root._trace_id - base
@@ -143,6 +150,7 @@ class TraceIds:
 # looked up by its number, an arg's by object identity, so a text is made once per object.
 
 _OP, _DTYPE, _ARG = (operator.itemgetter(i) for i in range(3))  # a key's order (TraceIds)
+_FIRST = operator.itemgetter(0)
 _SRC_AT = 4  # where a key's source ids begin
 _SRC = operator.itemgetter(slice(_SRC_AT, None))
 
@@ -200,7 +208,10 @@ class RecordQueue:
     from vztrace.writer import encode_json, nested_record_bytes
     self.lock = lock
     self.rows: list[tuple] = []  # the nodes' keys in id order
-    self.ids = TraceIds(self.rows.append)
+    self.site_rows: list[tuple[int, tuple[str, int, str]]] = []  # (id, call site) of the nodes with one, in id order
+    self.ids = TraceIds(self.rows.append, self.site_rows.append)
+    self.site_codes: dict[tuple[str, int, str], int] = {}  # the trace's call-site table: site -> its index + 1
+    self.sites_new: list[dict] = []  # the table's entries made since the last batch (format.CALLSITE_FIELDS)
     self.pack, self.pack_bytes, self.json, self.record_bytes = pack_column, pack_bytes, encode_json, nested_record_bytes
     self.node_columns = node_columns
     # a batch's column names (one table, vztrace.format); node_columns makes the node columns in NODE_COLUMNS' order
@@ -222,7 +233,7 @@ class RecordQueue:
     self.recs: list[dict] = []
     self.patterns_due: list[tuple[dict, Any]] = []  # pattern records (queued in recs) whose texts a flush makes
     self.at: list[int] = []  # per record: the nodes and matches before it (positions in the lists above)
-    self.n_done = self.m_done = self.r_done = self.t_done = 0  # drained prefixes (t: strs)
+    self.n_done = self.m_done = self.r_done = self.t_done = self.s_done = 0  # drained prefixes (t: strs, s: site_rows)
     self.next_id = 0  # id of the next node to drain
 
   # ---- the recording thread
@@ -233,10 +244,11 @@ class RecordQueue:
       if 2 * self.r_done != len(self.at):
         return
       del self.rows[:self.n_done]
+      del self.site_rows[:self.s_done]
       del self.matches[:5 * self.m_done]
       del self.recs[:]
       del self.at[:]
-      self.n_done = self.m_done = self.r_done = 0
+      self.n_done = self.m_done = self.r_done = self.s_done = 0
 
   # ---- a flush (under the lock)
   def _code(self, s: str) -> int:
@@ -261,6 +273,25 @@ class RecordQueue:
       if key is not None:
         self.arg_values[key] = c
     return c
+
+  def _site_column(self, n: int) -> bytes:
+    """The batch's call-site fields for its n nodes from next_id on (format.py "batch": `sites`, the table's new
+    entries, and `site`, a node's index in the table + 1, 0 for none), or nothing where none of them has a site."""
+    rows, sd, first = self.site_rows, self.s_done, self.next_id
+    se = bisect.bisect_left(rows, first + n, lo=sd, key=_FIRST)
+    if se == sd:
+      return b""
+    col, codes = [0] * n, self.site_codes
+    for nid, site in rows[sd:se]:
+      c = codes.get(site)
+      if c is None:
+        c = codes[site] = len(codes) + 1
+        self.sites_new.append({"file": site[0], "line": site[1], "function": site[2]})
+      col[nid - first] = c
+    self.s_done = se
+    part = b',"sites":%s,"site":"%s"' % (self.json(self.sites_new), self.pack(col))
+    self.sites_new = []
+    return part
 
   def pattern_record(self, pid: int, rule: Any) -> dict:
     """The `pattern` record of a rule first met: its texts (the source, read from its file; the pattern's repr) are
@@ -331,11 +362,12 @@ class RecordQueue:
     dts = self.dtype_codes
     dts.extend(self._code(str(dt)) for dt in self.ids.dtypes[len(dts):])  # the dtypes named since the last batch
     node_cols = self.node_columns(self.rows[na:nb], dts, self.arg_ids, self._arg_code)
+    site_part = self._site_column(nb - na)
     rows = self.matches[5 * ma:5 * mb]  # the match columns are its every 5th value (rw, pat, before, after, dt)
     positions = [x - (ma if i & 1 else na) for i, x in enumerate(at[2 * ra:2 * rb])]
     # spliced by hand: base64 needs no escaping, and json would scan every character of it
     data = (b'{"t":"batch","id":%d,"strs":%s' % (self.next_id, self.json(self.strs[self.t_done:])) +
-            b"".join(b',"%s":"%s"' % (name, raw(v)) for name, v in zip(self.node_keys, node_cols)) +
+            b"".join(b',"%s":"%s"' % (name, raw(v)) for name, v in zip(self.node_keys, node_cols)) + site_part +
             b"".join(b',"%s":"%s"' % (name, pack(rows[i::5])) for i, name in enumerate(self.match_keys)) +
             b',"%s":"%s","at":"%s","recs":[%s]}' % (self.dt_key, pack(rows[4::5], "i64s"), pack(positions),
                                                      b",".join(parts)))
@@ -506,7 +538,12 @@ class Recorder:
     b = before._trace_id
     b = b - base if base <= b < top else self.ids._name_below(before)
     a = after._trace_id
-    a = a - base if base <= a < top else self.ids._name_below(after)
+    if base <= a < top:
+      a -= base
+    else:
+      if before.callsite is not None and after.callsite is None:
+        inherit_callsite(after, before)  # what a rule made of a node of the user's line is of that line too
+      a = self.ids._name_below(after)
     p = self.pattern_ids.get(rule)
     if p is None:
       p = self.pattern_id(rule)
@@ -813,6 +850,12 @@ def note_callsite(u: UOp) -> None:
       d[CALLSITE_KEY] = _SITES.setdefault(site, site)
       return
     f = f.f_back
+
+
+def inherit_callsite(u: UOp, made_from: UOp) -> None:
+  """Give u, a node the compiler made of made_from (a rule's result, or made_from rebuilt over new sources), the call
+  site of made_from, so that the viewer can show it and group by it through the rewrites (while recording only)."""
+  u.__dict__.setdefault(CALLSITE_KEY, made_from.callsite)
 
 
 def callsite_of(u: UOp) -> tuple[str, int, str] | None:

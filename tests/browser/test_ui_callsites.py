@@ -73,3 +73,36 @@ def test_kernel_panel_and_sidebar_name_the_call_sites(page, server, trace_dir):
   shot(page, "sidebar-callsites")
   page.uncheck("#group-callsite")
   assert page.locator("#contexts li.site-group").count() == 0
+
+
+def test_a_lines_nodes_fold_into_one_box_and_the_card_names_the_line(page, server, trace_dir):
+  """Trace 2.7: the tensor graph's nodes name the line that made them; key g folds each line's nodes into the lowest
+  of them, labelled with the line, a click opens it, and the node card says where a node was made."""
+  lines = record_program(trace_dir / "sites.vztrace")
+  t = server.trace_id("sites.vztrace", ended=True)
+  soft = f"test_ui_callsites.py:{lines['softmax']} {FN}"
+  graph = lambda r: server.api(f"/api/traces/{t}/rewrites/{r['id']}/graph?step=0")  # noqa: E731
+  ctx, rw, g0 = next((c, r, g) for c in server.api(f"/api/traces/{t}/contexts") for r in c["rewrites"]
+                     for g in [graph(r)] if sum(n.get("site") == soft for n in g["nodes"]) > 1)
+  by_site: dict[str, list[dict]] = {}
+  for n in g0["nodes"]:
+    if n.get("site"):
+      by_site.setdefault(n["site"], []).append(n)
+  want = {max(ns, key=lambda n: (n["y"], n["id"]))["id"]: (s, sorted(n["id"] for n in ns))
+          for s, ns in by_site.items() if len(ns) > 1}
+  open_page(page, server, f"#t={t}&c={ctx['id']}&r={rw['id']}&s=0")
+  page.wait_for_function("(want) => document.body.dataset.graph === want", arg=f"{t}:{rw['id']}:0")
+  page.keyboard.press("g")
+  page.wait_for_function("() => window.__viz.graph.fold.groups.size > 0")
+  got = page.evaluate("""() => Object.fromEntries([...window.__viz.graph.fold.groups].map(([r, g]) =>
+    [r, [g.site, [...g.members].sort((a, b) => a - b)]]))""")
+  assert {int(r): (s, ms) for r, (s, ms) in got.items()} == want
+  rep = next(r for r, (s, _) in want.items() if s == soft)
+  assert page.evaluate("() => window.__viz.graph.fold.hidden.size") == sum(len(ms) - 1 for _, ms in want.values())
+  page.evaluate("(id) => window.__viz.graph.centerOn(id)", rep)
+  pos = page.evaluate("(id) => window.__viz.graph.screenPos(id)", rep)  # (the box's center)
+  page.mouse.click(pos["x"], pos["y"])
+  page.wait_for_function("(r) => !window.__viz.graph.fold.groups.has(r)", arg=rep)
+  page.evaluate("(id) => window.__viz.selectNode(id)", want[rep][1][0])
+  page.wait_for_function("(s) => document.querySelector('#node-card [data-field=site]')?.textContent === s", arg=soft)
+  shot(page, "site-groups")

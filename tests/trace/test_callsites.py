@@ -13,8 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from compiler.dtype import dtypes
+from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
 from compiler.tensor import Tensor
 from compiler.trace import recorder
+from compiler.uop import Ops, UOp
 from viz_server.app import create_app
 from vztrace.format import MAX_CALLSITES, TraceFormatError, validate_record
 from vztrace.reader import TraceReader
@@ -193,3 +196,39 @@ def test_a_kernel_reading_a_lowered_pow_keeps_the_lines_above_it(trace, fresh_ca
   sites = [k[1] for k in _kernel_sites(trace)]
   assert sites[-1] == [_site(here, lp, name), _site(here, lq, name)], [[c["line"] for c in s] for s in sites]
   np.testing.assert_allclose(q.numpy(), np.linspace(0.5, 2, 8) ** np.linspace(1, 3, 8) + 1, rtol=1e-5)
+
+
+def test_nodes_carry_the_line_that_made_them_through_rewrites(trace):
+  """Trace 2.7: a node record names the user's line that made the node; what a rule makes of such a node, and a node
+  rebuilt over rewritten sources, name that line too; a node the compiler made of nothing names none."""
+  x = Tensor(np.arange(4, dtype=np.float32))
+  y = x * 3; ly = _line()  # noqa: E702
+  z = (y + 1).exp2(); lz = _line()  # noqa: E702
+  as_adds = PatternMatcher([(UPat(Ops.MUL, src=(UPat.var("a"), UPat.var("c"))), lambda a, c: (a + c) + c)])
+  out = graph_rewrite(z.uop, as_adds, name="as adds")
+  bare = graph_rewrite(UOp.const(dtypes.float32, 2.0) * 5.0, as_adds, name="no line")
+  recorder.disable()
+  recs = list(TraceReader(trace))
+  site = {r["id"]: r.get("site") for r in recs if r["t"] == "node"}
+  rws = {r["name"]: r["id"] for r in recs if r["t"] == "rw_begin"}
+  begin = {r["id"]: r for r in recs if r["t"] == "rw_begin"}
+  end = {r["id"]: r for r in recs if r["t"] == "rw_end"}
+  (m,) = [r for r in recs if r["t"] == "match" and r["rw"] == rws["as adds"]]
+  name, here = "test_nodes_carry_the_line_that_made_them_through_rewrites", Path(__file__).resolve()
+  assert out is not z.uop and bare.op is Ops.ADD
+  assert site[begin[rws["as adds"]]["root"]] == _site(here, lz, name)  # the user's exp2, as noted
+  assert site[m["before"]] == site[m["after"]] == _site(here, ly, name)  # the rule's ADD: the MUL's line
+  assert site[end[rws["as adds"]]["root"]] == _site(here, lz, name)  # exp2 rebuilt over it: its own line
+  assert site[begin[rws["no line"]]["root"]] is None and site[end[rws["no line"]]["root"]] is None
+  # the viewer: a graph's nodes carry the line's short label, GET /nodes/<n> the whole site
+  client = create_app([trace], follow=False).test_client()
+  (t,) = client.get("/api/traces").get_json()
+  rw = next(r for c in client.get(f"/api/traces/{t['id']}/contexts").get_json() for r in c["rewrites"]
+            if r["name"] == "as adds")
+  g1 = client.get(f"/api/traces/{t['id']}/rewrites/{rw['id']}/graph?step=1").get_json()
+  labels = {n["id"]: n.get("site") for n in g1["nodes"]}
+  assert labels[m["after"]] == f"test_callsites.py:{ly} {name}" and labels[end[rws["as adds"]]["root"]] == \
+    f"test_callsites.py:{lz} {name}"
+  assert all(labels[i] is None for i, s in site.items() if s is None and i in labels)
+  node = client.get(f"/api/traces/{t['id']}/nodes/{m['after']}").get_json()
+  assert node["site"] == _site(here, ly, name)

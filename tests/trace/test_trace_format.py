@@ -436,6 +436,9 @@ def test_batch_skips_unknown_records_inside():
   assert got == [SAMPLES["end"]] and r.skipped_unknown == 1 and not r.damaged
 
 
+SITE = {"file": "/home/me/model.py", "line": 7, "function": "forward"}  # a call site (trace 2.7)
+
+
 @pytest.mark.parametrize("change,reason", [
   ({"op": pack_column([0, 1]).decode()}, "node columns of different lengths"),
   ({"nsrc": pack_column([0, 1, 0]).decode()}, "nsrc does not add up"),
@@ -452,12 +455,36 @@ def test_batch_skips_unknown_records_inside():
   ({"recs": [SAMPLES["meta"], 5, SAMPLES["end"]]}, "'recs' of 'batch' record must be list\\[dict\\]"),
   ({"strs": ["a", 1]}, "'strs' of 'batch' record must be list\\[str\\]"),
   ({"op": pack_column([0] * (fmt.MAX_BATCH_ROWS + 1)).decode()}, "column 'op': more than"),
+  ({"sites": [SITE], "site": pack_column([0, 1]).decode()}, "site column of another length"),
+  ({"sites": [SITE], "site": pack_column([0, 2, 0]).decode()}, "call site outside the table of 1"),
+  ({"site": pack_column([0, 1, 0]).decode()}, "call site outside the table of 0"),
+  ({"sites": [{**SITE, "line": "7"}], "site": pack_column([0, 1, 0]).decode()}, "field 'line' of 'batch.sites\\[0\\]'"),
+  ({"sites": [{"file": "a.py", "line": 1}]}, "'batch.sites\\[0\\]' record lacks field 'function'"),
 ])
 def test_bad_batch_is_damage(change, reason):
   first = frame(rec_bytes(SAMPLES["meta"]))
   got, r = read_bytes(header(2) + first + frame(rec_bytes(SAMPLES["end"], {**BATCH, **change})) + first)
   assert got == [SAMPLES["meta"], SAMPLES["end"]] and r.damaged and r.stopped_record == 2  # nothing of the batch
   assert re.search("record 1 of frame 1: .*" + reason, r.reason), r.reason
+
+
+SITE = {"file": "/home/me/model.py", "line": 7, "function": "forward"}
+
+
+def test_batch_call_sites_name_the_nodes_over_batches():
+  """Trace 2.7: a batch's `site` column names each node's entry in the trace's call-site table (0: none), which each
+  batch's `sites` extends; the reader's node records carry the site, its column runs the codes and the table."""
+  other = {"file": "/home/me/train.py", "line": 30, "function": "<module>"}
+  b1 = {**BATCH, "sites": [SITE], "site": pack_column([1, 0, 1]).decode()}
+  b2 = {**batch(3, [], [(0, 2, 3, []), (1, 2, 4, [3, 0])], [], []), "sites": [other],
+        "site": pack_column([2, 1]).decode()}
+  got, r = read_bytes(header(2) + frame(rec_bytes(b1)) + frame(rec_bytes(b2, SAMPLES["end"])))
+  assert not r.damaged, r.reason
+  sites = {x["id"]: x.get("site") for x in got if x["t"] == "node"}
+  assert sites == {0: SITE, 1: None, 2: SITE, 3: other, 4: SITE}
+  runs = [x for x in TraceReader(io.BytesIO(header(2) + frame(rec_bytes(b1)) + frame(rec_bytes(b2)))).read_to_end(
+    columns=True) if isinstance(x, BatchNodes)]
+  assert [c for x in runs for c in x.site] == [1, 0, 1, 2, 1] and runs[-1].sites == [SITE, other]
 
 
 def test_damaged_batch_leaves_the_string_table_alone():

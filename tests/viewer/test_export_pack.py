@@ -67,8 +67,8 @@ def test_a_real_exports_data_decodes_to_what_collect_made(real_data):
 
 
 def _one_rewrite(fresh_fields: list, nodes_added: list, step: dict) -> dict:
-  statics = {"1": ["ADD", "int", "None", "ADD\nint", "alu", 40.0, 30.0, [], []],
-             "2": ["MUL", "int", "None", "MUL\nint", "alu", 40.0, 30.0, [1], []]}
+  statics = {"1": ["ADD", "int", "None", "ADD\nint", "alu", 40.0, 30.0, [], [], None],
+             "2": ["MUL", "int", "None", "MUL\nint", "alu", 40.0, 30.0, [1], [], "m.py:3 f"]}  # (its user's line)
   g0 = {"step": 0, "nodes": [[1, 0.0, 0.0, 0], [2, 50.25, 10.0, 0]], "width": 90.0, "height": 40.0,
         "bent": [[0, 0], [3, 0, 1]]}  # (a route between two centers, and one with all its points)
   delta = {"from": 0, "to": 1, "nodes_added": nodes_added, "nodes_removed": [2], "nodes_moved": {},
@@ -81,8 +81,9 @@ def _one_rewrite(fresh_fields: list, nodes_added: list, step: dict) -> dict:
 
 @pytest.mark.parametrize("case", ["derived", "other fields", "odd lists"])
 def test_what_a_step_does_not_repeat_is_rebuilt_and_anything_else_kept(case):
-  same = ["MUL", "int", "None", "MUL\nint", "alu", 40.0, 30.0, [1], []]
-  other = ["SUB", "int", "None", "SUB\nint", "alu", 41.5, 30.0, [1, 1], ["c"]]
+  # a replay-made node at node 2's place with its fields is derived from it, but for the call site: it has none
+  same = ["MUL", "int", "None", "MUL\nint", "alu", 40.0, 30.0, [1], [], None]
+  other = ["SUB", "int", "None", "SUB\nint", "alu", 41.5, 30.0, [1, 1], ["c"], None]
   fields = same if case == "derived" else other
   step = ({"added": [], "changed": [FRESH]} if case != "odd lists" else
           {"added": [FRESH, FRESH], "changed": [2]})  # (a repeat, and a node the step did not add: kept as they are)

@@ -13,7 +13,7 @@ from support.server_helpers import mini, recording, write_kernel_trace
 from compiler import UOp, graph_rewrite
 from viz_server import store as store_mod
 from viz_server.store import TraceStore, context_entry, shape_colors
-from vztrace.format import TraceFormatError
+from vztrace.format import TraceFormatError, pack_column
 from vztrace.writer import TraceWriter
 
 
@@ -300,6 +300,28 @@ def test_columns_of_a_hostile_batch_get_the_records_checks(tmp_path, monkeypatch
   assert rws[0][:3] == ([0, 0], [1, 0], [2, 1]) and matches == 2
   assert anomalies == ["match for unknown rewrite 7", "node 4 uses node 5 before it is defined",
                        "node 1 is defined twice"]
+
+
+def test_call_sites_by_columns_and_by_records(tmp_path, monkeypatch):
+  """Trace 2.7's node call sites reach the store by either path (the recorder's numbering in columns, other ids
+  node by node); a node record's malformed site is an anomaly that loses the site, not the node."""
+  from support.trace_samples import batch
+  path = tmp_path / "s.vztrace"
+  a, b = {"file": "/u/m.py", "line": 3, "function": "f"}, {"file": "/u/m.py", "line": 4, "function": "<module>"}
+  with TraceWriter(path) as w:
+    w.write(_meta())
+    w.write({**batch(0, ["CONST", "int", "1"], [(0, 1, 2, []), (0, 1, 2, [0])], [], []), "sites": [a],
+             "site": pack_column([1, 0]).decode()})
+    w.write({**batch(7, [], [(0, 1, 2, [1])], [], []), "sites": [b], "site": pack_column([2]).decode()})  # (id 7)
+    w.write({"t": "node", "id": 8, "op": "CONST", "dtype": "int", "arg": "1", "src": [7], "site": a})
+    w.write({"t": "node", "id": 9, "op": "CONST", "dtype": "int", "arg": "1", "src": [], "site": {"file": "x"}})
+    w.write({"t": "end", "ts": 2.0})
+  for columns in (True, False):
+    monkeypatch.setattr(store_mod.Trace, "columns", columns)
+    (tr,) = TraceStore().add_path(path)
+    assert [tr.nodes.site(i) for i in (0, 1, 7, 8, 9)] == [("/u/m.py", 3, "f"), None, ("/u/m.py", 4, "<module>"),
+                                                           ("/u/m.py", 3, "f"), None]
+    assert len(tr.nodes) == 5 and any("node 9: 'node.site' record lacks field 'line'" in x for x in tr.anomalies)
 
 
 def test_columns_stop_where_the_index_is_full(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ const tinyvizGraphs = (() => {
   function unpackNode(data, R, [id, x, y, created]) {
     const fixed = fixedOf(data, R, id);
     const n = {id};
-    FIELDS.forEach((k, i) => { n[k] = fixed[i]; });
+    FIELDS.forEach((k, i) => { if (fixed[i] !== null || k !== "site") n[k] = fixed[i]; });  // (no site: none sent)
     return Object.assign(n, {x, y, created});
   }
   function unpackEdge(nodes, [src, dst, index, points]) {

@@ -27,7 +27,7 @@ class GraphPacker:
 
   def _node(self, n: dict, fresh: dict[int, list]) -> list:
     table = fresh if n["id"] >= FRESH_BASE else self.statics
-    fixed = [n[k] for k in STATIC]
+    fixed = [*(n[k] for k in STATIC[:-1]), n.get("site")]  # (a node without a call site is sent without `site`)
     if table.setdefault(n["id"], fixed) != fixed:
       raise ExportError(f"node {n['id']} has two different forms in the API's graphs")
     return [n["id"], n["x"], n["y"], n["created"]]
@@ -50,6 +50,8 @@ class GraphPacker:
     if fixed is None:
       raise ExportError(f"node {n['id']} is rebuilt from node {n['like']}, which no graph of the rewrite holds")
     got = dict(zip(STATIC, fixed))
+    if got["site"] is None:
+      del got["site"]
     consts = [s for s in n["src"] if (ops[s] if s in ops else (self._fixed(s, fresh) or ("",))[0]) == "CONST"]
     return {"id": n["id"], **got, "src": list(n["src"]), "consts": consts, "x": n["x"], "y": n["y"],
             "created": n["created"]}

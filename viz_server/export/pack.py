@@ -22,7 +22,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 from viz_server.replay import FRESH_BASE  # (the ids of nodes a rewrite's replay made: their meaning is per rewrite)
 
-FIELDS = ("op", "dtype", "arg", "label", "cat", "w", "h", "src", "consts")  # a graph node's fields fixed by its id
+# a graph node's fields fixed by its id; `site` (a trace node's call site, null where it has none) is the last: a
+# replay-made node never has one
+FIELDS = ("op", "dtype", "arg", "label", "cat", "w", "h", "src", "consts", "site")
 NUMERIC = ("w", "h")
 _SRC = FIELDS.index("src")
 
@@ -124,11 +126,12 @@ def _flags(d: dict) -> list[int] | None:
 
 
 def derived(fixed: Any, rid: int, sub: dict[int, int]) -> list | None:
-  """The fixed fields of a node made at the place of node rid: rid's own, its sources with this step's swaps."""
+  """The fixed fields of a replay-made node made at the place of node rid: rid's own, its sources with this step's
+  swaps, and no call site."""
   f = fixed(rid)
   if f is None:
     return None
-  return [*f[:_SRC], [sub.get(s, s) for s in f[_SRC]], *f[_SRC + 1:]]
+  return [*f[:_SRC], [sub.get(s, s) for s in f[_SRC]], *f[_SRC + 1:-1], None]
 
 
 def _pack_step(out: _Deltas, k: int, d: dict, pos: dict, fresh: Mapping[int, list], defined: set,

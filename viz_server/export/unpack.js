@@ -4,7 +4,7 @@
 // collect.py's data.
 const tinyvizUnpack = (() => {
   const FRESH_BASE = 2 ** 40;
-  const FIELDS = ["op", "dtype", "arg", "label", "cat", "w", "h", "src", "consts"];
+  const FIELDS = ["op", "dtype", "arg", "label", "cat", "w", "h", "src", "consts", "site"];  // (pack.py's)
   const SRC = FIELDS.indexOf("src");
   const decId = (e) => (e >= 0 ? e : FRESH_BASE - e - 1);
 
@@ -56,7 +56,7 @@ const tinyvizUnpack = (() => {
   function derived(fixed, rid, sub) {
     const f = fixed(rid);
     if (!f) return null;
-    return [...f.slice(0, SRC), f[SRC].map((s) => (sub.has(s) ? sub.get(s) : s)), ...f.slice(SRC + 1)];
+    return [...f.slice(0, SRC), f[SRC].map((s) => (sub.has(s) ? sub.get(s) : s)), ...f.slice(SRC + 1, -1), null];
   }
 
   /** One rewrite's steps from the shared columns (cur: where each column is read up to). */
