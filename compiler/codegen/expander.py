@@ -7,7 +7,8 @@ of every source; a REDUCE over UNROLL ranges accumulates the lanes of its input 
 `REDUCE(CONTRACT(v0, v1, ...), *loop ranges)`, or just `v0 op v1 op ...` when no loop is left; the SINK takes the
 lanes of its UNROLL sources as stores of their own. No UNROLL is left once the SINK is rewritten.
 
-`pm_vectorize`: lane stores to consecutive addresses become one vector store of `VECTORIZE(values)`; then
+`pm_vectorize`: lane stores to consecutive addresses become one vector store of `VECTORIZE(values)` (REDUCE values
+those lanes would gather, or hold in more registers, first regrouped along their loads: `regroup_accumulators`); then
 VECTORIZE is pushed down through ops that are the same in every lane, so contiguous loads become vector
 loads, lanes of a REDUCE one vector accumulator, a value shared by all lanes a broadcast. Anything else stays
 per-lane scalars (a gather). A scalar REDUCE over unrolled values that are contiguous loads (a row's max or sum,
@@ -198,6 +199,7 @@ def group_stores(ctx: dict, sink: UOp) -> UOp | None:
     key = (ix.src[0], frozenset(terms.items()), ix.src[2] if len(ix.src) > 2 else None)
     groups.setdefault(key, []).append((c, st))
   replace: dict[UOp, UOp | None] = {}
+  pieces: list[list[tuple[int, UOp]]] = []
   for (buf, _, _gate), items in groups.items():
     items.sort(key=lambda t: t[0])
     runs: list[list[tuple[int, UOp]]] = []
@@ -207,17 +209,21 @@ def group_stores(ctx: dict, sink: UOp) -> UOp | None:
       else:
         runs.append([(c, st)])
     lanes = max(1, ctx["vector_bytes"] // buf.dtype.base.scalar().itemsize)
-    for run in (piece for whole in runs for piece in register_pieces(whole, lanes)):
-      if len(run) < 2:
-        continue
-      first = run[0][1]
-      n = len(run)
-      val = UOp(Ops.VECTORIZE, first.src[1].dtype.vec(n), tuple(st.src[1] for _, st in run))
-      ix = first.src[0]
-      vix = UOp(Ops.INDEX, vec_ptr(buf.dtype.base, n), ix.src)
-      replace[first] = UOp(Ops.STORE, dtypes.void, (vix, val))
-      for _, st in run[1:]:
-        replace[st] = None
+    pieces.extend(piece for whole in runs for piece in register_pieces(whole, lanes))
+  lane_of = regroup_accumulators([tuple(st.src[1] for _, st in run) for run in pieces], ctx["vector_bytes"])
+  for run in pieces:
+    first = run[0][1]
+    n = len(run)
+    if n == 1:
+      if first.src[1] in lane_of:  # a lane of a vector accumulator stored alone (a store strided along its lanes)
+        replace[first] = first.replace(src=(first.src[0], lane_of[first.src[1]], *first.src[2:]))
+      continue
+    val = UOp(Ops.VECTORIZE, first.src[1].dtype.vec(n), tuple(lane_of.get(st.src[1], st.src[1]) for _, st in run))
+    ix = first.src[0]
+    vix = UOp(Ops.INDEX, vec_ptr(ix.src[0].dtype.base, n), ix.src)
+    replace[first] = UOp(Ops.STORE, dtypes.void, (vix, val))
+    for _, st in run[1:]:
+      replace[st] = None
   if not replace:
     return None
   new = [replace.get(st, st) for st in sink.src]
@@ -320,6 +326,92 @@ def _gathers_across(reds: tuple[UOp, ...]) -> bool:
   gather some unrolled value lane by lane (their loads are contiguous along the reduce, not across the outputs)."""
   vals = [r.src[0].src if r.src[0].op is Ops.CONTRACT else (r.src[0],) for r in reds]
   return any(vector_of(tuple(v[p] for v in vals)) is None for p in range(len(vals[0])))
+
+
+def _load_offsets(red: UOp) -> dict[tuple, list[int]]:
+  """The constant offsets of the loads under a REDUCE's values, per (buffer, non-constant terms of the index)."""
+  out: dict[tuple, list[int]] = {}
+  for u in toposort(red.src[0], lambda u: u.op is not Ops.LOAD):  # (not into the index math)
+    if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX:
+      terms, c = index_linear_form(u.src[0].src[1])
+      out.setdefault((u.src[0].src[0], frozenset(terms.items())), []).append(c)
+  return {k: sorted(v) for k, v in out.items()}
+
+
+def _chains(at: dict[tuple[int, ...], UOp], d: tuple[int, ...]) -> list[list[UOp]] | None:
+  """The REDUCEs of `at` (by their loads' offsets) as chains along step d, each cut into vectors of the widest
+  VECTOR_ACC width that divides it; None when some chain has no such width."""
+  out = []
+  for p in sorted(at):
+    if tuple(a - b for a, b in zip(p, d)) in at:
+      continue  # not a chain's start
+    chain = [at[p]]
+    while (p := tuple(a + b for a, b in zip(p, d))) in at:
+      chain.append(at[p])
+    w = next((w for w in VECTOR_ACC if len(chain) % w == 0), None)
+    if w is None:
+      return None
+    out.extend(chain[k:k + w] for k in range(0, len(chain), w))
+  return out
+
+
+MAX_STEP_KEYS = 4  # the most (buffer, index terms) of a reduce's loads _regroup tries steps over (2**n - 1 of them)
+
+
+def _regroup(reds: list[UOp]) -> list[list[UOp]] | None:
+  """Reds (one loop nest, one op) as vectors along one step of their loads' offsets (every load of some buffers at
+  the next address, the others at the same one) that gather no value, the fewest vectors; None when no step covers
+  them all."""
+  sig = {r: _load_offsets(r) for r in reds}
+  first = sig[reds[0]]
+  keys = sorted(first, key=lambda k: first[k])  # (a canonical order: the first reduce's offsets)
+  if len(keys) > MAX_STEP_KEYS or any({k: len(v) for k, v in s.items()} != {k: len(v) for k, v in first.items()}
+                                      for s in sig.values()):
+    return None
+  at = {tuple(c for k in keys for c in sig[r][k]): r for r in reds}
+  if len(at) != len(reds):
+    return None  # two reduces whose loads read the same addresses: no step tells them apart
+  best = None
+  for moved in itertools.product((0, 1), repeat=len(keys)):
+    d = tuple(m for m, k in zip(moved, keys) for _ in first[k])
+    groups = _chains(at, d) if any(moved) else None
+    if groups is not None and (best is None or len(groups) < len(best)) and \
+        not any(_gathers_across(tuple(g)) for g in groups):
+      best = groups
+  return best
+
+
+def regroup_accumulators(runs: list[tuple[UOp, ...]], vbytes: int) -> dict[UOp, UOp]:
+  """Scalar REDUCEs that vector stores would put side by side (each of `runs` a store's lanes) regrouped as vector
+  accumulators along the step their loads are contiguous in, so their lanes are put in store order once, after the
+  loop: {REDUCE: GEP(vector of REDUCEs, lane)}. Where the stores' vectors would gather values lane by lane every reduce
+  step (a conv's input gradient before col2im, stored window innermost while dY is contiguous along x: 96 permutes an
+  iteration with AVX-512) or take more registers of `vbytes` (AVX2's 3-lane runs of that window, SSE's scalar stores
+  along x), and the regrouped ones take no more registers (an 8-wide x in 16 lanes: twice the accumulators spill)."""
+  pool: dict[tuple, list[tuple[UOp, ...]]] = {}
+  for vals in runs:
+    r0 = vals[0]
+    if r0.op is not Ops.REDUCE or r0.dtype.count != 1 or r0.dtype.scalar() == dtypes.bool or \
+        any(v.op is not Ops.REDUCE or v.src[1:] != r0.src[1:] or v.arg != r0.arg or v.dtype != r0.dtype for v in vals):
+      continue
+    if vector_accumulators(r0) is None:
+      pool.setdefault((r0.src[1:], r0.arg, r0.dtype), []).append(vals)
+  out: dict[UOp, UOp] = {}
+  for (_, _, dt), stored in pool.items():
+    lanes = max(1, vbytes // dt.itemsize)
+    gathers = any(len(v) > 1 and _gathers_across(v) for v in stored)
+    if not gathers and all(len(v) >= lanes for v in stored):
+      continue  # whole registers that gather nothing (a matmul's, a forward conv's): nothing to gain
+    groups = _regroup(list(dict.fromkeys(r for vals in stored for r in vals)))
+    if groups is None:
+      continue
+    regs, before = (sum(-(-len(g) // lanes) for g in gs) for gs in (groups, stored))
+    if regs > before or (regs == before and not gathers):
+      continue
+    for g in groups:
+      vec = UOp(Ops.VECTORIZE, dt.vec(len(g)), tuple(g))
+      out.update((r, UOp(Ops.GEP, dt, (vec,), k)) for k, r in enumerate(g))
+  return out
 
 
 def vector_of(lanes: tuple[UOp, ...]) -> UOp | None:

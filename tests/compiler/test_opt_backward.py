@@ -12,6 +12,8 @@ import pytest
 from support.opt_helpers import G, R, buf, buffers_for, matmul_ast, sink
 
 from compiler.codegen import get_program
+from compiler.codegen.program import lower_ast
+from compiler.dtype import dtypes
 from compiler.opt import Kernel, Opt, OptOps, hand_coded_optimizations
 from compiler.opt.heuristic import THREAD_MIN_WORK
 from compiler.opt.kernel import KernelOptError, access_strides, axis_stride
@@ -230,6 +232,36 @@ def test_a_window_of_short_contiguous_axes_is_the_column_tile(tname: str):
   assert (not rows or math.prod(rows) * cols <= regs // 4) and (math.prod(rows) * 2 * cols > regs // 4 or 8 in rows)
   check_values(ast, k)
   assert all(o.arg != 0 for o in igrad_tile(tname, 32, 3)[1].applied_opts if o.op is OptOps.UPCAST)
+
+
+def loop_gathers(ast: UOp) -> tuple[list[int], int]:
+  """The lanes of each accumulator of ast's lowered kernel, and how many vectors its reduce loops put together lane
+  by lane (VECTORIZE of different values: a gather each iteration; a broadcast or a mask is not one)."""
+  out = lower_ast(ast)
+  phis = [u for u in out.toposort() if u.op is Ops.PHI and u.src[0].op is Ops.DEFINE_ACC]
+  loop = {v for ph in phis for v in ph.src[1].toposort()}
+  gathers = [v for v in loop if v.op is Ops.VECTORIZE and v.dtype.scalar() != dtypes.bool and
+             len(set(v.src)) > 1 and any(s.op is not Ops.CONST for s in v.src)]
+  return [ph.dtype.count for ph in phis], len(gathers)
+
+
+@pytest.mark.parametrize("tname", TARGETS)
+def test_strided_store_columns_accumulate_along_their_loads(tname: str):
+  # ResNet's input-gradient product p[b, c, y, x, i, j] = sum_o g[b, o, y, x] w[o, c, i, j]: the columns run along x,
+  # where g is contiguous, but p stores the window innermost. Accumulators in store order gathered g and w lane by lane
+  # every iteration (AVX-512: 96 vpermt2ps a loop; AVX2's 3-lane runs and SSE's scalar stores: short or scalar
+  # accumulators); they now run along x, 16 lanes each, put in store order after the loop. Values: float64 numpy
+  ast, k, _, ups = igrad_tile(tname, 16, 3)
+  assert ups[0] == (16, 9), k.applied_opts
+  lanes, gathers = loop_gathers(k.get_optimized_ast())
+  # (a short tile keeps one accumulator per unrolled value: a multiple of outputs / 16)
+  outputs = math.prod(s for s, _ in ups)
+  assert gathers == 0 and set(lanes) == {16} and len(lanes) % (outputs // 16) == 0, (lanes, gathers)
+  bufs = buffers_for(ast, seed=5)
+  compile_kernel(k.get_optimized_ast())(bufs)
+  g, w = bufs[1].reshape(2, 16, 16, 16).astype(np.float64), bufs[2].reshape(16, 8, 3, 3).astype(np.float64)
+  want = np.einsum("boyx,ocij->bcyxij", g, w)
+  np.testing.assert_allclose(bufs[0].reshape(want.shape), want, rtol=1e-5, atol=1e-5)
 
 
 def _col2im_ast(hw: int = 10) -> UOp:
