@@ -25,7 +25,6 @@ from compiler.dtype import DType
 from compiler.uop import Ops, UOp, arg_str, cons_key
 from vztrace.paths import trace_dir
 
-TRACE_FORMAT_VERSION = "2.4"
 _RULE_INFO: dict = {}  # Rule -> its pattern record fields
 
 
@@ -461,7 +460,8 @@ class Recorder:
     # kernel name -> the call sites of the ops it computes (the latest schedule's): its kernel contexts carry them
     self.kernel_sites: dict[str, tuple[list[dict], int]] = {}
     self.match_log: list[tuple[UOp, UOp]] | None = None  # (before, after) of each match, while a schedule asks
-    meta = {"t": "meta", "version": TRACE_FORMAT_VERSION, "argv": list(sys.argv), "host": socket.gethostname(),
+    from vztrace.format import VERSION  # (the meta record names the version its writer wrote, as the header does)
+    meta = {"t": "meta", "version": f"{VERSION[0]}.{VERSION[1]}", "argv": list(sys.argv), "host": socket.gethostname(),
             "pid": os.getpid(), "python": platform.python_version(), "started": time.time(), "cwd": os.getcwd(),
             "user": _user()}
     switches = getattr(sys.modules.get("compiler.rewrite"), "SWITCHES", None)  # (rewrite imports this module)
