@@ -164,6 +164,7 @@ let booted = false;  // the first selection comes from the URL; until then the t
 
 /** Select a trace and, optionally, a full view inside it (from a deep link). */
 async function selectTrace(t, {ctx = null, rw = null, step = null, node = null, push = true} = {}) {
+  if (push) settleUrl({write: true});
   const gen = ++navGen;
   state.trace = t;
   state.ctx = state.rw = state.node = null;
@@ -203,7 +204,7 @@ function defaultContext() {
 }
 
 async function selectContext(c, {rw = null, step = null, node = null, push = false, gen = null} = {}) {
-  if (push) leaveLanding();
+  if (push) { settleUrl({write: true}); leaveLanding(); }
   gen = gen ?? ++navGen;
   const ctx = data.ctxById.get(c);
   if (!ctx) return;
@@ -230,7 +231,7 @@ async function selectContext(c, {rw = null, step = null, node = null, push = fal
 }
 
 async function selectRewrite(r, {step = null, node = null, push = false, gen = null} = {}) {
-  if (push) leaveLanding();
+  if (push) { settleUrl({write: true}); leaveLanding(); }
   gen = gen ?? ++navGen;
   state.rw = r;
   state.node = null;
@@ -426,12 +427,24 @@ let urlTimer = 0;
 function syncUrl(push = false) {
   if (state.trace === null) return;
   clearTimeout(urlTimer);
+  urlTimer = 0;
   if (push) { router.lastPush = 0; router.update(state); return; }
-  urlTimer = setTimeout(() => router.update(state), 250);
+  urlTimer = setTimeout(() => { urlTimer = 0; router.update(state); }, 250);
+}
+
+/** Before a navigation changes the view: a write still waiting for the pause describes the view being left, so it is
+ * written now (a click), or dropped where the URL already moved on (back/forward). Left to fire later, it would write
+ * the new context's rewrite under the old step while that rewrite loads: a history entry of a view never shown. */
+function settleUrl({write}) {
+  if (!urlTimer) return;
+  clearTimeout(urlTimer);
+  urlTimer = 0;
+  if (write) router.update(state);
 }
 
 /** Restore a view from the URL (back/forward, a pasted link). */
 async function applyView(v) {
+  settleUrl({write: false});
   if (v.panel && v.panel !== state.panel) openPanel(v.panel, {push: false});
   if (PANEL_PARAMS.some((k) => v[k])) {
     for (const k of PANEL_PARAMS) state[k] = v[k];
@@ -474,13 +487,16 @@ async function refreshContexts() {
   const rwInfo = ctx && ctx.rewrites.find((r) => r.id === state.rw);
   if (state.rw === null && ctx && ctx.rewrites.length) { await selectContext(state.ctx, {}); return; }
   if (rwInfo && data.rw && rwInfo.matches !== (data.rw.steps_total ?? data.rw.steps.length)) {
+    const r = state.rw;
     let rw;
-    try { rw = await api.rewrite(t, state.rw); } catch { return; }
+    try { rw = await api.rewrite(t, r); } catch { return; }
     if (!current()) return;
-    data.rw = rw;
-    data.rwTrace = t;
-    setSlider();
-    panelHook("onStep");
+    if (state.rw === r) {  // (else another rewrite was picked meanwhile: its steps come with its own answer)
+      data.rw = rw;
+      data.rwTrace = t;
+      setSlider();
+      panelHook("onStep");
+    }
   }
   if (traceSig() === liveSig) return;
   liveSig = traceSig();
