@@ -43,8 +43,10 @@ class Feed:
     self.url = url
     self.cond = threading.Condition()
     self.count = 0  # events so far: a wait needs only to know that one came
+    self.connects = 0  # connections so far: the client reconnects by itself where its transport drops
     self.sio = socketio.Client()
     self.sio.on("*", self._event)
+    self.sio.on("connect", self._connected)
     self.sio.connect(url, transports=["websocket"], wait_timeout=timeout)
     answer = self.sio.call("subscribe", {"trace": None}, timeout=timeout)
     if answer != {"ok": True}:
@@ -54,6 +56,16 @@ class Feed:
     with self.cond:
       self.count += 1
       self.cond.notify_all()
+
+  def _connected(self) -> None:
+    """A reconnect (a dropped websocket, e.g. a ping answered late on a loaded machine) comes without the subscription,
+    which the server keeps per connection: the feed went deaf, and every later wait on a new trace timed out. It
+    subscribes again, and the waits ask again once it is in place (what changed meanwhile came as no event)."""
+    with self.cond:
+      self.connects += 1
+      if self.connects == 1:
+        return  # (the first: __init__ subscribes and checks the answer)
+    self.sio.emit("subscribe", {"trace": None}, callback=lambda *_: self._event("subscribed"))
 
   def wait(self, path: str, pred: Callable[[Any], Any], what: str, timeout: float = 120.0) -> Any:
     """pred(the viewer's JSON answer at path)'s first truthy value: asked now and again after each event of the feed
@@ -69,7 +81,8 @@ class Feed:
         return got
       with self.cond:
         if not self.cond.wait_for(lambda seen=seen: self.count > seen, max(0.0, deadline - time.monotonic())):
-          raise AssertionError(f"timed out waiting for {what}; the last answer of {path}: {str(answer)[:2000]}")
+          raise AssertionError(f"timed out waiting for {what} (feed: {self.count} events, {self.connects} "
+                               f"connections); the last answer of {path}: {str(answer)[:2000]}")
 
   def close(self) -> None:
     self.sio.disconnect()

@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import socketio
+from support import tracegen
 from support.proc_helpers import Events, Feed, add_exit, alive, get_json, open_gate, stop_writer, wait_exit
 
 from vztrace.reader import TraceReader
@@ -152,6 +153,17 @@ def test_subscribe_to_one_trace_only(server):
     sio.disconnect()
     everything.disconnect()
   assert got and set(got) == {1}
+
+
+def test_feed_subscribes_again_when_its_websocket_drops(server):
+  """The tests' Feed (support/proc_helpers) once its websocket dropped: the client reconnects by itself, without the
+  subscription (the server keeps it per connection), so every later wait for a new trace timed out (CI, loaded)."""
+  d, url = server
+  with Feed(url) as feed:
+    feed.sio.eio.ws.close()  # the transport drops, as where a ping was answered late
+    feed.wait("/api/traces", lambda _: feed.connects == 2, "the reconnect")
+    tracegen.write_demo(d / "after.vztrace")
+    feed.wait("/api/traces", lambda ts: [t["name"] for t in ts] == ["after.vztrace"], "the new trace", timeout=30)
 
 
 def test_viz_1_starts_a_detached_viewer_and_a_second_run_reuses_it(tmp_path):
