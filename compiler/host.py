@@ -102,6 +102,12 @@ def vector_shape(features: str) -> tuple[int, int]:
   return 4, 32 if "+neon" in feats else 16
 
 
+def masked_vector_moves() -> bool:
+  """Whether the CPU kernels are compiled for loads a vector under a mask in one instruction (AVX's vmaskmov,
+  AVX-512's masked moves); SSE has none: LLVM splits a masked load into a branch a lane."""
+  return bool({"avx", "avx512f"} & enabled(host_cpu()[1]))
+
+
 def vector_bytes() -> int:
   """The widest vector register of the CPU kernels are compiled for, in bytes (64 with AVX-512, 32 AVX, 16 SSE)."""
   return 4 * vector_shape(host_cpu()[1])[0]

@@ -11,10 +11,15 @@ removed by its own rule (`_inline_row_reduce`) and computed inside that consumer
 two kernels, exp(x - max) with the max and the division with the sum. A reduction whose every element one other
 reduction reads once ("nested reduction", `nested_reduces`) is removed by `_inline_nested_reduce` and computed inside
 that reduction's kernel, per element of its source: a conv's input gradient sums the per-window gradient (itself a
-sum over the output channels) without writing it (MNIST's conv2: 655 MB at batch 512). Off unless `NESTED_REDUCE=1`:
-codegen runs the inner sum only where the pad's condition holds ("gate reduce") and reads the padded rows with masked
-vector loads (expander's `vector_load`), so MNIST's step holds 354 MB in place of 971 in as much time with AVX-512,
-but takes 1.08x the time with AVX2 and 1.48x with SSE (no masked moves: LLVM splits them lane by lane; issue 29).
+sum over the output channels) without writing it (MNIST's conv2: 655 MB at batch 512). Codegen runs the inner sum
+only where the pad's condition holds ("gate reduce") and reads the padded rows with masked vector loads (expander's
+`vector_load`). Joined, such a kernel is slower than the two (1.05x with AVX-512, 1.03-1.17x with AVX2, up to 2x with
+SSE, which has no masked moves: LLVM splits them lane by lane), so by default only a nested reduction whose buffer would
+take NESTED_MIN_BYTES or more is joined, and only for a CPU with masked vector moves (`host.masked_vector_moves`): a
+step that writes and reads back hundreds of MB is slower still once memory is short, and holds what a training
+program needs for its data. MNIST's step at batch 512 (its conv2's 625 MB per-window gradient joined), 1 thread, CPU
+ms / peak MB: AVX-512 1283 / 974 -> 1259 / 382, AVX2 1830 / 975 -> 1872 / 382; on SSE it took 1.9x the time, so it
+stays off there. `NESTED_REDUCE=1` joins every candidate, `NESTED_REDUCE=0` none (issue 29).
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from compiler.dtype import dtypes
+from compiler.host import masked_vector_moves
 from compiler.rewrite import PatternMatcher, UPat
 from compiler.schedule.shape import prod, shape_of
 from compiler.uop import GroupOp, Ops, UOp, toposort
@@ -41,6 +47,8 @@ MIN_SHARED_EXPENSIVE = 16384
 # both sides): joined only while that is at most this many evaluations per element of its own (the pooling windows'
 # gradient, read from a padded, repeated layout, is 1.4 to 2.8: MNIST's 5x5 convs 2.0 and 2.1, its 3x3 ones 2.6, 2.8)
 MAX_NESTED_EVALS = 3
+# the buffer of a nested reduction that is joined by default (NESTED_REDUCE unset, a CPU with masked vector moves)
+NESTED_MIN_BYTES = 128 << 20
 
 
 @dataclass(frozen=True)
@@ -202,9 +210,11 @@ def bufferize_candidates(sink: UOp) -> dict[UOp, BufferizeOpts]:
       ret[u] = BufferizeOpts(removable=True)
   for u in row_reduces(nodes, ret, children, outputs):
     ret[u] = BufferizeOpts(removable=True, row_reduce=True)
-  if os.environ.get("NESTED_REDUCE", "0") not in ("", "0"):
+  mode = os.environ.get("NESTED_REDUCE", "")
+  if mode != "0" and (mode != "" or masked_vector_moves()):
     for u in nested_reduces(nodes, ret, children, multi | outputs):
-      ret[u] = BufferizeOpts(removable=True, nested=True)
+      if mode != "" or _nbytes(u) >= NESTED_MIN_BYTES:
+        ret[u] = BufferizeOpts(removable=True, nested=True)
   return ret
 
 
@@ -287,6 +297,12 @@ def _reading_reduce(u: UOp, children: dict[UOp, list[UOp]], ret: dict[UOp, Buffe
       return c
     if c.op not in GroupOp.Movement | GroupOp.ALU | {Ops.CAST}:
       return None
+
+
+def _nbytes(u: UOp) -> int:
+  """The bytes of u's buffer (0 where its shape is symbolic: the rule needs a size to weigh)."""
+  shape = shape_of(u)
+  return prod(shape) * u.dtype.itemsize if all(isinstance(n, int) for n in shape) else 0
 
 
 def nested_reduces(nodes: list[UOp], ret: dict[UOp, BufferizeOpts], children: dict[UOp, list[UOp]],

@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass
 
 from compiler import rewrite
+from compiler.host import masked_vector_moves
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
 from compiler.runtime import diskcache
 from compiler.runtime.buffer import new_buffer_uop
@@ -28,7 +29,8 @@ from compiler.trace import recorder
 from compiler.uop import KernelInfo, Ops, UOp, cons_key, toposort
 
 SCHEDULE_CACHE_SIZE = 256  # schedules kept (least recently used first out); each holds only its graphs, no buffers
-# the environment the scheduler's passes read (a different value: another entry)
+# the environment the scheduler's passes read (a different value: another entry; and the target's masked vector moves,
+# which bufferize's default for nested reductions reads)
 SCHEDULE_ENV = ("NESTED_REDUCE", "NO_SPLIT_REDUCE")
 
 
@@ -165,7 +167,7 @@ def disk_key(key: tuple) -> str | None:
   if recorder.RECORDER is not None or rewrite.SWITCHES is not None or not diskcache.enabled():
     return None
   try:
-    text = diskcache.stable_bytes((key, tuple(os.environ.get(v) for v in SCHEDULE_ENV)))
+    text = diskcache.stable_bytes((key, tuple(os.environ.get(v) for v in SCHEDULE_ENV), masked_vector_moves()))
   except TypeError:
     return None
   return diskcache.full_key(b"schedule\n" + text)
