@@ -158,9 +158,26 @@ def _other_nodes(api: OfflineApi, statics: dict[int, list]) -> dict[int, list]:
   return nodes
 
 
+def _node_sites(api: OfflineApi) -> dict:
+  """The call sites of the trace's nodes that name one, for /nodes/<n>: the distinct sites ({file, line, function},
+  redacted as any string of the export), and per such node its id (as the difference from the one before) and its
+  site's index."""
+  nodes, table, by, ids, codes = api.trace.nodes, [], {}, [], []
+  for nid in nodes.ids():
+    s = nodes.site(nid)
+    if s is not None:
+      c = by.get(s)
+      if c is None:
+        c = by[s] = len(table)
+        table.append({"file": s[0], "line": s[1], "function": s[2]})
+      ids.append(nid)
+      codes.append(c)
+  return {"table": table, "ids": [b - a for a, b in zip([0, *ids], ids)], "codes": codes}
+
+
 def _head(api: OfflineApi, answers: dict, nodes: dict, red: Redactor, names: list[str] | None) -> dict:
-  return {"format": 1, "trace": api.t, "answers": answers, "nodes": nodes, "redacted": sorted(red.what),
-          "contexts_only": sorted(names) if names else None}
+  return {"format": 1, "trace": api.t, "answers": answers, "nodes": nodes, "sites": _node_sites(api),
+          "redacted": sorted(red.what), "contexts_only": sorted(names) if names else None}
 
 
 def collect(api: OfflineApi, names: list[str] | None = None, redact: Iterable[str] = (),

@@ -9,12 +9,26 @@ const tinyvizExport = (() => {
     return tinyvizUnpack.unpack(JSON.parse(await tinyvizExportBoot.inflate(block.data)));
   })();
 
+  /** The call site of trace node n ({file, line, function}) where the trace names one (collect.py's `sites`). */
+  function siteOf(data, n) {
+    if (!data.siteOf) {
+      const s = data.sites || {ids: [], codes: [], table: []};
+      data.siteOf = new Map();
+      let id = 0;
+      s.ids.forEach((d, j) => { id += d; data.siteOf.set(id, s.table[s.codes[j]]); });
+    }
+    return data.siteOf.get(n);
+  }
+
   function node(data, n) {
     const fixed = data.statics[n];  // a node some graph holds, else one of the others
     const got = fixed ? [fixed[0], fixed[1], fixed[2], fixed[tinyvizUnpack.SRC], fixed[3]] : data.nodes[n];
     if (!got) return tinyvizGraphs.notHere(`node ${n}`);
     const [op, dtype, arg, src, label] = got;
-    return [200, {id: Number(n), op, dtype, arg, src: [...src], label}];
+    const out = {id: Number(n), op, dtype, arg, src: [...src], label};
+    const site = siteOf(data, Number(n));
+    if (site) out.site = {...site};
+    return [200, out];
   }
 
   async function answer(path, opts = {}) {
