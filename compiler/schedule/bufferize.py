@@ -193,6 +193,7 @@ def bufferize_candidates(sink: UOp) -> dict[UOp, BufferizeOpts]:
     if len(consumers) > 1 or any(ex for _, ex in uses[u]):
       multi.add(u)
   shared_expensive = _shared_expensive(nodes, uses, multi)
+  shared_expensive |= _broadcast_operands(nodes, uses, multi, shared_expensive | outputs)
   # a reduction whose value flows (through single-use elementwise ops) into another reduction is materialized, so
   # reductions never nest; the flow stops at nodes that are buffered anyway
   stops = outputs | multi
@@ -200,12 +201,15 @@ def bufferize_candidates(sink: UOp) -> dict[UOp, BufferizeOpts]:
   for u in reversed(nodes):
     feeds_reduce[u] = any(c.op is Ops.REDUCE_AXIS or (c.op is not Ops.CONTIGUOUS and c not in stops and c.op is not
                                                       Ops.SINK and feeds_reduce[c]) for c in children[u])
+  padded = _padded_reduces(nodes, children)
   ret: dict[UOp, BufferizeOpts] = {}
   for u in nodes:
     if u in outputs or u.op in (Ops.CONTIGUOUS, Ops.ASSIGN):  # an in-place write always gets its kernel
       ret[u] = BufferizeOpts(removable=False)
     elif u in shared_expensive:
       ret[u] = BufferizeOpts(removable=False, why="computed once")
+    elif u in padded:
+      ret[u] = BufferizeOpts(removable=False, why="padded parts of a sum")
     elif u in multi or (u.op is Ops.REDUCE_AXIS and feeds_reduce[u]):
       ret[u] = BufferizeOpts(removable=True)
   for u in row_reduces(nodes, ret, children, outputs):
@@ -215,6 +219,31 @@ def bufferize_candidates(sink: UOp) -> dict[UOp, BufferizeOpts]:
     for u in nested_reduces(nodes, ret, children, multi | outputs):
       if mode != "" or _nbytes(u) >= NESTED_MIN_BYTES:
         ret[u] = BufferizeOpts(removable=True, nested=True)
+  return ret
+
+
+def _padded_reduces(nodes: list[UOp], children: dict[UOp, list[UOp]]) -> set[UOp]:
+  """The reductions whose one reader is an ADD they reach through movement ops with a PAD among them (a chunk's
+  backward pads attention's dq, dk and dv into one [.., 3 d] gradient and adds them). Inlined, that ADD's kernel
+  loops over the padded shape with every sum gated to its part: reductions of different layouts in one kernel, whose
+  scalar tile fits none (GPT's step: 26% of its kernel time at 26 GFLOP/s). Each gets a kernel of its own, and so
+  does the top of the ADD chain (the sum of the parts)."""
+  ret = set()
+  for u in nodes:
+    if u.op is not Ops.REDUCE_AXIS:
+      continue
+    c, pads = u, False
+    while len(children[c]) == 1 and children[c][0].op in GroupOp.Movement:
+      c = children[c][0]
+      pads |= c.op is Ops.PAD
+    if pads and len(children[c]) == 1 and children[c][0].op is Ops.ADD:
+      ret.add(u)
+      # ... and their sum one too: inlined into its readers (the projection's two gradient matmuls) every load of
+      # their inner loop would be gated by the pads
+      c = children[c][0]
+      while len(children[c]) == 1 and children[c][0].op is Ops.ADD:
+        c = children[c][0]
+      ret.add(c)
   return ret
 
 
@@ -255,6 +284,8 @@ def _same_kernel(c: UOp, children: dict[UOp, list[UOp]], ret: dict[UOp, Bufferiz
     if u in outputs or (u in ret and not ret[u].removable) or u.op is Ops.SINK:
       if u.op is Ops.ASSIGN:
         return False  # an in-place write may store elsewhere than at its element
+      if u.op is Ops.REDUCE_AXIS:
+        return False  # its kernel loops over its reduce axes too: the row reduction would run in them
       continue  # a kernel of its own at this shape: its store is where its value is
     if u is not c and (u.op not in GroupOp.ALU | {Ops.CAST} or shape_of(u) != shape):
       return False
@@ -346,6 +377,25 @@ def _shared_expensive(nodes: list[UOp], uses: dict[UOp, set[tuple[UOp, bool]]], 
         prod(shape_of(u)) >= MIN_SHARED_EXPENSIVE:
       ret.add(u)
   return ret
+
+
+def _broadcast_operands(nodes: list[UOp], uses: dict[UOp, set[tuple[UOp, bool]]], multi: set[UOp],
+                        keep: set[UOp]) -> set[UOp]:
+  """The shared nodes read through an expand whose expression is more than a load: it computes an EXPENSIVE_OPS op
+  or combines two or more buffers (another candidate, a reduction or a BUFFER; `keep`: the nodes that get a buffer
+  anyway). Inlined, a matmul recomputes it for every column tile it reads it in (a dot tile's 4 columns: 64 times
+  for GPT's gelu(h) = 0.5 h (1 + tanh), 36 -> 13 ms of the MLP's c_proj), and its tile loads two operands where it
+  loaded one; written once, it is one plain load."""
+  leaf = {Ops.REDUCE_AXIS, Ops.BUFFER, Ops.AFTER}
+  expensive: dict[UOp, bool] = {}
+  reads: dict[UOp, frozenset[UOp]] = {}
+  for u in nodes:  # sources first; another shared node is read as a buffer (if inlined, it reads at least one)
+    own = [s for s in u.src if s.op not in leaf and s not in keep]
+    expensive[u] = u.op in EXPENSIVE_OPS or any(expensive.get(s, False) for s in own)
+    reads[u] = frozenset(s for s in u.src if s.op in leaf or s in keep or s in multi).union(
+      *(reads.get(s, frozenset()) for s in own if s not in multi))
+  return {u for u in multi if u not in keep and any(ex for _, ex in uses[u]) and
+          (expensive[u] or len(reads[u]) >= 2) and prod(shape_of(u)) >= MIN_SHARED_EXPENSIVE}
 
 
 def _add_bufferize(ctx: dict[UOp, BufferizeOpts], x: UOp) -> UOp | None:
