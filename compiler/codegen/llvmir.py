@@ -614,6 +614,8 @@ class _Renderer:
       return self.intrinsic("fma", dt, a)
     elif op is Ops.EXP2 and dt.scalar() in (dtypes.float32, dtypes.float16):
       return self._exp2(a[0], dt)
+    elif op is Ops.LOG2 and dt.scalar() in (dtypes.float32, dtypes.float16):
+      return self._log2(a[0], dt)
     elif op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.TRUNC, Ops.POW):
       return self.intrinsic(op.name.lower(), dt, a)
     else:
@@ -657,6 +659,65 @@ class _Renderer:
       self.emit(f"{q} = fadd contract {t} {m}, {self.const_like(math.log(2) ** k / math.factorial(k), dt)}")
       p = q
     return p
+
+  def _log2(self, x: str, dt: DType) -> str:
+    """log2 inline for float32 (and half, computed in float32): llvm.log2 of a vector is one libm call a lane (GPT's
+    tanh, by expm1's log, ran at 4 GFLOP/s). x = m 2^e with m in [sqrt(1/2), sqrt(2)) from its bits (a denormal
+    scaled by 2^23 first), log2 x = e + ln(m) / ln 2 with ln m = 2 atanh(s), s = (m - 1) / (m + 1) (m - 1 exact,
+    |s| < 0.172), by atanh's odd series to s^11 (truncation < 3e-9 relative): within 2 ulp of float64's; 0 -> -inf,
+    inf -> inf, below 0 or NaN -> NaN."""
+    if dt.scalar() == dtypes.float16:
+      return self.in_float32(dt, [x], lambda wide, ft: self._log2(wide[0], ft))
+    idt = dtypes.int32.vec(dt.count)
+    t, it, bt = ltype(dt), ltype(idt), ltype(dtypes.bool.vec(dt.count))
+    c = lambda v: self.const_like(v, dt)  # noqa: E731
+    ci = lambda v: self.const_like(v, idt)  # noqa: E731
+    sub, xs0, xs, bias, b, b2, k, e, ef, mb, mb2, m, fm, den, s_, z = (self.fresh() for _ in range(16))
+    self.emit(f"{sub} = fcmp olt {t} {x}, {c(2.0 ** -126)}")
+    self.emit(f"{xs0} = fmul {t} {x}, {c(2.0 ** 23)}")
+    self.emit(f"{xs} = select {bt} {sub}, {t} {xs0}, {t} {x}")
+    self.emit(f"{bias} = select {bt} {sub}, {it} {ci(127 + 23)}, {it} {ci(127)}")
+    self.emit(f"{b} = bitcast {t} {xs} to {it}")
+    # (musl's logf) moving [sqrt(1/2), 1) up by an exponent step puts the split at sqrt(2): m's mantissa bits, and
+    # the exponent from the bits above them
+    self.emit(f"{b2} = add {it} {b}, {ci(0x3f800000 - 0x3f3504f3)}")
+    self.emit(f"{k} = lshr {it} {b2}, {ci(23)}")
+    self.emit(f"{e} = sub {it} {k}, {bias}")
+    self.emit(f"{ef} = sitofp {it} {e} to {t}")
+    self.emit(f"{mb} = and {it} {b2}, {ci(0x7fffff)}")
+    self.emit(f"{mb2} = add {it} {mb}, {ci(0x3f3504f3)}")
+    self.emit(f"{m} = bitcast {it} {mb2} to {t}")
+    self.emit(f"{fm} = fsub {t} {m}, {c(1.0)}")
+    self.emit(f"{den} = fadd {t} {m}, {c(1.0)}")
+    self.emit(f"{s_} = fdiv {t} {fm}, {den}")
+    self.emit(f"{z} = fmul {t} {s_}, {s_}")
+    # ln m = f - hfsq + s (hfsq + R), hfsq = f^2 / 2, R = 2 (z/3 + z^2/5 + .. + z^5/11) (musl's logf): the exact f
+    # carries the leading term, so the rounding errors stay near 1 ulp
+    p = c(2.0 / 11)
+    for k_ in (9, 7, 5, 3):
+      mz, q = self.fresh(), self.fresh()
+      self.emit(f"{mz} = fmul contract {t} {p}, {z}")
+      self.emit(f"{q} = fadd contract {t} {mz}, {c(2.0 / k_)}")
+      p = q
+    rz, hf, hf2, sum_, sr, d, ln, r, isinf = (self.fresh() for _ in range(9))
+    self.emit(f"{rz} = fmul {t} {p}, {z}")
+    self.emit(f"{hf} = fmul {t} {fm}, {fm}")
+    self.emit(f"{hf2} = fmul {t} {hf}, {c(0.5)}")
+    self.emit(f"{sum_} = fadd {t} {hf2}, {rz}")
+    self.emit(f"{sr} = fmul {t} {s_}, {sum_}")
+    self.emit(f"{d} = fsub {t} {hf2}, {sr}")
+    self.emit(f"{ln} = fsub {t} {fm}, {d}")
+    # (fmuladd: one fma where the target has it, no libcall where it has not: SSE)
+    self.emit(f"{r} = call {t} @llvm.fmuladd.{_isuffix(dt)}({t} {ln}, {t} {c(1 / math.log(2))}, {t} {ef})")
+    self.decls.add(f"declare {t} @llvm.fmuladd.{_isuffix(dt)}({t}, {t}, {t})")
+    r1, iszero, r2, bad, out = (self.fresh() for _ in range(5))
+    self.emit(f"{isinf} = fcmp oeq {t} {x}, {c(math.inf)}")
+    self.emit(f"{r1} = select {bt} {isinf}, {t} {c(math.inf)}, {t} {r}")
+    self.emit(f"{iszero} = fcmp oeq {t} {x}, {c(0.0)}")
+    self.emit(f"{r2} = select {bt} {iszero}, {t} {c(-math.inf)}, {t} {r1}")
+    self.emit(f"{bad} = fcmp ult {t} {x}, {c(0.0)}")  # below 0, or NaN
+    self.emit(f"{out} = select {bt} {bad}, {t} {c(math.nan)}, {t} {r2}")
+    return out
 
   def _exp2_bits(self, x: str, dt: DType) -> str:
     """exp2's 2^n from exponent bits, in two factors (so a result down to denormals rounds once); a NaN x is
