@@ -374,10 +374,8 @@ class StepGraphs:
     own = len(pos) + 2 * sum(len(src(n)) for n in new) // caches.POINTS_PER_NODE
     return _Derived(pos, layer, edges, width, height, rows=rows, bands=bands, base=k - 1, own=own)
 
-  def aliases(self, j: int, k: int, keep: tuple[set[int], set[int]] | None = None) -> dict[int, int]:
-    """{id at step k: id at step j} for nodes that steps between j and k rebuilt (same op, dtype and arg); keep: only
-    for these ids at k and at j (nodes of the steps between are not looked up: a bounded replay may have to replay
-    the steps that made them)."""
+  def aliases(self, j: int, k: int) -> dict[int, int]:
+    """{id at step k: id at step j} for nodes that steps between j and k rebuilt (same op, dtype and arg)."""
     orig: dict[int, int] = {}  # id at the current step -> id at step j
     steps = range(j + 1, k + 1) if j <= k else range(j, k, -1)
     for s in steps:
@@ -389,8 +387,6 @@ class StepGraphs:
         orig[b] = orig.pop(a, a)
     out = {}
     for new, old in orig.items():
-      if keep is not None and (new not in keep[0] or old not in keep[1]):
-        continue
       n, o = self.replay.node(new), self.replay.node(old)
       if n is not None and o is not None and n[:3] == o[:3]:
         out[new] = old
@@ -591,15 +587,13 @@ class StepGraphs:
     it), rebuilt nodes as _rebuilt sends them."""
     rp = self.replay
     cj, ck = (self._cut(s) if self.big(s) else None for s in (j, k))
-    lj, lk = cj or self.layout(j), ck or self.layout(k)  # (first: a far chain is laid out as the replay runs)
-    mj, mk = rp.members(j), rp.members(k)  # (also keeps both steps' nodes at hand in a bounded replay: node() below)
+    lj, lk = cj or self.layout(j), ck or self.layout(k)
     cutting = cj is not None or ck is not None
     chain = not cutting and self.is_chain(j, k)
     added_set, removed_set, reborn = self.changes(j, k)
-    if cutting or not chain:  # the nodes shown at j and k (a chain delta looks only at what changed)
-      mj, mk = (c.shown if c is not None else m for c, m in ((cj, mj), (ck, mk)))
-    else:
-      mj = mk = frozenset()
+    mj = mk = frozenset()  # the nodes shown at j and k, where needed (a chain delta looks only at what changed)
+    if cutting or not chain:
+      mj, mk = (c.shown if c is not None else rp.members(s) for c, s in ((cj, j), (ck, k)))
     if cutting:
       added_set = {n for n in mk if n not in mj or n in added_set}
       removed_set = {n for n in mj if n not in mk or n in removed_set}
@@ -607,7 +601,7 @@ class StepGraphs:
     like: dict[int, int] = {}
     if compact and not cutting:
       site = self.tr.nodes.site  # (a node sent as `like` another takes its fields: its call site among them)
-      like = {n: o for n, o in self.aliases(j, k, (added_set, removed_set)).items() if site(n) == site(o)}
+      like = {n: o for n, o in self.aliases(j, k).items() if n in added_set and o in removed_set and site(n) == site(o)}
       like.update((n, n) for n in reborn)
     moved = {}
     kept_changed: list[int] = []  # kept nodes whose in-edges may have new routes

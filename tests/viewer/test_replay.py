@@ -33,7 +33,8 @@ def _oracle_artifact(rp: Replay, k: int) -> bool:
   rw = rp.rw
   if rw.bottom_up:
     return False
-  return rw.after[k - 1] in rp.replacements(k - 1) and rw.after[k - 1] != rp.key_of(k)
+  rp.members(k - 1)  # cursor at k-1: R holds the first k-1 matches
+  return rw.after[k - 1] in rp._R and rw.after[k - 1] != rp._key_of(k)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -24,8 +24,8 @@ def test_replay_keeps_only_live_dependents_and_the_steps_that_made_each_node(noi
   for k in (n, 0, n // 2, n):  # forwards, back (undoing every match), and on
     rp.members(k)
     rp.members(max(k - 1, 0))
-  live = {d for deps in rp._run.deps.values() for d in deps}
-  assert all(rp._run.rdeps.values()) and set(rp._run.rdeps) == live  # an entry per node something resolved uses
+  live = {d for deps in rp._deps.values() for d in deps}
+  assert all(rp._rdeps.values()) and set(rp._rdeps) == live  # an entry per node something resolved depends on
   born: dict[int, list[int]] = {}
   for s in range(1, n + 1):
     info = rp.step(s)
@@ -36,8 +36,7 @@ def test_replay_keeps_only_live_dependents_and_the_steps_that_made_each_node(noi
     for x in rp.members(k):
       want = max((s for s in born.get(x, ()) if s <= k), default=0)
       assert rp.created(x, k) == want, (x, k)
-  lists = sum(type(v) is list for v in rp._run.born.values())  # (births of the run's segment: the last one's)
-  assert lists <= sum(len(v) > 1 for v in born.values())
+  assert sum(type(v) is list for v in rp._born.values()) == sum(len(v) > 1 for v in born.values())
 
 
 def test_layouts_kept_for_good_grow_as_the_square_root_of_the_steps(noisy, monkeypatch):
