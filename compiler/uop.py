@@ -188,6 +188,11 @@ class UOpMetaClass(type):
     return ret
 
 
+def live_uops() -> list[UOp]:
+  """Every UOp alive now (the hash-consing table's)."""
+  return [u for ref in list(_UCACHE.values()) if (u := ref()) is not None]
+
+
 def _as_uop(x: Any, dtype: DType) -> UOp:
   return x if isinstance(x, UOp) else UOp.const(dtype, x)
 

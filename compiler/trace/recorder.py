@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from compiler.dtype import DType
-from compiler.uop import Ops, UOp, arg_str, cons_key
+from compiler.uop import Ops, UOp, arg_str, cons_key, live_uops
 from vztrace.paths import trace_dir
 
 _RULE_INFO: dict = {}  # Rule -> its pattern record fields
@@ -764,8 +764,20 @@ def disable() -> Path | None:
   _uninstall_exit_hooks()
   if not isinstance(rec, Recorder):
     return None
-  rec.close()
+  try:
+    rec.close()
+  finally:
+    forget_callsites()
   return rec.path
+
+
+def forget_callsites() -> None:
+  """Drop the call sites noted while a recording ran from every live node: hash-consing gives a node made again in a
+  later recording the same object, and the line that made it there is the later one's (a site kept from the earlier
+  recording named another program's line, a test's temporary file in the next test's trace)."""
+  for u in live_uops():
+    if u.callsite is not None:  # (asked of the class default first: no __dict__ made for a node without one)
+      u.__dict__.pop(CALLSITE_KEY, None)
 
 
 def context_ref(cid: int | None) -> int | None:

@@ -232,3 +232,23 @@ def test_nodes_carry_the_line_that_made_them_through_rewrites(trace):
   assert all(labels[i] is None for i, s in site.items() if s is None and i in labels)
   node = client.get(f"/api/traces/{t['id']}/nodes/{m['after']}").get_json()
   assert node["site"] == _site(here, ly, name)
+
+
+def test_a_later_recording_names_its_own_line(tmp_path):
+  """A node made again in a later recording is the same object (hash-consing): its line is the later one's, not the
+  line an earlier recording noted on it (recorder.forget_callsites when a recording ends)."""
+  first, second = tmp_path / "a.vztrace", tmp_path / "b.vztrace"
+  recorder.enable(first, announce=False)
+  try:
+    a = Tensor.full((4,), 2.0) * 3; la = _line()  # noqa: E702
+  finally:
+    recorder.disable()
+  recorder.enable(second, announce=False)
+  try:
+    b = Tensor.full((4,), 2.0) * 3; lb = _line()  # noqa: E702
+    assert b.uop is a.uop
+    b.realize()
+  finally:
+    recorder.disable()
+  lines = {r["site"]["line"] for r in TraceReader(second) if r["t"] == "node" and "site" in r}
+  assert lb in lines and la not in lines
