@@ -140,11 +140,12 @@ def _peak(path: Path, streamed: bool) -> int:
 
 def test_the_exports_peak_memory_is_one_rewrites_not_the_traces(tmp_path):
   """4x the rewrites (the same largest graph): the export's peak grows by what the columns and the answers hold, well
-  under the rewrites' graphs (1.1x; collecting them whole first: 1.6x, growing ~7x as much)."""
+  under the rewrites' graphs (1.1-1.2x; collecting them whole first: 1.6-1.9x, which breaks the same bound; the
+  growth itself depends on what the process's caches held before, so it is not compared)."""
   small, big = (rebuilding_rewrites(tmp_path / f"{n}.vztrace", depth=40, steps=12, rewrites=n) for n in (4, 16))
   streamed, whole = ((_peak(small, s), _peak(big, s)) for s in (True, False))
   assert streamed[1] < 1.4 * streamed[0]
-  assert whole[1] - whole[0] > 4 * (streamed[1] - streamed[0])  # (the bound is one the old way breaks)
+  assert whole[1] > 1.4 * whole[0]  # (the bound is one the old way breaks)
   assert len(embedded(big.with_suffix(".html").read_text())["graphs"]) == 16
 
 
