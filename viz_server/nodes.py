@@ -103,7 +103,7 @@ class NodeColumns:
       # not the recorder's numbering: node by node, with add()'s checks
       return [why for rec in run.records()
               if (why := self.add(rec["id"], rec["op"], rec["dtype"], rec["arg"], rec["src"],
-                                  _site_of(rec.get("site")))) is not None]
+                                  site_of(rec.get("site")))) is not None]
     xlat = self._xlat
     for s in run.strs[len(xlat):]:
       xlat.append(self._code(s))
@@ -118,7 +118,7 @@ class NodeColumns:
     else:
       sx = self._sxlat
       for d in run.sites[len(sx) - 1:]:
-        sx.append(self._site_code(_site_of(d)))  # type: ignore[arg-type]
+        sx.append(self._site_code(site_of(d)))  # type: ignore[arg-type]
       self._site.extend(map(sx.__getitem__, run.site))
     self._ids.extend(range(first, first + n))  # last: a reader in another thread sees the rows once complete
     if self._struct is not None:
@@ -235,7 +235,7 @@ class NodeColumns:
     return sum(a.itemsize * len(a) for a in arrays) + sum(len(s) + 49 for s in self._strs)
 
 
-def _site_of(d: dict | None) -> Site | None:
+def site_of(d: dict | None) -> Site | None:
   """A call site of the reader's (checked against format.CALLSITE_FIELDS) as the table keeps it."""
   return None if d is None else (d["file"], d["line"], d["function"])
 

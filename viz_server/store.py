@@ -15,7 +15,7 @@ from itertools import groupby, islice
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
-from viz_server.nodes import NodeColumns
+from viz_server.nodes import NodeColumns, site_of
 from vztrace.counts import TraceCounts
 from vztrace.format import TraceFormatError, clip_text, exit_summary, site_problem
 from vztrace.memory import MAX_EVENTS
@@ -362,8 +362,7 @@ class Trace:
     if site is not None and (bad := site_problem(site, "node.site")) is not None:
       self._anomaly(f"node {rec['id']}: {bad}; its call site left out")
       site = None
-    why = self.nodes.add(rec["id"], rec["op"], rec["dtype"], rec["arg"], rec["src"],
-                         None if site is None else (site["file"], site["line"], site["function"]))
+    why = self.nodes.add(rec["id"], rec["op"], rec["dtype"], rec["arg"], rec["src"], site_of(site))
     if why is not None:
       self._anomaly(why)
 
