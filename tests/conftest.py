@@ -24,6 +24,28 @@ os.environ["TINYVIZ_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="tinyviz-compile-"
 atexit.register(shutil.rmtree, os.environ["TINYVIZ_COMPILE_CACHE"], ignore_errors=True)
 
 
+# a browser test that failed once and was run again (tests/browser/conftest.py): its first failure, printed at the end
+_RERUNS: list = []
+
+
+def pytest_runtest_logreport(report):
+  if report.outcome == "rerun":
+    _RERUNS.append(report)
+
+
+def pytest_terminal_summary(terminalreporter):
+  """Print every rerun's failure in full: a rerun that passed is still a race in the page or a test to fix."""
+  if not _RERUNS:
+    return
+  terminalreporter.section(f"{len(_RERUNS)} browser test(s) failed once and ran again: races to fix", sep="!")
+  for r in _RERUNS:
+    terminalreporter.line(f"--- {r.nodeid}")
+    terminalreporter.line(r.longreprtext[-4000:])
+    for name, text in r.sections:
+      if name.startswith("page"):
+        terminalreporter.line(f"[{name}] {text[-2000:]}")
+
+
 @pytest.fixture
 def trace(tmp_path):
   """Record into tmp_path/t.vztrace for the test (yields the path; recording ends after it)."""

@@ -290,14 +290,20 @@ def test_timeline_crisp_and_empty(page, timed):
     return {w: c.width, h: c.height, cw: c.clientWidth, ch: c.clientHeight, dpr: devicePixelRatio}; }""")
   assert dims["w"] == round(dims["cw"] * dims["dpr"]) and dims["h"] == round(dims["ch"] * dims["dpr"])
   # a trace without timed events: the muted message instead of a canvas
-  page.route("**/timeline", lambda route: route.fulfill(json={"t0": None, "end": 0.0, "contexts": [], "compiles": [],
-                                                              "runs": [], "rewrites": {"names": [], "id": [],
-                                                                                       "ctx": [], "name": [],
-                                                                                       "start": [], "dur": [],
-                                                                                       "matches": []}}))
+  asked = []
+
+  def no_events(route):
+    asked.append(route.request.url)
+    route.fulfill(json={"t0": None, "end": 0.0, "contexts": [], "compiles": [], "runs": [],
+                       "rewrites": {"names": [], "id": [], "ctx": [], "name": [], "start": [], "dur": [], "matches": []}})
+  page.route("**/timeline", no_events)
+  # each key's panel is open before the next key (what failed once on CI is then named by the wait that timed out)
   page.keyboard.press("5")
+  page.wait_for_function("() => window.__viz.state.panel === 'runs'")
   page.keyboard.press("6")
+  page.wait_for_function("() => window.__viz.state.panel === 'timeline'")
   page.locator("#panel-timeline .empty-panel").wait_for()
+  assert asked, "the panel asked for the timeline again"
   assert page.locator("#panel-timeline").inner_text().strip() == "No timed events in this trace."
   assert page.locator("#panel-timeline canvas").count() == 0
 
