@@ -13,7 +13,6 @@ import pytest
 from support import tracegen
 from support.browser import CHROMIUM, CHROMIUM_ARGS, PageErrors, Server
 
-
 # A browser test runs once more after a failure (Playwright's own runner retries on CI the same way): a real page on a
 # loaded 2-core machine has races no test foresaw, and one of them must not sink a submission. A rerun is not hidden:
 # tests/conftest.py prints each first failure in full, with the page's state, at the end of the run.

@@ -294,8 +294,8 @@ def test_timeline_crisp_and_empty(page, timed):
 
   def no_events(route):
     asked.append(route.request.url)
-    route.fulfill(json={"t0": None, "end": 0.0, "contexts": [], "compiles": [], "runs": [],
-                       "rewrites": {"names": [], "id": [], "ctx": [], "name": [], "start": [], "dur": [], "matches": []}})
+    rewrites = {"names": [], "id": [], "ctx": [], "name": [], "start": [], "dur": [], "matches": []}
+    route.fulfill(json={"t0": None, "end": 0.0, "contexts": [], "compiles": [], "runs": [], "rewrites": rewrites})
   page.route("**/timeline", no_events)
   # each key's panel is open before the next key (what failed once on CI is then named by the wait that timed out)
   page.keyboard.press("5")
