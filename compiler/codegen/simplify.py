@@ -29,8 +29,19 @@ def index_linear_form(u: UOp) -> LinearForm:
   Remembered on u (the expander asks it of every lane's index, again for each group of lanes): the caller must not
   change the dict."""
   got = u.__dict__.get("_linear_form")
-  if got is None:
-    got = u.__dict__["_linear_form"] = linear_form(u) if dtypes.is_int(u.dtype) and u.dtype.count == 1 else ({u: 1}, 0)
+  if got is not None:
+    return got
+  if not (dtypes.is_int(u.dtype) and u.dtype.count == 1):
+    got = u.__dict__["_linear_form"] = ({u: 1}, 0)
+    return got
+  # a lane's index is its row's plus a constant: the row's form (remembered on the row) shifted, not the whole sum
+  # walked again for each lane; linear_form(u) exactly (its terms in the same order: a constant adds none)
+  row, shift = u, 0
+  while row.op is Ops.ADD and Ops.CONST in (row.src[0].op, row.src[1].op) and "_linear_form" not in row.__dict__:
+    c, row = (row.src[1], row.src[0]) if row.src[1].op is Ops.CONST else (row.src[0], row.src[1])
+    shift += c.arg
+  terms, const = row.__dict__.get("_linear_form") or row.__dict__.setdefault("_linear_form", linear_form(row))
+  got = u.__dict__["_linear_form"] = (terms, const + shift)
   return got
 
 
