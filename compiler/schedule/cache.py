@@ -86,6 +86,38 @@ def structure_key(sink: UOp) -> tuple[tuple, list[UOp]]:
   return tuple(rows), bufs
 
 
+def kernel_key(x: UOp, out_buf: UOp) -> tuple[tuple, list[UOp]]:
+  """The structure of the kernel computing x into out_buf, as structure_key's rows with its buffers (BUFFER and AFTER
+  nodes, read or written: out_buf first, then in order of first appearance) as placeholders of their dtype and size,
+  and those buffers: all that the kernel's AST depends on (compiler.schedule.rangeify.build_kernel)."""
+  index: dict[UOp, int] = {}
+  rows: list[tuple] = []
+  bufs: list[UOp] = []
+
+  def leaf(u: UOp) -> None:  # (the kernel reads or writes it, never what wrote it: an AFTER's kernel is not walked)
+    b = u.src[0] if u.op is Ops.AFTER else u
+    index[u] = len(rows)
+    rows.append((u.op, u.dtype, b.op, b.arg[1:] if isinstance(b.arg, tuple) else b.arg, len(bufs)))
+    bufs.append(u)
+  leaf(out_buf)
+  stack: list[tuple[UOp, bool]] = [(x, False)]
+  while stack:
+    u, expanded = stack.pop()
+    if u in index:
+      continue
+    if u.op is Ops.BUFFER or u.op is Ops.AFTER:
+      leaf(u)
+    elif not expanded:
+      stack.append((u, True))
+      stack.extend((s, False) for s in reversed(u.src) if s not in index)
+    else:
+      index[u] = len(rows)
+      srcs = tuple([index[s] for s in u.src])
+      rows.append((u.op, u.dtype, srcs, u.arg) if u.arg is None or type(u.arg) is int else
+                  cons_key(u.op, u.dtype, srcs, u.arg))
+  return tuple(rows), bufs
+
+
 @dataclass(frozen=True)
 class CachedSchedule:
   """A schedule over placeholders: kernels as (ast, buffers), the outputs' views, and the buffers it creates."""
@@ -158,6 +190,9 @@ class ScheduleCache:
 
 
 SCHEDULES = ScheduleCache()
+# kernels built by kernel_key (compiler.schedule.rangeify.build_kernel), within a schedule and across: a model's
+# layers build the same kernels over other buffers (GPT's training step: 403 builds, 87 kernels)
+KERNELS = ScheduleCache(1024)
 
 
 # ---- on disk

@@ -24,6 +24,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Mapping, MutableMapping
 
+from compiler import rewrite
 from compiler.device import default_device, device_of, devices_used
 from compiler.dtype import DType, dtypes
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite, track_graph
@@ -37,12 +38,14 @@ from compiler.schedule.bufferize import (
   pm_remove_bufferize,
 )
 from compiler.schedule.cache import (
+  KERNELS,
   SCHEDULE_CACHE_SIZE,
   SCHEDULES,
   CachedSchedule,
   disk_get,
   disk_key,
   disk_put,
+  kernel_key,
   structure_key,
 )
 from compiler.schedule.fuse import fuse_kernels, kernel_outputs
@@ -354,7 +357,24 @@ pm_number_globals = PatternMatcher([
 
 
 def build_kernel(x: UOp, out_buf: UOp) -> tuple[UOp, list[UOp]]:
-  """The kernel AST computing tensor node x into out_buf, and the buffers it reads (in slot order after 0)."""
+  """The kernel AST computing tensor node x into out_buf, and the buffers it reads (in slot order after 0); a kernel
+  of a structure built before (cache.kernel_key: another layer's, over other buffers) is that AST, bound to these
+  buffers, untraced and without switches (a trace, and SKIP_MATCHES's numbering, see the passes run)."""
+  if recorder.RECORDER is not None or rewrite.SWITCHES is not None or not KERNELS.enabled():
+    return _build_kernel(x, out_buf)
+  key, leaves = kernel_key(x, out_buf)
+  hit = KERNELS.get(key)
+  if hit is not None:
+    ast, slots = hit
+    return ast, [leaves[i] for i in slots]
+  ast, bufs = _build_kernel(x, out_buf)
+  at = {b: i for i, b in enumerate(leaves)}
+  if all(b in at for b in bufs):
+    KERNELS.put(key, (ast, tuple(at[b] for b in bufs)))
+  return ast, bufs
+
+
+def _build_kernel(x: UOp, out_buf: UOp) -> tuple[UOp, list[UOp]]:
   idt = index_dtype(x, out_buf)
   ctx = _KernelBuild(next_axis=0, idx=idt)
   # "open kernel + rangeify" starts from the tensor-level store of x
