@@ -1,0 +1,105 @@
+"""First calls (issue 29): the untraced codegen's shortcuts make the graph the traced passes make, node for node."""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler import Tensor, engine, realize, rewrite
+from compiler.codegen import program
+from compiler.codegen.simplify import index_linear_form
+from compiler.dtype import dtypes
+from compiler.runtime.interpreter import InterpretedKernel
+from compiler.symbolic import linear_form
+from compiler.uop import AxisType, Ops, UOp
+
+
+def _kernel_asts(monkeypatch) -> list[UOp]:
+  """The kernel ASTs of a padded conv's forward and backward (lane indices with // and %, gated loads) and a
+  matmul's softmax, realized on a backend that keeps them and runs the interpreter."""
+  asts: list[UOp] = []
+
+  def spy(ast: UOp) -> InterpretedKernel:
+    asts.append(ast)
+    return InterpretedKernel(ast)
+  realize.register_backend("first_call_spy", spy)
+  monkeypatch.setenv("BACKEND", "first_call_spy")
+  rng = np.random.default_rng(0)
+  x = Tensor(rng.standard_normal((2, 3, 9, 9)).astype(np.float32), requires_grad=True)
+  w = Tensor(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), requires_grad=True)
+  x.conv2d(w, padding=1).relu().sum().backward()
+  a = Tensor(rng.standard_normal((16, 24)).astype(np.float32))
+  b = Tensor(rng.standard_normal((24, 20)).astype(np.float32))
+  Tensor.realize(x.grad, w.grad, (a @ b).softmax(-1))
+  return asts
+
+
+def _lowered(ast: UOp) -> tuple[UOp, list[str]]:
+  """lower_ast's graph and the passes it ran."""
+  names: list[str] = []
+  inner = program.graph_rewrite
+
+  def graph_rewrite(sink, pm, *args, **kw):
+    names.append(kw.get("name") or pm.name)
+    return inner(sink, pm, *args, **kw)
+  program.graph_rewrite = graph_rewrite
+  try:
+    return program.lower_ast(ast), names
+  finally:
+    program.graph_rewrite = inner
+
+
+def test_expansion_folded_as_it_goes_is_the_two_passes_graph(monkeypatch):
+  asts = [engine.optimize(a) for a in _kernel_asts(monkeypatch)]
+  expanded = [a for a in asts if any(u.op is Ops.RANGE and u.arg[1] in (AxisType.UPCAST, AxisType.UNROLL)
+                                     for u in a.toposort())]
+  assert len(expanded) >= 3, "the heuristics upcast too few of these kernels to compare anything"
+  for ast in asts:
+    fast, fast_passes = _lowered(ast)
+    monkeypatch.setattr(rewrite, "SWITCHES", rewrite.Switches())  # (switches on, none off: the passes one by one)
+    slow, slow_passes = _lowered(ast)
+    monkeypatch.setattr(rewrite, "SWITCHES", None)
+    assert "expand + index fold" in fast_passes and "expand + index fold" not in slow_passes
+    assert fast is slow, f"kernel {ast.arg.name}: the fused pass made another graph"
+
+
+def test_a_lane_index_has_the_linear_form_of_its_whole_sum():
+  def add(a: UOp, b: UOp) -> UOp:
+    return UOp(Ops.ADD, dtypes.int32, (a, b))
+  i32 = lambda v: UOp.const(dtypes.int32, v)  # noqa: E731
+  r0, r1 = UOp.range(8, 0, AxisType.LOOP, dtypes.int32), UOp.range(5, 1, AxisType.LOOP, dtypes.int32)
+  # a row with a non-linear term and the lane's own constant inside it, a sum of constants, a lone range
+  row = add(add(UOp(Ops.IDIV, dtypes.int32, (add(r0 * i32(36), r1 * i32(4)), i32(3))), r1 * i32(2)), i32(4))
+  for lane in (row, add(row, i32(3)), add(i32(3), row), add(row, i32(4)), add(i32(4), i32(4)), add(r0, i32(0))):
+    want = linear_form(lane)
+    got = index_linear_form(lane)
+    assert (list(got[0].items()), got[1]) == (list(want[0].items()), want[1])
+
+
+def _layers(seed: int) -> tuple[Tensor, list[Tensor]]:
+  """Three layers of one shape over weights of their own (the second's and third's kernels: one structure over other
+  buffers), with their gradients."""
+  rng = np.random.default_rng(seed)
+  x = Tensor(rng.standard_normal((6, 16)).astype(np.float32))
+  ws = [Tensor(rng.standard_normal((16, 16)).astype(np.float32), requires_grad=True) for _ in range(3)]
+  for w in ws:
+    x = (x @ w).relu()
+  loss = x.sum()
+  loss.backward()
+  return loss, [w.grad for w in ws]
+
+
+def test_a_kernel_built_before_is_bound_to_the_buffers_of_this_one(monkeypatch):
+  from compiler.schedule.cache import KERNELS, SCHEDULES
+  monkeypatch.setenv("BACKEND", "interp")
+  outs, asts = {}, {}
+  for memo in ("1", "0"):  # (SCHEDULE_CACHE=0: neither schedules nor kernels remembered, every kernel built)
+    monkeypatch.setenv("SCHEDULE_CACHE", memo)
+    SCHEDULES.clear()
+    KERNELS.clear()
+    loss, grads = _layers(0)
+    asts[memo] = [si.ast for si in loss.schedule(*grads)]
+    if memo == "1":
+      assert KERNELS.hits >= 1, "the third layer's kernels were built again"
+    outs[memo] = [t.numpy().copy() for t in (loss, *grads)]
+  assert all(a is b for a, b in zip(asts["1"], asts["0"], strict=True))
+  for got, want in zip(outs["1"], outs["0"]):
+    np.testing.assert_array_equal(got, want)
