@@ -52,6 +52,7 @@ class Replay:
     self.lock = threading.RLock()
     self._level: dict[int, int] = {}
     self._srcs: dict[int, tuple[int, ...]] = {}  # node -> its sources (src(); the table is append-only)
+    self._look: dict[int, tuple[str, str, str]] = {}  # node of the trace -> its (op, dtype, arg), once rebuilt
     self._born: dict[int, int | list[int]] = {}  # node -> the step that added it to the graph, or the steps ascending
     # resolution through R, memoized with dependencies
     self._R: dict[int, int] = {}  # replaced node -> replacement, from the first `cur` matches
@@ -98,12 +99,12 @@ class Replay:
   def src(self, nid: int) -> tuple[int, ...]:
     """A node's source ids (what the layouts are handed as a graph's edges), kept per node asked for: resolving,
     placing and answering a step ask each rebuilt node's several times (the table makes a tuple each time)."""
+    f = self.fresh.get(nid)  # (first: most nodes a step brings, places and answers are fresh)
+    if f is not None:
+      return f[3]  # (not kept twice: a long replay makes ~2,000 fresh nodes a step)
     got = self._srcs.get(nid)
     if got is None:
-      f = self.fresh.get(nid)
-      if f is not None:
-        return f[3]  # (not kept twice: a long replay makes ~2,000 fresh nodes a step)
-      elif nid in self.table:
+      if nid in self.table:
         got = self._srcs[nid] = self.table.src(nid)
       else:  # (not kept: a live trace may define it later)
         return ()
@@ -132,13 +133,19 @@ class Replay:
   def _intern(self, x: int, src: tuple[int, ...]) -> int:
     """The node with x's op, dtype and arg over `src`: the trace's id for it if it has one, else a fresh id."""
     f = self.fresh.get(x)
-    if f is None:
+    # the trace's nodes have only the trace's nodes as sources (ids below FRESH_BASE): over a fresh source, no
+    # structural lookup can hit (most of a step's rebuilt nodes are over one: the users of what it replaced)
+    if max(src, default=0) >= FRESH_BASE:
+      nid = None
+    elif f is None:
       nid = self.table.find_like(x, src, self.max_row)
     else:
       nid = self.table.find(f[0], f[1], f[2], src, self.max_row)
     if nid is None:
-      op, dtype, arg = self.table.look(x) if f is None else f[:3]
-      key = (op, dtype, arg, src)
+      look = self._look.get(x) if f is None else f[:3]
+      if look is None:  # (op, dtype, arg) made once per node of the trace a replay rebuilds, not once a step
+        look = self._look[x] = self.table.look(x)
+      key = (*look, src)
       nid = self.fresh_key.get(key)
       if nid is None:
         nid = FRESH_BASE + len(self.fresh)
@@ -152,13 +159,15 @@ class Replay:
 
     Memo keys: x >= 0 is res(x), ~x (< 0) is base(x): x rebuilt over res() of its sources. A rebuilt node has
     final sources, so it changes further only if R replaces it. res(x) of a replaced x is, top-down, base() of its
-    replacement (the rewriter tries rules on a result rather than looking it up), bottom-up res() of it."""
-    memo, R, td = self._memo, self._R, not self.rw.bottom_up
-    got = memo.get(x0)
-    if got is not None:
-      return got
+    replacement (the rewriter tries rules on a result rather than looking it up), bottom-up res() of it. A step
+    re-resolves every user of what it replaced (~2,000 of a GPT step's `add bufferize`): this loop is its cost.
+    `prog` holds what a key waits for: an int (res: the key), a tuple (base: its sources), [y, deps] (base: y)."""
+    memo, R, td, deps, rdeps, srcs = self._memo, self._R, not self.rw.bottom_up, self._deps, self._rdeps, self._srcs
+    if x0 in memo:
+      return memo[x0]
+    src_of, intern = self.src, self._intern
     stack = [x0]
-    prog: dict[int, tuple] = {}  # keys being computed (all on the current path) -> what each waits for
+    prog: dict[int, int | tuple] = {}  # keys being computed (all on the current path) -> what each waits for
     while stack:
       key = stack[-1]
       if key in memo:
@@ -171,57 +180,84 @@ class Replay:
           need = ~key if e is None else (~e if td else e)
           if need in prog:  # the replacement contains the replaced node: the inner occurrence stays as it is
             need = ~key
-          p = ("N", need)
           if need not in memo and need not in prog:
-            prog[key] = p
+            prog[key] = need
             stack.append(need)
-            continue
-        need = p[1]
-        self._finish(key, memo.get(need, ~need if need < 0 else need), (need,))
-      else:
-        a = ~key
-        if p is None or p[0] == "S":
-          src = self.src(a)
-          pending = [s for s in src if s not in memo and s not in prog]
-          if pending:
-            prog[key] = ("S",)
-            stack.extend(pending)
-            continue
+            if need >= 0:
+              continue
+            key = need  # a base, on the stack's top now: looked at at once, not on the next turn
+          else:
+            value, dep = memo.get(need, ~need if need < 0 else need), (need,)
+        else:
+          value, dep = memo.get(p, ~p if p < 0 else p), (p,)
+      if key < 0:
+        if type(p) is list:  # back from y, the rebuilt node R replaces
+          value, dep = memo.get(p[0], p[0]), p[1]
+        else:
+          a = ~key
+          if p is None:
+            src = srcs.get(a) or src_of(a)  # (a is the trace's: its sources are kept once asked for)
+            pending = [s for s in src if s not in memo and s not in prog]
+            if pending:
+              prog[key] = src
+              stack.extend(pending)
+              continue
+          else:  # back from its sources: each is resolved now, or on the current path as it was before
+            src = p
           new = tuple([memo.get(s, s) for s in src])
           if new == src:
-            self._finish(key, a, src)
+            value, dep = a, src
           else:
-            y = self._intern(a, new)
+            y = intern(a, new)
+            # a fresh y is never in R (R's keys are the trace's nodes): nothing to depend on
+            dep = src if y >= FRESH_BASE else (*src, y)
             if y in R and y not in memo and y not in prog:
-              prog[key] = ("Y", y, (*src, y))
+              prog[key] = [y, dep]
               stack.append(y)
               continue
-            self._finish(key, memo.get(y, y) if y in R else y, (*src, y))
-        else:
-          self._finish(key, memo.get(p[1], p[1]), p[2])
-      prog.pop(key, None)
-      stack.pop()
+            value = memo.get(y, y) if y in R else y
+      while True:  # memoize key, then each res key below it on the stack that waits for it (as the next turns would)
+        memo[key] = value
+        if key < 0 or dep[0] >= 0:
+          deps[key] = dep
+          for d in dep:
+            s = rdeps.get(d)
+            if s is None:
+              rdeps[d] = {key}
+            else:
+              s.add(key)
+        elif dep[0] != ~key or dep[0] in rdeps:  # (res(x) = base(x), as for each node R does not replace: implicit)
+          self._depend(key, dep[0])
+        prog.pop(key, None)
+        stack.pop()
+        if not stack or (top := stack[-1]) < 0 or prog.get(top) != key:
+          break
+        key, dep = top, (key,)  # (its value: key's)
     return memo[x0]
 
-  def _finish(self, x: int, value: int, deps: tuple[int, ...]) -> None:
-    self._memo[x] = value
-    self._deps[x] = deps
-    rd = self._rdeps
-    for d in deps:
-      s = rd.get(d)
-      if s is None:
-        rd[d] = {x}
-      else:
-        s.add(x)
+  def _depend(self, key: int, need: int) -> None:
+    """Note that res(key) depends on base(~need) (need < 0), other than implicitly: a res(x) that depends on its own
+    base(x) alone keeps no `_deps` entry and no `_rdeps` set (every node R does not replace: a step made and dropped
+    ~2,000 of each), until another key depends on base(x) too; then x's comes first in the set, as it came first."""
+    s = self._rdeps.get(need)
+    if s is None:
+      s = self._rdeps[need] = set()
+      u = ~need
+      if u != key and u in self._memo and u not in self._deps:
+        s.add(u)
+        self._deps[u] = (need,)
+    s.add(key)
+    self._deps[key] = (need,)
 
   def _invalidate(self, b: int, old: dict[int, int]) -> None:
-    """Forget the resolution of b and of everything that depended on it; old collects the forgotten values."""
+    """Forget the resolution of b and of everything that depended on it; old collects the forgotten values of res()
+    keys (those of base() keys, ~x < 0, tell _step nothing)."""
     memo, deps, rdeps = self._memo, self._deps, self._rdeps
     todo = [b]
     while todo:
       z = todo.pop()
       v = memo.pop(z, None)
-      if v is not None and z not in old:
+      if v is not None and z >= 0 and z not in old:
         old[z] = v
       for d in deps.pop(z, ()):
         s = rdeps.get(d)
@@ -229,22 +265,27 @@ class Replay:
           s.discard(z)
           if not s:  # (an empty set left behind per node a step rebuilt: ~330 bytes each, most of a long replay)
             del rdeps[d]
-      todo.extend(rdeps.pop(z, ()))
+      got = rdeps.pop(z, None)
+      if got is not None:
+        todo.extend(got)
+      elif z < 0 and ~z in memo and ~z not in deps:  # res(x) implicitly depending on base(x): see _resolve
+        todo.append(~z)
 
   # ---- cursor state
   def _add_ref(self, root: int) -> None:
-    ref, src_of = self._ref, self.src
+    ref, src_of, fresh, added = self._ref, self.src, self.fresh, self._added
     stack = [root]
     while stack:
       x = stack.pop()
       c = ref.get(x, 0)
       ref[x] = c + 1
       if c == 0:
-        self._added.append(x)
-        stack.extend(src_of(x))
+        added.append(x)
+        f = fresh.get(x)  # (src(), inlined for the fresh nodes a step brings: ~2,000 of them)
+        stack.extend(f[3] if f is not None else src_of(x))
 
   def _del_ref(self, root: int) -> None:
-    ref, src_of = self._ref, self.src
+    ref, src_of, fresh, removed = self._ref, self.src, self.fresh, self._removed
     stack = [root]
     while stack:
       x = stack.pop()
@@ -253,8 +294,9 @@ class Replay:
         ref[x] = c
         continue
       del ref[x]
-      self._removed.append(x)
-      stack.extend(src_of(x))
+      removed.append(x)
+      f = fresh.get(x)
+      stack.extend(f[3] if f is not None else src_of(x))
 
   def _move_root(self, new_root: int) -> tuple[list[int], list[int]]:
     """Make new_root the cursor's root; returns (added, removed) node ids."""
@@ -346,8 +388,6 @@ class Replay:
     new, gone = set(added), set(removed)
     pairs, changed = [], []
     for z, v in old.items():
-      if z < 0:
-        continue
       nv = self._memo.get(z)
       if nv is not None and nv != v and nv in new and v in gone:
         pairs.append((v, nv))

@@ -152,3 +152,27 @@ def test_after_containing_before_does_not_loop(tmp_path):
   g = rp.members(rw.matches)
   ops = {rp.node(n)[0] for n in g}
   assert {"NEG", "CAST"} <= ops  # the replacement holds the replaced node, which stays as it is inside it
+
+
+def test_a_step_looks_up_the_trace_only_for_rebuilt_nodes_over_its_nodes(tmp_path):
+  # a step rebuilds every user of what it replaced (a GPT step's `add bufferize`: ~2,000 a step); a rebuilt node over
+  # a node replay made (a fresh id) is not one the trace has, so only those over the trace's nodes alone are looked up
+  vs = [UOp.variable(f"v{i}", 0, 10) for i in range(12)]
+  e = vs[0] * 1
+  for i, v in enumerate(vs[1:]):
+    e = (e + v * 1) * 2 if i % 3 else e + v * 1
+    for _ in range(4):  # (no rule fires on these: a tall chain of users over each `* 1`)
+      e = e + vs[0]
+  write_rewrites(tmp_path / "t.vztrace", [e])
+  tr = _load(tmp_path / "t.vztrace")
+  rw = tr.rewrites[0]
+  rp = Replay(tr, rw)
+  calls = []
+  find_like, find = tr.nodes.find_like, tr.nodes.find
+  tr.nodes.find_like = lambda *a: calls.append(a[1]) or find_like(*a)  # (the sources looked up)
+  tr.nodes.find = lambda *a: calls.append(a[3]) or find(*a)
+  rebuilt = sum(len(rp.step(k).changed) for k in range(1, rw.matches + 1))
+  assert rw.matches >= 12 and rebuilt >= 20 * rw.matches  # each step rebuilt the chain above its match
+  assert len(calls) <= rebuilt // 4, (len(calls), rebuilt)  # (each rebuilt node looked up: calls == rebuilt + 1)
+  assert all(max(src, default=0) < FRESH_BASE for src in calls)
+  assert rp.root(rw.matches) == rw.end_root  # and the last step is still the trace's result, by its ids
