@@ -618,12 +618,19 @@ class StepGraphs:
     edges_added = self._edges_added(sorted([*added, *kept_changed]), added_set, like, lj, lk,
                                     mk if cutting else None, compact)
     nodes_added = []
+    pairs: list[tuple[int, int]] = []  # (rebuilt: those _rebuilt sends as runs, (id, like), never made a dict)
+    src_of, renamed = rp.src, ({o: n for n in added if (o := like.get(n)) is not None} if rebuilt and like else None)
     for n in added:
       old = like.get(n)
       if old is not None:
         x, y = lk.pos[n]
-        nodes_added.append({"id": n, "like": old, "src": list(rp.src(n)), "x": _px(x), "y": _px(y),
-                            "created": rp.created(n, k)})
+        x, y, created = round(x, 1), round(y, 1), rp.created(n, k)  # (_px, inlined: ~2,000 a step)
+        if renamed is not None and created == k:  # one the page can make from its old node alone (_rebuilt)?
+          ox, oy = lj.pos[old]
+          if x == round(ox, 1) and y == round(oy, 1) and list(src_of(n)) == [renamed.get(s, s) for s in src_of(old)]:
+            pairs.append((n, old))
+            continue
+        nodes_added.append({"id": n, "like": old, "src": list(src_of(n)), "x": x, "y": y, "created": created})
       else:
         nodes_added.append(self._node(n, lk, k, consts))
     edges_removed = []
@@ -642,34 +649,22 @@ class StepGraphs:
       out["cut"] = ck.info()
     if rebuilt:
       del out["removed"]  # (the page reads nodes_removed)
-      if like:
-        self._rebuilt(out, lj, k)
+      if pairs:
+        self._rebuilt(out, pairs)
     return out
 
-  def _rebuilt(self, out: dict, lj: Layout, k: int) -> None:
+  def _rebuilt(self, out: dict, pairs: list[tuple[int, int]]) -> None:
     """Move the rebuilt nodes that the page can make from their old node alone out of a compact delta's nodes_added,
     into `rebuilt`: {id, like} as runs of differences (each from the one before; ids and likes both mostly ascend by
     small steps). Such a node sits at its old node's place, was created at step k, and its sources are its old
     node's, each renamed to its rebuilt node where this delta rebuilt it. A rewrite rebuilds every user of what it
     replaced: one step of a GPT training step's `add bufferize` rebuilt ~1,900 nodes (226 KB as {id, like, src, x, y,
     created}, ~10 KB so). `changed` then lists only what is not rebuilt, `rebuilt_unchanged` the rebuilt nodes that
-    are not changed, and nodes_removed leaves out their old nodes (removed with them)."""
-    renamed = {a["like"]: a["id"] for a in out["nodes_added"] if "like" in a}
-    pairs, rest = [], []
-    for a in out["nodes_added"]:
-      old = a.get("like")
-      if old is not None and a["created"] == k:
-        x, y = lj.pos[old]
-        if a["x"] == _px(x) and a["y"] == _px(y) and a["src"] == [renamed.get(s, s) for s in self.replay.src(old)]:
-          pairs.append((a["id"], old))
-          continue
-      rest.append(a)
-    if not pairs:
-      return
+    are not changed, and nodes_removed leaves out their old nodes (removed with them). delta finds them
+    (pairs: (id, like)) as it lists the added nodes, and never makes their dicts."""
     pairs.sort()
     ids = {n for n, _ in pairs}
     diff = lambda xs: [b - a for a, b in zip([0, *xs], xs)]  # noqa: E731
-    out["nodes_added"] = rest
     out["rebuilt"] = {"id": diff([n for n, _ in pairs]), "like": diff([o for _, o in pairs])}
     olds = {o for _, o in pairs}
     out["nodes_removed"] = [n for n in out["nodes_removed"] if n not in olds]
