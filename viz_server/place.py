@@ -3,12 +3,13 @@ two steps share. Work is proportional to the nodes the step changed (plus a shal
 only those that move are placed one by one (the rebuilt nodes that keep their old boxes get them at once, _stayers).
 
 The step's new nodes (its match result, what that built, and the parents rebuilt over them) are placed sources
-first. A rebuilt node takes its old version's place when that lies below all its sources and is free; every other
-new node goes to a free spot on a band (a layer's row of the full layout the chain started from) or in the gap
-between two bands, below all its sources and, where there is room, above its users' places, next to its
-neighbours. Only new nodes use new nodes (a kept node's sources are fixed by its id), so a node pushed further
-down only pushes its (new) users down after it: placement always succeeds. Boxes never overlap: a spot is free
-when no box is closer than NODE_GAP horizontally and VPAD vertically.
+first. A rebuilt node takes its old version's place when that lies below all its sources and is free, or, when its
+sources were pushed down past it, the spot just below them in its old column if that is free (what hangs under a
+node pushed down follows it in its arrangement); every other new node goes to a free spot on a band (a layer's row
+of the full layout the chain started from) or in the gap between two bands, below all its sources and, where there
+is room, above its users' places, next to its neighbours. Only new nodes use new nodes (a kept node's sources are
+fixed by its id), so a node pushed further down only pushes its (new) users down after it: placement always
+succeeds. Boxes never overlap: a spot is free when no box is closer than NODE_GAP horizontally and VPAD vertically.
 """
 from __future__ import annotations
 
@@ -453,10 +454,21 @@ def _place_one(n: int, base: Layout, old_of: dict[int, int], reserved: dict[int,
       rows.add(n, held[0], held[1], w, h)
       wh[0], wh[1] = max(wh[0], held[0] + w / 2), max(wh[1], held[1] + h / 2)
       return
+    if held[1] <= above and rows.is_free(held[0], above + BAND_STEP / 2, w, h):
+      # its sources were pushed down past its place: it goes just below them, in its column. Every node under a
+      # node pushed down is rebuilt and follows so, and what was under it keeps its arrangement; placed one by one
+      # at free spots they were spread across the rows below (84k more crossings in one step of a GPT step's `add
+      # bufferize`, 1,000 nodes moved: bench/bench_place.py)
+      _put(n, (held[0], above + BAND_STEP / 2), w, h, pos, layer, rows, bands, wh)
+      return
   elif n in old_of:
     held = base.pos[old_of[n]]  # another node holds that place: stay near it
-  x, y = spot = _spot(w, h, srcs, above, goal[n], held, pos, rows, bands)
-  pos[n] = spot
+  _put(n, _spot(w, h, srcs, above, goal[n], held, pos, rows, bands), w, h, pos, layer, rows, bands, wh)
+
+
+def _put(n: int, spot: tuple[float, float], w: float, h: float, pos: dict, layer: dict, rows: Rows, bands: Bands,
+         wh: list[float]) -> None:
+  x, y = pos[n] = spot
   rows.add(n, x, y, w, h)
   layer[n] = bands.layer_at(y)
   wh[0], wh[1] = max(wh[0], x + w / 2), max(wh[1], y + h / 2)

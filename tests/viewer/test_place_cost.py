@@ -5,7 +5,7 @@ gives. Counted, not clocked."""
 import pytest
 
 from viz_server import place
-from viz_server.layout import layout_graph
+from viz_server.layout import Layout, layout_graph
 from viz_server.place import Bands, Rows
 
 CHAIN, SIDE = 200, 20  # rebuilt users; the kept side chain the match's result is placed below
@@ -71,3 +71,28 @@ def test_derived_routes_are_the_base_routes_or_straight():
       assert len(pts) == 2
       made += 1
   assert 0 < made <= sum(len(src[n]) for n in new)
+
+
+def test_a_node_pushed_down_goes_just_below_its_sources_in_its_column():
+  """A rebuilt chain whose first node a step pushes below a long side chain: each node goes just below its source in
+  its old column, not down by its user's old place far below (which spread what hung under a pushed node across the
+  rows below it: 2.5x the crossings of a GPT step's `add bufferize` at its middle step, bench/bench_place.py)."""
+  side, far, pitch = 12, 40, 64.0
+  # three columns: the chain 1 -> 10 -> 11 -> 12, the side chain 2 -> 500.., a long chain 800.. whose end and 12 feed
+  # node 90, far below the chain
+  at = {1: (100.0, 0), 10: (100.0, 1), 11: (100.0, 2), 12: (100.0, 3), 2: (300.0, 0),
+        **{500 + i: (300.0, 1 + i) for i in range(side)}, **{800 + i: (500.0, i) for i in range(far)},
+        90: (100.0, far)}
+  src = {1: (), 10: (1,), 11: (10,), 12: (11,), 2: (), 500: (2,), **{500 + i: (499 + i,) for i in range(1, side)},
+         800: (), **{800 + i: (799 + i,) for i in range(1, far)}, 90: (12, 800 + far - 1)}
+  pos = {n: (x, 10.0 + pitch * ly) for n, (x, ly) in at.items()}
+  base = Layout(pos, {n: ly for n, (_, ly) in at.items()}, {(s, d): (pos[s], pos[d]) for d in src for s in src[d]},
+                530.0, 20.0 + pitch * far)
+  src.update({3: (500 + side - 1,), 1000: (3,), 1001: (1000,), 1002: (1001,), 1090: (1002, 800 + far - 1)})
+  new, old_of = [3, 1000, 1001, 1002, 1090], {1000: 10, 1001: 11, 1002: 12, 1090: 90}
+  level = {n: i for i, n in enumerate([*sorted(at, key=lambda n: at[n][1]), 3, 1000, 1001, 1002, 1090])}
+  got = _derive(base, new, [1, 10, 11, 12, 90], old_of, src, level)[0]
+  assert got[1090] == pos[90]  # the user far below keeps its box
+  for n in (1000, 1001, 1002):
+    (s,) = src[n]
+    assert got[n] == (100.0, got[s][1] + place.BAND_STEP / 2), n
