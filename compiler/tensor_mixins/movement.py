@@ -330,6 +330,8 @@ class MovementMixin:
     span = tuple(i * f + d for i, f, d in zip(i_, f_, dilation))
     e_ = tuple(math.ceil(kk * sp / i) for kk, sp, i in zip(k, span, i_))
     noop = [None] * len(prefix)
+    if all(kk <= s for kk, s in zip(k, stride)) and all(d == 1 for d in dilation):
+      return x._pool_disjoint(k, stride, o_)
     x = x.repeat((1,) * len(prefix) + e_)
     x = x.shrink(noop + [(0, kk * sp) for kk, sp in zip(k, span)])
     x = x.reshape(prefix + tuple(v for kk, sp in zip(k, span) for v in (kk, sp)))
@@ -339,6 +341,20 @@ class MovementMixin:
     x = x.reshape(prefix + tuple(v for kk, o in zip(k, o_) for v in (kk, o)))
     n = len(prefix)
     return x.permute(tuple(range(n)) + tuple(n + 2 * j + 1 for j in range(nk)) + tuple(n + 2 * j for j in range(nk)))
+
+  def _pool_disjoint(self, k: tuple[int, ...], stride: tuple[int, ...], o_: tuple[int, ...]) -> Any:
+    """`_pool` where no two windows share an element (k <= stride, no dilation): each spatial dim cut into o rows of
+    `stride` (padded or shrunk to o * stride) and each row shrunk to its first k. Its gradient is a pad and a reshape,
+    so a pool's backward reads each element once where the repeat's reads a (e x e) window of masked taps."""
+    x, nk = self, len(k)
+    noop = [None] * (x.ndim - nk)
+    i_ = x.shape[-nk:]
+    x = x.pad(noop + [(0, max(0, o * s - i)) for o, s, i in zip(o_, stride, i_)])
+    x = x.shrink(noop + [(0, o * s) for o, s in zip(o_, stride)])
+    x = x.reshape(x.shape[:-nk] + tuple(v for o, s in zip(o_, stride) for v in (o, s)))
+    x = x.shrink(noop + [r for o, kk in zip(o_, k) for r in ((0, o), (0, kk))])
+    n = len(noop)
+    return x.permute(tuple(range(n)) + tuple(n + 2 * j for j in range(nk)) + tuple(n + 2 * j + 1 for j in range(nk)))
 
   # ---- rearranging
   def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Any:

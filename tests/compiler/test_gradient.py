@@ -215,6 +215,9 @@ def test_pooling_and_losses():
   rng = np.random.default_rng(8)
   check_gradient(lambda x: x.max_pool2d(2), input_array(rng, (1, 2, 4, 4)), rng=rng)
   check_gradient(lambda x: x.avg_pool2d(2), input_array(rng, (1, 2, 4, 4)), rng=rng)
+  # windows apart (kernel <= stride): the input cut into rows of the stride, each shrunk to the kernel
+  check_gradient(lambda x: x.max_pool2d(2, 3), input_array(rng, (1, 2, 7, 8)), rng=rng)
+  check_gradient(lambda x: x.avg_pool2d((2, 1), (3, 2)), input_array(rng, (1, 2, 7, 5)), rng=rng)
   y = Tensor(np.array([1, 0, 2], dtype=np.int32))
   check_gradient(lambda x: x.sparse_categorical_crossentropy(y), input_array(rng, (3, 4)), rng=rng)
   check_gradient(lambda x: x.binary_crossentropy_logits(Tensor(np.array([1.0, 0.0, 1.0]))), input_array(rng, (3,)),
