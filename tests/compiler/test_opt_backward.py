@@ -274,12 +274,13 @@ def _col2im_ast(hw: int = 10) -> UOp:
   tw = Tensor(rng.standard_normal((4, 4, 3, 3)).astype(np.float32))
   tx.conv2d(tw).sum().backward()
   sched, _ = create_schedule([tx.grad.uop])
-  return next(si.ast for si in sched if Kernel(si.ast).full_shape[-2:] == (4, 4))
+  return next(si.ast for si in sched if Kernel(si.ast).full_shape[-2:] == (3, 3))
 
 
 @pytest.mark.parametrize("tname", TARGETS)
 def test_a_gathered_padded_window_is_unrolled_whole(tname: str, monkeypatch):
-  # col2im's 4 x 4 window (the pool's repeat trick pads 3 to 4), masked by the pad and read at x - j: unrolled whole,
+  # col2im's 3 x 3 window (the pool's repeat trick pads 3 to 4, the dead 4th taps cut), masked by the pad and read at
+  # x - j: unrolled whole,
   # x upcast by 2 (MNIST's conv4 col2im 16 -> 1.6 ms, ResNet's 54 -> 17 ms on Zen 4); big enough for two threads,
   # but no THREAD split: its batch is the first loop, which the runtime splits chunk by chunk (a THREAD axis there
   # made MNIST's conv2 col2im spill, 172 -> 219 ms a thread); values checked on those two chunks
@@ -383,3 +384,77 @@ def test_attention_gradients_match_numpy(backend: str, monkeypatch):
   ds = pr * (dp - (dp * pr).sum(-1, keepdims=True)) / math.sqrt(d)
   for got, want in ((tq.grad, ds @ k64), (tk.grad, ds.swapaxes(-2, -1) @ q64), (tv.grad, pr.swapaxes(-2, -1) @ g64)):
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def _schedule_of(*outs):
+  from compiler.schedule.rangeify import create_schedule
+  return create_schedule([t.uop for t in outs])[0]
+
+
+def test_a_conv_input_gradient_sums_no_dead_taps():
+  # the pool's repeat reads a 5 x 5 window of 12 x 12 inputs as 6 repeats a window axis; the 6th is padding for every
+  # x (x + 12 * 5 < 65 and x - 5 >= 0 ask x < 5 and x > 4): the kernel sums 5 x 5 taps, not 6 x 6 (MNIST's conv2
+  # input gradient 287 -> 237 ms), and gives numpy's float64 gradient
+  from compiler import Tensor
+  from compiler.realize import run_schedule
+  rng = np.random.default_rng(2)
+  x, w = rng.standard_normal((2, 3, 12, 12)).astype(np.float32), rng.standard_normal((4, 3, 5, 5)).astype(np.float32)
+  g = rng.standard_normal((2, 4, 8, 8)).astype(np.float32)
+  tx = Tensor(x, requires_grad=True)
+  (tx.conv2d(Tensor(w)) * Tensor(g)).sum().backward()
+  sched = _schedule_of(tx.grad)
+  windowed = [si.ast for si in sched if "_6_6" in si.name]
+  assert windowed and all(6 not in Kernel(a).full_shape and Kernel(a).full_shape.count(5) >= 2 for a in windowed), \
+      [(si.name, Kernel(si.ast).full_shape) for si in sched]
+  run_schedule(sched)
+  want = np.zeros(x.shape)
+  for i in range(5):
+    for j in range(5):
+      want[:, :, i:i + 8, j:j + 8] += np.einsum("boyx,oc->bcyx", g.astype(np.float64), w[:, :, i, j].astype(np.float64))
+  np.testing.assert_allclose(tx.grad.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("tname", TARGETS)
+def test_a_relu_epilogue_leaves_a_convs_opts_alone(tname: str):
+  # relu's `x <= 0` on the conv's sum reads the output ranges only through the sum: no pad mask to upcast into
+  # constants (MNIST's conv4 with relu upcast its 6 x 6 outputs whole: 27 -> 42 ms)
+  from compiler import Tensor
+  rng = np.random.default_rng(3)
+  x, w = Tensor(rng.standard_normal((4, 8, 8, 8)).astype(np.float32)), Tensor(rng.standard_normal((16, 8, 3, 3))
+                                                                              .astype(np.float32))
+  plain, relu = (next(si.ast for si in _schedule_of(y) if si.name.startswith("r_")) for y in (x.conv2d(w),
+                                                                                           x.conv2d(w).relu()))
+  target = replace(TARGETS[tname], threads=2)
+  opts = [hand_coded_optimizations(Kernel(a, target)).applied_opts for a in (plain, relu)]
+  assert opts[0] == opts[1], opts
+  check_values(relu, hand_coded_optimizations(Kernel(relu, target)))
+
+
+@pytest.mark.parametrize("tname", TARGETS)
+def test_a_weight_gradient_on_short_rows_upcasts_its_window_whole(tname: str):
+  # dw[co, ci, kh, kw] over 6 x 6 outputs: kh and kw upcast whole, so each g loaded serves all 9 products (MNIST's
+  # conv4 weight gradient 57 -> 33 ms with AVX-512, conv3's 339 -> 230 ms with AVX2 on a loaded machine); SSE's dot
+  # tile comes first; 32 x 32 outputs keep their tile along x
+  target = replace(TARGETS[tname], threads=2)
+  short, long = (hand_coded_optimizations(Kernel(wgrad_ast(16, 8, 3, 4, o), target)) for o in (6, 32))
+  window = [Opt(OptOps.UPCAST, 3, 0), Opt(OptOps.UPCAST, 2, 0)]
+  assert (short.applied_opts[:2] == window) == (tname != "sse"), short.applied_opts
+  assert not any(o.op is OptOps.UPCAST and o.arg == 0 for o in long.applied_opts), long.applied_opts
+  check_values(wgrad_ast(16, 8, 3, 4, 6), short)
+
+
+def test_a_dead_tap_needs_every_factor_zero():
+  # taps k = 4, 5 of a sum over x (4) and k (6) read a's padding for every x (x + k < 4 and k < 4 ask x < 0 at k = 4);
+  # a * b there is 0 only where b is masked too: an unmasked b may be inf there, and 0 * inf is nan
+  from compiler.dtype import dtypes
+  from compiler.opt.dead_taps import dead_tail_ranges
+  from compiler.uop import UOp
+  x, k = UOp.range(4, 0), UOp.range(6, 1)
+  a = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(), (), 1)
+  b = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(), (), 2)
+  a_at = a.index(x + k, ((x + k) < 4) & (k < 4)).load()
+  ends = {}
+  for b_valid in (None, k < 4):
+    ast = (a_at * b.index(k, b_valid).load()).reduce(k)
+    ends[b_valid is not None] = [r.src[0].arg for r in dead_tail_ranges(ast).values()]
+  assert ends == {False: [], True: [4]}
