@@ -71,6 +71,25 @@ def _unbroadcast(g: UOp, shape: tuple[int, ...]) -> UOp:
 
 # ---- the derivative rules: each gets the forward node x and the gradient g flowing into it, returns its sources'
 
+def _is_zero(u: UOp) -> bool:
+  """A broadcast constant 0 (the front end's scalar: CONST under RESHAPE/EXPAND)."""
+  while u.op in (Ops.RESHAPE, Ops.EXPAND):
+    u = u.src[0]
+  return u.op is Ops.CONST and u.arg == 0
+
+
+def _where_grads(x: UOp, g: UOp) -> Grads:
+  """g to the chosen source. relu's `(a <= 0).where(0, a)` chooses by its output (x <= 0 exactly where a <= 0, nan
+  and -0.0 included), so its backward reads x, which the next layer keeps anyway, and a need not stay in memory (a
+  conv's output and its relu were two buffers of the step, each the layer's activation size)."""
+  cond, t, f = x.src
+  if _is_zero(t) and cond.op is Ops.OR and sorted(s.op.name for s in cond.src) == ["CMPEQ", "CMPLT"] and \
+      all(s.src[0] is f and _is_zero(s.src[1]) for s in cond.src):
+    cond = cond.substitute({f: x})
+  zero = _c(g, 0.0)
+  return None, _where(cond, g, zero), _where(cond, zero, g)
+
+
 def _max_grads(x: UOp, g: UOp) -> Grads:
   """All of g to the larger source, half to each at a tie (torch's maximum); a where, not g times 0 or 1, which was
   nan for an infinite g."""
@@ -189,8 +208,7 @@ pm_gradient = PatternMatcher([
   _d(Ops.SQRT, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (g / (x * _c(x, 2.0)),))),
   _d(Ops.RECIP, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (-g * x * x,))),
   _d(Ops.POW, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _pow_grads(x, g))),
-  _d(Ops.WHERE, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (
-    None, _where(x.src[0], g, _c(g, 0.0)), _where(x.src[0], _c(g, 0.0), g)))),
+  _d(Ops.WHERE, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _where_grads(x, g))),
   _d(Ops.CAST, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _cast_grads(x, g))),
   _d(Ops.REDUCE_AXIS, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: _reduce_grads(x, g))),
   _d(Ops.RESHAPE, lambda ctx, x, prev: _flow(ctx, x, prev, lambda g: (_mop(g, Ops.RESHAPE, shape_of(x.src[0])),))),

@@ -165,6 +165,25 @@ def _expands(m: UOp) -> bool:
   return m.op is Ops.EXPAND and any(s != o for s, o in zip(shape_of(m.src[0]), m.arg))
 
 
+def _one_expression(u: UOp, consumers: set[UOp], children: dict[UOp, list[UOp]]) -> bool:
+  """u's consumers are elementwise ops that read it at one index (through one chain of movement ops, if any) and
+  whose values all flow, each through a chain of single-use elementwise ops, into one of them: relu's
+  `(x <= 0).where(0, x)` reads x three times, once per op, but is one expression of x, which its kernel computes once
+  (a conv's output stored relu'd, where x alone was stored and relu recomputed inside every reduction that read it,
+  25 times an element in a 5x5 conv)."""
+  while len(children[u]) == 1 and children[u][0].op in GroupOp.Movement:
+    u = children[u][0]
+  if set(children[u]) != consumers or any(c.op not in GroupOp.ALU for c in consumers):
+    return False
+  heads = set()
+  for c in consumers:
+    n = c
+    while len(children[n]) == 1 and children[n][0].op in GroupOp.ALU:
+      n = children[n][0]
+    heads.add(n)
+  return len(heads) == 1
+
+
 def bufferize_candidates(sink: UOp) -> dict[UOp, BufferizeOpts]:
   """The tensor nodes that get a BUFFERIZE, and whether the cost rule may remove it."""
   nodes = toposort(sink, gate=lambda u: u.op not in (Ops.BUFFER, Ops.AFTER))
@@ -190,7 +209,7 @@ def bufferize_candidates(sink: UOp) -> dict[UOp, BufferizeOpts]:
     if u.op in skip:
       continue
     consumers = {c for c, _ in uses[u]}
-    if len(consumers) > 1 or any(ex for _, ex in uses[u]):
+    if (len(consumers) > 1 and not _one_expression(u, consumers, children)) or any(ex for _, ex in uses[u]):
       multi.add(u)
   shared_expensive = _shared_expensive(nodes, uses, multi)
   shared_expensive |= _broadcast_operands(nodes, uses, multi, shared_expensive | outputs)

@@ -339,3 +339,23 @@ def test_a_realized_constant_is_not_read_from_its_buffer_by_other_graphs():
   a.assign(a + 1).realize()
   np.testing.assert_array_equal(a.numpy(), [1, 1, 1])
   np.testing.assert_array_equal(b.numpy(), [0, 0, 0])
+
+
+def test_a_relu_layer_is_stored_once_relud_and_its_backward_reads_that():
+  # h = relu(x @ w1): relu's backward mask reads its output (h <= 0 exactly where x @ w1 <= 0), and relu's three
+  # reads of x @ w1 are one expression, so the matmul's kernel stores h and nothing else of that shape is kept for
+  # the backward (before: x @ w1 stored, relu recomputed in each reader, the mask reading the pre-relu buffer)
+  rng = np.random.default_rng(4)
+  x, w1, w2 = (rng.standard_normal(s).astype(np.float32) for s in ((8, 16), (16, 32), (32, 4)))
+  tw1, tw2 = Tensor(w1, requires_grad=True), Tensor(w2, requires_grad=True)
+  (Tensor(x) @ tw1).relu().matmul(tw2).sum().backward()
+  sched, _ = create_schedule([tw1.grad.uop, tw2.grad.uop])
+  fwd = next(si for si in sched if si.name == "r_8_32_16")  # h (the matmul over 16) and dh (over 4) are 8 x 32
+  assert ops_in(fwd.ast, Ops.WHERE), "the matmul's kernel stores relu'd values"
+  h_buf = fwd.bufs[0]
+  assert all(h_buf in si.bufs[1:] for si in sched if si.name in ("r_32_4_8", "r_8_32_4")), [si.name for si in sched]
+  run_schedule(sched)
+  h = np.maximum(x.astype(np.float64) @ w1, 0)
+  dh = np.where(h > 0, np.ones((8, 4)) @ w2.T.astype(np.float64), 0)
+  np.testing.assert_allclose(tw2.grad.numpy(), h.T @ np.ones((8, 4)), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(tw1.grad.numpy(), x.T.astype(np.float64) @ dh, rtol=1e-5, atol=1e-5)
