@@ -3,10 +3,11 @@ arena (a uint8 Buffer, the buffers' `base`), the offsets chosen so that two inte
 share a byte, and an intermediate whose last kernel has run leaves its bytes to later ones of any dtype and size.
 
 The plan is made before anything runs and is the same every run of the schedule (it is remembered by the lives'
-shape, `_place`). Placement is offline greedy by size with best fit (the biggest buffer first, each into the smallest
-gap between the already placed buffers whose lives overlap its own, else above them), so the arena is at most the
-sum of the intermediates and, on the schedules of a training step, close to the most bytes live at once. A TinyJit
-capture records the kernels with their Buffers, which hold the arena, so its replays run in the same bytes.
+shape, `_place`). Placement is offline greedy with best fit (each buffer into the smallest gap between the already
+placed buffers whose lives overlap its own, else above them), tried in several orders (biggest first, longest first,
+then seeded random mixes of both, a bounded number) until one reaches the most bytes live at once, which no arena
+beats; the smallest arena wins. A TinyJit capture records the kernels with their Buffers, which hold the arena, so
+its replays run in the same bytes.
 
 A buffer takes part (is "planned") only when nothing outside the schedule can see it, and its memory holds nothing
 it needs when its life starts:
@@ -24,8 +25,9 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from compiler.dtype import DType, dtypes
 from compiler.runtime.buffer import Buffer, arena_size, named
@@ -63,11 +65,55 @@ def _round_up(n: int) -> int:
   return -(-n // ALIGN) * ALIGN
 
 
+PLACE_TRIES = 64  # orders of the lives placed at most (each an offline greedy placement), and at most
+PLACE_WORK = 4_000_000  # ... lives x lives checks in all: a schedule of 2000 intermediates places once
+
+
+def floor_bytes(lives: Sequence[Life]) -> int:
+  """The most bytes live at once (over the kernels): no placement's arena is smaller."""
+  delta: dict[int, int] = {}
+  for first, last, nbytes in lives:
+    delta[first] = delta.get(first, 0) + nbytes
+    delta[last + 1] = delta.get(last + 1, 0) - nbytes
+  live = peak = 0
+  for k in sorted(delta):
+    live += delta[k]
+    peak = max(peak, live)
+  return peak
+
+
+def _orders(lives: tuple[Life, ...], tries: int) -> Iterator[list[int]]:
+  """The orders `_place_in` tries: biggest first, longest life first, then biggest-and-longest first with seeded
+  random weights (the same orders every run: a plan is the same every process)."""
+  idx = range(len(lives))
+  yield sorted(idx, key=lambda i: (-lives[i][2], lives[i][0], i))
+  yield sorted(idx, key=lambda i: (lives[i][0] - lives[i][1], -lives[i][2], i))
+  rnd = random.Random(0)
+  for _ in range(tries - 2):
+    w, p = [1 + rnd.random() for _ in idx], rnd.choice((0.0, 0.5, 1.0))
+    yield sorted(idx, key=lambda i: (-lives[i][2] * w[i] * (lives[i][1] - lives[i][0] + 1) ** p, i))
+
+
 @functools.lru_cache(maxsize=64)
 def _place(lives: tuple[Life, ...]) -> tuple[tuple[int, ...], int]:
-  """Offsets (per life, in order) and the arena's bytes: greedy by size, best fit. Two lives that share a kernel get
-  disjoint bytes; the rest may share them."""
-  order = sorted(range(len(lives)), key=lambda i: (-lives[i][2], lives[i][0], i))
+  """Offsets (per life, in order) and the arena's bytes: the smallest arena of `_place_in` over `_orders`, stopping at
+  the floor (the most bytes live at once). Two lives that share a kernel get disjoint bytes; the rest may share them.
+  One greedy order is 10-15% above the floor on a training step's schedule (MNIST: 249 MiB for 220 live at once)."""
+  floor = floor_bytes(lives)
+  best: tuple[tuple[int, ...], int] | None = None
+  for order in _orders(lives, max(2, min(PLACE_TRIES, PLACE_WORK // max(1, len(lives)) ** 2))):
+    got = _place_in(lives, order)
+    if best is None or got[1] < best[1]:
+      best = got
+    if best[1] <= floor:
+      break
+  assert best is not None
+  return best
+
+
+def _place_in(lives: tuple[Life, ...], order: list[int]) -> tuple[tuple[int, ...], int]:
+  """Offsets and arena of one greedy placement, lives in `order`: each into the smallest gap between the already
+  placed lives that overlap its own, else above them (best fit)."""
   offsets = [0] * len(lives)
   # the placed lives by the stretches of BUCKET kernels they span, so a life meets only those near its own
   buckets: dict[int, list[int]] = {}

@@ -50,6 +50,7 @@ from compiler.schedule.cache import (
 )
 from compiler.schedule.fuse import fuse_kernels, kernel_outputs
 from compiler.schedule.naming import unique_kernel_name
+from compiler.schedule.order import memory_order
 from compiler.schedule.shape import Shape, prod, shape_of, strides_for
 from compiler.schedule.simplify import simplify_kernel
 from compiler.schedule.split import pm_split_reduce, split_enabled
@@ -673,7 +674,7 @@ def _schedule(sink: UOp, sites: KernelSites | None = None) -> tuple[list[tuple[U
       kernels.append((kernel.src[0], (u.src[0], *ins)))
       made_by.append(kernel)
   unfused = kernels
-  kernels = fuse_kernels(kernels, in_place)
+  kernels = memory_order(fuse_kernels(kernels, in_place), in_place)
   if sites is not None:
     _note_sites(sites, list(zip(unfused, made_by)), kernels)
   views = []

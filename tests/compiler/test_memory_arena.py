@@ -15,6 +15,7 @@ from compiler import Tensor, nn
 from compiler import realize as realize_mod
 from compiler.dtype import dtypes
 from compiler.runtime import buffer as bufmod
+from compiler.runtime import memory
 from compiler.runtime.buffer import Buffer
 from compiler.runtime.interpreter import InterpretedKernel
 from compiler.runtime.memory import ALIGN, memory_planner
@@ -91,6 +92,31 @@ def test_nothing_is_placed_when_no_bytes_are_saved():
   plan, bufs = plan_of([("a", "x"), ("b", "a"), ("y", "a", "b")], {"x": KB, "a": KB, "b": KB, "y": KB})
   assert plan.planned == 3 and plan.placed == 0 and plan.arena == 0
   assert all(b.base is None for b in bufs.values())
+
+
+def test_a_second_order_reaches_the_most_bytes_live_where_biggest_first_does_not(monkeypatch):
+  # (first kernel, last kernel, bytes): biggest first puts the 256 at 0, the 192 and both 128s above it: 576 bytes;
+  # the most live at once is 448 (kernel 3: 64 + 128 + 128, kernel 4: 128 + 128 + 192), which another order reaches
+  lives = ((0, 3, 64), (3, 4, 128), (2, 2, 256), (0, 4, 128), (4, 4, 192))
+  assert memory.floor_bytes(lives) == 448
+  assert memory._place_in(lives, next(memory._orders(lives, 2)))[1] == 576
+  offsets, arena = memory._place.__wrapped__(lives)
+  assert arena == 448
+  for i, (fa, la, na) in enumerate(lives):
+    for j, (fb, lb, nb) in enumerate(lives[:i]):
+      if fa <= lb and fb <= la:
+        assert offsets[i] + na <= offsets[j] or offsets[j] + nb <= offsets[i], (i, j)
+  # the search is bounded by counting: PLACE_WORK lives x lives checks, never more orders than PLACE_TRIES
+  tried = []
+  place_in = memory._place_in
+  monkeypatch.setattr(memory, "_place_in", lambda lv, order: tried.append(1) or place_in(lv, order))
+  rng = random.Random(3)
+  big = tuple((f, f + rng.randint(0, 40), 64 * rng.randint(1, 50)) for f in (rng.randint(0, 400) for _ in range(600)))
+  memory._place.__wrapped__(big)
+  assert 2 <= len(tried) <= max(2, memory.PLACE_WORK // 600 ** 2)
+  tried.clear()
+  memory._place.__wrapped__(big[:40])
+  assert len(tried) <= memory.PLACE_TRIES
 
 
 @pytest.mark.parametrize("seed", range(40))
