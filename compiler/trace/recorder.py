@@ -16,6 +16,7 @@ import linecache
 import operator
 import os
 import re
+import struct
 import sys
 import time
 from pathlib import Path
@@ -36,19 +37,37 @@ _SET_TRACE_ID = UOp._trace_id.__set__  # (UOp's __setattr__ refuses every field:
 _OP_INT = list(range(max(Ops) + 1))  # an op (an IntEnum, which the cycle collector tracks) -> plain int
 
 
+_PACKED = 64
+# a key's packer by its number of sources: (op, dtype number, arg number, *source ids) as u32s
+_KEY_PACKS = [struct.Struct(f"<{3 + n}I").pack for n in range(_PACKED)]
+
+
+def _pack_key(*fields: int) -> bytes:
+  """A key of a node with more sources than _KEY_PACKS has packers for (a SINK of many stores)."""
+  return struct.pack(f"<{len(fields)}I", *fields)
+
+
+def key_fields(key: bytes) -> tuple[int, ...]:
+  """A node's key (TraceIds) as its ints: (op, dtype number, arg number, *source ids)."""
+  return struct.unpack(f"<{len(key) // 4}I", key)
+
+
 class TraceIds:
   """The trace ids of one recording, given by structure; `add` receives the key of each node given a new id, in id
-  order (sources first): the key is all a record of the node needs: (op, dtype number, arg, what cons_key adds to
-  the arg or None, *source ids), one flat tuple: every key lives as long as the recording, and each tuple that does
-  counts toward the cycle collector's next collection (a nested tuple of the sources was one more a node).
+  order (sources first), and `add_arg` its arg (the object, for its text): the key is bytes, the node's op, dtype
+  number, arg number and source ids as little-endian u32s, so that a flush makes the node columns from the keys
+  alone (node_columns), and so that a key is no object the cycle collector tracks: the keys live as long as the
+  recording, and a tuple a node (what a key was) made the collector run ~30% more often (each new tuple counts
+  toward the next collection) and scan the table at every full one (a dict of tuples is tracked; one of bytes and
+  ints is not). On issue 30's GPT training step that was most of the ~0.5 s the collections cost a recording.
 
   A UOp gets its id the first time a record names it (its sources first), and an equal UOp made later must get the
   same one, or the viewer would show two nodes where the compiler had one. "Equal" is what hash-consing means by it:
-  the key `cons_key(op, dtype, src, arg)`, here with the sources' trace ids for the sources. `keys` maps each such key
-  to its id for the whole recording, so a node made again after the first one died finds its id there, and the trace
-  keeps no UOp alive (nor, through a BUFFER node, a Buffer). In a key the op is a plain int and the dtype the number of
-  its first appearance (`dtypes`), so that a key of plain values is one the cycle collector stops tracking: the keys
-  live as long as the recording, and a key of objects would be scanned again at every full collection.
+  the key `cons_key(op, dtype, src, arg)`, here with the sources' trace ids for the sources, the dtype's number of its
+  first appearance (`dtypes`) and the arg's number: args equal as cons_key compares them (what it adds for a float or
+  a bool kept apart) share one (`_arg_number`). `keys` maps each key to its id for the whole recording, so a node made
+  again after the first one died finds its id there, and the trace keeps no UOp alive (nor, through a BUFFER node, a
+  Buffer).
 
   Finding a key needs the sources' ids, so a node named before is found by identity instead, in O(1): its id is kept
   in its own `_trace_id` slot, as `base` + the id, where `base` is this recording's number shifted past any id
@@ -56,15 +75,22 @@ class TraceIds:
   an entry in the node's __dict__: that was one dict more per named node (memory, and an allocation), and a lookup
   by a method call; a table by id() needed a weak reference a node, an object the cycle collector tracked."""
 
-  def __init__(self, add: Callable[[tuple], None], add_site: Callable[[tuple], None] | None = None) -> None:
-    self.keys: dict[tuple, int] = {}  # every node named so far, by structure
+  def __init__(self, add: Callable[[bytes], None], add_site: Callable[[tuple], None] | None = None,
+               add_arg: Callable[[Any], None] | None = None) -> None:
+    self.keys: dict[bytes, int] = {}  # every node named so far, by structure
     self.dtypes: list[DType] = []  # a key's dtype number -> the dtype
     self._dtype_numbers: dict[DType, int] = {}  # by equality (a dtype hashes in Python: asked once per object)
     self._dtype_by_id: dict[int, int] = {}  # by identity (every dtype object seen is kept alive in `_seen`)
     self._seen: list[DType] = []
+    # an arg -> its number: args cons_key adds nothing to (None, ints, tuples, ...) by equality, and floats and bools
+    # by (arg, what cons_key adds) in a table of their own (a tuple arg may equal such a pair)
+    self._plain_args: dict[Any, int] = {}
+    self._more_args: dict[tuple, int] = {}
+    self._arg_numbers = itertools.count()
     self.base = next(_RECORDINGS) << _ID_BITS  # a named node's _trace_id is base + its id
     self.top = self.base + (1 << _ID_BITS)
     self.add = add
+    self.add_arg = add_arg if add_arg is not None else (lambda arg: None)
     # (id, call site) of each node given an id that has a call site (UOp.callsite), in id order; the first node of a
     # structure names it, as with the rest of its record
     self.add_site = add_site if add_site is not None else (lambda row: None)
@@ -89,13 +115,24 @@ class TraceIds:
     self._dtype_by_id[id(dtype)] = d
     return d
 
+  def _arg_number(self, op: Ops, dtype: DType, arg: Any) -> int:
+    """The number of an arg as cons_key tells args apart (a new one for an arg not seen before)."""
+    more = cons_key(op, dtype, (), arg)[4:]
+    table, k = (self._more_args, (arg, more[0])) if more else (self._plain_args, arg)
+    a = table.get(k)
+    if a is None:
+      a = table[k] = next(self._arg_numbers)
+    return a
+
   def _name_below(self, root: UOp) -> int:
     """Name root and the nodes below it without an id, each after its sources, in the order of a depth-first walk
     over sources in order: a node met with a source not named yet goes back on the stack with all such sources above
     it (the first on top), and is named when it is met again, its sources then named. Iterative, since a graph may be
     far deeper than the recursion limit. The id of an equal node named before (its key), else a new one."""
     base, top, keys, add, dtype_by_id, op_int = self.base, self.top, self.keys, self.add, self._dtype_by_id, _OP_INT
-    add_site = self.add_site
+    add_site, add_arg, plain_args, arg_numbers, packs = (self.add_site, self.add_arg, self._plain_args,
+                                                         self._arg_numbers, _KEY_PACKS)
+    pack0, pack1, pack2 = packs[:3]
     stack = [root]
     while stack:
       x = stack[-1]
@@ -121,17 +158,28 @@ class TraceIds:
       if d is None:
         d = self._dtype_number(dtype)
       arg = x.arg
-      t = type(arg)  # cons_key, inlined for the args it leaves as they are
-      if arg is None or t is int or t is tuple:
-        key = (op_int[x.op], d, arg, None, *src)
-      else:  # (cons_key adds one field at most: a float's sign, a bool's type)
-        more = cons_key(x.op, dtype, (), arg)[4:]
-        key = (op_int[x.op], d, arg, more[0] if more else None, *src)
+      t = type(arg)
+      if arg is None or t is int or t is tuple:  # (cons_key adds nothing to these: looked up as they are)
+        a = plain_args.get(arg)
+        if a is None:
+          a = plain_args[arg] = next(arg_numbers)
+      else:
+        a = self._arg_number(x.op, dtype, arg)
+      n = len(src)  # (the usual numbers of sources spelled out: a call with *src costs more than the packing)
+      if n == 1:
+        key = pack1(op_int[x.op], d, a, src[0])
+      elif n == 2:
+        key = pack2(op_int[x.op], d, a, src[0], src[1])
+      elif n == 0:
+        key = pack0(op_int[x.op], d, a)
+      else:
+        key = packs[n](op_int[x.op], d, a, *src) if n < _PACKED else _pack_key(op_int[x.op], d, a, *src)
       new = len(keys)  # ids are dense: the next one is the number of keys
       tid = keys.setdefault(key, new)
       if tid == new:
         if x.callsite is not None:  # (before the row: a flush that counts the row finds its site queued)
           add_site((new, x.callsite))
+        add_arg(arg)  # (before the key: a flush counts the keys)
         add(key)
       _SET_TRACE_ID(x, base + tid)
     return root._trace_id - base
@@ -143,48 +191,56 @@ class TraceIds:
 # ---- a batch's node columns
 # The node columns of a batch record: for each node its op, dtype code, arg code, number of sources and its sources'
 # trace ids, as little-endian u32 bytes (format.py, "batch"), made from the nodes' keys (TraceIds: op, dtype number,
-# arg, what cons_key adds, source ids), so that a flush reads no UOp.
+# arg number, source ids, as u32s) and args, so that a flush reads no UOp.
 #
-# A flush makes them for every node the trace names: each column is one `map` over the keys, in C; a dtype's code is
-# looked up by its number, an arg's by object identity, so a text is made once per object.
-
-_OP, _DTYPE, _ARG = (operator.itemgetter(i) for i in range(3))  # a key's order (TraceIds)
-_FIRST = operator.itemgetter(0)
-_SRC_AT = 4  # where a key's source ids begin
-_SRC = operator.itemgetter(slice(_SRC_AT, None))
+# A flush makes them for every node the trace names: the keys' u32s are split into columns by numpy; a dtype's code
+# is looked up by its number, an arg's by object identity (the object kept alive, so that its id is never another's),
+# so a text is made once per object.
 
 Columns = tuple[bytes, bytes, bytes, bytes, bytes]
+_FIRST = operator.itemgetter(0)
 
 
-def codes(objs: list, by_id: dict[int, int], code: Callable[[Any], int]) -> list[int]:
-  """The codes of objs, looked up by object id in `by_id`; code(o) for an object not seen before (then kept there)."""
+def codes(objs: list, by_id: dict[int, int], code: Callable[[Any], int], keep: list) -> list[int]:
+  """The codes of objs, looked up by object id in `by_id`; code(o) for an object not seen before (then kept there,
+  and the object in `keep`: while it lives its id is its own)."""
   out = list(map(by_id.get, map(id, objs), itertools.repeat(-1)))
   new = out.count(-1)
   if new * 8 > len(out):  # many (a first batch): each distinct object once (deduplicated in C), then all again
     for k, o in dict(zip(map(id, objs), objs)).items():
       if k not in by_id:
         by_id[k] = code(o)
+        keep.append(o)
     return list(map(by_id.__getitem__, map(id, objs)))
   i = -1
   for _ in range(new):  # a few: found by searches in C
     i = out.index(-1, i + 1)
     o = objs[i]
     c = by_id.get(id(o))  # seen earlier in objs
-    out[i] = by_id[id(o)] = code(o) if c is None else c
+    if c is None:
+      c = by_id[id(o)] = code(o)
+      keep.append(o)
+    out[i] = c
   return out
 
 
-def node_columns(keys: list[tuple], dtype_codes: list[int], arg_ids: dict[int, int],
-                 arg_code: Callable[[Any], int]) -> Columns:
-  """(op, dtype, arg, nsrc, src) of the nodes with these keys; a dtype's code is dtype_codes[its number in the key],
-  an arg's is looked up in the by-id table (whose objects the caller keeps alive, so that no id is reused), and
-  arg_code makes the code of one not seen before."""
-  cols = (list(map(_OP, keys)), list(map(dtype_codes.__getitem__, map(_DTYPE, keys))),
-          codes(list(map(_ARG, keys)), arg_ids, arg_code),
-          list(map(operator.sub, map(len, keys), itertools.repeat(_SRC_AT))),
-          list(itertools.chain.from_iterable(map(_SRC, keys))))
+def node_columns(keys: list[bytes], args: list, dtype_codes: list[int], arg_ids: dict[int, int],
+                 arg_code: Callable[[Any], int], keep: list) -> Columns:
+  """(op, dtype, arg, nsrc, src) of the nodes with these keys and args; a dtype's code is dtype_codes[its number in
+  the key], an arg's is looked up in the by-id table (whose objects are kept alive in `keep`, so that no id is
+  reused), and arg_code makes the code of one not seen before."""
+  import numpy as np  # (loaded with the compiler; imported here so that VIZ off never reads this line)
+
   from vztrace.format import column_bytes  # (imported once recording starts, as the rest of the format)
-  return tuple(map(column_bytes, cols))  # type: ignore[return-value]
+  u32 = np.dtype("<u4")
+  vals = np.frombuffer(b"".join(keys), u32)
+  size = np.fromiter(map(len, keys), np.int64, len(keys)) >> 2  # u32s a key
+  at = np.cumsum(size) - size  # where each key's op is
+  head = np.zeros(len(vals), np.bool_)
+  head[at] = head[at + 1] = head[at + 2] = True
+  dtype_col = np.asarray(dtype_codes, u32)[vals[at + 1]]  # (codes of the string table: u32s, OverflowError else)
+  return (vals[at].tobytes(), dtype_col.tobytes(), column_bytes(codes(args, arg_ids, arg_code, keep)),
+          (size - 3).astype(u32).tobytes(), vals[~head].tobytes())
 
 
 def default_trace_path() -> Path:
@@ -196,7 +252,7 @@ def default_trace_path() -> Path:
 class RecordQueue:
   """What the recorder wrote since the last flush: the writer's `Deferred` tail.
 
-  The recording thread only appends: a node's key (TraceIds: its op, dtype, source ids and arg) when it
+  The recording thread only appends: a node's key and arg (TraceIds: its op, dtype, arg and source ids) when it
   gets its id, a match row (five ints), or another record (the dict, and in `at` how many nodes and matches came
   before it). A flush, in whichever thread, under the writer's lock, turns what was appended so far into `batch`
   records: the node columns (texts through the trace's string table) and the records with their positions, so a
@@ -206,9 +262,10 @@ class RecordQueue:
     from vztrace.format import MATCH_COLUMNS, MATCH_DT, NODE_COLUMNS, pack_bytes, pack_column
     from vztrace.writer import encode_json, nested_record_bytes
     self.lock = lock
-    self.rows: list[tuple] = []  # the nodes' keys in id order
+    self.rows: list[bytes] = []  # the nodes' keys in id order
+    self.args: list[Any] = []  # their args (the objects: a text is made once per object)
     self.site_rows: list[tuple[int, tuple[str, int, str]]] = []  # (id, call site) of the nodes with one, in id order
-    self.ids = TraceIds(self.rows.append, self.site_rows.append)
+    self.ids = TraceIds(self.rows.append, self.site_rows.append, self.args.append)
     self.site_codes: dict[tuple[str, int, str], int] = {}  # the trace's call-site table: site -> its index + 1
     self.sites_new: list[dict] = []  # the table's entries made since the last batch (format.CALLSITE_FIELDS)
     self.pack, self.pack_bytes, self.json, self.record_bytes = pack_column, pack_bytes, encode_json, nested_record_bytes
@@ -224,9 +281,10 @@ class RecordQueue:
       self.strs[op] = op.name
     self.str_codes: dict[str, int] = {s: c for c, s in enumerate(self.strs)}
     self.dtype_codes: list[int] = []  # a key's dtype number -> the code of its text
-    # arg object id -> code; every arg is in a key of TraceIds.keys, which lives as long as this queue, so no id is
-    # reused
+    # arg object id -> code; every object given a code is kept alive in arg_kept (as long as this queue), so no id
+    # is reused
     self.arg_ids: dict[int, int] = {}
+    self.arg_kept: list[Any] = []
     self.arg_values: dict[Any, int] = {}  # (types, arg) -> code: equal args that are different objects
     self.matches: list[int] = []  # rw, pat, before, after, dt per match
     self.recs: list[dict] = []
@@ -243,6 +301,7 @@ class RecordQueue:
       if 2 * self.r_done != len(self.at):
         return
       del self.rows[:self.n_done]
+      del self.args[:self.n_done]
       del self.site_rows[:self.s_done]
       del self.matches[:5 * self.m_done]
       del self.recs[:]
@@ -360,7 +419,8 @@ class RecordQueue:
     pack, raw = self.pack, self.pack_bytes
     dts = self.dtype_codes
     dts.extend(self._code(str(dt)) for dt in self.ids.dtypes[len(dts):])  # the dtypes named since the last batch
-    node_cols = self.node_columns(self.rows[na:nb], dts, self.arg_ids, self._arg_code)
+    node_cols = self.node_columns(self.rows[na:nb], self.args[na:nb], dts, self.arg_ids, self._arg_code,
+                                  self.arg_kept)
     site_part = self._site_column(nb - na)
     rows = self.matches[5 * ma:5 * mb]  # the match columns are its every 5th value (rw, pat, before, after, dt)
     positions = [x - (ma if i & 1 else na) for i, x in enumerate(at[2 * ra:2 * rb])]

@@ -1,5 +1,6 @@
-"""A flush's node columns (compiler.trace.recorder.node_columns), made from the nodes' keys: each field spelled out,
-each text made once per object, and values that do not fit a column are an error, not a wrong number."""
+"""A flush's node columns (compiler.trace.recorder.node_columns), made from the nodes' keys and args: each field
+spelled out, each text made once per object (kept alive, so that its id is not another's), and values that do not fit
+a column are an error, not a wrong number."""
 import struct
 
 import pytest
@@ -28,23 +29,24 @@ def _u32(raw: bytes) -> list[int]:
   return list(struct.unpack(f"<{len(raw) // 4}I", raw))
 
 
-def _keys(*roots: UOp) -> tuple[list[tuple], TraceIds]:
-  rows: list[tuple] = []
-  ids = TraceIds(rows.append)
+def _keys(*roots: UOp) -> tuple[list[bytes], list, TraceIds]:
+  rows: list[bytes] = []
+  args: list = []
+  ids = TraceIds(rows.append, add_arg=args.append)
   for r in roots:
     ids.id_of(r)
-  return rows, ids
+  return rows, args, ids
 
 
 def test_columns_spell_out_each_node():
   a = UOp.variable("a", 0, 9)
-  x = (a * 4 + 3) // 4
-  rows, ids = _keys(x)
+  x = UOp.sink(*[(a * 4 + 3) // 4 + i for i in range(20)])  # (a SINK of more sources than a key has a packer for)
+  rows, args, ids = _keys(x)
   nodes = x.toposort()
   assert [ids.get(u) for u in nodes] == list(range(len(rows)))
   ar = _Codes()
   dtype_codes = [100 + i for i in range(len(ids.dtypes))]
-  op, dtype, arg, nsrc, src = node_columns(rows, dtype_codes, ar.by_id, ar)
+  op, dtype, arg, nsrc, src = node_columns(rows, args, dtype_codes, ar.by_id, ar, [])
   assert _u32(op) == [int(u.op) for u in nodes]
   assert [ids.dtypes[c - 100] for c in _u32(dtype)] == [u.dtype for u in nodes]
   assert [ar.texts[c] for c in _u32(arg)] == [repr(u.arg) for u in nodes]
@@ -54,24 +56,26 @@ def test_columns_spell_out_each_node():
 
 def test_the_code_of_an_object_seen_before_is_looked_up_not_made_again():
   x = UOp.variable("a", 0, 9) + 1
-  rows, ids = _keys(x)
+  rows, args, ids = _keys(x)
   ar = _Codes()
+  kept: list = []
   for _ in range(2):
-    node_columns(rows, [0] * len(ids.dtypes), ar.by_id, ar)
-  assert ar.calls == len({id(k[2]) for k in rows})
+    node_columns(rows, args, [0] * len(ids.dtypes), ar.by_id, ar, kept)
+  assert ar.calls == len({id(a) for a in args}) == len(kept)  # each object coded once, and kept while its id counts
 
 
 @pytest.mark.parametrize("bad", [1 << 32, -1])
-def test_a_source_id_outside_u32_is_an_overflow(bad):
-  rows, _ = _keys(UOp.variable("a", 0, 3) + 1)
-  op, dtype, arg, more, first, *src = rows[-1]
+def test_a_code_outside_u32_is_an_overflow(bad):
+  rows, args, _ = _keys(UOp.variable("a", 0, 3) + 1)
   with pytest.raises(OverflowError):
-    node_columns([(op, dtype, arg, more, bad, *src)], [0] * (dtype + 1), {}, _Codes())
+    node_columns(rows, args, [bad] * 8, {}, _Codes(), [])
+  with pytest.raises(OverflowError):
+    node_columns(rows, args, [0] * 8, {}, lambda obj: bad, [])
 
 
 def test_an_error_in_a_code_callback_propagates():
   def boom(obj):
     raise RuntimeError("no code for you")
-  rows, _ = _keys(UOp.variable("a", 0, 3))
+  rows, args, _ = _keys(UOp.variable("a", 0, 3))
   with pytest.raises(RuntimeError, match="no code for you"):
-    node_columns(rows, [0], {}, boom)
+    node_columns(rows, args, [0], {}, boom, [])
