@@ -4,6 +4,7 @@ the memory a recording holds while it runs. Then the whole of a real program (is
 in fresh processes, VIZ off and VIZ=-1 alternately, each with an empty compile cache.
 
   python bench/bench_trace_overhead.py [--quick] [--pairs N] [--program gpt_step] [--size full]
+  python bench/bench_trace_overhead.py --whole-only --against /path/to/other/checkout   (before/after, alternating)
 """
 from __future__ import annotations
 
@@ -157,49 +158,69 @@ PROGRAM = ("import sys\nsys.path.insert(0, {root!r})\nfrom bench.real_models imp
            "build({name!r}, tinyviz(), SIZES[{size!r}])()\n")
 
 
-def run_program(name: str, size: str, viz: bool, tmp: Path) -> tuple[float, float]:
-  """(wall s, CPU s of the process, all threads) of one fresh process running the program's step; with viz, recorded
-  to a file (VIZ=-1: no viewer). An empty compile cache each: VIZ off would otherwise load every kernel from the disk
-  cache that recording bypasses (engine.disk_key), a different program."""
-  env = {k: v for k, v in os.environ.items() if not k.startswith("VIZ")}
+def run_program(name: str, size: str, viz: bool, tmp: Path, root: Path = ROOT) -> tuple[float, float]:
+  """(wall s, CPU s of the process, all threads) of one fresh process running the program's step with the compiler of
+  checkout `root`; with viz, recorded to a file (VIZ=-1: no viewer). An empty compile cache each: VIZ off would
+  otherwise load every kernel from the disk cache that recording bypasses (engine.disk_key), a different program."""
+  # (bytecode written and read as a user's run does: a tree whose every run compiled its modules again, with
+  # PYTHONDONTWRITEBYTECODE set, cost ~0.3 s a run more than one with them compiled)
+  env = {k: v for k, v in os.environ.items()
+         if not k.startswith("VIZ") and k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
   cache = Path(tempfile.mkdtemp(dir=tmp))
   env["XDG_CACHE_HOME"] = str(cache)
   if viz:
     env.update(VIZ="-1", VIZ_TRACE=str(cache / "t.vztrace"))
   t = time.perf_counter()
-  proc = subprocess.Popen([sys.executable, "-c", PROGRAM.format(root=str(ROOT), name=name, size=size)], env=env,
-                          cwd=ROOT, stderr=subprocess.DEVNULL)
+  proc = subprocess.Popen([sys.executable, "-c", PROGRAM.format(root=str(root), name=name, size=size)], env=env,
+                          cwd=root, stderr=subprocess.DEVNULL)
   _, status, usage = os.wait4(proc.pid, 0)
   wall = time.perf_counter() - t
   proc.returncode = os.waitstatus_to_exitcode(status)
   if proc.returncode != 0:
-    raise RuntimeError(f"the {name} program ({size}, VIZ={'-1' if viz else 'off'}) exited with {proc.returncode}")
+    raise RuntimeError(f"the {name} program ({size}, VIZ={'-1' if viz else 'off'}, {root}) exited with "
+                       f"{proc.returncode}")
   return wall, usage.ru_utime + usage.ru_stime
 
 
-def whole_program(name: str, size: str, pairs: int) -> dict[str, Any]:
-  """`pairs` runs of the program with VIZ off and VIZ=-1, alternately (the order flips every pair, so neither side
-  always runs on a machine the other just warmed): the ratios of the medians and of the minima."""
-  t: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+def whole_program(name: str, size: str, pairs: int, roots: tuple[Path, ...] = (ROOT,)) -> list[dict[str, Any]]:
+  """`pairs` rounds of the program with VIZ off and VIZ=-1 for each checkout in `roots`, one process each, in an order
+  that rotates every round (so no run always follows the same one on a machine it just warmed): per checkout, the
+  medians and minima of (wall, CPU) and the ratios of the medians and of the minima."""
+  runs = [(root, viz) for root in roots for viz in (False, True)]
+  t: dict[tuple[Path, bool], list[tuple[float, float]]] = {r: [] for r in runs}
   with tempfile.TemporaryDirectory() as d:
+    for root in roots:  # (each tree's modules compiled to bytecode before the first timed run)
+      run_program(name, "tiny", True, Path(d), root)
     for i in range(pairs):
-      for viz in ((False, True) if i % 2 == 0 else (True, False)):
-        t[viz].append(run_program(name, size, viz, Path(d)))
-  med = {v: [statistics.median(x[k] for x in t[v]) for k in (0, 1)] for v in t}
-  low = {v: [min(x[k] for x in t[v]) for k in (0, 1)] for v in t}
-  return {"off": med[False], "on": med[True], "wall": med[True][0] / med[False][0],
-          "cpu": med[True][1] / med[False][1], "cpu_min": low[True][1] / low[False][1]}
+      for root, viz in runs[i % len(runs):] + runs[:i % len(runs)]:
+        t[root, viz].append(run_program(name, size, viz, Path(d), root))
+  out = []
+  for root in roots:
+    med = {v: [statistics.median(x[k] for x in t[root, v]) for k in (0, 1)] for v in (False, True)}
+    low = {v: [min(x[k] for x in t[root, v]) for k in (0, 1)] for v in (False, True)}
+    out.append({"root": root, "off": med[False], "on": med[True], "wall": med[True][0] / med[False][0],
+                "cpu": med[True][1] / med[False][1], "cpu_min": low[True][1] / low[False][1],
+                "cpu_runs": [[x[1] for x in t[root, v]] for v in (False, True)]})
+  return out
 
 
-def print_whole_program(name: str, size: str, pairs: int) -> None:
+def print_whole_program(name: str, size: str, pairs: int, against: Path | None = None) -> None:
+  """The whole-program table: this checkout's row, and with `against` (another checkout: the tree before a change)
+  that one's row first, measured in the same rounds."""
   from bench.real_models import PROGRAMS
-  r = whole_program(name, size, pairs)
-  cols = [("program", "<28"), ("off wall s", ">10.2f"), ("VIZ=-1 wall s", ">13.2f"), ("wall", ">7"),
+  roots = (ROOT,) if against is None else (against.resolve(), ROOT)
+  cols = [("program", "<28"), ("tree", "<24"), ("off wall s", ">10.2f"), ("VIZ=-1 wall s", ">13.2f"), ("wall", ">7"),
           ("off CPU s", ">9.2f"), ("VIZ=-1 CPU s", ">12.2f"), ("CPU", ">7"), ("CPU (min)", ">9")]
-  print(format_table(cols, [(f"{PROGRAMS[name]} ({size})", r["off"][0], r["on"][0], f"{r['wall']:.3f}x",
-                             r["off"][1], r["on"][1], f"{r['cpu']:.3f}x", f"{r['cpu_min']:.3f}x")]))
-  print(f"whole program, {pairs} pairs of fresh processes (VIZ off / VIZ=-1 alternately, an empty compile cache "
-        "each): medians and their ratios;\nCPU: the process's user + system time, all threads (the budget: 1.10x)")
+  rows = whole_program(name, size, pairs, roots)
+  print(format_table(cols, [(f"{PROGRAMS[name]} ({size})", str(r["root"])[-24:], r["off"][0], r["on"][0],
+                             f"{r['wall']:.3f}x", r["off"][1], r["on"][1], f"{r['cpu']:.3f}x",
+                             f"{r['cpu_min']:.3f}x") for r in rows]))
+  print(f"whole program, {pairs} rounds of fresh processes (VIZ off / VIZ=-1{' of each tree' if against else ''}, "
+        "order rotating, an empty compile cache each): medians and their ratios;\nCPU: the process's user + system "
+        "time, all threads (the budget: 1.10x); CPU (min): the ratio of the minima")
+  for r in rows:
+    print(f"CPU s per run, {r['root']}: off " + " ".join(f"{x:.2f}" for x in r["cpu_runs"][0]) + "; VIZ=-1 " +
+          " ".join(f"{x:.2f}" for x in r["cpu_runs"][1]))
 
 
 def main() -> None:
@@ -211,11 +232,17 @@ def main() -> None:
   ap.add_argument("--program", default="gpt_step", help="the real program of the whole-program row (real_models)")
   ap.add_argument("--size", default="full", help="its size: full, quick or tiny")
   ap.add_argument("--pairs", type=int, default=5, help="VIZ off / VIZ=-1 pairs of the whole-program row (0: none)")
+  ap.add_argument("--against", type=Path, help="another checkout (the tree before a change): its whole-program row is "
+                  "measured in the same rounds, alternating with this one's")
+  ap.add_argument("--whole-only", action="store_true", help="only the whole-program row(s)")
   args = ap.parse_args()
   if args.quick:
     args.rounds, args.exprs, args.size, args.pairs = 3, 200, "quick", 3
   if args.workload:
     print(json.dumps(measure(args.workload, args.exprs, args.rounds)))
+    return
+  if args.whole_only:
+    print_whole_program(args.program, args.size, args.pairs, args.against)
     return
   # each workload in a fresh process: how often the cycle collector runs depends on the heap that earlier work left
   rows = []
@@ -249,7 +276,7 @@ def main() -> None:
         f"{min(hooked) / min(bare):.3f}x")
   if args.pairs > 0:
     print()
-    print_whole_program(args.program, args.size, args.pairs)
+    print_whole_program(args.program, args.size, args.pairs, args.against)
   if os.environ.get("VIZ"):
     print("note: VIZ is set in the environment; the 'off' rows were still run with the recorder disabled")
 
