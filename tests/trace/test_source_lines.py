@@ -35,7 +35,7 @@ def matmul_relu(tmp_path_factory) -> tuple[Path, dict[int, str], list[dict]]:
   x, w = rng.standard_normal((16, 32)).astype(np.float32), rng.standard_normal((32, 24)).astype(np.float32)
   recorder.enable(path, announce=False)
   try:
-    out = (Tensor(x) @ Tensor(w)).relu().numpy()
+    out = (Tensor(x) @ Tensor(w)).contiguous().relu().numpy()  # (contiguous: two kernels, a reduce and an elementwise)
   finally:
     recorder.disable()
   np.testing.assert_allclose(out, np.maximum(x.astype(np.float64) @ w, 0), rtol=1e-5, atol=1e-5)
