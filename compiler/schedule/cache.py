@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import os
 from dataclasses import dataclass
+from typing import Callable
 
 from compiler import rewrite
 from compiler.host import masked_vector_moves
@@ -53,69 +54,61 @@ def _views_with(pm: PatternMatcher, views: list[UOp] | tuple[UOp, ...], buffers:
   return list(graph_rewrite(UOp.sink(*views), pm, ctx=buffers).src) if views else []
 
 
-def structure_key(sink: UOp) -> tuple[tuple, list[UOp]]:
-  """The graph's structure with its buffers as placeholders (the cache key), and the buffers in placeholder order.
+def _graph_rows(roots: list[UOp], leaf: Callable[[UOp], tuple | None]) -> tuple[tuple, list[UOp]]:
+  """The rows of the graph under roots, sources first (toposort's order, roots in order), and its leaves: a node
+  leaf() gives a row prefix for is a leaf (not walked below), its row that prefix and its number among the leaves;
+  another node's row is its op, dtype, sources' row numbers and arg as cons_key tells args apart.
 
   A tuple of node rows, not a UOp graph: a key made of the graph's own nodes would keep them alive, and with them
   the tensor front end's record of which nodes were realized (a realized constant would stay a buffer read)."""
-  index: dict[UOp, int] = {}  # node -> its row: rows are numbered sources first (toposort's order)
+  index: dict[UOp, int] = {}  # node -> its row
   rows: list[tuple] = []
-  bufs: list[UOp] = []
-  buffer = Ops.BUFFER
-  stack: list[tuple[UOp, bool]] = [(sink, False)]
-  while stack:  # (a hit's cost is this loop: toposort's walk writing each node's row as it is numbered)
+  leaves: list[UOp] = []
+  stack: list[tuple[UOp, bool]] = [(r, False) for r in reversed(roots)]
+  while stack:  # (a cache hit's cost is this loop: toposort's walk writing each node's row as it is numbered)
     u, expanded = stack.pop()
     if u in index:
       continue
-    if not expanded:
+    head = leaf(u)
+    if head is not None:
+      index[u] = len(rows)
+      rows.append((*head, len(leaves)))
+      leaves.append(u)
+    elif not expanded:
       stack.append((u, True))
-      for s in reversed(u.src):
-        if s not in index:
-          stack.append((s, False))
-      continue
-    index[u] = len(rows)
-    if u.op is buffer:
-      rows.append((buffer, u.dtype, u.arg[1:], len(bufs)))  # (size, and the device where it is not the CPU)
-      bufs.append(u)
-      continue
-    arg = u.arg
-    srcs = tuple([index[s] for s in u.src])
-    # cons_key (equal args of different kinds, 0.0 and -0.0, 1 and True, stay different), called for any arg but the
-    # kinds it leaves as they are (as the recorder's TraceIds does)
-    rows.append((u.op, u.dtype, srcs, arg) if arg is None or type(arg) is int else cons_key(u.op, u.dtype, srcs, arg))
-  return tuple(rows), bufs
+      stack.extend((s, False) for s in reversed(u.src) if s not in index)
+    else:
+      index[u] = len(rows)
+      arg = u.arg
+      srcs = tuple([index[s] for s in u.src])
+      # cons_key (equal args of different kinds, 0.0 and -0.0, 1 and True, stay different), called for any arg but
+      # the kinds it leaves as they are (as the recorder's TraceIds does)
+      rows.append((u.op, u.dtype, srcs, arg) if arg is None or type(arg) is int else cons_key(u.op, u.dtype, srcs, arg))
+  return tuple(rows), leaves
+
+
+def _buffer_leaf(u: UOp) -> tuple | None:
+  return (Ops.BUFFER, u.dtype, u.arg[1:]) if u.op is Ops.BUFFER else None  # (size, and a device other than the CPU)
+
+
+def structure_key(sink: UOp) -> tuple[tuple, list[UOp]]:
+  """The graph's structure with its buffers as placeholders (the cache key), and the buffers in placeholder order."""
+  return _graph_rows([sink], _buffer_leaf)
+
+
+def _kernel_leaf(u: UOp) -> tuple | None:
+  """A buffer the kernel reads or writes (a BUFFER, or an AFTER: never what wrote it, whose kernel is not walked)."""
+  if u.op is not Ops.BUFFER and u.op is not Ops.AFTER:
+    return None
+  b = u.src[0] if u.op is Ops.AFTER else u
+  return (u.op, u.dtype, b.op, b.arg[1:] if isinstance(b.arg, tuple) else b.arg)
 
 
 def kernel_key(x: UOp, out_buf: UOp) -> tuple[tuple, list[UOp]]:
   """The structure of the kernel computing x into out_buf, as structure_key's rows with its buffers (BUFFER and AFTER
   nodes, read or written: out_buf first, then in order of first appearance) as placeholders of their dtype and size,
   and those buffers: all that the kernel's AST depends on (compiler.schedule.rangeify.build_kernel)."""
-  index: dict[UOp, int] = {}
-  rows: list[tuple] = []
-  bufs: list[UOp] = []
-
-  def leaf(u: UOp) -> None:  # (the kernel reads or writes it, never what wrote it: an AFTER's kernel is not walked)
-    b = u.src[0] if u.op is Ops.AFTER else u
-    index[u] = len(rows)
-    rows.append((u.op, u.dtype, b.op, b.arg[1:] if isinstance(b.arg, tuple) else b.arg, len(bufs)))
-    bufs.append(u)
-  leaf(out_buf)
-  stack: list[tuple[UOp, bool]] = [(x, False)]
-  while stack:
-    u, expanded = stack.pop()
-    if u in index:
-      continue
-    if u.op is Ops.BUFFER or u.op is Ops.AFTER:
-      leaf(u)
-    elif not expanded:
-      stack.append((u, True))
-      stack.extend((s, False) for s in reversed(u.src) if s not in index)
-    else:
-      index[u] = len(rows)
-      srcs = tuple([index[s] for s in u.src])
-      rows.append((u.op, u.dtype, srcs, u.arg) if u.arg is None or type(u.arg) is int else
-                  cons_key(u.op, u.dtype, srcs, u.arg))
-  return tuple(rows), bufs
+  return _graph_rows([out_buf, x], _kernel_leaf)
 
 
 @dataclass(frozen=True)
