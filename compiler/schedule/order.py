@@ -79,10 +79,12 @@ def memory_order(kernels: list[Kernel], in_place: set[UOp]) -> list[Kernel]:
   ready = {i for i, w in enumerate(waiting) if w == 0}
   started: set[UOp] = set()
   order: list[int] = []
+
+  def net(i: int) -> tuple[int, int]:
+    """The bytes kernel i brings to life less those it lets die, then its place in the walk's order."""
+    bufs = set(kernels[i][1]) & made
+    return (sum(_nbytes(b) for b in bufs if b not in started) - sum(_nbytes(b) for b in bufs if left[b] == 1), i)
   while ready:
-    def net(i: int) -> tuple[int, int]:
-      bufs = set(kernels[i][1]) & made
-      return (sum(_nbytes(b) for b in bufs if b not in started) - sum(_nbytes(b) for b in bufs if left[b] == 1), i)
     i = min(ready, key=net)
     ready.remove(i)
     order.append(i)
