@@ -1,6 +1,6 @@
-"""Who is on the other end of a loopback connection: the user id owning the client's socket, from /proc/net/tcp
-(Linux). It proves that a request comes from the user who runs the viewer (their browser or script), which loopback
-alone does not: every user of the machine can reach 127.0.0.1.
+"""Who is on the other end of a loopback connection: the user id owning the client's socket, asked of the kernel for
+that one socket (sock_diag) or read from /proc/net/tcp (Linux). It proves that a request comes from the user who runs
+the viewer (their browser or script), which loopback alone does not: every user of the machine can reach 127.0.0.1.
 
 Every request is the owner's (issue 31: a trace holds argv, host, user, cwd, sources): `refusal` is asked of each one,
 over every route (viz_server/app.py's owner_only wraps the whole WSGI app, socket.io included)."""
@@ -14,17 +14,32 @@ from typing import Any
 
 from vztrace.control import HEADER as TOKEN_HEADER
 from vztrace.control import token_matches
-from vztrace.sockets import ESTABLISHED, tcp_sockets
+from vztrace.sockets import ESTABLISHED, socket_uid, tcp_sockets
 
 LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
 REFUSED = "this viewer serves only the user who started it"
 
 
-def peer_uid(client_port: int, server_port: int) -> int | None:
+def peer_uid(client_port: int, server_port: int, client_addr: str | None = None,
+             server_addr: str | None = None) -> int | None:
   """The uid of the socket connected from local port client_port to server_port (both ends on this machine), or
-  None when /proc does not say or the answer is ambiguous."""
+  None when the kernel does not say or the answer is ambiguous. With both addresses the kernel is asked for that one
+  socket (vztrace.sockets.socket_uid, O(1)); else, or where it names none, /proc's table is read (O(sockets))."""
+  if client_addr is not None and server_addr is not None:
+    uid = socket_uid((client_addr, client_port), (server_addr, server_port))
+    if uid is not None:
+      return uid
   uids = {s.uid for s in tcp_sockets(ESTABLISHED) or () if s.local_port == client_port and s.remote_port == server_port}
   return uids.pop() if len(uids) == 1 else None
+
+
+def server_address(environ: dict) -> str | None:
+  """The address this request's connection reached (the accepted socket's own end), where the server says."""
+  sock = environ.get("werkzeug.socket")
+  try:
+    return str(sock.getsockname()[0]) if sock is not None else None
+  except (OSError, AttributeError, IndexError, TypeError):
+    return None
 
 
 def _owners_peer(environ: dict) -> bool:
@@ -35,7 +50,7 @@ def _owners_peer(environ: dict) -> bool:
   port, server_port = str(environ.get("REMOTE_PORT")), str(environ.get("SERVER_PORT"))
   if not (port.isdigit() and server_port.isdigit()):
     return False
-  uid = peer_uid(int(port), int(server_port))
+  uid = peer_uid(int(port), int(server_port), environ.get("REMOTE_ADDR"), server_address(environ))
   if uid is not None:
     return uid == os.getuid()
   if tcp_sockets(ESTABLISHED) is None:

@@ -4,6 +4,7 @@ control token) is served."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -17,7 +18,7 @@ from viz_server import peer
 from viz_server.__main__ import bind
 from viz_server.app import create_app
 from vztrace.control import HEADER
-from vztrace.sockets import TcpSocket
+from vztrace.sockets import ESTABLISHED, TcpSocket, socket_uid, tcp_sockets
 
 AS_NOBODY = """
 import encodings.idna, os, sys, urllib.request, urllib.error  # imported before dropping to a user who cannot read them
@@ -75,7 +76,7 @@ def test_another_user_is_refused_on_every_route(served):
 def test_a_peer_of_another_uid_is_refused_and_the_token_lets_in(served, monkeypatch):
   url, t = served
   real = peer.peer_uid
-  monkeypatch.setattr(peer, "peer_uid", lambda c, s: None if real(c, s) is None else os.getuid() + 1)
+  monkeypatch.setattr(peer, "peer_uid", lambda *a: None if real(*a) is None else os.getuid() + 1)
   assert [status(url + p) for p in paths(t)] == [403] * len(paths(t))
   assert status(url + "/api/traces", {HEADER: "sesame"}) == 200
   assert status(url + "/api/traces", {HEADER: "wrong"}) == 403
@@ -98,3 +99,53 @@ def test_an_unknown_loopback_peer_is_refused_a_network_peer_is_not(monkeypatch):
   monkeypatch.setattr(peer, "tcp_sockets", lambda state: [mine])
   assert check.refusal({**env, "REMOTE_ADDR": "127.0.0.1"}, None) is None
   assert check.refusal({"REMOTE_ADDR": "127.0.0.1"}, None) is None  # not over a socket: a test client here
+
+
+AS_NOBODY_CONNECT = """
+import encodings.idna, os, socket, sys  # imported before dropping to a user who cannot read them
+os.setgid(65534); os.setuid(65534)
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+print(c.getsockname()[1], flush=True)
+sys.stdin.read()  # holds the connection until the test is done
+"""
+
+
+def test_the_kernel_names_one_connections_owner_without_reading_the_table():
+  """socket_uid asks the kernel for one socket (sock_diag), agreeing with /proc's table; another user's socket is
+  theirs; a socket that does not exist is None (the caller then reads the table)."""
+  srv = socket.socket()
+  srv.bind(("127.0.0.1", 0))
+  srv.listen()
+  with srv, socket.create_connection(srv.getsockname()) as c:
+    conn, _ = srv.accept()
+    with conn:
+      got = socket_uid(c.getsockname(), c.getpeername())
+      if got is None and sys.platform.startswith("linux"):
+        pytest.fail("the kernel answered no sock_diag request for a live loopback socket")
+      table = {s.uid for s in tcp_sockets(ESTABLISHED) or () if s.local_port == c.getsockname()[1]}
+      assert table == {got} == {os.getuid()}
+      assert socket_uid(conn.getsockname(), conn.getpeername()) == os.getuid()  # the server's end, same user
+      assert socket_uid(("127.0.0.1", c.getsockname()[1]), ("127.0.0.1", 1)) is None  # no such connection
+      assert socket_uid(("::ffff:127.0.0.1", c.getsockname()[1]), c.getpeername()) == os.getuid()  # mapped
+      if os.getuid() == 0:  # another user's connection, to this listener
+        p = subprocess.Popen([sys.executable, "-c", AS_NOBODY_CONNECT, str(srv.getsockname()[1])], cwd="/",
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+          port = int(p.stdout.readline())
+          theirs, _ = srv.accept()
+          with theirs:
+            assert socket_uid(("127.0.0.1", port), srv.getsockname()) == 65534
+            assert peer.peer_uid(port, srv.getsockname()[1], "127.0.0.1", "127.0.0.1") == 65534
+        finally:
+          p.stdin.close()
+          p.wait(timeout=60)
+
+
+def test_a_connection_is_checked_without_reading_procs_table(served, monkeypatch):
+  """The owner check costs one kernel question per connection, not a walk of every TCP socket (~10 ms of CPU)."""
+  url, t = served
+  reads = []
+  real = peer.tcp_sockets
+  monkeypatch.setattr(peer, "tcp_sockets", lambda state: reads.append(state) or real(state))
+  assert [status(url + p) for p in paths(t)[:4]] == [200] * 4
+  assert reads == []
