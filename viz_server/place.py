@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections import deque
+from itertools import chain, repeat
 from typing import Callable, Iterable, Iterator
 
 from viz_server.layout import LAYER_GAP, Layout
@@ -29,7 +31,9 @@ MASSIVE = 64  # a step with more new nodes than this (and than a quarter of the 
 # take the place of is not placed here: placing so many one by one would look arbitrary (its caller lays them out on
 # their own)
 
-Box = tuple[float, float, float, int]  # (left, right, half height, id), rows sorted by left
+Box = tuple[float, float, float]  # (left, right, half height), rows sorted by left. No id: a rebuilt node that keeps
+# its old box keeps it as it is (~2,000 a step of a GPT step's `add bufferize`), and two boxes alike are alike to
+# every search (only a held place lies on another box, the same box: _hold_old_places)
 
 
 class Rows:
@@ -48,7 +52,7 @@ class Rows:
     hh = wmax = 0.0
     for n, (x, y) in pos.items():
       w, h = size(n)
-      rows.setdefault(y, []).append((x - w / 2, x + w / 2, h / 2, n))
+      rows.setdefault(y, []).append((x - w / 2, x + w / 2, h / 2))
       hh, wmax = max(hh, h / 2), max(wmax, w)
     for row in rows.values():
       row.sort()
@@ -66,30 +70,21 @@ class Rows:
       self.rows[y] = list(got) if got is not None else []
     return self.rows[y]
 
-  def add(self, n: int, x: float, y: float, w: float, h: float) -> None:
-    bisect.insort(self._row(y), (x - w / 2, x + w / 2, h / 2, n))
+  def add(self, x: float, y: float, w: float, h: float) -> None:
+    bisect.insort(self._row(y), (x - w / 2, x + w / 2, h / 2))
     self.hh, self.wmax = max(self.hh, h / 2), max(self.wmax, w)
 
-  def remove(self, n: int, x: float, y: float, w: float) -> None:
+  def remove(self, x: float, y: float, w: float) -> None:
+    """Remove a w-wide box centered at (x, y) (as add() made it; none there: nothing)."""
     row = self._row(y)
-    i = bisect.bisect_left(row, (x - w / 2,))
-    while i < len(row) and row[i][3] != n:
-      i += 1
-    if i < len(row):
+    left, right = x - w / 2, x + w / 2
+    i = bisect.bisect_left(row, (left, right))
+    if i < len(row) and row[i][0] == left and row[i][1] == right:
       del row[i]
     if not row:
       del self.rows[y]
       self.ys.pop(bisect.bisect_left(self.ys, y))
       self._own.discard(y)
-
-  def rename(self, old: int, new: int, x: float, y: float, w: float) -> None:
-    """Give old's box to new (same place and size; the row's order by left edge stays)."""
-    row = self._row(y)
-    i = bisect.bisect_left(row, (x - w / 2,))
-    while row[i][3] != old:
-      i += 1
-    b = row[i]
-    row[i] = (b[0], b[1], b[2], new)
 
   def blockers(self, x: float, y: float, w: float, h: float) -> list[Box]:
     """Boxes closer than NODE_GAP horizontally and VPAD vertically to a w x h box centered at (x, y)."""
@@ -287,7 +282,8 @@ def derive(base: Layout, rows: Rows, bands: Bands, new: list[int], removed: Iter
   pos, layer, edges = dict(base.pos), dict(base.layer), dict(base.edges)
   rows, bands = rows.copy(), bands.copy()
   removed = set(removed)
-  stay, users = _stayers(new, removed, old_of, base.pos, src, size)
+  srcs = dict(zip(new, map(src, new)))  # (asked once per new node: _stayers and _route_new both read them)
+  stay, users = _stayers(new, removed, old_of, base.pos, srcs, size)
   _drop_removed(removed, pos, layer, edges, rows, src, size, stay)
   order = sorted(sorted(n for n in new if n not in stay), key=level)  # by (level, id), the key built once per node
   reserved = _hold_old_places(order, old_of, base, rows, size)
@@ -296,12 +292,12 @@ def derive(base: Layout, rows: Rows, bands: Bands, new: list[int], removed: Iter
   goal = _goals(order, {n: sorted(users.get(n, ()), key=lambda u: (level(u), u)) for n in order}, held)
   width, height = _place_new(order, base, old_of, reserved, goal, pos, layer, rows, bands, src, size,
                              (stay, users, held, level))
-  _route_new(new, base, old_of, pos, edges, src)
+  _route_new(new, base, old_of, pos, edges, srcs)
   return pos, layer, edges, width, height, rows, bands
 
 
 def _stayers(new: list[int], removed: set[int], old_of: dict[int, int], base_pos: dict,
-             src: Callable[[int], tuple[int, ...]], size: Callable[[int], tuple[float, float]]
+             srcs: dict[int, tuple[int, ...]], size: Callable[[int], tuple[float, float]]
              ) -> tuple[dict[int, int], dict[int, list[int]]]:
   """The rebuilt nodes taken to keep their old version's box as it is (new id -> old id), and the users of each new
   node among the new ones. Such a node's old node left the graph, no other new node rebuilds it, the box has the
@@ -309,27 +305,28 @@ def _stayers(new: list[int], removed: set[int], old_of: dict[int, int], base_pos
   it in that box (its first case) and change nothing else, so derive gives these nodes their boxes at once and
   places only the others in order, and a node's users of this kind once it is placed (their box may be no longer
   below it). A rewrite rebuilds every user of what a match replaced: ~1,300-1,900 of the ~3,000 nodes at each step
-  of a GPT step's `add bufferize`, all but a handful kept in place. Cost: one look per new node and per source."""
+  of a GPT step's `add bufferize`, all but a handful kept in place. Cost: one look per new node and per source (srcs:
+  each new node's sources), in loops kept tight: this runs for every step of a far jump's chain."""
+  olds = list(map(old_of.get, new))
   count: dict[int, int] = {}
-  for n in new:
-    o = old_of.get(n)
+  for o in olds:
     if o is not None:
       count[o] = count.get(o, 0) + 1
-  newset = set(new)
-  users: dict[int, list[int]] = {}
+  users: dict[int, list[int]] = {n: [] for n in new}
   cand: dict[int, float] = {}  # a new node that may keep its old box -> the y of that box
-  for n in new:
-    o = old_of.get(n)
+  for n, o in zip(new, olds):
     if o is not None and count[o] == 1 and o in removed and size(n) == size(o):
       cand[n] = base_pos[o][1]
   stay: dict[int, int] = {}
+  get_cand, get_users = cand.get, users.get
   for n in new:
-    y = cand.get(n)
+    y = get_cand(n)
     ok = y is not None
-    for s in src(n):
-      if s in newset:
-        users.setdefault(s, []).append(n)
-        if ok and s in cand and cand[s] >= y:  # (a source placed in order asks again once placed)
+    for s in srcs[n]:
+      us = get_users(s)
+      if us is not None:
+        us.append(n)
+        if ok and (ys := get_cand(s)) is not None and ys >= y:  # (a source placed in order asks again once placed)
           ok = False
       elif ok and base_pos[s][1] >= y:
         ok = False
@@ -341,22 +338,22 @@ def _stayers(new: list[int], removed: set[int], old_of: dict[int, int], base_pos
 def _drop_removed(removed: Iterable[int], pos: dict, layer: dict, edges: dict, rows: Rows,
                   src: Callable[[int], tuple[int, ...]], size: Callable[[int], tuple[float, float]],
                   stay: dict[int, int]) -> None:
-  """Take the nodes the step dropped, with their in-edges, out of the layout being made; the boxes of those that a
-  staying node rebuilds (stay: new -> old) go to that node, at the same place."""
+  """Take the nodes the step dropped, with their in-edges, out of the layout being made; the places of those that a
+  staying node rebuilds (stay: new -> old) go to that node (their boxes stay as they are). Most of a step's ~2,000
+  dropped nodes have such an heir: their places move and their edges go in C (map, zip), not one by one."""
   heir = {o: n for n, o in stay.items()}
-  for r in removed:
-    p = pos.pop(r, None)
-    if p is not None:
-      n = heir.get(r)
-      if n is None:
-        rows.remove(r, p[0], p[1], size(r)[0])
-      else:
-        rows.rename(r, n, p[0], p[1], size(r)[0])
-        pos[n] = p
-        layer[n] = layer[r]
-      layer.pop(r, None)
-      for s in src(r):
-        edges.pop((s, r), None)
+  gone = [r for r in removed if r in pos]
+  olds = [r for r in gone if r in heir]
+  for r in [r for r in gone if r not in heir]:
+    x, y = pos.pop(r)
+    rows.remove(x, y, size(r)[0])
+    layer.pop(r, None)
+  news = list(map(heir.__getitem__, olds))
+  pos.update(zip(news, map(pos.pop, olds)))
+  layer.update(zip(news, map(layer.pop, olds)))
+  srcs = list(map(src, gone))
+  ends = zip(chain.from_iterable(srcs), chain.from_iterable(map(repeat, gone, map(len, srcs))))
+  deque(map(edges.pop, ends, repeat(None)), maxlen=0)
 
 
 def _hold_old_places(order: list[int], old_of: dict[int, int], base: Layout, rows: Rows,
@@ -371,7 +368,7 @@ def _hold_old_places(order: list[int], old_of: dict[int, int], base: Layout, row
       held_by[o] = n
       ox, oy = reserved[n] = base.pos[o]
       w, h = size(o)
-      rows.add(n, ox, oy, w, h)
+      rows.add(ox, oy, w, h)
   return reserved
 
 
@@ -448,10 +445,10 @@ def _place_one(n: int, base: Layout, old_of: dict[int, int], reserved: dict[int,
     if held[1] > above and size(o) == (w, h):  # its held box is its own: free of everything placed
       pos[n], layer[n] = held, base.layer[o]
       return
-    rows.remove(n, held[0], held[1], ow)
+    rows.remove(held[0], held[1], ow)
     if held[1] > above and rows.is_free(held[0], held[1], w, h):
       pos[n], layer[n] = held, base.layer[o]
-      rows.add(n, held[0], held[1], w, h)
+      rows.add(held[0], held[1], w, h)
       wh[0], wh[1] = max(wh[0], held[0] + w / 2), max(wh[1], held[1] + h / 2)
       return
     if held[1] <= above and rows.is_free(held[0], above + BAND_STEP / 2, w, h):
@@ -469,23 +466,22 @@ def _place_one(n: int, base: Layout, old_of: dict[int, int], reserved: dict[int,
 def _put(n: int, spot: tuple[float, float], w: float, h: float, pos: dict, layer: dict, rows: Rows, bands: Bands,
          wh: list[float]) -> None:
   x, y = pos[n] = spot
-  rows.add(n, x, y, w, h)
+  rows.add(x, y, w, h)
   layer[n] = bands.layer_at(y)
   wh[0], wh[1] = max(wh[0], x + w / 2), max(wh[1], y + h / 2)
 
 
 def _route_new(order: list[int], base: Layout, old_of: dict[int, int], pos: dict, edges: dict,
-               src: Callable[[int], tuple[int, ...]]) -> None:
-  """The in-edges of the new nodes: the old version's route where both ends are where they were, else straight."""
-  route, old = base.edges.get, old_of.get  # bound once: this loop runs once per edge of every new node
-  for d in order:
-    od = old(d, d)
-    pd = pos[d]
-    srcs = src(d)
-    for s in srcs:  # (a source used twice gets the same route twice)
-      ps = pos[s]
-      pts = route((old(s, s), od))
-      edges[(s, d)] = pts if pts is not None and pts[0] == ps and pts[-1] == pd else (ps, pd)
+               srcs: dict[int, tuple[int, ...]]) -> None:
+  """The in-edges of the new nodes: the old version's route where both ends are where they were, else straight.
+  (Listed in C, map and zip, over all the in-edges at once: ~4,000 a step of a GPT step's `add bufferize`.)"""
+  old, at = old_of.get, pos.__getitem__
+  each = list(map(srcs.__getitem__, order))
+  ss = list(chain.from_iterable(each))  # (a source used twice gets the same route twice)
+  ds = list(chain.from_iterable(map(repeat, order, map(len, each))))
+  routes = map(base.edges.get, zip(map(old, ss, ss), map(old, ds, ds)))
+  edges.update(zip(zip(ss, ds), [pts if pts is not None and pts[0] == ps and pts[-1] == pd else (ps, pd)
+                                 for pts, ps, pd in zip(routes, map(at, ss), map(at, ds))]))
 
 
 def _spot(w: float, h: float, srcs: tuple[int, ...], above: float, goal: tuple[float, int, list],

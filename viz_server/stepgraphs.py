@@ -364,64 +364,63 @@ class StepGraphs:
       return None
     new = [*info.added, *info.changed]
     old_of = {n: o for o, n in info.pairs if o in lay.pos}
-    if sum(n not in old_of for n in new) > max(MASSIVE, len(lay.pos) // 4):
+    if len(new) - sum(map(old_of.__contains__, new)) > max(MASSIVE, len(lay.pos) // 4):  # (in C: ~2,000 a step)
       return None
     rows, bands = self._index(lay)
     pos, layer, edges, width, height, rows, bands = place.derive(
       lay, rows, bands, new, info.removed, old_of, rp.src, self.looks.size, rp.level)
     self.stats["derived"] += 1
     src = rp.src
-    own = len(pos) + 2 * sum(len(src(n)) for n in new) // caches.POINTS_PER_NODE
+    own = len(pos) + 2 * sum(map(len, map(src, new))) // caches.POINTS_PER_NODE
     return _Derived(pos, layer, edges, width, height, rows=rows, bands=bands, base=k - 1, own=own)
 
   def aliases(self, j: int, k: int) -> dict[int, int]:
     """{id at step k: id at step j} for nodes that steps between j and k rebuilt (same op, dtype and arg)."""
     orig: dict[int, int] = {}  # id at the current step -> id at step j
     steps = range(j + 1, k + 1) if j <= k else range(j, k, -1)
+    first, then = (0, 1) if j <= k else (1, 0)
     for s in steps:
       info = self.replay.step(s)
       if info is None:
         continue
-      for old, new in info.pairs:
-        a, b = (old, new) if j <= k else (new, old)
-        orig[b] = orig.pop(a, a)
-    out = {}
+      a = [p[first] for p in info.pairs]
+      # orig[b] = orig.pop(a, a), pair by pair in order, in C: update pulls each pair from the zip (a far jump's
+      # steps rebuilt ~2,000 nodes each)
+      orig.update(zip([p[then] for p in info.pairs], map(orig.pop, a, a)))
+    out, node = {}, self.replay.node
     for new, old in orig.items():
-      n, o = self.replay.node(new), self.replay.node(old)
-      if n is not None and o is not None and n[:3] == o[:3]:
+      n, o = node(new), node(old)
+      if n is not None and o is not None and n[0] == o[0] and n[2] == o[2] and n[1] == o[1]:  # (no slices made)
         out[new] = old
     return out
 
   def changes(self, j: int, k: int) -> tuple[set[int], set[int], set[int]]:
     """(added, removed, reborn) from the graph at step j to the graph at step k, from the steps between (the replay
     cursor stays where it is): reborn nodes are in both graphs, but a step between removed them and another added
-    them back; they count as removed and added."""
-    present: dict[int, bool] = {}  # touched node -> in the graph now
-    was: dict[int, bool] = {}  # touched node -> in the graph at j
-    events: list[tuple[tuple[int, ...], bool]] = []
+    them back; they count as removed and added. A node touched is in the graph at k if the last step that touched
+    it brought it, at j if the first took it away: set operations per step, not a look per node and step."""
+    events: list[tuple[tuple[int, ...], bool]] = []  # (ids, brought), in the order the steps happen from j
     for s in (range(j + 1, k + 1) if j <= k else range(j, k, -1)):
       info = self.replay.step(s)
       if info is None:
         continue
-      gone, new = info.removed, (*info.added, *info.changed)
+      gone, new = [(info.removed, False)], [(info.added, True), (info.changed, True)]
       if j > k:
-        gone, new = new, gone
-      events.append((gone, False))
-      events.append((new, True))
+        gone, new = [(ids, False) for ids, _ in new], [(ids, True) for ids, _ in gone]
+      events += gone + new
+    added: set[int] = set()
     for ids, now in events:
-      for x in ids:
-        if x not in was:
-          was[x] = not now
-        present[x] = now
-    added, removed, reborn = set(), set(), set()
-    for x, now in present.items():
       if now:
-        added.add(x)
-        if was[x]:
-          reborn.add(x)
-      if was[x]:
-        removed.add(x)
-    return added, removed, reborn
+        added.update(ids)
+      else:
+        added.difference_update(ids)
+    removed: set[int] = set()
+    for ids, now in reversed(events):
+      if now:
+        removed.difference_update(ids)
+      else:
+        removed.update(ids)
+    return added, removed, added & removed
 
   def is_chain(self, j: int, k: int) -> bool:
     """Whether every step between j and k has a layout derived from the step before it (nothing moves between)."""
@@ -619,18 +618,19 @@ class StepGraphs:
                                     mk if cutting else None, compact)
     nodes_added = []
     pairs: list[tuple[int, int]] = []  # (rebuilt: those _rebuilt sends as runs, (id, like), never made a dict)
-    src_of, renamed = rp.src, ({o: n for n in added if (o := like.get(n)) is not None} if rebuilt and like else None)
+    src_of, rename = rp.src, ({o: n for n in added if (o := like.get(n)) is not None}.get if rebuilt and like else None)
+    created_at, pos_k, pos_j = rp.creator(k), lk.pos, lj.pos  # (bound once: the loop runs ~2,000 times a step)
     for n in added:
       old = like.get(n)
       if old is not None:
-        x, y = lk.pos[n]
-        x, y, created = round(x, 1), round(y, 1), rp.created(n, k)  # (_px, inlined: ~2,000 a step)
-        if renamed is not None and created == k:  # one the page can make from its old node alone (_rebuilt)?
-          ox, oy = lj.pos[old]
-          if x == round(ox, 1) and y == round(oy, 1) and list(src_of(n)) == [renamed.get(s, s) for s in src_of(old)]:
+        xy, created = pos_k[n], created_at(n)
+        if rename is not None and created == k:  # one the page can make from its old node alone (_rebuilt)?
+          if (xy is (oxy := pos_j[old]) or (round(xy[0], 1) == round(oxy[0], 1) and round(xy[1], 1) == round(oxy[1], 1))
+              ) and list(src_of(n)) == [rename(s, s) for s in src_of(old)]:  # (a box kept is the same tuple)
             pairs.append((n, old))
             continue
-        nodes_added.append({"id": n, "like": old, "src": list(src_of(n)), "x": x, "y": y, "created": created})
+        nodes_added.append({"id": n, "like": old, "src": list(src_of(n)), "x": round(xy[0], 1), "y": round(xy[1], 1),
+                            "created": created})
       else:
         nodes_added.append(self._node(n, lk, k, consts))
     edges_removed = []

@@ -359,12 +359,24 @@ def test_free_spot_is_free_and_nearest(boxes, y, w, h, target):
 def test_rows_copy_on_write():
     a = place.Rows.of({1: (50.0, 10.0), 2: (200.0, 10.0), 3: (50.0, 80.0)}, lambda i: (40.0, 23.0))
     b = a.copy()
-    b.remove(1, 50.0, 10.0, 40.0)
-    b.remove(3, 50.0, 80.0, 40.0)
-    b.add(4, 120.0, 45.0, 40.0, 23.0)
+    b.remove(50.0, 10.0, 40.0)
+    b.remove(50.0, 80.0, 40.0)
+    b.add(120.0, 45.0, 40.0, 23.0)
     assert not a.is_free(50.0, 10.0, 40.0, 23.0) and not a.is_free(50.0, 80.0, 40.0, 23.0)
     assert a.is_free(120.0, 45.0, 10.0, 4.0) and not b.is_free(120.0, 45.0, 10.0, 4.0)
     assert b.is_free(50.0, 10.0, 40.0, 23.0) and b.is_free(50.0, 80.0, 40.0, 23.0) and b.ys == [10.0, 45.0]
+
+
+def test_rows_keep_a_held_place_on_a_box_alike_until_both_are_removed():
+    # boxes carry no id: a place held on the box of a node still there is a second box alike, and removing one
+    # of them (either: they are alike) must leave the other
+    rows = place.Rows.of({1: (100.0, 10.0)}, lambda i: (40.0, 23.0))
+    rows.add(100.0, 10.0, 40.0, 23.0)
+    rows.remove(100.0, 10.0, 40.0)
+    assert not rows.is_free(100.0, 10.0, 40.0, 23.0)
+    rows.remove(100.0, 10.0, 40.0)
+    rows.remove(100.0, 10.0, 40.0)  # (none left: nothing)
+    assert rows.is_free(100.0, 10.0, 40.0, 23.0) and rows.ys == []
 
 
 def test_big_graph_takes_the_cut_search_and_stays_valid(monkeypatch):

@@ -176,3 +176,25 @@ def test_a_step_looks_up_the_trace_only_for_rebuilt_nodes_over_its_nodes(tmp_pat
   assert len(calls) <= rebuilt // 4, (len(calls), rebuilt)  # (each rebuilt node looked up: calls == rebuilt + 1)
   assert all(max(src, default=0) < FRESH_BASE for src in calls)
   assert rp.root(rw.matches) == rw.end_root  # and the last step is still the trace's result, by its ids
+
+
+def test_created_and_creator_name_the_step_that_last_added_each_node(tmp_path):
+  # creator(k) is what a delta asks for each of a step's ~2,000 rebuilt nodes; both must agree with the graphs
+  rng = random.Random(11)
+  write_rewrites(tmp_path / "t.vztrace", [rand_expr(rng, 60) for _ in range(6)])
+  tr = _load(tmp_path / "t.vztrace")
+  rw = longest_rewrite(tr)
+  rp = Replay(tr, rw)
+  graphs = [rp.members(k) for k in range(rw.matches + 1)]
+  every = frozenset().union(*graphs)  # (nodes added later too: not created yet at k)
+  last: dict[int, int] = {}  # node -> the step that last added it, up to k
+  readded = 0
+  for k in range(rw.matches + 1):
+    for n in graphs[k]:
+      if k and n not in graphs[k - 1]:
+        readded += n in last
+        last[n] = k
+    at = rp.creator(k)
+    for n in every:
+      assert rp.created(n, k) == at(n) == last.get(n, 0), (n, k)
+  assert last and readded, "no node was added, or none added again (the case kept as a list of steps)"
