@@ -7,8 +7,11 @@ viz_server and vztrace are loaded under their own names), after: this tree. Per 
 - CPU ms per step of each part, replay, derive and delta, over steps A+1..A+M (A reached first, not counted).
 Prints the medians over the rounds side by side, and checks every answer of both trees is byte-identical (a
 difference is an error: the two trees must serve the same bytes). CPU times compare best on a loaded machine.
+- with --shuffle N: N graph and delta answers between random steps up to --shuffle-top on a fresh view, asked in a
+  seeded random order (once per tree), checked like the others.
 
   PYTHONPATH=. python bench/bench_steps_ab.py TRACE --before /work/main [--rounds 3] [--steps 20] [--jump 200]
+  [--shuffle 100]
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import argparse
 import gc
 import hashlib
 import importlib
+import random
 import statistics
 import sys
 import time
@@ -77,6 +81,23 @@ def one_round(mods: dict[str, ModuleType], trace: Path, steps: int, jump: int, a
   return out, answers
 
 
+def shuffled(mods: dict[str, ModuleType], trace: Path, count: int, top: int, seed: int) -> tuple[float, list[str]]:
+  """CPU ms of `count` answers asked in a seeded random order on a fresh view (graphs and deltas between random steps
+  up to `top`, as slider clicks and jumps ask them), and their hashes: a layout must not depend on the order asked."""
+  rng, dumps = random.Random(seed), mods["stepgraphs"].dumps
+  (tr,) = mods["store"].TraceStore().add_path(trace)
+  rw = max(tr.rewrites.values(), key=lambda r: r.matches)
+  view = mods["stepgraphs"].StepGraphs(tr, rw, mods["replay"].Replay(tr, rw))
+  top, answers, cpu = min(top, rw.matches), [], time.process_time
+  t = cpu()
+  for _ in range(count):
+    j, k = rng.randint(0, top), rng.randint(0, top)
+    graph = rng.random() < 0.3
+    b = dumps(view.graph(k, compact=True) if graph else view.delta(j, k, compact=True, rebuilt=True))
+    answers.append(hashlib.sha1(b).hexdigest())
+  return (cpu() - t) * 1e3, answers
+
+
 def main() -> None:
   ap = argparse.ArgumentParser()
   ap.add_argument("trace", type=Path)
@@ -86,6 +107,8 @@ def main() -> None:
   ap.add_argument("--jump", type=int, default=200, help="the far jump's target step")
   ap.add_argument("--at", type=int, default=300, help="the part costs are measured after this step")
   ap.add_argument("--span", type=int, default=20)
+  ap.add_argument("--shuffle", type=int, default=0, help="then this many answers in a random order on a fresh view")
+  ap.add_argument("--shuffle-top", type=int, default=150, help="the highest step the random order asks")
   args = ap.parse_args()
   trees = {"before": load_tree(args.before), "after": load_tree(ROOT)}
   gc.collect()
@@ -102,6 +125,11 @@ def main() -> None:
       if hashes.setdefault(name, answers) != answers:
         raise SystemExit(f"{name}: answers differ between rounds")
       gc.collect()
+  for name, mods in (trees.items() if args.shuffle else ()):
+    ms, answers = shuffled(mods, args.trace, args.shuffle, args.shuffle_top, seed=1)
+    got[name][f"random order, {args.shuffle} answers"] = [ms]
+    hashes[name] = hashes[name] + answers
+    gc.collect()
   same = hashes["before"] == hashes["after"]
   print(f"{'CPU ms (median of ' + str(args.rounds) + ')':42} {'before':>9} {'after':>9} {'after/before':>12}")
   for k, vs in got["before"].items():
