@@ -144,13 +144,15 @@ _MAX_CACHED = 512
 
 
 def get_program(ast: UOp) -> Program:
-  """Compile a kernel AST to a Program (cached by AST while tracing is off, so rewrites show in traces)."""
+  """Compile a kernel AST to a Program (cached by AST while tracing is off, so rewrites show in traces). Its LLVM IR
+  has the line tables that map code to UOps only while tracing: the trace's sources are all that reads them, and
+  without them (the same machine code) LLVM takes 3-5% less time, the IR a third fewer characters (issue 29)."""
   if recorder.RECORDER is None and ast in _PROGRAMS:
     _PROGRAMS.move_to_end(ast)
     return _PROGRAMS[ast]
   lk = linear_kernel(ast)
   kname, fname, lin, bufs, vars_, nbufs = lk.kname, lk.fname, lk.lin, lk.bufs, lk.vars, lk.nbufs
-  src = render_llvm(kname, fname, lin, nbufs, list(vars_))
+  src = render_llvm(kname, fname, lin, nbufs, list(vars_), debug=recorder.RECORDER is not None)
   glob = [u for u in lin.uops if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
   ins = tuple(sorted({u.src[0].src[0].arg for u in glob if u.op is Ops.LOAD}))
   outs = tuple(sorted({u.src[0].src[0].arg for u in glob if u.op is Ops.STORE}))
