@@ -111,6 +111,7 @@ function prime(b) {
   if (b.trace !== null && b.contexts) primed.set(`/api/traces/${enc(b.trace)}/contexts`, b.contexts);
   if (b.rewrite) primed.set(`/api/traces/${enc(b.trace)}/rewrites/${enc(b.rw)}`, b.rewrite);
   if (b.graph) primed.set(graphPath(b.trace, b.rw, b.step), b.graph);
+  if (b.summary) primed.set(`/api/traces/${enc(b.trace)}/summary`, b.summary);
   return b;
 }
 

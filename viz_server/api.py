@@ -198,10 +198,12 @@ def boot() -> Any:
   linked = t in ids  # the page keeps the rest of the link only for a trace it serves
   t = t if linked else (ids[-1] if ids else None)
   out: dict[str, Any] = {"traces": entries, "trace": t, "contexts": None, "ctx": None, "rw": None, "rewrite": None,
-                         "step": None, "metrics": label_metrics()}
+                         "step": None, "metrics": label_metrics(), "summary": None}
   tr = store().get(t) if t is not None else None
   if tr is None:
     return json_answer(_with_graph(out, None))
+  if not linked or (opt_int("ctx") is None and opt_int("rw") is None):  # the page lands on the summary panel
+    out["summary"] = summary(tr)
   with store().lock:
     out["contexts"] = [context_entry(tr, c) for c in list(tr.contexts.values())]
     out["ctx"], out["rw"] = _default_view(out["contexts"], opt_int("ctx") if linked else None,

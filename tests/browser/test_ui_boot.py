@@ -34,6 +34,8 @@ def test_default_view_is_one_request(new_page, server):
   wait_graph(page, boot["trace"], boot["rw"], 0)
   assert before == ["/api/boot?compact=1"]
   assert sum("/api/boot" in u for u in seen) == 1  # boot.js asked it early; app.js took that answer
+  page.wait_for_selector("#panel-summary .summary-phases")  # the landing view, drawn from the boot answer's summary
+  assert boot["summary"] is not None and not any("/summary" in u for u in seen), seen
   s = state(page)
   assert (s["trace"], s["ctx"], s["rw"], s["step"]) == (boot["trace"], boot["ctx"], boot["rw"], 0)
   n = page.evaluate("() => window.__viz.graph.ids().length")

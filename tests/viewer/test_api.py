@@ -439,12 +439,14 @@ def test_node_origin_names_the_pass_and_step_that_made_it(tmp_path):
   assert list(app.extensions["tinyviz"]["views"]._views) == [(0, p2["id"])]
 
 
-def _separately(client, t, ctx, rw, step):
-  """What the page's first view gathers with one request per endpoint, for the view (t, ctx, rw, step)."""
+def _separately(client, t, ctx, rw, step, landing=False):
+  """What the page's first view gathers with one request per endpoint, for the view (t, ctx, rw, step); landing (the
+  link names no context or rewrite): the summary panel's answer too."""
   return {"traces": _get(client, "/api/traces"), "trace": t, "contexts": _get(client, f"/api/traces/{t}/contexts"),
           "ctx": ctx, "rw": rw, "rewrite": _get(client, f"/api/traces/{t}/rewrites/{rw}"), "step": step,
           "graph": _get(client, f"/api/traces/{t}/rewrites/{rw}/graph?step={step}"),
-          "metrics": _get(client, "/api/metrics")}
+          "metrics": _get(client, "/api/metrics"),
+          "summary": _get(client, f"/api/traces/{t}/summary") if landing else None}
 
 
 @pytest.fixture(scope="module")
@@ -469,7 +471,8 @@ def test_boot_resolves_the_default_view_as_the_page_does(boot_client):
   passes = ctxs[2]
   assert [r["changed"] for r in passes["rewrites"]] == [False, True]
   # the last trace, its first context with rewrites, that context's first rewrite that changed something, step 0
-  assert b == _separately(boot_client, 1, passes["id"], passes["rewrites"][1]["id"], 0)
+  assert b == _separately(boot_client, 1, passes["id"], passes["rewrites"][1]["id"], 0, landing=True)
+  assert _get(boot_client, "/api/boot?t=1")["summary"] == b["summary"] is not None
 
 
 def test_boot_answers_a_deep_link_like_the_separate_endpoints(client):
@@ -496,4 +499,4 @@ def test_boot_without_traces(tmp_path):
   c = create_app([], follow=False).test_client()
   assert _get(c, "/api/boot?t=0") == {"traces": [], "trace": None, "contexts": None, "ctx": None, "rw": None,
                                       "rewrite": None, "step": None, "graph": None,
-                                      "metrics": _get(c, "/api/metrics")}
+                                      "metrics": _get(c, "/api/metrics"), "summary": None}
