@@ -22,11 +22,15 @@ replay), `prepare_write` moves a buffer whose memory is exposed (a view handed o
 own, and the pool gives an array to a new buffer only once no view of it is left.
 
 How much the pool keeps is sized from what the program needs, not a constant: run_schedule reports the arrays each
-schedule took fresh (after the memory planner, compiler/runtime/memory.py, shared what it could), and the pool keeps
-up to the high-water mark of those bytes (at least `POOL_BYTES`) and, of one (dtype, size), up to the most one
-schedule took (at least `POOL_PER_KIND`), so the next run of the same schedule (a training step) finds all its memory
-here instead of faulting fresh pages in. `POOL_MAX_FRACTION` of the machine's memory caps it. The bytes held by live
-buffers and their peak are counted (`memory_in_use`, `memory_peak`: DEBUG=2 prints them)."""
+schedule took fresh (after the memory planner, compiler/runtime/memory.py, shared what it could), and the pool keeps,
+of one (dtype, size), up to the most one schedule took (at least `POOL_PER_KIND`), and in all the bytes of the most
+arrays of each kind one of the last `POOL_SCHEDULES` distinct schedules took, summed over the kinds (at least
+`POOL_BYTES`): what the program's schedules take between them, not the biggest one's alone, so a process that
+alternates programs (a training step and an eval, the bench's programs side by side) keeps each one's memory and the
+next run of every schedule finds all of it here instead of faulting fresh pages in. `POOL_MAX_FRACTION` of the
+machine's memory caps it; a full pool releases the arrays given back longest ago to keep the one just released
+(`_evict`). The bytes held by live buffers and their peak are counted (`memory_in_use`, `memory_peak`: DEBUG=2 prints
+them)."""
 from __future__ import annotations
 
 import ctypes
@@ -35,7 +39,7 @@ import os
 import sys
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Any
 
 import numpy as np
@@ -52,8 +56,10 @@ _freed: deque[tuple[float, int, int, int, int, str]] = deque()
 POOL_BYTES = 256 << 20  # released arrays kept for reuse, in all, at least (more when a schedule needs more)
 POOL_PER_KIND = 8  # ... and of one (dtype, size), at least
 POOL_MAX_FRACTION = 0.25  # ... and at most this part of the machine's memory, whatever the program needs
-# the most one schedule took fresh: bytes in all, and arrays per (numpy dtype, size) (note_schedule_need)
+# arrays per (numpy dtype, size): the most one schedule took fresh; bytes: the recent schedules' needs (below)
 _need_bytes = [0]
+POOL_SCHEDULES = 32  # ... the bytes summed over the needs of this many schedules that ran last (distinct ones)
+_recent: OrderedDict[frozenset[tuple[np.dtype, int, int]], None] = OrderedDict()
 _need_kind: dict[tuple[np.dtype, int], int] = {}
 _pool_cap: list[int] = []  # POOL_MAX_FRACTION of the machine's memory, read once
 # bytes held by live buffers, and the most held at once since reset_peak. A release runs in __del__ (any thread, or a
@@ -64,6 +70,8 @@ _released: deque[int] = deque()
 # garbage collection while the pool is being taken from (the same thread: the lock is reentrant)
 _pool: dict[tuple[np.dtype, int], list[np.ndarray]] = {}
 _pool_bytes = [0]
+_gives = itertools.count()
+_given: dict[tuple[np.dtype, int], int] = {}  # kind -> the count of the _give that last gave one back
 _POOL_LOCK = threading.RLock()
 
 
@@ -97,9 +105,25 @@ def _give(arr: np.ndarray) -> None:
       for i in range(len(free) - 1, -1, -1):
         if sys.getrefcount(free[i]) > 2:  # (the list, getrefcount's argument)
           _pool_bytes[0] -= free.pop(i).nbytes
-    if len(free) < per_kind and _pool_bytes[0] + arr.nbytes <= limit:
+    if len(free) < per_kind and _evict(kind, _pool_bytes[0] + arr.nbytes - limit) <= 0:
       _pool_bytes[0] += arr.nbytes
       free.append(arr)
+    _given[kind] = next(_gives)  # (when each kind was last given back: the oldest are evicted first)
+
+
+def _evict(keep: tuple[np.dtype, int], nbytes: int) -> int:
+  """Release at least nbytes of pooled arrays to the OS, of the kinds given back longest ago (not `keep`'s); the
+  bytes still missing (<= 0: done). A full pool makes room for the array just released rather than refuse it, so a
+  program's next call finds what its last one gave back, not what another program left long ago (lock held)."""
+  if nbytes <= 0 or nbytes > _pool_bytes[0] - sum(a.nbytes for a in _pool.get(keep, ())):
+    return nbytes  # (nothing to release, or not enough of other kinds: keep them all and refuse the newcomer)
+  for kind in sorted(_pool, key=lambda kd: _given.get(kd, -1)):
+    free = _pool[kind]
+    while free and nbytes > 0 and kind != keep:
+      got = free.pop(0).nbytes
+      _pool_bytes[0] -= got
+      nbytes -= got
+  return nbytes
 
 
 def _machine_bytes() -> int:
@@ -111,8 +135,8 @@ def _machine_bytes() -> int:
 
 
 def pool_limit() -> int:
-  """The bytes the pool keeps at most: the most one schedule took fresh (at least POOL_BYTES), capped at
-  POOL_MAX_FRACTION of the machine's memory."""
+  """The bytes the pool keeps at most: the most arrays of each kind one of the last POOL_SCHEDULES schedules took
+  fresh, in bytes, summed over the kinds (at least POOL_BYTES), capped at POOL_MAX_FRACTION of the machine's memory."""
   if not _pool_cap:
     _pool_cap.append(int(_machine_bytes() * POOL_MAX_FRACTION) or POOL_BYTES)
   return min(_pool_cap[0], max(POOL_BYTES, _need_bytes[0]))
@@ -120,15 +144,25 @@ def pool_limit() -> int:
 
 def note_schedule_need(kinds: dict[tuple[DType, int], int]) -> None:
   """A schedule took fresh memory for `kinds[(dtype, size)]` arrays of each kind: the pool keeps that much from now
-  on (its high-water mark), so the next run of the schedule takes all of it from the pool."""
-  total = 0
+  on (each kind's high-water mark; in bytes, with the needs of the other schedules that ran lately), so the next run
+  of the schedule takes all of it from the pool, as does the next run of another schedule that took other kinds. A
+  schedule that ran before moves to the newest (no sums again)."""
+  sig = frozenset((_np_dtype(dt), size, n) for (dt, size), n in kinds.items())
   with _POOL_LOCK:
-    for (dt, size), n in kinds.items():
-      key = (_np_dtype(dt), size)
-      total += n * size * key[0].itemsize
-      if n > _need_kind.get(key, 0):
-        _need_kind[key] = n
-    _need_bytes[0] = max(_need_bytes[0], total)
+    for dt, size, n in sig:
+      if n > _need_kind.get((dt, size), 0):
+        _need_kind[(dt, size)] = n
+    if sig in _recent:
+      _recent.move_to_end(sig)
+      return
+    _recent[sig] = None
+    if len(_recent) > POOL_SCHEDULES:
+      _recent.popitem(last=False)
+    most: dict[tuple[np.dtype, int], int] = {}
+    for s in _recent:
+      for dt, size, n in s:
+        most[(dt, size)] = max(n, most.get((dt, size), 0))
+    _need_bytes[0] = sum(n * size * dt.itemsize for (dt, size), n in most.items())
 
 
 def _note_alloc(nbytes: int) -> None:
@@ -186,9 +220,11 @@ def arena_size(nbytes: int) -> int:
 def clear_pool() -> None:
   """Release the pooled arrays to the OS, and forget what the schedules so far needed (the pool's size starts over)."""
   _pool.clear()
+  _given.clear()
   _pool_bytes[0] = 0
   _need_bytes[0] = 0
   _need_kind.clear()
+  _recent.clear()
 
 
 class Buffer:
