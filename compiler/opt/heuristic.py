@@ -45,7 +45,9 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   tiled = not window and bool(k.reduceops) and prod(k.full_shape[:k.first_reduce]) >= 1024 and _reduces_span_outputs(k)
   # a dot tile first: a condition on loaded values along its rows (GPT's gelu backward) is no pad to make constant,
   # and its batch of 4 upcast for it left no registers for the tile (7 -> 23 GFLOP/s)
-  dot = tiled and _dot_tile(k)
+  stage = os.environ.get("NOSTAGE", "0") in ("", "0")
+  transposed = tiled and stage and _transposed_panel(k)
+  dot = tiled and not transposed and _dot_tile(k)
   # small masked axes (from pads and stacks) first: upcasting them turns their masks into constants
   masked = (masked_axes(k) | _short_window(k)) if not dot else set()
   to_upcast: list[int] = []
@@ -57,7 +59,7 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   for axis in reversed(to_upcast):
     k.apply_opt(Opt(OptOps.UPCAST, axis, 0))
 
-  tile_fills = dot or (tiled and _register_tile(k))
+  tile_fills = dot or transposed or (tiled and _register_tile(k))
 
   # unroll the innermost reduce if it is small, else by 4 (loop unrolling, no vectors), or by vectors; not where the
   # register tile already fills the registers (the reference's "upcast < 64" rule let SSE's 2x16 tile be unrolled:
@@ -83,14 +85,15 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
   # float vectors: upcast the axis the store walks with stride 1 if every load is contiguous or broadcast along it
   _vectorize_store(k, vector_loop and k.first_reduce < k.first_upcast)
 
-  stage, thread = (os.environ.get(v, "0") in ("", "0") for v in ("NOSTAGE", "NOTHREAD"))
+  thread = os.environ.get("NOTHREAD", "0") in ("", "0")
   # a THREAD split of an axis the threads do not divide peels its rest, which cannot follow STAGE: then the threads
   # go first (SSE matmul 499, 2 threads: 6.3 ms on one thread, 3.4 ms split; no tile count the threads divide)
   order = _thread_order(k) if thread else []
-  early = stage and bool(order) and all(k.full_shape[a] % k.target.threads for a in order)
+  # (not before a transposed panel's STAGE, which _transposed_panel checked on the kernel as it is)
+  early = stage and not transposed and bool(order) and all(k.full_shape[a] % k.target.threads for a in order)
   if early:
     thread_outer_axis(k)
-  staged = stage and not dot and stage_panel(k)  # (a dot tile reads each operand row once per output tile)
+  staged = stage and not dot and stage_panel(k, transposed)  # (a dot tile reads each operand row once a tile)
   if not staged:
     block_reduce(k)
   if thread and not early:
@@ -282,6 +285,61 @@ def _register_tile(k: Kernel) -> bool:
     _upcast_or_peel(k, axis, 2)
   _panel_order(k, cols[0])
   return 2 * accumulators() >= regs
+
+
+def _transposed_panel(k: Kernel) -> bool:
+  """A matmul's register tile for A B^T where B is read as W[j, k] (a linear layer's x @ W.T: both operands walk the
+  reduce with stride 1): the columns along j (two vectors), the rows along an axis of A, to be STAGEd with the
+  columns innermost (compiler.opt.stage transposes the strip once into the scratch), so each row reads its B vectors
+  and broadcasts A as in A B. The dot tile's vector accumulators each end in a horizontal sum, which at GPT's
+  reduce of 256 was a third of the work: 512x256 @ 256x1024 89 -> 106 GFLOP/s (Zen 4, AVX-512, 1 thread, loaded
+  core; the plain A B there 100; attention's q k^T, 128x64 @ 64x128, 57 -> 78). Only for one reduce axis of at most 32
+  vectors (a longer one leaves the sums a small part), nothing upcast yet, and a strip that at least STAGE_MIN_REUSE
+  row tiles read (what the STAGE that follows, stage_panel(transposed), asks). Whether it applied."""
+  if k.upcasted or k.first_reduce != k.first_upcast - 1 or k.vars or not k.reduceops:
+    return False
+  red, vec = k.first_reduce, k.target.vector_floats
+  size = k.full_shape[red]
+  stores = {st.src[0] for st in k.stores}
+  loads = [st for a in k.accesses if a not in stores and (st := access_strides(k, a))[red] != 0]
+  # (a reduce longer than 32 vectors leaves the dot tile's sums a small part: K 512 4% faster staged, 1024 3% slower;
+  # SSE's 4-lane sums are cheap: q k^T with K 64 19% slower staged, where AVX2's tile was 23% faster)
+  if len(loads) != 2 or any(st[red] != 1 for st in loads) or not isinstance(size, int) or vec < 8 or \
+      not STAGE_MIN_BLOCK <= size <= 32 * vec:
+    return False
+  cols_n = 2 * vec
+  # the columns: the innermost output axis along which exactly one operand (B) varies, by at least a vector
+  col = next((a for a in reversed(range(k.first_reduce)) if isinstance(n := k.full_shape[a], int) and n % cols_n == 0
+              and sorted(st[a] == 0 for st in loads) == [False, True] and all(st[a] is not None for st in loads)
+              and max(abs(st[a]) for st in loads) >= vec and k.axis_types[a] is not AxisType.THREAD), None)
+  if col is None:
+    return False
+  b = next(i for i, st in enumerate(loads) if st[col] != 0)
+  # the rows: the innermost axis along which A varies and B is broadcast; as many as the registers hold (each row
+  # accumulates two vectors; B's two vectors and A's broadcast are live besides)
+  row = next((a for a in reversed(range(k.first_reduce)) if a != col and isinstance(k.full_shape[a], int) and
+              loads[b][a] == 0 and loads[1 - b][a] not in (0, None) and k.axis_types[a] is not AxisType.THREAD), None)
+  if row is None:
+    return False
+  rows = next((r for r in (8, 6, 4, 3, 2) if k.full_shape[row] % r == 0 and 2 * r + 3 <= k.target.vector_regs), None)
+  reuse = _prod(k.full_shape[a] for a in range(k.first_reduce) if loads[b][a] == 0) // (rows or 1)
+  # (the STAGE after it, stage_panel's, applies only where enough row tiles reuse the strip)
+  if rows is None or reuse < STAGE_MIN_REUSE:
+    return False
+  opts = [Opt(OptOps.UPCAST, axis, amt) for axis, amts in sorted([(col, (vec, 2)), (row, (rows,))], reverse=True)
+          for amt in amts]  # (the later axis first: ids stay put; the columns' vector innermost, as a matmul's)
+  # without its STAGE the tile would gather B lane by lane: only where stage_panel stages it (tried on a copy)
+  trial = k.copy()
+  try:
+    for opt in opts:
+      trial.apply_opt(opt)
+  except KernelOptError:
+    return False
+  if not stage_panel(trial, transposed=True):
+    return False
+  for opt in opts:
+    k.apply_opt(opt)
+  return True
 
 
 def _dot_tile(k: Kernel) -> bool:
@@ -537,14 +595,15 @@ def _vectorize_store(k: Kernel, vector_loop: bool) -> None:
       return
 
 
-def stage_panel(k: Kernel) -> bool:
+def stage_panel(k: Kernel, transposed: bool = False) -> bool:
   """STAGE the first reduce axis of a register-tiled reduce (compiler.opt.stage): the input tile its row loop reads
   again (a matmul's B strip) copied once to a contiguous scratch, in one block if the scratch fits in a quarter of
   L2, else in the largest blocks that do. Only where at least STAGE_MIN_REUSE row iterations reuse the tile (the
   copy costs about one row tile's loads) and the strip is larger than half of L1 (a smaller one stays in L1 across
   the rows next to A's rows anyway: matmul 128 and 192 were 2-5% slower staged, 256 the same, 384 4% faster).
   Measured on Zen 5 (AVX-512, 48 KiB L1, 1 MiB L2), one core, GFLOP/s: matmul 512 159 -> 167, 768 109 -> 209,
-  1024 126 -> 212, 2048 82 -> 220, 512x1024x256 48 -> 221, 256x1024x8192 (blocks of 2048) 86 -> 192."""
+  1024 126 -> 212, 2048 82 -> 220, 512x1024x256 48 -> 221, 256x1024x8192 (blocks of 2048) 86 -> 192.
+  `transposed` (_transposed_panel's tile): staged whatever its size, the copy being the transpose the tile reads."""
   if not k.reduceops or k.upcasted == 0 or k.first_reduce >= k.first_upcast or k.vars:
     return False
   rng = k.rngs[k.first_reduce]
@@ -552,7 +611,7 @@ def stage_panel(k: Kernel) -> bool:
   choice = stage_choice(k.rngs, k.global_dims, k.ast, rng)
   if choice is None or not isinstance(size, int) or choice[0] < STAGE_MIN_REUSE:
     return False
-  if choice[1] * size * 2 <= k.target.l1_bytes:  # the strip stays in L1 across the rows without a copy
+  if choice[1] * size * 2 <= k.target.l1_bytes and not transposed:  # the strip stays in L1 across the rows
     return False
   budget = k.target.l2_bytes // 4
   amt = next((a for a in range(size, 0, -1) if size % a == 0 and a * choice[1] <= budget), 1)
