@@ -7,7 +7,6 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from compiler import rewrite
 from compiler.codegen.errors import CodegenError, kernel_name
 from compiler.codegen.expander import expand_ctx, pm_expand, pm_vectorize
 from compiler.codegen.linearizer import Linear, linearize
@@ -92,7 +91,9 @@ def eval_int(u: UOp, var_vals: dict[str, int]) -> int:
 
 # expansion and the index fold of its lanes in one bottom-up walk: each lane is folded as it is made, from folded
 # sources, where the two passes one after the other rebuilt every node above a folded lane index (GPT's training
-# step: 96k lane nodes, 85k of them rebuilt, 1.3 of its 6 s of first call); its output is a fixed point of both
+# step: 96k lane nodes, 85k of them rebuilt, 1.3 of its 6 s of first call); its output is a fixed point of both. The
+# pass "expand + index fold" of the trace: recording the two passes instead cost GPT's traced step ~150k more node
+# visits, its rebuilt nodes named and their matches recorded
 pm_expand_fold = pm_expand + pm_index_fold
 
 
@@ -102,13 +103,8 @@ def lower_ast(ast: UOp) -> UOp:
   sink = track_graph(ast, "View Base AST")
   sink = symbolic_then_index_fold(sink)  # the full simplifier runs before expansion multiplies the graph by the lanes
   ctx = expand_ctx(sink)
-  if recorder.RECORDER is None and rewrite.SWITCHES is None:
-    # (the same graph as the two passes: tests/compiler/test_first_call.py; a trace, and the switches' numbering of
-    # matches, keep the passes as they are)
-    sink = graph_rewrite(sink, pm_expand_fold, ctx=ctx, bottom_up=True)
-  else:
-    sink = graph_rewrite(sink, pm_expand, ctx=ctx, bottom_up=True)
-    sink = graph_rewrite(sink, pm_index_fold)
+  # one pass traced or not: a trace shows the rewrites that run, and the switches number the matches of those
+  sink = graph_rewrite(sink, pm_expand_fold, ctx=ctx, bottom_up=True)
   sink = graph_rewrite(sink, pm_vectorize, ctx=ctx)
   sink = graph_rewrite(sink, pm_lower, ctx=lower_ctx(sink, ctx["kname"]))
   sink = graph_rewrite(sink, pm_gate_reduce, ctx=gate_reduces(sink))

@@ -1,11 +1,13 @@
-"""First calls (issue 29): the untraced codegen's shortcuts make the graph the traced passes make, node for node."""
+"""First calls (issue 29): the compiler's shortcuts (a fused pass, a kernel built before) make the graph the passes
+one by one make, node for node."""
 from __future__ import annotations
 
 import numpy as np
 
-from compiler import Tensor, engine, realize, rewrite
+from compiler import Tensor, engine, realize
 from compiler.codegen import program
-from compiler.codegen.simplify import index_linear_form
+from compiler.codegen.expander import pm_expand
+from compiler.codegen.simplify import index_linear_form, pm_index_fold
 from compiler.dtype import dtypes
 from compiler.runtime.interpreter import InterpretedKernel
 from compiler.symbolic import linear_form
@@ -32,12 +34,15 @@ def _kernel_asts(monkeypatch) -> list[UOp]:
   return asts
 
 
-def _lowered(ast: UOp) -> tuple[UOp, list[str]]:
-  """lower_ast's graph and the passes it ran."""
+def _lowered(ast: UOp, two_passes: bool = False) -> tuple[UOp, list[str]]:
+  """lower_ast's graph and the passes it ran; with two_passes, "expand + index fold" run as the two passes it fuses,
+  one after the other."""
   names: list[str] = []
   inner = program.graph_rewrite
 
   def graph_rewrite(sink, pm, *args, **kw):
+    if two_passes and pm is program.pm_expand_fold:
+      return graph_rewrite(graph_rewrite(sink, pm_expand, *args, **kw), pm_index_fold)
     names.append(kw.get("name") or pm.name)
     return inner(sink, pm, *args, **kw)
   program.graph_rewrite = graph_rewrite
@@ -54,10 +59,9 @@ def test_expansion_folded_as_it_goes_is_the_two_passes_graph(monkeypatch):
   assert len(expanded) >= 3, "the heuristics upcast too few of these kernels to compare anything"
   for ast in asts:
     fast, fast_passes = _lowered(ast)
-    monkeypatch.setattr(rewrite, "SWITCHES", rewrite.Switches())  # (switches on, none off: the passes one by one)
-    slow, slow_passes = _lowered(ast)
-    monkeypatch.setattr(rewrite, "SWITCHES", None)
+    slow, slow_passes = _lowered(ast, two_passes=True)
     assert "expand + index fold" in fast_passes and "expand + index fold" not in slow_passes
+    assert {"expand", "index fold"} <= set(slow_passes)
     assert fast is slow, f"kernel {ast.arg.name}: the fused pass made another graph"
 
 

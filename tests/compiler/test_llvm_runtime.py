@@ -259,7 +259,7 @@ def test_timing_and_trace(tmp_path):
   runs = [r for r in recs if r["t"] == "run"]
   assert len(runs) == 1 and runs[0]["ctx"] == kctx and runs[0]["flops"] == 2 * 16 ** 3 and len(runs[0]["times"]) == 3
   rewrites = [r["name"] for r in recs if r["t"] == "rw_begin" and r["ctx"] == kctx]
-  for name in ("View Base AST", "expand", "vectorize", "lower", "View Output AST"):
+  for name in ("View Base AST", "expand + index fold", "vectorize", "lower", "View Output AST"):
     assert name in rewrites
   assert (bufs[0] == 16).all()
 

@@ -55,7 +55,9 @@ def wrong_mod(x, d):  # x % 6 -> (x + 1) % 6: a wrong index fold (in bounds, wro
     return None
   fired()
   return (x + UOp.const(x.dtype, 1)) % d
-seed(pm_index_fold, UPat.var("x", dtypes.ints) % UPat.cvar("d"), wrong_mod, "seeded: MOD(x, 6)")
+from compiler.codegen.program import pm_expand_fold
+for pm in (pm_index_fold, pm_expand_fold):  # (codegen's expansion folds its lanes with the same rules)
+  seed(pm, UPat.var("x", dtypes.ints) % UPat.cvar("d"), wrong_mod, "seeded: MOD(x, 6)")
 from compiler.tensor import Tensor
 a = Tensor(np.arange(24, dtype=np.float32).reshape(6, 4))
 print((a * 2).sum().item())
@@ -95,9 +97,10 @@ def wrong_contract_reduce(red):
     log("fired")
     red = red.replace(src=(v.replace(src=(*v.src[:-1], v.src[0])), *red.src[1:]))
   return expander.contract_reduce(red)
-pm = expander.pm_expand
-pm.__init__([(r.pat, wrong_contract_reduce, "seeded: UNROLL's expansion") if r.fn is expander.contract_reduce
-             else r.entry for r in pm.rules], name=pm.name)
+from compiler.codegen import program
+for pm in (expander.pm_expand, program.pm_expand_fold):  # (codegen runs the expansion fused with the index fold)
+  pm.__init__([(r.pat, wrong_contract_reduce, "seeded: UNROLL's expansion") if r.fn is expander.contract_reduce
+               else r.entry for r in pm.rules], name=pm.name)
 from compiler.tensor import Tensor
 a = Tensor((np.arange(64 * 64) % 97).astype(np.float32).reshape(64, 64))
 print((a * 2 + 1).numpy()[0, :4])

@@ -81,7 +81,8 @@ def test_unchanged_nodes_stay_put_between_steps(big):
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-  """A real compile: matmul, relu, add, sum; its `vectorize` and `index fold` passes run past a block boundary."""
+  """A real compile: matmul, relu, add, sum; its `vectorize` and `expand + index fold` passes run past a block
+  boundary."""
   tensor = pytest.importorskip("compiler.tensor")
   path = tmp_path_factory.mktemp("c") / "c.vztrace"
   rng = np.random.default_rng(0)
@@ -113,7 +114,7 @@ def real_steps(big, compiled) -> list[tuple[str, bool, int, bool, float]]:
   rws = [(big, rw) for rw in big.rewrites.values()] + [(compiled, rw) for rw in compiled.rewrites.values()
                                                        if rw.ended and rw.matches]
   names = {rw.name for _, rw in rws}
-  assert {"symbolic + kernel cleanup", "vectorize", "index fold", "open kernel + rangeify", "expand"} <= names, names
+  assert {"symbolic + kernel cleanup", "vectorize", "open kernel + rangeify", "expand + index fold"} <= names, names
   assert sum(rw.matches > BLOCK for _, rw in rws) >= 3  # block boundaries (kept layouts) occur in both kinds
   return [(rw.name, rw.bottom_up, k, derived, d) for tr, rw in rws for k, derived, d in _step_displacements(tr, rw)]
 
