@@ -184,7 +184,8 @@ class ScheduleCache:
 
 SCHEDULES = ScheduleCache()
 # kernels built by kernel_key (compiler.schedule.rangeify.build_kernel), within a schedule and across: a model's
-# layers build the same kernels over other buffers (GPT's training step: 403 builds, 87 kernels)
+# layers build the same kernels over other buffers (GPT's training step: 403 builds, 87 kernels); an entry is (AST, its
+# buffers' leaf numbers, the recording whose trace shows its passes: TraceIds.base, None when built unrecorded)
 KERNELS = ScheduleCache(1024)
 
 

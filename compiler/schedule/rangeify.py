@@ -360,18 +360,23 @@ pm_number_globals = PatternMatcher([
 def build_kernel(x: UOp, out_buf: UOp) -> tuple[UOp, list[UOp]]:
   """The kernel AST computing tensor node x into out_buf, and the buffers it reads (in slot order after 0); a kernel
   of a structure built before (cache.kernel_key: another layer's, over other buffers) is that AST, bound to these
-  buffers, untraced and without switches (a trace, and SKIP_MATCHES's numbering, see the passes run)."""
-  if recorder.RECORDER is not None or rewrite.SWITCHES is not None or not KERNELS.enabled():
+  buffers. While recording, a structure's first build in the recording runs (and shows) the passes and a later one is
+  a "kernel cache hit" snapshot of the AST; with switches on every build runs them (SKIP_MATCHES numbers matches)."""
+  if rewrite.SWITCHES is not None or not KERNELS.enabled():
     return _build_kernel(x, out_buf)
+  rec = recorder.RECORDER
+  made_in = None if rec is None else rec.ids.base  # (the recording the passes were shown in)
   key, leaves = kernel_key(x, out_buf)
   hit = KERNELS.get(key)
-  if hit is not None:
-    ast, slots = hit
+  if hit is not None and (rec is None or hit[2] == made_in):
+    ast, slots, _ = hit
+    if rec is not None:
+      track_graph(ast, "kernel cache hit")
     return ast, [leaves[i] for i in slots]
   ast, bufs = _build_kernel(x, out_buf)
   at = {b: i for i, b in enumerate(leaves)}
   if all(b in at for b in bufs):
-    KERNELS.put(key, (ast, tuple(at[b] for b in bufs)))
+    KERNELS.put(key, (ast, tuple(at[b] for b in bufs), made_in))
   return ast, bufs
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from compiler import Tensor
 from compiler.runtime.buffer import buffer_of
-from compiler.schedule.cache import SCHEDULES
+from compiler.schedule.cache import KERNELS, SCHEDULES
 from compiler.schedule.rangeify import create_schedule
 from compiler.tensor import _SCALAR_NODES
 from vztrace.reader import TraceReader
@@ -114,6 +114,29 @@ def test_a_hit_is_in_the_trace(trace):
   names = [r["name"] for r in TraceReader(trace) if r["t"] == "rw_begin"]
   assert names.count("schedule cache hit") == 1 and names.count("open kernel + rangeify") == 1
 
+
+
+def test_a_kernel_built_again_while_recording_is_a_kernel_cache_hit(tmp_path):
+  """While recording, a kernel of a structure the recording built before (another output's, over other buffers) is a
+  "kernel cache hit" snapshot of that AST: the passes show once per structure and recording, and the values are the
+  new buffers'. A later recording builds it again (its trace shows the passes), where the earlier one's are not."""
+  from compiler.trace import recorder
+  KERNELS.clear()
+  names = []
+  for i in range(2):
+    a, b, c = _data(6, 5), _data(6, 5), _data(7)
+    SCHEDULES.clear()  # (the second recording's schedule would be a schedule cache hit: no kernel built)
+    recorder.enable(tmp_path / f"{i}.vztrace", announce=False)
+    try:  # (one schedule: the c kernel has its own structure, the a and b kernels one)
+      ta, tb, tc = (Tensor(a) * 3 + 1).exp(), (Tensor(b) * 3 + 1).exp(), Tensor(c) * 3 + 1
+      Tensor.realize(ta, tb, tc)
+      np.testing.assert_allclose(tb.numpy(), np.exp(b.astype(np.float64) * 3 + 1), rtol=1e-5)
+      np.testing.assert_allclose(ta.numpy(), np.exp(a.astype(np.float64) * 3 + 1), rtol=1e-5)
+    finally:
+      recorder.disable()
+    names.append([r["name"] for r in TraceReader(tmp_path / f"{i}.vztrace") if r["t"] == "rw_begin"])
+  for got in names:
+    assert got.count("open kernel + rangeify") == 2 and got.count("kernel cache hit") == 1, got
 
 def test_the_cache_keeps_no_graph_node_alive():
   # were the graph's own nodes the key, a realized constant would stay in the front end's record of realized nodes,
