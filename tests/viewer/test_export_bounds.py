@@ -8,6 +8,7 @@ import argparse
 import gc
 import json
 import tracemalloc
+import weakref
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from viz_server.export.command import run
 from viz_server.export.graphs import GraphPacker
 from viz_server.export.pack import pack
 from viz_server.export.page import render, write
+from viz_server.export.workers import step0
 from viz_server.offline import OfflineApi
 
 
@@ -55,7 +57,8 @@ def test_progress_is_reported_by_steps_packed(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("make", ["recorded", "rebuilding"])
 def test_compact_steps_pack_as_the_full_answers_do(make, trace, tmp_path):
-  """The packing of compact deltas (rebuilt nodes' edges made from the step before) equals the full answers'."""
+  """The packing of compact answers (straight edges without points, rebuilt nodes' edges made from the step before)
+  equals the full answers'."""
   path = record_small(trace) if make == "recorded" else _rebuilding(tmp_path / "r.vztrace", depth=30, steps=12)
   with OfflineApi(path) as api:
     compact, full = GraphPacker(None), GraphPacker(None)
@@ -63,7 +66,7 @@ def test_compact_steps_pack_as_the_full_answers_do(make, trace, tmp_path):
     for r, rw in api.trace.rewrites.items():
       view = api.view(r)
       steps = range(1, rw.matches + 1)
-      got = compact.rewrite(view.graph(0), (view.delta(k - 1, k, compact=True) for k in steps), {})
+      got = compact.rewrite(step0(view), (view.delta(k - 1, k, compact=True) for k in steps), {})
       want = full.rewrite(view.graph(0), (view.delta(k - 1, k) for k in steps), {})
       assert got == want, f"rewrite {r}"
       checked += rw.matches
@@ -71,15 +74,19 @@ def test_compact_steps_pack_as_the_full_answers_do(make, trace, tmp_path):
 
 
 def test_the_command_prints_progress_to_stderr_and_its_file_when_asked(tmp_path, monkeypatch, capsys):
+  """A line every PROGRESS_STEPS steps or PROGRESS_REWRITES rewrites since the last, whichever comes first."""
   monkeypatch.setattr("viz_server.export.collect.PROGRESS_STEPS", 10)
-  path = _rebuilding(tmp_path / "a.vztrace", depth=10, steps=25)
+  monkeypatch.setattr("viz_server.export.collect.PROGRESS_REWRITES", 2)
+  path = rebuilding_rewrites(tmp_path / "a.vztrace", depth=5, steps=6, rewrites=5)
   note = tmp_path / "progress"
   args = argparse.Namespace(file=str(path), output=str(tmp_path / "a.html"), context=None, redact="", progress=True,
                             progress_file=str(note))
   assert run(args) == 0
   err = capsys.readouterr().err.splitlines()
-  assert [line.split(" (")[0] for line in err] == ["export: 10 of 25 steps packed", "export: 20 of 25 steps packed"]
-  assert note.read_text() == "20 25\n"  # (the viewer's Export button reads it: viz_server/share.py)
+  assert [line.split(" (")[0] for line in err] == ["export: 1 of 5 rewrites, 10 of 30 steps packed",
+                                                   "export: 3 of 5 rewrites, 18 of 30 steps packed",
+                                                   "export: 4 of 5 rewrites, 28 of 30 steps packed"]
+  assert note.read_text() == "28 30\n"  # (the viewer's Export button reads it: viz_server/share.py)
 
 
 def test_a_rewrite_that_matched_nothing_shares_the_laid_out_graph_of_its_root(trace):
@@ -169,3 +176,28 @@ def test_the_streamed_page_holds_what_collect_makes(redact, trace, tmp_path, mon
       want = _sorted_marks(collect(api, redact=redact))
     assert _sorted_marks(embedded((tmp_path / "a.html").read_text())) == want
     assert want["redacted"] == sorted(redact) and len(want["graphs"]) >= 3
+
+
+def test_the_export_runs_without_the_collector_and_collects_its_cycles_every_few_rewrites(tmp_path, monkeypatch):
+  """quiet_gc (export/workers.py): the collector off while the export allocates, its cycles collected every GC_EVERY
+  rewrites (a cycle made after rewrite k is gone by the first multiple of GC_EVERY after k), the collector restored."""
+  monkeypatch.setattr("viz_server.export.workers.GC_EVERY", 2)
+  monkeypatch.setattr("viz_server.export.collect.PROGRESS_REWRITES", 1)
+  monkeypatch.setattr("viz_server.export.collect.PROGRESS_STEPS", 10**9)
+
+  class Cycle:
+    def __init__(self) -> None:
+      self.me = self
+
+  made: list[weakref.ref] = []
+  seen: list[tuple[bool, list[int]]] = []
+
+  def note(work: Work) -> None:
+    seen.append((gc.isenabled(), [j for j, ref in enumerate(made, 1) if ref() is not None]))
+    made.append(weakref.ref(Cycle()))  # (unreachable at once: only the collector frees it)
+
+  assert gc.isenabled()
+  with OfflineApi(rebuilding_rewrites(tmp_path / "a.vztrace", depth=5, steps=2, rewrites=6)) as api:
+    collect_packed(api, progress=note)
+  assert seen == [(False, []), (False, []), (False, [2]), (False, []), (False, [4]), (False, [])]
+  assert gc.isenabled() and gc.get_freeze_count() == 0

@@ -40,6 +40,7 @@ class Work:
 
   def __init__(self) -> None:
     self.rewrites = 0  # rewrites collected
+    self.rewrites_total = 0  # the kept rewrites: what `rewrites` counts up to
     self.total = 0  # the steps the kept rewrites have: what `steps` counts up to (the progress lines say it)
     self.graphs = 0  # step-0 graphs laid out (a rewrite that matched nothing over a root laid out already shares it)
     self.shared = 0  # of those, the layouts renamed from an equal graph's (export/layouts.py), not computed
@@ -52,16 +53,32 @@ class Work:
 # its steps are read, its packed steps: to be read before the next rewrite)
 Keep = Callable[[str, int, dict[int, list], Iterable[dict]], None]
 PROGRESS_STEPS = 500  # a progress line every this many steps packed (about a second of work on the 2-core machine)
+PROGRESS_REWRITES = 100  # or every this many rewrites (a training step's ~1,300 rewrites are mostly steps-free)
 
 
-def _counted(steps: Iterable[dict], work: Work, progress: Callable[[Work], None] | None) -> Iterator[dict]:
-  """A rewrite's deltas as they are packed, counted (and progress told every PROGRESS_STEPS)."""
+class _Teller:
+  """Tells progress (the Work) once PROGRESS_STEPS steps or PROGRESS_REWRITES rewrites were done since it last told:
+  counted, so the lines are at most one per PROGRESS_REWRITES rewrites plus one per PROGRESS_STEPS steps."""
+
+  def __init__(self, work: Work, progress: Callable[[Work], None] | None) -> None:
+    self.work, self.progress = work, progress
+    self.told = (0, 0)  # (rewrites, steps) when it last told
+
+  def __call__(self) -> None:
+    w = self.work
+    if self.progress is not None and (w.steps - self.told[1] >= PROGRESS_STEPS
+                                      or w.rewrites - self.told[0] >= PROGRESS_REWRITES):
+      self.told = (w.rewrites, w.steps)
+      self.progress(w)
+
+
+def _counted(steps: Iterable[dict], work: Work, tell: _Teller) -> Iterator[dict]:
+  """A rewrite's deltas as they are packed, counted (and progress told)."""
   for d in steps:
     work.steps += 1
     work.nodes += len(d["nodes_added"])
     work.edges += len(d["edges_added"])
-    if progress is not None and work.steps % PROGRESS_STEPS == 0:
-      progress(work)
+    tell()
     yield d
 
 
@@ -109,23 +126,27 @@ def _rewrites(api: OfflineApi, contexts: list[dict], pack: GraphPacker, red: Red
       order.append((r, n, root, shares))
       if not shares and isinstance(root, int):
         viewed.add(root)
+  work.rewrites_total += len(order)
   todo = [(r, n) for r, n, _, shares in order if not shares]
   laid = workers.Laid()
   made = workers.forked(api, todo, jobs, laid) if jobs > 1 and todo else workers.in_process(api, todo, laid)
   by_root: dict[int, int] = {}  # a rewrite's input root -> its step-0 graph's index in pack.graphs
+  tell = _Teller(work, progress)
   try:
     for r, _, root, shares in order:
-      work.rewrites += 1
       if shares:
         keep(str(r), by_root[root], {}, ())
-        continue
-      _, g0, steps = next(made)
-      work.graphs += 1
-      index, fresh, packed = pack.stream(g0, _counted(steps, work, progress), rules)
-      keep(str(r), index, fresh, packed)
-      work.shared = laid.shared
-      if isinstance(root, int):
-        by_root.setdefault(root, index)
+      else:
+        _, g0, steps = next(made)
+        work.graphs += 1
+        index, fresh, packed = pack.stream(g0, _counted(steps, work, tell), rules)
+        keep(str(r), index, fresh, packed)
+        work.shared = laid.shared
+        if isinstance(root, int):
+          by_root.setdefault(root, index)
+      work.rewrites += 1
+      workers.collect_cycles(work.rewrites)
+      tell()
   finally:
     made.close()  # (the workers end with the export, however it ends)
 
@@ -211,7 +232,12 @@ def collect_packed(api: OfflineApi, names: list[str] | None = None, redact: Iter
   are redacted, their derivable edges left out and their steps packed into the columns as soon as they are made, so
   the export holds the columns and one rewrite's graphs, never every step's (issue 30). jobs: the processes that
   make the rewrites' views (export/workers.py; 1: this one)."""
-  work = work if work is not None else Work()
+  with workers.quiet_gc():  # (the trace is read: see quiet_gc)
+    return _collect_packed(api, names, redact, work if work is not None else Work(), progress, jobs)
+
+
+def _collect_packed(api: OfflineApi, names: list[str] | None, redact: Iterable[str], work: Work,
+                    progress: Callable[[Work], None] | None, jobs: int) -> dict:
   red = Redactor(redact, api.trace.meta)
   answers: dict[str, Any] = {}
   contexts, full = _contexts(api, names, answers)

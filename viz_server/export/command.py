@@ -27,8 +27,8 @@ def export(path: str | os.PathLike, out: str | os.PathLike, names: list[str] | N
 
 
 def _progress(work: Work) -> None:
-  print(f"export: {work.steps} of {work.total} steps packed ({work.rewrites} rewrites, {work.nodes} nodes, "
-        f"{work.edges} edges)", file=sys.stderr, flush=True)
+  print(f"export: {work.rewrites} of {work.rewrites_total} rewrites, {work.steps} of {work.total} steps packed "
+        f"({work.nodes} nodes, {work.edges} edges)", file=sys.stderr, flush=True)
 
 
 def progress_file(path: str) -> Callable[[Work], None]:

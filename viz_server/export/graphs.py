@@ -26,8 +26,11 @@ class GraphPacker:
     self._graph_ids: dict[bytes, int] = {}
 
   def _node(self, n: dict, fresh: dict[int, list]) -> list:
+    return self._keep(n, [*(n[k] for k in STATIC[:-1]), n.get("site")], fresh)  # (no `site`: none sent)
+
+  def _keep(self, n: dict, fixed: list, fresh: dict[int, list]) -> list:
+    """Node n packed as [id, x, y, created], its fixed fields kept once per id (an id seen in two forms: an error)."""
     table = fresh if n["id"] >= FRESH_BASE else self.statics
-    fixed = [*(n[k] for k in STATIC[:-1]), n.get("site")]  # (a node without a call site is sent without `site`)
     if table.setdefault(n["id"], fixed) != fixed:
       raise ExportError(f"node {n['id']} has two different forms in the API's graphs")
     return [n["id"], n["x"], n["y"], n["created"]]
@@ -42,19 +45,17 @@ class GraphPacker:
   def _fixed(self, nid: int, fresh: dict[int, list]) -> list | None:
     return (fresh if nid >= FRESH_BASE else self.statics).get(nid)
 
-  def _like(self, n: dict, fresh: dict[int, list], ops: dict[int, str]) -> dict:
-    """A compact delta's rebuilt node {id, like, src, x, y, created} as the full answer has it: like's fields (the
-    same op, dtype and arg) with its own sources, and consts among them (ops: the op of each node the same step
-    added, which the tables do not hold yet)."""
+  def _like(self, n: dict, fresh: dict[int, list], ops: dict[int, str]) -> list:
+    """A compact delta's rebuilt node {id, like, src, x, y, created} packed: its fixed fields like's (the same op,
+    dtype, arg and call site) with its own sources and the consts among them (ops: the op of each node the same step
+    added, which the tables do not hold yet). The full answer's dict is never made: a gradient's steps rebuild
+    hundreds of nodes each (a training step's export: 300k)."""
     fixed = self._fixed(n["like"], fresh)
     if fixed is None:
       raise ExportError(f"node {n['id']} is rebuilt from node {n['like']}, which no graph of the rewrite holds")
-    got = dict(zip(STATIC, fixed))
-    if got["site"] is None:
-      del got["site"]
-    consts = [s for s in n["src"] if (ops[s] if s in ops else (self._fixed(s, fresh) or ("",))[0]) == "CONST"]
-    return {"id": n["id"], **got, "src": list(n["src"]), "consts": consts, "x": n["x"], "y": n["y"],
-            "created": n["created"]}
+    fx = self._fixed
+    consts = [s for s in n["src"] if (ops[s] if s in ops else (fx(s, fresh) or ("",))[0]) == "CONST"]
+    return self._keep(n, [*fixed[:_SRC], list(n["src"]), consts, fixed[-1]], fresh)
 
   def rewrite(self, g0: dict, deltas: Iterable[dict], rules: dict[int, dict]) -> dict:
     """A rewrite's graphs held whole: {g0, deltas, fresh} (stream's, every step in a list)."""
@@ -96,7 +97,6 @@ class GraphPacker:
       pos.update((int(nid), xy) for nid, xy in d["nodes_moved"].items())
       ops = {n["id"]: n["op"] if "like" not in n else (self._fixed(n["like"], fresh) or ("",))[0]
              for n in d["nodes_added"]}
-      nodes = [self._like(n, fresh, ops) if "like" in n else n for n in d["nodes_added"]]
       listed = {(e["dst"], e["index"]): self._edge(e, pos) for e in d["edges_added"]}
       for n in d["nodes_added"]:
         if "like" in n:
@@ -106,7 +106,8 @@ class GraphPacker:
       edges = [listed[k] for k in sorted(listed)]  # (the full answer's order: by node, then index)
       for e in edges:
         ins.setdefault(e[1], {})[e[2]] = e
-      packed = {**d, "nodes_added": [self._node(n, fresh) for n in nodes], "edges_added": edges,
+      nodes = [self._like(n, fresh, ops) if "like" in n else self._node(n, fresh) for n in d["nodes_added"]]
+      packed = {**d, "nodes_added": nodes, "edges_added": edges,
                 "edges_removed": [e for e in d["edges_removed"] if e[1] not in gone]}
       if set(d["removed"]) == gone and len(d["removed"]) == len(gone):
         packed["removed"] = None
@@ -120,15 +121,20 @@ class GraphPacker:
     """The in-edges of rebuilt node n that a compact delta leaves out: the route of its old node's edge at the same
     index (from that edge's source's center to the old node's, when it ran straight)."""
     nid, like = n["id"], n["like"]
-    at, was = pos.get(nid), before.get(like)  # (its center now, its old node's: the same for each in-edge)
-    for i, s in enumerate(n["src"]):
-      if (nid, i) in listed:
+    get = pos.get
+    at, was = get(nid), before.get(like)  # (its center now, its old node's: the same for each in-edge)
+    for i, s in enumerate(n["src"]):  # (~10 sources a rebuilt node in the demo's index folds: kept tight)
+      key = (nid, i)
+      if key in listed:
         continue
       e = old.get(i)
       if e is None:  # (the API lists every in-edge the old node cannot give)
         raise ExportError(f"node {nid}'s in-edge {i} is in neither the delta nor its old node {like}")
-      pts = e[3] if len(e) > 3 else [before[e[0]] if e[0] in before else pos.get(e[0]), was]
-      listed[(nid, i)] = [s, nid, i] if straight(pts, pos.get(s), at) else [s, nid, i, pts]
+      if len(e) > 3:
+        listed[key] = [s, nid, i] if straight(e[3], get(s), at) else [s, nid, i, e[3]]
+      else:  # (straight() without making its two points' list)
+        a = before[e[0]] if e[0] in before else get(e[0])
+        listed[key] = [s, nid, i] if was == at and a == get(s) else [s, nid, i, [a, was]]
 
 
 class EdgeStrip:
