@@ -1,13 +1,14 @@
 // The graph view's canvas passes (static/graph.js paints each frame with `paint`), back to front: the fading ghosts
 // of the nodes the last step removed, the edges, the selection's edges, the boxes by category with their labels, then
 // the rings (hits, added, changed, related, selected) and a cut graph's stubs; and the colors they use.
-import {boxH, boxW, FONT_PX, lineHeight} from "./graphgeom.js";
+import {boxH, boxW, clippedPath, FONT_PX, lineHeight} from "./graphgeom.js";
 
 export const CATEGORIES = ["const", "buffer", "alu", "load", "store", "range", "reduce", "movement", "sink", "cast",
   "index", "other"];
 
 export const TEXT_MIN_SCALE = 0.45;  // below this zoom labels are unreadable: skip drawing them
 const FADE_MS = 1200;
+const FAR_K = 0.15;      // zoomed out below this, edges are straight segments in one stroke
 const STUB_PX = 14;      // a cut graph's stub: the drawn length of an edge to a node not shown
 const GHOST_FROM = 0.9, GHOST_TO = 0.22;
 
@@ -82,10 +83,10 @@ function drawGhosts(g, f) {
   ctx.globalAlpha = GHOST_FROM + (GHOST_TO - GHOST_FROM) * Math.min(1, age);
   // dash lengths in screen pixels: in graph units a zoomed-out edge would be thousands of dashes
   const s = 1 / Math.min(k, 1);
-  ctx.setLineDash([4 * s, 3 * s]);
   ctx.strokeStyle = colors.del;
+  drawGhostEdges(g, f, s);
+  ctx.setLineDash([4 * s, 3 * s]);  // (the boxes' outlines are dashed at every zoom)
   ctx.lineWidth = 1.2 * s;
-  for (const e of g.ghosts.edges) if (!(g.collapse && e.fromConst)) ctx.stroke(e.path);
   ctx.fillStyle = "#2a1216";
   const p = new Path2D();
   const shown = g.ghosts.nodes.filter((n) => visible(n) && !hidden(n));
@@ -101,13 +102,42 @@ function drawGhosts(g, f) {
   return Math.max(0, 1 - age) * FADE_MS;
 }
 
+/** The ghosts' edges (the in-edges of the removed nodes), dashed (s: graph units a screen pixel) where they are seen,
+ * as hairlines when far out. */
+function drawGhostEdges(g, f, s) {
+  const ctx = f.ctx;
+  if (f.k < FAR_K) {
+    // far out, as the edges: straight hairlines in one stroke (dashed, a stroke an edge, they took 0.1-0.3 s a frame)
+    ctx.lineWidth = f.hair;
+    const lines = new Path2D();
+    for (const e of g.ghosts.edges) {
+      if (g.collapse && e.fromConst) continue;
+      lines.moveTo(e.pts[0][0], e.pts[0][1]);
+      for (let i = 1; i < e.pts.length; i++) lines.lineTo(e.pts[i][0], e.pts[i][1]);
+    }
+    ctx.stroke(lines);
+  } else {
+    // only what the view sees of them: a step of a big rewrite removes thousands of edges (each rebuilt node's old
+    // in-edges, many tens of thousands of px long), and dashed whole they took 0.3-3 s a frame (issue 30); a stroke
+    // an edge (one dashed stroke of them all was slower)
+    ctx.setLineDash([4 * s, 3 * s]);
+    ctx.lineWidth = 1.2 * s;
+    for (const e of g.ghosts.edges) {
+      const [x0, y0, x1, y1] = e.box;
+      if (x1 < f.vx0 || x0 > f.vx1 || y1 < f.vy0 || y0 > f.vy1 || (g.collapse && e.fromConst)) continue;
+      const inside = x0 >= f.vx0 && x1 <= f.vx1 && y0 >= f.vy0 && y1 <= f.vy1;  // (its curve made once, kept)
+      ctx.stroke(inside ? e.path : clippedPath(e.pts, f.vx0, f.vy0, f.vx1, f.vy1));
+    }
+  }
+}
+
 /** Edges in one batch (only the visible ones when zoomed in), dimmed while some nodes are in focus. */
 function drawEdges(g, {ctx, colors, k, vx0, vy0, vx1, vy1, focus, hair}) {
   ctx.globalAlpha = focus ? 0.18 : 1;
   ctx.strokeStyle = colors.edge;
   ctx.fillStyle = colors.edge;
   ctx.lineWidth = hair;
-  if (k < 0.15) {
+  if (k < FAR_K) {
     // far out: straight segments, no arrow heads (they would be a fraction of a pixel)
     const batch = edgeBatch(g);
     ctx.stroke(g.collapse ? batch.flatNoConst : batch.flat);
