@@ -6,7 +6,7 @@
 import {api} from "./api.js";
 import {h, put} from "./dom.js";
 import {CATEGORIES, paint, readColors, TEXT_MIN_SCALE} from "./graphdraw.js";
-import {boxH, boxW, constsLine, edgeKey, edgeObj, nodeObj, respace, unspace} from "./graphgeom.js";
+import {boxH, boxW, constsLine, Edge, edgeKey, edgeObj, nodeLike, nodeObj, respace, unspace} from "./graphgeom.js";
 import {GRAPH_MARKS, legendBox} from "./legend.js";
 import {foldedView, GROUP_MIN_NODES, indexGroups, siteGroups} from "./graphgroups.js";
 import {Minimap} from "./minimap.js";
@@ -136,15 +136,15 @@ export class GraphView {
     const inherited = [];  // in-edges of rebuilt nodes, added after the delta's moves
     for (const a of d.nodes_added) {
       const like = a.like === undefined ? null : gone.get(a.like);
-      const {like: _, ...own} = a;
-      this._addNode(like ? {...like.d, ...own} : a);
       touched.add(a.id);
-      if (!like) continue;
+      if (!like) { this._addNode(a); continue; }
+      const {like: _, ...own} = a;
+      this.nodes.set(a.id, nodeLike(like, own));
       // a rebuilt node's in-edges keep the routes of the node it was rebuilt from, unless listed in edges_added
       a.src.forEach((s, i) => {
         const old = goneEdges.get(edgeKey(like.d.src[i], like.d.id, i));
         if (old && !listed.has(edgeKey(s, a.id, i))) {
-          inherited.push({src: s, dst: a.id, index: i, points: old.d.points});
+          inherited.push([{src: s, dst: a.id, index: i, points: old.d.points}, old, gone.get(old.d.src), like]);
         }
       });
     }
@@ -154,7 +154,7 @@ export class GraphView {
       n.x = n.d.x = xy[0];
       n.y = n.d.y = xy[1];
     }
-    for (const e of inherited) { this._addEdge(e); touched.add(e.dst); }
+    for (const [e, ...was] of inherited) { this._inheritEdge(e, ...was); touched.add(e.dst); }
     for (const e of d.edges_added) { this._addEdge(e); touched.add(e.dst); }
     this._refreshConsts(touched);
     this.ghosts = ghosts.nodes.length || ghosts.edges.length ? ghosts : null;
@@ -198,6 +198,18 @@ export class GraphView {
   _addEdge(e) {
     const obj = edgeObj(e, this.nodes.get(e.src), this.nodes.get(e.dst), this.collapse);
     if (obj) this.edges.set(edgeKey(e.src, e.dst, e.index), obj);
+  }
+
+  /** Add edge answer e, a rebuilt node's in-edge with the route of edge entry `old`, which ran from oldSrc (a node
+   * this delta removed; undefined: a node kept) to oldDst: drawn as old is when its ends' boxes are the sizes of
+   * old's (a route is clipped at its ends' boxes; with collapsed constants _respace routes every edge again). */
+  _inheritEdge(e, old, oldSrc, oldDst) {
+    const a = this.nodes.get(e.src), b = this.nodes.get(e.dst), oa = oldSrc ?? this.nodes.get(old.d.src);
+    if (!(a && b && oa && a.w === oa.w && a.h === oa.h && b.w === oldDst.w && b.h === oldDst.h)) {
+      this._addEdge(e);
+      return;
+    }
+    this.edges.set(edgeKey(e.src, e.dst, e.index), new Edge(e, a.d.cat === "const").sameAs(old));
   }
 
   /** With collapsed constants, boxes (and edge bends) shifted right to keep clear of the boxes widened by their
@@ -767,7 +779,9 @@ export class StepGraphView extends GraphView {
       this._legend(g.nodes);
       this.wantFit = true;
     }
-    this.shown = {trace: want.trace, rw: want.rw, step: want.step};
+    // dir: the way an arrow step went (a delta from the step next to it), 0 after a graph or a jump
+    const dir = perf.lastKind === "delta" && Math.abs(want.step - shown.step) === 1 ? want.step - shown.step : 0;
+    this.shown = {trace: want.trace, rw: want.rw, step: want.step, dir};
     if (this.wantFit) { this.autoView(); this.wantFit = false; }
     perf.lastFetchMs = t1 - t0;
     perf.lastDomMs = performance.now() - t1;
@@ -788,11 +802,14 @@ export class StepGraphView extends GraphView {
     if (this.perf.lastKind === "graph") afterPaint(() => this._prefetch(s, steps)); else this._prefetch(s, steps);
   }
 
-  /** Neighbouring steps are the likely next request: fetch their deltas while the user looks. */
+  /** Neighbouring steps are the likely next request: fetch their deltas while the user looks. After an arrow step
+   * only the next one the same way: the one back cost the server a delta (and the page its parse) on every step,
+   * taking a loaded 2-core machine's CPU from the step the user presses next (issue 30). */
   _prefetch(s, steps) {
     if (this.shown !== s) return;  // (cleared or moved on meanwhile: that view prefetches its own)
     // step - 1 first: the server's background layout goes on from the last step asked for, and forward is likelier
-    for (const k of [s.step - 1, s.step + 1]) {
+    const ahead = s.dir ? [s.step + s.dir] : [s.step - 1, s.step + 1];
+    for (const k of ahead) {
       if (k >= 0 && k <= steps) api.delta(s.trace, s.rw, s.step, k, true).catch(() => {});
     }
   }

@@ -1,0 +1,124 @@
+"""An arrow step on a big rewrite (issue 30: a step rebuilds ~2,000 nodes): the graph a delta leaves is the graph a
+fresh load of that step draws, for rebuilt nodes renamed in place as for the rest; and the fading ghosts of what a step
+removed are drawn only where the view sees them (clippedPath)."""
+from __future__ import annotations
+
+import pytest
+from support.browser import Server, wait_graph
+from support.export_helpers import _rebuilding
+
+STEPS = 8
+
+# the page's model, what it draws from: nodes (place, box, label, constants' line, sources), edges (drawn route and
+# bounds), ghosts, marks; `fresh`: the same step's graph answer in a new GraphView (as a fresh load of the step)
+MODEL = """async ({fresh}) => {
+  const {GraphView} = await import("/static/graph.js");
+  const {api} = await import("/static/api.js");
+  const page = window.__viz.graph, s = window.__viz.state;
+  let g = page;
+  if (fresh) {
+    const host = document.createElement("div");
+    document.body.append(host);
+    g = new GraphView(host);
+    g.collapse = page.collapse;
+    g.setData(await api.graph(s.trace, s.rw, s.step, true));
+    host.remove();
+  }
+  const r = (x) => Math.round(x * 1000) / 1000;
+  const pts = (ps) => ps.map(([x, y]) => [r(x), r(y)]);
+  return {
+    nodes: [...g.nodes].map(([id, n]) => [id, r(n.x), r(n.y), n.w, n.h, n.lines, n.consts, n.d.src, n.d.created])
+      .sort((a, b) => a[0] - b[0]),
+    edges: [...g.edges].map(([k, e]) => [k, pts(e.pts), e.box.map(r), e.fromConst]).sort(),
+    ghosts: (g.ghosts?.nodes || []).map((n) => n.d.id).sort((a, b) => a - b),
+    ghostEdges: (g.ghosts?.edges || []).map((e) => `${e.d.src}>${e.d.dst}>${e.d.index}`).sort(),
+    added: [...g.marked.added].sort(), changed: [...g.marked.changed].sort(), size: g.size,
+  };
+}"""
+
+
+@pytest.fixture(scope="module")
+def rserver(tmp_path_factory):
+  """A rewrite whose every step rebuilds a chain of 30 nodes above what it replaced (packed as `rebuilt` runs)."""
+  d = tmp_path_factory.mktemp("rebuild-traces")
+  _rebuilding(d / "rebuild.vztrace", depth=30, steps=STEPS)
+  srv = Server(d, tmp_path_factory.mktemp("rebuild-log") / "server.log")
+  yield srv
+  srv.stop()
+
+
+def test_a_step_by_delta_leaves_the_graph_a_fresh_load_draws(page, rserver):
+  t = rserver.trace_id("rebuild")
+  page.goto(f"{rserver.url}/#t={t}&c=0&r=0&s=0")
+  wait_graph(page, t, 0, 0)
+  for k in range(1, STEPS + 1):
+    if k == STEPS // 2:
+      page.keyboard.press("c")  # constants inline: boxes widened, edges respaced, on both sides alike
+    page.keyboard.press("ArrowRight")
+    wait_graph(page, t, 0, k)
+    assert page.evaluate("() => window.__viz.perf.lastKind") == "delta"
+    answer = rserver.api(f"/api/traces/{t}/rewrites/0/delta?from={k - 1}&to={k}&compact=2")
+    assert len(answer.get("rebuilt", {}).get("id", [])) >= 29, k  # the chain came as runs, renamed in place
+    got, want = page.evaluate(MODEL, {"fresh": False}), page.evaluate(MODEL, {"fresh": True})
+    assert len(got["ghosts"]) >= 30 and len(got["edges"]) >= 30
+    assert got == want, k
+
+
+# pieces of clippedPath's output and of the whole curve (pathOf's pieces), as [ax, ay, cx, cy, bx, by], and whether
+# every point of the whole curve inside the view lies on a piece kept (each piece sampled finely)
+CLIP = """async ({pts, rect}) => {
+  const {clippedPath} = await import("/static/graphgeom.js");
+  const [x0, y0, x1, y1] = rect;
+  const kept = [];
+  let pen = null;
+  clippedPath(pts, x0, y0, x1, y1, {
+    moveTo: (x, y) => { pen = [x, y]; },
+    quadraticCurveTo: (cx, cy, x, y) => { kept.push([...pen, cx, cy, x, y]); pen = [x, y]; },
+  });
+  const at = ([ax, ay, cx, cy, bx, by], t) => [(1 - t) * (1 - t) * ax + 2 * t * (1 - t) * cx + t * t * bx,
+    (1 - t) * (1 - t) * ay + 2 * t * (1 - t) * cy + t * t * by];
+  const whole = [];
+  if (pts.length === 2) whole.push([...pts[0], (pts[0][0] + pts[1][0]) / 2, (pts[0][1] + pts[1][1]) / 2, ...pts[1]]);
+  let a = pts[0];
+  for (let i = 1; i < pts.length - 1; i++) {
+    const last = i === pts.length - 2, b = last ? pts[i + 1] : [(pts[i][0] + pts[i + 1][0]) / 2,
+      (pts[i][1] + pts[i + 1][1]) / 2];
+    whole.push([...a, ...pts[i], ...b]);
+    a = b;
+  }
+  const cells = new Set();  // the 1-px cells the kept pieces pass through (sampled every 0.25 px or finer)
+  const samples = (q) => Math.ceil(4 * (Math.hypot(q[2] - q[0], q[3] - q[1]) + Math.hypot(q[4] - q[2], q[5] - q[3])));
+  for (const q of kept) {
+    const n = samples(q);
+    for (let i = 0; i <= n; i++) { const [x, y] = at(q, i / n); cells.add(`${Math.floor(x)},${Math.floor(y)}`); }
+  }
+  const seen = (x, y) => [-1, 0, 1].some((i) => [-1, 0, 1].some((j) =>
+    cells.has(`${Math.floor(x) + i},${Math.floor(y) + j}`)));
+  let inside = 0, missed = 0;
+  for (const q of whole) {
+    if (Math.max(q[1], q[3], q[5]) < y0 || Math.min(q[1], q[3], q[5]) > y1) continue;  // (a piece out of view)
+    const n = samples(q);
+    for (let i = 0; i <= n; i += Math.max(1, Math.floor(n / 40000))) {
+      const [x, y] = at(q, i / n);
+      if (x < x0 || x > x1 || y < y0 || y > y1) continue;
+      inside++;
+      if (!seen(x, y)) missed++;
+    }
+  }
+  const outside = kept.filter((q) => Math.max(q[0], q[2], q[4]) < x0 || Math.min(q[0], q[2], q[4]) > x1
+    || Math.max(q[1], q[3], q[5]) < y0 || Math.min(q[1], q[3], q[5]) > y1).length;
+  return {kept: kept.length, inside, missed, outside};
+}"""
+
+
+def test_a_ghost_edge_is_drawn_only_where_the_view_sees_it(page, rserver):
+  t = rserver.trace_id("rebuild")
+  page.goto(f"{rserver.url}/#t={t}&c=0&r=0&s=0")
+  wait_graph(page, t, 0, 0)
+  rect = [1000, 5000, 2400, 5900]  # a view of 1,400 x 900 graph px
+  straight = [[1500, 0], [1900, 80000]]  # a straight edge (center to center) 80,000 px long through it
+  routed = [[0, 0]] + [[1200 + 900 * ((i // 7) % 3), 60 * i] for i in range(1, 1500)] + [[3000, 90000]]
+  for pts in (straight, routed):
+    got = page.evaluate(CLIP, {"pts": pts, "rect": rect})
+    assert got["inside"] > 100 and got["missed"] == 0, got  # all of it the view sees is drawn...
+    assert got["outside"] == 0 and got["kept"] <= 120, got  # ...and little else: a bounded number of pieces
