@@ -174,7 +174,13 @@ export class GraphView {
    * removed ones, and its full `changed`;
    * null when an old node is not on screen (the delta does not fit the graph shown). */
   _unpackRebuilt(d) {
-    const sums = (xs) => { let v = 0; return xs.map((x) => (v += x)); };
+    // a flat [difference, count, ...] back to values (viz_server/stepgraphs.py _diff_runs)
+    const sums = (runs) => {
+      const out = [];
+      let v = 0;
+      for (let i = 0; i + 1 < runs.length; i += 2) for (let n = 0; n < runs[i + 1]; n++) out.push(v += runs[i]);
+      return out;
+    };
     const ids = sums(d.rebuilt.id), likes = sums(d.rebuilt.like);
     const renamed = new Map();
     for (const a of d.nodes_added) if (a.like !== undefined) renamed.set(a.like, a.id);

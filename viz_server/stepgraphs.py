@@ -104,6 +104,21 @@ Shown = tuple[Layout, frozenset[int], "cut.CutLayout | None"]  # a step's layout
 _views = itertools.count()
 
 
+def _diff_runs(xs: list[int]) -> list[int]:
+  """xs as its differences (each from the one before, the first from 0) in runs: a flat [difference, count, ...].
+  A step's ~1,900 rebuilt ids mostly ascend by one, so ~8 KB of differences are a few dozen runs (issue 30: answers
+  under 10 KB)."""
+  out: list[int] = []
+  prev = 0
+  for x in xs:
+    d, prev = x - prev, x
+    if out and out[-2] == d:
+      out[-1] += 1
+    else:
+      out += (d, 1)
+  return out
+
+
 class StepGraphs:
   """The graphs of one rewrite's steps, laid out, and the deltas between them (static/graph.js's GraphView draws
   them).
@@ -655,17 +670,16 @@ class StepGraphs:
 
   def _rebuilt(self, out: dict, pairs: list[tuple[int, int]]) -> None:
     """Move the rebuilt nodes that the page can make from their old node alone out of a compact delta's nodes_added,
-    into `rebuilt`: {id, like} as runs of differences (each from the one before; ids and likes both mostly ascend by
-    small steps). Such a node sits at its old node's place, was created at step k, and its sources are its old
-    node's, each renamed to its rebuilt node where this delta rebuilt it. A rewrite rebuilds every user of what it
-    replaced: one step of a GPT training step's `add bufferize` rebuilt ~1,900 nodes (226 KB as {id, like, src, x, y,
-    created}, ~10 KB so). `changed` then lists only what is not rebuilt, `rebuilt_unchanged` the rebuilt nodes that
-    are not changed, and nodes_removed leaves out their old nodes (removed with them). delta finds them
-    (pairs: (id, like)) as it lists the added nodes, and never makes their dicts."""
+    into `rebuilt`: {id, like} as runs of differences (_diff_runs; ids and likes both mostly ascend by one). Such a
+    node sits at its old node's place, was created at step k, and its sources are its old node's, each renamed to its
+    rebuilt node where this delta rebuilt it. A rewrite rebuilds every user of what it replaced: one step of a GPT
+    training step's `add bufferize` rebuilt ~1,900 nodes (226 KB as {id, like, src, x, y, created}, ~8 KB as
+    differences, ~0.4 KB as their runs). `changed` then lists only what is not rebuilt, `rebuilt_unchanged` the
+    rebuilt nodes that are not changed, and nodes_removed leaves out their old nodes (removed with them). delta finds
+    them (pairs: (id, like)) as it lists the added nodes, and never makes their dicts."""
     pairs.sort()
     ids = {n for n, _ in pairs}
-    diff = lambda xs: [b - a for a, b in zip([0, *xs], xs)]  # noqa: E731
-    out["rebuilt"] = {"id": diff([n for n, _ in pairs]), "like": diff([o for _, o in pairs])}
+    out["rebuilt"] = {"id": _diff_runs([n for n, _ in pairs]), "like": _diff_runs([o for _, o in pairs])}
     olds = {o for _, o in pairs}
     out["nodes_removed"] = [n for n in out["nodes_removed"] if n not in olds]
     changed = set(out["changed"])
