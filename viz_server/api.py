@@ -13,7 +13,7 @@ from viz_server import request_args
 from viz_server.diff import BaseGetter, DiffError, DiffTooBig, diff_graphs
 from viz_server.highlight import highlight
 from viz_server.labels import label, label_metrics
-from viz_server.peer import peer_uid, server_address
+from viz_server.peer import client_uid
 from viz_server.request_args import (
   ApiError,
   ascii_int,
@@ -91,10 +91,7 @@ def _same_user() -> None:
   port = request.environ.get("REMOTE_PORT")
   if port is None:  # not over a socket: a caller in this process (a WSGI test client)
     return
-  server_port = request.environ.get("SERVER_PORT")
-  ok = str(port).isdigit() and str(server_port).isdigit()
-  uid = peer_uid(int(port), int(server_port), request.environ.get("REMOTE_ADDR"),
-                 server_address(request.environ)) if ok else None
+  uid = client_uid(request.environ)
   if uid is None or uid != os.getuid():
     fail(403, "uploads are taken only from the user who started the viewer (or with its control token)")
 

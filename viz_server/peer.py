@@ -33,7 +33,7 @@ def peer_uid(client_port: int, server_port: int, client_addr: str | None = None,
   return uids.pop() if len(uids) == 1 else None
 
 
-def server_address(environ: dict) -> str | None:
+def _server_address(environ: dict) -> str | None:
   """The address this request's connection reached (the accepted socket's own end), where the server says."""
   sock = environ.get("werkzeug.socket")
   try:
@@ -42,15 +42,22 @@ def server_address(environ: dict) -> str | None:
     return None
 
 
+def client_uid(environ: dict) -> int | None:
+  """peer_uid of a WSGI request's client (None where its ports are not numbers: not over a socket)."""
+  port, server_port = str(environ.get("REMOTE_PORT")), str(environ.get("SERVER_PORT"))
+  if not (port.isdigit() and server_port.isdigit()):
+    return None
+  return peer_uid(int(port), int(server_port), environ.get("REMOTE_ADDR"), _server_address(environ))
+
+
 def _owners_peer(environ: dict) -> bool:
   """Whether the client of a request over a socket is a process of the user running this one. Where /proc names
   no local socket: refused for a loopback peer (it must be there), taken for a peer on another machine (reachable
   only where the viewer was bound to a network address on purpose: __main__ warns that this shares the traces), and
   taken where the platform has no /proc/net to ask (not Linux)."""
-  port, server_port = str(environ.get("REMOTE_PORT")), str(environ.get("SERVER_PORT"))
-  if not (port.isdigit() and server_port.isdigit()):
+  if not (str(environ.get("REMOTE_PORT")).isdigit() and str(environ.get("SERVER_PORT")).isdigit()):
     return False
-  uid = peer_uid(int(port), int(server_port), environ.get("REMOTE_ADDR"), server_address(environ))
+  uid = client_uid(environ)
   if uid is not None:
     return uid == os.getuid()
   if tcp_sockets(ESTABLISHED) is None:
