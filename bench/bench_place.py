@@ -16,6 +16,11 @@ Most of the first came in a few steps (step 148: +84k crossings, 1,008 nodes re-
 pushed far down, 16k px down). The demo's largest rewrite (`examples/demo.py`, 284 steps, 2,383 nodes) goes the other
 way, less: 1.37 -> 1.44x the crossings and 1.04 -> 1.14x the length at its last step. What is left is a chain of new
 nodes (no old version) right below its first source, zigzagging around the boxes already there (step 27: +23k).
+A rebuilt node whose spot is taken (or whose box grew) then went to the free spot nearest its old place on the rows
+nearest its old row (pushed: just below its sources), not down by its users' places: the demo's crossings over a
+fresh layout's 1.80 / 1.76 / 1.44x -> 1.65 / 1.64 / 1.36x at steps 35 / 142 / 284 (length 1.14 -> 1.06x at 284);
+on the full-size GPT step (`add bufferize`, 874 steps) nothing changed: 1.55 / 1.85 / 2.71x at steps 61 / 184 / 492,
+where what is left is chains of ~120 rebuilt nodes pushed far down a step (step 92: +12.9k).
 """
 from __future__ import annotations
 

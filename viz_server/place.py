@@ -5,11 +5,13 @@ only those that move are placed one by one (the rebuilt nodes that keep their ol
 The step's new nodes (its match result, what that built, and the parents rebuilt over them) are placed sources
 first. A rebuilt node takes its old version's place when that lies below all its sources and is free, or, when its
 sources were pushed down past it, the spot just below them in its old column if that is free (what hangs under a
-node pushed down follows it in its arrangement); every other new node goes to a free spot on a band (a layer's row
-of the full layout the chain started from) or in the gap between two bands, below all its sources and, where there
-is room, above its users' places, next to its neighbours. Only new nodes use new nodes (a kept node's sources are
-fixed by its id), so a node pushed further down only pushes its (new) users down after it: placement always
-succeeds. Boxes never overlap: a spot is free when no box is closer than NODE_GAP horizontally and VPAD vertically.
+node pushed down follows it in its arrangement); a rebuilt node that can have neither (its box grew, or the spot is
+taken) goes to the free spot nearest its old place on the rows nearest its old row (pushed: the row just below its
+sources); every other new node goes to a free spot on a band (a layer's row of the full layout the chain started
+from) or in the gap between two bands, below all its sources and, where there is room, above its users' places, next
+to its neighbours. Only new nodes use new nodes (a kept node's sources are fixed by its id), so a node pushed further
+down only pushes its (new) users down after it: placement always succeeds. Boxes never overlap: a spot is free when
+no box is closer than NODE_GAP horizontally and VPAD vertically.
 """
 from __future__ import annotations
 
@@ -458,6 +460,12 @@ def _place_one(n: int, base: Layout, old_of: dict[int, int], reserved: dict[int,
       # bufferize`, 1,000 nodes moved: bench/bench_place.py)
       _put(n, (held[0], above + BAND_STEP / 2), w, h, pos, layer, rows, bands, wh)
       return
+    # that spot is taken (or its box grew): the free spot nearest it, rows nearest its old row (or, pushed, the row
+    # just below its sources) first, not down by its users' old places (50-100 pushed nodes a step of the demo's
+    # `index fold` went there, spreading what hung under them over the rows below: bench/bench_place.py)
+    _put(n, _spot(w, h, srcs, above, goal[n], held, pos, rows, bands, max(held[1], above)), w, h, pos, layer, rows,
+         bands, wh)
+    return
   elif n in old_of:
     held = base.pos[old_of[n]]  # another node holds that place: stay near it
   _put(n, _spot(w, h, srcs, above, goal[n], held, pos, rows, bands), w, h, pos, layer, rows, bands, wh)
@@ -485,16 +493,20 @@ def _route_new(order: list[int], base: Layout, old_of: dict[int, int], pos: dict
 
 
 def _spot(w: float, h: float, srcs: tuple[int, ...], above: float, goal: tuple[float, int, list],
-          held: tuple[float, float] | None, pos: dict, rows: Rows, bands: Bands) -> tuple[float, float]:
+          held: tuple[float, float] | None, pos: dict, rows: Rows, bands: Bands, near_y: float | None = None
+          ) -> tuple[float, float]:
   """A free spot for a node without a place (held: the old version's place it could not keep): on a candidate row
   below its sources (and above the held places of the users it leads to, leaving one row for each unpaired node
-  between), nearest its old place, else those users, else its sources."""
+  between; near_y: the rows nearest that y first), nearest its old place, else those users, else its sources."""
   lim, depth, places = goal
   cands = _Candidates(bands, max(above, h / 2 - 1e-6))
   inside = max(1, cands.below(lim)) if lim < float("inf") else cands.n  # (at least the first row)
   near = [held] if held is not None else places or [pos[s] for s in srcs]
   target = sum(p[0] for p in near) / len(near) if near else w / 2
-  want = max(0, inside - 1 - depth) if lim < float("inf") else 0
+  if near_y is not None:
+    want = max(0, min(cands.below(near_y), inside - 1))
+  else:
+    want = max(0, inside - 1 - depth) if lim < float("inf") else 0
   best, best_score = None, float("inf")
   d = 0
   while d * RANK_PENALTY < best_score and (want - d >= 0 or want + d < inside):  # rows nearest `want` first

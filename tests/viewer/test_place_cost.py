@@ -96,3 +96,24 @@ def test_a_node_pushed_down_goes_just_below_its_sources_in_its_column():
   for n in (1000, 1001, 1002):
     (s,) = src[n]
     assert got[n] == (100.0, got[s][1] + place.BAND_STEP / 2), n
+
+
+def test_a_pushed_node_whose_column_is_taken_stays_just_below_its_sources():
+  """As above, with a kept node in the column just below the side chain: the pushed node goes to the free spot
+  nearest its column on the rows just below its sources, not down by its user's old place far below (50-100 pushed
+  nodes a step of the demo's `index fold` went there, spreading what hung under them over the rows below)."""
+  side, far, pitch = 4, 40, 64.0
+  at = {1: (100.0, 0), 10: (100.0, 1), 2: (300.0, 0), **{500 + i: (300.0, 1 + i) for i in range(side)},
+        700: (100.0, side + 1), 701: (100.0, side + 2), **{800 + i: (500.0, i) for i in range(far)}, 90: (100.0, far)}
+  src = {1: (), 10: (1,), 2: (), 500: (2,), **{500 + i: (499 + i,) for i in range(1, side)}, 700: (), 701: (700,),
+         800: (), **{800 + i: (799 + i,) for i in range(1, far)}, 90: (10, 800 + far - 1)}
+  pos = {n: (x, 10.0 + pitch * ly) for n, (x, ly) in at.items()}
+  base = Layout(pos, {n: ly for n, (_, ly) in at.items()}, {(s, d): (pos[s], pos[d]) for d in src for s in src[d]},
+                530.0, 20.0 + pitch * far)
+  src.update({3: (500 + side - 1,), 1000: (3,), 1090: (1000, 800 + far - 1)})
+  new, old_of = [3, 1000, 1090], {1000: 10, 1090: 90}
+  level = {n: i for i, n in enumerate([*sorted(at, key=lambda n: at[n][1]), 3, 1000, 1090])}
+  got = _derive(base, new, [1, 10, 90], old_of, src, level)[0]
+  assert got[1090] == pos[90]
+  assert got[3][1] < got[1000][1] <= got[3][1] + place.BAND_STEP, (got[3], got[1000])
+  assert abs(got[1000][0] - 100.0) <= SIZE[0] + place.NODE_GAP + 1  # beside kept node 700, in its column's row
