@@ -147,9 +147,11 @@ function onTraceList(list) {
         : "The writing process ended; the trace is complete.";
       toast(msg, t.exit ? "error" : t.status);
     }
-    // the shown trace grew where no event said so (records that came between the first view and socket.io's
-    // connecting, whose fresh trace list this is): its contexts are asked again
-    if (booted && was && t.id === state.trace && JSON.stringify(was.counts) !== JSON.stringify(t.counts)) refreshLive();
+    // the shown trace grew or ended where no event said so (records that came between the first view and
+    // socket.io's connecting, whose fresh trace list this is): its contexts are asked again. Its status counts too: a
+    // rewrite's end adds no record anyone counts, and a trace that ended meanwhile sends no event after
+    const sig = (x) => JSON.stringify([x.status, x.counts]);
+    if (booted && was && t.id === state.trace && sig(was) !== sig(t)) refreshLive();
   }
   renderTraces();
   if (booted && state.trace === null && list.length) selectTrace(pickDefaultTrace(list), {push: false});

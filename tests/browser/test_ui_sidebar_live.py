@@ -2,6 +2,7 @@
 neither dimmed nor hidden by "hide unchanged", and become an ordinary (here: unchanged) rewrite once it ends."""
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -38,6 +39,14 @@ WRITER = textwrap.dedent("""
 """)
 
 
+_ATTEMPT = itertools.count()  # a rerun of a test writes a new file: the server still serves the first attempt's
+
+
+def _path(server, stem: str):
+  """A trace file of its own for this test attempt."""
+  return server.dir / f"{stem}-{next(_ATTEMPT)}.vztrace"
+
+
 def _writer(path, *args: str) -> subprocess.Popen:
   env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
   return subprocess.Popen([sys.executable, "-c", WRITER, str(path), *args], cwd=ROOT, env=env, stdin=subprocess.PIPE)
@@ -62,7 +71,7 @@ def _rewrites(ctxs) -> dict[str, dict]:
 
 
 def test_a_rewrite_cut_off_by_a_dead_writer_is_marked_so(page, server):
-  path = server.dir / "sidebar-dead.vztrace"
+  path = _path(server, "sidebar-dead")
   proc = _writer(path, "die")
   try:
     t = server.trace_id(path.name)
@@ -85,7 +94,7 @@ def test_a_rewrite_cut_off_by_a_dead_writer_is_marked_so(page, server):
 
 
 def test_a_running_rewrite_is_neither_dimmed_nor_hidden(page, server):
-  path = server.dir / "sidebar-live.vztrace"
+  path = _path(server, "sidebar-live")
   proc = _writer(path)
   try:
     t = server.trace_id(path.name)
@@ -116,5 +125,35 @@ def test_a_running_rewrite_is_neither_dimmed_nor_hidden(page, server):
     rows = _rows(page)
     assert "unchanged" in rows["blocked"]["cls"].split() and "running" not in rows["blocked"]["cls"].split()
     assert rows["blocked"]["dt"] != "running…"
+  finally:
+    stop_writer(proc)
+
+
+def test_a_rewrite_that_ends_before_the_live_feed_connects_is_shown_ended(page, server):
+  # the socket.io client is held until the writer is done: its first trace list says "ended" with the same counts
+  # (a rewrite's end adds no counted record), and no event follows; the page must ask for the contexts again anyway
+  path = _path(server, "sidebar-late")
+  proc = _writer(path)
+  held = []
+  page.route("**/vendor/socket.io*", lambda route: held.append(route))
+  try:
+    t = server.trace_id(path.name)
+    ctxs = _begun(server, t)
+    rws = _rewrites(ctxs)
+    ctx = next(c["id"] for c in ctxs if c["name"] == "live ctx")
+    with page.expect_request("**/vendor/socket.io*"):
+      open_page(page, server, f"#t={t}&c={ctx}&r={rws['changes']['id']}")
+    page.wait_for_selector("#rewrites li.running >> text=blocked")
+    open_gate(proc)
+    assert proc.wait(30) == 0
+    server.trace_id(path.name, ended=True)
+    page.evaluate("() => 1")  # a round trip: the held request's route has reached its handler
+    assert held, "the page asked for the socket.io client"
+    for route in held:
+      route.continue_()
+    page.wait_for_function("() => document.querySelector('#trace-status').textContent === 'ended'", timeout=60_000)
+    # (until its contexts come again the page shows the rewrite as cut off: the trace ended, the rewrite did not)
+    page.wait_for_selector("#rewrites li.unchanged >> text=blocked")
+    assert not page.query_selector("#rewrites li.running, #rewrites li.cut")
   finally:
     stop_writer(proc)
