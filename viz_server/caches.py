@@ -9,7 +9,7 @@ from collections import OrderedDict
 
 from viz_server.layout import Layout
 
-LAYOUT_CACHE_NODES = 600_000  # node positions kept in cached layouts (~270 bytes each with edge routes: ~160 MB)...
+LAYOUT_CACHE_NODES = 600_000  # node positions kept in cached layouts (LAYOUT_BYTES each with edge routes: ~115 MB)...
 POINTS_PER_NODE = 3  # ...a route point counting as a third of one: the long edges of a GPT step's 2,942-node
 # `add bufferize` hold ~460k points (~48 MB a layout), which a bound by positions alone never saw
 
@@ -18,6 +18,8 @@ def weight(lay: Layout) -> int:
   """What a layout counts against LAYOUT_CACHE_NODES: its node positions and its route points."""
   return len(lay.pos) + sum(map(len, lay.edges.values())) // POINTS_PER_NODE  # (map: every derived step's put)
 ANSWER_CACHE_BYTES = 32 << 20  # encoded graph answers kept (a 2,000-node graph's is ~0.45 MB; one up to 8 MB)
+LAYOUT_BYTES = 200  # bytes a unit of weight() holds, about: counted object by object, the cached layouts of a GPT
+# step's `add bufferize` hold ~180 a unit, those of tests/viewer's noisy simplify ~150
 
 
 class _LayoutCache:
@@ -101,6 +103,12 @@ class _AnswerCache:
 ANSWERS = _AnswerCache(ANSWER_CACHE_BYTES)
 
 
+def held_bytes() -> int:
+  """About the bytes the cached layouts and answers hold: what views.Views counts against its one budget (views and
+  caches together) besides the views' own estimates."""
+  return sum(LAYOUTS.used) * LAYOUT_BYTES + ANSWERS.used
+
+
 def forget_view(key: tuple) -> None:
   """Drop what the caches keep for a view (viz_server.views calls it when a view goes)."""
   LAYOUTS.drop(key)
@@ -110,14 +118,23 @@ def forget_view(key: tuple) -> None:
 RELEASE_BYTES = 16 << 20  # a view going that held this much (its estimate) hands the freed heap back to the system
 
 
-def _malloc_trim() -> object:
+def _libc(name: str) -> object:
   try:
-    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
   except (OSError, AttributeError):  # not glibc: freed memory stays the process's, as it did
     return None
 
 
-_TRIM = _malloc_trim()
+_TRIM, _MALLOPT = _libc("malloc_trim"), _libc("mallopt")
+M_ARENA_MAX = -8  # glibc's mallopt parameter
+ARENAS = 2  # glibc heaps the serving process's threads share
+
+
+def limit_arenas(n: int = ARENAS) -> bool:
+  """Let the threads made from now on share n glibc heaps (the default is 8 a core): the server makes a thread per
+  request, each could get a heap of its own, and what a heap freed stayed with it (the server's RSS after every
+  rewrite of a GPT step's trace was opened: 247 MB, 227-237 MB with two). Whether glibc took it."""
+  return _MALLOPT is not None and _MALLOPT(M_ARENA_MAX, n) == 1  # type: ignore[operator]
 RELEASES = [0]  # times release_memory trimmed (tests count them)
 
 

@@ -8,7 +8,7 @@ import os
 import threading
 from collections import OrderedDict
 
-from viz_server.caches import RELEASE_BYTES, forget_view, release_memory
+from viz_server.caches import RELEASE_BYTES, forget_view, held_bytes, release_memory
 from viz_server.diff import DrawnCache
 from viz_server.gate import REQUEST_GATE
 from viz_server.replay import Replay
@@ -16,9 +16,11 @@ from viz_server.stepgraphs import StepGraphs, checkpoint
 from viz_server.store import Rewrite, Trace, TraceStore
 
 MAX_VIEWS = 64  # rewrites with a live replay state; an evicted one is rebuilt (deterministically) on demand
-# ... and the bytes they hold at most, as StepGraphs.est_bytes estimates them: a view of an n-node graph holds ~2 KB a
-# node (a 530 KB trace's rewrites took ~190 MB each, 4.7 GB after 24 opened, when only their number was bounded).
-# TINYVIZ_VIEW_CACHE_MB sets it; the view being looked at is kept whatever its size.
+# ... and the bytes they hold at most together with the layouts and answers cached for them (caches.held_bytes), as
+# StepGraphs.est_bytes estimates a view: the viewer's memory is its store and this one number (issue 30: under 300 MB
+# after visiting every rewrite of a GPT step's trace; three budgets summed to 320 MB). A view of an n-node graph holds
+# ~2 KB a node (a 530 KB trace's rewrites took ~190 MB each, 4.7 GB after 24 opened, when only their number was
+# bounded). TINYVIZ_VIEW_CACHE_MB sets it; the view being looked at is kept whatever its size.
 VIEW_CACHE_BYTES = int(os.environ.get("TINYVIZ_VIEW_CACHE_MB", "128")) << 20
 PREFETCH = 12  # layouts computed ahead of the step last asked for, in the background (stepping is sequential)
 AHEAD = 2  # next block boundaries whose layouts (and the steps up to them) are computed in the background first
@@ -120,6 +122,9 @@ on every get: a view grows as its steps are laid out); a live rewrite's view is 
         view.prepare(step, pause=lambda: REQUEST_GATE.pause(idle))  # noqa: B023
       except Exception:  # a prefetch is only a guess; the request that needs the step will report the error
         pass
+      # the view must not outlive its place in the LRU while this thread waits for the next wish: held here, a GPT
+      # step's dropped `add bufferize` view (~600 MB) stayed alive after every other rewrite was opened
+      del view
       with self._wake:
         self._working = False
         self._wake.notify_all()
@@ -185,16 +190,19 @@ on every get: a view grows as its steps are laid out); a live rewrite's view is 
     return len(self._views)
 
   def _trim(self) -> int:
-    """Let the least recently used views go until at most max_views are kept, holding at most max_bytes (the most
-    recent one stays whatever its size); returns the bytes they held. Called with the lock held; costs a few len() per
-    view."""
+    """Let the least recently used views go (with their cached layouts and answers) until at most max_views are kept
+    and they and the caches hold at most max_bytes (the most recent one stays whatever its size); returns the bytes
+    the views held. Called with the lock held; costs a few len() per view."""
     sizes = [v.est_bytes() for v in self._views.values()]
-    total, i = sum(sizes), 0
-    while len(self._views) > self.max_views or (total > self.max_bytes and len(self._views) > 1):
+    views, i = sum(sizes), 0
+    while len(self._views) > 1 and (len(self._views) > self.max_views or views + held_bytes() > self.max_bytes):
       _, old = self._views.popitem(last=False)
-      total -= sizes[i]
+      views -= sizes[i]
       i += 1
       forget_view(old.key)
+      with self._wake:
+        if self._want is not None and self._want[0] is old:
+          self._want = None  # (its layouts would be cached for a view nobody can ask for, and keep it alive)
     return sum(sizes[:i])
 
 

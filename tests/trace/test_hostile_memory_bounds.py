@@ -14,6 +14,7 @@ import zlib
 import pytest
 from support import hostile_traces as H
 
+from viz_server import caches
 from viz_server.store import TraceStore
 from viz_server.views import VIEW_CACHE_BYTES, Views
 from vztrace import format as fmt
@@ -141,25 +142,35 @@ def test_the_writer_clips_lists_to_their_bounds(tmp_path):
   assert got[2]["colors"] == ["blue"] * MAX_SHAPE_DIMS and fmt.clip_lists(H.END) is H.END
 
 
-def _open_all(views: Views, tr, until: int | None = None) -> list:
+def _open_all(views: Views, tr, until: int | None = None, held: list[int] | None = None) -> list:
+  """Open the first `until` rewrites, laying out steps 0 and 1 and answering step 1 (held: what the views and the
+  caches hold after each get, when the budget was looked at)."""
   opened = []
   for rw in list(tr.rewrites.values())[:until]:
     v = views.get(tr, rw)
+    if held is not None:
+      held.append(views.held_bytes() + caches.held_bytes())
     v.layout(0)
     v.layout(1)
+    v.graph_json(1, compact=True)
     opened.append(v)
   return opened
 
 
-def test_the_views_cache_is_bounded_by_bytes(tmp_path):
-  # 8 rewrites: more than the budget's 5 views, fewer than MAX_VIEWS (a bound on their number alone holds all 8)
+def test_the_views_and_their_caches_hold_one_budget(tmp_path, monkeypatch):
+  # 8 rewrites: more than the budget's views, fewer than MAX_VIEWS (a bound on their number alone holds all 8); the
+  # layouts and answers cached for the views count against the same budget (they were three budgets, 320 MB in all)
+  monkeypatch.setattr(caches, "LAYOUTS", caches._LayoutCache(caches.LAYOUT_CACHE_NODES))
+  monkeypatch.setattr(caches, "ANSWERS", caches._AnswerCache(caches.ANSWER_CACHE_BYTES))
   (tr,) = TraceStore().add_path(H.many_rewrites(tmp_path / "m.vztrace", 8, 2000))
   one = _open_all(Views(None, prefetch=0), tr, 1)[0].est_bytes()  # type: ignore[arg-type]
-  budget = 5 * one
+  budget, held = 5 * one, []
   views = Views(None, prefetch=0, max_bytes=budget)  # type: ignore[arg-type]
-  opened = _open_all(views, tr)
+  opened = _open_all(views, tr, held=held)
   views.get(tr, list(tr.rewrites.values())[-1])  # (a view grows as it is laid out: each get looks again)
-  assert views.held_bytes() <= budget and 3 <= len(views) <= 5  # was all 8 (only their number was bounded)
+  held.append(views.held_bytes() + caches.held_bytes())
+  assert caches.held_bytes() > one // 2  # (the caches hold something worth counting)
+  assert max(held) <= budget and 2 <= len(views) < 5  # was all 8 (only their number was bounded), then 5 (the views')
   assert views.get(tr, list(tr.rewrites.values())[-1]) is opened[-1]  # the most recent ones stay
   big = Views(None, prefetch=0, max_bytes=one // 2)  # type: ignore[arg-type]
   _open_all(big, tr, 3)
