@@ -8,21 +8,29 @@ Prints the process's RSS (and its peak) after each phase, the median and max ser
 the caches count (caches.LAYOUTS, caches.ANSWERS, views.Views.held_bytes) and, with --tracemalloc, the Python
 allocations alive at the end by module (slower: times then mean nothing).
 
-  PYTHONPATH=. python bench/bench_viewer_memory.py TRACE [--big 4] [--steps 60] [--tracemalloc]
+--server asks a `python -m viz_server` process instead (bench_ui.py's memory rows, without a browser).
+
+  PYTHONPATH=. python bench/bench_viewer_memory.py TRACE [--big 4] [--steps 60] [--tracemalloc | --server]
 """
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import random
 import statistics
 import sys
+import tempfile
 import time
 import tracemalloc
+import urllib.request
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.bench_ui import rss_mb as server_rss_mb  # noqa: E402
+from bench.bench_ui import start_server, stop_server  # noqa: E402
 from viz_server import caches  # noqa: E402
 from viz_server.app import create_app  # noqa: E402
 
@@ -33,10 +41,15 @@ def rss_mb() -> tuple[float, float]:
   return int(got["VmRSS"].split()[0]) / 1024, int(got["VmHWM"].split()[0]) / 1024
 
 
-def report(label: str, views) -> None:
+def report(label: str, views, pid: int | None = None) -> None:
+  """RSS now and at peak; in process (pid None) also what the views and caches count."""
+  if pid is not None:
+    now, peak = server_rss_mb(pid)
+    print(f"{label:<44} RSS {now:7.1f} MB (peak {peak:7.1f}) (the server's)", flush=True)
+    return
   gc.collect()
   now, peak = rss_mb()
-  lay = sum(caches.LAYOUTS.used) * 270 / 2**20  # (~270 bytes a weight unit, caches.LAYOUT_CACHE_NODES)
+  lay = sum(caches.LAYOUTS.used) * getattr(caches, "LAYOUT_BYTES", 270) / 2**20  # (270: before there was one)
   print(f"{label:<44} RSS {now:7.1f} MB (peak {peak:7.1f}); layouts ~{lay:5.1f} MB, answers "
         f"{caches.ANSWERS.used / 2**20:5.1f} MB, views {views.held_bytes() / 2**20:6.1f} MB ({len(views)})", flush=True)
 
@@ -48,21 +61,45 @@ def main() -> None:
   ap.add_argument("--steps", type=int, default=60)
   ap.add_argument("--all", type=int, default=None, help="open only this many rewrites (most steps first) at the end")
   ap.add_argument("--tracemalloc", action="store_true")
+  ap.add_argument("--server", action="store_true", help="ask a `python -m viz_server` process instead (its threads, "
+                  "as bench_ui.py's memory rows; no cache counts, no waiting for its prefetch)")
   args = ap.parse_args()
   if args.tracemalloc:
     tracemalloc.start(1)
-  app = create_app([args.trace], follow=False, allowed_hosts=None)
-  client, views = app.test_client(), app.extensions["tinyviz"]["views"]
-  tid = client.get("/api/traces").get_json()[0]["id"]
-  ctxs = client.get(f"/api/traces/{tid}/contexts").get_json()
-  rws = sorted(((r["matches"], r["id"]) for c in ctxs for r in c["rewrites"]), reverse=True)
-  report(f"trace open ({len(rws)} rewrites)", views)
+  if args.server:
+    proc, url = start_server(args.trace, Path(tempfile.mkdtemp()) / "server.log")
+    views, pid = None, proc.pid
+
+    def get(path: str) -> tuple[int, object]:
+      with urllib.request.urlopen(url + path, timeout=600) as r:
+        return r.status, json.loads(r.read())
+  else:
+    app = create_app([args.trace], follow=False, allowed_hosts=None)
+    client, views, pid = app.test_client(), app.extensions["tinyviz"]["views"], None
+
+    def get(path: str) -> tuple[int, object]:
+      got = client.get(path)
+      return got.status_code, got.get_json()
+  try:
+    walk(args, get, views, pid)
+  finally:
+    if args.server:
+      stop_server(proc)
+
+
+def walk(args: argparse.Namespace, get: Callable[[str], tuple[int, object]], views, pid: int | None) -> None:
+  """The phases: the biggest rewrites stepped through and jumped in, then every rewrite opened."""
+  tid = get("/api/traces")[1][0]["id"]  # type: ignore[index]
+  ctxs = get(f"/api/traces/{tid}/contexts")[1]
+  rws = sorted(((r["matches"], r["id"]) for c in ctxs for r in c["rewrites"]), reverse=True)  # type: ignore[union-attr]
+  report(f"trace open ({len(rws)} rewrites)", views, pid)
   base = f"/api/traces/{tid}/rewrites"
+  idle = views.wait_idle if views is not None else (lambda: None)
 
   def ask(url: str) -> float:
     t = time.perf_counter()
-    got = client.get(url)
-    assert got.status_code == 200, (url, got.status_code)
+    status = get(url)[0]
+    assert status == 200, (url, status)
     return (time.perf_counter() - t) * 1e3
 
   rng = random.Random(0)
@@ -73,23 +110,22 @@ def main() -> None:
     for k in [n, *(rng.randrange(n) for _ in range(3))]:
       jumps.append(ask(f"{base}/{r}/delta?from={cur}&to={k}&compact=2"))
       cur = k
-    views.wait_idle()
+    idle()
     print(f"rewrite {r} ({n} steps): open {opened:.0f} ms; steps median {statistics.median(steps or [0]):.0f} max "
           f"{max(steps or [0]):.0f} ms; jumps {' '.join(f'{j:.0f}' for j in jumps)} ms")
-    report(f"  after rewrite {r}", views)
+    report(f"  after rewrite {r}", views, pid)
   t = time.perf_counter()
   for _, r in rws[:args.all]:
     ask(f"{base}/{r}/graph?step=0&compact=1")
-  views.wait_idle()
+  idle()
   print(f"{len(rws[:args.all])} rewrites opened in {time.perf_counter() - t:.1f} s")
-  report("after opening every rewrite", views)
-  if args.tracemalloc:
+  report("after opening every rewrite", views, pid)
+  if args.tracemalloc and pid is None:
     per: dict[str, int] = {}
     for st in tracemalloc.take_snapshot().statistics("filename"):
       per[st.traceback[0].filename.split("/")[-1]] = per.get(st.traceback[0].filename.split("/")[-1], 0) + st.size
     for name, size in sorted(per.items(), key=lambda x: -x[1])[:12]:
       print(f"  {name:<28} {size / 2**20:7.1f} MB")
-
 
 if __name__ == "__main__":
   main()

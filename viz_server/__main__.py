@@ -256,6 +256,8 @@ def serve(app: object, srv: BaseWSGIServer, args: argparse.Namespace, local: boo
   """Serve until --stop, SIGTERM, SIGINT (Ctrl-C) or SIGHUP; every way out removes the control token and the upload
   folder (a token left behind would be handed to whoever listens on the port next) and kills the export and compare
   children (viz_server.share.Children)."""
+  from viz_server.caches import limit_arenas
+
   state = app.extensions["tinyviz"]  # type: ignore[attr-defined]
   store, children = state["store"], state["children"]
   state["shutdown"] = stop = lambda: threading.Thread(target=srv.shutdown, daemon=True).start()
@@ -278,6 +280,7 @@ def serve(app: object, srv: BaseWSGIServer, args: argparse.Namespace, local: boo
       state["control_token"] = token = write_token(srv.port, asked=args.instead_of or args.port or srv.port)
       atexit.register(remove_token, srv.port, token)  # if something still gets past the finally below
     tune_gc()
+    limit_arenas()
     store.start()
     url = url_of(args.host if args.host != "0.0.0.0" else "127.0.0.1", srv.port)
     print(f"tinyviz: serving {len(store.traces)} trace(s) at {url}  (pid {os.getpid()}; Ctrl-C to stop)", flush=True)
