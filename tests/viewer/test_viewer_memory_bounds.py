@@ -53,7 +53,7 @@ def test_layouts_kept_for_good_grow_as_the_square_root_of_the_steps(noisy, monke
   every, n = view.stride(), rw.matches
   assert every == math.isqrt(n - 1) + 1 > 2
   view.layout(n)
-  assert sorted(view._kept) == list(range(0, n + 1, every)) and len(view._kept) <= math.isqrt(n) + 2
+  assert sorted(view._kept) == [(0, k) for k in range(0, n + 1, every)] and len(view._kept) <= math.isqrt(n) + 2
 
 
 def test_views_that_go_hand_the_heap_back_once_enough_went(noisy, monkeypatch):
@@ -107,6 +107,7 @@ def _objects_bytes(roots: list, seen: set[int]) -> int:
 
 def test_the_cached_layouts_estimate_is_close_to_the_objects_they_hold(noisy, monkeypatch):
   monkeypatch.setattr(caches, "LAYOUTS", caches._LayoutCache(caches.LAYOUT_CACHE_NODES))
+  monkeypatch.setattr(caches, "ANSWERS", caches._AnswerCache(caches.ANSWER_CACHE_BYTES))  # (what other tests cached)
   rw = longest_rewrite(noisy)
   view = StepGraphs(noisy, rw, Replay(noisy, rw))
   view.layout(rw.matches)
