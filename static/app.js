@@ -345,7 +345,8 @@ function showNodeCard(id) {
  * for a node of the input graph, the earlier pass and step that made it (origin). */
 async function createdStep(id) {
   const d = graph.node(id);
-  if (!d || d.created === undefined) return null;
+  // (null: unknown, a step the server has not computed may have brought it; after a far jump, most nodes)
+  if (!d || d.created === undefined || d.created === null) return null;
   const {trace, rw} = state;
   if (d.created === 0) {
     let origin = null;

@@ -11,6 +11,8 @@ import {GRAPH_MARKS, legendBox} from "./legend.js";
 import {foldedView, GROUP_MIN_NODES, indexGroups, siteGroups} from "./graphgroups.js";
 import {Minimap} from "./minimap.js";
 
+// steps within which the page asks for a delta on the chain it shows (viz_server/replay.py NEAR); farther, a graph
+const NEAR_STEPS = 8;
 const OVERVIEW_MIN = 0.2;  // a whole graph fitted below this zoom is a smear: the automatic view shows the change
 const FOCUS_SCALE = 0.8;   // the zoom the automatic view centers a step's result at when the change is too big
 
@@ -660,8 +662,8 @@ export class StepGraphView extends GraphView {
   }
 
   /** Lay the step on screen out from scratch (key r, the Re-layout button): after many steps placed among the nodes
-   * that stay, the picture no longer reads top-down. Stepping on shows the stable layout again (the next step comes
-   * as its graph: a delta from the stable layout would not fit this one). */
+   * that stay, the picture no longer reads top-down. The step becomes the anchor of the layouts shown: stepping on
+   * derives from it, both ways, so nothing that stays moves. */
   relayout() {
     if (this.pump || !this.shown) return this.pump || Promise.resolve();
     const s = this.shown;
@@ -672,7 +674,7 @@ export class StepGraphView extends GraphView {
         if (this.shown !== s) return;
         this.setData(g);
         this._legend(g.nodes);
-        this.shown = {...s, fresh: true};
+        this.shown = {...s, dir: 0, anchor: g.anchor || 0};
         this.autoView();
       } catch (e) {
         this._loaded();
@@ -767,17 +769,22 @@ export class StepGraphView extends GraphView {
     const moved = () => this.want === null || this.want.trace !== want.trace || this.want.rw !== want.rw;
     const t0 = performance.now();
     let t1 = t0, done = false;
-    if (shown && !shown.fresh && shown.trace === want.trace && shown.rw === want.rw) {
-      const d = await api.delta(want.trace, want.rw, shown.step, want.step, true);
+    const same = sameRewrite(shown, want);
+    // a far jump asks for the step's graph: the server lays it out fresh, a new anchor, unless a layout of the chain
+    // shown (or of another) is near it (a delta would make it lay out every step between on the chain)
+    if (same && Math.abs(want.step - shown.step) <= NEAR_STEPS) {
+      const d = await api.delta(want.trace, want.rw, shown.step, want.step, true, shown.anchor);
       if (moved()) return;
       t1 = performance.now();
       done = this.applyDelta(d);
       if (done) this._legend(this.ids().map((id) => this.node(id)));
       perf.lastKind = "delta";
     }
+    let anchor = same ? shown.anchor : 0;
     if (!done) {
-      const g = await api.graph(want.trace, want.rw, want.step, true);
+      const g = await api.graph(want.trace, want.rw, want.step, true, anchor);
       if (moved()) return;
+      anchor = g.anchor || 0;
       t1 = performance.now();
       this.setData(g);
       perf.lastKind = "graph";
@@ -787,7 +794,7 @@ export class StepGraphView extends GraphView {
     }
     // dir: the way an arrow step went (a delta from the step next to it), 0 after a graph or a jump
     const dir = perf.lastKind === "delta" && Math.abs(want.step - shown.step) === 1 ? want.step - shown.step : 0;
-    this.shown = {trace: want.trace, rw: want.rw, step: want.step, dir};
+    this.shown = {trace: want.trace, rw: want.rw, step: want.step, dir, anchor};
     if (this.wantFit) { this.autoView(); this.wantFit = false; }
     perf.lastFetchMs = t1 - t0;
     perf.lastDomMs = performance.now() - t1;
@@ -799,7 +806,9 @@ export class StepGraphView extends GraphView {
     const s = this.shown;
     this._updateCutNote();
     document.body.dataset.graph = `${s.trace}:${s.rw}:${s.step}`;
-    document.body.dataset.layout = s.fresh ? "fresh" : "stable";
+    // fresh: on the chain of a step laid out fresh (a far jump, a deep link, the re-layout key); stable: step 0's
+    document.body.dataset.layout = s.anchor ? "fresh" : "stable";
+    document.body.dataset.anchor = String(s.anchor);
     if (this.perf.firstGraphMs === null) afterPaint(() => { this.perf.firstGraphMs = performance.now(); });
     this.onShown(s);
     // a rewrite's first graph: the neighbours' requests, and the layouts the server computes in the background after
@@ -816,7 +825,7 @@ export class StepGraphView extends GraphView {
     // step - 1 first: the server's background layout goes on from the last step asked for, and forward is likelier
     const ahead = s.dir ? [s.step + s.dir] : [s.step - 1, s.step + 1];
     for (const k of ahead) {
-      if (k >= 0 && k <= steps) api.delta(s.trace, s.rw, s.step, k, true).catch(() => {});
+      if (k >= 0 && k <= steps) api.delta(s.trace, s.rw, s.step, k, true, s.anchor).catch(() => {});
     }
   }
 

@@ -8,7 +8,9 @@ looked up; a fixed-point chain of matches replacing only the node it started fro
 
 Resolutions are memoized with reverse dependencies, so adding or removing one entry of R re-resolves only what
 depended on it. The graph is everything reachable from the resolved root; a cursor keeps reference counts of it,
-so moving between steps costs work proportional to the nodes that change.
+so moving between steps costs work proportional to the nodes that change, and a far move costs O(graph + matches):
+the R entries of the matches between, then the root resolved once (docs/architecture.md, "Far jumps"). What a match
+did (StepInfo) is computed only for the steps asked for.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from viz_server.store import Rewrite, Trace
 # Ids of nodes that replay builds and the trace never names: far above any id a trace uses, exact in JSON numbers.
 FRESH_BASE = 1 << 40
 NEAR = 8  # steps within which members() moves the cursor; farther it walks the graph from the step's root
+CHECK_EVERY = 1024  # a far cursor move asks whether its request has gone every this many matches (~1 ms)
 
 
 class StepInfo:
@@ -48,9 +51,12 @@ class Replay:
     self.nodes_seen = len(self.table)
     self.fresh: dict[int, Node] = {}
     self.fresh_key: dict[Node, int] = {}
-    self.roots: list[int] = []
-    self.sizes: list[int] = []  # per step computed: the nodes of its graph (what `members` would count)
-    self.steps: list[StepInfo | None] = [None]
+    # per step reached (a far jump reaches a step without the ones before it): its root, its graph's size (what
+    # `members` would count); per step computed from the one before: what its match did
+    self.roots: dict[int, int] = {}
+    self.sizes: dict[int, int] = {}
+    self.steps: dict[int, StepInfo | None] = {0: None}
+    self._upto = 0  # every step up to this one is computed
     self.lock = threading.RLock()
     self._level: dict[int, int] = {}
     self._srcs: dict[int, tuple[int, ...]] = {}  # node -> its sources (src(); the table is append-only)
@@ -69,11 +75,11 @@ class Replay:
     self._added: list[int] = []
     self._removed: list[int] = []
     self._root = -1
+    self._whole = True  # the cursor's graph and memo are those of step cur (not so within a far move)
     with self.lock:
       root = self._resolve(rw.root) if rw.root in self.table else rw.root
-      self.roots.append(root)
       self._move_root(root)
-      self.sizes.append(len(self._ref))
+      self.roots[0], self.sizes[0] = root, len(self._ref)
 
   def est_bytes(self) -> int:
     """About the bytes this replay holds, from the sizes of its tables (no walk; views.Views budgets by it): ~100
@@ -344,32 +350,58 @@ class Replay:
     self._invalidate(b, old)
 
   def _goto(self, k: int) -> None:
-    if k == self.cur:
+    """Move the cursor to step k: the R entries of the matches between applied or undone, then the root resolved once
+    (O(graph + matches), whatever the nodes the steps between rebuilt); notes the root and size of step k."""
+    if k == self.cur and self._whole:
       return
+    self._whole = False  # (until the root is resolved again: a far move the request's end stopped is finished later)
     old: dict[int, int] = {}
-    while self.cur < k:
-      self.cur += 1
-      self._set_r(self.cur, True, old)
-    while self.cur > k:
-      self._set_r(self.cur, False, old)
-      self.cur -= 1
-    if self.rw.root in self.table:  # re-resolve what was invalidated, so the next step sees every old value
-      self._resolve(self.rw.root)
-    self._move_root(self.roots[k])
+    while self.cur != k:
+      if self.cur % CHECK_EVERY == 0:
+        gone.check()  # a far move: stop if the request asking has gone (R, its history and the memo agree)
+      if self.cur < k:
+        self.cur += 1
+        self._set_r(self.cur, True, old)
+      else:
+        self._set_r(self.cur, False, old)
+        self.cur -= 1
+    # re-resolve what was invalidated, so the next step sees every old value
+    root = self._resolve(self.rw.root) if self.rw.root in self.table else self.rw.root
+    self._move_root(root)
+    self._whole = True
+    if k not in self.roots:
+      self.roots[k], self.sizes[k] = root, len(self._ref)
 
   # ---- steps
   def ensure(self, k: int) -> None:
-    """Compute steps up to k (k <= n)."""
-    if k < len(self.steps):  # computed (steps[k] is appended last): no lock, which a far cursor move may hold for ms
+    """Compute every step up to k (k <= n) in order: what an exact `created` and a walk over all steps (the export,
+    `show`, a node's origin) need. Showing a step needs only that step (root, step)."""
+    if k <= self._upto:  # (no lock: a reader of computed steps never waits for a far cursor move)
       return
     with self.lock:
-      while len(self.roots) <= k:
-        gone.check()  # between two steps (the state is whole): stop if the request asking has gone
-        self._goto(len(self.roots) - 1)
-        self._step(len(self.roots))
+      for s in range(self._upto + 1, k + 1):
+        if s not in self.steps:
+          gone.check()  # between two steps (the state is whole): stop if the request asking has gone
+          self._goto(s - 1)
+          self._step(s)
+
+  def _ensure_root(self, k: int) -> None:
+    if k not in self.roots:  # (read without the lock: entries are added last, never changed)
+      with self.lock:
+        if k == self.cur + 1 and self._whole and k not in self.steps:
+          self._step(k)  # the next step: computed whole (what showing it asks next), as stepping from 0 numbers it
+        elif k not in self.roots:
+          self._goto(k)
+
+  def _ensure_step(self, k: int) -> None:
+    if k not in self.steps:
+      with self.lock:
+        if k not in self.steps:
+          self._goto(k - 1)
+          self._step(k)
 
   def _step(self, k: int) -> None:
-    """Compute step k from the cursor at k-1."""
+    """Compute step k's StepInfo from the cursor at k-1 (and move the cursor to k)."""
     i = k - 1
     rw = self.rw
     b, a = rw.before[i], rw.after[i]
@@ -385,8 +417,7 @@ class Replay:
     self.cur = k
     root = self._resolve(rw.root) if rw.root in self.table else rw.root
     added, removed = self._move_root(root)
-    self.roots.append(root)
-    self.sizes.append(len(self._ref))
+    self.roots[k], self.sizes[k] = root, len(self._ref)
     new, gone = set(added), set(removed)
     pairs, changed = [], []
     memo, R = self._memo.get, self._R
@@ -397,30 +428,36 @@ class Replay:
         if z != key and z not in R:
           changed.append(nv)
     changed_set = set(changed)
+    self._note_births(new, k)
+    by = self._resolve(key) if note is None else None
+    if note is None and not added and not removed:
+      note = "the graph did not change: the replaced node is no longer part of it"
+    kept_added = tuple(itertools.filterfalse(changed_set.__contains__, added))  # (in C: ~2,000 a step)
+    self.steps[k] = StepInfo(kept_added, tuple(dict.fromkeys(changed)), tuple(removed), tuple(dict.fromkeys(pairs)),
+                             replaced, by, note)
+    while self._upto + 1 in self.steps:
+      self._upto += 1
+
+  def _note_births(self, new: set[int], k: int) -> None:
+    """Note step k as a birth of each node it added (steps are computed in any order: the lists stay ascending)."""
     born = self._born
     again = born.keys() & new  # (most nodes are added once: their step goes in at once, in C)
     for x in again:
       got = born[x]  # a step, or the steps ascending once added again (no list for a node added once)
       if type(got) is int:
-        born[x] = [got, k]
+        born[x] = [got, k] if got < k else [k, got]
       else:
-        got.append(k)
+        bisect.insort(got, k)
     born.update(dict.fromkeys(new - again if again else new, k))
-    by = self._resolve(key) if note is None else None
-    if note is None and not added and not removed:
-      note = "the graph did not change: the replaced node is no longer part of it"
-    kept_added = tuple(itertools.filterfalse(changed_set.__contains__, added))  # (in C: ~2,000 a step)
-    self.steps.append(StepInfo(kept_added, tuple(dict.fromkeys(changed)), tuple(removed), tuple(dict.fromkeys(pairs)),
-                               replaced, by, note))
 
   # ---- queries
   def root(self, k: int) -> int:
-    self.ensure(k)
+    self._ensure_root(k)
     return self.roots[k]
 
   def members(self, k: int) -> frozenset[int]:
     """Ids of the nodes of the graph at step k."""
-    self.ensure(k)
+    self._ensure_root(k)
     if abs(k - self.cur) > NEAR:  # (read without the lock: it only picks the cheaper way)
       return self._reachable(self.roots[k])  # walking the graph costs less than a far move, and takes no lock
     with self.lock:  # moving the cursor costs what the steps between changed
@@ -441,25 +478,49 @@ class Replay:
 
   def size(self, k: int) -> int:
     """The number of nodes of the graph at step k (without copying its members)."""
-    self.ensure(k)
+    self._ensure_root(k)
     return self.sizes[k]
 
   def step(self, k: int) -> StepInfo | None:
-    self.ensure(k)
+    """What match k did (None for step 0), computed from the graph at k-1 when first asked."""
+    if k == 0:
+      return None
+    self._ensure_step(k)
     return self.steps[k]
 
   def created(self, nid: int, k: int) -> int:
-    """The step that added node nid to the graph it has at step k (the last one up to k; 0: the input graph)."""
+    """The step that added node nid to the graph it has at step k (the last one up to k; 0: the input graph), exact:
+    it computes every step up to k first."""
     self.ensure(k)
     return self._created(nid, k)
 
-  def creator(self, k: int) -> Callable[[int], int]:
-    """created(·, k) for many nodes of step k (a delta asks it for each of the ~2,000 a step rebuilds): steps computed
-    once, not per node."""
-    self.ensure(k)
-    born, one = self._born.get, self._created
-    # (most nodes are added once: their step at once, no call)
-    return lambda nid: (0 if got > k else got) if type(got := born(nid, 0)) is int else one(nid, k)
+  def _computed_from(self, k: int) -> int:
+    """The first step s such that steps s..k have all been computed (k + 1: step k has not)."""
+    s, steps = k, self.steps
+    while s > self._upto and s in steps:
+      s -= 1
+    return 1 if s <= self._upto else s + 1
+
+  def creator(self, k: int) -> Callable[[int], int | None]:
+    """created(·, k) for many nodes of step k as far as the steps computed tell it, without computing more (a delta
+    asks it for each of the ~2,000 a step rebuilds): None where a step not computed may have brought the node back
+    (after a far jump, most nodes; the node card says "unknown")."""
+    lo = self._computed_from(k)
+    born = self._born.get
+
+    def at(nid: int) -> int | None:
+      got = born(nid)
+      if type(got) is int:
+        b = got if got <= k else None
+      elif got is None:
+        b = None
+      else:
+        i = bisect.bisect_right(got, k)
+        b = got[i - 1] if i else None
+      if b is None:
+        return 0 if lo <= 1 else None
+      return b if lo <= b + 1 else None
+    return at
 
   def _created(self, nid: int, k: int) -> int:
     got = self._born.get(nid)

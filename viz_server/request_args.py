@@ -106,6 +106,14 @@ def check_step(rw: Rewrite, k: int) -> None:
     fail(413, f"rewrite {rw.id} has {rw.matches} steps; the viewer replays only the first {MAX_STEPS}")
 
 
+def anchor_arg(rw: Rewrite) -> int:
+  """The `anchor` step of the layout chain a graph or delta is asked on (0, the stable chain, where missing); a step
+  the viewer replays, as `step` (its chain to a step asked costs a derivation a step between, as step 0's does)."""
+  a = int_arg("anchor", 0)
+  check_step(rw, a)
+  return a
+
+
 def last_step(rw: Rewrite) -> int:
   """What `end` means for a step: the last one the viewer replays."""
   return min(rw.matches, MAX_STEPS)

@@ -8,6 +8,7 @@ from typing import Any
 from flask import Blueprint, jsonify, request
 
 from viz_server.request_args import (
+  anchor_arg,
   check_step,
   compact_arg,
   get_rewrite,
@@ -31,13 +32,15 @@ def rewrite_detail(rw: Rewrite) -> dict:
           "steps": steps, "steps_total": rw.matches}
 
 
-def graph_at(tr: Trace, rw: Rewrite, k: int, compact: bool = False, fresh: bool = False) -> bytes:
+def graph_at(tr: Trace, rw: Rewrite, k: int, compact: bool = False, fresh: bool = False, anchor: int = 0) -> bytes:
   """The graph answer at step k, encoded (kept in caches.ANSWERS once the rewrite has ended); also /api/boot's.
-  fresh: laid out from scratch (the page's re-layout)."""
+  fresh: laid out from scratch (the page's re-layout); anchor: the chain of the layout the page shows, which step k
+  stays on when one of its layouts is near, else step k is laid out fresh, a new anchor (docs: "Far jumps")."""
   check_step(rw, k)
   view = views().get(tr, rw)
   view.last_step = k  # no prefetch yet: opening a graph is not stepping (the page asks for the neighbours itself)
-  return view.graph_json(k, compact=compact, fresh=fresh)
+  view.anchor = k if fresh and not view.big(k) else view.anchor_for(k, anchor)
+  return view.graph_json(k, compact=compact, fresh=fresh, anchor=view.anchor)
 
 
 @bp.get("/traces/<int:t>/rewrites/<int:r>")
@@ -52,7 +55,8 @@ def graph_answer(t: int, r: int) -> Any:
   tr = get_trace(t)
   rw = get_rewrite(tr, r)
   fresh = request.args.get("fresh", "0") not in ("0", "", "false")
-  return json_answer(graph_at(tr, rw, int_arg("step", 0, allow_end=last_step(rw)), compact_arg(), fresh))
+  return json_answer(graph_at(tr, rw, int_arg("step", 0, allow_end=last_step(rw)), compact_arg(), fresh,
+                              anchor_arg(rw)))
 
 
 @bp.get("/traces/<int:t>/rewrites/<int:r>/delta")
@@ -63,9 +67,11 @@ def delta_answer(t: int, r: int) -> Any:
   k = int_arg("to", allow_end=last_step(rw))
   check_step(rw, j)
   check_step(rw, k)
+  a = anchor_arg(rw)
   all_views = views()
   view = all_views.get(tr, rw)
+  view.anchor = a
   # compact=2: also the rebuilt nodes as runs of ids (StepGraphs._rebuilt); the export's answers are compact=1's
-  out = jsonify(view.delta(j, k, compact=compact_arg(), rebuilt=request.args.get("compact") == "2"))
-  all_views.prefetch(view, k)
+  out = jsonify(view.delta(j, k, compact=compact_arg(), rebuilt=request.args.get("compact") == "2", anchor=a))
+  all_views.prefetch(view, k, a)
   return out

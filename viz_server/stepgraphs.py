@@ -10,6 +10,8 @@ import json
 import math
 import threading
 from dataclasses import dataclass
+from itertools import compress
+from operator import and_, eq, itemgetter, not_
 from typing import Callable, Sequence
 
 from viz_server import caches, cut, gone, place
@@ -18,7 +20,7 @@ from viz_server.labels import Looks, node_json, site_label
 from viz_server.layout import LAYER_GAP, Layout, layout_graph
 from viz_server.nodes import Node
 from viz_server.place import MASSIVE, Bands, Rows
-from viz_server.replay import Replay, StepInfo
+from viz_server.replay import NEAR, Replay, StepInfo
 from viz_server.store import Rewrite, Trace
 
 BLOCK = 32  # every BLOCK-th step's layout is kept for good (every stride()-th of a longer rewrite), so any step is at
@@ -44,8 +46,13 @@ def slim(pts: Sequence[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
   straight line there."""
   if len(pts) < 4:
     return tuple(pts)
-  xs = [round(x, 1) for x, _ in pts]
-  return (pts[0], *(pts[i] for i in range(1, len(pts) - 1) if not xs[i - 1] == xs[i] == xs[i + 1]), pts[-1])
+  # (in C, no Python frame a point: a fresh layout of a far jump's ~3,000-node graph has ~600k route points, and a
+  # comprehension over them was a quarter of its layout's time)
+  xs = list(map(itemgetter(0), pts))
+  same = list(map(eq, xs, xs[1:]))  # same[i]: points i and i+1 at one x (as sent: to a tenth of a pixel)
+  for i in compress(range(len(same)), map(not_, same)):  # (most are equal: a long edge's run is at one x exactly)
+    same[i] = round(xs[i], 1) == round(xs[i + 1], 1)
+  return (pts[0], *compress(pts[1:-1], map(not_, map(and_, same, same[1:]))), pts[-1])
 
 
 def slimmed(lay: Layout) -> dict[tuple[int, int], tuple[tuple[float, float], ...]]:
@@ -130,23 +137,27 @@ class StepGraphs:
   quarter of the graph, without an old version) keeps the nodes it kept where they were too, and lays the new ones
   out on their own, below them (_below). A layout depends only on the steps before it, never on the order steps
   are asked in.
-  Every stride()-th step's layout is kept (the others are in the LRU caches.LAYOUTS), so a step asked for out of
-  order costs at most stride() - 1 derivations once the boundary before it was computed; the first visit of a far step
-  computes the chain up to it (about 1 ms a step). Layouts are computed outside any lock; two threads that want the same
-  step share one computation."""
+  That is step 0's chain (anchor 0). A far jump lays its step out fresh instead, an anchor, whose chain runs both ways
+  from it (layout(k, anchor=a); docs/architecture.md, "Far jumps"). Every stride()-th step's layout of a chain,
+  from its anchor, is kept (the others are in the LRU caches.LAYOUTS), so a step asked for out of order costs at
+  most stride() - 1 derivations once the boundary before it was computed. Layouts are computed outside any lock;
+  two threads that want the same step share one computation."""
 
   def __init__(self, tr: Trace, rw: Rewrite, replay: Replay) -> None:
     self.tr, self.rw, self.replay = tr, rw, replay
     self.key = (next(_views),)  # unique per view: a rebuilt replay never meets an old layout
     self.lock = threading.Lock()
-    self._busy: dict[int, threading.Event] = {}  # steps whose layout a thread is computing
-    self._derived: dict[int, bool] = {}  # step -> whether its layout is derived from the step before (never evicted)
-    self._kept: dict[int, Layout] = {}  # the layouts of block boundaries (never evicted)
-    self._kept_w: dict[int, int] = {}  # their caches.weight (positions and route points)
+    # layouts are per (anchor, step): the chain from a step laid out fresh (anchor 0: the stable chain from step 0)
+    self._busy: dict[tuple[int, int], threading.Event] = {}  # layouts a thread is computing
+    self._derived: dict[tuple[int, int], bool] = {}  # whether a layout is derived from its neighbour toward its anchor
+    self._kept: dict[tuple[int, int], Layout] = {}  # anchors and the block boundaries of their chains (never evicted)
+    self._kept_w: dict[tuple[int, int], int] = {}  # their caches.weight (positions and route points)
+    self._anchors: list[int] = []  # the steps laid out fresh as anchors, in order
     self.looks = Looks(replay.node)  # labels and box sizes, made once per node
     self.stats = {"full": 0, "derived": 0}
     self.cuts = 0  # layouts of cut graphs made
     self.last_step = 0  # the step last served (views.Views.prefetch looks ahead of it in the direction of travel)
+    self.anchor = 0  # the anchor of the layout chain last served (the page's: what a diff drawn as it reuses)
     self.lay_out = layout_graph  # what lays a step out whole (an export shares layouts between views: export/layouts)
 
   def stride(self) -> int:
@@ -164,92 +175,122 @@ class StepGraphs:
     return self.looks.size(nid)
 
   # ---- layout
-  def _get(self, k: int) -> Layout | None:
-    got = self._kept.get(k)
-    return got if got is not None else caches.LAYOUTS.get(self.key + (k,))
+  def _lkey(self, k: int, anchor: int) -> tuple:
+    return self.key + ((k,) if anchor == 0 else ("a", anchor, k))
 
-  def cached(self, k: int) -> bool:
-    return self._get(k) is not None or caches.LAYOUTS.get(self.key + ("cut", k)) is not None
+  def _get(self, k: int, anchor: int = 0) -> Layout | None:
+    got = self._kept.get((anchor, k))
+    return got if got is not None else caches.LAYOUTS.get(self._lkey(k, anchor))
 
-  def prepare(self, k: int, pause: Callable[[], None] | None = None) -> None:
-    """Compute what showing step k needs (its layout, or its cut's), for the background."""
+  def cached(self, k: int, anchor: int = 0) -> bool:
+    return self._get(k, anchor) is not None or caches.LAYOUTS.get(self.key + ("cut", k)) is not None
+
+  def prepare(self, k: int, pause: Callable[[], None] | None = None, anchor: int = 0) -> None:
+    """Compute what showing step k needs (its layout on the anchor's chain, or its cut's), for the background."""
     if self.big(k):
       self._cut(k, pause)
     else:
-      self.layout(k, pause)
+      self.layout(k, pause, anchor)
+
+  def anchor_for(self, k: int, anchor: int) -> int:
+    """The chain step k is shown on, coming from `anchor`'s: that one where it has a layout within NEAR steps of k
+    (stepping on costs a few derivations), else another chain's with the nearest such layout (a jump back to where
+    the user was), else k itself, laid out fresh (a jump: O(graph), whatever the steps skipped; the page then steps on
+    from it). Step 0's chain reaches the first NEAR steps."""
+    if self.big(k):
+      return 0
+    near = range(max(0, k - NEAR), min(self.rw.matches, k + NEAR) + 1)
+    if any(self._get(s, anchor) is not None for s in near):
+      return anchor
+    if k <= NEAR:
+      return 0
+    best = min(((abs(s - k), c) for c in (0, *self._anchors) for s in near if self._get(s, c) is not None),
+               default=None)
+    return k if best is None else best[1]
 
   def big(self, k: int) -> bool:
     """Whether the graph at step k is too big to lay out whole (it is shown cut, viz_server.cut)."""
     return cut.too_big(self.replay.size(k))
 
   def reusable(self, k: int, chain: int) -> tuple[Layout, Rows, Bands] | None:
-    """Step k's layout with its row index and bands (viz_server.diff places another graph's nodes into it), or None
-    when more than `chain` steps' layouts would have to be computed first (far from every step shown so far) or the
-    graph is cut."""
+    """Step k's layout on the chain last served (`anchor`: what the page shows) with its row index and bands
+    (viz_server.diff places another graph's nodes into it), or None when more than `chain` steps' layouts would have
+    to be computed first (far from every step shown so far) or the graph is cut."""
     if self.big(k):
       return None
-    if self._get(k) is None:
+    a = self.anchor
+    if self._get(k, a) is None:
+      d = 1 if k >= a else -1
       start = k
-      while start > 0 and self._get(start - 1) is None:
-        start -= 1
-        if k - start >= chain:
+      while start != a and self._get(start - d, a) is None:
+        start -= d
+        if abs(k - start) >= chain:
           return None
-    lay = self.layout(k)
+    lay = self.layout(k, anchor=a)
     return (lay, *self._index(lay))
 
-  def layout(self, k: int, pause: Callable[[], None] | None = None) -> Layout:
-    """The layout of step k, whole (for a graph that is not cut); pause: see layout_graph (background callers pass
-    REQUEST_GATE.pause). The chain of layouts it derives from starts after the last step that is cut."""
-    got = self._get(k)
+  def layout(self, k: int, pause: Callable[[], None] | None = None, anchor: int = 0) -> Layout:
+    """The layout of step k, whole (for a graph that is not cut), on the chain of `anchor` (0: from step 0, forward;
+    else from that step laid out fresh, both ways); pause: see layout_graph (background callers pass
+    REQUEST_GATE.pause). A chain goes on after a step that is cut with a whole layout."""
+    got = self._get(k, anchor)
     if got is not None:
       return got
-    start = k
-    while start > 0 and self._get(start - 1) is None and not self.big(start - 1):
-      start -= 1
+    d = 1 if k >= anchor else -1  # the way the chain runs from its anchor to k
+    sizes, start = self.replay.sizes, k
+    # back to the nearest layout of the chain (or a step known to be cut: asking the size of one not reached yet
+    # would move the replay's cursor backward there, which the chain then moves forward again)
+    while start != anchor and self._get(start - d, anchor) is None and not (start - d in sizes and self.big(start - d)):
+      start -= d
     lay = None
-    for s in range(start, k + 1):
+    for s in range(start, k + d, d):
       if pause is not None:
         pause()
       gone.check()  # a far step's chain: stop if the request that wants it has gone (what is done stays cached)
-      lay = self._compute(s, pause)
+      if s != k and self.big(s):  # (shown cut: the chain goes on after it with a whole layout, _make)
+        continue
+      lay = self._compute(s, pause, anchor)
     return lay  # type: ignore[return-value]
 
-  def _compute(self, k: int, pause: Callable[[], None] | None = None) -> Layout:
-    key = self.key + (k,)
+  def _compute(self, k: int, pause: Callable[[], None] | None = None, anchor: int = 0) -> Layout:
+    key, mine = self._lkey(k, anchor), (anchor, k)
     while True:
       with self.lock:  # the check and the claim are one step: a thread that just finished k cannot slip between
-        got = self._get(k)
+        got = self._get(k, anchor)
         if got is not None:
           return got
-        ev = self._busy.get(k)
+        ev = self._busy.get(mine)
         if ev is None:
-          ev = self._busy[k] = threading.Event()
+          ev = self._busy[mine] = threading.Event()
           break
       with REQUEST_GATE.wait_for_background():
         ev.wait()  # another thread computes it; then it is cached (or was evicted at once: compute it here)
     try:
-      lay = self._make(k, pause)
-      self._derived[k] = isinstance(lay, _Derived)
-      if k % self.stride() == 0:
-        self._kept_w[k] = caches.weight(lay)
-        self._kept[k] = lay
+      lay = self._make(k, pause, anchor)
+      self._derived[mine] = isinstance(lay, _Derived)
+      if k == anchor and anchor:
+        self._anchors.append(anchor)
+      if (k - anchor) % self.stride() == 0:  # (an anchor itself, too: a view keeps those the user jumped to)
+        self._kept_w[mine] = caches.weight(lay)
+        self._kept[mine] = lay
       elif isinstance(lay, _Derived):
         caches.LAYOUTS.put(key, lay, derived=True, w=lay.own)
       else:
         caches.LAYOUTS.put(key, lay)
     finally:
       with self.lock:
-        del self._busy[k]
+        del self._busy[mine]
       ev.set()
     return lay
 
-  def _make(self, k: int, pause: Callable[[], None] | None) -> Layout:
-    if k == 0 or self.big(k - 1):  # nothing laid out whole before it
+  def _make(self, k: int, pause: Callable[[], None] | None, anchor: int = 0) -> Layout:
+    nb = k - 1 if k > anchor else k + 1  # the neighbour toward the anchor, which k's layout is derived from
+    if k == anchor or self.big(nb):  # nothing laid out whole before it
       return self._full(k, pause)
-    base = self._get(k - 1)
+    base = self._get(nb, anchor)
     if base is None:  # layout() computed it just before, but another thread's layouts pushed it out of the LRU
-      base = self.layout(k - 1, pause)
-    lay = self._derive(base, k)
+      base = self.layout(nb, pause, anchor)
+    lay = self._derive(base, k, back=k < anchor)
     if lay is not None:
       return lay
     return self._below(k, base, pause)
@@ -304,11 +345,11 @@ class StepGraphs:
     height = max(y + self.looks.size(n)[1] / 2 for n, (_, y) in pos.items())
     return _Full(pos, layer, edges, width, height)
 
-  def shown(self, k: int, pause: Callable[[], None] | None = None) -> Shown:
-    """What step k shows: its layout and nodes, the whole graph's, or for a graph too big the cut's (then also its
-    CutLayout)."""
+  def shown(self, k: int, pause: Callable[[], None] | None = None, anchor: int = 0) -> Shown:
+    """What step k shows: its layout on the anchor's chain and its nodes, the whole graph's, or for a graph too big
+    the cut's (then also its CutLayout)."""
     if not self.big(k):
-      return self.layout(k, pause), self.replay.members(k), None
+      return self.layout(k, pause, anchor), self.replay.members(k), None
     lay = self._cut(k, pause)
     return lay, lay.shown, lay
 
@@ -371,23 +412,29 @@ class StepGraphs:
       return rows, bands
     return lay.rows, lay.bands
 
-  def _derive(self, lay: Layout, k: int) -> Layout | None:
-    """Step k's layout from step k-1's (lay), moving nothing; None when the step replaces too much at once."""
+  def _derive(self, lay: Layout, k: int, back: bool = False) -> Layout | None:
+    """Step k's layout from step k-1's (lay), moving nothing; None when the step replaces too much at once. back:
+    from step k+1's, by step k+1's inverse (what it removed is new at k, what it added or rebuilt goes, each of its
+    rebuilt nodes' old version takes its place)."""
     rp = self.replay
-    info = rp.step(k)
+    info = rp.step(k + 1 if back else k)
     if info is None:
       return None
-    new = [*info.added, *info.changed]
-    old_of = {n: o for o, n in info.pairs if o in lay.pos}
+    if back:
+      new, removed = list(info.removed), [*info.added, *info.changed]
+      old_of = {o: n for o, n in info.pairs if n in lay.pos}
+    else:
+      new, removed = [*info.added, *info.changed], info.removed
+      old_of = {n: o for o, n in info.pairs if o in lay.pos}
     if len(new) - sum(map(old_of.__contains__, new)) > max(MASSIVE, len(lay.pos) // 4):  # (in C: ~2,000 a step)
       return None
     rows, bands = self._index(lay)
     pos, layer, edges, width, height, rows, bands = place.derive(
-      lay, rows, bands, new, info.removed, old_of, rp.src, self.looks.size, rp.level)
+      lay, rows, bands, new, removed, old_of, rp.src, self.looks.size, rp.level)
     self.stats["derived"] += 1
     src = rp.src
     own = len(pos) + 2 * sum(map(len, map(src, new))) // caches.POINTS_PER_NODE
-    return _Derived(pos, layer, edges, width, height, rows=rows, bands=bands, base=k - 1, own=own)
+    return _Derived(pos, layer, edges, width, height, rows=rows, bands=bands, base=k + 1 if back else k - 1, own=own)
 
   def aliases(self, j: int, k: int) -> dict[int, int]:
     """{id at step k: id at step j} for nodes that steps between j and k rebuilt (same op, dtype and arg)."""
@@ -437,10 +484,11 @@ class StepGraphs:
         removed.update(ids)
     return added, removed, added & removed
 
-  def is_chain(self, j: int, k: int) -> bool:
-    """Whether every step between j and k has a layout derived from the step before it (nothing moves between)."""
+  def is_chain(self, j: int, k: int, anchor: int = 0) -> bool:
+    """Whether of every two neighbouring steps between j and k on the anchor's chain one's layout is derived from the
+    other's (nothing moves between)."""
     d = self._derived
-    return all(d.get(s, False) for s in range(min(j, k) + 1, max(j, k) + 1))
+    return all(d.get((anchor, s if s > anchor else s - 1), False) for s in range(min(j, k) + 1, max(j, k) + 1))
 
   # ---- JSON
   def _match(self, k: int) -> dict | None:
@@ -463,8 +511,10 @@ class StepGraphs:
     return {"added": [n for n in info.added if n in shown], "changed": [n for n in info.changed if n in shown],
             "removed": list(info.removed)}
 
-  def _node(self, nid: int, lay: Layout, k: int, consts: dict[int, bool] | None = None, node: Node | None = None
-            ) -> dict:
+  def _node(self, nid: int, lay: Layout, k: int, consts: dict[int, bool] | None = None, node: Node | None = None,
+            created: Callable[[int], int | None] | None = None) -> dict:
+    """A node as answers send it; created: replay.creator(k), where the caller has it (`created` null: unknown, a
+    step not computed may have brought it)."""
     rp = self.replay
     if node is None:
       node = rp.node(nid)
@@ -475,7 +525,7 @@ class StepGraphs:
       d["consts"] = [s for s in node[3] if rp.node(s)[0] == "CONST"]  # type: ignore[index]
     else:
       d["consts"] = [s for s in node[3] if consts.get(s)]  # type: ignore[index]
-    d["created"] = rp.created(nid, k)
+    d["created"] = (created or rp.creator(k))(nid)
     site = self.tr.nodes.site(nid)
     if site is not None:  # (a replay-made node, not the trace's, has none)
       d["site"] = site_label(site)
@@ -504,26 +554,25 @@ class StepGraphs:
     return {nid: self.replay.node(nid)[0] == "CONST" for nid in members}  # type: ignore[index]
 
   def fresh(self, k: int) -> Layout:
-    """Step k's graph laid out from scratch (the page's re-layout key): after many steps placed into free spots the
-    derived layout no longer reads top-down. Kept in caches.LAYOUTS apart from the chain, which it never enters (the
-    steps after k are still derived from the chain's layout, so nothing moves while stepping)."""
-    key = self.key + ("fresh", k)
-    got = caches.LAYOUTS.get(key)
-    if got is None:
-      got = self._full(k)
-      caches.LAYOUTS.put(key, got)
-    return got
+    """Step k's graph laid out from scratch (the page's re-layout key, and a far jump): the anchor of its own chain,
+    which the steps around it derive from, both ways (after many steps placed into free spots a derived layout no
+    longer reads top-down)."""
+    return self.layout(k, anchor=k)
 
-  def graph(self, k: int, compact: bool = False, fresh: bool = False) -> dict:
+  def graph(self, k: int, compact: bool = False, fresh: bool = False, anchor: int = 0) -> dict:
     """The full graph after k matches, with the nodes step k removed as they were at step k-1 (and their in-edges),
     so that a view opened at step k can show what went away. A graph too big is cut (viz_server.cut): only the
     nodes shown and the edges between them are sent, `cut` says how many of how many, around what, with the stubs.
     compact: its straight edges come without points (docs: JSON API; most edges are straight: a quarter of the
-    answer, less to build, send and parse); the removed nodes' edges always have theirs. fresh: laid out from scratch
-    (fresh(); a cut graph's window is laid out fresh anyway), without the removed nodes (no place of theirs fits it)."""
-    lay, members, cut_lay = self.shown(k)
-    if fresh and cut_lay is None:
-      lay = self.fresh(k)
+    answer, less to build, send and parse); the removed nodes' edges always have theirs. anchor: the layout on that
+    step's chain (`anchor` in the answer where not 0); fresh: anchor k, laid out from scratch (fresh(); a cut graph's
+    window is laid out fresh anyway), then without the removed nodes (no place of theirs fits it)."""
+    if fresh:
+      anchor = k
+    if self.big(k):
+      anchor = 0
+    fresh = anchor == k and k > 0
+    lay, members, cut_lay = self.shown(k, anchor=anchor)
     shown = None if cut_lay is None else members
     order = sorted(members)
     rp = self.replay
@@ -532,28 +581,34 @@ class StepGraphs:
     marks = self._marks(k, shown)
     gone_nodes, gone_edges = [], []
     if marks["removed"] and not fresh:
-      prev, before, prev_cut = self.shown(k - 1)
+      prev, before, prev_cut = self.shown(k - 1, anchor=anchor)
       if prev_cut is not None:
         marks["removed"] = [n for n in marks["removed"] if n in before]
+      at_prev = rp.creator(k - 1)
       for n in sorted(marks["removed"]):
-        gone_nodes.append(self._node(n, prev, k - 1))
+        gone_nodes.append(self._node(n, prev, k - 1, created=at_prev))
         gone_edges.extend(self._edges(n, prev, None if prev_cut is None else before))
-    out = {"rewrite": self.rw.id, "step": k, "nodes": [self._node(n, lay, k, consts, got[n]) for n in order],
+    at = rp.creator(k)
+    out = {"rewrite": self.rw.id, "step": k, "nodes": [self._node(n, lay, k, consts, got[n], at) for n in order],
            "edges": [e for n in order for e in self._edges(n, lay, shown, compact, got[n][3])],
            "width": _px(lay.width),
            "height": _px(lay.height), **marks, "match": self._match(k), "removed_nodes": gone_nodes,
            "removed_edges": gone_edges}
     if cut_lay is not None:
       out["cut"] = cut_lay.info()
+    if anchor:
+      out["anchor"] = anchor
     return out
 
-  def graph_json(self, k: int, compact: bool = False, fresh: bool = False) -> bytes:
-    """graph(k, compact, fresh) encoded (dumps); kept in caches.ANSWERS once the rewrite has ended (a live one's view
-    is rebuilt as it grows, but its last step's graph would change under the same key)."""
-    build = (lambda: self.graph(k, compact, fresh=True)) if fresh else (lambda: self.graph(k, compact))
+  def graph_json(self, k: int, compact: bool = False, fresh: bool = False, anchor: int = 0) -> bytes:
+    """graph(k, compact, fresh, anchor) encoded (dumps); kept in caches.ANSWERS once the rewrite has ended (a live
+    one's view is rebuilt as it grows, but its last step's graph would change under the same key)."""
+    if fresh or self.big(k):
+      anchor = k if fresh and not self.big(k) else 0
+    build = (lambda: self.graph(k, compact, anchor=anchor)) if anchor else (lambda: self.graph(k, compact))
     if not self.rw.ended:
       return dumps(build())
-    key = self.key + ((k, compact, "fresh") if fresh else (k, compact))
+    key = self.key + ((k, compact, "a", anchor) if anchor else (k, compact))
     got = caches.ANSWERS.get(key)
     if got is None:
       got = dumps(build())
@@ -587,7 +642,7 @@ class StepGraphs:
         out.append(e)
     return out
 
-  def delta(self, j: int, k: int, compact: bool = False, rebuilt: bool = False) -> dict:
+  def delta(self, j: int, k: int, compact: bool = False, rebuilt: bool = False, anchor: int = 0) -> dict:
     """What turns the graph at step j into the graph at step k.
 
     A node in both whose incarnation differs (a step between removed it and another added it back) is removed and
@@ -598,12 +653,12 @@ class StepGraphs:
     came and went are looked at. Between graphs of which one is cut, a node is added or removed also where it comes
     into or leaves what is shown, with its edges to kept nodes; none is sent as `like` (its old in-edges could lead
     to nodes no longer shown). rebuilt (with compact: `compact=2`): without the `removed` mark (nodes_removed says
-    it), rebuilt nodes as _rebuilt sends them."""
+    it), rebuilt nodes as _rebuilt sends them. anchor: both layouts on that step's chain (graph())."""
     rp = self.replay
     cj, ck = (self._cut(s) if self.big(s) else None for s in (j, k))
-    lj, lk = cj or self.layout(j), ck or self.layout(k)
+    lj, lk = cj or self.layout(j, anchor=anchor), ck or self.layout(k, anchor=anchor)
     cutting = cj is not None or ck is not None
-    chain = not cutting and self.is_chain(j, k)
+    chain = not cutting and self.is_chain(j, k, anchor)
     added_set, removed_set, reborn = self.changes(j, k)
     mj = mk = frozenset()  # the nodes shown at j and k, where needed (a chain delta looks only at what changed)
     if cutting or not chain:
@@ -647,7 +702,7 @@ class StepGraphs:
         nodes_added.append({"id": n, "like": old, "src": list(src_of(n)), "x": round(xy[0], 1), "y": round(xy[1], 1),
                             "created": created})
       else:
-        nodes_added.append(self._node(n, lk, k, consts))
+        nodes_added.append(self._node(n, lk, k, consts, created=created_at))
     edges_removed = []
     if not compact:
       for n in removed:

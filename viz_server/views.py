@@ -12,7 +12,7 @@ from viz_server.caches import RELEASE_BYTES, forget_view, held_bytes, release_me
 from viz_server.diff import DrawnCache
 from viz_server.gate import REQUEST_GATE
 from viz_server.replay import Replay
-from viz_server.stepgraphs import StepGraphs, checkpoint
+from viz_server.stepgraphs import StepGraphs
 from viz_server.store import Rewrite, Trace, TraceStore
 
 MAX_VIEWS = 64  # rewrites with a live replay state; an evicted one is rebuilt (deterministically) on demand
@@ -23,12 +23,8 @@ MAX_VIEWS = 64  # rewrites with a live replay state; an evicted one is rebuilt (
 # bounded). TINYVIZ_VIEW_CACHE_MB sets it; the view being looked at is kept whatever its size.
 VIEW_CACHE_BYTES = int(os.environ.get("TINYVIZ_VIEW_CACHE_MB", "128")) << 20
 PREFETCH = 12  # layouts computed ahead of the step last asked for, in the background (stepping is sequential)
-AHEAD = 2  # next block boundaries whose layouts (and the steps up to them) are computed in the background first
-FAR_NODES = 50_000  # then further boundaries while their graphs hold this many nodes in all: a jump far ahead (End,
-# the slider) is then at most BLOCK - 1 derivations from a kept layout (issue 18: the first far jump of a 2,000-node
-# rewrite took ~0.9 s on a loaded 2-core machine)
-FAR_IDLE_S = 0.3  # ... computed only once no request came for this long: while the user steps the browser drawing
-# each step gets the CPU (on the loaded 2-core machine it lost it), and a pause to read lets the background go on
+# (no far block boundaries ahead: a far jump lays its step out fresh, an anchor, at O(graph) whatever the steps
+# skipped; computing the chain to them made the view hold every step's rebuilt nodes: docs, "Far jumps")
 
 
 class Views:
@@ -44,8 +40,8 @@ on every get: a view grows as its steps are laid out); a live rewrite's view is 
     self._views: OrderedDict[tuple[int, int], StepGraphs] = OrderedDict()
     self.drawn = DrawnCache()  # drawn diffs between points of ended traces (the ids here are this store's)
     self._lock = threading.Lock()
-    self._want: tuple[StepGraphs, list[int], set[int]] | None = None  # the latest prefetch wish: (view, steps in
-    # order, the far ones among them)
+    self._want: tuple[StepGraphs, list[int], int] | None = None  # the latest prefetch wish: (view, steps in order,
+    # the anchor of their chain)
     self._wake = threading.Condition()  # the worker waits on it for a wish; wait_idle for the worker to finish
     self._working = False  # the worker is computing a step it took from the wish
     self._worker: threading.Thread | None = None
@@ -59,32 +55,26 @@ on every get: a view grows as its steps are laid out); a live rewrite's view is 
         for key in [k for k in self._views if k[0] == data["trace"]]:
           forget_view(self._views.pop(key).key)
 
-  def prefetch(self, view: StepGraphs, k: int) -> None:
+  def prefetch(self, view: StepGraphs, k: int, anchor: int = 0) -> None:
     """Compute in the background the layouts that stepping on from k in the direction of travel will need: the next
-    step, the layouts of the next AHEAD block boundaries (kept for good), further boundaries ahead while their graphs
-    hold FAR_NODES nodes in all (each once no request came for FAR_IDLE_S), then the next PREFETCH steps (last: the
-    most recent in the LRU of derived layouts, which the chains to far boundaries go through; a newer wish replaces
-    an older one; a layout being computed is finished first)."""
+    PREFETCH steps on the anchor's chain (a newer wish replaces an older one; a layout being computed is finished
+    first)."""
     if self.prefetch_steps <= 0:
       return
     n = view.rw.matches
     back = k < view.last_step
     view.last_step = k
     if back:
-      wish = [s for s in range(k - 1, max(-1, k - 1 - self.prefetch_steps), -1)]
+      wish = list(range(k - 1, max(-1, k - 1 - self.prefetch_steps), -1))
     else:
-      near = list(range(k + 1, min(n, k + self.prefetch_steps) + 1))
-      every = view.stride()
-      ahead = list(range(checkpoint(k, every) + every, n + 1, every))
-      far = self._far(view, ahead[AHEAD:])
-      wish = near[:1] + ahead[:AHEAD] + far + near[1:]
-    wish = [s for s in wish if not view.cached(s)]
+      wish = list(range(k + 1, min(n, k + self.prefetch_steps) + 1))
+    wish = [s for s in wish if not view.cached(s, anchor)]
     if not wish:  # nothing ahead of k: an older wish (from where the user was) is dropped, not finished
       with self._wake:
         self._want = None
       return
     with self._wake:
-      self._want = (view, wish, set() if back else set(far))
+      self._want = (view, wish, anchor)
       if self._worker is None:
         self._worker = threading.Thread(target=self._run, name="tinyviz-prefetch", daemon=True)
         self._worker.start()
@@ -100,26 +90,18 @@ on every get: a view grows as its steps are laid out); a live rewrite's view is 
     with self._wake:
       return self._wake.wait_for(lambda: self._want is None and not self._working, timeout)
 
-  @staticmethod
-  def _far(view: StepGraphs, boundaries: list[int]) -> list[int]:
-    """The first of `boundaries` whose graphs (as big as the last one computed, a guess that costs nothing) hold
-    FAR_NODES nodes in all."""
-    per = max(1, view.replay.sizes[-1])
-    return boundaries[:FAR_NODES // per]
-
   def _run(self) -> None:
     while True:
       with self._wake:
         while self._want is None:
           self._wake.wait()
-        view, wish, far = self._want
+        view, wish, anchor = self._want
         step = wish[0]
-        self._want = (view, wish[1:], far) if len(wish) > 1 else None
+        self._want = (view, wish[1:], anchor) if len(wish) > 1 else None
         self._working = True
       try:
-        idle = FAR_IDLE_S if step in far else None
-        REQUEST_GATE.pause(idle)
-        view.prepare(step, pause=lambda: REQUEST_GATE.pause(idle))  # noqa: B023
+        REQUEST_GATE.pause()
+        view.prepare(step, pause=REQUEST_GATE.pause, anchor=anchor)
       except Exception:  # a prefetch is only a guess; the request that needs the step will report the error
         pass
       # the view must not outlive its place in the LRU while this thread waits for the next wish: held here, a GPT

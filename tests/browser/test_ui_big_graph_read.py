@@ -149,22 +149,41 @@ def test_index_groups_fold_and_open_and_the_minimap_moves_the_view(page, kserver
   mm.wait_for(state="hidden")
 
 
-def test_relayout_lays_the_step_out_fresh_and_stepping_goes_back(page, kserver):
+def test_relayout_and_far_jumps_anchor_the_layout_and_stepping_keeps_nodes_in_place(page, kserver):
+  """The re-layout key and a far jump (End) lay the step out fresh, an anchor; stepping on from it (either way)
+  derives from it, so the nodes that stay never move."""
   t = kserver.trace_id("kernel")
-  ctx = next(c for c in kserver.api(f"/api/traces/{t}/contexts") if c["rewrites"])
-  rw = ctx["rewrites"][0]
-  k = rw["matches"] // 2
+  rw, ctx = max(((r, c) for c in kserver.api(f"/api/traces/{t}/contexts") for r in c["rewrites"]),
+                key=lambda rc: rc[0]["matches"])
+  n, k = rw["matches"], 2
+  assert n > k + 1 + 2 * 8, n  # (End is a far jump: more than replay.NEAR steps away)
   open_page(page, kserver, f"#t={t}&c={ctx['id']}&r={rw['id']}&s={k}")
   wait_graph(page, t, rw["id"], k)
+  assert page.evaluate("() => document.body.dataset.layout") == "stable"  # (near step 0: its chain)
   xy = "() => Object.fromEntries(window.__viz.graph.ids().map((id) => [id, [window.__viz.graph.node(id).x, " \
        "window.__viz.graph.node(id).y]]))"
   base = f"/api/traces/{t}/rewrites/{rw['id']}/graph?compact=1&step="
+
+  def served(step: int, anchor: int) -> dict:
+    return {str(d["id"]): [d["x"], d["y"]] for d in kserver.api(base + f"{step}&anchor={anchor}")["nodes"]}
+
+  def step_keeps_places(key: str, step: int, anchor: int) -> None:
+    before = page.evaluate(xy)
+    page.keyboard.press(key)
+    wait_graph(page, t, rw["id"], step)
+    after = page.evaluate(xy)
+    assert page.evaluate("() => document.body.dataset.anchor") == str(anchor)
+    assert after == served(step, anchor)
+    kept = before.keys() & after.keys()
+    assert kept and all(before[i] == after[i] for i in kept), key
+
   page.keyboard.press("r")
   page.wait_for_function("() => document.body.dataset.layout === 'fresh'")
   fresh = kserver.api(base + f"{k}&fresh=1")
-  assert page.evaluate(xy) == {str(n["id"]): [n["x"], n["y"]] for n in fresh["nodes"]}
-  assert fresh["nodes"] != kserver.api(base + f"{k}")["nodes"]  # (after k placed steps, a fresh layout differs)
-  page.keyboard.press("ArrowRight")
-  wait_graph(page, t, rw["id"], k + 1)
-  assert page.evaluate("() => document.body.dataset.layout") == "stable"
-  assert page.evaluate(xy) == {str(n["id"]): [n["x"], n["y"]] for n in kserver.api(base + f"{k + 1}")["nodes"]}
+  assert fresh["anchor"] == k and page.evaluate(xy) == {str(d["id"]): [d["x"], d["y"]] for d in fresh["nodes"]}
+  step_keeps_places("ArrowRight", k + 1, k)  # stepping on from the re-layout: its chain
+  page.keyboard.press("End")
+  wait_graph(page, t, rw["id"], n)
+  assert page.evaluate("() => document.body.dataset.anchor") == str(n) and page.evaluate(xy) == served(n, n)
+  step_keeps_places("ArrowLeft", n - 1, n)  # back from a far jump: derived backward from it
+  step_keeps_places("ArrowLeft", n - 2, n)

@@ -6,11 +6,12 @@ import contextlib
 import functools
 import random
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from compiler import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
 from compiler.trace import recorder
 from compiler.uop import arg_str, toposort
+from viz_server.replay import FRESH_BASE
 
 if TYPE_CHECKING:
   from viz_server.store import Rewrite, Trace
@@ -221,3 +222,31 @@ def _boxes_overlap(view, lay, ids):
   return None
 
 
+
+
+def fresh_canon(rp: Any, table: dict) -> Callable[[int], int]:
+  """rp's node ids with its fresh ones (>= FRESH_BASE) as numbers standing for their structure, the trace's ids as they
+  are: two replays of one rewrite compared up to the numbering of fresh ids, which follows the order the steps were
+  asked in (docs: Replay semantics). `table` is shared by the replays compared."""
+  memo: dict[int, int] = {}
+
+  def canon(x0: int) -> int:
+    stack = [x0]
+    while stack:
+      x = stack[-1]
+      if x in memo:
+        stack.pop()
+        continue
+      if x < FRESH_BASE:
+        memo[x] = x
+        stack.pop()
+        continue
+      op, dtype, arg, src = rp.node(x)
+      todo = [s for s in src if s not in memo]
+      if todo:
+        stack.extend(todo)
+        continue
+      memo[x] = table.setdefault((op, dtype, arg, tuple(memo[s] for s in src)), -1 - len(table))
+      stack.pop()
+    return memo[x0]
+  return canon

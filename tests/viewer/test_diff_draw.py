@@ -136,7 +136,10 @@ def test_same_nodes_sides_and_edges_as_a_full_layout_of_the_union(client, path, 
   _get(client, f"/api/traces/0/rewrites/{rw['id']}/graph?step={rw['matches']}")  # the main view shows step B
   g, placed = _drawn(client, a, b)
   monkeypatch.setattr(api, "_base", lambda tr, rw, k: lambda: None)  # no main-view layout: the full layout path
-  g2, full = _drawn(_app(path).test_client(), a, b)  # a fresh app: its own cache
+  other = _app(path).test_client()  # a fresh app: its own cache
+  # (the same requests in the same order: replay numbers the nodes it makes in the order it reaches steps)
+  _get(other, f"/api/traces/0/rewrites/{rw['id']}/graph?step={rw['matches']}")
+  g2, full = _drawn(other, a, b)
   _check_sides_and_drawing(g2, full)
   assert g2 == {**g, "drawn": full}
 

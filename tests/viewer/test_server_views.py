@@ -9,6 +9,7 @@ import pytest
 from support.server_helpers import (
   _boxes_overlap,  # noqa: E402
   apply_delta,
+  fresh_canon,
   longest_rewrite,
   recording,
   write_noisy_simplify,
@@ -16,7 +17,7 @@ from support.server_helpers import (
 
 from viz_server import caches
 from viz_server.gate import RequestGate
-from viz_server.layout import NODE_GAP, mean_displacement
+from viz_server.layout import NODE_GAP, layout_graph, mean_displacement
 from viz_server.place import MASSIVE
 from viz_server.replay import Replay
 from viz_server.stepgraphs import BLOCK, StepGraphs, _Derived
@@ -61,7 +62,7 @@ def test_only_step_0_gets_a_full_layout_when_steps_change_little(big):
     for k in range(rw.matches + 1):
       view.layout(k)
     assert view.stats["full"] == 1 and view.stats["derived"] == rw.matches
-    assert all(view._derived[k] for k in range(1, rw.matches + 1))
+    assert all(view._derived[(0, k)] for k in range(1, rw.matches + 1))
 
 
 def test_unchanged_nodes_stay_put_between_steps(big):
@@ -185,6 +186,7 @@ def test_layouts_do_not_depend_on_the_order_steps_are_asked_for(big, monkeypatch
   want = {k: seq.layout(k) for k in range(rw.matches + 1)}
   monkeypatch.setattr(caches, "LAYOUTS", caches._LayoutCache(budget=12 * len(want[0].pos)))  # evicts a lot
   jumpy = _view(big, rw)
+  jumpy.replay.ensure(rw.matches)  # (the same fresh ids: their numbering follows the order the replay reached steps)
   order = list(range(rw.matches + 1))
   random.Random(2).shuffle(order)
   for k in order[:40] + [rw.matches, 0, 1]:
@@ -276,7 +278,7 @@ def test_background_work_gives_way_to_requests():
 
 
 def test_background_work_can_ask_for_a_longer_quiet():
-  """pause(idle): far prefetches wait until no request came for `idle` s (views.FAR_IDLE_S), not only IDLE_S."""
+  """pause(idle): background work can wait until no request came for `idle` s, not only IDLE_S."""
   gate = RequestGate()
   gate.cv = _WatchedCondition()
   idle = 20 * gate.IDLE_S
@@ -290,15 +292,20 @@ def test_background_work_can_ask_for_a_longer_quiet():
   assert resumed and resumed[0] >= ended + idle * 0.9
 
 
-def test_prefetch_computes_the_next_block_boundary(big):
+def test_prefetch_lays_out_the_next_steps_on_the_anchors_chain(big):
+  """Stepping prefetches the next steps the way it goes on the chain the page is on, and nothing far (a far jump lays
+  its step out fresh instead of computing the chain to it)."""
   rw = longest_rewrite(big)
   views = Views(None)  # type: ignore[arg-type]  # prefetch needs no store
   view = _view(big, rw)
-  view.layout(3)
-  assert not view.cached(BLOCK)
-  views.prefetch(view, 3)
+  a = rw.matches // 2
+  view.layout(a + 1, anchor=a)
+  view.last_step = a + 2
+  views.prefetch(view, a + 1, a)  # (backward: from a + 2 to a + 1)
   assert views.wait_idle(120), "the prefetch did not finish"
-  assert view.cached(BLOCK) and view.cached(4) and view.cached(3 + views.prefetch_steps)
+  back = range(a - views.prefetch_steps + 1, a + 1)
+  assert all(view.cached(s, a) for s in back) and not view.cached(a - views.prefetch_steps, a)
+  assert not any(view.cached(s) for s in range(1, rw.matches + 1))  # step 0's chain: nothing
 
 
 def _prefetching(tr, rw) -> tuple[Views, StepGraphs]:
@@ -308,20 +315,6 @@ def _prefetching(tr, rw) -> tuple[Views, StepGraphs]:
   view.layout(3)
   views.prefetch(view, 3)
   return views, view
-
-
-def test_prefetch_computes_far_block_boundaries_within_a_node_budget(big, monkeypatch):
-  """Stepping prefetches the block boundaries ahead while their graphs hold views.FAR_NODES nodes, so a far jump is
-  at most BLOCK - 1 derivations away (issue 18); the next steps come last, and past the budget nothing more."""
-  from viz_server import views as views_mod
-  rw = longest_rewrite(big)
-  far = list(range(3 * BLOCK, rw.matches + 1, BLOCK))
-  assert len(far) >= 2
-  for budget, want in ((10**9, far), (1, far[:1])):
-    monkeypatch.setattr(views_mod, "FAR_NODES", budget * max(1, _view(big, rw).replay.size(0)))
-    views, view = _prefetching(big, rw)
-    assert views.wait_idle(120), "the prefetch did not finish"
-    assert [c for c in far if view.cached(c)] == want, budget
 
 
 def test_a_step_with_nothing_ahead_drops_the_older_prefetch_wish(big):
@@ -350,3 +343,56 @@ def test_real_compiler_passes_replay_to_their_recorded_results(tmp_path):
     assert rp.root(rw.matches) == rw.end_root, rw.name
     assert all(rp.step(k).note is None for k in range(1, rw.matches + 1)), rw.name
 
+
+
+def test_a_far_jump_replays_and_lays_out_only_its_step(big, monkeypatch):
+  """A far jump (its graph, the step laid out fresh as an anchor) computes no step before it: the replay moves its
+  cursor over the matches between and resolves the root once (the nodes it makes: those of the graphs at k-1 and k),
+  and the graph is the one stepping from 0 reaches, up to the numbering of the nodes replay makes."""
+  rw = longest_rewrite(big)
+  k = rw.matches - 1
+  far, chain = _view(big, rw), _view(big, rw)
+  computed, real = [], Replay._step
+  monkeypatch.setattr(Replay, "_step", lambda self, s: computed.append(s) or real(self, s))
+  g = far.graph(k, anchor=far.anchor_for(k, 0))
+  assert g["anchor"] == k and computed == [k] and far.stats == {"full": 1, "derived": 0}
+  rp = far.replay
+  chain.replay.ensure(k)
+  assert len(rp.fresh) <= rp.size(k - 1) + rp.size(k) < len(chain.replay.fresh)
+  table: dict = {}
+  cf, cc = fresh_canon(rp, table), fresh_canon(chain.replay, table)
+  assert set(map(cf, rp.members(k))) == set(map(cc, chain.replay.members(k)))
+  info, want = rp.step(k), chain.replay.step(k)
+  assert {cf(n) for n in (*info.added, *info.changed)} == {cc(n) for n in (*want.added, *want.changed)}
+
+
+def test_an_anchors_chain_keeps_the_nodes_that_stay_in_place_both_ways(big):
+  """Steps around an anchor derive from it forward and backward (by the step's inverse): between two neighbouring
+  steps nothing both have moves, and the anchor is the step's fresh layout."""
+  rw = longest_rewrite(big)
+  a = rw.matches // 2
+  view = _view(big, rw)
+  lays = {s: view.layout(s, anchor=a) for s in range(a - 4, a + 5)}
+  members = sorted(view.replay.members(a))
+  fresh = layout_graph({n: view.size(n) for n in members}, [(s, n) for n in members for s in view.replay.node(n)[3]])
+  assert lays[a].pos == fresh.pos
+  for s in range(a - 4, a + 4):
+    one, two = lays[s].pos, lays[s + 1].pos
+    kept = one.keys() & two.keys()
+    assert kept and all(one[n] == two[n] for n in kept), s
+    assert set(one) == view.replay.members(s)
+  assert view.is_chain(a - 4, a + 4, a) and view.stats["derived"] == 8
+
+
+def test_a_jump_back_near_a_step_visited_goes_on_that_steps_chain(big):
+  """A far jump near a layout of another chain (where the user was) shows that chain's instead of a fresh layout."""
+  rw = longest_rewrite(big)
+  view = _view(big, rw)
+  a, b = rw.matches // 3, rw.matches - 1
+  assert view.anchor_for(a, 0) == a and view.anchor_for(b, a) == b  # far from every layout: each a fresh anchor
+  view.layout(a, anchor=a)
+  view.layout(b, anchor=b)
+  assert view.anchor_for(a + 2, b) == a and view.anchor_for(b - 3, a) == b and view.anchor_for(3, b) == 0
+  full = view.stats["full"]
+  view.graph(a + 2, anchor=view.anchor_for(a + 2, b))
+  assert view.stats["full"] == full  # (derived from anchor a's layout: nothing laid out whole)
