@@ -9,6 +9,7 @@ import {CATEGORIES, paint, readColors, TEXT_MIN_SCALE} from "./graphdraw.js";
 import {boxH, boxW, constsLine, Edge, edgeKey, edgeObj, nodeLike, nodeObj, respace, unspace} from "./graphgeom.js";
 import {GRAPH_MARKS, legendBox} from "./legend.js";
 import {foldedView, GROUP_MIN_NODES, indexGroups, siteGroups} from "./graphgroups.js";
+import {Ghosts, sortGhosts} from "./graphghosts.js";
 import {Minimap} from "./minimap.js";
 
 // steps within which the page asks for a delta on the chain it shows (viz_server/replay.py NEAR); farther, a graph
@@ -27,7 +28,9 @@ export class GraphView {
     this.nodes = new Map();  // id -> {d, x, y, w, h, lines, consts}
     this.edges = new Map();  // key -> Edge {d, pts, box, path, arrow, fromConst}
     this.marked = {added: new Set(), changed: new Set(), result: null};
-    this.ghosts = null;      // {nodes: [...], edges: [...], t0} removed by the last step, drawn fading
+    this.ghosts = null;      // Ghosts (static/graphghosts.js): what the last step removed, drawn fading
+    // model entries a step made and renamed in place (tests count them: a step makes what it adds, issue 30)
+    this.work = {made: 0, renamed: 0};
     this.cut = null;         // the answer's `cut` when the graph is too big to show whole: {shown, total, around, stubs}
     this.usersCache = null;
     this.edgeBatch = null;   // combined Path2Ds of all edges, rebuilt when edges change
@@ -51,7 +54,7 @@ export class GraphView {
     // big graphs (groupsOn null: by size)
     this.groupsOn = false;
     this.expanded = new Set();  // the groups the user unfolded: INDEX ids, and `site:<site>` for call-site groups
-    this.fold = {groups: new Map(), hidden: new Set(), edges: [], version: -1, on: false};
+    this.fold = {groups: new Map(), hidden: new Set(), edges: [], made: new WeakMap(), version: -1, on: false};
     this._raf = 0;
     this.colors = readColors();
     this.canvas = h("canvas", {class: "graph-canvas", role: "img", "aria-label": "graph"});
@@ -88,7 +91,8 @@ export class GraphView {
       const end = (id) => gone.get(id) || this.nodes.get(id);
       const edges = (g.removed_edges || []).map((e) => edgeObj(e, end(e.src), end(e.dst), this.collapse))
         .filter((e) => e);
-      this.ghosts = {nodes: [...gone.values()], edges, t0: performance.now()};
+      this.ghosts = new Ghosts();
+      sortGhosts(this.ghosts, gone.values(), edges, this.nodes, this.edges);
     }
     this._refreshConsts(null);
     this.cut = g.cut || null;
@@ -102,18 +106,76 @@ export class GraphView {
 
   /** Apply a /delta answer, full or compact (docs/architecture.md, "Deltas"); removed nodes and their edges stay as
    * fading ghosts until the next change. Returns false (and changes nothing) when the delta does not fit the graph
-   * shown: a compact node rebuilt from a node that is not there. */
+   * shown: a compact node rebuilt from a node that is not there. A compact=2 delta's `rebuilt` nodes keep their old
+   * entries, renamed in place (_renameRebuilt): a step touches what it adds, not the ~2,000 nodes it rebuilds. */
   applyDelta(d) {
-    if (d.rebuilt) d = this._unpackRebuilt(d);
-    if (d === null) return false;
+    const runs = d.rebuilt ? rebuiltRuns(d.rebuilt, d.rebuilt_unchanged) : null;
     const removing = new Set(d.nodes_removed);
     if (d.nodes_added.some((a) => a.like !== undefined && !(removing.has(a.like) && this.nodes.has(a.like)))) {
       return false;
     }
-    const ghosts = {nodes: [], edges: [], t0: performance.now()};
-    const gone = new Map();  // removed id -> its model entry (a compact `like` refers to it)
-    const goneEdges = new Map();  // key -> model entry of the removed nodes' in-edges
+    if (runs && runs.likes.some((l) => !this.nodes.has(l) || removing.has(l))) return false;
+    const renamed = new Map();  // old id -> new id of every rebuilt node (sources are renamed through it)
+    for (const a of d.nodes_added) if (a.like !== undefined) renamed.set(a.like, a.id);
+    if (runs) runs.likes.forEach((l, i) => renamed.set(l, runs.ids[i]));
+    const ghosts = new Ghosts();
     const touched = new Set();
+    const {gone, goneEdges} = this._remove(d, touched);
+    const listed = new Set(d.edges_added.map((e) => edgeKey(e.src, e.dst, e.index)));
+    if (runs) this._renameRebuilt(runs, renamed, listed, d.to, ghosts);
+    const inherited = [];  // in-edges of rebuilt nodes, added after the delta's moves
+    const added = [];
+    for (const a of d.nodes_added) {
+      const like = a.like === undefined ? null : gone.get(a.like);
+      touched.add(a.id);
+      if (!like) { this._addNode(a); added.push(this.nodes.get(a.id)); continue; }
+      const {like: _, ...own} = a;
+      const n = nodeLike(like, own);
+      n.own = true;  // (its data is this view's to change: _renameRebuilt)
+      this.nodes.set(a.id, n);
+      this.work.made++;
+      added.push(n);
+      // a rebuilt node's in-edges keep the routes of the node it was rebuilt from, unless listed in edges_added
+      a.src.forEach((s, i) => {
+        const old = goneEdges.get(edgeKey(like.d.src[i], like.d.id, i));
+        if (old && !listed.has(edgeKey(s, a.id, i))) {
+          const oldSrc = gone.get(old.d.src) ?? this.nodes.get(renamed.get(old.d.src) ?? old.d.src);
+          inherited.push([{src: s, dst: a.id, index: i, points: old.d.points}, old, oldSrc, like]);
+        }
+      });
+    }
+    for (const [id, xy] of Object.entries(d.nodes_moved || {})) {
+      const n = this.nodes.get(Number(id));
+      if (!n) continue;
+      ghosts.moving(n);
+      if (!n.own) { n.d = {...n.d}; n.own = true; }  // (an answer's data, kept by api.js's cache: not changed)
+      n.x = n.d.x = xy[0];
+      n.y = n.d.y = xy[1];
+    }
+    for (const [e, ...was] of inherited) { this._inheritEdge(e, ...was); touched.add(e.dst); }
+    for (const e of d.edges_added) { this._addEdge(e); touched.add(e.dst); }
+    // the removed nodes' ghosts, drawn unless a node added in their place is drawn the same (a rebuilt node)
+    const addedAt = new Map(added.map((n) => [n.d.id, n]));
+    sortGhosts(ghosts, gone.values(), goneEdges.values(), addedAt, this.edges);
+    this._refreshConsts(touched);
+    this.ghosts = ghosts.any ? ghosts : null;
+    this.cut = d.cut || null;  // a delta to a cut graph carries its cut (stubs included); to a whole one, none
+    this.size = {width: d.width || this.size.width, height: d.height || this.size.height};
+    this._respace();
+    this._changed();
+    const changed = runs ? [...runs.ids.filter((id) => !runs.unchanged.has(id)), ...d.changed] : d.changed;
+    this._mark(d.added, changed, d.match);
+    if (this.selected !== null && !this.nodes.has(this.selected)) this.selected = null;
+    if (this.autoFit) this.autoView();
+    this._recompute();
+    return true;
+  }
+
+  /** Remove a delta's nodes_removed with their in-edges (a removed node's out-edges end at other removed nodes: their
+   * in-edges), and its edges_removed; the ids of the nodes whose in-edges went go to `touched`. Returns the removed
+   * nodes' entries by id (`gone`: a compact `like` refers to them) and their in-edges' by key (`goneEdges`). */
+  _remove(d, touched) {
+    const gone = new Map(), goneEdges = new Map();
     const dropEdge = (k) => {
       const e = this.edges.get(k);
       if (!e) return null;
@@ -124,88 +186,62 @@ export class GraphView {
     for (const id of d.nodes_removed) {
       const n = this.nodes.get(id);
       if (!n) continue;
-      // a removed node's in-edges go with it (its out-edges end at other removed nodes: their in-edges)
       (n.d.src || []).forEach((s, i) => {
         const k = edgeKey(s, id, i), e = dropEdge(k);
-        if (e) { ghosts.edges.push(e); goneEdges.set(k, e); }
+        if (e) goneEdges.set(k, e);
       });
       this.nodes.delete(id);
       gone.set(id, n);
-      ghosts.nodes.push(n);
     }
     for (const [src, dst, index] of d.edges_removed || []) dropEdge(edgeKey(src, dst, index));
-    const listed = new Set(d.edges_added.map((e) => edgeKey(e.src, e.dst, e.index)));
-    const inherited = [];  // in-edges of rebuilt nodes, added after the delta's moves
-    for (const a of d.nodes_added) {
-      const like = a.like === undefined ? null : gone.get(a.like);
-      touched.add(a.id);
-      if (!like) { this._addNode(a); continue; }
-      const {like: _, ...own} = a;
-      this.nodes.set(a.id, nodeLike(like, own));
-      // a rebuilt node's in-edges keep the routes of the node it was rebuilt from, unless listed in edges_added
-      a.src.forEach((s, i) => {
-        const old = goneEdges.get(edgeKey(like.d.src[i], like.d.id, i));
-        if (old && !listed.has(edgeKey(s, a.id, i))) {
-          inherited.push([{src: s, dst: a.id, index: i, points: old.d.points}, old, gone.get(old.d.src), like]);
-        }
-      });
-    }
-    for (const [id, xy] of Object.entries(d.nodes_moved || {})) {
-      const n = this.nodes.get(Number(id));
-      if (!n) continue;
-      n.x = n.d.x = xy[0];
-      n.y = n.d.y = xy[1];
-    }
-    for (const [e, ...was] of inherited) { this._inheritEdge(e, ...was); touched.add(e.dst); }
-    for (const e of d.edges_added) { this._addEdge(e); touched.add(e.dst); }
-    this._refreshConsts(touched);
-    this.ghosts = ghosts.nodes.length || ghosts.edges.length ? ghosts : null;
-    this.cut = d.cut || null;  // a delta to a cut graph carries its cut (stubs included); to a whole one, none
-    this.size = {width: d.width || this.size.width, height: d.height || this.size.height};
-    this._respace();
-    this._changed();
-    this._mark(d.added, d.changed, d.match);
-    if (this.selected !== null && !this.nodes.has(this.selected)) this.selected = null;
-    if (this.autoFit) this.autoView();
-    this._recompute();
-    return true;
+    return {gone, goneEdges};
   }
 
-  /** A `compact=2` delta with its `rebuilt` runs turned into the compact nodes_added entries they stand for (each at
-   * its old node's place, with its sources renamed: viz_server/stepgraphs.py, _rebuilt), its old nodes among the
-   * removed ones, and its full `changed`;
-   * null when an old node is not on screen (the delta does not fit the graph shown). */
-  _unpackRebuilt(d) {
-    // a flat [difference, count, ...] back to values (viz_server/stepgraphs.py _diff_runs)
-    const sums = (runs) => {
-      const out = [];
-      let v = 0;
-      for (let i = 0; i + 1 < runs.length; i += 2) for (let n = 0; n < runs[i + 1]; n++) out.push(v += runs[i]);
-      return out;
-    };
-    const ids = sums(d.rebuilt.id), likes = sums(d.rebuilt.like);
-    const renamed = new Map();
-    for (const a of d.nodes_added) if (a.like !== undefined) renamed.set(a.like, a.id);
-    ids.forEach((id, i) => renamed.set(likes[i], id));
-    const more = [];
-    for (let i = 0; i < ids.length; i++) {
-      const old = this.nodes.get(likes[i]);
-      if (!old) return null;
-      more.push({id: ids[i], like: likes[i], src: (old.d.src || []).map((s) => renamed.get(s) ?? s), x: old.d.x,
-        y: old.d.y, created: d.to});
-    }
-    const unchanged = new Set(d.rebuilt_unchanged || []);
-    return {...d, nodes_added: [...d.nodes_added, ...more], nodes_removed: [...d.nodes_removed, ...likes],
-      changed: [...ids.filter((id) => !unchanged.has(id)), ...d.changed]};
+  /** Rename in place the nodes a compact=2 delta rebuilt (`runs`: ids and their old ids, likes): each at its old
+   * node's place, with its label and size, and its sources its old node's renamed through `renamed`. The entry and
+   * its in-edges' entries stay (their drawn boxes, labels and routes with them), re-keyed and their data's ids
+   * changed (copied once from the answer they came from: api.js caches answers); an in-edge that `listed` (the
+   * delta's edges_added) routes anew is removed (a ghost drawn) and comes from edges_added. The old ids go to ghosts
+   * as records (static/graphghosts.js). */
+  _renameRebuilt({ids, likes}, renamed, listed, step, ghosts) {
+    const entries = likes.map((l) => this.nodes.get(l));
+    for (const l of likes) this.nodes.delete(l);
+    const moved = [];  // [edge entry, new key] of the in-edges kept
+    entries.forEach((n, j) => {
+      const id = ids[j], old = likes[j], src = n.d.src || [];
+      if (!n.own) { n.d = {...n.d}; n.own = true; }
+      const now = src.map((s) => renamed.get(s) ?? s);
+      src.forEach((s, i) => {
+        const k = edgeKey(s, old, i), e = this.edges.get(k);
+        if (!e) return;
+        this.edges.delete(k);
+        const nk = edgeKey(now[i], id, i);
+        if (listed.has(nk)) { ghosts.drawnEdges.push(e); return; }
+        if (!e.own) { e.d = {...e.d}; e.own = true; }
+        e.d.src = now[i];
+        e.d.dst = id;
+        ghosts.renamedEdges.push(e, s, old);
+        moved.push(e, nk);
+      });
+      ghosts.rename(old, n, src, n.d.created);
+      n.d.id = id;
+      n.d.src = now;
+      n.d.created = step;
+      this.nodes.set(id, n);
+    });
+    for (let i = 0; i < moved.length; i += 2) this.edges.set(moved[i + 1], moved[i]);
+    this.work.renamed += entries.length + moved.length / 2;
   }
 
   _addNode(n) {
     this.nodes.set(n.id, nodeObj(n));
+    this.work.made++;
   }
 
   _addEdge(e) {
     const obj = edgeObj(e, this.nodes.get(e.src), this.nodes.get(e.dst), this.collapse);
     if (obj) this.edges.set(edgeKey(e.src, e.dst, e.index), obj);
+    this.work.made++;
   }
 
   /** Add edge answer e, a rebuilt node's in-edge with the route of edge entry `old`, which ran from oldSrc (a node
@@ -217,7 +253,10 @@ export class GraphView {
       this._addEdge(e);
       return;
     }
-    this.edges.set(edgeKey(e.src, e.dst, e.index), new Edge(e, a.d.cat === "const").sameAs(old));
+    const obj = new Edge(e, a.d.cat === "const").sameAs(old);
+    obj.own = true;
+    this.edges.set(edgeKey(e.src, e.dst, e.index), obj);
+    this.work.made++;
   }
 
   /** With collapsed constants, boxes (and edge bends) shifted right to keep clear of the boxes widened by their
@@ -268,10 +307,9 @@ export class GraphView {
 
   node(id) { return this.nodes.get(id)?.d; }
 
-  /** Data of a node removed by the last step (still drawn as a ghost). */
+  /** Data of a node removed by the last step (a ghost, drawn or lying under its rebuilt node). */
   ghostNode(id) {
-    const g = this.ghosts && this.ghosts.nodes.find((n) => n.d.id === id);
-    return g ? g.d : undefined;
+    return this.ghosts ? this.ghosts.node(id) : undefined;
   }
 
   /** Ids of the nodes in the model (what is drawn, ghosts excluded). */
@@ -516,10 +554,13 @@ export class GraphView {
       const taken = new Set();
       for (const g of groups.values()) for (const m of g.members) taken.add(m);
       for (const [rep, g] of siteGroups(this.nodes, this.expanded, taken)) groups.set(rep, g);
-      const marked = [...this.marked.added, ...this.marked.changed];
-      for (const [rep, g] of [...groups]) if (marked.some((id) => g.members.has(id))) groups.delete(rep);
+      const {added, changed} = this.marked;  // (a step of a big rewrite marks ~2,000 nodes: look up members)
+      for (const [rep, g] of [...groups]) {
+        for (const m of g.members) if (added.has(m) || changed.has(m)) { groups.delete(rep); break; }
+      }
     }
-    this.fold = {groups, ...foldedView(groups, this.nodes, this.collapse, this.users), version: this.version, on};
+    const was = this.fold.made;
+    this.fold = {groups, ...foldedView(groups, this.nodes, this.collapse, this.users, was), version: this.version, on};
     this.edgeBatch = null;
     return this.fold;
   }
@@ -851,6 +892,18 @@ export class StepGraphView extends GraphView {
 
 const sameRewrite = (a, b) => a !== null && a.trace === b.trace && a.rw === b.rw;
 const sameStep = (a, b) => sameRewrite(a, b) && a.step === b.step;
+
+/** A compact=2 delta's `rebuilt` ({id, like} as flat [difference, count, ...] runs: viz_server/stepgraphs.py,
+ * _diff_runs) as {ids, likes} and the set of rebuilt ids not marked changed. */
+function rebuiltRuns(r, unchanged = []) {
+  const sums = (runs) => {
+    const out = [];
+    let v = 0;
+    for (let i = 0; i + 1 < runs.length; i += 2) for (let n = 0; n < runs[i + 1]; n++) out.push(v += runs[i]);
+    return out;
+  };
+  return {ids: sums(r.id), likes: sums(r.like), unchanged: new Set(unchanged)};
+}
 
 /** The category legend (CSS classes shared with the chips), and the key of the rings a step draws over the boxes. */
 function renderLegend(host, counts) {

@@ -78,7 +78,8 @@ function focusOf(g) {
 /** Ghosts of the last step's removed nodes, fading; returns the ms of fading left. */
 function drawGhosts(g, f) {
   const {ctx, colors, k, visible, hidden, bw, bh} = f;
-  if (!g.ghosts) return 0;
+  // (the ghosts lying under the rebuilt nodes that replaced them are not drawn: static/graphghosts.js)
+  if (!g.ghosts || !(g.ghosts.drawnNodes.length || g.ghosts.drawnEdges.length)) return 0;
   const age = (performance.now() - g.ghosts.t0) / FADE_MS;
   ctx.globalAlpha = GHOST_FROM + (GHOST_TO - GHOST_FROM) * Math.min(1, age);
   // dash lengths in screen pixels: in graph units a zoomed-out edge would be thousands of dashes
@@ -89,7 +90,7 @@ function drawGhosts(g, f) {
   ctx.lineWidth = 1.2 * s;
   ctx.fillStyle = "#2a1216";
   const p = new Path2D();
-  const shown = g.ghosts.nodes.filter((n) => visible(n) && !hidden(n));
+  const shown = g.ghosts.drawnNodes.filter((n) => visible(n) && !hidden(n));
   for (const n of shown) p.roundRect(n.x - bw(n) / 2, n.y - n.h / 2, bw(n), bh(n), 4);
   ctx.fill(p);
   ctx.stroke(p);
@@ -110,7 +111,7 @@ function drawGhostEdges(g, f, s) {
     // far out, as the edges: straight hairlines in one stroke (dashed, a stroke an edge, they took 0.1-0.3 s a frame)
     ctx.lineWidth = f.hair;
     const lines = new Path2D();
-    for (const e of g.ghosts.edges) {
+    for (const e of g.ghosts.drawnEdges) {
       if (g.collapse && e.fromConst) continue;
       lines.moveTo(e.pts[0][0], e.pts[0][1]);
       for (let i = 1; i < e.pts.length; i++) lines.lineTo(e.pts[i][0], e.pts[i][1]);
@@ -122,7 +123,7 @@ function drawGhostEdges(g, f, s) {
     // an edge (one dashed stroke of them all was slower)
     ctx.setLineDash([4 * s, 3 * s]);
     ctx.lineWidth = 1.2 * s;
-    for (const e of g.ghosts.edges) {
+    for (const e of g.ghosts.drawnEdges) {
       const [x0, y0, x1, y1] = e.box;
       if (x1 < f.vx0 || x0 > f.vx1 || y1 < f.vy0 || y0 > f.vy1 || (g.collapse && e.fromConst)) continue;
       const inside = x0 >= f.vx0 && x1 <= f.vx1 && y0 >= f.vy0 && y1 <= f.vy1;  // (its curve made once, kept)
@@ -146,7 +147,10 @@ function drawEdges(g, {ctx, colors, k, vx0, vy0, vx1, vy1, focus, hair}) {
     for (const e of drawnEdges(g)) {
       const [x0, y0, x1, y1] = e.box;
       if (x1 < vx0 || x0 > vx1 || y1 < vy0 || y0 > vy1 || (g.collapse && e.fromConst)) continue;
-      lines.addPath(e.path);
+      // an edge inside the view whole: its curve, made once; else only what the view sees of it (a long edge of a big
+      // rewrite crosses ~900 layers: stroked whole, the edges across the view were most of a step's raster, issue 30)
+      if (x0 >= vx0 && x1 <= vx1 && y0 >= vy0 && y1 <= vy1) lines.addPath(e.path);
+      else clippedPath(e.pts, vx0, vy0, vx1, vy1, lines);
       arrows.addPath(e.arrow);
     }
     ctx.stroke(lines);
@@ -171,12 +175,17 @@ function edgeBatch(g) {
   return g.edgeBatch;
 }
 
-/** The edges drawn: those not into or out of a node a folded group hides, and the group boxes' redirected ones. */
-function* drawnEdges(g) {
-  const hidden = g.fold.hidden;
-  if (!hidden.size) { yield* g.edges.values(); return; }
-  for (const e of g.edges.values()) if (!hidden.has(e.d.src) && !hidden.has(e.d.dst)) yield e;
-  yield* g.fold.edges;
+/** The edges drawn: those not into or out of a node a folded group hides, and the group boxes' redirected ones
+ * (listed once per fold: g._refold makes a new one whenever the graph changed). */
+function drawnEdges(g) {
+  const fold = g.fold, hidden = fold.hidden;
+  if (!hidden.size) return g.edges.values();
+  if (!fold.drawn) {
+    fold.drawn = [];
+    for (const e of g.edges.values()) if (!hidden.has(e.d.src) && !hidden.has(e.d.dst)) fold.drawn.push(e);
+    for (const e of fold.edges) fold.drawn.push(e);
+  }
+  return fold.drawn;
 }
 
 /** A folded group's box: a second outline behind it (a stack) and the count of the nodes it stands for (a call-site

@@ -242,8 +242,14 @@ export function clippedPath(pts, x0, y0, x1, y1, p = new Path2D()) {
     piece(ax, ay, (ax + bx) / 2, (ay + by) / 2, bx, by, 0);
     return p;
   }
+  // a route running down (its points' y never decreasing: a layered layout's edges) is looked at only where it crosses
+  // the view's rows: a long edge has a point a layer, ~900 on a big rewrite, and each frame drew hundreds of them
+  const down = downward(pts), z = pts.length - 2;
+  const lo = down ? Math.max(1, firstAtOrBelow(pts, y0) - 1) : 1;
+  const hi = down ? Math.min(z, firstAtOrBelow(pts, y1 + 1e-9)) : z;
   let ax = pts[0][0], ay = pts[0][1];
-  for (let i = 1; i < pts.length - 1; i++) {
+  if (lo > 1) [ax, ay] = [(pts[lo - 1][0] + pts[lo][0]) / 2, (pts[lo - 1][1] + pts[lo][1]) / 2];
+  for (let i = lo; i <= hi; i++) {
     const [cx, cy] = pts[i], [nx, ny] = pts[i + 1];
     const last = i === pts.length - 2;
     const bx = last ? nx : (cx + nx) / 2, by = last ? ny : (cy + ny) / 2;
@@ -252,6 +258,28 @@ export function clippedPath(pts, x0, y0, x1, y1, p = new Path2D()) {
     ay = by;
   }
   return p;
+}
+
+const DOWN = new WeakMap();  // route points -> whether their y never decreases (looked at once per route)
+
+function downward(pts) {
+  let d = DOWN.get(pts);
+  if (d === undefined) {
+    d = true;
+    for (let i = 1; i < pts.length && d; i++) d = pts[i][1] >= pts[i - 1][1];
+    DOWN.set(pts, d);
+  }
+  return d;
+}
+
+/** The first index of downward points pts whose y is at least y (pts.length when none). */
+function firstAtOrBelow(pts, y) {
+  let lo = 0, hi = pts.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (pts[mid][1] < y) lo = mid + 1; else hi = mid;
+  }
+  return lo;
 }
 
 const CLIP_DEPTH = 24;  // halvings of a piece along the border: 2^-24 of a 100k px edge is well under a pixel

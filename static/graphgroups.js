@@ -64,17 +64,33 @@ export function siteGroups(nodes, expanded, taken) {
 
 /** What folding `groups` hides and draws instead: the hidden node ids (every member but the reps), and the edges
  * from outside a group into its members, redirected to its rep, and from its hidden members to users outside it,
- * redirected from its rep (straight, one per pair; an end hidden in another group is that group's rep). */
-export function foldedView(groups, nodes, collapse, users = new Map()) {
+ * redirected from its rep (straight, one per pair; an end hidden in another group is that group's rep). `made`: the
+ * redirected edges of the fold before, by their ends' entries (a WeakMap of maps), kept where their ends have not
+ * moved: a step renames ~2,000 entries in place (issue 30) and each fold made all its edges again; the returned
+ * `made` is this fold's. */
+export function foldedView(groups, nodes, collapse, users = new Map(), made = new WeakMap()) {
   const repOf = new Map();
   for (const [rep, g] of groups) for (const m of g.members) if (m !== rep) repOf.set(m, rep);
-  const hidden = new Set(repOf.keys()), edges = [], seen = new Set();
+  const hidden = new Set(repOf.keys()), edges = [], seen = new Set(), now = new WeakMap();
   const add = (s, d) => {
     const a = repOf.get(s) ?? s, b = repOf.get(d) ?? d, key = `${a} ${b}`;
     if (a === b || seen.has(key)) return;
     seen.add(key);
-    const e = edgeObj({src: a, dst: b, index: -1}, nodes.get(a), nodes.get(b), collapse);
-    if (e) edges.push(e);
+    const na = nodes.get(a), nb = nodes.get(b);
+    let e = na && nb && !collapse ? made.get(na)?.get(nb) : undefined;
+    if (e && e.ends[0] === na.d.x && e.ends[1] === na.d.y && e.ends[2] === nb.d.x && e.ends[3] === nb.d.y) {
+      e.d.src = a;  // (the ids of entries renamed in place)
+      e.d.dst = b;
+    } else {
+      e = edgeObj({src: a, dst: b, index: -1}, na, nb, collapse);
+      if (!e) return;
+      if (na && nb) e.ends = [na.d.x, na.d.y, nb.d.x, nb.d.y];
+    }
+    edges.push(e);
+    if (na && nb && !collapse) {
+      if (!now.has(na)) now.set(na, new Map());
+      now.get(na).set(nb, e);
+    }
   };
   for (const [rep, g] of groups) {
     for (const m of g.members) {
@@ -82,5 +98,5 @@ export function foldedView(groups, nodes, collapse, users = new Map()) {
       if (m !== rep) for (const u of users.get(m) || []) if (!g.members.has(u)) add(rep, u);
     }
   }
-  return {hidden, edges};
+  return {hidden, edges, made: now};
 }

@@ -32,6 +32,8 @@ MODEL = """async ({fresh}) => {
     edges: [...g.edges].map(([k, e]) => [k, pts(e.pts), e.box.map(r), e.fromConst]).sort(),
     ghosts: (g.ghosts?.nodes || []).map((n) => n.d.id).sort((a, b) => a - b),
     ghostEdges: (g.ghosts?.edges || []).map((e) => `${e.d.src}>${e.d.dst}>${e.d.index}`).sort(),
+    drawnGhosts: (g.ghosts?.drawnNodes || []).map((n) => n.d.id).sort((a, b) => a - b),
+    drawnGhostEdges: (g.ghosts?.drawnEdges || []).map((e) => `${e.d.src}>${e.d.dst}>${e.d.index}`).sort(),
     added: [...g.marked.added].sort(), changed: [...g.marked.changed].sort(), size: g.size,
   };
 }"""
@@ -122,3 +124,29 @@ def test_a_ghost_edge_is_drawn_only_where_the_view_sees_it(page, rserver):
     got = page.evaluate(CLIP, {"pts": pts, "rect": rect})
     assert got["inside"] > 100 and got["missed"] == 0, got  # all of it the view sees is drawn...
     assert got["outside"] == 0 and got["kept"] <= 120, got  # ...and little else: a bounded number of pieces
+
+
+# what the page made and renamed in place since the last call, and the ghosts it draws (the rest lie under the
+# rebuilt nodes that replaced them)
+WORK = """() => {
+  const g = window.__viz.graph, w = {...g.work};
+  g.work.made = g.work.renamed = 0;
+  return {...w, ghosts: g.ghosts ? g.ghosts.nodes.length : 0, drawn: g.ghosts ? g.ghosts.drawnNodes.length : 0,
+    drawnEdges: g.ghosts ? g.ghosts.drawnEdges.length : 0, frames: g.frames};
+}"""
+
+
+def test_an_arrow_step_makes_what_it_adds_not_what_it_rebuilds(page, rserver):
+  """Each step rebuilds the chain of 30 NEGs (under new ids) and adds a CONST: the page renames the rebuilt entries in
+  place and makes entries only for what the step added, and draws the ghost of what it replaced, not of the chain."""
+  t = rserver.trace_id("rebuild")
+  page.goto(f"{rserver.url}/#t={t}&c=0&r=0&s=0")
+  wait_graph(page, t, 0, 0)
+  page.evaluate(WORK)
+  for k in range(1, 4):
+    page.keyboard.press("ArrowRight")
+    wait_graph(page, t, 0, k)
+    w = page.evaluate(WORK)
+    assert w["renamed"] >= 2 * 29, w  # the chain's nodes and their in-edges, kept...
+    assert w["made"] <= 4, w  # ...and entries made only for the new CONST, the NEG over it and its edge
+    assert w["ghosts"] >= 31 and w["drawn"] == 1 and w["drawnEdges"] <= 1, w  # the old CONST's

@@ -29,7 +29,8 @@ def chain(tmp_path_factory):
 
 
 def unpack(d: dict, before: dict) -> dict:
-  """What static/graph.js's _unpackRebuilt makes of a compact=2 delta, given the graph it applies to."""
+  """What a compact=2 delta stands for (the level-1 entries of its `rebuilt` runs), given the graph it applies to;
+  static/graph.js renames those nodes' entries in place (_renameRebuilt)."""
   if "rebuilt" not in d:
     return d
   def sums(runs: list[int]) -> list[int]:  # [difference, count, ...] -> values
