@@ -1,0 +1,149 @@
+"""Where an arrow-key step's time goes in the browser (issue 30): bench_ui's GPT rewrite with the most steps opened,
+then steps 1..N pressed as bench_ui presses them (the page's own prefetch), each split into waiting for the server's
+answer, applying it to the model (`perf.lastDomMs`) and the frame that paints it, and the server's CPU a step; with
+--cpu, Chromium's sampling profiler (CDP `Profiler.start`) over the steps, its self time summed per function; with
+--trace, a Chromium trace: the page's main-thread CPU a step (what it cost, whatever else shares the machine) and the
+self time of each event by thread. TINYVIZ_ROOT=DIR measures another checkout's viewer (an A/B of two trees).
+
+  PYTHONPATH=. .venv/bin/python bench/profile_arrow.py --gpt-trace T [--steps 40] [--cpu | --trace] [--top 25]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, os.environ.get("TINYVIZ_ROOT", str(Path(__file__).resolve().parents[1])))
+
+from bench import bench_ui as ui  # noqa: E402
+
+TRACE_CATEGORIES = ["devtools.timeline", "disabled-by-default-devtools.timeline", "blink", "cc", "gpu", "v8"]
+# one arrow step: (total ms to the painted frame, ms waiting for the answer, ms applying it, what the page touched)
+STEP_SPLIT = """async (k) => {
+  const v = window.__viz, t0 = performance.now();
+  await v.setStep(k);
+  const t1 = performance.now();
+  await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));
+  return [performance.now() - t0, v.perf.lastFetchMs, v.perf.lastDomMs, t1 - t0, v.perf.lastKind];
+}"""
+
+
+def self_times(profile: dict) -> dict[str, float]:
+  """Self time (ms) per 'function file:line' of a CDP Profiler profile."""
+  nodes = {n["id"]: n for n in profile["nodes"]}
+  dt = defaultdict(float)
+  for nid, delta in zip(profile.get("samples", []), profile.get("timeDeltas", []), strict=False):
+    f = nodes[nid]["callFrame"]
+    where = f"{f['functionName'] or '(anon)'} {f['url'].split('/')[-1]}:{f['lineNumber'] + 1}"
+    dt[where] += delta / 1000
+  return dt
+
+
+def main() -> None:
+  ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  ap.add_argument("--gpt-trace", type=Path, required=True)
+  ap.add_argument("--steps", type=int, default=40)
+  ap.add_argument("--cpu", action="store_true", help="also profile the page's CPU (sampling; slows it a little)")
+  ap.add_argument("--trace", action="store_true", help="also a Chromium trace: time per event name and thread")
+  ap.add_argument("--top", type=int, default=25)
+  args = ap.parse_args()
+  from playwright.sync_api import sync_playwright
+
+  with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
+    proc, url = ui.start_server(args.gpt_trace, Path(tmp) / "server.log")
+    browser = p.chromium.launch(executable_path=ui.CHROMIUM, headless=True, args=ui.CHROMIUM_ARGS)
+    try:
+      tid = ui.get_json(url + "/api/traces")[0]["id"]
+      ctxs = ui.get_json(f"{url}/api/traces/{tid}/contexts")
+      n, cbig, rbig = max((r["matches"], c["id"], r["id"]) for c in ctxs for r in c["rewrites"])
+      page = browser.new_context(viewport=ui.VIEWPORT).new_page()
+      page.goto(f"{url}/#t={tid}&c={cbig}&r={rbig}&s=0")
+      ui.wait_first_graph(page)
+      page.wait_for_timeout(1500)  # the first graph's neighbours prefetched
+      cdp = page.context.new_cdp_session(page)
+      if args.cpu:
+        cdp.send("Profiler.enable")
+        cdp.send("Profiler.setSamplingInterval", {"interval": 200})
+        cdp.send("Profiler.start")
+      if args.trace:
+        browser.start_tracing(page=page, categories=TRACE_CATEGORIES)
+      cpu0 = process_cpu_ms(proc.pid)
+      rows = [page.evaluate(STEP_SPLIT, k) for k in range(1, min(args.steps, n) + 1)]
+      server_ms = (process_cpu_ms(proc.pid) - cpu0) / len(rows)
+      prof = cdp.send("Profiler.stop")["profile"] if args.cpu else None
+      events = json.loads(browser.stop_tracing())["traceEvents"] if args.trace else None
+    finally:
+      browser.close()
+      ui.stop_server(proc)
+  tot, fetch, dom, shown = ([r[i] for r in rows] for i in range(4))
+  paint = [a - b for a, b in zip(tot, shown, strict=True)]
+  other = [s - f - d for s, f, d in zip(shown, fetch, dom, strict=True)]
+  print(f"{len(rows)} arrow steps of a {n}-step rewrite ({sum(r[4] == 'delta' for r in rows)} by delta); "
+        f"server CPU {server_ms:.1f} ms a step")
+  print(f"{'part':32} {'median':>8} {'p95':>8} {'min':>8}")
+  for name, xs in (("total (to the painted frame)", tot), ("waiting for the answer", fetch),
+                   ("applying it (applyDelta, legend)", dom), ("show's other work", other),
+                   ("the frame after (draw, paint)", paint)):
+    print(f"{name:32} {statistics.median(xs):8.1f} {ui.p95(xs):8.1f} {min(xs):8.1f}")
+  if prof:
+    st = sorted(self_times(prof).items(), key=lambda kv: -kv[1])
+    total = sum(v for _, v in st)
+    print(f"\nCPU self time over the steps, {total:.0f} ms sampled:")
+    for where, ms in st[:args.top]:
+      print(f"{ms:8.1f} ms  {where}")
+  if events:
+    print(f"page's main thread CPU: {main_thread_cpu(events) / len(rows):.1f} ms a step")
+    tt = sorted(thread_times(events).items(), key=lambda kv: -kv[1])
+    print("\nTrace self time over the steps, by thread and event:")
+    for (thread, name), ms in tt[:args.top]:
+      print(f"{ms:8.1f} ms  {thread:24} {name}")
+
+
+def process_cpu_ms(pid: int) -> float:
+  """CPU time (user + system, ms) process pid and its children that ended have used."""
+  f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+  return sum(int(x) for x in f[11:15]) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def main_thread_cpu(events: list[dict]) -> float:
+  """CPU time (ms, the events' thread durations) of the renderer's main thread's top-level tasks in a trace: what the
+  page cost, whatever else shared the machine."""
+  names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "thread_name"}
+  main = [e for e in events if e.get("ph") == "X" and "tdur" in e
+          and names.get((e["pid"], e["tid"])) == "CrRendererMain"]
+  main.sort(key=lambda e: (e["ts"], -e["dur"]))
+  total, end = 0.0, -1.0
+  for e in main:  # top-level events only (the nested ones are inside their parent's time)
+    if e["ts"] >= end:
+      total += e["tdur"] / 1000
+      end = e["ts"] + e["dur"]
+  return total
+
+
+def thread_times(events: list[dict]) -> dict[tuple[str, str], float]:
+  """Self time (ms) of each complete trace event, by (thread name, event name): nested events' time taken out."""
+  names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "thread_name"}
+  by_thread: dict[tuple[int, int], list[dict]] = defaultdict(list)
+  for e in events:
+    if e.get("ph") == "X" and "dur" in e:
+      by_thread[(e["pid"], e["tid"])].append(e)
+  out: dict[tuple[str, str], float] = defaultdict(float)
+  for key, evs in by_thread.items():
+    evs.sort(key=lambda e: (e["ts"], -e["dur"]))
+    stack: list[list] = []  # [end, name, time of its children, duration]
+    for e in [*evs, {"ts": float("inf"), "dur": 0, "name": None}]:
+      while stack and stack[-1][0] <= e["ts"]:
+        _, name, child, dur = stack.pop()
+        out[(names.get(key, "?"), name)] += (dur - child) / 1000
+        if stack:
+          stack[-1][2] += dur
+      stack.append([e["ts"] + e["dur"], e["name"], 0.0, e["dur"]])
+  return out
+
+if __name__ == "__main__":
+  main()
