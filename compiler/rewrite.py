@@ -232,7 +232,8 @@ class Rule:
   """One (UPat, function) pair, with what the trace needs to show it: its name, file:line and source. `optional`: the
   program stays valid when a match of it is skipped (a simplification, a fold, index math; not a required lowering),
   so SKIP_MATCHES numbers its matches and may skip them."""
-  __slots__ = ("pat", "fn", "takes_ctx", "index", "given_name", "matcher", "_name", "optional", "node_cap")
+  __slots__ = ("pat", "fn", "takes_ctx", "index", "given_name", "matcher", "_name", "optional", "node_cap",
+               "node_test")
 
   def __init__(self, pat: UPat, fn: Callable, index: int, name: str | None = None, matcher: str | None = None,
                optional: bool = False):
@@ -245,9 +246,12 @@ class Rule:
     self.takes_ctx = "ctx" in params
     # a pattern of an op and dtype alone (most rules: "ALU u", "SINK sink") matches every node PatternMatcher.rules_for
     # gives its rule, once: graph_rewrite's untraced path calls it without matching. Its capture name ("" for none),
-    # None for any other pattern
-    simple = type(pat) is UPat and pat.src_kind == 0 and pat.arg is None and pat.custom is None
+    # None for any other pattern. node_test: such a pattern's test of the node (`custom`), asked directly: the
+    # expander's rules test every node it walks (GPT step's 94k) for UNROLL sources, and a match's generator cost
+    # more than the test
+    simple = type(pat) is UPat and pat.src_kind == 0 and pat.arg is None
     self.node_cap = (pat.name or "") if simple else None
+    self.node_test = pat.custom if simple else None
 
   @property
   def location(self) -> tuple[str, int]:
@@ -331,7 +335,10 @@ def _admits_dtype(pat: UPat, dtype: DType) -> bool:
 
 def _admits_src0(pat: UPat, src0_op: Ops | None) -> bool:
   """False only where pat surely fails on a node whose first source has op src0_op (None: a node with no sources)."""
-  if pat.src_kind != 1 or not pat.src:  # a permutation, a repeated pattern or no sources: no first source to check
+  if pat.src_kind == 3:  # one pattern for every source, the first's too (constant folding's "ALU of CONSTs": the
+    # expander's lanes, whose first source is their row's index, were matched one by one); no sources match it
+    return src0_op is None or pat.src.op is None or src0_op in pat.src.op
+  if pat.src_kind != 1 or not pat.src:  # a permutation or no sources: no first source to check
     return True
   if src0_op is None:  # an ordered pattern of n >= 1 sources needs at least n
     return False
@@ -529,6 +536,8 @@ class _Rewriter:
     rules = pm._by_src0.get((u.op, u.dtype if pm._by_dtype else None, u.src[0].op if u.src else None))
     for rule in rules if rules is not None else pm.rules_for(u):
       cap = rule.node_cap
+      if cap is not None and rule.node_test is not None and not rule.node_test(u):
+        continue
       for caps in rule.pat.match(u, {}) if cap is None else ({cap: u} if cap else {},):
         ret = rule.fn(ctx=ctx, **caps) if rule.takes_ctx else rule.fn(**caps)
         if ret is not None and ret is not u:
@@ -579,6 +588,7 @@ class _Rewriter:
     stack: list[tuple[UOp, int, UOp, int]] = [(root, 0, root, 0)]
     bottom_up = self.bottom_up
     recording = self.rec is not None
+    final, final_or_none = replace.__getitem__, replace.get
     while stack:
       n, stage, new_n, chain = stack.pop()
       if stage == 0:
@@ -596,13 +606,17 @@ class _Rewriter:
             replace[n] = replace[new_n] = new_n
             in_progress.discard(n)
             continue
-        stack.append((n, 1, new_n, chain))
-        for s in reversed(new_n.src):
-          if s not in replace:
-            stack.append((s, 0, s, 0))
+        src = new_n.src
+        new_src = tuple(map(final_or_none, src))
+        if None in new_src:  # (no result is None)
+          stack.append((n, 1, new_n, chain))
+          stack.extend([(s, 0, s, 0) for s in reversed(src) if s not in replace])
+          continue
+        stage = 1  # its sources are final (every lane expansion makes): on to stage 1 now, not by the stack
       elif stage == 1:
         src = new_n.src
-        new_src = tuple(map(replace.__getitem__, src))
+        new_src = tuple(map(final, src))
+      if stage == 1:
         if new_src == src:  # UOp has no __eq__: element identity, compared in C
           if bottom_up:
             new, rule = self._apply(new_n)
@@ -638,6 +652,8 @@ class _RecordedRewriter(_Rewriter):
     rules = pm._by_src0.get((u.op, u.dtype if pm._by_dtype else None, u.src[0].op if u.src else None))
     for rule in rules if rules is not None else pm.rules_for(u):
       cap = rule.node_cap
+      if cap is not None and rule.node_test is not None and not rule.node_test(u):
+        continue
       for caps in rule.pat.match(u, {}) if cap is None else ({cap: u} if cap else {},):
         t0 = perf_counter_ns()
         try:

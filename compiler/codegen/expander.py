@@ -171,8 +171,9 @@ pm_expand = PatternMatcher([
 
 # ---- vectorize
 
+@functools.cache
 def vec_ptr(base: DType, n: int) -> PtrDType:
-  return base.scalar().vec(n).ptr()
+  return base.scalar().vec(n).ptr()  # (remembered: ptr() builds the dtype before interning it)
 
 
 def offsets(idxs: list[UOp]) -> list[int] | None:
@@ -269,12 +270,14 @@ def push_vectorize(vec: UOp) -> UOp | None:
   n = len(vec.src)
   if all(s is s0 for s in vec.src) or s0.op is Ops.CONST:
     return None
-  if any(s.op is not s0.op or s.dtype != s0.dtype or s.arg != s0.arg or len(s.src) != len(s0.src) for s in vec.src):
+  # (dtypes are interned: `is` answers first, where != is a Python call a lane)
+  if any(s.op is not s0.op or (s.dtype is not s0.dtype and s.dtype != s0.dtype) or s.arg != s0.arg or
+         len(s.src) != len(s0.src) for s in vec.src):
     return None
   if s0.op in _PUSH:
     lanes = [_align(s0, s) for s in vec.src] if s0.op in GroupOp.Commutative else [s.src for s in vec.src]
     # lanes of a CAST or comparison agree on the result dtype but may read different source dtypes
-    if any(x.dtype != y.dtype for ln in lanes[1:] for x, y in zip(ln, lanes[0])):
+    if any(x.dtype is not y.dtype and x.dtype != y.dtype for ln in lanes[1:] for x, y in zip(ln, lanes[0])):
       return None
     srcs = tuple(UOp(Ops.VECTORIZE, s0.src[i].dtype.vec(n), tuple(ln[i] for ln in lanes)) for i in range(len(s0.src)))
     return UOp(s0.op, s0.dtype.vec(n), srcs, s0.arg)

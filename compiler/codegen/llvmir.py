@@ -107,6 +107,7 @@ class _Renderer:
     self.lines: list[str] = []
     self.names: dict[UOp, str] = {}
     self.acc_cur: dict[UOp, str] = {}
+    self.vec_consts: dict[UOp, str] = {}
     self.decls: set[str] = set()
     self.block = "entry"
     self.tmp = 0
@@ -146,8 +147,11 @@ class _Renderer:
     if u.op is Ops.CONST:
       return const_text(u.arg, u.dtype)
     if u.op is Ops.VECTORIZE and all(s.op is Ops.CONST for s in u.src):
-      et = ltype(u.dtype.scalar())
-      return "<" + ", ".join(f"{et} {const_text(s.arg, s.dtype)}" for s in u.src) + ">"
+      text = self.vec_consts.get(u)
+      if text is None:  # (spelled once a kernel: a 16-lane index or mask constant is read by every lane group)
+        et = ltype(u.dtype.scalar())
+        text = self.vec_consts[u] = "<" + ", ".join(f"{et} {const_text(s.arg, s.dtype)}" for s in u.src) + ">"
+      return text
     if u.op is Ops.DEFINE_GLOBAL:
       return f"%data{u.arg}"
     if u.op is Ops.DEFINE_VAR:

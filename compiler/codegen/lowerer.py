@@ -195,6 +195,8 @@ def gate_reduces(sink: UOp) -> dict[int, UOp]:
   before the loop count (ranges the PHI's value depends on anyway); a vector condition gates the loop when any lane
   holds (the WHERE drops the other lanes' values)."""
   nodes = toposort(sink)
+  if not any(u.op is Ops.WHERE for u in nodes):
+    return {}  # (no condition to gate on: most kernels, spared the ranges and the sets of every node)
   free = free_ranges(sink)
   order = {u: i for i, u in enumerate(nodes)}
   # under[u]: the conditions every path from the sink to u passes as a WHERE's true side

@@ -39,7 +39,7 @@ from compiler.codegen.errors import CodegenError
 from compiler.codegen.linearizer import Linear
 from compiler.codegen.llvmir import symbol
 from compiler.codegen.lowerer import group_reduces
-from compiler.codegen.program import eval_int, flops_terms, linear_kernel
+from compiler.codegen.program import collector_paused, eval_int, flops_terms, linear_kernel
 from compiler.codegen.ranges import axis_type
 from compiler.dtype import DType, dtypes
 from compiler.uop import AxisType, GroupOp, Ops, UOp, toposort
@@ -666,9 +666,10 @@ def _render(kname: str, fname: str, lin: Linear, bufs: dict[int, UOp], nbufs: in
 def cl_program(ast: UOp, fp16: bool = False) -> ClProgram:
   """A kernel AST (optimized or not) lowered by the LLVM pipeline's passes (program.lower_ast), linearized and
   rendered to OpenCL C (fp16: for a device with IEEE half arithmetic, `DeviceLimits.fp16`)."""
-  lk = linear_kernel(group_reduces(ast))
-  kname, fname, lin, bufs, vars_, nbufs = lk.kname, lk.fname, lk.lin, lk.bufs, lk.vars, lk.nbufs
-  src, lines = _render(kname, fname, lin, bufs, nbufs, list(vars_), fp16)
+  with collector_paused():
+    lk = linear_kernel(group_reduces(ast))
+    kname, fname, lin, bufs, vars_, nbufs = lk.kname, lk.fname, lk.lin, lk.bufs, lk.vars, lk.nbufs
+    src, lines = _render(kname, fname, lin, bufs, nbufs, list(vars_), fp16)
   outs, ins = ({u.src[0].src[0].arg for u in lin.uops if u.op is op and u.src[0].src[0].op is Ops.DEFINE_GLOBAL}
                for op in (Ops.STORE, Ops.LOAD))
   glob = global_ranges(lin)[::-1]  # (dimension 0 first)

@@ -1,11 +1,13 @@
 """From kernel AST to `Program` (LLVM IR + what the runtime needs), every stage a named, traced rewrite."""
 from __future__ import annotations
 
+import gc
 import math
 import re
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from compiler.codegen.errors import CodegenError, kernel_name
 from compiler.codegen.expander import expand_ctx, pm_expand, pm_vectorize
@@ -135,6 +137,22 @@ def linear_kernel(ast: UOp) -> LinearKernel:
   return LinearKernel(kname, symbol(kname), lin, bufs, vars_, max(bufs) + 1 if bufs else 0)
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+  """A kernel's codegen with the cyclic garbage collector off, restored on the way out. Expansion makes ~100k UOps a
+  big kernel (tuples, weak references) that reference counting frees, yet allocating them ran a young collection every
+  700 and, every hundred of those, a full one over everything the process holds: 0.35 of the 0.47 CPU s the collector
+  took in GPT step's first call (issue 29). What cycles codegen leaves (a traceback's frames) wait for the next
+  collection."""
+  was = gc.isenabled()
+  gc.disable()
+  try:
+    yield
+  finally:
+    if was:  # (a nested or concurrent codegen found it off and leaves it to the outermost)
+      gc.enable()
+
+
 _PROGRAMS: OrderedDict[UOp, Program] = OrderedDict()
 _MAX_CACHED = 512
 
@@ -146,6 +164,16 @@ def get_program(ast: UOp) -> Program:
   if recorder.RECORDER is None and ast in _PROGRAMS:
     _PROGRAMS.move_to_end(ast)
     return _PROGRAMS[ast]
+  with collector_paused():
+    prg = _program(ast)
+  if recorder.RECORDER is None:
+    _PROGRAMS[ast] = prg
+    if len(_PROGRAMS) > _MAX_CACHED:
+      _PROGRAMS.popitem(last=False)
+  return prg
+
+
+def _program(ast: UOp) -> Program:
   lk = linear_kernel(ast)
   kname, fname, lin, bufs, vars_, nbufs = lk.kname, lk.fname, lk.lin, lk.bufs, lk.vars, lk.nbufs
   src = render_llvm(kname, fname, lin, nbufs, list(vars_), debug=recorder.RECORDER is not None)
@@ -155,14 +183,9 @@ def get_program(ast: UOp) -> Program:
   gated = {u.src[0] for u in lin.uops if len(u.src) > {Ops.STORE: 2, Ops.LOAD: 1}.get(u.op, 99)}
   accesses = tuple((u.src[0].arg, u.src[1], u.dtype.base.count) for u in lin.uops
                    if u.op is Ops.INDEX and u not in gated and u.src[0].op is Ops.DEFINE_GLOBAL)
-  prg = Program(kname, fname, src, tuple(lin.uops), nbufs,
-                tuple(bufs[i].dtype.base if i in bufs else None for i in range(nbufs)), ins, outs, vars_,
-                None if lin.par is None else lin.par.src[0], flops_terms(lin), accesses)
-  if recorder.RECORDER is None:
-    _PROGRAMS[ast] = prg
-    if len(_PROGRAMS) > _MAX_CACHED:
-      _PROGRAMS.popitem(last=False)
-  return prg
+  return Program(kname, fname, src, tuple(lin.uops), nbufs,
+                 tuple(bufs[i].dtype.base if i in bufs else None for i in range(nbufs)), ins, outs, vars_,
+                 None if lin.par is None else lin.par.src[0], flops_terms(lin), accesses)
 
 
 def _value_side(uops: list[UOp]) -> set[UOp]:

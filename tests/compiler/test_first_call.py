@@ -2,6 +2,8 @@
 one by one make, node for node."""
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 
 from compiler import Tensor, engine, realize
@@ -107,3 +109,45 @@ def test_a_kernel_built_before_is_bound_to_the_buffers_of_this_one(monkeypatch):
   assert all(a is b for a, b in zip(asts["1"], asts["0"], strict=True))
   for got, want in zip(outs["1"], outs["0"]):
     np.testing.assert_array_equal(got, want)
+
+
+def test_codegen_runs_with_the_collector_off_and_restores_it(monkeypatch):
+  # (program.collector_paused: a young collection every 700 new nodes, a full one every ~100 of those)
+  asts = _kernel_asts(monkeypatch)[:2]
+  seen: list[bool] = []
+  render = program.render_llvm
+
+  def spy(*args, **kw):
+    seen.append(gc.isenabled())
+    return render(*args, **kw)
+  monkeypatch.setattr(program, "render_llvm", spy)
+  program._PROGRAMS.clear()
+  program.get_program(asts[0])
+  assert seen == [False] and gc.isenabled()
+  gc.disable()
+  try:
+    program.get_program(asts[1])
+    assert seen == [False, False] and not gc.isenabled(), "a collector the caller turned off stays off"
+  finally:
+    gc.enable()
+
+
+def test_hoisting_past_placed_nodes_keeps_the_linear_order(monkeypatch):
+  # the linearizer's hoist walks no placed node's sources: the same program, node for node, as the whole-graph walk
+  from compiler.codegen import linearizer
+  from compiler.codegen.errors import kernel_name
+  from compiler.uop import toposort
+  lowered = [(program.lower_ast(a), kernel_name(a)) for a in map(engine.optimize, _kernel_asts(monkeypatch))]
+  walked = {"gated": 0, "whole": 0}
+
+  def counted(kind: str):
+    def walk(root: UOp, gate=None) -> list[UOp]:
+      out = toposort(root, gate if kind == "gated" else None)
+      walked[kind] += len(out) if gate is not None else 0  # (hoist's walks: the others take no gate)
+      return out
+    return walk
+  monkeypatch.setattr(linearizer, "toposort", counted("gated"))
+  fast = [linearizer.linearize(s, k).uops for s, k in lowered]
+  monkeypatch.setattr(linearizer, "toposort", counted("whole"))
+  assert [linearizer.linearize(s, k).uops for s, k in lowered] == fast
+  assert walked["gated"] < walked["whole"], walked

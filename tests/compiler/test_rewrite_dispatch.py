@@ -60,6 +60,10 @@ def test_rules_that_cannot_match_are_left_out():
   names = {rule.index for rule in pm.rules_for(add_c)}
   assert 2 not in names and {0, 1, 3, 4, 5} <= names  # NEG-or-RANGE first: not for a CONST first
   assert 0 not in {rule.index for rule in pm.rules_for(add_r)}
+  # one pattern for every source (SINK of CONSTs, rule 6): not for a first source of another op, an empty SINK kept
+  assert 6 not in {rule.index for rule in pm.rules_for(UOp(Ops.SINK, dtypes.void, (r, c1)))}
+  assert 6 in {rule.index for rule in pm.rules_for(UOp(Ops.SINK, dtypes.void, (c1, r)))}
+  assert 6 in {rule.index for rule in pm.rules_for(UOp(Ops.SINK, dtypes.void, ()))}
 
 
 def test_a_root_dtype_leaves_its_rule_out_of_other_dtypes_nodes():
@@ -82,3 +86,21 @@ def test_graph_rewrite_picks_the_first_rule_that_returns_a_node():
   assert graph_rewrite(UOp(Ops.ADD, dtypes.int32, (r, c2)), pm) is c2
   assert graph_rewrite(UOp(Ops.ADD, dtypes.int32, (c1, r)), pm).arg == 11
   assert graph_rewrite(UOp(Ops.ADD, dtypes.int32, (-r, r)), pm) is r
+
+
+def test_a_node_test_is_asked_once_a_node_and_decides_as_matching_does():
+  # a pattern of an op and a test of the node (the expander's "has an UNROLL source"): graph_rewrite asks the test
+  # directly, once for each node it tries, and rewrites where UPat.match would (PatternMatcher.rewrite matches)
+  asked: list[UOp] = []
+
+  def neg_src(u: UOp) -> bool:
+    asked.append(u)
+    return any(s.op is Ops.NEG for s in u.src)
+  pm = PatternMatcher([(UPat(Ops.ADD, custom=neg_src, name="x"), lambda x: x.src[0] * x.src[1])], name="node test")
+  root = UOp(Ops.SINK, dtypes.void, (r + c1, -r + c2, c1 + (-r)))
+  out = graph_rewrite(root, pm)
+  assert [s.op for s in out.src] == [Ops.ADD, Ops.MUL, Ops.MUL]
+  assert len(asked) == len(set(asked)) == 3  # each sum once (the products are no ADD: not asked)
+  for u in (r + c1, -r + c2):
+    got = pm.rewrite(u)
+    assert graph_rewrite(u, pm) is (u if got is None else got)
