@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from itertools import compress, repeat
 from typing import Callable
 
 import numpy as np
@@ -83,15 +84,6 @@ class Layout:
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of arange(s, s + c) for each (s, c) pair, vectorized."""
-    tot = int(counts.sum())
-    if tot == 0:
-        return np.zeros(0, dtype=np.int64)
-    offs = np.repeat(np.cumsum(counts) - counts, counts)
-    return np.repeat(starts, counts) + (np.arange(tot) - offs)
 
 
 def _inversions(g: np.ndarray, a: np.ndarray, b: np.ndarray) -> int:
@@ -177,23 +169,24 @@ def _csr(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def _peel(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Longest-path layer from the sources (Kahn in rounds); -1 for nodes on or behind a cycle."""
+    """Longest-path layer from the sources (Kahn's queue); -1 for nodes on or behind a cycle."""
     ptr, tgt, _ = _csr(n, src, dst)
-    indeg = np.bincount(dst, minlength=n)
-    lay = np.full(n, -1, dtype=np.int64)
-    front = np.flatnonzero(indeg == 0)
-    r = 0
-    while len(front):
-        lay[front] = r
-        nxt = tgt[_ranges(ptr[front], ptr[front + 1] - ptr[front])]
-        if len(nxt) == 0:
-            break
-        dec = np.bincount(nxt, minlength=n)
-        touched = np.flatnonzero(dec)
-        indeg[touched] -= dec[touched]
-        front = touched[indeg[touched] == 0]
-        r += 1
-    return lay
+    ptr_l, tgt_l = ptr.tolist(), tgt.tolist()
+    indeg = np.bincount(dst, minlength=n).tolist()
+    lay = [0] * n
+    # a queue in one list, one visit per node and edge: a numpy round per layer cost ~40 ms on a 986-layer graph
+    order = [v for v in range(n) if indeg[v] == 0]
+    for v in order:
+        lv = lay[v] + 1
+        for w in tgt_l[ptr_l[v]:ptr_l[v + 1]]:
+            if lay[w] < lv:
+                lay[w] = lv
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                order.append(w)
+    out = np.full(n, -1, dtype=np.int64)
+    out[order] = np.array(lay, dtype=np.int64)[order]
+    return out
 
 
 def _back_edges(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -256,28 +249,42 @@ def _demote(n: int, src: np.ndarray, dst: np.ndarray, lay: np.ndarray, cap: int 
     ptr_l, tgt_l = ptr.tolist(), tgt.tolist()
     net = (indeg - outdeg).tolist()
     lay_l = lay.tolist()
+    # a candidate's test reads only the layers of the nodes it reaches: one that failed is skipped until one of
+    # those moved (moved[m]: the move that last moved m; failed[v]: v's reads and the moves made when it failed),
+    # as the passes after the first repeat ~400 tests of 65 nodes each with nothing near them moved
+    moved, moves = [0] * n, 1
+    failed: dict[int, tuple[list[int], int]] = {}
     for _ in range(4):
         improved = False
         for v in cands:
+            got = failed.get(v)
+            if got is not None and max(map(moved.__getitem__, got[0])) < got[1]:
+                continue
             while True:
                 group, seen, i, delta = [v], {v}, 0, 0
+                reads = [v]
                 while i < len(group) and len(group) <= cap:
                     m = group[i]
                     i += 1
                     delta += net[m]
                     nxt = lay_l[m] + 1
-                    for w in tgt_l[ptr_l[m]:ptr_l[m + 1]]:
+                    users = tgt_l[ptr_l[m]:ptr_l[m + 1]]
+                    reads += users
+                    for w in users:
                         if lay_l[w] == nxt and w not in seen:
                             seen.add(w)
                             group.append(w)
                 # the edges inside the group keep their length: delta sums operands minus users over it
                 if len(group) > cap or i < len(group) or delta >= 0:
+                    failed[v] = (reads, moves)
                     break
                 # the group and delta stay the same until it reaches a user outside it: move that far at once
                 # (the same as one layer at a time; a node of a 986-layer graph moved down up to 951 layers)
                 far = min(lay_l[w] - lay_l[m] - 1 for m in group for w in tgt_l[ptr_l[m]:ptr_l[m + 1]] if w not in seen)
                 for m in group:
                     lay_l[m] += far
+                    moved[m] = moves
+                moves += 1
                 improved = True
         if not improved:
             break
@@ -323,17 +330,14 @@ class _ProperGraph:
         lptr = np.zeros(self.n_layers + 1, dtype=np.int64)
         np.cumsum(np.bincount(layer, minlength=self.n_layers), out=lptr[1:])
         self.lptr = lptr
+        self.slots = lo_order  # the layers' nodes one after another (each layer's by id)
         self.members = [lo_order[lptr[i]:lptr[i + 1]] for i in range(self.n_layers)]
         self.loc = np.empty(tot, dtype=np.int64)
-        for m in self.members:
-            self.loc[m] = np.arange(len(m))
+        self.loc[lo_order] = np.arange(tot) - np.repeat(lptr[:-1], np.diff(lptr))
         # incidence lists (node, neighbour, side) for the transpose step: side 0 = neighbour above, 1 = below
         self.inc_node = np.concatenate([self.lo, self.up])
         self.inc_nbr = np.concatenate([self.up, self.lo])
         self.inc_side = np.concatenate([np.zeros(len(self.up), np.int64), np.ones(len(self.up), np.int64)])
-
-    def gap_edges(self, g: int) -> tuple[np.ndarray, np.ndarray]:
-        return self.up[self.gptr[g]:self.gptr[g + 1]], self.lo[self.gptr[g]:self.gptr[g + 1]]
 
 
 # ---------------------------------------------------------------- crossing reduction
@@ -348,6 +352,9 @@ class _Orderer:
         self.pos = graph.loc.astype(np.int64).copy()
         self.single_comp = bool(len(comp) == 0 or comp.max() == comp.min())
         self._tp: list | None = None
+        self._sides: dict[bool, tuple[np.ndarray, ...]] | None = None  # _side_tables of each direction, once made
+        self._lloc: tuple[np.ndarray, np.ndarray] | None = None  # loc of each proper edge's upper and lower end
+        self._lptr: list[int] = []
         self.count: int | None = None      # crossings of the current order, when known
         self.best_c: int | None = None
         self.best = self.pos
@@ -356,46 +363,70 @@ class _Orderer:
         p = self.pos if pos is None else pos
         return _inversions(self.graph.gap, p[self.graph.up], p[self.graph.lo])
 
-    def _sort_layer(self, l: int, key_nodes: np.ndarray, key_nbr_pos: np.ndarray, fixed_w: int, median: bool) -> None:
-        """Sort layer l by the median or mean position of each node's neighbours in the fixed adjacent layer."""
+    def _sort_layer(self, l: int, li: np.ndarray, nbr_pos: np.ndarray, fixed_w: int, median: bool,
+                    side: tuple[np.ndarray, ...]) -> None:
+        """Sort layer l by the median or mean position of each node's neighbours in the fixed adjacent layer (li:
+        the layer's nodes' places at the edges to it, nbr_pos: the neighbours' positions; side: _side_tables)."""
         graph, pos = self.graph, self.pos
-        mem = graph.members[l]
-        w = len(mem)
+        a, b = self._lptr[l], self._lptr[l + 1]
+        w = b - a
         if w < 2:
             return
-        li = graph.loc[key_nodes]
-        cnt = np.bincount(li, minlength=w)
+        mem = graph.slots[a:b]
+        cnt1, has, i1, i2 = side
+        has = has[a:b]
         cur = pos[mem]
         if median and len(li):
-            o = np.lexsort((key_nbr_pos, li))
-            ps = key_nbr_pos[o].astype(np.float64)
-            start = np.cumsum(cnt) - cnt
-            has = cnt > 0
-            m1 = ps[np.minimum(start + (cnt - 1) // 2, len(ps) - 1)]
-            m2 = ps[np.minimum(start + cnt // 2, len(ps) - 1)]
-            val = np.where(has, (m1 + m2) * 0.5, 0.0)
+            # the neighbours' positions sorted by (node, position): one sort of packed keys
+            ps = li * fixed_w + nbr_pos
+            ps.sort()
+            ps = (ps % fixed_w).astype(np.float64)
+            val = np.where(has, (ps[i1[a:b]] + ps[i2[a:b]]) * 0.5, 0.0)
         else:
-            s = np.bincount(li, weights=key_nbr_pos.astype(np.float64), minlength=w)
-            has = cnt > 0
-            val = s / np.maximum(cnt, 1)
+            val = np.bincount(li, weights=nbr_pos.astype(np.float64), minlength=w) / cnt1[a:b]
         # nodes with no neighbour on the fixed side keep their relative place
         scale = (fixed_w - 1) / max(w - 1, 1)
         key = np.where(has, val, cur * scale)
-        order = np.lexsort((cur, key, self.comp[mem]))
+        order = np.lexsort((cur, key)) if self.single_comp else np.lexsort((cur, key, self.comp[mem]))
         pos[mem[order]] = np.arange(w)
+
+    def _side_tables(self, down: bool) -> tuple[np.ndarray, ...]:
+        """What a sweep's layer sorts read that the order does not change, per node in slot order: its neighbours
+        on the fixed side (at least 1), whether it has any, and where its median's two middle neighbours sit among
+        its layer's edges to that side once sorted by (node, position)."""
+        graph = self.graph
+        key_nodes = graph.lo if down else graph.up
+        cnt = np.bincount(key_nodes, minlength=graph.n_nodes)[graph.slots]
+        cs = np.cumsum(cnt) - cnt
+        first = np.repeat(graph.lptr[:-1], np.diff(graph.lptr))  # each slot's layer's first slot
+        start = cs - cs[first]
+        tot = np.bincount(graph.layer[graph.slots], weights=cnt, minlength=graph.n_layers).astype(np.int64)
+        last = tot[graph.layer[graph.slots]] - 1
+        return (np.maximum(cnt, 1), cnt > 0, np.minimum(start + (cnt - 1) // 2, last),
+                np.minimum(start + cnt // 2, last))
 
     def sweep(self, down: bool, median: bool) -> None:
         self.count = None
         graph, pos = self.graph, self.pos
+        if self._sides is None:
+            self._sides = {}
+            self._lloc = (graph.loc[graph.up], graph.loc[graph.lo])
+            self._lptr = graph.lptr.tolist()
+        side = self._sides.get(down)
+        if side is None:
+            side = self._sides[down] = self._side_tables(down)
         rng = range(1, graph.n_layers) if down else range(graph.n_layers - 2, -1, -1)
         _pause()
+        gptr, up, lo = graph.gptr.tolist(), graph.up, graph.lo
+        lw = np.diff(graph.lptr).tolist()  # (each layer's width)
+        loc_up, loc_lo = self._lloc
         for l in rng:
             if down:
-                up, lo = graph.gap_edges(l - 1)
-                self._sort_layer(l, lo, pos[up], len(graph.members[l - 1]), median)
+                g0, g1 = gptr[l - 1], gptr[l]
+                self._sort_layer(l, loc_lo[g0:g1], pos[up[g0:g1]], lw[l - 1], median, side)
             else:
-                up, lo = graph.gap_edges(l)
-                self._sort_layer(l, up, pos[lo], len(graph.members[l + 1]), median)
+                g0, g1 = gptr[l], gptr[l + 1]
+                self._sort_layer(l, loc_up[g0:g1], pos[lo[g0:g1]], lw[l + 1], median, side)
 
     def transpose(self, rounds: int, equal_every: int = 0, stop_on_cycle: bool = True) -> None:
         """Swap adjacent nodes when that lowers crossings, all non-interfering pairs at once: a round has four
@@ -621,7 +652,7 @@ def _isotonic(y: np.ndarray, w: np.ndarray, first: np.ndarray, starts: np.ndarra
     mean at least the block's) is constant in the whole fit too, so such blocks are kept pooled and the rest split
     into such blocks; the answer is the same, in far fewer passes when few blocks change."""
     n = len(y)
-    s, ws = y * w, w.astype(np.float64)
+    s, ws = y * w, w.astype(np.float64, copy=False)  # (read, never written)
     if starts is None or len(starts) == 0:
         starts = np.arange(n)
     else:
@@ -643,34 +674,45 @@ def _solid_blocks(s: np.ndarray, ws: np.ndarray, starts: np.ndarray, rounds: int
     """The given block starts, each block whose own isotonic fit is not constant split into blocks whose fit is:
     its fit's level sets, cut off one per round from the front (the prefix of least mean is one, and its own fit
     is constant: none of its prefixes has a lower mean); what is still not constant after `rounds` becomes single
-    nodes."""
+    nodes. Each round after the first tests only the blocks the round before split (a block found constant stays
+    so: its test reads only its own nodes)."""
     n = len(s)
     cs, cw = np.cumsum(s), np.cumsum(ws)
+    cs0, cw0 = np.concatenate([[0.0], cs]), np.concatenate([[0.0], cw])  # [i]: the sum before node i
+    is_start = np.zeros(n, dtype=bool)
+    is_start[starts] = True
+    beg, end = starts, np.append(starts[1:], n)  # the blocks under test
+    idx: np.ndarray | None = None  # their nodes (None: all, in the first round)
     for r in range(rounds + 1):
-        size = np.diff(np.append(starts, n))
-        bid = np.repeat(np.arange(len(starts)), size)
-        base = starts[bid]
-        s0 = np.where(base > 0, cs[base - 1], 0.0)
-        w0 = np.where(base > 0, cw[base - 1], 0.0)
-        pm = (cs - s0) / (cw - w0)                     # each node's prefix mean within its block
-        bm = pm[np.append(starts[1:], n) - 1][bid]     # the block's mean
+        size = end - beg
+        off = np.cumsum(size) - size  # each block's first place in pm
+        bid = np.repeat(np.arange(len(beg)), size)
+        base = beg[bid]
+        if idx is None:  # (the blocks cover every node)
+            pm = (cs - cs0[base]) / (cw - cw0[base])   # each node's prefix mean within its block
+        else:
+            idx = np.arange(len(bid)) - off[bid] + base
+            pm = (cs[idx] - cs0[base]) / (cw[idx] - cw0[base])
+        bm = pm[off + size - 1]                           # the block's mean
+        least = np.minimum.reduceat(pm, off)
         # a tolerance: a prefix whose mean ties the block's only by rounding does not break the block
-        bad = pm < bm - 1e-9 * (np.abs(bm) + 1.0)
-        if not bad.any():
-            return starts
-        bad_block = np.zeros(len(starts), dtype=bool)
-        bad_block[bid[bad]] = True
-        is_start = np.zeros(n, dtype=bool)
-        is_start[starts] = True
+        bad_block = least < bm - 1e-9 * (np.abs(bm) + 1.0)
+        if not bad_block.any():
+            break
+        bad = bad_block[bid]
         if r == rounds:
-            return np.flatnonzero(is_start | bad_block[bid])
-        at_min = (pm <= np.minimum.reduceat(pm, starts)[bid]) & bad_block[bid]
-        cut = np.flatnonzero(at_min)
+            is_start[np.flatnonzero(bad) if idx is None else idx[bad]] = True
+            break
+        cut = np.flatnonzero((pm <= least[bid]) & bad)
         cb = bid[cut]
-        first_cut = cut[np.concatenate([[True], cb[1:] != cb[:-1]])]  # the least-mean prefix ends there
+        cut = cut[np.concatenate([[True], cb[1:] != cb[:-1]])]
+        first_cut = cut if idx is None else idx[cut]  # the least-mean prefix ends there
         is_start[first_cut + 1] = True  # never a block's last node: the whole block's mean is above the least
-        starts = np.flatnonzero(is_start)
-    return starts
+        split = np.flatnonzero(bad_block)  # (every bad block has a cut)
+        beg = np.stack([beg[split], first_cut + 1], axis=1).reshape(-1)
+        end = np.stack([first_cut + 1, end[split]], axis=1).reshape(-1)
+        idx = np.empty(0, dtype=np.int64)  # (not None: the rounds after the first read their blocks' nodes)
+    return np.flatnonzero(is_start)
 
 
 def _coordinates(graph: _ProperGraph, rows: list[np.ndarray], seps: list[np.ndarray], us: np.ndarray, ud: np.ndarray,
@@ -700,14 +742,16 @@ def _coordinates(graph: _ProperGraph, rows: list[np.ndarray], seps: list[np.ndar
     e = graph.edge_of[n:]
     frac = (graph.layer[n:] - graph.layer[us[e]]) / graph.span[e]
     blocks = None
+    # what the steps read that they do not change, gathered once
+    has, wdiv, ue, de, nwf = wsum > 0, np.maximum(wsum, 1e-12), us[e], ud[e], nw[flat]
     for _ in range(iters):
         _pause()
         d = np.bincount(graph.inc_node, weights=ew * x[graph.inc_nbr], minlength=graph.n_nodes)
-        d = np.where(wsum > 0, d / np.maximum(wsum, 1e-12), x)
-        a, b = x[us[e]], x[ud[e]]
+        d = np.where(has, d / wdiv, x)
+        a, b = x[ue], x[de]
         d[n:] = DUMMY_LINE * (a + (b - a) * frac) + (1 - DUMMY_LINE) * d[n:]
         t = 0.5 * (x + d)
-        fit, blocks = _isotonic(t[flat] - c, nw[flat], first, blocks)
+        fit, blocks = _isotonic(t[flat] - c, nwf, first, blocks)
         x[flat] = fit + c
     return x
 
@@ -721,19 +765,22 @@ def _proper(n: int, lay: np.ndarray, us: np.ndarray, ud: np.ndarray, widths: np.
 
 
 def layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, int]],
-                 pause: Callable[[], None] | None = None) -> Layout:
+                 pause: Callable[[], None] | None = None, slim: bool = False) -> Layout:
     """Layered layout of a DAG: node id -> (width, height), edges (src, dst).
 
-    pause: called between chunks of work (a few ms each), so that a background caller can give way to others."""
+    pause: called between chunks of work (a few ms each), so that a background caller can give way to others.
+    slim: routes without the points inside their vertical runs (consecutive points whose x are equal to a tenth of a
+    pixel, as the viewer's answers send them): the routes viz_server.stepgraphs.slim makes of the full ones, without
+    making the full ones first (a ~3,000-node GPT step's graph has ~550k route points, ~30k of them slim)."""
     outer = getattr(_hook, "pause", None)
     _hook.pause = pause
     try:
-        return _layout_graph(sizes, edges)
+        return _layout_graph(sizes, edges, slim)
     finally:
         _hook.pause = outer
 
 
-def _layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, int]]) -> Layout:
+def _layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, int]], slim: bool = False) -> Layout:
     ids = sorted(set(sizes).union(v for e in edges for v in e))
     n = len(ids)
     if n == 0:
@@ -760,7 +807,7 @@ def _layout_graph(sizes: dict[int, tuple[float, float]], edges: list[tuple[int, 
     xl, yl = x.tolist(), ly[graph.layer].tolist()
     pos_out = {v: (xl[i], yl[i]) for i, v in enumerate(ids)}
     kept = np.cumsum(~chan) - 1  # each kept edge's index in the proper graph
-    routes = _edge_routes(graph, xl, yl, _Channels(us, ud, kept, chan, cx, lay, ly), ek, e_of_key, rev)
+    routes = _edge_routes(graph, xl, yl, _Channels(us, ud, kept, chan, cx, lay, ly), ek, e_of_key, rev, slim)
     width = _self_loops(routes, keys, pos_out, wh, index, width)
     return Layout(pos_out, dict(zip(ids, lay.tolist())), routes, width, height)
 
@@ -868,28 +915,78 @@ class _Channels:
 
 
 def _edge_routes(graph: _ProperGraph, xl: list[float], yl: list[float], ch: _Channels,
-                 ek: list[tuple[int, int]], e_of_key: np.ndarray, rev: np.ndarray
+                 ek: list[tuple[int, int]], e_of_key: np.ndarray, rev: np.ndarray, slim: bool = False
                  ) -> dict[tuple[int, int], tuple[tuple[float, float], ...]]:
     """Each edge's polyline: its source's center, its dummies' (a channel's: its x at each layer's center y), its
-    target's (a reversed edge's the other way)."""
+    target's (a reversed edge's the other way); slim: without the points inside vertical runs (layout_graph)."""
     dstart, span = graph.dstart.tolist(), graph.span.tolist()
-    out: dict[tuple[int, int], tuple[tuple[float, float], ...]] = {}
-    usl, udl, el, rl = ch.us.tolist(), ch.ud.tolist(), e_of_key.tolist(), rev.tolist()
-    kl, cl, lay, ly = ch.kept.tolist(), ch.chan.tolist(), ch.lay.tolist(), ch.ly.tolist()
+    usl, udl, el = ch.us.tolist(), ch.ud.tolist(), e_of_key.tolist()
+    kl, lay, ly = ch.kept.tolist(), ch.lay.tolist(), ch.ly.tolist()
     cxl = dict(zip(np.flatnonzero(ch.chan).tolist(), ch.cx.tolist()))
     pt = list(zip(xl, yl))  # one point tuple per proper node, shared by the routes through it
-    for key, e, r in zip(ek, el, rl):
+    keep = _slim_dummies(graph, xl, ch.us[~ch.chan], ch.ud[~ch.chan]) if slim else None
+    n = graph.n_real
+    # each unique edge's route: two points (most edges: no dummies; made in C, map and zip), the rest below
+    routes = list(zip(map(pt.__getitem__, usl), map(pt.__getitem__, udl)))
+    long = ch.chan.copy()
+    long[~ch.chan] = graph.span[ch.kept[~ch.chan]] > 1
+    for e in np.flatnonzero(long).tolist():
         s, d = usl[e], udl[e]
-        if cl[e]:
-            c = cxl[e]
-            pts = (pt[s], *[(c, y) for y in ly[lay[s] + 1:lay[d]]], pt[d])
-        elif span[kl[e]] == 1:  # most edges: no dummies
-            pts = (pt[s], pt[d])
+        if e in cxl:
+            c, a, b = cxl[e], lay[s] + 1, lay[d]
+            if slim and b - a >= 2:  # a channel is one vertical run: its first and last points, unless its ends join it
+                routes[e] = (pt[s], *([(c, ly[a])] if not _same_x(xl[s], c) else []),
+                             *([(c, ly[b - 1])] if not _same_x(c, xl[d]) else []), pt[d])
+            else:
+                routes[e] = (pt[s], *zip(repeat(c), ly[a:b]), pt[d])  # (no Python frame a point: ~500k here)
         else:
             ds, sp = dstart[kl[e]], span[kl[e]]
-            pts = (pt[s], *pt[ds:ds + sp - 1], pt[d])
-        out[key] = pts[::-1] if r else pts
+            if keep is None:
+                routes[e] = (pt[s], *pt[ds:ds + sp - 1], pt[d])
+            else:
+                routes[e] = (pt[s], *compress(pt[ds:ds + sp - 1], keep[ds - n:ds - n + sp - 1]), pt[d])
+    out = dict(zip(ek, map(routes.__getitem__, el)))
+    for i in np.flatnonzero(rev).tolist():  # a reversed edge's route runs the other way
+        out[ek[i]] = routes[el[i]][::-1]
     return out
+
+
+def round_tenths(x: np.ndarray) -> np.ndarray:
+    """Python's round(v, 1) of each float64 (the same doubles), in numpy: rint of 10 v picks round's tenth (that of
+    v's exact decimal value) except where 10 v lies within 1e-6 of a half (or is huge, or not finite), and there
+    round itself runs."""
+    t = x * 10.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = np.rint(t) / 10.0
+        odd = ~(np.abs(t - np.floor(t) - 0.5) > 1e-6) | ~(np.abs(t) < 1e9)
+    for i in np.flatnonzero(odd).tolist():
+        out[i] = round(float(x[i]), 1)
+    return out
+
+
+def _same_x(a: float, b: float) -> bool:
+    """Whether two route points' x are one to a tenth of a pixel (as answers send them)."""
+    return a == b or round(a, 1) == round(b, 1)
+
+
+def _slim_dummies(graph: _ProperGraph, xl: list[float], src: np.ndarray, dst: np.ndarray) -> list[bool]:
+    """Whether each dummy (in id order, from n_real) stays in its slim route: it does unless its x is the same
+    (_same_x) as both its neighbours' on the route, or its route has fewer than two dummies (under 4 points).
+    src, dst: the ends of the proper graph's edges (those that are not channels)."""
+    n, tot = graph.n_real, graph.n_nodes
+    if tot == n:
+        return []
+    x = np.array(xl)
+    rx = round_tenths(x)  # (exactly as answers round)
+    e = graph.edge_of[n:]
+    ds = graph.dstart[e]
+    dummy = np.arange(n, tot)
+    # a route's points: its source (the proper edge into its first dummy), its dummies in id order, its target
+    prev = np.where(dummy == ds, src[e], dummy - 1)
+    nxt = np.where(dummy == ds + graph.span[e] - 2, dst[e], dummy + 1)
+    same_prev = (x[prev] == x[dummy]) | (rx[prev] == rx[dummy])
+    same_next = (x[nxt] == x[dummy]) | (rx[nxt] == rx[dummy])
+    return (~(same_prev & same_next) | (graph.span[e] < 3)).tolist()
 
 
 def _self_loops(routes: dict, keys: list[tuple[int, int]], pos: dict[int, tuple[float, float]], wh: np.ndarray,
