@@ -75,6 +75,8 @@ function currentTrace() {
   return data.traces.find((t) => t.id === state.trace) || null;
 }
 
+let statusOf = null;  // the trace whose status the sidebar's rows were last drawn with
+
 function renderStatus() {
   const t = currentTrace();
   const badge = $("#trace-status");
@@ -82,9 +84,14 @@ function renderStatus() {
   if (!t) { badge.hidden = true; banner.hidden = true; put($("#trace-counts")); return; }
   badge.hidden = false;
   if (sidebar.live !== (t.status === "live")) {
+    // the trace on screen just ended: the ends of its last rewrites come with the contexts that the status change
+    // asks for again (onTraceList, onLiveEvent), and the rows are drawn then; drawn now, from the contexts before,
+    // a rewrite that ended in the last records showed "cut off" until they came
+    const ended = sidebar.live && statusOf === t.id;
     sidebar.live = t.status === "live";
-    sidebar.renderRewrites();
+    if (!ended) sidebar.renderRewrites();
   }
+  statusOf = t.id;
   badge.className = `badge status-${t.status}`;
   badge.textContent = t.status === "live" ? "● live" : t.status;
   badge.title = t.status === "live" ? "the writing process is still running: new records appear as they arrive"

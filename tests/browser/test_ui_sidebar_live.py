@@ -157,3 +157,33 @@ def test_a_rewrite_that_ends_before_the_live_feed_connects_is_shown_ended(page, 
     assert not page.query_selector("#rewrites li.running, #rewrites li.cut")
   finally:
     stop_writer(proc)
+
+
+def test_a_rewrite_that_ends_with_its_trace_is_never_shown_cut_off(page, server):
+  # the trace's end flips its status at once, while the ends of its last rewrites come with the contexts asked for
+  # after it (held here): until those come the rows stay as they were, never "cut off" from the contexts before
+  path = _path(server, "sidebar-end")
+  proc = _writer(path)
+  try:
+    t = server.trace_id(path.name)
+    ctxs = _begun(server, t)
+    rws = _rewrites(ctxs)
+    ctx = next(c["id"] for c in ctxs if c["name"] == "live ctx")
+    open_page(page, server, f"#t={t}&c={ctx}&r={rws['changes']['id']}")
+    page.wait_for_selector("#rewrites li.running >> text=blocked")
+    held = []
+    page.route(f"**/api/traces/{t}/contexts", lambda route: held.append(route))
+    with page.expect_request(f"**/api/traces/{t}/contexts"):
+      open_gate(proc)
+      assert proc.wait(30) == 0
+    page.wait_for_function("() => document.querySelector('#trace-status').textContent === 'ended'", timeout=60_000)
+    page.evaluate("() => 1")  # a round trip: the held requests' routes have reached their handler
+    assert held, "the page asked for the contexts again"
+    assert not page.query_selector("#rewrites li.cut")
+    for route in held:
+      route.continue_()
+    page.unroute(f"**/api/traces/{t}/contexts")
+    page.wait_for_selector("#rewrites li.unchanged >> text=blocked")
+    assert not page.query_selector("#rewrites li.running, #rewrites li.cut")
+  finally:
+    stop_writer(proc)
