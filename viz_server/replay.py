@@ -505,21 +505,11 @@ class Replay:
     """created(·, k) for many nodes of step k as far as the steps computed tell it, without computing more (a delta
     asks it for each of the ~2,000 a step rebuilds): None where a step not computed may have brought the node back
     (after a far jump, most nodes; the node card says "unknown")."""
-    lo = self._computed_from(k)
-    born = self._born.get
+    lo, one = self._computed_from(k), self._created
 
     def at(nid: int) -> int | None:
-      got = born(nid)
-      if type(got) is int:
-        b = got if got <= k else None
-      elif got is None:
-        b = None
-      else:
-        i = bisect.bisect_right(got, k)
-        b = got[i - 1] if i else None
-      if b is None:
-        return 0 if lo <= 1 else None
-      return b if lo <= b + 1 else None
+      b = one(nid, k)  # the last birth up to k among the steps computed (0: none)
+      return b if lo <= b + 1 else None  # exact where no step after it is missing (for 0: every step up to k)
     return at
 
   def _created(self, nid: int, k: int) -> int:
