@@ -3,6 +3,9 @@ import {$, fmtNs, h, kernelName, put, siteText} from "./dom.js";
 
 const KIND_ICON = {schedule: "S", kernel: "K", copy: "C", default: "·"};
 const OPEN_UP_TO = 8;  // a parent with more children than this starts collapsed
+// a context's rewrites list longer than RW_ALL is drawn as a window of RW_WINDOW rows (it shows ~16), moved when the
+// rows in view come within RW_MARGIN of its ends
+const [RW_ALL, RW_WINDOW, RW_MARGIN] = [200, 160, 40];
 const MADE_BY_SCHEDULE = new Set(["kernel", "memory", "copy"]);  // kinds run from a schedule (see buildTree)
 
 export class Sidebar {
@@ -26,11 +29,17 @@ export class Sidebar {
     this.rw = null;
     this._scrollPending = false;
     this._scrolledTo = null;  // the selection last scrolled into view
+    this._soonTree = false;  // the tree waits to be drawn after the next paint (_renderSoon)
+    this._rwAt = null;  // the row a long rewrites list's window is drawn around (renderRewrites)
+    this._scrollQueued = false;
+    this._rowPx = 21;  // a rewrite row's height (measured once drawn): a gap's height a row
+    this._rwWindow = [0, 0, 0];  // [first, end, of how many]: the rewrites drawn
     this.rows = new Map();  // row key -> {sig, li}: the tree's rows, kept while unchanged (render)
     this.rwRows = new Map();  // rewrite id -> {sig, li}: the same for the rewrites list
     this.live = true;  // whether the trace's writer still runs: a rewrite without an end is running, else cut off
-    this.filterEl.addEventListener("input", () => this.render());
-    this.hideEl.addEventListener("change", () => this.renderRewrites());
+    // (another filter: a long rewrites list is drawn again around the selection: _rwAt)
+    this.filterEl.addEventListener("input", () => { this._rwAt = null; this.render(); });
+    this.hideEl.addEventListener("change", () => { this._rwAt = null; this.renderRewrites(); });
     this.groupEl.addEventListener("change", () => this.render());
     this.treeEl.addEventListener("click", (ev) => {
       const li = ev.target.closest("li[data-row]");
@@ -49,6 +58,11 @@ export class Sidebar {
       const li = tw.closest("li[data-row]");
       if ((li.getAttribute("aria-expanded") === "true") !== (ev.key === "ArrowRight")) this.toggle(li.dataset.row);
     });
+    this.rwEl.addEventListener("scroll", () => {
+      if (this._scrollQueued) return;
+      this._scrollQueued = true;
+      requestAnimationFrame(() => { this._scrollQueued = false; this._followScroll(); });
+    }, {passive: true});
     this.rwEl.addEventListener("click", (ev) => {
       const li = ev.target.closest("li[data-rw]");
       if (li) this.onRewrite(Number(li.dataset.rw));
@@ -97,13 +111,40 @@ export class Sidebar {
 
   setSelection(ctx, rw) {
     const ctxChanged = ctx !== this.ctx;
+    const before = this._selectionPath();
     this.ctx = ctx;
     this.rw = rw;
-    if (ctxChanged) {
-      // a newly selected context is shown: the rows above it open (and stay open when the selection moves on)
-      for (const k of this._selectionPath()) this.openState.set(k, true);
-      this.render();
-    } else this._markSelection();
+    // (a rewrite not in the window drawn of a long list: the window moves to it)
+    if (!ctxChanged && this.rwRows.has(rw)) { this._markSelection(); return; }
+    if (!ctxChanged) { this.renderRewrites({center: true}); return; }
+    // a newly selected context is shown: the rows above it open (and stay open when the selection moves on)
+    const path = this._selectionPath();
+    for (const k of path) this.openState.set(k, true);
+    // the new context's rewrites now; the tree's rows, where they change (a row above the selection opens), after the
+    // frame that shows the page's loading state (issue 30: rebuilt before it, they delayed that paint)
+    this.renderRewrites({center: true});
+    if (!this._treeKept(before, path)) this._renderSoon();
+  }
+
+  /** Whether the tree's rows as drawn are the rows of the selection whose path (row keys above it) is `path`, the one
+   * drawn having had `before`: without a filter, the rows depend on the selection only through the rows open for
+   * being on its path. */
+  _treeKept(before, path) {
+    const q = this.filterEl.value.trim().toLowerCase();
+    if (q || this._soonTree) return false;
+    if (this.grouped) return true;
+    for (const k of new Set([...before, ...path])) {
+      const row = this.rows.get(k);
+      if (!row || (!row.top && row.open !== this._isOpen(k, row.n, path, q))) return false;
+    }
+    return true;
+  }
+
+  /** Draw the tree after the next paint (once, however many ask meanwhile). */
+  _renderSoon() {
+    if (this._soonTree) return;
+    this._soonTree = true;
+    requestAnimationFrame(() => setTimeout(() => { if (this._soonTree) this.render(); }, 0));
   }
 
   get grouped() { return this.groupEl.checked; }
@@ -140,7 +181,7 @@ export class Sidebar {
       // the default context with nothing in it is noise: skip it (its children are the top rows)
       const top = c.kind === "default" && c.parent === null;
       const open = top || this._isOpen(String(c.id), children.length, path, q);
-      if (!(top && !c.rewrites.length)) out.push({c, depth, n: children.length, open, hit: !q || keep(c)});
+      if (!(top && !c.rewrites.length)) out.push({c, depth, n: children.length, open, top, hit: !q || keep(c)});
       if (open) level(c.id, top ? depth : depth + 1);
     };
     const level = (parent, depth) => {
@@ -201,6 +242,7 @@ export class Sidebar {
   }
 
   render() {
+    this._soonTree = false;
     const rows = this.rowsShown();
     // a live trace re-renders the tree every few hundred ms: rows that did not change are kept (with their layout),
     // so a refresh costs what it adds, not a rebuild and relayout of every row (a long frame at hundreds of rows);
@@ -215,7 +257,8 @@ export class Sidebar {
       const li = old && old.sig === sig ? old.li : c ? this._contextRow(c, depth, n, open) : this._foldRow(r);
       // a row the filter keeps only for a hit below it (a kernel's schedule) is there for its place, not a hit
       if (c) li.classList.toggle("filter-parent", r.hit === false);
-      made.set(key, {sig, li});
+      // (open, n and top: what _treeKept compares a new selection's rows with)
+      made.set(key, {sig, li, open, n: c ? n : r.fold.length, top: Boolean(r.top)});
       return li;
     });
     this.rows = made;
@@ -262,11 +305,25 @@ export class Sidebar {
     return li;
   }
 
-  renderRewrites() {
+  /** The selected context's rewrites. A list of more than RW_ALL is drawn as a window of RW_WINDOW rows, gaps of
+   * their height keeping the place of the others (a 1,375-rewrite schedule's rows took 30-45 ms to make when selected,
+   * and cost every frame after ~10 ms checking which rows are in view: issue 30): around the selection where `center`
+   * (a new selection), else around the part of the list scrolled to (_followScroll). */
+  renderRewrites({center = false} = {}) {
     const c = this.byId.get(this.ctx);
     const list = this.visibleRewrites();
     const made = new Map();
-    const items = list.map((r) => {
+    let [lo, hi] = [0, list.length];
+    if (list.length > RW_ALL) {
+      if (center || this._rwAt === null) {
+        if (this._rwAt === null) this._scrolledTo = null;  // (drawn anew around the selection: scrolled to it)
+        this._rwAt = Math.max(0, list.findIndex((r) => r.id === this.rw));
+      }
+      hi = Math.min(list.length, Math.max(0, this._rwAt - RW_WINDOW / 2) + RW_WINDOW);
+      lo = Math.max(0, hi - RW_WINDOW);
+    }
+    this._rwWindow = [lo, hi, list.length];
+    const items = list.slice(lo, hi).map((r) => {
       const sig = JSON.stringify([r.name, r.file, r.line, r.bottom_up, r.ended, r.changed, r.error, r.matches, r.dt,
         this.live]);
       const old = this.rwRows.get(r.id);
@@ -274,6 +331,9 @@ export class Sidebar {
       made.set(r.id, {sig, li});
       return li;
     });
+    const gap = (n) => h("li", {class: "rw-gap", "aria-hidden": "true", style: {height: `${n * this._rowPx}px`}});
+    if (lo > 0) items.unshift(gap(lo));
+    if (hi < list.length) items.push(gap(list.length - hi));
     this.rwRows = made;
     if (!c) items.push(h("li", {class: "empty-row muted"}, "pick a context"));
     else if (!list.length) {
@@ -282,6 +342,24 @@ export class Sidebar {
     reconcile(this.rwEl, items);
     put($("#rewrites-count"), c ? `${list.length}/${c.rewrites.length}` : "");
     this._markSelection();
+  }
+
+  /** The list was scrolled: a window whose rows in view come near its ends (RW_MARGIN) is drawn again around them. */
+  _followScroll() {
+    const [lo, hi, n] = this._rwWindow;
+    if (hi - lo === n) return;
+    const el = this.rwEl, px = this._measureRow();
+    const first = Math.floor(el.scrollTop / px), last = Math.ceil((el.scrollTop + el.clientHeight) / px);
+    if ((lo === 0 || first >= lo + RW_MARGIN) && (hi === n || last <= hi - RW_MARGIN)) return;
+    this._rwAt = Math.floor((first + last) / 2);
+    this.renderRewrites();
+  }
+
+  /** A drawn rewrite row's height (read where the layout is done anyway: a scroll's frame). */
+  _measureRow() {
+    const li = this.rwEl.querySelector("li[data-rw]");
+    this._rowPx = (li && li.getBoundingClientRect().height) || this._rowPx;
+    return this._rowPx;
   }
 
   _rewriteRow(r) {
@@ -322,6 +400,7 @@ export class Sidebar {
   _scrollToSelection() {
     const [cli, rli] = [this.treeEl.querySelector("li.selected"), this.rwEl.querySelector("li.selected")];
     for (const li of [cli, rli]) if (li) li.scrollIntoView({block: "nearest"});
+    this._measureRow();
     if (cli && (rli || this.rw === null)) this._scrolledTo = `${this.ctx}:${this.rw}`;
   }
 }
@@ -394,9 +473,10 @@ function reconcile(el, items) {
     if (item === at) { at = at.nextSibling; continue; }
     el.insertBefore(item, at);
   }
-  while (at) {
-    const next = at.nextSibling;
-    at.remove();
-    at = next;
-  }
+  if (!at) return;
+  // the rest at once (leaving a 1,375-row list: one removal, not one a row)
+  const rest = document.createRange();
+  rest.setStartBefore(at);
+  rest.setEndAfter(el.lastChild);
+  rest.deleteContents();
 }
