@@ -197,7 +197,11 @@ async function selectTrace(t, {ctx = null, rw = null, step = null, node = null, 
     syncUrl(push);
     return;
   }
-  await selectContext(ctx, {rw, step, node, push, gen});
+  const shown = selectContext(ctx, {rw, step, node, push, gen});
+  // the panels of the whole trace (the summary, the landing view) need no graph: they show now, beside its loading,
+  // not after it is drawn (issue 30: the first view's summary waited for the first graph)
+  panelHook("onContexts");
+  await shown;
   if (gen === navGen) panelHook("onTrace");
 }
 

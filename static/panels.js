@@ -8,6 +8,7 @@
 // opened, or what it shows changed) and optional hooks; each hook is (panel, app) => void, and app is the page's
 // controller (app.js: state, data, ctx(), rwCurrent(), node(id), afterPaint(fn), selectContext, selectNode, setStep,
 // openPanel, setParams). Hooks called only while the panel is open:
+//   onContexts another trace was selected and its contexts came (its first graph is on its way)
 //   onTrace    another trace was selected and its view loaded
 //   onContext  another context was selected
 //   onRewrite  another rewrite was selected and its steps loaded
@@ -52,7 +53,7 @@ export const PANELS = [
       onRuns: () => app.openPanel("runs"),
       ctxInfo: (c) => app.data.ctxById.get(c),
     }),
-    show: showTrace, onTrace: showTrace, onLive: showTrace,
+    show: showTrace, onContexts: showTrace, onLive: showTrace,
   },
   {
     id: "step", label: "Step", key: "1",
@@ -90,7 +91,7 @@ export const PANELS = [
       onJump: (c) => { app.selectContext(c, {push: true}); app.openPanel("kernel"); },
       ctxInfo: (c) => app.data.ctxById.get(c),
     }),
-    show: showTrace, onTrace: showTrace, onLive: showTrace,
+    show: showTrace, onContexts: showTrace, onLive: showTrace,
   },
   {
     id: "timeline", label: "Timeline", key: "6", width: "wide",
@@ -100,7 +101,7 @@ export const PANELS = [
       onJumpRewrite: (c, r) => app.selectContext(c, {rw: r, push: true}),
       selection: () => ({ctx: app.state.ctx, rw: app.state.rw}),
     }),
-    show: showTrace, onTrace: showTrace, onLive: showTrace,
+    show: showTrace, onContexts: showTrace, onLive: showTrace,
     onSelection: (p) => p.redraw(),
   },
 ];
