@@ -60,7 +60,10 @@ class Page:
     anchored = hasattr(view, "anchor_for")  # (a tree before anchors, for a before/after: its page asked a delta)
     with REQUEST_GATE.request():
       if graph or (anchored and abs(k - self.step) > NEAR):
-        self.anchor = view.anchor_for(k, self.anchor) if anchored else 0
+        a = view.anchor_for(k, self.anchor) if anchored else 0
+        if a == k and not graph and hasattr(view, "jump"):  # (the page sends the step on screen: jump() from it)
+          a = view.jump(k, self.step, self.anchor) or k
+        self.anchor = a
         view.graph_json(k, compact=True, **({"anchor": self.anchor} if anchored else {}))
       else:
         kw = {"anchor": self.anchor} if anchored else {}

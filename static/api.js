@@ -130,10 +130,11 @@ export const api = {
   // reuse: take the answer of a request already in flight (a live refresh must not: it wants what came since)
   contexts: (t, {reuse = false} = {}) => (reuse ? shared : request)(`/api/traces/${enc(t)}/contexts`),
   rewrite: (t, r) => request(`/api/traces/${enc(t)}/rewrites/${enc(r)}`),
-  // `frozen`: the rewrite ended, so its graphs can be cached; `anchor`: the step whose fresh layout the page's layout
-  // chain starts from (0: step 0's; docs/architecture.md, "Far jumps"): a graph answer says the one it is on
-  graph: (t, r, k, frozen, anchor = 0) => frozen ? cached(`g:${t}:${r}:${k}:${anchor}`, graphPath(t, r, k, anchor))
-    : request(graphPath(t, r, k, anchor)),
+  // `frozen`: the rewrite ended, so its graphs can be cached; `anchor`: the anchor the page's layout chain starts from
+  // (0: step 0's; a step laid out fresh, or a far jump's; docs/architecture.md, "Far jumps"): a graph answer says the
+  // one it is on; `from`: the step on screen, whose layout a far jump's is derived from where it fits
+  graph: (t, r, k, frozen, anchor = 0, from = null) => frozen
+    ? cached(`g:${t}:${r}:${k}:${anchor}`, graphPath(t, r, k, anchor, from)) : request(graphPath(t, r, k, anchor, from)),
   delta: (t, r, j, k, frozen, anchor = 0) => frozen
     ? cached(`d:${t}:${r}:${j}:${k}:${anchor}`, deltaPath(t, r, j, k, anchor)) : request(deltaPath(t, r, j, k, anchor)),
   // step k laid out from scratch (the re-layout key: an anchor), not cached: it is asked for once per press
@@ -164,8 +165,9 @@ export const api = {
 };
 
 // compact graphs: a straight edge (center to center) comes without points, as in compact deltas
-const graphPath = (t, r, k, anchor = 0) => `/api/traces/${enc(t)}/rewrites/${enc(r)}/graph?step=${enc(k)}&compact=1`
-  + (anchor ? `&anchor=${enc(anchor)}` : "");
+const graphPath = (t, r, k, anchor = 0, from = null) =>
+  `/api/traces/${enc(t)}/rewrites/${enc(r)}/graph?step=${enc(k)}&compact=1`
+  + (anchor ? `&anchor=${enc(anchor)}` : "") + (from !== null ? `&from=${enc(from)}` : "");
 // compact deltas (docs/architecture.md, "Deltas"): a rebuilt node refers to the one it replaces, see graph.js; at
 // level 2 most rebuilt nodes come as runs of ids only (an export's shim answers level 1, which graph.js reads too)
 const deltaPath = (t, r, j, k, anchor = 0) =>

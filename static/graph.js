@@ -811,19 +811,21 @@ export class StepGraphView extends GraphView {
     const t0 = performance.now();
     let t1 = t0, done = false;
     const same = sameRewrite(shown, want);
-    // a far jump asks for the step's graph: the server lays it out fresh, a new anchor, unless a layout of the chain
-    // shown (or of another) is near it (a delta would make it lay out every step between on the chain)
+    // a far jump asks for the step's graph: a new anchor, derived from the layout shown or laid out fresh, unless a
+    // layout of the chain shown (or of another) is near it (a delta would make it lay out every step between)
     if (same && Math.abs(want.step - shown.step) <= NEAR_STEPS) {
-      const d = await api.delta(want.trace, want.rw, shown.step, want.step, true, shown.anchor);
+      // (409: the server's view was rebuilt and a far jump's chain with it: the step's graph, laid out anew, instead)
+      const d = await api.delta(want.trace, want.rw, shown.step, want.step, true, shown.anchor)
+        .catch((e) => { if (e.status === 409) return null; throw e; });
       if (moved()) return;
       t1 = performance.now();
-      done = this.applyDelta(d);
+      done = d !== null && this.applyDelta(d);
       if (done) this._legend(this.ids().map((id) => this.node(id)));
       perf.lastKind = "delta";
     }
     let anchor = same ? shown.anchor : 0;
     if (!done) {
-      const g = await api.graph(want.trace, want.rw, want.step, true, anchor);
+      const g = await api.graph(want.trace, want.rw, want.step, true, anchor, same ? shown.step : null);
       if (moved()) return;
       anchor = g.anchor || 0;
       t1 = performance.now();
@@ -847,8 +849,9 @@ export class StepGraphView extends GraphView {
     const s = this.shown;
     this._updateCutNote();
     document.body.dataset.graph = `${s.trace}:${s.rw}:${s.step}`;
-    // fresh: on the chain of a step laid out fresh (a far jump, a deep link, the re-layout key); stable: step 0's
-    document.body.dataset.layout = s.anchor ? "fresh" : "stable";
+    // fresh: on the chain of a step laid out fresh (a deep link, the re-layout key, a far jump); jump: of a far jump
+    // laid out from the layout that was on screen (its anchor is numbered past the steps); stable: step 0's
+    document.body.dataset.layout = !s.anchor ? "stable" : s.anchor > steps ? "jump" : "fresh";
     document.body.dataset.anchor = String(s.anchor);
     if (this.perf.firstGraphMs === null) afterPaint(() => { this.perf.firstGraphMs = performance.now(); });
     this.onShown(s);

@@ -107,10 +107,11 @@ def check_step(rw: Rewrite, k: int) -> None:
 
 
 def anchor_arg(rw: Rewrite) -> int:
-  """The `anchor` step of the layout chain a graph or delta is asked on (0, the stable chain, where missing); a step
-  the viewer replays, as `step` (its chain to a step asked costs a derivation a step between, as step 0's does)."""
+  """The `anchor` of the layout chain a graph or delta is asked on (0, the stable chain, where missing): a step the
+  viewer replays, as `step` (its chain to a step asked costs a derivation a step between, as step 0's does), or of an
+  ended rewrite a far jump's, numbered past its steps (StepGraphs.at: the step is the number modulo matches + 1)."""
   a = int_arg("anchor", 0)
-  check_step(rw, a)
+  check_step(rw, a % (rw.matches + 1) if rw.ended else a)
   return a
 
 

@@ -11,6 +11,7 @@ from viz_server.request_args import (
   anchor_arg,
   check_step,
   compact_arg,
+  fail,
   get_rewrite,
   get_trace,
   int_arg,
@@ -32,14 +33,18 @@ def rewrite_detail(rw: Rewrite) -> dict:
           "steps": steps, "steps_total": rw.matches}
 
 
-def graph_at(tr: Trace, rw: Rewrite, k: int, compact: bool = False, fresh: bool = False, anchor: int = 0) -> bytes:
+def graph_at(tr: Trace, rw: Rewrite, k: int, compact: bool = False, fresh: bool = False, anchor: int = 0,
+             shown: int | None = None) -> bytes:
   """The graph answer at step k, encoded (kept in caches.ANSWERS once the rewrite has ended); also /api/boot's.
   fresh: laid out from scratch (the page's re-layout); anchor: the chain of the layout the page shows, which step k
-  stays on when one of its layouts is near, else step k is laid out fresh, a new anchor (docs: "Far jumps")."""
+  stays on when one of its layouts is near, else step k is a new anchor: laid out from the layout of the step the
+  page shows (`shown`) where that fits, else fresh (docs: "Far jumps")."""
   check_step(rw, k)
   view = views().get(tr, rw)
   view.last_step = k  # no prefetch yet: opening a graph is not stepping (the page asks for the neighbours itself)
   view.anchor = k if fresh and not view.big(k) else view.anchor_for(k, anchor)
+  if view.anchor == k and k and not fresh and shown is not None:
+    view.anchor = view.jump(k, shown, anchor) or k
   return view.graph_json(k, compact=compact, fresh=fresh, anchor=view.anchor)
 
 
@@ -55,8 +60,11 @@ def graph_answer(t: int, r: int) -> Any:
   tr = get_trace(t)
   rw = get_rewrite(tr, r)
   fresh = request.args.get("fresh", "0") not in ("0", "", "false")
+  shown = int_arg("from") if "from" in request.args else None  # the step on screen: a far jump's base
+  if shown is not None:
+    check_step(rw, shown)
   return json_answer(graph_at(tr, rw, int_arg("step", 0, allow_end=last_step(rw)), compact_arg(), fresh,
-                              anchor_arg(rw)))
+                              anchor_arg(rw), shown))
 
 
 @bp.get("/traces/<int:t>/rewrites/<int:r>/delta")
@@ -70,6 +78,8 @@ def delta_answer(t: int, r: int) -> Any:
   a = anchor_arg(rw)
   all_views = views()
   view = all_views.get(tr, rw)
+  if not view.knows(a):  # (a far jump's chain of a view rebuilt since: laid out anew, it would not be the page's)
+    fail(409, f"rewrite {rw.id}: the layout of anchor {a} is gone; ask the step's graph")
   view.anchor = a
   # compact=2: also the rebuilt nodes as runs of ids (StepGraphs._rebuilt); the export's answers are compact=1's
   out = jsonify(view.delta(j, k, compact=compact_arg(), rebuilt=request.args.get("compact") == "2", anchor=a))

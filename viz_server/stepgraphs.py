@@ -159,11 +159,11 @@ class StepGraphs:
   quarter of the graph, without an old version) keeps the nodes it kept where they were too, and lays the new ones
   out on their own, below them (_below). A layout depends only on the steps before it, never on the order steps
   are asked in.
-  That is step 0's chain (anchor 0). A far jump lays its step out fresh instead, an anchor, whose chain runs both ways
-  from it (layout(k, anchor=a); docs/architecture.md, "Far jumps"). Every stride()-th step's layout of a chain,
-  from its anchor, is kept (the others are in the LRU caches.LAYOUTS), so a step asked for out of order costs at
-  most stride() - 1 derivations once the boundary before it was computed. Layouts are computed outside any lock;
-  two threads that want the same step share one computation."""
+  That is step 0's chain (anchor 0). A far jump lays its step out fresh instead, or from the layout on screen
+  (jump()), an anchor, whose chain runs both ways from it (layout(k, anchor=a); docs/architecture.md, "Far jumps").
+  Every stride()-th step's layout of a chain, from its anchor, is kept (the others are in the LRU caches.LAYOUTS),
+  so a step asked for out of order costs at most stride() - 1 derivations once the boundary before it was computed.
+  Layouts are computed outside any lock; two threads that want the same step share one computation."""
 
   def __init__(self, tr: Trace, rw: Rewrite, replay: Replay) -> None:
     self.tr, self.rw, self.replay = tr, rw, replay
@@ -174,7 +174,10 @@ class StepGraphs:
     self._derived: dict[tuple[int, int], bool] = {}  # whether a layout is derived from its neighbour toward its anchor
     self._kept: dict[tuple[int, int], Layout] = {}  # anchors and the block boundaries of their chains (never evicted)
     self._kept_w: dict[tuple[int, int], int] = {}  # their caches.weight (positions and route points)
-    self._anchors: list[int] = []  # the steps laid out fresh as anchors, in order
+    self._anchors: list[int] = []  # the anchors laid out, in order (steps laid out fresh, and jump()'s)
+    # a far jump's anchor laid out from the layout on screen (jump()): its id -> (that layout, the match), until made
+    self._jumps: dict[int, tuple[Layout, list[int], list[int], dict[int, int]]] = {}
+    self._njumps = 0
     self.looks = Looks(replay.node)  # labels and box sizes, made once per node
     self.stats = {"full": 0, "derived": 0}
     self.cuts = 0  # layouts of cut graphs made
@@ -185,6 +188,18 @@ class StepGraphs:
   def stride(self) -> int:
     """Every how many steps this view keeps a layout for good (stride(); a live rewrite's grows with it)."""
     return stride(self.rw.matches)
+
+  def at(self, anchor: int) -> int:
+    """The step an anchor's chain starts from: a step laid out fresh is numbered by its step; a far jump's anchor
+    derived from the layout on screen (jump()) past the rewrite's steps, g * (matches + 1) + step, so that a step can
+    anchor both (the re-layout key lays out fresh a step that a jump derived)."""
+    return anchor % (self.rw.matches + 1)
+
+  def knows(self, anchor: int) -> bool:
+    """Whether this view can lay out `anchor`'s chain as the page was shown it: a step's fresh layout can always be
+    made again, a far jump's (jump()) only while this view holds it (it depends on the layout that was on screen)."""
+    at = self.at(anchor)
+    return anchor == at or anchor in self._jumps or self._get(at, anchor) is not None
 
   def est_bytes(self) -> int:
     """About the bytes this view holds (its replay's, labels and box sizes, kept layouts), from the sizes of its tables
@@ -242,9 +257,9 @@ class StepGraphs:
       return None
     a = self.anchor
     if self._get(k, a) is None:
-      d = 1 if k >= a else -1
+      d = 1 if k >= self.at(a) else -1
       start = k
-      while start != a and self._get(start - d, a) is None:
+      while start != self.at(a) and self._get(start - d, a) is None:
         start -= d
         if abs(k - start) >= chain:
           return None
@@ -258,11 +273,12 @@ class StepGraphs:
     got = self._get(k, anchor)
     if got is not None:
       return got
-    d = 1 if k >= anchor else -1  # the way the chain runs from its anchor to k
+    at = self.at(anchor)
+    d = 1 if k >= at else -1  # the way the chain runs from its anchor to k
     sizes, start = self.replay.sizes, k
     # back to the nearest layout of the chain (or a step known to be cut: asking the size of one not reached yet
     # would move the replay's cursor backward there, which the chain then moves forward again)
-    while start != anchor and self._get(start - d, anchor) is None and not (start - d in sizes and self.big(start - d)):
+    while start != at and self._get(start - d, anchor) is None and not (start - d in sizes and self.big(start - d)):
       start -= d
     lay = None
     for s in range(start, k + d, d):
@@ -290,9 +306,9 @@ class StepGraphs:
     try:
       lay = self._make(k, pause, anchor)
       self._derived[mine] = isinstance(lay, _Derived)
-      if k == anchor and anchor:
+      if k == self.at(anchor) and anchor:
         self._anchors.append(anchor)
-      if (k - anchor) % self.stride() == 0:  # (an anchor itself, too: a view keeps those the user jumped to)
+      if (k - self.at(anchor)) % self.stride() == 0:  # (an anchor itself, too: a view keeps those the user jumped to)
         self._kept_w[mine] = caches.weight(lay)
         self._kept[mine] = lay
       elif isinstance(lay, _Derived):
@@ -306,13 +322,16 @@ class StepGraphs:
     return lay
 
   def _make(self, k: int, pause: Callable[[], None] | None, anchor: int = 0) -> Layout:
-    nb = k - 1 if k > anchor else k + 1  # the neighbour toward the anchor, which k's layout is derived from
-    if k == anchor or self.big(nb):  # nothing laid out whole before it
+    at = self.at(anchor)
+    nb = k - 1 if k > at else k + 1  # the neighbour toward the anchor, which k's layout is derived from
+    if k == at and anchor in self._jumps:  # a far jump's anchor, from the layout on screen
+      return self._jumped(k, *self._jumps.pop(anchor))
+    if k == at or self.big(nb):  # nothing laid out whole before it
       return self._full(k, pause)
     base = self._get(nb, anchor)
     if base is None:  # layout() computed it just before, but another thread's layouts pushed it out of the LRU
       base = self.layout(nb, pause, anchor)
-    lay = self._derive(base, k, back=k < anchor)
+    lay = self._derive(base, k, back=k < at)
     if lay is not None:
       return lay
     return self._below(k, base, pause)
@@ -511,7 +530,8 @@ class StepGraphs:
     """Whether of every two neighbouring steps between j and k on the anchor's chain one's layout is derived from the
     other's (nothing moves between)."""
     d = self._derived
-    return all(d.get((anchor, s if s > anchor else s - 1), False) for s in range(min(j, k) + 1, max(j, k) + 1))
+    at = self.at(anchor)
+    return all(d.get((anchor, s if s > at else s - 1), False) for s in range(min(j, k) + 1, max(j, k) + 1))
 
   # ---- JSON
   def _match(self, k: int) -> dict | None:
@@ -585,10 +605,72 @@ class StepGraphs:
     return {nid: self.replay.node(nid)[0] == "CONST" for nid in members}  # type: ignore[index]
 
   def fresh(self, k: int) -> Layout:
-    """Step k's graph laid out from scratch (the page's re-layout key, and a far jump): the anchor of its own chain,
-    which the steps around it derive from, both ways (after many steps placed into free spots a derived layout no
-    longer reads top-down)."""
+    """Step k's graph laid out from scratch (the page's re-layout key, a deep link, a far jump that jump() does not lay
+    out from the layout on screen): the anchor of its own chain, which the steps around it derive from, both ways
+    (after many steps placed into free spots a derived layout no longer reads top-down)."""
     return self.layout(k, anchor=k)
+
+  def jump(self, k: int, j: int, anchor: int) -> int | None:
+    """A far jump to step k from step j on `anchor`'s chain (the layout on screen): the id of a new anchor at k whose
+    layout is j's with what k does not have taken out and k's other nodes placed into it (place.derive), so what the
+    two steps share stays where the user saw it; None when k is better laid out fresh (an anchor k), or already was:
+    j's layout is not at hand, a graph is cut, the rewrite is live (its views are rebuilt as it grows, and a jump's
+    layout depends on where the user came from), or more of k is new than a step may place (_derive's bound). k's
+    nodes are matched to j's top-down (_pair): a step of a GPT step's `add bufferize` rebuilds ~2,000 of its ~3,000
+    nodes, so few ids survive many steps, but most nodes keep their look and their place among their users. The
+    jump's answer took 55-220 ms CPU there where a fresh layout's took 375-445 (issue 30: a jump under 300 ms)."""
+    # (k laid out fresh before, the re-layout key's: anchor_for found that chain; the page goes back to it)
+    base = self._get(j, anchor) if self.rw.ended and k != j and self._get(k, k) is None else None
+    if base is None or self.big(j) or self.big(k):  # (j's size is known once its layout is: the cursor stays)
+      return None
+    rp = self.replay
+    mj, mk = rp.members(j), rp.members(k)
+    new, removed = sorted(mk - mj), sorted(mj - mk)
+    old_of = self._pair(rp.root(j), rp.root(k), mj, mk)
+    if len(new) - len(old_of) > max(MASSIVE, len(base.pos) // 4):
+      return None
+    with self.lock:
+      self._njumps += 1
+      a = self._njumps * (self.rw.matches + 1) + k
+      self._jumps[a] = (base, new, removed, old_of)
+    self._compute(k, anchor=a)  # (made at once: _make takes the entry, which holds the screen's layout, right away)
+    return a
+
+  def _pair(self, rj: int, rk: int, mj: frozenset[int], mk: frozenset[int]) -> dict[int, int]:
+    """{node of k: node of j it stands for} for the nodes of k that j lacks: from the roots down, a node of k not in j
+    and one of j not in k with the same op, dtype and arg, reached as the same source (by index) of two nodes
+    matched (or the same), pair up; each node once, the first way it is reached (depth first). Two that differ are
+    looked under once (each against the other's sources): a node one step put in between (`add bufferize` puts
+    BUFFERIZEs above nodes) does not end the match of what is under it. Nodes both graphs have are their own match:
+    their sources are the same nodes, so only the new nodes' sources need looking at. O(edges)."""
+    node = self.replay.node
+    old_of: dict[int, int] = {}
+    used: set[int] = set()
+    todo = [(rk, rj, True)]
+    while todo:
+      b, a, skip = todo.pop()
+      if b in mj or a in mk or b in old_of or a in used:
+        continue
+      nb, na = node(b), node(a)
+      if nb[0] != na[0] or nb[1] != na[1] or nb[2] != na[2]:  # type: ignore[index]
+        if skip:  # a node one of the steps put above (or took from above) the other: match under it, once
+          todo.extend((s, a, False) for s in nb[3])  # type: ignore[index]
+          todo.extend((b, s, False) for s in na[3])  # type: ignore[index]
+        continue
+      old_of[b] = a
+      used.add(a)
+      todo.extend(zip(nb[3], na[3], itertools.repeat(True)))  # type: ignore[index]
+    return old_of
+
+  def _jumped(self, k: int, base: Layout, new: list[int], removed: list[int], old_of: dict[int, int]) -> Layout:
+    """The layout of a far jump's anchor at k from the layout on screen (jump()): nothing both steps have moves, each
+    matched node takes its match's place where it can, the others are placed as a step's new nodes are."""
+    self.stats["jumped"] = self.stats.get("jumped", 0) + 1
+    rp = self.replay
+    rows, bands = self._index(base)
+    pos, layer, edges, width, height, rows, bands = place.derive(
+      base, rows, bands, new, removed, old_of, rp.src, self.looks.size, rp.level)
+    return _Placed(pos, layer, edges, width, height, rows=rows, bands=bands)
 
   def graph(self, k: int, compact: bool = False, fresh: bool = False, anchor: int = 0) -> dict:
     """The full graph after k matches, with the nodes step k removed as they were at step k-1 (and their in-edges),
@@ -602,7 +684,7 @@ class StepGraphs:
       anchor = k
     if self.big(k):
       anchor = 0
-    fresh = anchor == k and k > 0
+    fresh = anchor > 0 and self.at(anchor) == k  # (laid out fresh, or from the layout on screen: jump())
     lay, members, cut_lay = self.shown(k, anchor=anchor)
     shown = None if cut_lay is None else members
     order = sorted(members)

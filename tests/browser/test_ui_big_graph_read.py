@@ -150,8 +150,9 @@ def test_index_groups_fold_and_open_and_the_minimap_moves_the_view(page, kserver
 
 
 def test_relayout_and_far_jumps_anchor_the_layout_and_stepping_keeps_nodes_in_place(page, kserver):
-  """The re-layout key and a far jump (End) lay the step out fresh, an anchor; stepping on from it (either way)
-  derives from it, so the nodes that stay never move."""
+  """The re-layout key lays the step out fresh, an anchor; a far jump (End) is an anchor laid out from the layout on
+  screen, so the nodes both steps have stay where they were; stepping on from either (either way) derives from it,
+  so the nodes that stay never move."""
   t = kserver.trace_id("kernel")
   rw, ctx = max(((r, c) for c in kserver.api(f"/api/traces/{t}/contexts") for r in c["rewrites"]),
                 key=lambda rc: rc[0]["matches"])
@@ -182,8 +183,14 @@ def test_relayout_and_far_jumps_anchor_the_layout_and_stepping_keeps_nodes_in_pl
   fresh = kserver.api(base + f"{k}&fresh=1")
   assert fresh["anchor"] == k and page.evaluate(xy) == {str(d["id"]): [d["x"], d["y"]] for d in fresh["nodes"]}
   step_keeps_places("ArrowRight", k + 1, k)  # stepping on from the re-layout: its chain
+  before = page.evaluate(xy)
   page.keyboard.press("End")
   wait_graph(page, t, rw["id"], n)
-  assert page.evaluate("() => document.body.dataset.anchor") == str(n) and page.evaluate(xy) == served(n, n)
-  step_keeps_places("ArrowLeft", n - 1, n)  # back from a far jump: derived backward from it
-  step_keeps_places("ArrowLeft", n - 2, n)
+  jump = int(page.evaluate("() => document.body.dataset.anchor"))
+  assert jump > n and jump % (n + 1) == n and page.evaluate("() => document.body.dataset.layout") == "jump"
+  after = page.evaluate(xy)
+  assert after == served(n, jump)
+  kept = before.keys() & after.keys()
+  assert kept and all(before[i] == after[i] for i in kept)  # (the far jump moved nothing both steps show)
+  step_keeps_places("ArrowLeft", n - 1, jump)  # back from a far jump: derived backward from it
+  step_keeps_places("ArrowLeft", n - 2, jump)

@@ -79,6 +79,30 @@ def test_the_routes_send_the_kept_answer(trace_path, answers):
   assert answers == [(rw, 1, True)]  # built once for the three answers
 
 
+def test_a_far_jump_asked_from_the_step_on_screen_keeps_its_nodes_in_place(trace_path):
+  """/graph?from=j (the step on screen, on the chain `anchor` names) of a far step k: an anchor numbered past the
+  steps (StepGraphs.jump), which the deltas on its chain accept; the nodes both steps show stay where they were."""
+  c = create_app([trace_path], follow=False).test_client()
+  rws = [r for x in c.get("/api/traces/0/contexts").get_json() for r in x["rewrites"]]
+  rw = max(rws, key=lambda r: r["matches"])
+  n, base = rw["matches"], f"/api/traces/0/rewrites/{rw['id']}"
+  shown = c.get(f"{base}/graph?step=3&compact=1").get_json()
+  g = c.get(f"{base}/graph?step={n - 1}&compact=1&from=3").get_json()
+  a = g["anchor"]
+  assert a > n and a % (n + 1) == n - 1
+  before = {d["id"]: (d["x"], d["y"]) for d in shown["nodes"]}
+  after = {d["id"]: (d["x"], d["y"]) for d in g["nodes"]}
+  assert before.keys() & after.keys() and all(before[i] == after[i] for i in before.keys() & after.keys())
+  d = c.get(f"{base}/delta?from={n - 1}&to={n - 2}&compact=2&anchor={a}")
+  assert d.status_code == 200 and d.get_json()["to"] == n - 2
+  assert c.get(f"{base}/graph?step={n - 1}&compact=1&from={n + 1}").status_code == 404
+  c.application.extensions["tinyviz"]["views"].drop(0, rw["id"])  # (evicted: the jump's layout went with its view)
+  d = c.get(f"{base}/delta?from={n - 1}&to={n - 2}&compact=2&anchor={a}")
+  assert d.status_code == 409 and "gone" in d.get_json()["error"]  # (laid out anew it would not be what the page has)
+  again = c.get(f"{base}/graph?step={n - 2}&compact=1&anchor={a}&from={n - 1}").get_json()
+  assert again["anchor"] == n - 2  # (the page's fallback: the step laid out fresh, a chain of its own)
+
+
 def test_a_rewrites_routes_are_served_from_rewrite_routes():
   """A rewrite's steps, graph and delta are answered by their own blueprint, above the views and the StepGraphs that
   make them (issue 28: a request reads top-down, never back up); their errors are JSON too

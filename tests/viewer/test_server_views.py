@@ -396,3 +396,37 @@ def test_a_jump_back_near_a_step_visited_goes_on_that_steps_chain(big):
   full = view.stats["full"]
   view.graph(a + 2, anchor=view.anchor_for(a + 2, b))
   assert view.stats["full"] == full  # (derived from anchor a's layout: nothing laid out whole)
+
+
+def test_a_far_jump_is_laid_out_from_the_layout_on_screen(big):
+  """A far jump from a step on screen (the page sends it) is an anchor of its own, numbered past the steps, whose
+  layout is the screen's with the far step's other nodes placed into it: nothing both steps have moves, nothing is
+  laid out whole, and stepping on from it keeps nodes in place as on any chain; the re-layout key still lays the step
+  out fresh (anchor k)."""
+  rw = longest_rewrite(big)
+  view = _view(big, rw)
+  j, k = 3, rw.matches - 1
+  shown = view.layout(j)
+  full = view.stats["full"]
+  assert view.anchor_for(k, 0) == k  # (far from every layout)
+  a = view.jump(k, j, 0)
+  assert a is not None and a > rw.matches and view.at(a) == k
+  g = view.graph(k, anchor=a)
+  assert g["anchor"] == a and g["removed_nodes"] == [] and view.stats["full"] == full and view.stats["jumped"] == 1
+  lay, ids = view.layout(k, anchor=a), view.replay.members(k)
+  assert set(lay.pos) == ids and {n["id"]: (n["x"], n["y"]) for n in g["nodes"]} == \
+    {n: (round(x, 1), round(y, 1)) for n, (x, y) in lay.pos.items()}
+  kept = ids & shown.pos.keys()
+  assert kept and all(lay.pos[n] == shown.pos[n] for n in kept)
+  assert _boxes_overlap(view, lay, ids) is None
+  assert all(lay.pos[s][1] < lay.pos[d][1] for d in ids for s in view.replay.node(d)[3])
+  lays = {s: view.layout(s, anchor=a) for s in range(k - 3, k + 2)}
+  for s in range(k - 3, k + 1):
+    one, two = lays[s].pos, lays[s + 1].pos
+    assert all(one[n] == two[n] for n in one.keys() & two.keys()), s
+  assert view.is_chain(k - 3, k + 1, a) and view.stats["full"] == full
+  assert view.anchor_for(k - 2, a) == a and view.anchor_for(k - 2, 0) == a  # (its chain is found like any anchor's)
+  assert view.graph(k, fresh=True)["anchor"] == k and view.stats["full"] == full + 1
+  assert view.layout(k, anchor=k).pos != lay.pos
+  assert view.jump(k, j, 0) is None  # (k has its fresh layout now: a jump back to it goes on that chain)
+  assert view.jump(k - 1, j, 7) is None  # (no layout of step j on that chain: the page's is not at hand)
