@@ -2,7 +2,8 @@
 
 Signature: `void @name(ptr noalias %data0, ..., i32 %<var>..., iN %core_start, iN %core_end)`; buffer slots
 0..max are all parameters (unused ones too), DEFINE_VARs follow sorted by name; iN is the parallel loop's type
-(i64 in a kernel with int64 index math, else i32), as every loop counter has its RANGE's type. A kernel of more
+(i64 where its size is a constant: codegen's "widen index" pass gives loop counters and index math int64, else i32),
+as every loop counter has its RANGE's type. A kernel of more
 than MAX_BUF_ARGS buffers takes them as one array of pointers instead (`ptr %bufs`: ctypes calls at most 1024
 arguments), loaded at entry (without noalias: such kernels are rare and bound by their loads anyway).
 bool is i1 in registers and i8 in memory. Loops are top-tested with PHIs for the counter and for every

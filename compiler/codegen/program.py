@@ -16,6 +16,7 @@ from compiler.codegen.llvmir import render_llvm, symbol
 from compiler.codegen.lowerer import gate_reduces, lower_ctx, pm_gate_reduce, pm_lower
 from compiler.codegen.simplify import pm_index_fold, symbolic_then_index_fold
 from compiler.codegen.verify import verify_ast
+from compiler.codegen.widen import pm_widen_index
 from compiler.dtype import DType, dtypes
 from compiler.rewrite import graph_rewrite, track_graph
 from compiler.trace import recorder
@@ -99,8 +100,9 @@ def eval_int(u: UOp, var_vals: dict[str, int]) -> int:
 pm_expand_fold = pm_expand + pm_index_fold
 
 
-def lower_ast(ast: UOp) -> UOp:
-  """The codegen passes on a kernel AST up to the graph the linearizer takes ("View Output AST")."""
+def lower_ast(ast: UOp, wide_index: bool = False) -> UOp:
+  """The codegen passes on a kernel AST up to the graph the linearizer takes ("View Output AST"); wide_index: the
+  LLVM backend's, with its index math in int64 (compiler/codegen/widen.py)."""
   verify_ast(ast)
   sink = track_graph(ast, "View Base AST")
   sink = symbolic_then_index_fold(sink)  # the full simplifier runs before expansion multiplies the graph by the lanes
@@ -111,6 +113,8 @@ def lower_ast(ast: UOp) -> UOp:
   sink = graph_rewrite(sink, pm_lower, ctx=lower_ctx(sink, ctx["kname"]))
   sink = graph_rewrite(sink, pm_gate_reduce, ctx=gate_reduces(sink))
   sink = graph_rewrite(sink, pm_index_fold)
+  if wide_index:
+    sink = graph_rewrite(sink, pm_widen_index, ctx=set(), bottom_up=True)
   return track_graph(sink, "View Output AST")
 
 
@@ -126,9 +130,9 @@ class LinearKernel:
   nbufs: int
 
 
-def linear_kernel(ast: UOp) -> LinearKernel:
+def linear_kernel(ast: UOp, wide_index: bool = False) -> LinearKernel:
   kname = kernel_name(ast)
-  lowered = lower_ast(ast)
+  lowered = lower_ast(ast, wide_index)
   lin = linearize(lowered, kname)
   bufs = {u.arg: u for u in toposort(ast) if u.op is Ops.DEFINE_GLOBAL}
   vars_ = tuple(sorted((u for u in toposort(lowered) if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0]))
@@ -174,7 +178,7 @@ def get_program(ast: UOp) -> Program:
 
 
 def _program(ast: UOp) -> Program:
-  lk = linear_kernel(ast)
+  lk = linear_kernel(ast, wide_index=True)
   kname, fname, lin, bufs, vars_, nbufs = lk.kname, lk.fname, lk.lin, lk.bufs, lk.vars, lk.nbufs
   src = render_llvm(kname, fname, lin, nbufs, list(vars_), debug=recorder.RECORDER is not None)
   glob = [u for u in lin.uops if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
