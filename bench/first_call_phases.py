@@ -3,10 +3,12 @@ programs in this (fresh) process, its CPU time split by phase (schedule, optimiz
 generation and linking, the kernels' runs) and by graph_rewrite pass (each pass's own time, the passes it calls
 excluded), with counts: kernels compiled, their distinct ASTs and IR texts, rewrites per pass.
 
-  PYTHONPATH=. .venv/bin/python bench/first_call_phases.py gpt_step [--quick] [--top 25] [--cache DIR]
+  PYTHONPATH=. .venv/bin/python bench/first_call_phases.py gpt_step [--quick] [--top 25] [--cache DIR] [--ir N]
 
 --cache DIR: the compile cache's folder (default: a fresh empty one, so the call is cold; a second run on the same
-folder is warm). THREADS=1 is set as bench_first_call sets it.
+folder is warm). THREADS=1 is set as bench_first_call sets it. --ir N: also the IR's size kernel by kernel, instructions
+before and after LLVM's optimizer (it unrolls and vectorizes), with the N kernels LLVM's optimizer took longest on
+(the counting's own time goes to "(other)").
 """
 from __future__ import annotations
 
@@ -79,12 +81,40 @@ def instrument(clock: Clock) -> dict[str, Any]:
   return seen
 
 
+def count_ir(sizes: list[tuple[str, int, int, float]]) -> None:
+  """Record each kernel's (name, instructions in, instructions out, optimizer CPU s) as LLVM optimizes it."""
+  from compiler.runtime import llvm as jit
+  optimize = jit.LLVMJit._optimize
+
+  def counted(self: Any, mod: Any, tm: Any = None) -> None:
+    before = str(mod)
+    t0 = time.process_time()
+    optimize(self, mod, tm)
+    dt = time.process_time() - t0
+    name = before.split("define void @", 1)[1].split("(", 1)[0] if "define void @" in before else "?"
+    name = name.rsplit("_", 1)[0] if len(name.rsplit("_", 1)[-1]) >= 32 else name  # (the disk cache's key)
+    sizes.append((name, _instructions(before), _instructions(str(mod)), dt))
+  jit.LLVMJit._optimize = counted
+
+
+def _instructions(ir: str) -> int:
+  return sum(1 for line in ir.split("\n") if line.startswith("  ") and not line.startswith("  ;"))
+
+
+def print_ir(sizes: list[tuple[str, int, int, float]], top: int) -> None:
+  n_in, n_out, dt = (sum(s[k] for s in sizes) for k in (1, 2, 3))
+  print(f"IR of {len(sizes)} kernels: {n_in} instructions in, {n_out} out of LLVM's optimizer ({dt:.3f} CPU s there)")
+  rows = [(name, n, m, f"{t * 1e3:.1f}") for name, n, m, t in sorted(sizes, key=lambda s: -s[3])[:top]]
+  print(format_table([("kernel (longest optimized)", "<34"), ("in", ">6"), ("out", ">6"), ("ms", ">7")], rows))
+
+
 def main(argv: list[str] | None = None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("program", choices=list(rm.PROGRAMS))
   ap.add_argument("--quick", action="store_true", help="smaller shapes")
   ap.add_argument("--top", type=int, default=25, help="rows of the table")
   ap.add_argument("--cache", help="the compile cache's folder (default: a fresh empty one)")
+  ap.add_argument("--ir", type=int, default=0, help="also the IR's size per kernel, the N slowest to optimize")
   args = ap.parse_args(argv)
   os.environ["THREADS"] = "1"
   with tempfile.TemporaryDirectory() as fresh:
@@ -92,7 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     from compiler import engine
     run = rm.build(args.program, rm.tinyviz(), rm.QUICK if args.quick else rm.FULL, jit=True)
     clock = Clock()
+    sizes: list[tuple[str, int, int, float]] = []
     seen = instrument(clock)
+    if args.ir:
+      count_ir(sizes)  # (around the clock's wrap: the counting is no phase's time)
     before = Counter(engine.COUNTS)
     c0 = time.process_time()
     run().numpy()
@@ -106,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(seen['srcs'])} distinct IR texts)")
   print(format_table([("phase / pass (own time)", "<44"), ("CPU s", ">7"), ("%", ">5"), ("calls", ">6")],
                      rows[:args.top] + rows[-1:]))
+  if args.ir:
+    print_ir(sizes, args.ir)
   return 0
 
 

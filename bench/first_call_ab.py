@@ -1,0 +1,84 @@
+"""First calls of bench_real's programs in two source trees, alternated (issue 29): this tree against another
+checkout (the code before a change), cold (an empty compile cache) and warm (a second fresh process on the cache the
+first left), each a fresh child process (THREADS=1), rounds alternating which tree goes first (A B, B A: a change in
+the machine's load reaches both). Prints the median and the spread of each first call's CPU time, and whether the
+two trees' first outputs are equal bit for bit.
+
+  PYTHONPATH=. .venv/bin/python bench/first_call_ab.py --old /work/main [--only gpt_step,mnist] [--rounds 3]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench import real_models as rm  # noqa: E402
+from bench.table import format_table  # noqa: E402
+
+# the child: build the program (not timed), then its first call's CPU time and a hash of its output
+CHILD = """
+import hashlib, json, sys, time
+sys.path.insert(0, sys.argv[2])
+import numpy as np
+from bench import real_models as rm
+run = rm.build(sys.argv[1], rm.tinyviz(), rm.QUICK if sys.argv[3] == "quick" else rm.FULL, jit=True)
+c0 = time.process_time()
+out = run().numpy()
+cpu = time.process_time() - c0
+print(json.dumps({"cpu": cpu, "out": hashlib.sha256(np.ascontiguousarray(out).tobytes()).hexdigest()}))
+"""
+
+
+def first_call(tree: Path, prog: str, cache: str, quick: bool) -> dict:
+  """The first call of `prog` with `tree`'s compiler in a fresh process on the compile cache folder `cache`."""
+  env = {**os.environ, "THREADS": "1", "OMP_NUM_THREADS": "1", "TINYVIZ_COMPILE_CACHE": cache, "PYTHONPATH": str(tree)}
+  proc = subprocess.run([sys.executable, "-c", CHILD, prog, str(tree), "quick" if quick else "full"], env=env,
+                        capture_output=True, text=True, cwd=tree)
+  if proc.returncode:
+    raise RuntimeError(f"{tree}: {prog} failed:\n{proc.stderr[-4000:]}")
+  return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--old", required=True, help="the other source tree (e.g. a checkout of the commit before)")
+  ap.add_argument("--only", default="", help=f"comma-separated programs of {','.join(rm.PROGRAMS)}")
+  ap.add_argument("--rounds", type=int, default=3)
+  ap.add_argument("--quick", action="store_true", help="smaller shapes")
+  args = ap.parse_args(argv)
+  trees = {"old": Path(args.old).resolve(), "new": ROOT}
+  progs = [p for p in args.only.split(",") if p] or list(rm.PROGRAMS)
+  rows, same = [], True
+  for prog in progs:
+    got: dict[tuple[str, str], list[float]] = {}
+    outs: dict[str, set[str]] = {"old": set(), "new": set()}
+    for rnd in range(args.rounds):
+      order = ("old", "new") if rnd % 2 == 0 else ("new", "old")
+      caches = {side: tempfile.mkdtemp(prefix=f"fcab_{side}_") for side in order}
+      for state in ("cold", "warm"):  # (warm: a second process on the cache the cold one left)
+        for side in order:
+          r = first_call(trees[side], prog, caches[side], args.quick)
+          got.setdefault((side, state), []).append(r["cpu"])
+          outs[side].add(r["out"])
+    equal = outs["old"] == outs["new"] and len(outs["old"]) == 1
+    same &= equal
+    for state in ("cold", "warm"):
+      o, n = got[("old", state)], got[("new", state)]
+      rows.append((rm.PROGRAMS[prog], state, f"{statistics.median(o):.2f}", f"{min(o):.2f}-{max(o):.2f}",
+                   f"{statistics.median(n):.2f}", f"{min(n):.2f}-{max(n):.2f}",
+                   f"{statistics.median(n) / statistics.median(o):.2f}", "yes" if equal else "NO"))
+    print(format_table([("program", "<22"), ("cache", "<5"), ("old s", ">6"), ("(range)", ">11"), ("new s", ">6"),
+                        ("(range)", ">11"), ("new/old", ">7"), ("same out", ">8")], rows), flush=True)
+  return 0 if same else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())
