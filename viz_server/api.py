@@ -39,6 +39,7 @@ from vztrace.control import HEADER as TOKEN_HEADER
 from vztrace.control import token_matches
 from vztrace.counts import kernel_key
 from vztrace.format import TraceFormatError
+from vztrace.linemap import record_lines
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 APP_NAME = "tinyviz"
@@ -416,9 +417,10 @@ def launch(sources: list[dict]) -> dict | None:
 
 
 def line_nodes(src: dict) -> list[list[int]] | None:
-  """Per line of a source record, the trace node ids of the UOps it came from (its `lines` map through its `uops`);
-  None for a record without them (before 2.4). A position that is no int or names no UOp is left out."""
-  lines, uops = src.get("lines"), src.get("uops")
+  """Per line of a source record, the trace node ids of the UOps it came from (its line map through its `uops`: the
+  map it has, or from 2.8 the one its text tells, vztrace.linemap); None for a record without them (before 2.4). A
+  position that is no int or names no UOp is left out."""
+  lines, uops = record_lines(src), src.get("uops")
   if type(lines) is not list or type(uops) is not list:
     return None
   n = len(uops)

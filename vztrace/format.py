@@ -24,7 +24,7 @@ from array import array
 from typing import Any
 
 MAGIC = b"VZTRACE\0"
-VERSION = (2, 7)  # (major, minor): a reader rejects a newer major and accepts any minor of the majors it reads
+VERSION = (2, 8)  # (major, minor): a reader rejects a newer major and accepts any minor of the majors it reads
 READ_MAJORS = (1, 2)  # version 1 has no batch records (a 1.x file that had them would be read all the same)
 HEADER = struct.Struct("<8sHH")
 FRAME_MAGIC = b"VZF1"
@@ -141,7 +141,8 @@ RECORDS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
            {"time": "num", "error": "str?", "times": "list[num]"}),
   # ts (minor version 1): epoch seconds when the LLVM compile began / the timed runs began
   # lines, uops (minor version 4): per line of text the positions of the UOps it came from, and per position its
-  # node id (compiler.codegen.program.source_lines)
+  # node id (vztrace.linemap.source_lines); from minor version 8 a recording leaves `lines` out of the kinds whose
+  # text tells it (uops, llvm_ir, opt_ir, asm): a reader makes it from the text (vztrace.linemap.record_lines)
   # global_size, local_size (minor version 5), of an "opencl" source: its launch's work-items per dimension (an
   # expression of variables as its text); no local_size: the driver picks the work-groups
   "source": ({"ctx": "int", "kind": "str", "text": "str", "compile_s": "num"},

@@ -22,7 +22,6 @@ import numpy as np
 
 from compiler.codegen import Program, format_uops, get_program
 from compiler.codegen.llvmir import bufs_in_array
-from compiler.codegen.program import source_lines
 from compiler.runtime.buffer import Buffer, array_address
 from compiler.runtime.llvm import get_jit
 from compiler.runtime.threadpool import MAX_JOB_WORDS, entry_for, get_pool, job_words, run_serial
@@ -443,11 +442,10 @@ def compile_kernel(ast: UOp) -> CompiledKernel:
   compile_s = 0.0 if cached else jf.compile_s
   ctx = recorder.RECORDER.current_ctx if tracing else None
   if tracing:
-    # each line's UOps (positions in prg.uops, source_lines) and each position's trace node: the viewer's way from a
-    # line to its nodes in the kernel's graph and back
-    uops, at = [recorder.RECORDER.node_id(u) for u in prg.uops], {}
+    # each position's trace node (in prg.uops): with each line's positions, which a reader makes from the text
+    # (vztrace.linemap, format 2.8: not recorded), the viewer's way from a line to its nodes in the kernel's graph
+    uops = [recorder.RECORDER.node_id(u) for u in prg.uops]
     for kind, text, cs in (("uops", format_uops(prg.uops), 0.0), ("llvm_ir", prg.src, compile_s),
                            ("opt_ir", jf.opt_ir, compile_s), ("asm", jf.asm, compile_s)):
-      recorder.record("source", kind=kind, text=text, compile_s=cs, ts=ts, lines=source_lines(kind, text, at),
-                      uops=uops)
+      recorder.record("source", kind=kind, text=text, compile_s=cs, ts=ts, uops=uops)
   return CompiledKernel(prg, jf.address, compile_s, ctx)
