@@ -54,6 +54,20 @@ def test_assembled_code_is_the_code_generators(name):
   assert got == want
 
 
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_the_jits_assembler_gives_the_code_generators_object(name):
+  # a traced compile assembles with a target machine of its own at opt level 0 (less pipeline to set up): the whole
+  # object it makes is the one the JIT's own target machine (opt level 3) assembles, and its code the direct one's
+  prg = get_program(KERNELS[name]())
+  jit = get_jit()
+  with jit.lock:
+    _, asm = jit._texts(jit._module(prg.src, prg.fname, "k_asm"))
+    mine = jit._assemble(asm)
+    at3 = jit.tm.emit_object(llvm.parse_assembly(_assembly_module(asm, jit.tm)))
+  assert mine == at3
+  assert _text_sections(mine) == _text_sections(jit.object_code(prg.src, prg.fname, "k_asm"))
+
+
 def _half_kernels() -> list[UOp]:
   """Half kernels (casts to ints, arithmetic, a sum of products): native AVX512-FP16 instructions where it has them."""
   a, b = Tensor(np.arange(64, dtype=np.float16)), Tensor(np.ones(64, np.float16))
@@ -66,21 +80,23 @@ def test_assembled_code_is_the_code_generators_for_every_preset(isa):
   # holds for every preset's instructions, AVX512-FP16's (vaddph, vcvtph2psx, ...) too
   jit = get_jit()
   cpu, features = ISA_PRESETS[isa]
-  tm = jit.target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="default", codemodel="jitdefault",
-                                        jit=True)
+  tm, tm0 = (jit.target.create_target_machine(cpu=cpu, features=features, opt=opt, reloc="default",
+                                              codemodel="jitdefault", jit=True) for opt in (3, 0))
   for ast in [KERNELS["matmul"](), KERNELS["pad"](), *_half_kernels()]:
     prg = get_program(ast)
     objs = []
-    for assemble in (False, True):
+    for assembler in (None, tm, tm0):  # (tm0: as LLVMJit._assemble, at opt level 0)
       mod = llvm.parse_assembly(prg.src)
       mod.triple, mod.data_layout = tm.triple, str(tm.target_data)
       with jit.lock:
         jit._optimize(mod, tm)
-        if assemble:
-          mod = llvm.parse_assembly(_assembly_module(tm.emit_assembly(mod), tm))
-        objs.append(_text_sections(tm.emit_object(mod)))
+        if assembler is None:
+          objs.append(_text_sections(tm.emit_object(mod)))
+        else:
+          objs.append(_text_sections(assembler.emit_object(llvm.parse_assembly(_assembly_module(tm.emit_assembly(mod),
+                                                                                               tm)))))
     assert objs[0] and any(objs[0].values())
-    assert objs[1] == objs[0], (isa, prg.fname)
+    assert objs[1] == objs[0] and objs[2] == objs[0], (isa, prg.fname)
 
 
 def test_assembly_module_escapes_quotes_and_backslashes():
