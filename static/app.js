@@ -701,6 +701,10 @@ function wire() {
   });
   for (const b of $$("#panel-tabs button")) b.addEventListener("click", () => openPanel(b.dataset.panel));
   document.addEventListener("keydown", onKey);
+  // an arrow key let go: stepping paused, the step panel shows the whole step now (static/step.js, REPEAT_MS)
+  document.addEventListener("keyup", (ev) => {
+    if (ev.key === "ArrowLeft" || ev.key === "ArrowRight") panels.get("step")?.settle();
+  });
   splitters = wireSplitters({layout: $("#layout"), sidebar: $("#sidebar"), panels: $("#panels"),
     splitLeft: $("#split-left"), splitRight: $("#split-right"), panel: () => state.panel});
   refitOnResize($("#graph"), graph);

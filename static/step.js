@@ -8,6 +8,11 @@ const TREE_DEPTH = 3;
 const TREE_MAX = 40;
 const LIST_WINDOW = 300;  // rows of the step list rendered at once; moving inside it only moves the highlight
 const LIST_MARGIN = 30;
+// a step shown within REPEAT_MS of the one before (an arrow key held or pressed again and again): its title and the
+// list's highlight change at once, its rule and before/after trees once REPEAT_MS pass without another step. Built
+// after every step's paint, they cost the page a second frame a step (~7-9 ms main thread, their node trees ~7 ms,
+// and the panel's paint), taking the CPU from the next step's (issue 30: an arrow step under 50 ms)
+export const REPEAT_MS = 200;
 
 export class StepPanel extends Panel {
   /** onNode(id) selects a node in the graph; onStep(k) jumps to a step. */
@@ -16,6 +21,10 @@ export class StepPanel extends Panel {
     this.onNode = onNode;
     this.onStep = onStep;
     this.list = null;  // {rw, lo, hi, el}: the rendered window of the step list
+    this.lastShow = -Infinity;  // when show() was last called for a step (not for a deferred render)
+    this.later = 0;  // the timer of a deferred render (REPEAT_MS)
+    this.deferred = null;  // that render, until it runs (settle)
+    this.repeatMs = REPEAT_MS;  // (a test on a loaded machine widens it)
     el.addEventListener("click", (ev) => {
       const chip = ev.target.closest("[data-node]");
       if (chip) { this.onNode(Number(chip.dataset.node)); return; }
@@ -36,12 +45,21 @@ export class StepPanel extends Panel {
     this.list = null;
   }
 
-  /** rw: the /rewrites/<r> answer; k: current step; lookup(id): node data known to the graph view (or undefined). */
-  async show(trace, rw, k, lookup) {
+  /** rw: the /rewrites/<r> answer; k: current step; lookup(id): node data known to the graph view (or undefined).
+   * A step shown within REPEAT_MS of the one before gets its title and highlight now, the rest once stepping pauses
+   * (whole: the deferred render's own call). */
+  async show(trace, rw, k, lookup, whole = false) {
+    clearTimeout(this.later);
+    this.later = 0;
+    this.deferred = null;
+    const now = performance.now(), quick = !whole && now - this.lastShow < this.repeatMs;
+    if (!whole) this.lastShow = now;
     const gen = this.begin();
     this.trace = trace;
     const n = rw.steps.length;
     const sameRw = this.list && this.list.rw === rw;
+    const later = () => this.show(trace, rw, k, lookup, true);
+    if (quick && sameRw && k > 0 && rw.steps[k - 1] && this._defer(rw, k, gen, later)) return;
     if (!sameRw || !this.head || !this.el.contains(this.head)) {
       this.head = h("div", {class: "panel-head"},
         h("div", {class: "title"}, h("span", {class: "rw-name"}, rw.name), " ", fileLine(rw.file, rw.line)),
@@ -83,14 +101,35 @@ export class StepPanel extends Panel {
         code, pat.pat ? h("div", {class: "pat mono small muted", title: "the matched pattern"}, pat.pat) : null];
     }
     put(body,
-      h("div", {class: "step-title"}, h("b", null, `Step ${k} / ${n}`), " ",
-        h("span", {class: "muted"}, `match took ${fmtNs(st.dt)}`)),
+      stepTitle(k, n, st),
       st.error ? h("div", {class: "error-text"}, `rule raised: ${st.error}`) : null,
       h("div", {class: "rule"}, rule),
       h("div", {class: "before-after"},
         h("div", null, h("h3", null, "before"), h("div", {class: "tree-box", dataset: {role: "before"}}, before)),
         h("div", null, h("h3", null, "after"), h("div", {class: "tree-box", dataset: {role: "after"}},
           after ?? h("span", {class: "muted"}, "— (the rule raised)")))));
+  }
+
+  /** While steps repeat: step k's title in place of the one shown and k highlighted in the list, what the title's step
+   * showed below it dimmed, and render(), the whole step, REPEAT_MS after the last step unless a newer request (gen)
+   * replaced it. False (nothing done) when the panel shows no step of rw's to keep meanwhile. */
+  _defer(rw, k, gen, render) {
+    const title = this.body && this.body.isConnected && this.body.querySelector(":scope > .step-title");
+    if (!title) return false;
+    this._syncList(rw, k);
+    title.replaceWith(stepTitle(k, rw.steps.length, rw.steps[k - 1]));
+    for (const el of this.body.children) if (!el.classList.contains("step-title")) el.style.opacity = "0.5";
+    this.deferred = () => { if (this.fresh(gen)) render(); };
+    this.later = setTimeout(() => this.settle(), this.repeatMs);
+    return true;
+  }
+
+  /** The whole step now, where stepping deferred it: the arrow key was released (app.js), or REPEAT_MS passed. */
+  settle() {
+    const render = this.deferred;
+    clearTimeout(this.later);
+    [this.later, this.deferred] = [0, null];
+    if (render) render();
   }
 
   /** Render the window of the step list around k if k is not well inside the rendered one; highlight k. */
@@ -180,6 +219,12 @@ export class StepPanel extends Panel {
     if (lines.length >= TREE_MAX) pre.appendChild(h("div", {class: "muted"}, "…"));
     return pre;
   }
+}
+
+/** The title of step k of n (st: its step of the /rewrites/<r> answer). */
+function stepTitle(k, n, st) {
+  return h("div", {class: "step-title"}, h("b", null, `Step ${k} / ${n}`), " ",
+    h("span", {class: "muted"}, `match took ${fmtNs(st.dt)}`));
 }
 
 /** A clickable node reference: #id OP dtype arg. */

@@ -150,3 +150,59 @@ def test_an_arrow_step_makes_what_it_adds_not_what_it_rebuilds(page, rserver):
     assert w["renamed"] >= 2 * 29, w  # the chain's nodes and their in-edges, kept...
     assert w["made"] <= 4, w  # ...and entries made only for the new CONST, the NEG over it and its edge
     assert w["ghosts"] >= 31 and w["drawn"] == 1 and w["drawnEdges"] <= 1, w  # the old CONST's
+
+
+# the step panel's whole renders (rule and before/after trees) from now on: each puts a new .before-after
+COUNT_RENDERS = """() => {
+  window.__renders = 0;
+  new MutationObserver((ms) => {
+    for (const m of ms) for (const n of m.addedNodes) if (n.classList?.contains('before-after')) window.__renders++;
+  }).observe(document.querySelector('#panel-step'), {childList: true, subtree: true});
+}"""
+# an arrow step as bench/bench_ui.py times it: to the frame that shows it (the panel's update comes first)
+STEP_FRAME = """async (k) => {
+  await window.__viz.setStep(k);
+  await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+}"""
+PANEL = """() => {
+  const p = document.querySelector('#panel-step'), q = (s) => p.querySelector(s)?.innerText ?? null;
+  return {title: q('.step-title'), before: q('[data-role=before]'), after: q('[data-role=after]'),
+    dimmed: [...p.querySelectorAll('.step-body > *')].filter((e) => e.style.opacity !== '').length,
+    selected: p.querySelector('.step-row.selected')?.dataset.step ?? null};
+}"""
+
+
+def test_steps_in_a_row_render_the_step_panel_once_they_pause(page, rserver):
+  """Arrow steps one after another: each step's title and list row at once, the rule and before/after trees (a second
+  frame a step, issue 30) once stepping pauses (the key let go, or REPEAT_MS without a step), then the last step's."""
+  t = rserver.trace_id("rebuild")
+  steps = rserver.api(f"/api/traces/{t}/rewrites/0")["steps"]
+  page.goto(f"{rserver.url}/#t={t}&c=0&r=0&s=1")
+  wait_graph(page, t, 0, 1)
+  page.wait_for_function("() => document.querySelector('#panel-step [data-role=after]')")
+  page.evaluate(COUNT_RENDERS)
+  # (no pause comes by the clock during the steps, however slow the machine: the key's release ends them)
+  page.evaluate("() => { window.__viz.panels.get('step').repeatMs = 1e9; }")
+  for k in range(2, STEPS + 1):
+    page.evaluate(STEP_FRAME, k)
+  got = page.evaluate(PANEL)
+  assert got["title"].startswith(f"Step {STEPS} / {STEPS}") and got["selected"] == str(STEPS), got
+  assert got["dimmed"] > 0, got  # (an earlier step's rule and trees, kept dimmed meanwhile)
+  assert page.evaluate("() => window.__renders") <= 1  # (the first step may render whole: step 1 showed long ago)
+  last = steps[STEPS - 1]
+  page.keyboard.up("ArrowRight")
+  page.wait_for_function("(want) => document.querySelector('#panel-step [data-role=before]')?.innerText"
+                         ".includes(want)", arg=f"#{last['before']}")
+  got = page.evaluate(PANEL)
+  assert got["title"].startswith(f"Step {STEPS} / {STEPS}") and got["dimmed"] == 0, got
+  assert f"#{last['before']}" in got["before"] and f"#{last['after']}" in got["after"], got
+  renders = page.evaluate("() => window.__renders")
+  assert renders <= 2
+  # without the key (bench_ui, a click on the list): the step whole once REPEAT_MS pass without another
+  page.evaluate("() => { window.__viz.panels.get('step').repeatMs = 50; }")
+  page.evaluate(STEP_FRAME, STEPS - 1)
+  prev = steps[STEPS - 2]
+  page.wait_for_function("(want) => document.querySelector('#panel-step [data-role=before]')?.innerText"
+                         ".includes(want) && ![...document.querySelectorAll('#panel-step .step-body > *')]"
+                         ".some((e) => e.style.opacity !== '')", arg=f"#{prev['before']}")
+  assert page.evaluate(PANEL)["title"].startswith(f"Step {STEPS - 1} / {STEPS}")
