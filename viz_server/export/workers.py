@@ -2,12 +2,17 @@
 and deltas: ~80% of an export's time) in worker processes, handed back in the rewrites' order (issue 30: the export
 packs them in one process, in order; the views are independent of each other).
 
-Worker w of J makes the w-th, (w+J)-th, ... rewrites of the list, so the rewrite the packer wants next is always at the
-head of one worker's queue. A worker sends a rewrite's step-0 graph, then its deltas in chunks of about CHUNK_BYTES
-of JSON text, then its end; each queue holds at most QUEUE_MESSAGES, so a worker runs at most that far ahead of the
-packer and what waits is bounded: J * QUEUE_MESSAGES * CHUNK_BYTES (a single delta larger than a chunk is one
-message). The messages are JSON text (the trace's strings never go through pickle: a queue carries bytes), so the
-packer gets what the in-process path gives, equal once encoded (tests/viewer/test_export_workers.py).
+Each worker makes its share of the list in the list's order (plan: the rewrites over one root go to one worker, so
+its SharedLayouts renames their step-0 layout instead of computing it again; the others to the worker with the least
+work planned so far), so the rewrite the packer wants next is always at the head of one worker's queue. A worker sends
+a rewrite's step-0 graph, then its deltas in chunks of about CHUNK_BYTES, then its end; the messages a worker has put
+and the packer not yet taken are at most QUEUE_BYTES (or one message, whatever its size: _Budget), so what waits is
+bounded: J * (QUEUE_BYTES + CHUNK_BYTES), a single delta larger than a chunk being one message. Counted in bytes, not
+messages, so a worker can run far ahead through small rewrites while the packer reads a long one from the other (a
+bound of 16 messages let it run 8 small rewrites ahead, then wait as long as a 700-step gradient took the other).
+A message is its kind's letter and its objects, each JSON text behind its length (_enc, _dec; the trace's strings
+never go through pickle: a queue carries bytes), so the packer gets what the in-process path gives, equal once
+encoded (tests/viewer/test_export_workers.py).
 Workers are forked from the exporting process after it has read the trace (no thread runs there then: the export is
 a command-line process, or the viewer's child running that command), so each starts with the trace read."""
 from __future__ import annotations
@@ -20,16 +25,19 @@ import os
 import queue
 import threading
 import traceback
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from viz_server import caches
 from viz_server.export.layouts import SharedLayouts
 
 MAX_JOBS = 8  # workers at most (each holds a copy-on-write of the trace's store and one rewrite's view)
 CHUNK_BYTES = 256 << 10  # deltas per message: about this much JSON text
-QUEUE_MESSAGES = 16  # messages a worker may have waiting (what bounds how far it runs ahead of the packer)
+QUEUE_BYTES = 32 << 20  # the bytes of its messages a worker may have waiting (what bounds how far it runs ahead)
 POLL_S = 5.0  # how often a packer waiting on a worker checks that the worker still lives
 GC_EVERY = 16  # rewrites between two collections of the reference cycles they left (see quiet_gc)
+# what plan weighs a rewrite by, in steps: a step-0 graph laid out afresh costs about this many steps' derivations (the
+# demo: 19 ms a layout, 1.2 ms a step); one over a root its worker laid out already, about nothing
+LAYOUT_STEPS = 16
 
 Made = tuple[int, dict, Iterator[dict]]  # (rewrite id, its step-0 graph, its steps 1..n as compact deltas)
 
@@ -83,6 +91,27 @@ def default_jobs(rewrites: int) -> int:
   return max(1, min(MAX_JOBS, cpus, rewrites // 2))
 
 
+def plan(todo: list[tuple[Any, int]], jobs: int) -> list[int]:
+  """The worker of each of todo's rewrites ((its root, its steps), in order): a root's first rewrite to the worker
+  with the least work planned so far, every later one over that root to the same worker (the next pass over a graph
+  a pass left unchanged has its step-0 graph: round-robin sent those to the other worker, whose memo had not seen it,
+  and the demo's forked export computed 37 of the 41 layouts its in-process export renames). In order, so the
+  workers' shares stay level along the list and neither runs far ahead of the packer."""
+  load = [0] * jobs
+  owner: dict[Any, int] = {}
+  out = []
+  for root, n in todo:
+    w = owner.get(root) if isinstance(root, int) else None
+    if w is None:
+      w = min(range(jobs), key=load.__getitem__)
+      load[w] += LAYOUT_STEPS
+      if isinstance(root, int):
+        owner[root] = w
+    load[w] += 1 + n
+    out.append(w)
+  return out
+
+
 def step0(view: Any) -> dict:
   """A rewrite's step-0 graph as the export packs it: compact (a straight edge without its points, which GraphPacker
   drops anyway: rounding every straight edge's points was 5% of a training step's export)."""
@@ -114,25 +143,64 @@ def in_process(api: Any, todo: list[tuple[int, int]], laid: Laid) -> Iterator[Ma
     api.forget(r)  # (its replay and layouts: the export holds one rewrite's at a time)
 
 
-def _enc(kind: str, obj: Any) -> bytes:
-  return kind.encode() + json.dumps(obj, separators=(",", ":")).encode()
+def _part(obj: Any) -> bytes:
+  """obj as JSON text behind its length (4 bytes): a message is its kind's letter and such parts, one after another."""
+  got = json.dumps(obj, separators=(",", ":")).encode()
+  return len(got).to_bytes(4, "little") + got
+
+
+def _enc(kind: bytes, parts: list[bytes]) -> bytes:
+  return kind + b"".join(parts)
+
+
+def _dec(msg: bytes) -> list:
+  """The objects of a message (_enc's parts), after its kind's letter."""
+  view, at, out = memoryview(msg), 1, []
+  while at < len(msg):
+    n = int.from_bytes(view[at:at + 4], "little")
+    out.append(json.loads(bytes(view[at + 4:at + 4 + n])))
+    at += 4 + n
+  return out
+
+
+class _Budget:
+  """The bytes of the messages a worker has put and the packer not yet taken (a count both processes share, and a
+  condition the worker waits on while a message would take it over QUEUE_BYTES)."""
+
+  def __init__(self, ctx: Any) -> None:
+    self.cond = ctx.Condition()
+    self.held = ctx.RawValue("q", 0)  # (read and written under cond's lock only)
+
+  def take(self, n: int, check: Callable[[], None]) -> None:
+    """Wait until n more bytes fit (always, when none are held), then count them; check is called between waits."""
+    with self.cond:
+      while self.held.value and self.held.value + n > QUEUE_BYTES:
+        self.cond.wait(POLL_S)
+        check()
+      self.held.value += n
+
+  def give(self, n: int) -> None:
+    with self.cond:
+      self.held.value -= n
+      self.cond.notify()
 
 
 class _Out:
-  """A worker's side of its queue: a put that gives up, ending the worker, once the exporting process is gone (its
-  parent-death signal is not inherited: a worker must not wait forever on a queue no one reads)."""
+  """A worker's side of its queue: a put within its _Budget that gives up, ending the worker, once the exporting
+  process is gone (its parent-death signal is not inherited: a worker must not wait forever on a queue no one
+  reads)."""
 
-  def __init__(self, q: Any) -> None:
-    self.q, self.parent = q, os.getppid()
+  def __init__(self, q: Any, budget: _Budget) -> None:
+    self.q, self.budget, self.parent = q, budget, os.getppid()
+
+  def _check(self) -> None:
+    if os.getppid() != self.parent:
+      os._exit(1)
 
   def put(self, msg: bytes) -> None:
-    while True:
-      if os.getppid() != self.parent:
-        os._exit(1)
-      try:
-        return self.q.put(msg, timeout=POLL_S)
-      except queue.Full:
-        continue
+    self._check()  # (each time, not only while waiting: a worker whose packer is gone stops at its next message)
+    self.budget.take(len(msg), self._check)
+    self.q.put(msg)  # (the queue is unbounded: the budget bounds it)
 
 
 def _work(api: Any, todo: list[tuple[int, int]], out: Any) -> None:
@@ -143,26 +211,26 @@ def _work(api: Any, todo: list[tuple[int, int]], out: Any) -> None:
     for i, (r, n) in enumerate(todo, 1):
       view = api.view(r)
       view.lay_out = shared
-      out.put(_enc("g", step0(view)))
-      parts: list[str] = []
+      out.put(_enc(b"g", [_part(step0(view))]))
+      parts: list[bytes] = []
       size = 0
       for d in deltas(view, n):
-        text = json.dumps(d, separators=(",", ":"))
-        if parts and size + len(text) > CHUNK_BYTES:
-          out.put(b"s[" + ",".join(parts).encode() + b"]")
+        got = _part(d)
+        if parts and size + len(got) > CHUNK_BYTES:
+          out.put(_enc(b"s", parts))
           parts, size = [], 0
-        parts.append(text)
-        size += len(text)
-      out.put(b"e[[" + ",".join(parts).encode() + b"]," + json.dumps([shared.laid, shared.shared]).encode() + b"]")
+        parts.append(got)
+        size += len(got)
+      out.put(_enc(b"e", [_part((shared.laid, shared.shared)), *parts]))  # (its counts first, then its deltas)
       api.forget(r)
       collect_cycles(i)
   except BaseException:  # (anything: the packer must hear of it, not wait)
     out.put(b"x" + traceback.format_exc().encode())
 
 
-def _worker(api: Any, todo: list[tuple[int, int]], q: Any) -> None:
+def _worker(api: Any, todo: list[tuple[int, int]], q: Any, budget: _Budget) -> None:
   """A forked worker's life: its work, then what it queued flushed to the pipe before it ends."""
-  _work(api, todo, _Out(q))
+  _work(api, todo, _Out(q, budget))
   q.close()
   q.join_thread()
 
@@ -171,32 +239,38 @@ class WorkerError(RuntimeError):
   """A worker failed or died; the message is its traceback or exit status."""
 
 
-def _get(q: Any, proc: Any) -> bytes:
+def _get(q: Any, proc: Any, budget: _Budget) -> bytes:
   while True:
     try:
-      return q.get(timeout=POLL_S)
+      msg = q.get(timeout=POLL_S)
+      budget.give(len(msg))
+      return msg
     except queue.Empty:
       if not proc.is_alive():
         raise WorkerError(f"export worker {proc.pid} ended with status {proc.exitcode} before its rewrites were made"
                           ) from None
 
 
-def forked(api: Any, todo: list[tuple[int, int]], jobs: int, laid: Laid) -> Iterator[Made]:
-  """todo's rewrites made by `jobs` forked workers, yielded in todo's order (see the module docstring). Each yielded
-  rewrite's deltas must be read to the end before the next is asked for."""
+def forked(api: Any, todo: list[tuple[int, int]], jobs: int, laid: Laid, owners: list[int] | None = None
+           ) -> Iterator[Made]:
+  """todo's rewrites made by `jobs` forked workers, yielded in todo's order (see the module docstring); owners: each
+  rewrite's worker (plan's; None: round-robin). Each yielded rewrite's deltas must be read to the end before the next
+  is asked for."""
+  owners = owners if owners is not None else [i % jobs for i in range(len(todo))]
   ctx = multiprocessing.get_context("fork")
-  queues = [ctx.Queue(QUEUE_MESSAGES) for _ in range(jobs)]
-  procs = [ctx.Process(target=_worker, args=(api, todo[w::jobs], queues[w]), daemon=True) for w in range(jobs)]
+  queues = [ctx.Queue() for _ in range(jobs)]
+  budgets = [_Budget(ctx) for _ in range(jobs)]
+  shares = [[t for t, o in zip(todo, owners) if o == w] for w in range(jobs)]
+  procs = [ctx.Process(target=_worker, args=(api, shares[w], queues[w], budgets[w]), daemon=True)
+           for w in range(jobs)]
   try:
     for p in procs:
       p.start()
-    for i, (r, _) in enumerate(todo):
-      w = i % jobs
-      q, proc = queues[w], procs[w]
-      msg = _get(q, proc)
+    for (r, _), w in zip(todo, owners):
+      msg = _get(queues[w], procs[w], budgets[w])
       if msg[:1] == b"x":
         raise WorkerError(msg[1:].decode(errors="replace"))
-      yield r, json.loads(msg[1:]), _steps(q, proc, w, laid)
+      yield r, _dec(msg)[0], _steps(queues[w], procs[w], budgets[w], w, laid)
   finally:
     for p in procs:
       if p.is_alive():
@@ -207,16 +281,16 @@ def forked(api: Any, todo: list[tuple[int, int]], jobs: int, laid: Laid) -> Iter
       q.close()
 
 
-def _steps(q: Any, proc: Any, w: int, laid: Laid) -> Iterator[dict]:
+def _steps(q: Any, proc: Any, budget: _Budget, w: int, laid: Laid) -> Iterator[dict]:
   while True:
-    msg = _get(q, proc)
+    msg = _get(q, proc, budget)
     kind, body = msg[:1], msg[1:]
     if kind == b"x":
       raise WorkerError(body.decode(errors="replace"))
-    got = json.loads(body)
+    got = _dec(msg)
     if kind == b"s":
       yield from got
       continue
-    yield from got[0]
-    laid.by[w] = tuple(got[1])
+    laid.by[w] = got[0]
+    yield from got[1:]
     return
