@@ -15,6 +15,7 @@ import pytest
 from support.export_helpers import _rebuilding, embedded, rebuilding_rewrites
 from support.trace_tools_helpers import record_small
 
+from viz_server.export import page
 from viz_server.export.collect import Work, collect, collect_packed
 from viz_server.export.command import run
 from viz_server.export.graphs import GraphPacker
@@ -201,3 +202,22 @@ def test_the_export_runs_without_the_collector_and_collects_its_cycles_every_few
     collect_packed(api, progress=note)
   assert seen == [(False, []), (False, []), (False, [2]), (False, []), (False, [4]), (False, [])]
   assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_the_page_is_written_in_pieces_no_larger_than_a_few_thousand_items(tmp_path, monkeypatch):
+  """page.write deflates the data's JSON in pieces, a long column's a few thousand items at a time (a training step's
+  columns were up to ~200 MB of text at once, its export's peak memory): the text is json.dumps' all the same."""
+  pieces: list[str] = []
+  real = page._write_digits
+
+  def kept(fh, got):
+    pieces.extend(got)
+    return real(fh, iter(pieces))
+  monkeypatch.setattr(page, "_write_digits", kept)
+  with OfflineApi(rebuilding_rewrites(tmp_path / "r.vztrace", depth=30, steps=40, rewrites=8)) as api:
+    packed = collect_packed(api)
+  column = [10 ** 6 + i for i in range(50_000)]  # (a column of 400 KB of text)
+  packed["deltas"] = {**packed["deltas"], "long": column, "empty": []}
+  write(tmp_path / "a.html", packed, "x")
+  assert "".join(pieces) == json.dumps(packed, separators=(",", ":"))
+  assert max(map(len, pieces)) < 100_000

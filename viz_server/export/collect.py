@@ -50,8 +50,9 @@ class Work:
 
 
 # what gets a rewrite's graphs: (its id, its step-0 graph's index, the fixed fields of its replay-made ids, filled as
-# its steps are read, its packed steps: to be read before the next rewrite)
-Keep = Callable[[str, int, dict[int, list], Iterable[dict]], None]
+# its steps are read, its packed steps: to be read before the next rewrite, its step-0 graph's packed nodes: [] for
+# one that shares its root's and has no steps)
+Keep = Callable[[str, int, dict[int, list], Iterable[dict], list[list]], None]
 PROGRESS_STEPS = 500  # a progress line every this many steps packed (about a second of work on the 2-core machine)
 PROGRESS_REWRITES = 100  # or every this many rewrites (a training step's ~1,300 rewrites are mostly steps-free)
 
@@ -129,18 +130,21 @@ def _rewrites(api: OfflineApi, contexts: list[dict], pack: GraphPacker, red: Red
   work.rewrites_total += len(order)
   todo = [(r, n) for r, n, _, shares in order if not shares]
   laid = workers.Laid()
-  made = workers.forked(api, todo, jobs, laid) if jobs > 1 and todo else workers.in_process(api, todo, laid)
+  if jobs > 1 and todo:
+    made = workers.forked(api, todo, jobs, laid, workers.plan([(root, n) for _, n, root, s in order if not s], jobs))
+  else:
+    made = workers.in_process(api, todo, laid)
   by_root: dict[int, int] = {}  # a rewrite's input root -> its step-0 graph's index in pack.graphs
   tell = _Teller(work, progress)
   try:
     for r, _, root, shares in order:
       if shares:
-        keep(str(r), by_root[root], {}, ())
+        keep(str(r), by_root[root], {}, (), [])
       else:
         _, g0, steps = next(made)
         work.graphs += 1
         index, fresh, packed = pack.stream(g0, _counted(steps, work, tell), rules)
-        keep(str(r), index, fresh, packed)
+        keep(str(r), index, fresh, packed, pack.last)
         work.shared = laid.shared
         if isinstance(root, int):
           by_root.setdefault(root, index)
@@ -215,7 +219,7 @@ def collect(api: OfflineApi, names: list[str] | None = None, redact: Iterable[st
   graphs: dict[str, Any] = {}
   pack = GraphPacker(api.trace.nodes.get)
 
-  def keep(r: str, index: int, fresh: dict[int, list], steps: Iterable[dict]) -> None:
+  def keep(r: str, index: int, fresh: dict[int, list], steps: Iterable[dict], _: list[list]) -> None:
     graphs[r] = {"g0": index, "deltas": list(steps), "fresh": fresh}
 
   _rewrites(api, contexts, pack, red, answers, work, progress, keep)
@@ -246,13 +250,15 @@ def _collect_packed(api: OfflineApi, names: list[str] | None, redact: Iterable[s
   statics = _redacted(pack.statics, red)
   packer = Packer(statics.get)
 
-  def keep(r: str, index: int, fresh: dict[int, list], steps: Iterable[dict]) -> None:
+  def keep(r: str, index: int, fresh: dict[int, list], steps: Iterable[dict], nodes: list[list]) -> None:
     for i in range(len(packer.g0s), len(pack.graphs)):  # the step-0 graphs this rewrite laid out first
       g = red.answer(pack.graphs[i])
       strip.g0(g)
       packer.g0(g)
-      pack.graphs[i] = {"nodes": g["nodes"]}  # (what later rewrites over it need: its places)
-    g0 = pack.graphs[index]
+      # (packed: let go. A later rewrite over an equal graph brings its own nodes, so the export never holds every
+      # step-0 graph's nodes: a training step has ~900 distinct ones)
+      pack.graphs[i] = None
+    g0 = {"nodes": nodes}  # (its places: redacting leaves numbers as they are)
     packer.rewrite(r, index, strip.steps((red.answer(d) for d in steps), fresh, g0), _redacted(fresh, red), g0)
 
   _rewrites(api, contexts, pack, red, answers, work, progress, keep, jobs)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
+from itertools import chain
 from typing import Any, Iterable, Iterator, Mapping
 
 from viz_server.export import ExportError
@@ -13,6 +15,7 @@ from viz_server.export.pack import FRESH_BASE
 from viz_server.stepgraphs import straight
 
 _SRC = STATIC.index("src")
+_FIXED = operator.itemgetter(*STATIC[:-1])  # (a node's fixed fields but its site: one C call, not a generator)
 
 
 class GraphPacker:
@@ -23,10 +26,11 @@ class GraphPacker:
     self.nodes = nodes  # the trace's node getter (sources of graph nodes are graph nodes: asked only as a fallback)
     self.statics: dict[int, list] = {}
     self.graphs: list[dict] = []  # distinct step-0 graphs
+    self.last: list[list] = []  # the packed nodes of the step-0 graph stream made last
     self._graph_ids: dict[bytes, int] = {}
 
   def _node(self, n: dict, fresh: dict[int, list]) -> list:
-    return self._keep(n, [*(n[k] for k in STATIC[:-1]), n.get("site")], fresh)  # (no `site`: none sent)
+    return self._keep(n, [*_FIXED(n), n.get("site")], fresh)  # (no `site`: none sent)
 
   def _keep(self, n: dict, fixed: list, fresh: dict[int, list]) -> list:
     """Node n packed as [id, x, y, created], its fixed fields kept once per id (an id seen in two forms: an error)."""
@@ -84,6 +88,7 @@ class GraphPacker:
     index = self._graph_ids.setdefault(key, len(self.graphs))
     if index == len(self.graphs):
       self.graphs.append(graph)
+    self.last = graph["nodes"]
     return index, fresh, self._steps(deltas, rules, fresh, pos, ins)
 
   def _steps(self, deltas: Iterable[dict], rules: dict[int, dict], fresh: dict[int, list], pos: dict,
@@ -148,20 +153,23 @@ class EdgeStrip:
 
   def __init__(self, statics: dict) -> None:
     self.statics = statics
-    self._routes: dict[tuple, int] = {}  # a route's points as a tuple of (x, y) -> its number
-    self._points: list[list] = []  # the routes' points, by number
+    # a route's points as one flat tuple x0, y0, x1, y1... -> its number (numbered in order, so the keys are the
+    # routes: no second copy of their points is held; flat, not a tuple per point: a training step's 77k routes took
+    # 132 MB so, half of it the points' tuples)
+    self._routes: dict[tuple, int] = {}
 
   @property
   def routes(self) -> list[list]:
     """The routes named so far, in order."""
-    return list(self._points)
+    return [[[key[i], key[i + 1]] for i in range(0, len(key), 2)] for key in self._routes]
 
   def _route(self, points: list) -> int:
-    key = tuple(map(tuple, points))  # (tuples, not the JSON text: 10% of a training step's export; map, not a
-    got = self._routes.get(key)      # generator: a GPT step's bent routes are ~60 points, re-keyed each step)
+    key = tuple(chain.from_iterable(points))  # (a tuple, not the JSON text: 10% of a training step's export)
+    if len(key) != 2 * len(points):  # (a point is [x, y]: what a route holds of it)
+      key = tuple(chain.from_iterable((p[0], p[1]) for p in points))
+    got = self._routes.get(key)
     if got is None:
-      got = self._routes[key] = len(self._points)
-      self._points.append([[p[0], p[1]] for p in points])
+      got = self._routes[key] = len(self._routes)
     return got
 
   def _bend(self, k: int, e: list, pos: dict) -> list[int]:

@@ -30,6 +30,7 @@ BOOT = _HERE / "boot.js"
 _B85 = str.maketrans("&<>`", ",./:")
 _FAVICON = "data:image/svg+xml;base64,"
 _MARK = "\0tinyviz-data\0"  # where the data's digits go in the page (no template or script holds a NUL)
+PIECE_ITEMS = 4096  # a long list's items per piece of the data's JSON text as it is deflated (write)
 
 
 def _sha256(text: str) -> str:
@@ -106,21 +107,28 @@ def write(out: str | Path, packed: dict, source_name: str) -> int:
   before, after = _shell(packed, source_name)
   with open(out, "wb") as fh:
     fh.write(before.encode("utf-8"))
-    n = _write_digits(fh, _json_pieces(packed, 2))
+    n = _write_digits(fh, _json_pieces(packed))
     fh.write(('","n":' + str(n) + "}}" + after).encode("utf-8"))
     return fh.tell()
 
 
-def _json_pieces(obj: Any, depth: int) -> Iterator[str]:
-  """obj as json.dumps writes it (compact, ASCII), in pieces: a dict's values one by one down to depth."""
-  if not isinstance(obj, dict) or depth == 0:
+def _json_pieces(obj: Any) -> Iterator[str]:
+  """obj as json.dumps writes it (compact, ASCII), in pieces: a dict's values one by one, a long list PIECE_ITEMS items
+  at a time, so no piece is a whole column's text (a training step's columns were up to ~200 MB of text at once, the
+  export's peak memory: issue 30's 1 GB)."""
+  if isinstance(obj, dict):
+    yield "{"
+    for i, (k, v) in enumerate(obj.items()):
+      yield ("," if i else "") + json.dumps(k if isinstance(k, str) else json.dumps(k)) + ":"
+      yield from _json_pieces(v)
+    yield "}"
+  elif isinstance(obj, list) and len(obj) > PIECE_ITEMS:
+    yield "["
+    for i in range(0, len(obj), PIECE_ITEMS):  # (a list's text is its items' joined by commas: cut between two)
+      yield ("," if i else "") + json.dumps(obj[i:i + PIECE_ITEMS], separators=(",", ":"))[1:-1]
+    yield "]"
+  else:
     yield json.dumps(obj, separators=(",", ":"))
-    return
-  yield "{"
-  for i, (k, v) in enumerate(obj.items()):
-    yield ("," if i else "") + json.dumps(k if isinstance(k, str) else json.dumps(k)) + ":"
-    yield from _json_pieces(v, depth - 1)
-  yield "}"
 
 
 def _write_digits(fh: IO[bytes], pieces: Iterable[str]) -> int:
