@@ -140,7 +140,8 @@ class Replay:
 
   def _intern(self, x: int, src: tuple[int, ...]) -> int:
     """The node with x's op, dtype and arg over `src`: the trace's id for it if it has one, else a fresh id."""
-    f = self.fresh.get(x)
+    fresh = self.fresh
+    f = fresh.get(x)
     # the trace's nodes have only the trace's nodes as sources (ids below FRESH_BASE): over a fresh source, no
     # structural lookup can hit (most of a step's rebuilt nodes are over one: the users of what it replaced)
     if max(src, default=0) >= FRESH_BASE:
@@ -150,15 +151,19 @@ class Replay:
     else:
       nid = self.table.find(f[0], f[1], f[2], src, self.max_row)
     if nid is None:
-      look = self._look.get(x) if f is None else f[:3]
-      if look is None:  # (op, dtype, arg) made once per node of the trace a replay rebuilds, not once a step
-        look = self._look[x] = self.table.look(x)
-      key = (*look, src)
-      nid = self.fresh_key.get(key)
+      if f is not None:  # (a fresh node rebuilt: its key made at once, no slice; most of the ~2,000 a step)
+        key = (f[0], f[1], f[2], src)
+      else:
+        look = self._look.get(x)
+        if look is None:  # (op, dtype, arg) made once per node of the trace a replay rebuilds, not once a step
+          look = self._look[x] = self.table.look(x)
+        key = (*look, src)
+      fresh_key = self.fresh_key
+      nid = fresh_key.get(key)
       if nid is None:
-        nid = FRESH_BASE + len(self.fresh)
-        self.fresh[nid] = key
-        self.fresh_key[key] = nid
+        nid = FRESH_BASE + len(fresh)
+        fresh[nid] = key
+        fresh_key[key] = nid
     return nid
 
   # ---- resolution
@@ -173,7 +178,7 @@ class Replay:
     memo, R, td, deps, rdeps, srcs = self._memo, self._R, not self.rw.bottom_up, self._deps, self._rdeps, self._srcs
     if x0 in memo:
       return memo[x0]
-    src_of, intern = self.src, self._intern
+    src_of, intern, fresh = self.src, self._intern, self.fresh
     stack = [x0]
     prog: dict[int, int | tuple] = {}  # keys being computed (all on the current path) -> what each waits for
     while stack:
@@ -204,15 +209,24 @@ class Replay:
         else:
           a = ~key
           if p is None:
-            src = srcs.get(a) or src_of(a)  # (a is the trace's: its sources are kept once asked for)
-            pending = [s for s in src if s not in memo and s not in prog]
-            if pending:
+            # (a fresh node's sources first, as src() looks: most a step rebuilds are fresh; the trace's are kept once
+            # asked for)
+            f = fresh.get(a)
+            src = f[3] if f is not None else (srcs.get(a) or src_of(a))
+            pending = None  # (a loop, not a comprehension: no frame made, twice per rebuilt node)
+            for s in src:
+              if s not in memo and s not in prog:
+                if pending is None:
+                  pending = [s]
+                else:
+                  pending.append(s)
+            if pending is not None:
               prog[key] = src
               stack.extend(pending)
               continue
           else:  # back from its sources: each is resolved now, or on the current path as it was before
             src = p
-          new = tuple([memo.get(s, s) for s in src])
+          new = tuple(map(memo.get, src, src))
           if new == src:
             value, dep = a, src
           else:

@@ -22,7 +22,7 @@ from viz_server.labels import Looks, node_json, site_label
 from viz_server.layout import LAYER_GAP, Layout, layout_graph, round_tenths
 from viz_server.nodes import Node
 from viz_server.place import MASSIVE, Bands, Rows
-from viz_server.replay import NEAR, Replay, StepInfo
+from viz_server.replay import FRESH_BASE, NEAR, Replay, StepInfo
 from viz_server.store import Rewrite, Trace
 
 BLOCK = 32  # every BLOCK-th step's layout is kept for good (every stride()-th of a longer rewrite), so any step is at
@@ -784,7 +784,9 @@ class StepGraphs:
     like: dict[int, int] = {}
     if compact and not cutting:
       site = self.tr.nodes.site  # (a node sent as `like` another takes its fields: its call site among them)
-      like = {n: o for n, o in self.aliases(j, k).items() if n in added_set and o in removed_set and site(n) == site(o)}
+      # (a fresh id is none of the trace's: no site, not looked up; most of the ~2,000 a step rebuilds are fresh)
+      like = {n: o for n, o in self.aliases(j, k).items() if n in added_set and o in removed_set
+              and (None if n >= FRESH_BASE else site(n)) == (None if o >= FRESH_BASE else site(o))}
       like.update((n, n) for n in reborn)
     moved = {}
     kept_changed: list[int] = []  # kept nodes whose in-edges may have new routes

@@ -8,7 +8,7 @@ from support.server_helpers import apply_delta, recording
 
 from compiler import PatternMatcher, UOp, UPat, graph_rewrite
 from viz_server.layout import layout_graph
-from viz_server.replay import Replay
+from viz_server.replay import FRESH_BASE, Replay
 from viz_server.stepgraphs import StepGraphs, dumps, slim
 from viz_server.store import TraceStore
 
@@ -102,3 +102,19 @@ def test_routes_are_kept_and_sent_without_their_vertical_runs(chain):
   assert sum(map(len, lay.edges.values())) > 2 * len(lay.edges)  # (the constants' long edges)
   assert {(e["src"], e["dst"]): e["points"] for e in g["edges"]} == \
     {e: [[round(x, 1), round(y, 1)] for x, y in slim(pts)] for e, pts in lay.edges.items()}
+
+
+def test_a_delta_asks_no_call_site_of_a_fresh_node(chain, monkeypatch):
+  """A step rebuilds every user of what it replaced as fresh nodes (ids replay made up), which have no call site: a
+  delta compares the sites of a rebuilt node and its old node without asking the trace about the fresh one (~2,000 a
+  GPT step's `add bufferize` step; counted, not clocked), and sends what asking gives."""
+  tr, rw = chain
+  ref = StepGraphs(tr, rw, Replay(tr, rw))  # (one view for every step: fresh ids are numbered as replay makes them)
+  want = [dumps(ref.delta(k, k + 1, compact=True, rebuilt=True)) for k in range(rw.matches)]
+  asked: list[int] = []
+  site = tr.nodes.site
+  monkeypatch.setattr(tr.nodes, "site", lambda n: (asked.append(n), site(n))[1])
+  view = StepGraphs(tr, rw, Replay(tr, rw))
+  got = [dumps(view.delta(k, k + 1, compact=True, rebuilt=True)) for k in range(rw.matches)]
+  assert got == want
+  assert view.replay.fresh and asked and not [n for n in asked if n >= FRESH_BASE]
