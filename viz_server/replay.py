@@ -175,7 +175,7 @@ class Replay:
     replacement (the rewriter tries rules on a result rather than looking it up), bottom-up res() of it. A step
     re-resolves every user of what it replaced (~2,000 of a GPT step's `add bufferize`): this loop is its cost.
     `prog` holds what a key waits for: an int (res: the key), a tuple (base: its sources), [y, deps] (base: y)."""
-    memo, R, td, deps, rdeps, srcs = self._memo, self._R, not self.rw.bottom_up, self._deps, self._rdeps, self._srcs
+    memo, R, td, srcs = self._memo, self._R, not self.rw.bottom_up, self._srcs
     if x0 in memo:
       return memo[x0]
     src_of, intern, fresh = self.src, self._intern, self.fresh
@@ -238,24 +238,30 @@ class Replay:
               stack.append(y)
               continue
             value = memo.get(y, y) if y in R else y
-      while True:  # memoize key, then each res key below it on the stack that waits for it (as the next turns would)
-        memo[key] = value
-        if key < 0 or dep[0] >= 0:
-          deps[key] = dep
-          for d in dep:
-            s = rdeps.get(d)
-            if s is None:
-              rdeps[d] = {key}
-            else:
-              s.add(key)
-        elif dep[0] != ~key or dep[0] in rdeps:  # (res(x) = base(x), as for each node R does not replace: implicit)
-          self._depend(key, dep[0])
-        prog.pop(key, None)
-        stack.pop()
-        if not stack or (top := stack[-1]) < 0 or prog.get(top) != key:
-          break
-        key, dep = top, (key,)  # (its value: key's)
+      self._settle(stack, prog, key, value, dep)
     return memo[x0]
+
+  def _settle(self, stack: list[int], prog: dict, key: int, value: int, dep: tuple[int, ...]) -> None:
+    """_resolve's key on the stack's top has `value`, from `dep`: memoize it, then each res key below it on the stack
+    that waits for it (as _resolve's next turns would), popping each."""
+    memo, deps, rdeps = self._memo, self._deps, self._rdeps
+    while True:
+      memo[key] = value
+      if key < 0 or dep[0] >= 0:
+        deps[key] = dep
+        for d in dep:
+          s = rdeps.get(d)
+          if s is None:
+            rdeps[d] = {key}
+          else:
+            s.add(key)
+      elif dep[0] != ~key or dep[0] in rdeps:  # (res(x) = base(x), as for each node R does not replace: implicit)
+        self._depend(key, dep[0])
+      prog.pop(key, None)
+      stack.pop()
+      if not stack or (top := stack[-1]) < 0 or prog.get(top) != key:
+        return
+      key, dep = top, (key,)  # (its value: key's)
 
   def _depend(self, key: int, need: int) -> None:
     """Note that res(key) depends on base(~need) (need < 0), other than implicitly: a res(x) that depends on its own

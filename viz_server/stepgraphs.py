@@ -756,6 +756,16 @@ class StepGraphs:
         out.append(e)
     return out
 
+  def _likes(self, j: int, k: int, added: set[int], removed: set[int], reborn: set[int]) -> dict[int, int]:
+    """{node added: the removed node it is sent `like`} of a compact delta from j to k: a rebuilt node with its old
+    node's call site (it takes like's fields, the site among them), and each node reborn as itself."""
+    site = self.tr.nodes.site
+    # (a fresh id is none of the trace's: no site, not looked up; most of the ~2,000 a step rebuilds are fresh)
+    like = {n: o for n, o in self.aliases(j, k).items() if n in added and o in removed
+            and (None if n >= FRESH_BASE else site(n)) == (None if o >= FRESH_BASE else site(o))}
+    like.update((n, n) for n in reborn)
+    return like
+
   def delta(self, j: int, k: int, compact: bool = False, rebuilt: bool = False, anchor: int = 0) -> dict:
     """What turns the graph at step j into the graph at step k.
 
@@ -781,13 +791,7 @@ class StepGraphs:
       added_set = {n for n in mk if n not in mj or n in added_set}
       removed_set = {n for n in mj if n not in mk or n in removed_set}
     added, removed = sorted(added_set), sorted(removed_set)
-    like: dict[int, int] = {}
-    if compact and not cutting:
-      site = self.tr.nodes.site  # (a node sent as `like` another takes its fields: its call site among them)
-      # (a fresh id is none of the trace's: no site, not looked up; most of the ~2,000 a step rebuilds are fresh)
-      like = {n: o for n, o in self.aliases(j, k).items() if n in added_set and o in removed_set
-              and (None if n >= FRESH_BASE else site(n)) == (None if o >= FRESH_BASE else site(o))}
-      like.update((n, n) for n in reborn)
+    like = self._likes(j, k, added_set, removed_set, reborn) if compact and not cutting else {}
     moved = {}
     kept_changed: list[int] = []  # kept nodes whose in-edges may have new routes
     consts = None
