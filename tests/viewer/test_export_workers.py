@@ -7,7 +7,6 @@ import json
 import multiprocessing
 import os
 import threading
-import time
 
 import pytest
 from support import hostile_traces as ht
@@ -118,10 +117,16 @@ def test_a_worker_waits_while_its_messages_would_hold_more_than_the_budget(monke
   budget.give(10_000)
   budget.take(3_000, lambda: None)
   waits: list[int] = []
-  put = threading.Thread(target=budget.take, args=(2_000, lambda: waits.append(budget.held.value)))
+  waited = threading.Event()
+
+  def check() -> None:  # (called between the taker's waits: it is waiting)
+    waits.append(budget.held.value)
+    waited.set()
+
+  put = threading.Thread(target=budget.take, args=(2_000, check))
   put.start()
-  time.sleep(0.2)
-  assert put.is_alive() and waits and set(waits) == {3_000}  # (3,000 + 2,000 > 4,000: it waits)
+  assert waited.wait(30)
+  assert put.is_alive() and set(waits) == {3_000}  # (3,000 + 2,000 > 4,000: it waits)
   budget.give(3_000)
   put.join(5)
   assert not put.is_alive() and budget.held.value == 2_000
