@@ -17,16 +17,23 @@ def embedded(page: str) -> dict:
   return unpack(json.loads(inflated(page, "data")))
 
 
-def _rebuilding(path: Path, depth: int, steps: int) -> Path:
-  """One rewrite over a SINK of a chain of `depth` NEGs above a CONST, whose every step replaces the CONST by a new
-  one: replay rebuilds the whole chain at each step (a gradient's rewrite does so above the node it matched)."""
+def rebuilding_chain(depth: int, steps: int, rw: int = 0) -> tuple[list[dict], int, list[dict]]:
+  """(node records, the SINK's id, match records of rewrite rw): a SINK over a chain of `depth` NEGs above a CONST,
+  each of `steps` matches replacing the CONST by a new one (nodes 0..depth+1+steps)."""
   nodes = [ht.node(0, arg="0")] + [ht.node(i, "NEG", [i - 1]) for i in range(1, depth + 1)]
   sink = depth + 1
   nodes.append({**ht.node(sink, "SINK", [depth]), "arg": "None"})
-  consts = [ht.node(sink + k, arg=str(k)) for k in range(1, steps + 1)]
-  matches = [{"t": "match", "rw": 0, "pat": 0, "before": 0 if k == 1 else sink + k - 1, "after": sink + k, "dt": 1}
+  nodes += [ht.node(sink + k, arg=str(k)) for k in range(1, steps + 1)]
+  matches = [{"t": "match", "rw": rw, "pat": 0, "before": 0 if k == 1 else sink + k - 1, "after": sink + k, "dt": 1}
              for k in range(1, steps + 1)]
-  return ht.write(path, [[ht.meta(), ht.ctx(0), *nodes, *consts, ht.PATTERN, ht.rw_begin(0, sink), *matches,
+  return nodes, sink, matches
+
+
+def _rebuilding(path: Path, depth: int, steps: int) -> Path:
+  """One rewrite over a SINK of a chain of `depth` NEGs above a CONST, whose every step replaces the CONST by a new
+  one: replay rebuilds the whole chain at each step (a gradient's rewrite does so above the node it matched)."""
+  nodes, sink, matches = rebuilding_chain(depth, steps)
+  return ht.write(path, [[ht.meta(), ht.ctx(0), *nodes, ht.PATTERN, ht.rw_begin(0, sink), *matches,
                           ht.rw_end(0, None, steps), ht.END]])
 
 

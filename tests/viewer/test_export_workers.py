@@ -10,7 +10,7 @@ import threading
 
 import pytest
 from support import hostile_traces as ht
-from support.export_helpers import _rebuilding
+from support.export_helpers import _rebuilding, rebuilding_chain
 from support.trace_tools_helpers import record_small
 
 from viz_server.export import workers
@@ -83,16 +83,11 @@ def test_a_failing_worker_fails_the_export_with_its_reason(trace, monkeypatch, f
 def _two_passes_over_one_root(path):
   """Rewrite 0 matches nothing over a chain's SINK, rewrite 1 (the next pass) steps over that same graph, rewrite 2
   over a chain of its own: rewrites 0 and 1 have one step-0 graph."""
-  depth, steps = 20, 4
-  nodes = [ht.node(0, arg="0")] + [ht.node(i, "NEG", [i - 1]) for i in range(1, depth + 1)]
-  sink = depth + 1
-  nodes.append({**ht.node(sink, "SINK", [depth]), "arg": "None"})
-  consts = [ht.node(sink + k, arg=str(k)) for k in range(1, steps + 1)]
-  matches = [{"t": "match", "rw": 1, "pat": 0, "before": 0 if k == 1 else sink + k - 1, "after": sink + k, "dt": 1}
-             for k in range(1, steps + 1)]
+  steps = 4
+  nodes, sink, matches = rebuilding_chain(20, steps, rw=1)
   b = sink + steps + 1  # (rewrite 2's chain: another shape, so no memo shares it)
   other = [ht.node(b, arg="x")] + [ht.node(b + i, "EXP2", [b + i - 1]) for i in range(1, 6)]
-  return ht.write(path, [[ht.meta(), ht.ctx(0), *nodes, *consts, *other, ht.PATTERN,
+  return ht.write(path, [[ht.meta(), ht.ctx(0), *nodes, *other, ht.PATTERN,
                           ht.rw_begin(0, sink), ht.rw_end(0, sink, 0), ht.rw_begin(1, sink), *matches,
                           ht.rw_end(1, None, steps), ht.rw_begin(2, b + 5), ht.rw_end(2, b + 5, 0), ht.END]])
 
