@@ -49,6 +49,7 @@ export class GraphView {
     this.size = {width: 0, height: 0};
     this.drawn = 0;          // nodes drawn in the last frame (tests and bench read it)
     this.frames = 0;
+    this._fadeTimer = 0;     // the pending fade redraw's timer, 0 while none
     this.version = 0;        // bumped whenever nodes or edges change
     // collapsible groups (static/graphgroups.js): off in this base view (the Diff panel's); the main view folds
     // big graphs (groupsOn null: by size)
@@ -581,8 +582,10 @@ export class GraphView {
     const fadeLeft = paint(this);
     this.frames++;
     // a few redraws while the ghosts fade, not one per frame: each full redraw costs real time on big graphs
+    // (the timer's id is 0 while none is pending: tests tell an idle view by it)
     clearTimeout(this._fadeTimer);
-    if (fadeLeft > 0) this._fadeTimer = setTimeout(() => this.redraw(), Math.min(300, fadeLeft));
+    const fade = () => { this._fadeTimer = 0; this.redraw(); };
+    this._fadeTimer = fadeLeft > 0 ? setTimeout(fade, Math.min(300, fadeLeft)) : 0;
   }
 
   /** The node under a point in canvas CSS pixels, or null. */

@@ -143,7 +143,10 @@ def test_hostile_trace_export_injects_nothing(page, trace_dir, tmp_path):
   page.click(f"#contexts li[data-ctx='{kernel['id']}']")
   for panel in ("kernel", "source", "runs", "timeline", "diff", "step"):
     page.click(f"#panel-tabs [data-panel={panel}]")
-    page.wait_for_timeout(150)
+    # the panel is on screen and has drawn an answer or a state (not its loading state)
+    page.wait_for_function("(id) => { const el = document.querySelector('#panel-' + id);"
+                           " return !!el && el.offsetParent !== null && el.childElementCount > 0"
+                           " && !el.querySelector('[data-state=loading]'); }", arg=panel)
     no_injection()
   page.click("#panel-tabs [data-panel=source]")
   page.locator("#panel-source pre.source").wait_for()

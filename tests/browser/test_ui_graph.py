@@ -477,9 +477,11 @@ def test_removed_nodes_fade_and_go(page, gserver):
     assert all(abs(a - b) <= 3 for a, b in zip(got, want)), (ms, got, want)
   # left alone, the fade ends and the view stops redrawing
   page.evaluate("() => { window.__viz.graph.ghosts.t0 = performance.now(); window.__viz.graph.redraw(); }")
-  page.wait_for_function("() => performance.now() - window.__viz.graph.ghosts.t0 > 1600", polling=100)
+  # (idle: past the fade, no frame asked and no fade timer pending, so nothing can draw again without an event)
+  page.wait_for_function("() => { const g = window.__viz.graph; return performance.now() - g.ghosts.t0 > 1600"
+                         " && !g._raf && !g._fadeTimer; }", polling=100)
   frames = page.evaluate("() => window.__viz.graph.frames")
-  page.wait_for_timeout(700)
+  page.evaluate("() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
   assert page.evaluate("() => window.__viz.graph.frames") == frames
   # the step panel and the toolbar show how long the match took
   step = gserver.api(f"/api/traces/{t}/rewrites/{rw['id']}")["steps"][0]
