@@ -9,6 +9,6 @@
   const q = new URLSearchParams(location.hash.replace(/^#/, ""));
   const keys = [["t", "t"], ["ctx", "c"], ["rw", "r"], ["step", "s"]];
   const args = keys.filter(([, k]) => /^\d+$/.test(q.get(k) ?? "")).map(([a, k]) => `${a}=${Number(q.get(k))}`);
-  const path = `/api/boot?${args.concat(["compact=1"]).join("&")}`;
+  const path = `/api/boot?${args.concat(["compact=1", "pack=1"]).join("&")}`;
   globalThis.tinyvizBoot = {path, response: fetch(path, {headers: {Accept: "application/json"}})};
 })();

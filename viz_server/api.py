@@ -186,10 +186,34 @@ def _default_view(contexts: list[dict], ctx: int | None, r: int | None) -> tuple
   return c["id"], None if pick is None else pick["id"]
 
 
+# what a packed boot answer interns of each rewrite entry (_packed_contexts)
+INTERNED = ("name", "file")
+
+
+def _packed_contexts(entries: list[dict]) -> dict | list[dict]:
+  """The contexts' entries as `/api/boot?pack=1` sends them (docs: "JSON API"): each rewrite entry a row of its values
+  in the order of `keys`, those of `interned` an index into `values`; static/api.js makes the entries again. A GPT
+  step's 2,430 rewrite entries were 430 KB of its 509 KB boot answer, mostly the same few file paths over and over.
+  Entries whose rewrites do not all have the same keys, or an interned value that is not a string (1 and True would
+  be one key of `values`), go as they are."""
+  rows = [r for c in entries for r in c["rewrites"]]
+  keys = list(rows[0]) if rows else []
+  if any(list(r) != keys or not all(type(r[k]) is str for k in INTERNED if k in r) for r in rows):
+    return entries
+  values: dict[Any, int] = {}
+  at = [k in INTERNED for k in keys]
+
+  def row(r: dict) -> list:
+    return [values.setdefault(v, len(values)) if i else v for v, i in zip(r.values(), at)]
+  contexts = [{**c, "rewrites": [row(r) for r in c["rewrites"]]} for c in entries]
+  return {"keys": keys, "interned": [k for k in keys if k in INTERNED], "values": list(values), "contexts": contexts}
+
+
 @bp.get("/boot")
 def boot() -> Any:
   """What the page's first view needs (docs: "JSON API", /api/boot): the trace list; for the trace the link names
-  (else the last one) its contexts; for the view's rewrite its steps and the graph at the view's step."""
+  (else the last one) its contexts (packed with pack=1); for the view's rewrite its steps and the graph at the view's
+  step."""
   entries = json.loads(traces().get_data())
   ids = [e["id"] for e in entries]
   t = opt_int("t")
@@ -209,6 +233,8 @@ def boot() -> Any:
     rw = tr.rewrites.get(out["rw"]) if out["rw"] is not None else None
     if rw is not None:
       out["rewrite"] = rewrite_detail(rw)
+  if request.args.get("pack", "0") not in ("0", "", "false"):
+    out["contexts"] = _packed_contexts(out["contexts"])
   graph = None
   if rw is not None:
     out["step"] = min((opt_int("step") if linked else None) or 0, last_step(rw))

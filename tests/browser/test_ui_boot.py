@@ -32,7 +32,7 @@ def test_default_view_is_one_request(new_page, server):
   before, seen = _first_view(page, server, "")
   boot = server.api("/api/boot")
   wait_graph(page, boot["trace"], boot["rw"], 0)
-  assert before == ["/api/boot?compact=1"]
+  assert before == ["/api/boot?compact=1&pack=1"]
   assert sum("/api/boot" in u for u in seen) == 1  # boot.js asked it early; app.js took that answer
   page.wait_for_selector("#panel-summary .summary-phases")  # the landing view, drawn from the boot answer's summary
   assert boot["summary"] is not None and not any("/summary" in u for u in seen), seen
@@ -52,7 +52,7 @@ def test_deep_link_is_one_request(new_page, server):
   page = new_page()
   before, _ = _first_view(page, server, f"#t={t}&c={kernel['id']}&r={rw['id']}&s=2")
   wait_graph(page, t, rw["id"], 2)
-  assert before == [f"/api/boot?t={t}&ctx={kernel['id']}&rw={rw['id']}&step=2&compact=1"]
+  assert before == [f"/api/boot?t={t}&ctx={kernel['id']}&rw={rw['id']}&step=2&compact=1&pack=1"]
   # the steps came with it: the slider knows them without asking
   assert page.locator("#step-slider").get_attribute("max") == str(rw["matches"])
 
