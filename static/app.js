@@ -379,7 +379,8 @@ function setRelatives(mode) {
 
 // ---------------------------------------------------------------- panels
 
-/** The panels' tabs, containers and help line, from the registry; id -> the panel object. */
+/** The panels' tabs, containers and help line, from the registry; id -> the panel object (a lazy entry's once its
+ * module came: loadPanel). */
 function buildPanels() {
   const tabs = $("#panel-tabs");
   const made = new Map();
@@ -387,19 +388,45 @@ function buildPanels() {
     tabs.appendChild(h("button", {type: "button", role: "tab", "data-panel": spec.id}, spec.label));
     const el = h("div", {id: `panel-${spec.id}`, class: "panel", "data-panel": spec.id, hidden: true});
     $("#panels").appendChild(el);
-    made.set(spec.id, createPanel(spec, el, app));
+    if (!spec.lazy) made.set(spec.id, createPanel(spec, el, app));
   }
   put($("#panel-keys"), h("td", null, ...PANELS.flatMap((p, i) => [i ? " " : null, h("kbd", null, p.key)])),
     h("td", null, `${PANELS.map((p) => p.label).join(", ")} panel`));
   return made;
 }
 
-/** Run hook `name` of the open panel (every panel's, with all) where it has one. */
+/** Run hook `name` of the open panel (every panel's, with all) where it has one (a lazy panel: once it is made). */
 function panelHook(name, {all = false} = {}) {
   for (const spec of PANELS) {
-    if ((all || spec.id === state.panel) && spec[name]) spec[name](panels.get(spec.id), app);
+    if ((all || spec.id === state.panel) && spec[name] && panels.has(spec.id)) spec[name](panels.get(spec.id), app);
   }
 }
+
+const loadingPanels = new Map();  // id -> the promise of a lazy panel's object (null: its module did not load)
+
+/** A lazy panel's object (static/panels.js: its module loaded once). Made after the hooks every panel gets had run,
+ * it gets them now (the trace list, the selection), and its show where it is open. A module that failed to load is
+ * asked for again by the next call (an open of the panel). */
+function loadPanel(spec) {
+  if (panels.has(spec.id)) return Promise.resolve(panels.get(spec.id));
+  if (!loadingPanels.has(spec.id)) {
+    loadingPanels.set(spec.id, spec.lazy().then((module) => {
+      const p = createPanel(spec, $(`#panel-${spec.id}`), app, module);
+      panels.set(spec.id, p);
+      if (data.traces.length) spec.onTraces?.(p, app);
+      if (state.ctx !== null) spec.onSelection?.(p, app);
+      if (state.panel === spec.id) spec.show(p, app);
+      return p;
+    }).catch((e) => {
+      loadingPanels.delete(spec.id);
+      toast(`The ${spec.label} panel did not load: ${e.message}`, "error");
+      return null;
+    }));
+  }
+  return loadingPanels.get(spec.id);
+}
+
+const loadPanels = () => Promise.all(PANELS.filter((spec) => spec.lazy).map(loadPanel));
 
 function openPanel(p, {push = true} = {}) {
   const spec = panelSpec(p);
@@ -412,6 +439,7 @@ function openPanel(p, {push = true} = {}) {
   // tables that need room widen the panel (style.css), unless the user resized it for this panel (static/resize.js)
   $("#layout").dataset.width = spec.width || "";
   splitters.panel.restore();
+  if (spec.lazy) loadPanel(spec);  // (a lazy panel not made yet shows once its module came: loadPanel)
   refreshPanel();
   syncUrl(push);
 }
@@ -666,6 +694,7 @@ function onKey(ev) {
 }
 
 let splitters = null;  // static/resize.js: the sidebar's and the panel column's (wire() makes them)
+let lazyPanels = null;  // the lazy panels' objects, loaded after the first view was painted (main)
 
 function wire() {
   $("#trace-select").addEventListener("change", (ev) => {
@@ -773,11 +802,15 @@ async function main() {
     // trace list again, so nothing that happened meanwhile is missed
     afterPaint(() => startLive({onTraces: onTraceList, onEvent: onLiveEvent, onMode: (m) => put($("#live-mode"), m),
       isLive: () => currentTrace()?.status === "live", forcePoll}));
+    // the panels the first view does not show (static/panels.js), after it is painted: their modules' fetch and
+    // compile
+    lazyPanels = new Promise((done) => afterPaint(() => done(loadPanels())));
   }
 }
 
-// for tests and bench/bench_ui.py: the view state and a few entry points
-window.__viz = {state, data, perf: graph.perf, graph, panels, labelMetrics, diffPanel: panels.get("diff"),
-  timelinePanel: panels.get("timeline"), setStep, selectNode, selectRewrite, selectContext, openPanel,
-  refreshContexts,
-  ready: main().catch((e) => { toast(`Start-up failed: ${e.message}`, "error"); throw e; })};
+// for tests and bench/bench_ui.py: the view state and a few entry points; ready: the first view is shown and every
+// panel is made (the lazy ones: loadPanel)
+window.__viz = {state, data, perf: graph.perf, graph, panels, labelMetrics,
+  get diffPanel() { return panels.get("diff"); }, get timelinePanel() { return panels.get("timeline"); },
+  setStep, selectNode, selectRewrite, selectContext, openPanel, refreshContexts,
+  ready: main().then(() => lazyPanels).catch((e) => { toast(`Start-up failed: ${e.message}`, "error"); throw e; })};

@@ -19,14 +19,14 @@
 //   onTraces     the list of served traces changed
 // params: the URL hash keys (app.state fields, strings) the panel keeps while open; width: "medium" or "wide", the
 // panel column's default width while it is open (style.css, #layout[data-width]).
-import {DiffPanel} from "./diff.js";
-import {KernelPanel} from "./kernel.js";
+//
+// lazy: () => import() of its module, for a panel the first view does not show (issue 30: the first view of a GPT
+// step's trace waited for 25 modules, 7 of them these panels' and what only they import): its module is loaded after
+// the first view is painted, or at once when it is opened before that; create is then (el, app, module). app.js
+// makes its tab and container at start, its object once the module came (its hooks run from then on).
 import {Panel} from "./panel.js";
-import {RunsPanel} from "./runs.js";
-import {SourcePanel} from "./source.js";
 import {StepPanel} from "./step.js";
 import {SummaryPanel} from "./summary.js";
-import {TimelinePanel} from "./timeline.js";
 
 const showStep = (p, app) => {
   const {state, data} = app;
@@ -64,8 +64,8 @@ export const PANELS = [
     show: showStep, onStep: showStep, onSelection: (p, app) => p.pending(app.state.rw),
   },
   {
-    id: "diff", label: "Diff", key: "2", params: ["a", "b"], width: "wide",
-    create: (el, app) => new DiffPanel(el, {
+    id: "diff", label: "Diff", key: "2", params: ["a", "b"], width: "wide", lazy: () => import("./diff.js"),
+    create: (el, app, {DiffPanel}) => new DiffPanel(el, {
       cur: () => ({trace: app.state.trace, rw: app.state.rw, step: app.state.step, ctx: app.state.ctx}),
       traces: () => app.data.traces,
       onChange: (a, b) => app.setParams({a, b}),  // a new pair of points: a history entry
@@ -76,27 +76,28 @@ export const PANELS = [
     onTraces: (p) => p.tracesChanged(),
   },
   {
-    id: "kernel", label: "Kernel", key: "3",
-    create: (el, app) => new KernelPanel(el, {onPick: (c) => app.selectContext(c, {push: true})}),
+    id: "kernel", label: "Kernel", key: "3", lazy: () => import("./kernel.js"),
+    create: (el, app, {KernelPanel}) => new KernelPanel(el, {onPick: (c) => app.selectContext(c, {push: true})}),
     show: showContext, onTrace: showContext, onContext: showContext, onLive: showContext,
   },
   {
     id: "source", label: "Source", key: "4", width: "wide",  // LLVM IR and asm lines are long (issue 30)
-    create: (el, app) => new SourcePanel(el, {onPick: (c) => app.selectContext(c, {push: true})}),
+    lazy: () => import("./source.js"),
+    create: (el, app, {SourcePanel}) => new SourcePanel(el, {onPick: (c) => app.selectContext(c, {push: true})}),
     show: showContext, onTrace: showContext, onContext: showContext, onLive: showContext,
   },
   {
-    id: "runs", label: "Runs", key: "5", width: "medium",
-    create: (el, app) => new RunsPanel(el, {
+    id: "runs", label: "Runs", key: "5", width: "medium", lazy: () => import("./runs.js"),
+    create: (el, app, {RunsPanel}) => new RunsPanel(el, {
       onJump: (c) => { app.selectContext(c, {push: true}); app.openPanel("kernel"); },
       ctxInfo: (c) => app.data.ctxById.get(c),
     }),
     show: showTrace, onContexts: showTrace, onLive: showTrace,
   },
   {
-    id: "timeline", label: "Timeline", key: "6", width: "wide",
+    id: "timeline", label: "Timeline", key: "6", width: "wide", lazy: () => import("./timeline.js"),
     // a click on the timeline opens the context or rewrite in the graph and keeps the timeline in view
-    create: (el, app) => new TimelinePanel(el, {
+    create: (el, app, {TimelinePanel}) => new TimelinePanel(el, {
       onJumpContext: (c) => app.selectContext(c, {push: true}),
       onJumpRewrite: (c, r) => app.selectContext(c, {rw: r, push: true}),
       selection: () => ({ctx: app.state.ctx, rw: app.state.rw}),
@@ -113,9 +114,10 @@ export const PANEL_PARAMS = [...new Set(PANELS.flatMap((p) => p.params || []))];
 
 export const panelSpec = (id) => PANELS.find((p) => p.id === id) || null;
 
-/** The panel object of an entry, in its container el; every panel is a Panel (no copies of what the base does). */
-export function createPanel(spec, el, app) {
-  const panel = spec.create(el, app);
+/** The panel object of an entry, in its container el (module: a lazy entry's module); every panel is a Panel (no
+ * copies of what the base does). */
+export function createPanel(spec, el, app, module = null) {
+  const panel = spec.create(el, app, module);
   if (!(panel instanceof Panel)) throw new TypeError(`panel "${spec.id}": create() made no Panel (static/panel.js)`);
   return panel;
 }
