@@ -39,7 +39,8 @@ def step0_graphs(path: Path) -> list[tuple[str, Graph]]:
   tr = store.add_path(path)[0]
   got: list[Graph] = []
   real = stepgraphs.layout_graph
-  stepgraphs.layout_graph = lambda sizes, edges, pause=None: got.append((sizes, edges)) or real(sizes, edges)
+  stepgraphs.layout_graph = lambda sizes, edges, pause=None, slim=False: (
+    got.append((sizes, edges)) or real(sizes, edges, slim=slim))
   out = []
   try:
     for rw in list(tr.rewrites.values()):

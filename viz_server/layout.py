@@ -421,6 +421,8 @@ class _Orderer:
         lw = np.diff(graph.lptr).tolist()  # (each layer's width)
         loc_up, loc_lo = self._lloc
         for l in rng:
+            if lw[l] < 2:
+                continue  # (nothing to sort: _sort_layer would return at once, after the gathers below)
             if down:
                 g0, g1 = gptr[l - 1], gptr[l]
                 self._sort_layer(l, loc_lo[g0:g1], pos[up[g0:g1]], lw[l - 1], median, side)
@@ -461,8 +463,10 @@ class _Orderer:
                 since += 1  # a strict round with no candidate pair moves nothing (as the loop below would find)
                 continue
             moved = []
+            # the pairs near a dirty node: the same for both parities (a phase moves nodes of its parity's layers only)
+            near = None if eq or dirty is None else self._near(dirty)
             for lp in (0, 1):
-                ent = self._round_entries(lp, None if eq else dirty)
+                ent = self._round_entries(lp, near)
                 for sh in (0, 1):
                     mv = self._transpose_phase(ent, sh, eq)
                     if mv is not None:
@@ -502,14 +506,17 @@ class _Orderer:
         self._mb = (int(lw.max()) + 1).bit_length()  # bits of a neighbour's position in a sort key
         self.at = np.empty(graph.n_nodes, dtype=np.int64)
 
-    def _round_entries(self, lp: int, dirty: np.ndarray | None):
-        """Incidence entries of the layers of parity lp, only of pairs touching a dirty node when given."""
-        node, nbr, side, lstart, lw = self._tp[lp]
-        if dirty is None:
-            return node, nbr, side, lstart, lw
+    def _near(self, dirty: np.ndarray) -> np.ndarray:
+        """Nodes dirty or next to a dirty node in their layer (whose pairs a strict round looks at)."""
         slot = self.graph.lptr[self.graph.layer] + self.pos
         N = self.graph.n_nodes
-        near = dirty | dirty[self.at[np.maximum(slot - 1, 0)]] | dirty[self.at[np.minimum(slot + 1, N - 1)]]
+        return dirty | dirty[self.at[np.maximum(slot - 1, 0)]] | dirty[self.at[np.minimum(slot + 1, N - 1)]]
+
+    def _round_entries(self, lp: int, near: np.ndarray | None):
+        """Incidence entries of the layers of parity lp, only of the nodes `near` marks when given (_near)."""
+        node, nbr, side, lstart, lw = self._tp[lp]
+        if near is None:
+            return node, nbr, side, lstart, lw
         k = np.flatnonzero(near[node])
         return node[k], nbr[k], side[k], lstart[k], lw[k]
 
@@ -557,9 +564,10 @@ class _Orderer:
         first = np.empty(len(lpid), dtype=bool)
         first[0] = True
         np.not_equal(lpid[1:], lpid[:-1], out=first[1:])  # sorted by pair already
-        up_, inv = lpid[first], np.cumsum(first) - 1
-        keep = np.bincount(inv, weights=lt)
-        swap = np.bincount(inv, weights=gt)
+        fi = np.flatnonzero(first)
+        up_ = lpid[fi]
+        keep = np.add.reduceat(lt, fi)  # (runs: sums of ints, no float weights)
+        swap = np.add.reduceat(gt, fi)
         do = swap < keep
         if allow_equal:
             do |= (swap == keep) & (keep > 0)
