@@ -8,7 +8,15 @@
 let LINE_H = 0, CHAR_W = 0, PAD_W = 0, MAX_ARG = 0, CLEAR = 0;
 export const FONT_PX = 11;     // the font the server's char_w was measured at
 const BIN = 4;           // respacing: rows of this height in graph units
-export const edgeKey = (src, dst, index) => `${src}>${dst}>${index}`;
+// an edge's key in a view's edge map: its end and its place among that node's sources, a number (a node's sources
+// never change under its id, so (dst, index) names one edge; a step re-keys ~4,000 rebuilt in-edges, and numbers
+// made no strings: issue 30). Exact while it is a safe integer (a replay's fresh ids start at 2**40); else, or an
+// index past INDEX_SPAN, a string, which no number equals.
+const INDEX_SPAN = 8;
+export function edgeKey(src, dst, index) {
+  const k = dst * INDEX_SPAN + index;
+  return index >= 0 && index < INDEX_SPAN && Number.isSafeInteger(k) ? k : `${dst}>${index}`;
+}
 
 /** Take the server's label metrics (the /api/metrics answer); a GraphView draws only once they are set. */
 export function setLabelMetrics(m) {
