@@ -3,9 +3,15 @@ then steps 1..N pressed as bench_ui presses them (the page's own prefetch), each
 answer, applying it to the model (`perf.lastDomMs`) and the frame that paints it, and the server's CPU a step; with
 --cpu, Chromium's sampling profiler (CDP `Profiler.start`) over the steps, its self time summed per function; with
 --trace, a Chromium trace: the page's main-thread CPU a step (what it cost, whatever else shares the machine) and the
-self time of each event by thread. TINYVIZ_ROOT=DIR measures another checkout's viewer (an A/B of two trees).
+self time of each event by thread; with --apply A B, the page's own parts in the page alone (no server between): the
+same compact=2 delta from step s+1 to s+2 applied after step s's graph and the delta to s+1 (entries renamed before,
+as when stepping), for s in A..B-1, each part's median (applyDelta, the legend, the groups' refold, the canvas pass
+and its raster, forced by reading a pixel, the minimap) and a hash of the model it left (nodes, edges, ghosts: the
+same in both trees when the change keeps it). TINYVIZ_ROOT=DIR measures another checkout's viewer (an A/B of two
+trees).
 
   PYTHONPATH=. .venv/bin/python bench/profile_arrow.py --gpt-trace T [--steps 40] [--cpu | --trace] [--top 25]
+  [--apply 5 15 --reps 5]
 """
 from __future__ import annotations
 
@@ -31,6 +37,53 @@ STEP_SPLIT = """async (k) => {
   await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));
   return [performance.now() - t0, v.perf.lastFetchMs, v.perf.lastDomMs, t1 - t0, v.perf.lastKind];
 }"""
+# --apply: per part ms (median over steps and reps) of applying step s+1 -> s+2 in the page, and the model's hash
+APPLY_PARTS = """async ([t, r, a, b, reps]) => {
+  const g = window.__viz.graph, GV = Object.getPrototypeOf(Object.getPrototypeOf(g));
+  const flush = (c) => c.getContext("2d").getImageData(0, 0, 1, 1);
+  const get = async (p) => (await fetch(`/api/traces/${t}/rewrites/${r}/${p}`)).json();
+  // the deltas first, one after the other: the server's replay then reaches the steps in order and numbers their
+  // fresh ids as in any other run (what the model's hash compares)
+  const deltas = [];
+  for (let s = 0; s <= b; s++) deltas.push(await get(`delta?from=${s}&to=${s + 1}&compact=2`));
+  const cases = [];
+  for (let s = a; s < b; s++) cases.push([await get(`graph?step=${s}&compact=1`), deltas[s], deltas[s + 1]]);
+  const parts = {apply: [], legend: [], refold: [], draw: [], raster: [], minimap: []};
+  let hash = 0;
+  const mix = (x) => { for (let i = 0; i < x.length; i++) hash = (hash * 31 + x.charCodeAt(i)) | 0; };
+  for (let rep = 0; rep < reps; rep++) {
+    for (const [graph, d0, d] of cases) {
+      g.setData(graph);
+      if (!g.applyDelta(d0)) throw new Error("a delta did not fit");
+      g.autoView();
+      GV.draw.call(g);
+      flush(g.canvas);
+      const t0 = performance.now();
+      if (!g.applyDelta(d)) throw new Error("a delta did not fit");
+      const t1 = performance.now();
+      g._legend(g.ids().map((id) => g.node(id)));
+      const t2 = performance.now();
+      g._refold();
+      const t3 = performance.now();
+      GV.draw.call(g);
+      const t4 = performance.now();
+      flush(g.canvas);
+      const t5 = performance.now();
+      g.minimap.update();
+      flush(g.minimap.canvas);
+      const t6 = performance.now();
+      [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5].forEach((ms, i) => parts[Object.keys(parts)[i]].push(ms));
+      if (rep) continue;
+      [...g.nodes.values()].map((n) => `${n.d.id}:${n.x},${n.y}:${n.d.src}:${n.consts}`).sort().forEach(mix);
+      const edge = (e) => `${e.d.src}>${e.d.dst}>${e.d.index}`;
+      [...g.edges.values()].map((e) => `${edge(e)}:${JSON.stringify(e.pts)}`).sort().forEach(mix);
+      (g.ghosts?.edges || []).map(edge).sort().forEach(mix);
+      (g.ghosts?.nodes || []).map((n) => `${n.d.id}`).sort().forEach(mix);
+    }
+  }
+  const med = (xs) => [...xs].sort((x, y) => x - y)[xs.length >> 1];
+  return {parts: Object.fromEntries(Object.entries(parts).map(([k, xs]) => [k, med(xs)])), hash};
+}"""
 
 
 def self_times(profile: dict) -> dict[str, float]:
@@ -51,6 +104,8 @@ def main() -> None:
   ap.add_argument("--cpu", action="store_true", help="also profile the page's CPU (sampling; slows it a little)")
   ap.add_argument("--trace", action="store_true", help="also a Chromium trace: time per event name and thread")
   ap.add_argument("--top", type=int, default=25)
+  ap.add_argument("--apply", type=int, nargs=2, metavar=("A", "B"), help="the page's parts, steps A..B (see above)")
+  ap.add_argument("--reps", type=int, default=5, help="with --apply: repetitions")
   args = ap.parse_args()
   from playwright.sync_api import sync_playwright
 
@@ -64,6 +119,14 @@ def main() -> None:
       page = browser.new_context(viewport=ui.VIEWPORT).new_page()
       page.goto(f"{url}/#t={tid}&c={cbig}&r={rbig}&s=0")
       ui.wait_first_graph(page)
+      if args.apply:
+        got = page.evaluate(APPLY_PARTS, [tid, rbig, *args.apply, args.reps])
+        print(f"in-page parts of a step (ms, median of steps {args.apply[0] + 1}..{args.apply[1]} x {args.reps}), "
+              f"model hash {got['hash']}:")
+        for part, ms in got["parts"].items():
+          print(f"  {part:8} {ms:6.2f}")
+        print(f"  {'total':8} {sum(got['parts'].values()):6.2f}")
+        return
       page.wait_for_timeout(1500)  # the first graph's neighbours prefetched
       cdp = page.context.new_cdp_session(page)
       if args.cpu:

@@ -239,6 +239,7 @@ function drawNodes(g, f) {
     (f.focus && !f.focus.has(n.d.id) ? dim : lit).push(n);
   }
   g.drawn = drawn;
+  f.shown = lit.length ? (dim.length ? [...dim, ...lit] : lit) : dim;  // (drawMarks looks among them)
   drawGroups(g, f);
   if (dim.length) drawBoxes(g, f, dim, 0.25);
   if (lit.length) drawBoxes(g, f, lit, 1);
@@ -302,11 +303,18 @@ function drawMarks(g, f) {
   const ring = (ids, color, width, dash) => {
     const p = new Path2D();
     let any = false;
-    for (const id of ids) {
-      const n = g.nodes.get(id);
-      if (!n || hidden(n) || !visible(n)) continue;
+    const add = (n) => {
       p.roundRect(n.x - bw(n) / 2 - 1, n.y - n.h / 2 - 1, bw(n) + 2, bh(n) + 2, 5);
       any = true;
+    };
+    if (ids instanceof Set && ids.size > f.shown.length) {
+      // a step of a big rewrite marks ~2,000 rebuilt nodes changed, a few dozen of them in view: look among those
+      for (const n of f.shown) if (ids.has(n.d.id)) add(n);
+    } else {
+      for (const id of ids) {
+        const n = g.nodes.get(id);
+        if (n && !hidden(n) && visible(n)) add(n);
+      }
     }
     if (!any) return;
     ctx.setLineDash((dash || []).map((x) => x / Math.min(k, 1)));
