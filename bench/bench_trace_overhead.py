@@ -5,6 +5,7 @@ in fresh processes, VIZ off and VIZ=-1 alternately, each with an empty compile c
 
   python bench/bench_trace_overhead.py [--quick] [--pairs N] [--program gpt_step] [--size full]
   python bench/bench_trace_overhead.py --whole-only --against /path/to/other/checkout   (before/after, alternating)
+  python bench/bench_trace_overhead.py --split [--against ...]   (where the CPU time goes, by part)
 """
 from __future__ import annotations
 
@@ -158,10 +159,58 @@ PROGRAM = ("import sys\nsys.path.insert(0, {root!r})\nfrom bench.real_models imp
            "build({name!r}, tinyviz(), SIZES[{size!r}])()\n")
 
 
-def run_program(name: str, size: str, viz: bool, tmp: Path, root: Path = ROOT) -> tuple[float, float]:
-  """(wall s, CPU s of the process, all threads) of one fresh process running the program's step with the compiler of
-  checkout `root`; with viz, recorded to a file (VIZ=-1: no viewer). An empty compile cache each: VIZ off would
-  otherwise load every kernel from the disk cache that recording bypasses (engine.disk_key), a different program."""
+# --split: the program's step with the CPU time of what recording touches summed by part (each part's own time, less
+# the parts inside it), printed as JSON; the wrappers cost ~1 us a call (~0.03 s over the GPT step's ~40,000 calls).
+# The child runs timed_part's and split_wrappers' text (this file's, whichever tree's compiler it imports).
+SPLIT_HEAD = ("import json, threading, time, sys\nfrom typing import Any, Callable\nsys.path.insert(0, {root!r})\n"
+              "from compiler.trace import recorder\n")
+SPLIT_TAIL = ("parts, local = {{}}, threading.local()\nsplit_wrappers(parts, local)\n"
+              "t0, c0 = time.thread_time(), time.process_time()\n{program}"
+              "if isinstance(recorder.RECORDER, recorder.Recorder):\n  recorder.RECORDER.writer.flush()\n"
+              "print(json.dumps({{**parts, 'main': time.thread_time() - t0, 'process': time.process_time() - c0}}))\n")
+
+
+def timed_part(fn: Callable, part: str, parts: dict[str, float], local: Any,
+               clock: Callable[[], float] = time.thread_time) -> Callable:
+  """fn, adding each call's time by `clock` (its thread's CPU time) to parts[part], less the time of the timed_part
+  calls made inside it (they count in their own parts); `local`: a threading.local, a stack of inner times a thread."""
+  def call(*args: Any, **kw: Any) -> Any:
+    stack = local.__dict__.setdefault("stack", [])
+    stack.append(0.0)
+    t = clock()
+    try:
+      return fn(*args, **kw)
+    finally:
+      spent = clock() - t
+      inner = stack.pop()
+      parts[part] = parts.get(part, 0.0) + spent - inner
+      if stack:
+        stack[-1] += spent
+  return call
+
+
+def split_wrappers(parts: dict[str, float], local: Any) -> None:
+  """Wrap what recording touches with timed_part: LLVM (the JIT's compiles), codegen (get_program: its recorded
+  rewrites too), naming (TraceIds), hooks (the recorder's other entry points) and flush (the writer's, in whichever
+  thread)."""
+  from compiler.runtime import compiled, llvm
+  from vztrace.writer import TraceWriter
+  for holder, names, part in ((llvm.LLVMJit, ("compile", "compile_object", "link_cached"), "LLVM"),
+                              (compiled, ("get_program",), "codegen"), (TraceWriter, ("_flush",), "flush"),
+                              (recorder.Recorder, ("match", "rewrite_begin", "rewrite_end", "record", "ctx_begin",
+                                                   "ctx_end"), "hooks")):
+    for n in names:
+      setattr(holder, n, timed_part(getattr(holder, n), part, parts, local))
+  ids = recorder.TraceIds
+  if hasattr(ids, "_namer"):  # (a closure made per recording; a tree before it names in a method)
+    namer = ids._namer
+    ids._namer = lambda self: timed_part(namer(self), "naming", parts, local)  # type: ignore[method-assign]
+  else:
+    ids._name_below = timed_part(ids._name_below, "naming", parts, local)  # type: ignore[attr-defined]
+
+
+def _program_env(viz: bool, tmp: Path) -> dict[str, str]:
+  """The environment of a fresh program process: an empty compile cache of its own, and with viz VIZ=-1 to a file."""
   # (bytecode written and read as a user's run does: a tree whose every run compiled its modules again, with
   # PYTHONDONTWRITEBYTECODE set, cost ~0.3 s a run more than one with them compiled)
   env = {k: v for k, v in os.environ.items()
@@ -170,6 +219,26 @@ def run_program(name: str, size: str, viz: bool, tmp: Path, root: Path = ROOT) -
   env["XDG_CACHE_HOME"] = str(cache)
   if viz:
     env.update(VIZ="-1", VIZ_TRACE=str(cache / "t.vztrace"))
+  return env
+
+
+def run_split(name: str, size: str, viz: bool, tmp: Path, root: Path = ROOT) -> dict[str, float]:
+  """One fresh process of the program's step (as run_program) with its CPU time by part (split_wrappers): seconds of
+  LLVM, codegen, naming, hooks, flush, and `main` (the main thread's), `process` (all threads')."""
+  import inspect
+  program = PROGRAM.format(root=str(root), name=name, size=size).split("\n", 2)[2]  # (the path is SPLIT_HEAD's)
+  code = (SPLIT_HEAD.format(root=str(root)) + inspect.getsource(timed_part) + inspect.getsource(split_wrappers) +
+          SPLIT_TAIL.format(program=program))
+  out = subprocess.run([sys.executable, "-c", code], env=_program_env(viz, tmp), cwd=root, stderr=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, text=True, check=True).stdout
+  return json.loads(out.splitlines()[-1])
+
+
+def run_program(name: str, size: str, viz: bool, tmp: Path, root: Path = ROOT) -> tuple[float, float]:
+  """(wall s, CPU s of the process, all threads) of one fresh process running the program's step with the compiler of
+  checkout `root`; with viz, recorded to a file (VIZ=-1: no viewer). An empty compile cache each: VIZ off would
+  otherwise load every kernel from the disk cache that recording bypasses (engine.disk_key), a different program."""
+  env = _program_env(viz, tmp)
   t = time.perf_counter()
   proc = subprocess.Popen([sys.executable, "-c", PROGRAM.format(root=str(root), name=name, size=size)], env=env,
                           cwd=root, stderr=subprocess.DEVNULL)
@@ -223,6 +292,36 @@ def print_whole_program(name: str, size: str, pairs: int, against: Path | None =
           " ".join(f"{x:.2f}" for x in r["cpu_runs"][1]))
 
 
+SPLIT_PARTS = ("LLVM", "codegen", "naming", "hooks", "flush", "rest", "main", "process")
+
+
+def print_split(name: str, size: str, pairs: int, against: Path | None = None) -> None:
+  """Where recording's CPU time goes: `pairs` rounds of fresh processes (VIZ off / VIZ=-1, of each tree, rotating),
+  each part's median (run_split; `rest`: the main thread's time outside the parts), and VIZ=-1 less VIZ off."""
+  roots = (ROOT,) if against is None else (against.resolve(), ROOT)
+  runs = [(root, viz) for root in roots for viz in (False, True)]
+  got: dict[tuple[Path, bool], list[dict[str, float]]] = {r: [] for r in runs}
+  with tempfile.TemporaryDirectory() as d:
+    for root in roots:
+      run_program(name, "tiny", True, Path(d), root)
+    for i in range(pairs):
+      for root, viz in runs[i % len(runs):] + runs[:i % len(runs)]:
+        parts = run_split(name, size, viz, Path(d), root)
+        parts["rest"] = parts["main"] - sum(v for k, v in parts.items() if k not in ("main", "process", "flush"))
+        got[root, viz].append(parts)
+  rows = []
+  for root in roots:
+    med = {viz: {k: statistics.median(p.get(k, 0.0) for p in got[root, viz]) for k in SPLIT_PARTS}
+           for viz in (False, True)}
+    for label, vals in (("off", med[False]), ("VIZ=-1", med[True]),
+                        ("VIZ=-1 - off", {k: med[True][k] - med[False][k] for k in SPLIT_PARTS})):
+      rows.append((str(root)[-24:], label, *(vals[k] for k in SPLIT_PARTS)))
+  print(format_table([("tree", "<24"), ("run", "<12"), *((k, ">8.3f") for k in SPLIT_PARTS)], rows))
+  print(f"CPU s by part, medians of {pairs} rounds of fresh processes (each part's own time: LLVM the JIT's compiles, "
+        "codegen get_program\nless the parts inside it, naming TraceIds, hooks the recorder's entry points, flush the "
+        "writer's (any thread),\nrest the main thread's other time; main: the main thread, process: all threads)")
+
+
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__)
   ap.add_argument("--exprs", type=int, default=400, help="random index expressions in the symbolic workload")
@@ -235,11 +334,16 @@ def main() -> None:
   ap.add_argument("--against", type=Path, help="another checkout (the tree before a change): its whole-program row is "
                   "measured in the same rounds, alternating with this one's")
   ap.add_argument("--whole-only", action="store_true", help="only the whole-program row(s)")
+  ap.add_argument("--split", action="store_true", help="only the program's CPU time by part (LLVM, codegen, naming, "
+                  "hooks, flush, rest), VIZ off and VIZ=-1, in --pairs rounds")
   args = ap.parse_args()
   if args.quick:
     args.rounds, args.exprs, args.size, args.pairs = 3, 200, "quick", 3
   if args.workload:
     print(json.dumps(measure(args.workload, args.exprs, args.rounds)))
+    return
+  if args.split:
+    print_split(args.program, args.size, args.pairs, args.against)
     return
   if args.whole_only:
     print_whole_program(args.program, args.size, args.pairs, args.against)

@@ -1,0 +1,70 @@
+"""bench_trace_overhead --split: each part counts its own time, less the parts timed inside it (a fake clock: no
+timing), and the child program it composes from this file's text runs and reports every part."""
+from __future__ import annotations
+
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_trace_overhead import SPLIT_PARTS, run_split, timed_part  # noqa: E402
+
+
+def _clock(step: float = 1.0):
+  now = [0.0]
+
+  def clock() -> float:  # each reading one step later: a call's span is the readings made inside it, plus one
+    now[0] += step
+    return now[0]
+  return clock
+
+
+def test_a_part_counts_its_own_time_less_the_parts_inside_it():
+  parts: dict[str, float] = {}
+  local, clock = threading.local(), _clock()
+  inner = timed_part(lambda: None, "naming", parts, local, clock)  # readings 2, 3 (or 4, 5): 1 each call
+  outer = timed_part(lambda: (inner(), inner()), "codegen", parts, local, clock)  # readings 1 and 6
+  outer()
+  assert parts == {"naming": 2.0, "codegen": 3.0}  # 6 - 1 = 5 in all, 2 of them naming's
+  outer()
+  assert parts == {"naming": 4.0, "codegen": 6.0}
+
+
+def test_a_part_that_raises_still_counts_and_leaves_the_stack_empty():
+  parts: dict[str, float] = {}
+  local, clock = threading.local(), _clock()
+
+  def fail() -> None:
+    raise ValueError("no")
+  inner = timed_part(fail, "LLVM", parts, local, clock)
+  outer = timed_part(lambda: inner(), "codegen", parts, local, clock)
+  try:
+    outer()
+  except ValueError:
+    pass
+  assert parts == {"LLVM": 1.0, "codegen": 2.0} and local.stack == []
+
+
+def test_each_thread_keeps_its_own_stack():
+  parts: dict[str, float] = {}
+  local, clock = threading.local(), _clock()
+  seen: list[list] = []
+
+  def other_thread() -> None:  # a flush in the writer's thread, while the main thread is inside a part
+    timed_part(lambda: seen.append(list(local.stack)), "flush", parts, local, clock)()
+  outer = timed_part(lambda: [t.start() or t.join() for t in [threading.Thread(target=other_thread)]], "codegen",
+                     parts, local, clock)
+  outer()
+  assert seen == [[0.0]]  # the other thread's stack holds its own call only: the main thread's is not under it
+  assert parts == {"flush": 1.0, "codegen": 3.0}  # codegen's span (1 -> 4) is not cut by another thread's part
+
+
+def test_the_split_child_runs_and_reports_every_part():
+  with tempfile.TemporaryDirectory() as d:
+    got = run_split("gpt_step", "tiny", True, Path(d))
+  assert set(SPLIT_PARTS) - {"rest"} <= set(got)
+  assert all(got[k] >= 0 for k in got)
+  assert got["naming"] > 0 and got["hooks"] > 0 and got["flush"] > 0  # recorded: each part was called
