@@ -49,7 +49,15 @@ from compiler.runtime.candidates import (
   scratch_arrays,
   time_in_sequence,
 )
-from compiler.runtime.compiled import CompiledKernel, compile_for_disk, compile_kernel, load_kernel
+from compiler.runtime.compiled import (
+  CompiledKernel,
+  Submit,
+  compile_kernel,
+  load_kernel,
+  run_now,
+  start_for_disk,
+  start_untraced,
+)
 from compiler.runtime.llvm import get_jit
 from compiler.trace import recorder
 from compiler.trace.recorder import untraced
@@ -308,19 +316,42 @@ def compile_runner(ast: UOp) -> CompiledKernel:
   """The realize backend's runner: optimize, compile, and return the kernel (`runner(bufs)`). Untraced, without
   BEAM, what a kernel compiles to (its Program, opts and object code) is kept on disk (compiler.runtime.diskcache),
   and a later process loads it instead of optimizing and compiling again."""
+  return start_runner(ast, run_now)()
+
+
+def compiles_ahead() -> bool:
+  """Whether realize may start kernels' compiles ahead of their runs (compile-ahead): not with BEAM (a search that
+  times candidates would share the machine with the compile worker) nor with switches on (bisect numbers matches
+  kernel by kernel as each is compiled at its turn)."""
+  return OptPolicy.from_env().beam < 1 and rewrite.SWITCHES is None
+
+
+def start_runner(ast: UOp, submit: Submit) -> Callable[[], CompiledKernel]:
+  """compile_runner in two stages, for compiler.realize's compile-ahead: the disk cache's lookup, the optimizer and
+  codegen now (Python, on this thread), LLVM's optimizer and code generation through `submit` (a worker thread: they
+  release the GIL); the getter it returns finishes (the disk cache's write) and gives compile_runner's kernel, or
+  raises what the compile raised. A traced compile (its records go into the kernel's context) is made now."""
   policy = OptPolicy.from_env()
   key = disk_key(ast, policy)
   if key is not None and (ck := _load_runner(key)) is not None:
-    return ck
+    return lambda: ck
   COUNTS["compile"] += 1
   if rewrite.SWITCHES is not None:  # (what a numbered match names as its kernel)
     rewrite.SWITCHES.kernel = getattr(ast.arg, "name", None)
   opt = optimize(ast, policy=policy)
   opts = getattr(opt.arg, "opts", ())  # the applied Opts, which DEBUG=3 prints (compiler/debug.py)
   if key is None:
-    ck = compile_kernel(opt)
-  else:
-    ck, symbol, obj = compile_for_disk(opt, key[:32])
+    get = start_untraced(opt, submit) if recorder.RECORDER is None else run_now(lambda: compile_kernel(opt))
+
+    def finish() -> CompiledKernel:
+      ck = get()
+      ck.opts = opts
+      return ck
+    return finish
+  got = start_for_disk(opt, key[:32], submit)
+
+  def finish_for_disk() -> CompiledKernel:
+    ck, symbol, obj = got()
     if obj is not None:
       prg = ck.program
       if not prg.vars:  # what every run's checks need, worked out now (memoized in the Program) and stored with it
@@ -328,8 +359,9 @@ def compile_runner(ast: UOp) -> CompiledKernel:
         prg.flops(None)
       # (without its linearized uops, which only a traced compile shows: a third of the entry, half its load)
       diskcache.put(key, (dataclasses.replace(prg, uops=()), [o.to_json() for o in opts], symbol, obj))
-  ck.opts = opts
-  return ck
+    ck.opts = opts
+    return ck
+  return finish_for_disk
 
 
 # ---- the OpenCL backend (BACKEND=cl)

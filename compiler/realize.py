@@ -10,11 +10,16 @@ Before a kernel runs, each buffer it stores to (`output_slots`) is prepared: all
 the kernel writes it whole and never reads it), and moved to memory of its own when someone else still reads its
 memory (a `.numpy()` view handed out, a caller's array from Tensor.from_numpy: `Buffer.prepare_write`), so a kernel
 never changes an array a caller holds. Before any kernel runs, the schedule's intermediates are planned to share
-Buffers where their lives do not overlap (`plan_memory`, compiler/runtime/memory.py).
+Buffers where their lives do not overlap (`plan_memory`, compiler/runtime/memory.py). Untraced, a backend with two
+stages (the LLVM one: `_stage_loaders`) compiles ahead (`_Ahead`): the next kernels' Python part is made while LLVM
+compiles earlier ones on a worker thread, the kernels compiled and run in the same order as without it.
 """
 from __future__ import annotations
 
+import functools
 import os
+import sys
+import threading
 import time
 import weakref
 from typing import Any, Callable, Sequence
@@ -110,6 +115,19 @@ def _cl_factory() -> BackendFactory:
 
 _loaders: dict[str, Callable[[], BackendFactory]] = {"interp": _interp_factory, "llvm": _llvm_factory,
                                                      "cl": _cl_factory}
+
+
+def _llvm_stages() -> tuple[BackendFactory, Callable[[UOp, Any], Callable[[], Runner]], Callable[[], bool]]:
+  from compiler.engine import compile_runner, compiles_ahead, start_runner
+  return compile_runner, start_runner, compiles_ahead
+
+
+# backend -> (its factory, that factory in two stages: `start(ast, submit)` does the Python part now, the rest through
+# `submit`, and returns the runner's getter; whether a schedule may compile ahead now): what compile-ahead uses, while
+# the backend's factory is that one (run_schedule's `_Ahead`)
+_stage_loaders: dict[str, Callable[[], tuple[BackendFactory, Callable[[UOp, Any], Callable[[], Runner]],
+                                              Callable[[], bool]]]] = {
+  "llvm": _llvm_stages}
 # backend -> what it does with a whole schedule before its kernels run ((ast, buffers) in run order)
 _schedule_hooks: dict[str, Callable[[list[tuple[UOp, Sequence[Buffer]]]], None]] = {"llvm": _llvm_confirm}
 _factories: dict[str, BackendFactory] = {}
@@ -158,10 +176,22 @@ def _runner(ast: UOp, backend: str | None) -> tuple[Runner, float | None]:
     runner = factory(ast)
     made_s = debug.clock() - t0
     tracing = recorder.RECORDER  # (a pending recorder became a real one at the first traced event)
+  _remember(key, runner, tracing)
+  return runner, made_s
+
+
+def _remember(key: tuple[str, UOp], runner: Runner, tracing: Any) -> None:
+  """Keep a runner made under the recorder `tracing` (None: untraced), the RUNNER_CACHE_SIZE latest at most."""
   _runners[key] = (runner, None if tracing is None else weakref.ref(tracing))
   if len(_runners) > RUNNER_CACHE_SIZE:
     del _runners[next(iter(_runners))]
-  return runner, made_s
+
+
+def _cached_runner(key: tuple[str, UOp]) -> bool:
+  """Whether _runner would find the runner of `key` made (under the current recorder) rather than make it."""
+  hit = _runners.get(key)
+  tracing = recorder.RECORDER
+  return hit is not None and (tracing is None or (hit[1] is not None and hit[1]() is tracing))
 
 
 def _strides(idx: UOp) -> list[tuple[int, int]] | None:
@@ -287,9 +317,137 @@ def kernel_backend(si: ScheduleItem, backend: str) -> str:
   return backend if dev == "CPU" else "cl"
 
 
+# kernels a schedule's untraced run compiles ahead of the one it runs at most (`COMPILE_AHEAD`; 0: none, each kernel
+# compiled at its turn): the bound on what waits in the compile worker's queue
+COMPILE_AHEAD = 8
+# the interpreter's switch interval while a schedule's compile worker runs (s): how long the worker may wait for the GIL
+AHEAD_SWITCH_S = 5e-5
+# backend -> (its factory, its two-stage start, whether this schedule may compile ahead), loaded once
+_stages: dict[str, tuple[BackendFactory, Callable[[UOp, Any], Callable[[], Runner]], Callable[[], bool]]] = {}
+
+
+def compile_ahead_depth() -> int:
+  """How many kernels a schedule's untraced run compiles ahead (`COMPILE_AHEAD`, default COMPILE_AHEAD)."""
+  raw = os.environ.get("COMPILE_AHEAD", "") or str(COMPILE_AHEAD)
+  try:
+    return max(0, int(raw))
+  except ValueError:
+    raise ValueError(f"COMPILE_AHEAD must be an integer, got {raw!r}") from None
+
+
+class _Ahead:
+  """A schedule's kernels compiled ahead of their runs (run_schedule's untraced path): each kernel's Python part
+  (the disk cache's lookup, optimize, codegen) made here in run order, up to `depth` kernels ahead of the one about to
+  run, and its LLVM part (optimizer, code generation: llvmlite releases the GIL there) on one worker thread, in the
+  same order, while this thread goes on. The same kernels in the same order as compiling each at its turn, so the
+  same code and outputs; what a kernel's compile raises (here or on the worker) is raised at its turn, where it was
+  raised before. `close` waits for the worker and ends it (one thread a schedule that compiles, none after)."""
+
+  def __init__(self, schedule: list[ScheduleItem], backend: str, start: Callable[[UOp, Any], Callable[[], Runner]],
+               depth: int) -> None:
+    self.schedule, self.backend, self.start, self.depth = schedule, backend, start, depth
+    self.next = 0  # the next schedule index to start
+    self.started: dict[int, Callable[[], Runner]] = {}  # schedule index -> its runner's getter
+    self.asts: set[UOp] = set()  # the kernels started (an equal one later takes the runner made, from _runners)
+    self.pool: Any = None  # the worker (a ThreadPoolExecutor of one thread), made at the first LLVM compile
+
+  def _submit(self, job: Callable[[], Any]) -> Callable[[], Any]:
+    if self.pool is None:
+      from concurrent.futures import ThreadPoolExecutor
+      self.pool = ThreadPoolExecutor(1, thread_name_prefix="tinyviz-compile")
+      _switch_interval(+1)
+    return self.pool.submit(job).result
+
+  def _start(self, j: int) -> None:
+    si = self.schedule[j]
+    if si.ast.op is Ops.COPY or si.ast in self.asts:
+      return
+    try:
+      if kernel_backend(si, self.backend) != self.backend or _cached_runner((self.backend, si.ast)):
+        return
+    except RuntimeError:  # (buffers on two devices: raised again at its turn)
+      return
+    self.asts.add(si.ast)
+    try:
+      self.started[j] = self.start(si.ast, self._submit)
+    except Exception as e:  # raised at the kernel's turn, as compiling it then would
+      self.started[j] = functools.partial(_reraise, e)
+
+  def runner(self, i: int) -> Runner:
+    """The runner of schedule item i (about to run), the next ones' compiles started first."""
+    while self.next < min(len(self.schedule), i + 1 + self.depth):
+      self._start(self.next)
+      self.next += 1
+    got = self.started.pop(i, None)
+    si = self.schedule[i]
+    if got is None:  # (not started here: cached, another backend's, or one already made for an equal kernel)
+      return get_runner(si.ast, kernel_backend(si, self.backend))
+    runner = got()
+    _remember((self.backend, si.ast), runner, None)
+    return runner
+
+  def close(self) -> None:
+    """Wait for the worker's compile in progress (one started for a kernel not reached is dropped) and end it."""
+    if self.pool is not None:
+      self.pool.shutdown(wait=True, cancel_futures=True)
+      self.pool = None
+      _switch_interval(-1)
+
+
+# (compile workers alive, the process's switch interval before the first of them): schedules run on several threads
+# at once lower it once and put it back when the last worker ends
+_workers: list[Any] = [0, 0.0]
+_workers_lock = threading.Lock()
+
+
+def _switch_interval(delta: int) -> None:
+  """A compile worker starts (+1) or ends (-1). A worker takes the GIL back after each of llvmlite's ~35 calls a
+  compile, waiting for the calling thread's Python to give it up: up to the switch interval (5 ms) each time, ~0.15 s
+  a kernel, several times LLVM's own time; while a worker lives the interval is AHEAD_SWITCH_S (~2 ms a kernel)."""
+  with _workers_lock:
+    if delta > 0 and _workers[0] == 0:
+      _workers[1] = sys.getswitchinterval()
+      sys.setswitchinterval(min(_workers[1], AHEAD_SWITCH_S))
+    _workers[0] += delta
+    if _workers[0] == 0:
+      sys.setswitchinterval(_workers[1])
+
+
+def _reraise(e: BaseException) -> Any:
+  raise e
+
+
+@functools.cache
+def _cores() -> int:
+  """The cores this process may run on (one: a compile worker would only take turns with this thread)."""
+  try:
+    return len(os.sched_getaffinity(0))
+  except AttributeError:  # (not on Linux)
+    return os.cpu_count() or 1
+
+
+def _ahead(schedule: list[ScheduleItem], backend: str, level: int) -> _Ahead | None:
+  """Compile-ahead for this schedule's run, or None: tracing or DEBUG>=2 (each kernel's compile goes into its
+  context, or its line), COMPILE_AHEAD=0, one core, a one-kernel schedule, a backend with no two stages (or another
+  factory registered in its name), or the backend's own veto (the LLVM backend's: BEAM, switches)."""
+  if recorder.RECORDER is not None or level >= 2 or backend not in _stage_loaders or len(schedule) < 2 or \
+     _cores() < 2:
+    return None
+  depth = compile_ahead_depth()
+  if depth == 0:
+    return None
+  if backend not in _stages:
+    _stages[backend] = _stage_loaders[backend]()
+  factory, start, allowed = _stages[backend]
+  if _factories.get(backend, factory) is not factory or not allowed():
+    return None
+  return _Ahead(schedule, backend, start, depth)
+
+
 def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> None:
   """Run every step of the schedule in order (its intermediates' memory planned first: plan_memory): a kernel on
-  its buffers' device (`kernel_backend`), a COPY between devices (`copy_runner`, a "copy" trace context)."""
+  its buffers' device (`kernel_backend`), a COPY between devices (`copy_runner`, a "copy" trace context). Untraced,
+  the kernels are compiled ahead of their runs (`_Ahead`)."""
   level = debug.level()
   if level >= 1:
     debug.on_schedule(len(schedule))
@@ -298,25 +456,36 @@ def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> No
   schedule = plan_memory(schedule, outs_of)
   if (hook := _schedule_hooks.get(backend)) is not None:
     hook([(si.ast, si.bufs) for si in schedule if si.ast.op is not Ops.COPY and si.bufs[0].device == "CPU"])
-  for si, outs in zip(schedule, outs_of):
-    bufs = si.bufs
-    for i, b in enumerate(bufs):  # allocated on first use; an output written whole (and not read) is not zeroed
-      if not b.allocated or _freed:
-        b.ensure_allocated(zero=(i, True) not in outs or bufs.count(b) > 1)
-    prepare_outputs(outs, bufs)
-    if si.ast.op is Ops.COPY:
-      runner: Runner = copy_runner
-      with trace_context(si.name, kind="copy", schedule=si.ctx):
-        debug.run_kernel(si.name, runner, bufs)
-    elif recorder.RECORDER is None and level < 2:
-      runner = get_runner(si.ast, kernel_backend(si, backend))
-      runner(bufs)
-    else:
-      from compiler.runtime.compiled import runs_recorded_here  # (lazy: the interp backend needs no LLVM)
-      # a compile's passes and sources go into the kernel's context, and so does its run: a kernel compiled by an
-      # earlier call (a schedule cache hit) filed its runs under that call's context, so this one read "not run"
-      with trace_context(si.name, kind="kernel", schedule=si.ctx), runs_recorded_here():
-        runner, made_s = _runner(si.ast, kernel_backend(si, backend))
-        debug.run_kernel(si.name, runner, bufs, made_s)
-    if capturing is not None:
-      capturing.append((si.name, runner, bufs, outs))
+  ahead = _ahead(schedule, backend, level)
+  try:
+    for i, (si, outs) in enumerate(zip(schedule, outs_of)):
+      _run_item(si, outs, backend, level, i, ahead)
+  finally:
+    if ahead is not None:
+      ahead.close()
+
+
+def _run_item(si: ScheduleItem, outs: tuple[tuple[int, bool], ...], backend: str, level: int, i: int,
+              ahead: _Ahead | None) -> None:
+  """Run schedule item i (its buffers allocated and prepared for its writes first)."""
+  bufs = si.bufs
+  for j, b in enumerate(bufs):  # allocated on first use; an output written whole (and not read) is not zeroed
+    if not b.allocated or _freed:
+      b.ensure_allocated(zero=(j, True) not in outs or bufs.count(b) > 1)
+  prepare_outputs(outs, bufs)
+  if si.ast.op is Ops.COPY:
+    runner: Runner = copy_runner
+    with trace_context(si.name, kind="copy", schedule=si.ctx):
+      debug.run_kernel(si.name, runner, bufs)
+  elif recorder.RECORDER is None and level < 2:
+    runner = get_runner(si.ast, kernel_backend(si, backend)) if ahead is None else ahead.runner(i)
+    runner(bufs)
+  else:
+    from compiler.runtime.compiled import runs_recorded_here  # (lazy: the interp backend needs no LLVM)
+    # a compile's passes and sources go into the kernel's context, and so does its run: a kernel compiled by an
+    # earlier call (a schedule cache hit) filed its runs under that call's context, so this one read "not run"
+    with trace_context(si.name, kind="kernel", schedule=si.ctx), runs_recorded_here():
+      runner, made_s = _runner(si.ast, kernel_backend(si, backend))
+      debug.run_kernel(si.name, runner, bufs, made_s)
+  if capturing is not None:
+    capturing.append((si.name, runner, bufs, outs))

@@ -16,7 +16,7 @@ import time
 import weakref
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -414,14 +414,49 @@ def _split_min_s(workers: int) -> float:
   return min(PARALLEL_MIN_S, get_pool(workers).split_min_s) if workers >= 1 else PARALLEL_MIN_S
 
 
+# how a staged compile's LLVM part runs: `submit(job)` runs job() now or on a worker thread and returns a getter of its
+# result, which raises the job's exception (compiler.realize's compile-ahead gives a worker's; `run_now` runs it here)
+Submit = Callable[[Callable[[], Any]], Callable[[], Any]]
+
+
+def run_now(job: Callable[[], Any]) -> Callable[[], Any]:
+  """Submit that runs the job at once, on this thread (an exception is raised here, as the job's caller's)."""
+  got = job()
+  return lambda: got
+
+
 def compile_for_disk(ast: UOp, tag: str) -> tuple[CompiledKernel, str, bytes | None]:
   """compile_kernel untraced, through object code for the disk cache: (kernel, its symbol (the kernel's function
   name and `tag`, the cache entry's name: unique to its code), its object code, None where the IR was compiled
   before in this process)."""
+  return start_for_disk(ast, tag, run_now)()
+
+
+def start_for_disk(ast: UOp, tag: str, submit: Submit) -> Callable[[], tuple[CompiledKernel, str, bytes | None]]:
+  """compile_for_disk in two stages: codegen now (Python, on this thread), LLVM's part (which releases the GIL)
+  through `submit`; the getter it returns gives compile_for_disk's answer (or raises what the compile raised)."""
   prg = get_program(ast)
   symbol = f"{prg.fname}_c{tag}"
-  jf, obj = get_jit().compile_object(prg.src, prg.fname, symbol)
-  return CompiledKernel(prg, jf.address, jf.compile_s if obj is not None else 0.0, None), jf.symbol, obj
+  jit = get_jit()
+  got = submit(lambda: jit.compile_object(prg.src, prg.fname, symbol))
+
+  def finish() -> tuple[CompiledKernel, str, bytes | None]:
+    jf, obj = got()
+    return CompiledKernel(prg, jf.address, jf.compile_s if obj is not None else 0.0, None), jf.symbol, obj
+  return finish
+
+
+def start_untraced(ast: UOp, submit: Submit) -> Callable[[], CompiledKernel]:
+  """compile_kernel while nothing records, in compile_for_disk's two stages (no object code kept: the disk cache
+  is off)."""
+  prg = get_program(ast)
+  jit = get_jit()
+  got = submit(lambda: jit.compile(prg.src, prg.fname, want_text=False))
+
+  def finish() -> CompiledKernel:
+    jf, cached = got()
+    return CompiledKernel(prg, jf.address, 0.0 if cached else jf.compile_s, None)
+  return finish
 
 
 def load_kernel(prg: Program, symbol: str, obj: bytes) -> CompiledKernel:
