@@ -187,6 +187,22 @@ def test_toposort_gate_and_deep_chain():
   assert toposort(e, gate=lambda u: u is e) == [e.src[0], e.src[1], e]
 
 
+def test_toposort_of_a_sink_is_kept_and_each_caller_gets_its_own_list():
+  # a kernel AST (a SINK) is walked again by many passes' helpers: its walk is kept on the node (issue 29)
+  from compiler import uop
+  s = UOp.sink((x + y) * 2, x - y)
+  first = toposort(s)
+  assert s.__dict__[uop._TOPO_KEY] == tuple(first[:-1]) and first[-1] is s  # (not itself: no reference cycle)
+  kept = list(first)
+  first.append(x)  # a caller changing its list changes nothing kept
+  again = toposort(s)
+  assert again == kept and again is not first and again is not toposort(s)
+  # a gated walk is neither kept nor answered from what is kept; another op's root keeps nothing
+  assert toposort(s, gate=lambda u: u is s) == [*s.src, s]
+  e = (x + y) * 3
+  assert toposort(e) == [x, y, x + y, e.src[1], e] and uop._TOPO_KEY not in e.__dict__
+
+
 def test_substitute():
   e = (x + y) * (x + 1)
   assert substitute(e, {x: y}) is (y + y) * (y + 1)
