@@ -46,8 +46,11 @@ def _const(dt: DType, v: Any) -> UOp:
   return UOp.const(dt, v)
 
 
-_shash_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_key_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# a node's structural hash and order key live in its own __dict__ (they die with it), as index_linear_form's forms:
+# a WeakKeyDictionary's lookups are Python code that makes a weak reference each, and _shash's walk asked one of
+# every node it passed (issue 29)
+_SHASH_KEY, _ORDER_KEY = "_shash", "_order_key"
+_DTYPE_CRC: dict = {}  # a dtype's crc32 of its repr, asked of every node hashed
 
 
 def _arg_hash(arg: Any) -> int:
@@ -61,20 +64,22 @@ def _arg_hash(arg: Any) -> int:
 
 def _shash(u: UOp) -> int:
   """A structural hash that is the same in every process (so canonical order is too)."""
-  cache = _shash_cache
-  h = cache.get(u)
+  h = u.__dict__.get(_SHASH_KEY)
   if h is not None:
     return h
-  for x in toposort(u, gate=lambda y: y not in cache):
-    if x not in cache:
-      cache[x] = hash((x.op.value, zlib.crc32(repr(x.dtype).encode()), _arg_hash(x.arg),
-                       tuple(cache[s] for s in x.src)))
-  return cache[u]
+  for x in toposort(u, gate=lambda y: _SHASH_KEY not in y.__dict__):
+    d = x.__dict__
+    if _SHASH_KEY not in d:
+      crc = _DTYPE_CRC.get(x.dtype)
+      if crc is None:
+        crc = _DTYPE_CRC[x.dtype] = zlib.crc32(repr(x.dtype).encode())
+      d[_SHASH_KEY] = hash((x.op.value, crc, _arg_hash(x.arg), tuple(s.__dict__[_SHASH_KEY] for s in x.src)))
+  return u.__dict__[_SHASH_KEY]
 
 
 def order_key(u: UOp) -> tuple:
   """The canonical order of operands: variables by name, then ranges by axis, then other nodes, constants last."""
-  k = _key_cache.get(u)
+  k = u.__dict__.get(_ORDER_KEY)
   if k is not None:
     return k
   if u.op is Ops.DEFINE_VAR:
@@ -87,7 +92,7 @@ def order_key(u: UOp) -> tuple:
     k = (2, "", u.op.value)
   # the id only breaks ties between different nodes with colliding hashes, so the order is total and sorting stable
   k = (*k, _shash(u), id(u))
-  _key_cache[u] = k
+  u.__dict__[_ORDER_KEY] = k
   return k
 
 

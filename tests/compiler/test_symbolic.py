@@ -490,3 +490,21 @@ def test_property_affine_div_mod_cmp(data):
   s = e.simplify()
   assert s.simplify() is s
   assert_same_values(e, s, limit=400, samples=120)
+
+
+def test_structural_hash_and_order_key_are_kept_on_the_node_and_unchanged():
+  # each node's structural hash and order key are kept in its own __dict__ (issue 29: a WeakKeyDictionary's lookups
+  # were Python code); the hash is still the one of its fields, so the canonical order (and every kernel) is the same
+  import zlib
+
+  from compiler import symbolic as sym
+
+  def reference(u: UOp) -> int:
+    return hash((u.op.value, zlib.crc32(repr(u.dtype).encode()), sym._arg_hash(u.arg),
+                 tuple(reference(s) for s in u.src)))
+  e = (x * 4 + y) // 3 + (z < 2).where(x, y)
+  for u in toposort(e):
+    assert sym._shash(u) == reference(u)
+  key = sym.order_key(e)
+  assert e.__dict__[sym._SHASH_KEY] == reference(e) and e.__dict__[sym._ORDER_KEY] is key
+  assert key == (2, "", e.op.value, reference(e), id(e)) and sym.order_key(e) is key
