@@ -13,13 +13,16 @@ import numpy as np
 import pytest
 from support.codegen_helpers import UP, elementwise, matmul, split
 
+from compiler.codegen import program
 from compiler.codegen.errors import kernel_name
 from compiler.codegen.linearizer import linearize
 from compiler.codegen.llvmir import render_llvm, symbol
 from compiler.codegen.program import format_uops, get_program, lower_ast
+from compiler.dtype import dtypes
 from compiler.runtime.llvm import get_jit
 from compiler.tensor import Tensor
 from compiler.trace import recorder
+from compiler.uop import Ops, UOp
 from vztrace.format import MAX_LINE_UOPS, TraceFormatError, clip_lists, validate_record
 from vztrace.linemap import _is_instruction, record_lines, source_lines
 from vztrace.reader import TraceReader
@@ -153,6 +156,36 @@ def test_debug_info_leaves_the_machine_code_unchanged(name):
   with_dbg, without = (_text_sections(jit.object_code(src, prg.fname, "k_dbg")) for src in (dbg, prg.src))
   assert without and any(without.values())
   assert with_dbg == without
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_uops_listing_spells_each_source_once(name, monkeypatch):
+  """format_uops (a traced compile lists every kernel) spells an inlined source once, not once a use, and lists each
+  UOp as one line: position, indent, op, dtype, sources (listed ones as %position), arg."""
+  prg = get_program(KERNELS[name]())
+  calls: list[UOp] = []
+  inline, nest = program._inline, [0]
+
+  def counted(s: UOp) -> str:  # (the calls format_uops makes, not a vector's own for its lanes)
+    if nest[0] == 0:
+      calls.append(s)
+    nest[0] += 1
+    try:
+      return inline(s)
+    finally:
+      nest[0] -= 1
+  monkeypatch.setattr(program, "_inline", counted)
+  text = format_uops(prg.uops)
+  assert calls and len(calls) == len(set(calls))  # (the old listing spelled a constant at every use)
+  pos: dict[UOp, int] = {}
+  depth = 0
+  for i, (u, line) in enumerate(zip(prg.uops, text.split("\n"), strict=True)):
+    depth -= u.op in (Ops.END, Ops.ENDIF)
+    srcs = ", ".join(f"%{pos[s]}" if s in pos else inline(s) for s in u.src)
+    dt, arg = "" if u.dtype == dtypes.void else str(u.dtype), "" if u.arg is None else f"  {u.arg!r}"
+    assert line == f"{i:4d} {'  ' * depth}{u.op.name:<12s} {dt:<10s} ({srcs}){arg}"
+    depth += u.op in (Ops.RANGE, Ops.IF)
+    pos[u] = i
 
 
 def test_line_zero_takes_the_location_before_it():
