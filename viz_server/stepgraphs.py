@@ -11,7 +11,7 @@ import math
 import threading
 from dataclasses import dataclass
 from itertools import chain, compress
-from operator import and_, eq, itemgetter, not_
+from operator import and_, eq, itemgetter, not_, sub
 from typing import Callable, Sequence
 
 import numpy as np
@@ -138,13 +138,8 @@ def _diff_runs(xs: list[int]) -> list[int]:
   A step's ~1,900 rebuilt ids mostly ascend by one, so ~8 KB of differences are a few dozen runs (issue 30: answers
   under 10 KB)."""
   out: list[int] = []
-  prev = 0
-  for x in xs:
-    d, prev = x - prev, x
-    if out and out[-2] == d:
-      out[-1] += 1
-    else:
-      out += (d, 1)
+  for d, run in itertools.groupby(map(sub, xs, [0, *xs[:-1]])):  # (in C but for one turn a run: a few dozen)
+    out += (d, len(list(run)))
   return out
 
 
@@ -467,12 +462,13 @@ class StepGraphs:
       old_of = {o: n for o, n in info.pairs if n in lay.pos}
     else:
       new, removed = [*info.added, *info.changed], info.removed
-      old_of = {n: o for o, n in info.pairs if o in lay.pos}
+      olds = list(map(itemgetter(0), info.pairs))  # ({n: o for o, n in pairs if o in lay.pos}, in C: ~2,000 a step)
+      old_of = dict(compress(zip(map(itemgetter(1), info.pairs), olds), map(lay.pos.__contains__, olds)))
     if len(new) - sum(map(old_of.__contains__, new)) > max(MASSIVE, len(lay.pos) // 4):  # (in C: ~2,000 a step)
       return None
     rows, bands = self._index(lay)
     pos, layer, edges, width, height, rows, bands = place.derive(
-      lay, rows, bands, new, removed, old_of, rp.src, self.looks.size, rp.level)
+      lay, rows, bands, new, removed, old_of, rp.src, self.looks.size, rp.level, rp.node)
     self.stats["derived"] += 1
     src = rp.src
     own = len(pos) + 2 * sum(map(len, map(src, new))) // caches.POINTS_PER_NODE
@@ -491,9 +487,9 @@ class StepGraphs:
       # orig[b] = orig.pop(a, a), pair by pair in order, in C: update pulls each pair from the zip (a far jump's
       # steps rebuilt ~2,000 nodes each)
       orig.update(zip([p[then] for p in info.pairs], map(orig.pop, a, a)))
-    out, node = {}, self.replay.node
+    out, node, fresh = {}, self.replay.node, self.replay.fresh.get
     for new, old in orig.items():
-      n, o = node(new), node(old)
+      n, o = fresh(new) or node(new), fresh(old) or node(old)  # (most are fresh: no call of node() for them)
       if n is not None and o is not None and n[0] == o[0] and n[2] == o[2] and n[1] == o[1]:  # (no slices made)
         out[new] = old
     return out
@@ -669,7 +665,7 @@ class StepGraphs:
     rp = self.replay
     rows, bands = self._index(base)
     pos, layer, edges, width, height, rows, bands = place.derive(
-      base, rows, bands, new, removed, old_of, rp.src, self.looks.size, rp.level)
+      base, rows, bands, new, removed, old_of, rp.src, self.looks.size, rp.level, rp.node)
     return _Placed(pos, layer, edges, width, height, rows=rows, bands=bands)
 
   def graph(self, k: int, compact: bool = False, fresh: bool = False, anchor: int = 0) -> dict:
@@ -734,16 +730,16 @@ class StepGraphs:
     """The in-edges of `nodes` at k (layout lk) that the client does not have from j (layout lj): an added node's,
     a kept node's whose route changed, a rebuilt node's (`like`) that its old node's route at that index does not
     give; only from sources in `shown` where the graph is cut."""
-    src_of, old_route = self.replay.src, lj.edges.get
+    src_of, old_route, new_route, fresh = self.replay.src, lj.edges.get, lk.edges.get, self.replay.fresh.get
     out = []
-    for n in nodes:
-      src = src_of(n)
+    for n in nodes:  # (src() inlined for fresh nodes: most of the ~2,000 a step rebuilds, each with its old node)
+      src = f[3] if (f := fresh(n)) is not None else src_of(n)
       old = like.get(n)
-      old_src = src_of(old) if old is not None else ()
+      old_src = (f[3] if (f := fresh(old)) is not None else src_of(old)) if old is not None else ()
       for i, s in enumerate(src):
         if shown is not None and s not in shown:
           continue
-        pts = lk.edges.get((s, n), ())
+        pts = new_route((s, n), ())
         if old is not None:  # the client gives a rebuilt node the old node's in-edge routes, index by index; one
           # with more sources than the old node has nothing to inherit past the old node's last source
           if i < len(old_src) and ((got := old_route((old_src[i], old))) is pts or got == pts):
@@ -816,7 +812,7 @@ class StepGraphs:
         xy, created = pos_k[n], created_at(n)
         if rename is not None and created == k:  # one the page can make from its old node alone (_rebuilt)?
           if (xy is (oxy := pos_j[old]) or (round(xy[0], 1) == round(oxy[0], 1) and round(xy[1], 1) == round(oxy[1], 1))
-              ) and list(src_of(n)) == [rename(s, s) for s in src_of(old)]:  # (a box kept is the same tuple)
+              ) and src_of(n) == tuple(map(rename, so := src_of(old), so)):  # (a box kept: the same tuple; in C)
             pairs.append((n, old))
             continue
         nodes_added.append({"id": n, "like": old, "src": list(src_of(n)), "x": round(xy[0], 1), "y": round(xy[1], 1),
@@ -853,11 +849,10 @@ class StepGraphs:
     rebuilt nodes that are not changed, and nodes_removed leaves out their old nodes (removed with them). delta finds
     them (pairs: (id, like)) as it lists the added nodes, and never makes their dicts."""
     pairs.sort()
-    ids = {n for n, _ in pairs}
-    out["rebuilt"] = {"id": _diff_runs([n for n, _ in pairs]), "like": _diff_runs([o for _, o in pairs])}
-    olds = {o for _, o in pairs}
-    out["nodes_removed"] = [n for n in out["nodes_removed"] if n not in olds]
-    changed = set(out["changed"])
-    out["rebuilt_unchanged"] = [n for n in sorted(ids) if n not in changed]
-    out["changed"] = [n for n in out["changed"] if n not in ids]
+    ns, likes = map(list, zip(*pairs))  # (ids ascending, each once: delta lists each added node once; all in C)
+    ids, olds, changed = set(ns), set(likes), set(out["changed"])
+    out["rebuilt"] = {"id": _diff_runs(ns), "like": _diff_runs(likes)}
+    out["nodes_removed"] = list(itertools.filterfalse(olds.__contains__, out["nodes_removed"]))
+    out["rebuilt_unchanged"] = list(itertools.filterfalse(changed.__contains__, ns))
+    out["changed"] = list(itertools.filterfalse(ids.__contains__, out["changed"]))
 

@@ -117,3 +117,33 @@ def test_a_pushed_node_whose_column_is_taken_stays_just_below_its_sources():
   assert got[1090] == pos[90]
   assert got[3][1] < got[1000][1] <= got[3][1] + place.BAND_STEP, (got[3], got[1000])
   assert abs(got[1000][0] - 100.0) <= SIZE[0] + place.NODE_GAP + 1  # beside kept node 700, in its column's row
+
+
+@pytest.mark.parametrize("side_src", [False, True])
+def test_rebuilt_nodes_of_their_old_look_keep_their_boxes_unsized(monkeypatch, side_src):
+  """Given the nodes' looks, derive sizes no rebuilt node that has its old node's look (its box is its old node's:
+  a view's sizes are a function of the look; a step of a GPT step's `add bufferize` rebuilt ~2,000 fresh nodes that
+  nothing else sizes, ~15% of derive, and the view's Looks kept each), and lays out what it laid out sizing them."""
+  base, new, removed, old_of, src, level = _step(side_src)
+  look = {n: ("ADD", "dtypes.float", "", src[n]) for n in src}
+  look[3] = ("CONST", "dtypes.float", "3", src[3])
+  sized: list[int] = []
+  placed: list[int] = []
+  one = place._place_one
+  monkeypatch.setattr(place, "_place_one", lambda n, *a: (placed.append(n), one(n, *a))[1])
+
+  def size(n):
+    sized.append(n)
+    return SIZE
+  got = place.derive(base, Rows.of(base.pos, lambda n: SIZE), Bands.of(base), new, removed, old_of,
+                     src.__getitem__, size, level.__getitem__, look.__getitem__)
+  assert got[:5] == _derive(base, new, removed, old_of, src, level)[:5]
+  kept = [n for n in range(1000, 1000 + CHAIN) if got[0][n] == base.pos[old_of[n]]]
+  assert len(kept) > CHAIN // 2
+  # only the nodes placed one by one are sized (before: every rebuilt node and its old node, to compare their boxes)
+  assert set(sized) & set(new) <= set(placed) and len(placed) < len(kept)
+  look[1000 + CHAIN // 2] = ("MUL", "dtypes.float", "", src[1000 + CHAIN // 2])  # another look: sized, as it was
+  sized.clear()
+  again = place.derive(base, Rows.of(base.pos, lambda n: SIZE), Bands.of(base), new, removed, old_of,
+                       src.__getitem__, size, level.__getitem__, look.__getitem__)
+  assert again[:5] == got[:5] and 1000 + CHAIN // 2 in sized
