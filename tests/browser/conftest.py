@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 from support import tracegen
-from support.browser import CHROMIUM, CHROMIUM_ARGS, PageErrors, Server
+from support.browser import CHROMIUM, CHROMIUM_ARGS, REBUILD_STEPS, PageErrors, Server
+from support.export_helpers import _rebuilding
 
 # A browser test runs once more after a failure (Playwright's own runner retries on CI the same way): a real page on a
 # loaded 2-core machine has races no test foresaw, and one of them must not sink a submission. A rerun is not hidden:
@@ -61,6 +62,17 @@ def trace_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def server(trace_dir, tmp_path_factory):
   srv = Server(trace_dir, tmp_path_factory.mktemp("log") / "server.log")
+  yield srv
+  srv.stop()
+
+
+@pytest.fixture(scope="session")
+def rebuild_server(tmp_path_factory):
+  """A trace whose rewrite rebuilds, at every one of its REBUILD_STEPS steps, a chain of 30 nodes above what it replaced
+  (packed as `rebuilt` runs): the step-delta and edge-key tests step through it."""
+  d = tmp_path_factory.mktemp("rebuild-traces")
+  _rebuilding(d / "rebuild.vztrace", depth=30, steps=REBUILD_STEPS)
+  srv = Server(d, tmp_path_factory.mktemp("rebuild-log") / "server.log")
   yield srv
   srv.stop()
 

@@ -3,11 +3,9 @@ fresh load of that step draws, for rebuilt nodes renamed in place as for the res
 removed are drawn only where the view sees them (clippedPath)."""
 from __future__ import annotations
 
-import pytest
-from support.browser import Server, wait_graph
-from support.export_helpers import _rebuilding
+from support.browser import REBUILD_STEPS, wait_graph
 
-STEPS = 8
+STEPS = REBUILD_STEPS
 
 # the page's model, what it draws from: nodes (place, box, label, constants' line, sources), edges (drawn route and
 # bounds), ghosts, marks; `fresh`: the same step's graph answer in a new GraphView (as a fresh load of the step)
@@ -39,19 +37,9 @@ MODEL = """async ({fresh}) => {
 }"""
 
 
-@pytest.fixture(scope="module")
-def rserver(tmp_path_factory):
-  """A rewrite whose every step rebuilds a chain of 30 nodes above what it replaced (packed as `rebuilt` runs)."""
-  d = tmp_path_factory.mktemp("rebuild-traces")
-  _rebuilding(d / "rebuild.vztrace", depth=30, steps=STEPS)
-  srv = Server(d, tmp_path_factory.mktemp("rebuild-log") / "server.log")
-  yield srv
-  srv.stop()
-
-
-def test_a_step_by_delta_leaves_the_graph_a_fresh_load_draws(page, rserver):
-  t = rserver.trace_id("rebuild")
-  page.goto(f"{rserver.url}/#t={t}&c=0&r=0&s=0")
+def test_a_step_by_delta_leaves_the_graph_a_fresh_load_draws(page, rebuild_server):
+  t = rebuild_server.trace_id("rebuild")
+  page.goto(f"{rebuild_server.url}/#t={t}&c=0&r=0&s=0")
   wait_graph(page, t, 0, 0)
   for k in range(1, STEPS + 1):
     if k == STEPS // 2:
@@ -59,7 +47,7 @@ def test_a_step_by_delta_leaves_the_graph_a_fresh_load_draws(page, rserver):
     page.keyboard.press("ArrowRight")
     wait_graph(page, t, 0, k)
     assert page.evaluate("() => window.__viz.perf.lastKind") == "delta"
-    answer = rserver.api(f"/api/traces/{t}/rewrites/0/delta?from={k - 1}&to={k}&compact=2")
+    answer = rebuild_server.api(f"/api/traces/{t}/rewrites/0/delta?from={k - 1}&to={k}&compact=2")
     assert sum(answer.get("rebuilt", {}).get("id", [])[1::2]) >= 29, k  # the chain came as runs, renamed in place
     got, want = page.evaluate(MODEL, {"fresh": False}), page.evaluate(MODEL, {"fresh": True})
     assert len(got["ghosts"]) >= 30 and len(got["edges"]) >= 30
@@ -113,9 +101,9 @@ CLIP = """async ({pts, rect}) => {
 }"""
 
 
-def test_a_ghost_edge_is_drawn_only_where_the_view_sees_it(page, rserver):
-  t = rserver.trace_id("rebuild")
-  page.goto(f"{rserver.url}/#t={t}&c=0&r=0&s=0")
+def test_a_ghost_edge_is_drawn_only_where_the_view_sees_it(page, rebuild_server):
+  t = rebuild_server.trace_id("rebuild")
+  page.goto(f"{rebuild_server.url}/#t={t}&c=0&r=0&s=0")
   wait_graph(page, t, 0, 0)
   rect = [1000, 5000, 2400, 5900]  # a view of 1,400 x 900 graph px
   straight = [[1500, 0], [1900, 80000]]  # a straight edge (center to center) 80,000 px long through it
@@ -136,11 +124,11 @@ WORK = """() => {
 }"""
 
 
-def test_an_arrow_step_makes_what_it_adds_not_what_it_rebuilds(page, rserver):
+def test_an_arrow_step_makes_what_it_adds_not_what_it_rebuilds(page, rebuild_server):
   """Each step rebuilds the chain of 30 NEGs (under new ids) and adds a CONST: the page renames the rebuilt entries in
   place and makes entries only for what the step added, and draws the ghost of what it replaced, not of the chain."""
-  t = rserver.trace_id("rebuild")
-  page.goto(f"{rserver.url}/#t={t}&c=0&r=0&s=0")
+  t = rebuild_server.trace_id("rebuild")
+  page.goto(f"{rebuild_server.url}/#t={t}&c=0&r=0&s=0")
   wait_graph(page, t, 0, 0)
   page.evaluate(WORK)
   for k in range(1, 4):
@@ -172,12 +160,12 @@ PANEL = """() => {
 }"""
 
 
-def test_steps_in_a_row_render_the_step_panel_once_they_pause(page, rserver):
+def test_steps_in_a_row_render_the_step_panel_once_they_pause(page, rebuild_server):
   """Arrow steps one after another: each step's title and list row at once, the rule and before/after trees (a second
   frame a step, issue 30) once stepping pauses (the key let go, or REPEAT_MS without a step), then the last step's."""
-  t = rserver.trace_id("rebuild")
-  steps = rserver.api(f"/api/traces/{t}/rewrites/0")["steps"]
-  page.goto(f"{rserver.url}/#t={t}&c=0&r=0&s=1")
+  t = rebuild_server.trace_id("rebuild")
+  steps = rebuild_server.api(f"/api/traces/{t}/rewrites/0")["steps"]
+  page.goto(f"{rebuild_server.url}/#t={t}&c=0&r=0&s=1")
   wait_graph(page, t, 0, 1)
   page.wait_for_function("() => document.querySelector('#panel-step [data-role=after]')")
   page.evaluate(COUNT_RENDERS)

@@ -3,9 +3,7 @@ in-edges in place): the view's edges are keyed by numbers made from their end an
 string a key, and exactly, for ids past 2**40 (a replay's fresh ids) too; a node of many users lists each user once."""
 from __future__ import annotations
 
-import pytest
-from support.browser import Server, wait_graph
-from support.export_helpers import _rebuilding
+from support.browser import wait_graph
 
 STEPS = 4
 
@@ -45,19 +43,9 @@ USERS = """() => {
 }"""
 
 
-@pytest.fixture(scope="module")
-def rserver(tmp_path_factory):
-  """A rewrite whose every step rebuilds a chain of 30 nodes above what it replaced (packed as `rebuilt` runs)."""
-  d = tmp_path_factory.mktemp("rebuild-keys")
-  _rebuilding(d / "rebuild.vztrace", depth=30, steps=STEPS)
-  srv = Server(d, tmp_path_factory.mktemp("rebuild-keys-log") / "server.log")
-  yield srv
-  srv.stop()
-
-
-def test_steps_rekey_edges_by_number_exactly(page, rserver):
-  t = rserver.trace_id("rebuild")
-  page.goto(f"{rserver.url}/#t={t}&c=0&r=0&s=0")
+def test_steps_rekey_edges_by_number_exactly(page, rebuild_server):
+  t = rebuild_server.trace_id("rebuild")
+  page.goto(f"{rebuild_server.url}/#t={t}&c=0&r=0&s=0")
   wait_graph(page, t, 0, 0)
   for k in range(1, STEPS + 1):
     page.keyboard.press("ArrowRight")
@@ -68,17 +56,17 @@ def test_steps_rekey_edges_by_number_exactly(page, rserver):
     assert got["mismatched"] == 0 and got["distinct"] == got["edges"], got
 
 
-def test_edge_keys_are_distinct_per_end_and_index(page, rserver):
-  t = rserver.trace_id("rebuild")
-  page.goto(f"{rserver.url}/#t={t}&c=0&r=0&s=0")
+def test_edge_keys_are_distinct_per_end_and_index(page, rebuild_server):
+  t = rebuild_server.trace_id("rebuild")
+  page.goto(f"{rebuild_server.url}/#t={t}&c=0&r=0&s=0")
   wait_graph(page, t, 0, 0)
   got = page.evaluate(EDGE_KEY)
   assert got == {"n": 36, "distinct": 36, "sameSrcFree": True, "past": "string", "huge": "string"}
 
 
-def test_users_list_each_user_once(page, rserver):
-  t = rserver.trace_id("rebuild")
-  page.goto(f"{rserver.url}/#t={t}&c=0&r=0&s=0")
+def test_users_list_each_user_once(page, rebuild_server):
+  t = rebuild_server.trace_id("rebuild")
+  page.goto(f"{rebuild_server.url}/#t={t}&c=0&r=0&s=0")
   wait_graph(page, t, 0, 0)
   page.keyboard.press("ArrowRight")
   wait_graph(page, t, 0, 1)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 import threading
 
-import numpy as np
 import pytest
+from support.tensor_values import conv_grads_and_softmax
 
 from compiler import Tensor, engine, realize
 from compiler.runtime import compiled
@@ -23,13 +23,7 @@ WORKER = "tinyviz-compile"
 
 def _program() -> list[Tensor]:
   """A conv's forward and backward and a matmul's softmax: a dozen kernels in one schedule."""
-  rng = np.random.default_rng(1)
-  x = Tensor(rng.standard_normal((2, 3, 9, 9)).astype(np.float32), requires_grad=True)
-  w = Tensor(rng.standard_normal((5, 3, 3, 3)).astype(np.float32), requires_grad=True)
-  x.conv2d(w, padding=1).relu().sum().backward()
-  a = Tensor(rng.standard_normal((16, 24)).astype(np.float32))
-  b = Tensor(rng.standard_normal((24, 20)).astype(np.float32))
-  return [x.grad, w.grad, (a @ b).softmax(-1)]
+  return conv_grads_and_softmax(seed=1, out_channels=5)
 
 
 class _Spy:

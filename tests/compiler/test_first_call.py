@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 
 import numpy as np
+from support.tensor_values import conv_grads_and_softmax
 
 from compiler import Tensor, engine, realize
 from compiler.codegen import program
@@ -26,13 +27,7 @@ def _kernel_asts(monkeypatch) -> list[UOp]:
     return InterpretedKernel(ast)
   realize.register_backend("first_call_spy", spy)
   monkeypatch.setenv("BACKEND", "first_call_spy")
-  rng = np.random.default_rng(0)
-  x = Tensor(rng.standard_normal((2, 3, 9, 9)).astype(np.float32), requires_grad=True)
-  w = Tensor(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), requires_grad=True)
-  x.conv2d(w, padding=1).relu().sum().backward()
-  a = Tensor(rng.standard_normal((16, 24)).astype(np.float32))
-  b = Tensor(rng.standard_normal((24, 20)).astype(np.float32))
-  Tensor.realize(x.grad, w.grad, (a @ b).softmax(-1))
+  Tensor.realize(*conv_grads_and_softmax(seed=0, out_channels=8))
   return asts
 
 

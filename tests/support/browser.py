@@ -22,6 +22,8 @@ ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
+# the steps of the rewrite the rebuild_server fixture (tests/browser/conftest.py) serves, each rebuilding a chain
+REBUILD_STEPS = 8
 
 
 def free_port() -> int:

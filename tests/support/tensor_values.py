@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from compiler import Tensor
+
 rng = np.random.default_rng(1234)
 
 
@@ -40,3 +42,15 @@ def same_bits(got: np.ndarray, want: np.ndarray) -> None:
     np.testing.assert_array_equal(got[ok].view(f"u{got.itemsize}"), want[ok].view(f"u{got.itemsize}"))
   else:
     np.testing.assert_array_equal(got, want)
+
+
+def conv_grads_and_softmax(seed: int, out_channels: int) -> list[Any]:
+  """A padded conv's input and weight gradients and a matmul's softmax (unrealized): a dozen kernels of lane indices
+  with // and %, gated loads and reductions, the compile tests' small real program."""
+  r = np.random.default_rng(seed)
+  x = Tensor(r.standard_normal((2, 3, 9, 9)).astype(np.float32), requires_grad=True)
+  w = Tensor(r.standard_normal((out_channels, 3, 3, 3)).astype(np.float32), requires_grad=True)
+  x.conv2d(w, padding=1).relu().sum().backward()
+  a = Tensor(r.standard_normal((16, 24)).astype(np.float32))
+  b = Tensor(r.standard_normal((24, 20)).astype(np.float32))
+  return [x.grad, w.grad, (a @ b).softmax(-1)]
