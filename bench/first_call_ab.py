@@ -4,7 +4,8 @@ first left), each a fresh child process (THREADS=1), rounds alternating which tr
 the machine's load reaches both). Prints the median and the spread of each first call's CPU time, and whether the
 two trees' first outputs are equal bit for bit. Both the first call's CPU time and its wall time (what the user waits:
 compile-ahead overlaps LLVM's compiles with the Python of the next kernels, on a second core) are shown, and the
-calling thread's own CPU time (the least wall time a machine with a core free for the compile worker gives).
+calling thread's own CPU time and its idle time (blocked on the compile worker, from /proc's schedstat, which a loaded
+machine does not inflate as it does the wall time): their sum is the wall time with a core free for each thread.
 
   PYTHONPATH=. .venv/bin/python bench/first_call_ab.py --old /work/main [--only gpt_step,mnist] [--rounds 3]
       [--threads 1] [--old-env COMPILE_AHEAD=0]   (--old-env: the old side's environment also has these)
@@ -27,16 +28,24 @@ from bench import real_models as rm  # noqa: E402
 from bench.table import format_table  # noqa: E402
 
 # the child: build the program (not timed), then its first call's CPU time and a hash of its output
+# (and the calling thread's idle time: neither running nor waiting for a core, from /proc's schedstat, 0 where there
+# is none: what it waited for the compile worker, which a loaded machine does not add to as it does to the wall time)
 CHILD = """
-import hashlib, json, sys, time
+import hashlib, json, sys, threading, time
 sys.path.insert(0, sys.argv[2])
 import numpy as np
 from bench import real_models as rm
+def sched():
+  try:
+    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+      return sum(int(x) for x in f.read().split()[:2]) / 1e9
+  except OSError:
+    return None
 run = rm.build(sys.argv[1], rm.tinyviz(), rm.QUICK if sys.argv[3] == "quick" else rm.FULL, jit=True)
-c0, w0, m0 = time.process_time(), time.perf_counter(), time.thread_time()
+c0, w0, m0, s0 = time.process_time(), time.perf_counter(), time.thread_time(), sched()
 out = run().numpy()
-cpu, wall, main = time.process_time() - c0, time.perf_counter() - w0, time.thread_time() - m0
-print(json.dumps({"cpu": cpu, "wall": wall, "main": main,
+cpu, wall, main, s1 = time.process_time() - c0, time.perf_counter() - w0, time.thread_time() - m0, sched()
+print(json.dumps({"cpu": cpu, "wall": wall, "main": main, "idle": 0.0 if s0 is None else max(0.0, wall - (s1 - s0)),
                   "out": hashlib.sha256(np.ascontiguousarray(out).tobytes()).hexdigest()}))
 """
 
@@ -76,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         for side in order:
           r = first_call(trees[side], prog, caches[side], args.quick, args.threads,
                          old_env if side == "old" else None)
-          for m in ("cpu", "wall", "main"):
+          for m in ("cpu", "wall", "main", "idle"):
             got.setdefault((side, state, m), []).append(r[m])
           outs[side].add(r["out"])
     equal = outs["old"] == outs["new"] and len(outs["old"]) == 1
@@ -93,8 +102,11 @@ def main(argv: list[str] | None = None) -> int:
                         ("new/old", ">7"), ("old wall s", ">16"), ("new wall s", ">16"), ("new/old", ">7"),
                         ("same out", ">8")], rows), flush=True)
     main = {side: statistics.median(got[(side, "cold", "main")]) for side in ("old", "new")}
-    print(f"(load average {os.getloadavg()[0]:.1f}; cold, the calling thread's own CPU s (a free core's wall time "
-          f"at best): old {main['old']:.2f}, new {main['new']:.2f})", flush=True)
+    idle = {side: statistics.median(got[(side, "cold", "idle")]) for side in ("old", "new")}
+    print(f"(load average {os.getloadavg()[0]:.1f}; cold, the calling thread's own CPU s: old {main['old']:.2f}, new "
+          f"{main['new']:.2f}; its idle s (waiting for the compile worker, not for a core): old {idle['old']:.2f}, "
+          f"new {idle['new']:.2f}; own + idle, the wall time with a core free for each thread: old "
+          f"{main['old'] + idle['old']:.2f}, new {main['new'] + idle['new']:.2f})", flush=True)
   return 0 if same else 1
 
 

@@ -77,6 +77,9 @@ def instrument(clock: Clock) -> dict[str, Any]:
   llvm.TargetMachine.emit_object = clock.wrap("LLVM codegen (emit_object)", llvm.TargetMachine.emit_object)
   jit._link = clock.wrap("LLVM link", jit._link)
   llvm.parse_assembly = clock.wrap("LLVM parse", llvm.parse_assembly)
+  # (the disk cache's compiles: each in a context and target machine of its own, outside llvmlite's lock)
+  jit._emit_object = clock.wrap("LLVM codegen (emit_object)", jit._emit_object)
+  jit._parse_apart = clock.wrap("LLVM parse", jit._parse_apart)
   compiled.CompiledKernel._run_plan = clock.wrap("kernel runs", compiled.CompiledKernel._run_plan)
   return seen
 
@@ -86,10 +89,10 @@ def count_ir(sizes: list[tuple[str, int, int, float]]) -> None:
   from compiler.runtime import llvm as jit
   optimize = jit.LLVMJit._optimize
 
-  def counted(self: Any, mod: Any, tm: Any = None) -> None:
+  def counted(self: Any, mod: Any, tm: Any = None, **kw: Any) -> None:
     before = str(mod)
     t0 = time.process_time()
-    optimize(self, mod, tm)
+    optimize(self, mod, tm, **kw)
     dt = time.process_time() - t0
     name = before.split("define void @", 1)[1].split("(", 1)[0] if "define void @" in before else "?"
     name = name.rsplit("_", 1)[0] if len(name.rsplit("_", 1)[-1]) >= 32 else name  # (the disk cache's key)

@@ -16,6 +16,7 @@ compiles earlier ones on a worker thread, the kernels compiled and run in the sa
 """
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import sys
@@ -339,9 +340,11 @@ class _Ahead:
   """A schedule's kernels compiled ahead of their runs (run_schedule's untraced path): each kernel's Python part
   (the disk cache's lookup, optimize, codegen) made here in run order, up to `depth` kernels ahead of the one about to
   run, and its LLVM part (optimizer, code generation: llvmlite releases the GIL there) on one worker thread, in the
-  same order, while this thread goes on. The same kernels in the same order as compiling each at its turn, so the
-  same code and outputs; what a kernel's compile raises (here or on the worker) is raised at its turn, where it was
-  raised before. `close` waits for the worker and ends it (one thread a schedule that compiles, none after)."""
+  same order, while this thread goes on. A kernel's code does not depend on the order or thread of the compiles, so
+  this thread, when it would wait for a kernel's LLVM part, runs a queued one itself (a `shared` job: `_Job`): the
+  kernel's own if the worker has not started it, else the worker's next. What a kernel's compile raises (here or on
+  the worker) is raised at its turn, where it was raised before. `close` waits for the worker and ends it (one thread
+  a schedule that compiles, none after)."""
 
   def __init__(self, schedule: list[ScheduleItem], backend: str, start: Callable[[UOp, Any], Callable[[], Runner]],
                depth: int) -> None:
@@ -350,13 +353,26 @@ class _Ahead:
     self.started: dict[int, Callable[[], Runner]] = {}  # schedule index -> its runner's getter
     self.asts: set[UOp] = set()  # the kernels started (an equal one later takes the runner made, from _runners)
     self.pool: Any = None  # the worker (a ThreadPoolExecutor of one thread), made at the first LLVM compile
+    self.queue: collections.deque[_Job] = collections.deque()  # shared jobs given to the worker, in order
 
   def _submit(self, job: Callable[[], Any]) -> Callable[[], Any]:
     if self.pool is None:
       from concurrent.futures import ThreadPoolExecutor
       self.pool = ThreadPoolExecutor(1, thread_name_prefix="tinyviz-compile")
       _switch_interval(+1)
-    return self.pool.submit(job).result
+    fut = self.pool.submit(job)
+    if not getattr(job, "shared", False):
+      return fut.result
+    self.queue.append(got := _Job(job, fut, self))
+    return got.result
+
+  def _steal(self, waiting: _Job) -> bool:
+    """Run the worker's earliest queued shared job here (not `waiting`, the worker's now); whether there was one."""
+    while self.queue:
+      job = self.queue.popleft()  # (one the worker started or finished is no longer this thread's to take)
+      if job is not waiting and job.run_here():
+        return True
+    return False
 
   def _start(self, j: int) -> None:
     si = self.schedule[j]
@@ -388,10 +404,44 @@ class _Ahead:
 
   def close(self) -> None:
     """Wait for the worker's compile in progress (one started for a kernel not reached is dropped) and end it."""
+    self.queue.clear()
     if self.pool is not None:
       self.pool.shutdown(wait=True, cancel_futures=True)
       self.pool = None
       _switch_interval(-1)
+
+
+class _Job:
+  """A shared job given to the worker (its Future), run by whichever thread takes it first: the worker, or the thread
+  that would otherwise wait (which cancels the Future while it is still queued, then runs the job and keeps its
+  outcome for `result`)."""
+  __slots__ = ("job", "fut", "ahead", "ran", "value", "error")
+
+  def __init__(self, job: Callable[[], Any], fut: Any, ahead: _Ahead) -> None:
+    self.job, self.fut, self.ahead = job, fut, ahead
+    self.ran, self.value, self.error = False, None, None
+
+  def run_here(self) -> bool:
+    """Run the job on this thread if the worker has not started it; whether it did."""
+    if not self.fut.cancel():
+      return False
+    self.ran = True
+    try:
+      self.value = self.job()
+    except Exception as e:  # (raised by `result`, at the kernel's turn)
+      self.error = e
+    return True
+
+  def result(self) -> Any:
+    """The job's result, or its exception raised. Until the worker has it done, this thread runs it itself if it is
+    still queued, else the worker's next queued shared job, rather than wait."""
+    while not self.ran and not self.fut.done() and (self.run_here() or self.ahead._steal(self)):
+      pass
+    if not self.ran:
+      return self.fut.result()
+    if self.error is not None:
+      raise self.error
+    return self.value
 
 
 # (compile workers alive, the process's switch interval before the first of them): schedules run on several threads

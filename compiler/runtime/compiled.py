@@ -419,6 +419,14 @@ def _split_min_s(workers: int) -> float:
 Submit = Callable[[Callable[[], Any]], Callable[[], Any]]
 
 
+def shared(job: Callable[[], Any]) -> Callable[[], Any]:
+  """Mark `job` as one that may run on any thread, at the same time as other such jobs (LLVMJit.compile_object's:
+  each compile in an LLVM context and target machine of its own): compile-ahead's waiting thread may run it itself
+  rather than wait for the worker to reach it (compiler.realize._Ahead)."""
+  job.shared = True  # type: ignore[attr-defined]
+  return job
+
+
 def run_now(job: Callable[[], Any]) -> Callable[[], Any]:
   """Submit that runs the job at once, on this thread (an exception is raised here, as the job's caller's)."""
   got = job()
@@ -438,7 +446,7 @@ def start_for_disk(ast: UOp, tag: str, submit: Submit) -> Callable[[], tuple[Com
   prg = get_program(ast)
   symbol = f"{prg.fname}_c{tag}"
   jit = get_jit()
-  got = submit(lambda: jit.compile_object(prg.src, prg.fname, symbol))
+  got = submit(shared(lambda: jit.compile_object(prg.src, prg.fname, symbol)))
 
   def finish() -> tuple[CompiledKernel, str, bytes | None]:
     jf, obj = got()

@@ -3,7 +3,11 @@
 One MCJIT engine for the process (created on first use, for the CPU compiler.host.host_cpu names: the host's, or
 TARGET_ISA's preset); every kernel is a module added to it under a unique symbol. Compiles are cached by IR text.
 Thread-safe (one lock). An untraced compile for the disk cache (compiler.runtime.diskcache) goes through object code
-(`compile_object`, the same code generation), which a later process links as it is (`link_cached`).
+(`compile_object`, the same code generation), which a later process links as it is (`link_cached`). Two such compiles
+run at once on two threads (compile-ahead's worker and the thread that waits for it: compiler.realize._Ahead): each
+parses, optimizes and code-generates in an LLVMContext and a target machine of its own (LLVM allows threads that share
+neither to compile at once), its long calls made without llvmlite's one global lock (`_unlocked`); only linking into
+the engine is serialized.
 
 The texts a trace shows (optimized IR, assembly) cost one run of LLVM's code generator, the one that makes the code:
 a traced compile emits the assembly, assembles that text (a module of `module asm` lines: LLVM's own assembler, a
@@ -16,13 +20,16 @@ With COMPILE_ONLY=1 (compiler.host.compile_only: a TARGET_ISA preset this CPU ma
 IR and assembly, and whatever would give code to run (compile, add_object, scratch) raises a RuntimeError instead."""
 from __future__ import annotations
 
+import ctypes
 import itertools
 import os
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import llvmlite.binding as llvm
+import llvmlite.binding.ffi as llvm_ffi
 
 from compiler.host import compile_only, host_cpu
 from compiler.runtime import libcalls
@@ -70,6 +77,12 @@ class LLVMJit:
     self.linked: dict[str, int] = {}
     self.compiles = 0  # LLVM compiles of kernels (optimize + code generation) in this process
     self._assembler: llvm.TargetMachine | None = None  # (_assemble's, made at the first traced compile)
+    # compile_object's: the IR texts being compiled now (another thread's compile of one waits for it, then takes it
+    # as compiled before), and the target machines not in use (one a compile: LLVM's are not for two threads at once)
+    self.pending: dict[str, threading.Event] = {}
+    self.free_tms: list[llvm.TargetMachine] = []
+    self.tm_lock = threading.Lock()
+    self.triple, self.layout = self.tm.triple, str(self.tm.target_data)
 
   def target_machine(self) -> llvm.TargetMachine:
     """A target machine for host_cpu()'s CPU and features (an engine owns the one it is made with)."""
@@ -109,14 +122,16 @@ class LLVMJit:
     with self.lock:
       return _link(self.engine, obj, symbol)
 
-  def _optimize(self, mod: llvm.ModuleRef, tm: llvm.TargetMachine | None = None) -> None:
-    pto = llvm.create_pipeline_tuning_options(speed_level=min(OPT_LEVEL, 3))
-    pto.loop_vectorization = OPT_LEVEL >= 2
-    pto.slp_vectorization = OPT_LEVEL >= 2
-    pto.loop_unrolling = OPT_LEVEL >= 2
+  def _optimize(self, mod: llvm.ModuleRef, tm: llvm.TargetMachine | None = None, apart: bool = False) -> None:
+    """LLVM's O3 pipeline on `mod`; `apart`: a module in a context of its own and a target machine no other thread
+    uses, run outside llvmlite's lock (`_object_apart`)."""
+    pto = _tuning_options()
     pb = llvm.create_pass_builder(tm or self.tm, pto)
     pm = pb.getModulePassManager()
-    pm.run(mod, pb)
+    if apart:
+      _unlocked("LLVMPY_RunNewModulePassManager")(pm, mod, pb)
+    else:
+      pm.run(mod, pb)
 
   def compile(self, ir: str, fname: str, want_text: bool = True) -> tuple[JitFunction, bool]:
     """The function `fname` of `ir`, compiled (or from the cache): (function, was_cached). With want_text its
@@ -149,17 +164,56 @@ class LLVMJit:
 
   def compile_object(self, ir: str, fname: str, symbol: str) -> tuple[JitFunction, bytes | None]:
     """compile() without texts, through object code kept for the disk cache: (function, the object code of `fname`
-    renamed to `symbol`, a name no other code has); no object code where `ir` was compiled before in this process."""
+    renamed to `symbol`, a name no other code has); no object code where `ir` was compiled before in this process.
+    Several threads may call it at once: LLVM's part runs apart (`_object_apart`), the link under the lock; a thread
+    given an IR another is compiling waits for that compile and returns its function as compiled before."""
     self._check_runs(f"kernel {fname!r}")
-    with self.lock:
-      if (hit := self.cache.get(ir)) is not None:
-        return hit, None
+    while True:
+      with self.lock:
+        if (hit := self.cache.get(ir)) is not None:
+          return hit, None
+        busy = self.pending.get(ir)
+        if busy is None:
+          self.pending[ir] = done = threading.Event()
+          self.compiles += 1
+          break
+      busy.wait()  # (then a hit, or that compile failed and this one is made: its error is this kernel's too)
+    try:
       t0 = time.perf_counter()
-      self.compiles += 1
-      obj = self.tm.emit_object(self._module(ir, fname, symbol))
-      jf = JitFunction(symbol, self._link_once(obj, symbol), time.perf_counter() - t0)
-      self.cache[ir] = jf
+      obj = self._object_apart(ir, fname, symbol)
+      with self.lock:
+        jf = JitFunction(symbol, self._link_once(obj, symbol), time.perf_counter() - t0)
+        self.cache[ir] = jf
       return jf, obj
+    finally:
+      with self.lock:
+        del self.pending[ir]
+      done.set()
+
+  def _object_apart(self, ir: str, fname: str, symbol: str) -> bytes:
+    """object_code of `ir` made in an LLVMContext and with a target machine of its own (the same options as the
+    engine's: the same bytes), its parse, optimizer and code generation outside llvmlite's lock, so another thread
+    may compile at the same time."""
+    with self.tm_lock:
+      tm = self.free_tms.pop() if self.free_tms else self.target_machine()
+    ctx = llvm.create_context()
+    mod = None
+    try:
+      try:
+        mod = _parse_apart(ir, ctx)
+        mod.verify()
+      except RuntimeError as e:  # (worded as _module words it)
+        raise LLVMCompileError(f"LLVM rejected kernel {fname!r}: {e}") from None
+      mod.get_function(fname).name = symbol
+      mod.triple, mod.data_layout = self.triple, self.layout
+      self._optimize(mod, tm, apart=True)
+      return _emit_object(tm, mod)
+    finally:
+      if mod is not None:
+        mod.close()  # (before its context)
+      ctx.close()
+      with self.tm_lock:
+        self.free_tms.append(tm)
 
   def link_cached(self, obj: bytes, symbol: str) -> int:
     """Link object code from the disk cache (compile_object's) for good, once a symbol; the address of `symbol`."""
@@ -193,6 +247,44 @@ class LLVMJit:
       return str(mod), self.tm.emit_assembly(mod)
     finally:
       mod.close()
+
+
+def _tuning_options() -> Any:
+  pto = llvm.create_pipeline_tuning_options(speed_level=min(OPT_LEVEL, 3))
+  pto.loop_vectorization = OPT_LEVEL >= 2
+  pto.slp_vectorization = OPT_LEVEL >= 2
+  pto.loop_unrolling = OPT_LEVEL >= 2
+  return pto
+
+
+def _unlocked(name: str) -> Any:
+  """llvmlite's C function `name` called without llvmlite's global lock (its ffi wraps every call in one lock, since
+  its API defaults to LLVM's one global context), for calls on a module in a context of its own and a target
+  machine no other thread uses; the locked function where llvmlite has no unlocked one."""
+  fn = getattr(llvm_ffi.lib, name)
+  return getattr(fn, "_cfn", fn)
+
+
+def _parse_apart(ir: str, ctx: Any) -> llvm.ModuleRef:
+  """llvm.parse_assembly(ir, ctx) with the parse outside llvmlite's lock (ctx: a context of this thread's own)."""
+  with llvm_ffi.OutputString() as err:
+    mod = llvm.ModuleRef(_unlocked("LLVMPY_ParseAssembly")(ctx, ctypes.c_char_p(ir.encode()), err), ctx)
+    if err:
+      mod.close()
+      raise RuntimeError(f"LLVM IR parsing error\n{err}")
+  return mod
+
+
+def _emit_object(tm: llvm.TargetMachine, mod: llvm.ModuleRef) -> bytes:
+  """tm.emit_object(mod) (llvmlite's TargetMachine._emit_to_memory) with code generation outside llvmlite's lock."""
+  with llvm_ffi.OutputString() as err:
+    buf = _unlocked("LLVMPY_TargetMachineEmitToMemory")(tm, mod, 1, err)
+    if not buf:
+      raise RuntimeError(str(err))
+  try:
+    return ctypes.string_at(llvm_ffi.lib.LLVMPY_GetBufferStart(buf), llvm_ffi.lib.LLVMPY_GetBufferSize(buf))
+  finally:
+    llvm_ffi.lib.LLVMPY_DisposeMemoryBuffer(buf)
 
 
 def _assembly_module(asm: str, tm: llvm.TargetMachine) -> str:
