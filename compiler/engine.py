@@ -56,6 +56,7 @@ from compiler.runtime.compiled import (
   load_kernel,
   run_now,
   start_for_disk,
+  start_traced,
   start_untraced,
 )
 from compiler.runtime.llvm import get_jit
@@ -330,7 +331,8 @@ def start_runner(ast: UOp, submit: Submit) -> Callable[[], CompiledKernel]:
   """compile_runner in two stages, for compiler.realize's compile-ahead: the disk cache's lookup, the optimizer and
   codegen now (Python, on this thread), LLVM's optimizer and code generation through `submit` (a worker thread: they
   release the GIL); the getter it returns finishes (the disk cache's write) and gives compile_runner's kernel, or
-  raises what the compile raised. A traced compile (its records go into the kernel's context) is made now."""
+  raises what the compile raised. Traced, the Python part's records go into the current context (the kernel's,
+  maybe opened ahead of its turn) and the getter records the sources there (`compiled.start_traced`)."""
   policy = OptPolicy.from_env()
   key = disk_key(ast, policy)
   if key is not None and (ck := _load_runner(key)) is not None:
@@ -341,7 +343,7 @@ def start_runner(ast: UOp, submit: Submit) -> Callable[[], CompiledKernel]:
   opt = optimize(ast, policy=policy)
   opts = getattr(opt.arg, "opts", ())  # the applied Opts, which DEBUG=3 prints (compiler/debug.py)
   if key is None:
-    get = start_untraced(opt, submit) if recorder.RECORDER is None else run_now(lambda: compile_kernel(opt))
+    get = (start_untraced if recorder.RECORDER is None else start_traced)(opt, submit)
 
     def finish() -> CompiledKernel:
       ck = get()

@@ -10,9 +10,10 @@ Before a kernel runs, each buffer it stores to (`output_slots`) is prepared: all
 the kernel writes it whole and never reads it), and moved to memory of its own when someone else still reads its
 memory (a `.numpy()` view handed out, a caller's array from Tensor.from_numpy: `Buffer.prepare_write`), so a kernel
 never changes an array a caller holds. Before any kernel runs, the schedule's intermediates are planned to share
-Buffers where their lives do not overlap (`plan_memory`, compiler/runtime/memory.py). Untraced, a backend with two
-stages (the LLVM one: `_stage_loaders`) compiles ahead (`_Ahead`): the next kernels' Python part is made while LLVM
-compiles earlier ones on a worker thread, the kernels compiled and run in the same order as without it.
+Buffers where their lives do not overlap (`plan_memory`, compiler/runtime/memory.py). A backend with two stages (the
+LLVM one: `_stage_loaders`) compiles ahead (`_Ahead`): the next kernels' Python part is made while LLVM compiles
+earlier ones on a worker thread, the kernels compiled and run in the same order as without it; traced, each step's
+context is begun ahead, in run order, and the Python part records into it.
 """
 from __future__ import annotations
 
@@ -318,7 +319,7 @@ def kernel_backend(si: ScheduleItem, backend: str) -> str:
   return backend if dev == "CPU" else "cl"
 
 
-# kernels a schedule's untraced run compiles ahead of the one it runs at most (`COMPILE_AHEAD`; 0: none, each kernel
+# kernels a schedule's run compiles ahead of the one it runs at most (`COMPILE_AHEAD`; 0: none, each kernel
 # compiled at its turn): the bound on what waits in the compile worker's queue
 COMPILE_AHEAD = 8
 # the interpreter's switch interval while a schedule's compile worker runs (s): how long the worker may wait for the GIL
@@ -337,14 +338,19 @@ def compile_ahead_depth() -> int:
 
 
 class _Ahead:
-  """A schedule's kernels compiled ahead of their runs (run_schedule's untraced path): each kernel's Python part
+  """A schedule's kernels compiled ahead of their runs (run_schedule's, DEBUG<2): each kernel's Python part
   (the disk cache's lookup, optimize, codegen) made here in run order, up to `depth` kernels ahead of the one about to
   run, and its LLVM part (optimizer, code generation: llvmlite releases the GIL there) on one worker thread, in the
   same order, while this thread goes on. A kernel's code does not depend on the order or thread of the compiles, so
   this thread, when it would wait for a kernel's LLVM part, runs a queued one itself (a `shared` job: `_Job`): the
   kernel's own if the worker has not started it, else the worker's next. What a kernel's compile raises (here or on
   the worker) is raised at its turn, where it was raised before. `close` waits for the worker and ends it (one thread
-  a schedule that compiles, none after)."""
+  a schedule that compiles, none after).
+
+  Traced, each step's context (a kernel's, a copy's) is begun here in run order (`begin`: the same ids and parent as
+  begun at its turn), the kernel's Python part recording into it (its opts, passes; `recorder.inside`), and goes on at
+  its turn (`trace_context(begun=)`): its sources (the worker only compiles: it touches no recorder), run and end.
+  A step never reached (an earlier one raised) ends `end_unreached`; none is started past a failed Python part."""
 
   def __init__(self, schedule: list[ScheduleItem], backend: str, start: Callable[[UOp, Any], Callable[[], Runner]],
                depth: int) -> None:
@@ -354,6 +360,9 @@ class _Ahead:
     self.asts: set[UOp] = set()  # the kernels started (an equal one later takes the runner made, from _runners)
     self.pool: Any = None  # the worker (a ThreadPoolExecutor of one thread), made at the first LLVM compile
     self.queue: collections.deque[_Job] = collections.deque()  # shared jobs given to the worker, in order
+    self.traced = recorder.RECORDER is not None
+    self.ctxs: dict[int, int] = {}  # traced: schedule index -> its context, begun ahead, until its turn
+    self.failed = False  # traced: a kernel's Python part raised (no later step is begun: its turn ends the schedule)
 
   def _submit(self, job: Callable[[], Any]) -> Callable[[], Any]:
     if self.pool is None:
@@ -375,6 +384,17 @@ class _Ahead:
     return False
 
   def _start(self, j: int) -> None:
+    if not self.traced:
+      self._start_item(j)
+    elif not self.failed:
+      si = self.schedule[j]
+      copy = si.ast.op is Ops.COPY
+      self.ctxs[j] = cid = recorder.RECORDER.ctx_begin(si.name, "copy" if copy else "kernel", si.ctx, push=False)
+      if not copy:
+        with recorder.inside(cid):
+          self._start_item(j)
+
+  def _start_item(self, j: int) -> None:
     si = self.schedule[j]
     if si.ast.op is Ops.COPY or si.ast in self.asts:
       return
@@ -388,6 +408,7 @@ class _Ahead:
       self.started[j] = self.start(si.ast, self._submit)
     except Exception as e:  # raised at the kernel's turn, as compiling it then would
       self.started[j] = functools.partial(_reraise, e)
+      self.failed = self.traced
 
   def runner(self, i: int) -> Runner:
     """The runner of schedule item i (about to run), the next ones' compiles started first."""
@@ -399,8 +420,24 @@ class _Ahead:
     if got is None:  # (not started here: cached, another backend's, or one already made for an equal kernel)
       return get_runner(si.ast, kernel_backend(si, self.backend))
     runner = got()
-    _remember((self.backend, si.ast), runner, None)
+    _remember((self.backend, si.ast), runner, recorder.RECORDER)
     return runner
+
+  def begin(self, i: int) -> int | None:
+    """Traced: the context of step i (about to run; begun now if not before), the next steps' begun and their
+    compiles started first, in run order (each with the parent step i's would have: the current context)."""
+    while self.next < min(len(self.schedule), i + 1 + self.depth):
+      self._start(self.next)
+      self.next += 1
+    return self.ctxs.pop(i, None)
+
+  def end_unreached(self) -> None:
+    """Traced: end the contexts begun ahead for steps the schedule never reached (an earlier step raised). They hold
+    what was made for them (opts, passes) and say they did not run."""
+    for cid in self.ctxs.values():
+      if recorder.RECORDER is not None:
+        recorder.RECORDER.ctx_end(cid, error=NOT_RUN)
+    self.ctxs.clear()
 
   def close(self) -> None:
     """Wait for the worker's compile in progress (one started for a kernel not reached is dropped) and end it."""
@@ -444,6 +481,8 @@ class _Job:
     return self.value
 
 
+# the error a context begun ahead for a step never reached ends with (_Ahead.end_unreached)
+NOT_RUN = "not run: an earlier step of its schedule raised"
 # (compile workers alive, the process's switch interval before the first of them): schedules run on several threads
 # at once lower it once and put it back when the last worker ends
 _workers: list[Any] = [0, 0.0]
@@ -477,11 +516,10 @@ def _cores() -> int:
 
 
 def _ahead(schedule: list[ScheduleItem], backend: str, level: int) -> _Ahead | None:
-  """Compile-ahead for this schedule's run, or None: tracing or DEBUG>=2 (each kernel's compile goes into its
-  context, or its line), COMPILE_AHEAD=0, one core, a one-kernel schedule, a backend with no two stages (or another
-  factory registered in its name), or the backend's own veto (the LLVM backend's: BEAM, switches)."""
-  if recorder.RECORDER is not None or level >= 2 or backend not in _stage_loaders or len(schedule) < 2 or \
-     _cores() < 2:
+  """Compile-ahead for this schedule's run, or None: DEBUG>=2 (each kernel's lines printed in order at its turn),
+  COMPILE_AHEAD=0, one core, a one-kernel schedule, a backend with no two stages (or another factory registered in its
+  name), or the backend's own veto (the LLVM backend's: BEAM, switches). Traced too (`_Ahead`: contexts begun ahead)."""
+  if level >= 2 or backend not in _stage_loaders or len(schedule) < 2 or _cores() < 2:
     return None
   depth = compile_ahead_depth()
   if depth == 0:
@@ -496,8 +534,8 @@ def _ahead(schedule: list[ScheduleItem], backend: str, level: int) -> _Ahead | N
 
 def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> None:
   """Run every step of the schedule in order (its intermediates' memory planned first: plan_memory): a kernel on
-  its buffers' device (`kernel_backend`), a COPY between devices (`copy_runner`, a "copy" trace context). Untraced,
-  the kernels are compiled ahead of their runs (`_Ahead`)."""
+  its buffers' device (`kernel_backend`), a COPY between devices (`copy_runner`, a "copy" trace context). The kernels
+  are compiled ahead of their runs (`_Ahead`)."""
   level = debug.level()
   if level >= 1:
     debug.on_schedule(len(schedule))
@@ -513,6 +551,7 @@ def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> No
   finally:
     if ahead is not None:
       ahead.close()
+      ahead.end_unreached()
 
 
 def _run_item(si: ScheduleItem, outs: tuple[tuple[int, bool], ...], backend: str, level: int, i: int,
@@ -523,9 +562,11 @@ def _run_item(si: ScheduleItem, outs: tuple[tuple[int, bool], ...], backend: str
     if not b.allocated or _freed:
       b.ensure_allocated(zero=(j, True) not in outs or bufs.count(b) > 1)
   prepare_outputs(outs, bufs)
+  traced = ahead if ahead is not None and ahead.traced and recorder.RECORDER is not None else None
+  begun = None if traced is None else traced.begin(i)  # (its context, begun ahead)
   if si.ast.op is Ops.COPY:
     runner: Runner = copy_runner
-    with trace_context(si.name, kind="copy", schedule=si.ctx):
+    with trace_context(si.name, kind="copy", schedule=si.ctx, begun=begun):
       debug.run_kernel(si.name, runner, bufs)
   elif recorder.RECORDER is None and level < 2:
     runner = get_runner(si.ast, kernel_backend(si, backend)) if ahead is None else ahead.runner(i)
@@ -534,8 +575,8 @@ def _run_item(si: ScheduleItem, outs: tuple[tuple[int, bool], ...], backend: str
     from compiler.runtime.compiled import runs_recorded_here  # (lazy: the interp backend needs no LLVM)
     # a compile's passes and sources go into the kernel's context, and so does its run: a kernel compiled by an
     # earlier call (a schedule cache hit) filed its runs under that call's context, so this one read "not run"
-    with trace_context(si.name, kind="kernel", schedule=si.ctx), runs_recorded_here():
-      runner, made_s = _runner(si.ast, kernel_backend(si, backend))
+    with trace_context(si.name, kind="kernel", schedule=si.ctx, begun=begun), runs_recorded_here():
+      runner, made_s = (_runner(si.ast, kernel_backend(si, backend)) if traced is None else (traced.runner(i), None))
       debug.run_kernel(si.name, runner, bufs, made_s)
   if capturing is not None:
     capturing.append((si.name, runner, bufs, outs))

@@ -474,21 +474,37 @@ def load_kernel(prg: Program, symbol: str, obj: bytes) -> CompiledKernel:
   return CompiledKernel(prg, address, time.perf_counter() - t0, None)
 
 
+def start_traced(ast: UOp, submit: Submit) -> Callable[[], CompiledKernel]:
+  """compile_kernel while recording, in two stages: codegen (its traced passes) and the uops listing now, into the
+  current context (a kernel's, maybe opened ahead of its turn: compiler.realize._Ahead); LLVM's part through `submit`
+  (maybe a worker thread, which touches no recorder: the optimized IR and assembly come back as texts); the getter
+  records the sources into that context, at the kernel's turn, and gives the kernel (later runs recorded there too)."""
+  prg = get_program(ast)
+  rec = recorder.RECORDER
+  ctx = rec.current_ctx
+  # each position's trace node (in prg.uops): with each line's positions, which a reader makes from the text
+  # (vztrace.linemap, format 2.8: not recorded), the viewer's way from a line to its nodes in the kernel's graph
+  uops = [rec.node_id(u) for u in prg.uops]
+  listing = format_uops(prg.uops)
+  jit = get_jit()
+
+  def llvm_part() -> tuple[float, Any, bool]:
+    ts = time.time()  # when the LLVM compile began (with compile_s, its span on the viewer's timeline)
+    return (ts, *jit.compile(prg.src, prg.fname, want_text=True))
+  got = submit(llvm_part)
+
+  def finish() -> CompiledKernel:
+    ts, jf, cached = got()
+    compile_s = 0.0 if cached else jf.compile_s
+    for kind, text, cs in (("uops", listing, 0.0), ("llvm_ir", prg.src, compile_s), ("opt_ir", jf.opt_ir, compile_s),
+                           ("asm", jf.asm, compile_s)):
+      recorder.record("source", kind=kind, text=text, compile_s=cs, ts=ts, uops=uops, ctx=ctx)
+    return CompiledKernel(prg, jf.address, compile_s, ctx)
+  return finish
+
+
 def compile_kernel(ast: UOp) -> CompiledKernel:
   """Codegen (traced passes) + LLVM JIT of a kernel AST. Its sources (uops, LLVM IR, optimized IR, assembly: the
   traced compile makes the last two, compiler.runtime.llvm) and compile time go into the current trace context;
   later runs are recorded into the same context."""
-  prg = get_program(ast)
-  tracing = recorder.RECORDER is not None
-  ts = time.time()  # when the LLVM compile began (with compile_s, its span on the viewer's timeline)
-  jf, cached = get_jit().compile(prg.src, prg.fname, want_text=tracing)
-  compile_s = 0.0 if cached else jf.compile_s
-  ctx = recorder.RECORDER.current_ctx if tracing else None
-  if tracing:
-    # each position's trace node (in prg.uops): with each line's positions, which a reader makes from the text
-    # (vztrace.linemap, format 2.8: not recorded), the viewer's way from a line to its nodes in the kernel's graph
-    uops = [recorder.RECORDER.node_id(u) for u in prg.uops]
-    for kind, text, cs in (("uops", format_uops(prg.uops), 0.0), ("llvm_ir", prg.src, compile_s),
-                           ("opt_ir", jf.opt_ir, compile_s), ("asm", jf.asm, compile_s)):
-      recorder.record("source", kind=kind, text=text, compile_s=cs, ts=ts, uops=uops)
-  return CompiledKernel(prg, jf.address, compile_s, ctx)
+  return (start_untraced if recorder.RECORDER is None else start_traced)(ast, run_now)()

@@ -581,9 +581,11 @@ class Recorder:
   def current_ctx(self) -> int:
     return self.ctx_stack[-1]
 
-  def ctx_begin(self, name: str, kind: str = "context", schedule: int | None = None) -> int:
+  def ctx_begin(self, name: str, kind: str = "context", schedule: int | None = None, push: bool = True) -> int:
     """Open a context; `schedule`: the schedule context that made what it runs (a kernel's, a copy's, a memory
-    plan's) as `context_ref` gave it, written where it is one of this recording's earlier contexts."""
+    plan's) as `context_ref` gave it, written where it is one of this recording's earlier contexts. `push=False`:
+    begun but not made current (a kernel compiled ahead: its records go in while `inside` it, its end comes at its
+    turn, `trace_context(begun=)`); its parent is the current context either way."""
     cid = self.next_ctx
     self.next_ctx += 1
     rec = {"t": "ctx_begin", "id": cid, "parent": self.ctx_stack[-1], "name": str(name), "kind": kind,
@@ -593,7 +595,8 @@ class Recorder:
     if kind == "kernel" and (sites := self.kernel_sites.get(rec["name"])) is not None:
       rec["callsites"], rec["callsites_more"] = sites
     self._enqueue(rec)
-    self.ctx_stack.append(cid)
+    if push:
+      self.ctx_stack.append(cid)
     return cid
 
   def ctx_end(self, cid: int, error: str | None = None) -> None:
@@ -867,20 +870,44 @@ def context_ref(cid: int | None) -> int | None:
 
 
 @contextlib.contextmanager
-def trace_context(name: str, kind: str = "context", schedule: int | None = None) -> Iterator[int | None]:
+def trace_context(name: str, kind: str = "context", schedule: int | None = None,
+                  begun: int | None = None) -> Iterator[int | None]:
   """Open a named, nestable trace context (a schedule, a kernel, ...); free when tracing is off. Yields its id;
-  `schedule`: the schedule context that made what this one runs, as `context_ref` gave it (Recorder.ctx_begin)."""
+  `schedule`: the schedule context that made what this one runs, as `context_ref` gave it (Recorder.ctx_begin).
+  `begun`: a context begun earlier and not ended (`ctx_begin(push=False)`: a kernel compiled ahead) goes on here
+  instead of a new one, and ends here."""
   rec = RECORDER
   if rec is None:
     yield None
     return
-  cid = rec.ctx_begin(name, kind, schedule)
+  if begun is None:
+    cid = rec.ctx_begin(name, kind, schedule)
+  else:
+    cid = begun
+    rec.ctx_stack.append(cid)
   try:
     yield cid
   except BaseException as e:
     rec.ctx_end(cid, error=f"{type(e).__name__}: {e}")
     raise
   rec.ctx_end(cid)
+
+
+@contextlib.contextmanager
+def inside(cid: int) -> Iterator[None]:
+  """Record into the context `cid` (begun by `ctx_begin(push=False)`, not ended) within, and leave it open after: a
+  kernel's Python part made ahead of its turn (compiler.realize._Ahead)."""
+  rec = RECORDER
+  if rec is None:
+    yield
+    return
+  stack = rec.ctx_stack
+  depth = len(stack)
+  stack.append(cid)
+  try:
+    yield
+  finally:
+    del stack[depth:]  # (what was opened inside and not closed, as ctx_end would drop it)
 
 
 @contextlib.contextmanager

@@ -283,6 +283,34 @@ def test_timeline_many_passes(page, timed):
     assert h["x1"] - h["x0"] == pytest.approx(dur / 0.001 * plot, abs=0.01)
 
 
+def test_timeline_overlapping_contexts_of_one_depth_get_rows_of_their_own(page, timed):
+  """Kernels compiled ahead of their runs (each context begins at its optimize, up to COMPILE_AHEAD kernels before its
+  run) overlap their siblings: each overlapping one is drawn on a row of its own below, one that starts after another
+  ended shares its row, and every row of a depth is above the next depth's."""
+  kern = [(2, 0.1, 0.5), (3, 0.2, 0.6), (4, 0.3, 0.7), (5, 0.55, 0.9)]  # (id, start, end): 5 starts after 2 ended
+  fake = {"t0": 1.0, "end": 1.0,
+          "contexts": [{"id": 0, "parent": None, "name": "default", "kind": "default", "start": 0, "end": 1.0,
+                        "depth": 0},
+                       {"id": 1, "parent": 0, "name": "schedule 0", "kind": "schedule", "start": 0.05, "end": 0.95,
+                        "depth": 1}]
+          + [{"id": i, "parent": 1, "name": f"E_{i}", "kind": "kernel", "start": s, "end": e, "depth": 2}
+             for i, s, e in kern]
+          + [{"id": 6, "parent": 2, "name": "inner", "kind": "context", "start": 0.15, "end": 0.2, "depth": 3}],
+          "rewrites": {"names": [], "id": [], "ctx": [], "name": [], "start": [], "dur": [], "matches": []},
+          "compiles": [], "runs": []}
+  page.route("**/timeline", lambda route: route.fulfill(json=fake))
+  t = timed.trace_id("timed.vztrace")
+  open_page(page, timed, f"#t={t}&p=timeline")
+  page.wait_for_function("() => window.__viz.timelinePanel.hits.length > 0")
+  ys = {h["ctx"]: (h["y0"], h["y1"]) for h in page.evaluate(HITS) if h["kind"] == "context"}
+  assert sorted(ys) == [0, 1, 2, 3, 4, 5, 6]
+  assert ys[0][1] <= ys[1][0] and ys[1][1] <= ys[2][0], "depths top to bottom"
+  rows = sorted({ys[i][0] for i in (2, 3, 4, 5)})
+  assert len(rows) == 3 and ys[5][0] == ys[2][0], "three overlapping kernels on three rows; the fourth reuses the first"
+  assert ys[2][0] < ys[3][0] < ys[4][0]
+  assert max(ys[i][1] for i in (2, 3, 4, 5)) <= ys[6][0], "the next depth below every row of this one"
+
+
 def test_timeline_crisp_and_empty(page, timed):
   open_timeline(page, timed)
   # the canvas backing store follows devicePixelRatio

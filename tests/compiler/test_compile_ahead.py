@@ -3,7 +3,7 @@ their runs, their LLVM compiles on one worker thread (compiler.realize._Ahead). 
 order and run in the same order as compiling each at its turn (COMPILE_AHEAD=0), with the same outputs bit for bit; a
 compile's error (on the worker or in the Python part) raised at its kernel's turn, after the same runs; the worker
 gone after every schedule (and the switch interval it lowers put back); no kernel made more than COMPILE_AHEAD ahead
-of the one running; a traced run as before (nothing compiled ahead, the same records)."""
+of the one running; a traced run compiled ahead too, with the same records in each context."""
 from __future__ import annotations
 
 import sys
@@ -152,11 +152,15 @@ def test_an_error_in_a_compile_ahead_raises_at_its_kernel(monkeypatch, tmp_path,
   assert len(outcomes[0][2]) >= 2
 
 
-def test_a_traced_run_compiles_nothing_ahead_and_records_the_same(monkeypatch, tmp_path):
+def test_a_traced_run_compiles_ahead_and_records_the_same(monkeypatch, tmp_path):
+  """Traced, the LLVM compiles run on the worker too, and each context holds the same records in the same order (the
+  stream interleaves them: a kernel's opts come before the sources and runs of the kernels before it;
+  tests/trace/test_traced_ahead.py compares the whole traces)."""
   from compiler.trace import recorder
   shapes = []
   for depth in (0, 8):
     _setup(monkeypatch, str(tmp_path / f"c{depth}"), depth)
+    monkeypatch.setattr(realize, "_cores", lambda: 2)  # (ahead on a one-core runner too)
     spy = _Spy(monkeypatch)
     path = tmp_path / f"d{depth}.vztrace"
     recorder.enable(path, announce=False)
@@ -164,11 +168,16 @@ def test_a_traced_run_compiles_nothing_ahead_and_records_the_same(monkeypatch, t
       _realize(spy)
     finally:
       recorder.disable()
-    assert {t for _, t in spy.of("compile")} == {"MainThread"}
+    assert {t for _, t in spy.of("compile")} == {"MainThread" if depth == 0 else f"{WORKER}_0"}
+    by_ctx: dict[int, list] = {}
     with TraceReader(str(path)) as r:
-      shapes.append([(rec["t"], rec.get("kind"), rec.get("name"), rec.get("kname")) for rec in r
-                     if rec["t"] in ("ctx", "source", "run", "opt", "end")])
-  assert shapes[0] == shapes[1] and len(shapes[0]) > 20
+      for rec in r:
+        if rec["t"] == "ctx_begin":
+          by_ctx[rec["id"]] = [(rec["kind"], rec["name"] if rec["kind"] != "schedule" else "")]  # (numbered a process)
+        elif rec["t"] in ("source", "run", "opt", "ctx_end"):
+          by_ctx[rec.get("ctx", rec.get("id"))].append((rec["t"], rec.get("kind"), rec.get("kname"), rec.get("error")))
+    shapes.append([by_ctx[c] for c in sorted(by_ctx)])
+  assert shapes[0] == shapes[1] and sum(map(len, shapes[0])) > 20
 
 
 class _Gated:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from support import hostile_traces as ht
 
+from compiler import realize
 from compiler.trace.cli import summarize
 from viz_server import perfetto, tools
 from viz_server.offline import OfflineApi
@@ -156,7 +157,14 @@ def test_the_export_has_the_trace_event_format(real):
 def test_spans_nest_as_the_timelines_contexts_passes_and_compiles(real):
   evs, tl = real["doc"]["traceEvents"], real["tl"]
   threads = check_nesting(evs)
-  assert len(threads) == 1 + bool(tl["runs"])  # a real trace: one main thread, and the runs' on the device
+  # a real trace: the main thread, kernels compiled ahead of their runs (overlapping their siblings: each begins at
+  # its optimize) on threads of their own with their passes and compiles, and the runs' thread on the device
+  host = sorted(t for t in threads if t[0] == perfetto.HOST_PID)
+  assert host[0] == (perfetto.HOST_PID, 1) and len(host) <= 1 + realize.compile_ahead_depth()
+  assert len(threads) == len(host) + bool(tl["runs"])
+  kinds = {c["id"]: c["kind"] for c in tl["contexts"]}
+  for t in host[1:]:
+    assert {kinds[e["args"]["ctx"]] for e in threads[t]} == {"kernel"}, "only kernels compiled ahead overlap"
   ctx = {e["args"]["ctx"]: e for e in evs if e["ph"] == "X" and e["cat"] in ("default", "schedule", "kernel")}
   passes = {e["args"]["rewrite"]: e for e in evs if e["ph"] == "X" and e["cat"] == "pass"}
   compiles = [e for e in evs if e["ph"] == "X" and e["cat"] == "compile"]
@@ -168,8 +176,9 @@ def test_spans_nest_as_the_timelines_contexts_passes_and_compiles(real):
     ev = ctx[c["id"]]
     assert ev["name"] == c["name"] and ev["cat"] == c["kind"] and ev["pid"] == perfetto.HOST_PID
     assert abs(ev["ts"] - (t0_us + c["start"] * 1e6)) < 0.01 and abs(ev["dur"] - (c["end"] - c["start"]) * 1e6) < 1.01
-    if c["parent"] is not None:
-      assert inside(ev, ctx[c["parent"]])
+    if c["parent"] is not None:  # (in time; on its thread unless it overlaps a sibling)
+      p = ctx[c["parent"]]
+      assert inside(ev, p) or (ev["tid"] != p["tid"] and inside({**ev, "tid": p["tid"]}, p))
   rw = tl["rewrites"]
   assert sorted(passes) == sorted(rw["id"]) and len(passes) > 10
   for i, rid in enumerate(rw["id"]):

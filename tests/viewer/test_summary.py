@@ -32,6 +32,9 @@ def raw_phases(path: Path) -> dict:
   order: a rewrite is outermost when no other is open at its rw_begin."""
   ctx: dict[int, dict] = {}
   compile_in: dict[int, float] = {}
+  codegen_in: dict[int, float] = {}
+  python_end: dict[int, float] = {}  # kernel -> the end of its last outermost rewrite
+  rw_ts: dict[int, float] = {}
   run_in: dict[int, float] = {}
   compiled: set[int] = set()
   run = 0.0
@@ -53,7 +56,7 @@ def raw_phases(path: Path) -> dict:
     elif t == "ctx_end":
       ctx[rec["id"]]["end"] = rec["ts"]
     elif t == "rw_begin":
-      rw_ctx[rec["id"]] = rec["ctx"]
+      rw_ctx[rec["id"]], rw_ts[rec["id"]] = rec["ctx"], rec["ts"]
       if depth == 0:
         outer.add(rec["id"])
       depth += 1
@@ -62,9 +65,12 @@ def raw_phases(path: Path) -> dict:
     elif t == "rw_end":
       depth -= 1
       k = top(rw_ctx[rec["id"]])
-      if rec["id"] in outer and k is not None and k["kind"] == "kernel" and \
-          not ctx[rw_ctx[rec["id"]]]["rw_names"][rec["id"]].startswith("apply "):
-        compile_in[k["id"]] = compile_in.get(k["id"], 0.0) + rec["dt"] / 1e9
+      if rec["id"] in outer and k is not None and k["kind"] == "kernel":
+        end = rw_ts[rec["id"]] + rec["dt"] / 1e9
+        python_end[k["id"]] = max(python_end.get(k["id"], end), end)
+        if not ctx[rw_ctx[rec["id"]]]["rw_names"][rec["id"]].startswith("apply "):
+          compile_in[k["id"]] = compile_in.get(k["id"], 0.0) + rec["dt"] / 1e9
+          codegen_in[k["id"]] = codegen_in.get(k["id"], 0.0) + rec["dt"] / 1e9
     elif t == "source" and rec["kind"] == "llvm_ir":
       k = top(rec["ctx"])
       compiled.add(k["id"])
@@ -76,7 +82,8 @@ def raw_phases(path: Path) -> dict:
         run_in[k["id"]] = run_in.get(k["id"], 0.0) + sum(rec["times"])
   span = {c["id"]: c["end"] - c["ts"] for c in ctx.values() if c["end"] is not None}
   schedule = sum(span[c["id"]] for c in ctx.values() if c["kind"] == "schedule" and top(c["id"]) is c)
-  optimize = sum(max(span[k] - compile_in.get(k, 0.0) - run_in.get(k, 0.0), 0.0) for k in compiled)
+  # (every compiled kernel of a real trace has rewrites: its Python part, begin to last rewrite, less codegen's)
+  optimize = sum(max(python_end[k] - ctx[k]["ts"] - codegen_in.get(k, 0.0), 0.0) for k in compiled)
   total = max(c["end"] for c in ctx.values() if c["end"] is not None) - min(c["ts"] for c in ctx.values())
   comp = sum(compile_in.values())
   total = max(total, schedule + optimize + comp + run)
@@ -141,6 +148,38 @@ def write_runs(path: Path, runs: list[tuple[str, float]]) -> Path:
     w.write({"t": "ctx_end", "id": 0, "ts": t})
     w.write({"t": "end", "ts": t})
   return path
+
+
+def test_kernels_compiled_ahead_count_only_their_own_python_part_as_optimize(tmp_path):
+  """Kernel contexts compiled ahead overlap (each begins at its optimize, up to COMPILE_AHEAD kernels before its run):
+  a kernel's optimize is its Python part (begin to its last rewrite's end) less codegen's passes, not its span less
+  compile and run, which would count the other kernels' work inside it (and phases past the total)."""
+  path = tmp_path / "ahead.vztrace"
+  with TraceWriter(path) as w:
+    w.write(_meta())
+    w.write({"t": "ctx_begin", "id": 0, "parent": None, "name": "default", "kind": "default", "ts": 0.0})
+    w.write({"t": "node", "id": 0, "op": "SINK", "dtype": "void", "src": [], "arg": "None"})
+    rw = 0
+    for k, t in ((1, 0.0), (2, 2.0)):  # each: 1 s of the optimizer's rewrite, then 1 s of a codegen pass
+      w.write({"t": "ctx_begin", "id": k, "parent": 0, "name": f"E_{k}", "kind": "kernel", "ts": t})
+      for name, at in (("apply UPCAST(0, 4)", t), ("lower", t + 1.0)):
+        w.write({"t": "rw_begin", "id": rw, "ctx": k, "name": name, "file": "x.py", "line": 1, "bottom_up": False,
+                 "root": 0, "ts": at})
+        w.write({"t": "rw_end", "id": rw, "root": 0, "dt": 10**9, "matches": 0})
+        rw += 1
+    for k, t in ((1, 4.0), (2, 6.0)):  # at each kernel's turn: its compile (0.5 s), its run (0.1 s), its end
+      w.write({"t": "source", "ctx": k, "kind": "llvm_ir", "text": "x", "compile_s": 0.5, "ts": t})
+      w.write({"t": "run", "ctx": k, "kname": f"E_{k}", "times": [0.1], "min": 0.1, "median": 0.1, "flops": 1,
+               "bytes": 4, "gflops": 0, "gbs": 0, "ts": t + 0.5})
+      w.write({"t": "ctx_end", "id": k, "ts": t + 2.0})
+    w.write({"t": "ctx_end", "id": 0, "ts": 8.0})
+    w.write({"t": "end", "ts": 8.0})
+  with OfflineApi(path) as api:
+    assert api.trace.damage is None
+    got = api.trace_get("summary")["phases"]
+  assert got["optimize"] == pytest.approx(2.0) and got["compile"] == pytest.approx(3.0)
+  assert got["run"] == pytest.approx(0.2) and got["total"] == pytest.approx(8.0)
+  assert got["other"] == pytest.approx(8.0 - 2.0 - 3.0 - 0.2)
 
 
 def test_a_cold_first_run_is_kept_apart_and_never_ranks_a_kernel(tmp_path):
