@@ -1,4 +1,4 @@
-// The timeline panel: where the traced program's time went. The trace contexts (one row per nesting depth), the
+// The timeline panel: where the traced program's time went. The trace contexts (rows per nesting depth; overlapping ones, kernels compiled ahead, packed below), the
 // graph_rewrite passes inside them, each kernel's LLVM compile and each kernel run, on one time axis drawn on a
 // canvas. Wheel zooms around the pointer, drag pans, double click (or Fit) shows the whole trace; click a span to
 // open its context or rewrite. Trace strings reach the page only as canvas text and tooltip textContent.
@@ -16,6 +16,7 @@ const MAX_ROW_H = 34;
 const TWO_LINES_H = 30;  // a row this tall shows a span's duration under its name
 const LANE_GAP = 5;
 const MAX_PASS_ROWS = 6;  // nested passes get rows of their own; past this they share the last one
+const MAX_CONTEXT_ROWS = 10;  // so do overlapping contexts of one depth (compile-ahead: COMPILE_AHEAD + 1 by default)
 const MIN_VIEW_S = 1e-7;  // the deepest zoom: 100 ns across the canvas
 const DRAG_PX = 3;  // a press that moves less than this is a click, not a pan
 const HOVER_SLACK = 3;  // px either side of a span that still hovers it (1 px spans are hard to hit)
@@ -133,7 +134,7 @@ export class TimelinePanel extends Panel {
     const ctxById = new Map(contexts.map((c) => [c.id, c]));
     this.ctxById = ctxById;
     const rows = [];
-    // contexts: one row per depth; an unfinished one reaches the trace's end
+    // contexts: rows per depth; an unfinished one reaches the trace's end
     const byDepth = [];
     for (const c of contexts) {
       const s = num(c.start);
@@ -143,8 +144,11 @@ export class TimelinePanel extends Panel {
         ctx: c.id, rw: null, name: String(c.name ?? ""), ckind: String(c.kind ?? "context"), open: num(c.end) === null,
         color: KIND_COLORS[c.kind] || KIND_COLORS.context});
     }
+    // a depth's contexts that overlap (kernels compiled ahead of their runs: each begins at its optimize, up to
+    // COMPILE_AHEAD kernels before its run) get rows of their own below it
     for (let i = 0; i < byDepth.length; i++) {
-      rows.push({lane: "contexts", label: i === 0 ? "contexts" : "", spans: sortSpans(byDepth[i] || [])});
+      packSpans(sortSpans(byDepth[i] || []), MAX_CONTEXT_ROWS).forEach((spans, k) =>
+        rows.push({lane: "contexts", label: i === 0 && k === 0 ? "contexts" : "", spans}));
     }
     // passes: packed into rows, a pass that starts before the row's last one ended goes below (nested rewrites)
     const names = (rw.names || []).map((n) => String(n));
@@ -158,17 +162,7 @@ export class TimelinePanel extends Panel {
         name: names[k] ?? "?", matches: rw.matches ? rw.matches[i] : null, open: false,
         color: colors[k] ?? "#768390"});
     }
-    sortSpans(passes);
-    const packed = [];
-    const ends = [];
-    for (const p of passes) {
-      let r = ends.findIndex((e) => e <= p.s);
-      if (r < 0 && ends.length < MAX_PASS_ROWS) { r = ends.length; ends.push(-Infinity); packed.push([]); }
-      if (r < 0) r = ends.length - 1;
-      ends[r] = Math.max(ends[r], p.e);
-      packed[r].push(p);
-    }
-    if (!packed.length) packed.push([]);
+    const packed = packSpans(sortSpans(passes), MAX_PASS_ROWS);
     packed.forEach((spans, i) => rows.push({lane: "passes", label: i === 0 ? "passes" : "", spans}));
     const named = (c) => { const x = ctxById.get(c); return x ? String(x.name ?? "") : `context #${c}`; };
     const simple = (list, kind, color, nameOf) => sortSpans(list.filter((x) => num(x.start) !== null).map((x) => ({
@@ -599,4 +593,20 @@ export class TimelinePanel extends Panel {
 
 function sortSpans(list) {
   return list.sort((a, b) => a.s - b.s || b.e - a.e);
+}
+
+/** Spans sorted by start, packed into rows: each in the first row whose spans all ended by its start, a new row while
+ * there are fewer than `max`, else the last (at least one row, maybe empty). */
+function packSpans(spans, max) {
+  const rows = [];
+  const ends = [];
+  for (const sp of spans) {
+    let r = ends.findIndex((e) => e <= sp.s);
+    if (r < 0 && ends.length < max) { r = ends.length; ends.push(-Infinity); rows.push([]); }
+    if (r < 0) r = ends.length - 1;
+    ends[r] = Math.max(ends[r], sp.e);
+    rows[r].push(sp);
+  }
+  if (!rows.length) rows.push([]);
+  return rows;
 }

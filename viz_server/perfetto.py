@@ -12,7 +12,10 @@ events), so the file is never built in memory: cost O(spans log spans) to order 
 a real trace's already ordered runs), one event per span and per memory step. Times are integer nanoseconds since the
 export's zero written as microseconds (three decimals), so an importer's rounding keeps children inside parents.
 Each thread's spans nest properly, whatever the trace holds: a span that overlaps another without nesting goes to
-the lane's next thread (at most MAX_TRACKS), and on the last one is cut at its parent's end (counted as `clipped`)."""
+the lane's next thread (at most MAX_TRACKS), and on the last one is cut at its parent's end (counted as `clipped`).
+A span tries its context's thread first: kernels compiled ahead of their runs overlap their siblings (each begins
+at its optimize, up to COMPILE_AHEAD kernels early), so they take threads of their own and their passes and
+compiles go with them."""
 from __future__ import annotations
 
 import json
@@ -84,21 +87,27 @@ def _fit(stack: list[int], s: int, e: int, tol: int, force: bool) -> tuple[int, 
 
 
 def _lane(out: _Writer, spans: list[tuple[int, int, int, int]], pid: int, tid0: int, thread: str, tol: int,
-          make: Any) -> dict[str, int]:
+          make: Any, home: Any = None) -> dict[str, int]:
   """Write a lane's spans (start ns, end ns, kind, index) as X events on its threads; make(kind, index) gives an
-  event's name, cat and args. Returns counts."""
+  event's name, cat and args. home(kind, index): the (kind, index) of the span it belongs in (its context), whose
+  thread it tries first (kernels compiled ahead overlap their siblings: a kernel's passes go where it went), or None.
+  Returns counts."""
   spans.sort(key=lambda x: -x[1])  # parents (the longer, at one start) first: two stable sorts
   spans.sort(key=lambda x: x[0])
   stacks: list[list[int]] = []
+  track: dict[tuple[int, int], int] = {}  # (kind, index) -> the thread it went on (spans with a home only)
   clipped = 0
   for s, e, kind, i in spans:
-    for k in range(MAX_TRACKS):
-      if k == len(stacks):
+    first = track.get(home(kind, i), 0) if home is not None else 0
+    for k in (first, *range(MAX_TRACKS)) if first else range(MAX_TRACKS):
+      while k >= len(stacks):
         stacks.append([])
       got = _fit(stacks[k], s, e, tol, force=k == MAX_TRACKS - 1)
       if got is not None:
         break
     assert got is not None  # (the last thread takes every span)
+    if home is not None:
+      track[(kind, i)] = k
     name, cat, args = make(kind, i)
     if got[1] < e - tol:
       clipped += 1
@@ -219,7 +228,16 @@ def write(tr: Trace, f: IO[str], names: list[str] | None = None, redact: Iterabl
   f.write('{"traceEvents":[')
   out = _Writer(f)
   _processes(out, tr.meta, redact, devices)
-  got_main = _lane(out, main, HOST_PID, 1, "main thread: contexts, passes, LLVM compiles", ROUND_NS, main_event)
+  index = {c["id"]: i for i, c in enumerate(tl["contexts"])}
+
+  def home(kind: int, i: int) -> tuple[int, int] | None:
+    ctx = tl["contexts"][i]["parent"] if kind == CTX else (tl["compiles"][i]["ctx"] if kind == COMPILE else
+                                                            rw["ctx"][i])
+    j = index.get(ctx) if type(ctx) is int else None  # (a hostile trace's field may be anything)
+    return None if j is None else (CTX, j)
+
+  got_main = _lane(out, main, HOST_PID, 1, "main thread: contexts, passes, LLVM compiles", ROUND_NS, main_event,
+                   home)
   del main
   got_runs = _lane(out, runs, DEVICE_PID, 1 + MAX_TRACKS, "kernel runs", 0, run_event)
   del runs

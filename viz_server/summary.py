@@ -9,8 +9,10 @@ The phases, from what the trace records (docs/architecture.md, the record table)
   codegen passes (their outermost rewrites other than the optimizer's: it names each applied opt's "apply <opt>",
   compiler/opt/kernel.py);
 - run: every kernel run's time (the `times` of each `run` record);
-- optimize: the rest of a kernel context that compiled (has an `llvm_ir` source): its duration less its compile and
-  run parts: the heuristics, BEAM's search, the opts' rewrites;
+- optimize: in a kernel context that compiled (has an `llvm_ir` source), its Python part less codegen's passes: from
+  its begin to the end of its last rewrite (the heuristics, BEAM's search, the opts' rewrites, codegen's passes; a
+  kernel compiled ahead of its run begins there, up to COMPILE_AHEAD kernels before its turn, so its span holds other
+  kernels' work and only its own part is counted); one without rewrites: its duration less its compile and run;
 - other: the total less the four (the front end, gradients, memory planning, the Python around each run).
 
 A kernel's first run is cold (its code and memory were never touched: the demo's 4M elementwise kernel took 70.9 ms
@@ -89,6 +91,14 @@ def _span(c: Context) -> float:
   return max(end - start, 0.0) if c.ended and start is not None and end is not None else 0.0
 
 
+def _optimize(c: Context, python_end: float | None, codegen: float, compile_s: float, run: float) -> float:
+  """A compiled kernel context's optimize seconds (the module docstring): its Python part less codegen's passes."""
+  start = _num(c.ts)
+  if python_end is None or start is None:
+    return max(_span(c) - compile_s - run, 0.0)
+  return max(python_end - start - codegen, 0.0)
+
+
 def phases(tr: Trace) -> dict:
   """The seconds of each phase (the module docstring) and the total."""
   top = _phase_contexts(tr)
@@ -96,6 +106,8 @@ def phases(tr: Trace) -> dict:
   ends = [e for c in tr.contexts.values() if c.ended and (e := _num(c.end_ts)) is not None]
   total = max(max(ends) - min(starts), 0.0) if starts and ends else 0.0
   compile_in: dict[int, float] = {}  # outermost kernel context -> its compile seconds
+  codegen_in: dict[int, float] = {}  # ... its codegen passes' seconds (in compile_in too)
+  python_end: dict[int, float] = {}  # ... the end of its last rewrite (its Python part's end)
   run_in: dict[int, float] = {}
   compiled: set[int] = set()
   schedule = run = 0.0
@@ -120,9 +132,16 @@ def phases(tr: Trace) -> dict:
       continue
     cover = rw.order_at_end if rw.order_at_end is not None else cover
     k = top.get(rw.ctx)
-    if k is not None and k.kind == "kernel" and not rw.name.startswith(OPT_PREFIX):
-      compile_in[k.id] = compile_in.get(k.id, 0.0) + max(_num(rw.dt) or 0.0, 0.0) / 1e9
-  optimize = sum(max(_span(tr.contexts[k]) - compile_in.get(k, 0.0) - run_in.get(k, 0.0), 0.0) for k in compiled)
+    if k is None or k.kind != "kernel":
+      continue
+    dt = max(_num(rw.dt) or 0.0, 0.0) / 1e9
+    if (start := _num(rw.ts)) is not None:
+      python_end[k.id] = max(python_end.get(k.id, start + dt), start + dt)
+    if not rw.name.startswith(OPT_PREFIX):
+      compile_in[k.id] = compile_in.get(k.id, 0.0) + dt
+      codegen_in[k.id] = codegen_in.get(k.id, 0.0) + dt
+  optimize = sum(_optimize(tr.contexts[k], python_end.get(k), codegen_in.get(k, 0.0), compile_in.get(k, 0.0),
+                           run_in.get(k, 0.0)) for k in compiled)
   comp = sum(compile_in.values())
   total = max(total, schedule + optimize + comp + run)  # (clocks that disagree: a share is never above 100%)
   return {"total": total, "schedule": schedule, "optimize": optimize, "compile": comp, "run": run,
