@@ -10,6 +10,9 @@ Measured on the shared 2-core machine (CPU seconds, time.process_time; one run e
   before               4.22 (42%)    2.60 (26%)  2.16 (22%)         0.03   0.43   9.97
   now                  4.28 (39%)    3.19 (29%)  2.44 (23%)         0.03   0.44  10.84 (the machine busier: the
                                                  interleaved runs of docs/architecture.md: 16-23% less CPU)
+  demo (240,576 B), small graphs' layouts on lists (viz_server/layout.py SMALL_EDGES), two runs each, alternated:
+  before               1.99 / 1.94   0.83 / 0.82  0.54 / 0.50  0.03   0.32   3.97 / 3.87
+  now                  1.44 / 1.49   0.78 / 0.83  0.48 / 0.52  0.02   0.30   3.28 / 3.43
 The step-0 graphs' layouts (layout_graph) and the steps' derivations are the viewer's and stay: see "Trace tools"
 in docs/architecture.md.
 """

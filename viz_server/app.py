@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from flask import Flask, Response, abort, jsonify, request, send_file
-from flask_socketio import SocketIO
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import BaseConverter
 
-from viz_server import gone, live
+from viz_server import gone
 from viz_server.api import bp as api_bp
 from viz_server.gate import REQUEST_GATE
 from viz_server.highlight import stylesheet
@@ -135,12 +134,15 @@ def owner_only(wsgi_app: Any, state: dict) -> Any:
 
 def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, poll_interval: float = 0.05,
                max_upload: int = MAX_UPLOAD, allowed_hosts: Iterable[str] | None = LOCAL_HOSTS,
-               store: TraceStore | None = None, socketio_client: Path | None = SOCKETIO_CLIENT) -> Flask:
+               store: TraceStore | None = None, socketio_client: Path | None = SOCKETIO_CLIENT,
+               live: bool = True) -> Flask:
   """A viewer app serving the given trace files and directories.
 
   follow: start the thread that tails live traces and watches directories (tests may poll by hand instead).
   allowed_hosts: accepted Host header names (guards a loopback server against DNS rebinding); None accepts any.
   socketio_client: the socket.io browser client served at /vendor/ (from npm; None or a missing file: the page polls).
+  live: the socket.io feed; False (viz_server/offline.py: requests through the test client only) leaves it out, and
+  Flask-SocketIO is then never imported (~0.1 s of a tool's start-up, with the requests and engineio it pulls in).
   The SocketIO object is `app.extensions["socketio"]`, the store `app.extensions["tinyviz"]["store"]`, the tool
   processes it runs `app.extensions["tinyviz"]["children"]` (viz_server.share.Children: whoever serves the app kills
   them when it stops).
@@ -167,10 +169,15 @@ def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, 
 
   _guard_requests(app, hosts, max_upload)
   _page_routes(app, templates_dir, socketio_client)
-  socketio = SocketIO(app, async_mode="threading")
+  if live:
+    from flask_socketio import SocketIO
+
+    from viz_server import live as feed
+    socketio = SocketIO(app, async_mode="threading")
   app.wsgi_app = guard_socketio(app.wsgi_app, hosts)  # type: ignore[method-assign]
   app.wsgi_app = owner_only(app.wsgi_app, app.extensions["tinyviz"])  # type: ignore[method-assign]  # outermost
-  live.attach(socketio, store)
+  if live:
+    feed.attach(socketio, store)
   if follow:
     store.start()
   return app

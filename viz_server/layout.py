@@ -33,9 +33,10 @@ from scratch.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 from itertools import compress, repeat
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -61,6 +62,10 @@ DUMMY_LINE = 0.5    # a dummy's target x: this much the straight line of its edg
 # the proper graph holds at most this many dummies per node and edge: past it the longest edges become vertical
 # channels beside the rows (a GPT step's tensor graph, 2,942 nodes over 986 layers, had 419,543 dummies: 7.5 s)
 DUMMY_BUDGET = 4
+# up to this many proper edges the ordering runs on Python lists (_ListOrderer: the same orders), where numpy's
+# per-call cost outweighed the work (a 16-63-node graph took ~10 ms, ~60% of it crossing reduction; the two break
+# even at ~600 edges: bench/bench_layout.py --small)
+SMALL_EDGES = 500
 
 
 _hook = threading.local()  # .pause: what layout_graph(pause=...) calls between chunks of work on this thread
@@ -359,6 +364,11 @@ class _Orderer:
         self.best_c: int | None = None
         self.best = self.pos
 
+    def reset(self) -> None:
+        """Back to the graph's initial order (by id), nothing counted."""
+        self.pos[:] = self.graph.loc
+        self.count = self.best_c = None
+
     def crossings(self, pos: np.ndarray | None = None) -> int:
         p = self.pos if pos is None else pos
         return _inversions(self.graph.gap, p[self.graph.up], p[self.graph.lo])
@@ -598,17 +608,15 @@ def _components(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         lab = new
 
 
-def _search(orderer: _Orderer, starts: tuple[int, ...], sweeps: int = SWEEPS) -> tuple[int, np.ndarray]:
+def _search(orderer: _Orderer | _ListOrderer, starts: tuple[int, ...], sweeps: int = SWEEPS) -> tuple[int, Any]:
     """Best order from the given starts (0: a barycenter sweep up from the sink, 1: one down from the leaves then
     up), each refined by sweeps that alternate direction and median/barycenter, each followed by a short
     transpose."""
-    graph = orderer.graph
-    found: list[tuple[int, int, np.ndarray]] = []
+    found: list[tuple[int, int, Any]] = []
     for start in starts:
         if found and found[0][0] == 0:
             break
-        orderer.pos[:] = graph.loc
-        orderer.count = orderer.best_c = None
+        orderer.reset()
         if start % 2 == 1:
             orderer.sweep(down=True, median=False)
         orderer.sweep(down=False, median=False)
@@ -625,7 +633,7 @@ def _search(orderer: _Orderer, starts: tuple[int, ...], sweeps: int = SWEEPS) ->
     return c, best
 
 
-def _finish(orderer: _Orderer, work: int = TRANSPOSE_WORK, least: int = 8) -> np.ndarray:
+def _finish(orderer: _Orderer | _ListOrderer, work: int = TRANSPOSE_WORK, least: int = 8) -> Any:
     """Long transpose runs with tie rounds from the best order found, which is where most of the gain is."""
     graph = orderer.graph
     orderer.restore()
@@ -634,6 +642,194 @@ def _finish(orderer: _Orderer, work: int = TRANSPOSE_WORK, least: int = 8) -> np
         orderer.transpose(int(np.clip(work // max(len(graph.up), 1), least, FINAL_ROUNDS)), equal_every=3)
     orderer.restore()
     return orderer.pos
+
+
+class _ListOrderer:
+    """_Orderer's search in Python lists, for small proper graphs (up to SMALL_EDGES proper edges), where numpy's
+    per-call cost (~25 calls a transpose phase, ~200 phases a graph) outweighs the work: the same sweeps, rounds,
+    pairs and decisions, so the same orders (tests/viewer/test_layout.py compares the two on seeded graphs). Every
+    value it compares is an int, or a float made from ints exactly as _Orderer makes it (medians, barycenters and the
+    scaled places of nodes without neighbours: one IEEE operation each, the same in both)."""
+
+    def __init__(self, graph: _ProperGraph, comp: np.ndarray):
+        self.graph = graph
+        self.comp = comp.tolist()
+        self.single_comp = bool(len(comp) == 0 or comp.max() == comp.min())
+        n = graph.n_nodes
+        self.loc = graph.loc.tolist()
+        self.pos = list(self.loc)
+        self.layer = graph.layer.tolist()
+        self.lptr = graph.lptr.tolist()
+        self.slots = graph.slots.tolist()
+        self.up, self.lo = graph.up.tolist(), graph.lo.tolist()
+        self.gptr = graph.gptr.tolist()
+        above: list[list[int]] = [[] for _ in range(n)]
+        below: list[list[int]] = [[] for _ in range(n)]
+        for u, v in zip(self.up, self.lo):  # (edge order: by gap, then lower end; what _sort_layer's sums read)
+            below[u].append(v)
+            above[v].append(u)
+        self.above, self.below = above, below
+        self.count: int | None = None
+        self.best_c: int | None = None
+        self.best = self.pos
+
+    def reset(self) -> None:
+        self.pos[:] = self.loc
+        self.count = self.best_c = None
+
+    def crossings(self) -> int:
+        """_inversions over each gap's edges: pairs whose upper ends and lower ends are in opposite orders."""
+        pos, up, lo, gptr = self.pos, self.up, self.lo, self.gptr
+        total = 0
+        for g in range(len(gptr) - 1):
+            a, b = gptr[g], gptr[g + 1]
+            if b - a < 2:
+                continue
+            seen: list[int] = []
+            for _, q in sorted([(pos[up[i]], pos[lo[i]]) for i in range(a, b)]):
+                total += len(seen) - bisect_right(seen, q)  # earlier edges (upper end left or equal) ending right
+                insort(seen, q)
+        return total
+
+    def note(self, c: int) -> None:
+        self.count = c
+        if self.best_c is None or c < self.best_c:
+            self.best_c, self.best = c, self.pos.copy()
+
+    def restore(self) -> None:
+        self.pos[:] = self.best
+        self.count = self.best_c
+
+    def sweep(self, down: bool, median: bool) -> None:
+        """_Orderer.sweep: each layer in turn sorted by its nodes' median or mean neighbour on the fixed side."""
+        self.count = None
+        pos, lptr, slots, comp = self.pos, self.lptr, self.slots, self.comp
+        nbrs = self.above if down else self.below
+        n_layers = len(lptr) - 1
+        _pause()
+        for l in (range(1, n_layers) if down else range(n_layers - 2, -1, -1)):
+            a, b = lptr[l], lptr[l + 1]
+            w = b - a
+            if w < 2:
+                continue
+            f = l - 1 if down else l + 1
+            scale = (lptr[f + 1] - lptr[f] - 1) / max(w - 1, 1)
+            keys = []
+            for v in slots[a:b]:
+                nb = nbrs[v]
+                cur = pos[v]
+                if not nb:
+                    k = cur * scale
+                elif median:
+                    ps = sorted([pos[u] for u in nb])
+                    k = (float(ps[(len(ps) - 1) // 2]) + float(ps[len(ps) // 2])) * 0.5
+                else:
+                    k = float(sum([pos[u] for u in nb])) / len(nb)
+                keys.append(((k, cur) if self.single_comp else (comp[v], k, cur), v))
+            keys.sort()
+            for i, (_, v) in enumerate(keys):
+                pos[v] = i
+
+    def transpose(self, rounds: int, equal_every: int = 0, stop_on_cycle: bool = True) -> None:
+        """_Orderer.transpose, pair by pair: the same rounds, phases, candidate pairs and swaps."""
+        n = self.graph.n_nodes
+        if n < 2 or rounds <= 0:
+            return
+        if self.count is None:
+            self.note(self.crossings())
+        pos, lptr, layer = self.pos, self.lptr, self.layer
+        at = [0] * n
+        for v in range(n):
+            at[lptr[layer[v]] + pos[v]] = v
+        par = [[l for l in range(len(lptr) - 1) if l & 1 == lp and lptr[l + 1] - lptr[l] >= 2] for lp in (0, 1)]
+        dirty: list[bool] | None = None
+        since = 0
+        tie_starts: set[tuple[int, ...]] = set()
+        for r in range(rounds):
+            _pause()
+            if since >= 4 * max(equal_every, 1):
+                break
+            eq = equal_every > 0 and r % equal_every == equal_every - 1
+            if eq:
+                key = tuple(pos)
+                if key in tie_starts and stop_on_cycle:
+                    break
+                tie_starts.add(key)
+            elif dirty is not None and not any(dirty):
+                since += 1
+                continue
+            near = None if eq or dirty is None else self._near(dirty, at)
+            moved: list[int] = []
+            for lp in (0, 1):
+                for sh in (0, 1):
+                    self._phase(par[lp], sh, eq, near, at, moved)
+            before = self.best_c
+            self.note(self.count)  # type: ignore[arg-type]
+            since = 0 if self.best_c != before else since + 1
+            if not moved:
+                if eq or equal_every == 0:
+                    break
+                dirty = [False] * n
+                continue
+            dirty = [False] * n
+            for v in moved:
+                dirty[v] = True
+            for v in moved:  # (their neighbours: the moved nodes' only, as _Orderer's one gather)
+                for u in self.above[v]:
+                    dirty[u] = True
+                for u in self.below[v]:
+                    dirty[u] = True
+
+    def _near(self, dirty: list[bool], at: list[int]) -> list[bool]:
+        """_Orderer._near, slot neighbours across layer ends included, as there."""
+        pos, lptr, layer = self.pos, self.lptr, self.layer
+        last = len(at) - 1
+        out = []
+        for v in range(len(at)):
+            s = lptr[layer[v]] + pos[v]
+            out.append(dirty[v] or dirty[at[max(s - 1, 0)]] or dirty[at[min(s + 1, last)]])
+        return out
+
+    def _phase(self, layers: list[int], sh: int, allow_equal: bool, near: list[bool] | None, at: list[int],
+               moved: list[int]) -> None:
+        """_Orderer._transpose_phase: the pairs at slots (i, i + 1), i = sh mod 2, of the given layers, each swapped
+        when that lowers its two nodes' crossings (or ties them, above zero, on a tie round); near: only pairs of
+        nodes it marks (_Orderer's entries of other nodes are left out, which leaves such a pair no crossings)."""
+        pos, lptr, comp, above, below = self.pos, self.lptr, self.comp, self.above, self.below
+        single = self.single_comp
+        for l in layers:
+            for s in range(lptr[l] + sh, lptr[l + 1] - 1, 2):
+                a, b = at[s], at[s + 1]
+                if near is not None and not (near[a] and near[b]):
+                    continue
+                if not single and comp[a] != comp[b]:
+                    continue
+                keep = swap = 0
+                for na, nb in ((above[a], above[b]), (below[a], below[b])):
+                    if not na or not nb:
+                        continue
+                    if len(nb) == 1:
+                        q = pos[nb[0]]
+                        for u in na:
+                            p = pos[u]
+                            if q < p:
+                                keep += 1
+                            elif q > p:
+                                swap += 1
+                        continue
+                    pb = sorted([pos[u] for u in nb])
+                    m = len(pb)
+                    for u in na:
+                        p = pos[u]
+                        keep += bisect_left(pb, p)
+                        swap += m - bisect_right(pb, p)
+                if swap < keep or (allow_equal and swap == keep and keep > 0):
+                    self.count += swap - keep  # type: ignore[operator]
+                    pos[a] += 1
+                    pos[b] -= 1
+                    at[s], at[s + 1] = b, a
+                    moved.append(a)
+                    moved.append(b)
 
 
 # ---------------------------------------------------------------- coordinates
@@ -752,6 +948,7 @@ def _coordinates(graph: _ProperGraph, rows: list[np.ndarray], seps: list[np.ndar
     blocks = None
     # what the steps read that they do not change, gathered once
     has, wdiv, ue, de, nwf = wsum > 0, np.maximum(wsum, 1e-12), us[e], ud[e], nw[flat]
+    state = b""
     for _ in range(iters):
         _pause()
         d = np.bincount(graph.inc_node, weights=ew * x[graph.inc_nbr], minlength=graph.n_nodes)
@@ -761,6 +958,11 @@ def _coordinates(graph: _ProperGraph, rows: list[np.ndarray], seps: list[np.ndar
         t = 0.5 * (x + d)
         fit, blocks = _isotonic(t[flat] - c, nwf, first, blocks)
         x[flat] = fit + c
+        # a step is a function of x and the blocks alone: once a step gives them back bit for bit, so would every
+        # later step (a chain, a lone row: about one small graph in four settles within 5 steps)
+        was, state = state, x.tobytes() + blocks.tobytes()
+        if state == was:
+            break
     return x
 
 
@@ -836,6 +1038,10 @@ def _acyclic(n: int, ek: list[tuple[int, int]], index: dict[int, int]
 
 def _order(graph: _ProperGraph, pcomp: np.ndarray) -> np.ndarray:
     """Pass 4, order: each node's position in its layer, with fewer crossings (a cut-down search on big graphs)."""
+    if len(graph.up) <= SMALL_EDGES:
+        small = _ListOrderer(graph, pcomp)
+        small.best_c, small.best = _search(small, STARTS)
+        return np.array(_finish(small), dtype=np.int64)
     orderer = _Orderer(graph, pcomp)
     if len(graph.up) > BIG_EDGES:
         orderer.best_c, orderer.best = _search(orderer, STARTS[:1], BIG_SWEEPS)

@@ -1,7 +1,8 @@
 """The viewer's JSON API answered in-process, without a server: what the terminal viewer, compare and the export read.
 
 One trace file is opened by a TraceStore (read whole, not followed) inside the viewer's own Flask app, and requests
-go through Flask's test client, so every tool sees exactly what the browser would be served."""
+go through Flask's test client, so every tool sees exactly what the browser would be served (without the socket.io
+feed, which no test client request reaches)."""
 from __future__ import annotations
 
 import json
@@ -25,7 +26,8 @@ class OfflineApi:
 
   def __init__(self, path: str | os.PathLike) -> None:
     self.store = TraceStore()
-    self.app = create_app([path], follow=False, allowed_hosts=None, store=self.store, socketio_client=None)
+    self.app = create_app([path], follow=False, allowed_hosts=None, store=self.store, socketio_client=None,
+                          live=False)
     self.client = self.app.test_client()
     self.trace: Trace = next(iter(self.store.traces.values()))
     self.t = self.trace.id

@@ -525,3 +525,112 @@ def test_long_edges_past_the_budget_become_channels_and_the_passes_stay_bounded(
     index = {v: i for i, v in enumerate(ids)}
     _, us, ud, _ = L._acyclic(len(ids), small, index)
     assert not L._channels(len(ids), L._demote(len(ids), us, ud, L._assign_layers(len(ids), us, ud)), us, ud).any()
+
+
+def _proper_of(edges, seed: int):
+  """The proper layered graph layout_graph orders for edges (ids 0..n-1), and its components."""
+  from viz_server import layout as L
+  ids = sorted(nodes_of(edges))
+  index = {v: i for i, v in enumerate(ids)}
+  n = len(ids)
+  _, us, ud, _ = L._acyclic(n, edges, index)
+  lay = L._demote(n, us, ud, L._assign_layers(n, us, ud))
+  widths = np.array([w for w, _ in sizes_for(ids, seed).values()])
+  return L._proper(n, lay, us, ud, widths, L._components(n, us, ud))
+
+
+def _search_and_finish(orderer) -> tuple[int, list[int]]:
+  from viz_server import layout as L
+  orderer.best_c, orderer.best = L._search(orderer, L.STARTS)
+  return orderer.best_c, list(L._finish(orderer))
+
+
+def test_small_graphs_list_orderer_gives_the_numpy_orders():
+  """Issue 30: small proper graphs are ordered on Python lists (_ListOrderer), which must make exactly the numpy
+  _Orderer's orders and counts: sweeps, transpose rounds and the tie rounds' plateaus, on a few hundred seeded
+  graphs (several components, cycles, fan-outs), and so the same layouts."""
+  from viz_server import layout as L
+  tried = 0
+  for seed in range(240):
+    rng = random.Random(seed)
+    n = rng.randint(3, 70)
+    if seed % 3:
+      edges = uop_like(n, seed)
+    else:  # (any digraph: cycles, several components, isolated pairs)
+      edges = [(rng.randrange(n), rng.randrange(n)) for _ in range(rng.randint(1, 2 * n))]
+    edges = [(s, d) for s, d in dict.fromkeys(edges) if s != d]
+    P, pcomp = _proper_of(edges, seed) if edges else (None, None)
+    if P is None or len(P.up) > L.SMALL_EDGES:
+      continue
+    tried += 1
+    want = _search_and_finish(L._Orderer(P, pcomp))
+    assert _search_and_finish(L._ListOrderer(P, pcomp)) == want, seed
+  assert tried >= 200
+
+
+def test_small_graph_layouts_equal_the_numpy_path(monkeypatch):
+  """The layouts themselves (positions, layers, routes, size: repr, so every float bit) with the list orderer and
+  without it (SMALL_EDGES 0: every graph on numpy)."""
+  from viz_server import layout as L
+  graphs = [uop_like(n, n) for n in range(8, 90, 3)]
+  graphs += [[(s, d) for s, d in dict.fromkeys((random.Random(s).randrange(30), random.Random(s + 1).randrange(30))
+                                                  for s in range(k, k + 50)) if s != d] for k in range(0, 400, 40)]
+  fast = [repr(layout_graph(sizes_for(nodes_of(e), i), e, slim=i % 2 == 0)) for i, e in enumerate(graphs)]
+  monkeypatch.setattr(L, "SMALL_EDGES", 0)
+  slow = [repr(layout_graph(sizes_for(nodes_of(e), i), e, slim=i % 2 == 0)) for i, e in enumerate(graphs)]
+  assert fast == slow
+
+
+def _coordinates_every_step(graph, rows, seps, us, ud, iters):
+  """layout._coordinates as it was before it stopped early: every one of its iters steps."""
+  from viz_server import layout as L
+  x = np.zeros(graph.n_nodes)
+  flat = np.concatenate(rows)
+  cum = [np.concatenate([[0.0], np.cumsum(sp)])[:len(r)] for r, sp in zip(rows, seps)]
+  for r, c in zip(rows, cum):
+    if len(r):
+      x[r] = c - c[-1] / 2
+  c = np.concatenate(cum)
+  first = np.zeros(len(flat), dtype=bool)
+  starts = np.cumsum([0] + [len(r) for r in rows[:-1]])
+  first[starts[starts < len(flat)]] = True
+  dm = graph.dummy.astype(np.int64)
+  ew = (1 + dm[graph.inc_node] + dm[graph.inc_nbr]).astype(np.float64)
+  ew[ew == 3] = 8.0
+  wsum = np.bincount(graph.inc_node, weights=ew, minlength=graph.n_nodes)
+  n, e = graph.n_real, graph.edge_of[graph.n_real:]
+  frac = (graph.layer[n:] - graph.layer[us[e]]) / graph.span[e]
+  blocks = None
+  for _ in range(iters):
+    d = np.bincount(graph.inc_node, weights=ew * x[graph.inc_nbr], minlength=graph.n_nodes)
+    d = np.where(wsum > 0, d / np.maximum(wsum, 1e-12), x)
+    a, b = x[us[e]], x[ud[e]]
+    d[n:] = L.DUMMY_LINE * (a + (b - a) * frac) + (1 - L.DUMMY_LINE) * d[n:]
+    t = 0.5 * (x + d)
+    fit, blocks = L._isotonic(t[flat] - c, np.maximum(wsum, 1.0)[flat], first, blocks)
+    x[flat] = fit + c
+  return x
+
+
+def test_coordinates_stop_once_a_step_gives_its_input_back():
+  """Issue 30: the x steps stop once one gives x and the isotonic blocks back bit for bit (every later step would):
+  the same x, to the bit, as all COORD_ITERS steps, and fewer steps on graphs that settle (chains, lone rows)."""
+  from viz_server import layout as L
+  graphs = [[(i, i + 1) for i in range(6)], [(0, 2), (1, 2)], [(0, 1), (0, 2), (1, 3), (2, 3)]]
+  graphs += [uop_like(n, n) for n in range(6, 60, 4)]
+  settled = 0
+  for i, edges in enumerate(graphs):
+    P, pcomp = _proper_of(edges, i)
+    rows = L._rows(P, L._order(P, pcomp))
+    seps = [L._seps(P, r) for r in rows]
+    ids = sorted(nodes_of(edges))
+    _, us, ud, _ = L._acyclic(len(ids), edges, {v: k for k, v in enumerate(ids)})
+    steps: list[int] = []
+    L._hook.pause = lambda s=steps: s.append(1)
+    try:
+      got = L._coordinates(P, rows, seps, us, ud, L.COORD_ITERS)
+    finally:
+      L._hook.pause = None
+    assert got.tobytes() == _coordinates_every_step(P, rows, seps, us, ud, L.COORD_ITERS).tobytes(), i
+    settled += len(steps) < L.COORD_ITERS
+  assert settled >= 3
