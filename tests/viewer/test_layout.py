@@ -581,37 +581,6 @@ def test_small_graph_layouts_equal_the_numpy_path(monkeypatch):
   assert fast == slow
 
 
-def _coordinates_every_step(graph, rows, seps, us, ud, iters):
-  """layout._coordinates as it was before it stopped early: every one of its iters steps."""
-  from viz_server import layout as L
-  x = np.zeros(graph.n_nodes)
-  flat = np.concatenate(rows)
-  cum = [np.concatenate([[0.0], np.cumsum(sp)])[:len(r)] for r, sp in zip(rows, seps)]
-  for r, c in zip(rows, cum):
-    if len(r):
-      x[r] = c - c[-1] / 2
-  c = np.concatenate(cum)
-  first = np.zeros(len(flat), dtype=bool)
-  starts = np.cumsum([0] + [len(r) for r in rows[:-1]])
-  first[starts[starts < len(flat)]] = True
-  dm = graph.dummy.astype(np.int64)
-  ew = (1 + dm[graph.inc_node] + dm[graph.inc_nbr]).astype(np.float64)
-  ew[ew == 3] = 8.0
-  wsum = np.bincount(graph.inc_node, weights=ew, minlength=graph.n_nodes)
-  n, e = graph.n_real, graph.edge_of[graph.n_real:]
-  frac = (graph.layer[n:] - graph.layer[us[e]]) / graph.span[e]
-  blocks = None
-  for _ in range(iters):
-    d = np.bincount(graph.inc_node, weights=ew * x[graph.inc_nbr], minlength=graph.n_nodes)
-    d = np.where(wsum > 0, d / np.maximum(wsum, 1e-12), x)
-    a, b = x[us[e]], x[ud[e]]
-    d[n:] = L.DUMMY_LINE * (a + (b - a) * frac) + (1 - L.DUMMY_LINE) * d[n:]
-    t = 0.5 * (x + d)
-    fit, blocks = L._isotonic(t[flat] - c, np.maximum(wsum, 1.0)[flat], first, blocks)
-    x[flat] = fit + c
-  return x
-
-
 def test_coordinates_stop_once_a_step_gives_its_input_back():
   """Issue 30: the x steps stop once one gives x and the isotonic blocks back bit for bit (every later step would):
   the same x, to the bit, as all COORD_ITERS steps, and fewer steps on graphs that settle (chains, lone rows)."""
@@ -631,6 +600,7 @@ def test_coordinates_stop_once_a_step_gives_its_input_back():
       got = L._coordinates(P, rows, seps, us, ud, L.COORD_ITERS)
     finally:
       L._hook.pause = None
-    assert got.tobytes() == _coordinates_every_step(P, rows, seps, us, ud, L.COORD_ITERS).tobytes(), i
+    every = L._coordinates(P, rows, seps, us, ud, L.COORD_ITERS, settle=False)
+    assert got.tobytes() == every.tobytes(), i
     settled += len(steps) < L.COORD_ITERS
   assert settled >= 3
