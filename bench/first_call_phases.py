@@ -78,7 +78,7 @@ def instrument(clock: Clock) -> dict[str, Any]:
   jit._link = clock.wrap("LLVM link", jit._link)
   llvm.parse_assembly = clock.wrap("LLVM parse", llvm.parse_assembly)
   # (the disk cache's compiles: each in a context and target machine of its own, outside llvmlite's lock)
-  jit._emit_object = clock.wrap("LLVM codegen (emit_object)", jit._emit_object)
+  jit._emit = clock.wrap("LLVM codegen (emit_object)", jit._emit)
   jit._parse_apart = clock.wrap("LLVM parse", jit._parse_apart)
   compiled.CompiledKernel._run_plan = clock.wrap("kernel runs", compiled.CompiledKernel._run_plan)
   return seen

@@ -477,7 +477,8 @@ def load_kernel(prg: Program, symbol: str, obj: bytes) -> CompiledKernel:
 def start_traced(ast: UOp, submit: Submit) -> Callable[[], CompiledKernel]:
   """compile_kernel while recording, in two stages: codegen (its traced passes) and the uops listing now, into the
   current context (a kernel's, maybe opened ahead of its turn: compiler.realize._Ahead); LLVM's part through `submit`
-  (maybe a worker thread, which touches no recorder: the optimized IR and assembly come back as texts); the getter
+  (maybe a worker thread, which touches no recorder: the optimized IR and assembly come back as texts; a `shared`
+  job, LLVMJit.compile_traced, which the thread waiting for it may run itself, two compiles at once); the getter
   records the sources into that context, at the kernel's turn, and gives the kernel (later runs recorded there too)."""
   prg = get_program(ast)
   rec = recorder.RECORDER
@@ -487,11 +488,15 @@ def start_traced(ast: UOp, submit: Submit) -> Callable[[], CompiledKernel]:
   uops = [rec.node_id(u) for u in prg.uops]
   listing = format_uops(prg.uops)
   jit = get_jit()
+  # (named here, in run order: the names compiling each kernel at its turn gives, whichever thread compiles it)
+  symbol = jit.symbol_for(prg.src, prg.fname)
 
   def llvm_part() -> tuple[float, Any, bool]:
     ts = time.time()  # when the LLVM compile began (with compile_s, its span on the viewer's timeline)
-    return (ts, *jit.compile(prg.src, prg.fname, want_text=True))
-  got = submit(llvm_part)
+    if symbol is None:  # (compiled before, or being compiled without texts)
+      return (ts, *jit.compile(prg.src, prg.fname, want_text=True))
+    return (ts, *jit.compile_traced(prg.src, prg.fname, symbol))
+  got = submit(llvm_part if symbol is None else shared(llvm_part))
 
   def finish() -> CompiledKernel:
     ts, jf, cached = got()

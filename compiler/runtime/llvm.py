@@ -20,13 +20,14 @@ With COMPILE_ONLY=1 (compiler.host.compile_only: a TARGET_ISA preset this CPU ma
 IR and assembly, and whatever would give code to run (compile, add_object, scratch) raises a RuntimeError instead."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import itertools
 import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import llvmlite.binding as llvm
 import llvmlite.binding.ffi as llvm_ffi
@@ -81,6 +82,8 @@ class LLVMJit:
     # as compiled before), and the target machines not in use (one a compile: LLVM's are not for two threads at once)
     self.pending: dict[str, threading.Event] = {}
     self.free_tms: list[llvm.TargetMachine] = []
+    self.free_asm: list[llvm.TargetMachine] = []  # (compile_traced's assemblers, at opt level 0: _assemble's)
+    self.symbols: dict[str, str] = {}  # IR text -> the symbol `symbol_for` gave it, until it is compiled
     self.tm_lock = threading.Lock()
     self.triple, self.layout = self.tm.triple, str(self.tm.target_data)
 
@@ -124,7 +127,7 @@ class LLVMJit:
 
   def _optimize(self, mod: llvm.ModuleRef, tm: llvm.TargetMachine | None = None, apart: bool = False) -> None:
     """LLVM's O3 pipeline on `mod`; `apart`: a module in a context of its own and a target machine no other thread
-    uses, run outside llvmlite's lock (`_object_apart`)."""
+    uses, run outside llvmlite's lock (`_apart`)."""
     pto = _tuning_options()
     pb = llvm.create_pass_builder(tm or self.tm, pto)
     pm = pb.getModulePassManager()
@@ -165,35 +168,79 @@ class LLVMJit:
   def compile_object(self, ir: str, fname: str, symbol: str) -> tuple[JitFunction, bytes | None]:
     """compile() without texts, through object code kept for the disk cache: (function, the object code of `fname`
     renamed to `symbol`, a name no other code has); no object code where `ir` was compiled before in this process.
-    Several threads may call it at once: LLVM's part runs apart (`_object_apart`), the link under the lock; a thread
-    given an IR another is compiling waits for that compile and returns its function as compiled before."""
+    Several threads may call it at once: LLVM's part runs apart (`_apart`), the link under the lock; a thread given an
+    IR another is compiling waits for that compile and returns its function as compiled before."""
     self._check_runs(f"kernel {fname!r}")
-    while True:
-      with self.lock:
-        if (hit := self.cache.get(ir)) is not None:
-          return hit, None
-        busy = self.pending.get(ir)
-        if busy is None:
-          self.pending[ir] = done = threading.Event()
-          self.compiles += 1
-          break
-      busy.wait()  # (then a hit, or that compile failed and this one is made: its error is this kernel's too)
+    if (hit := self._claim(ir)) is not None:
+      return hit, None
     try:
       t0 = time.perf_counter()
-      obj = self._object_apart(ir, fname, symbol)
+      with self._apart(ir, fname, symbol) as (mod, tm):
+        obj = _emit(tm, mod, True)
       with self.lock:
         jf = JitFunction(symbol, self._link_once(obj, symbol), time.perf_counter() - t0)
         self.cache[ir] = jf
       return jf, obj
     finally:
-      with self.lock:
-        del self.pending[ir]
-      done.set()
+      self._release(ir)
 
-  def _object_apart(self, ir: str, fname: str, symbol: str) -> bytes:
-    """object_code of `ir` made in an LLVMContext and with a target machine of its own (the same options as the
-    engine's: the same bytes), its parse, optimizer and code generation outside llvmlite's lock, so another thread
-    may compile at the same time."""
+  def symbol_for(self, ir: str, fname: str) -> str | None:
+    """The symbol compile_traced is to give `ir`'s function, drawn from the JIT's counter now (on the thread that
+    orders the compiles, so the names are those of compiling each in turn); None where `ir` was compiled before (or
+    the IR is being compiled without texts: compile() makes them)."""
+    with self.lock:
+      hit = self.cache.get(ir)
+      if hit is not None or (ir in self.pending and ir not in self.symbols):
+        return None
+      if (symbol := self.symbols.get(ir)) is None:
+        symbol = self.symbols[ir] = f"{fname}_{next(self.counter)}"
+      return symbol
+
+  def compile_traced(self, ir: str, fname: str, symbol: str) -> tuple[JitFunction, bool]:
+    """compile(ir, fname, want_text=True) for the symbol `symbol_for` gave: its LLVM part apart (`_apart`: another
+    thread may compile at the same time), the texts made from that module and the object assembled from the assembly
+    text as compile() makes them, the link under the lock; (function, was_cached)."""
+    self._check_runs(f"kernel {fname!r}")
+    if (hit := self._claim(ir)) is not None:
+      return (hit, True) if hit.texts is not None else self.compile(ir, fname, want_text=True)
+    try:
+      t0 = time.perf_counter()
+      with self._apart(ir, fname, symbol) as (mod, tm):
+        texts = (str(mod), _emit(tm, mod, False).decode())
+      obj = self._assemble_apart(texts[1])
+      with self.lock:
+        jf = JitFunction(symbol, self._link_once(obj, symbol), time.perf_counter() - t0, texts)
+        self.cache[ir] = jf
+        self.symbols.pop(ir, None)
+      return jf, False
+    finally:
+      self._release(ir)
+
+  def _claim(self, ir: str) -> JitFunction | None:
+    """The function `ir` was compiled to, or None with `ir` claimed for this thread to compile (counted); a thread
+    given an IR another is compiling waits for that compile (then a hit, or it failed and this one is made: its error
+    is this kernel's too)."""
+    while True:
+      with self.lock:
+        if (hit := self.cache.get(ir)) is not None:
+          return hit
+        busy = self.pending.get(ir)
+        if busy is None:
+          self.pending[ir] = threading.Event()
+          self.compiles += 1
+          return None
+      busy.wait()
+
+  def _release(self, ir: str) -> None:
+    with self.lock:
+      done = self.pending.pop(ir)
+    done.set()
+
+  @contextlib.contextmanager
+  def _apart(self, ir: str, fname: str, symbol: str) -> Iterator[tuple[llvm.ModuleRef, llvm.TargetMachine]]:
+    """`ir` parsed, verified, `fname` renamed to `symbol` and optimized, in an LLVMContext and with a target machine
+    of its own (the same options as the engine's: the same code), its parse and optimizer outside llvmlite's lock, so
+    another thread may compile at the same time: (module, target machine) for its code generation, within."""
     with self.tm_lock:
       tm = self.free_tms.pop() if self.free_tms else self.target_machine()
     ctx = llvm.create_context()
@@ -207,13 +254,29 @@ class LLVMJit:
       mod.get_function(fname).name = symbol
       mod.triple, mod.data_layout = self.triple, self.layout
       self._optimize(mod, tm, apart=True)
-      return _emit_object(tm, mod)
+      yield mod, tm
     finally:
       if mod is not None:
         mod.close()  # (before its context)
       ctx.close()
       with self.tm_lock:
         self.free_tms.append(tm)
+
+  def _assemble_apart(self, asm: str) -> bytes:
+    """_assemble(asm) in an LLVMContext and with an assembler of its own, outside llvmlite's lock."""
+    with self.tm_lock:
+      tm = self.free_asm.pop() if self.free_asm else self._assembler_machine()
+    ctx = llvm.create_context()
+    mod = None
+    try:
+      mod = _parse_apart(_assembly_module(asm, self.tm), ctx)
+      return _emit(tm, mod, True)
+    finally:
+      if mod is not None:
+        mod.close()
+      ctx.close()
+      with self.tm_lock:
+        self.free_asm.append(tm)
 
   def link_cached(self, obj: bytes, symbol: str) -> int:
     """Link object code from the disk cache (compile_object's) for good, once a symbol; the address of `symbol`."""
@@ -237,9 +300,12 @@ class LLVMJit:
     machine at opt level 0, whose code generator pipeline (run on a module with no functions: it only assembles) costs
     ~0.4 ms a kernel less than the JIT's at 3 (~0.03 s of a traced GPT training step), and gives the same bytes."""
     if self._assembler is None:
-      self._assembler = self.target.create_target_machine(cpu=self.cpu, features=self.features, opt=0,
-                                                          reloc="default", codemodel="jitdefault", jit=True)
+      self._assembler = self._assembler_machine()
     return self._assembler.emit_object(llvm.parse_assembly(_assembly_module(asm, self.tm)))
+
+  def _assembler_machine(self) -> llvm.TargetMachine:
+    return self.target.create_target_machine(cpu=self.cpu, features=self.features, opt=0, reloc="default",
+                                             codemodel="jitdefault", jit=True)
 
   def _texts(self, mod: llvm.ModuleRef) -> tuple[str, str]:
     """(optimized IR, assembly) of an optimized module, which code generation uses up: the IR's text first."""
@@ -275,10 +341,11 @@ def _parse_apart(ir: str, ctx: Any) -> llvm.ModuleRef:
   return mod
 
 
-def _emit_object(tm: llvm.TargetMachine, mod: llvm.ModuleRef) -> bytes:
-  """tm.emit_object(mod) (llvmlite's TargetMachine._emit_to_memory) with code generation outside llvmlite's lock."""
+def _emit(tm: llvm.TargetMachine, mod: llvm.ModuleRef, use_object: bool) -> bytes:
+  """tm.emit_object(mod), or tm.emit_assembly(mod)'s bytes (llvmlite's TargetMachine._emit_to_memory), with code
+  generation outside llvmlite's lock."""
   with llvm_ffi.OutputString() as err:
-    buf = _unlocked("LLVMPY_TargetMachineEmitToMemory")(tm, mod, 1, err)
+    buf = _unlocked("LLVMPY_TargetMachineEmitToMemory")(tm, mod, int(use_object), err)
     if not buf:
       raise RuntimeError(str(err))
   try:

@@ -34,7 +34,7 @@ class _Spy:
   def __init__(self, monkeypatch, fail_at: int | str | None = None) -> None:
     self.events: list[tuple[str, ...]] = []
     spy = self
-    for name in ("compile", "compile_object"):
+    for name in ("compile", "compile_object", "compile_traced"):
       inner = getattr(LLVMJit, name)
 
       def compile_spy(jit, ir, fname, *args, _inner=inner, **kw):
@@ -168,7 +168,8 @@ def test_a_traced_run_compiles_ahead_and_records_the_same(monkeypatch, tmp_path)
       _realize(spy)
     finally:
       recorder.disable()
-    assert {t for _, t in spy.of("compile")} == {"MainThread" if depth == 0 else f"{WORKER}_0"}
+    threads = {t for _, t in spy.of("compile")}
+    assert threads == {"MainThread"} if depth == 0 else f"{WORKER}_0" in threads <= {f"{WORKER}_0", "MainThread"}
     by_ctx: dict[int, list] = {}
     with TraceReader(str(path)) as r:
       for rec in r:

@@ -146,3 +146,22 @@ def test_traced_alu_kernels_give_the_ir_semantics(op, dt):
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # (nan == nan comparisons)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_a_compile_apart_makes_the_texts_and_code_of_the_engines(name):
+  """compile_traced (its own LLVMContext and target machines, outside llvmlite's lock: what compile-ahead's two threads
+  run at once) gives the optimized IR, the assembly and the code that compile(want_text=True) gives: the same texts,
+  and its assembler apart the same .text bytes as the engine's for the same symbol."""
+  from compiler.runtime.llvm import LLVMJit
+  prg = get_program(KERNELS[name]())
+  a, b = LLVMJit(), LLVMJit()
+  want, _ = a.compile(prg.src, prg.fname, want_text=True)
+  symbol = b.symbol_for(prg.src, prg.fname)
+  assert symbol == want.symbol  # (each JIT's first: numbered alike)
+  got, cached = b.compile_traced(prg.src, prg.fname, symbol)
+  assert not cached and got.texts == want.texts and got.symbol == want.symbol
+  assert b.symbol_for(prg.src, prg.fname) is None and b.compile_traced(prg.src, prg.fname, symbol) == (got, True)
+  with a.lock:
+    engines = a._assemble(want.texts[1])
+  assert _text_sections(b._assemble_apart(got.texts[1])) == _text_sections(engines)

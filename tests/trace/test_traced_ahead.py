@@ -96,18 +96,19 @@ def _read(path: Any, canon: _Canon) -> dict:
 class _Threads:
   """The threads that ran each LLVM compile and each recorder entry point (a worker must touch no recorder)."""
 
-  def __init__(self, monkeypatch, fail_at: int | None = None) -> None:
+  def __init__(self, monkeypatch, fail_at: int | str | None = None) -> None:
     self.compiles: list[tuple[str, str]] = []
     self.recording: set[str] = set()
     spy = self
-    inner = LLVMJit.compile
+    for name in ("compile", "compile_traced"):  # (compile_traced's: a kernel's first compile, maybe two at once)
+      inner = getattr(LLVMJit, name)
 
-    def compile_spy(jit, ir, fname, *args, **kw):
-      spy.compiles.append((fname, threading.current_thread().name))
-      if len(spy.compiles) - 1 == fail_at:
-        raise LLVMCompileError(f"LLVM rejected kernel {fname!r}: made to fail")
-      return inner(jit, ir, fname, *args, **kw)
-    monkeypatch.setattr(LLVMJit, "compile", compile_spy)
+      def compile_spy(jit, ir, fname, *args, _inner=inner, **kw):
+        spy.compiles.append((fname, threading.current_thread().name))
+        if fail_at in (len(spy.compiles) - 1, fname):
+          raise LLVMCompileError(f"LLVM rejected kernel {fname!r}: made to fail")
+        return _inner(jit, ir, fname, *args, **kw)
+      monkeypatch.setattr(LLVMJit, name, compile_spy)
     for name in ("_enqueue", "node_id", "match", "ctx_begin", "ctx_end", "record"):
       method = getattr(Recorder, name)
 
@@ -117,10 +118,12 @@ class _Threads:
       monkeypatch.setattr(Recorder, name, entry)
 
 
-def _traced(monkeypatch, tmp_path, depth: int, fail: str | None = None) -> tuple[dict, list[bytes] | str, _Threads]:
+def _traced(monkeypatch, tmp_path, depth: int, fail: str | None = None, fail_kernel: str | None = None
+            ) -> tuple[dict, list[bytes] | str, _Threads]:
   """The program run traced with COMPILE_AHEAD=depth, every kernel compiled anew (no runner, schedule or LLVM cache
   from before: a new JIT, so the symbols are numbered alike): its trace, its outputs' bytes (or the error) and its
-  threads. `fail`: the third LLVM compile ("worker") or the third optimize ("python") raises."""
+  threads. `fail`: the third LLVM compile ("worker"; `fail_kernel`: that kernel's, by its function's name) or the
+  third optimize ("python") raises."""
   monkeypatch.undo()
   monkeypatch.setenv("BACKEND", "llvm")
   monkeypatch.setenv("COMPILE_AHEAD", str(depth))
@@ -128,7 +131,7 @@ def _traced(monkeypatch, tmp_path, depth: int, fail: str | None = None) -> tuple
   monkeypatch.setattr(llvm, "_JIT", None)
   monkeypatch.setattr(realize, "_cores", lambda: 2)  # (ahead on a one-core runner too)
   SCHEDULES.clear()
-  threads = _Threads(monkeypatch, fail_at=2 if fail == "worker" else None)
+  threads = _Threads(monkeypatch, fail_at=(fail_kernel or 2) if fail == "worker" else None)
   if fail == "python":
     optimize, calls = engine.optimize, []
 
@@ -169,9 +172,11 @@ def test_a_trace_compiled_ahead_holds_what_one_compiled_at_each_turn_does(monkey
   ahead, ahead_out, ahead_threads = _traced(monkeypatch, tmp_path, 8)
   assert ahead_out == seq_out
   assert {t for _, t in seq_threads.compiles} == {"MainThread"}
-  assert len(ahead_threads.compiles) >= 6 and {t for _, t in ahead_threads.compiles} == {f"{WORKER}_0"}, \
+  # (the thread that would wait for a compile runs a queued one itself: which starts first may differ)
+  threads = {t for _, t in ahead_threads.compiles}
+  assert len(ahead_threads.compiles) >= 6 and f"{WORKER}_0" in threads and threads <= {f"{WORKER}_0", "MainThread"}, \
     "the traced compiles did not run on the worker"
-  assert [f for f, _ in ahead_threads.compiles] == [f for f, _ in seq_threads.compiles]
+  assert sorted(f for f, _ in ahead_threads.compiles) == sorted(f for f, _ in seq_threads.compiles)
   assert ahead_threads.recording == {"MainThread"}, "a worker touched the recorder"
   kernels = _kernels(seq)
   assert len(kernels) >= 6 and all(len(k["source"]) == 4 and len(k["run"]) == 1 and k["rw"] for k in kernels)
@@ -186,8 +191,10 @@ def test_an_error_in_a_traced_compile_shows_in_its_kernel_context(monkeypatch, t
   """The third kernel's compile fails: the same error, in that kernel's context (its opts and passes before it, no
   sources, its end naming the error), after the same contexts. Past it: nothing begun after a failed optimize; the
   kernels begun ahead of a failed LLVM compile end as not run."""
-  seq, seq_out, _ = _traced(monkeypatch, tmp_path, 0, where)
-  ahead, ahead_out, threads = _traced(monkeypatch, tmp_path, 8, where)
+  seq, seq_out, seq_threads = _traced(monkeypatch, tmp_path, 0, where)
+  # (by name: a compile the waiting thread takes from the worker's queue may start before the one ahead of it)
+  third = seq_threads.compiles[2][0] if where == "worker" else None
+  ahead, ahead_out, threads = _traced(monkeypatch, tmp_path, 8, where, third)
   assert isinstance(seq_out, str) and ahead_out == seq_out
   n = len(seq["contexts"])
   assert ahead["contexts"][:n] == seq["contexts"]
@@ -201,5 +208,6 @@ def test_an_error_in_a_traced_compile_shows_in_its_kernel_context(monkeypatch, t
     not_run = ("ended", getattr(realize, "NOT_RUN", "?"))
     assert rest and all(c["kind"] == "kernel" and c["end"] == not_run and c["rw"] and not c["run"] and not c["source"]
                         for c in rest)
-  assert threads.compiles and {t for _, t in threads.compiles} == {f"{WORKER}_0"}, "nothing was compiled ahead"
+  assert threads.compiles and f"{WORKER}_0" in {t for _, t in threads.compiles} <= {f"{WORKER}_0", "MainThread"}, \
+    "nothing was compiled ahead"
   assert threads.recording == {"MainThread"}
