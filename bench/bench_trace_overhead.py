@@ -198,7 +198,7 @@ def split_wrappers(parts: dict[str, float], local: Any) -> None:
   thread)."""
   from compiler.runtime import compiled, llvm
   from vztrace.writer import TraceWriter
-  for holder, names, part in ((llvm.LLVMJit, ("compile", "compile_object", "link_cached"), "LLVM"),
+  for holder, names, part in ((llvm.LLVMJit, ("compile", "compile_object", "compile_traced", "link_cached"), "LLVM"),
                               (compiled, ("get_program",), "codegen"), (TraceWriter, ("_flush",), "flush"),
                               (recorder.Recorder, ("match", "rewrite_begin", "rewrite_end", "record", "ctx_begin",
                                                    "ctx_end"), "hooks")):

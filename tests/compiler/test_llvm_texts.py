@@ -20,6 +20,7 @@ from support.codegen_helpers import (
   expected,
   matmul,
   pad1d,
+  process_libcalls,
   run,
   split,
 )
@@ -148,6 +149,9 @@ def test_traced_alu_kernels_give_the_ir_semantics(op, dt):
     np.testing.assert_array_equal(got, want)
 
 
+_JITS: list = []  # (the JITs the test below makes: kept for the process, as the process JIT is)
+
+
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_a_compile_apart_makes_the_texts_and_code_of_the_engines(name):
   """compile_traced (its own LLVMContext and target machines, outside llvmlite's lock: what compile-ahead's two threads
@@ -155,7 +159,9 @@ def test_a_compile_apart_makes_the_texts_and_code_of_the_engines(name):
   and its assembler apart the same .text bytes as the engine's for the same symbol."""
   from compiler.runtime.llvm import LLVMJit
   prg = get_program(KERNELS[name]())
-  a, b = LLVMJit(), LLVMJit()
+  with process_libcalls():
+    a, b = LLVMJit(), LLVMJit()
+    _JITS.extend((a, b))
   want, _ = a.compile(prg.src, prg.fname, want_text=True)
   symbol = b.symbol_for(prg.src, prg.fname)
   assert symbol == want.symbol  # (each JIT's first: numbered alike)

@@ -2,6 +2,9 @@
 optimizer does (r -> r_a*k + r_b with new axis types), shared by the codegen and runtime tests."""
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 import numpy as np
 
 from compiler.dtype import DType, dtypes
@@ -163,3 +166,19 @@ def _arity(op: Ops) -> int:
   return 1 if op in GroupOp.Unary else 3 if op in GroupOp.Ternary else 2
 
 
+
+
+@contextlib.contextmanager
+def process_libcalls() -> Iterator[None]:
+  """Within, a test may make JITs of its own (LLVMJit()): each registers its runtime functions (half conversions) as the
+  process's symbols. After, they point at the process JIT's again, as every later kernel and
+  test_llvm_libcalls expect (the test keeps its JITs alive: code linked meanwhile may point into them)."""
+  import llvmlite.binding as llvm
+
+  from compiler.runtime.llvm import get_jit
+  jit = get_jit()
+  try:
+    yield
+  finally:
+    for name, addr in jit.libcalls.items():
+      llvm.add_symbol(name, addr)

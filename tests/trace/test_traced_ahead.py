@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 import pytest
+from support.codegen_helpers import process_libcalls
 from support.tensor_values import conv_grads_and_softmax
 
 from compiler import Tensor, engine, realize
@@ -155,6 +156,14 @@ def _traced(monkeypatch, tmp_path, depth: int, fail: str | None = None, fail_ker
     SCHEDULES.clear()
     _JITS.append(llvm._JIT)
   return _read(path, canon), got, threads
+
+
+@pytest.fixture(autouse=True)
+def _libcalls_back():
+  """The runs make JITs of their own, each registering its runtime functions as the process's symbols: after each
+  test they point at the process JIT's again."""
+  with process_libcalls():
+    yield
 
 
 canon = _Canon()  # (one numbering for every trace of this module)
