@@ -44,8 +44,12 @@ export class SummaryPanel extends Panel {
       h("td", {class: "bar-cell"}, h("span", {class: `phase-bar phase-${key}`,
         style: {width: `${p.total > 0 ? Math.min(100, (100 * p[key]) / p.total) : 0}%`}})),
       h("td", {class: "num"}, fmtSeconds(p[key])), h("td", {class: "num muted"}, pct(p[key], p.total))));
+    // compiles ahead of their kernels run on a second thread, at the same time as the rest: the shares add up past 100%
+    const parallel = p.parallel > 0 ? h("div", {class: "summary-parallel muted"}, `${fmtSeconds(p.parallel)} of this `
+      + "work ran at the same time as other work (LLVM compiles on a second thread): the shares add up to more than 100%")
+      : null;
     return h("div", {class: "summary-phases"}, h("div", {class: "summary-h"}, "Where the time went"),
-      h("table", {class: "grid phases"}, h("tbody", null, ...rows)));
+      h("table", {class: "grid phases"}, h("tbody", null, ...rows)), parallel);
   }
 
   runs(r) {

@@ -2,8 +2,7 @@
 kernels' runs, one row per kernel (GET /api/traces/<t>/runs/kernels: static/runs.js, `show --kernels`).
 
 The phases, from what the trace records (docs/architecture.md, the record table):
-- total: the recording's span, from the first context's begin to the last context's end (at least the four phases'
-  sum, where a trace's clocks disagree);
+- total: the recording's span, from the first context's begin to the last context's end;
 - schedule: the `schedule` contexts, outermost ones (one inside another, or inside a kernel's, is counted once);
 - compile: in the outermost `kernel` contexts, LLVM's compile (`compile_s` of each `llvm_ir` source record) and the
   codegen passes (their outermost rewrites other than the optimizer's: it names each applied opt's "apply <opt>",
@@ -13,7 +12,9 @@ The phases, from what the trace records (docs/architecture.md, the record table)
   its begin to the end of its last rewrite (the heuristics, BEAM's search, the opts' rewrites, codegen's passes; a
   kernel compiled ahead of its run begins there, up to COMPILE_AHEAD kernels before its turn, so its span holds other
   kernels' work and only its own part is counted); one without rewrites: its duration less its compile and run;
-- other: the total less the four (the front end, gradients, memory planning, the Python around each run).
+- other: the total less the four (the front end, gradients, memory planning, the Python around each run), at least 0;
+- parallel: how far the four's sum passes the total: work done at the same time as other work (compile-ahead's LLVM
+  compiles on a second thread; or clocks that disagree), so the phases' shares of the total add up past 100%.
 
 A kernel's first run is cold (its code and memory were never touched: the demo's 4M elementwise kernel took 70.9 ms
 once, then 3.0 ms), so a row keeps it apart: `first`, and median/min over the warm runs where there are any. The top
@@ -143,9 +144,9 @@ def phases(tr: Trace) -> dict:
   optimize = sum(_optimize(tr.contexts[k], python_end.get(k), codegen_in.get(k, 0.0), compile_in.get(k, 0.0),
                            run_in.get(k, 0.0)) for k in compiled)
   comp = sum(compile_in.values())
-  total = max(total, schedule + optimize + comp + run)  # (clocks that disagree: a share is never above 100%)
+  work = schedule + optimize + comp + run
   return {"total": total, "schedule": schedule, "optimize": optimize, "compile": comp, "run": run,
-          "other": total - schedule - optimize - comp - run}
+          "other": max(total - work, 0.0), "parallel": max(work - total, 0.0)}
 
 
 def summary(tr: Trace, top: int = TOP_KERNELS) -> dict:

@@ -25,6 +25,8 @@ def test_the_summary_shows_on_open_and_a_top_kernel_opens_on_click(page, server)
   assert cells.nth(6).inner_text() == f"{first['gbs']:.2f}"
   phases = page.eval_on_selector_all(f"{PANEL} tr[data-phase]", "els => els.map((e) => e.dataset.phase)")
   assert phases == ["schedule", "optimize", "compile", "run", "other"]
+  # work done at the same time as other work (compiles on a second thread) is said, the shares passing 100%
+  assert page.locator(f"{PANEL} .summary-parallel").count() == (want["phases"]["parallel"] > 0)
   c = entry["counts"]
   assert page.locator(f"{PANEL} .panel-head .sub").inner_text().endswith(
     f"{c['contexts']} contexts · {c['kernels']} kernels · {c['runs']} runs")
