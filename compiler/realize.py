@@ -410,11 +410,15 @@ class _Ahead:
       self.started[j] = functools.partial(_reraise, e)
       self.failed = self.traced
 
-  def runner(self, i: int) -> Runner:
-    """The runner of schedule item i (about to run), the next ones' compiles started first."""
+  def _fill(self, i: int) -> None:
+    """Start the steps up to `depth` past step i (about to run), in run order, those not started yet."""
     while self.next < min(len(self.schedule), i + 1 + self.depth):
       self._start(self.next)
       self.next += 1
+
+  def runner(self, i: int) -> Runner:
+    """The runner of schedule item i (about to run), the next ones' compiles started first."""
+    self._fill(i)
     got = self.started.pop(i, None)
     si = self.schedule[i]
     if got is None:  # (not started here: cached, another backend's, or one already made for an equal kernel)
@@ -426,9 +430,7 @@ class _Ahead:
   def begin(self, i: int) -> int | None:
     """Traced: the context of step i (about to run; begun now if not before), the next steps' begun and their
     compiles started first, in run order (each with the parent step i's would have: the current context)."""
-    while self.next < min(len(self.schedule), i + 1 + self.depth):
-      self._start(self.next)
-      self.next += 1
+    self._fill(i)
     return self.ctxs.pop(i, None)
 
   def end_unreached(self) -> None:

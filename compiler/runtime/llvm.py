@@ -77,12 +77,11 @@ class LLVMJit:
     # object code from the disk cache linked so far, by symbol (a symbol names one code: linked once, never twice)
     self.linked: dict[str, int] = {}
     self.compiles = 0  # LLVM compiles of kernels (optimize + code generation) in this process
-    self._assembler: llvm.TargetMachine | None = None  # (_assemble's, made at the first traced compile)
     # compile_object's: the IR texts being compiled now (another thread's compile of one waits for it, then takes it
     # as compiled before), and the target machines not in use (one a compile: LLVM's are not for two threads at once)
     self.pending: dict[str, threading.Event] = {}
     self.free_tms: list[llvm.TargetMachine] = []
-    self.free_asm: list[llvm.TargetMachine] = []  # (compile_traced's assemblers, at opt level 0: _assemble's)
+    self.free_asm: list[llvm.TargetMachine] = []  # (_assemble's target machines, at opt level 0, not in use)
     self.symbols: dict[str, str] = {}  # IR text -> the symbol `symbol_for` gave it, until it is compiled
     self.tm_lock = threading.Lock()
     self.triple, self.layout = self.tm.triple, str(self.tm.target_data)
@@ -207,7 +206,7 @@ class LLVMJit:
       t0 = time.perf_counter()
       with self._apart(ir, fname, symbol) as (mod, tm):
         texts = (str(mod), _emit(tm, mod, False).decode())
-      obj = self._assemble_apart(texts[1])
+      obj = self._assemble(texts[1])
       with self.lock:
         jf = JitFunction(symbol, self._link_once(obj, symbol), time.perf_counter() - t0, texts)
         self.cache[ir] = jf
@@ -262,22 +261,6 @@ class LLVMJit:
       with self.tm_lock:
         self.free_tms.append(tm)
 
-  def _assemble_apart(self, asm: str) -> bytes:
-    """_assemble(asm) in an LLVMContext and with an assembler of its own, outside llvmlite's lock."""
-    with self.tm_lock:
-      tm = self.free_asm.pop() if self.free_asm else self._assembler_machine()
-    ctx = llvm.create_context()
-    mod = None
-    try:
-      mod = _parse_apart(_assembly_module(asm, self.tm), ctx)
-      return _emit(tm, mod, True)
-    finally:
-      if mod is not None:
-        mod.close()
-      ctx.close()
-      with self.tm_lock:
-        self.free_asm.append(tm)
-
   def link_cached(self, obj: bytes, symbol: str) -> int:
     """Link object code from the disk cache (compile_object's) for good, once a symbol; the address of `symbol`."""
     self._check_runs(f"linking {symbol}")
@@ -298,10 +281,21 @@ class LLVMJit:
   def _assemble(self, asm: str) -> bytes:
     """The object code of assembly `asm` (a module of it, `_assembly_module`, for this JIT's target): made by a target
     machine at opt level 0, whose code generator pipeline (run on a module with no functions: it only assembles) costs
-    ~0.4 ms a kernel less than the JIT's at 3 (~0.03 s of a traced GPT training step), and gives the same bytes."""
-    if self._assembler is None:
-      self._assembler = self._assembler_machine()
-    return self._assembler.emit_object(llvm.parse_assembly(_assembly_module(asm, self.tm)))
+    ~0.4 ms a kernel less than the JIT's at 3 (~0.03 s of a traced GPT training step), and gives the same bytes. In an
+    LLVMContext and with an assembler of its own, outside llvmlite's lock: two threads may assemble at once."""
+    with self.tm_lock:
+      tm = self.free_asm.pop() if self.free_asm else self._assembler_machine()
+    ctx = llvm.create_context()
+    mod = None
+    try:
+      mod = _parse_apart(_assembly_module(asm, self.tm), ctx)
+      return _emit(tm, mod, True)
+    finally:
+      if mod is not None:
+        mod.close()
+      ctx.close()
+      with self.tm_lock:
+        self.free_asm.append(tm)
 
   def _assembler_machine(self) -> llvm.TargetMachine:
     return self.target.create_target_machine(cpu=self.cpu, features=self.features, opt=0, reloc="default",

@@ -3,7 +3,7 @@ fresh load of that step draws, for rebuilt nodes renamed in place as for the res
 removed are drawn only where the view sees them (clippedPath)."""
 from __future__ import annotations
 
-from support.browser import REBUILD_STEPS, wait_graph
+from support.browser import REBUILD_STEPS, open_rebuilt_chain, wait_graph
 
 STEPS = REBUILD_STEPS
 
@@ -38,9 +38,7 @@ MODEL = """async ({fresh}) => {
 
 
 def test_a_step_by_delta_leaves_the_graph_a_fresh_load_draws(page, rebuild_server):
-  t = rebuild_server.trace_id("rebuild")
-  page.goto(f"{rebuild_server.url}/#t={t}&c=0&r=0&s=0")
-  wait_graph(page, t, 0, 0)
+  t = open_rebuilt_chain(page, rebuild_server)
   for k in range(1, STEPS + 1):
     if k == STEPS // 2:
       page.keyboard.press("c")  # constants inline: boxes widened, edges respaced, on both sides alike
@@ -102,9 +100,7 @@ CLIP = """async ({pts, rect}) => {
 
 
 def test_a_ghost_edge_is_drawn_only_where_the_view_sees_it(page, rebuild_server):
-  t = rebuild_server.trace_id("rebuild")
-  page.goto(f"{rebuild_server.url}/#t={t}&c=0&r=0&s=0")
-  wait_graph(page, t, 0, 0)
+  open_rebuilt_chain(page, rebuild_server)
   rect = [1000, 5000, 2400, 5900]  # a view of 1,400 x 900 graph px
   straight = [[1500, 0], [1900, 80000]]  # a straight edge (center to center) 80,000 px long through it
   routed = [[0, 0]] + [[1200 + 900 * ((i // 7) % 3), 60 * i] for i in range(1, 1500)] + [[3000, 90000]]
@@ -127,9 +123,7 @@ WORK = """() => {
 def test_an_arrow_step_makes_what_it_adds_not_what_it_rebuilds(page, rebuild_server):
   """Each step rebuilds the chain of 30 NEGs (under new ids) and adds a CONST: the page renames the rebuilt entries in
   place and makes entries only for what the step added, and draws the ghost of what it replaced, not of the chain."""
-  t = rebuild_server.trace_id("rebuild")
-  page.goto(f"{rebuild_server.url}/#t={t}&c=0&r=0&s=0")
-  wait_graph(page, t, 0, 0)
+  t = open_rebuilt_chain(page, rebuild_server)
   page.evaluate(WORK)
   for k in range(1, 4):
     page.keyboard.press("ArrowRight")

@@ -3,7 +3,7 @@ in-edges in place): the view's edges are keyed by numbers made from their end an
 string a key, and exactly, for ids past 2**40 (a replay's fresh ids) too; a node of many users lists each user once."""
 from __future__ import annotations
 
-from support.browser import wait_graph
+from support.browser import open_rebuilt_chain, wait_graph
 
 STEPS = 4
 
@@ -44,9 +44,7 @@ USERS = """() => {
 
 
 def test_steps_rekey_edges_by_number_exactly(page, rebuild_server):
-  t = rebuild_server.trace_id("rebuild")
-  page.goto(f"{rebuild_server.url}/#t={t}&c=0&r=0&s=0")
-  wait_graph(page, t, 0, 0)
+  t = open_rebuilt_chain(page, rebuild_server)
   for k in range(1, STEPS + 1):
     page.keyboard.press("ArrowRight")
     wait_graph(page, t, 0, k)
@@ -57,17 +55,13 @@ def test_steps_rekey_edges_by_number_exactly(page, rebuild_server):
 
 
 def test_edge_keys_are_distinct_per_end_and_index(page, rebuild_server):
-  t = rebuild_server.trace_id("rebuild")
-  page.goto(f"{rebuild_server.url}/#t={t}&c=0&r=0&s=0")
-  wait_graph(page, t, 0, 0)
+  open_rebuilt_chain(page, rebuild_server)
   got = page.evaluate(EDGE_KEY)
   assert got == {"n": 36, "distinct": 36, "sameSrcFree": True, "past": "string", "huge": "string"}
 
 
 def test_users_list_each_user_once(page, rebuild_server):
-  t = rebuild_server.trace_id("rebuild")
-  page.goto(f"{rebuild_server.url}/#t={t}&c=0&r=0&s=0")
-  wait_graph(page, t, 0, 0)
+  t = open_rebuilt_chain(page, rebuild_server)
   page.keyboard.press("ArrowRight")
   wait_graph(page, t, 0, 1)
   got = page.evaluate(USERS)

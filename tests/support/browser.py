@@ -125,6 +125,14 @@ def wait_graph(page, trace: int, rw: int, step: int) -> None:
   page.wait_for_function("(want) => document.body.dataset.graph === want", arg=f"{trace}:{rw}:{step}")
 
 
+def open_rebuilt_chain(page, server) -> int:
+  """The rebuilding-chain trace (the `rebuild_server` fixture's) opened at its rewrite's step 0; the trace's id."""
+  t = server.trace_id("rebuild")
+  page.goto(f"{server.url}/#t={t}&c=0&r=0&s=0")
+  wait_graph(page, t, 0, 0)
+  return t
+
+
 def graph_ids(page) -> set[int]:
   """Ids of the nodes the graph view draws (its model; ghosts of removed nodes excluded)."""
   return set(page.evaluate("() => window.__viz.graph.ids()"))
