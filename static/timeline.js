@@ -1,7 +1,8 @@
-// The timeline panel: where the traced program's time went. The trace contexts (rows per nesting depth; overlapping ones, kernels compiled ahead, packed below), the
-// graph_rewrite passes inside them, each kernel's LLVM compile and each kernel run, on one time axis drawn on a
-// canvas. Wheel zooms around the pointer, drag pans, double click (or Fit) shows the whole trace; click a span to
-// open its context or rewrite. Trace strings reach the page only as canvas text and tooltip textContent.
+// The timeline panel: where the traced program's time went. The trace contexts (rows per nesting depth; overlapping
+// ones, kernels compiled ahead, packed below), the graph_rewrite passes inside them, each kernel's LLVM compile
+// (compiles at once on rows of their own) and each kernel run, on one time axis drawn on a canvas. Wheel zooms around
+// the pointer, drag pans, double click (or Fit) shows the whole trace; click a span to open its context or rewrite.
+// Trace strings reach the page only as canvas text and tooltip textContent.
 import {api} from "./api.js";
 import {fmtSeconds, h, put} from "./dom.js";
 import {legendBox} from "./legend.js";
@@ -17,6 +18,7 @@ const TWO_LINES_H = 30;  // a row this tall shows a span's duration under its na
 const LANE_GAP = 5;
 const MAX_PASS_ROWS = 6;  // nested passes get rows of their own; past this they share the last one
 const MAX_CONTEXT_ROWS = 10;  // so do overlapping contexts of one depth (compile-ahead: COMPILE_AHEAD + 1 by default)
+const MAX_COMPILE_ROWS = 4;  // LLVM compiles at once: the compile worker's and the calling thread's (realize._Job)
 const MIN_VIEW_S = 1e-7;  // the deepest zoom: 100 ns across the canvas
 const DRAG_PX = 3;  // a press that moves less than this is a click, not a pan
 const HOVER_SLACK = 3;  // px either side of a span that still hovers it (1 px spans are hard to hit)
@@ -169,8 +171,10 @@ export class TimelinePanel extends Panel {
       s: x.start, e: x.start + Math.max(0, num(x.dur) ?? 0), kind, ctx: x.ctx, rw: null, name: nameOf(x), color})));
     // old traces have no timed compiles or runs: their lanes are left out
     if (compiles.length) {
-      rows.push({lane: "compile", label: "LLVM compile", spans: simple(compiles, "compile", COMPILE_COLOR,
-        (x) => named(x.ctx))});
+      // two compiles at once (the compile worker and the thread that would wait for it) get a row each
+      const spans = simple(compiles, "compile", COMPILE_COLOR, (x) => named(x.ctx));
+      packSpans(spans, MAX_COMPILE_ROWS).forEach((row, i) =>
+        rows.push({lane: "compile", label: i === 0 ? "LLVM compile" : "", spans: row}));
     }
     if (runs.length) {
       rows.push({lane: "runs", label: "runs", spans: simple(runs, "run", RUN_COLOR,

@@ -311,6 +311,30 @@ def test_timeline_overlapping_contexts_of_one_depth_get_rows_of_their_own(page, 
   assert max(ys[i][1] for i in (2, 3, 4, 5)) <= ys[6][0], "the next depth below every row of this one"
 
 
+def test_timeline_compiles_at_once_get_rows_of_their_own(page, timed):
+  """Two LLVM compiles at once (the compile worker's and the calling thread's, realize._Job) are drawn one above the
+  other, not over each other; a compile that starts after another ended shares its row."""
+  comp = [(2, 0.1, 0.3), (3, 0.2, 0.15), (4, 0.45, 0.1)]  # (ctx, start, dur): 3 runs during 2, 4 after both
+  fake = {"t0": 1.0, "end": 1.0,
+          "contexts": [{"id": 0, "parent": None, "name": "default", "kind": "default", "start": 0, "end": 1.0,
+                        "depth": 0}]
+          + [{"id": i, "parent": 0, "name": f"E_{i}", "kind": "kernel", "start": s, "end": s + d, "depth": 1}
+             for i, s, d in comp],
+          "rewrites": {"names": [], "id": [], "ctx": [], "name": [], "start": [], "dur": [], "matches": []},
+          "compiles": [{"ctx": i, "start": s, "dur": d} for i, s, d in comp], "runs": []}
+  page.route("**/timeline", lambda route: route.fulfill(json=fake))
+  t = timed.trace_id("timed.vztrace")
+  open_page(page, timed, f"#t={t}&p=timeline")
+  page.wait_for_function("() => window.__viz.timelinePanel.hits.length > 0")
+  ys = {h["ctx"]: (h["y0"], h["y1"]) for h in page.evaluate(HITS) if h["kind"] == "compile"}
+  assert sorted(ys) == [2, 3, 4]
+  assert ys[2][1] <= ys[3][0], "the compile that ran during another is drawn below it"
+  assert ys[4] == ys[2], "a compile after both shares the first row"
+  labels = page.evaluate("() => window.__viz.timelinePanel.rows.filter((r) => r.lane === 'compile')"
+                         ".map((r) => r.label)")
+  assert labels == ["LLVM compile", ""]
+
+
 def test_timeline_crisp_and_empty(page, timed):
   open_timeline(page, timed)
   # the canvas backing store follows devicePixelRatio
