@@ -52,6 +52,28 @@ def key_fields(key: bytes) -> tuple[int, ...]:
   return struct.unpack(f"<{len(key) // 4}I", key)
 
 
+def _dtype_number(dtypes: list[DType], numbers: dict[DType, int], by_id: dict[int, int], seen: list[DType],
+                  dtype: DType) -> int:
+  """A dtype's number in a recording (TraceIds' tables): by equality, the first time its object is met."""
+  d = numbers.setdefault(dtype, len(dtypes))
+  if d == len(dtypes):
+    dtypes.append(dtype)
+  seen.append(dtype)
+  by_id[id(dtype)] = d
+  return d
+
+
+def _arg_number(plain: dict[Any, int], more_args: dict[tuple, int], counter: Iterator[int], op: Ops, dtype: DType,
+                arg: Any) -> int:
+  """The number of an arg as cons_key tells args apart (a new one for an arg not seen before; TraceIds' tables)."""
+  more = cons_key(op, dtype, (), arg)[4:]
+  table, k = (more_args, (arg, more[0])) if more else (plain, arg)
+  a = table.get(k)
+  if a is None:
+    a = table[k] = next(counter)
+  return a
+
+
 class TraceIds:
   """The trace ids of one recording, given by structure; `add` receives the key of each node given a new id, in id
   order (sources first), and `add_arg` its arg (the object, for its text): the key is bytes, the node's op, dtype
@@ -84,9 +106,9 @@ class TraceIds:
     self._seen: list[DType] = []
     # an arg -> its number: args cons_key adds nothing to (None, ints, tuples, ...) by equality, and floats and bools
     # by (arg, what cons_key adds) in a table of their own (a tuple arg may equal such a pair)
-    self._plain_args: dict[Any, int] = {}
+    self._plain_args: dict[Any, int] = {None: 0}  # (None, most nodes' arg, numbered first: naming skips its lookup)
     self._more_args: dict[tuple, int] = {}
-    self._arg_numbers = itertools.count()
+    self._arg_numbers = itertools.count(1)
     self.base = next(_RECORDINGS) << _ID_BITS  # a named node's _trace_id is base + its id
     self.top = self.base + (1 << _ID_BITS)
     self.add = add
@@ -94,6 +116,7 @@ class TraceIds:
     # (id, call site) of each node given an id that has a call site (UOp.callsite), in id order; the first node of a
     # structure names it, as with the rest of its record
     self.add_site = add_site if add_site is not None else (lambda row: None)
+    self._name_below = self._namer()  # (root -> its id, naming it and what below it has none)
 
   def get(self, u: UOp) -> int | None:
     """u's id if u was named."""
@@ -107,101 +130,102 @@ class TraceIds:
       return v - self.base
     return self._name_below(u)
 
-  def _dtype_number(self, dtype: DType) -> int:
-    d = self._dtype_numbers.setdefault(dtype, len(self.dtypes))
-    if d == len(self.dtypes):
-      self.dtypes.append(dtype)
-    self._seen.append(dtype)
-    self._dtype_by_id[id(dtype)] = d
-    return d
-
-  def _arg_number(self, op: Ops, dtype: DType, arg: Any) -> int:
-    """The number of an arg as cons_key tells args apart (a new one for an arg not seen before)."""
-    more = cons_key(op, dtype, (), arg)[4:]
-    table, k = (self._more_args, (arg, more[0])) if more else (self._plain_args, arg)
-    a = table.get(k)
-    if a is None:
-      a = table[k] = next(self._arg_numbers)
-    return a
-
-  def _name_below(self, root: UOp) -> int:
-    """Name root and the nodes below it without an id, each after its sources, in the order of a depth-first walk
-    over sources in order: a node met with a source not named yet goes back on the stack with all such sources above
-    it (the first on top), and is named when it is met again, its sources then named. Iterative, since a graph may be
-    far deeper than the recursion limit. The id of an equal node named before (its key), else a new one.
-    A node of one or two sources (most of them) reads them without a loop or a list: ~9% less time naming (the
-    GPT training step's naming replayed: 150 -> 137 ms CPU)."""
+  def _namer(self) -> Callable[[UOp], int]:
+    """The recording's `_name_below(root)`: a closure made once, its tables bound as free variables (no attribute
+    read or tuple unpacking a call: ~16,000 calls on the GPT training step, most naming a rule's result of a few
+    nodes)."""
     base, top, keys, add, dtype_by_id, op_int = self.base, self.top, self.keys, self.add, self._dtype_by_id, _OP_INT
     add_site, add_arg, plain_args, arg_numbers, packs = (self.add_site, self.add_arg, self._plain_args,
                                                          self._arg_numbers, _KEY_PACKS)
     pack0, pack1, pack2 = packs[:3]
-    stack = [root]
+    dtype_number = functools.partial(_dtype_number, self.dtypes, self._dtype_numbers, self._dtype_by_id, self._seen)
+    arg_number = functools.partial(_arg_number, self._plain_args, self._more_args, self._arg_numbers)
+    stack: list[UOp] = []  # (one for the recording: naming never re-enters; a walk an error stopped is dropped below)
     pop, push, set_key = stack.pop, stack.append, keys.setdefault
-    while stack:
-      x = pop()
-      if base <= x._trace_id < top:  # on the stack twice (a source of two nodes): named the first time
-        continue
-      src = x.src
-      n = len(src)
-      if n == 1:
-        s0 = src[0]._trace_id
-        if not base <= s0 < top:
-          push(x)
-          push(src[0])
+
+    def name_below(root: UOp) -> int:
+      """Name root and the nodes below it without an id, each after its sources, in the order of a depth-first walk
+      over sources in order: a node met with a source not named yet goes back on the stack with all such sources above
+      it (the first on top), and is named when it is met again, its sources then named. Iterative, since a graph may be
+      far deeper than the recursion limit. The id of an equal node named before (its key), else a new one.
+      A node of one or two sources (most of them) reads them without a loop or a list: ~9% less time naming (the
+      GPT training step's naming replayed: 150 -> 137 ms CPU)."""
+      if stack:
+        stack.clear()
+      push(root)
+      last_dtype, last_d = None, 0
+      while stack:
+        x = pop()
+        if base <= x._trace_id < top:  # on the stack twice (a source of two nodes): named the first time
           continue
-      elif n == 2:
-        s0, s1 = src[0]._trace_id, src[1]._trace_id
-        if not (base <= s0 < top and base <= s1 < top):
-          push(x)
-          if not base <= s1 < top:
-            push(src[1])
-          if not base <= s0 < top:  # (the first on top)
+        src = x.src
+        n = len(src)
+        if n == 1:
+          s0 = src[0]._trace_id
+          if not base <= s0 < top:
+            push(x)
             push(src[0])
-          continue
-      elif n:
-        ids, unnamed = [], None  # (one pass over the sources either way: no second one to find the unnamed)
-        for s in src:
-          v = s._trace_id
-          if base <= v < top:
-            ids.append(v - base)
-          elif unnamed is None:
-            unnamed = [s]
-          else:
-            unnamed.append(s)
-        if unnamed is not None:
-          push(x)
-          unnamed.reverse()  # the first on top
-          stack.extend(unnamed)
-          continue
-      dtype = x.dtype
-      d = dtype_by_id.get(id(dtype))
-      if d is None:
-        d = self._dtype_number(dtype)
-      arg = x.arg
-      t = type(arg)
-      if arg is None or t is int or t is tuple:  # (cons_key adds nothing to these: looked up as they are)
-        a = plain_args.get(arg)
-        if a is None:
-          a = plain_args[arg] = next(arg_numbers)
-      else:
-        a = self._arg_number(x.op, dtype, arg)
-      if n == 1:  # (the usual numbers of sources spelled out: a call with *src costs more than the packing)
-        key = pack1(op_int[x.op], d, a, s0 - base)
-      elif n == 2:
-        key = pack2(op_int[x.op], d, a, s0 - base, s1 - base)
-      elif n == 0:
-        key = pack0(op_int[x.op], d, a)
-      else:
-        key = packs[n](op_int[x.op], d, a, *ids) if n < _PACKED else _pack_key(op_int[x.op], d, a, *ids)
-      new = len(keys)  # ids are dense: the next one is the number of keys
-      tid = set_key(key, new)
-      if tid == new:
-        if x.callsite is not None:  # (before the row: a flush that counts the row finds its site queued)
-          add_site((new, x.callsite))
-        add_arg(arg)  # (before the key: a flush counts the keys)
-        add(key)
-      _SET_TRACE_ID(x, base + tid)
-    return root._trace_id - base
+            continue
+        elif n == 2:
+          s0, s1 = src[0]._trace_id, src[1]._trace_id
+          if not (base <= s0 < top and base <= s1 < top):
+            push(x)
+            if not base <= s1 < top:
+              push(src[1])
+            if not base <= s0 < top:  # (the first on top)
+              push(src[0])
+            continue
+        elif n:
+          ids, unnamed = [], None  # (one pass over the sources either way: no second one to find the unnamed)
+          for s in src:
+            v = s._trace_id
+            if base <= v < top:
+              ids.append(v - base)
+            elif unnamed is None:
+              unnamed = [s]
+            else:
+              unnamed.append(s)
+          if unnamed is not None:
+            push(x)
+            unnamed.reverse()  # the first on top
+            stack.extend(unnamed)
+            continue
+        dtype = x.dtype
+        if dtype is last_dtype:  # (runs of one dtype: most nodes skip the lookup)
+          d = last_d
+        else:
+          d = dtype_by_id.get(id(dtype))
+          if d is None:
+            d = dtype_number(dtype)
+          last_dtype, last_d = dtype, d
+        arg = x.arg
+        t = type(arg)
+        if arg is None:
+          a = 0
+        elif t is int or t is tuple:  # (cons_key adds nothing to these: looked up as they are)
+          a = plain_args.get(arg)
+          if a is None:
+            a = plain_args[arg] = next(arg_numbers)
+        else:
+          a = arg_number(x.op, dtype, arg)
+        if n == 1:  # (the usual numbers of sources spelled out: a call with *src costs more than the packing)
+          key = pack1(op_int[x.op], d, a, s0 - base)
+        elif n == 2:
+          key = pack2(op_int[x.op], d, a, s0 - base, s1 - base)
+        elif n == 0:
+          key = pack0(op_int[x.op], d, a)
+        else:
+          key = packs[n](op_int[x.op], d, a, *ids) if n < _PACKED else _pack_key(op_int[x.op], d, a, *ids)
+        new = len(keys)  # ids are dense: the next one is the number of keys
+        tid = set_key(key, new)
+        if tid == new:
+          if x.callsite is not None:  # (before the row: a flush that counts the row finds its site queued)
+            add_site((new, x.callsite))
+          add_arg(arg)  # (before the key: a flush counts the keys)
+          add(key)
+        _SET_TRACE_ID(x, base + tid)
+      return root._trace_id - base
+    return name_below
 
   def close(self) -> None:
     """Recording ended: nothing to drop (the ids live in the nodes, and go with them)."""
@@ -530,6 +554,7 @@ class Recorder:
     self._queue = self.writer.tail = RecordQueue(self.writer.lock)
     self.ids = self._queue.ids
     self._base, self._top = self.ids.base, self.ids.top  # the fast path of match(): TraceIds.id_of's, inlined
+    self._name_below = self.ids._name_below
     self._matches = self._queue.matches
     self.ctx_stack: list[int] = [0]
     self.next_ctx = 1
@@ -618,14 +643,14 @@ class Recorder:
   def match(self, rw: int, rule: Any, before: UOp, after: UOp, dt_ns: int) -> None:
     base, top = self._base, self._top
     b = before._trace_id
-    b = b - base if base <= b < top else self.ids._name_below(before)
+    b = b - base if base <= b < top else self._name_below(before)
     a = after._trace_id
     if base <= a < top:
       a -= base
     else:
       if before.callsite is not None and after.callsite is None:
         inherit_callsite(after, before)  # what a rule made of a node of the user's line is of that line too
-      a = self.ids._name_below(after)
+      a = self._name_below(after)
     p = self.pattern_ids.get(rule)
     if p is None:
       p = self.pattern_id(rule)

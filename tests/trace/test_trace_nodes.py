@@ -217,6 +217,26 @@ def test_the_identity_table_drops_each_node_as_it_dies():
   assert gone() is None  # naming kept no node alive (no collection needed: nothing of the table refers to it)
 
 
+def test_a_walk_an_error_stopped_leaves_nothing_for_the_next_one():
+  # (one stack serves a recording's walks: what an interrupted walk left on it must not be named by the next)
+  rows: list[bytes] = []
+  stop = [True]
+
+  def add(key: bytes) -> None:
+    if stop.pop() if stop else False:
+      raise KeyboardInterrupt
+    rows.append(key)
+  ids = TraceIds(add)
+  tag = f"stopped{next(_fresh)}"
+  a, b = UOp.variable(tag + "a", 0, 9), UOp.variable(tag + "b", 0, 9)
+  x = a * b
+  with pytest.raises(KeyboardInterrupt):
+    ids.id_of(x)  # stopped at its first node, with x and b still to walk
+  c = UOp.variable(tag + "c", 0, 9)
+  ids.id_of(c)
+  assert len(rows) == 1 and ids.get(b) is None and ids.get(x) is None
+
+
 def test_an_ended_trace_lets_go_of_its_table():
   rows: list[bytes] = []
   ids = TraceIds(rows.append)
