@@ -407,10 +407,12 @@ def first_view(browser, url: str, reps: int) -> list[float]:
   return out
 
 
-def bench_gpt(browser, tmp: Path, size: str, reps: int, trace: Path | None = None) -> list[Row]:
+def bench_gpt(browser, tmp: Path, size: str, reps: int, trace: Path | None = None, steps_only: bool = False
+              ) -> list[Row]:
   """Issue 30's targets on a recorded GPT-2-shaped training step: opening the rewrite with the most steps (fresh
   server; the loading state at once), arrow-key steps (the page's own prefetch, answer bytes), jumps (End, a slider
-  click), and the viewer's memory after every rewrite was opened."""
+  click), and the viewer's memory after every rewrite was opened; steps_only: the opening and the arrow steps only (an
+  A/B of the steps in minutes, not the ~10 of opening every rewrite)."""
   if trace is None:  # (else one recorded before: --gpt-trace)
     trace = tmp / f"gpt_{size}.vztrace"
     record_gpt(trace, size)
@@ -422,8 +424,9 @@ def bench_gpt(browser, tmp: Path, size: str, reps: int, trace: Path | None = Non
     rws = [(r["matches"], c["id"], r["id"]) for c in ctxs for r in c["rewrites"]]
     n, cbig, rbig = max(rws)
     small = next((c, r) for m, c, r in rws if m and r != rbig)
-    rows.append(("first view: page load to the summary and the sidebar shown", first_view(browser, url, reps),
-                 SUMMARY_MS))
+    if not steps_only:
+      rows.append(("first view: page load to the summary and the sidebar shown", first_view(browser, url, reps),
+                   SUMMARY_MS))
     page = browser.new_context(viewport=VIEWPORT).new_page()
     page.goto(f"{url}/#t={tid}&c={small[0]}&r={small[1]}&s=0")
     wait_first_graph(page)
@@ -440,6 +443,8 @@ def bench_gpt(browser, tmp: Path, size: str, reps: int, trace: Path | None = Non
     rows.append(("  ... /delta answers received, KB (not ms)", [b / 1000 for b in sizes] or [0.0], ANSWER_KB))
     # (the table's p95 is not the largest: one step of `add bufferize` sends hundreds of KB)
     rows.append(("  ... the largest of them, KB (not ms)", [max(sizes, default=0) / 1000], ANSWER_KB))
+    if steps_only:
+      return rows
     rng = random.Random(0)
     jumps = [page.evaluate(STEP, n)] + [page.evaluate(STEP, rng.randrange(n)) for _ in range(3)]
     rows.append((f"jump: End (step {len(steps)} -> {n}), then 3 slider clicks", jumps, JUMP_MS))
@@ -540,7 +545,8 @@ def main() -> None:
                   help="page loads and first renders per row (default 3 with --quick, else 7)")
   ap.add_argument("--scale", type=float, default=1.0, help="workload size for the recorded trace (1.0: bench size)")
   ap.add_argument("--only", default="workloads,synthetic,live,gpt",
-                  help="parts to run, comma-separated: workloads, synthetic, live, gpt (default: all)")
+                  help="parts to run, comma-separated: workloads, synthetic, live, gpt, gpt-steps (gpt's opening and "
+                  "arrow steps only; default: all but gpt-steps)")
   ap.add_argument("--gpt-size", default=None, choices=("tiny", "quick", "full"),
                   help="the GPT step recorded for the gpt part (default: quick with --quick, else full)")
   ap.add_argument("--gpt-trace", type=Path, default=None, help="a trace recorded before, instead (record_gpt)")
@@ -567,9 +573,9 @@ def main() -> None:
         rows += bench_synthetic(browser, Path(tmp), repeat, reps)
       if "live" in parts:
         bench_live(browser, Path(tmp))
-      if "gpt" in parts:
+      if "gpt" in parts or "gpt-steps" in parts:
         rows += bench_gpt(browser, Path(tmp), args.gpt_size or ("quick" if args.quick else "full"), reps * 4,
-                          args.gpt_trace)
+                          args.gpt_trace, steps_only="gpt" not in parts)
     finally:
       browser.close()
   print_table(rows)

@@ -6,9 +6,9 @@ answer, applying it to the model (`perf.lastDomMs`) and the frame that paints it
 self time of each event by thread; with --apply A B, the page's own parts in the page alone (no server between): the
 same compact=2 delta from step s+1 to s+2 applied after step s's graph and the delta to s+1 (entries renamed before,
 as when stepping), for s in A..B-1, each part's median (applyDelta, the legend, the groups' refold, the canvas pass
-and its raster, forced by reading a pixel, the minimap) and a hash of the model it left (nodes, edges, ghosts: the
-same in both trees when the change keeps it). TINYVIZ_ROOT=DIR measures another checkout's viewer (an A/B of two
-trees).
+and its raster, forced by reading a pixel, the minimap) and a hash of the model it left (nodes with their call sites,
+edges, ghosts, marks: the same in both trees when the change keeps it). TINYVIZ_ROOT=DIR measures another
+checkout's viewer (an A/B of two trees).
 
   PYTHONPATH=. .venv/bin/python bench/profile_arrow.py --gpt-trace T [--steps 40] [--cpu | --trace] [--top 25]
   [--apply 5 15 --reps 5]
@@ -74,11 +74,14 @@ APPLY_PARTS = """async ([t, r, a, b, reps]) => {
       const t6 = performance.now();
       [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5].forEach((ms, i) => parts[Object.keys(parts)[i]].push(ms));
       if (rep) continue;
-      [...g.nodes.values()].map((n) => `${n.d.id}:${n.x},${n.y}:${n.d.src}:${n.consts}`).sort().forEach(mix);
+      [...g.nodes.values()].map((n) => `${n.d.id}:${n.x},${n.y}:${n.d.src}:${n.consts}:${n.d.site}:${n.d.created}:`
+        + `${n.lines}:${n.w},${n.h}`).sort().forEach(mix);
       const edge = (e) => `${e.d.src}>${e.d.dst}>${e.d.index}`;
       [...g.edges.values()].map((e) => `${edge(e)}:${JSON.stringify(e.pts)}`).sort().forEach(mix);
       (g.ghosts?.edges || []).map(edge).sort().forEach(mix);
-      (g.ghosts?.nodes || []).map((n) => `${n.d.id}`).sort().forEach(mix);
+      (g.ghosts?.nodes || []).map((n) => `${n.d.id}:${n.d.site}`).sort().forEach(mix);
+      (g.ghosts?.drawnNodes || []).map((n) => `drawn ${n.d.id}`).sort().forEach(mix);
+      [...g.marked.added, ...g.marked.changed].map(String).sort().forEach(mix);
     }
   }
   const med = (xs) => [...xs].sort((x, y) => x - y)[xs.length >> 1];

@@ -184,7 +184,8 @@ const graphPath = (t, r, k, anchor = 0, from = null) =>
   `/api/traces/${enc(t)}/rewrites/${enc(r)}/graph?step=${enc(k)}&compact=1`
   + (anchor ? `&anchor=${enc(anchor)}` : "") + (from !== null ? `&from=${enc(from)}` : "");
 // compact deltas (docs/architecture.md, "Deltas"): a rebuilt node refers to the one it replaces, see graph.js; at
-// level 2 most rebuilt nodes come as runs of ids only (an export's shim answers level 1, which graph.js reads too)
+// level 2 most rebuilt nodes come as runs of ids only, new nodes and straight edges as columns (graph.js's _unpack; an
+// export's shim answers level 1, which graph.js reads too)
 const deltaPath = (t, r, j, k, anchor = 0) =>
   `/api/traces/${enc(t)}/rewrites/${enc(r)}/delta?from=${enc(j)}&to=${enc(k)}&compact=2`
   + (anchor ? `&anchor=${enc(anchor)}` : "");

@@ -110,6 +110,8 @@ export class GraphView {
    * shown: a compact node rebuilt from a node that is not there. A compact=2 delta's `rebuilt` nodes keep their old
    * entries, renamed in place (_renameRebuilt): a step touches what it adds, not the ~2,000 nodes it rebuilds. */
   applyDelta(d) {
+    d = this._unpack(d);
+    if (d === null) return false;
     const runs = d.rebuilt ? rebuiltRuns(d.rebuilt, d.rebuilt_unchanged) : null;
     const removing = new Set(d.nodes_removed);
     if (d.nodes_added.some((a) => a.like !== undefined && !(removing.has(a.like) && this.nodes.has(a.like)))) {
@@ -172,6 +174,58 @@ export class GraphView {
     return true;
   }
 
+  /** A compact=2 delta with its `whole` nodes, `shifted` nodes and `straight` edges as the compact entries they stand
+   * for (nodes_added, with `like` for shifted ones, nodes_removed, edges_added without points; viz_server/
+   * stepgraphs.py, _pack_whole, _shifted and _pack_straight), or null when a node they name is not in the graph (the
+   * delta does not fit it). A new object: api.js caches answers. */
+  _unpack(d) {
+    if (!d.shifted && !d.straight && !d.whole) return d;
+    const out = {...d}, runs = d.rebuilt ? rebuiltRuns(d.rebuilt) : null;
+    if (d.whole) out.nodes_added = [...d.nodes_added, ...wholeNodes(d.whole)];
+    const ids = d.shifted ? sums(d.shifted.id) : [];
+    let renamed = null;  // old id -> new id of every rebuilt node (a shifted node's sources are renamed through it)
+    const rename = () => {
+      if (renamed) return renamed;
+      renamed = new Map();
+      for (const a of d.nodes_added) if (a.like !== undefined) renamed.set(a.like, a.id);
+      if (runs) runs.likes.forEach((l, i) => renamed.set(l, runs.ids[i]));
+      if (d.shifted) sums(d.shifted.like).forEach((l, i) => renamed.set(l, ids[i]));
+      return renamed;
+    };
+    if (d.shifted) {
+      const likes = sums(d.shifted.like), xy = d.shifted.xy, {created, site} = ownColumns(d.shifted);
+      const made = new Array(ids.length);
+      for (let i = 0; i < ids.length; i++) {
+        const old = this.nodes.get(likes[i]);
+        if (!old) return null;
+        const src = (old.d.src || []).map((s) => rename().get(s) ?? s);
+        made[i] = {id: ids[i], like: likes[i], src, x: xy[2 * i], y: xy[2 * i + 1],
+          created: created ? created[i] : d.to};
+        if (site(i) !== undefined) made[i].site = site(i);
+      }
+      out.nodes_added = [...out.nodes_added, ...made];
+      out.nodes_removed = [...d.nodes_removed, ...likes];
+    }
+    if (d.straight) {
+      const srcOf = new Map(out.nodes_added.map((a) => [a.id, a.src]));
+      const at = runs ? new Map(runs.ids.map((id, i) => [id, i])) : new Map();
+      const dsts = sums(d.straight.dst), index = values(d.straight.index), made = new Array(dsts.length);
+      for (let i = 0; i < dsts.length; i++) {
+        let src = srcOf.get(dsts[i]);
+        if (src === undefined && at.has(dsts[i])) {  // a rebuilt node renamed in place: its old node's, renamed
+          const old = this.nodes.get(runs.likes[at.get(dsts[i])]);
+          if (!old) return null;
+          src = (old.d.src || []).map((s) => rename().get(s) ?? s);
+          srcOf.set(dsts[i], src);
+        }
+        if (src === undefined || src[index[i]] === undefined) return null;
+        made[i] = {src: src[index[i]], dst: dsts[i], index: index[i]};
+      }
+      out.edges_added = [...d.edges_added, ...made];
+    }
+    return out;
+  }
+
   /** Remove a delta's nodes_removed with their in-edges (a removed node's out-edges end at other removed nodes: their
    * in-edges), and its edges_removed; the ids of the nodes whose in-edges went go to `touched`. Returns the removed
    * nodes' entries by id (`gone`: a compact `like` refers to them) and their in-edges' by key (`goneEdges`). */
@@ -202,9 +256,10 @@ export class GraphView {
    * node's place, with its label and size, and its sources its old node's renamed through `renamed`. The entry and
    * its in-edges' entries stay (their drawn boxes, labels and routes with them), re-keyed and their data's ids
    * changed (copied once from the answer they came from: api.js caches answers); an in-edge that `listed` (the
-   * delta's edges_added) routes anew is removed (a ghost drawn) and comes from edges_added. The old ids go to ghosts
-   * as records (static/graphghosts.js). */
-  _renameRebuilt({ids, likes}, renamed, listed, step, ghosts) {
+   * delta's edges_added) routes anew is removed (a ghost drawn) and comes from edges_added; `created` and `site`: their
+   * own where not the delta's step and their old node's (ownColumns). The old ids go to ghosts as records
+   * (static/graphghosts.js). */
+  _renameRebuilt({ids, likes, created, site}, renamed, listed, step, ghosts) {
     // (plain loops, no closure a node or an edge: this runs for ~2,000 nodes and ~4,000 edges a step, issue 30)
     const nodes = this.nodes, edges = this.edges, entries = new Array(likes.length);
     for (let j = 0; j < likes.length; j++) {
@@ -229,10 +284,13 @@ export class GraphView {
         ghosts.renamedEdges.push(e, s, old);
         moved.push(e, nk);
       }
-      ghosts.rename(old, n, src, n.d.created);
+      const own = site(j);  // (undefined: its old node's call site; null: none, as a node replay made has)
+      ghosts.rename(old, n, src, n.d.created, own === undefined ? undefined : n.d.site ?? null);
+      if (own === null) delete n.d.site;
+      else if (own !== undefined) n.d.site = own;
       n.d.id = id;
       n.d.src = now;
-      n.d.created = step;
+      n.d.created = created ? created[j] : step;
       nodes.set(id, n);
     }
     for (let i = 0; i < moved.length; i += 2) edges.set(moved[i + 1], moved[i]);
@@ -919,15 +977,54 @@ const sameRewrite = (a, b) => a !== null && a.trace === b.trace && a.rw === b.rw
 const sameStep = (a, b) => sameRewrite(a, b) && a.step === b.step;
 
 /** A compact=2 delta's `rebuilt` ({id, like} as flat [difference, count, ...] runs: viz_server/stepgraphs.py,
- * _diff_runs) as {ids, likes} and the set of rebuilt ids not marked changed. */
+ * _diff_runs) as {ids, likes}, the set of rebuilt ids not marked changed and their own columns (ownColumns). */
 function rebuiltRuns(r, unchanged = []) {
-  const sums = (runs) => {
-    const out = [];
-    let v = 0;
-    for (let i = 0; i + 1 < runs.length; i += 2) for (let n = 0; n < runs[i + 1]; n++) out.push(v += runs[i]);
-    return out;
-  };
-  return {ids: sums(r.id), likes: sums(r.like), unchanged: new Set(unchanged)};
+  return {ids: sums(r.id), likes: sums(r.like), unchanged: new Set(unchanged), ...ownColumns(r)};
+}
+
+/** The columns of rebuilt nodes sent as runs that are not their old node's (stepgraphs._own_columns): `created`
+ * (null: each was created at the delta's step), `site(i)`: undefined where the node has its old node's call site,
+ * null where it has none, else its own. */
+function ownColumns(r) {
+  const drop = flags(r.nosite), mine = r.resite ? values(r.resite) : null;
+  return {created: r.created ? values(r.created) : null,
+    site: (i) => (mine && mine[i] ? r.sites[mine[i] - 1] : drop[i] ? null : undefined)};
+}
+
+/** [difference, count, ...] runs (stepgraphs._diff_runs) as the values: each the one before plus its difference. */
+function sums(runs) {
+  const out = [];
+  let v = 0;
+  for (let i = 0; i + 1 < runs.length; i += 2) for (let n = 0; n < runs[i + 1]; n++) out.push(v += runs[i]);
+  return out;
+}
+
+/** A compact=2 delta's `whole` new nodes (columns: viz_server/stepgraphs.py, _pack_whole) as node answers. */
+function wholeNodes(w) {
+  const ids = sums(w.id), look = values(w.look), nsrc = values(w.nsrc), created = values(w.created);
+  const site = values(w.site), out = new Array(ids.length);
+  let at = 0;
+  for (let i = 0; i < ids.length; i++) {
+    const id = ids[i], src = w.src.slice(at, at += nsrc[i]).map((x) => id - x);
+    out[i] = {id, ...w.looks[look[i]], src, x: w.xy[2 * i], y: w.xy[2 * i + 1], consts: [], created: created[i]};
+    if (site[i]) out[i].site = w.sites[site[i] - 1];
+  }
+  for (let i = 0; i < w.consts.length; i += 2) out[w.consts[i]].consts.push(w.consts[i + 1]);
+  return out;
+}
+
+/** [value, count, ...] runs as the values. */
+function values(runs) {
+  const out = [];
+  for (let i = 0; i + 1 < runs.length; i += 2) for (let n = 0; n < runs[i + 1]; n++) out.push(runs[i]);
+  return out;
+}
+
+/** Run lengths, false first (stepgraphs._flag_runs: [3, 2, 1] is FFFTTF), as an array of booleans ([] for none). */
+function flags(runs = []) {
+  const out = [];
+  runs.forEach((n, i) => { for (let j = 0; j < n; j++) out.push(i % 2 === 1); });
+  return out;
 }
 
 /** The category legend (CSS classes shared with the chips), and the key of the rings a step draws over the boxes. */

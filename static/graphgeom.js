@@ -55,7 +55,9 @@ export function nodeObj(n) {
  * src, x, y, created), its label lines and size shared, not split and measured again (a step of a big rewrite
  * rebuilds ~2,000 nodes, issue 30). */
 export function nodeLike(old, own) {
-  return {d: {...old.d, ...own}, x: own.x, y: own.y, w: old.w, h: old.h, lines: old.lines, consts: null};
+  const d = {...old.d, ...own};
+  if (own.site === null) delete d.site;  // (`"site": null`: it has none, its old node has one; a fresh load sends none)
+  return {d, x: own.x, y: own.y, w: old.w, h: old.h, lines: old.lines, consts: null};
 }
 
 /** The line of node entry n's constant sources (in `nodes`, id -> entry) shown in its box when collapsed, or null;

@@ -15,7 +15,8 @@ export class Ghosts {
     this.underNodes = [];  // node entries under a live node drawn the same: not drawn
     this.underEdges = [];  // edge entries under a live edge drawn the same: not drawn
     // nodes renamed in place: old id, the live entry (null once moved: then a drawn entry), old sources, old step
-    this.renamed = {old: [], live: [], src: [], created: []};
+    // and its old call site where the live entry's is another (null: it had none; else undefined)
+    this.renamed = {old: [], live: [], src: [], created: [], site: []};
     this.renamedEdges = [];  // flat [live edge entry, old src id, old dst id, ...] of the renamed nodes' in-edges
     this._nodes = null;
     this._edges = null;
@@ -59,13 +60,15 @@ export class Ghosts {
     return i >= 0 && this.renamed.live[i] ? this._was(i, this.renamed.live[i]).d : undefined;
   }
 
-  /** Node `old` renamed in place as live entry n (its sources were src, it was made at step created). */
-  rename(old, n, src, created) {
+  /** Node `old` renamed in place as live entry n (its sources were src, it was made at step created; site: its call
+   * site, null for none, where n's is another; else undefined). */
+  rename(old, n, src, created, site) {
     const r = this.renamed;
     r.old.push(old);
     r.live.push(n);
     r.src.push(src);
     r.created.push(created);
+    r.site.push(site);
   }
 
   /** Renamed node entry n is about to move (nodes_moved): its old self is drawn at its old place, as any removed
@@ -81,8 +84,10 @@ export class Ghosts {
   /** The entry renamed node i was, where `at` (an entry) is. */
   _was(i, at) {
     const r = this.renamed, n = r.live[i] || at;
-    return {d: {...n.d, id: r.old[i], src: r.src[i], created: r.created[i], x: at.d.x, y: at.d.y}, x: at.x,
-      y: at.y, w: n.w, h: n.h, lines: n.lines, consts: n.consts};
+    const d = {...n.d, id: r.old[i], src: r.src[i], created: r.created[i], x: at.d.x, y: at.d.y};
+    if (r.site[i] === null) delete d.site;
+    else if (r.site[i] !== undefined) d.site = r.site[i];
+    return {d, x: at.x, y: at.y, w: n.w, h: n.h, lines: n.lines, consts: n.consts};
   }
 }
 

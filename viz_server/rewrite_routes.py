@@ -81,7 +81,8 @@ def delta_answer(t: int, r: int) -> Any:
   if not view.knows(a):  # (a far jump's chain of a view rebuilt since: laid out anew, it would not be the page's)
     fail(409, f"rewrite {rw.id}: the layout of anchor {a} is gone; ask the step's graph")
   view.anchor = a
-  # compact=2: also the rebuilt nodes as runs of ids (StepGraphs._rebuilt); the export's answers are compact=1's
+  # compact=2: also the rebuilt nodes as runs of ids (StepGraphs._rebuilt, _shifted), new nodes and straight edges as
+  # columns (_pack_whole, _pack_straight); the export's answers are compact=1's
   out = jsonify(view.delta(j, k, compact=compact_arg(), rebuilt=request.args.get("compact") == "2", anchor=a))
   all_views.prefetch(view, k, a)
   return out

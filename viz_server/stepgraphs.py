@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass
 from itertools import chain, compress
 from operator import and_, eq, itemgetter, not_, sub
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -141,6 +141,90 @@ def _diff_runs(xs: list[int]) -> list[int]:
   for d, run in itertools.groupby(map(sub, xs, [0, *xs[:-1]])):  # (in C but for one turn a run: a few dozen)
     out += (d, len(list(run)))
   return out
+
+
+def _flag_runs(flags: Iterable[bool]) -> list[int]:
+  """flags as the lengths of their runs, false first (0 where the first is true): [3, 2, 1] is FFFTTF."""
+  out: list[int] = []
+  for f, run in itertools.groupby(flags):  # (runs alternate)
+    if f and not out:
+      out.append(0)
+    out.append(len(list(run)))
+  return out
+
+
+def _own_columns(cols: dict, k: int, ns: Sequence[int], created: Sequence[int | None],
+                 resite: dict[int, str | None] | None) -> None:
+  """The columns of rebuilt nodes (ids ns, sent as runs) that are not their old node's: `created` (runs [value,
+  count, ...]) where one was not created at k (a step back brings back nodes made before), `nosite` (_flag_runs)
+  those without the call site their old node has, `resite` (runs of 0: like's or none, i + 1: `sites[i]`) those
+  with another one (a step back brings back the trace's nodes, with sites, over fresh ones, without)."""
+  if any(c != k for c in created):
+    cols["created"] = _value_runs(created)
+  if not resite or resite.keys().isdisjoint(ns):
+    return
+  mine = [resite.get(n, 0) for n in ns]  # (0: like's)
+  if None in mine:
+    cols["nosite"] = _flag_runs(x is None for x in mine)
+  if any(isinstance(x, str) for x in mine):
+    sites: dict[str, int] = {}
+    cols["resite"] = _value_runs(sites.setdefault(x, len(sites)) + 1 if isinstance(x, str) else 0 for x in mine)
+    cols["sites"] = list(sites)
+
+
+def _pack_straight(out: dict, added: set[int]) -> None:
+  """Move a compact=2 delta's straight in-edges (no points) of added nodes out of edges_added into `straight`: {dst,
+  index}, dst as runs of differences (_diff_runs), index as runs [value, count, ...]; the page takes each edge's src
+  from its node's sources (a rebuilt node moved sends every in-edge again: ~40 bytes each, ~250 a step of steps 31-73
+  of `add bufferize`)."""
+  edges = out["edges_added"]
+  packed = [e for e in edges if "points" not in e and e["dst"] in added]
+  if not packed:
+    return
+  out["edges_added"] = [e for e in edges if "points" in e or e["dst"] not in added]
+  index: list[int] = []
+  for i, run in itertools.groupby(e["index"] for e in packed):
+    index += (i, len(list(run)))
+  out["straight"] = {"dst": _diff_runs([e["dst"] for e in packed]), "index": index}
+
+
+_OWN = frozenset(("id", "src", "x", "y", "consts", "created", "site"))  # a whole node's fields not of its look
+
+
+def _value_runs(xs: Iterable) -> list:
+  """xs as runs [value, count, ...]."""
+  out: list = []
+  for v, run in itertools.groupby(xs):
+    out += (v, len(list(run)))
+  return out
+
+
+def _pack_whole(out: dict) -> None:
+  """Move a compact=2 delta's whole new nodes out of nodes_added into `whole`, as columns: `id` as runs of differences
+  (_diff_runs), `look` (runs [index, count, ...]) into `looks` (each distinct {op, dtype, arg, label, cat, w, h, and
+  `cut` where a field was cut} once), `nsrc` (runs) and `src` (each source as the node's id minus it: a node's
+  sources are mostly made just before it), `xy` flat, `created` (runs), `site` (runs of an index into `sites`, 0 for
+  none, i + 1 for sites[i]), `consts` flat [node's index, source id, ...]. Step 1 of `add bufferize` adds 215 nodes
+  of two looks: 53 KB as dicts, ~5 KB so."""
+  whole = [a for a in out["nodes_added"] if "like" not in a]
+  if not whole:
+    return
+  out["nodes_added"] = [a for a in out["nodes_added"] if "like" in a]
+  looks: dict[str, int] = {}
+  sites: dict[str, int] = {}
+  look_of, src, xy, consts = [], [], [], []
+  for i, a in enumerate(whole):
+    look = dumps({k: v for k, v in a.items() if k not in _OWN}).decode()
+    look_of.append(looks.setdefault(look, len(looks)))
+    src += [a["id"] - x for x in a["src"]]
+    xy += (a["x"], a["y"])
+    for c in a["consts"]:
+      consts += (i, c)
+  site_of = [0 if (x := a.get("site")) is None else sites.setdefault(x, len(sites)) + 1 for a in whole]
+  out["whole"] = {"id": _diff_runs([a["id"] for a in whole]), "look": _value_runs(look_of),
+                  "looks": [json.loads(x) for x in looks], "nsrc": _value_runs(len(a["src"]) for a in whole),
+                  "src": src, "xy": xy, "created": _value_runs(a["created"] for a in whole),
+                  "site": _value_runs(site_of), "sites": list(sites), "consts": consts}
 
 
 class StepGraphs:
@@ -752,13 +836,23 @@ class StepGraphs:
         out.append(e)
     return out
 
-  def _likes(self, j: int, k: int, added: set[int], removed: set[int], reborn: set[int]) -> dict[int, int]:
+  def _likes(self, j: int, k: int, added: set[int], removed: set[int], reborn: set[int],
+             resite: dict[int, str | None] | None = None) -> dict[int, int]:
     """{node added: the removed node it is sent `like`} of a compact delta from j to k: a rebuilt node with its old
-    node's call site (it takes like's fields, the site among them), and each node reborn as itself."""
-    site = self.tr.nodes.site
+    node's call site (it takes like's fields, the site among them), and each node reborn as itself. resite (compact=2
+    only): a rebuilt node whose call site is not its old node's is sent `like` it too, resite[id] its own site's label
+    (None: it has none; `"site"` in a `like` entry, `nosite` and `resite` in _rebuilt's runs). A fresh node (made by
+    replay) has no site: the ~700 fresh users of a trace node with one went whole with every in-edge (issue 30: step 5
+    of a GPT step's `add bufferize`, 434 KB), and so did the trace's nodes a step back brings back over them."""
+    site, al = self.tr.nodes.site, self.aliases(j, k)
     # (a fresh id is none of the trace's: no site, not looked up; most of the ~2,000 a step rebuilds are fresh)
-    like = {n: o for n, o in self.aliases(j, k).items() if n in added and o in removed
+    like = {n: o for n, o in al.items() if n in added and o in removed
             and (None if n >= FRESH_BASE else site(n)) == (None if o >= FRESH_BASE else site(o))}
+    if resite is not None:  # (then the others: a few a step, ~700 on one)
+      for n, o in al.items():
+        if n not in like and n in added and o in removed:
+          like[n] = o
+          resite[n] = None if n >= FRESH_BASE or (got := site(n)) is None else site_label(got)
     like.update((n, n) for n in reborn)
     return like
 
@@ -773,7 +867,8 @@ class StepGraphs:
     came and went are looked at. Between graphs of which one is cut, a node is added or removed also where it comes
     into or leaves what is shown, with its edges to kept nodes; none is sent as `like` (its old in-edges could lead
     to nodes no longer shown). rebuilt (with compact: `compact=2`): without the `removed` mark (nodes_removed says
-    it), rebuilt nodes as _rebuilt sends them. anchor: both layouts on that step's chain (graph())."""
+    it), rebuilt nodes as _rebuilt and _shifted send them (a site not like's, as _likes says, included), new nodes
+    and straight edges as _pack_whole and _pack_straight do. anchor: both layouts on that step's chain (graph())."""
     rp = self.replay
     cj, ck = (self._cut(s) if self.big(s) else None for s in (j, k))
     lj, lk = cj or self.layout(j, anchor=anchor), ck or self.layout(k, anchor=anchor)
@@ -787,7 +882,8 @@ class StepGraphs:
       added_set = {n for n in mk if n not in mj or n in added_set}
       removed_set = {n for n in mj if n not in mk or n in removed_set}
     added, removed = sorted(added_set), sorted(removed_set)
-    like = self._likes(j, k, added_set, removed_set, reborn) if compact and not cutting else {}
+    resite: dict[int, str | None] | None = {} if rebuilt else None  # rebuilt nodes' sites that are not like's
+    like = self._likes(j, k, added_set, removed_set, reborn, resite) if compact and not cutting else {}
     moved = {}
     kept_changed: list[int] = []  # kept nodes whose in-edges may have new routes
     consts = None
@@ -802,23 +898,7 @@ class StepGraphs:
       consts = self._is_const(mk)
     edges_added = self._edges_added(sorted([*added, *kept_changed]), added_set, like, lj, lk,
                                     mk if cutting else None, compact)
-    nodes_added = []
-    pairs: list[tuple[int, int]] = []  # (rebuilt: those _rebuilt sends as runs, (id, like), never made a dict)
-    src_of, rename = rp.src, ({o: n for n in added if (o := like.get(n)) is not None}.get if rebuilt and like else None)
-    created_at, pos_k, pos_j = rp.creator(k), lk.pos, lj.pos  # (bound once: the loop runs ~2,000 times a step)
-    for n in added:
-      old = like.get(n)
-      if old is not None:
-        xy, created = pos_k[n], created_at(n)
-        if rename is not None and created == k:  # one the page can make from its old node alone (_rebuilt)?
-          if (xy is (oxy := pos_j[old]) or (round(xy[0], 1) == round(oxy[0], 1) and round(xy[1], 1) == round(oxy[1], 1))
-              ) and src_of(n) == tuple(map(rename, so := src_of(old), so)):  # (a box kept: the same tuple; in C)
-            pairs.append((n, old))
-            continue
-        nodes_added.append({"id": n, "like": old, "src": list(src_of(n)), "x": round(xy[0], 1), "y": round(xy[1], 1),
-                            "created": created})
-      else:
-        nodes_added.append(self._node(n, lk, k, consts, created=created_at))
+    nodes_added, pairs, shifted = self._added(k, added, like, lj, lk, consts, resite)
     edges_removed = []
     if not compact:
       for n in removed:
@@ -836,22 +916,79 @@ class StepGraphs:
     if rebuilt:
       del out["removed"]  # (the page reads nodes_removed)
       if pairs:
-        self._rebuilt(out, pairs)
+        self._rebuilt(out, pairs, resite)
+      if shifted:
+        self._shifted(out, shifted, resite)
+      _pack_straight(out, added_set)
+      _pack_whole(out)
     return out
 
-  def _rebuilt(self, out: dict, pairs: list[tuple[int, int]]) -> None:
+  def _added(self, k: int, added: list[int], like: dict[int, int], lj: Layout, lk: Layout,
+             consts: dict[int, bool] | None, resite: dict[int, str | None] | None
+             ) -> tuple[list[dict], list[tuple[int, int, int | None]], list[tuple[int, int, int | None, float, float]]]:
+    """A delta's nodes_added; resite not None (compact=2): with the rebuilt nodes the page makes from their old node
+    alone left out (their sources their old node's renamed): those at their old node's place as (id, like, created)
+    for _rebuilt, the others (moved: ~130 a step of steps 31-73 of `add bufferize`, sent whole with every in-edge they
+    were 20-33 KB) as (id, like, created, x, y) for _shifted."""
+    rp = self.replay
+    nodes_added = []
+    pairs: list[tuple[int, int, int | None]] = []  # (never made a dict)
+    shifted: list[tuple[int, int, int | None, float, float]] = []
+    src_of, rename = rp.src, ({o: n for n in added if (o := like.get(n)) is not None}.get
+                              if resite is not None and like else None)
+    created_at, pos_k, pos_j = rp.creator(k), lk.pos, lj.pos  # (bound once: the loop runs ~2,000 times a step)
+    for n in added:
+      old = like.get(n)
+      if old is None:
+        nodes_added.append(self._node(n, lk, k, consts, created=created_at))
+        continue
+      xy, created = pos_k[n], created_at(n)
+      if rename is not None and src_of(n) == tuple(map(rename, so := src_of(old), so)):  # (in C)
+        # one the page can make from its old node alone
+        if xy is (oxy := pos_j[old]) or (round(xy[0], 1) == round(oxy[0], 1) and round(xy[1], 1) == round(oxy[1], 1)):
+          pairs.append((n, old, created))  # (a box kept: the same tuple)
+        else:
+          shifted.append((n, old, created, round(xy[0], 1), round(xy[1], 1)))
+        continue
+      a = {"id": n, "like": old, "src": list(src_of(n)), "x": round(xy[0], 1), "y": round(xy[1], 1),
+           "created": created}
+      if resite and n in resite:
+        a["site"] = resite[n]  # (its own: like's is another; None: it has none)
+      nodes_added.append(a)
+    return nodes_added, pairs, shifted
+
+  @staticmethod
+  def _shifted(out: dict, shifted: list[tuple[int, int, int | None, float, float]],
+               resite: dict[int, str | None] | None) -> None:
+    """Rebuilt nodes the page makes from their old node alone but at a new place, as `shifted`: {id, like} as runs of
+    differences (_diff_runs), their places as a flat `xy`, and `created`, `nosite`, `resite` as in _rebuilt; each
+    stands for the compact entry {id, like, src: like's sources renamed, x, y, created} (with `site` where it is not
+    like's) and its old node is left out of nodes_removed."""
+    shifted.sort()
+    ns, likes, created, xs, ys = zip(*shifted)
+    olds = set(likes)
+    out["shifted"] = sh = {"id": _diff_runs(list(ns)), "like": _diff_runs(list(likes)),
+                           "xy": list(chain.from_iterable(zip(xs, ys)))}
+    _own_columns(sh, out["to"], ns, created, resite)
+    out["nodes_removed"] = list(itertools.filterfalse(olds.__contains__, out["nodes_removed"]))
+
+  def _rebuilt(self, out: dict, pairs: list[tuple[int, int, int | None]],
+               resite: dict[int, str | None] | None = None) -> None:
     """Move the rebuilt nodes that the page can make from their old node alone out of a compact delta's nodes_added,
     into `rebuilt`: {id, like} as runs of differences (_diff_runs; ids and likes both mostly ascend by one). Such a
-    node sits at its old node's place, was created at step k, and its sources are its old node's, each renamed to its
-    rebuilt node where this delta rebuilt it. A rewrite rebuilds every user of what it replaced: one step of a GPT
+    node sits at its old node's place and its sources are its old node's, each renamed to its rebuilt node where this
+    delta rebuilt it. A rewrite rebuilds every user of what it replaced: one step of a GPT
     training step's `add bufferize` rebuilt ~1,900 nodes (226 KB as {id, like, src, x, y, created}, ~8 KB as
-    differences, ~0.4 KB as their runs). `changed` then lists only what is not rebuilt, `rebuilt_unchanged` the
-    rebuilt nodes that are not changed, and nodes_removed leaves out their old nodes (removed with them). delta finds
-    them (pairs: (id, like)) as it lists the added nodes, and never makes their dicts."""
+    differences, ~0.4 KB as their runs; _own_columns: their `created` where one is not k, their call sites where not
+    their old node's). `changed`
+    then lists only what is not rebuilt, `rebuilt_unchanged` the rebuilt nodes that are not changed, and nodes_removed
+    leaves out their old nodes (removed with them). delta finds them (pairs: (id, like)) as it lists the added nodes,
+    and never makes their dicts."""
     pairs.sort()
-    ns, likes = map(list, zip(*pairs))  # (ids ascending, each once: delta lists each added node once; all in C)
+    ns, likes, created = map(list, zip(*pairs))  # (ids ascending, each once: delta lists each added node once; in C)
     ids, olds, changed = set(ns), set(likes), set(out["changed"])
     out["rebuilt"] = {"id": _diff_runs(ns), "like": _diff_runs(likes)}
+    _own_columns(out["rebuilt"], out["to"], ns, created, resite)
     out["nodes_removed"] = list(itertools.filterfalse(olds.__contains__, out["nodes_removed"]))
     out["rebuilt_unchanged"] = list(itertools.filterfalse(changed.__contains__, ns))
     out["changed"] = list(itertools.filterfalse(ids.__contains__, out["changed"]))

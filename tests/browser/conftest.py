@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support import tracegen
 from support.browser import CHROMIUM, CHROMIUM_ARGS, REBUILD_STEPS, PageErrors, Server
-from support.export_helpers import _rebuilding
+from support.export_helpers import _rebuilding, moving_chains
 
 # A browser test runs once more after a failure (Playwright's own runner retries on CI the same way): a real page on a
 # loaded 2-core machine has races no test foresaw, and one of them must not sink a submission. A rerun is not hidden:
@@ -69,9 +69,11 @@ def server(trace_dir, tmp_path_factory):
 @pytest.fixture(scope="session")
 def rebuild_server(tmp_path_factory):
   """A trace whose rewrite rebuilds, at every one of its REBUILD_STEPS steps, a chain of 30 nodes above what it replaced
-  (packed as `rebuilt` runs): the step-delta and edge-key tests step through it."""
+  (packed as `rebuilt` runs): the step-delta and edge-key tests step through it. Beside it `moving`, whose steps
+  rebuild chains of nodes with call sites and move them (support.export_helpers.moving_chains)."""
   d = tmp_path_factory.mktemp("rebuild-traces")
   _rebuilding(d / "rebuild.vztrace", depth=30, steps=REBUILD_STEPS)
+  moving_chains(d / "moving.vztrace", depth=20, steps=REBUILD_STEPS)
   srv = Server(d, tmp_path_factory.mktemp("rebuild-log") / "server.log")
   yield srv
   srv.stop()

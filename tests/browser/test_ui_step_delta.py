@@ -25,10 +25,10 @@ MODEL = """async ({fresh}) => {
   const r = (x) => Math.round(x * 1000) / 1000;
   const pts = (ps) => ps.map(([x, y]) => [r(x), r(y)]);
   return {
-    nodes: [...g.nodes].map(([id, n]) => [id, r(n.x), r(n.y), n.w, n.h, n.lines, n.consts, n.d.src, n.d.created])
-      .sort((a, b) => a[0] - b[0]),
+    nodes: [...g.nodes].map(([id, n]) => [id, r(n.x), r(n.y), n.w, n.h, n.lines, n.consts, n.d.src, n.d.created,
+      n.d.site ?? "none"]).sort((a, b) => a[0] - b[0]),
     edges: [...g.edges].map(([k, e]) => [k, pts(e.pts), e.box.map(r), e.fromConst]).sort(),
-    ghosts: (g.ghosts?.nodes || []).map((n) => n.d.id).sort((a, b) => a - b),
+    ghosts: (g.ghosts?.nodes || []).map((n) => [n.d.id, n.d.site ?? "none"]).sort((a, b) => a[0] - b[0]),
     ghostEdges: (g.ghosts?.edges || []).map((e) => `${e.d.src}>${e.d.dst}>${e.d.index}`).sort(),
     drawnGhosts: (g.ghosts?.drawnNodes || []).map((n) => n.d.id).sort((a, b) => a - b),
     drawnGhostEdges: (g.ghosts?.drawnEdges || []).map((e) => `${e.d.src}>${e.d.dst}>${e.d.index}`).sort(),
@@ -50,6 +50,64 @@ def test_a_step_by_delta_leaves_the_graph_a_fresh_load_draws(page, rebuild_serve
     got, want = page.evaluate(MODEL, {"fresh": False}), page.evaluate(MODEL, {"fresh": True})
     assert len(got["ghosts"]) >= 30 and len(got["edges"]) >= 30
     assert got == want, k
+
+
+def test_steps_that_drop_call_sites_and_move_rebuilt_nodes_leave_the_graph_a_fresh_load_draws(page, rebuild_server):
+  """Rebuilt nodes that drop their old node's call site (fresh nodes over the user's program's), rebuilt nodes moved
+  with their straight in-edges, and new nodes come as runs and columns (`nosite`, `shifted`, `straight`, `whole`:
+  issue 30, answers under 10 KB), and stepping back, the trace's nodes made before over fresh ones, with their
+  `created` and sites (`resite`); applied, each step leaves the model a fresh load of it makes, call sites included,
+  and its call-site groups."""
+  t = rebuild_server.trace_id("moving")
+  page.goto(f"{rebuild_server.url}/#t={t}&c=0&r=0&s=0")
+  wait_graph(page, t, 0, 0)
+  seen = set()
+  for k in range(1, STEPS + 1):
+    page.keyboard.press("ArrowRight")
+    wait_graph(page, t, 0, k)
+    assert page.evaluate("() => window.__viz.perf.lastKind") == "delta"
+    answer = rebuild_server.api(f"/api/traces/{t}/rewrites/0/delta?from={k - 1}&to={k}&compact=2")
+    seen |= {f for f in ("shifted", "straight", "whole") if f in answer}
+    seen |= {"nosite" for f in ("rebuilt", "shifted") if "nosite" in answer.get(f, {})}
+    got, want = page.evaluate(MODEL, {"fresh": False}), page.evaluate(MODEL, {"fresh": True})
+    assert got == want, k
+    groups = page.evaluate(SITES, False)
+    assert groups == page.evaluate(SITES, True) and (groups or k > STEPS // 2), k
+  assert seen == {"shifted", "straight", "whole", "nosite"}
+  for k in range(STEPS - 1, -1, -1):  # and back: the trace's nodes, made before and with sites, over fresh ones
+    page.keyboard.press("ArrowLeft")
+    wait_graph(page, t, 0, k)
+    assert page.evaluate("() => window.__viz.perf.lastKind") == "delta"
+    answer = rebuild_server.api(f"/api/traces/{t}/rewrites/0/delta?from={k + 1}&to={k}&compact=2")
+    seen |= {f for f in ("created", "resite") if f in answer.get("rebuilt", {}) or f in answer.get("shifted", {})}
+    got, want = page.evaluate(MODEL, {"fresh": False}), page.evaluate(MODEL, {"fresh": True})
+    was = {n["id"]: n.get("site", "none")
+           for n in rebuild_server.api(f"/api/traces/{t}/rewrites/0/graph?step={k + 1}&compact=1")["nodes"]}
+    assert got["ghosts"] and all(was[n] == site for n, site in got["ghosts"]), k  # (their sites as they were)
+    for m in (got, want):  # (the ghosts of a step back are what it took away, not what step k did)
+      for key in ("ghosts", "ghostEdges", "drawnGhosts", "drawnGhostEdges"):
+        del m[key]
+    assert got == want, k
+    assert page.evaluate(SITES, False) == page.evaluate(SITES, True), k
+  assert {"created", "resite"} <= seen
+
+
+# the call-site groups of the page's graph, or of a fresh load of the step shown (rep id -> members)
+SITES = """async (fresh) => {
+  const {GraphView} = await import("/static/graph.js");
+  const {api} = await import("/static/api.js");
+  const {siteGroups} = await import("/static/graphgroups.js");
+  const s = window.__viz.state;
+  let g = window.__viz.graph;
+  if (fresh === true) {
+    const host = document.createElement("div");
+    document.body.append(host);
+    g = new GraphView(host);
+    g.setData(await api.graph(s.trace, s.rw, s.step, true));
+    host.remove();
+  }
+  return [...siteGroups(g.nodes, new Set(), new Set())].map(([rep, x]) => [rep, x.site, [...x.members].sort()]).sort();
+}"""
 
 
 # pieces of clippedPath's output and of the whole curve (pathOf's pieces), as [ax, ay, cx, cy, bx, by], and whether

@@ -37,6 +37,37 @@ def _rebuilding(path: Path, depth: int, steps: int) -> Path:
                           ht.rw_end(0, None, steps), ht.END]])
 
 
+def moving_chains(path: Path, depth: int, steps: int) -> Path:
+  """A SINK over two chains of `depth` NEGs, each NEG with a call site of the user's program, above a CONST each.
+  The first half of the steps replace the first chain's bottom by a new CONST (replay rebuilds that chain in place,
+  as fresh nodes: no call site), the others the second's by NEGs over a new CONST, 3 layers taller each time (its
+  chain is rebuilt lower: moved; the new NEGs have a call site). Issue 30: rebuilt nodes that drop their old node's
+  call site, and moved ones. (The steps on a chain continue each other: a top-down rewrite's result is rewritten
+  again as a chain from the node replaced.)"""
+  site = {"file": "/home/u/model.py", "function": "forward"}
+  nodes, tops, b = [], [], 0
+  for chain_no in range(2):
+    nodes.append(ht.node(b, arg=f"c{chain_no}"))
+    nodes += [{**ht.node(b + i, "NEG", [b + i - 1]), "site": {**site, "line": 10 + chain_no}}
+              for i in range(1, depth + 1)]
+    tops.append(b + depth)
+    b += depth + 1
+  sink = b
+  nodes.append({**ht.node(sink, "SINK", tops), "arg": "None"})
+  matches, nid, bottoms = [], sink + 1, [0, depth + 1]
+  for k in range(1, steps + 1):
+    which = int(k > steps // 2)
+    nodes.append(ht.node(nid, arg=f"n{k}"))
+    nid += 1
+    for _ in range(3 * (k - steps // 2) if which else 0):  # (3 layers taller than the piece it replaces)
+      nodes.append({**ht.node(nid, "NEG", [nid - 1]), "site": {**site, "line": 30}})
+      nid += 1
+    matches.append({"t": "match", "rw": 0, "pat": 0, "before": bottoms[which], "after": nid - 1, "dt": 1})
+    bottoms[which] = nid - 1
+  return ht.write(path, [[ht.meta(), ht.ctx(0), *nodes, ht.PATTERN, ht.rw_begin(0, sink), *matches,
+                          ht.rw_end(0, None, steps), ht.END]])
+
+
 def inflated(page: str, part: str) -> str:
   """A part ("ui", "data") of the page's embedded block as text (as viz_server/export/boot.js inflates it)."""
   m = re.search(r'<script type="application/json" id="tinyviz-export">(.*?)</script>', page, re.S)

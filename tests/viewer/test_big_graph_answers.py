@@ -3,7 +3,10 @@ as runs of ids (`compact=2`), which unpack to the compact delta; a re-layout's g
 of stable layouts never sees; long edges' vertical runs are not sent point by point."""
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from support.export_helpers import moving_chains
 from support.server_helpers import apply_delta, recording
 
 from compiler import PatternMatcher, UOp, UPat, graph_rewrite
@@ -28,23 +31,62 @@ def chain(tmp_path_factory):
   return tr, rw
 
 
+def sums(runs: list[int]) -> list[int]:
+  """[difference, count, ...] runs (stepgraphs._diff_runs) -> the values."""
+  diffs = [d for i in range(0, len(runs), 2) for d in [runs[i]] * runs[i + 1]]
+  return [sum(diffs[:i + 1]) for i in range(len(diffs))]
+
+
+def flags(runs: list[int]) -> list[bool]:
+  """Run lengths, false first (stepgraphs._flag_runs) -> the flags."""
+  return [i % 2 == 1 for i, n in enumerate(runs) for _ in range(n)]
+
+
+def own(cols: dict, n: int, to: int) -> list[dict]:
+  """The fields of n rebuilt nodes sent as runs that are not their old node's (stepgraphs._own_columns): created,
+  and site where theirs is another."""
+  runs = lambda xs: [v for i in range(0, len(xs), 2) for v in [xs[i]] * xs[i + 1]]  # noqa: E731
+  created = runs(cols["created"]) if "created" in cols else [to] * n
+  drop, mine = flags(cols.get("nosite", [])), runs(cols.get("resite", []))
+  drop, mine = drop + [False] * (n - len(drop)), mine + [0] * (n - len(mine))
+  return [{"created": c, **({"site": cols["sites"][m - 1]} if m else {"site": None} if x else {})}
+          for c, x, m in zip(created, drop, mine)]
+
+
 def unpack(d: dict, before: dict) -> dict:
-  """What a compact=2 delta stands for (the level-1 entries of its `rebuilt` runs), given the graph it applies to;
-  static/graph.js renames those nodes' entries in place (_renameRebuilt)."""
-  if "rebuilt" not in d:
+  """What a compact=2 delta stands for (the level-1 entries of its `rebuilt` runs, `shifted` nodes, `straight` edges
+  and `whole` nodes), given the graph it applies to; static/graph.js renames the rebuilt nodes' entries in place
+  (_renameRebuilt) and unpacks the others (_unpack). A level-1 entry with `"site"` has that one instead of like's (None:
+  none)."""
+  if not {"rebuilt", "shifted", "straight", "whole"} & set(d):
     return d
-  def sums(runs: list[int]) -> list[int]:  # [difference, count, ...] -> values
-    diffs = [d for i in range(0, len(runs), 2) for d in [runs[i]] * runs[i + 1]]
-    return [sum(diffs[:i + 1]) for i in range(len(diffs))]
-  ids, likes = sums(d["rebuilt"]["id"]), sums(d["rebuilt"]["like"])
+  w = d.get("whole", {"id": [], "look": [], "nsrc": [], "created": [], "site": [], "src": [], "xy": [], "consts": []})
+  runs = lambda xs: [v for i in range(0, len(xs), 2) for v in [xs[i]] * xs[i + 1]]  # noqa: E731
+  starts = list(itertools.accumulate(runs(w["nsrc"]), initial=0))
+  whole = [{"id": n, **w["looks"][lk], "src": [n - s for s in w["src"][a:b]], "x": w["xy"][2 * i],
+            "y": w["xy"][2 * i + 1], "consts": [c for j, c in zip(w["consts"][::2], w["consts"][1::2]) if j == i],
+            "created": c, **({"site": w["sites"][st - 1]} if st else {})}
+           for i, (n, lk, a, b, c, st) in enumerate(zip(sums(w["id"]), runs(w["look"]), starts, starts[1:],
+                                                         runs(w["created"]), runs(w["site"])))]
+  d = {**d, "nodes_added": d["nodes_added"] + whole}
+  r, sh = d.get("rebuilt", {"id": [], "like": []}), d.get("shifted", {"id": [], "like": [], "xy": []})
+  ids, likes, sids, slikes = sums(r["id"]), sums(r["like"]), sums(sh["id"]), sums(sh["like"])
   nodes = {n["id"]: n for n in before["nodes"]}
-  renamed = {a["like"]: a["id"] for a in d["nodes_added"] if "like" in a} | dict(zip(likes, ids))
-  more = [{"id": n, "like": o, "src": [renamed.get(s, s) for s in nodes[o]["src"]], "x": nodes[o]["x"],
-           "y": nodes[o]["y"], "created": d["to"]} for n, o in zip(ids, likes)]
-  changed = [n for n in ids if n not in set(d["rebuilt_unchanged"])] + d["changed"]
-  out = {k: v for k, v in d.items() if k not in ("rebuilt", "rebuilt_unchanged")}
-  return {**out, "nodes_added": d["nodes_added"] + more, "nodes_removed": d["nodes_removed"] + likes,
-          "changed": changed}
+  renamed = {a["like"]: a["id"] for a in d["nodes_added"] if "like" in a} | dict(zip(likes, ids)) | \
+    dict(zip(slikes, sids))
+  at = [(nodes[o]["x"], nodes[o]["y"]) for o in likes] + list(zip(sh["xy"][::2], sh["xy"][1::2]))
+  more = [{"id": n, "like": o, "src": [renamed.get(s, s) for s in nodes[o]["src"]], "x": x, "y": y, **mine}
+          for n, o, (x, y), mine in zip(ids + sids, likes + slikes, at, own(r, len(ids), d["to"]) +
+                                        own(sh, len(sids), d["to"]))]
+  added = d["nodes_added"] + more
+  src_of = {a["id"]: a["src"] for a in added}
+  st = d.get("straight", {"dst": [], "index": []})
+  index = runs(st["index"])
+  straight = [{"src": src_of[n][i], "dst": n, "index": i} for n, i in zip(sums(st["dst"]), index)]
+  changed = [n for n in ids if n not in set(d.get("rebuilt_unchanged", []))] + d["changed"]
+  out = {k: v for k, v in d.items() if k not in ("rebuilt", "rebuilt_unchanged", "shifted", "straight", "whole")}
+  return {**out, "nodes_added": added, "nodes_removed": d["nodes_removed"] + likes + slikes,
+          "edges_added": d["edges_added"] + straight, "changed": changed}
 
 
 def test_rebuilt_runs_unpack_to_the_next_graph_and_are_small(chain):
@@ -118,3 +160,43 @@ def test_a_delta_asks_no_call_site_of_a_fresh_node(chain, monkeypatch):
   got = [dumps(view.delta(k, k + 1, compact=True, rebuilt=True)) for k in range(rw.matches)]
   assert got == want
   assert view.replay.fresh and asked and not [n for n in asked if n >= FRESH_BASE]
+
+
+def test_rebuilt_nodes_that_drop_a_call_site_or_move_are_sent_as_runs(tmp_path):
+  """A rebuilt node without a call site whose old node has one (every fresh node over a trace node of the user's
+  program) and a rebuilt node at a new place come as runs too (`nosite`, `shifted`), the straight in-edges a moved
+  node sends again as `straight` runs and new nodes as columns (`whole`; issue 30: such nodes went whole, 21-434 KB
+  answers); a step back, the trace's nodes made before over fresh ones, as runs with their `created` and sites
+  (`resite`); unpacked, each delta makes the graph it leads to, call sites and routes included."""
+  (tr,) = TraceStore().add_path(moving_chains(tmp_path / "m.vztrace", depth=12, steps=8))
+  rw = next(r for r in tr.rewrites.values() if r.matches)
+  view = StepGraphs(tr, rw, Replay(tr, rw))
+  seen = set()
+  for k in range(rw.matches):
+    g, want = view.graph(k), view.graph(k + 1)
+    d2 = view.delta(k, k + 1, compact=True, rebuilt=True)
+    seen |= {f for f in ("shifted", "straight", "whole") if f in d2} | {"nosite" for f in ("rebuilt", "shifted")
+                                                             if "nosite" in d2.get(f, {})}
+    # all of them as runs but the replaced node's user (its source is another node, not a renamed one)
+    assert len([a for a in d2["nodes_added"] if "like" in a]) <= 1, k
+    nodes, edges = apply_delta(g, unpack(d2, g))
+    for n in nodes.values():
+      if n.get("site", 0) is None:
+        del n["site"]
+    assert nodes == {n["id"]: n for n in want["nodes"]}, k
+    assert edges == {(e["src"], e["dst"], e["index"]): e for e in want["edges"]}, k
+    assert len(dumps(d2)) < 1_000 + 200 * len(d2.get("shifted", {"xy": []})["xy"]), k
+  assert seen == {"shifted", "straight", "whole", "nosite"}
+  for k in range(rw.matches, 0, -1):  # and back: the trace's nodes, with sites and made before, over fresh ones
+    g, want = view.graph(k), view.graph(k - 1)
+    d2 = view.delta(k, k - 1, compact=True, rebuilt=True)
+    seen |= {f for f in ("created", "resite") if f in d2.get("rebuilt", {}) or f in d2.get("shifted", {})}
+    assert len([a for a in d2["nodes_added"] if "like" in a]) <= 1, k
+    nodes, edges = apply_delta(g, unpack(d2, g))
+    for n in nodes.values():
+      if n.get("site", 0) is None:
+        del n["site"]
+    want_nodes = {n["id"]: n for n in want["nodes"]}
+    assert nodes == want_nodes, [(n, v, want_nodes.get(n)) for n, v in nodes.items() if v != want_nodes.get(n)][:2]
+    assert edges == {(e["src"], e["dst"], e["index"]): e for e in want["edges"]}, k
+  assert {"created", "resite"} <= seen
