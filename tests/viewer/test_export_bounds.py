@@ -221,3 +221,52 @@ def test_the_page_is_written_in_pieces_no_larger_than_a_few_thousand_items(tmp_p
   write(tmp_path / "a.html", packed, "x")
   assert "".join(pieces) == json.dumps(packed, separators=(",", ":"))
   assert max(map(len, pieces)) < 100_000
+
+
+class _Compressor:
+  """zlib's compressor, noting the thread of each call."""
+
+  def __init__(self, real, threads: set[int]) -> None:
+    self.real, self.threads = real(9), threads
+
+  def compress(self, data: bytes) -> bytes:
+    import threading
+    self.threads.add(threading.get_ident())
+    return self.real.compress(data)
+
+  def flush(self) -> bytes:
+    return self.real.flush()
+
+
+def test_the_page_data_is_deflated_beside_the_text_that_is_made(tmp_path, monkeypatch):
+  """page._write_digits deflates on a thread of its own (zlib lets it run beside the JSON text being made, on the
+  CPU the workers left), in chunks of DEFLATE_CHUNK text: the digits are _digits' of the whole text all the same."""
+  import threading
+  threads: set[int] = set()
+  real = page.zlib.compressobj
+  monkeypatch.setattr(page.zlib, "compressobj", lambda level: _Compressor(real, threads))
+  monkeypatch.setattr(page, "DEFLATE_CHUNK", 1_000, raising=False)
+  pieces = [json.dumps(list(range(i, i + 300))) for i in range(0, 30_000, 300)]
+  with open(tmp_path / "d", "wb") as fh:
+    n = page._write_digits(fh, iter(pieces))
+  got = page._digits("".join(pieces))
+  assert (tmp_path / "d").read_text() == got["data"] and n == got["n"]
+  assert threads and threading.get_ident() not in threads
+
+
+class _FullDisk:
+  def __init__(self) -> None:
+    self.writes = 0
+
+  def write(self, data: bytes) -> int:
+    self.writes += 1
+    raise OSError(28, "No space left on device")
+
+
+def test_a_failing_write_of_the_page_fails_the_export(monkeypatch):
+  """What fails on the deflating thread (a full disk) is raised where the page is written, once that thread ended."""
+  monkeypatch.setattr(page, "DEFLATE_CHUNK", 1_000, raising=False)
+  fh = _FullDisk()
+  with pytest.raises(OSError, match="No space"):
+    page._write_digits(fh, (json.dumps(list(range(i, i + 300))) for i in range(0, 300_000, 300)))
+  assert fh.writes == 1  # (the thread stopped writing at the first failure, and took the rest without deflating it)

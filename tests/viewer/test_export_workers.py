@@ -125,3 +125,36 @@ def test_a_worker_waits_while_its_messages_would_hold_more_than_the_budget(monke
   budget.give(3_000)
   put.join(5)
   assert not put.is_alive() and budget.held.value == 2_000
+
+
+class _Number(float):
+  """A float of a type of its own (marshal writes exact types only)."""
+
+
+def test_a_message_carries_the_workers_objects_as_they_are():
+  """A message's parts are marshal's (not JSON's): the packer gets the objects a worker made, tuples and int keys as
+  they were, as the in-process path hands them over; what marshal cannot write goes as its JSON round trip."""
+  obj = {"nodes_moved": {7: (1.5, 2.0)}, "edges": [[1, 2, 0, [[0.1, 2.5], [3.0, 4.25]]]], "s": "\u00e9\0", "n": None}
+  msg = workers._enc(b"s", [workers._part(obj), workers._part([_Number(0.5), True])])
+  assert workers._dec(msg) == [obj, [0.5, True]]
+  assert type(workers._dec(msg)[1][0]) is float
+
+
+def test_the_workers_start_before_the_rewrites_details_are_asked_for(trace, monkeypatch):
+  """collect._kept_rewrites reads the kept rewrites from the trace's store: the workers are forked first, and the
+  details and patterns are asked for while they make the views (not ~300 requests before the second CPU had work)."""
+  asked: list[str] = []
+  at_fork: list[int] = []
+  real = workers.forked
+
+  def spy(*args, **kwargs):  # (a generator: its body runs, and forks, at the first rewrite asked of it)
+    at_fork.append(sum("/rewrites/" in url for url in asked))
+    yield from real(*args, **kwargs)
+
+  monkeypatch.setattr(workers, "forked", spy)
+  with OfflineApi(record_small(trace)) as api:
+    get = api.get
+    monkeypatch.setattr(api, "get", lambda url: (asked.append(url), get(url))[1])
+    data = collect_packed(api, jobs=2)
+  details = [url for url in asked if "/rewrites/" in url]
+  assert at_fork == [0] and len(details) == len(data["graphs"]) >= 2
