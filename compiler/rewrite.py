@@ -529,11 +529,12 @@ class _Rewriter:
     self.pm, self.ctx, self.bottom_up, self.name, self.rec = pm, ctx, bottom_up, name, rec
     self.rw_id, self.matches, self.replace, self.last_rule = 0, 0, {}, None
 
-  def _apply(self, u: UOp) -> tuple[UOp | None, Rule | None]:
-    """The first rule's result for u (and the rule), or (None, None); no clock, no bookkeeping (not recording)."""
+  def _apply(self, u: UOp, rules: tuple[Rule, ...] | None = None) -> tuple[UOp | None, Rule | None]:
+    """The first rule's result for u (and the rule), or (None, None); no clock, no bookkeeping (not recording).
+    rules: pm.rules_for(u) where the caller has looked them up."""
     ctx, pm = self.ctx, self.pm
-    # (rules_for's lookup, inlined)
-    rules = pm._by_src0.get((u.op, u.dtype if pm._by_dtype else None, u.src[0].op if u.src else None))
+    if rules is None:  # (rules_for's lookup, inlined)
+      rules = pm._by_src0.get((u.op, u.dtype if pm._by_dtype else None, u.src[0].op if u.src else None))
     for rule in rules if rules is not None else pm.rules_for(u):
       cap = rule.node_cap
       if cap is not None and rule.node_test is not None and not rule.node_test(u):
@@ -554,8 +555,8 @@ class _Rewriter:
     self.last_rule = rule
     return ret, rule
 
-  def _fixed_point(self, u: UOp) -> UOp:
-    new, rule = self._apply(u)
+  def _fixed_point(self, u: UOp, first_rules: tuple[Rule, ...] | None = None) -> UOp:
+    new, rule = self._apply(u, first_rules)
     if new is None:  # most nodes match nothing: no chain to follow, nothing to allocate
       return u
     seen: set[UOp] = {u}
@@ -584,13 +585,20 @@ class _Rewriter:
   def rewrite(self, root: UOp) -> UOp:
     replace = self.replace
     in_progress: set[UOp] = set()
-    # stack entries: (original node, stage, current node, chain length)
-    stack: list[tuple[UOp, int, UOp, int]] = [(root, 0, root, 0)]
+    changed: set[UOp] = set()  # the final nodes whose result is another node (replace[n] is not n)
+    # stack entries: (original node, stage, current node, chain length), or a bare node: (node, 0, node, 0)
+    stack: list[tuple[UOp, int, UOp, int] | UOp] = [root]
     bottom_up = self.bottom_up
     recording = self.rec is not None
-    final, final_or_none = replace.__getitem__, replace.get
+    final, is_final = replace.__getitem__, replace.__contains__
+    pm = self.pm
+    by_src0, by_dtype = pm._by_src0.get, pm._by_dtype
     while stack:
-      n, stage, new_n, chain = stack.pop()
+      n = stack.pop()
+      if type(n) is tuple:
+        n, stage, new_n, chain = n
+      else:  # (a source to rewrite: pushed bare, no tuple made and unpacked for most of the stack's entries)
+        new_n, stage, chain = n, 0, 0
       if stage == 0:
         if n in replace:
           continue
@@ -599,27 +607,36 @@ class _Rewriter:
           by = f" (last rule: {rule.name!r} at {_loc(rule)})" if rule is not None else ""
           raise RewriteLoopError(f"graph_rewrite {self.name!r} does not converge: a {n.op.name} node is part of "
                                  f"its own rewrite result{by}")
-        in_progress.add(n)
+        src = n.src
         if not bottom_up:
-          new_n = self._fixed_point(new_n)
-          if not new_n.src:  # a leaf: final now (what stage 1 would find, without the round trip)
+          # (_apply's rule lookup, asked here first: most nodes of most passes have no rule of their op, dtype and
+          # first source's op, and then no rewrite to follow: no call)
+          rules = by_src0((n.op, n.dtype if by_dtype else None, src[0].op if src else None))
+          if rules is None:
+            rules = pm.rules_for(n)
+          if rules:
+            new_n = self._fixed_point(n, rules)
+            src = new_n.src
+          if not src:  # a leaf: final now (what stage 1 would find, without the round trip or in_progress)
             replace[n] = replace[new_n] = new_n
-            in_progress.discard(n)
+            if n is not new_n:
+              changed.add(n)
             continue
-        src = new_n.src
-        new_src = tuple(map(final_or_none, src))
-        if None in new_src:  # (no result is None)
+        in_progress.add(n)  # (until its result is final: met again before, it is part of its own result)
+        if not all(map(is_final, src)):  # (stops at the first source not done: on a first visit, the first)
           stack.append((n, 1, new_n, chain))
-          stack.extend([(s, 0, s, 0) for s in reversed(src) if s not in replace])
+          stack.extend([s for s in reversed(src) if s not in replace])
           continue
         stage = 1  # its sources are final (every lane expansion makes): on to stage 1 now, not by the stack
       elif stage == 1:
         src = new_n.src
-        new_src = tuple(map(final, src))
       if stage == 1:
-        if new_src == src:  # UOp has no __eq__: element identity, compared in C
+        if changed.isdisjoint(src):  # every source is its own result (no tuple of the results made to compare)
           if bottom_up:
-            new, rule = self._apply(new_n)
+            rules = by_src0((new_n.op, new_n.dtype if by_dtype else None, src[0].op if src else None))
+            if rules is None:
+              rules = pm.rules_for(new_n)
+            new, rule = self._apply(new_n, rules) if rules else (None, None)
             if new is not None:
               if chain > MAX_CHAIN:
                 self._loop([rule], new_n)
@@ -627,9 +644,11 @@ class _Rewriter:
               stack.append((new, 0, new, chain + 1))
               continue
           replace[n] = replace[new_n] = new_n  # a final node is its own result: never walk it again
+          if n is not new_n:
+            changed.add(n)
           in_progress.discard(n)
-        else:
-          rebuilt = UOp(new_n.op, new_n.dtype, new_src, new_n.arg)  # (new_n.replace(src=...), without its kwargs)
+        else:  # (new_n.replace(src=...), without its kwargs)
+          rebuilt = UOp(new_n.op, new_n.dtype, tuple(map(final, src)), new_n.arg)
           if recording and new_n.callsite is not None and rebuilt.callsite is None:
             recorder.inherit_callsite(rebuilt, new_n)  # the same op of the user's line, over rewritten sources
           if chain > MAX_CHAIN:
@@ -637,7 +656,9 @@ class _Rewriter:
           stack.append((n, 2, rebuilt, chain))
           stack.append((rebuilt, 0, rebuilt, chain + 1))
       else:
-        replace[n] = replace[new_n]
+        got = replace[n] = replace[new_n]  # (new_n: n's rewrite, whose result is not n: that would be a loop)
+        if got is not n:
+          changed.add(n)
         in_progress.discard(n)
     return replace[root]
 
@@ -646,10 +667,11 @@ class _RecordedRewriter(_Rewriter):
   """_Rewriter while recording: its own class, so that a node tried costs no test of whether to record."""
   __slots__ = ()
 
-  def _apply(self, u: UOp) -> tuple[UOp | None, Rule | None]:
+  def _apply(self, u: UOp, rules: tuple[Rule, ...] | None = None) -> tuple[UOp | None, Rule | None]:
     """_Rewriter._apply's rules tried the same way, each rule's call timed: a match is recorded with its time."""
     ctx, pm, rec = self.ctx, self.pm, self.rec
-    rules = pm._by_src0.get((u.op, u.dtype if pm._by_dtype else None, u.src[0].op if u.src else None))
+    if rules is None:
+      rules = pm._by_src0.get((u.op, u.dtype if pm._by_dtype else None, u.src[0].op if u.src else None))
     for rule in rules if rules is not None else pm.rules_for(u):
       cap = rule.node_cap
       if cap is not None and rule.node_test is not None and not rule.node_test(u):

@@ -17,7 +17,7 @@ import numpy as np
 
 from compiler.dtype import DType, PtrDType, dtypes, truncate
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
-from compiler.uop import GroupOp, Ops, UOp, arg_str, exec_alu, register_simplifier, toposort
+from compiler.uop import FastOps, GroupOp, Ops, UOp, arg_str, exec_alu, register_simplifier, toposort
 
 # ---- helpers
 
@@ -98,8 +98,12 @@ def order_key(u: UOp) -> tuple:
 
 # ---- linear forms: an int expression as sum(coeff * term) + const
 
+_SUMS = frozenset((Ops.ADD, Ops.SUB, Ops.NEG))
+
+
 def _is_linear(u: UOp) -> bool:
-  return u.op in (Ops.ADD, Ops.SUB, Ops.NEG) or (u.op is Ops.MUL and Ops.CONST in (u.src[0].op, u.src[1].op))
+  op = u.op
+  return op in _SUMS or (op is FastOps.MUL and FastOps.CONST in (u.src[0].op, u.src[1].op))
 
 
 def linear_form(u: UOp) -> tuple[dict[UOp, int], int]:
@@ -115,15 +119,15 @@ def linear_form(u: UOp) -> tuple[dict[UOp, int], int]:
     c = coeff.pop(x, 0)
     if c == 0:
       continue
-    if x.op is Ops.CONST:
+    if x.op is FastOps.CONST:
       k += c * x.arg
     elif not _is_linear(x):
       terms[x] = terms.get(x, 0) + c
-    elif x.op is Ops.MUL:
-      v, cst = (x.src[0], x.src[1]) if x.src[1].op is Ops.CONST else (x.src[1], x.src[0])
+    elif x.op is FastOps.MUL:
+      v, cst = (x.src[0], x.src[1]) if x.src[1].op is FastOps.CONST else (x.src[1], x.src[0])
       coeff[v] = coeff.get(v, 0) + c * cst.arg
     else:
-      signs = (-1,) if x.op is Ops.NEG else (1, -1) if x.op is Ops.SUB else (1, 1)
+      signs = (-1,) if x.op is FastOps.NEG else (1, -1) if x.op is FastOps.SUB else (1, 1)
       for s, sign in zip(x.src, signs):
         coeff[s] = coeff.get(s, 0) + c * sign
   return {t: c for t, c in terms.items() if c != 0}, k

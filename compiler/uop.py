@@ -60,6 +60,17 @@ class GroupOp:
   Idempotent = {Ops.MAX, Ops.AND, Ops.OR}
 
 
+class FastOps:
+  """Ops' members (the same objects) as plain class attributes, for code that runs per node or per lane (bounds, the
+  symbolic linear forms, the expander and vectorizer, the linearizer, the LLVM renderer): on Python 3.11 `Ops.X` is a
+  lookup through EnumType.__getattr__'s hook (~90 ns; a plain class's attribute ~20)."""
+
+
+for _op in Ops:
+  setattr(FastOps, _op.name, _op)
+del _op
+
+
 class AxisType(Enum):
   """What a RANGE becomes in the kernel (its color in the UI: compiler.opt.kernel.AXIS_COLORS)."""
   GLOBAL = auto(); THREAD = auto(); LOCAL = auto(); LOOP = auto(); GROUP_REDUCE = auto()  # noqa: E702
@@ -182,7 +193,15 @@ class UOpMetaClass(type):
       ret = ref()
       if ret is not None:
         return ret
-    ret = _new_uop(cls, op, dtype, src, arg)
+    # (a new node's fields set here, not in a function of their own: codegen makes ~70k new nodes a training step)
+    set_op, set_dtype, set_src, set_arg, set_mm, set_trace_id = _set_fields
+    ret = object.__new__(cls)
+    set_op(ret, op)
+    set_dtype(ret, dtype)
+    set_src(ret, tuple(src))
+    set_arg(ret, arg)
+    set_mm(ret, None)
+    set_trace_id(ret, 0)
     ref = _UCACHE[key] = _KeyRef(ret, _forget)
     ref.key = key
     return ret
@@ -385,19 +404,8 @@ class UOp(metaclass=UOpMetaClass):
 
 # a new UOp's fields set through their slots' descriptors (C), not an __init__ of object.__setattr__ calls (Python, a
 # name looked up each): codegen makes ~100k new nodes a big kernel, and a new node took 1.9 us that way, 1.6 this one
+# (UOpMetaClass.__call__'s)
 _set_fields = tuple(UOp.__dict__[k].__set__ for k in ("op", "dtype", "src", "arg", "_mm", "_trace_id"))
-
-
-def _new_uop(cls: type, op: Ops, dtype: DType, src: tuple, arg: Any) -> UOp:
-  set_op, set_dtype, set_src, set_arg, set_mm, set_trace_id = _set_fields
-  u = object.__new__(cls)
-  set_op(u, op)
-  set_dtype(u, dtype)
-  set_src(u, tuple(src))
-  set_arg(u, arg)
-  set_mm(u, None)
-  set_trace_id(u, 0)
-  return u
 
 
 # ---- bounds (vmin/vmax), iterative so deep graphs don't recurse
@@ -416,79 +424,90 @@ _RANGES: dict[DType, tuple[Any, Any]] = {}  # a scalar dtype's (min, max), asked
 
 
 def _bounds_one(u: UOp) -> tuple[Any, Any]:
-  dt = u.dtype.scalar()
-  if u.op is Ops.CONST:
+  """u's (vmin, vmax) from its sources' (every source's bounds are known: _bounds walks sources first). The sources'
+  bounds are read from their slots, not through vmin/vmax (two property calls a read: fold_by_bounds asks this of every
+  int lane the expander makes)."""
+  op = u.op
+  if op is FastOps.CONST:
     return (u.arg, u.arg)
-  if u.op is Ops.DEFINE_VAR:
+  if op is FastOps.DEFINE_VAR:
     return (u.arg[1], u.arg[2])
-  if u.op is Ops.RANGE:
-    return (0, u.src[0].vmax - 1)
-  if u.op is Ops.BIND:
-    return u.src[0].vmin, u.src[0].vmax
+  s = u.src
+  mm = [x._mm or _bounds(x) for x in s]  # (a bounds tuple is never empty)
+  if op is FastOps.RANGE:
+    return (0, mm[0][1] - 1)
+  if op is FastOps.BIND:
+    return mm[0][0], mm[0][1]
+  dt = u.dtype.scalar()
   rng = _RANGES.get(dt)
   if rng is None:
     rng = _RANGES[dt] = (dtypes.min(dt), dtypes.max(dt))
   lo, hi = rng
-  if dt == dtypes.bool and u.op in GroupOp.Comparison:
-    a, b = u.src
+  if op in GroupOp.Comparison and dt == dtypes.bool:
+    a = s[0]
     if a.dtype.scalar() == dtypes.bool or not (dtypes.is_int(a.dtype) or a.dtype == dtypes.bool):
       return (False, True)
-    if u.op is Ops.CMPLT:
-      if a.vmax < b.vmin:
+    (amin, amax), (bmin, bmax) = mm
+    if op is FastOps.CMPLT:
+      if amax < bmin:
         return (True, True)
-      if a.vmin >= b.vmax:
+      if amin >= bmax:
         return (False, False)
-    if u.op in (Ops.CMPNE, Ops.CMPEQ):
-      disjoint = a.vmax < b.vmin or a.vmin > b.vmax
-      same = a.vmin == a.vmax == b.vmin == b.vmax
+    if op in (FastOps.CMPNE, FastOps.CMPEQ):
+      disjoint = amax < bmin or amin > bmax
+      same = amin == amax == bmin == bmax
       if disjoint or same:
-        v = (u.op is Ops.CMPNE) == disjoint
+        v = (op is FastOps.CMPNE) == disjoint
         return (v, v)
     return (False, True)
   if not (dtypes.is_int(dt) or dt == dtypes.bool):
     return (lo, hi)
-  s = u.src
-  res: tuple[Any, Any] | None = None
-  if u.op is Ops.ADD:
-    res = (s[0].vmin + s[1].vmin, s[0].vmax + s[1].vmax)
-  elif u.op is Ops.SUB:
-    res = (s[0].vmin - s[1].vmax, s[0].vmax - s[1].vmin)
-  elif u.op is Ops.MUL:
-    c = [s[0].vmin * s[1].vmin, s[0].vmin * s[1].vmax, s[0].vmax * s[1].vmin, s[0].vmax * s[1].vmax]
-    res = (min(c), max(c))
-  elif u.op is Ops.NEG:
-    res = (-s[0].vmax, -s[0].vmin)
-  elif u.op is Ops.MAX:
-    res = (max(s[0].vmin, s[1].vmin), max(s[0].vmax, s[1].vmax))
-  elif u.op is Ops.IDIV and s[1].vmin > 0:
-    c = [_cdiv(s[0].vmin, s[1].vmin), _cdiv(s[0].vmin, s[1].vmax), _cdiv(s[0].vmax, s[1].vmin),
-         _cdiv(s[0].vmax, s[1].vmax)]
-    res = (min(c), max(c))
-  elif u.op is Ops.MOD and s[1].vmin > 0:
-    m = s[1].vmax
-    if s[0].vmin >= 0:
-      res = (s[0].vmin, s[0].vmax) if s[0].vmax < s[1].vmin else (0, min(m - 1, s[0].vmax))
-    elif s[0].vmax <= 0:
-      res = (max(-(m - 1), s[0].vmin), 0)
-    else:
-      res = (-(m - 1), m - 1)
-  elif u.op is Ops.AND and s[1].op is Ops.CONST and isinstance(s[1].arg, int) and s[1].arg >= 0:
-    res = (0, s[1].arg) if dt != dtypes.bool else (False, True)
-  elif u.op is Ops.WHERE:
-    res = (min(s[1].vmin, s[2].vmin), max(s[1].vmax, s[2].vmax))
-  elif u.op is Ops.CAST and (dtypes.is_int(s[0].dtype) or s[0].dtype.scalar() == dtypes.bool):
-    res = (s[0].vmin, s[0].vmax)
-  elif u.op is Ops.SHL and s[1].op is Ops.CONST and s[0].vmin >= 0 and 0 <= s[1].arg < 8 * dt.itemsize:
-    res = (s[0].vmin << s[1].arg, s[0].vmax << s[1].arg)
-  elif u.op is Ops.SHR and s[1].op is Ops.CONST and s[0].vmin >= 0 and 0 <= s[1].arg < 8 * dt.itemsize:
-    res = (s[0].vmin >> s[1].arg, s[0].vmax >> s[1].arg)
-  elif u.op is Ops.SPECIAL:
-    res = (0, s[0].vmax - 1) if s else None
+  res = _int_bounds(op, s, mm, dt)
   if res is None or res[0] < lo or res[1] > hi:
     return (lo, hi)  # unknown, or it may overflow: claim nothing
   if dt == dtypes.bool:
     return (bool(res[0]), bool(res[1]))
   return res
+
+
+def _int_bounds(op: Ops, s: tuple[UOp, ...], mm: list[tuple[Any, Any]], dt: DType) -> tuple[Any, Any] | None:
+  """An int/bool node's bounds from its sources' `mm` (None: unknown), before the check for overflow."""
+  if op is FastOps.ADD:
+    return (mm[0][0] + mm[1][0], mm[0][1] + mm[1][1])
+  if op is FastOps.SUB:
+    return (mm[0][0] - mm[1][1], mm[0][1] - mm[1][0])
+  if op is FastOps.MUL:
+    (a0, a1), (b0, b1) = mm
+    c = [a0 * b0, a0 * b1, a1 * b0, a1 * b1]
+    return (min(c), max(c))
+  if op is FastOps.NEG:
+    return (-mm[0][1], -mm[0][0])
+  if op is FastOps.MAX:
+    return (max(mm[0][0], mm[1][0]), max(mm[0][1], mm[1][1]))
+  if op is FastOps.IDIV and mm[1][0] > 0:
+    (a0, a1), (b0, b1) = mm
+    c = [_cdiv(a0, b0), _cdiv(a0, b1), _cdiv(a1, b0), _cdiv(a1, b1)]
+    return (min(c), max(c))
+  if op is FastOps.MOD and mm[1][0] > 0:
+    (a0, a1), (b0, m) = mm
+    if a0 >= 0:
+      return (a0, a1) if a1 < b0 else (0, min(m - 1, a1))
+    if a1 <= 0:
+      return (max(-(m - 1), a0), 0)
+    return (-(m - 1), m - 1)
+  if op is FastOps.AND and s[1].op is FastOps.CONST and isinstance(s[1].arg, int) and s[1].arg >= 0:
+    return (0, s[1].arg) if dt != dtypes.bool else (False, True)
+  if op is FastOps.WHERE:
+    return (min(mm[1][0], mm[2][0]), max(mm[1][1], mm[2][1]))
+  if op is FastOps.CAST and (dtypes.is_int(s[0].dtype) or s[0].dtype.scalar() == dtypes.bool):
+    return (mm[0][0], mm[0][1])
+  if op is FastOps.SHL and s[1].op is FastOps.CONST and mm[0][0] >= 0 and 0 <= s[1].arg < 8 * dt.itemsize:
+    return (mm[0][0] << s[1].arg, mm[0][1] << s[1].arg)
+  if op is FastOps.SHR and s[1].op is FastOps.CONST and mm[0][0] >= 0 and 0 <= s[1].arg < 8 * dt.itemsize:
+    return (mm[0][0] >> s[1].arg, mm[0][1] >> s[1].arg)
+  if op is FastOps.SPECIAL:
+    return (0, mm[0][1] - 1) if s else None
+  return None
 
 
 # ---- graph walks

@@ -28,7 +28,7 @@ from compiler.codegen.simplify import index_linear_form
 from compiler.dtype import DType, PtrDType, dtypes
 from compiler.host import vector_bytes
 from compiler.rewrite import PatternMatcher, UPat
-from compiler.uop import GroupOp, Ops, UOp, toposort
+from compiler.uop import FastOps, GroupOp, Ops, UOp, toposort
 
 MAX_LANES = 4096  # per store and per reduce: more than this many unrolled copies is a runaway opt, not a kernel
 MAX_VEC = 16  # widest vector codegen forms
@@ -82,13 +82,13 @@ def _unroll(lanes: list[UOp], axes: Axes) -> UOp:
 
 def _lanes_over(u: UOp, axes: Axes) -> list[UOp]:
   """u's value in each lane of `axes`: its own lanes where it is an UNROLL, else itself in every lane."""
-  if u.op is not Ops.UNROLL:
+  if u.op is not FastOps.UNROLL:
     return [u] * math.prod(n for _, n in axes)
   return [u.src[i] for i in _lane_of(u.arg, axes)]
 
 
 def _union(srcs: tuple[UOp, ...]) -> Axes:
-  return tuple(sorted({ax for s in srcs if s.op is Ops.UNROLL for ax in s.arg}))
+  return tuple(sorted({ax for s in srcs if s.op is FastOps.UNROLL for ax in s.arg}))
 
 
 def range_lanes(ctx: dict, r: UOp) -> UOp | None:
@@ -117,13 +117,13 @@ def chain(op: Ops, vals: list[UOp]) -> UOp:
 
 def contract_reduce(red: UOp) -> UOp | None:
   """A REDUCE over UNROLL ranges: per lane of the axes it keeps, its input's lanes over the reduced ones in order."""
-  unr = [r for r in red.src[1:] if r.op is Ops.UNROLL]
+  unr = [r for r in red.src[1:] if r.op is FastOps.UNROLL]
   if not unr:
     return None
-  loops = tuple(r for r in red.src[1:] if r.op is not Ops.UNROLL)
+  loops = tuple(r for r in red.src[1:] if r.op is not FastOps.UNROLL)
   v = red.src[0]
   reduced = tuple(ax for r in unr for ax in r.arg)  # in the REDUCE's order: the order values accumulate in
-  kept = tuple(ax for ax in (v.arg if v.op is Ops.UNROLL else ()) if ax not in reduced)
+  kept = tuple(ax for ax in (v.arg if v.op is FastOps.UNROLL else ()) if ax not in reduced)
   # kept axes outer, so each kept lane's values are consecutive (_lane_of maps this order to v's own)
   all_lanes = _lanes_over(v, kept + reduced)
   per = math.prod(n for _, n in reduced)
@@ -131,10 +131,10 @@ def contract_reduce(red: UOp) -> UOp | None:
   for k in range(len(all_lanes) // per):
     vals = all_lanes[k * per:(k + 1) * per]
     dt = vals[0].dtype
-    if vals[0].op is Ops.CONTRACT:  # already unrolled over other axes: keep one flat list of values
+    if vals[0].op is FastOps.CONTRACT:  # already unrolled over other axes: keep one flat list of values
       vals = [x for c in vals for x in c.src]
     out.append(chain(red.arg, vals) if not loops else
-               UOp(Ops.REDUCE, red.dtype, (UOp(Ops.CONTRACT, dt, tuple(vals)), *loops), red.arg))
+               UOp(FastOps.REDUCE, red.dtype, (UOp(FastOps.CONTRACT, dt, tuple(vals)), *loops), red.arg))
   return out[0] if not kept else _unroll(out, kept)
 
 
@@ -145,7 +145,7 @@ def sink_lanes(sink: UOp) -> UOp:
 
 def _has_unroll(u: UOp) -> bool:
   for s in u.src:  # (a loop, not any() over a generator: asked of every node the expander walks)
-    if s.op is Ops.UNROLL:
+    if s.op is FastOps.UNROLL:
       return True
   return False
 
@@ -194,7 +194,7 @@ def group_stores(ctx: dict, sink: UOp) -> UOp | None:
   groups: dict[tuple, list[tuple[int, UOp]]] = {}
   for st in sink.src:
     ix = st.src[0]
-    if st.src[1].dtype.count != 1 or st.op is not Ops.STORE:
+    if st.src[1].dtype.count != 1 or st.op is not FastOps.STORE:
       continue
     terms, c = index_linear_form(ix.src[1])
     key = (ix.src[0], frozenset(terms.items()), ix.src[2] if len(ix.src) > 2 else None)
@@ -219,10 +219,10 @@ def group_stores(ctx: dict, sink: UOp) -> UOp | None:
       if first.src[1] in lane_of:  # a lane of a vector accumulator stored alone (a store strided along its lanes)
         replace[first] = first.replace(src=(first.src[0], lane_of[first.src[1]], *first.src[2:]))
       continue
-    val = UOp(Ops.VECTORIZE, first.src[1].dtype.vec(n), tuple(lane_of.get(st.src[1], st.src[1]) for _, st in run))
+    val = UOp(FastOps.VECTORIZE, first.src[1].dtype.vec(n), tuple(lane_of.get(st.src[1], st.src[1]) for _, st in run))
     ix = first.src[0]
-    vix = UOp(Ops.INDEX, vec_ptr(ix.src[0].dtype.base, n), ix.src)
-    replace[first] = UOp(Ops.STORE, dtypes.void, (vix, val))
+    vix = UOp(FastOps.INDEX, vec_ptr(ix.src[0].dtype.base, n), ix.src)
+    replace[first] = UOp(FastOps.STORE, dtypes.void, (vix, val))
     for _, st in run[1:]:
       replace[st] = None
   if not replace:
@@ -252,7 +252,7 @@ def _alike(x: UOp, y: UOp) -> int:
     return 3
   if x.op is not y.op:
     return 0
-  if x.op is Ops.LOAD and x.src[0].src[0] is not y.src[0].src[0]:
+  if x.op is FastOps.LOAD and x.src[0].src[0] is not y.src[0].src[0]:
     return 1
   return 2
 
@@ -268,7 +268,7 @@ def _align(s0: UOp, s: UOp) -> tuple[UOp, ...]:
 def push_vectorize(vec: UOp) -> UOp | None:
   s0 = vec.src[0]
   n = len(vec.src)
-  if all(s is s0 for s in vec.src) or s0.op is Ops.CONST:
+  if all(s is s0 for s in vec.src) or s0.op is FastOps.CONST:
     return None
   # (dtypes are interned: `is` answers first, where != is a Python call a lane)
   if any(s.op is not s0.op or (s.dtype is not s0.dtype and s.dtype != s0.dtype) or s.arg != s0.arg or
@@ -279,16 +279,17 @@ def push_vectorize(vec: UOp) -> UOp | None:
     # lanes of a CAST or comparison agree on the result dtype but may read different source dtypes
     if any(x.dtype is not y.dtype and x.dtype != y.dtype for ln in lanes[1:] for x, y in zip(ln, lanes[0])):
       return None
-    srcs = tuple(UOp(Ops.VECTORIZE, s0.src[i].dtype.vec(n), tuple(ln[i] for ln in lanes)) for i in range(len(s0.src)))
+    srcs = tuple(UOp(FastOps.VECTORIZE, s0.src[i].dtype.vec(n), tuple(ln[i] for ln in lanes))
+                 for i in range(len(s0.src)))
     return UOp(s0.op, s0.dtype.vec(n), srcs, s0.arg)
-  if s0.op is Ops.REDUCE:
+  if s0.op is FastOps.REDUCE:
     if any(s.src[1:] != s0.src[1:] for s in vec.src):
       return None
     if vector_accumulators(s0) is not None and _gathers_across(vec.src):
       return None  # each lane's reduce walks contiguous loads: vector accumulators, not a gather per value
-    v = UOp(Ops.VECTORIZE, s0.src[0].dtype.vec(n), tuple(s.src[0] for s in vec.src))
-    return UOp(Ops.REDUCE, s0.dtype.vec(n), (v, *s0.src[1:]), s0.arg)
-  if s0.op is Ops.LOAD and len(s0.src) == 1:
+    v = UOp(FastOps.VECTORIZE, s0.src[0].dtype.vec(n), tuple(s.src[0] for s in vec.src))
+    return UOp(FastOps.REDUCE, s0.dtype.vec(n), (v, *s0.src[1:]), s0.arg)
+  if s0.op is FastOps.LOAD and len(s0.src) == 1:
     return vector_load(vec)
   return None
 
@@ -309,13 +310,14 @@ def vector_load(vec: UOp) -> UOp | None:
   if offs == list(range(n)):
     if not one_gate and vec.dtype.scalar() == dtypes.bool:
       return None  # (a bool is loaded as a byte and compared: no masked vector of it)
-    vix = UOp(Ops.INDEX, vec_ptr(ix0.src[0].dtype.base, n), ix0.src if one_gate else (*ix0.src[:2], _lanes(gates)))
-    return UOp(Ops.LOAD, vec.dtype, (vix,))
+    vix = UOp(FastOps.INDEX, vec_ptr(ix0.src[0].dtype.base, n), ix0.src if one_gate else (*ix0.src[:2], _lanes(gates)))
+    return UOp(FastOps.LOAD, vec.dtype, (vix,))
   if one_gate or offs is None or any(offs):
     return None
   any_valid = None if None in gates else functools.reduce(operator.or_, gates)
-  ld = UOp(Ops.LOAD, vec.src[0].dtype, (ix0.replace(src=ix0.src[:2] + (() if any_valid is None else (any_valid,))),))
-  return _lanes(gates).where(UOp(Ops.VECTORIZE, vec.dtype, (ld,) * n), UOp.const(vec.dtype, 0))
+  gated = ix0.replace(src=ix0.src[:2] + (() if any_valid is None else (any_valid,)))
+  ld = UOp(FastOps.LOAD, vec.src[0].dtype, (gated,))
+  return _lanes(gates).where(UOp(FastOps.VECTORIZE, vec.dtype, (ld,) * n), UOp.const(vec.dtype, 0))
 
 
 def _lanes(gates: list[UOp | None]) -> UOp:
@@ -327,15 +329,15 @@ def _lanes(gates: list[UOp | None]) -> UOp:
 def _gathers_across(reds: tuple[UOp, ...]) -> bool:
   """Whether one vector of these REDUCEs' lanes (stores side by side: a weight gradient's or A B^T's outputs) would
   gather some unrolled value lane by lane (their loads are contiguous along the reduce, not across the outputs)."""
-  vals = [r.src[0].src if r.src[0].op is Ops.CONTRACT else (r.src[0],) for r in reds]
+  vals = [r.src[0].src if r.src[0].op is FastOps.CONTRACT else (r.src[0],) for r in reds]
   return any(vector_of(tuple(v[p] for v in vals)) is None for p in range(len(vals[0])))
 
 
 def _load_offsets(red: UOp) -> dict[tuple, list[int]]:
   """The constant offsets of the loads under a REDUCE's values, per (buffer, non-constant terms of the index)."""
   out: dict[tuple, list[int]] = {}
-  for u in toposort(red.src[0], lambda u: u.op is not Ops.LOAD):  # (not into the index math)
-    if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX:
+  for u in toposort(red.src[0], lambda u: u.op is not FastOps.LOAD):  # (not into the index math)
+    if u.op is FastOps.LOAD and u.src[0].op is FastOps.INDEX:
       terms, c = index_linear_form(u.src[0].src[1])
       out.setdefault((u.src[0].src[0], frozenset(terms.items())), []).append(c)
   return {k: sorted(v) for k, v in out.items()}
@@ -394,8 +396,9 @@ def regroup_accumulators(runs: list[tuple[UOp, ...]], vbytes: int) -> dict[UOp, 
   pool: dict[tuple, list[tuple[UOp, ...]]] = {}
   for vals in runs:
     r0 = vals[0]
-    if r0.op is not Ops.REDUCE or r0.dtype.count != 1 or r0.dtype.scalar() == dtypes.bool or \
-        any(v.op is not Ops.REDUCE or v.src[1:] != r0.src[1:] or v.arg != r0.arg or v.dtype != r0.dtype for v in vals):
+    if r0.op is not FastOps.REDUCE or r0.dtype.count != 1 or r0.dtype.scalar() == dtypes.bool or \
+        any(v.op is not FastOps.REDUCE or v.src[1:] != r0.src[1:] or v.arg != r0.arg or v.dtype != r0.dtype
+            for v in vals):
       continue
     if vector_accumulators(r0) is None:
       pool.setdefault((r0.src[1:], r0.arg, r0.dtype), []).append(vals)
@@ -412,8 +415,8 @@ def regroup_accumulators(runs: list[tuple[UOp, ...]], vbytes: int) -> dict[UOp, 
     if regs > before or (regs == before and not gathers):
       continue
     for g in groups:
-      vec = UOp(Ops.VECTORIZE, dt.vec(len(g)), tuple(g))
-      out.update((r, UOp(Ops.GEP, dt, (vec,), k)) for k, r in enumerate(g))
+      vec = UOp(FastOps.VECTORIZE, dt.vec(len(g)), tuple(g))
+      out.update((r, UOp(FastOps.GEP, dt, (vec,), k)) for k, r in enumerate(g))
   return out
 
 
@@ -421,17 +424,17 @@ def vector_of(lanes: tuple[UOp, ...]) -> UOp | None:
   """The lanes as one vector value built by vector ops down to vector loads, broadcasts and constants; None when
   some source would have to be gathered lane by lane."""
   s0 = lanes[0]
-  vec = UOp(Ops.VECTORIZE, s0.dtype.vec(len(lanes)), lanes)
-  if all(s is s0 for s in lanes) or all(s.op is Ops.CONST for s in lanes):
+  vec = UOp(FastOps.VECTORIZE, s0.dtype.vec(len(lanes)), lanes)
+  if all(s is s0 for s in lanes) or all(s.op is FastOps.CONST for s in lanes):
     return vec
-  if s0.op is Ops.REDUCE:
+  if s0.op is FastOps.REDUCE:
     return None
   step = push_vectorize(vec)
-  if step is None or step.op is Ops.LOAD:
+  if step is None or step.op is FastOps.LOAD:
     return step
   srcs = []
   for s in step.src:
-    v = vector_of(s.src) if s.op is Ops.VECTORIZE else s
+    v = vector_of(s.src) if s.op is FastOps.VECTORIZE else s
     if v is None and s.dtype.scalar() == dtypes.bool:
       v = s  # a mask whose lanes simplified apart (a padded window's bounds): put together lane by lane, index math
     if v is None:
@@ -499,17 +502,17 @@ def vector_accumulators(red: UOp) -> UOp | None:
   sum): REDUCE(CONTRACT(vector(v0..vw-1), vector(vw..)), ...) of w-lane vector accumulators, combined across their
   lanes after the loop. Unrolling such a reduce otherwise gives one scalar chain per value."""
   c = red.src[0]
-  if red.dtype.count != 1 or c.op is not Ops.CONTRACT or red.dtype.scalar() == dtypes.bool:
+  if red.dtype.count != 1 or c.op is not FastOps.CONTRACT or red.dtype.scalar() == dtypes.bool:
     return None
   n = len(c.src)
   w = next((w for w in VECTOR_ACC if n % w == 0 and w <= MAX_VEC), None)
   if w is None:
     return None
   vecs = [vector_of(c.src[k:k + w]) for k in range(0, n, w)]
-  if any(v is None or v.op is Ops.VECTORIZE for v in vecs):
+  if any(v is None or v.op is FastOps.VECTORIZE for v in vecs):
     return None
   vdt = red.dtype.vec(w)
-  acc = UOp(Ops.REDUCE, vdt, (UOp(Ops.CONTRACT, vdt, tuple(vecs)), *red.src[1:]), red.arg)
+  acc = UOp(FastOps.REDUCE, vdt, (UOp(FastOps.CONTRACT, vdt, tuple(vecs)), *red.src[1:]), red.arg)
   return horizontal(red.arg, acc)
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from compiler.codegen.errors import CodegenError
 from compiler.codegen.ranges import axis_type, const_size, free_ranges, loop_key
 from compiler.dtype import dtypes
-from compiler.uop import AxisType, Ops, UOp, toposort
+from compiler.uop import AxisType, FastOps, Ops, UOp, toposort
 
 # nodes the renderer spells inline or as function parameters: never placed in a block
 INLINE = (Ops.CONST, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR)
@@ -33,8 +33,31 @@ class Linear:
   par: UOp | None  # the RANGE whose bounds are the (start, end) arguments
 
 
+_ACC_OR_STORE = frozenset((Ops.DEFINE_ACC, Ops.STORE))
+
+
 def _is_inline(u: UOp) -> bool:
   return u.op in INLINE or (u.op is Ops.VECTORIZE and all(s.op is Ops.CONST for s in u.src))
+
+
+def _unplaced(roots: list[UOp], placed: dict[UOp, int], inline: set[UOp] | frozenset[UOp] = frozenset()) -> list[UOp]:
+  """The nodes under roots not in placed (nor under a placed one) nor inline, sources first: toposort of SINK(roots)
+  gated at the placed nodes, less the SINK, them and the inline nodes, in its order, without a gate's call a node (a
+  walk at every loop level). (An inline node's sources are inline: constants.)"""
+  visited: dict[UOp, bool] = {}  # (True: placed or inline, left out)
+  stack: list[tuple[UOp, bool]] = [(r, False) for r in reversed(roots)]
+  while stack:
+    u, expanded = stack.pop()
+    if u in visited:
+      continue
+    if expanded:
+      visited[u] = False
+    elif u in placed or u in inline:
+      visited[u] = True
+    else:
+      stack.append((u, True))
+      stack.extend([(s, False) for s in reversed(u.src) if s not in visited])
+  return [u for u, left_out in visited.items() if not left_out]
 
 
 class _Linearizer:
@@ -46,7 +69,10 @@ class _Linearizer:
     self.levels: list[list[UOp]] = [[]]  # nodes emitted per open depth
     self.open: list[UOp] = []
     self.n_if = 0
-    self.phis = [u for u in toposort(sink) if u.op is Ops.PHI]
+    nodes = toposort(sink)
+    self.phis = [u for u in nodes if u.op is Ops.PHI]
+    # (asked of every node hoist walks, at every loop level, and emit: a set's lookup, not a call)
+    self.inline = {u for u in nodes if _is_inline(u)}
     self._anc: dict[UOp, set[UOp]] = {}
 
   # ---- scopes
@@ -75,11 +101,10 @@ class _Linearizer:
     # not into placed nodes: their sources are placed too, or lie inside loops closed since (an accumulator's update)
     # and wait for loops no later hoist has open; the walk was the whole graph again at every loop level (GPT step:
     # 658 walks of 69 kernels' graphs), the unplaced nodes in the same order
-    placed = self.depth_of
-    for u in toposort(UOp(Ops.SINK, dtypes.void, tuple(roots)), gate=lambda x: x not in placed):
-      if u.op in (Ops.SINK, Ops.DEFINE_ACC, Ops.STORE) or u in self.depth_of or _is_inline(u):
+    for u in _unplaced(roots, self.depth_of, self.inline):
+      if u.op in _ACC_OR_STORE or u in self.depth_of:
         continue
-      if u.op is Ops.RANGE or not self.free[u] <= avail:
+      if u.op is FastOps.RANGE or not self.free[u] <= avail:
         continue
       self.emit(u)
 
@@ -87,17 +112,18 @@ class _Linearizer:
     stack: list[tuple[UOp, bool]] = [(root, False)]
     while stack:
       u, ready = stack.pop()
-      if u in self.depth_of or _is_inline(u):
+      if u in self.depth_of or u in self.inline:
         continue
-      if u.op is Ops.PHI:
+      op = u.op
+      if op is FastOps.PHI:
         self.emit_reduce(u)
         continue
-      if u.op is Ops.END:
+      if op is FastOps.END:
         self.emit_fill(u)
         continue
-      if u.op is Ops.RANGE:
+      if op is FastOps.RANGE:
         raise CodegenError(self.kname, "range used outside of its loop", u)
-      if u.op is Ops.DEFINE_ACC:
+      if op is FastOps.DEFINE_ACC:
         raise CodegenError(self.kname, "accumulator used outside of its reduce", u)
       if ready:
         self.out.append(u)

@@ -41,12 +41,13 @@ from compiler.codegen.errors import CodegenError
 from compiler.codegen.linearizer import Linear
 from compiler.dtype import DType, dtypes
 from compiler.host import host_cpu
-from compiler.uop import GroupOp, Ops, UOp
+from compiler.uop import FastOps, GroupOp, Ops, UOp
 
 _SCALAR = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16", dtypes.uint16: "i16",
            dtypes.int32: "i32", dtypes.uint32: "i32", dtypes.int64: "i64", dtypes.uint64: "i64",
            dtypes.float16: "half", dtypes.float32: "float", dtypes.float64: "double"}
 _SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
+
 
 
 def ltype(dt: DType, mem: bool = False) -> str:
@@ -145,21 +146,24 @@ class _Renderer:
 
   def val(self, u: UOp) -> str:
     """The operand text of u: a literal, a parameter, or the SSA name it got."""
-    if u.op is Ops.CONST:
+    name = self.names.get(u)
+    if name is not None:  # (most operands: an emitted value; names holds no inline node, accumulator or PHI)
+      return name
+    if u.op is FastOps.CONST:
       return const_text(u.arg, u.dtype)
-    if u.op is Ops.VECTORIZE and all(s.op is Ops.CONST for s in u.src):
+    if u.op is FastOps.VECTORIZE and all(s.op is FastOps.CONST for s in u.src):
       text = self.vec_consts.get(u)
       if text is None:  # (spelled once a kernel: a 16-lane index or mask constant is read by every lane group)
         et = ltype(u.dtype.scalar())
         text = self.vec_consts[u] = "<" + ", ".join(f"{et} {const_text(s.arg, s.dtype)}" for s in u.src) + ">"
       return text
-    if u.op is Ops.DEFINE_GLOBAL:
+    if u.op is FastOps.DEFINE_GLOBAL:
       return f"%data{u.arg}"
-    if u.op is Ops.DEFINE_VAR:
+    if u.op is FastOps.DEFINE_VAR:
       return f"%var_{symbol(str(u.arg[0]))}"
-    if u.op is Ops.DEFINE_ACC:
+    if u.op is FastOps.DEFINE_ACC:
       return self.acc_cur[u]
-    if u.op is Ops.PHI:
+    if u.op is FastOps.PHI:
       return self.acc_cur[u.src[0]]
     try:
       return self.names[u]
@@ -223,21 +227,21 @@ class _Renderer:
     if_state: dict[UOp, tuple[str, dict[UOp, str]]] = {}  # IF -> (the block before it, the accumulators there)
     for i, u in enumerate(self.lin.uops):
       self.at = i
-      if u.op is Ops.RANGE:
+      if u.op is FastOps.RANGE:
         loop_state[u] = self._open(u, i, carried.get(i, []))
-      elif u.op is Ops.END:
+      elif u.op is FastOps.END:
         self._close(loop_state.pop(u.src[0]))
-      elif u.op is Ops.IF:
+      elif u.op is FastOps.IF:
         if_state[u] = (self.block, dict(self.acc_cur))
         self.emit(f"br i1 {self.val(u.src[0])}, label %if{u.arg}, label %endif{u.arg}")
         self.label(f"if{u.arg}")
-      elif u.op is Ops.ENDIF:
+      elif u.op is FastOps.ENDIF:
         self._endif(u.src[0], *if_state.pop(u.src[0]))
-      elif u.op is Ops.DEFINE_ACC:
+      elif u.op is FastOps.DEFINE_ACC:
         self.acc_cur[u] = self.val(u.src[0])
-      elif u.op is Ops.PHI:
+      elif u.op is FastOps.PHI:
         self.acc_cur[u.src[0]] = self.val(u.src[1])
-      elif u.op is Ops.STORE:
+      elif u.op is FastOps.STORE:
         self._store(u)
       else:
         self.names[u] = self._value(u, i)
@@ -272,11 +276,11 @@ class _Renderer:
     out: set[int] = set()
     stack: list[int] = []
     for i, u in enumerate(self.lin.uops):
-      if u.op is Ops.RANGE:
+      if u.op is FastOps.RANGE:
         if stack:
           out.add(stack[-1])
         stack.append(i)
-      elif u.op is Ops.END:
+      elif u.op is FastOps.END:
         stack.pop()
     return out
 
@@ -286,13 +290,13 @@ class _Renderer:
     open_loops: list[tuple[UOp, int]] = []
     out: dict[int, list[UOp]] = {}
     for i, u in enumerate(self.lin.uops):
-      if u.op is Ops.RANGE:
+      if u.op is FastOps.RANGE:
         open_loops.append((u, i))
-      elif u.op is Ops.END:
+      elif u.op is FastOps.END:
         open_loops.pop()
-      elif u.op is Ops.DEFINE_ACC:
+      elif u.op is FastOps.DEFINE_ACC:
         pos[u] = i
-      elif u.op is Ops.PHI:
+      elif u.op is FastOps.PHI:
         acc = u.src[0]
         for _, at in open_loops:
           if at > pos[acc]:
@@ -309,8 +313,8 @@ class _Renderer:
       if u.op in GroupOp.Binary and any(s in chain_nodes for s in u.src):
         chain_nodes.add(u)
         self.accum_ops.add(u)
-        if u.op is Ops.ADD:
-          self.fused_muls.update(s for s in u.src if s.op is Ops.MUL)
+        if u.op is FastOps.ADD:
+          self.fused_muls.update(s for s in u.src if s.op is FastOps.MUL)
 
   def _open(self, r: UOp, i: int, accs: list[UOp]) -> dict:
     name = f"%r{i}"
@@ -425,11 +429,11 @@ class _Renderer:
 
   # ---- values
   def _value(self, u: UOp, i: int) -> str:
-    if u.op is Ops.LOAD:
+    if u.op is FastOps.LOAD:
       return self._load(u)
-    if u.op is Ops.VECTORIZE:
+    if u.op is FastOps.VECTORIZE:
       return self._vectorize(u)
-    if u.op is Ops.GEP:
+    if u.op is FastOps.GEP:
       out = self.fresh()
       if isinstance(u.arg, tuple):  # lanes of a vector as a vector (a horizontal reduce's halves)
         mask = ", ".join(f"i32 {i}" for i in u.arg)
@@ -438,9 +442,9 @@ class _Renderer:
       else:
         self.emit(f"{out} = extractelement {self.tv(u.src[0])}, i32 {u.arg}")
       return out
-    if u.op is Ops.CAST:
+    if u.op is FastOps.CAST:
       return self._cast(u)
-    if u.op is Ops.BITCAST:
+    if u.op is FastOps.BITCAST:
       if u.dtype.itemsize != u.src[0].dtype.itemsize or dtypes.bool in (u.dtype.scalar(), u.src[0].dtype.scalar()):
         raise self.err("BITCAST between types of different size", u)
       out = self.fresh()
@@ -448,15 +452,15 @@ class _Renderer:
       return out
     if u.op in GroupOp.ALU:
       return self._alu(u)
-    if u.op is Ops.INDEX:
+    if u.op is FastOps.INDEX:
       return self._addr(u)
-    if u.op is Ops.DEFINE_LOCAL:  # a STAGE scratch: the function's own, so each thread's call has one
+    if u.op is FastOps.DEFINE_LOCAL:  # a STAGE scratch: the function's own, so each thread's call has one
       if self.block != "entry":
         raise self.err("a scratch must be allocated before the loops", u)
       out = self.fresh("local")
       self.emit(f"{out} = alloca [{u.dtype.size} x {ltype(u.dtype.base, mem=True)}], align 64")
       return out
-    if u.op is Ops.AFTER:  # the scratch, read once its fill (the second source, placed before) is done
+    if u.op is FastOps.AFTER:  # the scratch, read once its fill (the second source, placed before) is done
       return self.val(u.src[0])
     raise self.err(f"unsupported op {u.op.name}", u)
 

@@ -19,9 +19,11 @@ from compiler.symbolic import (
   symbolic,
   where_const,
 )
-from compiler.uop import GroupOp, Ops, UOp
+from compiler.uop import FastOps, GroupOp, Ops, UOp
 
 LinearForm = tuple[dict[UOp, int], int]
+
+
 
 
 def index_linear_form(u: UOp) -> LinearForm:
@@ -37,8 +39,9 @@ def index_linear_form(u: UOp) -> LinearForm:
   # a lane's index is its row's plus a constant: the row's form (remembered on the row) shifted, not the whole sum
   # walked again for each lane; linear_form(u) exactly (its terms in the same order: a constant adds none)
   row, shift = u, 0
-  while row.op is Ops.ADD and Ops.CONST in (row.src[0].op, row.src[1].op) and "_linear_form" not in row.__dict__:
-    c, row = (row.src[1], row.src[0]) if row.src[1].op is Ops.CONST else (row.src[0], row.src[1])
+  add_op, const_op = FastOps.ADD, FastOps.CONST
+  while row.op is add_op and const_op in (row.src[0].op, row.src[1].op) and "_linear_form" not in row.__dict__:
+    c, row = (row.src[1], row.src[0]) if row.src[1].op is const_op else (row.src[0], row.src[1])
     shift += c.arg
   terms, const = row.__dict__.get("_linear_form") or row.__dict__.setdefault("_linear_form", linear_form(row))
   got = u.__dict__["_linear_form"] = (terms, const + shift)

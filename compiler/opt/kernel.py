@@ -795,7 +795,16 @@ def _div_mod_split(nodes: list[UOp]) -> _OptSub | None:
 def linear_terms(idx: UOp) -> tuple[dict[UOp, int], set[UOp]]:
   """idx as sum(coef * RANGE) + rest: (coefs of the ranges it is affine in, ranges it depends on otherwise).
 
-  Built on `compiler.symbolic.linear_form`; a CAST is looked through (it does not change how the address steps)."""
+  Built on `compiler.symbolic.linear_form`; a CAST is looked through (it does not change how the address steps).
+  Remembered on idx (the heuristics ask it of every access again for each axis and choice they weigh: a third of a
+  training step's hand-coded optimizing): the caller must not change the dict or the set."""
+  got = idx.__dict__.get("_linear_terms")
+  if got is None:
+    got = idx.__dict__["_linear_terms"] = _linear_terms(idx)
+  return got
+
+
+def _linear_terms(idx: UOp) -> tuple[dict[UOp, int], set[UOp]]:
   lin: dict[UOp, int] = {}
   rest: set[UOp] = set()
   todo = [(idx, 1)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 
 import numpy as np
+import pytest
 from support.tensor_values import conv_grads_and_softmax
 
 from compiler import Tensor, engine, realize
@@ -134,15 +135,63 @@ def test_hoisting_past_placed_nodes_keeps_the_linear_order(monkeypatch):
   from compiler.uop import toposort
   lowered = [(program.lower_ast(a), kernel_name(a)) for a in map(engine.optimize, _kernel_asts(monkeypatch))]
   walked = {"gated": 0, "whole": 0}
+  inner = linearizer._unplaced
 
-  def counted(kind: str):
-    def walk(root: UOp, gate=None) -> list[UOp]:
-      out = toposort(root, gate if kind == "gated" else None)
-      walked[kind] += len(out) if gate is not None else 0  # (hoist's walks: the others take no gate)
-      return out
-    return walk
-  monkeypatch.setattr(linearizer, "toposort", counted("gated"))
+  def gated(roots: list[UOp], placed: dict, inline: set) -> list[UOp]:
+    out = inner(roots, placed, inline)
+    walked["gated"] += len(out)
+    return out
+
+  def whole(roots: list[UOp], placed: dict, inline: set) -> list[UOp]:
+    out = toposort(UOp(Ops.SINK, dtypes.void, tuple(roots)))[:-1]
+    walked["whole"] += len(out)
+    return out
+  monkeypatch.setattr(linearizer, "_unplaced", gated)
   fast = [linearizer.linearize(s, k).uops for s, k in lowered]
-  monkeypatch.setattr(linearizer, "toposort", counted("whole"))
+  monkeypatch.setattr(linearizer, "_unplaced", whole)
   assert [linearizer.linearize(s, k).uops for s, k in lowered] == fast
   assert walked["gated"] < walked["whole"], walked
+
+
+def test_the_unplaced_walk_is_the_gated_toposort(monkeypatch):
+  # hoist's walk (at every loop level) without a gate's call a node: toposort of SINK(roots) gated at the placed
+  # nodes, less the SINK, the placed nodes and the inline ones (constants), in the same order, whichever are placed
+  import random
+
+  from compiler.codegen.linearizer import _is_inline, _unplaced
+  from compiler.uop import toposort
+  rnd = random.Random(0)
+  for ast in map(engine.optimize, _kernel_asts(monkeypatch)):
+    sink = program.lower_ast(ast)
+    nodes = toposort(sink)[:-1]
+    for share in (0.0, 0.1, 0.5):
+      placed = {u: 0 for u in nodes if rnd.random() < share}
+      want = [u for u in toposort(sink, gate=lambda x, p=placed: x not in p) if u is not sink and u not in placed]
+      assert _unplaced(list(sink.src), placed) == want
+      inline = {u for u in nodes if _is_inline(u)}
+      assert _unplaced(list(sink.src), placed, inline) == [u for u in want if u not in inline]
+
+
+def test_an_access_s_linear_terms_are_worked_out_once():
+  # the heuristics ask every access's strides again for each axis and choice they weigh: the terms are remembered on
+  # the index node (the same objects each time), and are those of its linear form
+  from compiler.opt.kernel import linear_terms
+  r0, r1 = UOp.range(8, 0), UOp.range(4, 1)
+  idx = (r0 * 4 + r1.cast(dtypes.int64).cast(dtypes.int32) * 2 + 3) % 64 + r1
+  got = linear_terms(idx)
+  assert linear_terms(idx) is got
+  assert got[0] == {r1: 1} and got[1] == {r0, r1}
+
+
+def test_bounds_read_the_sources_bounds_from_their_slots(monkeypatch):
+  # a node's bounds from its sources' known ones without vmin/vmax's property calls (fold_by_bounds asks them of
+  # every int lane), the same numbers
+  r0, r1 = UOp.range(8, 0), UOp.range(5, 1)
+  exprs = [r0 + r1, r0 - r1, r0 * -3, -r0, r0.maximum(r1), r0 // 3, (r0 - 4) % 3, r0 % 3, r0 < r1, r0.ne(9),
+           (r0 < 4).where(r0, r1 * 2), r0.cast(dtypes.int64)]
+  for x in (r0, r1):
+    assert (x.vmin, x.vmax) == (0, x.src[0].arg - 1)
+  monkeypatch.setattr(UOp, "vmin", property(lambda self: pytest.fail("bounds read through vmin")))
+  got = [e._min_max for e in exprs]
+  assert got == [(0, 11), (-4, 7), (-21, 0), (-7, 0), (0, 7), (0, 2), (-2, 2), (0, 2), (False, True), (True, True),
+                 (0, 8), (0, 7)]

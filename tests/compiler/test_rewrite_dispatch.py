@@ -104,3 +104,23 @@ def test_a_node_test_is_asked_once_a_node_and_decides_as_matching_does():
   for u in (r + c1, -r + c2):
     got = pm.rewrite(u)
     assert graph_rewrite(u, pm) is (u if got is None else got)
+
+
+@pytest.mark.parametrize("bottom_up", [False, True])
+def test_a_node_without_rules_is_not_tried(monkeypatch, bottom_up):
+  # graph_rewrite looks the rules up itself and asks _apply only of nodes that have some (most nodes of most passes
+  # have none: a pass on one op walks every other node): the same result, a call only where a rule may match
+  from compiler import rewrite
+  tried: list[UOp] = []
+  inner = rewrite._Rewriter._apply
+
+  def spy(self, u, *args):
+    tried.append(u)
+    return inner(self, u, *args)
+  monkeypatch.setattr(rewrite._Rewriter, "_apply", spy)
+  pm = PatternMatcher([(UPat(Ops.MUL, name="x"), lambda x: x.src[0] + x.src[1])], name="mul to add")
+  root = UOp(Ops.SINK, dtypes.void, ((r + c1) * c2, -r + c2))
+  out = graph_rewrite(root, pm, bottom_up=bottom_up)
+  assert out is UOp(Ops.SINK, dtypes.void, ((r + c1) + c2, -r + c2))
+  # the product (top-down, its chain's next step too: the sum it became, asked in _fixed_point's loop)
+  assert [u.op for u in tried] == ([Ops.MUL] if bottom_up else [Ops.MUL, Ops.ADD])
