@@ -5,7 +5,8 @@ viz_server and vztrace are loaded under their own names), after: this tree. Per 
   its derived layout and the compact delta, `compact=2`) and of a far jump (the delta from step N to step J: every
   step between replayed and laid out);
 - CPU ms per step of each part, replay, derive and delta, over steps A+1..A+M (A reached first, not counted);
-- the arrow steps' answers' bytes (largest, p95, median).
+- the arrow steps' answers' bytes (largest, p95, median), and of the steps back N..1 after them (asked with `held`,
+  as the page asks them: static/graphghosts.js, StepMemo), with the counts over 10 KB (issue 30).
 Prints the medians over the rounds side by side, and checks every answer of both trees is byte-identical (a
 difference is an error: the two trees must serve the same bytes). CPU times compare best on a loaded machine.
 - with --shuffle N: N graph and delta answers between random steps up to --shuffle-top on a fresh view whose replay
@@ -21,6 +22,7 @@ import argparse
 import gc
 import hashlib
 import importlib
+import inspect
 import random
 import statistics
 import sys
@@ -75,6 +77,19 @@ def one_round(mods: dict[str, ModuleType], trace: Path, steps: int, jump: int, a
   s = sorted(sizes)  # (bytes, not ms: the same every round)
   out["  arrow answer KB, largest"], out["  arrow answer KB, p95"] = s[-1] / 1e3, s[round(0.95 * (len(s) - 1))] / 1e3
   out["  arrow answer KB, median"] = statistics.median(s) / 1e3
+  arrow_sizes = list(s)
+  # then back N..1, as the page asks after stepping on: `held` (the in-edges it keeps of each step it left; a tree
+  # whose delta has no such argument sends them)
+  held = {"held": True} if "held" in inspect.signature(view.delta).parameters else {}
+  sizes.clear()
+  backs = [timed(lambda k=k: dumps(view.delta(k, k - 1, compact=True, rebuilt=True, **held)))
+           for k in range(steps, 0, -1)]
+  out[f"back step {steps}..1, median"] = statistics.median(backs)
+  s = sorted(sizes)
+  out["  back answer KB, largest"], out["  back answer KB, p95"] = s[-1] / 1e3, s[round(0.95 * (len(s) - 1))] / 1e3
+  out["  back answer KB, median"] = statistics.median(s) / 1e3
+  out["  back answers over 10 KB (count)"] = sum(b > 10_000 for b in s)
+  out["  arrow answers over 10 KB (count)"] = sum(b > 10_000 for b in arrow_sizes)
   out[f"far jump {steps} -> {jump}"] = timed(lambda: dumps(view.delta(steps, jump, compact=True, rebuilt=True)))
   view.replay.ensure(at)
   view.layout(at)
@@ -150,7 +165,7 @@ def main() -> None:
   print(f"{'CPU ms (median of ' + str(args.rounds) + ')':42} {'before':>9} {'after':>9} {'after/before':>12}")
   for k, vs in got["before"].items():
     b, a = statistics.median(vs), statistics.median(got["after"][k])
-    print(f"{k:42} {b:9.1f} {a:9.1f} {a / b:12.2f}")
+    print(f"{k:42} {b:9.1f} {a:9.1f} {a / b if b else float('nan'):12.2f}")
   print(f"answers: {len(hashes['after'])} per tree, {'byte-identical' if same else 'DIFFERENT'}")
   if not same and not args.encoding_changed:
     raise SystemExit(1)

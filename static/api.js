@@ -150,8 +150,10 @@ export const api = {
   // one it is on; `from`: the step on screen, whose layout a far jump's is derived from where it fits
   graph: (t, r, k, frozen, anchor = 0, from = null) => frozen
     ? cached(`g:${t}:${r}:${k}:${anchor}`, graphPath(t, r, k, anchor, from)) : request(graphPath(t, r, k, anchor, from)),
-  delta: (t, r, j, k, frozen, anchor = 0) => frozen
-    ? cached(`d:${t}:${r}:${j}:${k}:${anchor}`, deltaPath(t, r, j, k, anchor)) : request(deltaPath(t, r, j, k, anchor)),
+  // `held`: a step back from j whose removed nodes' in-edges the page holds (graphghosts.js, StepMemo), null if none
+  delta: (t, r, j, k, frozen, anchor = 0, held = null) => frozen
+    ? cached(`d:${t}:${r}:${j}:${k}:${anchor}:${held}`, deltaPath(t, r, j, k, anchor, held))
+    : request(deltaPath(t, r, j, k, anchor, held)),
   // step k laid out from scratch (the re-layout key: an anchor), not cached: it is asked for once per press
   graphFresh: (t, r, k) => request(`${graphPath(t, r, k)}&fresh=1`),
   pattern: (t, p) => cached(`p:${t}:${p}`, `/api/traces/${enc(t)}/patterns/${enc(p)}`),
@@ -186,6 +188,6 @@ const graphPath = (t, r, k, anchor = 0, from = null) =>
 // compact deltas (docs/architecture.md, "Deltas"): a rebuilt node refers to the one it replaces, see graph.js; at
 // level 2 most rebuilt nodes come as runs of ids only, new nodes and straight edges as columns (graph.js's _unpack; an
 // export's shim answers level 1, which graph.js reads too)
-const deltaPath = (t, r, j, k, anchor = 0) =>
+const deltaPath = (t, r, j, k, anchor = 0, held = null) =>
   `/api/traces/${enc(t)}/rewrites/${enc(r)}/delta?from=${enc(j)}&to=${enc(k)}&compact=2`
-  + (anchor ? `&anchor=${enc(anchor)}` : "");
+  + (anchor ? `&anchor=${enc(anchor)}` : "") + (held !== null ? `&held=${enc(held)}` : "");

@@ -9,7 +9,7 @@ import {CATEGORIES, paint, readColors, TEXT_MIN_SCALE} from "./graphdraw.js";
 import {boxH, boxW, constsLine, Edge, edgeKey, edgeObj, nodeLike, nodeObj, respace, unspace} from "./graphgeom.js";
 import {GRAPH_MARKS, legendBox} from "./legend.js";
 import {foldedView, GROUP_MIN_NODES, indexGroups, siteGroups} from "./graphgroups.js";
-import {Ghosts, sortGhosts} from "./graphghosts.js";
+import {Ghosts, StepMemo, sortGhosts} from "./graphghosts.js";
 import {Minimap} from "./minimap.js";
 
 // steps within which the page asks for a delta on the chain it shows (viz_server/replay.py NEAR); farther, a graph
@@ -112,7 +112,7 @@ export class GraphView {
   applyDelta(d) {
     d = this._unpack(d);
     if (d === null) return false;
-    const runs = d.rebuilt ? rebuiltRuns(d.rebuilt, d.rebuilt_unchanged) : null;
+    const runs = d.rebuilt ? rebuiltRuns(d.rebuilt) : null;
     const removing = new Set(d.nodes_removed);
     if (d.nodes_added.some((a) => a.like !== undefined && !(removing.has(a.like) && this.nodes.has(a.like)))) {
       return false;
@@ -124,8 +124,12 @@ export class GraphView {
     const ghosts = new Ghosts();
     const touched = new Set();
     const {gone, goneEdges} = this._remove(d, touched);
+    // a step on: the removed nodes' in-edges, which a step back from d.to can then be asked without (_update)
+    const routes = d.to === d.from + 1 ? new Map() : null;
+    if (routes) for (const [k, e] of goneEdges) routes.set(k, [e.d.src, e.d.points]);
+    this.lastRoutes = routes;
     const listed = new Set(d.edges_added.map((e) => edgeKey(e.src, e.dst, e.index)));
-    if (runs) this._renameRebuilt(runs, renamed, listed, d.to, ghosts);
+    if (runs) this._renameRebuilt(runs, renamed, listed, d.to, ghosts, routes);
     const inherited = [];  // in-edges of rebuilt nodes, added after the delta's moves
     const added = [];
     for (const a of d.nodes_added) {
@@ -177,9 +181,10 @@ export class GraphView {
   /** A compact=2 delta with its `whole` nodes, `shifted` nodes and `straight` edges as the compact entries they stand
    * for (nodes_added, with `like` for shifted ones, nodes_removed, edges_added without points; viz_server/
    * stepgraphs.py, _pack_whole, _shifted and _pack_straight), or null when a node they name is not in the graph (the
-   * delta does not fit it). A new object: api.js caches answers. */
+   * delta does not fit it). A step back's `held` edges (stepgraphs._pack_held) are those of the step it leaves that
+   * the page holds (StepMemo), with their src and points. A new object: api.js caches answers. */
   _unpack(d) {
-    if (!d.shifted && !d.straight && !d.whole) return d;
+    if (!d.shifted && !d.straight && !d.whole && !d.held) return d;
     const out = {...d}, runs = d.rebuilt ? rebuiltRuns(d.rebuilt) : null;
     if (d.whole) out.nodes_added = [...d.nodes_added, ...wholeNodes(d.whole)];
     const ids = d.shifted ? sums(d.shifted.id) : [];
@@ -221,7 +226,17 @@ export class GraphView {
         if (src === undefined || src[index[i]] === undefined) return null;
         made[i] = {src: src[index[i]], dst: dsts[i], index: index[i]};
       }
-      out.edges_added = [...d.edges_added, ...made];
+      out.edges_added = [...out.edges_added, ...made];
+    }
+    if (d.held) {
+      const memo = this.memo?.get(d.from), dsts = sums(d.held.dst), index = sums(d.held.index);
+      const made = new Array(dsts.length);
+      for (let i = 0; i < dsts.length; i++) {
+        const got = memo?.get(edgeKey(0, dsts[i], index[i]));
+        if (!got) return null;
+        made[i] = {src: got[0], dst: dsts[i], index: index[i], points: got[1]};
+      }
+      out.edges_added = [...out.edges_added, ...made];
     }
     return out;
   }
@@ -258,8 +273,9 @@ export class GraphView {
    * changed (copied once from the answer they came from: api.js caches answers); an in-edge that `listed` (the
    * delta's edges_added) routes anew is removed (a ghost drawn) and comes from edges_added; `created` and `site`: their
    * own where not the delta's step and their old node's (ownColumns). The old ids go to ghosts as records
-   * (static/graphghosts.js). */
-  _renameRebuilt({ids, likes, created, site}, renamed, listed, step, ghosts) {
+   * (static/graphghosts.js); their in-edges routed anew, as they ran into them, to `routes` where given
+   * (applyDelta's: a step back sends only those of a node renamed back, StepMemo). */
+  _renameRebuilt({ids, likes, created, site}, renamed, listed, step, ghosts, routes = null) {
     // (plain loops, no closure a node or an edge: this runs for ~2,000 nodes and ~4,000 edges a step, issue 30)
     const nodes = this.nodes, edges = this.edges, entries = new Array(likes.length);
     for (let j = 0; j < likes.length; j++) {
@@ -277,7 +293,11 @@ export class GraphView {
         if (!e) continue;
         edges.delete(k);
         const nk = edgeKey(to, id, i);
-        if (listed.has(nk)) { ghosts.drawnEdges.push(e); continue; }
+        if (listed.has(nk)) {  // (one kept, same route both ways, comes back with its node: no step back sends it)
+          if (routes) routes.set(k, [s, e.d.points]);  // (as it ran into the old node: a step back's `held`)
+          ghosts.drawnEdges.push(e);
+          continue;
+        }
         if (!e.own) { e.d = {...e.d}; e.own = true; }
         e.d.src = to;
         e.d.dst = id;
@@ -878,15 +898,19 @@ export class StepGraphView extends GraphView {
     const t0 = performance.now();
     let t1 = t0, done = false;
     const same = sameRewrite(shown, want);
+    this.memo ??= new StepMemo();
     // a far jump asks for the step's graph: a new anchor, derived from the layout shown or laid out fresh, unless a
     // layout of the chain shown (or of another) is near it (a delta would make it lay out every step between)
     if (same && Math.abs(want.step - shown.step) <= NEAR_STEPS) {
       // (409: the server's view was rebuilt and a far jump's chain with it: the step's graph, laid out anew, instead)
-      const d = await api.delta(want.trace, want.rw, shown.step, want.step, true, shown.anchor)
+      const held = this._held(shown, want.step);
+      const d = await api.delta(want.trace, want.rw, shown.step, want.step, true, shown.anchor, held)
         .catch((e) => { if (e.status === 409) return null; throw e; });
       if (moved()) return;
       t1 = performance.now();
+      this.memo.at(memoKey(want, shown.anchor));  // (_unpack reads a `held` answer's routes there)
       done = d !== null && this.applyDelta(d);
+      if (done && this.lastRoutes) this.memo.put(want.step, this.lastRoutes);
       if (done) this._legend(nodeData(this.nodes));
       perf.lastKind = "delta";
     }
@@ -897,6 +921,12 @@ export class StepGraphView extends GraphView {
       anchor = g.anchor || 0;
       t1 = performance.now();
       this.setData(g);
+      // its removed nodes' in-edges, as StepMemo keeps them (none where it sent only some: a cut graph's, between
+      // nodes shown; none at all: a step laid out fresh, where no place of theirs fits)
+      if (!g.cut && (g.removed_nodes || []).length === (g.removed || []).length) {
+        this.memo.at(memoKey(want, anchor)).put(want.step, new Map((g.removed_edges || [])
+          .map((e) => [edgeKey(e.src, e.dst, e.index), [e.src, e.points]])));
+      }
       perf.lastKind = "graph";
       this.els.empty.hidden = true;
       this._legend(g.nodes);
@@ -936,8 +966,16 @@ export class StepGraphView extends GraphView {
     // step - 1 first: the server's background layout goes on from the last step asked for, and forward is likelier
     const ahead = s.dir ? [s.step + s.dir] : [s.step - 1, s.step + 1];
     for (const k of ahead) {
-      if (k >= 0 && k <= steps) api.delta(s.trace, s.rw, s.step, k, true, s.anchor).catch(() => {});
+      if (k < 0 || k > steps) continue;
+      api.delta(s.trace, s.rw, s.step, k, true, s.anchor, this._held(s, k)).catch(() => {});
     }
+  }
+
+  /** What a delta from view `s` (on screen) to step k says the page holds: s.step where it is a step back and the
+   * page keeps the in-edges s.step removed (StepMemo: the server leaves them out), else null. */
+  _held(s, k) {
+    this.memo ??= new StepMemo();
+    return k === s.step - 1 && this.memo.at(memoKey(s, s.anchor)).has(s.step) ? s.step : null;
   }
 
   _updateCutNote() {
@@ -973,13 +1011,17 @@ function* nodeData(nodes) {
   for (const n of nodes.values()) yield n.d;
 }
 
+// the layout chain a StepMemo's entries are of: a view's rewrite and anchor
+const memoKey = (v, anchor) => `${v.trace}:${v.rw}:${anchor}`;
 const sameRewrite = (a, b) => a !== null && a.trace === b.trace && a.rw === b.rw;
 const sameStep = (a, b) => sameRewrite(a, b) && a.step === b.step;
 
 /** A compact=2 delta's `rebuilt` ({id, like} as flat [difference, count, ...] runs: viz_server/stepgraphs.py,
- * _diff_runs) as {ids, likes}, the set of rebuilt ids not marked changed and their own columns (ownColumns). */
-function rebuiltRuns(r, unchanged = []) {
-  return {ids: sums(r.id), likes: sums(r.like), unchanged: new Set(unchanged), ...ownColumns(r)};
+ * _diff_runs) as {ids, likes}, the set of rebuilt ids not marked changed (the column `unchanged`, flag runs) and their
+ * own columns (ownColumns). */
+function rebuiltRuns(r) {
+  const ids = sums(r.id), same = flags(r.unchanged);
+  return {ids, likes: sums(r.like), unchanged: new Set(ids.filter((_, i) => same[i])), ...ownColumns(r)};
 }
 
 /** The columns of rebuilt nodes sent as runs that are not their old node's (stepgraphs._own_columns): `created`

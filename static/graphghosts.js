@@ -123,3 +123,43 @@ function samePoints(a, b) {
   for (let i = 0; i < a.length; i++) if (a[i][0] !== b[i][0] || a[i][1] !== b[i][1]) return false;
   return true;
 }
+
+/** Per step of the rewrite and layout chain shown (`key`), the in-edges of the nodes the step removed as they ran on
+ * the step before's layout ({edgeKey: [src, points]}): what the step's graph answer sent as removed_edges, or the
+ * step to it from the one before took away. A step back from such a step asks its delta with `held`, and the server
+ * leaves those routes out (viz_server/stepgraphs.py, _pack_held; step 1 -> 0 of a GPT step's `add bufferize` sent
+ * 126 KB of them). A chain's layouts never change, so a step's entry stays true while the page shows that chain. It
+ * keeps at most `limit` in-edges in all (of a node renamed in place only those routed anew: steps 0..81 of that
+ * rewrite kept 2,232), the steps filed least recently dropped first. */
+export class StepMemo {
+  constructor(limit = 200000) {
+    this.limit = limit;
+    this.key = null;
+    this.steps = new Map();
+    this.size = 0;  // in-edges kept
+  }
+
+  /** Use the entries of chain `key` (those of another are dropped). */
+  at(key) {
+    if (key !== this.key) { this.key = key; this.steps.clear(); this.size = 0; }
+    return this;
+  }
+
+  /** File step `step`'s removed in-edges (`routes`). */
+  put(step, routes) {
+    this.size -= this.steps.get(step)?.size ?? 0;
+    this.steps.delete(step);
+    this.steps.set(step, routes);
+    this.size += routes.size;
+    for (const [s, r] of this.steps) {
+      if (this.size <= this.limit || s === step) break;
+      this.steps.delete(s);
+      this.size -= r.size;
+    }
+  }
+
+  has(step) { return this.steps.has(step); }
+
+  /** Step `step`'s removed in-edges, or undefined. */
+  get(step) { return this.steps.get(step); }
+}

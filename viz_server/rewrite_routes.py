@@ -82,7 +82,10 @@ def delta_answer(t: int, r: int) -> Any:
     fail(409, f"rewrite {rw.id}: the layout of anchor {a} is gone; ask the step's graph")
   view.anchor = a
   # compact=2: also the rebuilt nodes as runs of ids (StepGraphs._rebuilt, _shifted), new nodes and straight edges as
-  # columns (_pack_whole, _pack_straight); the export's answers are compact=1's
-  out = jsonify(view.delta(j, k, compact=compact_arg(), rebuilt=request.args.get("compact") == "2", anchor=a))
+  # columns (_pack_whole, _pack_straight); the export's answers are compact=1's. held=j: a step back from j whose
+  # removed nodes' in-edges the page holds (_pack_held); any other value says it holds none
+  rebuilt = request.args.get("compact") == "2"
+  held = rebuilt and "held" in request.args and int_arg("held") == j
+  out = jsonify(view.delta(j, k, compact=compact_arg(), rebuilt=rebuilt, anchor=a, held=held))
   all_views.prefetch(view, k, a)
   return out

@@ -188,6 +188,37 @@ def _pack_straight(out: dict, added: set[int]) -> None:
   out["straight"] = {"dst": _diff_runs([e["dst"] for e in packed]), "index": index}
 
 
+def _pack_held(out: dict, gone: set[int]) -> None:
+  """Move a compact=2 step back's in-edges with points of the nodes it brings back (`gone`: those the step undone
+  removed) out of edges_added into `held`: {dst, index}, both as runs of differences (_diff_runs). The page holds
+  their routes (the request's `held`: static/graphghosts.js, StepMemo) and takes each edge's src and points from
+  there: step 1 of a GPT step's `add bufferize` removed a node with 213 long in-edges, and the step back sent their
+  6,596 points again (126 KB), steps 31 and 49 back ~80 routes the step had changed (~14 KB)."""
+  edges = out["edges_added"]
+  packed = [e for e in edges if "points" in e and e["dst"] in gone]
+  if not packed:
+    return
+  out["edges_added"] = [e for e in edges if "points" not in e or e["dst"] not in gone]
+  packed.sort(key=itemgetter("dst", "index"))
+  out["held"] = {"dst": _diff_runs([e["dst"] for e in packed]), "index": _diff_runs([e["index"] for e in packed])}
+
+
+def _by_fewer_runs(rows: list[tuple], *cols: int) -> list[tuple]:
+  """rows sorted by their first field or by their second (an id and its old node's), whichever makes fewer runs of
+  differences (_diff_runs) of columns `cols` together: forward a step's rebuilt ids are fresh and ascend by one in
+  either order, back its old ids are, and sorted by the trace's ids the fresh ones went in ~1,000 runs (step 5 of
+  `add bufferize` back: 6.7 KB). Counted in numpy, the rows sorted once (~2,000 a step)."""
+  if len(rows) < 2:
+    return rows
+  columns = list(zip(*rows))
+  table = [np.array(columns[c], dtype=np.int64) for c in cols]  # (ids past 2**40: int64 holds them)
+  size = []
+  for key in (0, 1):
+    order = np.argsort(np.array(columns[key], dtype=np.int64), kind="stable")
+    size.append(sum(int(np.count_nonzero(d[1:] != d[:-1])) for d in (np.diff(t[order], prepend=0) for t in table)))
+  return sorted(rows, key=itemgetter(int(size[1] < size[0])))
+
+
 _OWN = frozenset(("id", "src", "x", "y", "consts", "created", "site"))  # a whole node's fields not of its look
 
 
@@ -856,7 +887,8 @@ class StepGraphs:
     like.update((n, n) for n in reborn)
     return like
 
-  def delta(self, j: int, k: int, compact: bool = False, rebuilt: bool = False, anchor: int = 0) -> dict:
+  def delta(self, j: int, k: int, compact: bool = False, rebuilt: bool = False, anchor: int = 0,
+            held: bool = False) -> dict:
     """What turns the graph at step j into the graph at step k.
 
     A node in both whose incarnation differs (a step between removed it and another added it back) is removed and
@@ -868,7 +900,10 @@ class StepGraphs:
     into or leaves what is shown, with its edges to kept nodes; none is sent as `like` (its old in-edges could lead
     to nodes no longer shown). rebuilt (with compact: `compact=2`): without the `removed` mark (nodes_removed says
     it), rebuilt nodes as _rebuilt and _shifted send them (a site not like's, as _likes says, included), new nodes
-    and straight edges as _pack_whole and _pack_straight do. anchor: both layouts on that step's chain (graph())."""
+    and straight edges as _pack_whole and _pack_straight do. anchor: both layouts on that step's chain (graph()).
+    held (with rebuilt, a step back from j to j - 1, neither graph cut): the page holds the in-edges of the nodes step
+    j removed as they were on step j - 1's layout of this chain (what step j's graph or the step to it removed), so
+    those that come back with points are sent as _pack_held's `held`."""
     rp = self.replay
     cj, ck = (self._cut(s) if self.big(s) else None for s in (j, k))
     lj, lk = cj or self.layout(j, anchor=anchor), ck or self.layout(k, anchor=anchor)
@@ -921,6 +956,8 @@ class StepGraphs:
         self._shifted(out, shifted, resite)
       _pack_straight(out, added_set)
       _pack_whole(out)
+      if held and k == j - 1 and not cutting and (info := rp.step(j)) is not None:
+        _pack_held(out, set(info.removed))
     return out
 
   def _added(self, k: int, added: list[int], like: dict[int, int], lj: Layout, lk: Layout,
@@ -964,8 +1001,7 @@ class StepGraphs:
     differences (_diff_runs), their places as a flat `xy`, and `created`, `nosite`, `resite` as in _rebuilt; each
     stands for the compact entry {id, like, src: like's sources renamed, x, y, created} (with `site` where it is not
     like's) and its old node is left out of nodes_removed."""
-    shifted.sort()
-    ns, likes, created, xs, ys = zip(*shifted)
+    ns, likes, created, xs, ys = zip(*_by_fewer_runs(shifted, 0, 1))
     olds = set(likes)
     out["shifted"] = sh = {"id": _diff_runs(list(ns)), "like": _diff_runs(list(likes)),
                            "xy": list(chain.from_iterable(zip(xs, ys)))}
@@ -980,16 +1016,17 @@ class StepGraphs:
     delta rebuilt it. A rewrite rebuilds every user of what it replaced: one step of a GPT
     training step's `add bufferize` rebuilt ~1,900 nodes (226 KB as {id, like, src, x, y, created}, ~8 KB as
     differences, ~0.4 KB as their runs; _own_columns: their `created` where one is not k, their call sites where not
-    their old node's). `changed`
-    then lists only what is not rebuilt, `rebuilt_unchanged` the rebuilt nodes that are not changed, and nodes_removed
+    their old node's). `changed` then lists only what is not rebuilt, the column `unchanged` (_flag_runs) the rebuilt
+    nodes that are not changed (a step back: a list of ~1,900 ids was 9.3 KB), and nodes_removed
     leaves out their old nodes (removed with them). delta finds them (pairs: (id, like)) as it lists the added nodes,
-    and never makes their dicts."""
-    pairs.sort()
-    ns, likes, created = map(list, zip(*pairs))  # (ids ascending, each once: delta lists each added node once; in C)
+    and never makes their dicts. In the order of fewer runs (_by_fewer_runs)."""
+    ns, likes, created = map(list, zip(*_by_fewer_runs(pairs, 0, 1)))  # (each once: delta lists each added node once)
     ids, olds, changed = set(ns), set(likes), set(out["changed"])
-    out["rebuilt"] = {"id": _diff_runs(ns), "like": _diff_runs(likes)}
-    _own_columns(out["rebuilt"], out["to"], ns, created, resite)
+    out["rebuilt"] = r = {"id": _diff_runs(ns), "like": _diff_runs(likes)}
+    _own_columns(r, out["to"], ns, created, resite)
     out["nodes_removed"] = list(itertools.filterfalse(olds.__contains__, out["nodes_removed"]))
-    out["rebuilt_unchanged"] = list(itertools.filterfalse(changed.__contains__, ns))
+    flags = list(map(changed.__contains__, ns))
+    if not all(flags):  # (forward every rebuilt node is changed; back, as step k's marks say, most are not)
+      r["unchanged"] = _flag_runs(map(not_, flags))
     out["changed"] = list(itertools.filterfalse(ids.__contains__, out["changed"]))
 

@@ -3,7 +3,10 @@ fresh load of that step draws, for rebuilt nodes renamed in place as for the res
 removed are drawn only where the view sees them (clippedPath)."""
 from __future__ import annotations
 
+import os
+
 from support.browser import REBUILD_STEPS, open_rebuilt_chain, wait_graph
+from support.export_helpers import long_edges
 
 STEPS = REBUILD_STEPS
 
@@ -90,6 +93,73 @@ def test_steps_that_drop_call_sites_and_move_rebuilt_nodes_leave_the_graph_a_fre
     assert got == want, k
     assert page.evaluate(SITES, False) == page.evaluate(SITES, True), k
   assert {"created", "resite"} <= seen
+
+
+# the /delta requests the page made (its own and its prefetches: api.js caches answers, so each once)
+DELTAS = """() => performance.getEntriesByType("resource").map((e) => e.name).filter((u) => u.includes("/delta?"))"""
+
+
+def _without_ghosts(m: dict) -> dict:
+  """A MODEL without its ghosts (a step back's are what it took away, a fresh load's what the step did)."""
+  return {k: v for k, v in m.items() if k not in ("ghosts", "ghostEdges", "drawnGhosts", "drawnGhostEdges")}
+
+
+def test_a_step_back_takes_the_routes_it_brings_back_from_the_page(page, rebuild_server):
+  """Each step removes a node with a long in-edge (routed through points); a step back brings it back. The page keeps
+  each step's removed in-edges (static/graphghosts.js, StepMemo: from the step to it or its graph answer) and asks the
+  step back with `held`, so the server leaves their routes out (issue 30: step 1 -> 0 of a GPT step's `add
+  bufferize` resent 126 KB of them); the model each step back leaves is a fresh load's, after steps forward and
+  after opening the last step by its graph (the steps back from there hold none: their answers send the routes)."""
+  tmp = rebuild_server.dir / "long-edges.part"
+  long_edges(tmp, depth=20, steps=STEPS)
+  os.replace(tmp, rebuild_server.dir / "long-edges.vztrace")  # (whole when the directory scan finds it)
+  t = rebuild_server.trace_id("long-edges", ended=True)
+  page.goto(f"{rebuild_server.url}/#t={t}&c=0&r=0&s=0")
+  wait_graph(page, t, 0, 0)
+  for k in range(1, STEPS + 1):
+    page.keyboard.press("ArrowRight")
+    wait_graph(page, t, 0, k)
+  for opened in (False, True):
+    if opened:  # a fresh load of the last step: its graph answer's removed_edges are what the page holds
+      page.goto(f"{rebuild_server.url}/#t={t}&c=0&r=0&s={STEPS}")
+      page.reload()
+      wait_graph(page, t, 0, STEPS)
+    for k in range(STEPS - 1, -1, -1):
+      page.keyboard.press("ArrowLeft")
+      wait_graph(page, t, 0, k)
+      assert page.evaluate("() => window.__viz.perf.lastKind") == "delta", (opened, k)
+      # (opened at the last step, the page holds only that one's: the steps back before it came to none by a step on)
+      held = not opened or k == STEPS - 1
+      asked = [u for u in page.evaluate(DELTAS) if f"from={k + 1}&to={k}&" in u]
+      assert asked and all((f"&held={k + 1}" in u) == held for u in asked), (opened, k, asked)
+      answer = rebuild_server.api(f"/api/traces/{t}/rewrites/0/delta?from={k + 1}&to={k}&compact=2&held={k + 1}")
+      assert answer["held"]["dst"] == [STEPS + 20 - k, 1] and "held" not in \
+        rebuild_server.api(f"/api/traces/{t}/rewrites/0/delta?from={k + 1}&to={k}&compact=2"), k
+      got, want = page.evaluate(MODEL, {"fresh": False}), page.evaluate(MODEL, {"fresh": True})
+      assert _without_ghosts(got) == _without_ghosts(want), (opened, k)
+      assert any(len(p) > 2 for _, p, _, _ in got["edges"])  # (a long edge's route drawn)
+
+
+MEMO = """async () => {
+  const {StepMemo} = await import("/static/graphghosts.js");
+  const m = new StepMemo(5), routes = (n) => new Map([...Array(n).keys()].map((i) => [i, [0, null]]));
+  const out = [];
+  m.at("a").put(1, routes(3));
+  m.put(2, routes(2));
+  out.push([m.has(1), m.has(2), m.size]);
+  m.put(3, routes(1));  // (6 in-edges: the step filed first goes)
+  out.push([m.has(1), m.has(2), m.has(3), m.size]);
+  m.put(4, routes(9));  // (more than the bound alone: kept, the others go)
+  out.push([m.has(2), m.has(3), m.has(4), m.size]);
+  m.at("b");
+  out.push([m.has(4), m.size]);
+  return out;
+}"""
+
+
+def test_the_step_memo_keeps_a_bounded_number_of_routes_of_one_chain(page, rebuild_server):
+  open_rebuilt_chain(page, rebuild_server)
+  assert page.evaluate(MEMO) == [[True, True, 5], [False, True, True, 3], [False, False, True, 9], [False, 0]]
 
 
 # the call-site groups of the page's graph, or of a fresh load of the step shown (rep id -> members)

@@ -93,3 +93,18 @@ def rebuilding_rewrites(path: Path, depth: int, steps: int, rewrites: int) -> Pa
     records += [ht.ctx(r), *nodes, *consts, *([ht.PATTERN] if r == 0 else []), ht.rw_begin(r, sink, r), *matches,
                 ht.rw_end(r, None, steps)]
   return ht.write(path, [[*records, ht.END]])
+
+
+def long_edges(path: Path, depth: int, steps: int) -> Path:
+  """A SINK over `steps` ADDs stacked over a chain of `depth` NEGs above a CONST, each ADD's other source that CONST
+  (a long edge beside the chain, routed through points). Each step replaces the topmost ADD by the one under it (its
+  long in-edge goes; replay rebuilds the SINK). Issue 30: a step back brings a removed node's long in-edges back (a
+  GPT step's `add bufferize` step 1 -> 0 sent 126 KB of their points), which the page holds (`held`)."""
+  nodes = [ht.node(0, arg="0")] + [ht.node(i, "NEG", [i - 1]) for i in range(1, depth + 1)]
+  nodes += [ht.node(depth + j, "ADD", [depth + j - 1, 0]) for j in range(1, steps + 1)]
+  sink = depth + steps + 1
+  nodes.append({**ht.node(sink, "SINK", [sink - 1]), "arg": "None"})
+  matches = [{"t": "match", "rw": 0, "pat": 0, "before": sink - k, "after": sink - k - 1, "dt": 1}
+             for k in range(1, steps + 1)]
+  return ht.write(path, [[ht.meta(), ht.ctx(0), *nodes, ht.PATTERN, ht.rw_begin(0, sink), *matches,
+                          ht.rw_end(0, None, steps), ht.END]])

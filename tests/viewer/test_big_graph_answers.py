@@ -53,12 +53,12 @@ def own(cols: dict, n: int, to: int) -> list[dict]:
           for c, x, m in zip(created, drop, mine)]
 
 
-def unpack(d: dict, before: dict) -> dict:
-  """What a compact=2 delta stands for (the level-1 entries of its `rebuilt` runs, `shifted` nodes, `straight` edges
-  and `whole` nodes), given the graph it applies to; static/graph.js renames the rebuilt nodes' entries in place
-  (_renameRebuilt) and unpacks the others (_unpack). A level-1 entry with `"site"` has that one instead of like's (None:
-  none)."""
-  if not {"rebuilt", "shifted", "straight", "whole"} & set(d):
+def unpack(d: dict, before: dict, held: dict | None = None) -> dict:
+  """What a compact=2 delta stands for (the level-1 entries of its `rebuilt` runs, `shifted` nodes, `straight` edges,
+  `whole` nodes and `held` edges), given the graph it applies to and, for `held`, the in-edges the page holds ({(dst,
+  index): edge}); static/graph.js renames the rebuilt nodes' entries in place (_renameRebuilt) and unpacks the others
+  (_unpack). A level-1 entry with `"site"` has that one instead of like's (None: none)."""
+  if not {"rebuilt", "shifted", "straight", "whole", "held"} & set(d):
     return d
   w = d.get("whole", {"id": [], "look": [], "nsrc": [], "created": [], "site": [], "src": [], "xy": [], "consts": []})
   runs = lambda xs: [v for i in range(0, len(xs), 2) for v in [xs[i]] * xs[i + 1]]  # noqa: E731
@@ -83,10 +83,13 @@ def unpack(d: dict, before: dict) -> dict:
   st = d.get("straight", {"dst": [], "index": []})
   index = runs(st["index"])
   straight = [{"src": src_of[n][i], "dst": n, "index": i} for n, i in zip(sums(st["dst"]), index)]
-  changed = [n for n in ids if n not in set(d.get("rebuilt_unchanged", []))] + d["changed"]
-  out = {k: v for k, v in d.items() if k not in ("rebuilt", "rebuilt_unchanged", "shifted", "straight", "whole")}
+  same = flags(r.get("unchanged", []))
+  changed = [n for i, n in enumerate(ids) if not (i < len(same) and same[i])] + d["changed"]
+  hd = d.get("held", {"dst": [], "index": []})
+  kept = [held[n, i] for n, i in zip(sums(hd["dst"]), sums(hd["index"]))]  # (a KeyError: one the page lacks)
+  out = {k: v for k, v in d.items() if k not in ("rebuilt", "shifted", "straight", "whole", "held")}
   return {**out, "nodes_added": added, "nodes_removed": d["nodes_removed"] + likes + slikes,
-          "edges_added": d["edges_added"] + straight, "changed": changed}
+          "edges_added": d["edges_added"] + straight + kept, "changed": changed}
 
 
 def test_rebuilt_runs_unpack_to_the_next_graph_and_are_small(chain):
@@ -200,3 +203,33 @@ def test_rebuilt_nodes_that_drop_a_call_site_or_move_are_sent_as_runs(tmp_path):
     assert nodes == want_nodes, [(n, v, want_nodes.get(n)) for n, v in nodes.items() if v != want_nodes.get(n)][:2]
     assert edges == {(e["src"], e["dst"], e["index"]): e for e in want["edges"]}, k
   assert {"created", "resite"} <= seen
+
+
+def test_a_step_back_leaves_out_the_routes_the_page_holds(chain):
+  """A step back from k brings back the nodes step k removed, with their in-edges' routes on step k - 1's layout. The
+  page holds those (what step k's graph sent as removed_edges, or the step to k took away: static/graphghosts.js,
+  StepMemo) and says so (`held`): they come as `held` runs of (dst, index) only, and unpacked with the page's routes
+  each step back makes the graph it leads to (issue 30: step 1 -> 0 of a GPT step's `add bufferize` resent 6,596
+  points, 126 KB). Without `held` the answer is the same as before; the rebuilt nodes' `unchanged` marks are runs."""
+  tr, rw = chain
+  view = StepGraphs(tr, rw, Replay(tr, rw))
+  for k in range(1, rw.matches + 1):
+    view.delta(k - 1, k, compact=True, rebuilt=True)
+  saved = 0
+  for k in range(rw.matches, 0, -1):
+    g, want = view.graph(k), view.graph(k - 1)
+    memo = {(e["dst"], e["index"]): e for e in g["removed_edges"]}  # (what the page holds of step k)
+    plain = view.delta(k, k - 1, compact=True, rebuilt=True)
+    d2 = view.delta(k, k - 1, compact=True, rebuilt=True, held=True)
+    assert "held" not in plain and "rebuilt_unchanged" not in d2
+    assert {**d2, "held": None, "edges_added": None} == {**plain, "held": None, "edges_added": None}, k
+    nodes, edges = apply_delta(g, unpack(d2, g, memo))
+    assert {n: (v["x"], v["y"], v["src"]) for n, v in nodes.items()} == \
+      {n["id"]: (n["x"], n["y"], n["src"]) for n in want["nodes"]}, k
+    assert edges == {(e["src"], e["dst"], e["index"]): e for e in want["edges"]}, k
+    assert sorted(unpack(d2, g, memo)["changed"]) == sorted(view.delta(k, k - 1, compact=True)["changed"]), k
+    assert not [e for e in d2["edges_added"] if "points" in e and e["dst"] in set(view.replay.step(k).removed)], k
+    saved += len(dumps(plain)) - len(dumps(d2))
+    # held only where asked of the step next to the one it leaves (a jump's page holds no such routes)
+    assert k < 2 or "held" not in view.delta(k, k - 2, compact=True, rebuilt=True, held=True)
+  assert saved > 5_000  # (the constant 1's long edge into each `* 1`: ~1-3 KB each step)
