@@ -7,15 +7,18 @@ self time of each event by thread; with --apply A B, the page's own parts in the
 same compact=2 delta from step s+1 to s+2 applied after step s's graph and the delta to s+1 (entries renamed before,
 as when stepping), for s in A..B-1, each part's median (applyDelta, the legend, the groups' refold, the canvas pass
 and its raster, forced by reading a pixel, the minimap) and a hash of the model it left (nodes with their call sites,
-edges, ghosts, marks: the same in both trees when the change keeps it). TINYVIZ_ROOT=DIR measures another
-checkout's viewer (an A/B of two trees).
+edges, ghosts, marks, the fold's groups and edges: the same in both trees when the change keeps it); with --frames
+DIR also each step's frame (its RGBA pixels, drawn again with the ghosts' fade at its end so that it does not depend
+on the clock), and --compare A B says which frames of two such folders differ and by how much. TINYVIZ_ROOT=DIR
+measures another checkout's viewer (an A/B of two trees).
 
   PYTHONPATH=. .venv/bin/python bench/profile_arrow.py --gpt-trace T [--steps 40] [--cpu | --trace] [--top 25]
-  [--apply 5 15 --reps 5]
+  [--apply 5 15 --reps 5 [--frames DIR]]; --compare DIR_A DIR_B
 """
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import statistics
@@ -38,7 +41,7 @@ STEP_SPLIT = """async (k) => {
   return [performance.now() - t0, v.perf.lastFetchMs, v.perf.lastDomMs, t1 - t0, v.perf.lastKind];
 }"""
 # --apply: per part ms (median over steps and reps) of applying step s+1 -> s+2 in the page, and the model's hash
-APPLY_PARTS = """async ([t, r, a, b, reps]) => {
+APPLY_PARTS = """async ([t, r, a, b, reps, frames]) => {
   const g = window.__viz.graph, GV = Object.getPrototypeOf(Object.getPrototypeOf(g));
   const flush = (c) => c.getContext("2d").getImageData(0, 0, 1, 1);
   const get = async (p) => (await fetch(`/api/traces/${t}/rewrites/${r}/${p}`)).json();
@@ -50,6 +53,12 @@ APPLY_PARTS = """async ([t, r, a, b, reps]) => {
   for (let s = a; s < b; s++) cases.push([await get(`graph?step=${s}&compact=1`), deltas[s], deltas[s + 1]]);
   const parts = {apply: [], legend: [], refold: [], draw: [], raster: [], minimap: []};
   let hash = 0;
+  const pixels = [];  // with frames: each case's frame (first rep), its RGBA bytes in base64
+  const b64 = (u8) => {
+    let s = "";
+    for (let i = 0; i < u8.length; i += 0x8000) s += String.fromCharCode(...u8.subarray(i, i + 0x8000));
+    return btoa(s);
+  };
   const mix = (x) => { for (let i = 0; i < x.length; i++) hash = (hash * 31 + x.charCodeAt(i)) | 0; };
   for (let rep = 0; rep < reps; rep++) {
     for (const [graph, d0, d] of cases) {
@@ -74,6 +83,12 @@ APPLY_PARTS = """async ([t, r, a, b, reps]) => {
       const t6 = performance.now();
       [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5].forEach((ms, i) => parts[Object.keys(parts)[i]].push(ms));
       if (rep) continue;
+      const {width: fw, height: fh} = g.canvas;
+      if (frames) {  // (drawn again with the ghosts' fading at its end: a frame that does not depend on the clock)
+        if (g.ghosts) g.ghosts.t0 = -1e9;
+        GV.draw.call(g);
+        pixels.push(b64(new Uint8Array(g.ctx.getImageData(0, 0, fw, fh).data.buffer)));
+      }
       [...g.nodes.values()].map((n) => `${n.d.id}:${n.x},${n.y}:${n.d.src}:${n.consts}:${n.d.site}:${n.d.created}:`
         + `${n.lines}:${n.w},${n.h}`).sort().forEach(mix);
       const edge = (e) => `${e.d.src}>${e.d.dst}>${e.d.index}`;
@@ -82,11 +97,32 @@ APPLY_PARTS = """async ([t, r, a, b, reps]) => {
       (g.ghosts?.nodes || []).map((n) => `${n.d.id}:${n.d.site}`).sort().forEach(mix);
       (g.ghosts?.drawnNodes || []).map((n) => `drawn ${n.d.id}`).sort().forEach(mix);
       [...g.marked.added, ...g.marked.changed].map(String).sort().forEach(mix);
+      // the fold: its groups, hidden nodes and redirected edges
+      [...g.fold.groups].map(([rep, grp]) => `${rep}:${grp.index}:${[...grp.members].sort()}`).sort().forEach(mix);
+      [...g.fold.hidden].map(String).sort().forEach(mix);
+      g.fold.edges.map((e) => `${edge(e)}:${JSON.stringify(e.pts)}`).sort().forEach(mix);
     }
   }
   const med = (xs) => [...xs].sort((x, y) => x - y)[xs.length >> 1];
-  return {parts: Object.fromEntries(Object.entries(parts).map(([k, xs]) => [k, med(xs)])), hash};
+  return {parts: Object.fromEntries(Object.entries(parts).map(([k, xs]) => [k, med(xs)])), hash, pixels,
+    size: [g.canvas.width, g.canvas.height]};
 }"""
+
+
+def compare_frames(a: Path, b: Path) -> None:
+  """Per frame of two --frames folders: the pixels that differ, and the largest difference of a channel."""
+  worst = 0
+  for fa in sorted(a.glob("*.rgba")):
+    pa, pb = fa.read_bytes(), (b / fa.name).read_bytes()
+    if pa == pb:
+      print(f"{fa.stem}: identical")
+      continue
+    diff = [max(abs(x - y) for x, y in zip(pa[i:i + 4], pb[i:i + 4], strict=True)) for i in range(0, len(pa), 4)
+            if pa[i:i + 4] != pb[i:i + 4]]
+    worst = max(worst, max(diff))
+    print(f"{fa.stem}: {len(diff)} of {len(pa) // 4} pixels differ, by at most {max(diff)} (of 255), "
+          f"{sum(d > 32 for d in diff)} by more than 32")
+  print(f"largest difference {worst}")
 
 
 def self_times(profile: dict) -> dict[str, float]:
@@ -102,14 +138,21 @@ def self_times(profile: dict) -> dict[str, float]:
 
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  ap.add_argument("--gpt-trace", type=Path, required=True)
+  ap.add_argument("--gpt-trace", type=Path, help="the trace (all but --compare)")
   ap.add_argument("--steps", type=int, default=40)
   ap.add_argument("--cpu", action="store_true", help="also profile the page's CPU (sampling; slows it a little)")
   ap.add_argument("--trace", action="store_true", help="also a Chromium trace: time per event name and thread")
   ap.add_argument("--top", type=int, default=25)
   ap.add_argument("--apply", type=int, nargs=2, metavar=("A", "B"), help="the page's parts, steps A..B (see above)")
   ap.add_argument("--reps", type=int, default=5, help="with --apply: repetitions")
+  ap.add_argument("--frames", type=Path, help="with --apply: save each step's frame (RGBA) in this folder")
+  ap.add_argument("--compare", type=Path, nargs=2, metavar=("A", "B"), help="compare two --frames folders and exit")
   args = ap.parse_args()
+  if args.compare:
+    compare_frames(*args.compare)
+    return
+  if not args.gpt_trace:
+    ap.error("--gpt-trace is required")
   from playwright.sync_api import sync_playwright
 
   with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
@@ -123,7 +166,11 @@ def main() -> None:
       page.goto(f"{url}/#t={tid}&c={cbig}&r={rbig}&s=0")
       ui.wait_first_graph(page)
       if args.apply:
-        got = page.evaluate(APPLY_PARTS, [tid, rbig, *args.apply, args.reps])
+        got = page.evaluate(APPLY_PARTS, [tid, rbig, *args.apply, args.reps, bool(args.frames)])
+        if args.frames:
+          args.frames.mkdir(parents=True, exist_ok=True)
+          for s, px in zip(range(args.apply[0], args.apply[1]), got["pixels"], strict=True):
+            (args.frames / f"step{s + 2:04d}_{got['size'][0]}x{got['size'][1]}.rgba").write_bytes(base64.b64decode(px))
         print(f"in-page parts of a step (ms, median of steps {args.apply[0] + 1}..{args.apply[1]} x {args.reps}), "
               f"model hash {got['hash']}:")
         for part, ms in got["parts"].items():

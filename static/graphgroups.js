@@ -71,11 +71,15 @@ export function siteGroups(nodes, expanded, taken) {
 export function foldedView(groups, nodes, collapse, users = new Map(), made = new WeakMap()) {
   const repOf = new Map();
   for (const [rep, g] of groups) for (const m of g.members) if (m !== rep) repOf.set(m, rep);
-  const hidden = new Set(repOf.keys()), edges = [], seen = new Set(), now = new WeakMap();
+  // seen: a -> the b of each pair a, b added (no string a pair: a step refolds ~2,000 redirected edges, issue 30)
+  const hidden = new Set(repOf.keys()), edges = [], seen = new Map(), now = new WeakMap();
   const add = (s, d) => {
-    const a = repOf.get(s) ?? s, b = repOf.get(d) ?? d, key = `${a} ${b}`;
-    if (a === b || seen.has(key)) return;
-    seen.add(key);
+    const a = repOf.get(s) ?? s, b = repOf.get(d) ?? d;
+    if (a === b) return;
+    const to = seen.get(a);
+    if (to === undefined) seen.set(a, new Set([b]));
+    else if (to.has(b)) return;
+    else to.add(b);
     const na = nodes.get(a), nb = nodes.get(b);
     let e = na && nb && !collapse ? made.get(na)?.get(nb) : undefined;
     if (e && e.ends[0] === na.d.x && e.ends[1] === na.d.y && e.ends[2] === nb.d.x && e.ends[3] === nb.d.y) {
