@@ -368,8 +368,10 @@ export class GraphView {
   }
 
   _mark(added, changed, match) {
-    // result: the node the step's rule returned (where the automatic view goes when the change is too big to fit)
-    this.marked = {added: new Set(added || []), changed: new Set(changed || []), result: match?.after ?? null};
+    // result: the node of the graph that stands for the step rule's result (where the automatic view goes when the
+    // change is too big to fit): the server's `result`, not `after`, the trace's node, which replay often rebuilt
+    this.marked = {added: new Set(added || []), changed: new Set(changed || []),
+      result: match?.result ?? match?.after ?? null};
   }
 
   // ---- queries

@@ -653,6 +653,9 @@ class StepGraphs:
     m["rule"] = None if pat is None else {"file": pat["file"], "line": pat["line"], "name": pat["name"]}
     info = self.replay.step(k)
     m["note"] = info.note if info is not None else None
+    # the node of k's graph that stands for the rule's result: `after` is the trace's node, which replay rebuilds
+    # under a fresh id where its sources were rebuilt (the page's automatic view centres on this one)
+    m["result"] = info.by if info is not None else None
     return m
 
   def _marks(self, k: int, shown: frozenset[int] | None = None) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from support.browser import REBUILD_STEPS, open_rebuilt_chain, wait_graph
+from support.browser import REBUILD_STEPS, open_rebuilt_chain, open_rewrite, record_matmul_relu, wait_graph
 from support.export_helpers import long_edges
 
 STEPS = REBUILD_STEPS
@@ -316,3 +316,19 @@ def test_steps_in_a_row_render_the_step_panel_once_they_pause(page, rebuild_serv
                          ".includes(want) && ![...document.querySelectorAll('#panel-step .step-body > *')]"
                          ".some((e) => e.style.opacity !== '')", arg=f"#{prev['before']}")
   assert page.evaluate(PANEL)["title"].startswith(f"Step {STEPS - 1} / {STEPS}")
+
+
+def test_the_automatic_view_follows_the_node_that_stands_for_the_rules_result(page, server, trace_dir):
+  """The page marks as the step's result (where its automatic view centres when the change is too big to fit) the
+  answer's `match.result`, a node of the graph, not `after`, the trace's node, which replay rebuilt at this step of a
+  matmul's rangeify (viz_server/stepgraphs.py, _match)."""
+  record_matmul_relu(trace_dir / "result.vztrace")
+  t, rw = open_rewrite(page, server, "result.vztrace", ctx="schedule 0", rewrite="open kernel + rangeify", step=0)
+  k = rw["matches"]
+  g = server.api(f"/api/traces/{t}/rewrites/{rw['id']}/graph?step={k}")
+  ids = {n["id"] for n in g["nodes"]}
+  assert g["match"]["result"] in ids and g["match"]["after"] not in ids
+  page.evaluate("(k) => window.__viz.setStep(k)", k)
+  wait_graph(page, t, rw["id"], k)
+  got = page.evaluate("() => ({result: window.__viz.graph.marked.result, shown: [...window.__viz.graph.nodes.keys()]})")
+  assert got["result"] == g["match"]["result"] and got["result"] in got["shown"]

@@ -130,3 +130,31 @@ def test_views_drop_lets_a_view_and_its_answers_go(trace_path, answers):
   assert answers.count((rw.id, 3, True)) == 2  # built again: the dropped view's answer went with it
   views.drop(tr.id, rw.id + 10_000)  # an unknown rewrite: nothing to let go
   assert len(views) == 1
+
+
+def test_a_steps_result_is_the_node_of_its_graph_that_stands_for_the_rules_result(tmp_path):
+  """`match.result` is the node of step k's graph the rule's result is, which the page's automatic view centres on;
+  `after` is the trace's node, which replay rebuilds under a fresh id where its sources were rebuilt (a matmul's
+  rangeify: step 18's result is not in its graph under the trace's id; a GPT step's `add bufferize`: 38 of its first
+  60 steps), so a view that followed `after` showed the whole graph at those steps instead of the change."""
+  from support.browser import record_matmul_relu
+
+  from viz_server.offline import OfflineApi
+  path = tmp_path / "mr.vztrace"
+  record_matmul_relu(path)
+  rebuilt_after, steps = 0, 0
+  with OfflineApi(path) as api:
+    for c in api.trace_get("contexts"):
+      for r in c["rewrites"]:
+        for k in range(1, r["matches"] + 1):
+          g = api.trace_get(f"rewrites/{r['id']}/graph?step={k}")
+          m, ids = g["match"], {n["id"] for n in g["nodes"]}
+          if m["result"] is None:  # (nothing replaced: the note says why)
+            assert m["note"], (r["name"], k)
+            continue
+          steps += 1
+          assert m["result"] in ids, (r["name"], k)
+          rebuilt_after += m["after"] not in ids
+          d = api.trace_get(f"rewrites/{r['id']}/delta?from={k - 1}&to={k}&compact=2")
+          assert d["match"]["result"] == m["result"]
+  assert steps > 50 and rebuilt_after >= 1
