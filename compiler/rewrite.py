@@ -583,15 +583,13 @@ class _Rewriter:
                            f"{u.op.name} node")
 
   def rewrite(self, root: UOp) -> UOp:
-    replace = self.replace
-    in_progress: set[UOp] = set()
-    changed: set[UOp] = set()  # the final nodes whose result is another node (replace[n] is not n), kept exact
-    # stack entries: (original node, stage, current node, chain length), or a bare node: (node, 0, node, 0)
-    stack: list[tuple[UOp, int, UOp, int] | UOp] = [root]
-    bottom_up = self.bottom_up
-    recording = self.rec is not None
+    # changed: the final nodes whose result is another node (replace[n] is not n), kept exact: a node made final as its
+    # own result leaves it (it may have been final before with another: a rule that no longer fires on it, one whose
+    # ctx changed, or the viewer's oracle that stops after k matches). stack entries: (original node, stage, current
+    # node, chain length), or a bare node: (node, 0, node, 0)
+    replace, in_progress, changed, stack = self.replace, set(), set(), [root]
+    bottom_up, recording, pm = self.bottom_up, self.rec is not None, self.pm
     final, is_final = replace.__getitem__, replace.__contains__
-    pm = self.pm
     by_src0, by_dtype = pm._by_src0.get, pm._by_dtype
     while stack:
       n = stack.pop()
@@ -621,7 +619,7 @@ class _Rewriter:
             replace[n] = replace[new_n] = new_n
             if n is not new_n:
               changed.add(n)
-              changed.discard(new_n)  # (final before with another result, maybe: see stage 1)
+              changed.discard(new_n)  # (final before with another result, maybe: see above)
             continue
         in_progress.add(n)  # (until its result is final: met again before, it is part of its own result)
         if not all(map(is_final, src)):  # (stops at the first source not done: on a first visit, the first)
@@ -647,9 +645,7 @@ class _Rewriter:
           replace[n] = replace[new_n] = new_n  # a final node is its own result: never walk it again
           if n is not new_n:
             changed.add(n)
-            # new_n may have been final before with another result, and be its own now: a rule that no longer fires
-            # on it (one whose ctx changed; a rewrite stopped after k matches, the viewer's oracle) made it anew
-            changed.discard(new_n)
+            changed.discard(new_n)  # (final before with another result, maybe: see above)
           in_progress.discard(n)
         else:  # (new_n.replace(src=...), without its kwargs)
           rebuilt = UOp(new_n.op, new_n.dtype, tuple(map(final, src)), new_n.arg)

@@ -52,6 +52,22 @@ def key_fields(key: bytes) -> tuple[int, ...]:
   return struct.unpack(f"<{len(key) // 4}I", key)
 
 
+_NO_DTYPE = object()  # (no node's dtype: the first node of a walk looks its dtype up)
+
+
+def _split_sources(src: tuple[UOp, ...], base: int, top: int) -> tuple[list[int], list[UOp]]:
+  """(the ids of src's named sources, its unnamed sources in order), in one pass (a node of three or more sources)."""
+  ids: list[int] = []
+  unnamed: list[UOp] = []
+  for s in src:
+    v = s._trace_id
+    if base <= v < top:
+      ids.append(v - base)
+    else:
+      unnamed.append(s)
+  return ids, unnamed
+
+
 def _dtype_number(dtypes: list[DType], numbers: dict[DType, int], by_id: dict[int, int], seen: list[DType],
                   dtype: DType) -> int:
   """A dtype's number in a recording (TraceIds' tables): by equality, the first time its object is met."""
@@ -130,6 +146,12 @@ class TraceIds:
       return v - self.base
     return self._name_below(u)
 
+  # _name_below(root) names root and the nodes below it without an id, each after its sources, in the order of a
+  # depth-first walk over sources in order: a node met with a source not named yet goes back on the stack with all
+  # such sources above it (the first on top), and is named when it is met again, its sources then named. Iterative,
+  # since a graph may be far deeper than the recursion limit. The id of an equal node named before (its key), else a
+  # new one. A node of one or two sources (most of them) reads them without a loop or a list: ~9% less time naming
+  # (the GPT training step's naming replayed: 150 -> 137 ms CPU).
   def _namer(self) -> Callable[[UOp], int]:
     """The recording's `_name_below(root)`: a closure made once, its tables bound as free variables (no attribute
     read or tuple unpacking a call: ~16,000 calls on the GPT training step, most naming a rule's result of a few
@@ -144,16 +166,10 @@ class TraceIds:
     pop, push, set_key = stack.pop, stack.append, keys.setdefault
 
     def name_below(root: UOp) -> int:
-      """Name root and the nodes below it without an id, each after its sources, in the order of a depth-first walk
-      over sources in order: a node met with a source not named yet goes back on the stack with all such sources above
-      it (the first on top), and is named when it is met again, its sources then named. Iterative, since a graph may be
-      far deeper than the recursion limit. The id of an equal node named before (its key), else a new one.
-      A node of one or two sources (most of them) reads them without a loop or a list: ~9% less time naming (the
-      GPT training step's naming replayed: 150 -> 137 ms CPU)."""
-      if stack:
-        stack.clear()
+      """root's id, root and the nodes below it without one named (the walk described above _namer)."""
+      stack.clear()
       push(root)
-      last_dtype, last_d = None, 0
+      last_dtype, last_d = _NO_DTYPE, 0
       while stack:
         x = pop()
         if base <= x._trace_id < top:  # on the stack twice (a source of two nodes): named the first time
@@ -176,28 +192,15 @@ class TraceIds:
               push(src[0])
             continue
         elif n:
-          ids, unnamed = [], None  # (one pass over the sources either way: no second one to find the unnamed)
-          for s in src:
-            v = s._trace_id
-            if base <= v < top:
-              ids.append(v - base)
-            elif unnamed is None:
-              unnamed = [s]
-            else:
-              unnamed.append(s)
-          if unnamed is not None:
+          ids, unnamed = _split_sources(src, base, top)
+          if unnamed:
             push(x)
-            unnamed.reverse()  # the first on top
-            stack.extend(unnamed)
+            stack.extend(reversed(unnamed))  # (the first on top)
             continue
         dtype = x.dtype
-        if dtype is last_dtype:  # (runs of one dtype: most nodes skip the lookup)
-          d = last_d
-        else:
+        if dtype is not last_dtype:  # (runs of one dtype: most nodes skip the lookup)
           d = dtype_by_id.get(id(dtype))
-          if d is None:
-            d = dtype_number(dtype)
-          last_dtype, last_d = dtype, d
+          last_dtype, last_d = dtype, d if d is not None else dtype_number(dtype)
         arg = x.arg
         t = type(arg)
         if arg is None:
@@ -209,13 +212,13 @@ class TraceIds:
         else:
           a = arg_number(x.op, dtype, arg)
         if n == 1:  # (the usual numbers of sources spelled out: a call with *src costs more than the packing)
-          key = pack1(op_int[x.op], d, a, s0 - base)
+          key = pack1(op_int[x.op], last_d, a, s0 - base)
         elif n == 2:
-          key = pack2(op_int[x.op], d, a, s0 - base, s1 - base)
+          key = pack2(op_int[x.op], last_d, a, s0 - base, s1 - base)
         elif n == 0:
-          key = pack0(op_int[x.op], d, a)
+          key = pack0(op_int[x.op], last_d, a)
         else:
-          key = packs[n](op_int[x.op], d, a, *ids) if n < _PACKED else _pack_key(op_int[x.op], d, a, *ids)
+          key = packs[n](op_int[x.op], last_d, a, *ids) if n < _PACKED else _pack_key(op_int[x.op], last_d, a, *ids)
         new = len(keys)  # ids are dense: the next one is the number of keys
         tid = set_key(key, new)
         if tid == new:

@@ -323,6 +323,7 @@ def test_the_automatic_view_follows_the_node_that_stands_for_the_rules_result(pa
   answer's `match.result`, a node of the graph, not `after`, the trace's node, which replay rebuilt at this step of a
   matmul's rangeify (viz_server/stepgraphs.py, _match)."""
   record_matmul_relu(trace_dir / "result.vztrace")
+  server.trace_id("result.vztrace", ended=True)  # (every context read: open_rewrite looks one up by name)
   t, rw = open_rewrite(page, server, "result.vztrace", ctx="schedule 0", rewrite="open kernel + rangeify", step=0)
   k = rw["matches"]
   g = server.api(f"/api/traces/{t}/rewrites/{rw['id']}/graph?step={k}")
