@@ -8,8 +8,20 @@ from typing import Any
 import numpy as np
 
 
+class _Interned(type):
+  """Making a DType gives the one object with those fields (the first made, kept from then on), so equality is
+  identity and the hash the object's: both object's own, in C. DType hashes in every UOp's hash-consing key (~0.5M
+  hashes in a GPT training step's first call), where a Python __hash__, even one returning a cached value, was a
+  Python call each."""
+
+  def __call__(cls, *args, **kwargs):
+    d = super().__call__(*args, **kwargs)
+    return _INTERN.setdefault(d._key(), d)
+
+
+# eq=False: no dataclass __eq__ (and so no __hash__ either); object's identity compare and id hash are exact here
 @dataclass(frozen=True, eq=False)
-class DType:
+class DType(metaclass=_Interned):
   priority: int  # promotion order inside a kind; also a stable sort key
   itemsize: int  # bytes of one scalar element
   name: str
@@ -17,26 +29,14 @@ class DType:
   count: int = 1  # vector width
   _scalar: DType | None = None
 
-  def __post_init__(self):
-    object.__setattr__(self, "_hash", hash((type(self).__name__, self.name, self.count, getattr(self, "size", -1))))
-
-  def __hash__(self) -> int:
-    return self._hash
-
-  def __eq__(self, other: object) -> bool:
-    # dtypes are interned, so identity decides almost always; the field compare covers hand-made instances
-    if self is other:
-      return True
-    # equal dtypes hash alike (the hash is of fields the key has): unequal hashes answer without building the keys
-    return type(self) is type(other) and self._hash == other._hash and self._key() == other._key()
-
   def _key(self) -> tuple:
-    return (self.priority, self.itemsize, self.name, self.fmt, self.count, self._scalar, getattr(self, "base", None),
-            getattr(self, "size", -1))
+    # _scalar and base are interned already, so their identity hash and compare stand for their fields
+    return (type(self), self.priority, self.itemsize, self.name, self.fmt, self.count, self._scalar,
+            getattr(self, "base", None), getattr(self, "size", -1))
 
   def __reduce__(self):
-    # rebuilt from the fields, never from __dict__: the cached hash (of salted str hashes) is only valid in the
-    # process that computed it, and a DType sent to a worker process must hash like that worker's own dtypes
+    # rebuilt through the constructor, never from __dict__: the receiving process's object with these fields is the
+    # one it must get (equality is identity), and the id hash is only valid in the process that made the object
     return (_rebuild_dtype, (type(self), tuple(getattr(self, f.name) for f in fields(self))))
 
   def __repr__(self) -> str:
@@ -60,7 +60,7 @@ class DType:
       vecs = self.__dict__["_vecs"] = {}
     got = vecs.get(n)
     if got is None:
-      got = vecs[n] = _interned(DType(self.priority, self.itemsize * n, f"{self.name}x{n}", None, n, self))
+      got = vecs[n] = DType(self.priority, self.itemsize * n, f"{self.name}x{n}", None, n, self)
     return got
 
   def scalar(self) -> DType:
@@ -76,7 +76,7 @@ class DType:
     return dtypes.max(self)
 
   def ptr(self, size: int = -1) -> PtrDType:
-    return _interned(PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self._scalar, self, size))
+    return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self._scalar, self, size)
 
   @property
   def np(self) -> np.dtype:
@@ -87,19 +87,12 @@ class DType:
     return np.dtype(s.fmt)
 
 
-_INTERN: dict[DType, DType] = {}
-
-
-def _interned(d: DType) -> DType:
-  """One object per distinct dtype, so comparisons are mostly identity checks."""
-  return _INTERN.setdefault(d, d)
+_INTERN: dict[tuple, DType] = {}  # DType._key() -> the one DType with those fields
 
 
 def _rebuild_dtype(cls: type, args: tuple) -> DType:
-  """Unpickling: the process's own object for this dtype (a `dtypes` scalar, or the interned vector/pointer)."""
-  d = cls(*args)
-  canon = getattr(dtypes, d.name, None) if cls is DType and d.count == 1 else None
-  return canon if isinstance(canon, DType) and canon == d else _interned(d)
+  """Unpickling: the process's own object for this dtype (the constructor interns)."""
+  return cls(*args)
 
 
 @dataclass(frozen=True, eq=False)

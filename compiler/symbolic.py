@@ -82,11 +82,11 @@ def order_key(u: UOp) -> tuple:
   k = u.__dict__.get(_ORDER_KEY)
   if k is not None:
     return k
-  if u.op is Ops.DEFINE_VAR:
+  if u.op is FastOps.DEFINE_VAR:
     k = (0, str(u.arg[0]), 0)
-  elif u.op is Ops.RANGE:
+  elif u.op is FastOps.RANGE:
     k = (1, "", u.arg[0] if isinstance(u.arg, tuple) and isinstance(u.arg[0], int) else 0)
-  elif u.op is Ops.CONST:
+  elif u.op is FastOps.CONST:
     k = (3, "", 0)
   else:
     k = (2, "", u.op.value)
@@ -152,15 +152,15 @@ def build_sum(dt: DType, terms: dict[UOp, int], k: int = 0) -> UOp:
   items.sort(key=lambda x: x[0])
   out: UOp | None = None
   for _, t, c in items:
-    term = t if c == 1 else UOp(Ops.MUL, dt, (t, _const(dt, c)))
-    out = term if out is None else UOp(Ops.ADD, dt, (out, term))
-    if out.op is Ops.ADD:
+    term = t if c == 1 else UOp(FastOps.MUL, dt, (t, _const(dt, c)))
+    out = term if out is None else UOp(FastOps.ADD, dt, (out, term))
+    if out.op is FastOps.ADD:
       _canonical_sums.add(out)
   k = truncate(dt, k)
   if out is None:
     return _const(dt, k)
   if k != 0:
-    out = UOp(Ops.ADD, dt, (out, _const(dt, k)))
+    out = UOp(FastOps.ADD, dt, (out, _const(dt, k)))
     _canonical_sums.add(out)
   return out
 
@@ -172,13 +172,13 @@ _NOFOLD = object()
 
 def _eval(op: Ops, dt: DType, in_dt: DType, vals: tuple) -> Any:
   """exec_alu with the cases C leaves undefined or Python can't do (huge shifts, complex powers) left unfolded."""
-  if dtypes.is_int(in_dt) and op in (Ops.SHL, Ops.SHR, Ops.POW):
+  if dtypes.is_int(in_dt) and op in (FastOps.SHL, FastOps.SHR, FastOps.POW):
     bits = 8 * in_dt.itemsize
-    if op is Ops.POW:
+    if op is FastOps.POW:
       return _NOFOLD if vals[1] < 0 else truncate(dt, pow(vals[0], vals[1], 1 << bits))
     if not 0 <= vals[1] < bits:
       return _NOFOLD
-  if op is Ops.POW:  # Python raises or goes complex where C's pow gives inf or NaN; numpy does what C does
+  if op is FastOps.POW:  # Python raises or goes complex where C's pow gives inf or NaN; numpy does what C does
     with np.errstate(all="ignore"):
       return truncate(dt, float(np.power(np.float64(vals[0]), np.float64(vals[1]))))
   try:
@@ -617,7 +617,7 @@ index_simplify = PatternMatcher([
 
 def commutative_order(u: UOp) -> UOp | None:
   """Operands of commutative ops in `order_key` order (constants right) so that equal expressions hash-cons."""
-  if u.op is Ops.ADD and _is_int(u):
+  if u.op is FastOps.ADD and _is_int(u):
     return None  # fold_sum orders int sums (all terms, not just two)
   a, b = u.src
   return UOp(u.op, u.dtype, (b, a)) if order_key(b) < order_key(a) else None

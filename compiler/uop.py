@@ -62,8 +62,9 @@ class GroupOp:
 
 class FastOps:
   """Ops' members (the same objects) as plain class attributes, for code that runs per node or per lane (bounds, the
-  symbolic linear forms, the expander and vectorizer, the linearizer, the LLVM renderer): on Python 3.11 `Ops.X` is a
-  lookup through EnumType.__getattr__'s hook (~90 ns; a plain class's attribute ~20)."""
+  symbolic linear forms, the expander and vectorizer, the linearizer, the LLVM renderer, the scheduler's and
+  optimizer's walks): on Python 3.11 `Ops.X` is a lookup through EnumType.__getattr__'s hook (~90 ns; a plain class's
+  attribute ~20)."""
 
 
 for _op in Ops:
@@ -263,7 +264,7 @@ class UOp(metaclass=UOpMetaClass):
   @cached_property
   def ranges(self) -> tuple[UOp, ...]:
     """The RANGE nodes this node depends on, sorted by axis id."""
-    rs = {u for u in toposort(self) if u.op is Ops.RANGE}
+    rs = {u for u in toposort(self) if u.op is FastOps.RANGE}
     return tuple(sorted(rs, key=lambda r: r.arg))
 
   # ---- constructors
@@ -278,7 +279,7 @@ class UOp(metaclass=UOpMetaClass):
     v = truncate(dtype, value)
     if isinstance(v, float) and math.isnan(v):
       v = math.nan
-    return UOp(Ops.CONST, dtype, (), v)
+    return UOp(FastOps.CONST, dtype, (), v)
 
   @staticmethod
   def variable(name: str, vmin: int, vmax: int, dtype: DType = dtypes.index) -> UOp:
@@ -299,7 +300,7 @@ class UOp(metaclass=UOpMetaClass):
     operands = (self, *(_as_uop(s, self.dtype) for s in src))
     if op in GroupOp.Comparison:
       out = dtypes.bool.vec(self.dtype.count)
-    elif op is Ops.WHERE:
+    elif op is FastOps.WHERE:
       out = operands[1].dtype
     else:
       out = self.dtype
@@ -522,7 +523,7 @@ _TOPO_KEY = "_toposort"
 
 def toposort(root: UOp, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
   """Every node reachable from root, sources before users (iterative DFS). `gate(u)` False: don't descend."""
-  keep = gate is None and root.op is Ops.SINK
+  keep = gate is None and root.op is FastOps.SINK
   if keep:
     got = root.__dict__.get(_TOPO_KEY)
     if got is not None:

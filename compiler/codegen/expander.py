@@ -54,7 +54,7 @@ def check_expansion(kname: str, sink: UOp) -> None:
   for st in sink.src:
     _check_lanes(kname, sorted((r for r in free[st] if axis_type(r) in EXPAND_AXES), key=lambda r: r.arg[0]))
   for u in toposort(sink):
-    if u.op is Ops.REDUCE:
+    if u.op is FastOps.REDUCE:
       unr = [r for r in u.src[1:] if axis_type(r) in EXPAND_AXES]
       if unr:
         _check_lanes(kname, unr)
@@ -77,7 +77,7 @@ def _lane_of(sub: Axes, axes: Axes) -> tuple[int, ...]:
 
 
 def _unroll(lanes: list[UOp], axes: Axes) -> UOp:
-  return UOp(Ops.UNROLL, lanes[0].dtype, tuple(lanes), axes)
+  return UOp(FastOps.UNROLL, lanes[0].dtype, tuple(lanes), axes)
 
 
 def _lanes_over(u: UOp, axes: Axes) -> list[UOp]:

@@ -37,7 +37,7 @@ _ACC_OR_STORE = frozenset((Ops.DEFINE_ACC, Ops.STORE))
 
 
 def _is_inline(u: UOp) -> bool:
-  return u.op in INLINE or (u.op is Ops.VECTORIZE and all(s.op is Ops.CONST for s in u.src))
+  return u.op in INLINE or (u.op is FastOps.VECTORIZE and all(s.op is FastOps.CONST for s in u.src))
 
 
 def _unplaced(roots: list[UOp], placed: dict[UOp, int], inline: set[UOp] | frozenset[UOp] = frozenset()) -> list[UOp]:
@@ -70,7 +70,7 @@ class _Linearizer:
     self.open: list[UOp] = []
     self.n_if = 0
     nodes = toposort(sink)
-    self.phis = [u for u in nodes if u.op is Ops.PHI]
+    self.phis = [u for u in nodes if u.op is FastOps.PHI]
     # (asked of every node hoist walks, at every loop level, and emit: a set's lookup, not a call)
     self.inline = {u for u in nodes if _is_inline(u)}
     self._anc: dict[UOp, set[UOp]] = {}
@@ -241,7 +241,7 @@ class _Linearizer:
     own scratch), else one that no STAGE fill lies inside without depending on it (opened around a fill that does
     not, the fill would run again for each of its iterations: matmul 1000's row loop around B's strip)."""
     return axis_type(par) is AxisType.THREAD or \
-        all(par in self.free[u] or not self.free[u] for u in toposort(sink) if u.op is Ops.END)
+        all(par in self.free[u] or not self.free[u] for u in toposort(sink) if u.op is FastOps.END)
 
   def _parallel(self, outer: list[UOp], stores: list[UOp]) -> UOp | None:
     thread = [r for r in outer if axis_type(r) is AxisType.THREAD]

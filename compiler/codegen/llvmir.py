@@ -83,6 +83,15 @@ def const_text(v, dt: DType) -> str:
   return "0x%016X" % struct.unpack("<Q", struct.pack("<d", float(v)))[0]
 
 
+# per-node tables of the ALU renderer, made once (a literal in _alu was a dict and its Ops.X lookups a node)
+_FCMP = {Ops.CMPLT: "olt", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}
+_SCMP = {Ops.CMPLT: "slt", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}
+_UCMP = {Ops.CMPLT: "ult", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}
+_FLOAT_ONLY = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.POW})
+_BOOL_OPS = {Ops.ADD: "or", Ops.MUL: "and", Ops.MAX: "or", Ops.SUB: "xor", Ops.AND: "and", Ops.OR: "or", Ops.XOR: "xor"}
+# ops whose dtype is no value's (buffers, their indexing, a scratch's AFTER): render_llvm checks the others' types
+_UNTYPED = frozenset({Ops.INDEX, Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.AFTER})
+
 MAX_BUF_ARGS = 512  # more buffers than this are passed as an array of pointers
 
 
@@ -372,7 +381,7 @@ class _Renderer:
   # ---- memory
   def _addr(self, ix: UOp) -> str:
     buf, idx = ix.src[0], ix.src[1]
-    if buf.op not in (Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.AFTER):
+    if buf.op not in (FastOps.DEFINE_GLOBAL, FastOps.DEFINE_LOCAL, FastOps.AFTER):
       raise self.err("INDEX of something other than a buffer", ix)
     if len(ix.src) > 2:
       raise self.err("INDEX with a valid left after lowering", ix)
@@ -543,7 +552,7 @@ class _Renderer:
   def _alu(self, u: UOp) -> str:
     op, dt = u.op, u.dtype
     srcs = u.src
-    sdt = srcs[0].dtype if op in GroupOp.Comparison or op is Ops.WHERE else dt
+    sdt = srcs[0].dtype if op in GroupOp.Comparison or op is FastOps.WHERE else dt
     s = sdt.scalar()
     is_f, is_b = dtypes.is_float(s), s == dtypes.bool
     uns = dtypes.is_unsigned(s) or is_b
@@ -553,49 +562,48 @@ class _Renderer:
     # half never contracts: a half fma rounds once where CPUs without one round twice (see the module doc)
     contract = "" if s == dtypes.float16 else "contract "
     fm = f"reassoc {contract}" if u in self.accum_ops else contract if u in self.fused_muls else ""
-    if op is Ops.WHERE:
+    if op is FastOps.WHERE:
       self.emit(f"{out} = select {self.tv(srcs[0])}, {self.tv(srcs[1])}, {self.tv(srcs[2])}")
       return out
     if op in GroupOp.Comparison:
       if is_f:
-        pred = {Ops.CMPLT: "olt", Ops.CMPNE: "une", Ops.CMPEQ: "oeq"}[op]
+        pred = _FCMP[op]
         self.emit(f"{out} = fcmp {pred} {t} {a[0]}, {a[1]}")
       else:
-        pred = {Ops.CMPLT: "ult" if uns else "slt", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}[op]
+        pred = (_UCMP if uns else _SCMP)[op]
         self.emit(f"{out} = icmp {pred} {t} {a[0]}, {a[1]}")
       return out
     if is_f:
       return self._falu(u, out, t, a, fm)
-    if op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.POW):
+    if op in _FLOAT_ONLY:
       raise self.err(f"{op.name} needs a float dtype", u)
     if is_b:
-      bop = {Ops.ADD: "or", Ops.MUL: "and", Ops.MAX: "or", Ops.SUB: "xor", Ops.AND: "and", Ops.OR: "or",
-             Ops.XOR: "xor"}.get(op)
-      if op is Ops.NEG:
+      bop = _BOOL_OPS.get(op)
+      if op is FastOps.NEG:
         self.emit(f"{out} = xor {t} {a[0]}, {self.const_like(True, dt)}")
         return out
-      if op is Ops.TRUNC:
+      if op is FastOps.TRUNC:
         return a[0]
-      if op is Ops.WHERE or bop is None:
+      if op is FastOps.WHERE or bop is None:
         raise self.err(f"{op.name} is not defined on bool", u)
       self.emit(f"{out} = {bop} {t} {a[0]}, {a[1]}")
       return out
     nsw = " nsw" if dt.count == 1 and not uns and (u.vmin, u.vmax) != (dtypes.min(dt), dtypes.max(dt)) else ""
-    if op in (Ops.ADD, Ops.SUB, Ops.MUL):
+    if op in (FastOps.ADD, FastOps.SUB, FastOps.MUL):
       self.emit(f"{out} = {op.name.lower()}{nsw} {t} {a[0]}, {a[1]}")
-    elif op is Ops.NEG:
+    elif op is FastOps.NEG:
       self.emit(f"{out} = sub {t} {self.const_like(0, dt)}, {a[0]}")
-    elif op is Ops.TRUNC:
+    elif op is FastOps.TRUNC:
       return a[0]
-    elif op is Ops.MAX:
+    elif op is FastOps.MAX:
       return self.intrinsic("umax" if uns else "smax", dt, a)
-    elif op in (Ops.AND, Ops.OR, Ops.XOR):
+    elif op in (FastOps.AND, FastOps.OR, FastOps.XOR):
       self.emit(f"{out} = {op.name.lower()} {t} {a[0]}, {a[1]}")
-    elif op in (Ops.IDIV, Ops.MOD):
+    elif op in (FastOps.IDIV, FastOps.MOD):
       return self._divmod(u, t, a, uns)
-    elif op in (Ops.SHL, Ops.SHR):
+    elif op in (FastOps.SHL, FastOps.SHR):
       return self._shift(u, t, a, uns)
-    elif op is Ops.MULACC:
+    elif op is FastOps.MULACC:
       m = self.fresh()
       self.emit(f"{m} = mul {t} {a[0]}, {a[1]}")
       self.emit(f"{out} = add {t} {m}, {a[2]}")
@@ -605,27 +613,27 @@ class _Renderer:
 
   def _falu(self, u: UOp, out: str, t: str, a: list[str], fm: str) -> str:
     op, dt = u.op, u.dtype
-    if op in (Ops.ADD, Ops.SUB, Ops.MUL):
+    if op in (FastOps.ADD, FastOps.SUB, FastOps.MUL):
       self.emit(f"{out} = f{op.name.lower()} {fm}{t} {a[0]}, {a[1]}")
-    elif op is Ops.FDIV:
+    elif op is FastOps.FDIV:
       self.emit(f"{out} = fdiv {t} {a[0]}, {a[1]}")
-    elif op is Ops.RECIP:
+    elif op is FastOps.RECIP:
       self.emit(f"{out} = fdiv {t} {self.const_like(1.0, dt)}, {a[0]}")
-    elif op is Ops.NEG:
+    elif op is FastOps.NEG:
       self.emit(f"{out} = fneg {t} {a[0]}")
-    elif op is Ops.MAX:
+    elif op is FastOps.MAX:
       return self.intrinsic("maximum", dt, a, fm if u in self.accum_ops else "")
-    elif op is Ops.MULACC and dt.scalar() == dtypes.float16:  # each rounded to half, as the interpreter does
+    elif op is FastOps.MULACC and dt.scalar() == dtypes.float16:  # each rounded to half, as the interpreter does
       m = self.fresh()
       self.emit(f"{m} = fmul {t} {a[0]}, {a[1]}")
       self.emit(f"{out} = fadd {t} {m}, {a[2]}")
-    elif op is Ops.MULACC:
+    elif op is FastOps.MULACC:
       return self.intrinsic("fma", dt, a)
-    elif op is Ops.EXP2 and dt.scalar() in (dtypes.float32, dtypes.float16):
+    elif op is FastOps.EXP2 and dt.scalar() in (dtypes.float32, dtypes.float16):
       return self._exp2(a[0], dt)
-    elif op is Ops.LOG2 and dt.scalar() in (dtypes.float32, dtypes.float16):
+    elif op is FastOps.LOG2 and dt.scalar() in (dtypes.float32, dtypes.float16):
       return self._log2(a[0], dt)
-    elif op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.TRUNC, Ops.POW):
+    elif op in (FastOps.EXP2, FastOps.LOG2, FastOps.SIN, FastOps.SQRT, FastOps.TRUNC, FastOps.POW):
       return self.intrinsic(op.name.lower(), dt, a)
     else:
       raise self.err(f"{op.name} is not defined on floats", u)
@@ -829,7 +837,7 @@ def render_llvm(kname: str, fname: str, lin: Linear, nbufs: int, vars_: list[UOp
   """LLVM IR text of one kernel function (see the module doc for the signature); `debug`: with the debug locations
   that map generated lines to UOps (_Renderer._debug_md), which leave the machine code as it is (tested)."""
   for u in lin.uops:
-    if u.op not in (Ops.INDEX, Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.AFTER) and u.dtype != dtypes.void:
+    if u.op not in _UNTYPED and u.dtype != dtypes.void:
       try:
         ltype(u.dtype)
       except TypeError as e:

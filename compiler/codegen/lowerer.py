@@ -17,7 +17,7 @@ from compiler.codegen.expander import chain, max_or_nan, select_max, signed_bits
 from compiler.codegen.ranges import const_size, free_ranges, loop_key
 from compiler.dtype import DType, dtypes
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
-from compiler.uop import AxisType, Ops, UOp, substitute, toposort
+from compiler.uop import AxisType, FastOps, Ops, UOp, substitute, toposort
 
 
 def identity(op: Ops, dt: DType) -> UOp:
@@ -109,7 +109,7 @@ def pairwise(combine: Callable[[UOp, UOp], UOp], vals: list[UOp]) -> UOp:
 
 
 def lower_ctx(sink: UOp, kname: str) -> dict:
-  return {"acc": 0, "kname": kname, "n_reduce": sum(1 for u in toposort(sink) if u.op is Ops.REDUCE)}
+  return {"acc": 0, "kname": kname, "n_reduce": sum(1 for u in toposort(sink) if u.op is FastOps.REDUCE)}
 
 
 pm_lower = PatternMatcher([
@@ -195,7 +195,7 @@ def gate_reduces(sink: UOp) -> dict[int, UOp]:
   before the loop count (ranges the PHI's value depends on anyway); a vector condition gates the loop when any lane
   holds (the WHERE drops the other lanes' values)."""
   nodes = toposort(sink)
-  if not any(u.op is Ops.WHERE for u in nodes):
+  if not any(u.op is FastOps.WHERE for u in nodes):
     return {}  # (no condition to gate on: most kernels, spared the ranges and the sets of every node)
   free = free_ranges(sink)
   order = {u: i for i, u in enumerate(nodes)}
@@ -203,12 +203,12 @@ def gate_reduces(sink: UOp) -> dict[int, UOp]:
   under: dict[UOp, frozenset[UOp]] = {sink: frozenset()}
   for c in reversed(nodes):
     for i, s in enumerate(c.src):
-      got = under[c] | {c.src[0]} if c.op is Ops.WHERE and i == 1 and s is not c.src[0] and s is not c.src[2] \
+      got = under[c] | {c.src[0]} if c.op is FastOps.WHERE and i == 1 and s is not c.src[0] and s is not c.src[2] \
           else under[c]
       under[s] = under[s] & got if s in under else got
   gates: dict[int, UOp] = {}
   for u in nodes:
-    if u.op is not Ops.PHI or len(u.src) != 2 or len(u.src[0].src) < 2:  # (no loop: nothing to skip)
+    if u.op is not FastOps.PHI or len(u.src) != 2 or len(u.src[0].src) < 2:  # (no loop: nothing to skip)
       continue
     conds = sorted((g for g in under[u] if free[g] <= free[u]), key=order.__getitem__)
     if conds:

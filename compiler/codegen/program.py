@@ -19,7 +19,7 @@ from compiler.codegen.widen import pm_widen_index
 from compiler.dtype import DType, dtypes
 from compiler.rewrite import graph_rewrite, track_graph
 from compiler.trace import recorder
-from compiler.uop import GroupOp, Ops, UOp, exec_alu, toposort
+from compiler.uop import FastOps, GroupOp, Ops, UOp, exec_alu, toposort
 
 
 @dataclass(frozen=True)
@@ -133,8 +133,8 @@ def linear_kernel(ast: UOp, wide_index: bool = False) -> LinearKernel:
   kname = kernel_name(ast)
   lowered = lower_ast(ast, wide_index)
   lin = linearize(lowered, kname)
-  bufs = {u.arg: u for u in toposort(ast) if u.op is Ops.DEFINE_GLOBAL}
-  vars_ = tuple(sorted((u for u in toposort(lowered) if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0]))
+  bufs = {u.arg: u for u in toposort(ast) if u.op is FastOps.DEFINE_GLOBAL}
+  vars_ = tuple(sorted((u for u in toposort(lowered) if u.op is FastOps.DEFINE_VAR), key=lambda v: v.arg[0]))
   if len({v.arg[0] for v in vars_}) != len(vars_):
     raise CodegenError(kname, "two DEFINE_VARs share a name", vars_[0])
   return LinearKernel(kname, symbol(kname), lin, bufs, vars_, max(bufs) + 1 if bufs else 0)
@@ -180,12 +180,12 @@ def _program(ast: UOp) -> Program:
   lk = linear_kernel(ast, wide_index=True)
   kname, fname, lin, bufs, vars_, nbufs = lk.kname, lk.fname, lk.lin, lk.bufs, lk.vars, lk.nbufs
   src = render_llvm(kname, fname, lin, nbufs, list(vars_), debug=recorder.RECORDER is not None)
-  glob = [u for u in lin.uops if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
-  ins = tuple(sorted({u.src[0].src[0].arg for u in glob if u.op is Ops.LOAD}))
-  outs = tuple(sorted({u.src[0].src[0].arg for u in glob if u.op is Ops.STORE}))
-  gated = {u.src[0] for u in lin.uops if len(u.src) > {Ops.STORE: 2, Ops.LOAD: 1}.get(u.op, 99)}
+  glob = [u for u in lin.uops if u.op in (FastOps.LOAD, FastOps.STORE) and u.src[0].src[0].op is FastOps.DEFINE_GLOBAL]
+  ins = tuple(sorted({u.src[0].src[0].arg for u in glob if u.op is FastOps.LOAD}))
+  outs = tuple(sorted({u.src[0].src[0].arg for u in glob if u.op is FastOps.STORE}))
+  gated = {u.src[0] for u in lin.uops if len(u.src) > {FastOps.STORE: 2, FastOps.LOAD: 1}.get(u.op, 99)}
   accesses = tuple((u.src[0].arg, u.src[1], u.dtype.base.count) for u in lin.uops
-                   if u.op is Ops.INDEX and u not in gated and u.src[0].op is Ops.DEFINE_GLOBAL)
+                   if u.op is FastOps.INDEX and u not in gated and u.src[0].op is FastOps.DEFINE_GLOBAL)
   return Program(kname, fname, src, tuple(lin.uops), nbufs,
                  tuple(bufs[i].dtype.base if i in bufs else None for i in range(nbufs)), ins, outs, vars_,
                  None if lin.par is None else lin.par.src[0], flops_terms(lin), accesses)
@@ -194,16 +194,16 @@ def _program(ast: UOp) -> Program:
 def _value_side(uops: list[UOp]) -> set[UOp]:
   """Nodes computing stored/accumulated values, not addresses, bounds or load masks."""
   seen: set[UOp] = set()
-  stack = [u.src[1] for u in uops if u.op in (Ops.STORE, Ops.PHI)]
+  stack = [u.src[1] for u in uops if u.op in (FastOps.STORE, FastOps.PHI)]
   while stack:
     x = stack.pop()
-    if x in seen or x.op in (Ops.INDEX, Ops.DEFINE_ACC):
+    if x in seen or x.op in (FastOps.INDEX, FastOps.DEFINE_ACC):
       continue
     seen.add(x)
     srcs = x.src
-    if x.op is Ops.WHERE and srcs[1].op is Ops.LOAD and srcs[2].op in (Ops.CONST, Ops.VECTORIZE):
+    if x.op is FastOps.WHERE and srcs[1].op is FastOps.LOAD and srcs[2].op in (FastOps.CONST, FastOps.VECTORIZE):
       srcs = srcs[1:2]  # a masked load's select is not arithmetic
-    elif x.op is Ops.LOAD:
+    elif x.op is FastOps.LOAD:
       srcs = srcs[:1]  # (nor is a masked vector load's mask)
     stack.extend(srcs)
   return seen
@@ -214,15 +214,15 @@ def flops_terms(lin: Linear) -> tuple[tuple[int, tuple[UOp, ...]], ...]:
   open_ends: list[UOp] = []
   acc: dict[tuple[UOp, ...], int] = {}
   for u in lin.uops:
-    if u.op is Ops.RANGE:
+    if u.op is FastOps.RANGE:
       open_ends.append(u.src[0])
-    elif u.op is Ops.END:
+    elif u.op is FastOps.END:
       open_ends.pop()
     elif u in value and u.op in GroupOp.ALU:
-      n = u.dtype.count * (2 if u.op is Ops.MULACC else 1)
+      n = u.dtype.count * (2 if u.op is FastOps.MULACC else 1)
       key = tuple(open_ends)
       acc[key] = acc.get(key, 0) + n
-    elif u.op is Ops.WMMA:  # a lane's share of the fragment's multiply-adds (arg: compiler/opt/tc.py wmma_arg)
+    elif u.op is FastOps.WMMA:  # a lane's share of the fragment's multiply-adds (arg: compiler/opt/tc.py wmma_arg)
       (n, m, k), threads = u.arg[1], u.arg[2]
       key = tuple(open_ends)
       acc[key] = acc.get(key, 0) + 2 * n * m * k // threads

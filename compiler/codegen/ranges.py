@@ -1,7 +1,7 @@
 """Which RANGEs a node depends on ("free" ranges: not closed by a REDUCE below it), axis kinds and loop order."""
 from __future__ import annotations
 
-from compiler.uop import AxisType, Ops, UOp, toposort
+from compiler.uop import AxisType, FastOps, Ops, UOp, toposort
 
 EXPAND_AXES = (AxisType.UPCAST, AxisType.UNROLL)
 REDUCE_AXES = (AxisType.REDUCE, AxisType.GROUP_REDUCE)
@@ -16,7 +16,7 @@ def free_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
   out: dict[UOp, frozenset[UOp]] = {}
   empty: frozenset[UOp] = frozenset()
   for u in toposort(root):
-    if u.op is Ops.RANGE:
+    if u.op is FastOps.RANGE:
       out[u] = frozenset((u,))
       continue
     fs = empty
@@ -24,11 +24,11 @@ def free_ranges(root: UOp) -> dict[UOp, frozenset[UOp]]:
       f = out[s]
       if f:
         fs = fs | f if fs else f
-    if u.op is Ops.REDUCE:
+    if u.op is FastOps.REDUCE:
       fs = fs - frozenset(u.src[1:])
-    elif u.op is Ops.PHI:  # PHI(acc, update): the accumulator's loops end here
+    elif u.op is FastOps.PHI:  # PHI(acc, update): the accumulator's loops end here
       fs = fs - frozenset(u.src[0].src[1:])
-    elif u.op is Ops.END:  # END(STORE, *ranges): the loops of a STAGE fill end here
+    elif u.op is FastOps.END:  # END(STORE, *ranges): the loops of a STAGE fill end here
       fs = fs - frozenset(u.src[1:])
     out[u] = fs
   return out

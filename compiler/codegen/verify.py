@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from compiler.codegen.errors import CodegenError, kernel_name
 from compiler.dtype import PtrDType, dtypes
-from compiler.uop import AxisType, GroupOp, Ops, UOp, toposort
+from compiler.uop import AxisType, FastOps, GroupOp, Ops, UOp, toposort
 
 _ALLOWED = GroupOp.ALU | {Ops.SINK, Ops.STORE, Ops.INDEX, Ops.LOAD, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.RANGE,
                           Ops.CONST, Ops.REDUCE, Ops.CAST, Ops.BITCAST, Ops.VECTORIZE,
@@ -16,7 +16,7 @@ _SUPPORTED = set(dtypes.all) | {dtypes.void}
 def verify_ast(ast: UOp) -> None:
   """Raise CodegenError naming the kernel and the first node that breaks the contract."""
   kname = kernel_name(ast)
-  if ast.op is not Ops.SINK:
+  if ast.op is not FastOps.SINK:
     raise CodegenError(kname, "a kernel AST is a SINK of STOREs", ast)
   if not ast.src:
     raise CodegenError(kname, "kernel stores nothing", ast)
@@ -27,35 +27,35 @@ def verify_ast(ast: UOp) -> None:
     base = u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype
     if base.scalar() not in _SUPPORTED:
       raise CodegenError(kname, f"unsupported dtype {u.dtype}", u)
-    if u.op is Ops.SINK and u is not ast:
+    if u.op is FastOps.SINK and u is not ast:
       raise CodegenError(kname, "SINK inside a kernel", u)
-    if u.op is Ops.STORE and (len(u.src) != 2 or u.src[0].op is not Ops.INDEX):
+    if u.op is FastOps.STORE and (len(u.src) != 2 or u.src[0].op is not FastOps.INDEX):
       raise CodegenError(kname, "STORE must be STORE(INDEX(...), value)", u)
-    if u.op is Ops.LOAD and (len(u.src) != 1 or u.src[0].op is not Ops.INDEX):
+    if u.op is FastOps.LOAD and (len(u.src) != 1 or u.src[0].op is not FastOps.INDEX):
       raise CodegenError(kname, "LOAD must be LOAD(INDEX(...))", u)
-    if u.op is Ops.INDEX:
+    if u.op is FastOps.INDEX:
       _check_index(kname, u)
-    if u.op in (Ops.END, Ops.AFTER, Ops.BARRIER):
+    if u.op in (FastOps.END, FastOps.AFTER, FastOps.BARRIER):
       _check_stage(kname, u)
-    if u.op is Ops.DEFINE_GLOBAL:
+    if u.op is FastOps.DEFINE_GLOBAL:
       if not isinstance(u.dtype, PtrDType) or not isinstance(u.arg, int) or u.arg < 0:
         raise CodegenError(kname, "DEFINE_GLOBAL needs a pointer dtype and a slot number >= 0", u)
       if slots.setdefault(u.arg, u) is not u:
         raise CodegenError(kname, f"buffer slot {u.arg} is defined twice with different dtypes", u)
-    if u.op is Ops.RANGE:
+    if u.op is FastOps.RANGE:
       if not (isinstance(u.arg, tuple) and len(u.arg) == 2 and isinstance(u.arg[1], AxisType)):
         raise CodegenError(kname, "RANGE arg must be (axis_id, AxisType)", u)
       if not dtypes.is_int(u.src[0].dtype):
         raise CodegenError(kname, "RANGE size must be an int expression", u)
-    if u.op is Ops.REDUCE:
-      if u.arg not in (Ops.ADD, Ops.MUL, Ops.MAX):
+    if u.op is FastOps.REDUCE:
+      if u.arg not in (FastOps.ADD, FastOps.MUL, FastOps.MAX):
         raise CodegenError(kname, f"unsupported reduce op {u.arg}", u)
-      if any(r.op is not Ops.RANGE for r in u.src[1:]):
+      if any(r.op is not FastOps.RANGE for r in u.src[1:]):
         raise CodegenError(kname, "REDUCE sources after the value must be RANGEs", u)
-    if u.op is Ops.DEFINE_VAR and not (isinstance(u.arg, tuple) and len(u.arg) == 3):
+    if u.op is FastOps.DEFINE_VAR and not (isinstance(u.arg, tuple) and len(u.arg) == 3):
       raise CodegenError(kname, "DEFINE_VAR arg must be (name, min, max)", u)
   for st in ast.src:
-    if st.op is not Ops.STORE:
+    if st.op is not FastOps.STORE:
       raise CodegenError(kname, "a kernel's SINK takes only STOREs", st)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from compiler.dtype import dtypes
 from compiler.rewrite import PatternMatcher, UPat
-from compiler.uop import GroupOp, Ops, UOp
+from compiler.uop import FastOps, GroupOp, Ops, UOp
 
 _I32, _I64 = dtypes.int32, dtypes.int64
 _LO, _HI = -(1 << 31), (1 << 31) - 1
@@ -68,7 +68,7 @@ def widen_alu(ctx: set[UOp], x: UOp) -> UOp | None:
       return None
     return UOp(x.op, x.dtype, tuple(_to64(ctx, s) for s in x.src), x.arg)
   if x.dtype is _I32 and x.op in _WIDEN:
-    keep = 1 if x.op is Ops.WHERE else 0  # (a WHERE's condition stays bool)
+    keep = 1 if x.op is FastOps.WHERE else 0  # (a WHERE's condition stays bool)
     srcs = x.src[:keep] + tuple(_to64(ctx, s) for s in x.src[keep:])
     out = UOp(x.op, _I64, srcs, x.arg)
     if _fits(out):

@@ -11,7 +11,7 @@ from compiler.opt.heuristic_gpu import reduces_span_outputs as _reduces_span_out
 from compiler.opt.kernel import MAX_UNROLL, MAX_UPCAST, Kernel, KernelOptError, Opt, OptOps, access_strides, masked_axes
 from compiler.opt.stage import stage_choice
 from compiler.opt.tc import tc_opt_level, tc_select, use_tc
-from compiler.uop import AxisType, Ops, toposort
+from compiler.uop import AxisType, FastOps, toposort
 
 # a kernel does at least this many loop iterations before it is worth splitting across threads
 THREAD_MIN_WORK = 1 << 16
@@ -173,7 +173,7 @@ def _unroll_nested_reduce(k: Kernel) -> None:
   unrolls its innermost reduce axis, the inner sum's, by 4 when nothing is unrolled yet: its loads are gathers (one
   per lane of the register tile) and the inner loop is short, so the unrolled loads overlap. MNIST conv2's at batch
   32, tile 8x8 (batch x channel): 75 ms, by 2 60, by 4 44, by 8 46; a vector along x in place of the tile: 185-340."""
-  nested = any(any(v.op is Ops.REDUCE for v in toposort(r.src[0])) for r in k.reduceops)
+  nested = any(any(v.op is FastOps.REDUCE for v in toposort(r.src[0])) for r in k.reduceops)
   last = k.first_upcast - 1
   if not nested or last < k.first_reduce or any(t is AxisType.UNROLL for t in k.axis_types[k.first_upcast:]):
     return

@@ -29,7 +29,7 @@ from compiler.opt.tc import (
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
 from compiler.symbolic import linear_form, pm_index_given_valid, symbolic
 from compiler.trace import recorder
-from compiler.uop import AxisType, KernelInfo, Ops, UOp, substitute, toposort
+from compiler.uop import AxisType, FastOps, KernelInfo, Ops, UOp, substitute, toposort
 
 
 class OptOps(Enum):
@@ -115,7 +115,7 @@ def axis_key(r: UOp) -> tuple[int, int]:
 def range_size(r: UOp) -> int | UOp:
   """The size of a RANGE: an int, or the UOp of a symbolic size."""
   end = r.src[0]
-  return end.arg if end.op is Ops.CONST else end
+  return end.arg if end.op is FastOps.CONST else end
 
 
 # ---- the rewrite that applies an opt: RANGEs substituted, REDUCE range lists fixed, padded accesses guarded
@@ -299,17 +299,17 @@ class Kernel:
     self.ast = ast
     nodes = toposort(ast)
     # the loops that fill a STAGE scratch (closed by an END) are not axes of the kernel
-    self.stage_rngs: frozenset[UOp] = frozenset(r for u in nodes if u.op is Ops.END for r in u.src[1:])
-    every = sorted((u for u in nodes if u.op is Ops.RANGE), key=axis_key)
+    self.stage_rngs: frozenset[UOp] = frozenset(r for u in nodes if u.op is FastOps.END for r in u.src[1:])
+    every = sorted((u for u in nodes if u.op is FastOps.RANGE), key=axis_key)
     self.rngs: list[UOp] = [r for r in every if r.arg[0] not in self.peeled and r not in self.stage_rngs]
     self.remainders: list[UOp] = [r for r in every if r.arg[0] in self.peeled and r not in self.stage_rngs]
     self._max_axis_id = max((r.arg[0] for r in every), default=-1)
-    self.reduceops: list[UOp] = [u for u in nodes if u.op is Ops.REDUCE]
+    self.reduceops: list[UOp] = [u for u in nodes if u.op is FastOps.REDUCE]
     self.stores: list[UOp] = list(ast.src)
-    self.bufs: list[UOp] = sorted({u for u in nodes if u.op is Ops.DEFINE_GLOBAL}, key=lambda b: b.arg)
+    self.bufs: list[UOp] = sorted({u for u in nodes if u.op is FastOps.DEFINE_GLOBAL}, key=lambda b: b.arg)
     # every memory access: the INDEX of each LOAD and STORE
-    self.accesses: list[UOp] = list(dict.fromkeys(u.src[0] for u in nodes if u.op in (Ops.LOAD, Ops.STORE)))
-    self.vars: list[UOp] = [u for u in nodes if u.op is Ops.DEFINE_VAR]
+    self.accesses: list[UOp] = list(dict.fromkeys(u.src[0] for u in nodes if u.op in (FastOps.LOAD, FastOps.STORE)))
+    self.vars: list[UOp] = [u for u in nodes if u.op is FastOps.DEFINE_VAR]
 
   # ---- the shape
   @property
@@ -748,17 +748,18 @@ pm_reduce_axes = PatternMatcher([
 def _normalize(ast: UOp) -> UOp:
   """Axes of size 1 are dropped and a REDUCE's ranges are typed REDUCE; a no-op (and no trace) when nothing to do."""
   nodes = toposort(ast)
-  ones = {u: UOp.const(u.dtype, 0) for u in nodes if u.op is Ops.RANGE and u.src[0].op is Ops.CONST
+  ones = {u: UOp.const(u.dtype, 0) for u in nodes if u.op is FastOps.RANGE and u.src[0].op is FastOps.CONST
           and u.src[0].arg == 1}
   if ones:
     ast = graph_rewrite(ast, pm_simplify_ones, ctx=ones)
     nodes = toposort(ast)
-  retype = {r: r.replace(arg=(r.arg[0], AxisType.REDUCE)) for u in nodes if u.op is Ops.REDUCE for r in u.src[1:]
-            if r.op is Ops.RANGE and r.arg[1] not in REDUCE_KINDS}
+  retype = {r: r.replace(arg=(r.arg[0], AxisType.REDUCE)) for u in nodes if u.op is FastOps.REDUCE
+            for r in u.src[1:] if r.op is FastOps.RANGE and r.arg[1] not in REDUCE_KINDS}
   if retype:
     ast = graph_rewrite(ast, pm_reduce_axes, ctx=retype)
   # div/mod pinned by a load's valid as linear forms, so the opts see the load's strides (a conv's input gradient)
-  if any(u.op is Ops.INDEX and len(u.src) > 2 and any(v.op is Ops.MOD for v in toposort(u.src[2])) for u in nodes):
+  if any(u.op is FastOps.INDEX and len(u.src) > 2 and any(v.op is FastOps.MOD for v in toposort(u.src[2]))
+         for u in nodes):
     ast = graph_rewrite(ast, pm_index_given_valid)
     if cut := dead_tail_ranges(ast):  # (the clauses that show a tap dead are the linear ones it made)
       ast = graph_rewrite(ast, pm_dead_taps, ctx=cut)
@@ -776,16 +777,17 @@ def _div_mod_split(nodes: list[UOp]) -> _OptSub | None:
   attention output [b, h, t, dh] read by c_proj as one reduce of h * dh), split into r_outer * c + r_inner, both
   REDUCE, the inner part innermost: each load then walks the parts with plain strides (dh with stride 1), where it
   walked r by gathers (c_proj 45 GFLOP/s, a dot tile's 90 once split). None when there is no such range."""
-  reduces = [u for u in nodes if u.op is Ops.RANGE and u.arg[1] is AxisType.REDUCE]
+  reduces = [u for u in nodes if u.op is FastOps.RANGE and u.arg[1] is AxisType.REDUCE]
   if not reduces:
     return None
   r = max(reduces, key=axis_key)
   size = range_size(r)
-  divs = {u.src[1].arg for u in nodes if u.op in (Ops.IDIV, Ops.MOD) and u.src[0] is r and u.src[1].op is Ops.CONST}
+  divs = {u.src[1].arg for u in nodes
+          if u.op in (FastOps.IDIV, FastOps.MOD) and u.src[0] is r and u.src[1].op is FastOps.CONST}
   if not isinstance(size, int) or len(divs) != 1 or not isinstance(c := next(iter(divs)), int) or \
       not 1 < c < size or size % c:
     return None
-  new_id = 1 + max(u.arg[0] for u in nodes if u.op is Ops.RANGE)
+  new_id = 1 + max(u.arg[0] for u in nodes if u.op is FastOps.RANGE)
   outer, inner = UOp.range(size // c, r.arg[0], r.arg[1], r.dtype), UOp.range(c, new_id, r.arg[1], r.dtype)
   return _OptSub(ranges={r: outer * c + inner}, reduce={r: (outer, inner)})
 
@@ -839,7 +841,7 @@ def masked_axes(k: Kernel) -> set[int]:
   ranges a condition reads only through loaded values (relu's `x <= 0` on a conv's sum: no mask upcasting makes
   constant, and its 6 x 6 outputs upcast whole took MNIST's conv4 27 -> 42 ms)."""
   conds = [a.src[2] for a in k.accesses if len(a.src) > 2]
-  conds += [u.src[0] for u in toposort(k.ast) if u.op is Ops.WHERE]
-  used = {r for c in conds for r in toposort(c, gate=lambda u: u.op not in (Ops.LOAD, Ops.REDUCE))
-          if r.op is Ops.RANGE}
+  conds += [u.src[0] for u in toposort(k.ast) if u.op is FastOps.WHERE]
+  used = {r for c in conds for r in toposort(c, gate=lambda u: u.op not in (FastOps.LOAD, FastOps.REDUCE))
+          if r.op is FastOps.RANGE}
   return {i for i, r in enumerate(k.rngs) if r in used}

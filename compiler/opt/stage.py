@@ -33,7 +33,7 @@ from typing import Callable
 
 from compiler.dtype import dtypes
 from compiler.rewrite import PatternMatcher, UPat
-from compiler.uop import AxisType, Ops, UOp, toposort
+from compiler.uop import AxisType, FastOps, Ops, UOp, toposort
 
 # the scratch lives on the stack of the thread that runs the kernel (Linux gives a thread 8 MiB by default): however
 # large L2 is, a scratch stays within this
@@ -65,7 +65,7 @@ def pick_load(rngs: list[UOp], n_outer: int, reds: list[UOp], k: UOp) -> tuple[U
   outer = rngs[:n_outer]
   best: tuple[int, UOp, list[UOp], list[UOp]] | None = None
   for u in toposort(UOp.sink(*(r.src[0] for r in reds))):
-    if u.op is not Ops.LOAD or u.src[0].src[0].op is not Ops.DEFINE_GLOBAL or k not in u.ranges:
+    if u.op is not FastOps.LOAD or u.src[0].src[0].op is not FastOps.DEFINE_GLOBAL or k not in u.ranges:
       continue
     deps = set(u.ranges)
     if any(r.arg[1] not in TILE_KINDS for r in deps - set(outer)):
@@ -90,7 +90,7 @@ def _main_reduces(ast: UOp, reds: list[UOp], outer: list[UOp]) -> list[UOp]:
 def stage_choice(rngs: list[UOp], n_outer: int, ast: UOp, k: UOp) -> tuple[int, int] | None:
   """For STAGE of reduce range k: (row iterations that reuse the tile, scratch bytes per element of k), or None
   when no load can be staged. What a heuristic sizes the blocks by."""
-  reds = [u for u in toposort(ast) if u.op is Ops.REDUCE and k in u.src[1:]]
+  reds = [u for u in toposort(ast) if u.op is FastOps.REDUCE and k in u.src[1:]]
   if not reds or any(r.src[0].op is not Ops.CONST for r in rngs):
     return None
   picked = pick_load(rngs, n_outer, _main_reduces(ast, reds, rngs[:n_outer]), k)

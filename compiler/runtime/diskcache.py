@@ -97,8 +97,8 @@ def full_key(parts: bytes) -> str:
 def stable_bytes(obj: Any) -> bytes:
   """obj named by its value alone, the same bytes in every process for equal values: UOps as rows (op, dtype, source
   rows, arg) numbered in toposort's order, dtypes and other dataclasses by their fields, floats by their bits (0.0 is
-  not -0.0, nor 1.0 1), enums by name. Where a pickle's bytes also depend on which equal objects are one object (a
-  dtype made twice is two, an unpickled one is interned), so that equal ASTs of two processes could name two entries.
+  not -0.0, nor 1.0 1), enums by name. Where a pickle's bytes also depend on which equal objects are one object (two
+  equal strings or tuples may be one or two), so that equal ASTs of two processes could name two entries.
   A TypeError for anything else."""
   out: list[str] = []
   rows: dict[UOp, int] = {}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Collection, Mapping, MutableMapping
 
-from compiler.uop import Ops, UOp
+from compiler.uop import FastOps, Ops, UOp
 
 
 def assign_target(x: UOp) -> UOp | None:
@@ -26,7 +26,7 @@ def writes_in_place(ast: UOp) -> bool:
   store = next(u for u in ast.src if u.op is Ops.STORE)
   out_index = store.src[0]
   for u in ast.toposort():
-    if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0] is out_index.src[0] and \
+    if u.op is FastOps.LOAD and u.src[0].op is FastOps.INDEX and u.src[0].src[0] is out_index.src[0] and \
         u.src[0].src[1] is not out_index.src[1]:
       return False
   return True

@@ -31,7 +31,7 @@ from compiler.dtype import dtypes
 from compiler.host import masked_vector_moves
 from compiler.rewrite import PatternMatcher, UPat
 from compiler.schedule.shape import prod, shape_of
-from compiler.uop import GroupOp, Ops, UOp, toposort
+from compiler.uop import FastOps, GroupOp, Ops, UOp, toposort
 
 # a removable candidate that reads more buffers than this is kept (recomputing it costs as many extra reads)
 MAX_INLINE_BUFFERS = 3
@@ -90,15 +90,15 @@ def const_like(u: UOp, value, shape: tuple[int, ...]) -> UOp:
 
 def _noop_mop(x: UOp) -> UOp | None:
   src = x.src[0]
-  if x.op in (Ops.RESHAPE, Ops.EXPAND):
+  if x.op in (FastOps.RESHAPE, FastOps.EXPAND):
     return src if shape_of(src) == tuple(x.arg) else None
-  if x.op is Ops.PERMUTE:
+  if x.op is FastOps.PERMUTE:
     return src if tuple(x.arg) == tuple(range(len(x.arg))) else None
-  if x.op is Ops.PAD:
+  if x.op is FastOps.PAD:
     return src if all(b == 0 and a == 0 for b, a in x.arg) else None
-  if x.op is Ops.SHRINK:
+  if x.op is FastOps.SHRINK:
     return src if all(b == 0 and e == s for (b, e), s in zip(x.arg, shape_of(src))) else None
-  if x.op is Ops.FLIP:
+  if x.op is FastOps.FLIP:
     return src if not any(f and s > 1 for f, s in zip(x.arg, shape_of(src))) else None
   return None
 
@@ -186,7 +186,7 @@ def _one_expression(u: UOp, consumers: set[UOp], children: dict[UOp, list[UOp]])
 
 def bufferize_candidates(sink: UOp) -> dict[UOp, BufferizeOpts]:
   """The tensor nodes that get a BUFFERIZE, and whether the cost rule may remove it."""
-  nodes = toposort(sink, gate=lambda u: u.op not in (Ops.BUFFER, Ops.AFTER))
+  nodes = toposort(sink, gate=lambda u: u.op not in (FastOps.BUFFER, FastOps.AFTER))
   children: dict[UOp, list[UOp]] = {u: [] for u in nodes}
   for u in nodes:
     for s in u.src:
@@ -218,18 +218,19 @@ def bufferize_candidates(sink: UOp) -> dict[UOp, BufferizeOpts]:
   stops = outputs | multi
   feeds_reduce: dict[UOp, bool] = {}
   for u in reversed(nodes):
-    feeds_reduce[u] = any(c.op is Ops.REDUCE_AXIS or (c.op is not Ops.CONTIGUOUS and c not in stops and c.op is not
-                                                      Ops.SINK and feeds_reduce[c]) for c in children[u])
+    feeds_reduce[u] = any(c.op is FastOps.REDUCE_AXIS or (c.op is not FastOps.CONTIGUOUS and c not in stops
+                                                          and c.op is not FastOps.SINK and feeds_reduce[c])
+                          for c in children[u])
   padded = _padded_reduces(nodes, children)
   ret: dict[UOp, BufferizeOpts] = {}
   for u in nodes:
-    if u in outputs or u.op in (Ops.CONTIGUOUS, Ops.ASSIGN):  # an in-place write always gets its kernel
+    if u in outputs or u.op in (FastOps.CONTIGUOUS, FastOps.ASSIGN):  # an in-place write always gets its kernel
       ret[u] = BufferizeOpts(removable=False)
     elif u in shared_expensive:
       ret[u] = BufferizeOpts(removable=False, why="computed once")
     elif u in padded:
       ret[u] = BufferizeOpts(removable=False, why="padded parts of a sum")
-    elif u in multi or (u.op is Ops.REDUCE_AXIS and feeds_reduce[u]):
+    elif u in multi or (u.op is FastOps.REDUCE_AXIS and feeds_reduce[u]):
       ret[u] = BufferizeOpts(removable=True)
   for u in row_reduces(nodes, ret, children, outputs):
     ret[u] = BufferizeOpts(removable=True, row_reduce=True)
@@ -249,18 +250,18 @@ def _padded_reduces(nodes: list[UOp], children: dict[UOp, list[UOp]]) -> set[UOp
   does the top of the ADD chain (the sum of the parts)."""
   ret = set()
   for u in nodes:
-    if u.op is not Ops.REDUCE_AXIS:
+    if u.op is not FastOps.REDUCE_AXIS:
       continue
     c, pads = u, False
     while len(children[c]) == 1 and children[c][0].op in GroupOp.Movement:
       c = children[c][0]
-      pads |= c.op is Ops.PAD
-    if pads and len(children[c]) == 1 and children[c][0].op is Ops.ADD:
+      pads |= c.op is FastOps.PAD
+    if pads and len(children[c]) == 1 and children[c][0].op is FastOps.ADD:
       ret.add(u)
       # ... and their sum one too: inlined into its readers (the projection's two gradient matmuls) every load of
       # their inner loop would be gated by the pads
       c = children[c][0]
-      while len(children[c]) == 1 and children[c][0].op is Ops.ADD:
+      while len(children[c]) == 1 and children[c][0].op is FastOps.ADD:
         c = children[c][0]
       ret.add(c)
   return ret
@@ -321,7 +322,7 @@ def row_reduces(nodes: list[UOp], ret: dict[UOp, BufferizeOpts], children: dict[
   sum joins the division: two kernels where there were four, and half the passes over memory."""
   reduces: dict[UOp, bool] = {}  # u computes a reduction in its kernel (other candidates are buffers)
   for u in nodes:
-    reduces[u] = u.op is Ops.REDUCE_AXIS or any(reduces.get(s, False) and s not in ret for s in u.src)
+    reduces[u] = u.op is FastOps.REDUCE_AXIS or any(reduces.get(s, False) and s not in ret for s in u.src)
   found = []
   for u, opts in ret.items():
     if not opts.removable or u in outputs or u.op in GroupOp.Movement or not reduces[u]:
@@ -365,7 +366,7 @@ def nested_reduces(nodes: list[UOp], ret: dict[UOp, BufferizeOpts], children: di
   readers: set[UOp] = set()
   for u in nodes:  # sources first: an inner reduction before its reader
     opts = ret.get(u)
-    if u.op is not Ops.REDUCE_AXIS or opts is None or not opts.removable or opts.row_reduce or u in keep:
+    if u.op is not FastOps.REDUCE_AXIS or opts is None or not opts.removable or opts.row_reduce or u in keep:
       continue
     if u in readers:
       continue
@@ -386,13 +387,13 @@ def _shared_expensive(nodes: list[UOp], uses: dict[UOp, set[tuple[UOp, bool]]], 
   expensive: dict[UOp, bool] = {}
   for u in nodes:  # sources first; a reduction or a buffer is computed in a kernel of its own
     expensive[u] = u.op in EXPENSIVE_OPS or any(expensive.get(s, False) for s in u.src
-                                                if s.op not in (Ops.REDUCE_AXIS, Ops.BUFFER, Ops.AFTER))
+                                                if s.op not in (FastOps.REDUCE_AXIS, FastOps.BUFFER, FastOps.AFTER))
   ret = set()
   for u in multi:
     consumers = {c for c, _ in uses[u]}
     # (two sibling reductions share one kernel: a buffer would cost them a kernel and a pass to save one exp)
-    reduces = any(c.op is Ops.REDUCE_AXIS for c in consumers)
-    if expensive[u] and reduces and any(c.op is not Ops.REDUCE_AXIS for c in consumers) and \
+    reduces = any(c.op is FastOps.REDUCE_AXIS for c in consumers)
+    if expensive[u] and reduces and any(c.op is not FastOps.REDUCE_AXIS for c in consumers) and \
         prod(shape_of(u)) >= MIN_SHARED_EXPENSIVE:
       ret.add(u)
   return ret
@@ -418,9 +419,9 @@ def _broadcast_operands(nodes: list[UOp], uses: dict[UOp, set[tuple[UOp, bool]]]
 
 
 def _add_bufferize(ctx: dict[UOp, BufferizeOpts], x: UOp) -> UOp | None:
-  if x.op is Ops.BUFFERIZE or not any(s in ctx for s in x.src):
+  if x.op is FastOps.BUFFERIZE or not any(s in ctx for s in x.src):
     return None
-  return x.replace(src=tuple(UOp(Ops.BUFFERIZE, s.dtype, (s,), ctx[s]) if s in ctx else s for s in x.src))
+  return x.replace(src=tuple(UOp(FastOps.BUFFERIZE, s.dtype, (s,), ctx[s]) if s in ctx else s for s in x.src))
 
 
 pm_add_bufferize = PatternMatcher([(UPat(name="x"), _add_bufferize)], name="add bufferize")
@@ -436,10 +437,10 @@ def _remove_bufferize(b: UOp, src: UOp) -> UOp | None:
 
   def gate(u: UOp) -> bool:
     nonlocal has_reduce
-    if u.op in (Ops.BUFFER, Ops.AFTER, Ops.BUFFERIZE):
+    if u.op in (FastOps.BUFFER, FastOps.AFTER, FastOps.BUFFERIZE):
       buffers.add(u)
       return False
-    if u.op is Ops.REDUCE_AXIS:
+    if u.op is FastOps.REDUCE_AXIS:
       has_reduce = True
     return True
   order = toposort(src, gate=gate)

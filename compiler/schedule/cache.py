@@ -27,7 +27,7 @@ from compiler.runtime import diskcache
 from compiler.runtime.buffer import new_buffer_uop
 from compiler.schedule.naming import claim_kernel_names
 from compiler.trace import recorder
-from compiler.uop import KernelInfo, Ops, UOp, cons_key, toposort
+from compiler.uop import FastOps, KernelInfo, Ops, UOp, cons_key, toposort
 
 SCHEDULE_CACHE_SIZE = 256  # schedules kept (least recently used first out); each holds only its graphs, no buffers
 # the environment the scheduler's passes read (a different value: another entry; and the target's masked vector moves,
@@ -88,7 +88,8 @@ def _graph_rows(roots: list[UOp], leaf: Callable[[UOp], tuple | None]) -> tuple[
 
 
 def _buffer_leaf(u: UOp) -> tuple | None:
-  return (Ops.BUFFER, u.dtype, u.arg[1:]) if u.op is Ops.BUFFER else None  # (size, and a device other than the CPU)
+  # (size, and a device other than the CPU)
+  return (FastOps.BUFFER, u.dtype, u.arg[1:]) if u.op is FastOps.BUFFER else None
 
 
 def structure_key(sink: UOp) -> tuple[tuple, list[UOp]]:
@@ -98,9 +99,9 @@ def structure_key(sink: UOp) -> tuple[tuple, list[UOp]]:
 
 def _kernel_leaf(u: UOp) -> tuple | None:
   """A buffer the kernel reads or writes (a BUFFER, or an AFTER: never what wrote it, whose kernel is not walked)."""
-  if u.op is not Ops.BUFFER and u.op is not Ops.AFTER:
+  if u.op is not FastOps.BUFFER and u.op is not FastOps.AFTER:
     return None
-  b = u.src[0] if u.op is Ops.AFTER else u
+  b = u.src[0] if u.op is FastOps.AFTER else u
   return (u.op, u.dtype, b.op, b.arg[1:] if isinstance(b.arg, tuple) else b.arg)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
 from compiler.schedule.naming import unique_kernel_name
-from compiler.uop import AxisType, KernelInfo, Ops, UOp, toposort
+from compiler.uop import AxisType, FastOps, KernelInfo, Ops, UOp, toposort
 
 Kernel = tuple[UOp, tuple[UOp, ...]]  # (ast, BUFFER nodes in slot order: outputs first)
 
@@ -72,7 +72,7 @@ def _store_index(ast: UOp) -> UOp | None:
 
 def _loads(ast: UOp) -> list[tuple[int, UOp]]:
   """(slot, INDEX) of every LOAD of a global."""
-  return [(u.src[0].src[0].arg, u.src[0]) for u in toposort(ast) if u.op is Ops.LOAD]
+  return [(u.src[0].src[0].arg, u.src[0]) for u in toposort(ast) if u.op is FastOps.LOAD]
 
 
 def _safe_group(members: list[Kernel]) -> bool:
@@ -108,7 +108,7 @@ def _safe_group(members: list[Kernel]) -> bool:
 def _nests_reduce(ast: UOp, bufs: tuple[UOp, ...], writer: dict[UOp, tuple[int, UOp]], i: int) -> bool:
   """Member i reads, inside one of its REDUCEs, what an earlier member stores from a REDUCE: fused, the REDUCEs
   would nest (softmax's sum of exp(x - max) stays a kernel of its own)."""
-  for red in (u for u in toposort(ast) if u.op is Ops.REDUCE):
+  for red in (u for u in toposort(ast) if u.op is FastOps.REDUCE):
     for slot, _ in _loads(red.src[0]):
       w = writer.get(bufs[slot])
       if w is not None and w[0] < i and _has_reduce(w[1]):
@@ -139,11 +139,11 @@ def _refs(members: list[Kernel]) -> tuple[list[UOp], UOp]:
   nxt = None
   for ast, bufs in members:
     mapping = {}
-    for g in (u for u in toposort(ast) if u.op is Ops.DEFINE_GLOBAL):
+    for g in (u for u in toposort(ast) if u.op is FastOps.DEFINE_GLOBAL):
       b = bufs[g.arg]
       is_out = g.arg < n_outputs(ast)
       mapping[g] = g.replace(arg=BufferRef(order.setdefault(b, len(order)), fresh=b in written and not is_out))
-    rngs = sorted({u for u in toposort(ast) if u.op is Ops.RANGE}, key=lambda r: r.arg[0])
+    rngs = sorted({u for u in toposort(ast) if u.op is FastOps.RANGE}, key=lambda r: r.arg[0])
     if nxt is None:
       nxt = sum(r.arg[1] is AxisType.LOOP for r in rngs)
     for r in (r for r in rngs if r.arg[1] is AxisType.REDUCE):
@@ -177,7 +177,7 @@ def fuse_group(members: list[Kernel]) -> Kernel:
   stored = {st.src[0].src[0].arg.n: st.src[1] for st in sink.src}
   sink = graph_rewrite(sink, pm_fuse_kernels, ctx=stored, name="fuse kernels")
   outs = [st.src[0].src[0].arg.n for st in sink.src]
-  ins = [g.arg.n for g in toposort(sink) if g.op is Ops.DEFINE_GLOBAL and g.arg.n not in outs]
+  ins = [g.arg.n for g in toposort(sink) if g.op is FastOps.DEFINE_GLOBAL and g.arg.n not in outs]
   slot = {n: i for i, n in enumerate(dict.fromkeys(outs + ins))}
   sink = graph_rewrite(sink, pm_fuse_slots, ctx=slot)
   ast = sink.replace(arg=KernelInfo(name=unique_kernel_name(sink)))

@@ -1,7 +1,7 @@
 """Kernel names: `E_`/`r_` and the range sizes, unique per distinct AST (named by rangeify, and by fuse for joins)."""
 from __future__ import annotations
 
-from compiler.uop import Ops, UOp, toposort
+from compiler.uop import FastOps, UOp, toposort
 
 # kernel name -> the (nameless) ASTs that got it, so a different AST with the same shape gets "n1", "n2", ...
 # (strong keys: nameless ASTs are transient; the table is bounded instead)
@@ -11,8 +11,8 @@ _MAX_NAMED = 20000
 
 def _base_name(ast: UOp) -> str:
   nodes = toposort(ast)
-  rngs = sorted((u for u in nodes if u.op is Ops.RANGE), key=lambda r: r.arg[0])
-  prefix = "r" if any(u.op is Ops.REDUCE for u in nodes) else "E"
+  rngs = sorted((u for u in nodes if u.op is FastOps.RANGE), key=lambda r: r.arg[0])
+  prefix = "r" if any(u.op is FastOps.REDUCE for u in nodes) else "E"
   return f"{prefix}_" + ("_".join(str(r.src[0].arg) for r in rngs) or "1")
 
 

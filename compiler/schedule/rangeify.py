@@ -56,7 +56,7 @@ from compiler.schedule.simplify import simplify_kernel
 from compiler.schedule.split import pm_split_reduce, split_enabled
 from compiler.trace import recorder
 from compiler.trace.recorder import trace_context
-from compiler.uop import AxisType, GroupOp, KernelInfo, Ops, UOp, toposort
+from compiler.uop import AxisType, FastOps, GroupOp, KernelInfo, Ops, UOp, toposort
 
 TRUE = UOp.const(dtypes.bool, True)
 
@@ -67,7 +67,7 @@ def iconst(v: int, dtype: DType = dtypes.index) -> UOp:
 
 def tindex(x: UOp, idxs: tuple[UOp, ...] | list[UOp], gate: UOp = TRUE) -> UOp:
   """The tensor-level INDEX of x at idxs (see the module docstring)."""
-  return UOp(Ops.INDEX, x.dtype, (x, gate, *idxs))
+  return UOp(FastOps.INDEX, x.dtype, (x, gate, *idxs))
 
 
 def and_(a: UOp, b: UOp) -> UOp:
@@ -247,8 +247,8 @@ def index_dtype(x: UOp, out_buf: UOp) -> DType:
   shifted index and bounds, a flip, a reshape's div/mod, a range) lies in [-n, n] for n the element count of the
   node it indexes into."""
   out = dtypes.int64 if buf_size(out_buf) > INT32_MAX else dtypes.index
-  for u in toposort(x, gate=lambda y: y.op not in (Ops.BUFFER, Ops.AFTER)):
-    n = buf_size(u) if u.op in (Ops.BUFFER, Ops.AFTER) else prod(shape_of(u))
+  for u in toposort(x, gate=lambda y: y.op not in (FastOps.BUFFER, FastOps.AFTER)):
+    n = buf_size(u) if u.op in (FastOps.BUFFER, FastOps.AFTER) else prod(shape_of(u))
     if n > INT64_MAX:  # its index math would wrap even in int64: refuse before anything is compiled
       what = f"buffer of {n} elements" if u.op in (Ops.BUFFER, Ops.AFTER) else f"{u.op.name} of shape {shape_of(u)}"
       raise ValueError(f"{what}: {n} elements, more than 64-bit index math can address (2**63-1)")
@@ -389,7 +389,7 @@ def _build_kernel(x: UOp, out_buf: UOp) -> tuple[UOp, list[UOp]]:
   if idt is not dtypes.index and narrowable(ast):
     ast = graph_rewrite(ast, pm_narrow_index, bottom_up=True)
   bufs = sorted(ctx.slots, key=lambda b: ctx.slots[b])
-  live = sorted({u.arg.n for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL})
+  live = sorted({u.arg.n for u in ast.toposort() if u.op is FastOps.DEFINE_GLOBAL})
   ast = graph_rewrite(ast, pm_number_globals, ctx={old: new for new, old in enumerate(live)}, bottom_up=True)
   return ast, [bufs[old] for old in live[1:]]
 
@@ -662,7 +662,8 @@ def _sites_at_rows(sites: KernelSites, key: tuple, sink: UOp) -> None:
 def _schedule(sink: UOp, sites: KernelSites | None = None) -> tuple[list[tuple[UOp, tuple[UOp, ...]]], list[UOp]]:
   """The scheduler's passes: kernels as (ast, BUFFER nodes in slot order) in dependency order, the outputs' views;
   with `sites` (while recording), each kernel's call sites noted for its kernel contexts."""
-  in_place = {u for u in toposort(sink) if u.op is Ops.BUFFER}  # an assign's target is one; a kernel's output is not
+  # an assign's target is one; a kernel's output is not
+  in_place = {u for u in toposort(sink) if u.op is FastOps.BUFFER}
   sink = graph_rewrite(sink, earliest_rewrites)
   if split_enabled():
     sink = graph_rewrite(sink, pm_split_reduce, ctx=set(), name="split reduces")
@@ -671,7 +672,7 @@ def _schedule(sink: UOp, sites: KernelSites | None = None) -> tuple[list[tuple[U
   sink = graph_rewrite(sink, pm_split_kernels, ctx=sites, bottom_up=True)
   track_graph(sink, "View Kernel Graph")
   kernels, made_by = [], []
-  afters = [u for u in toposort(sink, gate=lambda y: y.op is not Ops.SINK or y is sink) if u.op is Ops.AFTER]
+  afters = [u for u in toposort(sink, gate=lambda y: y.op is not FastOps.SINK or y is sink) if u.op is FastOps.AFTER]
   for u in kernel_order(afters):  # reads of a buffer before the in-place write that overwrites it
     if u.op is Ops.AFTER:
       kernel = u.src[1]

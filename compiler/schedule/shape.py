@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from compiler.uop import GroupOp, Ops, UOp, toposort
+from compiler.uop import FastOps, GroupOp, Ops, UOp, toposort
 
 Shape = tuple[int, ...]
 
@@ -15,27 +15,27 @@ _KEY = "_tensor_shape"
 
 def _shape_one(u: UOp) -> Shape | None:
   op, arg = u.op, u.arg
-  if op is Ops.BUFFER:
+  if op is FastOps.BUFFER:
     return (arg[1],)
-  if op in (Ops.CONST, Ops.DEFINE_VAR):
+  if op in (FastOps.CONST, FastOps.DEFINE_VAR):
     return ()
-  if op in (Ops.RESHAPE, Ops.EXPAND):
+  if op in (FastOps.RESHAPE, FastOps.EXPAND):
     return tuple(arg)
   src = u.src[0].__dict__.get(_KEY) if u.src else None
   if src is None:
     return None
-  if op is Ops.PERMUTE:
+  if op is FastOps.PERMUTE:
     return tuple(src[i] for i in arg)
-  if op is Ops.PAD:
+  if op is FastOps.PAD:
     return tuple(s + b + a for s, (b, a) in zip(src, arg))
-  if op is Ops.SHRINK:
+  if op is FastOps.SHRINK:
     return tuple(e - b for b, e in arg)
-  if op is Ops.FLIP:
+  if op is FastOps.FLIP:
     return src
-  if op is Ops.REDUCE_AXIS:
+  if op is FastOps.REDUCE_AXIS:
     return tuple(1 if i in arg[1] else s for i, s in enumerate(src))
   if op in _SAME_AS_SRC:
-    if op is Ops.WHERE:
+    if op is FastOps.WHERE:
       return u.src[1].__dict__.get(_KEY)
     return src
   return None
@@ -53,7 +53,7 @@ def shape_of(u: UOp) -> Shape:
   if got is not None:
     d[_KEY] = got
     return got
-  for x in toposort(u, gate=lambda y: _KEY not in y.__dict__ and y.op not in (Ops.BUFFER, Ops.KERNEL)):
+  for x in toposort(u, gate=lambda y: _KEY not in y.__dict__ and y.op not in (FastOps.BUFFER, FastOps.KERNEL)):
     if _KEY in x.__dict__:
       continue
     s = _shape_one(x)

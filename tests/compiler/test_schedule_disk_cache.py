@@ -96,9 +96,12 @@ def test_a_kernel_name_is_claimed_only_where_it_is_free(cache_dir):
 
 
 def test_keys_name_values_not_objects():
-  f32 = dataclasses.replace(dtypes.float32)  # equal, another object (as an unpickled or rebuilt dtype)
-  assert f32 == dtypes.float32 and f32 is not dtypes.float32
-  one, two = (dtypes.float32, dtypes.float32), (dtypes.float32, f32)
+  # equal, another object (dtypes can't be: their constructor interns; a dtype rebuilt is the same object)
+  assert dataclasses.replace(dtypes.float32) is dtypes.float32
+  arg = ("".join(["float", "32"]), 4)
+  arg2 = ("".join(["float", "32"]), 4)
+  assert arg == arg2 and arg is not arg2 and arg[0] is not arg2[0]
+  one, two = (arg, arg, dtypes.float32), (arg, arg2, dtypes.float32)
   assert pickle.dumps(one) != pickle.dumps(two)  # a pickle's bytes say which equal objects are one object
   assert diskcache.stable_bytes(one) == diskcache.stable_bytes(two)
   assert len({diskcache.stable_bytes(v) for v in (0.0, -0.0, 1, True, 1.0, "1", (1,), [1])}) == 8
