@@ -323,8 +323,11 @@ def test_the_automatic_view_follows_the_node_that_stands_for_the_rules_result(pa
   answer's `match.result`, a node of the graph, not `after`, the trace's node, which replay rebuilt at this step of a
   matmul's rangeify (viz_server/stepgraphs.py, _match)."""
   record_matmul_relu(trace_dir / "result.vztrace")
-  server.trace_id("result.vztrace", ended=True)  # (every context read: open_rewrite looks one up by name)
-  t, rw = open_rewrite(page, server, "result.vztrace", ctx="schedule 0", rewrite="open kernel + rangeify", step=0)
+  t = server.trace_id("result.vztrace", ended=True)  # (every context read: open_rewrite looks one up by name)
+  # (the schedule's number counts the process's schedules: its context is found by its rewrite)
+  ctx = next(c["name"] for c in server.api(f"/api/traces/{t}/contexts")
+             if any(r["name"] == "open kernel + rangeify" for r in c["rewrites"]))
+  t, rw = open_rewrite(page, server, "result.vztrace", ctx=ctx, rewrite="open kernel + rangeify", step=0)
   k = rw["matches"]
   g = server.api(f"/api/traces/{t}/rewrites/{rw['id']}/graph?step={k}")
   ids = {n["id"] for n in g["nodes"]}
