@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from support.browser import REBUILD_STEPS, open_rebuilt_chain, open_rewrite, record_matmul_relu, wait_graph
+from support.browser import REBUILD_STEPS, open_rebuilt_chain, open_rewrite, record_matmul_relu_fresh, wait_graph
 from support.export_helpers import long_edges
 
 STEPS = REBUILD_STEPS
@@ -322,7 +322,7 @@ def test_the_automatic_view_follows_the_node_that_stands_for_the_rules_result(pa
   """The page marks as the step's result (where its automatic view centres when the change is too big to fit) the
   answer's `match.result`, a node of the graph, not `after`, the trace's node, which replay rebuilt at this step of a
   matmul's rangeify (viz_server/stepgraphs.py, _match)."""
-  record_matmul_relu(trace_dir / "result.vztrace")
+  record_matmul_relu_fresh(trace_dir / "result.vztrace")
   t = server.trace_id("result.vztrace", ended=True)  # (every context read: open_rewrite looks one up by name)
   # (the schedule's number counts the process's schedules: its context is found by its rewrite)
   ctx = next(c["name"] for c in server.api(f"/api/traces/{t}/contexts")

@@ -207,6 +207,16 @@ def offline(page, path: str):
 
 
 
+def record_matmul_relu_fresh(path: Path) -> None:
+  """record_matmul_relu in a fresh process: all its rewrites recorded (in this one, a schedule an earlier test made is
+  a cache hit, which records none) and its schedule named `schedule 0`."""
+  tests = Path(__file__).resolve().parents[1]
+  code = "import sys; from pathlib import Path; from support.browser import record_matmul_relu; " \
+         "record_matmul_relu(Path(sys.argv[1]))"
+  env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent), str(tests)])}
+  subprocess.run([sys.executable, "-c", code, str(path)], check=True, env=env, cwd=tests.parent, timeout=300)
+
+
 def record_matmul_relu(path: Path) -> None:
   rng = np.random.default_rng(5)
   recorder.enable(path, announce=False)

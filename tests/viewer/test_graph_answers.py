@@ -137,11 +137,11 @@ def test_a_steps_result_is_the_node_of_its_graph_that_stands_for_the_rules_resul
   `after` is the trace's node, which replay rebuilds under a fresh id where its sources were rebuilt (a matmul's
   rangeify: step 18's result is not in its graph under the trace's id; a GPT step's `add bufferize`: 38 of its first
   60 steps), so a view that followed `after` showed the whole graph at those steps instead of the change."""
-  from support.browser import record_matmul_relu
+  from support.browser import record_matmul_relu_fresh
 
   from viz_server.offline import OfflineApi
   path = tmp_path / "mr.vztrace"
-  record_matmul_relu(path)
+  record_matmul_relu_fresh(path)
   rebuilt_after, steps = 0, 0
   with OfflineApi(path) as api:
     for c in api.trace_get("contexts"):
