@@ -127,17 +127,16 @@ def test_a_worker_waits_while_its_messages_would_hold_more_than_the_budget(monke
   assert not put.is_alive() and budget.held.value == 2_000
 
 
-class _Number(float):
-  """A float of a type of its own (marshal writes exact types only)."""
-
-
-def test_a_message_carries_the_workers_objects_as_they_are():
-  """A message's parts are marshal's (not JSON's): the packer gets the objects a worker made, tuples and int keys as
-  they were, as the in-process path hands them over; what marshal cannot write goes as its JSON round trip."""
-  obj = {"nodes_moved": {7: (1.5, 2.0)}, "edges": [[1, 2, 0, [[0.1, 2.5], [3.0, 4.25]]]], "s": "\u00e9\0", "n": None}
-  msg = workers._enc(b"s", [workers._part(obj), workers._part([_Number(0.5), True])])
-  assert workers._dec(msg) == [obj, [0.5, True]]
-  assert type(workers._dec(msg)[1][0]) is float
+def test_a_message_is_json_text_and_nothing_else_is_loaded():
+  """A message's parts are JSON text (the trace's strings among them): the packer gets a worker's objects as JSON gives
+  them, and a part in another format is refused, never loaded (marshal's bytes, say, which can hold a code object)."""
+  import marshal
+  obj = {"nodes_moved": {7: (1.5, 2.0)}, "s": "\u00e9\0", "n": None}
+  msg = workers._enc(b"s", [workers._part(obj)])
+  assert workers._dec(msg) == [{"nodes_moved": {"7": [1.5, 2.0]}, "s": "\u00e9\0", "n": None}]
+  code = marshal.dumps(compile("1", "<trace>", "eval"))
+  with pytest.raises(ValueError):
+    workers._dec(b"s" + len(code).to_bytes(4, "little") + code)
 
 
 def test_the_workers_start_before_the_rewrites_details_are_asked_for(trace, monkeypatch):

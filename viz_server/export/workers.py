@@ -10,11 +10,9 @@ and the packer not yet taken are at most QUEUE_BYTES (or one message, whatever i
 bounded: J * (QUEUE_BYTES + CHUNK_BYTES), a single delta larger than a chunk being one message. Counted in bytes, not
 messages, so a worker can run far ahead through small rewrites while the packer reads a long one from the other (a
 bound of 16 messages let it run 8 small rewrites ahead, then wait as long as a 700-step gradient took the other).
-A message is its kind's letter and its objects, each in marshal's format behind its length (_enc, _dec: a queue
-carries bytes, never pickles), so the packer gets the very objects the in-process path gives
-(tests/viewer/test_export_workers.py). marshal, not JSON: the bytes are the export's own, made by its own forked
-worker from plain lists, dicts, strings and numbers, never read from a file (the trace is read by vztrace), and
-JSON's encoding and decoding was ~0.5 s of the demo's ~4 s of CPU (marshal's: ~0.17 s), half of it in the packer.
+A message is its kind's letter and its objects, each JSON text behind its length (_enc, _dec; the trace's strings
+never go through pickle: a queue carries bytes), so the packer gets what the in-process path gives, equal once
+encoded (tests/viewer/test_export_workers.py).
 Workers are forked from the exporting process after it has read the trace (no thread runs there then: the export is
 a command-line process, or the viewer's child running that command), so each starts with the trace read."""
 from __future__ import annotations
@@ -22,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import marshal
 import multiprocessing
 import os
 import queue
@@ -147,13 +144,8 @@ def in_process(api: Any, todo: list[tuple[int, int]], laid: Laid) -> Iterator[Ma
 
 
 def _part(obj: Any) -> bytes:
-  """obj in marshal's format behind its length (4 bytes): a message is its kind's letter and such parts, one after
-  another. An object marshal cannot write (a subclass of a number, say: marshal takes exact types only) goes as its
-  JSON round trip, what the workers sent before: the answers are JSON's types either way."""
-  try:
-    got = marshal.dumps(obj)
-  except ValueError:
-    got = marshal.dumps(json.loads(json.dumps(obj)))
+  """obj as JSON text behind its length (4 bytes): a message is its kind's letter and such parts, one after another."""
+  got = json.dumps(obj, separators=(",", ":")).encode()
   return len(got).to_bytes(4, "little") + got
 
 
@@ -166,7 +158,7 @@ def _dec(msg: bytes) -> list:
   view, at, out = memoryview(msg), 1, []
   while at < len(msg):
     n = int.from_bytes(view[at:at + 4], "little")
-    out.append(marshal.loads(view[at + 4:at + 4 + n]))  # (a worker's own bytes: _part's, see the docstring)
+    out.append(json.loads(bytes(view[at + 4:at + 4 + n])))
     at += 4 + n
   return out
 
