@@ -3,9 +3,12 @@ step under 10 s and 1 GB, its page at most 3x its trace), old code against new, 
 so the shared machine's load falls on both alike: wall and CPU seconds (the command's and its workers', os.wait4)
 and peak RSS (the largest process: a forked worker's is its own), the page against the trace.
 
-  python bench/bench_export_cost.py TRACE [TRACE ...] [--before ROOT] [--rounds N] [--jobs J]
+  python bench/bench_export_cost.py TRACE [TRACE ...] [--before ROOT] [--rounds N] [--jobs J] [--context NAME ...]
 
---before ROOT: also ROOT's code (a checkout before a change), alternated with this one's; --jobs: the command's -j.
+--before ROOT: also ROOT's code (a checkout before a change), alternated with this one's; --jobs: the command's -j;
+--context: the command's (a slice of a big trace). Each code's bytecode is cached apart (PYTHONPYCACHEPREFIX under the
+temporary folder, written even where PYTHONDONTWRITEBYTECODE is set, as it is on the shared machine): otherwise every
+run compiled the project's modules from source (~0.1 s of CPU for viz_server's alone), or old and new shared a cache.
 
 Issue 30, workers.plan + pickled messages + a byte budget per worker's queue, and the exporting process's memory
 (the shared 2-core machine under load 3.6-5.5; default -j 2; the demo's medians of 3, the GPT step's one run each):
@@ -34,19 +37,28 @@ sys.path.insert(0, str(ROOT))
 from bench.table import format_table  # noqa: E402
 
 
-def cost(trace: Path, root: Path, jobs: int | None) -> tuple[float, float, float, int]:
-  """(wall s, CPU s, peak RSS MB, page bytes) of root's `export trace` in a child process."""
+def cost(trace: Path, root: Path, jobs: int | None, names: list[str], cache: Path) -> tuple[float, float, float, int]:
+  """(wall s, CPU s, peak RSS MB, page bytes) of root's `export trace` in a child process; cache: its bytecode's."""
   with tempfile.TemporaryDirectory() as d:
     out = Path(d) / "x.html"
     cmd = [sys.executable, "-m", "compiler.trace", "export", str(trace), "-o", str(out)]
     cmd += ["-j", str(jobs)] if jobs is not None else []
+    cmd += [a for n in names for a in ("--context", n)]
+    env = {**os.environ, "PYTHONPATH": str(root), "PYTHONPYCACHEPREFIX": str(cache), "PYTHONDONTWRITEBYTECODE": ""}
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL)
     _, status, use = os.wait4(proc.pid, 0)  # (its reaped workers' time is counted in its own)
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status):
       raise SystemExit(f"export of {trace} failed under {root}")
     return wall, use.ru_utime + use.ru_stime, use.ru_maxrss / 1024, out.stat().st_size
+
+
+def warm(root: Path, cache: Path) -> None:
+  """root's bytecode written to cache before the timed runs (the modules the command imports: its workers fork)."""
+  env = {**os.environ, "PYTHONPATH": str(root), "PYTHONPYCACHEPREFIX": str(cache), "PYTHONDONTWRITEBYTECODE": ""}
+  subprocess.run([sys.executable, "-c", "import compiler.trace.cli, viz_server.tools, viz_server.export.command"],
+                 cwd=root, env=env, check=True)
 
 
 def main() -> None:
@@ -55,21 +67,28 @@ def main() -> None:
   ap.add_argument("--before", type=Path, metavar="ROOT")
   ap.add_argument("--rounds", type=int, default=3)
   ap.add_argument("--jobs", type=int)
+  ap.add_argument("--context", action="append", default=[], metavar="NAME")
   args = ap.parse_args()
   codes = [("before", args.before)] * bool(args.before) + [("now", ROOT)]
   rows = []
+  loads = []
+  caches = tempfile.TemporaryDirectory()
+  for label, root in codes:
+    warm(root, Path(caches.name) / label)
   for t in args.traces:
     got: dict[str, list] = {label: [] for label, _ in codes}
     for _ in range(args.rounds):
       for label, root in codes:
-        got[label].append(cost(t.resolve(), root, args.jobs))
+        loads.append(os.getloadavg()[0])
+        got[label].append(cost(t.resolve(), root, args.jobs, args.context, Path(caches.name) / label))
     for label, _ in codes:
       runs = got[label]
       med = [statistics.median(r[i] for r in runs) for i in range(3)]
       rows.append((t.name, label, t.stat().st_size, *med, runs[0][3] / t.stat().st_size))
   print(format_table([("trace", "<22"), ("code", "<7"), ("trace B", ">9"), ("wall s", ">7.2f"), ("CPU s", ">7.2f"),
                       ("peak MB", ">8.0f"), ("ratio", ">6.2f")], rows))
-  print(f"(medians of {args.rounds}, alternated; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+  print(f"(medians of {args.rounds}, alternated; load {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores)")
+  caches.cleanup()
 
 
 if __name__ == "__main__":

@@ -223,37 +223,6 @@ def test_the_page_is_written_in_pieces_no_larger_than_a_few_thousand_items(tmp_p
   assert max(map(len, pieces)) < 100_000
 
 
-class _Compressor:
-  """zlib's compressor, noting the thread of each call."""
-
-  def __init__(self, real, threads: set[int]) -> None:
-    self.real, self.threads = real(9), threads
-
-  def compress(self, data: bytes) -> bytes:
-    import threading
-    self.threads.add(threading.get_ident())
-    return self.real.compress(data)
-
-  def flush(self) -> bytes:
-    return self.real.flush()
-
-
-def test_the_page_data_is_deflated_beside_the_text_that_is_made(tmp_path, monkeypatch):
-  """page._write_digits deflates on a thread of its own (zlib lets it run beside the JSON text being made, on the
-  CPU the workers left), in chunks of DEFLATE_CHUNK text: the digits are _digits' of the whole text all the same."""
-  import threading
-  threads: set[int] = set()
-  real = page.zlib.compressobj
-  monkeypatch.setattr(page.zlib, "compressobj", lambda level: _Compressor(real, threads))
-  monkeypatch.setattr(page, "DEFLATE_CHUNK", 1_000, raising=False)
-  pieces = [json.dumps(list(range(i, i + 300))) for i in range(0, 30_000, 300)]
-  with open(tmp_path / "d", "wb") as fh:
-    n = page._write_digits(fh, iter(pieces))
-  got = page._digits("".join(pieces))
-  assert (tmp_path / "d").read_text() == got["data"] and n == got["n"]
-  assert threads and threading.get_ident() not in threads
-
-
 class _FullDisk:
   def __init__(self) -> None:
     self.writes = 0
@@ -263,10 +232,38 @@ class _FullDisk:
     raise OSError(28, "No space left on device")
 
 
-def test_a_failing_write_of_the_page_fails_the_export(monkeypatch):
-  """What fails on the deflating thread (a full disk) is raised where the page is written, once that thread ended."""
-  monkeypatch.setattr(page, "DEFLATE_CHUNK", 1_000, raising=False)
+def test_a_failing_write_of_the_page_fails_the_export():
+  """What fails where the page's data is written (a full disk) is raised, at the first write that fails."""
   fh = _FullDisk()
   with pytest.raises(OSError, match="No space"):
     page._write_digits(fh, (json.dumps(list(range(i, i + 300))) for i in range(0, 300_000, 300)))
-  assert fh.writes == 1  # (the thread stopped writing at the first failure, and took the rest without deflating it)
+  assert fh.writes == 1
+
+
+class _Counting:
+  """zlib's compressor, counting the calls that hand it text."""
+
+  def __init__(self, real) -> None:
+    self.real, self.calls = real(9), 0
+
+  def compress(self, data: bytes) -> bytes:
+    self.calls += 1
+    return self.real.compress(data)
+
+  def flush(self) -> bytes:
+    return self.real.flush()
+
+
+def test_the_page_data_goes_to_zlib_in_batches_of_pieces(tmp_path, monkeypatch):
+  """page._write_digits hands zlib the pieces' text about DEFLATE_TEXT characters at a time, not a call per piece (a
+  training step's data is ~100k pieces of ~100 characters): the digits are _digits' of the whole text all the same."""
+  made: list[_Counting] = []
+  real = page.zlib.compressobj
+  monkeypatch.setattr(page.zlib, "compressobj", lambda level: made.append(_Counting(real)) or made[-1])
+  pieces = [json.dumps(list(range(i, i + 30))) for i in range(0, 300_000, 30)]  # (10k pieces, ~2 MB)
+  with open(tmp_path / "d", "wb") as fh:
+    n = page._write_digits(fh, iter(pieces))
+  monkeypatch.setattr(page.zlib, "compressobj", real)
+  got = page._digits("".join(pieces))
+  assert (tmp_path / "d").read_text() == got["data"] and n == got["n"]
+  assert made[0].calls <= sum(map(len, pieces)) // page.DEFLATE_TEXT + 1

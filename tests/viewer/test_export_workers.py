@@ -137,23 +137,3 @@ def test_a_message_is_json_text_and_nothing_else_is_loaded():
   code = marshal.dumps(compile("1", "<trace>", "eval"))
   with pytest.raises(ValueError):
     workers._dec(b"s" + len(code).to_bytes(4, "little") + code)
-
-
-def test_the_workers_start_before_the_rewrites_details_are_asked_for(trace, monkeypatch):
-  """collect._kept_rewrites reads the kept rewrites from the trace's store: the workers are forked first, and the
-  details and patterns are asked for while they make the views (not ~300 requests before the second CPU had work)."""
-  asked: list[str] = []
-  at_fork: list[int] = []
-  real = workers.forked
-
-  def spy(*args, **kwargs):  # (a generator: its body runs, and forks, at the first rewrite asked of it)
-    at_fork.append(sum("/rewrites/" in url for url in asked))
-    yield from real(*args, **kwargs)
-
-  monkeypatch.setattr(workers, "forked", spy)
-  with OfflineApi(record_small(trace)) as api:
-    get = api.get
-    monkeypatch.setattr(api, "get", lambda url: (asked.append(url), get(url))[1])
-    data = collect_packed(api, jobs=2)
-  details = [url for url in asked if "/rewrites/" in url]
-  assert at_fork == [0] and len(details) == len(data["graphs"]) >= 2

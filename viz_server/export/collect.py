@@ -10,7 +10,6 @@ from viz_server.export.pack import Packer
 from viz_server.export.redact import Redactor
 from viz_server.labels import label
 from viz_server.offline import OfflineApi, OfflineError
-from viz_server.request_args import last_step
 
 
 def kept_contexts(contexts: list[dict], names: list[str] | None) -> tuple[set[int], set[int]]:
@@ -93,59 +92,41 @@ def _contexts(api: OfflineApi, names: list[str] | None, answers: dict) -> tuple[
   return contexts, full
 
 
-def _kept_rewrites(api: OfflineApi, contexts: list[dict]) -> list[tuple[int, int, Any, bool]]:
-  """The kept rewrites the API serves, in order: (rewrite, its steps, its input root, whether it shares its root's
-  step-0 graph), read from the trace's store as their detail answers give them (viz_server/rewrite_routes.py: `root`,
-  and last_step steps), so the workers start before any detail is asked for (the ~300 requests of the demo's details
-  and patterns were ~0.1 s of the export's start, the second CPU idle)."""
+def _rewrites(api: OfflineApi, contexts: list[dict], pack: GraphPacker, red: Redactor, answers: dict, work: Work,
+              progress: Callable[[Work], None] | None, keep: Keep, jobs: int = 1) -> None:
+  """Each kept rewrite's detail and patterns (into answers) and its graphs, packed by pack and handed to keep one
+  rewrite at a time, its steps as they are made (the views are made in `jobs` worker processes, or here with 1:
+  export/workers.py; either way the export holds one rewrite's replay and layouts per process)."""
+  base = f"/api/traces/{api.t}"
+  patterns: set[int] = set()
+  rules: dict[int, dict] = {}
   rws = api.trace.rewrites
-  order: list[tuple[int, int, Any, bool]] = []
+  work.total += sum(rws[e["id"]].matches for c in contexts for e in c["rewrites"] if e["id"] in rws)
+  order: list[tuple[int, int, Any, bool]] = []  # (rewrite, its steps, its root, whether it shares its root's graph)
   viewed: set[int] = set()  # the roots of the rewrites viewed so far
   for c in contexts:
     for entry in c["rewrites"]:
       r = entry["id"]
-      # (the API's route takes no sign: a negative id is one the viewer cannot serve, and the page says so as it would)
-      rw = rws.get(r) if isinstance(r, int) and r >= 0 else None
-      if rw is None:
+      try:
+        detail = api.trace_get(f"rewrites/{r}")
+      except OfflineError:  # one the viewer cannot serve either (a negative id, say): the page says so as it would
         continue
-      n, root = last_step(rw), rw.root
+      answers[f"{base}/rewrites/{r}"] = detail
+      for p in {st["pattern"] for st in detail["steps"]} - patterns:
+        patterns.add(p)
+        try:
+          pat = api.trace_get(f"patterns/{p}")
+        except OfflineError:
+          continue
+        answers[f"{base}/patterns/{p}"] = red.pattern(pat)
+        rules[p] = {"file": pat["file"], "line": pat["line"], "name": pat["name"]}
+      n, root = len(detail["steps"]), detail["root"]
       # a rewrite that matched nothing over a graph already laid out: the step-0 graph is its root's subgraph, laid
       # out afresh, so it is that graph (a third of a training step's rewrites: passes that found nothing to do)
       shares = n == 0 and isinstance(root, int) and root in viewed
       order.append((r, n, root, shares))
       if not shares and isinstance(root, int):
         viewed.add(root)
-  return order
-
-
-def _detail(api: OfflineApi, r: int, n: int, red: Redactor, answers: dict, rules: dict[int, dict],
-            patterns: set[int]) -> None:
-  """Rewrite r's detail and the patterns of its steps not asked for yet (patterns: those asked for; into answers;
-  rules: pattern id -> {file, line, name}, of those the API serves)."""
-  base = f"/api/traces/{api.t}"
-  detail = api.trace_get(f"rewrites/{r}")
-  if len(detail["steps"]) != n:  # (_kept_rewrites read the store as this answer does)
-    raise ExportError(f"rewrite {r}: {len(detail['steps'])} steps in its answer, {n} in the trace's store")
-  answers[f"{base}/rewrites/{r}"] = detail
-  for p in {st["pattern"] for st in detail["steps"]} - patterns:  # (a set's order: the answers' order as it was)
-    patterns.add(p)
-    try:
-      pat = api.trace_get(f"patterns/{p}")
-    except OfflineError:
-      continue
-    answers[f"{base}/patterns/{p}"] = red.pattern(pat)
-    rules[p] = {"file": pat["file"], "line": pat["line"], "name": pat["name"]}
-
-
-def _rewrites(api: OfflineApi, contexts: list[dict], pack: GraphPacker, red: Redactor, answers: dict, work: Work,
-              progress: Callable[[Work], None] | None, keep: Keep, jobs: int = 1) -> None:
-  """Each kept rewrite's detail and patterns (into answers) and its graphs, packed by pack and handed to keep one
-  rewrite at a time, its steps as they are made (the views are made in `jobs` worker processes, or here with 1:
-  export/workers.py; either way the export holds one rewrite's replay and layouts per process). The details are
-  asked for as the rewrites are packed, while the workers make the views ahead."""
-  rws = api.trace.rewrites
-  work.total += sum(rws[e["id"]].matches for c in contexts for e in c["rewrites"] if e["id"] in rws)
-  order = _kept_rewrites(api, contexts)
   work.rewrites_total += len(order)
   todo = [(r, n) for r, n, _, shares in order if not shares]
   laid = workers.Laid()
@@ -154,17 +135,13 @@ def _rewrites(api: OfflineApi, contexts: list[dict], pack: GraphPacker, red: Red
   else:
     made = workers.in_process(api, todo, laid)
   by_root: dict[int, int] = {}  # a rewrite's input root -> its step-0 graph's index in pack.graphs
-  rules: dict[int, dict] = {}
-  patterns: set[int] = set()
   tell = _Teller(work, progress)
   try:
-    for r, n, root, shares in order:
+    for r, _, root, shares in order:
       if shares:
-        _detail(api, r, n, red, answers, rules, patterns)
         keep(str(r), by_root[root], {}, (), [])
       else:
-        _, g0, steps = next(made)  # (the first starts the workers)
-        _detail(api, r, n, red, answers, rules, patterns)
+        _, g0, steps = next(made)
         work.graphs += 1
         index, fresh, packed = pack.stream(g0, _counted(steps, work, tell), rules)
         keep(str(r), index, fresh, packed, pack.last)
