@@ -11,6 +11,7 @@ import numpy as np
 
 from compiler import oracle
 from compiler import realize as realize_state
+from compiler.codegen.program import collector_paused
 from compiler.device import canonicalize, check_same_device, copy_to, default_device, device_of
 from compiler.dtype import DType, dtypes, least_upper_dtype
 from compiler.realize import PENDING_ASSIGNS, SHARED_BUFFERS, buffer_of_view, live_tensors, run_schedule, track
@@ -221,8 +222,11 @@ class Tensor(ElementwiseMixin, MovementMixin, ReduceMixin, IndexingMixin, NnMixi
     if oracle.enabled():  # ORACLE=1: the graph as written, evaluated by numpy; no schedule, no rewrite
       becomes = Tensor._oracle_realize(uops)
     else:
-      schedule, becomes = create_schedule(uops, _realized)
-      run_schedule(schedule)
+      # (the collector off: a schedule's and its compiles' nodes ran ~20 young and two full collections in GPT step's
+      # first call, 0.05 s; program.collector_paused)
+      with collector_paused():
+        schedule, becomes = create_schedule(uops, _realized)
+        run_schedule(schedule)
     for a in run:  # an assign run inside a graph is read from its buffer from now on, never run again
       _realized[a] = a.src[0]
       PENDING_ASSIGNS.discard(a)

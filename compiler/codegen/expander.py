@@ -268,11 +268,17 @@ def _align(s0: UOp, s: UOp) -> tuple[UOp, ...]:
 def push_vectorize(vec: UOp) -> UOp | None:
   s0 = vec.src[0]
   n = len(vec.src)
-  if all(s is s0 for s in vec.src) or s0.op is FastOps.CONST:
+  if s0.op is FastOps.CONST:
     return None
-  # (dtypes are interned: `is` answers first, where != is a Python call a lane)
-  if any(s.op is not s0.op or (s.dtype is not s0.dtype and s.dtype != s0.dtype) or s.arg != s0.arg or
-         len(s.src) != len(s0.src) for s in vec.src):
+  # every lane the same op, dtype, arg and arity, not all one node: a loop, not any() and all() over generators (asked
+  # of every VECTORIZE the pass walks, each lane's fields read from locals). dtypes are interned: `is` answers first
+  op, dt, arg, arity, one = s0.op, s0.dtype, s0.arg, len(s0.src), True
+  for s in vec.src:
+    if s.op is not op or (s.dtype is not dt and s.dtype != dt) or s.arg != arg or len(s.src) != arity:
+      return None
+    if s is not s0:
+      one = False
+  if one:
     return None
   if s0.op in _PUSH:
     lanes = [_align(s0, s) for s in vec.src] if s0.op in GroupOp.Commutative else [s.src for s in vec.src]

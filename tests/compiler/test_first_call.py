@@ -130,6 +130,34 @@ def test_codegen_runs_with_the_collector_off_and_restores_it(monkeypatch):
     gc.enable()
 
 
+def test_a_realize_schedules_and_runs_with_the_collector_off_and_restores_it(monkeypatch):
+  # (Tensor._realize_all: the scheduler's and the compile-ahead's nodes, weak references and tuples ran young and full
+  # collections over the whole process, ~0.05 s of GPT step's first call)
+  from compiler import tensor
+  seen: list[tuple[str, bool]] = []
+  schedule, run = tensor.create_schedule, tensor.run_schedule
+
+  def spy_schedule(*args, **kw):
+    seen.append(("schedule", gc.isenabled()))
+    return schedule(*args, **kw)
+
+  def spy_run(*args, **kw):
+    seen.append(("run", gc.isenabled()))
+    return run(*args, **kw)
+  monkeypatch.setattr(tensor, "create_schedule", spy_schedule)
+  monkeypatch.setattr(tensor, "run_schedule", spy_run)
+  x = Tensor(np.arange(6, dtype=np.float32)) * 2
+  np.testing.assert_array_equal(x.numpy(), np.arange(6, dtype=np.float32) * 2)
+  assert seen == [("schedule", False), ("run", False)] and gc.isenabled()
+  gc.disable()
+  try:
+    seen.clear()
+    (Tensor(np.ones(3, dtype=np.float32)) + 1).realize()
+    assert seen == [("schedule", False), ("run", False)] and not gc.isenabled(), "a collector turned off stays off"
+  finally:
+    gc.enable()
+
+
 def test_hoisting_past_placed_nodes_keeps_the_linear_order(monkeypatch):
   # the linearizer's hoist walks no placed node's sources: the same program, node for node, as the whole-graph walk
   from compiler.codegen import linearizer
@@ -225,3 +253,23 @@ def test_codegen_per_node_code_looks_no_ops_up(monkeypatch):
     srcs = [program.render_llvm(lk.kname, lk.fname, lk.lin, lk.nbufs, list(lk.vars), debug=False) for lk in lks]
   assert type(Ops) is enum.EnumType and all(srcs)
   assert n[0] < 3 * sum(len(lk.lin.uops) for lk in lks)
+
+
+def test_commutative_order_hashes_operands_only_where_their_kinds_and_ops_tie():
+  # (symbolic._ordered_before: order_key's comparison, each operand's structural hash, a walk of its graph, asked only
+  # where the first fields tie)
+  import itertools
+
+  from compiler import symbolic
+  f32 = dtypes.float32
+  x, y = UOp.variable("x", 0, 9), UOp.variable("y", 0, 9)
+  r0, r1 = UOp.range(8, 0), UOp.range(4, 1)
+  fx, fy = x.cast(f32), y.cast(f32)
+  nodes = [x, y, r0, r1, x + r0, r1 * y, fx * fy, fx + fy, fy * fx, UOp.const(f32, 2.0), UOp.const(dtypes.int32, 3)]
+  for b, a in itertools.product(nodes, nodes):
+    assert symbolic._ordered_before(b, a) == (symbolic.order_key(b) < symbolic.order_key(a))
+  p, q = UOp.variable("p", 0, 5).cast(f32), UOp.variable("q", 0, 5).cast(f32)
+  prod_, sum_ = p * q, (p + q) * UOp.const(f32, 3.0)
+  u = UOp(Ops.ADD, f32, (sum_, prod_ + UOp.const(f32, 1.0)))  # a MUL and an ADD: their ops decide
+  symbolic.commutative_order(u)
+  assert "_shash" not in sum_.__dict__ and "_shash" not in u.src[1].__dict__

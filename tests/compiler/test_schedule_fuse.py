@@ -142,3 +142,34 @@ def test_trace_shows_the_fuse_kernels_pass(tmp_path, backend):
   assert [r["name"] for r in recs if r["t"] == "ctx_begin" and r["kind"] == "kernel"][-1:] == names
   assert len(names) == 1
   assert all(r.get("error") is None for r in recs if r["t"] == "rw_end")
+
+
+def test_a_group_grown_a_kernel_at_a_time_rewrites_each_member_once(monkeypatch):
+  # _refs' memo (issue 29): a member's refs depend only on the members before it, so a group that grows by one kernel
+  # takes the earlier members' from its last fusion; the fused kernel is the one refs made from scratch give
+  from compiler.schedule import fuse
+  vals = [np.float32([v]) for v in (2.0, 3.0, 5.0, 7.0)]
+  scales = (0.5, 0.25, 2.0, 4.0)
+  rewrite = fuse.graph_rewrite
+  members: list[int] = []
+
+  def counting(sink, pm, *args, **kw):
+    if pm is fuse.pm_fuse_refs:
+      members.append(1)
+    return rewrite(sink, pm, *args, **kw)
+  monkeypatch.setattr(fuse, "graph_rewrite", counting)
+  monkeypatch.setenv("SCHEDULE_CACHE", "0")  # (every schedule built: none taken from the first's)
+  asts = {}
+  for memo in (True, False):
+    if not memo:  # (refs from scratch: each fusion rewrites every member again)
+      monkeypatch.setattr(fuse, "fuse_group", lambda ms, memo=None, group=fuse.fuse_group: group(ms))
+    SCHEDULES.clear()
+    members.clear()
+    ts = [Tensor(v.copy()).contiguous().realize() for v in vals]
+    for t, s in zip(ts, scales):
+      t.assign(t * s)
+    sched = ts[0].schedule(*ts[1:])
+    assert len(sched) == 1 and n_stores(sched[0]) == 4
+    asts[memo] = (sched[0].ast, len(members))
+  assert asts[True][0] is asts[False][0]
+  assert asts[False][1] == 2 + 3 + 4 and asts[True][1] == 4
