@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections import deque
+from functools import partial
 from itertools import chain, filterfalse, repeat
 from typing import Callable, Iterable
 
@@ -284,20 +285,27 @@ class _Candidates:
 
 def derive(base: Layout, rows: Rows, bands: Bands, new: list[int], removed: Iterable[int],
            old_of: dict[int, int], src: Callable[[int], tuple[int, ...]], size: Callable[[int], tuple[float, float]],
-           level: Callable[[int], int], look: Callable[[int], Node | None] | None = None
+           level: Callable[[int], int], look: Callable[[int], Node | None] | None = None,
+           new_srcs: list[tuple[int, ...]] | None = None,
+           srcs_of: Callable[[Iterable[int]], list[tuple[int, ...]]] | None = None
            ) -> tuple[dict, dict, dict, float, float, Rows, Bands]:
   """Place the new nodes of a step into a copy of base (see the module docstring).
 
   new: ids in the step's graph that base lacks; removed: ids of base the step dropped; old_of: new id -> the id in
   base it rebuilds (same look, it takes that one's place if it can). look: node id -> (op, dtype, arg, src), where
   `size` is a function of (op, dtype, arg) (a view's Looks): two nodes of the same look have the same box without
-  asking size. Returns pos, layer, edges, width, height, rows and bands of the new layout."""
+  asking size. new_srcs: src() of each of new, in order, where the caller has them; srcs_of: src() of many ids at
+  once (Replay.srcs: a step places ~2,000 rebuilt nodes and drops as many, a call of src() each was ~0.2 ms a
+  thousand). Returns pos, layer, edges, width, height, rows and bands of the new layout."""
   pos, layer, edges = dict(base.pos), dict(base.layer), dict(base.edges)
   rows, bands = rows.copy(), bands.copy()
   removed = set(removed)
-  srcs = dict(zip(new, map(src, new)))  # (asked once per new node: _stayers and _route_new both read them)
+  if srcs_of is None:
+    srcs_of = partial(map, src)
+  # (asked once per new node: _stayers and _route_new both read them)
+  srcs = dict(zip(new, new_srcs if new_srcs is not None else srcs_of(new)))
   stay, users = _stayers(new, removed, old_of, base.pos, srcs, size, look)
-  _drop_removed(removed, pos, layer, edges, rows, src, size, stay)
+  _drop_removed(removed, pos, layer, edges, rows, srcs_of, size, stay)
   order = sorted(sorted(filterfalse(stay.__contains__, new)), key=level)  # by (level, id), the key built once per node
   reserved = _hold_old_places(order, old_of, base, rows, size)
   # every held place, as _goals reads them (in C, map and zip: ~2,000 stayers a step)
@@ -357,8 +365,8 @@ def _stayers(new: list[int], removed: set[int], old_of: dict[int, int], base_pos
 
 
 def _drop_removed(removed: Iterable[int], pos: dict, layer: dict, edges: dict, rows: Rows,
-                  src: Callable[[int], tuple[int, ...]], size: Callable[[int], tuple[float, float]],
-                  stay: dict[int, int]) -> None:
+                  srcs_of: Callable[[Iterable[int]], Iterable[tuple[int, ...]]],
+                  size: Callable[[int], tuple[float, float]], stay: dict[int, int]) -> None:
   """Take the nodes the step dropped, with their in-edges, out of the layout being made; the places of those that a
   staying node rebuilds (stay: new -> old) go to that node (their boxes stay as they are). Most of a step's ~2,000
   dropped nodes have such an heir: their places move and their edges go in C (map, zip), not one by one."""
@@ -372,7 +380,7 @@ def _drop_removed(removed: Iterable[int], pos: dict, layer: dict, edges: dict, r
   news = list(map(heir.__getitem__, olds))
   pos.update(zip(news, map(pos.pop, olds)))
   layer.update(zip(news, map(layer.pop, olds)))
-  srcs = list(map(src, gone))
+  srcs = list(srcs_of(gone))
   ends = zip(chain.from_iterable(srcs), chain.from_iterable(map(repeat, gone, map(len, srcs))))
   deque(map(edges.pop, ends, repeat(None)), maxlen=0)
 

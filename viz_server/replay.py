@@ -17,7 +17,8 @@ from __future__ import annotations
 import bisect
 import itertools
 import threading
-from typing import Callable
+from functools import partial
+from typing import Callable, Iterable
 
 from viz_server import gone
 from viz_server.nodes import Node
@@ -31,13 +32,22 @@ CHECK_EVERY = 1024  # a far cursor move asks whether its request has gone every 
 
 class StepInfo:
   """What match k did to the graph at k-1."""
-  __slots__ = ("added", "changed", "removed", "pairs", "replaced", "by", "note")
+  __slots__ = ("added", "changed", "removed", "olds", "news", "replaced", "by", "note")
 
   def __init__(self, added: tuple[int, ...], changed: tuple[int, ...], removed: tuple[int, ...],
-               pairs: tuple[tuple[int, int], ...], replaced: int | None, by: int | None, note: str | None):
+               pairs: Iterable[tuple[int, int]], replaced: int | None, by: int | None, note: str | None):
     self.added, self.changed, self.removed, self.note = added, changed, removed, note
-    self.pairs = pairs  # (old, new): a node that left the graph and the node that took its place
+    # pairs (old, new), a node that left the graph and the node that took its place, kept as two columns: a tuple a
+    # pair was ~2,000 objects a step that lived as long as the replay (~115 MB over `add bufferize`'s 874 steps) and
+    # that each young collection walked (about a fifth of the tuples a step leaves)
+    cols = tuple(zip(*pairs))
+    self.olds, self.news = cols if cols else ((), ())
     self.replaced, self.by = replaced, by  # the node of graph k-1 the match replaced, and what stands for it at k
+
+  @property
+  def pairs(self) -> tuple[tuple[int, int], ...]:
+    """(old, new) per node that left the graph and the node that took its place, in order."""
+    return tuple(zip(self.olds, self.news))
 
 
 class Replay:
@@ -118,49 +128,57 @@ class Replay:
         return ()
     return got
 
+  def srcs(self, ids: Iterable[int]) -> list[tuple[int, ...]]:
+    """src() of each of ids, in order: a step's placing and its delta ask the sources of the ~2,000 nodes it
+    rebuilt and of their old nodes, most of them fresh (read from `fresh` here, not by a call of src() each)."""
+    fresh, src_of = self.fresh.get, self.src
+    return [f[3] if (f := fresh(x)) is not None else src_of(x) for x in ids]
+
   def level(self, nid: int) -> int:
     """Length of the longest source chain below a node (a topological order key)."""
     lv = self._level
     got = lv.get(nid)
     if got is not None:
       return got
-    stack = [nid]
+    # (a step's placing asks the levels of the ~1,000 fresh nodes under the users of what it placed: each node's
+    # sources read once a visit, from `fresh` at once, and its level taken in C once they have theirs)
+    stack, fresh, src_of, have = [nid], self.fresh.get, self.src, lv.__contains__
     while stack:
       x = stack[-1]
       if x in lv:
         stack.pop()
         continue
-      missing = [s for s in self.src(x) if s not in lv]
-      if missing:
-        stack.extend(missing)
+      src = f[3] if (f := fresh(x)) is not None else src_of(x)
+      if not all(map(have, src)):
+        stack.extend(itertools.filterfalse(have, src))
         continue
       stack.pop()
-      lv[x] = 1 + max((lv[s] for s in self.src(x)), default=-1)
+      lv[x] = 1 + max(map(lv.__getitem__, src), default=-1)
     return lv[nid]
 
   def _intern(self, x: int, src: tuple[int, ...]) -> int:
-    """The node with x's op, dtype and arg over `src`: the trace's id for it if it has one, else a fresh id."""
-    fresh = self.fresh
-    f = fresh.get(x)
+    """The node with x's op, dtype and arg over `src`: the trace's id for it if it has one, else a fresh id. x is a
+    node of the trace (_resolve's keys are: R's keys, values and their sources are the trace's nodes), so `fresh` is
+    asked only where its look is not kept yet (it was asked twice a rebuilt node, and always missed)."""
     # the trace's nodes have only the trace's nodes as sources (ids below FRESH_BASE): over a fresh source, no
     # structural lookup can hit (most of a step's rebuilt nodes are over one: the users of what it replaced)
     if max(src, default=0) >= FRESH_BASE:
       nid = None
-    elif f is None:
+    elif (f := self.fresh.get(x)) is None:
       nid = self.table.find_like(x, src, self.max_row)
     else:
       nid = self.table.find(f[0], f[1], f[2], src, self.max_row)
     if nid is None:
-      if f is not None:  # (a fresh node rebuilt: its key made at once, no slice; most of the ~2,000 a step)
-        key = (f[0], f[1], f[2], src)
-      else:
-        look = self._look.get(x)
-        if look is None:  # (op, dtype, arg) made once per node of the trace a replay rebuilds, not once a step
-          look = self._look[x] = self.table.look(x)
-        key = (*look, src)
+      look = self._look.get(x)
+      if look is None:  # (op, dtype, arg) made once per node a replay rebuilds, not once a step
+        f = self.fresh.get(x)
+        look = self._look[x] = (f[0], f[1], f[2]) if f is not None else self.table.look(x)
+      op, dtype, arg = look
+      key = (op, dtype, arg, src)  # (unpacked: `(*look, src)` built a list first)
       fresh_key = self.fresh_key
       nid = fresh_key.get(key)
       if nid is None:
+        fresh = self.fresh
         nid = FRESH_BASE + len(fresh)
         fresh[nid] = key
         fresh_key[key] = nid
@@ -178,7 +196,7 @@ class Replay:
     memo, R, td, srcs = self._memo, self._R, not self.rw.bottom_up, self._srcs
     if x0 in memo:
       return memo[x0]
-    src_of, intern, fresh = self.src, self._intern, self.fresh
+    src_of, intern = self.src, self._intern
     stack = [x0]
     prog: dict[int, int | tuple] = {}  # keys being computed (all on the current path) -> what each waits for
     while stack:
@@ -209,10 +227,8 @@ class Replay:
         else:
           a = ~key
           if p is None:
-            # (a fresh node's sources first, as src() looks: most a step rebuilds are fresh; the trace's are kept once
-            # asked for)
-            f = fresh.get(a)
-            src = f[3] if f is not None else (srcs.get(a) or src_of(a))
+            # (the trace's node's sources, kept once asked for: a key is never a fresh node, see _intern)
+            src = srcs.get(a) or src_of(a)
             pending = None  # (a loop, not a comprehension: no frame made, twice per rebuilt node)
             for s in src:
               if s not in memo and s not in prog:
@@ -453,7 +469,7 @@ class Replay:
     if note is None and not added and not removed:
       note = "the graph did not change: the replaced node is no longer part of it"
     kept_added = tuple(itertools.filterfalse(changed_set.__contains__, added))  # (in C: ~2,000 a step)
-    self.steps[k] = StepInfo(kept_added, tuple(dict.fromkeys(changed)), tuple(removed), tuple(dict.fromkeys(pairs)),
+    self.steps[k] = StepInfo(kept_added, tuple(dict.fromkeys(changed)), tuple(removed), dict.fromkeys(pairs),
                              replaced, by, note)
     while self._upto + 1 in self.steps:
       self._upto += 1
@@ -525,12 +541,35 @@ class Replay:
     """created(·, k) for many nodes of step k as far as the steps computed tell it, without computing more (a delta
     asks it for each of the ~2,000 a step rebuilds): None where a step not computed may have brought the node back
     (after a far jump, most nodes; the node card says "unknown")."""
-    lo, one = self._computed_from(k), self._created
+    return self._creator(k, self._computed_from(k))
+
+  def _creator(self, k: int, lo: int) -> Callable[[int], int | None]:
+    one = self._created
 
     def at(nid: int) -> int | None:
       b = one(nid, k)  # the last birth up to k among the steps computed (0: none)
       return b if lo <= b + 1 else None  # exact where no step after it is missing (for 0: every step up to k)
     return at
+
+  def creators(self, k: int) -> tuple[Callable[[int], int | None], Callable[[Iterable[int]], list[int | None]]]:
+    """creator(k), and the same for each of many ids in one loop (a delta asks it for the ~2,000 nodes a step
+    rebuilds: two calls a node through creator's closure); both as far as the same steps computed tell."""
+    lo = self._computed_from(k)
+    return self._creator(k, lo), partial(self._creations, k, lo)
+
+  def _creations(self, k: int, lo: int, ids: Iterable[int]) -> list[int | None]:
+    born, out = self._born.get, []
+    for nid in ids:
+      got = born(nid)
+      if got is None:
+        b = 0
+      elif type(got) is int:
+        b = got if got <= k else 0
+      else:
+        i = bisect.bisect_right(got, k)
+        b = got[i - 1] if i else 0
+      out.append(b if lo <= b + 1 else None)
+    return out
 
   def _created(self, nid: int, k: int) -> int:
     got = self._born.get(nid)

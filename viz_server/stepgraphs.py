@@ -11,7 +11,7 @@ import math
 import threading
 from dataclasses import dataclass
 from itertools import chain, compress
-from operator import and_, eq, itemgetter, not_, sub
+from operator import and_, eq, itemgetter, le, not_, sub
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -211,6 +211,8 @@ def _by_fewer_runs(rows: list[tuple], *cols: int) -> list[tuple]:
   if len(rows) < 2:
     return rows
   columns = list(zip(*rows))
+  if all(map(le, columns[0], columns[0][1:])) and all(map(le, columns[1], columns[1][1:])):
+    return list(rows)  # (both orders are the rows' own, as forward a step's rebuilt ids and likes are: no numpy)
   table = [np.array(columns[c], dtype=np.int64) for c in cols]  # (ids past 2**40: int64 holds them)
   size = []
   for key in (0, 1):
@@ -540,7 +542,7 @@ class StepGraphs:
     None when too much of it is new."""
     rp = self.replay
     new = sorted(shown - base.shown)
-    old_of = {n: o for o, n in (info.pairs if info is not None else ()) if o in base.pos and n in shown}
+    old_of = {n: o for o, n in (zip(info.olds, info.news) if info is not None else ()) if o in base.pos and n in shown}
     if sum(n not in old_of for n in new) > max(MASSIVE, len(base.pos) // 4):
       return None
     # a node's sources as far as they are laid out: those shown now, for a node that left, those shown before
@@ -574,19 +576,19 @@ class StepGraphs:
       return None
     if back:
       new, removed = list(info.removed), [*info.added, *info.changed]
-      old_of = {o: n for o, n in info.pairs if n in lay.pos}
+      old_of = {o: n for o, n in zip(info.olds, info.news) if n in lay.pos}
     else:
       new, removed = [*info.added, *info.changed], info.removed
-      olds = list(map(itemgetter(0), info.pairs))  # ({n: o for o, n in pairs if o in lay.pos}, in C: ~2,000 a step)
-      old_of = dict(compress(zip(map(itemgetter(1), info.pairs), olds), map(lay.pos.__contains__, olds)))
+      olds = info.olds  # ({n: o for o, n in pairs if o in lay.pos}, in C: ~2,000 a step)
+      old_of = dict(compress(zip(info.news, olds), map(lay.pos.__contains__, olds)))
     if len(new) - sum(map(old_of.__contains__, new)) > max(MASSIVE, len(lay.pos) // 4):  # (in C: ~2,000 a step)
       return None
     rows, bands = self._index(lay)
+    new_srcs = rp.srcs(new)  # (read once: placing and the routes it makes, `own`, count them)
     pos, layer, edges, width, height, rows, bands = place.derive(
-      lay, rows, bands, new, removed, old_of, rp.src, self.looks.size, rp.level, rp.node)
+      lay, rows, bands, new, removed, old_of, rp.src, self.looks.size, rp.level, rp.node, new_srcs, rp.srcs)
     self.stats["derived"] += 1
-    src = rp.src
-    own = len(pos) + 2 * sum(map(len, map(src, new))) // caches.POINTS_PER_NODE
+    own = len(pos) + 2 * sum(map(len, new_srcs)) // caches.POINTS_PER_NODE
     return _Derived(pos, layer, edges, width, height, rows=rows, bands=bands, base=k + 1 if back else k - 1, own=own)
 
   def aliases(self, j: int, k: int) -> dict[int, int]:
@@ -598,10 +600,11 @@ class StepGraphs:
       info = self.replay.step(s)
       if info is None:
         continue
-      a = [p[first] for p in info.pairs]
+      cols = (info.olds, info.news)
+      a = cols[first]
       # orig[b] = orig.pop(a, a), pair by pair in order, in C: update pulls each pair from the zip (a far jump's
       # steps rebuilt ~2,000 nodes each)
-      orig.update(zip([p[then] for p in info.pairs], map(orig.pop, a, a)))
+      orig.update(zip(cols[then], map(orig.pop, a, a)))
     out, node, fresh = {}, self.replay.node, self.replay.fresh.get
     for new, old in orig.items():
       n, o = fresh(new) or node(new), fresh(old) or node(old)  # (most are fresh: no call of node() for them)
@@ -783,7 +786,7 @@ class StepGraphs:
     rp = self.replay
     rows, bands = self._index(base)
     pos, layer, edges, width, height, rows, bands = place.derive(
-      base, rows, bands, new, removed, old_of, rp.src, self.looks.size, rp.level, rp.node)
+      base, rows, bands, new, removed, old_of, rp.src, self.looks.size, rp.level, rp.node, srcs_of=rp.srcs)
     return _Placed(pos, layer, edges, width, height, rows=rows, bands=bands)
 
   def graph(self, k: int, compact: bool = False, fresh: bool = False, anchor: int = 0) -> dict:
@@ -974,23 +977,25 @@ class StepGraphs:
     nodes_added = []
     pairs: list[tuple[int, int, int | None]] = []  # (never made a dict)
     shifted: list[tuple[int, int, int | None, float, float]] = []
-    src_of, rename = rp.src, ({o: n for n in added if (o := like.get(n)) is not None}.get
-                              if resite is not None and like else None)
-    created_at, pos_k, pos_j = rp.creator(k), lk.pos, lj.pos  # (bound once: the loop runs ~2,000 times a step)
-    for n in added:
-      old = like.get(n)
+    rename = ({o: n for n in added if (o := like.get(n)) is not None}.get if resite is not None and like else None)
+    (created_at, creations), pos_k, pos_j = rp.creators(k), lk.pos, lj.pos  # (bound once: ~2,000 nodes a step)
+    # each node's like, created, sources and like's (a node without one: its own), listed at once, not asked per node
+    # in the loop (~2,000 a step rebuilds)
+    likes = list(map(like.get, added))
+    each = zip(added, likes, creations(added), rp.srcs(added), rp.srcs(map(like.get, added, added)))
+    for n, old, created, sn, so in each:
       if old is None:
         nodes_added.append(self._node(n, lk, k, consts, created=created_at))
         continue
-      xy, created = pos_k[n], created_at(n)
-      if rename is not None and src_of(n) == tuple(map(rename, so := src_of(old), so)):  # (in C)
+      xy = pos_k[n]
+      if rename is not None and sn == tuple(map(rename, so, so)):  # (in C)
         # one the page can make from its old node alone
         if xy is (oxy := pos_j[old]) or (round(xy[0], 1) == round(oxy[0], 1) and round(xy[1], 1) == round(oxy[1], 1)):
           pairs.append((n, old, created))  # (a box kept: the same tuple)
         else:
           shifted.append((n, old, created, round(xy[0], 1), round(xy[1], 1)))
         continue
-      a = {"id": n, "like": old, "src": list(src_of(n)), "x": round(xy[0], 1), "y": round(xy[1], 1),
+      a = {"id": n, "like": old, "src": list(sn), "x": round(xy[0], 1), "y": round(xy[1], 1),
            "created": created}
       if resite and n in resite:
         a["site"] = resite[n]  # (its own: like's is another; None: it has none)

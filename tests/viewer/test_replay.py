@@ -211,6 +211,30 @@ def test_created_and_creator_name_the_step_that_last_added_each_node(tmp_path):
         readded += n in last
         last[n] = k
     at = rp.creator(k)
+    one, many = rp.creators(k)  # (many: a delta's ~2,000 rebuilt nodes in one loop)
+    nodes = sorted(every)
+    assert many(nodes) == [one(n) for n in nodes] == [at(n) for n in nodes]
     for n in every:
       assert rp.created(n, k) == at(n) == last.get(n, 0), (n, k)
   assert last and readded, "no node was added, or none added again (the case kept as a list of steps)"
+
+
+def test_a_step_keeps_its_pairs_as_two_columns_and_many_sources_at_once(tmp_path):
+  # a step of a GPT step's `add bufferize` pairs ~2,000 rebuilt nodes with their old ones: a tuple a pair lived as long
+  # as the replay (~130 MB over its 874 steps) and each young collection walked them; srcs() is src() of many ids
+  rng = random.Random(5)
+  write_rewrites(tmp_path / "t.vztrace", [rand_expr(rng, 60) for _ in range(6)])
+  tr = _load(tmp_path / "t.vztrace")
+  rw = longest_rewrite(tr)
+  rp = Replay(tr, rw)
+  paired = 0
+  for k in range(1, rw.matches + 1):
+    info = rp.step(k)
+    assert info.pairs == tuple(zip(info.olds, info.news)) and len(info.olds) == len(info.news)
+    paired += len(info.olds)
+    kept = [getattr(info, slot) for slot in type(info).__slots__]
+    inner = [x for col in kept if isinstance(col, tuple) for x in col]
+    assert not any(isinstance(x, tuple) for x in inner)  # (columns of ids: no object a pair)
+    ids = [*rp.members(k), *info.removed]
+    assert rp.srcs(ids) == [rp.src(n) for n in ids]
+  assert paired
