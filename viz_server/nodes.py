@@ -1,6 +1,7 @@
 """The node records of one trace, kept compactly in flat arrays (no per-node Python objects)."""
 from __future__ import annotations
 
+import threading
 from array import array
 from itertools import accumulate, chain, islice, repeat
 from operator import ge
@@ -31,6 +32,10 @@ class NodeColumns:
     self._ids = array("q")  # row -> id
     self._rows: dict[int, int] | None = None  # id -> row, only when ids are not 0..n-1
     self._struct: dict[int, int | list[int]] | None = None  # hash(op, dtype, arg, srcs) -> id(s), built on demand
+    # held while the index is built and while a new row is entered in it: a replay (a request's thread, the prefetch
+    # worker) builds it while the ingest thread adds rows, and a reader must never see it half built (a miss gives a
+    # trace node a fresh id) nor a row lost between the build's count of the rows and its publication
+    self._struct_lock = threading.Lock()
     self._xlat: list[int] = []  # the reader's string code -> ours (its table only grows, see BatchNodes)
     self._site = array("I")  # row -> its call site's code (index in _sites + 1; 0: none)
     self._sites: list[Site] = []
@@ -92,8 +97,9 @@ class NodeColumns:
     self._src_start.append(len(self._src))
     self._site.append(0 if site is None else self._site_code(site))
     self._ids.append(nid)  # last: a reader in another thread sees the row only once it is complete
-    if self._struct is not None:
-      self._index(nid, (oc, dc, ac, tuple(src)))
+    with self._struct_lock:
+      if self._struct is not None:
+        self._index(self._struct, nid, (oc, dc, ac, tuple(src)))
     return None
 
   def add_run(self, run: BatchNodes) -> list[str]:
@@ -121,9 +127,10 @@ class NodeColumns:
         sx.append(self._site_code(site_of(d)))  # type: ignore[arg-type]
       self._site.extend(map(sx.__getitem__, run.site))
     self._ids.extend(range(first, first + n))  # last: a reader in another thread sees the rows once complete
-    if self._struct is not None:
-      for nid in range(first, first + n):  # (ids are rows here)
-        self._index(nid, self._key_at(nid))
+    with self._struct_lock:
+      if self._struct is not None:
+        for nid in range(first, first + n):  # (ids are rows here)
+          self._index(self._struct, nid, self._key_at(nid))
     return []
 
   def _key_at(self, row: int) -> tuple[int, int, int, tuple[int, ...]]:
@@ -184,11 +191,7 @@ class NodeColumns:
     k = self.key(op, dtype, arg, src)
     if k is None:
       return None
-    if self._struct is None:
-      self._struct = {}
-      for r in range(len(self._ids)):
-        self._index(self._ids[r], self._key_at(r))
-    hit = self._struct.get(hash(k))
+    hit = self._structure().get(hash(k))
     if hit is None:
       return None
     for nid in (hit if isinstance(hit, list) else (hit,)):
@@ -204,9 +207,7 @@ class NodeColumns:
     they are (replay rebuilds ~2,000 nodes a step of a GPT step's `add bufferize`; no strings made and looked up)."""
     row = self._row(nid)
     k = (self._op[row], self._dtype[row], self._arg[row], src)
-    if self._struct is None:
-      self.find(self._strs[k[0]], self._strs[k[1]], self._strs[k[2]], src, max_row)  # (builds the index)
-    hit = self._struct.get(hash(k))  # type: ignore[union-attr]
+    hit = self._structure().get(hash(k))
     if hit is None:
       return None
     ss, op, dt, ar = self._src_start, self._op, self._dtype, self._arg
@@ -218,16 +219,31 @@ class NodeColumns:
         return cand
     return None
 
-  def _index(self, nid: int, k: tuple) -> None:
+  def _structure(self) -> dict[int, int | list[int]]:
+    """The structural index, built whole before any reader sees it (the rows there are when the lock is taken: a
+    row added later waits for the lock and then enters the built index)."""
+    got = self._struct
+    if got is not None:
+      return got
+    with self._struct_lock:
+      if self._struct is None:
+        built: dict[int, int | list[int]] = {}
+        for r in range(len(self._ids)):
+          self._index(built, self._ids[r], self._key_at(r))
+        self._struct = built
+      return self._struct
+
+  @staticmethod
+  def _index(struct: dict[int, int | list[int]], nid: int, k: tuple) -> None:
     # only the hash is kept (an int per node, not a key tuple); find() checks candidates against the table
     h = hash(k)
-    prev = self._struct.get(h)
+    prev = struct.get(h)
     if prev is None:
-      self._struct[h] = nid
+      struct[h] = nid
     elif isinstance(prev, list):
       prev.append(nid)
     else:
-      self._struct[h] = [prev, nid]
+      struct[h] = [prev, nid]
 
   def nbytes(self) -> int:
     """Approximate memory of the arrays (for the bench)."""
