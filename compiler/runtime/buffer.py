@@ -217,6 +217,43 @@ def arena_size(nbytes: int) -> int:
   return best
 
 
+# numpy advises the kernel to back an array of 4 MB or more (its `1 << 22`) with transparent huge pages
+# (madvise(MADV_HUGEPAGE), where THP is "madvise"), so a new buffer's first touch faults 2 MB at a time. In a VM whose
+# guest hands free memory back to the host (Firecracker's free page reporting, 8 MB blocks) such a page is new to the
+# host as well: ~10 ms a 2 MB fault, against ~2.4 us a 4 KB one (1.2 ms for 2 MB); MNIST step's first call spent 0.9-1.5
+# s of system time in 143 of them, and whether the memory had been reported yet made its warm first call bimodal.
+# Buffers are made without the advice (the kernel's default stays: THP "always" still backs them with huge pages);
+# a repeat call runs in pooled arrays, touched already. `NUMPY_MADVISE_HUGEPAGE` set in the environment (numpy's own
+# switch, read at its import) is left to decide.
+_HUGE_BYTES = 1 << 22
+_madvise_lock = threading.Lock()
+
+
+def _madvise_switch() -> Any:
+  """numpy's setter of its huge page advice (returns the old setting), or None: numpy's own env switch is set, or
+  this numpy has none."""
+  if "NUMPY_MADVISE_HUGEPAGE" in os.environ:
+    return None
+  core = getattr(np, "_core", None) or getattr(np, "core", None)
+  return getattr(getattr(core, "multiarray", None), "_set_madvise_hugepage", None)
+
+
+_set_madvise = _madvise_switch()
+
+
+def _new_array(dt: np.dtype, size: int, zero: bool) -> np.ndarray:
+  """A new array of `size` elements (zeros, or whatever the OS gives: zero=False), made without numpy's huge page
+  advice (above). Neither touches the memory: a big one's pages are faulted in at the first write."""
+  if _set_madvise is None or size * dt.itemsize < _HUGE_BYTES:
+    return np.zeros(size, dtype=dt) if zero else np.empty(size, dtype=dt)
+  with _madvise_lock:  # (the advice is numpy's global: two threads' switches must not interleave)
+    prev = _set_madvise(False)
+    try:
+      return np.zeros(size, dtype=dt) if zero else np.empty(size, dtype=dt)
+    finally:
+      _set_madvise(prev)
+
+
 def clear_pool() -> None:
   """Release the pooled arrays to the OS, and forget what the schedules so far needed (the pool's size starts over)."""
   _pool.clear()
@@ -307,7 +344,7 @@ class Buffer:
       dt = _np_dtype(self.dtype)
       arr = _take(dt, self.size)
       if arr is None:
-        arr = np.zeros(self.size, dtype=dt) if zero else np.empty(self.size, dtype=dt)
+        arr = _new_array(dt, self.size, zero)
       elif zero:
         arr.fill(0)
       self._set(arr)
@@ -404,7 +441,7 @@ class Buffer:
     else:
       arr = _take(dt, self.size)  # a private copy: into a pooled array, or a new one
       if arr is None:
-        arr = np.empty(self.size, dtype=dt)
+        arr = _new_array(dt, self.size, False)
       if src.dtype == dt:  # a plain copy (no cast to mind: errstate and copyto's dispatch were most of a small one)
         (arr if src.ndim == 1 else arr.reshape(src.shape))[...] = src
       else:
@@ -452,7 +489,7 @@ class Buffer:
       return
     arr = _take(old.dtype, self.size)
     if arr is None:
-      arr = np.empty(self.size, dtype=old.dtype)
+      arr = _new_array(old.dtype, self.size, False)
     if not whole:
       arr[...] = old
     self._leave_arena()

@@ -32,7 +32,8 @@ from typing import Any, Sequence
 
 import llvmlite.binding as llvm
 
-from compiler.runtime.llvm import get_jit
+from compiler.runtime import diskcache
+from compiler.runtime.llvm import OPT_LEVEL, get_jit
 
 # a worker spins this long after its last job before it parks: the gaps between a program's kernels (its Python:
 # scheduling, cache lookups) are 0.01-1 ms, and a parked worker took 40-70 us to wake (measured on Zen 5 in a VM)
@@ -245,7 +246,25 @@ out:
 
 
 def _compiled(ir: str, fname: str) -> int:
-  return get_jit().compile(ir, fname, want_text=False)[0].address
+  """The address of `fname` of `ir` in the process's JIT: its object code from the compile cache on disk where a
+  process made it before, else compiled (and stored there). A process whose kernels split makes the pool's four
+  functions and a trampoline per kernel signature, ~12 ms of LLVM each (MNIST step: 13, 0.17 CPU s of its warm first
+  call at THREADS=2); a link of cached object code takes ~0.3 ms."""
+  jit = get_jit()
+  if not diskcache.enabled():
+    return jit.compile(ir, fname, want_text=False)[0].address
+  # (the code depends on the IR and the target machine: its CPU, features and opt level; the key adds the versions)
+  key = diskcache.full_key(f"threadpool\n{jit.triple}\n{jit.cpu} {jit.features}\nopt={OPT_LEVEL}\n{ir}".encode())
+  symbol = f"{fname}_p{key[:32]}"  # (a name no other code has: the entry's)
+  got = diskcache.get(key)
+  if type(got) is tuple and len(got) == 2 and got[0] == symbol and type(got[1]) is bytes:
+    return jit.link_cached(got[1], symbol)
+  if got is not None:  # (a sound file holding something else: as a corrupt one)
+    diskcache.ignore(key, "not a thread pool function")
+  jf, obj = jit.compile_object(ir, fname, symbol)
+  if obj is not None:
+    diskcache.put(key, (symbol, obj))
+  return jf.address
 
 
 _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
