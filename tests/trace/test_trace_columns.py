@@ -79,3 +79,26 @@ def test_an_error_in_a_code_callback_propagates():
   rows, args, _ = _keys(UOp.variable("a", 0, 3))
   with pytest.raises(RuntimeError, match="no code for you"):
     node_columns(rows, args, [0], {}, boom, [])
+
+
+def test_a_none_arg_takes_the_code_of_none_without_a_lookup_of_its_own():
+  # (most nodes' arg is None: the flush tells them by their arg number, 0, and looks None up once a batch)
+  a = UOp.variable("a", 0, 9)
+  x = a
+  for _ in range(50):
+    x = x * a
+  rows, args, ids = _keys(x)
+  nodes = x.toposort()
+
+  class Counting(dict):
+    gets = 0
+
+    def get(self, *key):
+      Counting.gets += 1
+      return super().get(*key)
+  ar = _Codes()
+  _, _, arg, _, _ = node_columns(rows, args, [0] * len(ids.dtypes), Counting(), ar, [])
+  assert [ar.texts[c] for c in _u32(arg)] == [repr(u.arg) for u in nodes]
+  given = sum(u.arg is not None for u in nodes)
+  assert given < 5 < len(nodes) - given
+  assert Counting.gets <= 2 * (1 + given)  # (per node: once each of the 51 nodes)
