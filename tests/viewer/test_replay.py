@@ -189,13 +189,18 @@ def test_a_step_looks_up_the_trace_only_for_rebuilt_nodes_over_its_nodes(tmp_pat
   assert rp.root(rw.matches) == rw.end_root  # and the last step is still the trace's result, by its ids
 
 
-def test_created_and_creator_name_the_step_that_last_added_each_node(tmp_path):
-  # creator(k) is what a delta asks for each of a step's ~2,000 rebuilt nodes; both must agree with the graphs
-  rng = random.Random(11)
+def _random_replay(tmp_path, seed: int):
+  """(trace, its longest rewrite, a Replay of it) over six random 60-node expressions."""
+  rng = random.Random(seed)
   write_rewrites(tmp_path / "t.vztrace", [rand_expr(rng, 60) for _ in range(6)])
   tr = _load(tmp_path / "t.vztrace")
   rw = longest_rewrite(tr)
-  rp = Replay(tr, rw)
+  return tr, rw, Replay(tr, rw)
+
+
+def test_created_and_creator_name_the_step_that_last_added_each_node(tmp_path):
+  # creator(k) is what a delta asks for each of a step's ~2,000 rebuilt nodes; both must agree with the graphs
+  tr, rw, rp = _random_replay(tmp_path, 11)
   far = Replay(tr, rw)  # reaches the last step directly: only that step's births are known
   info, at_end = far.step(rw.matches), far.creator(rw.matches)
   assert all(at_end(n) == rw.matches for n in info.added) and at_end(far.root(rw.matches)) in (None, rw.matches)
@@ -222,11 +227,7 @@ def test_created_and_creator_name_the_step_that_last_added_each_node(tmp_path):
 def test_a_step_keeps_its_pairs_as_two_columns_and_many_sources_at_once(tmp_path):
   # a step of a GPT step's `add bufferize` pairs ~2,000 rebuilt nodes with their old ones: a tuple a pair lived as long
   # as the replay (~130 MB over its 874 steps) and each young collection walked them; srcs() is src() of many ids
-  rng = random.Random(5)
-  write_rewrites(tmp_path / "t.vztrace", [rand_expr(rng, 60) for _ in range(6)])
-  tr = _load(tmp_path / "t.vztrace")
-  rw = longest_rewrite(tr)
-  rp = Replay(tr, rw)
+  _, rw, rp = _random_replay(tmp_path, 5)
   paired = 0
   for k in range(1, rw.matches + 1):
     info = rp.step(k)
