@@ -7,7 +7,7 @@ from _weakref import _remove_dead_weakref  # what WeakValueDictionary uses: dele
 from dataclasses import dataclass
 from enum import Enum, IntEnum, auto
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any, Callable, Container
 
 from compiler.dtype import DType, dtypes, truncate
 
@@ -521,9 +521,10 @@ def _int_bounds(op: Ops, s: tuple[UOp, ...], mm: list[tuple[Any, Any]], dt: DTyp
 _TOPO_KEY = "_toposort"
 
 
-def toposort(root: UOp, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
-  """Every node reachable from root, sources before users (iterative DFS). `gate(u)` False: don't descend."""
-  keep = gate is None and root.op is FastOps.SINK
+def toposort(root: UOp, gate: Callable[[UOp], bool] | None = None, stop: Container[UOp] | None = None) -> list[UOp]:
+  """Every node reachable from root, sources before users (iterative DFS). `gate(u)` False: don't descend. A node in
+  `stop` is neither descended into nor listed (the linearizer's placed nodes: a container's lookup, not a call)."""
+  keep = gate is None and stop is None and root.op is FastOps.SINK
   if keep:
     got = root.__dict__.get(_TOPO_KEY)
     if got is not None:
@@ -538,6 +539,8 @@ def toposort(root: UOp, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
       continue
     if expanded:
       visited[u] = None
+      continue
+    if stop is not None and u in stop:
       continue
     stack.append((u, True))
     if gate is None or gate(u):

@@ -33,31 +33,11 @@ class Linear:
   par: UOp | None  # the RANGE whose bounds are the (start, end) arguments
 
 
-_ACC_OR_STORE = frozenset((Ops.DEFINE_ACC, Ops.STORE))
+_SKIP_HOIST = frozenset((Ops.SINK, Ops.DEFINE_ACC, Ops.STORE))  # (SINK: the root of hoist's walk)
 
 
 def _is_inline(u: UOp) -> bool:
   return u.op in INLINE or (u.op is FastOps.VECTORIZE and all(s.op is FastOps.CONST for s in u.src))
-
-
-def _unplaced(roots: list[UOp], placed: dict[UOp, int], inline: set[UOp] | frozenset[UOp] = frozenset()) -> list[UOp]:
-  """The nodes under roots not in placed (nor under a placed one) nor inline, sources first: toposort of SINK(roots)
-  gated at the placed nodes, less the SINK, them and the inline nodes, in its order, without a gate's call a node (a
-  walk at every loop level). (An inline node's sources are inline: constants.)"""
-  visited: dict[UOp, bool] = {}  # (True: placed or inline, left out)
-  stack: list[tuple[UOp, bool]] = [(r, False) for r in reversed(roots)]
-  while stack:
-    u, expanded = stack.pop()
-    if u in visited:
-      continue
-    if expanded:
-      visited[u] = False
-    elif u in placed or u in inline:
-      visited[u] = True
-    else:
-      stack.append((u, True))
-      stack.extend([(s, False) for s in reversed(u.src) if s not in visited])
-  return [u for u, left_out in visited.items() if not left_out]
 
 
 class _Linearizer:
@@ -101,8 +81,8 @@ class _Linearizer:
     # not into placed nodes: their sources are placed too, or lie inside loops closed since (an accumulator's update)
     # and wait for loops no later hoist has open; the walk was the whole graph again at every loop level (GPT step:
     # 658 walks of 69 kernels' graphs), the unplaced nodes in the same order
-    for u in _unplaced(roots, self.depth_of, self.inline):
-      if u.op in _ACC_OR_STORE or u in self.depth_of:
+    for u in toposort(UOp(Ops.SINK, dtypes.void, tuple(roots)), stop=self.depth_of):
+      if u.op in _SKIP_HOIST or u in self.depth_of or u in self.inline:
         continue
       if u.op is FastOps.RANGE or not self.free[u] <= avail:
         continue

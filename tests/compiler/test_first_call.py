@@ -162,44 +162,41 @@ def test_hoisting_past_placed_nodes_keeps_the_linear_order(monkeypatch):
   # the linearizer's hoist walks no placed node's sources: the same program, node for node, as the whole-graph walk
   from compiler.codegen import linearizer
   from compiler.codegen.errors import kernel_name
-  from compiler.uop import toposort
   lowered = [(program.lower_ast(a), kernel_name(a)) for a in map(engine.optimize, _kernel_asts(monkeypatch))]
-  walked = {"gated": 0, "whole": 0}
-  inner = linearizer._unplaced
+  walked = {"stopped": 0, "whole": 0}
+  real = linearizer.toposort
 
-  def gated(roots: list[UOp], placed: dict, inline: set) -> list[UOp]:
-    out = inner(roots, placed, inline)
-    walked["gated"] += len(out)
+  def stopped(root: UOp, gate=None, stop=None) -> list[UOp]:
+    out = real(root, gate, stop)
+    walked["stopped"] += len(out) if stop is not None else 0
     return out
 
-  def whole(roots: list[UOp], placed: dict, inline: set) -> list[UOp]:
-    out = toposort(UOp(Ops.SINK, dtypes.void, tuple(roots)))[:-1]
-    walked["whole"] += len(out)
+  def whole(root: UOp, gate=None, stop=None) -> list[UOp]:
+    out = real(root, gate)  # (hoist leaves out what is placed itself)
+    walked["whole"] += len(out) if stop is not None else 0
     return out
-  monkeypatch.setattr(linearizer, "_unplaced", gated)
+  monkeypatch.setattr(linearizer, "toposort", stopped)
   fast = [linearizer.linearize(s, k).uops for s, k in lowered]
-  monkeypatch.setattr(linearizer, "_unplaced", whole)
+  monkeypatch.setattr(linearizer, "toposort", whole)
   assert [linearizer.linearize(s, k).uops for s, k in lowered] == fast
-  assert walked["gated"] < walked["whole"], walked
+  assert 0 < walked["stopped"] < walked["whole"], walked
 
 
-def test_the_unplaced_walk_is_the_gated_toposort(monkeypatch):
-  # hoist's walk (at every loop level) without a gate's call a node: toposort of SINK(roots) gated at the placed
-  # nodes, less the SINK, the placed nodes and the inline ones (constants), in the same order, whichever are placed
+def test_a_stopped_toposort_is_the_gated_one_less_the_stopped_nodes(monkeypatch):
+  # hoist's walk (at every loop level) stops at the placed nodes by a lookup, not a gate's call a node: the gated
+  # toposort less the placed nodes, in the same order, whichever are placed; and it leaves the SINK's cached order be
   import random
 
-  from compiler.codegen.linearizer import _is_inline, _unplaced
   from compiler.uop import toposort
   rnd = random.Random(0)
   for ast in map(engine.optimize, _kernel_asts(monkeypatch)):
     sink = program.lower_ast(ast)
-    nodes = toposort(sink)[:-1]
+    nodes = toposort(sink)
     for share in (0.0, 0.1, 0.5):
-      placed = {u: 0 for u in nodes if rnd.random() < share}
-      want = [u for u in toposort(sink, gate=lambda x, p=placed: x not in p) if u is not sink and u not in placed]
-      assert _unplaced(list(sink.src), placed) == want
-      inline = {u for u in nodes if _is_inline(u)}
-      assert _unplaced(list(sink.src), placed, inline) == [u for u in want if u not in inline]
+      placed = {u: 0 for u in nodes[:-1] if rnd.random() < share}
+      want = [u for u in toposort(sink, gate=lambda x, p=placed: x not in p) if u not in placed]
+      assert toposort(sink, stop=placed) == want
+      assert toposort(sink) == nodes
 
 
 def test_an_access_s_linear_terms_are_worked_out_once():
