@@ -182,10 +182,7 @@ def _pack_straight(out: dict, added: set[int]) -> None:
   if not packed:
     return
   out["edges_added"] = [e for e in edges if "points" in e or e["dst"] not in added]
-  index: list[int] = []
-  for i, run in itertools.groupby(e["index"] for e in packed):
-    index += (i, len(list(run)))
-  out["straight"] = {"dst": _diff_runs([e["dst"] for e in packed]), "index": index}
+  out["straight"] = {"dst": _diff_runs([e["dst"] for e in packed]), "index": _value_runs(e["index"] for e in packed)}
 
 
 def _pack_held(out: dict, gone: set[int]) -> None:
@@ -982,7 +979,8 @@ class StepGraphs:
     # each node's like, created, sources and like's (a node without one: its own), listed at once, not asked per node
     # in the loop (~2,000 a step rebuilds)
     likes = list(map(like.get, added))
-    each = zip(added, likes, creations(added), rp.srcs(added), rp.srcs(map(like.get, added, added)))
+    each = zip(added, likes, creations(added), rp.srcs(added), rp.srcs(o if o is not None else n
+                                                                       for n, o in zip(added, likes)))
     for n, old, created, sn, so in each:
       if old is None:
         nodes_added.append(self._node(n, lk, k, consts, created=created_at))
