@@ -1,21 +1,12 @@
 """`DEBUG=N` on the running program (the lines are vztrace/debuglines.py's): run_schedule calls these."""
 from __future__ import annotations
 
-import os
 import sys
 import time
 from typing import Any
 
 from compiler.runtime.buffer import memory_in_use, memory_peak
-from vztrace.debuglines import opts_line, plan_line, run_line, schedule_line
-
-
-def level() -> int:
-  """DEBUG as an int (0 when unset or not a number)."""
-  try:
-    return int(os.environ.get("DEBUG", "0") or 0)
-  except ValueError:
-    return 0
+from vztrace.debuglines import level, opts_line, plan_line, run_line, schedule_line
 
 
 def on_schedule(kernels: int) -> None:

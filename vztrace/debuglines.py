@@ -1,12 +1,22 @@
-"""The lines `DEBUG=N` prints (as in tinygrad), shared by the running program (compiler/debug.py) and
+"""`DEBUG=N`'s level and the lines it prints (as in tinygrad), shared by the running program (compiler/debug.py) and
 `show --debug N`, which rebuilds them from a trace: 1 each schedule's kernel count, 2 each kernel run with its name,
 time, GFLOP/s and GB/s, and the bytes buffers hold after it and their peak so far (as tinygrad's `mem`), and each
 memory plan that shared buffers, 3 the opts applied, 4 the generated source (LLVM IR)."""
 from __future__ import annotations
 
+import os
 from typing import Any, Iterable
 
 SOURCE_KIND = "llvm_ir"
+
+
+def level() -> int:
+  """DEBUG as an int (0 when unset or not a number); here, where nothing of the compiler is imported, so that every
+  part of it (the compile cache under the runtime too) reads it one way."""
+  try:
+    return int(os.environ.get("DEBUG", "0") or 0)
+  except ValueError:
+    return 0
 
 
 def schedule_line(kernels: int) -> str:

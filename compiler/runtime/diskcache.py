@@ -28,6 +28,7 @@ from typing import Any
 
 from compiler.dtype import DType
 from compiler.uop import UOp, toposort
+from vztrace.debuglines import level as debug_level
 from vztrace.paths import cache_dir as user_cache_dir
 from vztrace.paths import private_dir
 
@@ -149,19 +150,10 @@ class _Unpickler(pickle.Unpickler):
     return super().find_class(module, name)
 
 
-def _debug_level() -> int:
-  """compiler.debug.level(), read here: the thread pool (compiler.runtime.threadpool, which compiler.debug's import of
-  the runtime reaches) keeps its code in this cache, so this module imports nothing that imports the runtime."""
-  try:
-    return int(os.environ.get("DEBUG", "0") or 0)
-  except ValueError:
-    return 0
-
-
 def ignore(key: str, why: str) -> None:
   """Count an entry that is not used (STATS.ignored), and say why at DEBUG>=1: the caller makes it again."""
   STATS.ignored += 1
-  if _debug_level() >= 1:
+  if debug_level() >= 1:
     print(f"compile cache: ignored entry {key[:16]}: {why}", file=sys.stderr, flush=True)
 
 
