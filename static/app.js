@@ -171,8 +171,9 @@ const pickDefaultTrace = (list) => list[list.length - 1].id;
 let navGen = 0;
 let booted = false;  // the first selection comes from the URL; until then the trace list only fills the picker
 
-/** Select a trace and, optionally, a full view inside it (from a deep link). */
-async function selectTrace(t, {ctx = null, rw = null, step = null, node = null, push = true} = {}) {
+/** Select a trace and, optionally, a full view inside it (from a deep link). landFirst: the page's first view is the
+ * landing view (the summary), painted before the graph is drawn. */
+async function selectTrace(t, {ctx = null, rw = null, step = null, node = null, push = true, landFirst = false} = {}) {
   if (push) settleUrl({write: true});
   const gen = ++navGen;
   state.trace = t;
@@ -197,10 +198,22 @@ async function selectTrace(t, {ctx = null, rw = null, step = null, node = null, 
     syncUrl(push);
     return;
   }
+  if (landFirst) {
+    // the landing view, the summary and the sidebar with its selection, is painted before the graph is set up and
+    // drawn, which its frame waited for (issue 30: ~30-40 ms of the main thread; at its place the graph's loading)
+    const pick = pickRewrite(data.ctxById.get(ctx), rw);
+    sidebar.setSelection(ctx, pick);
+    if (pick !== null) graph.expect(t, pick, Math.max(0, step ?? 0));
+    panelHook("onContexts");
+    // (a task after the frame's first ones: what waits for that frame to be painted, afterPaint's callbacks queued
+    // before this one, a load's paint-time mark, runs before the graph's set-up)
+    await new Promise((done) => afterPaint(() => setTimeout(done, 0)));
+    if (gen !== navGen) return;
+  }
   const shown = selectContext(ctx, {rw, step, node, push, gen});
   // the panels of the whole trace (the summary, the landing view) need no graph: they show now, beside its loading,
   // not after it is drawn (issue 30: the first view's summary waited for the first graph)
-  panelHook("onContexts");
+  if (!landFirst) panelHook("onContexts");
   await shown;
   if (gen === navGen) panelHook("onTrace");
 }
@@ -216,6 +229,14 @@ function defaultContext() {
   return withRw ? withRw.id : null;
 }
 
+/** The rewrite of context entry ctx to show: rw where it is one of ctx's, else ctx's most interesting one, its first
+ * that changed something (null: ctx has none). */
+function pickRewrite(ctx, rw) {
+  if (rw !== null && ctx.rewrites.some((r) => r.id === rw)) return rw;
+  const pick = ctx.rewrites.find((r) => r.changed) || ctx.rewrites[0];
+  return pick ? pick.id : null;
+}
+
 async function selectContext(c, {rw = null, step = null, node = null, push = false, gen = null} = {}) {
   if (push) { settleUrl({write: true}); leaveLanding(); }
   gen = gen ?? ++navGen;
@@ -223,11 +244,7 @@ async function selectContext(c, {rw = null, step = null, node = null, push = fal
   if (!ctx) return;
   const changed = state.ctx !== c;
   state.ctx = c;
-  if (rw === null || !ctx.rewrites.some((r) => r.id === rw)) {
-    // a context's most interesting rewrite is its first one that changed something
-    const pick = ctx.rewrites.find((r) => r.changed) || ctx.rewrites[0];
-    rw = pick ? pick.id : null;
-  }
+  rw = pickRewrite(ctx, rw);
   sidebar.setSelection(c, rw);
   panelHook("onSelection", {all: true});
   if (changed) panelHook("onContext");
@@ -793,8 +810,9 @@ async function main() {
   booted = true;
   try {
     if (t === null) graph.clear("No traces yet. Open a trace file (or drop one here).");
-    else if (t === v.trace) await selectTrace(t, {ctx: v.ctx, rw: v.rw, step: v.step, node: v.node, push: false});
-    else await selectTrace(t, {push: false});
+    else if (t === v.trace) {
+      await selectTrace(t, {ctx: v.ctx, rw: v.rw, step: v.step, node: v.node, push: false, landFirst: land});
+    } else await selectTrace(t, {push: false, landFirst: land});
   } finally {
     api.unprime();
     // after the first view is painted: loading and starting the socket.io client took ~100 ms of main thread before

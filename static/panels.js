@@ -1,7 +1,7 @@
 // The panels on the right, one entry each. app.js builds their tabs, containers (#panel-<id>), number keys and help
 // line from this list and calls their hooks; the router accepts exactly these ids as the URL's `p=`. Adding a panel is
-// an entry here plus its module (and that module's modulepreload line in templates/index.html, which
-// tests/project/test_static_modules.py asks for); tests/browser/test_ui_panel_registry.py checks the page against the list.
+// an entry here plus its module (imported here, the server sends it within app.js: viz_server/pagejs.py; or lazy);
+// tests/browser/test_ui_panel_registry.py checks the page against the list.
 //
 // An entry: id, label (the tab's text), key (its keyboard shortcut), create(el, app) -> the panel object (a Panel of
 // static/panel.js, which keeps its answers in order and draws its loading, error and empty states), show (it

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from flask import Blueprint, current_app, jsonify, request
@@ -209,46 +211,88 @@ def _packed_contexts(entries: list[dict]) -> dict | list[dict]:
   return {"keys": keys, "interned": [k for k in keys if k in INTERNED], "values": list(values), "contexts": contexts}
 
 
+# boot answers kept per app (issue 30): an ended trace's first view is asked again by every page load, and made anew it
+# was ~15-35 ms of the server's CPU (packing the contexts, the summary) while the page waited for it
+BOOT_ANSWERS = 4
+
+
+class BootHeads:
+  """The last BOOT_ANSWERS boot answers but their graph (`_boot_head`), by what they depend on (`boot`'s key): each
+  O(contexts + rewrites) bytes, what the page is sent anyway."""
+
+  def __init__(self) -> None:
+    self.lock = threading.Lock()
+    self.kept: OrderedDict[tuple, tuple[bytes, int | None, int | None]] = OrderedDict()
+
+  def get(self, key: tuple) -> tuple[bytes, int | None, int | None] | None:
+    with self.lock:
+      got = self.kept.get(key)
+      if got is not None:
+        self.kept.move_to_end(key)
+      return got
+
+  def put(self, key: tuple, value: tuple[bytes, int | None, int | None]) -> None:
+    with self.lock:
+      self.kept[key] = value
+      while len(self.kept) > BOOT_ANSWERS:
+        self.kept.popitem(last=False)
+
+
 @bp.get("/boot")
 def boot() -> Any:
   """What the page's first view needs (docs: "JSON API", /api/boot): the trace list; for the trace the link names
   (else the last one) its contexts (packed with pack=1); for the view's rewrite its steps and the graph at the view's
-  step."""
-  entries = json.loads(traces().get_data())
+  step. All but the graph is kept for an ended trace (BootHeads): the same trace list and link make the same answer
+  (a trace that is not live gets no more records); the graph comes from graph_at each time (kept too, with what asking
+  it tells the rewrite's view)."""
+  listing = traces().get_data()
+  entries = json.loads(listing)
   ids = [e["id"] for e in entries]
   t = opt_int("t")
   linked = t in ids  # the page keeps the rest of the link only for a trace it serves
   t = t if linked else (ids[-1] if ids else None)
-  out: dict[str, Any] = {"traces": entries, "trace": t, "contexts": None, "ctx": None, "rw": None, "rewrite": None,
-                         "step": None, "metrics": label_metrics(), "summary": None}
+  link = (opt_int("ctx"), opt_int("rw"), opt_int("step")) if linked else (None, None, None)
+  pack = request.args.get("pack", "0") not in ("0", "", "false")
   tr = store().get(t) if t is not None else None
-  if tr is None:
-    return json_answer(_with_graph(out, None))
-  if not linked or (opt_int("ctx") is None and opt_int("rw") is None):  # the page lands on the summary panel
-    out["summary"] = summary(tr)
-  with store().lock:
-    out["contexts"] = [context_entry(tr, c) for c in list(tr.contexts.values())]
-    out["ctx"], out["rw"] = _default_view(out["contexts"], opt_int("ctx") if linked else None,
-                                          opt_int("rw") if linked else None)
-    rw = tr.rewrites.get(out["rw"]) if out["rw"] is not None else None
-    if rw is not None:
-      out["rewrite"] = rewrite_detail(rw)
-  if request.args.get("pack", "0") not in ("0", "", "false"):
-    out["contexts"] = _packed_contexts(out["contexts"])
+  heads: BootHeads = current_app.extensions["tinyviz"].setdefault("boot_heads", BootHeads())
+  key = (listing, t, link, pack)
+  got = heads.get(key) if tr is not None and not tr.live else None
+  if got is None:
+    got = _boot_head(entries, t, tr, link, pack)
+    if tr is not None and not tr.live:
+      heads.put(key, got)
+  head, rw_id, step = got
+  rw = tr.rewrites.get(rw_id) if tr is not None and rw_id is not None else None
   graph = None
-  if rw is not None:
-    out["step"] = min((opt_int("step") if linked else None) or 0, last_step(rw))
+  if rw is not None and step is not None:
     try:
-      graph = graph_at(tr, rw, out["step"], compact_arg())
+      graph = graph_at(tr, rw, step, compact_arg())
     except ApiError:  # too many steps, say: the page asks for it and shows the error as it would without this answer
       pass
-  return json_answer(_with_graph(out, graph))
+  return json_answer(head + b',"graph":' + (graph if graph is not None else b"null") + b"}")
 
 
-def _with_graph(out: dict, graph: bytes | None) -> bytes:
-  """The boot answer's JSON: out's, then "graph": the graph answer as kept encoded (null without one), spliced in
-  rather than decoded and encoded again."""
-  return dumps(out)[:-1] + b',"graph":' + (graph if graph is not None else b"null") + b"}"
+def _boot_head(entries: list[dict], t: int | None, tr: Trace | None, link: tuple, pack: bool
+               ) -> tuple[bytes, int | None, int | None]:
+  """The boot answer's JSON without its graph and closing brace, its rewrite and its step (link: the ctx, rw and step
+  the link names, each None if it does not)."""
+  out: dict[str, Any] = {"traces": entries, "trace": t, "contexts": None, "ctx": None, "rw": None, "rewrite": None,
+                         "step": None, "metrics": label_metrics(), "summary": None}
+  rw = None
+  if tr is not None:
+    if link[0] is None and link[1] is None:  # the page lands on the summary panel
+      out["summary"] = summary(tr)
+    with store().lock:
+      out["contexts"] = [context_entry(tr, c) for c in list(tr.contexts.values())]
+      out["ctx"], out["rw"] = _default_view(out["contexts"], link[0], link[1])
+      rw = tr.rewrites.get(out["rw"]) if out["rw"] is not None else None
+      if rw is not None:
+        out["rewrite"] = rewrite_detail(rw)
+    if pack:
+      out["contexts"] = _packed_contexts(out["contexts"])
+    if rw is not None:
+      out["step"] = min(link[2] or 0, last_step(rw))
+  return dumps(out)[:-1], out["rw"], out["step"]
 
 
 # ---- patterns and nodes

@@ -1,12 +1,15 @@
 """The Flask app factory: JSON API, socket.io feed, the UI's page and static files."""
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from flask import Flask, Response, abort, jsonify, request, send_file
+from flask import Flask, Response, abort, jsonify, request, send_file, send_from_directory
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import BaseConverter
 
@@ -14,6 +17,7 @@ from viz_server import gone
 from viz_server.api import bp as api_bp
 from viz_server.gate import REQUEST_GATE
 from viz_server.highlight import stylesheet
+from viz_server.pagejs import page_modules
 from viz_server.peer import OwnerCheck
 from viz_server.request_args import ApiError, api_error
 from viz_server.rewrite_routes import bp as rewrite_bp
@@ -31,6 +35,7 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self';
        "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 SOCKETIO_CLIENT = REPO_ROOT / "node_modules" / "socket.io-client" / "dist" / "socket.io.esm.min.js"
 PAGE_ROOT = '<html lang="en">'  # index.html's root tag, where the server says whether the socket.io client is served
+BOOT_TAG = '<script src="/static/boot.js"></script>'  # index.html's first script, which the page is sent with inline
 
 
 def package_dir(name: str) -> Path:
@@ -168,7 +173,8 @@ def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, 
   app.register_error_handler(ApiError, api_error)  # a route's refusal, in every blueprint
 
   _guard_requests(app, hosts, max_upload)
-  _page_routes(app, templates_dir, socketio_client)
+  _page_routes(app, templates_dir, static_dir, socketio_client)
+  _static_route(app, static_dir, warm=live)
   if live:
     from flask_socketio import SocketIO
 
@@ -224,7 +230,42 @@ def _guard_requests(app: Flask, hosts: set[str] | None, max_upload: int) -> None
     return jsonify({"error": e.description if e.code != 404 else "not found"}), e.code
 
 
-def _page_routes(app: Flask, templates_dir: Path, socketio_client: Path | None) -> None:
+def _static_route(app: Flask, static_dir: Path, warm: bool) -> None:
+  """/static/: the page's modules as viz_server/pagejs.py serves them (app.js the bundle of what it imports, so the
+  first view asks for one script, not 19), every other file as Flask sends it. warm: make the bundle now, in the
+  background (an app that serves pages; the trace tools' offline apps never send one)."""
+  modules = page_modules(static_dir)
+  if warm:
+    modules.warm()
+
+  def static(filename: str) -> Any:
+    got = modules.get(filename)
+    if got is None:
+      return send_from_directory(static_dir, filename, max_age=app.get_send_file_max_age(filename))
+    text, etag = got
+    resp = Response(text, mimetype="text/javascript")
+    resp.set_etag(etag)
+    resp.headers["Cache-Control"] = "no-cache"  # asked again each load (304 while unchanged): an edit shows at once
+    return resp.make_conditional(request)
+  app.view_functions["static"] = static
+
+
+def inline_boot(html: str, static_dir: Path) -> tuple[str, str | None]:
+  """The page with static/boot.js inline (issue 30: its own request delayed the first view's other requests, the boot
+  answer's and the modules', by a round trip: 35-140 ms on the loaded 2-core machine), and the CSP source that lets
+  that script run, its hash, added to the page's own policy; (html, None) as it was where boot.js cannot be inlined."""
+  try:
+    text = (static_dir / "boot.js").read_text(encoding="utf-8")
+  except OSError:
+    return html, None
+  if BOOT_TAG not in html or re.search(r"</script|<!--", text, re.I):
+    return html, None
+  digest = f"'sha256-{base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()}'"
+  html = html.replace(BOOT_TAG, f'<script id="tinyviz-boot">{text}</script>', 1)
+  return html.replace("script-src 'self'", f"script-src 'self' {digest}", 1), digest
+
+
+def _page_routes(app: Flask, templates_dir: Path, static_dir: Path, socketio_client: Path | None) -> None:
   """The UI's page, the socket.io browser client and the highlighting stylesheet."""
 
   def client_js() -> Path | None:
@@ -238,8 +279,11 @@ def _page_routes(app: Flask, templates_dir: Path, socketio_client: Path | None) 
     # the page imports the socket.io client only when told it is there (a 404 would be a console error)
     html = page.read_text(encoding="utf-8").replace(
       PAGE_ROOT, f'<html lang="en" data-socketio="{"yes" if client_js() else "no"}">', 1)
+    html, digest = inline_boot(html, static_dir)
     resp = Response(html, mimetype="text/html")
     resp.headers["Cache-Control"] = "no-cache"
+    if digest is not None:
+      resp.headers["Content-Security-Policy"] = CSP.replace("script-src 'self'", f"script-src 'self' {digest}", 1)
     return resp
 
   @app.get("/vendor/socket.io.esm.min.js")

@@ -61,3 +61,36 @@ def test_a_link_to_a_context_or_a_pick_in_the_sidebar_shows_the_steps(new_page, 
   page.click(f"#rewrites li[data-rw='{kernel['rewrites'][-1]['id']}']")
   page.wait_for_function("(r) => window.__viz.state.rw === r", arg=kernel["rewrites"][-1]["id"])
   assert state(page)["panel"] == "summary"
+
+
+# what the frame that first shows the landing view (the summary's top kernels and the sidebar's selected row) holds,
+# read in its animation frame callback
+WATCH_LANDING_FRAME = """(() => {
+  const mo = new MutationObserver(() => {
+    if (!document.querySelector('#panel-summary tr.top-kernel') || !document.querySelector('#contexts li.selected')) {
+      return;
+    }
+    mo.disconnect();
+    requestAnimationFrame(() => {
+      window.__landingFrame = {graph: document.body.dataset.graph ?? null,
+        loading: document.querySelector('#graph-wrap').dataset.loading ?? null,
+        empty: !document.querySelector('#graph-empty').hidden,
+        selected: document.querySelector('#contexts li.selected').dataset.ctx};
+    });
+  });
+  mo.observe(document, {childList: true, subtree: true, attributes: true, attributeFilter: ['class']});
+})();"""
+
+
+def test_the_landing_view_is_painted_before_the_graph(page, server):
+  """Issue 30: the frame that first shows the landing view (the summary, the sidebar with its selection) does not wait
+  for the default rewrite's graph to be set up and drawn: its place shows the graph's loading state, and the graph
+  comes after it."""
+  t = server.trace_id("demo.vztrace")
+  page.add_init_script(WATCH_LANDING_FRAME)
+  open_page(page, server, f"#t={t}")
+  s = state(page)
+  assert s["panel"] == "summary" and s["rw"] is not None
+  got = page.evaluate("() => window.__landingFrame")
+  assert got == {"graph": None, "loading": "rewrite", "empty": False, "selected": str(s["ctx"])}
+  page.wait_for_function("(want) => document.body.dataset.graph === want", arg=f"{t}:{s['rw']}:0")

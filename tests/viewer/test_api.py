@@ -343,7 +343,9 @@ def test_page_static_and_vendor_files(client):
   vendor = REPO_ROOT / "node_modules" / "socket.io-client" / "dist" / "socket.io.esm.min.js"
   if page.is_file():
     csp = dict(d.strip().split(" ", 1) for d in r.headers["Content-Security-Policy"].split(";"))
-    assert r.mimetype == "text/html" and csp["script-src"] == csp["style-src"] == csp["connect-src"] == "'self'"
+    assert r.mimetype == "text/html" and csp["style-src"] == csp["connect-src"] == "'self'"
+    # scripts: the page's own files, and boot.js inline by its hash (tests/viewer/test_page_modules.py)
+    assert re.fullmatch(r"'self' 'sha256-[A-Za-z0-9+/]{43}='", csp["script-src"])
     assert "unsafe" not in r.headers["Content-Security-Policy"] and csp["frame-ancestors"] == "'none'"
     # the page learns whether the socket.io client is served before it would ask for it
     root = re.search(r"<html [^>]*>", r.get_data(as_text=True)).group(0)

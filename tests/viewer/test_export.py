@@ -142,7 +142,7 @@ def test_bundle_refuses_what_it_cannot_bundle(tmp_path):
   text = bundle(static)
   assert "modules.app = " in text and "import {" not in text
   (tmp_path / "app.js").write_text('import x from "./y.js";\n')
-  with pytest.raises(ExportError, match="does not bundle"):
+  with pytest.raises(ExportError, match="import or export form"):
     bundle(tmp_path)
 
 
