@@ -19,6 +19,9 @@ Issue 30, workers.plan + pickled messages + a byte budget per worker's queue, an
   gpt_new.vztrace        now       1830486  113.10  140.73      776   2.87
 (two earlier GPT pairs under load 5-16: CPU 176.6 -> 159.8 and 163.7 -> 153.9 s, peak 1067 -> 786 and 1050 -> 778
 MB; their wall times followed the load.)
+The serial start and end (the tool exec'd, no teardown, page.b85, the UI part made by a helper), load 5.2-9.4: the
+demo's CPU 6.06 -> 5.46 s at -j 1 (medians of 5), 6.30 -> 6.28 s at -j 2 (of 7); its `--context "schedule 0"` 1.67
+-> 1.34 s at -j 1, 1.70 -> 1.45 s at -j 2 (of 8); docs/architecture.md, "Trace tools".
 """
 from __future__ import annotations
 

@@ -120,5 +120,20 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     return 2
 
 
+def exit_now(code: int) -> None:
+  """End the tool's process with code once its output is flushed, without the interpreter's teardown: freeing every
+  module and object one by one was ~0.07 s after an export of the demo (~0.2 s after a training step's), serial at
+  the end of the command. What the teardown would still do for a tool is done by then: its files are written and
+  closed by their `with` blocks, an export's workers joined (export/workers.py). Where a flush fails (a closed pipe)
+  the interpreter's own exit reports it as before."""
+  try:
+    for out in (sys.stdout, sys.stderr):
+      if out is not None:  # (None: started with that descriptor closed)
+        out.flush()
+  except (OSError, ValueError):
+    sys.exit(code)
+  os._exit(code)
+
+
 if __name__ == "__main__":
-  sys.exit(main())
+  exit_now(main())

@@ -1,4 +1,11 @@
 """Entry point of `python -m compiler.trace`."""
-from compiler.trace.cli import main
+import os
+import sys
 
+from compiler.trace.cli import TOOLS, main
+
+if sys.argv[1:2] and sys.argv[1] in TOOLS and os.name == "posix" and sys.executable:
+  # the viewer's tools become `python -m viz_server.tools` in this very process (cli.run_tool's child, without this
+  # interpreter waiting on it and then tearing the compiler down: the compiler never imports viz_server)
+  os.execv(sys.executable, [sys.executable, "-m", "viz_server.tools", *sys.argv[1:]])
 raise SystemExit(main())

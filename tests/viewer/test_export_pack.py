@@ -4,6 +4,7 @@ in the page's decoder (viz_server/export/unpack.js) and in the tests' (support/e
 hash (hash.js) is diff.py's; its unified diff (diff.js) is diff.py's _unified (difflib's)."""
 from __future__ import annotations
 
+import base64
 import copy
 import hashlib
 import json
@@ -18,7 +19,7 @@ from support.trace_tools_helpers import record_small
 from viz_server.diff import _unified, structural_hashes, toposort
 from viz_server.export.collect import collect
 from viz_server.export.pack import FRESH_BASE, pack
-from viz_server.export.page import BOOT, payload, ui_module
+from viz_server.export.page import BOOT, b85, payload, ui_module
 from viz_server.offline import OfflineApi
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,6 +135,18 @@ def test_the_embedded_block_is_the_packed_data_in_digits_a_page_need_not_escape(
   for part in (block["data"], block["ui"]):
     assert set(part["data"]) <= set(boot_digits()) and not set(part["data"]) & set("<>&\"'\\`")
     assert len(part["data"]) == -(-part["n"] // 4) * 5
+
+
+def test_the_digits_are_base64s_base85_with_the_pages_swaps():
+  """page.b85 (numpy, on whole arrays) writes what base64.b85encode(pad=True) writes, with boot.js's four swaps: every
+  length modulo 4, every byte value, the largest word, and zeros (which b85encode writes as 00000, not z)."""
+  rng = random.Random(5)
+  swaps = str.maketrans("&<>`", ",./:")
+  cases = [bytes(rng.randrange(256) for _ in range(n)) for n in range(0, 41)]
+  cases += [bytes(range(256)) * 3, b"\xff" * 12, bytes(13), bytes(rng.randrange(256) for _ in range(100_001))]
+  for raw in cases:
+    assert b85(raw) == base64.b85encode(raw, pad=True).decode().translate(swaps).encode(), len(raw)
+  assert set(b85(bytes(range(256)) * 5).decode()) == set(boot_digits())
 
 
 def boot_digits() -> str:

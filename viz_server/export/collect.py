@@ -47,6 +47,7 @@ class Work:
     self.steps = 0  # deltas packed
     self.nodes = 0  # nodes those deltas added (a rebuilt node counts: it is sent)
     self.edges = 0  # edges they listed (a compact delta lists those its rebuilt nodes' old nodes cannot give)
+    self.writing = False  # every rewrite packed, the page being written (the command's last progress line says so)
 
 
 # what gets a rewrite's graphs: (its id, its step-0 graph's index, the fixed fields of its replay-made ids, filled as

@@ -16,19 +16,26 @@ from viz_server.offline import OfflineApi
 
 def export(path: str | os.PathLike, out: str | os.PathLike, names: list[str] | None = None,
            redact: Iterable[str] = (), progress: Callable[[Work], None] | None = None, jobs: int | None = None) -> dict:
-  """Write the export of the trace at path to out; returns {bytes, trace_bytes, redacted}. progress: see collect;
-  jobs: the worker processes that lay out the rewrites (export/workers.py; None: workers.default_jobs)."""
+  """Write the export of the trace at path to out; returns {bytes, trace_bytes, redacted}. progress: see collect, and
+  told once more when every rewrite is packed (the count at its total: the last line collect told may be short of
+  it), before the page is written; jobs: the worker processes that lay out the rewrites (export/workers.py; None:
+  workers.default_jobs)."""
+  work = Work()
   with OfflineApi(path) as api:
     jobs = workers.default_jobs(len(api.trace.rewrites)) if jobs is None else jobs
-    packed = collect_packed(api, names, redact, progress=progress, jobs=jobs)
+    packed = collect_packed(api, names, redact, work=work, progress=progress, jobs=jobs)
     name = Redactor(packed["redacted"], api.trace.meta).string(Path(path).name)  # (the user's name, say)
+  if progress is not None:  # (a training step's page takes seconds to write: said, not a silence after "28 of 30")
+    work.writing = True
+    progress(work)
   size = write(out, packed, name)
   return {"bytes": size, "trace_bytes": os.path.getsize(path), "redacted": packed["redacted"]}
 
 
 def _progress(work: Work) -> None:
   print(f"export: {work.rewrites} of {work.rewrites_total} rewrites, {work.steps} of {work.total} steps packed "
-        f"({work.nodes} nodes, {work.edges} edges)", file=sys.stderr, flush=True)
+        f"({work.nodes} nodes, {work.edges} edges){'; writing the page' if work.writing else ''}", file=sys.stderr,
+        flush=True)
 
 
 def progress_file(path: str) -> Callable[[Work], None]:
