@@ -20,6 +20,7 @@ class RequestGate:
     self.serving = 0  # requests in progress
     self.waiting = 0  # requests waiting for a layout that a background thread computes
     self.last = 0.0  # when the last request ended (time.monotonic)
+    self._local = threading.local()  # .background: this thread does background work (give_way pauses it)
 
   def begin(self) -> None:
     """A request starts (viz_server.app calls this for every request)."""
@@ -61,6 +62,25 @@ class RequestGate:
         if not self.serving and quiet >= need:
           return
         self.cv.wait(need - quiet if not self.serving and quiet > 0 else need)
+
+  @contextlib.contextmanager
+  def background(self) -> Iterator[None]:
+    """Marks the calling thread's work as background for give_way (the views' prefetch worker)."""
+    self._local.background = True
+    try:
+      yield
+    finally:
+      self._local.background = False
+
+  def give_way(self) -> None:
+    """Called inside a chunk of work (a replay step, a derivation: 10-20 ms, more under load) where pause() is not
+    called: on a background thread, waits while a request is being served, unless one waits for the background (a
+    request that needs what the chunk holds, a lock or the layout, says so). Elsewhere a no-op. Python runs one
+    thread at a time: a request served beside a busy worker took ~2x its CPU time (issue 30's arrow step)."""
+    if self.serving and getattr(self._local, "background", False):
+      with self.cv:
+        while self.serving and not self.waiting:
+          self.cv.wait()
 
 
 REQUEST_GATE = RequestGate()

@@ -21,6 +21,7 @@ from functools import partial
 from typing import Callable, Iterable
 
 from viz_server import gone
+from viz_server.gate import REQUEST_GATE
 from viz_server.nodes import Node
 from viz_server.store import Rewrite, Trace
 
@@ -50,6 +51,24 @@ class StepInfo:
     return tuple(zip(self.olds, self.news))
 
 
+class _Lock:
+  """The replay's lock (reentrant). The prefetch worker gives way to requests inside a step, holding it
+  (REQUEST_GATE.give_way): a thread that has to wait for it says so, and the worker goes on at once."""
+  __slots__ = ("_lock",)
+
+  def __init__(self) -> None:
+    self._lock = threading.RLock()
+
+  def __enter__(self) -> _Lock:
+    if not self._lock.acquire(blocking=False):
+      with REQUEST_GATE.wait_for_background():
+        self._lock.acquire()
+    return self
+
+  def __exit__(self, *exc: object) -> None:
+    self._lock.release()
+
+
 class Replay:
   """Replays one rewrite. Thread-safe; steps are computed on demand and kept (a root id and small id sets each)."""
 
@@ -67,7 +86,7 @@ class Replay:
     self.sizes: dict[int, int] = {}
     self.steps: dict[int, StepInfo | None] = {0: None}
     self._upto = 0  # every step up to this one is computed
-    self.lock = threading.RLock()
+    self.lock = _Lock()
     self._level: dict[int, int] = {}
     self._srcs: dict[int, tuple[int, ...]] = {}  # node -> its sources (src(); the table is append-only)
     self._look: dict[int, tuple[str, str, str]] = {}  # node of the trace -> its (op, dtype, arg), once rebuilt
@@ -182,6 +201,8 @@ class Replay:
         nid = FRESH_BASE + len(fresh)
         fresh[nid] = key
         fresh_key[key] = nid
+        if not nid & 255:  # (a step's root resolution, ~10 ms: the prefetch worker lets a request run alone)
+          REQUEST_GATE.give_way()
     return nid
 
   # ---- resolution
@@ -421,6 +442,10 @@ class Replay:
           self._goto(s - 1)
           self._step(s)
 
+  def computed(self, k: int) -> bool:
+    """Whether every step up to k is computed (what a node's `created` at k needs to be exact: it never changes)."""
+    return k <= self._upto
+
   def _ensure_root(self, k: int) -> None:
     if k not in self.roots:  # (read without the lock: entries are added last, never changed)
       with self.lock:
@@ -451,7 +476,10 @@ class Replay:
     old: dict[int, int] = {}
     self._set_r(k, True, old)
     self.cur = k
+    give_way = REQUEST_GATE.give_way  # (between the parts of a step, ~2-10 ms each: see _Lock)
+    give_way()
     root = self._resolve(rw.root) if rw.root in self.table else rw.root
+    give_way()
     added, removed = self._move_root(root)
     self.roots[k], self.sizes[k] = root, len(self._ref)
     new, gone = set(added), set(removed)

@@ -86,6 +86,6 @@ def delta_answer(t: int, r: int) -> Any:
   # removed nodes' in-edges the page holds (_pack_held); any other value says it holds none
   rebuilt = request.args.get("compact") == "2"
   held = rebuilt and "held" in request.args and int_arg("held") == j
-  out = jsonify(view.delta(j, k, compact=compact_arg(), rebuilt=rebuilt, anchor=a, held=held))
+  out = json_answer(view.delta_json(j, k, compact=compact_arg(), rebuilt=rebuilt, anchor=a, held=held))
   all_views.prefetch(view, k, a)
   return out

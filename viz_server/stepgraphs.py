@@ -280,6 +280,7 @@ class StepGraphs:
     self.lock = threading.Lock()
     # layouts are per (anchor, step): the chain from a step laid out fresh (anchor 0: the stable chain from step 0)
     self._busy: dict[tuple[int, int], threading.Event] = {}  # layouts a thread is computing
+    self._busy_d: dict[tuple, threading.Event] = {}  # delta answers a thread is making (delta_json)
     self._derived: dict[tuple[int, int], bool] = {}  # whether a layout is derived from its neighbour toward its anchor
     self._kept: dict[tuple[int, int], Layout] = {}  # anchors and the block boundaries of their chains (never evicted)
     self._kept_w: dict[tuple[int, int], int] = {}  # their caches.weight (positions and route points)
@@ -337,6 +338,16 @@ class StepGraphs:
       self._cut(k, pause)
     else:
       self.layout(k, pause, anchor)
+
+  def delta_kept(self, j: int, k: int, anchor: int = 0, held: bool = False) -> bool:
+    """Whether the page's compact delta from step j to k is kept (prepare_delta made it, or a request did)."""
+    return caches.ANSWERS.get(self._dkey(j, k, True, True, anchor, held)) is not None
+
+  def prepare_delta(self, j: int, k: int, anchor: int = 0, held: bool = False) -> None:
+    """Make the page's compact delta from step j to k (compact=2) where delta_json keeps it, for the background."""
+    REQUEST_GATE.give_way()  # (a request being served may be making it: then it is kept when this goes on)
+    if self.rw.ended and self.replay.computed(min(j, k)) and 0 <= j <= self.rw.matches:
+      self.delta_json(j, k, compact=True, rebuilt=True, anchor=anchor, held=held)
 
   def anchor_for(self, k: int, anchor: int) -> int:
     """The chain step k is shown on, coming from `anchor`'s: that one where it has a layout within NEAR steps of k
@@ -571,6 +582,7 @@ class StepGraphs:
     info = rp.step(k + 1 if back else k)
     if info is None:
       return None
+    REQUEST_GATE.give_way()  # (the replay's step done, the derivation next: the prefetch worker lets a request run)
     if back:
       new, removed = list(info.removed), [*info.added, *info.changed]
       old_of = {o: n for o, n in zip(info.olds, info.news) if n in lay.pos}
@@ -843,6 +855,39 @@ class StepGraphs:
       caches.ANSWERS.put(key, got)
     return got
 
+  def delta_json(self, j: int, k: int, compact: bool = False, rebuilt: bool = False, anchor: int = 0,
+                 held: bool = False) -> bytes:
+    """delta(j, k, ...) encoded (dumps); kept in caches.ANSWERS where the rewrite has ended and every step up to both
+    is computed once it is made (then the answer never changes: its `created` are exact; the delta computes the
+    steps between j and k first, so every step before them computed is enough). The prefetch worker makes the next
+    steps' ones ahead (views.Views), so an arrow step's request only sends bytes (issue 30)."""
+    if not self.rw.ended or not self.replay.computed(min(j, k)):
+      return dumps(self.delta(j, k, compact, rebuilt, anchor, held))
+    key = self._dkey(j, k, compact, rebuilt, anchor, held)
+    while True:  # (made once: a request asking while the worker makes it waits for it, as _compute's layouts)
+      got = caches.ANSWERS.get(key)
+      if got is not None:
+        return got
+      with self.lock:
+        ev = self._busy_d.get(key)
+        if ev is None:
+          ev = self._busy_d[key] = threading.Event()
+          break
+      with REQUEST_GATE.wait_for_background():
+        ev.wait()
+    try:
+      got = dumps(self.delta(j, k, compact, rebuilt, anchor, held))
+      if self.replay.computed(max(j, k)):
+        caches.ANSWERS.put(key, got)
+    finally:
+      with self.lock:
+        del self._busy_d[key]
+      ev.set()
+    return got
+
+  def _dkey(self, j: int, k: int, compact: bool, rebuilt: bool, anchor: int, held: bool) -> tuple:
+    return self.key + ("d", j, k, compact, rebuilt, anchor, held)  # (a delta answer's in caches.ANSWERS)
+
   def _edges_added(self, nodes: list[int], added_set: set[int], like: dict[int, int], lj: Layout, lk: Layout,
                    shown: frozenset[int] | None, compact: bool) -> list[dict]:
     """The in-edges of `nodes` at k (layout lk) that the client does not have from j (layout lj): an added node's,
@@ -922,6 +967,7 @@ class StepGraphs:
     added, removed = sorted(added_set), sorted(removed_set)
     resite: dict[int, str | None] | None = {} if rebuilt else None  # rebuilt nodes' sites that are not like's
     like = self._likes(j, k, added_set, removed_set, reborn, resite) if compact and not cutting else {}
+    REQUEST_GATE.give_way()  # (made by the prefetch worker: see views.Views)
     moved = {}
     kept_changed: list[int] = []  # kept nodes whose in-edges may have new routes
     consts = None
@@ -936,6 +982,7 @@ class StepGraphs:
       consts = self._is_const(mk)
     edges_added = self._edges_added(sorted([*added, *kept_changed]), added_set, like, lj, lk,
                                     mk if cutting else None, compact)
+    REQUEST_GATE.give_way()
     nodes_added, pairs, shifted = self._added(k, added, like, lj, lk, consts, resite)
     edges_removed = []
     if not compact:

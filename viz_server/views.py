@@ -40,8 +40,8 @@ on every get: a view grows as its steps are laid out); a live rewrite's view is 
     self._views: OrderedDict[tuple[int, int], StepGraphs] = OrderedDict()
     self.drawn = DrawnCache()  # drawn diffs between points of ended traces (the ids here are this store's)
     self._lock = threading.Lock()
-    self._want: tuple[StepGraphs, list[int], int] | None = None  # the latest prefetch wish: (view, steps in order,
-    # the anchor of their chain)
+    self._want: tuple[StepGraphs, list[int], int, bool] | None = None  # the latest prefetch wish: (view, steps in
+    # order, the anchor of their chain, whether they go back)
     self._wake = threading.Condition()  # the worker waits on it for a wish; wait_idle for the worker to finish
     self._working = False  # the worker is computing a step it took from the wish
     self._worker: threading.Thread | None = None
@@ -68,13 +68,14 @@ on every get: a view grows as its steps are laid out); a live rewrite's view is 
       wish = list(range(k - 1, max(-1, k - 1 - self.prefetch_steps), -1))
     else:
       wish = list(range(k + 1, min(n, k + self.prefetch_steps) + 1))
-    wish = [s for s in wish if not view.cached(s, anchor)]
+    wish = [s for s in wish  # (laid out and its delta made: nothing to do)
+            if not view.cached(s, anchor) or not view.delta_kept(s + 1 if back else s - 1, s, anchor, back)]
     if not wish:  # nothing ahead of k: an older wish (from where the user was) is dropped, not finished
       with self._wake:
         self._want = None
       return
     with self._wake:
-      self._want = (view, wish, anchor)
+      self._want = (view, wish, anchor, back)
       if self._worker is None:
         self._worker = threading.Thread(target=self._run, name="tinyviz-prefetch", daemon=True)
         self._worker.start()
@@ -95,13 +96,19 @@ on every get: a view grows as its steps are laid out); a live rewrite's view is 
       with self._wake:
         while self._want is None:
           self._wake.wait()
-        view, wish, anchor = self._want
+        view, wish, anchor, back = self._want
         step = wish[0]
-        self._want = (view, wish[1:], anchor) if len(wish) > 1 else None
+        self._want = (view, wish[1:], anchor, back) if len(wish) > 1 else None
         self._working = True
       try:
-        REQUEST_GATE.pause()
-        view.prepare(step, pause=REQUEST_GATE.pause, anchor=anchor)
+        # the step the page asks next is not held back for requests' quiet (they wait for it), only while one is served
+        pause = REQUEST_GATE.give_way if abs(step - view.last_step) <= 1 else REQUEST_GATE.pause
+        with REQUEST_GATE.background():  # (and inside a step's replay and derivation: give_way)
+          pause()
+          view.prepare(step, pause=pause, anchor=anchor)
+          # and the delta the page asks to step there (a step back: with `held`, as it asks one): its request then
+          # sends bytes, instead of computing it beside the worker's next step
+          view.prepare_delta(step + 1 if back else step - 1, step, anchor, held=back)
       except Exception:  # a prefetch is only a guess; the request that needs the step will report the error
         pass
       # the view must not outlive its place in the LRU while this thread waits for the next wish: held here, a GPT

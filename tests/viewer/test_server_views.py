@@ -16,11 +16,11 @@ from support.server_helpers import (
 )
 
 from viz_server import caches
-from viz_server.gate import RequestGate
+from viz_server.gate import REQUEST_GATE, RequestGate
 from viz_server.layout import NODE_GAP, layout_graph, mean_displacement
 from viz_server.place import MASSIVE
 from viz_server.replay import Replay
-from viz_server.stepgraphs import BLOCK, StepGraphs, _Derived
+from viz_server.stepgraphs import BLOCK, StepGraphs, _Derived, dumps
 from viz_server.store import TraceStore
 from viz_server.views import Views
 
@@ -290,6 +290,81 @@ def test_background_work_can_ask_for_a_longer_quiet():
     ended = time.monotonic()
   t.join(60)
   assert resumed and resumed[0] >= ended + idle * 0.9
+
+
+def test_background_work_gives_way_inside_its_chunks():
+  """give_way (inside a replay step or a derivation): background work waits while a request is served, not for
+  requests' quiet, and at once goes on when a request waits for it; on a request's own thread it never waits."""
+  gate = RequestGate()
+  gate.cv = _WatchedCondition()
+  done = threading.Event()
+
+  def background():
+    with gate.background():
+      gate.give_way()
+    done.set()
+  for waits in (False, True):
+    gate.cv.waited.clear()
+    done.clear()
+    with gate.request():
+      gate.give_way()  # (the request's thread: no wait)
+      t = threading.Thread(target=background)
+      t.start()
+      assert gate.cv.waited.wait(60)  # the background waits inside its chunk while the request is served
+      assert not done.is_set()
+      if waits:
+        with gate.wait_for_background():  # a request waits for the background: it goes on at once
+          t.join(60)
+        assert done.is_set()
+    t.join(60)
+    assert done.is_set()
+
+
+def test_a_request_waiting_for_the_replay_lock_wakes_the_worker_giving_way_under_it(big):
+  """The prefetch worker gives way to requests inside a replay step, holding the replay's lock: a request that needs
+  the lock says so (Replay's lock), and the worker goes on (else each would wait for the other for good)."""
+  rp = Replay(big, longest_rewrite(big))
+  held, got = threading.Event(), []
+
+  def worker():
+    with REQUEST_GATE.background(), rp.lock:
+      held.set()
+      REQUEST_GATE.give_way()
+
+  def request():
+    with REQUEST_GATE.request():
+      t = threading.Thread(target=worker, daemon=True)
+      t.start()
+      assert held.wait(60)
+      got.append(rp.root(5))  # (a step not computed yet: under the lock)
+      t.join(60)
+  r = threading.Thread(target=request, daemon=True)
+  r.start()
+  r.join(120)
+  assert got == [Replay(big, longest_rewrite(big)).root(5)]
+
+
+def test_the_prefetch_worker_makes_the_deltas_the_page_asks_next(big, monkeypatch):
+  """Stepping on, the worker makes the compact delta to each step it prefetches (as the page asks it: a step back
+  with `held`), so the request only sends bytes; the same bytes as a delta made then. A delta with a step before it
+  not computed (a far jump's: `created` not exact yet) is not kept."""
+  rw = longest_rewrite(big)
+  views, view = Views(None), _view(big, rw)  # type: ignore[arg-type]  # prefetch needs no store
+  view.delta_json(2, 3, compact=True, rebuilt=True)
+  views.prefetch(view, 3)
+  assert views.wait_idle(120), "the prefetch did not finish"
+  view.last_step = 3 + views.prefetch_steps
+  views.prefetch(view, view.last_step - 1)  # (backward)
+  assert views.wait_idle(120), "the prefetch did not finish"
+  made, delta = [], StepGraphs.delta
+  monkeypatch.setattr(StepGraphs, "delta", lambda self, *a, **kw: made.append(a) or delta(self, *a, **kw))
+  for j, k, held in [(k - 1, k, False) for k in range(4, 4 + views.prefetch_steps)] + [(14, 13, True)]:
+    assert view.delta_json(j, k, compact=True, rebuilt=True, held=held) == dumps(
+      delta(view, j, k, compact=True, rebuilt=True, held=held))
+  assert made == []
+  far = _view(big, rw)
+  far.delta_json(rw.matches - 1, rw.matches, compact=True, rebuilt=True)
+  assert far.delta_json(rw.matches - 1, rw.matches, compact=True, rebuilt=True) and len(made) == 2
 
 
 def test_prefetch_lays_out_the_next_steps_on_the_anchors_chain(big):
