@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass
 from itertools import chain, compress
 from operator import and_, eq, itemgetter, le, not_, sub
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -412,17 +412,9 @@ class StepGraphs:
 
   def _compute(self, k: int, pause: Callable[[], None] | None = None, anchor: int = 0) -> Layout:
     key, mine = self._lkey(k, anchor), (anchor, k)
-    while True:
-      with self.lock:  # the check and the claim are one step: a thread that just finished k cannot slip between
-        got = self._get(k, anchor)
-        if got is not None:
-          return got
-        ev = self._busy.get(mine)
-        if ev is None:
-          ev = self._busy[mine] = threading.Event()
-          break
-      with REQUEST_GATE.wait_for_background():
-        ev.wait()  # another thread computes it; then it is cached (or was evicted at once: compute it here)
+    got, ev = self._claim(self._busy, mine, lambda: self._get(k, anchor))
+    if ev is None:
+      return got
     try:
       lay = self._make(k, pause, anchor)
       self._derived[mine] = isinstance(lay, _Derived)
@@ -436,10 +428,29 @@ class StepGraphs:
       else:
         caches.LAYOUTS.put(key, lay)
     finally:
-      with self.lock:
-        del self._busy[mine]
-      ev.set()
+      self._release(self._busy, mine, ev)
     return lay
+
+  def _claim(self, busy: dict, key: Any, cached: Callable[[], Any]) -> tuple[Any, threading.Event | None]:
+    """(what cached() holds, None), or (None, the claim to make it: an Event in busy, which _release sets): made
+    once, a thread that asks while another makes it waits for that one (telling the background it waits), then looks
+    again (what was made may have been evicted at once: then it makes it)."""
+    while True:
+      with self.lock:  # the check and the claim are one step: a thread that just finished it cannot slip between
+        got = cached()
+        if got is not None:
+          return got, None
+        ev = busy.get(key)
+        if ev is None:
+          ev = busy[key] = threading.Event()
+          return None, ev
+      with REQUEST_GATE.wait_for_background():
+        ev.wait()
+
+  def _release(self, busy: dict, key: Any, ev: threading.Event) -> None:
+    with self.lock:
+      del busy[key]
+    ev.set()
 
   def _make(self, k: int, pause: Callable[[], None] | None, anchor: int = 0) -> Layout:
     at = self.at(anchor)
@@ -864,25 +875,15 @@ class StepGraphs:
     if not self.rw.ended or not self.replay.computed(min(j, k)):
       return dumps(self.delta(j, k, compact, rebuilt, anchor, held))
     key = self._dkey(j, k, compact, rebuilt, anchor, held)
-    while True:  # (made once: a request asking while the worker makes it waits for it, as _compute's layouts)
-      got = caches.ANSWERS.get(key)
-      if got is not None:
-        return got
-      with self.lock:
-        ev = self._busy_d.get(key)
-        if ev is None:
-          ev = self._busy_d[key] = threading.Event()
-          break
-      with REQUEST_GATE.wait_for_background():
-        ev.wait()
+    got, ev = self._claim(self._busy_d, key, lambda: caches.ANSWERS.get(key))  # (made once, as _compute's layouts)
+    if ev is None:
+      return got
     try:
       got = dumps(self.delta(j, k, compact, rebuilt, anchor, held))
       if self.replay.computed(max(j, k)):
         caches.ANSWERS.put(key, got)
     finally:
-      with self.lock:
-        del self._busy_d[key]
-      ev.set()
+      self._release(self._busy_d, key, ev)
     return got
 
   def _dkey(self, j: int, k: int, compact: bool, rebuilt: bool, anchor: int, held: bool) -> tuple:
