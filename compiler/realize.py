@@ -12,8 +12,9 @@ memory (a `.numpy()` view handed out, a caller's array from Tensor.from_numpy: `
 never changes an array a caller holds. Before any kernel runs, the schedule's intermediates are planned to share
 Buffers where their lives do not overlap (`plan_memory`, compiler/runtime/memory.py). A backend with two stages (the
 LLVM one: `_stage_loaders`) compiles ahead (`_Ahead`): the next kernels' Python part is made while LLVM compiles
-earlier ones on a worker thread, the kernels compiled and run in the same order as without it; traced, each step's
-context is begun ahead, in run order, and the Python part records into it.
+earlier ones on a worker thread, the kernels compiled and run in the same order as without it (untraced, the runs too
+leave this thread once a kernel compiles: each on whichever thread is free, one at a time, in order); traced, each
+step's context is begun ahead, in run order, and the Python part records into it.
 """
 from __future__ import annotations
 
@@ -347,6 +348,13 @@ class _Ahead:
   the worker) is raised at its turn, where it was raised before. `close` waits for the worker and ends it (one thread
   a schedule that compiles, none after).
 
+  Untraced (and not captured by a TinyJit), once a kernel compiles, each step's turn (its buffers prepared, its runner
+  taken, its run: a `_Turn`) is handed over (`hand_over`) rather than run here: the worker runs the turns whose
+  compiles are done after each compile, and this thread when it would wait (at the bound, or at the schedule's end)
+  before it takes a queued compile; one at a time, in order (`_run_turns`). A kernel's run releases the GIL, as LLVM
+  does, so runs and compiles on one thread overlap the next kernels' Python on the other. The first turn that raises
+  stops the later ones, and its error (the same exception object) is raised here, after the same runs.
+
   Traced, each step's context (a kernel's, a copy's) is begun here in run order (`begin`: the same ids and parent as
   begun at its turn), the kernel's Python part recording into it (its opts, passes; `recorder.inside`), and goes on at
   its turn (`trace_context(begun=)`): its sources (the worker only compiles: it touches no recorder), run and end.
@@ -363,19 +371,30 @@ class _Ahead:
     self.traced = recorder.RECORDER is not None
     self.ctxs: dict[int, int] = {}  # traced: schedule index -> its context, begun ahead, until its turn
     self.failed = False  # traced: a kernel's Python part raised (no later step is begun: its turn ends the schedule)
+    self.hands = not self.traced and capturing is None  # turns may be handed over (`hand_over`)
+    self.jobs: dict[int, _Job] = {}  # schedule index -> its compile, until its turn is handed over
+    self.starting: int | None = None  # the schedule index whose Python part runs now (its compile's index)
+    self.turns: collections.deque[_Turn] = collections.deque()  # handed over, not yet seen done here, in order
+    self.pending: collections.deque[_Turn] = collections.deque()  # handed over, not run yet, in order
+    self.compiling = 0  # turns handed over with a compile of their own, not done: the bound's count
+    self.run_lock = threading.Lock()  # held by the thread running turns (one at a time, from `pending`'s head)
+    self.cv = threading.Condition()  # notified when a compile or a turn is done, or the turns' lock released
+    self.halted = False  # a turn raised, or the schedule ends: no turn runs any more
 
   def _submit(self, job: Callable[[], Any]) -> Callable[[], Any]:
     if self.pool is None:
       from concurrent.futures import ThreadPoolExecutor
       self.pool = ThreadPoolExecutor(1, thread_name_prefix="tinyviz-compile")
       _switch_interval(+1)
-    fut = self.pool.submit(job)
-    if not getattr(job, "shared", False):
-      return fut.result
-    self.queue.append(got := _Job(job, fut, self))
+    got = _Job(job, self)
+    got.fut = self.pool.submit(got.run_on_worker)
+    if getattr(job, "shared", False):
+      self.queue.append(got)
+    if self.starting is not None:
+      self.jobs[self.starting] = got
     return got.result
 
-  def _steal(self, waiting: _Job) -> bool:
+  def _steal(self, waiting: _Job | None) -> bool:
     """Run the worker's earliest queued shared job here (not `waiting`, the worker's now); whether there was one."""
     while self.queue:
       job = self.queue.popleft()  # (one the worker started or finished is no longer this thread's to take)
@@ -399,26 +418,44 @@ class _Ahead:
     if si.ast.op is Ops.COPY or si.ast in self.asts:
       return
     try:
-      if kernel_backend(si, self.backend) != self.backend or _cached_runner((self.backend, si.ast)):
+      if kernel_backend(si, self.backend) != self.backend:
         return
     except RuntimeError:  # (buffers on two devices: raised again at its turn)
       return
-    self.asts.add(si.ast)
+    self.asts.add(si.ast)  # (before the runner cache is asked: a turn on the worker may be taking this one's runner)
+    if _cached_runner((self.backend, si.ast)):
+      return
+    self.starting = j
     try:
       self.started[j] = self.start(si.ast, self._submit)
     except Exception as e:  # raised at the kernel's turn, as compiling it then would
       self.started[j] = functools.partial(_reraise, e)
       self.failed = self.traced
+    finally:
+      self.starting = None
 
   def _fill(self, i: int) -> None:
-    """Start the steps up to `depth` past step i (about to run), in run order, those not started yet."""
-    while self.next < min(len(self.schedule), i + 1 + self.depth):
+    """Start the steps past step i (about to run), in run order, those not started yet: untraced, until `depth` kernels
+    past step i are started (what the worker's queue holds); a step that starts nothing (a copy, a kernel run before
+    or repeated: 176 of a GPT step's 235) does not count, or `depth` steps would hold two kernels' compiles. Traced, the
+    steps up to `depth` past step i (each holds a context begun ahead: at most `depth` open ahead). Handing turns over,
+    only up to step i: this thread goes on to the next step at once (`hand_over` bounds it)."""
+    n = len(self.schedule)
+    if self.traced:
+      n = min(n, i + 1 + self.depth)
+    elif self.hands:
+      n = min(n, i + 1)
+    while self.next < n and (self.traced or self.next <= i or len(self.started) - (i in self.started) < self.depth):
       self._start(self.next)
       self.next += 1
 
   def runner(self, i: int) -> Runner:
     """The runner of schedule item i (about to run), the next ones' compiles started first."""
     self._fill(i)
+    return self.take(i)
+
+  def take(self, i: int) -> Runner:
+    """The runner of schedule item i, once its compile is done (started before, by `_fill`)."""
     got = self.started.pop(i, None)
     si = self.schedule[i]
     if got is None:  # (not started here: cached, another backend's, or one already made for an equal kernel)
@@ -426,6 +463,85 @@ class _Ahead:
     runner = got()
     _remember((self.backend, si.ast), runner, recorder.RECORDER)
     return runner
+
+  def hand_over(self, i: int, turn: Callable[[], None]) -> bool:
+    """Hand step i's turn (`turn`: its buffers prepared, its runner taken, its run) over, to run after the turns
+    before it on whichever thread is free (`_run_turns`), once step i's Python part is made; whether it was. Not
+    when traced or captured, nor while nothing compiles (no turn pending and none for step i): it runs here then,
+    as before. Before step i's Python part, this thread waits (running turns, taking queued compiles) while more than
+    `depth` turns handed over have compiles not yet run."""
+    if not self.hands:
+      return False
+    self._reap()
+    while self.compiling > self.depth:  # (read while the worker may be running turns: each is checked again)
+      earliest = next((t for t in self.turns if not t.done), None)
+      if earliest is not None:
+        self._wait(earliest)
+    self._fill(i)
+    job = self.jobs.pop(i, None)
+    if job is None and not self.turns:
+      return False
+    got = _Turn(turn, job)
+    self.turns.append(got)
+    with self.cv:
+      self.pending.append(got)
+      self.compiling += job is not None
+    if job is None and self.pool is not None:  # (ready now: no compile of its own whose end would run it)
+      self.pool.submit(self._run_turns)
+    return True
+
+  def _run_turns(self) -> bool:
+    """Run the handed-over turns whose compiles are done, in order, while the next one's is (this thread or the
+    worker: whichever holds the turns' lock, the other goes on); whether any ran. A turn that raises stops them."""
+    if not self.run_lock.acquire(blocking=False):
+      return False
+    ran = False
+    try:
+      while True:
+        with self.cv:
+          if self.halted or not self.pending or not self.pending[0].ready():
+            break
+          t = self.pending.popleft()
+        try:
+          t.fn()
+        except BaseException as e:  # (raised on the calling thread where it collects the turn, in order)
+          t.error = e
+          self.halted = True
+        with self.cv:
+          t.done = True
+          self.compiling -= t.job is not None
+          self.cv.notify_all()
+        ran = True
+    finally:
+      self.run_lock.release()
+      with self.cv:
+        self.cv.notify_all()
+    return ran
+
+  def _wait(self, turn: _Turn) -> None:
+    """Until `turn` has run: run ready turns here, else take a queued compile, else wait for the worker."""
+    while not turn.done and not self.halted:
+      if self._run_turns() or self._steal(None):
+        continue
+      with self.cv:
+        if not (turn.done or self.halted or (self.pending and self.pending[0].ready() and not self.run_lock.locked())):
+          self.cv.wait()
+    self._reap()
+
+  def _reap(self) -> None:
+    """Drop the done turns from the front, raising the first error of one (its step's: the schedule stops there)."""
+    while self.turns and (self.turns[0].done or self.halted):
+      t = self.turns[0]
+      if t.error is not None:
+        raise t.error
+      if not t.done:  # (halted by an earlier turn's error, raised before: this one never runs)
+        return
+      self.turns.popleft()
+
+  def finish(self) -> None:
+    """Wait for every turn handed over: a realize returns after every run (or raises a run's or compile's error)."""
+    while self.turns and not (self.halted and not self.turns[0].done):
+      self._wait(self.turns[-1])
 
   def begin(self, i: int) -> int | None:
     """Traced: the context of step i (about to run; begun now if not before), the next steps' begun and their
@@ -442,7 +558,9 @@ class _Ahead:
     self.ctxs.clear()
 
   def close(self) -> None:
-    """Wait for the worker's compile in progress (one started for a kernel not reached is dropped) and end it."""
+    """Stop the turns, wait for the worker's job in progress (a compile started for a kernel not reached is dropped)
+    and end it."""
+    self.halted = True
     self.queue.clear()
     if self.pool is not None:
       self.pool.shutdown(wait=True, cancel_futures=True)
@@ -450,34 +568,59 @@ class _Ahead:
       _switch_interval(-1)
 
 
+class _Turn:
+  """A step's turn handed over (`_Ahead.hand_over`): run once its compile (`job`, None: none of its own) is done."""
+  __slots__ = ("fn", "job", "done", "error")
+
+  def __init__(self, fn: Callable[[], None], job: _Job | None) -> None:
+    self.fn, self.job, self.done, self.error = fn, job, False, None
+
+  def ready(self) -> bool:
+    return self.job is None or self.job.finished.is_set()
+
+
 class _Job:
-  """A shared job given to the worker (its Future), run by whichever thread takes it first: the worker, or the thread
-  that would otherwise wait (which cancels the Future while it is still queued, then runs the job and keeps its
-  outcome for `result`)."""
-  __slots__ = ("job", "fut", "ahead", "ran", "value", "error")
+  """A compile given to the worker (its Future, `fut`), run by whichever thread takes it first: the worker, or (a
+  shared job) the thread that would otherwise wait, which cancels the Future while it is still queued. Either keeps
+  its outcome here for `result` and sets `finished`; the worker then runs the turns that were waiting for it."""
+  __slots__ = ("job", "fut", "ahead", "ran", "value", "error", "finished")
 
-  def __init__(self, job: Callable[[], Any], fut: Any, ahead: _Ahead) -> None:
-    self.job, self.fut, self.ahead = job, fut, ahead
+  def __init__(self, job: Callable[[], Any], ahead: _Ahead) -> None:
+    self.job, self.fut, self.ahead = job, None, ahead
     self.ran, self.value, self.error = False, None, None
+    self.finished = threading.Event()
 
-  def run_here(self) -> bool:
-    """Run the job on this thread if the worker has not started it; whether it did."""
-    if not self.fut.cancel():
-      return False
+  def _run(self, catch: type[BaseException]) -> None:
     self.ran = True
     try:
       self.value = self.job()
-    except Exception as e:  # (raised by `result`, at the kernel's turn)
+    except catch as e:  # (raised by `result`, at the kernel's turn)
       self.error = e
+    finally:
+      self.finished.set()
+      with self.ahead.cv:
+        self.ahead.cv.notify_all()
+
+  def run_on_worker(self) -> None:
+    """The worker's: the compile, then the turns handed over that it made ready."""
+    self._run(BaseException)
+    if self.ahead.hands:
+      self.ahead._run_turns()
+
+  def run_here(self) -> bool:
+    """Run the job on this thread if the worker has not started it; whether it did."""
+    if self.ran or not self.fut.cancel():
+      return False
+    self._run(Exception)
     return True
 
   def result(self) -> Any:
-    """The job's result, or its exception raised. Until the worker has it done, this thread runs it itself if it is
-    still queued, else the worker's next queued shared job, rather than wait."""
-    while not self.ran and not self.fut.done() and (self.run_here() or self.ahead._steal(self)):
+    """The job's result, or its exception raised. Until it is done, this thread runs it itself if it is still queued,
+    else the worker's next queued shared job, rather than wait (never on the worker: a turn it runs has its compile
+    done)."""
+    while not self.finished.is_set() and (self.run_here() or self.ahead._steal(self)):
       pass
-    if not self.ran:
-      return self.fut.result()
+    self.finished.wait()
     if self.error is not None:
       raise self.error
     return self.value
@@ -549,7 +692,11 @@ def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> No
   ahead = _ahead(schedule, backend, level)
   try:
     for i, (si, outs) in enumerate(zip(schedule, outs_of)):
-      _run_item(si, outs, backend, level, i, ahead)
+      turn = None if ahead is None else functools.partial(_run_item, si, outs, backend, level, i, ahead, True)
+      if turn is None or not ahead.hand_over(i, turn):
+        _run_item(si, outs, backend, level, i, ahead)
+    if ahead is not None:
+      ahead.finish()
   finally:
     if ahead is not None:
       ahead.close()
@@ -557,8 +704,9 @@ def run_schedule(schedule: list[ScheduleItem], backend: str | None = None) -> No
 
 
 def _run_item(si: ScheduleItem, outs: tuple[tuple[int, bool], ...], backend: str, level: int, i: int,
-              ahead: _Ahead | None) -> None:
-  """Run schedule item i (its buffers allocated and prepared for its writes first)."""
+              ahead: _Ahead | None, handed: bool = False) -> None:
+  """Run schedule item i (its buffers allocated and prepared for its writes first); `handed`: its turn handed over
+  (`_Ahead.hand_over`: untraced, on whichever thread runs turns, its compile done)."""
   bufs = si.bufs
   for j, b in enumerate(bufs):  # allocated on first use; an output written whole (and not read) is not zeroed
     if not b.allocated or _freed:
@@ -571,7 +719,8 @@ def _run_item(si: ScheduleItem, outs: tuple[tuple[int, bool], ...], backend: str
     with trace_context(si.name, kind="copy", schedule=si.ctx, begun=begun):
       debug.run_kernel(si.name, runner, bufs)
   elif recorder.RECORDER is None and level < 2:
-    runner = get_runner(si.ast, kernel_backend(si, backend)) if ahead is None else ahead.runner(i)
+    runner = get_runner(si.ast, kernel_backend(si, backend)) if ahead is None else \
+      ahead.take(i) if handed else ahead.runner(i)
     runner(bufs)
   else:
     from compiler.runtime.compiled import runs_recorded_here  # (lazy: the interp backend needs no LLVM)

@@ -98,27 +98,55 @@ def test_compiled_ahead_same_kernels_order_and_outputs(monkeypatch, tmp_path, of
   assert _no_worker()
 
 
-def test_compile_ahead_is_bounded(monkeypatch, tmp_path):
-  """COMPILE_AHEAD=2: no kernel's codegen (made on this thread, in run order) more than 2 kernels ahead of the one
-  about to run, and some that far."""
-  _setup(monkeypatch, str(tmp_path), 2)
-  spy = _Spy(monkeypatch)
-  inner = compiled.get_program
+def _hold_worker(monkeypatch, spy: _Spy, made: int) -> threading.Event:
+  """The worker's first compile waits until this thread has made `made` kernels' codegen (noted in spy.events as
+  ("codegen",)): kernels are made ahead as far as the worker lags, so a held worker shows how far the bound lets
+  them. The event is set at that codegen (30 s at most, so that a code that never gets so far fails, not hangs)."""
+  reached = threading.Event()
+  inner_codegen, inner_compile = compiled.get_program, LLVMJit.compile_object
+  held = []
 
   def codegen_spy(ast, *a, **kw):
     spy.events.append(("codegen",))
-    return inner(ast, *a, **kw)
+    if len(spy.of("codegen")) >= made:
+      reached.set()
+    return inner_codegen(ast, *a, **kw)
+
+  def compile_spy(jit, ir, fname, symbol):
+    if threading.current_thread() is not threading.main_thread() and not held:
+      held.append(fname)
+      reached.wait(30)
+    return inner_compile(jit, ir, fname, symbol)
   monkeypatch.setattr(compiled, "get_program", codegen_spy)
-  _realize(spy)
-  runs = made = deepest = 0
-  for e in spy.events:
+  monkeypatch.setattr(LLVMJit, "compile_object", compile_spy)
+  return reached
+
+
+def _deepest(events: list[tuple[str, ...]], depth: int, first_runs: bool = False) -> tuple[int, int]:
+  """(kernels made, the most made ahead of the one about to run), checking that none was made more than `depth`
+  ahead of it; first_runs: counting a kernel's first run only (its turn: a repeated kernel's later runs are not)."""
+  made = ran = deepest = 0
+  seen: set[tuple[str, ...]] = set()
+  for e in events:
     if e[0] == "codegen":
       made += 1
-      assert made <= runs + 1 + 2, f"kernel {made} made while {runs} kernels had run"
-      deepest = max(deepest, made - runs - 1)
-    elif e[0] == "run":
-      runs += 1
-  assert made >= 6 and deepest == 2, "no kernel was made as far ahead as COMPILE_AHEAD allows"
+      assert made <= ran + 1 + depth, f"kernel {made} made while {ran} kernels had run"
+      deepest = max(deepest, made - ran - 1)
+    elif e[0] == "run" and not (first_runs and e[1:] in seen):
+      seen.add(e[1:])
+      ran += 1
+  return made, deepest
+
+
+def test_compile_ahead_is_bounded(monkeypatch, tmp_path):
+  """COMPILE_AHEAD=2: no kernel's codegen (made on this thread, in run order) more than 2 kernels ahead of the one
+  about to run, and, the worker held in its first compile, some that far."""
+  _setup(monkeypatch, str(tmp_path), 2)
+  spy = _Spy(monkeypatch)
+  reached = _hold_worker(monkeypatch, spy, 3)
+  _realize(spy)
+  made, deepest = _deepest(spy.events, 2)
+  assert reached.is_set() and made >= 6 and deepest == 2, "no kernel was made as far ahead as COMPILE_AHEAD allows"
 
 
 @pytest.mark.parametrize("where", ["worker", "python"])
@@ -146,7 +174,9 @@ def test_an_error_in_a_compile_ahead_raises_at_its_kernel(monkeypatch, tmp_path,
     outcomes.append((type(e.value), str(e.value), spy.of("run"), spy.of("compile")[2][0] if fail == 2 else fail))
     if depth:
       assert f"{WORKER}_0" in {t for _, t in spy.of("compile")} <= {f"{WORKER}_0", "MainThread"}
-      assert len(spy.of("compile")) > 3, "nothing was compiled ahead of the failing kernel"
+      # (ahead as far as the worker lags: the turns run as their compiles end, and the first that raises stops this
+      # thread's next kernel, so none may be compiled past the failing one)
+      assert len(spy.of("compile")) >= (3 if where == "worker" else 2)
     assert _no_worker()
   assert outcomes[0] == outcomes[1]
   assert len(outcomes[0][2]) >= 2
@@ -245,3 +275,104 @@ def test_a_stolen_compile_that_fails_raises_at_its_kernel(monkeypatch, tmp_path)
     _realize(spy0.runs)
   assert str(ahead.value) == str(seq.value) and f"kernel {stolen[0]!r}" in str(seq.value)
   assert spy.runs.of("run") == spy0.runs.of("run")
+
+
+def _repeating() -> list[Tensor]:
+  """Six chains of four matmuls by the same matrix, each chain its own size: a schedule whose steps repeat kernels run
+  before (equal ASTs, nothing to compile) between the kernels it compiles, as a GPT step's layers do."""
+  import numpy as np
+  r = np.random.default_rng(3)
+  outs = []
+  for n in range(3, 9):
+    x = Tensor(r.standard_normal((n, n)).astype(np.float32))
+    w = Tensor(r.standard_normal((n, n)).astype(np.float32))
+    for _ in range(4):
+      x = (x @ w).relu()
+    outs.append(x)
+  return outs
+
+
+def test_compile_ahead_counts_kernels_started_not_steps(monkeypatch, tmp_path):
+  """COMPILE_AHEAD=2 counts the kernels whose compiles are started ahead, not schedule steps: steps that repeat a
+  kernel run before start nothing, so kernels are made 2 ahead of the one about to run across them (the worker held:
+  counting steps, a GPT step's 176 repeated steps of 235 left one or two kernels compiling ahead), and never more;
+  the same runs and outputs as COMPILE_AHEAD=0."""
+  got = {}
+  for depth in (0, 2):
+    _setup(monkeypatch, str(tmp_path / f"d{depth}"), depth)
+    spy = _Spy(monkeypatch)
+    reached = _hold_worker(monkeypatch, spy, 3)
+    outs = _repeating()
+    Tensor.realize(*outs)
+    got[depth] = ([t.numpy().tobytes() for t in outs], spy.of("run"), spy.events, reached.is_set())
+    assert _no_worker()
+  assert got[0][:2] == got[2][:2]
+  runs = got[0][1]
+  assert len(runs) >= 4 * len(set(runs)) >= 24, "not a schedule of repeated kernels"
+  made, deepest = _deepest(got[2][2], 2, first_runs=True)
+  assert got[2][3] and made == len(set(runs)) and deepest == 2, f"kernels made {deepest} ahead of the one about to run"
+
+
+class _RunThreads:
+  """CompiledKernel calls spied on: (kernel, thread name) of each run, in order; `fail_at` (a run's number, from 0):
+  that run raises a RuntimeError of its own (kept in `raised`) instead of running. `ran` is set when that run (or the
+  first, without fail_at) begins; the codegen of kernel `hold` (a number, from 0) waits for it first (30 s at most, so
+  that code that would run it after that codegen fails, not hangs): the kernels before are then compiled and run on
+  the worker, this thread held in a codegen, not taking a turn."""
+
+  def __init__(self, monkeypatch, fail_at: int | None = None, hold: int | None = None) -> None:
+    self.runs: list[tuple[str, str]] = []
+    self.raised: list[BaseException] = []
+    self.ran = threading.Event()
+    call, codegen, made = CompiledKernel.__call__, compiled.get_program, []
+    spy = self
+
+    def call_spy(ck, bufs, *args, **kw):
+      spy.runs.append((ck.name, threading.current_thread().name))
+      if len(spy.runs) - 1 == (fail_at or 0):
+        spy.ran.set()
+      if len(spy.runs) - 1 == fail_at:
+        spy.raised.append(e := RuntimeError(f"run of {ck.name} made to fail"))
+        raise e
+      return call(ck, bufs, *args, **kw)
+
+    def codegen_spy(ast, *a, **kw):
+      made.append(ast)
+      if len(made) - 1 == hold:
+        spy.ran.wait(30)
+      return codegen(ast, *a, **kw)
+    monkeypatch.setattr(CompiledKernel, "__call__", call_spy)
+    monkeypatch.setattr(compiled, "get_program", codegen_spy)
+
+
+def test_runs_go_to_the_worker_in_order(monkeypatch, tmp_path):
+  """Untraced, a cold schedule's kernels run on the compile worker (their turns handed over, each after its compile,
+  while this thread makes the next kernels' Python part: held in the third kernel's codegen until the first run), one
+  at a time in the same order as COMPILE_AHEAD=0's, with the same outputs bit for bit; a realize returns after every
+  run."""
+  got = {}
+  for depth in (0, 8):
+    _setup(monkeypatch, str(tmp_path / f"d{depth}"), depth)
+    spy = _RunThreads(monkeypatch, hold=2)
+    got[depth] = (_realize(_Spy(monkeypatch)), [k for k, _ in spy.runs], [t for _, t in spy.runs])
+    assert _no_worker()
+  assert got[8][:2] == got[0][:2] and len(got[0][1]) >= 6
+  assert set(got[0][2]) == {"MainThread"} and got[8][2][0] == f"{WORKER}_0", "the first run not on the worker"
+
+
+@pytest.mark.parametrize("at", [0, 3])
+def test_an_error_in_a_run_on_the_worker_reaches_the_caller(monkeypatch, tmp_path, at):
+  """A kernel's run raises on the worker (the first or the fourth run; this thread held in a later kernel's codegen
+  until it began): the caller gets that very exception, after the same runs as COMPILE_AHEAD=0, and no later kernel
+  runs; no worker left."""
+  outcomes = []
+  for depth in (0, 8):
+    _setup(monkeypatch, str(tmp_path / f"d{depth}"), depth)
+    spy = _RunThreads(monkeypatch, fail_at=at, hold=at + 2)
+    with pytest.raises(RuntimeError) as e:
+      _realize(_Spy(monkeypatch))
+    assert e.value is spy.raised[0]
+    outcomes.append(([k for k, _ in spy.runs], str(e.value), spy.runs[-1][1]))
+    assert _no_worker()
+  assert outcomes[0][:2] == outcomes[1][:2] and len(outcomes[0][0]) == at + 1
+  assert outcomes[1][2] == f"{WORKER}_0", "the failing run was not on the worker"
