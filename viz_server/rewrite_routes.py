@@ -40,8 +40,10 @@ def graph_at(tr: Trace, rw: Rewrite, k: int, compact: bool = False, fresh: bool 
   stays on when one of its layouts is near, else step k is a new anchor: laid out from the layout of the step the
   page shows (`shown`) where that fits, else fresh (docs: "Far jumps")."""
   check_step(rw, k)
-  view = views().get(tr, rw)
+  all_views = views()
+  view = all_views.get(tr, rw)
   view.last_step = k  # no prefetch yet: opening a graph is not stepping (the page asks for the neighbours itself)
+  all_views.drop_wish(view)
   view.anchor = k if fresh and not view.big(k) else view.anchor_for(k, anchor)
   if view.anchor == k and k and not fresh and shown is not None:
     view.anchor = view.jump(k, shown, anchor) or k

@@ -81,6 +81,14 @@ on every get: a view grows as its steps are laid out); a live rewrite's view is 
         self._worker.start()
       self._wake.notify_all()
 
+  def drop_wish(self, view: StepGraphs) -> None:
+    """The page opened a graph of view (a far jump, a fresh load): the wish from where it was is dropped, or the worker
+    would go on laying out steps (and deltas) there, moving the replay away from the step the page now shows."""
+    with self._wake:
+      if self._want is not None and self._want[0] is view:
+        self._want = None
+        self._wake.notify_all()
+
   def pending(self) -> list[int]:
     """The steps of the latest prefetch wish that the worker has not taken up yet."""
     with self._wake:

@@ -420,6 +420,20 @@ def test_real_compiler_passes_replay_to_their_recorded_results(tmp_path):
 
 
 
+def test_opening_a_graph_drops_the_wish_made_where_the_page_was(big):
+  """A far jump (a graph answer, rewrite_routes.graph_at) drops the prefetch wish of that view: the worker would go on
+  laying out the steps and deltas near the old step, moving the replay away from the one the page now shows; another
+  view's wish stays."""
+  rw = longest_rewrite(big)
+  views, view = _prefetching(big, rw)
+  assert views.pending()
+  views.drop_wish(_view(big, rw))  # (another view of the same rewrite: not this wish's)
+  assert views.pending()
+  views.drop_wish(view)
+  assert views.pending() == []
+  assert views.wait_idle(timeout=60)
+
+
 def test_a_far_jump_replays_and_lays_out_only_its_step(big, monkeypatch):
   """A far jump (its graph, the step laid out fresh as an anchor) computes no step before it: the replay moves its
   cursor over the matches between and resolves the root once (the nodes it makes: those of the graphs at k-1 and k),
