@@ -139,6 +139,14 @@ class _Worker:
         return j
     return None
 
+  def run_stolen(self, t: float) -> float | None:
+    """steal(t)'s compile run on the calling thread from t: when it ends (None: none to take)."""
+    s = self.steal(t)
+    if s is None:
+      return None
+    s["start"], s["end"] = t, t + s["dur"]
+    return s["end"]
+
 
 def _until(w: Any, j: dict, t: float) -> float:
   """The calling thread waits for compile j, taking queued compiles meanwhile: when it is done."""
@@ -150,10 +158,9 @@ def _until(w: Any, j: dict, t: float) -> float:
       j["stolen"], j["start"], j["end"] = True, t, t + j["dur"]
       t = j["end"]
       continue
-    s = w.steal(t)
-    if s is not None:
-      s["start"], s["end"] = t, t + s["dur"]
-      t = s["end"]
+    end = w.run_stolen(t)
+    if end is not None:
+      t = end
       continue
     if j["end"] is not None:
       return max(t, j["end"])
@@ -232,11 +239,10 @@ def _until_turn(w: _TurnWorker, j: dict, t: float, runs_here: bool) -> float:
     if j["end"] is not None and j["end"] <= t:
       return t
     if j["end"] is not None:
-      s = w.steal(t) if runs_here else None
-      if s is None:
+      end = w.run_stolen(t) if runs_here else None
+      if end is None:
         return j["end"] if not runs_here or j["kind"] == "L" else _until_turn(w, j, j["end"], runs_here)
-      s["start"], s["end"] = t, t + s["dur"]
-      t = s["end"]
+      t = end
       continue
     if runs_here and w.tp < len(w.turns):
       r, prev = w.turn_ready_at(), w.turns[w.tp - 1]["end"] if w.tp else 0.0
@@ -245,10 +251,9 @@ def _until_turn(w: _TurnWorker, j: dict, t: float, runs_here: bool) -> float:
         h["start"], h["end"], w.tp = t, t + h["dur"], w.tp + 1
         t = h["end"]
         continue
-    s = w.steal(t)
-    if s is not None:
-      s["start"], s["end"] = t, t + s["dur"]
-      t = s["end"]
+    end = w.run_stolen(t)
+    if end is not None:
+      t = end
       continue
     t = max(t + 1e-4, min([x for x in (w.free, w.turn_ready_at()) if x is not None and x > t] or [t + 1e-4]))
 
