@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from collections import OrderedDict
 from typing import Any
 
 from flask import Blueprint, current_app, jsonify, request
 
-from viz_server import request_args
+from viz_server import caches, request_args
 from viz_server.diff import BaseGetter, DiffError, DiffTooBig, diff_graphs
 from viz_server.highlight import highlight
 from viz_server.labels import label, label_metrics
@@ -211,40 +209,14 @@ def _packed_contexts(entries: list[dict]) -> dict | list[dict]:
   return {"keys": keys, "interned": [k for k in keys if k in INTERNED], "values": list(values), "contexts": contexts}
 
 
-# boot answers kept per app (issue 30): an ended trace's first view is asked again by every page load, and made anew it
-# was ~15-35 ms of the server's CPU (packing the contexts, the summary) while the page waited for it
-BOOT_ANSWERS = 4
-
-
-class BootHeads:
-  """The last BOOT_ANSWERS boot answers but their graph (`_boot_head`), by what they depend on (`boot`'s key): each
-  O(contexts + rewrites) bytes, what the page is sent anyway."""
-
-  def __init__(self) -> None:
-    self.lock = threading.Lock()
-    self.kept: OrderedDict[tuple, tuple[bytes, int | None, int | None]] = OrderedDict()
-
-  def get(self, key: tuple) -> tuple[bytes, int | None, int | None] | None:
-    with self.lock:
-      got = self.kept.get(key)
-      if got is not None:
-        self.kept.move_to_end(key)
-      return got
-
-  def put(self, key: tuple, value: tuple[bytes, int | None, int | None]) -> None:
-    with self.lock:
-      self.kept[key] = value
-      while len(self.kept) > BOOT_ANSWERS:
-        self.kept.popitem(last=False)
-
-
 @bp.get("/boot")
 def boot() -> Any:
   """What the page's first view needs (docs: "JSON API", /api/boot): the trace list; for the trace the link names
   (else the last one) its contexts (packed with pack=1); for the view's rewrite its steps and the graph at the view's
-  step. All but the graph is kept for an ended trace (BootHeads): the same trace list and link make the same answer
-  (a trace that is not live gets no more records); the graph comes from graph_at each time (kept too, with what asking
-  it tells the rewrite's view)."""
+  step. All but the graph is kept for an ended trace (in caches.ANSWERS, under the app's key): the same trace list and
+  link make the same answer (a trace that is not live gets no more records), which made anew was ~15-35 ms of the
+  server's CPU while the page waited; the graph comes from graph_at each time (kept too, with what asking it tells the
+  rewrite's view)."""
   listing = traces().get_data()
   entries = json.loads(listing)
   ids = [e["id"] for e in entries]
@@ -254,13 +226,12 @@ def boot() -> Any:
   link = (opt_int("ctx"), opt_int("rw"), opt_int("step")) if linked else (None, None, None)
   pack = request.args.get("pack", "0") not in ("0", "", "false")
   tr = store().get(t) if t is not None else None
-  heads: BootHeads = current_app.extensions["tinyviz"].setdefault("boot_heads", BootHeads())
-  key = (listing, t, link, pack)
-  got = heads.get(key) if tr is not None and not tr.live else None
+  key = (current_app.extensions["tinyviz"]["key"], "boot", listing, t, link, pack)
+  got = caches.ANSWERS.get(key) if tr is not None and not tr.live else None
   if got is None:
     got = _boot_head(entries, t, tr, link, pack)
     if tr is not None and not tr.live:
-      heads.put(key, got)
+      caches.ANSWERS.put(key, got, len(got[0]) + len(listing))
   head, rw_id, step = got
   rw = tr.rewrites.get(rw_id) if tr is not None and rw_id is not None else None
   graph = None

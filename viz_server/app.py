@@ -165,7 +165,8 @@ def create_app(paths: Iterable[str | os.PathLike] = (), *, follow: bool = True, 
   app.config["JSON_SORT_KEYS"] = False
   app.json.sort_keys = False  # type: ignore[attr-defined]
   app.json.compact = True  # type: ignore[attr-defined]
-  app.extensions["tinyviz"] = {"store": store, "views": Views(store), "children": Children()}
+  app.extensions["tinyviz"] = {"store": store, "views": Views(store), "children": Children(),
+                               "key": object()}  # (unique while an answer kept under it lives: caches.ANSWERS)
   hosts = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
   app.register_blueprint(api_bp)
   app.register_blueprint(rewrite_bp)  # a rewrite's steps, graph and delta

@@ -6,6 +6,7 @@ import ctypes
 import ctypes.util
 import threading
 from collections import OrderedDict
+from typing import Any
 
 from viz_server.layout import Layout
 
@@ -66,38 +67,42 @@ LAYOUTS = _LayoutCache(LAYOUT_CACHE_NODES)
 
 
 class _AnswerCache:
-  """Encoded graph answers (JSON bytes) keyed by (view, step, compact), an LRU bounded by their bytes: an ended
-  rewrite's answers never change, and building and encoding one is most of what a page load asking for a graph the
-  server laid out already waits for (2,695 nodes: ~35 ms quiet, 70-110 ms on the loaded 2-core machine, issue 18)."""
+  """Encoded answers keyed by (view, step, compact) (and the boot answers' heads, by their app's key), an LRU bounded
+  by their bytes: an ended rewrite's answers never change, and building and encoding one is most of what a page load
+  asking for a graph the server laid out already waits for (2,695 nodes: ~35 ms quiet, 70-110 ms on the loaded 2-core
+  machine, issue 18)."""
 
   def __init__(self, budget: int) -> None:
     self.budget = budget
     self.used = 0
-    self.pool: OrderedDict[tuple, bytes] = OrderedDict()
+    self.pool: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()  # key -> (answer, its bytes)
     self.lock = threading.Lock()
 
-  def get(self, key: tuple) -> bytes | None:
+  def get(self, key: tuple) -> Any:
     with self.lock:
       got = self.pool.get(key)
-      if got is not None:
-        self.pool.move_to_end(key)
-      return got
+      if got is None:
+        return None
+      self.pool.move_to_end(key)
+      return got[0]
 
-  def put(self, key: tuple, data: bytes) -> None:
-    if len(data) > self.budget // 4:  # one huge answer must not empty the cache
+  def put(self, key: tuple, data: Any, nbytes: int | None = None) -> None:
+    """Keep data (bytes, or what holds nbytes bytes: a boot head with its rewrite and step)."""
+    n = len(data) if nbytes is None else nbytes
+    if n > self.budget // 4:  # one huge answer must not empty the cache
       return
     with self.lock:
       if key in self.pool:
         return
-      self.pool[key] = data
-      self.used += len(data)
+      self.pool[key] = (data, n)
+      self.used += n
       while self.used > self.budget:
-        self.used -= len(self.pool.popitem(last=False)[1])
+        self.used -= self.pool.popitem(last=False)[1][1]
 
   def drop(self, prefix: tuple) -> None:
     with self.lock:
       for key in [k for k in self.pool if k[:len(prefix)] == prefix]:
-        self.used -= len(self.pool.pop(key))
+        self.used -= self.pool.pop(key)[1]
 
 
 ANSWERS = _AnswerCache(ANSWER_CACHE_BYTES)

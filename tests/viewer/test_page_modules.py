@@ -10,7 +10,7 @@ import shutil
 import pytest
 from support.server_helpers import write_kernel_trace
 
-from viz_server import api, pagejs
+from viz_server import api, caches, pagejs
 from viz_server.app import create_app, package_dir
 from viz_server.pagejs import IMPORT, REGISTRY, PageModules, build
 
@@ -128,6 +128,7 @@ def test_the_page_has_boot_js_inline_with_its_hash_in_the_csp(client):
 
 
 def test_an_ended_traces_boot_answer_is_kept(tmp_path, monkeypatch):
+  monkeypatch.setattr(caches, "ANSWERS", caches._AnswerCache(caches.ANSWER_CACHE_BYTES))  # (what other tests cached)
   write_kernel_trace(tmp_path / "a.vztrace")
   app = create_app([tmp_path / "a.vztrace"], follow=False)
   c = app.test_client()
@@ -146,16 +147,19 @@ def test_an_ended_traces_boot_answer_is_kept(tmp_path, monkeypatch):
   full = c.get("/api/boot?pack=1").get_json()
   assert len(made) == 2 and full == {**json.loads(first), "graph": full["graph"]}
   assert [n["id"] for n in full["graph"]["nodes"]] == [n["id"] for n in json.loads(first)["graph"]["nodes"]]
-  # the same answer as made afresh (nothing kept) by another app
+  # another app makes its own (its trace ids are its store's), the same as made afresh
   fresh = create_app([tmp_path / "a.vztrace"], follow=False).test_client()
-  assert fresh.get("/api/boot?compact=1&pack=1").get_data() == first
+  assert fresh.get("/api/boot?compact=1&pack=1").get_data() == first and len(made) == 3
   # a new trace served: the trace list changed, so the answer is made again
   made.clear()
   write_kernel_trace(tmp_path / "b.vztrace")
   app.extensions["tinyviz"]["store"].add_path(tmp_path / "b.vztrace")
   b = c.get("/api/boot?compact=1&pack=1").get_json()
   assert len(made) == 1 and len(b["traces"]) == 2 and b["trace"] == b["traces"][-1]["id"]
-  assert len(app.extensions["tinyviz"]["boot_heads"].kept) <= api.BOOT_ANSWERS
+  # kept in the answers' cache, under the app's key, counted in its bytes (the viewer's one memory budget)
+  mine = [k for k in caches.ANSWERS.pool if k[0] is app.extensions["tinyviz"]["key"]]
+  assert len(mine) == 3 and all(k[1] == "boot" for k in mine)
+  assert caches.ANSWERS.used >= sum(len(caches.ANSWERS.get(k)[0]) for k in mine) > 0
 
 
 def test_a_live_traces_boot_answer_is_made_each_time(tmp_path, monkeypatch):
