@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import threading
-from collections import OrderedDict
-from typing import Any
 
 from viz_server.layout import Layout
+from viz_server.lru import LRU
 
 LAYOUT_CACHE_NODES = 600_000  # node positions kept in cached layouts (LAYOUT_BYTES each with edge routes: ~115 MB)...
 POINTS_PER_NODE = 3  # ...a route point counting as a third of one: the long edges of a GPT step's 2,942-node
@@ -24,88 +22,46 @@ LAYOUT_BYTES = 200  # bytes a unit of weight() holds, about: counted object by o
 
 
 class _LayoutCache:
-  """Layouts keyed by (view, step): two LRUs, each bounded by the number of node positions it holds, so the
-  expensive full layouts are not pushed out by the cheap derived ones (which are rebuilt from them in ms)."""
+  """Layouts keyed by (view, step): two LRUs, each bounded by the weight of the layouts it holds (half the budget
+  each), so the expensive full layouts are not pushed out by the cheap derived ones (which are rebuilt from them in
+  ms)."""
 
   def __init__(self, budget: int) -> None:
-    self.budget = budget // 2
-    self.used = [0, 0]  # full, derived
-    # key -> (layout, its weight)
-    self.pools: tuple[OrderedDict[tuple, tuple[Layout, int]], ...] = (OrderedDict(), OrderedDict())
-    self.lock = threading.Lock()
+    self.pools = (LRU(budget // 2), LRU(budget // 2))  # full, derived
+
+  @property
+  def used(self) -> list[int]:
+    return [pool.used for pool in self.pools]
 
   def get(self, key: tuple) -> Layout | None:
-    with self.lock:
-      for pool in self.pools:
-        got = pool.get(key)
-        if got is not None:
-          pool.move_to_end(key)
-          return got[0]
-      return None
+    for pool in self.pools:
+      got = pool.get(key)
+      if got is not None:
+        return got
+    return None
 
   def put(self, key: tuple, lay: Layout, derived: bool = False, w: int | None = None) -> None:
     """Keep lay; derived: it was derived from the step before (the cheap pool); w: its weight where it is less than
     weight(lay) says (a derived layout shares its base's routes, viz_server.stepgraphs)."""
-    i, w = int(derived), weight(lay) if w is None else w
-    with self.lock:
-      pool = self.pools[i]
-      if key in pool:
-        return
-      pool[key] = (lay, w)
-      self.used[i] += w
-      while self.used[i] > self.budget and len(pool) > 1:
-        self.used[i] -= pool.popitem(last=False)[1][1]
+    self.pools[int(derived)].put(key, lay, weight(lay) if w is None else w)
 
   def drop(self, prefix: tuple) -> None:
-    with self.lock:
-      for i, pool in enumerate(self.pools):
-        for key in [k for k in pool if k[:len(prefix)] == prefix]:
-          self.used[i] -= pool.pop(key)[1]
+    for pool in self.pools:
+      pool.drop(prefix)
 
 
 LAYOUTS = _LayoutCache(LAYOUT_CACHE_NODES)
 
 
-class _AnswerCache:
-  """Encoded answers keyed by (view, step, compact) (and the boot answers' heads, by their app's key), an LRU bounded
-  by their bytes: an ended rewrite's answers never change, and building and encoding one is most of what a page load
-  asking for a graph the server laid out already waits for (2,695 nodes: ~35 ms quiet, 70-110 ms on the loaded 2-core
-  machine, issue 18)."""
-
-  def __init__(self, budget: int) -> None:
-    self.budget = budget
-    self.used = 0
-    self.pool: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()  # key -> (answer, its bytes)
-    self.lock = threading.Lock()
-
-  def get(self, key: tuple) -> Any:
-    with self.lock:
-      got = self.pool.get(key)
-      if got is None:
-        return None
-      self.pool.move_to_end(key)
-      return got[0]
-
-  def put(self, key: tuple, data: Any, nbytes: int | None = None) -> None:
-    """Keep data (bytes, or what holds nbytes bytes: a boot head with its rewrite and step)."""
-    n = len(data) if nbytes is None else nbytes
-    if n > self.budget // 4:  # one huge answer must not empty the cache
-      return
-    with self.lock:
-      if key in self.pool:
-        return
-      self.pool[key] = (data, n)
-      self.used += n
-      while self.used > self.budget:
-        self.used -= self.pool.popitem(last=False)[1][1]
-
-  def drop(self, prefix: tuple) -> None:
-    with self.lock:
-      for key in [k for k in self.pool if k[:len(prefix)] == prefix]:
-        self.used -= self.pool.pop(key)[1]
+def answer_cache() -> LRU:
+  """Encoded answers (JSON bytes, weighed by their length) keyed by (view, step, compact), and the boot answers' heads
+  by their app's key, bounded by ANSWER_CACHE_BYTES: an ended rewrite's answers never change, and building and
+  encoding one is most of what a page load asking for a graph the server laid out already waits for (2,695 nodes:
+  ~35 ms quiet, 70-110 ms on the loaded 2-core machine, issue 18). One answer over a quarter of it is not kept."""
+  return LRU(ANSWER_CACHE_BYTES, ANSWER_CACHE_BYTES // 4)
 
 
-ANSWERS = _AnswerCache(ANSWER_CACHE_BYTES)
+ANSWERS = answer_cache()
 
 
 def held_bytes() -> int:

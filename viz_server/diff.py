@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import threading
-from collections import OrderedDict, deque
+from collections import deque
 from typing import Callable, Container, Hashable, Iterable
 
 from viz_server import gone, place
 from viz_server.labels import MAX_FIELD_CHARS, clip_fields, node_json, short_arg
 from viz_server.layout import Layout, layout_graph
+from viz_server.lru import LRU
 from viz_server.nodes import Node
 from viz_server.place import MASSIVE, Bands, Rows
 
@@ -39,7 +39,7 @@ MAX_WALK_NODES = 2_000_000  # nodes of one graph walked and hashed (store.MAX_IN
 MAX_LINE_CHARS = 16 << 10  # of one printed line (op, dtype and arg are cut to MAX_FIELD_CHARS; a node's sources not)
 CHECK_EVERY = 4096  # nodes walked or hashed between two looks at whether the request's client has gone
 MAX_DRAW_NODES = 3_000  # a fallback full layout of the union takes seconds past ~2,000 nodes: past this, lists only
-DRAWN_CACHE_NODES = 15_000  # drawn nodes kept by a DrawnCache (~2 KB each as dicts, with their edges)
+DRAWN_CACHE_NODES = 15_000  # drawn nodes kept by a drawn_cache (~2 KB each as dicts, with their edges)
 
 
 class DiffError(ValueError):
@@ -50,41 +50,11 @@ class DiffTooBig(DiffError):
   """A graph of more than MAX_WALK_NODES nodes."""
 
 
-class DrawnCache:
-  """Drawn diffs (draw_diff answers) by a key naming both points, LRU-bounded by the number of nodes held. Only
-  answers that cannot change go in (points of ended traces): the caller decides by passing a key or not."""
-
-  def __init__(self, budget: int = DRAWN_CACHE_NODES) -> None:
-    self.budget = budget
-    self.used = 0
-    self.hits = self.misses = 0
-    self._items: OrderedDict[Hashable, dict] = OrderedDict()
-    self._lock = threading.Lock()
-
-  def get(self, key: Hashable) -> dict | None:
-    with self._lock:
-      got = self._items.get(key)
-      if got is None:
-        self.misses += 1
-        return None
-      self.hits += 1
-      self._items.move_to_end(key)
-      return got
-
-  def put(self, key: Hashable, drawn: dict) -> None:
-    with self._lock:
-      if key in self._items:
-        return
-      self._items[key] = drawn
-      self.used += len(drawn["nodes"])
-      while self.used > self.budget and len(self._items) > 1:
-        _, old = self._items.popitem(last=False)
-        self.used -= len(old["nodes"])
-
-  def clear(self) -> None:
-    with self._lock:
-      self._items.clear()
-      self.used = 0
+def drawn_cache(budget: int = DRAWN_CACHE_NODES) -> LRU:
+  """Drawn diffs (draw_diff answers) by a key naming both points, bounded by the number of nodes held (put weighs a
+  drawing by its nodes). Only answers that cannot change go in (points of ended traces): the caller decides by
+  passing a key or not."""
+  return LRU(budget)
 
 
 def walk(root: int, get: NodeGetter) -> tuple[list[int], dict[int, Node]]:
@@ -322,7 +292,7 @@ def _unified(pa: list[str], pb: list[str], la: str, lb: str, context: int) -> tu
 
 def diff_graphs(a: tuple[int, NodeGetter, str], b: tuple[int, NodeGetter, str], context: int = 3,
                 draw: bool = False, base: BaseGetter | None = None,
-                cache: tuple[DrawnCache, Hashable] | None = None) -> dict:
+                cache: tuple[LRU, Hashable] | None = None) -> dict:
   """{text, lines, graph, summary} for two graphs given as (root, node getter, label); with draw, graph.drawn is the
   union drawn (draw_diff, into the layout base returns when given), or null when it has more than MAX_DRAW_NODES
   nodes. A graph of more than MAX_DIFF_NODES nodes makes the diff summarized (module docstring): `summary` says, per
@@ -351,7 +321,7 @@ def diff_graphs(a: tuple[int, NodeGetter, str], b: tuple[int, NodeGetter, str], 
       if drawn is None:
         drawn = _draw(A, B, shown_a, print_b, summary is not None, base)
         if cache is not None:
-          cache[0].put(cache[1], drawn)
+          cache[0].put(cache[1], drawn, len(drawn["nodes"]))
     graph["drawn"] = drawn
   return {"text": "\n".join(udiff), "lines": lines, "graph": graph, "summary": summary}
 

@@ -16,11 +16,10 @@ import builtins
 import html
 import keyword
 import re
-import threading
-from collections import OrderedDict
 from typing import Callable
 
 from viz_server import gone
+from viz_server.lru import LRU
 
 MAX_HIGHLIGHT_CHARS = 2_000_000  # bigger texts are escaped, not highlighted (the html is ~10x the text)
 CACHE_CHARS = 64 << 20  # texts and html kept for repeat requests, in all
@@ -253,32 +252,17 @@ def render(text: str, kind: str) -> tuple[str, int]:
   return "".join(out), steps
 
 
-_cache: OrderedDict[tuple[str, str], str] = OrderedDict()
-_cache_chars = 0
-_lock = threading.Lock()
+_cache = LRU(CACHE_CHARS, CACHE_CHARS // 8)  # (text, kind) -> html, weighed by both's characters
 
 
 def highlight(text: str, kind: str) -> str:
   """HTML for `text` (every character escaped; the only markup is `<span class="...">`), kept in a cache of
   CACHE_CHARS characters."""
-  global _cache_chars
-  key = (text, kind)
-  with _lock:
-    got = _cache.get(key)
-    if got is not None:
-      _cache.move_to_end(key)
-      return got
-  out, _ = render(text, kind)
-  size = len(text) + len(out)
-  if size <= CACHE_CHARS // 8:
-    with _lock:
-      if key not in _cache:
-        _cache[key] = out
-        _cache_chars += size
-        while _cache_chars > CACHE_CHARS:
-          (t, _), h = _cache.popitem(last=False)
-          _cache_chars -= len(t) + len(h)
-  return out
+  got = _cache.get((text, kind))
+  if got is None:
+    got, _ = render(text, kind)
+    _cache.put((text, kind), got, len(text) + len(got))
+  return got
 
 
 # the colours of Pygments' "default" style for the classes above

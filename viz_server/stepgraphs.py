@@ -863,7 +863,7 @@ class StepGraphs:
     got = caches.ANSWERS.get(key)
     if got is None:
       got = dumps(build())
-      caches.ANSWERS.put(key, got)
+      caches.ANSWERS.put(key, got, len(got))
     return got
 
   def delta_json(self, j: int, k: int, compact: bool = False, rebuilt: bool = False, anchor: int = 0,
@@ -881,7 +881,7 @@ class StepGraphs:
     try:
       got = dumps(self.delta(j, k, compact, rebuilt, anchor, held))
       if self.replay.computed(max(j, k)):
-        caches.ANSWERS.put(key, got)
+        caches.ANSWERS.put(key, got, len(got))
     finally:
       self._release(self._busy_d, key, ev)
     return got

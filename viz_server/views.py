@@ -9,7 +9,7 @@ import threading
 from collections import OrderedDict
 
 from viz_server.caches import RELEASE_BYTES, forget_view, held_bytes, release_memory
-from viz_server.diff import DrawnCache
+from viz_server.diff import drawn_cache
 from viz_server.gate import REQUEST_GATE
 from viz_server.replay import Replay
 from viz_server.stepgraphs import StepGraphs
@@ -38,7 +38,7 @@ on every get: a view grows as its steps are laid out); a live rewrite's view is 
     self.max_bytes = max_bytes
     self.prefetch_steps = prefetch
     self._views: OrderedDict[tuple[int, int], StepGraphs] = OrderedDict()
-    self.drawn = DrawnCache()  # drawn diffs between points of ended traces (the ids here are this store's)
+    self.drawn = drawn_cache()  # drawn diffs between points of ended traces (the ids here are this store's)
     self._lock = threading.Lock()
     self._want: tuple[StepGraphs, list[int], int, bool] | None = None  # the latest prefetch wish: (view, steps in
     # order, the anchor of their chain, whether they go back)

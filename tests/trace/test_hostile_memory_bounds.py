@@ -161,7 +161,7 @@ def test_the_views_and_their_caches_hold_one_budget(tmp_path, monkeypatch):
   # 8 rewrites: more than the budget's views, fewer than MAX_VIEWS (a bound on their number alone holds all 8); the
   # layouts and answers cached for the views count against the same budget (they were three budgets, 320 MB in all)
   monkeypatch.setattr(caches, "LAYOUTS", caches._LayoutCache(caches.LAYOUT_CACHE_NODES))
-  monkeypatch.setattr(caches, "ANSWERS", caches._AnswerCache(caches.ANSWER_CACHE_BYTES))
+  monkeypatch.setattr(caches, "ANSWERS", caches.answer_cache())
   (tr,) = TraceStore().add_path(H.many_rewrites(tmp_path / "m.vztrace", 8, 2000))
   one = _open_all(Views(None, prefetch=0), tr, 1)[0].est_bytes()  # type: ignore[arg-type]
   budget, held = 5 * one, []

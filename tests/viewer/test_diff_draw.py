@@ -6,7 +6,7 @@ from support.server_helpers import _boxes_overlap, write_noisy_simplify
 
 from viz_server import api, diff
 from viz_server.app import create_app
-from viz_server.diff import DrawnCache
+from viz_server.diff import drawn_cache
 from viz_server.place import MASSIVE
 
 
@@ -204,12 +204,12 @@ def test_live_traces_are_not_cached(client, monkeypatch):
 
 
 def test_drawn_cache_is_bounded_by_nodes():
-  cache = DrawnCache(budget=10)
-  cache.put("a", {"nodes": [0] * 4})
-  cache.put("b", {"nodes": [0] * 4})
+  cache = drawn_cache(budget=10)
+  cache.put("a", {"nodes": [0] * 4}, 4)
+  cache.put("b", {"nodes": [0] * 4}, 4)
   assert cache.get("a") is not None  # a is now the most recent
-  cache.put("c", {"nodes": [0] * 4})  # 12 > 10: the least recent (b) goes
+  cache.put("c", {"nodes": [0] * 4}, 4)  # 12 > 10: the least recent (b) goes
   assert cache.get("b") is None and cache.get("a") is not None and cache.get("c") is not None
   assert cache.used == 8 and (cache.hits, cache.misses) == (3, 1)
-  cache.put("huge", {"nodes": [0] * 50})  # alone over the budget: kept as the only entry
+  cache.put("huge", {"nodes": [0] * 50}, 50)  # alone over the budget: kept as the only entry
   assert cache.used == 50 and cache.get("huge") is not None and cache.get("a") is None

@@ -7,7 +7,7 @@ from support.server_helpers import write_noisy_simplify
 
 from viz_server import caches, rewrite_routes
 from viz_server.app import create_app
-from viz_server.caches import _AnswerCache
+from viz_server.lru import LRU
 from viz_server.replay import Replay
 from viz_server.stepgraphs import StepGraphs
 from viz_server.store import TraceStore
@@ -22,7 +22,7 @@ def trace_path(tmp_path_factory):
 @pytest.fixture
 def answers(monkeypatch):
   """A fresh answer cache, and a count of the graphs built."""
-  monkeypatch.setattr(caches, "ANSWERS", _AnswerCache(caches.ANSWER_CACHE_BYTES))
+  monkeypatch.setattr(caches, "ANSWERS", caches.answer_cache())
   built = []
   real = StepGraphs.graph
 
@@ -55,16 +55,21 @@ def test_a_live_rewrites_graph_is_built_every_time(trace_path, answers):
   view = StepGraphs(tr, rw, Replay(tr, rw))
   assert view.graph_json(0) == view.graph_json(0)
   assert answers == [(rw.id, 0, False), (rw.id, 0, False)]
-  assert not caches.ANSWERS.pool
+  assert not caches.ANSWERS.items
 
 
 def test_the_cache_is_bounded_by_bytes():
-  c = _AnswerCache(400)
+  c = LRU(400, 100)  # (as caches.answer_cache: at most a quarter of the budget an answer)
   for i in range(8):
-    c.put((i,), b"x" * 90)
+    c.put((i,), b"x" * 90, 90)
   assert c.used <= 400 and c.get((7,)) is not None and c.get((0,)) is None
-  c.put(("huge",), b"x" * 101)  # over a quarter of the budget: not kept, nothing pushed out
+  c.put(("huge",), b"x" * 101, 101)  # over a quarter of the budget: not kept, nothing pushed out
   assert c.get(("huge",)) is None and c.used == 360
+  c.get((4,))  # the least recent goes first: (4,) is now the most recent
+  c.put(("new",), b"y" * 90, 90)
+  assert c.get((4,)) is not None and c.get((5,)) is None and c.used == 360
+  c.drop((4,))
+  assert c.get((4,)) is None and c.used == 270 and len(c) == 3
 
 
 def test_the_routes_send_the_kept_answer(trace_path, answers):

@@ -11,6 +11,7 @@ from support import hostile_traces as ht
 
 from viz_server import gone, highlight
 from viz_server.app import create_app
+from viz_server.lru import LRU
 
 try:  # the regex parser the engine compiles from (sre_parse before Python 3.11)
   import re._constants as sre_c
@@ -204,17 +205,19 @@ def test_the_scan_stops_when_the_client_goes(monkeypatch):
 
 
 def test_the_cache_is_bounded(monkeypatch):
-  monkeypatch.setattr(highlight, "CACHE_CHARS", 64 << 10)
-  monkeypatch.setattr(highlight, "_cache", type(highlight._cache)())
-  monkeypatch.setattr(highlight, "_cache_chars", 0)
+  budget = 64 << 10
+  monkeypatch.setattr(highlight, "_cache", LRU(budget, budget // 8))
+  cache = highlight._cache
   for i in range(200):
     text = f"%x{i} = add i32 %a, %b\n" * 10
     assert _plain(highlight.highlight(text, "llvm_ir")) == text
-    assert highlight._cache_chars <= highlight.CACHE_CHARS
-    assert highlight._cache_chars == sum(len(t) + len(h) for (t, _), h in highlight._cache.items())
-  assert 10 < len(highlight._cache) < 200  # the latest texts, as many as fit
+    assert cache.used <= budget
+    assert cache.used == sum(len(t) + len(h) for (t, _), (h, _) in cache.items.items())
+  assert 10 < len(cache) < 200  # the latest texts, as many as fit
   again = "%x199 = add i32 %a, %b\n" * 10
-  assert highlight.highlight(again, "llvm_ir") is highlight._cache[(again, "llvm_ir")]
+  assert highlight.highlight(again, "llvm_ir") is cache.get((again, "llvm_ir"))
+  huge = "%y = add i32 %a, %b\n" * 1000  # over an eighth of the budget: shown, not kept
+  assert _plain(highlight.highlight(huge, "llvm_ir")) == huge and cache.get((huge, "llvm_ir")) is None
 
 
 def test_api_answers_hostile_sources_highlighted(tmp_path):

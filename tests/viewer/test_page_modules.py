@@ -128,7 +128,7 @@ def test_the_page_has_boot_js_inline_with_its_hash_in_the_csp(client):
 
 
 def test_an_ended_traces_boot_answer_is_kept(tmp_path, monkeypatch):
-  monkeypatch.setattr(caches, "ANSWERS", caches._AnswerCache(caches.ANSWER_CACHE_BYTES))  # (what other tests cached)
+  monkeypatch.setattr(caches, "ANSWERS", caches.answer_cache())  # (what other tests cached)
   write_kernel_trace(tmp_path / "a.vztrace")
   app = create_app([tmp_path / "a.vztrace"], follow=False)
   c = app.test_client()
@@ -157,7 +157,7 @@ def test_an_ended_traces_boot_answer_is_kept(tmp_path, monkeypatch):
   b = c.get("/api/boot?compact=1&pack=1").get_json()
   assert len(made) == 1 and len(b["traces"]) == 2 and b["trace"] == b["traces"][-1]["id"]
   # kept in the answers' cache, under the app's key, counted in its bytes (the viewer's one memory budget)
-  mine = [k for k in caches.ANSWERS.pool if k[0] is app.extensions["tinyviz"]["key"]]
+  mine = [k for k in caches.ANSWERS.items if k[0] is app.extensions["tinyviz"]["key"]]
   assert len(mine) == 3 and all(k[1] == "boot" for k in mine)
   assert caches.ANSWERS.used >= sum(len(caches.ANSWERS.get(k)[0]) for k in mine) > 0
 

@@ -107,7 +107,7 @@ def _objects_bytes(roots: list, seen: set[int]) -> int:
 
 def test_the_cached_layouts_estimate_is_close_to_the_objects_they_hold(noisy, monkeypatch):
   monkeypatch.setattr(caches, "LAYOUTS", caches._LayoutCache(caches.LAYOUT_CACHE_NODES))
-  monkeypatch.setattr(caches, "ANSWERS", caches._AnswerCache(caches.ANSWER_CACHE_BYTES))  # (what other tests cached)
+  monkeypatch.setattr(caches, "ANSWERS", caches.answer_cache())  # (what other tests cached)
   rw = longest_rewrite(noisy)
   view = StepGraphs(noisy, rw, Replay(noisy, rw))
   view.layout(rw.matches)

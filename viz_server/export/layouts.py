@@ -6,10 +6,10 @@ computes, without the crossing reduction."""
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 from typing import Callable
 
 from viz_server.layout import Layout, layout_graph
+from viz_server.lru import LRU
 
 # node positions the memo keeps (~1 KB each with their routes in a training step's graphs): the graphs that repeat are
 # small ones (gpt_step tiny: 442 of its 1,290 step-0 graphs, 8% of their nodes), so this keeps nearly every repeat
@@ -22,10 +22,12 @@ class SharedLayouts:
   `laid` counts the layouts computed, `shared` those renamed from one remembered."""
 
   def __init__(self, budget: int = MEMO_NODES) -> None:
-    self.budget = budget
-    self.used = 0
     self.laid = self.shared = 0
-    self._memo: OrderedDict[bytes, tuple[list[int], Layout]] = OrderedDict()
+    self._memo = LRU(budget, budget)  # shape's digest -> (ids, layout), weighed by its nodes
+
+  @property
+  def used(self) -> int:
+    return self._memo.used
 
   def __call__(self, sizes: dict[int, tuple[float, float]], edges: list[tuple[int, int]],
                pause: Callable[[], None] | None = None) -> Layout:
@@ -40,20 +42,10 @@ class SharedLayouts:
     if got is None:
       lay = layout_graph(sizes, edges, pause=pause)
       self.laid += 1
-      self._keep(key, ids, lay)
+      self._memo.put(key, (ids, lay), len(ids))
       return lay
-    self._memo.move_to_end(key)
     self.shared += 1
     return _renamed(*got, ids)
-
-  def _keep(self, key: bytes, ids: list[int], lay: Layout) -> None:
-    if len(ids) > self.budget:
-      return
-    self._memo[key] = (ids, lay)
-    self.used += len(ids)
-    while self.used > self.budget:
-      _, (old, _) = self._memo.popitem(last=False)
-      self.used -= len(old)
 
 
 def _renamed(old: list[int], lay: Layout, ids: list[int]) -> Layout:
