@@ -22,6 +22,9 @@ MB; their wall times followed the load.)
 The serial start and end (the tool exec'd, no teardown, page.b85, the UI part made by a helper), load 5.2-9.4: the
 demo's CPU 6.06 -> 5.46 s at -j 1 (medians of 5), 6.30 -> 6.28 s at -j 2 (of 7); its `--context "schedule 0"` 1.67
 -> 1.34 s at -j 1, 1.70 -> 1.45 s at -j 2 (of 8); docs/architecture.md, "Trace tools".
+The tool exec'd by compiler/__init__.py before the compiler is imported (medians): the demo's CPU 5.23 -> 5.27 s (of
+5, load 3.6-6.1: noise), 5.00 -> 4.74 s (of 5, load 3.3-3.8), 5.04 -> 4.66 s (of 7, load 3.5-4.5); `export --help`
+0.319 -> 0.111 s (of 10), `--context "schedule 0"` 1.129 -> 0.886 s at -j 1, 1.005 -> 0.816 s at -j 2 (of 8).
 """
 from __future__ import annotations
 
