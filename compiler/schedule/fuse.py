@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
 from compiler.schedule.naming import unique_kernel_name
-from compiler.trace import recorder
 from compiler.uop import AxisType, FastOps, KernelInfo, Ops, UOp, toposort
 
 Kernel = tuple[UOp, tuple[UOp, ...]]  # (ast, BUFFER nodes in slot order: outputs first)
@@ -207,8 +206,9 @@ def fuse_kernels(kernels: list[Kernel], in_place: set[UOp]) -> list[Kernel]:
   # each kernel's store index, asked once: the candidate scan below asked it of every earlier kernel for each in-place
   # writer (GPT step: 35k times for its 235 kernels)
   store_index: dict[UOp, UOp | None] = {}
-  # (not while recording: a trace shows every member's "fuse refs" pass, as before)
-  memo: dict[tuple[Kernel, ...], _RefState] | None = {} if recorder.RECORDER is None else None
+  # (recorded too: a member's "fuse refs" pass is in the trace once, from the fusion that first took it; the later
+  # groups' "fuse kernels" passes start from its stores. Untraced only, it was ~0.08 s of recording's cost, issue 30)
+  memo: dict[tuple[Kernel, ...], _RefState] = {}
 
   def index_of(ast: UOp) -> UOp | None:
     got = store_index.get(ast, store_index)

@@ -90,3 +90,23 @@ def test_a_fused_kernel_keeps_no_ref():
   assert all(isinstance(a, int) or isinstance(a[0], int) for a in args)
   assert sorted(u.arg for u in fused.ast.toposort() if u.op is Ops.RANGE) == [
     (0, AxisType.LOOP), (1, AxisType.LOOP), (2, AxisType.REDUCE), (3, AxisType.REDUCE)]
+
+
+def test_a_growing_group_shows_each_members_refs_once(trace):
+  """A group that grows by one kernel at a time (three in-place writers, each reading the last at its element) takes
+  its earlier members' refs from its last fusion while recording too (fuse._refs' memo): one "fuse refs" pass a
+  member, not one a member per fusion (2 + 3 + 4 before), and the same values."""
+  w, v, u = (Tensor(rng.standard_normal((6, 7)).astype(np.float32)).contiguous().realize() for _ in range(3))
+  xv = rng.standard_normal((6, 7, 5)).astype(np.float32)
+  x = Tensor(xv)
+  s = x.sum(2).contiguous()
+  w.assign(s * 2 + x.max(2))
+  v.assign(w * 3 + s)
+  u.assign(v + w + 1)
+  Tensor.realize(s, w, v, u)
+  want_w = xv.sum(2) * 2 + xv.max(2)
+  want_v = want_w * 3 + xv.sum(2)
+  np.testing.assert_allclose(u.numpy(), want_v + want_w + 1, rtol=1e-5, atol=1e-5)
+  recorder.disable()
+  rw = _rewrites(list(TraceReader(trace)))
+  assert len(rw["fuse kernels"]) == 3 and len(rw["fuse refs"]) == 4
