@@ -37,10 +37,15 @@ class _NoHooksRewriter(rewrite._Rewriter):
   """graph_rewrite's rewriter as it would be without any tracing code: the baseline for the disabled cost."""
   __slots__ = ()
 
-  def _apply(self, u: UOp):
-    ctx = self.ctx
-    for rule in self.pm.pdict.get(u.op, self.pm.wildcard):
-      for caps in rule.pat.match(u, {}):
+  def _apply(self, u: UOp, rules: tuple | None = None):
+    ctx, pm = self.ctx, self.pm
+    if rules is None:
+      rules = pm._by_src0.get((u.op, u.dtype if pm._by_dtype else None, u.src[0].op if u.src else None))
+    for rule in rules if rules is not None else pm.rules_for(u):
+      cap = rule.node_cap
+      if cap is not None and rule.node_test is not None and not rule.node_test(u):
+        continue
+      for caps in rule.pat.match(u, {}) if cap is None else ({cap: u} if cap else {},):
         ret = rule.fn(ctx=ctx, **caps) if rule.takes_ctx else rule.fn(**caps)
         if ret is not None and ret is not u:
           self.matches += 1
