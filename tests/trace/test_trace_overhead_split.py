@@ -68,3 +68,14 @@ def test_the_split_child_runs_and_reports_every_part():
   assert set(SPLIT_PARTS) - {"rest"} <= set(got)
   assert all(got[k] >= 0 for k in got)
   assert got["naming"] > 0 and got["hooks"] > 0 and got["flush"] > 0  # recorded: each part was called
+
+
+def test_the_hook_free_baseline_rewrites_as_graph_rewrite_does():
+  """The disabled-cost row's baseline (a rewriter without the tracing hooks) stays a drop-in _Rewriter: the same
+  results as graph_rewrite on the symbolic workload (it crashed once _apply took the rules its caller looked up)."""
+  from bench.bench_symbolic import random_index_exprs
+  from bench.bench_trace_overhead import graph_rewrite_nohooks
+  from compiler.rewrite import graph_rewrite
+  from compiler.symbolic import symbolic
+  exprs = random_index_exprs(40, seed=0)
+  assert [graph_rewrite_nohooks(e, symbolic) for e in exprs] == [graph_rewrite(e, symbolic) for e in exprs]
