@@ -17,6 +17,7 @@ import functools
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -30,27 +31,32 @@ from bench.table import format_table  # noqa: E402
 
 
 class Clock:
-  """Exclusive CPU time by label: a timed function's time minus that of the timed functions it calls."""
+  """Exclusive CPU time by label: a timed function's time minus that of the timed functions it calls, each thread's
+  own (compile-ahead's worker runs LLVM and kernels beside the calling thread: a process-wide clock and one shared
+  stack put the worker's time into whatever the calling thread was timing)."""
 
   def __init__(self) -> None:
     self.own: Counter[str] = Counter()
     self.calls: Counter[str] = Counter()
-    self.stack: list[list[Any]] = []  # [label, start, time of timed callees]
+    self.local = threading.local()  # .stack: [label, start, time of timed callees], this thread's
+    self.lock = threading.Lock()
 
   def wrap(self, label: str | Callable[..., str], fn: Callable) -> Callable:
     @functools.wraps(fn)
     def timed(*args: Any, **kw: Any) -> Any:
       name = label(*args, **kw) if callable(label) else label
-      self.stack.append([name, time.process_time(), 0.0])
+      stack = self.local.__dict__.setdefault("stack", [])
+      stack.append([name, time.thread_time(), 0.0])
       try:
         return fn(*args, **kw)
       finally:
-        name, t0, inner = self.stack.pop()
-        dt = time.process_time() - t0
-        self.own[name] += dt - inner
-        self.calls[name] += 1
-        if self.stack:
-          self.stack[-1][2] += dt
+        name, t0, inner = stack.pop()
+        dt = time.thread_time() - t0
+        with self.lock:
+          self.own[name] += dt - inner
+          self.calls[name] += 1
+        if stack:
+          stack[-1][2] += dt
     return timed
 
 
