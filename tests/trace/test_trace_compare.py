@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -173,3 +174,31 @@ def test_a_final_ast_that_differs_with_no_source_change(tmp_path):
   assert "E_4: final AST differs" in text.getvalue()
   rep = compare.compare_files(str(a), str(a))
   assert not rep["kernels"][0]["ast_differs"] and rep["same"]
+
+
+REPEATED = """
+import sys
+import numpy as np
+from compiler.trace import recorder
+from compiler.tensor import Tensor
+recorder.enable(sys.argv[1], announce=False)
+rng = np.random.default_rng(0)
+for _ in range(3):  # the same graph again: a schedule cache hit runs the same kernels in contexts of their own
+  a = Tensor(rng.standard_normal((8, 8)).astype(np.float32))
+  ((a @ a) + 1).sum(axis=1).numpy()
+recorder.disable()
+"""
+
+
+def test_a_kernel_run_again_is_compared_once_and_counted_as_every_surface_counts(tmp_path):
+  path = tmp_path / "again.vztrace"
+  p = subprocess.run([sys.executable, "-c", REPEATED, str(path)], cwd=ROOT, capture_output=True, text=True,
+                     timeout=600, env={**os.environ, "VIZ": "0", "PYTHONPATH": str(ROOT)})
+  assert p.returncode == 0, p.stderr
+  tr = load(path)
+  kernel_contexts = [c for c in tr.contexts.values() if c.is_kernel]
+  assert len(kernel_contexts) > tr.counts.kernels  # (the runs again have contexts of their own)
+  rep = compare.compare_files(str(path), str(path))
+  names = [k["a"]["name"] for k in rep["kernels"]]
+  assert len(names) == len(set(names)) == tr.counts.kernels
+  assert (rep["a"]["kernels"], rep["a"]["contexts"]) == (tr.counts.kernels, tr.counts.contexts)
