@@ -9,11 +9,13 @@ as when stepping), for s in A..B-1, each part's median (applyDelta, the legend, 
 and its raster, forced by reading a pixel, the minimap) and a hash of the model it left (nodes with their call sites,
 edges, ghosts, marks, the fold's groups and edges: the same in both trees when the change keeps it); with --frames
 DIR also each step's frame (its RGBA pixels, drawn again with the ghosts' fade at its end so that it does not depend
-on the clock), and --compare A B says which frames of two such folders differ and by how much. TINYVIZ_ROOT=DIR
-measures another checkout's viewer (an A/B of two trees).
+on the clock), and --compare A B says which frames of two such folders differ and by how much; with --jumps N,
+after the steps, bench_ui's far jumps (End, then N-1 slider clicks to seeded random steps) split the same way, with
+the server's CPU each (what it did between the jump asked and its frame painted, its background work included).
+TINYVIZ_ROOT=DIR measures another checkout's viewer (an A/B of two trees).
 
   PYTHONPATH=. .venv/bin/python bench/profile_arrow.py --gpt-trace T [--steps 40] [--cpu | --trace] [--top 25]
-  [--apply 5 15 --reps 5 [--frames DIR]]; --compare DIR_A DIR_B
+  [--jumps 4] [--apply 5 15 --reps 5 [--frames DIR]]; --compare DIR_A DIR_B
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import argparse
 import base64
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -39,6 +42,14 @@ STEP_SPLIT = """async (k) => {
   const t1 = performance.now();
   await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));
   return [performance.now() - t0, v.perf.lastFetchMs, v.perf.lastDomMs, t1 - t0, v.perf.lastKind];
+}"""
+# a jump's graph request, from the page's resource timing: [ms to its first byte (the server's, from the request
+# sent), ms receiving it, KB] (zeros if it came from api.js's cache)
+GRAPH_TIMING = """() => {
+  const got = performance.getEntriesByType('resource').filter((e) => e.name.includes('/graph?'));
+  performance.clearResourceTimings();
+  const e = got[got.length - 1];
+  return e ? [e.responseStart - e.requestStart, e.responseEnd - e.responseStart, e.encodedBodySize / 1000] : [0, 0, 0];
 }"""
 # --apply: per part ms (median over steps and reps) of applying step s+1 -> s+2 in the page, and the model's hash
 APPLY_PARTS = """async ([t, r, a, b, reps, frames]) => {
@@ -143,6 +154,7 @@ def main() -> None:
   ap.add_argument("--cpu", action="store_true", help="also profile the page's CPU (sampling; slows it a little)")
   ap.add_argument("--trace", action="store_true", help="also a Chromium trace: time per event name and thread")
   ap.add_argument("--top", type=int, default=25)
+  ap.add_argument("--jumps", type=int, default=0, help="after the steps: End and N-1 slider clicks (bench_ui's)")
   ap.add_argument("--apply", type=int, nargs=2, metavar=("A", "B"), help="the page's parts, steps A..B (see above)")
   ap.add_argument("--reps", type=int, default=5, help="with --apply: repetitions")
   ap.add_argument("--frames", type=Path, help="with --apply: save each step's frame (RGBA) in this folder")
@@ -188,6 +200,7 @@ def main() -> None:
       cpu0 = process_cpu_ms(proc.pid)
       rows = [page.evaluate(STEP_SPLIT, k) for k in range(1, min(args.steps, n) + 1)]
       server_ms = (process_cpu_ms(proc.pid) - cpu0) / len(rows)
+      jumps = far_jumps(page, proc.pid, n, args.jumps) if args.jumps else []
       prof = cdp.send("Profiler.stop")["profile"] if args.cpu else None
       events = json.loads(browser.stop_tracing())["traceEvents"] if args.trace else None
     finally:
@@ -203,18 +216,49 @@ def main() -> None:
                    ("applying it (applyDelta, legend)", dom), ("show's other work", other),
                    ("the frame after (draw, paint)", paint)):
     print(f"{name:32} {statistics.median(xs):8.1f} {ui.p95(xs):8.1f} {min(xs):8.1f}")
+  if jumps:
+    print_jumps(jumps)
+  print_profiles(prof, events, len(rows), args.top)
+
+
+def print_profiles(prof: dict | None, events: list[dict] | None, steps: int, top: int) -> None:
+  """The page's CPU profile (--cpu) and trace (--trace) over the steps, their `top` entries."""
   if prof:
     st = sorted(self_times(prof).items(), key=lambda kv: -kv[1])
     total = sum(v for _, v in st)
     print(f"\nCPU self time over the steps, {total:.0f} ms sampled:")
-    for where, ms in st[:args.top]:
+    for where, ms in st[:top]:
       print(f"{ms:8.1f} ms  {where}")
   if events:
-    print(f"page's main thread CPU: {main_thread_cpu(events) / len(rows):.1f} ms a step")
+    print(f"page's main thread CPU: {main_thread_cpu(events) / steps:.1f} ms a step")
     tt = sorted(thread_times(events).items(), key=lambda kv: -kv[1])
     print("\nTrace self time over the steps, by thread and event:")
-    for (thread, name), ms in tt[:args.top]:
+    for (thread, name), ms in tt[:top]:
       print(f"{ms:8.1f} ms  {thread:24} {name}")
+
+
+def far_jumps(page, pid: int, n: int, count: int) -> list[tuple[tuple[int, int], list, float]]:
+  """bench_ui's jumps (End, then slider clicks to random.Random(0)'s steps), each split as STEP_SPLIT splits a step,
+  with the server's CPU ms from the jump asked to its frame painted; ((from, to), split, server ms) each."""
+  rng = random.Random(0)
+  at = page.evaluate("() => window.__viz.graph.shown.step")
+  out = []
+  for k in [n] + [rng.randrange(n) for _ in range(count - 1)]:
+    cpu0 = process_cpu_ms(pid)
+    split = page.evaluate(STEP_SPLIT, k)
+    out.append(((at, k), split + page.evaluate(GRAPH_TIMING), process_cpu_ms(pid) - cpu0))
+    at = k
+  return out
+
+
+def print_jumps(jumps: list[tuple[tuple[int, int], list, float]]) -> None:
+  """far_jumps' table: each jump's parts (ms) and the server's CPU, then their median."""
+  print(f"\n{'far jump':16} {'total':>7} {'answer':>7} {'[ttfb':>7} {'recv]':>7} {'apply':>7} {'other':>7} "
+        f"{'frame':>7} {'server':>7} {'KB':>7}  (ms; ttfb, recv: the graph request's; server: its CPU)")
+  for (j, k), (tot_ms, fetch_ms, dom_ms, shown_ms, _, ttfb, recv, kb), srv in jumps:
+    print(f"{f'{j} -> {k}':16} {tot_ms:7.1f} {fetch_ms:7.1f} {ttfb:7.1f} {recv:7.1f} {dom_ms:7.1f} "
+          f"{shown_ms - fetch_ms - dom_ms:7.1f} {tot_ms - shown_ms:7.1f} {srv:7.1f} {kb:7.1f}")
+  print(f"{'median':16} {statistics.median(r[1][0] for r in jumps):7.1f}")
 
 
 def process_cpu_ms(pid: int) -> float:

@@ -150,6 +150,10 @@ export const api = {
   // one it is on; `from`: the step on screen, whose layout a far jump's is derived from where it fits
   graph: (t, r, k, frozen, anchor = 0, from = null) => frozen
     ? cached(`g:${t}:${r}:${k}:${anchor}`, graphPath(t, r, k, anchor, from)) : request(graphPath(t, r, k, anchor, from)),
+  // a far jump from step `from` on screen (on `anchor`'s chain): the compact=2 delta from it (`jump`: true, with the
+  // anchor it is on) where the server lays step k out from the layout on screen, else k's graph; not cached (the
+  // delta fits the page at `from` only)
+  jump: (t, r, k, anchor, from) => request(`${graphPath(t, r, k, anchor, from)}&delta=2`),
   // `held`: a step back from j whose removed nodes' in-edges the page holds (graphghosts.js, StepMemo), null if none
   delta: (t, r, j, k, frozen, anchor = 0, held = null) => frozen
     ? cached(`d:${t}:${r}:${j}:${k}:${anchor}:${held}`, deltaPath(t, r, j, k, anchor, held))

@@ -14,6 +14,10 @@ import {Minimap} from "./minimap.js";
 
 // steps within which the page asks for a delta on the chain it shows (viz_server/replay.py NEAR); farther, a graph
 const NEAR_STEPS = 8;
+// after a far jump, the neighbours' deltas are asked once the page stayed on it this long: a slider dragged or clicked
+// again passes steps nobody steps from, and their deltas (with the server's prefetch after them, ~0.1-0.3 s of its
+// CPU on a GPT step's `add bufferize`) took the server from the next jump (issue 30: a jump under 300 ms)
+const JUMP_STAY_MS = 250;
 const OVERVIEW_MIN = 0.2;  // a whole graph fitted below this zoom is a smear: the automatic view shows the change
 const FOCUS_SCALE = 0.8;   // the zoom the automatic view centers a step's result at when the change is too big
 
@@ -164,8 +168,9 @@ export class GraphView {
     // the removed nodes' ghosts, drawn unless a node added in their place is drawn the same (a rebuilt node)
     const addedAt = new Map(added.map((n) => [n.d.id, n]));
     sortGhosts(ghosts, gone.values(), goneEdges.values(), addedAt, this.edges);
+    if (d.kept_created) this._recreate(d.kept_created);
     this._refreshConsts(touched);
-    this.ghosts = ghosts.any ? ghosts : null;
+    this.ghosts = ghosts.any && !d.jump ? ghosts : null;  // (a far jump's graph shows none, as its graph answer)
     this.cut = d.cut || null;  // a delta to a cut graph carries its cut (stubs included); to a whole one, none
     this.size = {width: d.width || this.size.width, height: d.height || this.size.height};
     this._respace();
@@ -176,6 +181,18 @@ export class GraphView {
     if (this.autoFit) this.autoView();
     this._recompute();
     return true;
+  }
+
+  /** A far jump's `kept_created` (viz_server/stepgraphs.py, jump_delta): the `created` of the nodes both steps have
+   * where the step jumped to says another (its ids as runs of differences, its values as runs). */
+  _recreate(c) {
+    const created = values(c.value);
+    sums(c.id).forEach((id, i) => {
+      const n = this.nodes.get(id);
+      if (!n) return;
+      if (!n.own) { n.d = {...n.d}; n.own = true; }  // (an answer's data, kept by api.js's cache: not changed)
+      n.d.created = created[i];
+    });
   }
 
   /** A compact=2 delta with its `whole` nodes, `shifted` nodes and `straight` edges as the compact entries they stand
@@ -804,7 +821,7 @@ export class StepGraphView extends GraphView {
         if (this.shown !== s) return;
         this.setData(g);
         this._legend(g.nodes);
-        this.shown = {...s, dir: 0, anchor: g.anchor || 0};
+        this.shown = {...s, dir: 0, anchor: g.anchor || 0, far: false};
         this.autoView();
       } catch (e) {
         this._loaded();
@@ -917,29 +934,50 @@ export class StepGraphView extends GraphView {
       perf.lastKind = "delta";
     }
     let anchor = same ? shown.anchor : 0;
+    if (!done && same) {  // a far jump: the delta from the step on screen where the server lays k out from its layout
+      const d = await api.jump(want.trace, want.rw, want.step, anchor, shown.step);
+      if (moved()) return;
+      t1 = performance.now();
+      done = d.jump ? this.applyDelta(d) : false;
+      anchor = d.anchor || 0;
+      if (done) {
+        this._legend(nodeData(this.nodes));
+        perf.lastKind = "jump";
+        this.wantFit = true;
+      } else if (!d.jump) {
+        this._setGraph(want, d);
+        done = true;
+      }
+    }
     if (!done) {
-      const g = await api.graph(want.trace, want.rw, want.step, true, anchor, same ? shown.step : null);
+      const g = await api.graph(want.trace, want.rw, want.step, true, anchor, null);
       if (moved()) return;
       anchor = g.anchor || 0;
       t1 = performance.now();
-      this.setData(g);
-      // its removed nodes' in-edges, as StepMemo keeps them (none where it sent only some: a cut graph's, between
-      // nodes shown; none at all: a step laid out fresh, where no place of theirs fits)
-      if (!g.cut && (g.removed_nodes || []).length === (g.removed || []).length) {
-        this.memo.at(memoKey(want, anchor)).put(want.step, new Map((g.removed_edges || [])
-          .map((e) => [edgeKey(e.src, e.dst, e.index), [e.src, e.points]])));
-      }
-      perf.lastKind = "graph";
-      this.els.empty.hidden = true;
-      this._legend(g.nodes);
-      this.wantFit = true;
+      this._setGraph(want, g);
     }
-    // dir: the way an arrow step went (a delta from the step next to it), 0 after a graph or a jump
+    // dir: the way an arrow step went (a delta from the step next to it), 0 after a graph or a jump; far: a jump
     const dir = perf.lastKind === "delta" && Math.abs(want.step - shown.step) === 1 ? want.step - shown.step : 0;
-    this.shown = {trace: want.trace, rw: want.rw, step: want.step, dir, anchor};
+    const far = same && perf.lastKind !== "delta";
+    this.shown = {trace: want.trace, rw: want.rw, step: want.step, dir, anchor, far};
     if (this.wantFit) { this.autoView(); this.wantFit = false; }
     perf.lastFetchMs = t1 - t0;
     perf.lastDomMs = performance.now() - t1;
+  }
+
+  /** Show graph answer g of step want.step (_update's), filing its removed nodes' in-edges. */
+  _setGraph(want, g) {
+    this.setData(g);
+    // its removed nodes' in-edges, as StepMemo keeps them (none where it sent only some: a cut graph's, between
+    // nodes shown; none at all: a step laid out fresh, where no place of theirs fits)
+    if (!g.cut && (g.removed_nodes || []).length === (g.removed || []).length) {
+      this.memo.at(memoKey(want, g.anchor || 0)).put(want.step, new Map((g.removed_edges || [])
+        .map((e) => [edgeKey(e.src, e.dst, e.index), [e.src, e.points]])));
+    }
+    this.perf.lastKind = "graph";
+    this.els.empty.hidden = true;
+    this._legend(g.nodes);
+    this.wantFit = true;
   }
 
   /** The view asked for is on screen: say so (body's data-graph, the cut note, the first graph's paint time, onShown),
@@ -957,14 +995,17 @@ export class StepGraphView extends GraphView {
     // a rewrite's first graph: the neighbours' requests, and the layouts the server computes in the background after
     // them, wait for the frame that shows it (on 2 shared cores they took the CPU from drawing it: issue 18); after a
     // step they go at once, to be there for the next key press
-    if (this.perf.lastKind === "graph") afterPaint(() => this._prefetch(s, steps)); else this._prefetch(s, steps);
+    if (s.far) setTimeout(() => this._prefetch(s, steps), JUMP_STAY_MS);
+    else if (this.perf.lastKind === "graph") afterPaint(() => this._prefetch(s, steps));
+    else this._prefetch(s, steps);
   }
 
   /** Neighbouring steps are the likely next request: fetch their deltas while the user looks. After an arrow step
    * only the next one the same way: the one back cost the server a delta (and the page its parse) on every step,
    * taking a loaded 2-core machine's CPU from the step the user presses next (issue 30). */
   _prefetch(s, steps) {
-    if (this.shown !== s) return;  // (cleared or moved on meanwhile: that view prefetches its own)
+    // (cleared or moved on meanwhile, or about to: that view prefetches its own)
+    if (this.shown !== s || !sameStep(this.want, s)) return;
     // step - 1 first: the server's background layout goes on from the last step asked for, and forward is likelier
     const ahead = s.dir ? [s.step + s.dir] : [s.step - 1, s.step + 1];
     for (const k of ahead) {

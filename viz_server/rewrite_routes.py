@@ -20,6 +20,7 @@ from viz_server.request_args import (
   store,
   views,
 )
+from viz_server.stepgraphs import dumps
 from viz_server.store import Rewrite, Trace
 
 bp = Blueprint("rewrite_routes", __name__, url_prefix="/api")
@@ -34,19 +35,24 @@ def rewrite_detail(rw: Rewrite) -> dict:
 
 
 def graph_at(tr: Trace, rw: Rewrite, k: int, compact: bool = False, fresh: bool = False, anchor: int = 0,
-             shown: int | None = None) -> bytes:
+             shown: int | None = None, delta: bool = False) -> bytes:
   """The graph answer at step k, encoded (kept in caches.ANSWERS once the rewrite has ended); also /api/boot's.
   fresh: laid out from scratch (the page's re-layout); anchor: the chain of the layout the page shows, which step k
   stays on when one of its layouts is near, else step k is a new anchor: laid out from the layout of the step the
-  page shows (`shown`) where that fits, else fresh (docs: "Far jumps")."""
+  page shows (`shown`) where that fits, else fresh (docs: "Far jumps"). delta: the page takes the compact=2 delta
+  from `shown` where k was laid out from it (StepGraphs.jump_delta: a few KB where the graph is ~1 MB)."""
   check_step(rw, k)
   all_views = views()
   view = all_views.get(tr, rw)
+  if k and k not in view.replay.roots:  # (its marks need step k, computed from k - 1: the cursor goes there once)
+    view.replay.step(k)
   view.last_step = k  # no prefetch yet: opening a graph is not stepping (the page asks for the neighbours itself)
   all_views.drop_wish(view)
   view.anchor = k if fresh and not view.big(k) else view.anchor_for(k, anchor)
   if view.anchor == k and k and not fresh and shown is not None:
     view.anchor = view.jump(k, shown, anchor) or k
+    if delta and view.anchor != k:  # (laid out from the layout on screen)
+      return dumps(view.jump_delta(shown, anchor, k, view.anchor))
   return view.graph_json(k, compact=compact, fresh=fresh, anchor=view.anchor)
 
 
@@ -65,8 +71,9 @@ def graph_answer(t: int, r: int) -> Any:
   shown = int_arg("from") if "from" in request.args else None  # the step on screen: a far jump's base
   if shown is not None:
     check_step(rw, shown)
+  delta = shown is not None and request.args.get("delta") == "2"  # (the page takes a far jump as a delta from it)
   return json_answer(graph_at(tr, rw, int_arg("step", 0, allow_end=last_step(rw)), compact_arg(), fresh,
-                              anchor_arg(rw), shown))
+                              anchor_arg(rw), shown, delta))
 
 
 @bp.get("/traces/<int:t>/rewrites/<int:r>/delta")

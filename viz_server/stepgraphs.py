@@ -288,6 +288,7 @@ class StepGraphs:
     # a far jump's anchor laid out from the layout on screen (jump()): its id -> (that layout, the match), until made
     self._jumps: dict[int, tuple[Layout, list[int], list[int], dict[int, int]]] = {}
     self._njumps = 0
+    self._paired: tuple[int, int, int, dict[int, int]] | None = None  # the last jump's (anchor, j, j's anchor, pairs)
     self.looks = Looks(replay.node)  # labels and box sizes, made once per node
     self.stats = {"full": 0, "derived": 0}
     self.cuts = 0  # layouts of cut graphs made
@@ -770,8 +771,49 @@ class StepGraphs:
       self._njumps += 1
       a = self._njumps * (self.rw.matches + 1) + k
       self._jumps[a] = (base, new, removed, old_of)
+      self._paired = (a, j, anchor, old_of)  # (the last jump's match, for jump_delta: the page asks it at once)
     self._compute(k, anchor=a)  # (made at once: _make takes the entry, which holds the screen's layout, right away)
     return a
+
+  def jump_delta(self, j: int, anchor: int, k: int, a: int) -> dict:
+    """The compact=2 delta that turns the page's graph at step j (on `anchor`'s chain, on screen) into step k's on a
+    far jump's anchor a laid out from it (jump()): what both steps have stays, with its in-edges (place.derive moves
+    nothing of it); a node of k paired with one of j (_pair) is sent as rebuilt from it (`rebuilt` and `shifted` runs
+    where its sources are its pair's renamed, else `like` with its own), the others whole; no ghosts (`jump`: a far
+    step's graph shows none). k's marks and match are its graph's. A far jump of a GPT step's `add bufferize` sent
+    its graph (~1.1 MB, ~60 ms of the server's CPU to make, as long to parse in the page); so 2-150 KB (issue 30)."""
+    rp = self.replay
+    lj, lk = self.layout(j, anchor=anchor), self.layout(k, anchor=a)
+    mj, mk = rp.members(j), rp.members(k)
+    got = self._paired
+    old_of = got[3] if got is not None and got[:3] == (a, j, anchor) else self._pair(rp.root(j), rp.root(k), mj, mk)
+    added_set, removed_set = mk - mj, mj - mk
+    site, resite = self.tr.nodes.site, {}
+    for n, o in old_of.items():  # (a pair's sites may differ: then its own, as a compact=2 step's `resite`)
+      sn, so = (None if x >= FRESH_BASE else site(x) for x in (n, o))
+      if sn != so:
+        resite[n] = None if sn is None else site_label(sn)
+    added = sorted(added_set)
+    edges_added = self._edges_added(added, added_set, old_of, lj, lk, None, True)
+    nodes_added, pairs, shifted = self._added(k, added, old_of, lj, lk, None, resite)
+    out = {"from": j, "to": k, "nodes_added": nodes_added, "nodes_removed": sorted(removed_set), "nodes_moved": {},
+           "edges_added": edges_added, "edges_removed": [], "width": _px(lk.width), "height": _px(lk.height),
+           **self._marks(k), "match": self._match(k), "anchor": a, "jump": True}
+    del out["removed"]  # (the page reads nodes_removed)
+    if pairs:
+      self._rebuilt(out, pairs, resite)
+    if shifted:
+      self._shifted(out, shifted, resite)
+    _pack_straight(out, added_set)
+    _pack_whole(out)
+    # the nodes both have whose `created` the page may hold otherwise: where either step's creator tells one (an
+    # exact one never changes, and a page that came to j before its steps were computed holds null)
+    kept = sorted(mj & mk)
+    at_j, at_k = rp.creators(j)[1](kept), rp.creators(k)[1](kept)
+    differ = [(n, c) for n, c, b in zip(kept, at_k, at_j) if c is not None or b is not None]
+    if differ:
+      out["kept_created"] = {"id": _diff_runs([n for n, _ in differ]), "value": _value_runs(c for _, c in differ)}
+    return out
 
   def _pair(self, rj: int, rk: int, mj: frozenset[int], mk: frozenset[int]) -> dict[int, int]:
     """{node of k: node of j it stands for} for the nodes of k that j lacks: from the roots down, a node of k not in j

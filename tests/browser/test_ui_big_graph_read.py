@@ -194,3 +194,97 @@ def test_relayout_and_far_jumps_anchor_the_layout_and_stepping_keeps_nodes_in_pl
   assert kept and all(before[i] == after[i] for i in kept)  # (the far jump moved nothing both steps show)
   step_keeps_places("ArrowLeft", n - 1, jump)  # back from a far jump: derived backward from it
   step_keeps_places("ArrowLeft", n - 2, jump)
+
+
+# the page's model (nodes with place, box, label lines, sources, created and site; edges with drawn route and bounds;
+# ghosts; marks); `fresh`: the graph answer of the step shown on the anchor shown, in a new GraphView (a fresh load)
+JUMP_MODEL = """async ({fresh}) => {
+  const {GraphView} = await import("/static/graph.js");
+  const {api} = await import("/static/api.js");
+  const page = window.__viz.graph, s = window.__viz.state;
+  let g = page;
+  if (fresh) {
+    const host = document.createElement("div");
+    document.body.append(host);
+    g = new GraphView(host);
+    g.collapse = page.collapse;
+    g.setData(await api.graph(s.trace, s.rw, s.step, true, Number(document.body.dataset.anchor)));
+    host.remove();
+  }
+  const r = (x) => Math.round(x * 1000) / 1000;
+  return {
+    nodes: [...g.nodes].map(([id, n]) => [id, r(n.x), r(n.y), n.w, n.h, n.lines, n.consts, n.d.src, n.d.created,
+      n.d.site ?? "none"]).sort((a, b) => a[0] - b[0]),
+    edges: [...g.edges].map(([k, e]) => [k, e.pts.map(([x, y]) => [r(x), r(y)]), e.box.map(r), e.fromConst]).sort(),
+    ghosts: (g.ghosts?.nodes || []).map((n) => n.d.id), added: [...g.marked.added].sort(),
+    changed: [...g.marked.changed].sort(), size: g.size,
+  };
+}"""
+
+
+def test_a_far_jump_comes_as_a_delta_from_the_step_on_screen_and_draws_what_a_fresh_load_draws(page, kserver,
+                                                                                               tmp_path):
+  """A far jump laid out from the layout on screen (End, slider clicks) comes as the delta from the step on screen
+  (`/graph?...&from=j&delta=2`: issue 30, a jump's ~1 MB graph answer took as long to make and parse as the rest of
+  the jump): the nodes both steps have stay as they were, and the model it leaves is the one a fresh load of the
+  step on that anchor makes (places, boxes, sources, routes, `created` where known, marks; no ghosts). Its
+  neighbours' deltas are asked once the page stays on it (JUMP_STAY_MS), not when it moves on at once."""
+  srv = Server(kserver.dir, tmp_path / "server.log")  # (its own: a step near a chain laid out before goes on it)
+  try:
+    _jumps_by_delta(page, srv)
+  finally:
+    srv.stop()
+
+
+def _jumps_by_delta(page, server) -> None:
+  t = server.trace_id("kernel")
+  rw, ctx = max(((r, c) for c in server.api(f"/api/traces/{t}/contexts") for r in c["rewrites"]),
+                key=lambda rc: rc[0]["matches"])
+  n = rw["matches"]
+  open_page(page, server, f"#t={t}&c={ctx['id']}&r={rw['id']}&s=2")
+  wait_graph(page, t, rw["id"], 2)
+  xy = "() => Object.fromEntries(window.__viz.graph.ids().map((id) => [id, [window.__viz.graph.node(id).x, " \
+       "window.__viz.graph.node(id).y]]))"
+  for k in (n, n - 30, n - 50):  # (each more than NEAR steps from every layout laid out before)
+    before = page.evaluate(xy)
+    page.evaluate("(k) => window.__viz.setStep(k)", k)
+    wait_graph(page, t, rw["id"], k)
+    assert page.evaluate("() => window.__viz.perf.lastKind") == "jump", k
+    assert page.evaluate("() => document.body.dataset.layout") == "jump", k
+    after = page.evaluate(xy)
+    kept = before.keys() & after.keys()
+    assert kept and all(before[i] == after[i] for i in kept), k
+    got, want = page.evaluate(JUMP_MODEL, {"fresh": False}), page.evaluate(JUMP_MODEL, {"fresh": True})
+    assert not got["ghosts"] and got["added"] + got["changed"], k
+    # (`created` null is "unknown": the steps the server computed since, its prefetch's, may tell it to a later load)
+    for a, b in zip(got["nodes"], want["nodes"], strict=True):
+      if a[8] is None:
+        b[8] = None
+    assert got == want, k
+  # a far step left at once (a slider clicked again): its neighbours are not asked once the page wants another step
+  assert page.evaluate(PREFETCH_LEFT, n) == 0
+  # the step stayed on: they are
+  page.evaluate("() => performance.clearResourceTimings()")
+  page.evaluate("() => window.__viz.setStep(40)")
+  wait_graph(page, t, rw["id"], 40)
+  page.wait_for_function("() => performance.getEntriesByType('resource').some((e) => e.name.includes('/delta?from=40&"
+                         "to=41&'))")
+
+
+# the deltas a far jump's prefetch asks (the page's api.delta calls) when it runs after the page was told to go on to
+# another step (StepGraphView._prefetch, JUMP_STAY_MS after the jump is shown)
+PREFETCH_LEFT = """async (n) => {
+  const {api} = await import("/static/api.js");
+  const g = window.__viz.graph;
+  await window.__viz.setStep(18);
+  const s = g.shown, real = api.delta, calls = [];
+  api.delta = (...a) => { calls.push(a); return real(...a); };
+  try {
+    g.want = {...s, step: 40};
+    g._prefetch(s, n);
+  } finally {
+    g.want = s;
+    api.delta = real;
+  }
+  return calls.length;
+}"""

@@ -7,9 +7,10 @@ import itertools
 
 import pytest
 from support.export_helpers import moving_chains
-from support.server_helpers import apply_delta, recording
+from support.server_helpers import apply_delta, recording, write_noisy_simplify
 
 from compiler import PatternMatcher, UOp, UPat, graph_rewrite
+from viz_server.app import create_app
 from viz_server.layout import layout_graph
 from viz_server.replay import FRESH_BASE, Replay
 from viz_server.stepgraphs import StepGraphs, dumps, slim
@@ -233,3 +234,33 @@ def test_a_step_back_leaves_out_the_routes_the_page_holds(chain):
     # held only where asked of the step next to the one it leaves (a jump's page holds no such routes)
     assert k < 2 or "held" not in view.delta(k, k - 2, compact=True, rebuilt=True, held=True)
   assert saved > 5_000  # (the constant 1's long edge into each `* 1`: ~1-3 KB each step)
+
+
+def test_a_far_jump_asked_as_a_delta_unpacks_to_the_jumps_graph(tmp_path):
+  """/graph?step=k&from=j&delta=2 (the page's far jump, issue 30): where step k is laid out from the layout of step j
+  on screen (StepGraphs.jump), the compact=2 delta from j (`jump`, with k's new anchor; `kept_created`: the `created`
+  of the nodes both have as k's graph says them) instead of k's graph; applied to j's graph it gives k's graph on that
+  anchor (nodes, places, sources, created, edges and routes), in a quarter of the bytes or less."""
+  c = create_app([write_noisy_simplify(tmp_path / "t.vztrace")], follow=False).test_client()
+  rw = max((r for x in c.get("/api/traces/0/contexts").get_json() for r in x["rewrites"]), key=lambda r: r["matches"])
+  n, base = rw["matches"], f"/api/traces/0/rewrites/{rw['id']}"
+  shown = c.get(f"{base}/graph?step=3").get_json()
+  d = c.get(f"{base}/graph?step={n - 1}&compact=1&from=3&delta=2").get_json()
+  a = d["anchor"]
+  assert d["jump"] and (d["from"], d["to"]) == (3, n - 1) and a > n and a % (n + 1) == n - 1
+  want = c.get(f"{base}/graph?step={n - 1}&anchor={a}").get_json()
+  nodes, edges = apply_delta(shown, unpack(d, shown))
+  kept = d.get("kept_created", {"id": [], "value": []})
+  for nid, created in zip(sums(kept["id"]), [v for i in range(0, len(kept["value"]), 2)
+                                             for v in [kept["value"][i]] * kept["value"][i + 1]]):
+    nodes[nid]["created"] = created
+  fields = ("x", "y", "src", "created", "op", "dtype", "arg", "label")
+  assert {i: tuple(v.get(f) for f in fields) for i, v in nodes.items()} == \
+    {v["id"]: tuple(v.get(f) for f in fields) for v in want["nodes"]}
+  assert {key: e["points"] for key, e in edges.items()} == {(e["src"], e["dst"], e["index"]): e["points"]
+                                                            for e in want["edges"]}
+  assert d["added"] == want["added"] and sorted(unpack(d, shown)["changed"]) == sorted(want["changed"])
+  assert len(dumps(d)) < len(dumps(want)) / 4
+  # a step that is not laid out from the screen's (near a chain laid out before: the one it is on) is its graph
+  again = c.get(f"{base}/graph?step={n - 2}&compact=1&anchor={a}&from={n - 1}&delta=2").get_json()
+  assert "jump" not in again and again["anchor"] == a and again["step"] == n - 2
