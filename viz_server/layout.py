@@ -535,7 +535,7 @@ class _Orderer(_OrderBest):
         node, nbr, side, lstart, lw = self._tp[lp]
         if near is None:
             return node, nbr, side, lstart, lw
-        k = np.flatnonzero(near[node])
+        k = near[node].nonzero()[0]
         return node[k], nbr[k], side[k], lstart[k], lw[k]
 
     def _transpose_phase(self, ent, sh: int, allow_equal: bool) -> np.ndarray | None:
@@ -549,7 +549,7 @@ class _Orderer(_OrderBest):
         if not self.single_comp:
             partner = at[np.minimum(pid + 1 - role, graph.n_nodes - 1)]
             ok &= self.comp[partner] == self.comp[node]
-        sel = np.flatnonzero(ok)
+        sel = ok.nonzero()[0]
         if len(sel) < 2:
             return None
         rl, pid = role[sel], pid[sel]
@@ -563,26 +563,26 @@ class _Orderer(_OrderBest):
         gstart = np.empty(n, dtype=bool)
         gstart[0] = True
         np.not_equal(gs[1:], gs[:-1], out=gstart[1:])
-        cs = np.cumsum(rs)
+        cs = rs.cumsum()
         right_before = cs - rs
-        gbeg = np.flatnonzero(gstart)
-        gid = np.cumsum(gstart) - 1
-        isl = np.flatnonzero(rs == 0)
+        gbeg = gstart.nonzero()[0]
+        gid = gstart.cumsum() - 1
+        isl = (rs == 0).nonzero()[0]
         if len(isl) == 0:
             return None
         # for each left entry: the group's right entries before it (crossings if kept), after it and not at the same
         # neighbour (crossings if swapped; at most one right entry shares its neighbour, sorted just after it)
         g_l = gid[isl]
         lt = right_before[isl] - right_before[gbeg][g_l]
-        rtot = (cs[np.append(gbeg[1:], n) - 1] - right_before[gbeg])[g_l]
-        same = np.append(key[1:], -1)[isl] == key[isl] + 1
+        rtot = (cs[np.concatenate((gbeg[1:], (n,))) - 1] - right_before[gbeg])[g_l]
+        same = np.concatenate((key[1:], (-1,)))[isl] == key[isl] + 1
         gt = rtot - lt - same
         lpid = gs[isl] >> 1
         # per pair (compressed): crossings among its two nodes' edges if kept, and if swapped
         first = np.empty(len(lpid), dtype=bool)
         first[0] = True
         np.not_equal(lpid[1:], lpid[:-1], out=first[1:])  # sorted by pair already
-        fi = np.flatnonzero(first)
+        fi = first.nonzero()[0]
         up_ = lpid[fi]
         keep = np.add.reduceat(lt, fi)  # (runs: sums of ints, no float weights)
         swap = np.add.reduceat(gt, fi)
@@ -688,13 +688,14 @@ class _ListOrderer(_OrderBest):
     def crossings(self) -> int:
         """_inversions over each gap's edges: pairs whose upper ends and lower ends are in opposite orders."""
         pos, up, lo, gptr = self.pos, self.up, self.lo, self.gptr
+        at = pos.__getitem__
         total = 0
         for g in range(len(gptr) - 1):
             a, b = gptr[g], gptr[g + 1]
             if b - a < 2:
                 continue
             seen: list[int] = []
-            for _, q in sorted([(pos[up[i]], pos[lo[i]]) for i in range(a, b)]):
+            for _, q in sorted(zip(map(at, up[a:b]), map(at, lo[a:b]))):
                 total += len(seen) - bisect_right(seen, q)  # earlier edges (upper end left or equal) ending right
                 insort(seen, q)
         return total
@@ -741,7 +742,13 @@ class _ListOrderer(_OrderBest):
         for v in range(n):
             at[lptr[layer[v]] + pos[v]] = v
         par = [[l for l in range(len(lptr) - 1) if l & 1 == lp and lptr[l + 1] - lptr[l] >= 2] for lp in (0, 1)]
-        dirty: list[bool] | None = None
+        above, below = self.above, self.below
+        # each pair's counts as last read (_phase), valid while no neighbour of its two nodes moved: the pos changes
+        # only by this call's swaps, each of which stamps its nodes' neighbours (tie rounds reuse them most: they
+        # look at every pair, most of them unchanged since the round before)
+        self._memo: dict[int, tuple[int, int, int]] = {}
+        self._touched, self._tick = [0] * n, 0
+        dirty: set[int] | None = None
         since = 0
         tie_starts: set[tuple[int, ...]] = set()
         for r in range(rounds):
@@ -754,7 +761,7 @@ class _ListOrderer(_OrderBest):
                 if key in tie_starts and stop_on_cycle:
                     break
                 tie_starts.add(key)
-            elif dirty is not None and not any(dirty):
+            elif dirty is not None and not dirty:
                 since += 1
                 continue
             near = None if eq or dirty is None else self._near(dirty, at)
@@ -768,25 +775,28 @@ class _ListOrderer(_OrderBest):
             if not moved:
                 if eq or equal_every == 0:
                     break
-                dirty = [False] * n
+                dirty = set()
                 continue
-            dirty = [False] * n
-            for v in moved:
-                dirty[v] = True
+            # the dirty nodes as a set (a round's few moves mark a few nodes; a list of n flags cost O(n) a round)
+            dirty = set(moved)
             for v in moved:  # (their neighbours: the moved nodes' only, as _Orderer's one gather)
-                for u in self.above[v]:
-                    dirty[u] = True
-                for u in self.below[v]:
-                    dirty[u] = True
+                dirty.update(above[v])
+                dirty.update(below[v])
 
-    def _near(self, dirty: list[bool], at: list[int]) -> list[bool]:
-        """_Orderer._near, slot neighbours across layer ends included, as there."""
+    def _near(self, dirty: set[int], at: list[int]) -> list[bool]:
+        """_Orderer._near, slot neighbours across layer ends included, as there: v is near when v, the node in the
+        slot before v's or the one in the slot after is dirty, so marking each dirty node and its two slot
+        neighbours marks the same nodes, in O(dirty) instead of O(nodes)."""
         pos, lptr, layer = self.pos, self.lptr, self.layer
         last = len(at) - 1
-        out = []
-        for v in range(len(at)):
+        out = [False] * len(at)
+        for v in dirty:
             s = lptr[layer[v]] + pos[v]
-            out.append(dirty[v] or dirty[at[max(s - 1, 0)]] or dirty[at[min(s + 1, last)]])
+            out[v] = True
+            if s > 0:
+                out[at[s - 1]] = True
+            if s < last:
+                out[at[s + 1]] = True
         return out
 
     def _phase(self, layers: list[int], sh: int, allow_equal: bool, near: list[bool] | None, at: list[int],
@@ -795,6 +805,7 @@ class _ListOrderer(_OrderBest):
         when that lowers its two nodes' crossings (or ties them, above zero, on a tie round); near: only pairs of
         nodes it marks (_Orderer's entries of other nodes are left out, which leaves such a pair no crossings)."""
         pos, lptr, comp, above, below = self.pos, self.lptr, self.comp, self.above, self.below
+        memo, touched, n = self._memo, self._touched, len(pos)
         single = self.single_comp
         for l in layers:
             for s in range(lptr[l] + sh, lptr[l + 1] - 1, 2):
@@ -803,25 +814,48 @@ class _ListOrderer(_OrderBest):
                     continue
                 if not single and comp[a] != comp[b]:
                     continue
-                keep = swap = 0
-                for na, nb in ((above[a], above[b]), (below[a], below[b])):
-                    if not na or not nb:
-                        continue
-                    if len(nb) == 1:
-                        q = pos[nb[0]]
-                        for u in na:
-                            p = pos[u]
-                            if q < p:
-                                keep += 1
-                            elif q > p:
-                                swap += 1
-                        continue
-                    pb = sorted([pos[u] for u in nb])
-                    m = len(pb)
-                    for u in na:
-                        p = pos[u]
-                        keep += bisect_left(pb, p)
-                        swap += m - bisect_right(pb, p)
+                # a pair's counts read only its nodes' neighbours' places: reused while none of them moved
+                got = memo.get(a * n + b)
+                if got is not None and touched[a] <= got[0] and touched[b] <= got[0]:
+                    keep, swap = got[1], got[2]
+                else:  # (a and b's edges crossing if kept, and if swapped: sums of ints, a lone neighbour first;
+                    # both sides written out, not a call: a pair read is ~2 us, the small graphs' ordering's cost)
+                    keep = swap = 0
+                    na, nb = above[a], above[b]
+                    if na and nb:
+                        if len(nb) == 1:
+                            q = pos[nb[0]]
+                            if len(na) == 1:
+                                p = pos[na[0]]
+                                keep, swap = int(q < p), int(q > p)
+                            else:
+                                for u in na:
+                                    p = pos[u]
+                                    keep += q < p
+                                    swap += q > p
+                        else:
+                            pb = sorted([pos[u] for u in nb])
+                            m = len(pb)
+                            for u in na:
+                                p = pos[u]
+                                keep += bisect_left(pb, p)
+                                swap += m - bisect_right(pb, p)
+                    na, nb = below[a], below[b]
+                    if na and nb:
+                        if len(nb) == 1:
+                            q = pos[nb[0]]
+                            for u in na:
+                                p = pos[u]
+                                keep += q < p
+                                swap += q > p
+                        else:
+                            pb = sorted([pos[u] for u in nb])
+                            m = len(pb)
+                            for u in na:
+                                p = pos[u]
+                                keep += bisect_left(pb, p)
+                                swap += m - bisect_right(pb, p)
+                    memo[a * n + b] = (self._tick, keep, swap)
                 if swap < keep or (allow_equal and swap == keep and keep > 0):
                     self.count += swap - keep  # type: ignore[operator]
                     pos[a] += 1
@@ -829,13 +863,27 @@ class _ListOrderer(_OrderBest):
                     at[s], at[s + 1] = b, a
                     moved.append(a)
                     moved.append(b)
+                    self._tick += 1
+                    for v in (a, b):
+                        for u in above[v]:
+                            touched[u] = self._tick
+                        for u in below[v]:
+                            touched[u] = self._tick
 
 
 # ---------------------------------------------------------------- coordinates
 
 
+_TRUE, _ZERO = np.ones(1, dtype=bool), np.zeros(1)  # (constant heads of concatenations, never written)
+
+
 def _rows(graph: _ProperGraph, pos: np.ndarray) -> list[np.ndarray]:
-    return [m[np.argsort(pos[m], kind="stable")] for m in graph.members]
+    """Each layer's nodes in their order (pos: a permutation of each layer's places), by one scatter of the nodes
+    into their slots (a sort per layer cost ~4 numpy calls each of a ~1,000-layer graph's layers)."""
+    flat = np.empty(graph.n_nodes, dtype=np.int64)
+    flat[graph.lptr[graph.layer] + pos] = np.arange(graph.n_nodes)
+    lp = graph.lptr.tolist()
+    return [flat[lp[i]:lp[i + 1]] for i in range(graph.n_layers)]
 
 
 def _seps(graph: _ProperGraph, row: np.ndarray) -> np.ndarray:
@@ -845,77 +893,114 @@ def _seps(graph: _ProperGraph, row: np.ndarray) -> np.ndarray:
     return (w[1:] + w[:-1]) * 0.5 + gap
 
 
-def _isotonic(y: np.ndarray, w: np.ndarray, first: np.ndarray, starts: np.ndarray | None = None
-              ) -> tuple[np.ndarray, np.ndarray]:
+def _isotonic(y: np.ndarray, w: np.ndarray, first: np.ndarray, starts: np.ndarray | None = None,
+              memo: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Weighted least-squares fit of y that is non-decreasing within each run that `first` starts (pool adjacent
     violators; every violating run is pooled in the same pass, valid since pooling order does not matter), and the
     starts of its blocks (the fit is constant on each).
 
     starts: blocks to begin from (those of a fit of a nearby y): a block whose own fit is constant (every prefix's
     mean at least the block's) is constant in the whole fit too, so such blocks are kept pooled and the rest split
-    into such blocks; the answer is the same, in far fewer passes when few blocks change."""
+    into such blocks; the answer is the same, in far fewer passes when few blocks change.
+    memo: a dict kept across calls with the same w and first (the x steps): what depends on the blocks alone is
+    made once while they stay the same (the same array object comes back then; ~4 steps in 5 of a small graph)."""
     n = len(y)
     s, ws = y * w, w.astype(np.float64, copy=False)  # (read, never written)
     if starts is None or len(starts) == 0:
         starts = np.arange(n)
     else:
-        starts = _solid_blocks(s, ws, starts)
+        starts = _solid_blocks(s, ws, starts, memo=memo)
         s, ws = np.add.reduceat(s, starts), np.add.reduceat(ws, starts)
+    got = None if memo is None else memo.get("later")
+    if got is not None and got[0] is starts:
+        later = got[1]
+    else:
+        later = ~first[starts[1:]]
+        if memo is not None:
+            memo["later"] = (starts, later)
+    m = s / ws
     while len(s) > 1:
-        m = s / ws
-        viol = (m[:-1] > m[1:]) & ~first[starts[1:]]
+        viol = (m[:-1] > m[1:]) & later
         if not viol.any():
             break
-        keep = np.flatnonzero(np.concatenate([[True], ~viol]))
+        keep = np.concatenate((_TRUE, ~viol)).nonzero()[0]
         starts = starts[keep]
         s = np.add.reduceat(s, keep)
         ws = np.add.reduceat(ws, keep)
-    return np.repeat(s / ws, np.diff(np.append(starts, n))), starts
+        m = s / ws
+        later = ~first[starts[1:]]
+    # (array methods, not np.repeat / np.diff / np.append: a small graph's x steps make thousands of such calls,
+    # and the wrappers cost about as much as the work)
+    return m.repeat(np.concatenate((starts[1:], (n,))) - starts), starts
 
 
-def _solid_blocks(s: np.ndarray, ws: np.ndarray, starts: np.ndarray, rounds: int = 6) -> np.ndarray:
+def _block_tables(starts: np.ndarray, n: int, memo: dict | None) -> tuple[np.ndarray, ...]:
+    """_solid_blocks' first round's view of the blocks `starts` begins (ends, sizes, first places, each node's
+    block and that block's start), from memo while the same starts come back."""
+    got = None if memo is None else memo.get("blocks")
+    if got is not None and got[0] is starts:
+        return got[1]
+    end = np.concatenate((starts[1:], (n,)))
+    size = end - starts
+    off = size.cumsum() - size
+    bid = np.arange(len(starts)).repeat(size)
+    out = (end, size, off, bid, starts[bid], off + size - 1)
+    if memo is not None:
+        memo["blocks"] = (starts, out)
+    return out
+
+
+def _solid_blocks(s: np.ndarray, ws: np.ndarray, starts: np.ndarray, rounds: int = 6, memo: dict | None = None
+                  ) -> np.ndarray:
     """The given block starts, each block whose own isotonic fit is not constant split into blocks whose fit is:
     its fit's level sets, cut off one per round from the front (the prefix of least mean is one, and its own fit
     is constant: none of its prefixes has a lower mean); what is still not constant after `rounds` becomes single
     nodes. Each round after the first tests only the blocks the round before split (a block found constant stays
-    so: its test reads only its own nodes)."""
+    so: its test reads only its own nodes). No block split: `starts` itself comes back."""
     n = len(s)
-    cs, cw = np.cumsum(s), np.cumsum(ws)
-    cs0, cw0 = np.concatenate([[0.0], cs]), np.concatenate([[0.0], cw])  # [i]: the sum before node i
-    is_start = np.zeros(n, dtype=bool)
-    is_start[starts] = True
-    beg, end = starts, np.append(starts[1:], n)  # the blocks under test
+    cs, cw = s.cumsum(), ws.cumsum()
+    cs0, cw0 = np.concatenate((_ZERO, cs)), np.concatenate((_ZERO, cw))  # [i]: the sum before node i
+    beg = starts  # the blocks under test
+    end, size, off, bid, base, last = _block_tables(starts, n, memo)
+    is_start: np.ndarray | None = None
     idx: np.ndarray | None = None  # their nodes (None: all, in the first round)
     for r in range(rounds + 1):
-        size = end - beg
-        off = np.cumsum(size) - size  # each block's first place in pm
-        bid = np.repeat(np.arange(len(beg)), size)
-        base = beg[bid]
+        if r:
+            size = end - beg
+            off = size.cumsum() - size  # each block's first place in pm
+            bid = np.arange(len(beg)).repeat(size)
+            base = beg[bid]
+            last = off + size - 1
         if idx is None:  # (the blocks cover every node)
             pm = (cs - cs0[base]) / (cw - cw0[base])   # each node's prefix mean within its block
         else:
             idx = np.arange(len(bid)) - off[bid] + base
             pm = (cs[idx] - cs0[base]) / (cw[idx] - cw0[base])
-        bm = pm[off + size - 1]                           # the block's mean
+        bm = pm[last]                           # the block's mean
         least = np.minimum.reduceat(pm, off)
         # a tolerance: a prefix whose mean ties the block's only by rounding does not break the block
         bad_block = least < bm - 1e-9 * (np.abs(bm) + 1.0)
         if not bad_block.any():
             break
+        if is_start is None:
+            is_start = np.zeros(n, dtype=bool)
+            is_start[starts] = True
         bad = bad_block[bid]
         if r == rounds:
-            is_start[np.flatnonzero(bad) if idx is None else idx[bad]] = True
+            is_start[bad.nonzero()[0] if idx is None else idx[bad]] = True
             break
-        cut = np.flatnonzero((pm <= least[bid]) & bad)
+        cut = ((pm <= least[bid]) & bad).nonzero()[0]
         cb = bid[cut]
-        cut = cut[np.concatenate([[True], cb[1:] != cb[:-1]])]
+        cut = cut[np.concatenate((_TRUE, cb[1:] != cb[:-1]))]
         first_cut = cut if idx is None else idx[cut]  # the least-mean prefix ends there
         is_start[first_cut + 1] = True  # never a block's last node: the whole block's mean is above the least
-        split = np.flatnonzero(bad_block)  # (every bad block has a cut)
-        beg = np.stack([beg[split], first_cut + 1], axis=1).reshape(-1)
-        end = np.stack([first_cut + 1, end[split]], axis=1).reshape(-1)
+        split = bad_block.nonzero()[0]  # (every bad block has a cut)
+        nb, ne = np.empty(2 * len(split), dtype=np.int64), np.empty(2 * len(split), dtype=np.int64)
+        nb[0::2], nb[1::2] = beg[split], first_cut + 1
+        ne[0::2], ne[1::2] = first_cut + 1, end[split]
+        beg, end = nb, ne
         idx = np.empty(0, dtype=np.int64)  # (not None: the rounds after the first read their blocks' nodes)
-    return np.flatnonzero(is_start)
+    return starts if is_start is None else is_start.nonzero()[0]
 
 
 def _coordinates(graph: _ProperGraph, rows: list[np.ndarray], seps: list[np.ndarray], us: np.ndarray, ud: np.ndarray,
@@ -949,14 +1034,16 @@ def _coordinates(graph: _ProperGraph, rows: list[np.ndarray], seps: list[np.ndar
     # what the steps read that they do not change, gathered once
     has, wdiv, ue, de, nwf = wsum > 0, np.maximum(wsum, 1e-12), us[e], ud[e], nw[flat]
     state = b""
+    memo: dict = {}  # (_isotonic's, for this w and first)
     for _ in range(iters):
         _pause()
         d = np.bincount(graph.inc_node, weights=ew * x[graph.inc_nbr], minlength=graph.n_nodes)
         d = np.where(has, d / wdiv, x)
-        a, b = x[ue], x[de]
-        d[n:] = DUMMY_LINE * (a + (b - a) * frac) + (1 - DUMMY_LINE) * d[n:]
+        if len(ue):  # (no dummies: nothing to write; a third of a small graph's step on empty arrays)
+            a, b = x[ue], x[de]
+            d[n:] = DUMMY_LINE * (a + (b - a) * frac) + (1 - DUMMY_LINE) * d[n:]
         t = 0.5 * (x + d)
-        fit, blocks = _isotonic(t[flat] - c, nwf, first, blocks)
+        fit, blocks = _isotonic(t[flat] - c, nwf, first, blocks, memo)
         x[flat] = fit + c
         # a step is a function of x and the blocks alone: once a step gives them back bit for bit, so would every
         # later step (a chain, a lone row: about one small graph in four settles within 5 steps)
@@ -1053,7 +1140,12 @@ def _order(graph: _ProperGraph, pcomp: np.ndarray) -> np.ndarray:
 def _x_coords(graph: _ProperGraph, pos: np.ndarray, us: np.ndarray, ud: np.ndarray) -> np.ndarray:
     """Pass 5, x: node centers (proper nodes, dummies included) from the order (not yet shifted to x >= 0)."""
     rows = _rows(graph, pos)
-    return _coordinates(graph, rows, [_seps(graph, r) for r in rows], us, ud, COORD_ITERS)
+    # every row's separations (_seps) in one pass over the rows laid end to end, the pairs across two rows left out
+    # (the same elementwise operations on the same pairs)
+    sep = _seps(graph, np.concatenate(rows))
+    lp = graph.lptr.tolist()
+    return _coordinates(graph, rows, [sep[lp[i]:max(lp[i + 1] - 1, lp[i])] for i in range(graph.n_layers)], us, ud,
+                        COORD_ITERS)
 
 
 def _channels(n: int, lay: np.ndarray, us: np.ndarray, ud: np.ndarray) -> np.ndarray:

@@ -604,3 +604,51 @@ def test_coordinates_stop_once_a_step_gives_its_input_back():
     assert got.tobytes() == every.tobytes(), i
     settled += len(steps) < L.COORD_ITERS
   assert settled >= 3
+
+
+def test_x_steps_memo_of_unchanged_blocks_changes_no_bit(monkeypatch):
+  """Issue 30: the x steps keep what depends on the isotonic blocks alone (_block_tables, the row starts' flags)
+  while the same blocks come back: the same x, to the bit, as recomputing it every step; and a step whose blocks
+  all stay solid hands the very same starts array back (what the memo keys on)."""
+  from viz_server import layout as L
+  graphs = [uop_like(n, n) for n in range(6, 120, 7)] + [[(0, 2), (1, 2), (2, 3), (0, 3)]]
+  fresh = L._isotonic
+  for i, edges in enumerate(graphs):
+    P, pcomp = _proper_of(edges, i)
+    rows = L._rows(P, L._order(P, pcomp))
+    seps = [L._seps(P, r) for r in rows]
+    ids = sorted(nodes_of(edges))
+    _, us, ud, _ = L._acyclic(len(ids), edges, {v: k for k, v in enumerate(ids)})
+    got = L._coordinates(P, rows, seps, us, ud, L.COORD_ITERS, settle=False)
+    monkeypatch.setattr(L, "_isotonic", lambda y, w, first, starts=None, memo=None: fresh(y, w, first, starts))
+    want = L._coordinates(P, rows, seps, us, ud, L.COORD_ITERS, settle=False)
+    monkeypatch.setattr(L, "_isotonic", fresh)
+    assert got.tobytes() == want.tobytes(), i
+  s = np.array([2.0, 1.0, 3.0, 4.0, 0.5])
+  w = np.ones(5)
+  starts = np.array([0, 2, 3])  # blocks [2, 1], [3], [4, 0.5]: each one's own fit constant
+  assert L._solid_blocks(s, w, starts) is starts
+  assert L._solid_blocks(s[::-1].copy(), w, starts).tolist() == [0, 1, 2, 3, 4]  # [0.5, 4] and [1, 2] split
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_list_transpose_keeps_its_crossing_count_exact(seed):
+  """Issue 30: _ListOrderer's transposes reuse a pair's counts while none of its two nodes' neighbours moved; from
+  shuffled orders (many swaps, so many stale pairs if the stamps were wrong) the running count must equal a recount
+  after every run, as numpy's does, and the orders must be numpy's."""
+  from viz_server import layout as L
+  edges = uop_like(60, seed)
+  P, pcomp = _proper_of(edges, seed)
+  assert len(P.up) <= L.SMALL_EDGES
+  rng = np.random.default_rng(seed)
+  start = P.loc.copy()
+  for m in P.members:
+    start[m] = rng.permutation(len(m))
+  O, N = L._ListOrderer(P, pcomp), L._Orderer(P, pcomp)
+  O.pos[:] = start.tolist()
+  N.pos[:] = start
+  for eq in (0, 1, 3):
+    O.transpose(6, equal_every=eq)
+    N.transpose(6, equal_every=eq)
+    assert O.count == O.crossings() == N.count
+    assert O.pos == N.pos.tolist()
