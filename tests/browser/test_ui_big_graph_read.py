@@ -8,6 +8,7 @@ from support.server_helpers import recording
 
 from compiler import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
 from compiler.uop import AxisType
+from viz_server import replay, views
 
 GRAPH_OF = "() => document.body.dataset.graph ?? null"
 LOADING = "() => document.querySelector('#graph-wrap').dataset.loading ?? null"
@@ -245,7 +246,10 @@ def _jumps_by_delta(page, server) -> None:
   wait_graph(page, t, rw["id"], 2)
   xy = "() => Object.fromEntries(window.__viz.graph.ids().map((id) => [id, [window.__viz.graph.node(id).x, " \
        "window.__viz.graph.node(id).y]]))"
-  for k in (n, n - 30, n - 50):  # (each more than NEAR steps from every layout laid out before)
+  # each more than NEAR (8) steps from every layout laid out before, the server's prefetch's included: it lays out at
+  # most PREFETCH (12) steps from a step the page asked for (2 and its neighbours, then each jump's, once stayed on)
+  assert n >= 80 and views.PREFETCH + replay.NEAR < 25
+  for k in (n, n - 30, n - 55):
     before = page.evaluate(xy)
     page.evaluate("(k) => window.__viz.setStep(k)", k)
     wait_graph(page, t, rw["id"], k)
