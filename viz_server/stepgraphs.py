@@ -799,13 +799,7 @@ class StepGraphs:
     out = {"from": j, "to": k, "nodes_added": nodes_added, "nodes_removed": sorted(removed_set), "nodes_moved": {},
            "edges_added": edges_added, "edges_removed": [], "width": _px(lk.width), "height": _px(lk.height),
            **self._marks(k), "match": self._match(k), "anchor": a, "jump": True}
-    del out["removed"]  # (the page reads nodes_removed)
-    if pairs:
-      self._rebuilt(out, pairs, resite)
-    if shifted:
-      self._shifted(out, shifted, resite)
-    _pack_straight(out, added_set)
-    _pack_whole(out)
+    self._pack_rebuilt(out, pairs, shifted, resite, added_set)
     # the nodes both have whose `created` the page may hold otherwise: where either step's creator tells one (an
     # exact one never changes, and a page that came to j before its steps were computed holds null)
     kept = sorted(mj & mk)
@@ -814,6 +808,19 @@ class StepGraphs:
     if differ:
       out["kept_created"] = {"id": _diff_runs([n for n, _ in differ]), "value": _value_runs(c for _, c in differ)}
     return out
+
+  def _pack_rebuilt(self, out: dict, pairs: list[tuple[int, int, int | None]],
+                    shifted: list[tuple[int, int, int | None, float, float]], resite: dict,
+                    added_set: set[int]) -> None:
+    """A compact=2 delta's packing: rebuilt and shifted nodes as runs, straight edges and whole nodes packed; the page
+    reads nodes_removed (a step's and a far jump's delta alike)."""
+    del out["removed"]
+    if pairs:
+      self._rebuilt(out, pairs, resite)
+    if shifted:
+      self._shifted(out, shifted, resite)
+    _pack_straight(out, added_set)
+    _pack_whole(out)
 
   def _pair(self, rj: int, rk: int, mj: frozenset[int], mk: frozenset[int]) -> dict[int, int]:
     """{node of k: node of j it stands for} for the nodes of k that j lacks: from the roots down, a node of k not in j
@@ -1042,13 +1049,7 @@ class StepGraphs:
     if ck is not None:
       out["cut"] = ck.info()
     if rebuilt:
-      del out["removed"]  # (the page reads nodes_removed)
-      if pairs:
-        self._rebuilt(out, pairs, resite)
-      if shifted:
-        self._shifted(out, shifted, resite)
-      _pack_straight(out, added_set)
-      _pack_whole(out)
+      self._pack_rebuilt(out, pairs, shifted, resite, added_set)
       if held and k == j - 1 and not cutting and (info := rp.step(j)) is not None:
         _pack_held(out, set(info.removed))
     return out
