@@ -581,6 +581,17 @@ def test_small_graph_layouts_equal_the_numpy_path(monkeypatch):
   assert fast == slow
 
 
+def _x_inputs(edges: list[tuple[int, int]], i: int) -> tuple:
+  """What the x steps (_coordinates) take for a graph: its proper graph, ordered rows, their separations and the
+  acyclic edges' ends."""
+  from viz_server import layout as L
+  P, pcomp = _proper_of(edges, i)
+  rows = L._rows(P, L._order(P, pcomp))
+  ids = sorted(nodes_of(edges))
+  _, us, ud, _ = L._acyclic(len(ids), edges, {v: k for k, v in enumerate(ids)})
+  return P, rows, [L._seps(P, r) for r in rows], us, ud
+
+
 def test_coordinates_stop_once_a_step_gives_its_input_back():
   """Issue 30: the x steps stop once one gives x and the isotonic blocks back bit for bit (every later step would):
   the same x, to the bit, as all COORD_ITERS steps, and fewer steps on graphs that settle (chains, lone rows)."""
@@ -589,11 +600,7 @@ def test_coordinates_stop_once_a_step_gives_its_input_back():
   graphs += [uop_like(n, n) for n in range(6, 60, 4)]
   settled = 0
   for i, edges in enumerate(graphs):
-    P, pcomp = _proper_of(edges, i)
-    rows = L._rows(P, L._order(P, pcomp))
-    seps = [L._seps(P, r) for r in rows]
-    ids = sorted(nodes_of(edges))
-    _, us, ud, _ = L._acyclic(len(ids), edges, {v: k for k, v in enumerate(ids)})
+    P, rows, seps, us, ud = _x_inputs(edges, i)
     steps: list[int] = []
     L._hook.pause = lambda s=steps: s.append(1)
     try:
@@ -614,11 +621,7 @@ def test_x_steps_memo_of_unchanged_blocks_changes_no_bit(monkeypatch):
   graphs = [uop_like(n, n) for n in range(6, 120, 7)] + [[(0, 2), (1, 2), (2, 3), (0, 3)]]
   fresh = L._isotonic
   for i, edges in enumerate(graphs):
-    P, pcomp = _proper_of(edges, i)
-    rows = L._rows(P, L._order(P, pcomp))
-    seps = [L._seps(P, r) for r in rows]
-    ids = sorted(nodes_of(edges))
-    _, us, ud, _ = L._acyclic(len(ids), edges, {v: k for k, v in enumerate(ids)})
+    P, rows, seps, us, ud = _x_inputs(edges, i)
     got = L._coordinates(P, rows, seps, us, ud, L.COORD_ITERS, settle=False)
     monkeypatch.setattr(L, "_isotonic", lambda y, w, first, starts=None, memo=None: fresh(y, w, first, starts))
     want = L._coordinates(P, rows, seps, us, ud, L.COORD_ITERS, settle=False)
