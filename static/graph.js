@@ -55,6 +55,7 @@ export class GraphView {
     this.frames = 0;
     this._fadeTimer = 0;     // the pending fade redraw's timer, 0 while none
     this.version = 0;        // bumped whenever nodes or edges change
+    this.stepVersion = -1;   // the version a step's delta made (applyDelta), if the model is one
     // collapsible groups (static/graphgroups.js): off in this base view (the Diff panel's); the main view folds
     // big graphs (groupsOn null: by size)
     this.groupsOn = false;
@@ -175,6 +176,7 @@ export class GraphView {
     this.size = {width: d.width || this.size.width, height: d.height || this.size.height};
     this._respace();
     this._changed();
+    this.stepVersion = this.version;  // (a step's model: the minimap may redraw its boxes a little later)
     const changed = runs ? [...runs.ids.filter((id) => !runs.unchanged.has(id)), ...d.changed] : d.changed;
     this._mark(d.added, changed, d.match);
     if (this.selected !== null && !this.nodes.has(this.selected)) this.selected = null;

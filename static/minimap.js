@@ -5,6 +5,10 @@ import {h} from "./dom.js";
 import {TEXT_MIN_SCALE} from "./graphdraw.js";
 
 const MAX_W = 200, MAX_H = 150;  // CSS px: the overview's largest box (its aspect is the graph's)
+// steps in a row (an arrow key held or pressed again and again) redraw the boxes at most once in this many ms: each
+// redraw fills every box (~3,000 on a GPT step's `add bufferize`, ~5 ms of a step's main thread, issue 30: an arrow
+// step under 50 ms) for a picture a step changes by a few boxes; the last step's boxes come REDRAW_MS after it at most
+const REDRAW_MS = 200;
 
 export class Minimap {
   /** wrap: the element it floats in; view: the GraphView it shows and moves. */
@@ -12,6 +16,10 @@ export class Minimap {
     this.view = view;
     this.off = false;        // the user hid it (key m)
     this.drawnFor = null;    // the model version the overview's boxes were drawn for
+    this.drawnAt = -Infinity;  // when (performance.now()) they were drawn
+    this.later = 0;          // the timer of a redraw put off (REDRAW_MS), 0 while none
+    this.redrawMs = REDRAW_MS;  // (a test on a loaded machine widens it)
+    this.boxDraws = 0;       // how many times the boxes were drawn (tests count them)
     this.scale = 1;          // overview px per graph px
     this.canvas = h("canvas", {id: "minimap", class: "minimap", title: "Overview: click or drag to move the view"});
     this.canvas.hidden = true;
@@ -58,7 +66,16 @@ export class Minimap {
     const s = Math.min(MAX_W / width, MAX_H / height);
     const cw = Math.max(20, Math.round(width * s)), ch = Math.max(20, Math.round(height * s));
     const dpr = window.devicePixelRatio || 1;
-    if (this.drawnFor !== v.version || this.scale !== s) this._drawBoxes(s, cw, ch, dpr);
+    if (this.drawnFor !== v.version || this.scale !== s) {
+      const wait = this.drawnAt + this.redrawMs - performance.now();
+      // a step's model soon after the boxes were drawn: the view's rectangle now, over the boxes drawn, and the
+      // boxes once REDRAW_MS passed since (another graph, or a new size, draws them at once)
+      if (wait > 0 && this.scale === s && v.version === v.stepVersion && this.drawnFor !== null) {
+        if (!this.later) this.later = setTimeout(() => { this.later = 0; this.update(); }, Math.min(wait, REDRAW_MS));
+      } else {
+        this._drawBoxes(s, cw, ch, dpr);
+      }
+    }
     const c = this.canvas;
     if (c.width !== this.boxes.width || c.height !== this.boxes.height) {
       c.width = this.boxes.width;
@@ -82,6 +99,10 @@ export class Minimap {
     const v = this.view, b = this.boxes;
     this.scale = s;
     this.drawnFor = v.version;
+    this.drawnAt = performance.now();
+    this.boxDraws++;
+    clearTimeout(this.later);
+    this.later = 0;
     b.width = Math.round(cw * dpr);
     b.height = Math.round(ch * dpr);
     const ctx = b.getContext("2d");

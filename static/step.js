@@ -8,6 +8,9 @@ const TREE_DEPTH = 3;
 const TREE_MAX = 40;
 const LIST_WINDOW = 300;  // rows of the step list rendered at once; moving inside it only moves the highlight
 const LIST_MARGIN = 30;
+// the list's rows in blocks that skip style, layout and paint out of view (static/style.css, .step-block): the
+// highlight moved each step made the panel record its ~300 rows again, ~5 ms of a step's main thread (issue 30)
+const LIST_BLOCK = 25;
 // a step shown within REPEAT_MS of the one before (an arrow key held or pressed again and again): its title and the
 // list's highlight change at once, its rule and before/after trees once REPEAT_MS pass without another step. Built
 // after every step's paint, they cost the page a second frame a step (~7-9 ms main thread, their node trees ~7 ms,
@@ -143,12 +146,16 @@ export class StepPanel extends Panel {
       const rows = [h("li", {class: "step-row", dataset: {step: 0}}, h("span", {class: "k"}, "0"),
         h("span", {class: "muted"}, "input graph"))];
       if (lo > 0) rows.push(h("li", {class: "muted small"}, `… ${lo} earlier`));
-      for (let i = lo; i < hi; i++) {
-        const st = rw.steps[i];
-        rows.push(h("li", {class: `step-row${st.error ? " error" : ""}`, dataset: {step: st.k}},
-          h("span", {class: "k"}, String(st.k)), h("span", {class: "mono"}, `#${st.before} → ${st.after ?? "✗"}`),
-          h("span", {class: "muted pat-ref", dataset: {pat: st.pattern}}, `rule ${st.pattern}`),
-          h("span", {class: "dt muted"}, fmtNs(st.dt))));
+      for (let b = lo; b < hi; b += LIST_BLOCK) {
+        const block = [];
+        for (let i = b; i < Math.min(hi, b + LIST_BLOCK); i++) {
+          const st = rw.steps[i];
+          block.push(h("li", {class: `step-row${st.error ? " error" : ""}`, dataset: {step: st.k}},
+            h("span", {class: "k"}, String(st.k)), h("span", {class: "mono"}, `#${st.before} → ${st.after ?? "✗"}`),
+            h("span", {class: "muted pat-ref", dataset: {pat: st.pattern}}, `rule ${st.pattern}`),
+            h("span", {class: "dt muted"}, fmtNs(st.dt))));
+        }
+        rows.push(h("li", {class: "step-block"}, h("ul", null, ...block)));
       }
       if (hi < n) rows.push(h("li", {class: "muted small"}, `… ${n - hi} more`));
       const el = h("details", {class: "step-list", open: true}, h("summary", null, "All steps"),

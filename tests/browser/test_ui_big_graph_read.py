@@ -292,3 +292,67 @@ PREFETCH_LEFT = """async (n) => {
   }
   return calls.length;
 }"""
+
+
+# the step list's rows, and those the page draws (checkVisibility: false where content-visibility skips a row)
+STEP_ROWS = """() => {
+  const rows = [...document.querySelectorAll('#panel-step .step-row')];
+  const sel = document.querySelector('#panel-step .step-row.selected');
+  return {rows: rows.length, drawn: rows.filter((r) => r.checkVisibility({contentVisibilityAuto: true})).length,
+          selected: sel?.dataset.step ?? null, selectedDrawn: sel ? sel.checkVisibility({contentVisibilityAuto: true})
+          : null};
+}"""
+
+
+def test_the_step_list_draws_only_its_rows_in_view(new_page, kserver):
+  """The step list's rows (up to 300 around the step) come in blocks that the page skips out of view: a step moved the
+  list's highlight and the panel recorded every row again, ~5 ms of an arrow step on `add bufferize` (issue 30)."""
+  page = new_page(1400, 500)  # (a short page: Chromium draws what lies within about a viewport of the view too)
+  t, rw = open_rewrite(page, kserver, "kernel", step=1, panel="step")
+  n = rw["matches"]
+  page.wait_for_function(f"() => document.querySelectorAll('#panel-step .step-row').length === {n + 1}")
+  for k in (2, 3):
+    page.keyboard.press("ArrowRight")
+    wait_graph(page, t, rw["id"], k)
+  page.wait_for_function("() => document.querySelector('#panel-step .step-row.selected')?.dataset.step === '3'")
+  got = page.evaluate(STEP_ROWS)
+  assert got["rows"] == n + 1 and got["selectedDrawn"], got
+  assert 0 < got["drawn"] <= n + 1 - 25, got  # (a block, static/step.js LIST_BLOCK, or more skipped)
+  # scrolled to, the last row is drawn
+  page.evaluate(f"() => document.querySelector('#panel-step li[data-step=\"{n}\"]').scrollIntoView()")
+  page.wait_for_function(f"() => document.querySelector('#panel-step li[data-step=\"{n}\"]')"
+                         ".checkVisibility({contentVisibilityAuto: true})")
+
+
+# the minimap's state: how often its boxes were drawn, and whether they are the graph's version's
+MINIMAP = """() => {
+  const g = window.__viz.graph, m = g.minimap;
+  return {draws: m.boxDraws, current: m.drawnFor === g.version, shown: !m.canvas.hidden, pending: m.later !== 0};
+}"""
+
+
+def test_steps_in_a_row_redraw_the_minimaps_boxes_once_they_pause(page, kserver):
+  """Arrow steps one after another redraw the minimap's boxes (every box of the graph, ~5 ms a step on `add
+  bufferize`, issue 30) at most once per REDRAW_MS, the last step's after it; another graph's at once."""
+  t, rw = open_rewrite(page, kserver, "kernel", step=1)
+  r = page.locator("#graph canvas").bounding_box()
+  page.mouse.move(r["x"] + r["width"] / 2, r["y"] + r["height"] / 2)
+  page.mouse.wheel(0, -600)  # (zoomed in past the fit: the minimap shows)
+  page.locator("#minimap").wait_for(state="visible")
+  page.wait_for_function("() => window.__viz.graph.minimap.drawnFor === window.__viz.graph.version")
+  # (no pause comes by the clock during the steps, however slow the machine)
+  page.evaluate("() => { window.__viz.graph.minimap.redrawMs = 1e9; }")
+  before = page.evaluate(MINIMAP)
+  for k in range(2, 6):
+    page.keyboard.press("ArrowRight")
+    wait_graph(page, t, rw["id"], k)
+  got = page.evaluate(MINIMAP)
+  assert got["shown"] and got["draws"] == before["draws"] and not got["current"] and got["pending"], (before, got)
+  page.evaluate("() => { window.__viz.graph.minimap.redrawMs = 0; }")  # the pause: the last step's boxes
+  page.wait_for_function("() => window.__viz.graph.minimap.drawnFor === window.__viz.graph.version")
+  assert page.evaluate(MINIMAP)["draws"] == before["draws"] + 1
+  # a graph (a far jump's, laid out fresh: not a step's delta) draws its boxes at once
+  page.evaluate("() => { window.__viz.graph.minimap.redrawMs = 1e9; }")
+  page.keyboard.press("r")  # (re-layout: the step's graph, fresh)
+  page.wait_for_function("() => document.body.dataset.layout === 'fresh'")
+  page.wait_for_function("() => window.__viz.graph.minimap.drawnFor === window.__viz.graph.version")
