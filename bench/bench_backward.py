@@ -269,10 +269,16 @@ def _capture(program: str) -> list[tuple[Any, list[np.ndarray]]]:
       return run(bufs, *a, **kw)
     return snapshot_and_run
   realize.get_runner = spy
+  ahead = os.environ.get("COMPILE_AHEAD")
+  os.environ["COMPILE_AHEAD"] = "0"  # (kernels compiled ahead of their turn never pass through get_runner)
   try:
     prog()
   finally:
     realize.get_runner = plain
+    if ahead is None:
+      os.environ.pop("COMPILE_AHEAD")
+    else:
+      os.environ["COMPILE_AHEAD"] = ahead
   return list(seen.items())
 
 
