@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compiler.rewrite import PatternMatcher, UPat, graph_rewrite
+from compiler import rewrite
+from compiler.rewrite import PatternMatcher, UPat, graph_rewrite, track_graph
 from compiler.schedule.naming import unique_kernel_name
 from compiler.uop import AxisType, FastOps, KernelInfo, Ops, UOp, toposort
 
@@ -198,6 +199,38 @@ def fuse_group(members: list[Kernel], memo: dict[tuple[Kernel, ...], _RefState] 
   return ast, tuple(bufs[n] for n in sorted(slot, key=slot.__getitem__))
 
 
+# a fused kernel by what it depends on: its members' ASTs and which of their buffers are one buffer (each member's slots
+# numbered by the buffer's first appearance in the group); the fused AST, and its slots' buffers by those numbers
+_FusionKey = tuple[tuple[UOp, ...], tuple[tuple[int, ...], ...]]
+_Fused = tuple[UOp, tuple[int, ...]]
+
+
+def _fusion_key(members: list[Kernel]) -> tuple[_FusionKey, list[UOp]]:
+  """members' fusion key, and the group's buffers in the order the key numbers them."""
+  number: dict[UOp, int] = {}
+  pattern = tuple(tuple([number.setdefault(b, len(number)) for b in bufs]) for _, bufs in members)
+  return (tuple([ast for ast, _ in members]), pattern), list(number)
+
+
+def fuse_made(members: list[Kernel], memo: dict[tuple[Kernel, ...], _RefState] | None,
+              made: dict[_FusionKey, _Fused] | None) -> Kernel:
+  """fuse_group's kernel, or the one a group of the same key gave in this schedule (made: by key; None: none kept),
+  bound to these members' buffers: every layer's parameters of a shape join the same way (GPT step: 160 fusions,
+  31 distinct). Its passes show in the trace once a key; a later group of the key is a "fusion cache hit" snapshot.
+  Not with switches on, which number every pass's matches (as the kernel cache)."""
+  if made is None or rewrite.SWITCHES is not None:
+    return fuse_group(members, memo)
+  key, bufs = _fusion_key(members)
+  hit = made.get(key)
+  if hit is not None:
+    track_graph(hit[0], "fusion cache hit")
+    return hit[0], tuple(bufs[n] for n in hit[1])
+  ast, fused_bufs = fuse_group(members, memo)
+  at = {b: n for n, b in enumerate(bufs)}
+  made[key] = (ast, tuple(at[b] for b in fused_bufs))
+  return ast, fused_bufs
+
+
 def fuse_kernels(kernels: list[Kernel], in_place: set[UOp]) -> list[Kernel]:
   """The kernels with each in-place writer (its outputs are all in `in_place`, the buffers of the tensor graph) fused
   into the writers of what it reads at its stored element (see the module docstring)."""
@@ -209,6 +242,7 @@ def fuse_kernels(kernels: list[Kernel], in_place: set[UOp]) -> list[Kernel]:
   # (recorded too: a member's "fuse refs" pass is in the trace once, from the fusion that first took it; the later
   # groups' "fuse kernels" passes start from its stores. Untraced only, it was ~0.08 s of recording's cost, issue 30)
   memo: dict[tuple[Kernel, ...], _RefState] = {}
+  made: dict[_FusionKey, _Fused] = {}
 
   def index_of(ast: UOp) -> UOp | None:
     got = store_index.get(ast, store_index)
@@ -222,7 +256,7 @@ def fuse_kernels(kernels: list[Kernel], in_place: set[UOp]) -> list[Kernel]:
       for i, g in enumerate(fused):
         if index_of(g[0]) is idx and (not ins.isdisjoint(kernel_outputs(g)) or _in_place_sibling(g, k, in_place)):
           cands.append(i)
-    joined = _join(groups, fused, cands, k, memo)
+    joined = _join(groups, fused, cands, k, memo, made)
     if joined is None:
       groups.append([k])
       fused.append(k)
@@ -239,7 +273,8 @@ def _in_place_sibling(g: Kernel, k: Kernel, in_place: set[UOp]) -> bool:
 
 
 def _join(groups: list[list[Kernel]], fused: list[Kernel], cands: list[int], k: Kernel,
-          memo: dict[tuple[Kernel, ...], _RefState] | None = None) -> bool | None:
+          memo: dict[tuple[Kernel, ...], _RefState] | None = None,
+          made: dict[_FusionKey, _Fused] | None = None) -> bool | None:
   """Fuse k with the candidate groups (all of them, else the latest that works); True when it did."""
   for pick in ([cands] if len(cands) > 1 else []) + [[c] for c in reversed(cands)]:
     members = [m for i in pick for m in groups[i]] + [k]
@@ -248,7 +283,7 @@ def _join(groups: list[list[Kernel]], fused: list[Kernel], cands: list[int], k: 
       continue
     if not _safe_group(members):
       continue
-    new = fuse_group(members, memo)
+    new = fuse_made(members, memo, made)
     for i in sorted(pick, reverse=True):
       del groups[i], fused[i]
     groups.append(members)

@@ -173,3 +173,43 @@ def test_a_group_grown_a_kernel_at_a_time_rewrites_each_member_once(monkeypatch)
     asts[memo] = (sched[0].ast, len(members))
   assert asts[True][0] is asts[False][0]
   assert asts[False][1] == 2 + 3 + 4 and asts[True][1] == 4
+
+
+def test_a_fusion_made_before_is_taken_for_the_same_asts_and_buffer_sharing_only(monkeypatch):
+  # fuse.fuse_made (issue 29: GPT step's 160 fusions are 31 distinct): the key is the members' ASTs and which of their
+  # buffers are one buffer; another group of that key gets the fused AST bound to its own buffers, and a group whose
+  # buffers are shared another way (here: the writer of what the in-place write reads is not in the group) is fused
+  # anew, as fuse_group fuses it
+  from compiler.runtime.buffer import new_buffer_uop
+  from compiler.schedule import fuse
+  groups: list[list] = []
+  made_by = fuse.fuse_made
+
+  def spy(members, memo, made):
+    groups.append(list(members))
+    return made_by(members, memo, made)
+  monkeypatch.setattr(fuse, "fuse_made", spy)
+  monkeypatch.setenv("SCHEDULE_CACHE", "0")
+  x, w = randt(4, 3), realized(4, 3)
+  a = (x + 2).contiguous()
+  w.assign(a * 5)
+  a.schedule(w)
+  (first,) = groups
+  assert [len(bufs) for _, bufs in first] == [2, 2] and first[0][1][0] is first[1][1][1]  # a = f(x); w = g(a)
+
+  def fresh(b):
+    return new_buffer_uop(b.dtype, b.arg[1])
+  xb, ab, wb = first[0][1][1], first[0][1][0], first[1][1][0]
+  renamed = {b: fresh(b) for b in (xb, ab, wb)}
+  same_sharing = [(ast, tuple(renamed[b] for b in bufs)) for ast, bufs in first]
+  other = fresh(ab)  # w reads a buffer the group's first kernel does not write
+  other_sharing = [first[0], (first[1][0], (first[1][1][0], other))]
+  made: dict = {}
+  monkeypatch.setattr(fuse, "fuse_made", made_by)
+  got = [fuse.fuse_made(ms, None, made) for ms in (first, same_sharing, other_sharing)]
+  assert len(made) == 2, "a group of the same ASTs and sharing was fused again, or one of other sharing was not"
+  for ms, (ast, bufs) in zip((first, same_sharing, other_sharing), got):
+    want_ast, want_bufs = fuse.fuse_group(ms)
+    assert ast is want_ast and bufs == want_bufs
+  assert got[1][1] == tuple(renamed[b] for b in got[0][1])
+  assert got[2][0] is not got[0][0]
