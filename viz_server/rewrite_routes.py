@@ -41,6 +41,15 @@ def graph_at(tr: Trace, rw: Rewrite, k: int, compact: bool = False, fresh: bool 
   stays on when one of its layouts is near, else step k is a new anchor: laid out from the layout of the step the
   page shows (`shown`) where that fits, else fresh (docs: "Far jumps"). delta: the page takes the compact=2 delta
   from `shown` where k was laid out from it (StepGraphs.jump_delta: a few KB where the graph is ~1 MB)."""
+  answer = _graph_answer(tr, rw, k, compact, fresh, anchor, shown, delta)
+  if rw.matches:  # (its steps' replays look nodes up next: the index is built while the page draws this answer)
+    tr.nodes.index_ahead()
+  return answer
+
+
+def _graph_answer(tr: Trace, rw: Rewrite, k: int, compact: bool, fresh: bool, anchor: int, shown: int | None,
+                  delta: bool) -> bytes:
+  """graph_at's answer (see there)."""
   check_step(rw, k)
   all_views = views()
   view = all_views.get(tr, rw)
