@@ -25,6 +25,13 @@ demo's CPU 6.06 -> 5.46 s at -j 1 (medians of 5), 6.30 -> 6.28 s at -j 2 (of 7);
 The tool exec'd by compiler/__init__.py before the compiler is imported (medians): the demo's CPU 5.23 -> 5.27 s (of
 5, load 3.6-6.1: noise), 5.00 -> 4.74 s (of 5, load 3.3-3.8), 5.04 -> 4.66 s (of 7, load 3.5-4.5); `export --help`
 0.319 -> 0.111 s (of 10), `--context "schedule 0"` 1.129 -> 0.886 s at -j 1, 1.005 -> 0.816 s at -j 2 (of 8).
+The page's deflate at zlib's level 7, not 9 (page.DEFLATE_LEVEL), the demo (265,579 B), medians of 8 (load 1.8-2.3):
+  trace                  code      trace B  wall s   CPU s  peak MB  ratio
+  export_demo.vztrace    before     265579    3.56    5.91      101   2.63
+  export_demo.vztrace    now        265579    3.36    5.78      101   2.66
+(again, load 0.9-2.4: wall 4.96 -> 3.55 s, CPU 6.49 -> 5.75 s; a GPT step, gpt_step tiny, 1,478,803 B, one run each,
+load 2.5-2.8: wall 41.5 -> 36.5 s, CPU 51.2 -> 48.2 s, peak 350 -> 351 MB, 2.39x -> 2.44x; docs/architecture.md,
+"Trace tools").
 """
 from __future__ import annotations
 

@@ -246,7 +246,7 @@ class _Counting:
   """zlib's compressor, counting the calls that hand it text."""
 
   def __init__(self, real) -> None:
-    self.real, self.calls = real(9), 0
+    self.real, self.calls = real(page.DEFLATE_LEVEL), 0
 
   def compress(self, data: bytes) -> bytes:
     self.calls += 1

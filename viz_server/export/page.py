@@ -38,6 +38,11 @@ _FAVICON = "data:image/svg+xml;base64,"
 _MARK = "\0tinyviz-data\0"  # where the data's digits go in the page (no template or script holds a NUL)
 PIECE_ITEMS = 4096  # a long list's items per piece of the data's JSON text as it is deflated (write)
 DEFLATE_TEXT = 64 << 10  # the pieces' text handed to zlib at a time (_write_digits)
+# zlib's level for the page's two parts (issue 30: the deflate is most of the export's serial end). CPU s and bytes of
+# the data's deflate, levels 6, 7, 9: the demo 0.08, 0.10, 0.23 s and 443, 439, 433 KB; a GPT training step 0.56,
+# 0.71, 1.49 s and 2.79, 2.76, 2.70 MB. 7: most of 6's time for less of its size (a training step's page was 2.87x
+# its trace at 9: ~2.93x so, within issue 30's 3x)
+DEFLATE_LEVEL = 7
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode  # (json.dumps makes an encoder a call with separators)
 
 
@@ -142,7 +147,7 @@ def _json_pieces(obj: Any) -> Iterator[str]:
 def _write_digits(fh: IO[bytes], pieces: Iterable[str]) -> int:
   """The pieces' UTF-8 deflated and written as _digits writes the whole (base 85 works 4 bytes at a time, so whole
   groups can go as they come); returns the deflated bytes' count."""
-  comp = zlib.compressobj(9)
+  comp = zlib.compressobj(DEFLATE_LEVEL)
   held, n = b"", 0
   for text in itertools.chain(_batched(pieces), [None]):
     raw = comp.compress(text.encode("utf-8")) if text is not None else comp.flush()
@@ -173,7 +178,7 @@ def _batched(pieces: Iterable[str]) -> Iterator[str]:
 
 def _digits(text: str) -> dict:
   """UTF-8 text deflated and written in base-85 digits (boot.js inflates it)."""
-  raw = zlib.compress(text.encode("utf-8"), 9)
+  raw = zlib.compress(text.encode("utf-8"), DEFLATE_LEVEL)
   return {"n": len(raw), "data": b85(raw).decode("ascii")}
 
 
