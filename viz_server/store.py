@@ -10,6 +10,7 @@ import shutil
 import tempfile
 import threading
 import time
+import weakref
 from array import array
 from itertools import groupby, islice
 from pathlib import Path
@@ -591,7 +592,7 @@ class TraceStore:
     self._next_id = 0
     self._follow_lock = threading.Lock()
     self._upload_dir = upload_dir
-    self._own_upload_dir = False
+    self._upload_cleanup: weakref.finalize | None = None  # removes the upload directory this store made
     self._stop = threading.Event()
     self._thread: threading.Thread | None = None
     self._last_scan = 0.0
@@ -631,7 +632,9 @@ class TraceStore:
     count and disk caps. Raises TraceFormatError, also for a file without one intact record."""
     if self._upload_dir is None:
       self._upload_dir = tempfile.mkdtemp(prefix="tinyviz-uploads-")
-      self._own_upload_dir = True
+      # at stop(), else when the store is collected or the interpreter exits: a store nobody stops (an app made for
+      # a script or a test) left its directory and uploads in the temporary folder for good
+      self._upload_cleanup = weakref.finalize(self, shutil.rmtree, self._upload_dir, True)
     fd, tmp = tempfile.mkstemp(suffix=TRACE_SUFFIX, dir=self._upload_dir)
     try:
       with os.fdopen(fd, "wb") as f:
@@ -759,8 +762,8 @@ class TraceStore:
       for tr in self.traces.values():
         if tr.live:
           tr.close()
-    if self._own_upload_dir and self._upload_dir is not None:
-      shutil.rmtree(self._upload_dir, ignore_errors=True)
+    if self._upload_cleanup is not None:
+      self._upload_cleanup()
 
   def _run(self) -> None:
     while not self._stop.wait(self.poll_interval):

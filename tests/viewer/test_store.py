@@ -1,4 +1,5 @@
 """The trace store: index of real recorder traces, damaged and hostile files, live files and watched directories."""
+import gc
 import os
 import socket
 import subprocess
@@ -73,6 +74,34 @@ def test_truncated_trace_loads_what_is_intact_and_says_it_is_damaged(tmp_path):
     up = st.add_upload(f, "t.vztrace")
   assert up.status == "damaged" and up.damage["offset"] == first_end and "truncated" in up.damage["reason"]
   assert [c.name for c in up.contexts.values()] == ["default", "first"]
+
+
+def test_an_upload_directory_the_store_made_goes_with_the_store(tmp_path):
+  # stopped, or never stopped (an app made for a script or a test) and collected: the directory and its uploads go
+  # (the suite left a tinyviz-uploads-* directory in the temporary folder for each such app)
+  path = tmp_path / "t.vztrace"
+  _two_frame_trace(path)
+  made = []
+  for stop in (True, False):
+    st = TraceStore()
+    with open(path, "rb") as f:
+      up = st.add_upload(f, "t.vztrace")
+    made.append(up.path.parent)
+    assert made[-1].is_dir() and made[-1].name.startswith("tinyviz-uploads-") and made[-1] != tmp_path
+    if stop:
+      st.stop()
+    del st, up
+    gc.collect()
+    assert not made[-1].exists(), f"{made[-1]} outlived its store (stopped: {stop})"
+  kept = tmp_path / "uploads"
+  kept.mkdir()
+  st = TraceStore(upload_dir=str(kept))  # (a directory the caller gave is the caller's)
+  with open(path, "rb") as f:
+    st.add_upload(f, "t.vztrace")
+  st.stop()
+  del st
+  gc.collect()
+  assert kept.is_dir() and any(kept.iterdir())
 
 
 def test_corrupt_frame_is_damage_even_while_following(tmp_path):
