@@ -129,14 +129,8 @@ class LinearKernel:
   nbufs: int
 
 
-# kernels lowered in this process (linear_kernel's calls: the LLVM and OpenCL backends'): a pause that lowered one ages
-# what it kept
-_CODEGENS = [0]
-
-
 def linear_kernel(ast: UOp, wide_index: bool = False) -> LinearKernel:
   kname = kernel_name(ast)
-  _CODEGENS[0] += 1
   lowered = lower_ast(ast, wide_index)
   lin = linearize(lowered, kname)
   bufs = {u.arg: u for u in toposort(ast) if u.op is FastOps.DEFINE_GLOBAL}
@@ -155,28 +149,11 @@ def collector_paused() -> Iterator[None]:
   collection."""
   was = gc.isenabled()
   gc.disable()
-  made = _CODEGENS[0]
   try:
     yield
   finally:
     if was:  # (a nested or concurrent codegen found it off and leaves it to the outermost)
-      if _CODEGENS[0] != made:
-        age_survivors()
       gc.enable()
-
-
-def age_survivors() -> None:
-  """Every object the collector tracks moved to its oldest generation without a scan (freeze, then unfreeze: list
-  splices; the generations' counts start again from zero). What a pause allocates and keeps stays young: the first
-  allocation after it ran a young collection over all of it (GPT step's cold first call: 30-47 ms at its very end, on
-  the call's critical path, freeing 0.5% of it), and later collections would have scanned it again in the middle
-  generation; a full collection scans it as before. Only after a pause that compiled (what it keeps is mostly what
-  compiling caches: programs, kernels, schedules), so a steady loop's realizes, which compile nothing, leave the
-  collector's counts, and with them its full collections, as they were. Not while the program holds frozen objects
-  of its own (gc.freeze): unfreezing would hand those back to the collector."""
-  if gc.get_freeze_count() == 0:
-    gc.freeze()
-    gc.unfreeze()
 
 
 _PROGRAMS: OrderedDict[UOp, Program] = OrderedDict()

@@ -158,41 +158,6 @@ def test_a_realize_schedules_and_runs_with_the_collector_off_and_restores_it(mon
     gc.enable()
 
 
-def _generation_of(obj: object) -> int | None:
-  return next((g for g in range(3) if any(o is obj for o in gc.get_objects(generation=g))), None)
-
-
-def test_what_a_compiling_pause_kept_is_old_at_its_end_and_a_plain_pause_ages_nothing(monkeypatch):
-  # (program.age_survivors: the first allocation after GPT step's cold first call ran a young collection over all it
-  # kept, 30-47 ms at the call's end)
-  ast = _kernel_asts(monkeypatch)[0]
-  with program.collector_paused():
-    kept = [object()]  # (a tracked object the pause made and keeps)
-    program._PROGRAMS.clear()
-    program.get_program(ast)
-  assert gc.isenabled() and _generation_of(kept) == 2, "what a compiling pause kept was left young"
-  with program.collector_paused():
-    plain = [object()]
-    program.get_program(ast)  # (remembered: nothing compiled, as in a steady loop's realizes)
-  assert _generation_of(plain) in (0, 1), "a pause that compiled nothing aged what it made"
-
-
-def test_aging_a_pause_s_survivors_leaves_the_program_s_frozen_objects_frozen(monkeypatch):
-  ast = _kernel_asts(monkeypatch)[0]
-  mine = [object()]
-  gc.freeze()
-  try:
-    assert _generation_of(mine) is None  # (frozen: in no generation)
-    with program.collector_paused():
-      kept = [object()]
-      program._PROGRAMS.clear()
-      program.get_program(ast)
-    assert _generation_of(mine) is None, "the program's frozen objects were handed back to the collector"
-    assert _generation_of(kept) in (0, 1)
-  finally:
-    gc.unfreeze()
-
-
 def test_hoisting_past_placed_nodes_keeps_the_linear_order(monkeypatch):
   # the linearizer's hoist walks no placed node's sources: the same program, node for node, as the whole-graph walk
   from compiler.codegen import linearizer
