@@ -30,6 +30,12 @@ WINDOW_MIN_FILL = (3, 4)
 WINDOW_MAX_UNROLL = 36
 
 
+def _load_strides(k: Kernel) -> list[tuple]:
+  """The strides of each access k loads (every access but the stores' buffers), in access order."""
+  stores = {st.src[0] for st in k.stores}
+  return [access_strides(k, a) for a in k.accesses if a not in stores]
+
+
 def hand_coded_optimizations(k: Kernel) -> Kernel:
   """Masked small axes upcast first, a register tile for reduces sized to the target's registers and cache line,
   reduce unrolling, a float vector along the unit-stride axis, then a THREAD split of the outermost
@@ -131,7 +137,7 @@ def _short_window(k: Kernel) -> set[int]:
   if not k.reduceops or k.upcasted:
     return set()
   stores = [access_strides(k, st.src[0]) for st in k.stores]
-  loads = [access_strides(k, a) for a in k.accesses if a not in {st.src[0] for st in k.stores}]
+  loads = _load_strides(k)
   kw = next((a for a in range(k.first_reduce) if all(st[a] == 1 for st in stores)), None)
   if kw is None or not isinstance(n := k.full_shape[kw], int):
     return set()
@@ -421,9 +427,8 @@ def _window_tile(k: Kernel) -> bool:
   accumulators take at most a quarter of the registers. The strided-store columns (along x) stored each vector lane
   by lane: MNIST's conv2 at batch 31, 1 thread, Zen 4: 94-124 -> 30-42 ms. Whether it applied."""
   vec, regs = k.target.vector_floats, k.target.vector_regs
-  store_set = {s.src[0] for s in k.stores}
   stores = [access_strides(k, s.src[0]) for s in k.stores]
-  loads = [access_strides(k, a) for a in k.accesses if a not in store_set]
+  loads = _load_strides(k)
   window: list[int] = []
   n = 1
   while True:  # grow the window outward: the next axis every store (and each load walking it) continues into
@@ -463,8 +468,7 @@ def _widen_short_columns(k: Kernel, axis: int, amt: int) -> None:
   vec, size = k.target.vector_floats, k.full_shape[axis]
   if not isinstance(size, int) or amt != size or size >= vec or vec % size:
     return
-  stores = {st.src[0] for st in k.stores}
-  loads = [access_strides(k, a) for a in k.accesses if a not in stores]
+  loads = _load_strides(k)
   for outer in reversed(range(k.first_reduce)):
     n = k.full_shape[outer]
     if outer != axis and isinstance(n, int) and n % (vec // size) == 0 and k.axis_types[outer] is not AxisType.THREAD \
@@ -550,7 +554,7 @@ def _column_choice(k: Kernel, want: int) -> tuple[int, int] | None:
   strided once at the end of the reduce)."""
   vec = k.target.vector_floats
   stores = [access_strides(k, s.src[0]) for s in k.stores]
-  loads = [access_strides(k, a) for a in k.accesses if a not in {s.src[0] for s in k.stores}]
+  loads = _load_strides(k)
   axes = [a for a in reversed(range(k.first_reduce)) if all(st[a] == 1 for st in stores)]
   axes += [a for a in reversed(range(k.first_reduce)) if a not in axes and any(st[a] == 1 for st in loads)]
   for axis in axes:
@@ -595,7 +599,7 @@ def _vectorize_store(k: Kernel, vector_loop: bool) -> None:
   """Upcast the axis every store walks with stride 1 (and every load with stride 0 or 1) to a float vector;
   vector_loop: the innermost reduce is read with stride 1 (it is a loop of vectors already)."""
   stores = [access_strides(k, s.src[0]) for s in k.stores]
-  loads = [access_strides(k, a) for a in k.accesses if a not in {s.src[0] for s in k.stores}]
+  loads = _load_strides(k)
   if any(st[a] == 1 for st in stores for a in range(k.first_upcast, k.shape_len)):
     return  # the store is already a vector
   cands = [a for a in range(k.first_reduce)
