@@ -1,25 +1,23 @@
 """Turns between requests and background layout work (`REQUEST_GATE`): viz_server.app marks every request, the views'
-prefetch worker pauses between chunks of work, and a request that waits for a layout the worker computes says so."""
+prefetch worker gives way between and inside chunks of work, and a request that waits for a layout the worker
+computes says so."""
 from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from typing import Iterator
 
 
 class RequestGate:
-  """Background layout work gives way to requests: it pauses between chunks of work while a request is being served
-  and until requests have stopped coming for IDLE_S (Python runs one thread at a time, so sharing would slow every
-  request down), unless a request is waiting for that very work."""
-
-  IDLE_S = 0.015
+  """Background layout work gives way to requests: it waits while a request is being served (Python runs one thread
+  at a time, so sharing would slow every request down), unless a request is waiting for that very work. Not for a
+  quiet after requests too: the worker's work is the steps the page asks next, one request a step (issue 30: waiting
+  15 ms after each, it fell behind the page)."""
 
   def __init__(self) -> None:
     self.cv = threading.Condition()
     self.serving = 0  # requests in progress
     self.waiting = 0  # requests waiting for a layout that a background thread computes
-    self.last = 0.0  # when the last request ended (time.monotonic)
     self._local = threading.local()  # .background: this thread does background work (give_way pauses it)
 
   def begin(self) -> None:
@@ -30,8 +28,7 @@ class RequestGate:
   def end(self) -> None:
     with self.cv:
       self.serving -= 1
-      self.last = time.monotonic()
-      self.cv.notify_all()  # (pausing work counts its quiet time from now; a waiter on `serving` sees it drop)
+      self.cv.notify_all()  # (a waiter on `serving` sees it drop)
 
   @contextlib.contextmanager
   def request(self) -> Iterator[None]:
@@ -52,17 +49,6 @@ class RequestGate:
       with self.cv:
         self.waiting -= 1
 
-  def pause(self, idle: float | None = None) -> None:
-    """Called by background work between chunks: returns once no request has been served for `idle` seconds
-    (default IDLE_S), or when a request waits for the background."""
-    need = self.IDLE_S if idle is None else idle
-    with self.cv:
-      while not self.waiting:
-        quiet = time.monotonic() - self.last
-        if not self.serving and quiet >= need:
-          return
-        self.cv.wait(need - quiet if not self.serving and quiet > 0 else need)
-
   @contextlib.contextmanager
   def background(self) -> Iterator[None]:
     """Marks the calling thread's work as background for give_way (the views' prefetch worker)."""
@@ -73,8 +59,8 @@ class RequestGate:
       self._local.background = False
 
   def give_way(self) -> None:
-    """Called inside a chunk of work (a replay step, a derivation: 10-20 ms, more under load) where pause() is not
-    called: on a background thread, waits while a request is being served, unless one waits for the background (a
+    """Called between and inside chunks of work (a replay step, a derivation: 10-20 ms, more under load): on a
+    background thread, waits while a request is being served, unless one waits for the background (a
     request that needs what the chunk holds, a lock or the layout, says so). Elsewhere a no-op. Python runs one
     thread at a time: a request served beside a busy worker took ~2x its CPU time (issue 30's arrow step)."""
     if self.serving and getattr(self._local, "background", False):

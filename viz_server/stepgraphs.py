@@ -389,8 +389,8 @@ class StepGraphs:
 
   def layout(self, k: int, pause: Callable[[], None] | None = None, anchor: int = 0) -> Layout:
     """The layout of step k, whole (for a graph that is not cut), on the chain of `anchor` (0: from step 0, forward;
-    else from that step laid out fresh, both ways); pause: see layout_graph (background callers pass
-    REQUEST_GATE.pause). A chain goes on after a step that is cut with a whole layout."""
+    else from that step laid out fresh, both ways); pause: see layout_graph (the prefetch worker passes
+    REQUEST_GATE.give_way). A chain goes on after a step that is cut with a whole layout."""
     got = self._get(k, anchor)
     if got is not None:
       return got

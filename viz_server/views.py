@@ -109,11 +109,12 @@ on every get: a view grows as its steps are laid out); a live rewrite's view is 
         self._want = (view, wish[1:], anchor, back) if len(wish) > 1 else None
         self._working = True
       try:
-        # the step the page asks next is not held back for requests' quiet (they wait for it), only while one is served
-        pause = REQUEST_GATE.give_way if abs(step - view.last_step) <= 1 else REQUEST_GATE.pause
-        with REQUEST_GATE.background():  # (and inside a step's replay and derivation: give_way)
-          pause()
-          view.prepare(step, pause=pause, anchor=anchor)
+        # every step wished is one the page asks soon, a request a step (stepping wishes): the worker waits while a
+        # request is served, not for a quiet after requests too (issue 30: waiting 15 ms after each of the page's, one
+        # per ~35-60 ms, it fell behind the page by step ~40, and the page then waited for the server's whole step)
+        with REQUEST_GATE.background():  # (and inside a step's replay and derivation)
+          REQUEST_GATE.give_way()
+          view.prepare(step, pause=REQUEST_GATE.give_way, anchor=anchor)
           # and the delta the page asks to step there (a step back: with `held`, as it asks one): its request then
           # sends bytes, instead of computing it beside the worker's next step
           view.prepare_delta(step + 1 if back else step - 1, step, anchor, held=back)
