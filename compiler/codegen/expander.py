@@ -4,11 +4,15 @@
 `UNROLL(0, 1, ..., n-1)` (its lanes, arg `((axis, n),)`); a node with UNROLL sources becomes an UNROLL of its
 lanes, one copy per combination of their axes (row-major in axis-id order), each copy reading the matching lane
 of every source; a REDUCE over UNROLL ranges accumulates the lanes of its input over those axes in order:
-`REDUCE(CONTRACT(v0, v1, ...), *loop ranges)`, or just `v0 op v1 op ...` when no loop is left; the SINK takes the
-lanes of its UNROLL sources as stores of their own. No UNROLL is left once the SINK is rewritten.
+`REDUCE(CONTRACT(v0, v1, ...), *loop ranges)`, or just `v0 op v1 op ...` when no loop is left. A global INDEX is
+not copied on its own: a LOAD of it is copied with a lane of it each (`expand_load`), and a STORE to it stays whole
+until the SINK (`sink_stores`), which takes each store's lanes in lane order, those to consecutive addresses one
+vector store (vectorize's first step, `group_lane_stores`, made there from the lanes' indices and values, so that
+such a lane is never a STORE or INDEX node). No UNROLL is left once the SINK is rewritten.
 
 `pm_vectorize`: lane stores to consecutive addresses become one vector store of `VECTORIZE(values)` (REDUCE values
-those lanes would gather, or hold in more registers, first regrouped along their loads: `regroup_accumulators`); then
+those lanes would gather, or hold in more registers, first regrouped along their loads: `regroup_accumulators`; done
+once by the SINK's expansion, again here on what that left: the same two steps `group_stores` took before); then
 VECTORIZE is pushed down through ops that are the same in every lane, so contiguous loads become vector
 loads, lanes of a REDUCE one vector accumulator, a value shared by all lanes a broadcast. Anything else stays
 per-lane scalars (a gather). A scalar REDUCE over unrolled values that are contiguous loads (a row's max or sum,
@@ -138,9 +142,38 @@ def contract_reduce(red: UOp) -> UOp | None:
   return out[0] if not kept else _unroll(out, kept)
 
 
-def sink_lanes(sink: UOp) -> UOp:
-  """The SINK: each UNROLL source's lanes become stores of their own, in lane order."""
-  return sink.replace(src=tuple(x for s in sink.src for x in (s.src if s.op is Ops.UNROLL else (s,))))
+def _lane_stores(st: UOp) -> list[LaneStore]:
+  """A SINK source's lanes as stores: a global STORE's made from its INDEX's and value's lanes (none of them a STORE
+  node yet), an UNROLL's its lanes, any other store itself."""
+  if st.op is FastOps.UNROLL:
+    return [_node_lane(x, True) for x in st.src]
+  if st.op is not FastOps.STORE or not _is_global_index(st.src[0]):
+    return [_node_lane(st, True)]
+  ix, v = st.src
+  axes = _union((*ix.src, v))  # (the STORE's axes: those of its INDEX's lanes and of its value)
+  if not axes:
+    return [_node_lane(st, True)]
+  key = (st.arg, ix.dtype, ix.arg)  # (_lane_key's fields, the store's made once: a tuple a lane, no call)
+  return [((*key, srcs, val), srcs, val, st, None)
+          for srcs, val in zip(zip(*(_lanes_over(s, axes) for s in ix.src)), _lanes_over(v, axes))]
+
+
+def sink_stores(ctx: dict, sink: UOp) -> UOp:
+  """The SINK: each store's lanes in lane order, those to consecutive addresses already one vector store
+  (`group_lane_stores`, vectorize's first step, made here so that no lane of them is a STORE node)."""
+  lanes = [ln for s in sink.src for ln in _lane_stores(s)]
+  return sink.replace(src=_grouped(lanes, group_lane_stores(lanes, ctx["vector_bytes"])))
+
+
+def _is_global_index(u: UOp) -> bool:
+  return u.op is FastOps.INDEX and u.src[0].op is FastOps.DEFINE_GLOBAL
+
+
+def _sink_has_lanes(sink: UOp) -> bool:
+  for s in sink.src:
+    if s.op is FastOps.UNROLL or (s.op is FastOps.STORE and (_has_unroll(s) or _has_unroll(s.src[0]))):
+      return True
+  return False
 
 
 def _has_unroll(u: UOp) -> bool:
@@ -160,12 +193,39 @@ def merge_unroll(x: UOp) -> UOp:
   return _unroll([per_src[o][i] for o, i in zip(outer_lane, inner_lane)], axes)
 
 
+def expand_load(x: UOp) -> UOp:
+  """A LOAD of a global INDEX with UNROLL sources: one copy per lane, each of that lane's INDEX (a global INDEX is not
+  copied on its own: a STORE's lanes need only its sources' lanes, `sink_stores`)."""
+  ix = x.src[0]
+  axes = _union(ix.src)
+  return _unroll([UOp(FastOps.LOAD, x.dtype, (UOp(FastOps.INDEX, ix.dtype, srcs, ix.arg),), x.arg)
+                  for srcs in zip(*(_lanes_over(s, axes) for s in ix.src))], axes)
+
+
+def _loads_lanes(u: UOp) -> bool:
+  return u.src[0].op is FastOps.INDEX and _has_unroll(u.src[0])
+
+
+def _expands(u: UOp) -> bool:
+  """Whether expand_node copies u: a node with UNROLL sources, but not a global INDEX nor a STORE of one (their
+  lanes are made where they are read: expand_load, sink_stores)."""
+  for s in u.src:  # (_has_unroll's loop, inlined: asked of every node the expander walks)
+    if s.op is FastOps.UNROLL:
+      break
+  else:
+    return False
+  if u.op is FastOps.INDEX:
+    return u.src[0].op is not FastOps.DEFINE_GLOBAL
+  return u.op is not FastOps.STORE or not _is_global_index(u.src[0])
+
+
 pm_expand = PatternMatcher([
   (UPat(Ops.RANGE, name="r"), range_lanes),
   (UPat(Ops.REDUCE, custom=_has_unroll, name="red"), contract_reduce),
-  (UPat(Ops.SINK, custom=_has_unroll, name="sink"), sink_lanes),
+  (UPat(Ops.SINK, custom=_sink_has_lanes, name="sink"), sink_stores),
   (UPat(Ops.UNROLL, custom=_has_unroll, name="x"), merge_unroll),
-  (UPat(custom=_has_unroll, name="x"), expand_node),
+  (UPat(Ops.LOAD, custom=_loads_lanes, name="x"), expand_load),
+  (UPat(custom=_expands, name="x"), expand_node),
 ], name="expand")
 
 
@@ -188,47 +248,86 @@ def offsets(idxs: list[UOp]) -> list[int] | None:
   return out
 
 
+# One scalar store of a SINK, made or not: (key, its INDEX's sources, its value, the STORE it is or is a lane of, the
+# STORE node where it is one). key tells two lanes apart as the STORE nodes they are or would be: the node itself
+# (vectorize's SINK, all of whose stores are nodes) or its fields (expansion's, `_lane_key`)
+LaneStore = tuple[Any, tuple[UOp, ...], UOp, UOp, "UOp | None"]
+
+
+def _lane_key(st: UOp, ix: tuple[UOp, ...], val: UOp) -> tuple:
+  return (st.arg, st.src[0].dtype, st.src[0].arg, ix, val)
+
+
+def _node_lane(st: UOp, key: Any = None) -> LaneStore:
+  """A SINK's STORE node as a lane (any other source: a lane no store groups, its val not a scalar's)."""
+  if st.op is not FastOps.STORE:
+    return (st, (), st, st, st)
+  ix, val = st.src[0].src, st.src[1]
+  return (st if key is None else _lane_key(st, ix, val), ix, val, st, st)
+
+
+def lane_store(lane: LaneStore, val: UOp | None = None) -> UOp:
+  """The STORE node of a lane (of value val, where given)."""
+  _, ix, v, st, node = lane
+  if val is None and node is not None:
+    return node
+  index = UOp(FastOps.INDEX, st.src[0].dtype, ix, st.src[0].arg)
+  return UOp(FastOps.STORE, st.dtype, (index, v if val is None else val), st.arg)
+
+
+_KEEP = object()  # (group_lane_stores' answer for a lane it leaves as it is)
+
+
+def _grouped(lanes: list[LaneStore], replace: dict[Any, UOp | None]) -> tuple[UOp, ...]:
+  """The SINK's sources: each lane's new store, or the lane itself, none where a vector store took it."""
+  new = [replace.get(ln[0], _KEEP) for ln in lanes]
+  return tuple(lane_store(ln) if r is _KEEP else r for ln, r in zip(lanes, new) if r is not None)
+
+
 def group_stores(ctx: dict, sink: UOp) -> UOp | None:
+  """The SINK's scalar stores to consecutive addresses of one buffer -> vector stores (`group_lane_stores`)."""
+  lanes = [_node_lane(st) for st in sink.src]
+  replace = group_lane_stores(lanes, ctx["vector_bytes"])
+  return sink.replace(src=_grouped(lanes, replace)) if replace else None
+
+
+def group_lane_stores(lanes: list[LaneStore], vbytes: int) -> dict[Any, UOp | None]:
   """Scalar stores to consecutive addresses of one buffer (same gate) -> vector stores, in address order, of at most
-  MAX_VEC lanes cut into register_pieces."""
-  groups: dict[tuple, list[tuple[int, UOp]]] = {}
-  for st in sink.src:
-    ix = st.src[0]
-    if st.src[1].dtype.count != 1 or st.op is not FastOps.STORE:
+  MAX_VEC lanes cut into register_pieces: {lane's key: its new store, or None where a vector store took it}."""
+  groups: dict[tuple, list[tuple[int, LaneStore]]] = {}
+  for ln in lanes:
+    ix = ln[1]
+    if not ix or ln[2].dtype.count != 1:
       continue
-    terms, c = index_linear_form(ix.src[1])
-    key = (ix.src[0], frozenset(terms.items()), ix.src[2] if len(ix.src) > 2 else None)
-    groups.setdefault(key, []).append((c, st))
-  replace: dict[UOp, UOp | None] = {}
-  pieces: list[list[tuple[int, UOp]]] = []
+    terms, c = index_linear_form(ix[1])
+    key = (ix[0], frozenset(terms.items()), ix[2] if len(ix) > 2 else None)
+    groups.setdefault(key, []).append((c, ln))
+  replace: dict[Any, UOp | None] = {}
+  pieces: list[list[tuple[int, LaneStore]]] = []
   for (buf, _, _gate), items in groups.items():
     items.sort(key=lambda t: t[0])
-    runs: list[list[tuple[int, UOp]]] = []
-    for c, st in items:
+    runs: list[list[tuple[int, LaneStore]]] = []
+    for c, ln in items:
       if runs and c == runs[-1][-1][0] + 1 and len(runs[-1]) < MAX_VEC:
-        runs[-1].append((c, st))
+        runs[-1].append((c, ln))
       else:
-        runs.append([(c, st)])
-    lanes = max(1, ctx["vector_bytes"] // buf.dtype.base.scalar().itemsize)
-    pieces.extend(piece for whole in runs for piece in register_pieces(whole, lanes))
-  lane_of = regroup_accumulators([tuple(st.src[1] for _, st in run) for run in pieces], ctx["vector_bytes"])
+        runs.append([(c, ln)])
+    lanes_per_reg = max(1, vbytes // buf.dtype.base.scalar().itemsize)
+    pieces.extend(piece for whole in runs for piece in register_pieces(whole, lanes_per_reg))
+  lane_of = regroup_accumulators([tuple(ln[2] for _, ln in run) for run in pieces], vbytes)
   for run in pieces:
     first = run[0][1]
     n = len(run)
     if n == 1:
-      if first.src[1] in lane_of:  # a lane of a vector accumulator stored alone (a store strided along its lanes)
-        replace[first] = first.replace(src=(first.src[0], lane_of[first.src[1]], *first.src[2:]))
+      if first[2] in lane_of:  # a lane of a vector accumulator stored alone (a store strided along its lanes)
+        replace[first[0]] = lane_store(first, lane_of[first[2]])
       continue
-    val = UOp(FastOps.VECTORIZE, first.src[1].dtype.vec(n), tuple(lane_of.get(st.src[1], st.src[1]) for _, st in run))
-    ix = first.src[0]
-    vix = UOp(FastOps.INDEX, vec_ptr(ix.src[0].dtype.base, n), ix.src)
-    replace[first] = UOp(FastOps.STORE, dtypes.void, (vix, val))
-    for _, st in run[1:]:
-      replace[st] = None
-  if not replace:
-    return None
-  new = [replace.get(st, st) for st in sink.src]
-  return sink.replace(src=tuple(s for s in new if s is not None))
+    val = UOp(FastOps.VECTORIZE, first[2].dtype.vec(n), tuple(lane_of.get(ln[2], ln[2]) for _, ln in run))
+    vix = UOp(FastOps.INDEX, vec_ptr(first[1][0].dtype.base, n), first[1])
+    replace[first[0]] = UOp(FastOps.STORE, dtypes.void, (vix, val))
+    for _, ln in run[1:]:
+      replace[ln[0]] = None
+  return replace
 
 
 def register_pieces(run: list, lanes: int) -> list[list]:

@@ -67,6 +67,9 @@ def _check_stage(kname: str, u: UOp) -> None:
     raise CodegenError(kname, "END must be END(STORE, *RANGEs)", u)
   if u.op is Ops.BARRIER and (len(u.src) != 1 or u.src[0].op is not Ops.STORE):
     raise CodegenError(kname, "BARRIER must be BARRIER(STORE)", u)
+  if u.op in (Ops.END, Ops.BARRIER) and u.src[0].src[0].src[0].op is Ops.DEFINE_GLOBAL:
+    # (a global buffer's stores are the SINK's: expansion makes their lanes there, compiler/codegen/expander.py)
+    raise CodegenError(kname, f"{u.op.name} of a STORE to a global buffer (a kernel's outputs are its SINK's)", u)
   if u.op is Ops.AFTER and (len(u.src) != 2 or u.src[0].op is not Ops.DEFINE_LOCAL or
                             u.src[1].op not in (Ops.END, Ops.BARRIER)):
     raise CodegenError(kname, "AFTER must be AFTER(DEFINE_LOCAL, END or BARRIER)", u)

@@ -225,6 +225,18 @@ def test_not_a_sink_is_an_error():
     get_program(UOp.const(dtypes.float32, 1.0))
 
 
+def test_a_fill_that_stores_to_a_global_buffer_is_an_error():
+  """A STAGE fill (END) or a grouped reduce's store (BARRIER) writes a scratch: a global buffer's stores are the SINK's,
+  where expansion makes their lanes (a lane of an END's global STORE would never be made)."""
+  i, c = UOp.range(4, 0, G), UOp.range(4, 1, AxisType.LOCAL)
+  fill = UOp(Ops.END, dtypes.void, (buf(2, 4).index(c).store(buf(1, 4).index(c).load()), c))
+  local = UOp(Ops.DEFINE_LOCAL, dtypes.float32.ptr(4), (), 0)
+  read = UOp(Ops.INDEX, local.dtype, (UOp(Ops.AFTER, local.dtype, (local, fill)), i)).load()
+  ast = UOp.sink(buf(0, 4).index(i).store(read), arg=KernelInfo("gfill"))
+  with pytest.raises(CodegenError, match=r"kernel 'gfill'.*END of a STORE to a global buffer"):
+    get_program(ast)
+
+
 def test_expanding_a_symbolic_axis_is_an_error():
   n = UOp.variable("n", 1, 8)
   r = UOp(Ops.RANGE, dtypes.int32, (n,), (0, AxisType.UPCAST))

@@ -9,7 +9,7 @@ import pytest
 from support.opt_helpers import elementwise_ast, masked_ast, matmul_ast, sum_ast, two_reduce_ast, two_store_ast
 
 from compiler.codegen import CodegenError
-from compiler.codegen.expander import MAX_LANES, expand_ctx, pm_expand
+from compiler.codegen.expander import MAX_LANES, expand_ctx, group_stores, pm_expand
 from compiler.codegen.ranges import EXPAND_AXES, axis_type, const_size, free_ranges
 from compiler.codegen.simplify import symbolic_then_index_fold
 from compiler.dtype import dtypes
@@ -61,9 +61,10 @@ def test_expand_is_a_step_per_node_in_the_trace(tmp_path):
   (rules,) = _rule_names(recs, "expand")
   counts = {n: rules.count(n) for n in set(rules)}
   # three expanded axes, one contracted reduce, one SINK taking 4 * 2 lane stores; the rest are nodes of the lanes
-  assert counts.pop("range_lanes") == 3 and counts.pop("contract_reduce") == 1 and counts.pop("sink_lanes") == 1
-  assert set(counts) == {"expand_node"} and counts["expand_node"] > 8
-  assert rules[-1] == "sink_lanes"  # the SINK last: bottom-up, its stores are lanes already
+  # (the loads' with their INDEX lanes: expand_load)
+  assert counts.pop("range_lanes") == 3 and counts.pop("contract_reduce") == 1 and counts.pop("sink_stores") == 1
+  assert set(counts) == {"expand_node", "expand_load"} and counts["expand_node"] > 8
+  assert rules[-1] == "sink_stores"  # the SINK last: bottom-up, the values of its stores are lanes already
 
 
 def _chain(op: Ops, vals: list[UOp]) -> UOp:
@@ -96,14 +97,17 @@ def _substituted(u: UOp, env: dict[UOp, UOp]) -> UOp:
 
 
 def _lanes_by_substitution(sink: UOp) -> UOp:
-  """What expanding means: each store once per iteration of its UPCAST/UNROLL ranges (row-major in axis order)."""
+  """What expanding means: each store once per iteration of its UPCAST/UNROLL ranges (row-major in axis order), those
+  to consecutive addresses one vector store (vectorize's first step, `group_stores`, which expansion takes)."""
   free = free_ranges(sink)
   stores = []
   for st in sink.src:
     ex = sorted((r for r in free[st] if axis_type(r) in EXPAND_AXES), key=lambda r: r.arg[0])
     for c in itertools.product(*(range(const_size(r)) for r in ex)):
       stores.append(_substituted(st, {r: UOp.const(r.dtype, i) for r, i in zip(ex, c)}))
-  return sink.replace(src=tuple(stores))
+  lanes = sink.replace(src=tuple(stores))
+  grouped = group_stores(expand_ctx(sink), lanes)
+  return lanes if grouped is None else grouped
 
 
 def _kernels() -> list[UOp]:
@@ -226,3 +230,17 @@ def test_index_math_narrows_to_int32_node_by_node(tmp_path, fresh_schedules):
   assert len(rules) > 1 and set(rules) == {"to_int32"}
   assert not any(u.dtype == dtypes.int64 for u in toposort(si.ast))
   assert any(u.op is Ops.RANGE and u.dtype == dtypes.int32 for u in toposort(si.ast))
+
+
+def test_a_vector_store_is_made_without_its_lanes_stores():
+  """Lane stores to consecutive addresses become one vector store as the SINK is expanded (`sink_stores`): none of
+  its lanes is made as a STORE or INDEX node (GPT step's cold first call made 25k of them, each dropped by vectorize
+  and each named by a recording)."""
+  from compiler.codegen.program import pm_expand_fold
+  ast = _opted(elementwise_ast(8, 8), [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 2)])
+  sink = symbolic_then_index_fold(ast)
+  got = graph_rewrite(sink, pm_expand_fold, ctx=expand_ctx(sink), bottom_up=True)
+  out = next(u for u in toposort(got) if u.op is Ops.DEFINE_GLOBAL and u.arg == 0)
+  assert [st.src[1].dtype.count for st in got.src] == [4, 4]  # (row i, row i + 1: 4 consecutive columns each)
+  assert all(u.dtype.base.count == 4 for u in toposort(got) if u.op is Ops.INDEX and u.src[0] is out)
+  assert sum(u.op is Ops.STORE for u in toposort(got)) == 2
