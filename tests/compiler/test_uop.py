@@ -1,4 +1,5 @@
 """The IR: dtypes, hash-consed immutable UOps, graph walks, bounds (vmin/vmax), printing."""
+import gc
 import itertools
 import math
 import pickle
@@ -117,12 +118,19 @@ def test_a_bool_arg_is_not_the_equal_int_arg():
 def test_the_hash_consing_cache_forgets_dead_nodes_and_only_those():
   from compiler.uop import _UCACHE as cache
   from compiler.uop import _forget, _KeyRef, cons_key
-  before = len(cache)
-  x = UOp.variable("forget_me", 0, 7)
-  made = [x * i + 1 for i in range(300)]
-  assert len(cache) >= before + 600
-  del made
-  assert len(cache) == before + 1  # reference counting alone (the key held the sources: they go too)
+  # (nodes an earlier test left in a reference cycle would leave the cache when a collection runs in between: the
+  # count below is of this test's nodes, freed by reference counting alone)
+  gc.collect()
+  gc.disable()
+  try:
+    before = len(cache)
+    x = UOp.variable("forget_me", 0, 7)
+    made = [x * i + 1 for i in range(300)]
+    assert len(cache) >= before + 600
+    del made
+    assert len(cache) == before + 1  # reference counting alone (the key held the sources: they go too)
+  finally:
+    gc.enable()
   key = cons_key(x.op, x.dtype, x.src, x.arg)
   late = _KeyRef(UOp.variable("another", 0, 1))
   late.key = key
