@@ -113,6 +113,7 @@ def _ordered_before(b: UOp, a: UOp) -> bool:
 # ---- linear forms: an int expression as sum(coeff * term) + const
 
 _SUMS = frozenset((Ops.ADD, Ops.SUB, Ops.NEG))
+_SIGNS = {Ops.ADD: (1, 1), Ops.SUB: (1, -1), Ops.NEG: (-1,)}  # each source's sign in a sum
 
 
 def _is_linear(u: UOp) -> bool:
@@ -125,24 +126,46 @@ def linear_form(u: UOp) -> tuple[dict[UOp, int], int]:
 
   Coefficients are exact Python ints (not wrapped), so when `_known(u)` the form is u's exact value. Linear in the
   size of the graph even when sums share subterms."""
-  order = toposort(u, gate=_is_linear)
+  mul, const = FastOps.MUL, FastOps.CONST
+  if not _is_linear(u):  # (a term or a constant: no walk; 0 + arg: the walk's sum, a bool constant an int)
+    return ({}, 0 + u.arg) if u.op is const else ({u: 1}, 0)
+  # toposort(u, gate=_is_linear)'s walk and order (the terms come out in the order they are met), written out: the
+  # gate is a test here, not a call a node, and each node's test is kept for the second loop (issue 29: codegen asks
+  # the form of every index it folds)
+  order: dict[UOp, bool] = {}  # node -> linear, sources before users
+  stack: list[tuple[UOp, int]] = [(u, 0)]  # (node, 0: to visit, 1: done, linear, 2: done, a term)
+  while stack:
+    x, state = stack.pop()
+    if x in order:
+      continue
+    if state:
+      order[x] = state == 1
+      continue
+    op = x.op
+    if op in _SUMS or (op is mul and const in (x.src[0].op, x.src[1].op)):
+      stack.append((x, 1))
+      for s in reversed(x.src):
+        if s not in order:
+          stack.append((s, 0))
+    else:
+      stack.append((x, 2))
   coeff: dict[UOp, int] = {u: 1}
   terms: dict[UOp, int] = {}
   k = 0
-  for x in reversed(order):  # users before their sources: a node's coefficient is complete when it is reached
+  for x, linear in reversed(order.items()):  # users before their sources: a coefficient is complete when reached
     c = coeff.pop(x, 0)
     if c == 0:
       continue
-    if x.op is FastOps.CONST:
-      k += c * x.arg
-    elif not _is_linear(x):
-      terms[x] = terms.get(x, 0) + c
-    elif x.op is FastOps.MUL:
-      v, cst = (x.src[0], x.src[1]) if x.src[1].op is FastOps.CONST else (x.src[1], x.src[0])
+    if not linear:
+      if x.op is const:
+        k += c * x.arg
+      else:
+        terms[x] = terms.get(x, 0) + c
+    elif x.op is mul:
+      v, cst = (x.src[0], x.src[1]) if x.src[1].op is const else (x.src[1], x.src[0])
       coeff[v] = coeff.get(v, 0) + c * cst.arg
     else:
-      signs = (-1,) if x.op is FastOps.NEG else (1, -1) if x.op is FastOps.SUB else (1, 1)
-      for s, sign in zip(x.src, signs):
+      for s, sign in zip(x.src, _SIGNS[x.op]):
         coeff[s] = coeff.get(s, 0) + c * sign
   return {t: c for t, c in terms.items() if c != 0}, k
 
@@ -226,9 +249,32 @@ def fold_bitcast(u: UOp, c: UOp) -> UOp | None:
 
 def fold_by_bounds(u: UOp) -> UOp | None:
   """An int/bool node whose vmin == vmax is that constant (this decides comparisons by bounds)."""
-  if u.dtype.count != 1 or not (dtypes.is_int(u.dtype) or u.dtype == dtypes.bool):
+  dt = u.dtype
+  if dt.count != 1 or not (dtypes.is_int(dt) or dt is dtypes.bool):  # (dtypes are interned: one bool)
     return None
-  return _const(u.dtype, u.vmin) if u.vmin == u.vmax else None
+  mm = u._mm
+  if mm is None and dt is not dtypes.bool and u.op in _SUMS_OF_TWO and _sum_spans(u, 3):
+    return None
+  lo, hi = mm or u._min_max  # (one read: vmin and vmax are a property call each)
+  return _const(dt, lo) if lo == hi else None
+
+
+# int ops that take several values where an operand does (the widths add up; a sum that may overflow spans the type),
+# so that fold_by_bounds needs not their bounds, nor the other operand's, to know they do not fold: the expander's
+# lanes are mostly sums over a loop index whose bounds are known (issue 29)
+_SUMS_OF_TWO = frozenset((Ops.ADD, Ops.SUB))
+
+
+def _sum_spans(u: UOp, depth: int) -> bool:
+  """The int sum u takes several values by what is known without working out bounds: an operand's known bounds span
+  values, or, `depth` sums down at most, an operand sum's operand's do (a lane is its row plus a constant)."""
+  for s in u.src:
+    if (mm := s._mm) is not None:
+      if mm[0] != mm[1]:
+        return True
+    elif depth > 1 and s.op in _SUMS_OF_TWO and s.dtype is u.dtype and _sum_spans(s, depth - 1):
+      return True
+  return False
 
 
 constant_folding = PatternMatcher([

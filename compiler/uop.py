@@ -412,42 +412,82 @@ _set_fields = tuple(UOp.__dict__[k].__set__ for k in ("op", "dtype", "src", "arg
 # ---- bounds (vmin/vmax), iterative so deep graphs don't recurse
 
 def _bounds(root: UOp) -> tuple[Any, Any]:
-  if all(s._mm is not None for s in root.src):  # (a node rebuilt over known sources, the rewrites' usual case)
-    object.__setattr__(root, "_mm", _bounds_one(root))
-    return root._mm
-  for u in toposort(root, gate=lambda x: x._mm is None):
-    if u._mm is None:
-      object.__setattr__(u, "_mm", _bounds_one(u))
+  set_mm = _set_fields[4]
+  for s in root.src:
+    if s._mm is None:
+      break
+  else:  # (a node rebuilt over known sources, the rewrites' usual case)
+    mm = _bounds_one(root)
+    set_mm(root, mm)
+    return mm
+  # sources first, below the nodes with no bounds yet only: toposort(root, gate=...)'s walk written out, no gate's
+  # call and no list a node (codegen's folds ask the bounds of every int lane they make: issue 29); nor below a node
+  # whose bounds its sources do not decide (a float's, a load's, a comparison of floats: GPT step's first call worked
+  # out the bounds of 2.5k nodes under those, for folds that could not fold them)
+  stack: list[tuple[UOp, bool]] = [(root, False)]
+  while stack:
+    u, expanded = stack.pop()
+    if u._mm is not None:
+      continue
+    if expanded:
+      set_mm(u, _source_bounds(u))
+      continue
+    if (own := _own_bounds(u)) is not None:
+      set_mm(u, own)
+      continue
+    stack.append((u, True))
+    stack.extend([(x, False) for x in u.src if x._mm is None])
   return root._mm
 
 
 _RANGES: dict[DType, tuple[Any, Any]] = {}  # a scalar dtype's (min, max), asked for every node's bounds
 
 
+def _dtype_range(dt: DType) -> tuple[Any, Any]:
+  rng = _RANGES.get(dt)
+  if rng is None:
+    rng = _RANGES[dt] = (dtypes.min(dt), dtypes.max(dt))
+  return rng
+
+
 def _bounds_one(u: UOp) -> tuple[Any, Any]:
-  """u's (vmin, vmax) from its sources' (every source's bounds are known: _bounds walks sources first). The sources'
-  bounds are read from their slots, not through vmin/vmax (two property calls a read: fold_by_bounds asks this of every
-  int lane the expander makes)."""
+  """u's (vmin, vmax), from its sources' where they decide them (every source's bounds are known: _bounds walks sources
+  first). The sources' bounds are read from their slots, not through vmin/vmax (two property calls a read:
+  fold_by_bounds asks this of every int lane the expander makes)."""
+  own = _own_bounds(u)
+  return own if own is not None else _source_bounds(u)
+
+
+def _own_bounds(u: UOp) -> tuple[Any, Any] | None:
+  """u's (vmin, vmax) where its sources' bounds do not decide them, else None: a constant's or a variable's, a float's
+  or any op's _int_bounds knows nothing of (its dtype's range), a comparison of floats or bools (False, True)."""
   op = u.op
   if op is FastOps.CONST:
     return (u.arg, u.arg)
   if op is FastOps.DEFINE_VAR:
     return (u.arg[1], u.arg[2])
-  s = u.src
+  if op is FastOps.RANGE or op is FastOps.BIND:
+    return None
+  dt = u.dtype.scalar()
+  if op in GroupOp.Comparison and dt == dtypes.bool:
+    a = u.src[0].dtype
+    return (False, True) if a.scalar() == dtypes.bool or not (dtypes.is_int(a) or a == dtypes.bool) else None
+  if not (dtypes.is_int(dt) or dt == dtypes.bool) or op not in _INT_BOUNDS_OPS:
+    return _dtype_range(dt)
+  return None
+
+
+def _source_bounds(u: UOp) -> tuple[Any, Any]:
+  """u's (vmin, vmax) where its sources' bounds decide them (_own_bounds(u) is None)."""
+  op, s = u.op, u.src
   mm = [x._mm or _bounds(x) for x in s]  # (a bounds tuple is never empty)
   if op is FastOps.RANGE:
     return (0, mm[0][1] - 1)
   if op is FastOps.BIND:
     return mm[0][0], mm[0][1]
   dt = u.dtype.scalar()
-  rng = _RANGES.get(dt)
-  if rng is None:
-    rng = _RANGES[dt] = (dtypes.min(dt), dtypes.max(dt))
-  lo, hi = rng
-  if op in GroupOp.Comparison and dt == dtypes.bool:
-    a = s[0]
-    if a.dtype.scalar() == dtypes.bool or not (dtypes.is_int(a.dtype) or a.dtype == dtypes.bool):
-      return (False, True)
+  lo, hi = _dtype_range(dt)
+  if op in GroupOp.Comparison and dt == dtypes.bool:  # (of ints: _own_bounds answers for the others)
     (amin, amax), (bmin, bmax) = mm
     if op is FastOps.CMPLT:
       if amax < bmin:
@@ -461,14 +501,17 @@ def _bounds_one(u: UOp) -> tuple[Any, Any]:
         v = (op is FastOps.CMPNE) == disjoint
         return (v, v)
     return (False, True)
-  if not (dtypes.is_int(dt) or dt == dtypes.bool):
-    return (lo, hi)
   res = _int_bounds(op, s, mm, dt)
   if res is None or res[0] < lo or res[1] > hi:
     return (lo, hi)  # unknown, or it may overflow: claim nothing
   if dt == dtypes.bool:
     return (bool(res[0]), bool(res[1]))
   return res
+
+
+# the ops _int_bounds may know the bounds of (any other int op's are its dtype's range: _own_bounds)
+_INT_BOUNDS_OPS = frozenset((Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.MAX, Ops.IDIV, Ops.MOD, Ops.AND, Ops.WHERE,
+                             Ops.CAST, Ops.SHL, Ops.SHR, Ops.SPECIAL))
 
 
 def _int_bounds(op: Ops, s: tuple[UOp, ...], mm: list[tuple[Any, Any]], dt: DType) -> tuple[Any, Any] | None:

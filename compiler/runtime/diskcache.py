@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.dtype import DType
-from compiler.uop import UOp, toposort
+from compiler.uop import Ops, UOp, toposort
 from vztrace.debuglines import level as debug_level
 from vztrace.paths import cache_dir as user_cache_dir
 from vztrace.paths import private_dir
@@ -94,6 +94,11 @@ def full_key(parts: bytes) -> str:
   return h.hexdigest()
 
 
+# (an enum's .name is a Python property: asked of every node of a key)
+_OP_NAMES = {op: op.name for op in Ops}
+_OP_TEXTS = {op: f"e{Ops.__qualname__}.{op.name}" for op in Ops}  # (what enc gives any other enum member)
+
+
 def stable_bytes(obj: Any) -> bytes:
   """obj named by its value alone, the same bytes in every process for equal values: UOps as rows (op, dtype, source
   rows, arg) numbered in toposort's order, dtypes and other dataclasses by their fields, floats by their bits (0.0 is
@@ -108,6 +113,10 @@ def stable_bytes(obj: Any) -> bytes:
     t = type(x)
     if t is int:
       return f"i{x}"
+    if t is Ops:  # (a schedule's key is rows of an op, a dtype, ints and an arg: those kinds asked first)
+      return _OP_TEXTS[x]
+    if t is DType and (got := memo.get(x)) is not None:
+      return got
     if t is float:
       return "f" + struct.pack("<d", x).hex()
     if x is None or t is bool:
@@ -123,8 +132,10 @@ def stable_bytes(obj: Any) -> bytes:
     if isinstance(x, UOp):
       if x not in rows:
         for u in toposort(x):
-          if u not in rows:
-            row = f"{u.op.name}|{enc(u.dtype)}|{','.join([str(rows[s]) for s in u.src])}|{enc(u.arg)}"
+          if u not in rows:  # (a row's parts looked up first: an AST's ~500 nodes are mostly a few dtypes, no arg)
+            dt, arg = u.dtype, u.arg
+            row = f"{_OP_NAMES[u.op]}|{memo.get(dt) or enc(dt)}|{','.join([str(rows[s]) for s in u.src])}|" \
+              f"{'None' if arg is None else enc(arg)}"
             rows[u] = len(rows)
             out.append(row)
       return f"r{rows[x]}"

@@ -270,3 +270,197 @@ def test_commutative_order_hashes_operands_only_where_their_kinds_and_ops_tie():
   u = UOp(Ops.ADD, f32, (sum_, prod_ + UOp.const(f32, 1.0)))  # a MUL and an ADD: their ops decide
   symbolic.commutative_order(u)
   assert "_shash" not in sum_.__dict__ and "_shash" not in u.src[1].__dict__
+
+
+def _i32(*src: UOp, op: Ops = Ops.ADD) -> UOp:
+  return UOp(op, dtypes.int32, src)
+
+
+def test_fold_by_bounds_works_out_no_bounds_of_a_sum_whose_operand_is_known_to_vary():
+  # (symbolic.fold_by_bounds: the expander's int lanes are mostly sums over a loop index whose bounds are known; the
+  # other operand's graph and the sum's own bounds are then not worked out: GPT step's first call 24.5k -> 3.5k nodes,
+  # with the bounds walk's own stops)
+  from compiler.symbolic import fold_by_bounds
+  c = lambda v: UOp.const(dtypes.int32, v)  # noqa: E731
+  r = UOp.range(977, 0, AxisType.LOOP, dtypes.int32)
+  assert (r.vmin, r.vmax) == (0, 976)
+  x = UOp.variable("fold_by_bounds_x", 0, 1000, dtypes.int32)
+  deep = _i32(_i32(_i32(x, c(7), op=Ops.MUL), c(3), op=Ops.IDIV), c(5), op=Ops.MOD)
+  sums = [_i32(r, deep), _i32(deep, r), _i32(r, deep, op=Ops.SUB), _i32(deep, r, op=Ops.SUB)]
+  for u in sums:
+    assert fold_by_bounds(u) is None
+  assert all(u._mm is None for u in (*sums, deep, x)), "bounds worked out that fold_by_bounds did not need"
+  # what the bounds would have said: each sum spans values, overflowing ones too (they span the type)
+  big = UOp.variable("fold_by_bounds_big", 0, 2**31 - 1, dtypes.int32)
+  assert big.vmax == 2**31 - 1
+  over = [_i32(big, c(1)), _i32(c(-5), big, op=Ops.SUB), _i32(big, big)]
+  assert all(fold_by_bounds(u) is None for u in over)
+  assert all(u.vmin != u.vmax for u in (*sums, *over))
+  # operands that do not vary (or whose bounds are not known yet) still fold by the sum's bounds
+  y = UOp.variable("fold_by_bounds_y", 0, 9, dtypes.int32)
+  zero = _i32(y, c(10), op=Ops.IDIV)  # (0 for every y)
+  assert fold_by_bounds(_i32(zero, c(4))) is c(4)
+  assert fold_by_bounds(_i32(_i32(y, c(20), op=Ops.IDIV), _i32(c(3), zero), op=Ops.SUB)) is c(-3)
+  flag = UOp(Ops.CMPLT, dtypes.bool, (r, c(1000)))  # (bool: its bounds are always worked out)
+  assert fold_by_bounds(flag) is UOp.const(dtypes.bool, True)
+  # a lane: its row (a sum over the range, its bounds not worked out either) plus a constant
+  row = _i32(_i32(r, c(4), op=Ops.MUL), _i32(deep, c(2)))
+  assert fold_by_bounds(_i32(r, c(4), op=Ops.MUL)) is None and fold_by_bounds(row) is None
+  lanes = [_i32(row, c(k)) for k in (1, 2, 3)]
+  assert all(fold_by_bounds(u) is None for u in lanes)
+  assert all(u._mm is None for u in (row, row.src[1], *lanes))
+  assert all(u.vmin < u.vmax for u in lanes)
+
+
+def _linear_form_by_toposort(u: UOp) -> tuple[dict[UOp, int], int]:
+  """linear_form as it was written over toposort(u, gate=_is_linear): the order its terms must keep."""
+  from compiler.symbolic import _is_linear
+  from compiler.uop import toposort
+  coeff, terms, k = {u: 1}, {}, 0
+  for x in reversed(toposort(u, gate=_is_linear)):
+    c = coeff.pop(x, 0)
+    if c == 0:
+      continue
+    if x.op is Ops.CONST:
+      k += c * x.arg
+    elif not _is_linear(x):
+      terms[x] = terms.get(x, 0) + c
+    elif x.op is Ops.MUL:
+      v, cst = (x.src[0], x.src[1]) if x.src[1].op is Ops.CONST else (x.src[1], x.src[0])
+      coeff[v] = coeff.get(v, 0) + c * cst.arg
+    else:
+      for s, sign in zip(x.src, (-1,) if x.op is Ops.NEG else (1, -1) if x.op is Ops.SUB else (1, 1)):
+        coeff[s] = coeff.get(s, 0) + c * sign
+  return {t: c for t, c in terms.items() if c != 0}, k
+
+
+def test_linear_form_walks_its_sums_without_a_gated_toposort(monkeypatch):
+  # (symbolic.linear_form: toposort's walk written out, the linear test a node once and no gate's call; the terms in
+  # the order the gated toposort met them, which decides the IR of the sums built from them)
+  import random
+
+  from compiler import symbolic
+  c = lambda v: UOp.const(dtypes.int32, v)  # noqa: E731
+  r0, r1 = UOp.range(8, 0, AxisType.LOOP, dtypes.int32), UOp.range(5, 1, AxisType.LOOP, dtypes.int32)
+  x = UOp.variable("linear_form_x", 0, 9, dtypes.int32)
+  q = _i32(_i32(r0, c(36), op=Ops.MUL), r1, op=Ops.IDIV)
+  shared = _i32(_i32(r1, c(4), op=Ops.MUL), x)
+  rnd, exprs = random.Random(0), [r0, c(7), UOp.const(dtypes.bool, True), q, _i32(r0, op=Ops.NEG)]
+  pool = [r0, r1, x, q, shared, c(3), c(-2)]
+  for _ in range(300):
+    op = rnd.choice([Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG])
+    a, b = rnd.choice(pool), rnd.choice(pool)
+    u = _i32(a, op=op) if op is Ops.NEG else _i32(a, c(rnd.randint(-3, 3)) if op is Ops.MUL and rnd.random() < 0.7
+                                                  else b, op=op)
+    pool.append(u)
+    exprs.append(u)
+  want = [_linear_form_by_toposort(u) for u in exprs]
+  monkeypatch.setattr(symbolic, "toposort", lambda *a, **kw: pytest.fail("linear_form walked by toposort"))
+  for u, (terms, k) in zip(exprs, want):
+    got_terms, got_k = symbolic.linear_form(u)
+    assert list(got_terms.items()) == list(terms.items()) and got_k == k and type(got_k) is type(k)
+
+
+def test_bounds_of_a_deep_graph_walk_it_once_without_toposort(monkeypatch):
+  # (uop._bounds: toposort's gated walk written out, sources first below the nodes with no bounds yet only)
+  from compiler import uop
+  c = lambda v: UOp.const(dtypes.int32, v)  # noqa: E731
+  x = UOp.variable("bounds_chain_x", 0, 3, dtypes.int32)
+  chain, want = [x], [(0, 3)]
+  for i in range(5000):  # (deeper than the interpreter's stack)
+    chain.append(_i32(chain[-1], c(i % 3), op=Ops.MAX if i % 2 else Ops.ADD))
+    lo, hi = want[-1]
+    want.append((max(lo, i % 3), max(hi, i % 3)) if i % 2 else (lo + i % 3, hi + i % 3))
+  known = chain[2500]
+  assert (known.vmin, known.vmax) == want[2500]
+  monkeypatch.setattr(uop, "toposort", lambda *a, **kw: pytest.fail("bounds walked by toposort"))
+  worked: list[UOp] = []
+  one = uop._source_bounds
+  monkeypatch.setattr(uop, "_source_bounds", lambda u: worked.append(u) or one(u))
+  assert (chain[-1].vmin, chain[-1].vmax) == want[-1]
+  assert worked == chain[2501:] and [u._mm for u in chain] == want
+
+
+def _bounds_as_they_were(u: UOp, mm: dict[UOp, tuple]) -> tuple:
+  """A node's bounds from its sources' (mm), as uop._bounds_one worked them out before the walk stopped at the nodes
+  whose sources do not decide them: every source's first."""
+  from compiler import uop
+  op, s = u.op, u.src
+  if op is Ops.CONST:
+    return (u.arg, u.arg)
+  if op is Ops.DEFINE_VAR:
+    return (u.arg[1], u.arg[2])
+  got = [mm[x] for x in s]
+  if op is Ops.RANGE:
+    return (0, got[0][1] - 1)
+  dt = u.dtype.scalar()
+  lo, hi = dtypes.min(dt), dtypes.max(dt)
+  if op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ):
+    a = s[0]
+    if a.dtype.scalar() == dtypes.bool or not dtypes.is_int(a.dtype):
+      return (False, True)
+    (amin, amax), (bmin, bmax) = got
+    if op is Ops.CMPLT and (amax < bmin or amin >= bmax):
+      return (amax < bmin, amax < bmin)
+    if op is not Ops.CMPLT and (amax < bmin or amin > bmax or amin == amax == bmin == bmax):
+      v = (op is Ops.CMPNE) == (amax < bmin or amin > bmax)
+      return (v, v)
+    return (False, True)
+  if not (dtypes.is_int(dt) or dt == dtypes.bool):
+    return (lo, hi)
+  res = uop._int_bounds(op, s, got, dt)
+  if res is None or res[0] < lo or res[1] > hi:
+    return (lo, hi)
+  return (bool(res[0]), bool(res[1])) if dt == dtypes.bool else res
+
+
+def test_bounds_stop_at_nodes_their_sources_do_not_decide():
+  # (uop._own_bounds: a float's, a comparison of floats', an int op's that _int_bounds knows nothing of; the walk goes
+  # no further down: GPT step's first call worked out the bounds of 2k nodes below those, for folds that can't fold)
+  import random
+
+  from compiler import uop
+  i32, f32, b = dtypes.int32, dtypes.float32, dtypes.bool
+  c = lambda v: UOp.const(i32, v)  # noqa: E731
+  x = UOp.variable("own_bounds_x", 0, 50, i32)
+  deep = _i32(_i32(x, c(3), op=Ops.MUL), c(7), op=Ops.MOD)
+  f = UOp(Ops.CAST, f32, (deep,))
+  stops = [UOp(Ops.CMPLT, b, (f, UOp.const(f32, 2.0))), UOp(Ops.CMPNE, b, (UOp(Ops.CMPLT, b, (deep, c(3))),
+                                                                             UOp.const(b, True))),
+           _i32(deep, c(5), op=Ops.XOR), UOp(Ops.CAST, i32, (f,)), f]
+  assert [(u.vmin, u.vmax) for u in stops] == [(False, True), (False, True), (-2**31, 2**31 - 1),
+                                                (-2**31, 2**31 - 1), (dtypes.min(f32), dtypes.max(f32))]
+  assert deep._mm is None and x._mm is None, "bounds worked out below a node whose sources do not decide them"
+  # every op outside _INT_BOUNDS_OPS is one _int_bounds knows nothing of
+  for op in set(Ops) - uop._INT_BOUNDS_OPS:
+    assert uop._int_bounds(op, (c(3), c(2), c(1)), [(3, 3), (2, 2), (1, 1)], i32) is None, op
+  # the same bounds as every source's first, node for node, over random graphs of ints, floats and bools
+  rnd = random.Random(1)
+  for trial in range(40):
+    ints = [UOp.variable(f"own_bounds_{trial}_{k}", rnd.randint(-9, 0), rnd.randint(0, 9), i32) for k in range(3)]
+    ints += [UOp.range(rnd.randint(1, 9), k, AxisType.LOOP, i32) for k in range(2)] + [c(rnd.randint(-4, 4))]
+    floats, bools = [UOp.const(f32, 1.5)], [UOp.const(b, False)]
+    for _ in range(30):
+      a, d, k = rnd.choice(ints), rnd.choice(ints), c(rnd.randint(1, 5))
+      kind = rnd.randrange(6)
+      if kind == 0:
+        ints.append(_i32(a, d, op=rnd.choice([Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.XOR, Ops.OR])))
+      elif kind == 1:
+        ints.append(_i32(a, k, op=rnd.choice([Ops.IDIV, Ops.MOD, Ops.AND, Ops.SHL, Ops.SHR])))
+      elif kind == 2:
+        floats.append(UOp(rnd.choice([Ops.ADD, Ops.MUL]), f32, (UOp(Ops.CAST, f32, (a,)), rnd.choice(floats))))
+      elif kind == 3:
+        bools.append(UOp(rnd.choice([Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ]), b, rnd.choice([(a, d), (rnd.choice(floats),
+                     rnd.choice(floats)), (rnd.choice(bools), rnd.choice(bools))])))
+      elif kind == 4:
+        ints.append(UOp(Ops.WHERE, i32, (rnd.choice(bools), a, d)))
+      else:
+        ints.append(UOp(Ops.CAST, i32, (rnd.choice(floats + bools),)))
+    root = UOp.sink(*ints, *floats, *bools)
+    asked = [u._min_max for u in (*ints, *floats, *bools)[::-1]]  # (top-down: each node's walk, the last made first)
+    assert all(asked)
+    mm: dict[UOp, tuple] = {}
+    for u in uop.toposort(root)[:-1]:
+      mm[u] = _bounds_as_they_were(u, mm)
+      if u._mm is not None:
+        assert u._mm == mm[u], (u, u._mm, mm[u])

@@ -107,3 +107,28 @@ def test_keys_name_values_not_objects():
   assert len({diskcache.stable_bytes(v) for v in (0.0, -0.0, 1, True, 1.0, "1", (1,), [1])}) == 8
   with pytest.raises(TypeError, match="no stable key"):
     diskcache.stable_bytes(object())
+
+
+def test_key_bytes_keep_their_format():
+  # (stable_bytes' rows read an op's name and a seen dtype's text from tables, a schedule key's ops and dtypes first:
+  # the bytes they were, so that the same AST names the same entry)
+  from compiler.uop import AxisType, KernelInfo, Ops, UOp
+  f32 = dtypes.float32
+  g, r = UOp(Ops.DEFINE_GLOBAL, f32.ptr(16), (), 0), UOp.range(16, 0, AxisType.LOOP, dtypes.int32)
+  idx = UOp(Ops.INDEX, f32.ptr(16), (g, r))
+  val = UOp(Ops.ADD, f32, (UOp(Ops.LOAD, f32, (idx,)), UOp.const(f32, -0.0)))
+  ast = UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (idx, val)), UOp(Ops.END, dtypes.void, (r,))),
+            KernelInfo(name="E_16"))
+  f32_text, i32_text = "dDType(i11,i4,s'float32',s'f',i1,None)", "dDType(i5,i4,s'int32',s'i',i1,None)"
+  void_text = "dDType(i-1,i0,s'void',None,i1,None)"
+  ptr_text = f"dPtrDType(i11,i4,s'float32',s'f',i1,None,{f32_text},i16)"
+  assert diskcache.stable_bytes(ast).decode().split("\n") == [
+    f"DEFINE_GLOBAL|{ptr_text}||i0", f"CONST|{i32_text}||i16", f"RANGE|{i32_text}|1|(i0,eAxisType.LOOP)",
+    f"INDEX|{ptr_text}|0,2|None", f"LOAD|{f32_text}|3|None", f"CONST|{f32_text}||f0000000000000080",
+    f"ADD|{f32_text}|4,5|None", f"STORE|{void_text}|3,6|None", f"END|{void_text}|2|None",
+    f"SINK|{void_text}|7,8|dKernelInfo(s'E_16',(),True)", "r9"]
+  key = ((Ops.BUFFER, f32, (), ("in", 0, 16)), (Ops.CONST, dtypes.bool, (), True),
+         (Ops.ADD, dtypes.int32, (0, 1), None))
+  assert diskcache.stable_bytes((key, (None, "1"), False)).decode() == (
+    f"\n(((eOps.BUFFER,{f32_text},(),(s'in',i0,i16)),(eOps.CONST,dDType(i0,i1,s'bool',s'?',i1,None),(),True),"
+    f"(eOps.ADD,{i32_text},(i0,i1),None)),(None,s'1'),False)")
