@@ -16,6 +16,7 @@ from compiler.dtype import dtypes
 from compiler.opt import Kernel, KernelOptError, Opt, OptOps, hand_coded_optimizations
 from compiler.rewrite import graph_rewrite
 from compiler.schedule.cache import SCHEDULES
+from compiler.symbolic import fold_alu
 from compiler.tensor import Tensor
 from compiler.trace import recorder
 from compiler.uop import AxisType, KernelInfo, Ops, UOp, toposort
@@ -74,6 +75,18 @@ def _chain(op: Ops, vals: list[UOp]) -> UOp:
   return out
 
 
+def _folded_lane(x: UOp) -> UOp:
+  """x, or where it is int index math of two constants, plus 0 or times 1, what the index fold's first rule answers
+  (expansion makes those lanes folded: `expander._index_lane`)."""
+  if x.op not in (Ops.ADD, Ops.MUL) or x.dtype not in dtypes.ints:
+    return x
+  a, b = x.src
+  if a.op is Ops.CONST and b.op is Ops.CONST:
+    return fold_alu(x)
+  unit = 0 if x.op is Ops.ADD else 1
+  return b if a.op is Ops.CONST and a.arg == unit else a if b.op is Ops.CONST and b.arg == unit else x
+
+
 def _substituted(u: UOp, env: dict[UOp, UOp]) -> UOp:
   """u with the ranges in env replaced by constants; a REDUCE over UPCAST/UNROLL ranges becomes, in its range order,
   the values its input takes in each of their iterations: REDUCE(CONTRACT(values), *loops), or their chain."""
@@ -85,7 +98,7 @@ def _substituted(u: UOp, env: dict[UOp, UOp]) -> UOp:
     if x not in memo:
       unr = [r for r in x.src[1:] if x.op is Ops.REDUCE and axis_type(r) in EXPAND_AXES]
       if not unr:
-        memo[x] = x.replace(src=tuple(go(s) for s in x.src))
+        memo[x] = _folded_lane(x.replace(src=tuple(go(s) for s in x.src)))
       else:
         loops = tuple(r for r in x.src[1:] if r not in unr)
         vals = [_substituted(x.src[0], {**env, **{r: UOp.const(r.dtype, i) for r, i in zip(unr, c)}})
