@@ -8,7 +8,7 @@ import {h, put} from "./dom.js";
 import {CATEGORIES, paint, readColors, TEXT_MIN_SCALE} from "./graphdraw.js";
 import {boxH, boxW, constsLine, Edge, edgeKey, edgeObj, nodeLike, nodeObj, respace, unspace} from "./graphgeom.js";
 import {GRAPH_MARKS, legendBox} from "./legend.js";
-import {foldedView, GROUP_MIN_NODES, indexGroups, siteGroups} from "./graphgroups.js";
+import {foldedView, GROUP_MIN_NODES, indexGroups, siteGroups, usersOf} from "./graphgroups.js";
 import {Ghosts, StepMemo, sortGhosts} from "./graphghosts.js";
 import {Minimap} from "./minimap.js";
 
@@ -115,9 +115,9 @@ export class GraphView {
    * shown: a compact node rebuilt from a node that is not there. A compact=2 delta's `rebuilt` nodes keep their old
    * entries, renamed in place (_renameRebuilt): a step touches what it adds, not the ~2,000 nodes it rebuilds. */
   applyDelta(d) {
-    d = this._unpack(d);
+    const runs = d.rebuilt ? rebuiltRuns(d.rebuilt) : null;  // (unpacked once: ~2,000 ids a step, issue 30)
+    d = this._unpack(d, runs);
     if (d === null) return false;
-    const runs = d.rebuilt ? rebuiltRuns(d.rebuilt) : null;
     const removing = new Set(d.nodes_removed);
     if (d.nodes_added.some((a) => a.like !== undefined && !(removing.has(a.like) && this.nodes.has(a.like)))) {
       return false;
@@ -177,7 +177,7 @@ export class GraphView {
     this._respace();
     this._changed();
     this.stepVersion = this.version;  // (a step's model: the minimap may redraw its boxes a little later)
-    const changed = runs ? [...runs.ids.filter((id) => !runs.unchanged.has(id)), ...d.changed] : d.changed;
+    const changed = runs ? [...runs.changed, ...d.changed] : d.changed;
     this._mark(d.added, changed, d.match);
     if (this.selected !== null && !this.nodes.has(this.selected)) this.selected = null;
     if (this.autoFit) this.autoView();
@@ -201,10 +201,11 @@ export class GraphView {
    * for (nodes_added, with `like` for shifted ones, nodes_removed, edges_added without points; viz_server/
    * stepgraphs.py, _pack_whole, _shifted and _pack_straight), or null when a node they name is not in the graph (the
    * delta does not fit it). A step back's `held` edges (stepgraphs._pack_held) are those of the step it leaves that
-   * the page holds (StepMemo), with their src and points. A new object: api.js caches answers. */
-  _unpack(d) {
+   * the page holds (StepMemo), with their src and points. A new object: api.js caches answers. runs: d's rebuilt
+   * nodes (rebuiltRuns), null for none. */
+  _unpack(d, runs) {
     if (!d.shifted && !d.straight && !d.whole && !d.held) return d;
-    const out = {...d}, runs = d.rebuilt ? rebuiltRuns(d.rebuilt) : null;
+    const out = {...d};
     if (d.whole) out.nodes_added = [...d.nodes_added, ...wholeNodes(d.whole)];
     const ids = d.shifted ? sums(d.shifted.id) : [];
     let renamed = null;  // old id -> new id of every rebuilt node (a shifted node's sources are renamed through it)
@@ -396,18 +397,7 @@ export class GraphView {
   // ---- queries
 
   get users() {
-    if (!this.usersCache) {
-      const u = new Map();
-      for (const [id, n] of this.nodes) {
-        for (const sid of n.d.src || []) {
-          if (!u.has(sid)) u.set(sid, []);
-          const list = u.get(sid);
-          // (a user already listed is this node, listed last: a node of many users made this quadratic)
-          if (list[list.length - 1] !== id) list.push(id);
-        }
-      }
-      this.usersCache = u;
-    }
+    this.usersCache ??= usersOf(this.nodes);
     return this.usersCache;
   }
 
@@ -655,8 +645,11 @@ export class GraphView {
     const on = this.folding();
     if (this.fold.version === this.version && this.fold.on === on) return this.fold;
     let groups = new Map();
+    // the users of every node only where an index group's search asks (a graph without INDEX nodes never does), else
+    // those of the groups' hidden members (usersOf: most of a refold's time was the whole map, made each step)
+    const allUsers = {get: (id) => this.users.get(id)};
     if (on) {
-      groups = indexGroups(this.nodes, this.users, this.expanded);
+      groups = indexGroups(this.nodes, allUsers, this.expanded);
       const taken = new Set();
       for (const g of groups.values()) for (const m of g.members) taken.add(m);
       for (const [rep, g] of siteGroups(this.nodes, this.expanded, taken)) groups.set(rep, g);
@@ -665,8 +658,11 @@ export class GraphView {
         for (const m of g.members) if (added.has(m) || changed.has(m)) { groups.delete(rep); break; }
       }
     }
-    const was = this.fold.made;
-    this.fold = {groups, ...foldedView(groups, this.nodes, this.collapse, this.users, was), version: this.version, on};
+    const was = this.fold.made, hidden = new Set();
+    if (!this.usersCache) for (const [rep, g] of groups) for (const m of g.members) if (m !== rep) hidden.add(m);
+    const users = this.usersCache ?? (hidden.size ? usersOf(this.nodes, hidden) : new Map());
+    const folded = foldedView(groups, this.nodes, this.collapse, users, was);
+    this.fold = {groups, ...folded, version: this.version, on};
     this.edgeBatch = null;
     return this.fold;
   }
@@ -1062,11 +1058,11 @@ const sameRewrite = (a, b) => a !== null && a.trace === b.trace && a.rw === b.rw
 const sameStep = (a, b) => sameRewrite(a, b) && a.step === b.step;
 
 /** A compact=2 delta's `rebuilt` ({id, like} as flat [difference, count, ...] runs: viz_server/stepgraphs.py,
- * _diff_runs) as {ids, likes}, the set of rebuilt ids not marked changed (the column `unchanged`, flag runs) and their
+ * _diff_runs) as {ids, likes}, the rebuilt ids marked changed (all but the column `unchanged`'s, flag runs) and their
  * own columns (ownColumns). */
 function rebuiltRuns(r) {
   const ids = sums(r.id), same = flags(r.unchanged);
-  return {ids, likes: sums(r.like), unchanged: new Set(ids.filter((_, i) => same[i])), ...ownColumns(r)};
+  return {ids, likes: sums(r.like), changed: ids.filter((_, i) => !same[i]), ...ownColumns(r)};
 }
 
 /** The columns of rebuilt nodes sent as runs that are not their old node's (stepgraphs._own_columns): `created`

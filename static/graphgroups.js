@@ -62,26 +62,50 @@ export function siteGroups(nodes, expanded, taken) {
   return out;
 }
 
+/** The users of nodes (id -> user ids, in the order of `nodes`, each once) of those in `ids` only (a Set; null: of
+ * every node). A fold reads the users of its groups' members alone: the whole map was ~3,000 lists made every step of
+ * a big rewrite for the ~500 a fold read, most of its time (issue 30). */
+export function usersOf(nodes, ids = null) {
+  const u = new Map();
+  for (const [id, n] of nodes) {
+    const src = n.d.src;
+    if (!src) continue;
+    for (let i = 0; i < src.length; i++) {
+      const s = src[i];
+      if (ids !== null && !ids.has(s)) continue;
+      const list = u.get(s);
+      if (list === undefined) u.set(s, [id]);
+      else if (list[list.length - 1] !== id) list.push(id);  // (this node, listed last: a node of many users)
+    }
+  }
+  return u;
+}
+
 /** What folding `groups` hides and draws instead: the hidden node ids (every member but the reps), and the edges
  * from outside a group into its members, redirected to its rep, and from its hidden members to users outside it,
  * redirected from its rep (straight, one per pair; an end hidden in another group is that group's rep). `made`: the
  * redirected edges of the fold before, by their ends' entries (a WeakMap of maps), kept where their ends have not
  * moved: a step renames ~2,000 entries in place (issue 30) and each fold made all its edges again; the returned
- * `made` is this fold's. */
+ * `made` is this fold's. users: id -> user ids (usersOf), at least of the groups' hidden members. */
 export function foldedView(groups, nodes, collapse, users = new Map(), made = new WeakMap()) {
   const repOf = new Map();
   for (const [rep, g] of groups) for (const m of g.members) if (m !== rep) repOf.set(m, rep);
-  // seen: a -> the b of each pair a, b added (no string a pair: a step refolds ~2,000 redirected edges, issue 30)
+  // the pairs a, b added: found by their entries in `now` where it keeps them (a Set for each a was ~2,000 Sets made a
+  // step, issue 30), else in seen (a -> the b of each pair; no string a pair)
   const hidden = new Set(repOf.keys()), edges = [], seen = new Map(), now = new WeakMap();
   const add = (s, d) => {
     const a = repOf.get(s) ?? s, b = repOf.get(d) ?? d;
     if (a === b) return;
-    const to = seen.get(a);
-    if (to === undefined) seen.set(a, new Set([b]));
-    else if (to.has(b)) return;
-    else to.add(b);
-    const na = nodes.get(a), nb = nodes.get(b);
-    let e = na && nb && !collapse ? made.get(na)?.get(nb) : undefined;
+    const na = nodes.get(a), nb = nodes.get(b), kept = na && nb && !collapse;
+    if (kept) {
+      if (now.get(na)?.has(nb)) return;
+    } else {
+      const to = seen.get(a);
+      if (to === undefined) seen.set(a, new Set([b]));
+      else if (to.has(b)) return;
+      else to.add(b);
+    }
+    let e = kept ? made.get(na)?.get(nb) : undefined;
     if (e && e.ends[0] === na.d.x && e.ends[1] === na.d.y && e.ends[2] === nb.d.x && e.ends[3] === nb.d.y) {
       e.d.src = a;  // (the ids of entries renamed in place)
       e.d.dst = b;
@@ -91,9 +115,10 @@ export function foldedView(groups, nodes, collapse, users = new Map(), made = ne
       if (na && nb) e.ends = [na.d.x, na.d.y, nb.d.x, nb.d.y];
     }
     edges.push(e);
-    if (na && nb && !collapse) {
-      if (!now.has(na)) now.set(na, new Map());
-      now.get(na).set(nb, e);
+    if (kept) {
+      const to = now.get(na);
+      if (to === undefined) now.set(na, new Map([[nb, e]]));
+      else to.set(nb, e);
     }
   };
   for (const [rep, g] of groups) {

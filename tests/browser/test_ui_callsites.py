@@ -106,3 +106,33 @@ def test_a_lines_nodes_fold_into_one_box_and_the_card_names_the_line(page, serve
   page.evaluate("(id) => window.__viz.selectNode(id)", want[rep][1][0])
   page.wait_for_function("(s) => document.querySelector('#node-card [data-field=site]')?.textContent === s", arg=soft)
   shot(page, "site-groups")
+
+
+# a fold of the graph shown, made again with the users of every node (usersOf), against the one the page made
+FOLD_WITH_ALL_USERS = """async () => {
+  const g = window.__viz.graph, m = await import("/static/graphgroups.js");
+  const pairs = (es) => es.map((e) => `${e.d.src}>${e.d.dst}`).sort().join();
+  const whole = m.foldedView(g.fold.groups, g.nodes, g.collapse, m.usersOf(g.nodes));
+  return {edges: g.fold.edges.length, same: pairs(whole.edges) === pairs(g.fold.edges),
+    hidden: [...whole.hidden].sort().join() === [...g.fold.hidden].sort().join()};
+}"""
+
+
+def test_a_fold_lists_the_users_of_its_hidden_members_alone(page, server, trace_dir):
+  """A refold (every step of a big rewrite) lists the users of its groups' hidden members only, not every node's
+  (issue 30: the whole map was most of its time), and folds the graph as the whole map does: the edges from a hidden
+  member to its users outside leave from its group's box."""
+  lines = record_program(trace_dir / "fold_users.vztrace")
+  t = server.trace_id("fold_users.vztrace", ended=True)
+  soft = f"test_ui_callsites.py:{lines['softmax']} {FN}"
+  graph = lambda r: server.api(f"/api/traces/{t}/rewrites/{r['id']}/graph?step=0")  # noqa: E731
+  ctx, rw = next((c, r) for c in server.api(f"/api/traces/{t}/contexts") for r in c["rewrites"]
+                 if sum(n.get("site") == soft for n in graph(r)["nodes"]) > 1)
+  open_page(page, server, f"#t={t}&c={ctx['id']}&r={rw['id']}&s=0")
+  page.wait_for_function("(want) => document.body.dataset.graph === want", arg=f"{t}:{rw['id']}:0")
+  page.keyboard.press("g")
+  page.wait_for_function("() => window.__viz.graph.fold.groups.size > 0")
+  assert page.evaluate("() => window.__viz.graph.usersCache") is None  # (the whole map, not made)
+  got = page.evaluate(FOLD_WITH_ALL_USERS)
+  assert got == {"edges": got["edges"], "same": True, "hidden": True}, got
+  assert got["edges"] > 0
