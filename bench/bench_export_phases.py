@@ -13,6 +13,9 @@ Measured on the shared 2-core machine (CPU seconds, time.process_time; one run e
   demo (240,576 B), small graphs' layouts on lists (viz_server/layout.py SMALL_EDGES), two runs each, alternated:
   before               1.99 / 1.94   0.83 / 0.82  0.54 / 0.50  0.03   0.32   3.97 / 3.87
   now                  1.44 / 1.49   0.78 / 0.83  0.48 / 0.52  0.02   0.30   3.28 / 3.43
+  demo (265,579 B), the long transposes' keys in order and slim shared layouts, 3 runs each, alternated (load 3.4-4.4):
+  before               1.65 / 1.58 / 1.57                             4.60 / 4.19 / 4.37
+  now                  1.33 / 1.34 / 1.34                             4.11 / 4.19 / 4.08
 The step-0 graphs' layouts (layout_graph) and the steps' derivations are the viewer's and stay: see "Trace tools"
 in docs/architecture.md.
 """

@@ -57,6 +57,7 @@ TRANSPOSE_WORK = 2_500_000  # ...at most this many (rounds x proper edges)
 BIG_EDGES = 25_000
 BIG_SWEEPS = 2
 BIG_WORK = 200_000
+SORTED_ROUNDS = 8   # a transpose of at least this many rounds first puts its entries in their keys' order
 COORD_ITERS = 30    # coordinate steps from packed rows
 DUMMY_LINE = 0.5    # a dummy's target x: this much the straight line of its edge, the rest its neighbours' mean
 # the proper graph holds at most this many dummies per node and edge: past it the longest edges become vertical
@@ -471,6 +472,11 @@ class _Orderer(_OrderBest):
         if self.count is None:
             self.note(self.crossings())
         self.at[graph.lptr[graph.layer] + self.pos] = np.arange(graph.n_nodes)
+        if rounds >= SORTED_ROUNDS:
+            # the entries in the order of their keys now: a round swaps a few adjacent nodes, so the phases' keys come
+            # nearly sorted (their sort's cost; in node order each layer's keys are a shuffle of its places). Not for
+            # fewer rounds (a sweep's 2, a big graph's last 4-5), which pay the argsort for what their sorts save.
+            self._tp = [tuple(a[np.argsort(self._phase_keys(ent, 0), kind="stable")] for a in ent) for ent in self._tp]
         dirty = None  # None: every pair is a candidate
         since = 0     # rounds since the best count last dropped
         tie_starts: set[bytes] = set()  # the orders tie rounds started from
@@ -516,12 +522,13 @@ class _Orderer(_OrderBest):
         lw = np.diff(graph.lptr)
         par = graph.layer[graph.inc_node] & 1
         self._tp = []
+        self._mb = mb = (int(lw.max()) + 1).bit_length()  # bits of a neighbour's position in a sort key
         for lp in (0, 1):
             e = np.flatnonzero(par == lp)
             node = graph.inc_node[e]
-            lay = graph.layer[node]
-            self._tp.append((node, graph.inc_nbr[e], graph.inc_side[e], graph.lptr[lay], lw[lay]))
-        self._mb = (int(lw.max()) + 1).bit_length()  # bits of a neighbour's position in a sort key
+            lstart = graph.lptr[graph.layer[node]]
+            # (what a phase's sort key takes from each entry but its positions, packed once)
+            self._tp.append((node, graph.inc_nbr[e], (lstart << (mb + 2)) | (graph.inc_side[e] << (mb + 1))))
         self.at = np.empty(graph.n_nodes, dtype=np.int64)
 
     def _near(self, dirty: np.ndarray) -> np.ndarray:
@@ -532,31 +539,35 @@ class _Orderer(_OrderBest):
 
     def _round_entries(self, lp: int, near: np.ndarray | None):
         """Incidence entries of the layers of parity lp, only of the nodes `near` marks when given (_near)."""
-        node, nbr, side, lstart, lw = self._tp[lp]
+        ent = self._tp[lp]
         if near is None:
-            return node, nbr, side, lstart, lw
-        k = near[node].nonzero()[0]
-        return node[k], nbr[k], side[k], lstart[k], lw[k]
+            return ent
+        k = near[ent[0]].nonzero()[0]
+        return tuple(a[k] for a in ent)
+
+    def _phase_keys(self, ent, sh: int) -> np.ndarray:
+        """The sort keys of a phase's entries (_transpose_phase): all of them, none picked out. A node that its
+        layer's pairs leave out (its first, shifted by sh, or its last) keys a (pair, side) group of right entries
+        only or of left entries only, which counts no crossing, so no pair moves for it: its pair's other slot lies
+        in a layer of the other parity (none of this phase's entries), or across an empty one in the last slot of the
+        layer above (whose entries are all of side 0: it has no neighbour below) or the first of the layer below
+        (side 1 only). A pair across two components is left out of the moves (_transpose_phase)."""
+        pos = self.pos
+        node, nbr, base = ent
+        p = pos[node]
+        role = (p - sh) & 1
+        return base + ((p - role) << (self._mb + 2)) + (pos[nbr] << 1) + role
 
     def _transpose_phase(self, ent, sh: int, allow_equal: bool) -> np.ndarray | None:
-        graph, pos, at, mb = self.graph, self.pos, self.at, self._mb
-        node, nbr, side, lstart, lw = ent
-        p = pos[node]
-        r = p - sh
-        role = r & 1
-        ok = (r >= 0) & ((role == 1) | (p + 1 < lw))
-        pid = lstart + p - role                       # slot of the pair's left node
-        if not self.single_comp:
-            partner = at[np.minimum(pid + 1 - role, graph.n_nodes - 1)]
-            ok &= self.comp[partner] == self.comp[node]
-        sel = ok.nonzero()[0]
-        if len(sel) < 2:
-            return None
-        rl, pid = role[sel], pid[sel]
+        pos, at, mb = self.pos, self.at, self._mb
         # one sort of packed keys (pair, side, neighbour position, role): by neighbour position inside each
         # (pair, side) group, left entries first on ties; the fields are read back from the sorted keys (a stable
-        # sort: the entries come in layer order, so the keys are in long sorted runs)
-        key = np.sort((((((pid << 1) | side[sel]) << mb) | pos[nbr[sel]]) << 1) | rl, kind="stable")
+        # sort, in place: in a long transpose the entries come in their keys' order at its start, so the keys are in
+        # long sorted runs)
+        key = self._phase_keys(ent, sh)
+        if len(key) < 2:
+            return None
+        key.sort(kind="stable")
         n = len(key)
         rs = key & 1
         gs = key >> (mb + 1)
@@ -564,20 +575,21 @@ class _Orderer(_OrderBest):
         gstart[0] = True
         np.not_equal(gs[1:], gs[:-1], out=gstart[1:])
         cs = rs.cumsum()
-        right_before = cs - rs
         gbeg = gstart.nonzero()[0]
         gid = gstart.cumsum() - 1
         isl = (rs == 0).nonzero()[0]
         if len(isl) == 0:
             return None
         # for each left entry: the group's right entries before it (crossings if kept), after it and not at the same
-        # neighbour (crossings if swapped; at most one right entry shares its neighbour, sorted just after it)
+        # neighbour (crossings if swapped; at most one right entry shares its neighbour, sorted just after it); the
+        # right entries up to a left one are cs's count there (it adds none itself)
         g_l = gid[isl]
-        lt = right_before[isl] - right_before[gbeg][g_l]
-        rtot = (cs[np.concatenate((gbeg[1:], (n,))) - 1] - right_before[gbeg])[g_l]
-        same = np.concatenate((key[1:], (-1,)))[isl] == key[isl] + 1
-        gt = rtot - lt - same
-        lpid = gs[isl] >> 1
+        cl, kl = cs[isl], key[isl]
+        lt = cl - (cs[gbeg] - rs[gbeg])[g_l]
+        nxt = isl + 1
+        nxt[-1] = min(nxt[-1], n - 1)  # (the last entry's next is itself: never its key + 1)
+        gt = cs[np.append(gbeg[1:], n) - 1][g_l] - cl - (key[nxt] == kl + 1)
+        lpid = kl >> (mb + 2)
         # per pair (compressed): crossings among its two nodes' edges if kept, and if swapped
         first = np.empty(len(lpid), dtype=bool)
         first[0] = True
@@ -589,10 +601,13 @@ class _Orderer(_OrderBest):
         do = swap < keep
         if allow_equal:
             do |= (swap == keep) & (keep > 0)
-        if not do.any():
+        sel = do.nonzero()[0]
+        if not self.single_comp and len(sel):  # (a pair that moves has its right node: it counts a crossing)
+            sel = sel[self.comp[at[up_[sel]]] == self.comp[at[up_[sel] + 1]]]
+        if len(sel) == 0:
             return None
-        slots = up_[do]
-        self.count += int((swap[do] - keep[do]).sum())
+        slots = up_[sel]
+        self.count += int((swap[sel] - keep[sel]).sum())
         left, right = at[slots], at[slots + 1]
         pos[left] += 1
         pos[right] -= 1

@@ -482,7 +482,7 @@ class StepGraphs:
     if pause is not None:
       pause()
     lay = self.lay_out(sizes, edges, pause=pause)
-    routes = lay.edges if self.lay_out is lay_out_slim else slimmed(lay)  # (an export's shared layouts: full routes)
+    routes = lay.edges if self.lay_out is lay_out_slim or getattr(self.lay_out, "slim", False) else slimmed(lay)
     return _Full(lay.pos, lay.layer, routes, lay.width, lay.height)
 
   def _below(self, k: int, base: Layout, pause: Callable[[], None] | None = None) -> Layout:

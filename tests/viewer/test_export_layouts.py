@@ -21,6 +21,11 @@ def _dag(seed: int, n: int = 40) -> tuple[dict[int, tuple[float, float]], list[t
   return sizes, edges
 
 
+def _slim(sizes: dict, edges: list):
+  """The layout the views keep (slim routes), which the memo gives."""
+  return layout_graph(sizes, edges, slim=True)
+
+
 def _renamed(sizes: dict, edges: list, to: dict[int, int]) -> tuple[dict, list]:
   return {to[v]: wh for v, wh in sizes.items()}, [(to[s], to[d]) for s, d in edges]
 
@@ -28,18 +33,29 @@ def _renamed(sizes: dict, edges: list, to: dict[int, int]) -> tuple[dict, list]:
 def test_an_equal_graph_under_other_ids_gets_its_own_layout_renamed():
   sizes, edges = _dag(1)
   memo = SharedLayouts()
-  assert memo(sizes, edges) == layout_graph(sizes, edges)
+  assert memo(sizes, edges) == _slim(sizes, edges)
   ids = sorted(random.Random(2).sample(range(10_000), len(sizes)))  # other ids, in the same order
   other = _renamed(sizes, edges, dict(zip(sorted(sizes), ids)))
-  got, want = memo(*other), layout_graph(*other)
+  got, want = memo(*other), _slim(*other)
   assert got == want and list(got.pos) == list(want.pos) and list(got.edges) == list(want.edges)
   assert (memo.laid, memo.shared) == (1, 1)
   # a box of another size, an edge less, or the ids in another order: another graph, laid out
   bigger = {**sizes, 5: (200.0, 20.0)}
   swapped = _renamed(sizes, edges, {**{v: v for v in sizes}, 3: 4, 4: 3})
   for g in ((bigger, edges), (sizes, edges[:-1]), swapped):
-    assert memo(*g) == layout_graph(*g)
+    assert memo(*g) == _slim(*g)
   assert (memo.laid, memo.shared) == (4, 1)
+
+
+def test_its_layouts_are_made_slim_not_slimmed():
+  """The step-0 layouts come with slim routes, as the views lay out (not full ones StepGraphs._full slims after), and
+  the view's step-0 graph is the one it lays out alone."""
+  n = 30  # (a chain and an edge from its top to each node: past the dummy budget, the longest edges are channels,
+  # vertical runs whose inner points slim routes leave out)
+  sizes = {i: (60.0, 20.0) for i in range(n)}
+  edges = [(i, i + 1) for i in range(n - 1)] + [(0, i) for i in range(2, n)]
+  got, slim, full = SharedLayouts()(sizes, edges), _slim(sizes, edges), layout_graph(sizes, edges)
+  assert got == slim and got.edges != full.edges
 
 
 def test_the_memo_holds_at_most_its_budget_of_nodes():

@@ -568,6 +568,41 @@ def test_small_graphs_list_orderer_gives_the_numpy_orders():
   assert tried >= 200
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_transpose_pairs_no_nodes_of_two_layers_or_components(seed):
+  """Issue 30: a transpose phase keys every entry of its layers (none picked out), so a layer's first and last node,
+  which pair with nobody, key pairs with a slot of another layer: across an empty layer (a long edge that became a
+  channel leaves one) the last node of the layer above and the first of the layer below, which must never swap; nor
+  two nodes of two components. Shuffled orders of such graphs, numpy's and the lists' transposes the same."""
+  from viz_server import layout as L
+  rng = random.Random(seed)
+  width = rng.randint(3, 6)  # (layers 0 and 2..4 of `width` nodes each, layer 1 empty)
+  lay = np.array([0] * width + [l for l in (2, 3, 4) for _ in range(width)], dtype=np.int64)
+  # (two components, odd and even nodes, whose shuffled places interleave)
+  edges = [(s, d) for s in range(len(lay)) for d in range(len(lay))
+           if lay[d] == lay[s] + 1 and (s - d) % 2 == 0 and rng.random() < 0.6]
+  edges += [(s, d) for s in range(width) for d in range(width, 2 * width) if rng.random() < 0.3]  # (over layer 1)
+  us = np.array([s for s, _ in edges], dtype=np.int64)
+  ud = np.array([d for _, d in edges], dtype=np.int64)
+  chan = lay[ud] - lay[us] > 1  # (channels: out of the proper graph, as layout_graph leaves them)
+  n = len(lay)
+  P = L._ProperGraph(n, lay, us[~chan], ud[~chan], np.full(n, 40.0))
+  assert P.lptr[2] == P.lptr[1]  # (layer 1 empty)
+  pcomp = L._components(n, us[~chan], ud[~chan])
+  orders = []
+  for orderer in (L._Orderer(P, pcomp), L._ListOrderer(P, pcomp)):
+    shuffle = np.random.default_rng(seed)
+    for m in P.members:
+      for v, q in zip(m.tolist(), shuffle.permutation(len(m)).tolist()):
+        orderer.pos[v] = q
+    for eq in (0, 1, 3):
+      orderer.transpose(8, equal_every=eq)
+    pos = [int(v) for v in orderer.pos]
+    assert all(sorted(pos[v] for v in m) == list(range(len(m))) for m in P.members)  # (each layer's places)
+    orders.append((pos, orderer.count))
+  assert orders[0] == orders[1]
+
+
 def test_small_graph_layouts_equal_the_numpy_path(monkeypatch):
   """The layouts themselves (positions, layers, routes, size: repr, so every float bit) with the list orderer and
   without it (SMALL_EDGES 0: every graph on numpy)."""

@@ -2,7 +2,8 @@
 under other ids (the same kernel's passes on each schedule's copy, a training step's layers). layout_graph depends
 only on the boxes' sizes in id order and the edges between their indices, so a graph equal to one laid out before up
 to an order-preserving renaming of its ids gets that layout renamed: the same positions and routes the viewer
-computes, without the crossing reduction."""
+computes, without the crossing reduction. The routes come slim (layout_graph's slim=True, as the views keep them:
+StepGraphs._full slimmed full ones before, making and dropping every route's inner points)."""
 from __future__ import annotations
 
 import hashlib
@@ -18,8 +19,9 @@ MEMO_NODES = 25_000
 
 
 class SharedLayouts:
-  """layout_graph(sizes, edges) remembered by the graph's shape (an LRU bounded by the node positions it holds);
-  `laid` counts the layouts computed, `shared` those renamed from one remembered."""
+  """layout_graph(sizes, edges, slim=True) remembered by the graph's shape (an LRU bounded by the node positions it
+  holds); `laid` counts the layouts computed, `shared` those renamed from one remembered."""
+  slim = True  # (its routes: StepGraphs._full keeps them as they are)
 
   def __init__(self, budget: int = MEMO_NODES) -> None:
     self.laid = self.shared = 0
@@ -35,12 +37,12 @@ class SharedLayouts:
     index = {v: i for i, v in enumerate(ids)}
     if any(s not in index or d not in index for s, d in edges):  # (a step's graph holds its nodes' sources)
       self.laid += 1
-      return layout_graph(sizes, edges, pause=pause)
+      return layout_graph(sizes, edges, pause=pause, slim=True)
     shape = (tuple(sizes[v] for v in ids), tuple((index[s], index[d]) for s, d in edges))
     key = hashlib.blake2b(repr(shape).encode(), digest_size=16).digest()  # (held, not the shape: a tenth the bytes)
     got = self._memo.get(key)
     if got is None:
-      lay = layout_graph(sizes, edges, pause=pause)
+      lay = layout_graph(sizes, edges, pause=pause, slim=True)
       self.laid += 1
       self._memo.put(key, (ids, lay), len(ids))
       return lay
