@@ -294,7 +294,8 @@ class StepGraphs:
     self.cuts = 0  # layouts of cut graphs made
     self.last_step = 0  # the step last served (views.Views.prefetch looks ahead of it in the direction of travel)
     self.anchor = 0  # the anchor of the layout chain last served (the page's: what a diff drawn as it reuses)
-    self.lay_out = lay_out_slim  # what lays a step out whole (an export shares layouts between views: export/layouts)
+    # what lays a step out whole, with slim routes (an export shares layouts between views: export/layouts)
+    self.lay_out = lay_out_slim
 
   def stride(self) -> int:
     """Every how many steps this view keeps a layout for good (stride(); a live rewrite's grows with it)."""
@@ -482,8 +483,7 @@ class StepGraphs:
     if pause is not None:
       pause()
     lay = self.lay_out(sizes, edges, pause=pause)
-    routes = lay.edges if self.lay_out is lay_out_slim or getattr(self.lay_out, "slim", False) else slimmed(lay)
-    return _Full(lay.pos, lay.layer, routes, lay.width, lay.height)
+    return _Full(lay.pos, lay.layer, lay.edges, lay.width, lay.height)
 
   def _below(self, k: int, base: Layout, pause: Callable[[], None] | None = None) -> Layout:
     """Step k's layout when it brings too many new nodes to place one by one: the nodes it kept stay where they were

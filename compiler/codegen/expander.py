@@ -168,13 +168,13 @@ def _lane_stores(st: UOp) -> list[LaneStore]:
   """A SINK source's lanes as stores: a global STORE's made from its INDEX's and value's lanes (none of them a STORE
   node yet), an UNROLL's its lanes, any other store itself."""
   if st.op is FastOps.UNROLL:
-    return [_node_lane(x, True) for x in st.src]
+    return [_node_lane(x, by_fields=True) for x in st.src]
   if st.op is not FastOps.STORE or not _is_global_index(st.src[0]):
-    return [_node_lane(st, True)]
+    return [_node_lane(st, by_fields=True)]
   ix, v = st.src
   axes = _union((*ix.src, v))  # (the STORE's axes: those of its INDEX's lanes and of its value)
   if not axes:
-    return [_node_lane(st, True)]
+    return [_node_lane(st, by_fields=True)]
   key = (st.arg, ix.dtype, ix.arg)  # (_lane_key's fields, the store's made once: a tuple a lane, no call)
   return [((*key, srcs, val), srcs, val, st, None)
           for srcs, val in zip(zip(*(_lanes_over(s, axes) for s in ix.src)), _lanes_over(v, axes))]
@@ -280,12 +280,13 @@ def _lane_key(st: UOp, ix: tuple[UOp, ...], val: UOp) -> tuple:
   return (st.arg, st.src[0].dtype, st.src[0].arg, ix, val)
 
 
-def _node_lane(st: UOp, key: Any = None) -> LaneStore:
-  """A SINK's STORE node as a lane (any other source: a lane no store groups, its val not a scalar's)."""
+def _node_lane(st: UOp, by_fields: bool = False) -> LaneStore:
+  """A SINK's STORE node as a lane (any other source: a lane no store groups, its val not a scalar's), keyed by its
+  fields beside lanes that are not nodes yet (expansion's SINK), else by the node itself."""
   if st.op is not FastOps.STORE:
     return (st, (), st, st, st)
   ix, val = st.src[0].src, st.src[1]
-  return (st if key is None else _lane_key(st, ix, val), ix, val, st, st)
+  return (_lane_key(st, ix, val) if by_fields else st, ix, val, st, st)
 
 
 def lane_store(lane: LaneStore, val: UOp | None = None) -> UOp:

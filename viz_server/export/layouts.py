@@ -21,7 +21,6 @@ MEMO_NODES = 25_000
 class SharedLayouts:
   """layout_graph(sizes, edges, slim=True) remembered by the graph's shape (an LRU bounded by the node positions it
   holds); `laid` counts the layouts computed, `shared` those renamed from one remembered."""
-  slim = True  # (its routes: StepGraphs._full keeps them as they are)
 
   def __init__(self, budget: int = MEMO_NODES) -> None:
     self.laid = self.shared = 0
