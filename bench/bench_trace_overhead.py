@@ -17,6 +17,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -171,7 +172,8 @@ PROGRAM = ("import sys\nsys.path.insert(0, {root!r})\nfrom bench.real_models imp
 # the parts inside it), printed as JSON; the wrappers cost ~1 us a call (~0.03 s over the GPT step's ~40,000 calls).
 # The child runs timed_part's and split_wrappers' text (this file's, whichever tree's compiler it imports).
 SPLIT_HEAD = ("import json, threading, time, sys\nfrom typing import Any, Callable\nsys.path.insert(0, {root!r})\n"
-              "from compiler.trace import recorder\n")
+              "from compiler.trace import recorder\nMAIN_SUFFIX = {suffix!r}\n")
+MAIN_SUFFIX = " on main"  # a part's key suffix for its main-thread share (timed_part)
 SPLIT_TAIL = ("parts, local = {{}}, threading.local()\nsplit_wrappers(parts, local)\n"
               "t0, c0 = time.thread_time(), time.process_time()\n{program}"
               "if isinstance(recorder.RECORDER, recorder.Recorder):\n  recorder.RECORDER.writer.flush()\n"
@@ -181,9 +183,15 @@ SPLIT_TAIL = ("parts, local = {{}}, threading.local()\nsplit_wrappers(parts, loc
 def timed_part(fn: Callable, part: str, parts: dict[str, float], local: Any,
                clock: Callable[[], float] = time.thread_time) -> Callable:
   """fn, adding each call's time by `clock` (its thread's CPU time) to parts[part], less the time of the timed_part
-  calls made inside it (they count in their own parts); `local`: a threading.local, a stack of inner times a thread."""
+  calls made inside it (they count in their own parts); `local`: a threading.local, a stack of inner times a thread.
+  A call on the main thread also adds to parts[part + MAIN_SUFFIX]: a part runs on several threads (LLVM's compiles on
+  compile-ahead's worker and on the main thread), and the main thread's rest is its time less only its own parts'."""
   def call(*args: Any, **kw: Any) -> Any:
-    stack = local.__dict__.setdefault("stack", [])
+    own = local.__dict__
+    stack = own.get("stack")
+    if stack is None:  # (a thread's first call: whether it is the main thread, asked once)
+      stack = own["stack"] = []
+      own["main"] = threading.current_thread() is threading.main_thread()
     stack.append(0.0)
     t = clock()
     try:
@@ -192,9 +200,16 @@ def timed_part(fn: Callable, part: str, parts: dict[str, float], local: Any,
       spent = clock() - t
       inner = stack.pop()
       parts[part] = parts.get(part, 0.0) + spent - inner
+      if own["main"]:
+        parts[part + MAIN_SUFFIX] = parts.get(part + MAIN_SUFFIX, 0.0) + spent - inner
       if stack:
         stack[-1] += spent
   return call
+
+
+def main_rest(parts: dict[str, float]) -> float:
+  """The main thread's CPU time outside every part (`main` less the main thread's share of each part, timed_part)."""
+  return parts["main"] - sum(v for k, v in parts.items() if k.endswith(MAIN_SUFFIX))
 
 
 def split_wrappers(parts: dict[str, float], local: Any) -> None:
@@ -235,8 +250,8 @@ def run_split(name: str, size: str, viz: bool, tmp: Path, root: Path = ROOT) -> 
   LLVM, codegen, naming, hooks, flush, and `main` (the main thread's), `process` (all threads')."""
   import inspect
   program = PROGRAM.format(root=str(root), name=name, size=size).split("\n", 2)[2]  # (the path is SPLIT_HEAD's)
-  code = (SPLIT_HEAD.format(root=str(root)) + inspect.getsource(timed_part) + inspect.getsource(split_wrappers) +
-          SPLIT_TAIL.format(program=program))
+  code = (SPLIT_HEAD.format(root=str(root), suffix=MAIN_SUFFIX) + inspect.getsource(timed_part) +
+          inspect.getsource(split_wrappers) + SPLIT_TAIL.format(program=program))
   out = subprocess.run([sys.executable, "-c", code], env=_program_env(viz, tmp), cwd=root, stderr=subprocess.DEVNULL,
                        stdout=subprocess.PIPE, text=True, check=True).stdout
   return json.loads(out.splitlines()[-1])
@@ -306,7 +321,7 @@ def print_whole_program(name: str, size: str, pairs: int, against: Path | None =
           " ".join(f"{x:.2f}" for x in r["cpu_runs"][1]))
 
 
-SPLIT_PARTS = ("LLVM", "codegen", "naming", "hooks", "flush", "rest", "main", "process")
+SPLIT_PARTS = ("LLVM", "LLVM on main", "codegen", "naming", "hooks", "flush", "rest", "main", "process")
 
 
 def print_split(name: str, size: str, pairs: int, against: Path | None = None) -> None:
@@ -321,7 +336,7 @@ def print_split(name: str, size: str, pairs: int, against: Path | None = None) -
     for i in range(pairs):
       for root, viz in runs[i % len(runs):] + runs[:i % len(runs)]:
         parts = run_split(name, size, viz, Path(d), root)
-        parts["rest"] = parts["main"] - sum(v for k, v in parts.items() if k not in ("main", "process", "flush"))
+        parts["rest"] = main_rest(parts)
         got[root, viz].append(parts)
   rows = []
   for root in roots:
@@ -330,10 +345,12 @@ def print_split(name: str, size: str, pairs: int, against: Path | None = None) -
     for label, vals in (("off", med[False]), ("VIZ=-1", med[True]),
                         ("VIZ=-1 - off", {k: med[True][k] - med[False][k] for k in SPLIT_PARTS})):
       rows.append((str(root)[-24:], label, *(vals[k] for k in SPLIT_PARTS)))
-  print(format_table([("tree", "<24"), ("run", "<12"), *((k, ">8.3f") for k in SPLIT_PARTS)], rows))
+  print(format_table([("tree", "<24"), ("run", "<12"), *((k, ">8.3f" if k != "LLVM on main" else ">12.3f")
+                                                          for k in SPLIT_PARTS)], rows))
   print(f"CPU s by part, medians of {pairs} rounds of fresh processes (each part's own time: LLVM the JIT's compiles, "
         "codegen get_program\nless the parts inside it, naming TraceIds, hooks the recorder's entry points, flush the "
-        "writer's (any thread),\nrest the main thread's other time; main: the main thread, process: all threads)")
+        "writer's (any thread);\nLLVM on main: the share of LLVM the main thread ran (compile-ahead's worker ran the "
+        "rest); rest: the main thread's time\noutside every part; main: the main thread, process: all threads)")
 
 
 def main() -> None:
